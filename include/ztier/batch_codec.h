@@ -1,0 +1,83 @@
+// File: ztier/batch_codec.h
+//
+// Batched compression and decompression: up to batch_size() pages in one
+// call, each item with its own result (seed 000's SG-list batching; zswap's
+// ZSWAP_MAX_BATCH_SIZE caps a batch at 8).
+//
+//   auto bc = ztier::NewBatchCompressor(codec, {.backend = kParallel,
+//                                                .pool = &workers});
+//   size_t n = (*bc)->batch_size();     // the caller discovers the size,
+//                                       // as crypto_acomp_batch_size()
+//   (*bc)->Compress(items);             // items[i].length, per item
+//
+// Two backends:
+//   kSerial    one Compressor, page after page: "a compressor without
+//              batching". batch_size() is the cap (default 8) so that callers
+//              still chunk large units by 8 for cache locality, as zswap does.
+//   kParallel  fans the batch out over a WorkerPool: min(batch, lanes) lanes,
+//              each with its own Compressor, take items in turn. batch_size()
+//              is the cap.
+//
+// Results per item: for compression, `length` is the compressed size or 0 when
+// the output did not fit in the item's dst (the page is then stored raw); for
+// decompression, `status` is OK or kCorruption, and `length` the bytes
+// written. One item's failure never affects another's.
+//
+// Thread safety: a BatchCompressor is used by one thread at a time (it lives
+// in a compression stream). DecompressBatch() may be called from any thread
+// at any time: it uses thread-local decompressors and takes no lock.
+#ifndef ZTIER_BATCH_CODEC_H_
+#define ZTIER_BATCH_CODEC_H_
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "ztier/codec.h"
+#include "ztier/status.h"
+#include "ztier/worker_pool.h"
+
+namespace ztier {
+
+inline constexpr std::size_t kMaxBatchSize = 8;  // ZSWAP_MAX_BATCH_SIZE
+
+struct BatchItem {
+  std::span<const std::byte> src;
+  std::span<std::byte> dst;
+  std::size_t length = 0;  // out
+  Status status;           // out (decompression)
+};
+
+enum class BatchBackend { kSerial, kParallel };
+
+std::string_view BatchBackendName(BatchBackend b);  // "serial" / "parallel"
+
+struct BatchOptions {
+  BatchBackend backend = BatchBackend::kSerial;
+  std::size_t max_batch = kMaxBatchSize;  // 1..kMaxBatchSize
+  WorkerPool* pool = nullptr;  // required for kParallel; not owned, outlives
+};
+
+class BatchCompressor {
+ public:
+  virtual ~BatchCompressor() = default;
+  // How many items one Compress() call takes at most.
+  virtual std::size_t batch_size() const = 0;
+  virtual BatchBackend backend() const = 0;
+  // Compresses every item. REQUIRES: items.size() <= batch_size().
+  virtual void Compress(std::span<BatchItem> items) = 0;
+};
+
+// kInvalidArgument for a bad max_batch or kParallel without a pool.
+Result<std::unique_ptr<BatchCompressor>> NewBatchCompressor(
+    std::shared_ptr<const Codec> codec, const BatchOptions& options);
+
+// Decompresses every item with `codec`: on the caller alone when `pool` is
+// null, else fanned out over it. Per-item status and length.
+void DecompressBatch(const Codec& codec, std::span<BatchItem> items,
+                     WorkerPool* pool);
+
+}  // namespace ztier
+
+#endif  // ZTIER_BATCH_CODEC_H_

@@ -1,0 +1,160 @@
+// File: ztier/pool.h
+//
+// Pool: the allocator for compressed objects, after the kernel's zsmalloc.
+//
+// Why not malloc: compressed pages are 32..4096 bytes of every size, stored by
+// the million and freed in random order. A general allocator rounds them up,
+// keeps per-object headers, and cannot give back a page while one object on
+// it lives. Pool packs objects of one size class tightly into "zspages" and
+// can move them (compaction) to empty whole pages and return them to the OS.
+//
+// Layout:
+//   size classes   every 16 bytes from 32 to 4096 (255 classes; index
+//                  (size - 32 + 15) / 16). Each class stores its objects in
+//                  zspages of 1..8 contiguous OS pages; the page count is the
+//                  one that wastes the least of the zspage's tail (ties go to
+//                  fewer pages). Classes with the same (pages per zspage,
+//                  objects per zspage) are merged into the largest of them.
+//                  Objects above the largest class that packs more than one
+//                  object per zspage go to the huge class: one 4096-byte
+//                  object per 1-page zspage. HugeClassSize() is that
+//                  watermark: the store keeps pages compressing to at least
+//                  that many bytes raw, as zram does.
+//   zspage         a run of OS pages carved from a large mmap'd arena (not
+//                  one malloc per object). An object never crosses the end of
+//                  its zspage and, since the run is contiguous, is one span.
+//                  Objects are placed at the lowest free index, and pages of
+//                  a zspage are only touched (and so only resident) up to the
+//                  last object placed: a half-empty zspage does not hold RAM
+//                  for its empty tail.
+//   handle         an opaque 64-bit value, never 0, naming one object. It
+//                  stays valid when compaction moves the object.
+//
+//   +---------------- arena (mmap, MAP_NORESERVE) -----------------------+
+//   | zspage(class 37, 3 pages) | zspage(huge) | zspage(class 37) | free  |
+//   +--------------------------------------------------------------------+
+//       ^ objects [0][1][2].. at 16*k-byte strides, lowest free first
+//
+// Memory accounting: TotalBytes() = pages currently held for objects (the
+// touched pages of every zspage) * 4096 + the pool's own metadata (zspage
+// descriptors, handle tables). It is what zram reports as mem_used_total.
+//
+// Compaction (Compact()): per class, moves objects from the sparsest zspages
+// into the fullest, frees emptied zspages, then packs the last partial zspage
+// toward its front; every page freed goes back to the OS with
+// madvise(MADV_DONTNEED) and is counted in pages_compacted.
+//
+// Thread safety: all methods may be called concurrently. Each size class has
+// its own lock (taken by Malloc, Free and Compact of that class). Read and
+// Write do not take the class lock: they pin the object's zspage with a
+// reader count, so compaction waits for them and they never see a half-moved
+// object. The caller must not Free a handle while it reads or writes it, nor
+// use a handle after freeing it.
+#ifndef ZTIER_POOL_H_
+#define ZTIER_POOL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ztier/status.h"
+
+namespace ztier {
+
+using Handle = std::uint64_t;
+inline constexpr Handle kInvalidHandle = 0;
+
+struct PoolOptions {
+  // Longest zspage chain, in OS pages (zsmalloc's CONFIG_ZSMALLOC_CHAIN_SIZE).
+  // 1..16.
+  std::size_t max_pages_per_zspage = 8;
+  // Virtual size of each arena; arenas are added as needed. Only touched
+  // pages use memory.
+  std::size_t arena_bytes = std::size_t{1} << 30;
+};
+
+// One row of zsmalloc's debugfs `classes` file.
+struct PoolClassStats {
+  int class_index = 0;
+  std::size_t size = 0;  // object size in bytes
+  // zspages by fullness: [0] <10% used (zsmalloc's "10%" column), [1] 10..20,
+  // ..., [8] 80..90, [9] 90..99, [10] 100%. Mirrors ZS_INUSE_RATIO_*.
+  std::size_t fullness[11] = {};
+  std::size_t obj_allocated = 0;
+  std::size_t obj_used = 0;
+  std::size_t pages_used = 0;      // pages of this class's zspages held
+  std::size_t pages_per_zspage = 0;
+  std::size_t objs_per_zspage = 0;
+  std::size_t freeable = 0;        // pages a compaction could free (estimate)
+};
+
+struct PoolStats {
+  std::size_t total_bytes = 0;      // == TotalBytes()
+  std::size_t pages_used = 0;       // OS pages held for objects
+  std::size_t metadata_bytes = 0;
+  std::size_t objects = 0;
+  std::size_t object_bytes = 0;     // sum of requested sizes
+  std::uint64_t pages_compacted = 0;  // cumulative
+};
+
+class Pool {
+ public:
+  static Result<std::unique_ptr<Pool>> Create(const PoolOptions& options = {});
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Allocates an object of `size` bytes (1..4096). Returns kInvalidHandle when
+  // memory (address space or the OS) runs out. The contents are undefined
+  // until written.
+  Handle Malloc(std::size_t size);
+
+  // Frees the object. REQUIRES: h came from Malloc and was not freed.
+  void Free(Handle h);
+
+  // Copies `data` into the object. REQUIRES: data.size() <= ObjectSize(h).
+  void Write(Handle h, std::span<const std::byte> data);
+
+  // Calls fn with the object's bytes (exactly the size passed to Malloc),
+  // pinned in place for the duration of the call. fn must not call into the
+  // pool.
+  void Read(Handle h,
+            const std::function<void(std::span<const std::byte>)>& fn) const;
+
+  // Copies the object into `out`; returns its size. REQUIRES: out is large
+  // enough.
+  std::size_t ReadInto(Handle h, std::span<std::byte> out) const;
+
+  // The size passed to Malloc for h.
+  std::size_t ObjectSize(Handle h) const;
+
+  // The size class object sizes are rounded up to (16-byte step, merged).
+  std::size_t ClassSizeFor(std::size_t size) const;
+
+  // Objects of at least this many bytes go to the huge class.
+  std::size_t HugeClassSize() const;
+
+  // Compacts every class; returns the number of OS pages freed by this call.
+  std::size_t Compact();
+
+  std::size_t TotalBytes() const;
+  PoolStats Stats() const;
+  std::vector<PoolClassStats> ClassStats() const;  // merged classes only
+
+  // zsmalloc's debugfs `classes` text: header, one row per class in use or
+  // not, and a Total row.
+  std::string FormatClasses() const;
+
+ private:
+  Pool();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_POOL_H_

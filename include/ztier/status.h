@@ -1,0 +1,159 @@
+// File: ztier/status.h
+//
+// Status and Result<T>: how every ztier operation reports success or failure.
+//
+// A Status is either OK or carries a code from a closed set plus a message
+// that names what failed (a file, an offset, a token). Status objects are
+// values: cheap to copy when OK (no allocation), and [[nodiscard]] so that an
+// error cannot be dropped by accident. ztier's engine uses no exceptions.
+//
+// The codes mean (callers branch on the code, never on the message):
+//   kOk                 success.
+//   kInvalidArgument    the caller passed something malformed (a bad token, a
+//                       size of 0, an unknown codec name). Maps to EINVAL.
+//   kNotFound           the named thing does not exist. Maps to ENOENT/ENODEV.
+//   kResourceExhausted  a limit or the memory ran out (mem_limit, pool full,
+//                       backing store full). The operation left no partial
+//                       state. Maps to ENOMEM/ENOSPC.
+//   kIoError            a read or write of an external resource failed. EIO.
+//   kCorruption         stored or received data is damaged (a compressed
+//                       object that does not decompress). EIO on the wire.
+//   kUnsupported        a valid request this build or backend cannot do.
+//   kBusy               refused because the object is in use. EBUSY.
+//   kOutOfRange         an index or offset beyond the end. ERANGE.
+//   kFailedPrecondition the object is not in the state the call needs (not
+//                       initialised yet). EINVAL in zram's terms.
+//
+// Result<T> is std::expected<T, Status>: a value or the error explaining why
+// there is none.
+//
+// Thread safety: Status and Result are plain values; const methods may be
+// called concurrently.
+#ifndef ZTIER_STATUS_H_
+#define ZTIER_STATUS_H_
+
+#include <expected>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace ztier {
+
+enum class StatusCode : int {
+  kOk = 0,
+  kInvalidArgument,
+  kNotFound,
+  kResourceExhausted,
+  kIoError,
+  kCorruption,
+  kUnsupported,
+  kBusy,
+  kOutOfRange,
+  kFailedPrecondition,
+};
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // OK
+  Status(StatusCode code, std::string_view message)
+      : code_(code), message_(message) {}
+
+  static Status Ok() { return Status(); }
+  static Status InvalidArgument(std::string_view m) {
+    return {StatusCode::kInvalidArgument, m};
+  }
+  static Status NotFound(std::string_view m) {
+    return {StatusCode::kNotFound, m};
+  }
+  static Status ResourceExhausted(std::string_view m) {
+    return {StatusCode::kResourceExhausted, m};
+  }
+  static Status IoError(std::string_view m) { return {StatusCode::kIoError, m}; }
+  static Status Corruption(std::string_view m) {
+    return {StatusCode::kCorruption, m};
+  }
+  static Status Unsupported(std::string_view m) {
+    return {StatusCode::kUnsupported, m};
+  }
+  static Status Busy(std::string_view m) { return {StatusCode::kBusy, m}; }
+  static Status OutOfRange(std::string_view m) {
+    return {StatusCode::kOutOfRange, m};
+  }
+  static Status FailedPrecondition(std::string_view m) {
+    return {StatusCode::kFailedPrecondition, m};
+  }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "OK", or "<CodeName>: <message>".
+  std::string ToString() const;
+
+  // Explicitly ignores an error where dropping it is the documented intent.
+  void IgnoreError() const {}
+
+  friend bool operator==(const Status& a, const Status& b) {
+    return a.code_ == b.code_ && a.message_ == b.message_;
+  }
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// "Ok", "InvalidArgument", ...
+std::string_view StatusCodeName(StatusCode code);
+
+// The kernel errno name a zram user expects for this code ("EINVAL", ...).
+std::string_view StatusCodeErrnoName(StatusCode code);
+
+// The one place where errno becomes a Status. `context` names what was being
+// done and to what ("open /var/lib/x", "mmap 1 GiB arena").
+Status PosixError(std::string_view context, int err);
+
+template <typename T>
+using Result = std::expected<T, Status>;
+
+// Wraps an error Status for returning from a function that returns Result<T>.
+inline std::unexpected<Status> Err(Status s) {
+  return std::unexpected<Status>(std::move(s));
+}
+
+namespace internal {
+// What the macros below return: converts to Status and to any Result<T>, so
+// one macro serves functions of either return type.
+struct ErrorReturn {
+  Status status;
+  operator Status() && { return std::move(status); }  // NOLINT
+  template <typename T>
+  operator Result<T>() && {  // NOLINT
+    return std::unexpected<Status>(std::move(status));
+  }
+};
+}  // namespace internal
+
+}  // namespace ztier
+
+#define ZT_CONCAT_INNER_(a, b) a##b
+#define ZT_CONCAT_(a, b) ZT_CONCAT_INNER_(a, b)
+
+// Returns from the current function if `expr` (a Status) is not OK.
+#define ZT_RETURN_IF_ERROR(expr)              \
+  do {                                        \
+    ::ztier::Status zt_status_ = (expr);      \
+    if (!zt_status_.ok())                     \
+      return ::ztier::internal::ErrorReturn{std::move(zt_status_)}; \
+  } while (0)
+
+// `lhs = value of expr` (a Result<T>), or returns its error. Works in
+// functions returning Status or Result<U>.
+#define ZT_ASSIGN_OR_RETURN(lhs, expr) \
+  ZT_ASSIGN_OR_RETURN_IMPL_(ZT_CONCAT_(zt_result_, __LINE__), lhs, expr)
+#define ZT_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr)             \
+  auto tmp = (expr);                                         \
+  if (!tmp.has_value())                                      \
+    return ::ztier::internal::ErrorReturn{std::move(tmp.error())}; \
+  lhs = std::move(*tmp)
+
+#endif  // ZTIER_STATUS_H_

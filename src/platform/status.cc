@@ -1,0 +1,72 @@
+// Status formatting and the errno boundary.
+#include "ztier/status.h"
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+namespace ztier {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "InvalidArgument";
+    case StatusCode::kNotFound: return "NotFound";
+    case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kIoError: return "IoError";
+    case StatusCode::kCorruption: return "Corruption";
+    case StatusCode::kUnsupported: return "Unsupported";
+    case StatusCode::kBusy: return "Busy";
+    case StatusCode::kOutOfRange: return "OutOfRange";
+    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
+  }
+  return "Unknown";
+}
+
+std::string_view StatusCodeErrnoName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "0";
+    case StatusCode::kInvalidArgument: return "EINVAL";
+    case StatusCode::kNotFound: return "ENODEV";
+    case StatusCode::kResourceExhausted: return "ENOMEM";
+    case StatusCode::kIoError: return "EIO";
+    case StatusCode::kCorruption: return "EIO";
+    case StatusCode::kUnsupported: return "EOPNOTSUPP";
+    case StatusCode::kBusy: return "EBUSY";
+    case StatusCode::kOutOfRange: return "ERANGE";
+    case StatusCode::kFailedPrecondition: return "EINVAL";
+  }
+  return "EIO";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  std::string out(StatusCodeName(code_));
+  out += ": ";
+  out += message_;
+  return out;
+}
+
+Status PosixError(std::string_view context, int err) {
+  std::string msg(context);
+  msg += ": ";
+  msg += std::strerror(err);
+  switch (err) {
+    case ENOENT:
+    case ENODEV:
+      return Status::NotFound(msg);
+    case ENOMEM:
+    case ENOSPC:
+      return Status::ResourceExhausted(msg);
+    case EINVAL:
+      return Status::InvalidArgument(msg);
+    case EBUSY:
+      return Status::Busy(msg);
+    case EOPNOTSUPP:
+      return Status::Unsupported(msg);
+    default:
+      return Status::IoError(msg);
+  }
+}
+
+}  // namespace ztier
