@@ -1,0 +1,230 @@
+// batch_codec_test.cc: serial and parallel batches give the same per-item
+// results as one Compressor; DecompressBatch isolates per-item errors; short
+// batches work; several threads share one WorkerPool (runs under TSan).
+#include "ztier/batch_codec.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "corpus/corpus.h"
+#include "testing/test_util.h"
+#include "ztier/page.h"
+
+namespace ztier {
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+const corpus::PageSet& Python() {
+  static const corpus::PageSet* set = [] {
+    auto s =
+        corpus::LoadPageSet(testing::CorpusDir() + "/anon-python.pages.zst");
+    return new corpus::PageSet(s.has_value() ? std::move(*s)
+                                             : corpus::PageSet());
+  }();
+  return *set;
+}
+
+std::shared_ptr<const Codec> Make(std::string_view name) {
+  auto c = MakeCodec(name);
+  EXPECT_TRUE(c.has_value());
+  return *c;
+}
+
+// Compressed outputs for pages [first, first + n), one buffer each.
+struct Batch {
+  std::vector<Bytes> out;
+  std::vector<BatchItem> items;
+  Batch(std::size_t first, std::size_t n, std::size_t cap = kPageSize)
+      : out(n, Bytes(cap)), items(n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      items[i].src = Python().page(first + i);
+      items[i].dst = out[i];
+    }
+  }
+};
+
+TEST(BatchCodecTest, Names) {
+  EXPECT_EQ(BatchBackendName(BatchBackend::kSerial), "serial");
+  EXPECT_EQ(BatchBackendName(BatchBackend::kParallel), "parallel");
+}
+
+TEST(BatchCodecTest, BadOptions) {
+  auto codec = Make("lz4");
+  WorkerPool pool(1);
+  EXPECT_FALSE(NewBatchCompressor(codec, {.max_batch = 0}).has_value());
+  EXPECT_FALSE(NewBatchCompressor(codec, {.max_batch = 9}).has_value());
+  auto r = NewBatchCompressor(codec, {.backend = BatchBackend::kParallel});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  auto ok = NewBatchCompressor(
+      codec,
+      {.backend = BatchBackend::kParallel, .max_batch = 4, .pool = &pool});
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ((*ok)->batch_size(), 4u);
+  EXPECT_EQ((*ok)->backend(), BatchBackend::kParallel);
+}
+
+TEST(BatchCodecTest, SameResultsAsOneCompressor) {
+  ASSERT_EQ(Python().size(), 4096u);
+  WorkerPool pool(2);
+  for (std::string_view name : CodecNames()) {
+    auto codec = Make(name);
+    auto single = codec->NewCompressor();
+    auto serial = NewBatchCompressor(codec, {});
+    auto parallel = NewBatchCompressor(
+        codec, {.backend = BatchBackend::kParallel, .pool = &pool});
+    ASSERT_TRUE(serial.has_value() && parallel.has_value());
+    EXPECT_EQ((*serial)->batch_size(), kMaxBatchSize);
+    for (std::size_t first = 0; first < 4096; first += 8 * 37) {
+      // Small dst for some batches so that "does not fit" (0) shows up too.
+      const std::size_t cap = first % 3 == 0 ? 1500 : kPageSize;
+      Batch s(first, 8, cap), p(first, 8, cap);
+      (*serial)->Compress(s.items);
+      (*parallel)->Compress(p.items);
+      Bytes want(cap);
+      for (std::size_t i = 0; i < 8; ++i) {
+        const std::size_t n = (*single)->Compress(s.items[i].src, want);
+        ASSERT_EQ(s.items[i].length, n) << name << " item " << i;
+        ASSERT_EQ(p.items[i].length, n) << name << " item " << i;
+        ASSERT_EQ(std::memcmp(s.out[i].data(), want.data(), n), 0);
+        ASSERT_EQ(std::memcmp(p.out[i].data(), want.data(), n), 0);
+      }
+    }
+  }
+}
+
+TEST(BatchCodecTest, ShortBatchesAndRoundTrip) {
+  WorkerPool pool(3);
+  auto codec = Make("zstd");
+  auto bc = NewBatchCompressor(
+      codec, {.backend = BatchBackend::kParallel, .pool = &pool});
+  ASSERT_TRUE(bc.has_value());
+  for (std::size_t n = 0; n <= kMaxBatchSize; ++n) {
+    Batch b(100, n);
+    (*bc)->Compress(b.items);
+    std::vector<Bytes> pages(n, Bytes(kPageSize));
+    std::vector<BatchItem> d(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_GT(b.items[i].length, 0u);
+      d[i].src = std::span(b.out[i]).first(b.items[i].length);
+      d[i].dst = pages[i];
+    }
+    DecompressBatch(*codec, d, n % 2 == 0 ? &pool : nullptr);
+    for (std::size_t i = 0; i < n; ++i) {
+      ASSERT_OK(d[i].status);
+      EXPECT_EQ(d[i].length, kPageSize);
+      EXPECT_EQ(std::memcmp(pages[i].data(), Python().page(100 + i).data(),
+                            kPageSize),
+                0);
+    }
+  }
+}
+
+TEST(BatchCodecTest, DecompressErrorsStayPerItem) {
+  WorkerPool pool(1);
+  for (std::string_view name : CodecNames()) {
+    auto codec = Make(name);
+    auto bc = NewBatchCompressor(codec, {});
+    Batch b(2000, 8);
+    (*bc)->Compress(b.items);
+    std::vector<Bytes> pages(8, Bytes(kPageSize));
+    std::vector<BatchItem> d(8);
+    for (std::size_t i = 0; i < 8; ++i) {
+      ASSERT_GT(b.items[i].length, 0u);
+      d[i].src = std::span(b.out[i]).first(b.items[i].length);
+      d[i].dst = pages[i];
+    }
+    d[3].src = d[3].src.first(d[3].src.size() / 2);       // truncated
+    d[5].dst = std::span(pages[5]).first(kPageSize - 1);  // wrong size
+    for (WorkerPool* p : {static_cast<WorkerPool*>(nullptr), &pool}) {
+      DecompressBatch(*codec, d, p);
+      for (std::size_t i = 0; i < 8; ++i) {
+        if (i == 3 || i == 5) {
+          EXPECT_EQ(d[i].status.code(), StatusCode::kCorruption) << name << i;
+          EXPECT_EQ(d[i].length, 0u);
+        } else {
+          ASSERT_OK(d[i].status);
+          EXPECT_EQ(d[i].length, kPageSize);
+          EXPECT_EQ(std::memcmp(pages[i].data(), Python().page(2000 + i).data(),
+                                kPageSize),
+                    0);
+        }
+      }
+    }
+  }
+}
+
+TEST(BatchCodecTest, ThreadsShareOnePool) {
+  WorkerPool pool(2, /*spin_us=*/50);
+  auto codec = Make("lz4");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto bc = NewBatchCompressor(
+          codec, {.backend = BatchBackend::kParallel, .pool = &pool});
+      ASSERT_TRUE(bc.has_value());
+      for (std::size_t first = t * 8; first + 8 <= 4096; first += 8 * 41) {
+        Batch b(first, 8);
+        (*bc)->Compress(b.items);
+        std::vector<Bytes> pages(8, Bytes(kPageSize));
+        std::vector<BatchItem> d;
+        std::vector<std::size_t> index;  // the pages that compressed
+        for (std::size_t i = 0; i < 8; ++i) {
+          if (b.items[i].length == 0) continue;  // stored raw
+          d.push_back({.src = std::span(b.out[i]).first(b.items[i].length),
+                       .dst = pages[i]});
+          index.push_back(i);
+        }
+        DecompressBatch(*codec, d, &pool);
+        for (std::size_t k = 0; k < d.size(); ++k) {
+          ASSERT_OK(d[k].status);
+          ASSERT_EQ(
+              std::memcmp(pages[index[k]].data(),
+                          Python().page(first + index[k]).data(), kPageSize),
+              0);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Not a pass/fail check (timing is noisy on shared machines): prints the
+// parallel/serial speed-up of consecutive batches of 8 lz4 pages and the
+// single-thread lz4 compression speed.
+TEST(BatchCodecTest, ReportSpeed) {
+  WorkerPool pool(std::thread::hardware_concurrency() > 1 ? 1 : 0);
+  auto codec = Make("lz4");
+  auto serial = NewBatchCompressor(codec, {});
+  auto parallel = NewBatchCompressor(
+      codec, {.backend = BatchBackend::kParallel, .pool = &pool});
+  Batch b(0, 8);
+  auto time = [&](BatchCompressor& bc) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t first = 0; first + 8 <= 4096; first += 8) {
+      for (std::size_t i = 0; i < 8; ++i) {
+        b.items[i].src = Python().page(first + i);
+      }
+      bc.Compress(b.items);
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+        .count();
+  };
+  double best_s = 1e9, best_p = 1e9;
+  for (int rep = 0; rep < 5; ++rep) {
+    best_s = std::min(best_s, time(**serial));
+    best_p = std::min(best_p, time(**parallel));
+  }
+  const double mb = 4096.0 * kPageSize / 1e6;
+  std::printf(
+      "lz4 anon-python: serial %.0f MB/s, parallel (%zu lanes) "
+      "%.0f MB/s, speed-up %.2fx\n",
+      mb / best_s, pool.lanes(), mb / best_p, best_s / best_p);
+}
+
+}  // namespace
+}  // namespace ztier

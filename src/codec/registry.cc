@@ -1,0 +1,124 @@
+// registry.cc: codec names, MakeCodec, codec ids and LocalDecompressor.
+//
+// LocalDecompressor keeps, per thread, a small array of (codec id,
+// Decompressor) pairs searched linearly with the most recent first: a thread
+// normally uses one or two codecs, so the lookup is one compare and takes no
+// lock. Ids are never reused, so an entry can never answer for a different
+// codec. A Decompressor holds what it needs of its Codec (a zstd dictionary)
+// by shared_ptr, so an entry stays valid after its Codec is gone. To bound
+// the memory of threads that see many short-lived codecs (tests, the
+// recompression pass), a thread keeps at most kMaxLocal entries and evicts
+// the least recently used one: a reference from LocalDecompressor() stays
+// valid until this thread has asked for kMaxLocal - 1 other codecs since.
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "codec/codec_internal.h"
+#include "ztier/codec.h"
+
+namespace ztier {
+namespace {
+
+std::atomic<std::uint64_t> next_codec_id{1};
+
+struct Entry {
+  std::string_view name;
+  internal::CodecResult (*make)(const CodecParams&);
+};
+
+// zram's listing order.
+constexpr Entry kCodecs[] = {
+    {"lzo", internal::NewLzoCodec},         {"lz4", internal::NewLz4Codec},
+    {"lz4hc", internal::NewLz4HcCodec},     {"zstd", internal::NewZstdCodec},
+    {"deflate", internal::NewDeflateCodec},
+};
+
+constexpr std::size_t kMaxLocal = 16;
+
+struct LocalEntry {
+  std::uint64_t id;
+  std::unique_ptr<Decompressor> decompressor;
+};
+
+}  // namespace
+
+Codec::Codec() : id_(next_codec_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+std::vector<std::string_view> CodecNames() {
+  std::vector<std::string_view> names;
+  for (const Entry& e : kCodecs) names.push_back(e.name);
+  return names;
+}
+
+Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
+                                               const CodecParams& params) {
+  if (!params.algo.empty() && params.algo != name) {
+    return Err(
+        Status::InvalidArgument("algorithm_params are for algo=" + params.algo +
+                                ", not " + std::string(name)));
+  }
+  for (const Entry& e : kCodecs) {
+    if (e.name == name) return e.make(params);
+  }
+  return Err(Status::InvalidArgument("unknown compression algorithm '" +
+                                     std::string(name) + "'"));
+}
+
+Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
+                                               std::string_view params) {
+  ZT_ASSIGN_OR_RETURN(CodecParams p, ParseAlgorithmParams(params));
+  return MakeCodec(name, p);
+}
+
+Decompressor& LocalDecompressor(const Codec& codec) {
+  // Most recently used first.
+  thread_local std::vector<LocalEntry> local;
+  const std::uint64_t id = codec.id();
+  if (!local.empty() && local.front().id == id) {
+    return *local.front().decompressor;
+  }
+  for (std::size_t i = 1; i < local.size(); ++i) {
+    if (local[i].id == id) {
+      // Move to front, keeping the order of the rest (LRU at the back).
+      std::rotate(local.begin(), local.begin() + i, local.begin() + i + 1);
+      return *local.front().decompressor;
+    }
+  }
+  auto d = codec.NewDecompressor();
+  if (!d.has_value()) {
+    std::fprintf(stderr, "ztier: cannot create a %.*s decompressor: %s\n",
+                 static_cast<int>(codec.name().size()), codec.name().data(),
+                 d.error().ToString().c_str());
+    std::abort();
+  }
+  if (local.size() >= kMaxLocal) local.pop_back();
+  local.insert(local.begin(), LocalEntry{id, std::move(*d)});
+  return *local.front().decompressor;
+}
+
+namespace internal {
+
+Result<int> ResolveLevel(std::string_view codec, const CodecParams& params,
+                         int lo, int hi, int dflt) {
+  if (params.level == CodecParams::kDefaultLevel) return dflt;
+  if (params.level < lo || params.level > hi) {
+    return Err(Status::InvalidArgument(
+        std::string(codec) + ": level " + std::to_string(params.level) +
+        " out of range " + std::to_string(lo) + ".." + std::to_string(hi)));
+  }
+  return params.level;
+}
+
+Status RejectDict(std::string_view codec, const CodecParams& params) {
+  if (params.dict_path.empty()) return Status::Ok();
+  return Status::InvalidArgument(std::string(codec) +
+                                 ": dictionaries are supported by zstd only");
+}
+
+}  // namespace internal
+}  // namespace ztier

@@ -1,0 +1,93 @@
+// status_test.cc: Status, Result and the error macros.
+#include "ztier/status.h"
+
+#include <cerrno>
+
+#include "testing/test_util.h"
+
+namespace ztier {
+namespace {
+
+TEST(StatusTest, DefaultIsOk) {
+  Status s;
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kOk);
+  EXPECT_EQ(s.ToString(), "OK");
+  EXPECT_EQ(s, Status::Ok());
+}
+
+TEST(StatusTest, FactoriesSetCodeAndMessage) {
+  const Status s = Status::Corruption("page 7");
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kCorruption);
+  EXPECT_EQ(s.message(), "page 7");
+  EXPECT_EQ(s.ToString(), "Corruption: page 7");
+  EXPECT_EQ(Status::InvalidArgument("x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Status::NotFound("x").code(), StatusCode::kNotFound);
+  EXPECT_EQ(Status::ResourceExhausted("x").code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(Status::IoError("x").code(), StatusCode::kIoError);
+  EXPECT_EQ(Status::Unsupported("x").code(), StatusCode::kUnsupported);
+  EXPECT_EQ(Status::Busy("x").code(), StatusCode::kBusy);
+  EXPECT_EQ(Status::OutOfRange("x").code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(Status::FailedPrecondition("x").code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_NE(Status::IoError("a"), Status::IoError("b"));
+}
+
+TEST(StatusTest, CodeNamesAndErrnoNames) {
+  EXPECT_EQ(StatusCodeName(StatusCode::kInvalidArgument), "InvalidArgument");
+  EXPECT_EQ(StatusCodeErrnoName(StatusCode::kInvalidArgument), "EINVAL");
+  EXPECT_EQ(StatusCodeErrnoName(StatusCode::kCorruption), "EIO");
+  EXPECT_EQ(StatusCodeErrnoName(StatusCode::kResourceExhausted), "ENOMEM");
+  EXPECT_EQ(StatusCodeErrnoName(StatusCode::kBusy), "EBUSY");
+}
+
+TEST(StatusTest, PosixErrorMapsErrno) {
+  EXPECT_EQ(PosixError("open /x", ENOENT).code(), StatusCode::kNotFound);
+  EXPECT_EQ(PosixError("mmap", ENOMEM).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(PosixError("write", ENOSPC).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(PosixError("ioctl", EINVAL).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(PosixError("open", EBUSY).code(), StatusCode::kBusy);
+  const Status io = PosixError("pread /dev/sdb", EIO);
+  EXPECT_EQ(io.code(), StatusCode::kIoError);
+  EXPECT_EQ(io.message().rfind("pread /dev/sdb: ", 0), 0u);
+}
+
+Result<int> Half(int x) {
+  if (x % 2 != 0) return Err(Status::InvalidArgument("odd"));
+  return x / 2;
+}
+
+Result<int> Quarter(int x) {
+  ZT_ASSIGN_OR_RETURN(int h, Half(x));
+  ZT_ASSIGN_OR_RETURN(int q, Half(h));
+  return q;
+}
+
+Status CheckEven(int x) {
+  ZT_RETURN_IF_ERROR(Half(x).has_value() ? Status::Ok()
+                                         : Status::InvalidArgument("odd"));
+  return Status::Ok();
+}
+
+Status QuarterStatus(int x, int* out) {
+  ZT_ASSIGN_OR_RETURN(*out, Quarter(x));
+  return Status::Ok();
+}
+
+TEST(StatusTest, MacrosPropagate) {
+  ASSERT_TRUE(Quarter(8).has_value());
+  EXPECT_EQ(*Quarter(8), 2);
+  ASSERT_FALSE(Quarter(6).has_value());
+  EXPECT_EQ(Quarter(6).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_OK(CheckEven(4));
+  EXPECT_EQ(CheckEven(3).code(), StatusCode::kInvalidArgument);
+  int q = 0;
+  EXPECT_OK(QuarterStatus(12, &q));
+  EXPECT_EQ(q, 3);
+  EXPECT_FALSE(QuarterStatus(2, &q).ok());
+}
+
+}  // namespace
+}  // namespace ztier
