@@ -1,0 +1,281 @@
+// File: pool/pool.cc
+//
+// Pool::Create, Malloc, Free, Read, Write: see ztier/pool.h for the contract
+// and pool_internal.h for the handle and location-entry layouts.
+//
+// Malloc (class lock): take the fullest non-full zspage (fullness groups
+// 10..1, as zsmalloc's find_get_zspage), or carve a new one from the arena;
+// place the object at the lowest free index and raise the zspage's touched
+// pages to cover it; take a handle-table slot and publish the location
+// (release). O(groups + bitmap words), no per-object allocation.
+//
+// Free (class lock): clear the bit; a zspage whose last object goes is
+// discarded (MADV_DONTNEED on its touched pages), its run and id recycled.
+//
+// Read/Write take no lock: Pin() loads the location (acquire), adds a reader
+// to that zspage's pin word unless a mover holds or waits for it, and
+// re-checks that the location did not change meanwhile (else unpin, retry).
+// A mover stores the new location while holding the zspage exclusively, so
+// a pinned, re-checked location stays valid until Unpin().
+#include <sys/mman.h>
+
+#include <cassert>
+#include <cstring>
+#include <thread>
+
+#include "pool/pool_internal.h"
+
+namespace ztier {
+
+using internal_pool::ClassGeometry;
+using internal_pool::SizeClass;
+using internal_pool::ZspageDesc;
+namespace ip = internal_pool;
+
+Pool::Impl::Impl(const PoolOptions& opts)
+    : options(opts),
+      table(ip::BuildClassTable(opts.max_pages_per_zspage)),
+      arena(opts.arena_bytes) {
+  for (int i = 0; i < ip::kNumClasses; ++i) {
+    if (table.merged[i] != i) continue;
+    classes[i] = std::make_unique<SizeClass>();
+    classes[i]->index = i;
+    classes[i]->geo = table.geometry[i];
+  }
+}
+
+Pool::Impl::~Impl() {
+  // Every live zspage sits in one fullness list; free their heap bitmaps.
+  // The arenas go with `arena`.
+  for (auto& sc : classes) {
+    if (sc == nullptr) continue;
+    for (int g = 1; g < ip::kNumGroups; ++g) {
+      for (std::uint32_t id = sc->group_head[g]; id != ip::kNoId;) {
+        const std::uint32_t next = descs.Get(id)->next;
+        descs.Free(id, sc->geo.objs);
+        id = next;
+      }
+    }
+  }
+}
+
+void Pool::Impl::GroupInsert(SizeClass& sc, std::uint32_t id, ZspageDesc* d) {
+  const int g = ip::GroupFor(d->inuse, sc.geo.objs);
+  d->group = static_cast<std::uint8_t>(g);
+  d->prev = ip::kNoId;
+  d->next = sc.group_head[g];
+  if (d->next != ip::kNoId) descs.Get(d->next)->prev = id;
+  sc.group_head[g] = id;
+  ++sc.group_count[g];
+}
+
+void Pool::Impl::GroupRemove(SizeClass& sc, ZspageDesc* d) {
+  const int g = d->group;
+  if (d->prev != ip::kNoId) {
+    descs.Get(d->prev)->next = d->next;
+  } else {
+    sc.group_head[g] = d->next;
+  }
+  if (d->next != ip::kNoId) descs.Get(d->next)->prev = d->prev;
+  d->prev = d->next = ip::kNoId;
+  --sc.group_count[g];
+}
+
+void Pool::Impl::Regroup(SizeClass& sc, std::uint32_t id, ZspageDesc* d) {
+  if (ip::GroupFor(d->inuse, sc.geo.objs) == d->group) return;
+  GroupRemove(sc, d);
+  GroupInsert(sc, id, d);
+}
+
+void Pool::Impl::Touch(SizeClass& sc, ZspageDesc* d, std::uint32_t idx) {
+  const std::size_t end = (std::size_t{idx} + 1) * sc.geo.size;
+  const std::size_t pages = (end + ip::kPageSize - 1) / ip::kPageSize;
+  if (pages > d->touched_pages) {
+    const std::size_t grow = pages - d->touched_pages;
+    d->touched_pages = static_cast<std::uint8_t>(pages);
+    sc.touched_pages += grow;
+    touched_pages.fetch_add(grow, std::memory_order_relaxed);
+  }
+}
+
+std::size_t Pool::Impl::FreeZspage(SizeClass& sc, std::uint32_t id,
+                                   ZspageDesc* d) {
+  assert(d->inuse == 0);
+  const std::size_t pages = d->touched_pages;
+  ip::DiscardPages(d->base, 0, pages);
+  arena.ReleaseRun(d->base, sc.geo.pages);
+  sc.touched_pages -= pages;
+  touched_pages.fetch_sub(pages, std::memory_order_relaxed);
+  --sc.zspages;
+  d->touched_pages = 0;
+  descs.Free(id, sc.geo.objs);
+  return pages;
+}
+
+ZspageDesc* Pool::Impl::Pin(Handle h, std::uint64_t* entry) const {
+  std::atomic<std::uint64_t>& slot =
+      ClassOf(h).handles.Entry(ip::HandleIndex(h));
+  for (int spins = 0;; ++spins) {
+    if (spins > 16) std::this_thread::yield();
+    const std::uint64_t e = slot.load(std::memory_order_acquire);
+    assert((e & ip::kEntryFree) == 0 && "use of a freed handle");
+    ZspageDesc* d = descs.Get(ip::EntryZspage(e));
+    std::int32_t c = d->pin.load(std::memory_order_relaxed);
+    if (c < 0 || (c & ip::kPinPending) != 0) continue;
+    if (!d->pin.compare_exchange_weak(c, c + 1, std::memory_order_acquire,
+                                      std::memory_order_relaxed)) {
+      continue;
+    }
+    if (slot.load(std::memory_order_acquire) == e) {
+      *entry = e;
+      return d;
+    }
+    Unpin(d);  // moved between the load and the pin: try again
+  }
+}
+
+Result<std::unique_ptr<Pool>> Pool::Create(const PoolOptions& options) {
+  if (options.max_pages_per_zspage < 1 ||
+      options.max_pages_per_zspage > ip::kMaxPagesPerZspage) {
+    return Err(Status::InvalidArgument(
+        "pool: max_pages_per_zspage must be 1..16"));
+  }
+  if (options.arena_bytes < ip::kMaxPagesPerZspage * ip::kPageSize ||
+      options.arena_bytes % ip::kPageSize != 0) {
+    return Err(Status::InvalidArgument(
+        "pool: arena_bytes must be a multiple of 4096 and >= 64 KiB"));
+  }
+  std::unique_ptr<Pool> pool(new Pool());
+  pool->impl_ = std::make_unique<Impl>(options);
+  return pool;
+}
+
+Pool::Pool() = default;
+Pool::~Pool() = default;
+
+Handle Pool::Malloc(std::size_t size) {
+  assert(size >= 1 && size <= ip::kPageSize);
+  if (size < 1 || size > ip::kPageSize) return kInvalidHandle;
+  Impl& m = *impl_;
+  const int ci = m.table.MergedClassFor(size);
+  SizeClass& sc = *m.classes[ci];
+  std::lock_guard<std::mutex> lock(sc.mu);
+
+  const std::uint64_t hidx = sc.handles.Allocate(&m.metadata_bytes);
+  if (hidx == ip::kNoIndex) return kInvalidHandle;
+
+  std::uint32_t id = ip::kNoId;
+  for (int g = ip::kGroupFull - 1; g >= 1 && id == ip::kNoId; --g) {
+    id = sc.group_head[g];
+  }
+  ZspageDesc* d;
+  if (id != ip::kNoId) {
+    d = m.descs.Get(id);
+    m.GroupRemove(sc, d);
+  } else {
+    std::byte* run = m.arena.AllocateRun(sc.geo.pages);
+    if (run == nullptr) {
+      sc.handles.Free(hidx);
+      return kInvalidHandle;
+    }
+    d = m.descs.Allocate(sc.geo.objs, &id);
+    if (d == nullptr) {
+      m.arena.ReleaseRun(run, sc.geo.pages);
+      sc.handles.Free(hidx);
+      return kInvalidHandle;
+    }
+    d->base = run;
+    ++sc.zspages;
+  }
+  const std::uint32_t idx = d->LowestFree(sc.geo.objs);
+  d->Set(sc.geo.objs, idx);
+  ++d->inuse;
+  m.Touch(sc, d, idx);
+  m.GroupInsert(sc, id, d);
+  ++sc.obj_used;
+  m.objects.fetch_add(1, std::memory_order_relaxed);
+  m.object_bytes.fetch_add(size, std::memory_order_relaxed);
+  sc.handles.Entry(hidx).store(
+      ip::MakeEntry(id, idx, static_cast<std::uint32_t>(size)),
+      std::memory_order_release);
+  return ip::MakeHandle(ci, hidx);
+}
+
+void Pool::Free(Handle h) {
+  assert(h != kInvalidHandle);
+  Impl& m = *impl_;
+  SizeClass& sc = m.ClassOf(h);
+  std::lock_guard<std::mutex> lock(sc.mu);
+  const std::uint64_t hidx = ip::HandleIndex(h);
+  const std::uint64_t e = sc.handles.Entry(hidx).load(std::memory_order_relaxed);
+  assert((e & ip::kEntryFree) == 0 && "double free");
+  const std::uint32_t id = ip::EntryZspage(e);
+  const std::uint32_t idx = ip::EntryIdx(e);
+  ZspageDesc* d = m.descs.Get(id);
+  assert(d->Used(sc.geo.objs, idx));
+  d->Clear(sc.geo.objs, idx);
+  --d->inuse;
+  --sc.obj_used;
+  m.objects.fetch_sub(1, std::memory_order_relaxed);
+  m.object_bytes.fetch_sub(ip::EntrySize(e), std::memory_order_relaxed);
+  sc.handles.Free(hidx);
+  if (d->inuse == 0) {
+    m.GroupRemove(sc, d);
+    m.FreeZspage(sc, id, d);
+  } else {
+    m.Regroup(sc, id, d);
+  }
+}
+
+void Pool::Write(Handle h, std::span<const std::byte> data) {
+  std::uint64_t e;
+  ZspageDesc* d = impl_->Pin(h, &e);
+  assert(data.size() <= ip::EntrySize(e));
+  const std::size_t stride = impl_->ClassOf(h).geo.size;
+  std::memcpy(d->base + std::size_t{ip::EntryIdx(e)} * stride, data.data(),
+              data.size());
+  Impl::Unpin(d);
+}
+
+void Pool::Read(Handle h,
+                const std::function<void(std::span<const std::byte>)>& fn) const {
+  std::uint64_t e;
+  ZspageDesc* d = impl_->Pin(h, &e);
+  const std::size_t stride = impl_->ClassOf(h).geo.size;
+  fn(std::span<const std::byte>(
+      d->base + std::size_t{ip::EntryIdx(e)} * stride, ip::EntrySize(e)));
+  Impl::Unpin(d);
+}
+
+std::size_t Pool::ReadInto(Handle h, std::span<std::byte> out) const {
+  std::uint64_t e;
+  ZspageDesc* d = impl_->Pin(h, &e);
+  const std::size_t size = ip::EntrySize(e);
+  assert(out.size() >= size);
+  const std::size_t stride = impl_->ClassOf(h).geo.size;
+  std::memcpy(out.data(), d->base + std::size_t{ip::EntryIdx(e)} * stride,
+              size);
+  Impl::Unpin(d);
+  return size;
+}
+
+std::size_t Pool::ObjectSize(Handle h) const {
+  const std::uint64_t e = impl_->ClassOf(h)
+                              .handles.Entry(ip::HandleIndex(h))
+                              .load(std::memory_order_acquire);
+  assert((e & ip::kEntryFree) == 0);
+  return ip::EntrySize(e);
+}
+
+std::size_t Pool::ClassSizeFor(std::size_t size) const {
+  return impl_->table.geometry[impl_->table.MergedClassFor(size)].size;
+}
+
+std::size_t Pool::HugeClassSize() const { return impl_->table.huge_size; }
+
+std::size_t Pool::TotalBytes() const {
+  return impl_->touched_pages.load(std::memory_order_relaxed) * ip::kPageSize +
+         impl_->metadata_bytes.load(std::memory_order_relaxed);
+}
+
+}  // namespace ztier

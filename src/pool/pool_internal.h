@@ -1,0 +1,379 @@
+// File: pool/pool_internal.h
+//
+// The pieces behind ztier/pool.h, one concept per file:
+//   size_class.cc  the class table: geometry, merging, the huge watermark.
+//   arena.cc       mmap'd arenas cut into runs of pages, free runs reused.
+//   zspage.cc      zspage descriptors (global chunked table, recycled ids),
+//                  the object bitmap and the pin lock readers and movers use.
+//   handle_table.cc per-class handle tables: handle -> location entries.
+//   pool.cc        Malloc / Free / Read / Write.
+//   compact.cc     Compact().
+//   pool_format.cc Stats, ClassStats, FormatClasses.
+//
+// Handle bit budget (64 bits):
+//   [63..40] merged class index (0..254)   [39..0] handle-table index + 1
+// so a handle is never 0 and one class can hold 2^40 - 1 live handles.
+//
+// Location entry (one std::atomic<uint64_t> per handle-table slot):
+//   live:  [63] 0 | [56..25] zspage id (32 bits) | [24..13] object index
+//          (12 bits; at most 16 pages * 4096 / 32 = 2048 objects) |
+//          [12..0] requested size (13 bits, 1..4096).
+//   free:  [63] 1 | [39..0] next free handle-table index (or kNoIndex).
+// Compaction rewrites the zspage id and object index of a live entry; the
+// size never changes while the handle lives.
+//
+// Locking (outermost first): SizeClass::mu (Malloc, Free, Compact of that
+// class) -> DescTable::mu_ (descriptor ids) -> Arena::mu_ (runs). Readers and
+// writers of object bytes take no mutex: they pin the zspage (Pin below).
+#ifndef ZTIER_POOL_POOL_INTERNAL_H_
+#define ZTIER_POOL_POOL_INTERNAL_H_
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "ztier/pool.h"
+
+namespace ztier::internal_pool {
+
+inline constexpr std::size_t kPageSize = 4096;
+inline constexpr std::size_t kMinAllocSize = 32;
+inline constexpr std::size_t kClassDelta = 16;
+inline constexpr int kNumClasses = 255;
+inline constexpr int kHugeClass = kNumClasses - 1;  // 4096-byte objects
+inline constexpr std::size_t kMaxPagesPerZspage = 16;
+
+// Fullness groups, as zsmalloc's ZS_INUSE_RATIO_*: 0 empty, 1..10 the ten
+// bands of non-full zspages (1: <10% used ... 10: 90..99%), 11 full.
+inline constexpr int kNumGroups = 12;
+inline constexpr int kGroupFull = 11;
+
+inline constexpr std::uint32_t kNoId = UINT32_MAX;
+inline constexpr std::uint64_t kNoIndex = (std::uint64_t{1} << 40) - 1;
+
+// ---- handles and location entries -----------------------------------------
+
+inline constexpr int kHandleClassShift = 40;
+inline constexpr std::uint64_t kHandleIndexMask =
+    (std::uint64_t{1} << kHandleClassShift) - 1;
+
+inline Handle MakeHandle(int merged_class, std::uint64_t index) {
+  return (static_cast<std::uint64_t>(merged_class) << kHandleClassShift) |
+         (index + 1);
+}
+inline int HandleClass(Handle h) {
+  return static_cast<int>(h >> kHandleClassShift);
+}
+inline std::uint64_t HandleIndex(Handle h) {
+  return (h & kHandleIndexMask) - 1;
+}
+
+inline constexpr std::uint64_t kEntryFree = std::uint64_t{1} << 63;
+inline constexpr int kEntryIdxShift = 13;
+inline constexpr int kEntryZspageShift = 25;
+static_assert(kMaxPagesPerZspage * kPageSize / kMinAllocSize <= (1u << 12),
+              "object index must fit 12 bits");
+static_assert(kPageSize < (1u << 13), "size must fit 13 bits");
+static_assert(kEntryZspageShift + 32 < 63, "entry layout overflows");
+
+inline std::uint64_t MakeEntry(std::uint32_t zspage, std::uint32_t idx,
+                               std::uint32_t size) {
+  return (static_cast<std::uint64_t>(zspage) << kEntryZspageShift) |
+         (static_cast<std::uint64_t>(idx) << kEntryIdxShift) | size;
+}
+inline std::uint32_t EntryZspage(std::uint64_t e) {
+  return static_cast<std::uint32_t>(e >> kEntryZspageShift);
+}
+inline std::uint32_t EntryIdx(std::uint64_t e) {
+  return static_cast<std::uint32_t>((e >> kEntryIdxShift) & 0xfff);
+}
+inline std::uint32_t EntrySize(std::uint64_t e) {
+  return static_cast<std::uint32_t>(e & 0x1fff);
+}
+
+// ---- size classes (size_class.cc) -----------------------------------------
+
+struct ClassGeometry {
+  std::uint32_t size = 0;   // object stride in bytes
+  std::uint32_t pages = 0;  // OS pages per zspage
+  std::uint32_t objs = 0;   // objects per zspage
+};
+
+struct ClassTable {
+  std::array<ClassGeometry, kNumClasses> geometry{};
+  // merged[i]: the class index that stores class i's objects (the largest
+  // class with the same (pages, objs)).
+  std::array<std::uint16_t, kNumClasses> merged{};
+  // Objects of at least this many bytes go to kHugeClass.
+  std::uint32_t huge_size = 0;
+
+  // The merged class for an object of `size` bytes (1..4096).
+  int MergedClassFor(std::size_t size) const;
+};
+
+// Builds the table for chains of at most `max_pages` pages (1..16).
+ClassTable BuildClassTable(std::size_t max_pages);
+
+// ---- arenas (arena.cc) ------------------------------------------------------
+
+// Hands out runs of contiguous pages from mmap'd arenas. Thread-safe.
+class Arena {
+ public:
+  explicit Arena(std::size_t arena_bytes);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // A run of `pages` pages (1..16), its memory untouched or zeroed, or
+  // nullptr when the address space (mmap) runs out.
+  std::byte* AllocateRun(std::size_t pages);
+  // Returns a run; REQUIRES its pages were madvise(MADV_DONTNEED)'d or never
+  // touched.
+  void ReleaseRun(std::byte* run, std::size_t pages);
+
+ private:
+  std::mutex mu_;
+  const std::size_t arena_bytes_;
+  std::vector<std::pair<std::byte*, std::size_t>> arenas_;  // base, bytes
+  std::byte* bump_ = nullptr;
+  std::byte* bump_end_ = nullptr;
+  std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_;
+};
+
+// Gives pages [first, first + count) of `base` back to the OS.
+void DiscardPages(std::byte* base, std::size_t first, std::size_t count);
+
+// ---- zspage descriptors (zspage.cc) ----------------------------------------
+
+// Pin lock word: >= 0 reader count; kPinPending set while a mover waits for
+// readers to drain (new readers back off); kPinWriter while it moves.
+inline constexpr std::int32_t kPinPending = 0x40000000;
+inline constexpr std::int32_t kPinWriter = -1;
+
+struct ZspageDesc {
+  std::atomic<std::int32_t> pin{0};
+  // The fields below are written under the owning class's lock (and the
+  // DescTable lock for allocation). Readers read `base` only after a
+  // location entry naming this zspage was loaded with acquire.
+  std::uint32_t prev = kNoId;  // fullness-group list links; `next` also
+  std::uint32_t next = kNoId;  // links the DescTable free list
+  std::uint16_t inuse = 0;
+  std::uint8_t group = 0;
+  std::uint8_t touched_pages = 0;  // pages [0, touched) may be resident
+  std::byte* base = nullptr;
+  // Object bitmap: inline for <= 64 objects per zspage, else on the heap.
+  union {
+    std::uint64_t inline_bits = 0;
+    std::uint64_t* heap_bits;
+  };
+
+  // Bitmap helpers; `objs` is the class's objects per zspage.
+  std::uint64_t* Words(std::uint32_t objs) {
+    return objs > 64 ? heap_bits : &inline_bits;
+  }
+  const std::uint64_t* Words(std::uint32_t objs) const {
+    return objs > 64 ? heap_bits : &inline_bits;
+  }
+  bool Used(std::uint32_t objs, std::uint32_t idx) const {
+    return (Words(objs)[idx / 64] >> (idx % 64)) & 1;
+  }
+  void Set(std::uint32_t objs, std::uint32_t idx) {
+    Words(objs)[idx / 64] |= std::uint64_t{1} << (idx % 64);
+  }
+  void Clear(std::uint32_t objs, std::uint32_t idx) {
+    Words(objs)[idx / 64] &= ~(std::uint64_t{1} << (idx % 64));
+  }
+  // Lowest free index; REQUIRES inuse < objs.
+  std::uint32_t LowestFree(std::uint32_t objs) const;
+  // Highest used index; REQUIRES inuse > 0.
+  std::uint32_t HighestUsed(std::uint32_t objs) const;
+};
+static_assert(sizeof(ZspageDesc) == 32, "descriptors are metadata: keep small");
+
+// Chunked tables whose chunks never move or free. Small tables grow in fine
+// steps, since many small tables (one per class) each leave a partly used
+// last chunk: kFineLevels levels of kPerLevel equal chunks each (kFirst,
+// kFirst, kFirst, kFirst, 2 kFirst, ...; growth by 2^(1/kPerLevel)). After
+// them chunks double (the unused tail is then small next to the data the
+// entries describe). Chunk and offset of entry i come from bit math.
+template <std::uint64_t kFirst, int kPerLevel, int kFineLevels>
+struct Chunking {
+  static constexpr std::uint64_t kLevel0 = kFirst * kPerLevel;
+  static constexpr std::uint64_t kFineTotal =
+      kLevel0 * ((std::uint64_t{1} << kFineLevels) - 1);
+  static constexpr int kFineChunks = kPerLevel * kFineLevels;
+  static constexpr std::uint64_t kCoarse0 = kLevel0 << kFineLevels;
+  // Chunks needed to hold `n` entries' indexes.
+  static constexpr int ChunksFor(std::uint64_t n) {
+    return kFineChunks + std::bit_width((n - kFineTotal) / kCoarse0 + 1);
+  }
+  static std::uint64_t ChunkSize(int k) {
+    return k < kFineChunks ? kFirst << (k / kPerLevel)
+                           : kCoarse0 << (k - kFineChunks);
+  }
+  static int Locate(std::uint64_t i, std::uint64_t* offset) {
+    if (i < kFineTotal) {
+      const int level = std::bit_width(i / kLevel0 + 1) - 1;
+      const std::uint64_t off =
+          i - kLevel0 * ((std::uint64_t{1} << level) - 1);
+      const std::uint64_t size = kFirst << level;
+      const std::uint64_t j = off / size;
+      *offset = off - j * size;
+      return level * kPerLevel + static_cast<int>(j);
+    }
+    const std::uint64_t c = i - kFineTotal;
+    const int m = std::bit_width(c / kCoarse0 + 1) - 1;
+    *offset = c - kCoarse0 * ((std::uint64_t{1} << m) - 1);
+    return kFineChunks + m;
+  }
+};
+
+// Blocks new pins of d and waits for current ones to drain, then holds d
+// exclusively. One writer at a time per zspage (the class lock ensures it).
+void WriterLock(ZspageDesc* d);
+void WriterUnlock(ZspageDesc* d);
+
+// Global table of descriptors, indexed by zspage id. Chunks never move or
+// free, so a reader holding an id can always dereference it. Ids are
+// recycled. Thread-safe.
+class DescTable {
+ public:
+  explicit DescTable(std::atomic<std::size_t>* metadata_bytes)
+      : metadata_bytes_(metadata_bytes) {}
+  ~DescTable();
+  DescTable(const DescTable&) = delete;
+  DescTable& operator=(const DescTable&) = delete;
+
+  // A descriptor with a bitmap for `objs` objects (all clear), its id in
+  // *id; nullptr when memory runs out.
+  ZspageDesc* Allocate(std::uint32_t objs, std::uint32_t* id);
+  void Free(std::uint32_t id, std::uint32_t objs);
+  ZspageDesc* Get(std::uint32_t id) const {
+    std::uint64_t off;
+    const int k = Chunks::Locate(id, &off);
+    return &chunks_[k].load(std::memory_order_acquire)[off];
+  }
+
+ private:
+  using Chunks = Chunking<32, 4, 6>;
+  static constexpr int kMaxChunks = Chunks::ChunksFor(std::uint64_t{1} << 32);
+
+  std::mutex mu_;
+  std::atomic<std::size_t>* metadata_bytes_;
+  std::array<std::atomic<ZspageDesc*>, kMaxChunks> chunks_{};
+  std::uint32_t next_id_ = 0;
+  std::uint32_t free_head_ = kNoId;
+};
+
+// ---- handle tables (handle_table.cc) ---------------------------------------
+
+// One class's handle -> location entries (up to 2^32 per class), in chunks
+// that never move or free. Allocation and free run under the class lock; Entry()
+// is safe from any thread for an index that was handed out.
+class HandleTable {
+ public:
+  HandleTable() = default;
+  ~HandleTable();
+  HandleTable(const HandleTable&) = delete;
+  HandleTable& operator=(const HandleTable&) = delete;
+
+  // A free index (its entry is left free; the caller stores the location),
+  // or kNoIndex when memory runs out. Adds new chunk bytes to *metadata.
+  std::uint64_t Allocate(std::atomic<std::size_t>* metadata);
+  void Free(std::uint64_t index);
+  std::atomic<std::uint64_t>& Entry(std::uint64_t index) const {
+    std::uint64_t off;
+    const int k = Chunks::Locate(index, &off);
+    return chunks_[k].load(std::memory_order_acquire)[off];
+  }
+  // Indexes ever handed out: [0, size()) (free ones among them).
+  std::uint64_t size() const { return size_; }
+
+ private:
+  static constexpr std::uint64_t kMaxHandles = std::uint64_t{1} << 32;
+  using Chunks = Chunking<16, 4, 6>;
+  static constexpr int kMaxChunks = Chunks::ChunksFor(kMaxHandles);
+
+  std::array<std::atomic<std::atomic<std::uint64_t>*>, kMaxChunks> chunks_{};
+  std::uint64_t size_ = 0;
+  std::uint64_t free_head_ = kNoIndex;
+};
+
+// ---- per-class state ----------------------------------------------------------
+
+struct SizeClass {
+  std::mutex mu;
+  int index = 0;
+  ClassGeometry geo;
+  // Guarded by mu:
+  std::array<std::uint32_t, kNumGroups> group_head{};
+  std::array<std::size_t, kNumGroups> group_count{};
+  std::size_t zspages = 0;
+  std::size_t obj_used = 0;
+  std::size_t touched_pages = 0;
+  HandleTable handles;
+
+  SizeClass() { group_head.fill(kNoId); }
+};
+
+int GroupFor(std::uint32_t inuse, std::uint32_t objs);
+
+}  // namespace ztier::internal_pool
+
+namespace ztier {
+
+struct Pool::Impl {
+  explicit Impl(const PoolOptions& options);
+  ~Impl();
+
+  PoolOptions options;
+  internal_pool::ClassTable table;
+  std::array<std::unique_ptr<internal_pool::SizeClass>,
+             internal_pool::kNumClasses>
+      classes;  // only merged classes are non-null
+  internal_pool::Arena arena;
+  std::atomic<std::size_t> metadata_bytes{0};
+  internal_pool::DescTable descs{&metadata_bytes};
+  std::atomic<std::size_t> touched_pages{0};
+  std::atomic<std::size_t> objects{0};
+  std::atomic<std::size_t> object_bytes{0};
+  std::atomic<std::uint64_t> pages_compacted{0};
+
+  internal_pool::SizeClass& ClassOf(Handle h) const {
+    const int c = internal_pool::HandleClass(h);
+    assert(c >= 0 && c < internal_pool::kNumClasses && classes[c] != nullptr);
+    return *classes[c];
+  }
+
+  // Fullness-group list maintenance; REQUIRE sc.mu.
+  void GroupInsert(internal_pool::SizeClass& sc, std::uint32_t id,
+                   internal_pool::ZspageDesc* d);
+  void GroupRemove(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d);
+  void Regroup(internal_pool::SizeClass& sc, std::uint32_t id,
+               internal_pool::ZspageDesc* d);
+  // Raises d's touched pages to cover object idx; REQUIRES sc.mu.
+  void Touch(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d,
+             std::uint32_t idx);
+  // Frees an empty zspage: discards its pages, returns the run and the id.
+  // Returns the pages it held. REQUIRES sc.mu; d is in no group list.
+  std::size_t FreeZspage(internal_pool::SizeClass& sc, std::uint32_t id,
+                         internal_pool::ZspageDesc* d);
+
+  // Pins the zspage holding h's object; returns its descriptor and the
+  // location entry valid while pinned. Unpin with Unpin(d).
+  internal_pool::ZspageDesc* Pin(Handle h, std::uint64_t* entry) const;
+  static void Unpin(internal_pool::ZspageDesc* d) {
+    d->pin.fetch_sub(1, std::memory_order_release);
+  }
+
+  std::size_t CompactClass(internal_pool::SizeClass& sc);
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_POOL_POOL_INTERNAL_H_
