@@ -1,0 +1,213 @@
+// File: ztier/page_store.h
+//
+// PageStore: a table of page slots whose contents live compressed in a Pool.
+// It is the engine both front ends share: the zram device maps block
+// offsets to slots, a zswap region maps its evicted pages to slots. It knows
+// nothing of NBD or userfaultfd.
+//
+//   auto store = ztier::PageStore::Create({.num_pages = 262144,
+//                                          .codec = "lz4"});
+//   ZT_RETURN_IF_ERROR((*store)->Store(7, page));
+//   ZT_RETURN_IF_ERROR((*store)->Load(7, out));
+//
+// What a store of one page does (zram's write path, reference section 1.7):
+//   1. Same-filled page (every 8-byte word equal): keep only the word
+//      (SAME); no pool memory.
+//   2. Compress with a stream from the stream pool. A result of at least
+//      pool.HugeClassSize() bytes, or one that does not fit a page, is kept
+//      raw (HUGE).
+//   3. Allocate in the pool and copy; then check mem_limit: over the limit,
+//      the new object is freed, the store fails with kResourceExhausted, and
+//      the slot keeps its previous content.
+//   4. Under the slot's lock, free the old content and install the new.
+// A batch store (StoreBatch) compresses up to batch_size() pages per codec
+// call with one stream taken once per chunk, and is all-or-nothing: if any
+// page fails, every page of the batch is discarded (zswap's store semantics:
+// no stale copy of a page of the unit survives to be read later).
+//
+// Loads: SAME pages are filled from the word, HUGE pages copied, the rest
+// decompressed straight from the pool into the caller's page. A load never
+// takes a compression stream: it uses this thread's own decompressor (no
+// lock besides the slot's). Reading a never-written slot gives zeros, as a
+// fresh zram device does.
+//
+// Threads and locks:
+//   - Every slot has a lock bit in its flags word (zram's ZRAM_ENTRY_LOCK).
+//     A store holds it only to swap contents, never while compressing; a load
+//     holds it while it copies or decompresses the slot. Waiters spin briefly,
+//     then sleep on a futex.
+//   - Compression streams: see StreamPolicy below.
+//   - Pool: per-class locks (ztier/pool.h).
+//   - Counters are relaxed atomics: each is exact, a set of them read together
+//     is not a snapshot.
+// All methods may be called from any thread at any time.
+#ifndef ZTIER_PAGE_STORE_H_
+#define ZTIER_PAGE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ztier/batch_codec.h"
+#include "ztier/codec.h"
+#include "ztier/page.h"
+#include "ztier/pool.h"
+#include "ztier/status.h"
+
+namespace ztier {
+
+struct PageStoreOptions {
+  std::size_t num_pages = 0;          // slots; 0 is kInvalidArgument
+  std::string codec = "lz4";          // a name from CodecNames()
+  std::string algorithm_params;       // zram-style tokens, may be empty
+  std::size_t mem_limit = 0;          // bytes of pool memory; 0: unlimited
+  // Compression streams, normally one per core; 0: the number of cores.
+  std::size_t streams = 0;
+  BatchBackend batch_backend = BatchBackend::kSerial;
+  std::size_t batch_size = kMaxBatchSize;  // 1..kMaxBatchSize
+  // Worker threads for the parallel backend (not counting the caller); 0:
+  // cores - 1 (at least 1). Ignored for kSerial.
+  std::size_t parallel_workers = 0;
+  // zswap semantics when false: a page that does not compress below the huge
+  // size is rejected (reject_compress_poor, kResourceExhausted) instead of
+  // stored raw. zram semantics (stored raw, HUGE) when true.
+  bool store_incompressible = true;
+  PoolOptions pool;
+  // Seconds on a monotonic clock, for slot access times and age-based idle
+  // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
+  std::function<std::uint32_t()> clock;
+};
+
+// What one slot holds, for tests, block_state and post-processing.
+struct SlotInfo {
+  bool allocated = false;  // size != 0 || SAME || WB
+  bool same = false;
+  bool huge = false;
+  bool idle = false;
+  bool wb = false;
+  bool incompressible = false;
+  bool pp = false;
+  int priority = 0;
+  std::size_t size = 0;  // compressed bytes (kPageSize when HUGE)
+  std::uint32_t ac_time = 0;
+  std::uint64_t fill = 0;  // the fill word when SAME
+};
+
+// Every counter the store keeps. Names follow zram's mm_stat/io_stat/
+// debug_stat columns and zswap's debugfs files.
+struct PageStoreStats {
+  // mm_stat
+  std::uint64_t orig_data_size = 0;   // pages stored * 4096 (incl. SAME, WB)
+  std::uint64_t compr_data_size = 0;  // excl. SAME and WB; HUGE = 4096
+  std::uint64_t mem_used_total = 0;   // pool bytes incl. its metadata
+  std::uint64_t mem_limit = 0;
+  std::uint64_t mem_used_max = 0;
+  std::uint64_t same_pages = 0;
+  std::uint64_t pages_compacted = 0;
+  std::uint64_t huge_pages = 0;
+  std::uint64_t huge_pages_since = 0;
+  // io_stat
+  std::uint64_t failed_reads = 0;
+  std::uint64_t failed_writes = 0;
+  std::uint64_t notify_free = 0;
+  // debug_stat
+  std::uint64_t miss_free = 0;
+  // zswap-style
+  std::uint64_t stored_pages = 0;          // slots allocated (incl. SAME)
+  std::uint64_t pool_total_size = 0;       // == mem_used_total
+  std::uint64_t reject_compress_poor = 0;
+  std::uint64_t reject_compress_fail = 0;
+  std::uint64_t reject_alloc_fail = 0;
+  std::uint64_t pool_limit_hit = 0;
+  std::uint64_t same_filled_pages = 0;     // == same_pages
+  std::uint64_t decompress_fail = 0;
+  // operation counts
+  std::uint64_t stores = 0;   // pages successfully stored (cumulative)
+  std::uint64_t loads = 0;    // pages successfully loaded (cumulative)
+};
+
+class PageStore {
+ public:
+  // Checks the options (num_pages, codec name and params, batch size) and
+  // builds the slot table, pool and streams. Errors name the bad option.
+  static Result<std::unique_ptr<PageStore>> Create(
+      const PageStoreOptions& options);
+  ~PageStore();
+  PageStore(const PageStore&) = delete;
+  PageStore& operator=(const PageStore&) = delete;
+
+  std::size_t num_pages() const;
+  const Codec& codec() const;
+  std::size_t batch_size() const;
+  BatchBackend batch_backend() const;
+
+  // Stores one page in slot `index`. kOutOfRange for a bad index;
+  // kResourceExhausted when the pool or mem_limit refuses it (the slot keeps
+  // what it had); with store_incompressible false, also for a page that does
+  // not compress.
+  Status Store(std::uint64_t index, ConstPage page);
+
+  // Stores pages.size() / 4096 consecutive pages from slot `first` (any
+  // count; compressed batch_size() at a time). All-or-nothing: on failure,
+  // every slot of the range is left empty and the first error is returned.
+  // REQUIRES: pages.size() is a multiple of 4096.
+  Status StoreBatch(std::uint64_t first, std::span<const std::byte> pages);
+
+  // Reads slot `index` into `out` (zeros if never written). kCorruption if
+  // the stored object does not decompress (failed_reads counts it).
+  Status Load(std::uint64_t index, MutablePage out);
+
+  // Reads out.size() / 4096 consecutive slots from `first`, decompressing
+  // them as batches (the readahead path). Each page is loaded or fails on its
+  // own; `statuses`, if not empty, receives each page's result (REQUIRES: one
+  // per page). Returns the first error.
+  Status LoadBatch(std::uint64_t first, std::span<std::byte> out,
+                   std::span<Status> statuses = {});
+
+  // Frees slot `index` (a discard or swap_slot_free_notify): notify_free
+  // counts it. Freeing an empty slot is a no-op apart from the count.
+  // kOutOfRange for a bad index.
+  Status Discard(std::uint64_t index);
+
+  // Like Discard, but if the slot's lock is held the slot is left as it is
+  // and miss_free counts it (zram's swap_slot_free_notify with trylock).
+  Status TryDiscard(std::uint64_t index);
+
+  // zram's `idle` attribute: MarkIdleAll() sets IDLE on every allocated slot
+  // that is not SAME or WB; MarkIdleOlderThan(age) sets it where the last
+  // access is more than `age_seconds` ago and clears it elsewhere.
+  void MarkIdleAll();
+  void MarkIdleOlderThan(std::uint32_t age_seconds);
+
+  // Compacts the pool; returns OS pages freed.
+  std::size_t Compact();
+
+  // mem_limit in bytes (0: none), changeable at run time. Rounded up to pages.
+  void SetMemLimit(std::size_t bytes);
+  // mem_used_max := current use (zram: writing "0" to mem_used_max).
+  void ResetMemUsedMax();
+
+  SlotInfo Inspect(std::uint64_t index) const;
+  PageStoreStats Stats() const;
+
+  // Slot table plus pool metadata, in bytes.
+  std::size_t MetadataBytes() const;
+  const Pool& pool() const;
+
+  // The kernel's exact text formats (reference section 1.3).
+  std::string FormatMmStat() const;
+  std::string FormatIoStat() const;
+  std::string FormatDebugStat() const;
+
+ private:
+  PageStore();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_PAGE_STORE_H_

@@ -1,0 +1,602 @@
+// page_store.cc: the PageStore (contract in include/ztier/page_store.h).
+//
+// Slot contents, by flags (slot_table.h has the bit layout):
+//   empty       size 0, no SAME/WB           value unused
+//   SAME        the page is one 8-byte word  value = the word
+//   HUGE        stored raw, size 4096        value = pool handle
+//   compressed  size = compressed bytes      value = pool handle
+// Counters follow zram: orig_data_size counts every allocated slot,
+// compr_data_size only pool objects (HUGE as 4096).
+#include "ztier/page_store.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cassert>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "store/slot_table.h"
+#include "store/stream_pool.h"
+
+namespace ztier {
+
+using internal::Slot;
+using internal::SlotLock;
+using internal::SlotTable;
+namespace slot = internal::slot;
+
+namespace {
+
+std::uint32_t MonotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint32_t>(ts.tv_sec);
+}
+
+inline std::uint64_t LoadWord(const std::byte* p) {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// zram's page_same_filled(): every 8-byte word equals the first; the last
+// word is checked first because most pages differ there early.
+bool IsSameFilled(const std::byte* page, std::uint64_t* fill) {
+  constexpr std::size_t kWords = kPageSize / sizeof(std::uint64_t);
+  const std::uint64_t v = LoadWord(page);
+  if (LoadWord(page + (kWords - 1) * 8) != v) return false;
+  for (std::size_t i = 1; i < kWords - 1; ++i) {
+    if (LoadWord(page + i * 8) != v) return false;
+  }
+  *fill = v;
+  return true;
+}
+
+void FillWords(std::byte* out, std::uint64_t v) {
+  if (v == 0) {
+    std::memset(out, 0, kPageSize);
+    return;
+  }
+  for (std::size_t i = 0; i < kPageSize; i += 8) std::memcpy(out + i, &v, 8);
+}
+
+inline void Add(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
+  c.fetch_add(v, std::memory_order_relaxed);
+}
+inline void Sub(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
+  c.fetch_sub(v, std::memory_order_relaxed);
+}
+inline std::uint64_t Get(const std::atomic<std::uint64_t>& c) {
+  return c.load(std::memory_order_relaxed);
+}
+
+bool Allocated(std::uint32_t f) {
+  return (f & slot::kSizeMask) != 0 || (f & (slot::kSame | slot::kWb)) != 0;
+}
+
+// A page on its way into a slot: what StoreBatch holds until the whole batch
+// has succeeded.
+struct Pending {
+  std::uint64_t value = 0;
+  std::uint32_t content = 0;  // size | SAME | HUGE
+};
+
+}  // namespace
+
+struct PageStore::Impl {
+  PageStoreOptions options;
+  std::shared_ptr<const Codec> codec;
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<WorkerPool> workers;  // parallel backend only
+  std::unique_ptr<internal::StreamPool> streams;
+  SlotTable slots;
+  std::size_t huge_size = 0;
+  std::function<std::uint32_t()> clock;
+
+  std::atomic<std::uint64_t> mem_limit{0};
+  std::atomic<std::uint64_t> mem_used_max{0};
+  std::atomic<std::uint64_t> pages_stored{0};
+  std::atomic<std::uint64_t> compr_data_size{0};
+  std::atomic<std::uint64_t> same_pages{0};
+  std::atomic<std::uint64_t> huge_pages{0};
+  std::atomic<std::uint64_t> huge_pages_since{0};
+  std::atomic<std::uint64_t> failed_reads{0};
+  std::atomic<std::uint64_t> failed_writes{0};
+  std::atomic<std::uint64_t> notify_free{0};
+  std::atomic<std::uint64_t> miss_free{0};
+  std::atomic<std::uint64_t> reject_compress_poor{0};
+  std::atomic<std::uint64_t> reject_compress_fail{0};
+  std::atomic<std::uint64_t> reject_alloc_fail{0};
+  std::atomic<std::uint64_t> pool_limit_hit{0};
+  std::atomic<std::uint64_t> decompress_fail{0};
+  std::atomic<std::uint64_t> stores{0};
+  std::atomic<std::uint64_t> loads{0};
+
+  void SetMemLimitBytes(std::size_t bytes) {
+    mem_limit.store((bytes + kPageSize - 1) & ~(kPageSize - 1),
+                    std::memory_order_relaxed);
+  }
+
+  std::uint32_t Now() const { return clock ? clock() : MonotonicSeconds(); }
+
+  // Frees whatever slot s holds. REQUIRES: s locked.
+  void FreeSlotLocked(Slot& s) {
+    const std::uint32_t f = SlotTable::Flags(s);
+    if (!Allocated(f)) return;
+    if (f & slot::kHuge) Sub(huge_pages);
+    if (f & slot::kSame) {
+      Sub(same_pages);
+    } else if (!(f & slot::kWb)) {
+      pool->Free(s.value.load(std::memory_order_relaxed));
+      Sub(compr_data_size, f & slot::kSizeMask);
+    }
+    Sub(pages_stored);
+    s.value.store(0, std::memory_order_relaxed);
+    SlotTable::SetContent(s, 0);
+  }
+
+  // Puts p into slot s, freeing the old content. REQUIRES: s locked.
+  void InstallLocked(Slot& s, const Pending& p, std::uint32_t now) {
+    FreeSlotLocked(s);
+    s.value.store(p.value, std::memory_order_relaxed);
+    SlotTable::SetContent(s, p.content);
+    s.ac_time = now;
+    if (p.content & slot::kSame) {
+      Add(same_pages);
+    } else {
+      Add(compr_data_size, p.content & slot::kSizeMask);
+      if (p.content & slot::kHuge) {
+        Add(huge_pages);
+        Add(huge_pages_since);
+      }
+    }
+    Add(pages_stored);
+  }
+
+  // After an allocation: zram checks mem_limit here, and tracks the peak.
+  Status CheckLimitAfterAlloc() {
+    const std::uint64_t used = pool->TotalBytes();
+    const std::uint64_t limit = mem_limit.load(std::memory_order_relaxed);
+    if (limit != 0 && used > limit) {
+      Add(pool_limit_hit);
+      return Status::ResourceExhausted("mem_limit reached");
+    }
+    std::uint64_t peak = mem_used_max.load(std::memory_order_relaxed);
+    while (used > peak && !mem_used_max.compare_exchange_weak(
+                              peak, used, std::memory_order_relaxed)) {
+    }
+    return Status::Ok();
+  }
+
+  // Turns one page into a pool object: `compressed` is the codec's output
+  // (empty: it did not fit). A page zswap would reject as poorly compressed
+  // sets *poor; that is a refusal, not a failed write.
+  Status MakeObject(ConstPage page, std::span<const std::byte> compressed,
+                    Pending* out, bool* poor) {
+    std::span<const std::byte> obj = compressed;
+    std::uint32_t content = 0;
+    if (compressed.empty() || compressed.size() >= huge_size) {
+      if (!options.store_incompressible) {
+        Add(reject_compress_poor);
+        *poor = true;
+        return Status::ResourceExhausted("page does not compress");
+      }
+      obj = page;
+      content = slot::kHuge;
+    }
+    const Handle h = pool->Malloc(obj.size());
+    if (h == kInvalidHandle) {
+      Add(reject_alloc_fail);
+      return Status::ResourceExhausted("pool allocation failed");
+    }
+    pool->Write(h, obj);
+    out->value = h;
+    out->content = content | static_cast<std::uint32_t>(obj.size());
+    return Status::Ok();
+  }
+
+  void DropPending(const Pending& p) {
+    if (!(p.content & slot::kSame) && p.value != kInvalidHandle) {
+      pool->Free(p.value);
+    }
+  }
+
+  // Reads slot s into out. REQUIRES: s locked.
+  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out) {
+    const std::uint32_t f = SlotTable::Flags(s);
+    const std::uint64_t v = s.value.load(std::memory_order_relaxed);
+    Status st;
+    if (f & slot::kSame) {
+      FillWords(out, v);
+    } else if (!Allocated(f)) {
+      std::memset(out, 0, kPageSize);
+    } else if (f & slot::kWb) {
+      st = Status::Unsupported("slot is on a backing store");
+    } else if (f & slot::kHuge) {
+      pool->ReadInto(v, std::span<std::byte>(out, kPageSize));
+    } else {
+      Decompressor& d = LocalDecompressor(*codec);
+      pool->Read(v, [&](std::span<const std::byte> obj) {
+        st = d.Decompress(obj, std::span<std::byte>(out, kPageSize));
+      });
+      if (!st.ok()) {
+        Add(decompress_fail);
+        st = Status::Corruption("slot " + std::to_string(index) + ": " +
+                                st.message());
+      }
+    }
+    if (!st.ok()) {
+      Add(failed_reads);
+      return st;
+    }
+    s.ac_time = Now();
+    SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
+    Add(loads);
+    return st;
+  }
+};
+
+PageStore::PageStore() : impl_(std::make_unique<Impl>()) {}
+PageStore::~PageStore() {
+  // Slots hold pool handles; the pool goes away with them, so nothing to
+  // free one by one.
+}
+
+Result<std::unique_ptr<PageStore>> PageStore::Create(
+    const PageStoreOptions& options) {
+  if (options.num_pages == 0) {
+    return Err(Status::InvalidArgument("num_pages must be at least 1"));
+  }
+  if (options.batch_size == 0 || options.batch_size > kMaxBatchSize) {
+    return Err(Status::InvalidArgument(
+        "batch_size must be 1.." + std::to_string(kMaxBatchSize)));
+  }
+  std::unique_ptr<PageStore> store(new PageStore());
+  Impl& m = *store->impl_;
+  m.options = options;
+  m.clock = options.clock;
+  ZT_ASSIGN_OR_RETURN(m.codec,
+                      MakeCodec(options.codec, options.algorithm_params));
+  ZT_ASSIGN_OR_RETURN(m.pool, Pool::Create(options.pool));
+  m.huge_size = m.pool->HugeClassSize();
+  ZT_ASSIGN_OR_RETURN(m.slots, SlotTable::Create(options.num_pages));
+
+  const std::size_t cores =
+      std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  BatchOptions bo;
+  bo.backend = options.batch_backend;
+  bo.max_batch = options.batch_size;
+  if (options.batch_backend == BatchBackend::kParallel) {
+    std::size_t w = options.parallel_workers != 0
+                        ? options.parallel_workers
+                        : std::max<std::size_t>(1, cores - 1);
+    m.workers = std::make_unique<WorkerPool>(w);
+    bo.pool = m.workers.get();
+  }
+  const std::size_t n = options.streams != 0 ? options.streams : cores;
+  ZT_ASSIGN_OR_RETURN(m.streams,
+                      internal::StreamPool::Create(m.codec, bo, n, n));
+  m.SetMemLimitBytes(options.mem_limit);
+  return store;
+}
+
+std::size_t PageStore::num_pages() const { return impl_->slots.size(); }
+const Codec& PageStore::codec() const { return *impl_->codec; }
+std::size_t PageStore::batch_size() const {
+  return impl_->streams->batch_size();
+}
+BatchBackend PageStore::batch_backend() const {
+  return impl_->options.batch_backend;
+}
+const Pool& PageStore::pool() const { return *impl_->pool; }
+
+Status PageStore::Store(std::uint64_t index, ConstPage page) {
+  Impl& m = *impl_;
+  if (index >= m.slots.size()) {
+    return Status::OutOfRange("slot " + std::to_string(index));
+  }
+  Pending p;
+  std::uint64_t fill;
+  if (IsSameFilled(page.data(), &fill)) {
+    p.value = fill;
+    p.content = slot::kSame;
+  } else {
+    Status st;
+    bool poor = false;
+    {
+      auto lease = m.streams->Acquire();
+      BatchItem item{page, lease->buffer(0)};
+      lease->batch->Compress(std::span<BatchItem>(&item, 1));
+      st = m.MakeObject(page, lease->buffer(0).first(item.length), &p, &poor);
+    }
+    if (st.ok()) {
+      st = m.CheckLimitAfterAlloc();
+      if (!st.ok()) m.DropPending(p);
+    }
+    if (!st.ok()) {
+      if (!poor) Add(m.failed_writes);
+      return st;
+    }
+  }
+  Slot& s = m.slots[index];
+  const std::uint32_t now = m.Now();
+  {
+    SlotLock lock(s);
+    m.InstallLocked(s, p, now);
+  }
+  Add(m.stores);
+  return Status::Ok();
+}
+
+Status PageStore::StoreBatch(std::uint64_t first,
+                             std::span<const std::byte> pages) {
+  Impl& m = *impl_;
+  assert(pages.size() % kPageSize == 0);
+  const std::size_t count = pages.size() / kPageSize;
+  if (first > m.slots.size() || count > m.slots.size() - first) {
+    return Status::OutOfRange("slots " + std::to_string(first) + "+" +
+                              std::to_string(count));
+  }
+  thread_local std::vector<Pending> pending;
+  pending.assign(count, Pending{});
+  const std::size_t bs = m.streams->batch_size();
+  BatchItem items[kMaxBatchSize];
+  std::size_t page_of[kMaxBatchSize];
+  Status st;
+  bool poor = false;
+  for (std::size_t c = 0; c < count && st.ok(); c += bs) {
+    const std::size_t end = std::min(count, c + bs);
+    auto lease = m.streams->Acquire();  // one stream per chunk
+    std::size_t n = 0;
+    for (std::size_t i = c; i < end; ++i) {
+      const std::byte* src = pages.data() + i * kPageSize;
+      std::uint64_t fill;
+      if (IsSameFilled(src, &fill)) {
+        pending[i] = {fill, slot::kSame};
+        continue;
+      }
+      items[n] = BatchItem{std::span<const std::byte>(src, kPageSize),
+                           lease->buffer(n)};
+      page_of[n++] = i;
+    }
+    if (n == 0) continue;
+    lease->batch->Compress(std::span<BatchItem>(items, n));
+    for (std::size_t k = 0; k < n && st.ok(); ++k) {
+      const std::size_t i = page_of[k];
+      st = m.MakeObject(ConstPage(pages.data() + i * kPageSize, kPageSize),
+                        lease->buffer(k).first(items[k].length), &pending[i],
+                        &poor);
+    }
+    if (st.ok()) st = m.CheckLimitAfterAlloc();
+  }
+  const std::uint32_t now = m.Now();
+  if (!st.ok()) {
+    // All or nothing: drop what this call allocated and empty the range, so
+    // that no older copy of any page of the unit can be read later.
+    for (const Pending& p : pending) m.DropPending(p);
+    for (std::size_t i = 0; i < count; ++i) {
+      Slot& s = m.slots[first + i];
+      SlotLock lock(s);
+      m.FreeSlotLocked(s);
+    }
+    if (!poor) Add(m.failed_writes);
+    return st;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    Slot& s = m.slots[first + i];
+    SlotLock lock(s);
+    m.InstallLocked(s, pending[i], now);
+  }
+  Add(m.stores, count);
+  return Status::Ok();
+}
+
+Status PageStore::Load(std::uint64_t index, MutablePage out) {
+  Impl& m = *impl_;
+  if (index >= m.slots.size()) {
+    return Status::OutOfRange("slot " + std::to_string(index));
+  }
+  Slot& s = m.slots[index];
+  SlotLock lock(s);
+  return m.LoadLocked(index, s, out.data());
+}
+
+Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
+                            std::span<Status> statuses) {
+  Impl& m = *impl_;
+  assert(out.size() % kPageSize == 0);
+  const std::size_t count = out.size() / kPageSize;
+  assert(statuses.empty() || statuses.size() == count);
+  if (first > m.slots.size() || count > m.slots.size() - first) {
+    return Status::OutOfRange("slots " + std::to_string(first) + "+" +
+                              std::to_string(count));
+  }
+  const std::size_t bs = m.streams->batch_size();
+  // Compressed objects are copied out under each slot's lock, then
+  // decompressed together, so no slot stays locked for the whole batch.
+  thread_local std::unique_ptr<std::byte[]> scratch(
+      new std::byte[kMaxBatchSize * kPageSize]);
+  BatchItem items[kMaxBatchSize];
+  std::size_t page_of[kMaxBatchSize];
+  Status first_error;
+  auto report = [&](std::size_t i, Status st) {
+    if (!st.ok() && first_error.ok()) first_error = st;
+    if (!statuses.empty()) statuses[i] = std::move(st);
+  };
+  for (std::size_t c = 0; c < count; c += bs) {
+    const std::size_t end = std::min(count, c + bs);
+    std::size_t n = 0;
+    const std::uint32_t now = m.Now();
+    for (std::size_t i = c; i < end; ++i) {
+      Slot& s = m.slots[first + i];
+      std::byte* dst = out.data() + i * kPageSize;
+      SlotLock lock(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      const bool compressed = Allocated(f) &&
+                              !(f & (slot::kSame | slot::kHuge | slot::kWb));
+      if (!compressed) {
+        report(i, m.LoadLocked(first + i, s, dst));
+        continue;
+      }
+      std::span<std::byte> obj(scratch.get() + n * kPageSize, kPageSize);
+      const std::size_t len =
+          m.pool->ReadInto(s.value.load(std::memory_order_relaxed), obj);
+      items[n] = BatchItem{obj.first(len),
+                           std::span<std::byte>(dst, kPageSize)};
+      page_of[n++] = i;
+      s.ac_time = now;
+      SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
+    }
+    if (n == 0) continue;
+    DecompressBatch(*m.codec, std::span<BatchItem>(items, n),
+                    m.workers.get());
+    for (std::size_t k = 0; k < n; ++k) {
+      Status st = items[k].status;
+      if (st.ok()) {
+        Add(m.loads);
+      } else {
+        Add(m.decompress_fail);
+        Add(m.failed_reads);
+        st = Status::Corruption("slot " + std::to_string(first + page_of[k]) +
+                                ": " + st.message());
+      }
+      report(page_of[k], std::move(st));
+    }
+  }
+  return first_error;
+}
+
+Status PageStore::Discard(std::uint64_t index) {
+  Impl& m = *impl_;
+  if (index >= m.slots.size()) {
+    return Status::OutOfRange("slot " + std::to_string(index));
+  }
+  Slot& s = m.slots[index];
+  {
+    SlotLock lock(s);
+    m.FreeSlotLocked(s);
+  }
+  Add(m.notify_free);
+  return Status::Ok();
+}
+
+Status PageStore::TryDiscard(std::uint64_t index) {
+  Impl& m = *impl_;
+  if (index >= m.slots.size()) {
+    return Status::OutOfRange("slot " + std::to_string(index));
+  }
+  Slot& s = m.slots[index];
+  Add(m.notify_free);
+  if (!SlotTable::TryLock(s)) {
+    Add(m.miss_free);
+    return Status::Ok();
+  }
+  m.FreeSlotLocked(s);
+  SlotTable::Unlock(s);
+  return Status::Ok();
+}
+
+namespace {
+// Slots idle marking may touch: allocated, not SAME, not WB.
+bool IdleEligible(std::uint32_t f) {
+  return Allocated(f) && !(f & (slot::kSame | slot::kWb));
+}
+}  // namespace
+
+void PageStore::MarkIdleAll() {
+  Impl& m = *impl_;
+  for (std::size_t i = 0; i < m.slots.size(); ++i) {
+    Slot& s = m.slots[i];
+    // A relaxed peek skips never-used slots without touching their lock.
+    if (!Allocated(s.flags.load(std::memory_order_relaxed))) continue;
+    SlotLock lock(s);
+    if (IdleEligible(SlotTable::Flags(s))) SlotTable::SetFlags(s, slot::kIdle);
+  }
+}
+
+void PageStore::MarkIdleOlderThan(std::uint32_t age_seconds) {
+  Impl& m = *impl_;
+  const std::uint32_t now = m.Now();
+  for (std::size_t i = 0; i < m.slots.size(); ++i) {
+    Slot& s = m.slots[i];
+    if (!Allocated(s.flags.load(std::memory_order_relaxed))) continue;
+    SlotLock lock(s);
+    if (!IdleEligible(SlotTable::Flags(s))) continue;
+    // Idle when the last access is more than age_seconds ago.
+    if (now >= s.ac_time && now - s.ac_time > age_seconds) {
+      SlotTable::SetFlags(s, slot::kIdle);
+    } else {
+      SlotTable::ClearFlags(s, slot::kIdle);
+    }
+  }
+}
+
+std::size_t PageStore::Compact() { return impl_->pool->Compact(); }
+
+void PageStore::SetMemLimit(std::size_t bytes) {
+  impl_->SetMemLimitBytes(bytes);
+}
+
+void PageStore::ResetMemUsedMax() {
+  impl_->mem_used_max.store(impl_->pool->TotalBytes(),
+                            std::memory_order_relaxed);
+}
+
+SlotInfo PageStore::Inspect(std::uint64_t index) const {
+  SlotInfo info;
+  if (index >= impl_->slots.size()) return info;
+  Slot& s = impl_->slots[index];
+  SlotLock lock(s);
+  const std::uint32_t f = SlotTable::Flags(s);
+  info.allocated = Allocated(f);
+  info.same = f & slot::kSame;
+  info.huge = f & slot::kHuge;
+  info.idle = f & slot::kIdle;
+  info.wb = f & slot::kWb;
+  info.pp = f & slot::kPp;
+  info.incompressible = f & slot::kIncompressible;
+  info.priority = static_cast<int>((f & slot::kPrioMask) >> slot::kPrioShift);
+  info.size = f & slot::kSizeMask;
+  info.ac_time = s.ac_time;
+  if (info.same) info.fill = s.value.load(std::memory_order_relaxed);
+  return info;
+}
+
+PageStoreStats PageStore::Stats() const {
+  const Impl& m = *impl_;
+  PageStoreStats st;
+  const PoolStats ps = m.pool->Stats();
+  st.orig_data_size = Get(m.pages_stored) << kPageShift;
+  st.compr_data_size = Get(m.compr_data_size);
+  st.mem_used_total = ps.total_bytes;
+  st.mem_limit = Get(m.mem_limit);
+  st.mem_used_max = Get(m.mem_used_max);
+  st.same_pages = Get(m.same_pages);
+  st.pages_compacted = ps.pages_compacted;
+  st.huge_pages = Get(m.huge_pages);
+  st.huge_pages_since = Get(m.huge_pages_since);
+  st.failed_reads = Get(m.failed_reads);
+  st.failed_writes = Get(m.failed_writes);
+  st.notify_free = Get(m.notify_free);
+  st.miss_free = Get(m.miss_free);
+  st.stored_pages = Get(m.pages_stored);
+  st.pool_total_size = ps.total_bytes;
+  st.reject_compress_poor = Get(m.reject_compress_poor);
+  st.reject_compress_fail = Get(m.reject_compress_fail);
+  st.reject_alloc_fail = Get(m.reject_alloc_fail);
+  st.pool_limit_hit = Get(m.pool_limit_hit);
+  st.same_filled_pages = st.same_pages;
+  st.decompress_fail = Get(m.decompress_fail);
+  st.stores = Get(m.stores);
+  st.loads = Get(m.loads);
+  return st;
+}
+
+std::size_t PageStore::MetadataBytes() const {
+  return impl_->slots.bytes() + impl_->pool->Stats().metadata_bytes;
+}
+
+}  // namespace ztier

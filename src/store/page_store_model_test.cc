@@ -1,0 +1,245 @@
+// page_store_model_test.cc: a randomized model test of the PageStore.
+//
+// Worker threads run a long random mix of store, batch store, load, batch
+// load and discard on their own ranges of slots, each checking every result
+// against a plain reference map (slot -> which page it should hold). Other
+// threads meanwhile compact the pool and mark slots idle across the whole
+// table, so every operation races with compaction moving its objects. At
+// the end the counters must agree with the union of the reference maps.
+//
+// At least one million operations in all (ZTIER_MODEL_OPS overrides the
+// count; the seed is fixed and printed).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "testing/test_util.h"
+#include "ztier/page_store.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kDistinctPages = 512;
+constexpr std::size_t kSlotsPerWorker = 1024;
+constexpr int kWorkers = 2;
+
+// Pages of every compressibility: a text-like prefix of random length, then
+// random bytes; every 16th is same-filled, every 32nd all zero. Their
+// compressed sizes cover the pool's size classes from tens of bytes to huge.
+std::vector<std::byte> MakePages(std::uint32_t seed) {
+  std::vector<std::byte> pages(kDistinctPages * kPageSize);
+  std::mt19937_64 rng(seed);
+  for (std::size_t p = 0; p < kDistinctPages; ++p) {
+    std::byte* d = &pages[p * kPageSize];
+    if (p % 32 == 0) continue;  // zero
+    if (p % 16 == 0) {
+      const std::uint64_t w = rng();
+      for (std::size_t i = 0; i < kPageSize; i += 8) std::memcpy(d + i, &w, 8);
+      continue;
+    }
+    const std::size_t text = rng() % (kPageSize + 1);
+    for (std::size_t i = 0; i < kPageSize; ++i) {
+      d[i] = i < text ? static_cast<std::byte>("ztier page model "[rng() % 17])
+                      : static_cast<std::byte>(rng());
+    }
+  }
+  return pages;
+}
+
+std::size_t OpsFromEnv() {
+  const char* env = std::getenv("ZTIER_MODEL_OPS");
+  return env != nullptr ? std::strtoull(env, nullptr, 10) : 1'000'000;
+}
+
+TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
+  const std::uint32_t seed = 20261130;
+  const std::size_t total_ops = OpsFromEnv();
+  std::printf("seed %u, %zu operations, %d workers\n", seed, total_ops,
+              kWorkers);
+  const std::vector<std::byte> pages = MakePages(seed);
+  auto page = [&](std::size_t id) {
+    return ConstPage(&pages[id * kPageSize], kPageSize);
+  };
+
+  for (BatchBackend backend : {BatchBackend::kSerial, BatchBackend::kParallel}) {
+    SCOPED_TRACE(BatchBackendName(backend));
+    PageStoreOptions o;
+    o.num_pages = kSlotsPerWorker * kWorkers;
+    o.batch_backend = backend;
+    auto created = PageStore::Create(o);
+    ASSERT_TRUE(created.has_value()) << created.error().ToString();
+    PageStore& store = **created;
+
+    std::atomic<bool> done{false};
+    std::atomic<std::size_t> mismatches{0};
+    std::vector<std::unordered_map<std::size_t, std::size_t>> models(kWorkers);
+    // The parallel backend's pass is shorter: it shares the code paths
+    // except the batch fan-out.
+    const std::size_t ops_per_worker =
+        (backend == BatchBackend::kSerial ? total_ops : total_ops / 4) /
+        kWorkers;
+
+    auto worker = [&](int w) {
+      std::mt19937_64 rng(seed + w);
+      auto& model = models[w];
+      const std::size_t base = w * kSlotsPerWorker;
+      std::vector<std::byte> batch(kMaxBatchSize * kPageSize);
+      std::array<std::byte, kPageSize> out;
+      auto check = [&](std::size_t slot, const std::byte* got) {
+        auto it = model.find(slot);
+        const bool ok =
+            it == model.end()
+                ? std::all_of(got, got + kPageSize,
+                              [](std::byte b) { return b == std::byte{0}; })
+                : std::memcmp(got, page(it->second).data(), kPageSize) == 0;
+        if (!ok && mismatches.fetch_add(1) < 5) {
+          ADD_FAILURE() << "slot " << base + slot << " holds wrong data";
+        }
+      };
+      for (std::size_t op = 0; op < ops_per_worker; ++op) {
+        const unsigned r = rng() % 100;
+        const std::size_t slot = rng() % kSlotsPerWorker;
+        if (r < 30) {
+          const std::size_t id = rng() % kDistinctPages;
+          ASSERT_OK(store.Store(base + slot, page(id)));
+          model[slot] = id;
+        } else if (r < 38) {
+          const std::size_t first = slot & ~(kMaxBatchSize - 1);
+          std::size_t ids[kMaxBatchSize];
+          for (std::size_t k = 0; k < kMaxBatchSize; ++k) {
+            ids[k] = rng() % kDistinctPages;
+            std::memcpy(&batch[k * kPageSize], page(ids[k]).data(), kPageSize);
+          }
+          ASSERT_OK(store.StoreBatch(base + first, batch));
+          for (std::size_t k = 0; k < kMaxBatchSize; ++k) {
+            model[first + k] = ids[k];
+          }
+        } else if (r < 73) {
+          ASSERT_OK(store.Load(base + slot, out));
+          check(slot, out.data());
+        } else if (r < 80) {
+          const std::size_t first = slot & ~(kMaxBatchSize - 1);
+          ASSERT_OK(store.LoadBatch(base + first, batch));
+          for (std::size_t k = 0; k < kMaxBatchSize; ++k) {
+            check(first + k, &batch[k * kPageSize]);
+          }
+        } else if (r < 95) {
+          ASSERT_OK(store.Discard(base + slot));
+          model.erase(slot);
+        } else if (r < 99) {
+          const bool stored = model.contains(slot);
+          if (store.Inspect(base + slot).allocated != stored) {
+            ADD_FAILURE() << "slot " << base + slot << " allocated flag wrong";
+          }
+        } else if (op % 1000 == 99) {
+          store.Compact();
+        } else if (op % 5000 == 199) {
+          store.MarkIdleAll();
+        }
+      }
+    };
+    // Background post-processing racing with the workers.
+    std::thread compactor([&] {
+      while (!done.load()) {
+        store.Compact();
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+    });
+    std::thread idler([&] {
+      std::uint32_t age = 0;
+      while (!done.load()) {
+        if (age++ % 2 == 0) {
+          store.MarkIdleAll();
+        } else {
+          store.MarkIdleOlderThan(0);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+    std::vector<std::thread> workers;
+    for (int w = 0; w < kWorkers; ++w) workers.emplace_back(worker, w);
+    for (auto& t : workers) t.join();
+    done = true;
+    compactor.join();
+    idler.join();
+
+    EXPECT_EQ(mismatches.load(), 0u);
+    // Every slot, read once more after all threads are done.
+    std::size_t stored = 0;
+    std::array<std::byte, kPageSize> out;
+    for (int w = 0; w < kWorkers; ++w) {
+      for (std::size_t slot = 0; slot < kSlotsPerWorker; ++slot) {
+        ASSERT_OK(store.Load(w * kSlotsPerWorker + slot, out));
+        auto it = models[w].find(slot);
+        if (it == models[w].end()) {
+          EXPECT_FALSE(store.Inspect(w * kSlotsPerWorker + slot).allocated);
+          continue;
+        }
+        ++stored;
+        ASSERT_EQ(0, std::memcmp(out.data(), page(it->second).data(), kPageSize))
+            << "slot " << w * kSlotsPerWorker + slot;
+      }
+    }
+    const PageStoreStats s = store.Stats();
+    EXPECT_EQ(s.orig_data_size, stored * kPageSize);
+    EXPECT_EQ(s.failed_reads, 0u);
+    EXPECT_EQ(s.failed_writes, 0u);
+    // Discard everything: the pool must come back to (almost) nothing.
+    for (std::size_t i = 0; i < store.num_pages(); ++i) {
+      ASSERT_OK(store.Discard(i));
+    }
+    EXPECT_EQ(store.Stats().compr_data_size, 0u);
+    EXPECT_EQ(store.Stats().orig_data_size, 0u);
+  }
+}
+
+// Two threads store and load the same few slots. Whatever interleaving
+// happens, every load returns one of the pages that was stored, whole.
+TEST(PageStoreModelTest, ContendedSlotsNeverReturnTornPages) {
+  const std::vector<std::byte> pages = MakePages(7);
+  std::unordered_map<std::uint64_t, int> known;
+  auto hash = [](const std::byte* p) {
+    std::uint64_t h = 1469598103934665603ull;
+    for (std::size_t i = 0; i < kPageSize; ++i) {
+      h = (h ^ static_cast<std::uint64_t>(p[i])) * 1099511628211ull;
+    }
+    return h;
+  };
+  for (std::size_t i = 0; i < kDistinctPages; ++i) known[hash(&pages[i * kPageSize])] = 1;
+  std::array<std::byte, kPageSize> zero{};
+  known[hash(zero.data())] = 1;
+
+  PageStoreOptions o;
+  o.num_pages = 16;
+  auto store = std::move(*PageStore::Create(o));
+  std::atomic<int> torn{0};
+  auto run = [&](int seed) {
+    std::mt19937 rng(seed);
+    std::array<std::byte, kPageSize> out;
+    for (int i = 0; i < 20000; ++i) {
+      const std::size_t slot = rng() % 16;
+      if (rng() % 2) {
+        const std::size_t id = rng() % kDistinctPages;
+        ASSERT_OK(store->Store(slot, ConstPage(&pages[id * kPageSize], kPageSize)));
+      } else {
+        ASSERT_OK(store->Load(slot, out));
+        if (!known.contains(hash(out.data()))) torn++;
+      }
+      if (i % 2000 == 0) store->Compact();
+    }
+  };
+  std::thread a(run, 1), b(run, 2);
+  a.join();
+  b.join();
+  EXPECT_EQ(torn.load(), 0);
+}
+
+}  // namespace
+}  // namespace ztier

@@ -1,0 +1,331 @@
+// page_store_test.cc: the PageStore's contract, one behaviour per test.
+#include "ztier/page_store.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "testing/test_util.h"
+
+namespace ztier {
+namespace {
+
+using Page = std::array<std::byte, kPageSize>;
+
+// A page that lz4 compresses to a few hundred bytes: text-like runs.
+Page TextPage(std::uint32_t seed) {
+  Page p;
+  std::mt19937 rng(seed);
+  const char* words[] = {"alpha ", "beta ", "gamma ", "delta ", "page ",
+                         "store ", "zram ", "\n"};
+  std::size_t i = 0;
+  while (i < kPageSize) {
+    const char* w = words[rng() % 8];
+    for (const char* c = w; *c != '\0' && i < kPageSize; ++c) {
+      p[i++] = static_cast<std::byte>(*c);
+    }
+  }
+  return p;
+}
+
+Page RandomPage(std::uint32_t seed) {
+  Page p;
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i < kPageSize; i += 8) {
+    std::uint64_t v = rng();
+    std::memcpy(&p[i], &v, 8);
+  }
+  return p;
+}
+
+Page FilledPage(std::uint64_t word) {
+  Page p;
+  for (std::size_t i = 0; i < kPageSize; i += 8) std::memcpy(&p[i], &word, 8);
+  return p;
+}
+
+std::unique_ptr<PageStore> MakeStore(PageStoreOptions o) {
+  auto s = PageStore::Create(o);
+  EXPECT_TRUE(s.has_value()) << s.error().ToString();
+  return std::move(*s);
+}
+
+std::unique_ptr<PageStore> MakeStore(std::size_t pages) {
+  PageStoreOptions o;
+  o.num_pages = pages;
+  return MakeStore(o);
+}
+
+TEST(PageStoreTest, CreateRejectsBadOptions) {
+  PageStoreOptions o;
+  EXPECT_EQ(PageStore::Create(o).error().code(), StatusCode::kInvalidArgument);
+  o.num_pages = 4;
+  o.codec = "nosuch";
+  EXPECT_FALSE(PageStore::Create(o).has_value());
+  o.codec = "lz4";
+  o.batch_size = 9;
+  EXPECT_EQ(PageStore::Create(o).error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PageStoreTest, RoundTripsEveryKindOfPage) {
+  auto store = MakeStore(8);
+  const Page pages[] = {TextPage(1), RandomPage(2), FilledPage(0),
+                        FilledPage(0x0102030405060708)};
+  for (std::size_t i = 0; i < 4; ++i) ASSERT_OK(store->Store(i, pages[i]));
+  for (std::size_t i = 0; i < 4; ++i) {
+    Page out;
+    ASSERT_OK(store->Load(i, out));
+    EXPECT_EQ(out, pages[i]) << "slot " << i;
+  }
+  EXPECT_FALSE(store->Inspect(0).huge);
+  EXPECT_TRUE(store->Inspect(1).huge);
+  EXPECT_EQ(store->Inspect(1).size, kPageSize);
+  EXPECT_TRUE(store->Inspect(2).same);
+  EXPECT_TRUE(store->Inspect(3).same);
+  EXPECT_EQ(store->Inspect(3).fill, 0x0102030405060708u);
+}
+
+TEST(PageStoreTest, NeverWrittenSlotReadsAsZeros) {
+  auto store = MakeStore(2);
+  Page out = RandomPage(5);
+  ASSERT_OK(store->Load(1, out));
+  EXPECT_EQ(out, FilledPage(0));
+}
+
+TEST(PageStoreTest, OutOfRangeIndexIsAnError) {
+  auto store = MakeStore(2);
+  Page p = TextPage(1);
+  EXPECT_EQ(store->Store(2, p).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(store->Load(2, p).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(store->Discard(7).code(), StatusCode::kOutOfRange);
+  std::vector<std::byte> two(2 * kPageSize);
+  EXPECT_EQ(store->StoreBatch(1, two).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(store->LoadBatch(1, two).code(), StatusCode::kOutOfRange);
+}
+
+TEST(PageStoreTest, SameFilledAndZeroPagesUseNoPoolMemory) {
+  auto store = MakeStore(64);
+  const std::uint64_t before = store->Stats().mem_used_total;
+  for (std::size_t i = 0; i < 64; ++i) {
+    ASSERT_OK(store->Store(i, FilledPage(i % 2 == 0 ? 0 : 0xabababababababab)));
+  }
+  const PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.mem_used_total, before);
+  EXPECT_EQ(s.compr_data_size, 0u);
+  EXPECT_EQ(s.same_pages, 64u);
+  EXPECT_EQ(s.orig_data_size, 64 * kPageSize);
+}
+
+// A known sequence of operations and the mm_stat columns the kernel would
+// show after each step (reference 1.3: orig counts SAME, compr excludes it,
+// HUGE counts as a page, huge_pages_since is cumulative).
+TEST(PageStoreTest, MmStatColumnsFollowTheKernel) {
+  auto store = MakeStore(16);
+  const Page text = TextPage(7);
+  ASSERT_OK(store->Store(0, text));
+  const std::size_t text_size = store->Inspect(0).size;
+  ASSERT_GT(text_size, 0u);
+  ASSERT_LT(text_size, kPageSize / 2);
+  ASSERT_OK(store->Store(1, RandomPage(8)));         // HUGE
+  ASSERT_OK(store->Store(2, FilledPage(0)));         // SAME
+  ASSERT_OK(store->Store(3, FilledPage(0x11)));      // SAME
+
+  PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.orig_data_size, 4 * kPageSize);
+  EXPECT_EQ(s.compr_data_size, text_size + kPageSize);
+  EXPECT_EQ(s.same_pages, 2u);
+  EXPECT_EQ(s.huge_pages, 1u);
+  EXPECT_EQ(s.huge_pages_since, 1u);
+  EXPECT_GT(s.mem_used_total, text_size + kPageSize - 1);
+  EXPECT_GE(s.mem_used_max, s.mem_used_total);
+  EXPECT_EQ(s.mem_limit, 0u);
+
+  // Overwrite the huge page with text: huge_pages drops, _since stays.
+  ASSERT_OK(store->Store(1, text));
+  s = store->Stats();
+  EXPECT_EQ(s.huge_pages, 0u);
+  EXPECT_EQ(s.huge_pages_since, 1u);
+  EXPECT_EQ(s.compr_data_size, 2 * text_size);
+
+  // Discards: each counts in notify_free (io_stat column 4).
+  ASSERT_OK(store->Discard(2));
+  ASSERT_OK(store->Discard(9));  // empty slot: counted, nothing freed
+  s = store->Stats();
+  EXPECT_EQ(s.orig_data_size, 3 * kPageSize);
+  EXPECT_EQ(s.same_pages, 1u);
+  EXPECT_EQ(s.notify_free, 2u);
+
+  char expect[256];
+  std::snprintf(expect, sizeof(expect),
+                "%8llu %8llu %8llu %8lu %8ld %8llu %8lu %8llu %8llu\n",
+                3ull * kPageSize, 2ull * text_size,
+                static_cast<unsigned long long>(s.mem_used_total), 0ul,
+                static_cast<long>(s.mem_used_max), 1ull,
+                static_cast<unsigned long>(s.pages_compacted), 0ull, 1ull);
+  EXPECT_EQ(store->FormatMmStat(), expect);
+  EXPECT_EQ(store->FormatIoStat(), "       0        0 0        2\n");
+  EXPECT_EQ(store->FormatDebugStat(), "version: 1\n0        0\n");
+}
+
+TEST(PageStoreTest, MemLimitRefusesTheStoreAndKeepsTheOldContent) {
+  auto store = MakeStore(4096);
+  const Page old = TextPage(3);
+  ASSERT_OK(store->Store(0, old));
+  store->SetMemLimit(store->Stats().mem_used_total);
+  // Random pages are stored raw: the next one cannot fit under the limit.
+  Status st = store->Store(0, RandomPage(4));
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  Page out;
+  ASSERT_OK(store->Load(0, out));
+  EXPECT_EQ(out, old);
+  PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.failed_writes, 1u);
+  EXPECT_EQ(s.pool_limit_hit, 1u);
+  EXPECT_LE(s.mem_used_total, s.mem_limit);
+  // Same-filled pages need no memory: still accepted over the limit.
+  EXPECT_OK(store->Store(1, FilledPage(5)));
+  store->SetMemLimit(0);
+  EXPECT_OK(store->Store(2, RandomPage(4)));
+}
+
+TEST(PageStoreTest, BatchStoreRoundTripsAndIsAllOrNothing) {
+  PageStoreOptions o;
+  o.num_pages = 64;
+  auto store = MakeStore(o);
+  std::vector<std::byte> pages(16 * kPageSize);
+  for (std::size_t i = 0; i < 16; ++i) {
+    Page p = i % 5 == 0 ? FilledPage(i) : i % 3 == 0 ? RandomPage(i) : TextPage(i);
+    std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
+  }
+  ASSERT_OK(store->StoreBatch(8, pages));
+  std::vector<std::byte> out(16 * kPageSize);
+  std::vector<Status> statuses(16);
+  ASSERT_OK(store->LoadBatch(8, out, statuses));
+  EXPECT_EQ(out, pages);
+  for (auto& st : statuses) EXPECT_OK(st);
+
+  // Now make the batch fail part-way: the limit lets only a few pages in.
+  // Afterwards no slot of the range holds anything, old or new.
+  store->SetMemLimit(store->Stats().mem_used_total + 2 * kPageSize);
+  std::vector<std::byte> random(16 * kPageSize);
+  for (std::size_t i = 0; i < 16; ++i) {
+    Page p = RandomPage(100 + i);
+    std::memcpy(&random[i * kPageSize], p.data(), kPageSize);
+  }
+  const std::uint64_t before_failed = store->Stats().failed_writes;
+  EXPECT_EQ(store->StoreBatch(8, random).code(), StatusCode::kResourceExhausted);
+  for (std::size_t i = 8; i < 24; ++i) {
+    EXPECT_FALSE(store->Inspect(i).allocated) << "slot " << i;
+  }
+  PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.orig_data_size, 0u);
+  EXPECT_EQ(s.compr_data_size, 0u);
+  EXPECT_EQ(s.failed_writes, before_failed + 1);
+}
+
+TEST(PageStoreTest, ParallelBackendMatchesSerial) {
+  PageStoreOptions o;
+  o.num_pages = 64;
+  o.batch_backend = BatchBackend::kParallel;
+  auto store = MakeStore(o);
+  EXPECT_EQ(store->batch_backend(), BatchBackend::kParallel);
+  EXPECT_EQ(store->batch_size(), kMaxBatchSize);
+  std::vector<std::byte> pages(64 * kPageSize);
+  for (std::size_t i = 0; i < 64; ++i) {
+    Page p = i % 7 == 0 ? RandomPage(i) : TextPage(i);
+    std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
+  }
+  ASSERT_OK(store->StoreBatch(0, pages));
+  std::vector<std::byte> out(64 * kPageSize);
+  ASSERT_OK(store->LoadBatch(0, out));
+  EXPECT_EQ(out, pages);
+  for (std::size_t i = 0; i < 64; ++i) {
+    Page one;
+    ASSERT_OK(store->Load(i, one));
+    EXPECT_EQ(0, std::memcmp(one.data(), &pages[i * kPageSize], kPageSize));
+  }
+}
+
+TEST(PageStoreTest, RejectsIncompressiblePagesInZswapMode) {
+  PageStoreOptions o;
+  o.num_pages = 4;
+  o.store_incompressible = false;
+  auto store = MakeStore(o);
+  EXPECT_EQ(store->Store(0, RandomPage(1)).code(),
+            StatusCode::kResourceExhausted);
+  PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.reject_compress_poor, 1u);
+  EXPECT_EQ(s.failed_writes, 0u);
+  EXPECT_FALSE(store->Inspect(0).allocated);
+  EXPECT_OK(store->Store(0, TextPage(1)));
+}
+
+TEST(PageStoreTest, IdleMarkingByAllAndByAge) {
+  std::uint32_t now = 1000;
+  PageStoreOptions o;
+  o.num_pages = 8;
+  o.clock = [&now] { return now; };
+  auto store = MakeStore(o);
+  ASSERT_OK(store->Store(0, TextPage(1)));  // t=1000
+  ASSERT_OK(store->Store(1, FilledPage(3)));  // SAME: never idle
+  now = 1100;
+  ASSERT_OK(store->Store(2, TextPage(2)));  // t=1100
+
+  store->MarkIdleAll();
+  EXPECT_TRUE(store->Inspect(0).idle);
+  EXPECT_FALSE(store->Inspect(1).idle);
+  EXPECT_TRUE(store->Inspect(2).idle);
+  EXPECT_FALSE(store->Inspect(3).idle);  // empty
+
+  Page out;
+  ASSERT_OK(store->Load(2, out));  // access clears IDLE
+  EXPECT_FALSE(store->Inspect(2).idle);
+
+  now = 1150;
+  store->MarkIdleOlderThan(60);  // slot 0 is 150 s old, slot 2 is 0 s old
+  EXPECT_TRUE(store->Inspect(0).idle);
+  EXPECT_FALSE(store->Inspect(2).idle);
+  store->MarkIdleAll();
+  store->MarkIdleOlderThan(1000);  // clears where not old enough
+  EXPECT_FALSE(store->Inspect(0).idle);
+}
+
+TEST(PageStoreTest, TryDiscardCountsMissFreeWhenLocked) {
+  auto store = MakeStore(4);
+  ASSERT_OK(store->Store(0, TextPage(1)));
+  ASSERT_OK(store->TryDiscard(0));
+  EXPECT_FALSE(store->Inspect(0).allocated);
+  EXPECT_EQ(store->Stats().notify_free, 1u);
+  EXPECT_EQ(store->Stats().miss_free, 0u);
+}
+
+TEST(PageStoreTest, CompactionKeepsDataAndReturnsPages) {
+  auto store = MakeStore(2048);
+  for (std::size_t i = 0; i < 2048; ++i) ASSERT_OK(store->Store(i, TextPage(i)));
+  for (std::size_t i = 0; i < 2048; i += 2) ASSERT_OK(store->Discard(i));
+  const std::uint64_t before = store->Stats().mem_used_total;
+  store->Compact();
+  const PageStoreStats s = store->Stats();
+  EXPECT_LT(s.mem_used_total, before);
+  EXPECT_GT(s.pages_compacted, 0u);
+  for (std::size_t i = 1; i < 2048; i += 2) {
+    Page out;
+    ASSERT_OK(store->Load(i, out));
+    ASSERT_EQ(out, TextPage(i)) << "slot " << i;
+  }
+}
+
+TEST(PageStoreTest, ResetMemUsedMax) {
+  auto store = MakeStore(64);
+  for (std::size_t i = 0; i < 64; ++i) ASSERT_OK(store->Store(i, RandomPage(i)));
+  for (std::size_t i = 0; i < 64; ++i) ASSERT_OK(store->Discard(i));
+  EXPECT_GT(store->Stats().mem_used_max, store->Stats().mem_used_total);
+  store->ResetMemUsedMax();
+  EXPECT_EQ(store->Stats().mem_used_max, store->Stats().mem_used_total);
+}
+
+}  // namespace
+}  // namespace ztier

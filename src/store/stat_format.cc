@@ -1,0 +1,42 @@
+// stat_format.cc: the kernel's exact text of mm_stat, io_stat and debug_stat
+// (drivers/block/zram/zram_drv.c; reference/kernel-zram-zswap.md 1.3).
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+#include "ztier/page_store.h"
+
+namespace ztier {
+namespace {
+using ull = unsigned long long;  // NOLINT: the kernel's %llu
+}  // namespace
+
+std::string PageStore::FormatMmStat() const {
+  const PageStoreStats s = Stats();
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%8llu %8llu %8llu %8lu %8ld %8llu %8lu %8llu %8llu\n",
+                ull{s.orig_data_size}, ull{s.compr_data_size},
+                ull{s.mem_used_total}, static_cast<unsigned long>(s.mem_limit),
+                static_cast<long>(s.mem_used_max), ull{s.same_pages},
+                static_cast<unsigned long>(s.pages_compacted),
+                ull{s.huge_pages}, ull{s.huge_pages_since});
+  return buf;
+}
+
+std::string PageStore::FormatIoStat() const {
+  const PageStoreStats s = Stats();
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "%8llu %8llu 0 %8llu\n",
+                ull{s.failed_reads}, ull{s.failed_writes}, ull{s.notify_free});
+  return buf;
+}
+
+std::string PageStore::FormatDebugStat() const {
+  const PageStoreStats s = Stats();
+  char buf[128];
+  std::snprintf(buf, sizeof(buf), "version: %d\n0 %8llu\n", 1,
+                ull{s.miss_free});
+  return buf;
+}
+
+}  // namespace ztier

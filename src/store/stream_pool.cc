@@ -1,0 +1,84 @@
+// stream_pool.cc: see stream_pool.h for the policy.
+#include "store/stream_pool.h"
+
+#include <sched.h>
+
+namespace ztier::internal {
+
+Result<std::unique_ptr<StreamPool>> StreamPool::Create(
+    std::shared_ptr<const Codec> codec, const BatchOptions& options,
+    std::size_t count, std::size_t reserve) {
+  if (count == 0) return Err(Status::InvalidArgument("0 compression streams"));
+  std::unique_ptr<StreamPool> pool(new StreamPool());
+  pool->codec_ = std::move(codec);
+  pool->options_ = options;
+  pool->reserve_max_ = reserve;
+  for (std::size_t i = 0; i < count; ++i) {
+    ZT_ASSIGN_OR_RETURN(auto s, pool->NewStream());
+    pool->regular_.push_back(std::move(s));
+  }
+  pool->batch_size_ = pool->regular_[0]->batch->batch_size();
+  return pool;
+}
+
+Result<std::unique_ptr<Stream>> StreamPool::NewStream() const {
+  auto s = std::make_unique<Stream>();
+  ZT_ASSIGN_OR_RETURN(s->batch, NewBatchCompressor(codec_, options_));
+  s->buffers.reset(new (std::nothrow) std::byte[s->batch->batch_size() * kPageSize]);
+  if (!s->buffers) return Err(Status::ResourceExhausted("stream buffers"));
+  return s;
+}
+
+StreamPool::Lease StreamPool::Acquire() {
+  const std::size_t n = regular_.size();
+  int cpu = sched_getcpu();
+  std::size_t first = cpu < 0 ? 0 : static_cast<std::size_t>(cpu) % n;
+  for (std::size_t k = 0; k < n; ++k) {
+    Stream& s = *regular_[(first + k) % n];
+    if (TryTake(s)) return Lease(this, &s);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  // Announce the wait before looking, so that a Release() either sees the
+  // announcement (and wakes us) or frees a stream the look below finds.
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  for (;;) {
+    Stream* got = nullptr;
+    for (auto& s : reserve_) {
+      if (TryTake(*s)) {
+        got = s.get();
+        break;
+      }
+    }
+    if (got == nullptr && reserve_.size() < reserve_max_) {
+      auto s = NewStream();
+      if (s.has_value()) {
+        (*s)->busy.store(true, std::memory_order_relaxed);
+        reserve_.push_back(std::move(*s));
+        got = reserve_.back().get();
+      }
+    }
+    for (std::size_t k = 0; got == nullptr && k < n; ++k) {
+      if (TryTake(*regular_[k])) got = regular_[k].get();
+    }
+    if (got != nullptr) {
+      waiters_.fetch_sub(1, std::memory_order_relaxed);
+      return Lease(this, got);
+    }
+    released_.wait(lock);
+  }
+}
+
+void StreamPool::Release(Stream* s) {
+  s->busy.store(false, std::memory_order_seq_cst);
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_.notify_all();
+  }
+}
+
+std::size_t StreamPool::reserve_created() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reserve_.size();
+}
+
+}  // namespace ztier::internal

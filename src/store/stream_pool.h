@@ -1,0 +1,106 @@
+// stream_pool.h: the compression streams a PageStore's stores use.
+//
+// A stream is what one store needs to compress: a BatchCompressor (with its
+// codec contexts) and batch_size() output buffers of one page each. Streams
+// are created once and reused; a store takes one, compresses, copies the
+// results into the pool, and gives it back. Loads never take a stream.
+//
+// Policy (who gets which stream, and what happens when they are all busy):
+//   1. A store first tries the stream of the CPU it runs on (sched_getcpu()
+//      modulo the count), as zram's per-CPU streams, then every other
+//      stream, each with a try-lock: it never sleeps on a held stream, so a
+//      store does not wait behind a store that was preempted while holding
+//      one (the case seed 001 leaves open).
+//   2. If every regular stream is held, it takes a reserve stream. Reserve
+//      streams are created on first need, up to `reserve` of them, and kept.
+//   3. Only if the reserve is exhausted too does it sleep until any stream
+//      is released.
+// Memory: (streams + reserve streams created) x (codec context + batch_size
+// pages). For lz4 with the default batch of 8 that is about 16 KiB + 32 KiB
+// per stream; zstd's context is larger (about 1 MiB at level 3).
+//
+// Thread safety: Acquire and the Lease's release may be called from any
+// thread.
+#ifndef ZTIER_STORE_STREAM_POOL_H_
+#define ZTIER_STORE_STREAM_POOL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ztier/batch_codec.h"
+#include "ztier/codec.h"
+#include "ztier/page.h"
+#include "ztier/status.h"
+
+namespace ztier::internal {
+
+struct Stream {
+  std::unique_ptr<BatchCompressor> batch;
+  std::unique_ptr<std::byte[]> buffers;  // batch->batch_size() pages
+  std::atomic<bool> busy{false};
+
+  std::span<std::byte> buffer(std::size_t i) {
+    return {buffers.get() + i * kPageSize, kPageSize};
+  }
+};
+
+class StreamPool {
+ public:
+  // Creates `count` streams now (count >= 1); up to `reserve` more on demand.
+  static Result<std::unique_ptr<StreamPool>> Create(
+      std::shared_ptr<const Codec> codec, const BatchOptions& options,
+      std::size_t count, std::size_t reserve);
+
+  class Lease {
+   public:
+    Lease(StreamPool* pool, Stream* s) : pool_(pool), s_(s) {}
+    Lease(Lease&& o) noexcept : pool_(o.pool_), s_(o.s_) { o.s_ = nullptr; }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (s_ != nullptr) pool_->Release(s_);
+    }
+    Stream* operator->() const { return s_; }
+    Stream& operator*() const { return *s_; }
+
+   private:
+    StreamPool* pool_;
+    Stream* s_;
+  };
+
+  // Takes a stream by the policy above. Never fails: if a reserve stream
+  // cannot be created, it waits for a release instead.
+  Lease Acquire();
+
+  std::size_t count() const { return regular_.size(); }
+  std::size_t reserve_created() const;
+  std::size_t batch_size() const { return batch_size_; }
+
+ private:
+  StreamPool() = default;
+  Result<std::unique_ptr<Stream>> NewStream() const;
+  void Release(Stream* s);
+  static bool TryTake(Stream& s) {
+    return !s.busy.load(std::memory_order_relaxed) &&
+           !s.busy.exchange(true, std::memory_order_seq_cst);
+  }
+
+  std::shared_ptr<const Codec> codec_;
+  BatchOptions options_;
+  std::size_t batch_size_ = 0;
+  std::vector<std::unique_ptr<Stream>> regular_;
+
+  mutable std::mutex mu_;  // guards reserve_ and the waiting below
+  std::condition_variable released_;
+  std::vector<std::unique_ptr<Stream>> reserve_;
+  std::size_t reserve_max_ = 0;
+  std::atomic<int> waiters_{0};
+};
+
+}  // namespace ztier::internal
+
+#endif  // ZTIER_STORE_STREAM_POOL_H_
