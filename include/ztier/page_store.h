@@ -150,6 +150,14 @@ class PageStore {
   // not compress.
   Status Store(std::uint64_t index, ConstPage page);
 
+  // Replaces data.size() bytes of slot `index` at `offset` (a sub-page
+  // write): reads the page, patches it and stores it back, holding the
+  // slot's lock throughout (read-modify-write). Errors as Store(), plus
+  // kCorruption if the old content does not decompress (slot unchanged).
+  // kOutOfRange if offset + data.size() > 4096.
+  Status StorePartial(std::uint64_t index, std::size_t offset,
+                      std::span<const std::byte> data);
+
   // Stores pages.size() / 4096 consecutive pages from slot `first` (any
   // count; compressed batch_size() at a time). All-or-nothing: on failure,
   // every slot of the range is left empty and the first error is returned.

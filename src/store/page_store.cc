@@ -198,6 +198,32 @@ struct PageStore::Impl {
     return Status::Ok();
   }
 
+  // Turns a page into what a slot will hold: the fill word, or a pool object
+  // (compressed or raw) within mem_limit. On failure nothing is allocated
+  // and the error is counted.
+  Status Prepare(ConstPage page, Pending* p) {
+    std::uint64_t fill;
+    if (IsSameFilled(page.data(), &fill)) {
+      p->value = fill;
+      p->content = slot::kSame;
+      return Status::Ok();
+    }
+    Status st;
+    bool poor = false;
+    {
+      auto lease = streams->Acquire();
+      BatchItem item{page, lease->buffer(0)};
+      lease->batch->Compress(std::span<BatchItem>(&item, 1));
+      st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
+    }
+    if (st.ok()) {
+      st = CheckLimitAfterAlloc();
+      if (!st.ok()) DropPending(*p);
+    }
+    if (!st.ok() && !poor) Add(failed_writes);
+    return st;
+  }
+
   void DropPending(const Pending& p) {
     if (!(p.content & slot::kSame) && p.value != kInvalidHandle) {
       pool->Free(p.value);
@@ -299,34 +325,36 @@ Status PageStore::Store(std::uint64_t index, ConstPage page) {
     return Status::OutOfRange("slot " + std::to_string(index));
   }
   Pending p;
-  std::uint64_t fill;
-  if (IsSameFilled(page.data(), &fill)) {
-    p.value = fill;
-    p.content = slot::kSame;
-  } else {
-    Status st;
-    bool poor = false;
-    {
-      auto lease = m.streams->Acquire();
-      BatchItem item{page, lease->buffer(0)};
-      lease->batch->Compress(std::span<BatchItem>(&item, 1));
-      st = m.MakeObject(page, lease->buffer(0).first(item.length), &p, &poor);
-    }
-    if (st.ok()) {
-      st = m.CheckLimitAfterAlloc();
-      if (!st.ok()) m.DropPending(p);
-    }
-    if (!st.ok()) {
-      if (!poor) Add(m.failed_writes);
-      return st;
-    }
-  }
+  ZT_RETURN_IF_ERROR(m.Prepare(page, &p));
   Slot& s = m.slots[index];
   const std::uint32_t now = m.Now();
   {
     SlotLock lock(s);
     m.InstallLocked(s, p, now);
   }
+  Add(m.stores);
+  return Status::Ok();
+}
+
+Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
+                               std::span<const std::byte> data) {
+  Impl& m = *impl_;
+  if (index >= m.slots.size()) {
+    return Status::OutOfRange("slot " + std::to_string(index));
+  }
+  if (offset > kPageSize || data.size() > kPageSize - offset) {
+    return Status::OutOfRange("partial write past the end of a page");
+  }
+  alignas(8) std::byte page[kPageSize];
+  Slot& s = m.slots[index];
+  // The slot stays locked from the read to the install, so a concurrent
+  // partial write of another part of the page cannot be lost.
+  SlotLock lock(s);
+  ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+  std::memcpy(page + offset, data.data(), data.size());
+  Pending p;
+  ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p));
+  m.InstallLocked(s, p, m.Now());
   Add(m.stores);
   return Status::Ok();
 }

@@ -1,0 +1,155 @@
+// File: ztier/device.h
+//
+// Device: one zram-like compressed RAM block device, with zram's lifecycle
+// and attributes, over a PageStore. DeviceRegistry: the set of devices one
+// `ztier serve` process holds (what /sys/class/zram-control manages).
+//
+// Lifecycle, as zram (reference/kernel-zram-zswap.md 1.1, 1.2):
+//   uninitialised --SetDisksize(n)--> initialised --Reset()--> uninitialised
+// comp_algorithm, algorithm_params (and later backing_dev) are set before
+// disksize; setting them after is kBusy. IO on an uninitialised device is
+// kFailedPrecondition. Reset() is kBusy while a client is attached (an NBD
+// connection that selected this device holds a ClientRef).
+//
+// IO is in bytes at any offset and length within disksize: whole pages go
+// straight to the PageStore; a partial page is a read-modify-write under that
+// page's slot lock. Trim and WriteZeroes free whole pages (zram's discard);
+// the unaligned head and tail of a WriteZeroes range are zeroed in place, of
+// a Trim left alone (as the kernel skips them). WriteZeroes with no_hole
+// stores same-filled zero pages instead (allocated, but no pool memory).
+//
+// Attribute texts: Show*/Store* take and give exactly what zram's sysfs files
+// do (a trailing newline on shows; sizes accept K/M/G suffixes as memparse).
+//
+// Thread safety: all methods may be called concurrently. IO holds a shared
+// lock on the device's state; SetDisksize/Reset/attribute changes that
+// rebuild the store take it exclusively, so they wait for IO in flight.
+#ifndef ZTIER_DEVICE_H_
+#define ZTIER_DEVICE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ztier/page_store.h"
+#include "ztier/status.h"
+
+namespace ztier {
+
+// Parses a size as the kernel's memparse: a number with an optional K, M, G,
+// T (powers of 1024) suffix, case-insensitive. "1G", "4096", "512k".
+Result<std::uint64_t> ParseSize(std::string_view text);
+
+struct DeviceDefaults {
+  std::string comp_algorithm = "lz4";
+  std::string algorithm_params;
+  std::uint64_t mem_limit = 0;
+  BatchBackend batch_backend = BatchBackend::kSerial;
+  std::size_t streams = 0;  // 0: one per core
+};
+
+class Device {
+ public:
+  Device(std::string name, DeviceDefaults defaults);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const { return name_; }
+
+  // ---- lifecycle and attributes (zram's names) ----
+  // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set.
+  Status SetDisksize(std::uint64_t bytes);
+  std::uint64_t disksize() const;
+  bool initialized() const;
+  // kBusy while clients are attached; else frees everything, disksize 0,
+  // mem_limit 0, default algorithm, params cleared.
+  Status Reset();
+  // kInvalidArgument for an unknown name; kBusy after init.
+  Status SetCompAlgorithm(std::string_view name);
+  std::string ShowCompAlgorithm() const;  // "lzo [lz4] lz4hc zstd deflate\n"
+  Status SetAlgorithmParams(std::string_view params);  // kBusy after init
+  Status SetMemLimit(std::uint64_t bytes);             // any time
+  Status ResetMemUsedMax(std::string_view value);      // only "0"
+  Status MarkIdle(std::string_view value);  // "all" or seconds; uninit: EINVAL
+  Status Compact();                         // uninit: kFailedPrecondition
+  std::string ShowMmStat() const;     // zeros before init (kernel format)
+  std::string ShowIoStat() const;
+  std::string ShowDebugStat() const;
+
+  // ---- clients ----
+  class ClientRef {
+   public:
+    explicit ClientRef(Device* d) : d_(d) {}
+    ClientRef(ClientRef&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
+    ClientRef(const ClientRef&) = delete;
+    ClientRef& operator=(const ClientRef&) = delete;
+    ~ClientRef() {
+      if (d_ != nullptr) d_->clients_.fetch_sub(1);
+    }
+
+   private:
+    Device* d_;
+  };
+  // Counts a client in until the ref dies. kFailedPrecondition when the
+  // device is not initialised (an NBD client cannot use it yet).
+  Result<ClientRef> Attach();
+  int clients() const { return clients_.load(); }
+
+  // ---- IO (byte granular; kOutOfRange past disksize) ----
+  Status Read(std::uint64_t offset, std::span<std::byte> out);
+  Status Write(std::uint64_t offset, std::span<const std::byte> data);
+  Status Trim(std::uint64_t offset, std::uint64_t length);
+  Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
+  Status Flush();  // memory is the medium: nothing to flush
+
+  // The store, or null before init. Holds a shared lock for the caller's use.
+  PageStoreStats Stats() const;           // zeros before init
+  std::string algorithm() const;
+  std::size_t streams() const;
+
+ private:
+  const std::string name_;
+  const DeviceDefaults defaults_;
+  mutable std::shared_mutex mu_;  // guards everything below
+  std::string comp_algorithm_;
+  std::string algorithm_params_;
+  std::uint64_t mem_limit_ = 0;
+  std::uint64_t disksize_ = 0;
+  std::unique_ptr<PageStore> store_;
+  std::atomic<int> clients_{0};
+};
+
+// The devices of one process, by name (zram0, zram1, ...). hot_add picks the
+// lowest free zramN name.
+class DeviceRegistry {
+ public:
+  explicit DeviceRegistry(DeviceDefaults defaults) : defaults_(defaults) {}
+
+  // Adds a device (uninitialised). kInvalidArgument for a bad name (empty,
+  // longer than 64, or not [A-Za-z0-9_.-]); kBusy if it exists.
+  Result<std::shared_ptr<Device>> Add(std::string_view name);
+  // Adds "zramN" with the lowest free N; returns it.
+  Result<std::shared_ptr<Device>> HotAdd();
+  // kNotFound if unknown; kBusy while clients are attached.
+  Status Remove(std::string_view name);
+  std::shared_ptr<Device> Find(std::string_view name) const;
+  std::vector<std::shared_ptr<Device>> List() const;  // sorted by name
+
+ private:
+  const DeviceDefaults defaults_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Device>, std::less<>> devices_;
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_DEVICE_H_

@@ -1,0 +1,419 @@
+// device.cc: the zram device model (contract in include/ztier/device.h).
+#include "ztier/device.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <thread>
+
+namespace ztier {
+namespace {
+
+constexpr std::uint64_t kPageMask = kPageSize - 1;
+
+Status NotInitialized() {
+  return Status::FailedPrecondition("device is not initialised (set disksize)");
+}
+
+bool ValidName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+           c == '.' || c == '-';
+  });
+}
+
+std::string TrimSpace(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) {
+    s.remove_suffix(1);
+  }
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) {
+    s.remove_prefix(1);
+  }
+  return std::string(s);
+}
+
+}  // namespace
+
+Result<std::uint64_t> ParseSize(std::string_view text) {
+  const std::string t = TrimSpace(text);
+  std::uint64_t v = 0;
+  const char* begin = t.data();
+  const char* end = t.data() + t.size();
+  auto [p, ec] = std::from_chars(begin, end, v);
+  if (ec != std::errc() || p == begin) {
+    return Err(Status::InvalidArgument("not a size: '" + t + "'"));
+  }
+  int shift = 0;
+  if (p != end) {
+    switch (std::tolower(static_cast<unsigned char>(*p))) {
+      case 'k': shift = 10; break;
+      case 'm': shift = 20; break;
+      case 'g': shift = 30; break;
+      case 't': shift = 40; break;
+      default:
+        return Err(Status::InvalidArgument("not a size: '" + t + "'"));
+    }
+    ++p;
+  }
+  if (p != end) return Err(Status::InvalidArgument("not a size: '" + t + "'"));
+  if (shift != 0 && v > (UINT64_MAX >> shift)) {
+    return Err(Status::InvalidArgument("size too large: '" + t + "'"));
+  }
+  return v << shift;
+}
+
+Device::Device(std::string name, DeviceDefaults defaults)
+    : name_(std::move(name)),
+      defaults_(std::move(defaults)),
+      comp_algorithm_(defaults_.comp_algorithm),
+      algorithm_params_(defaults_.algorithm_params),
+      mem_limit_(defaults_.mem_limit) {}
+
+Device::~Device() = default;
+
+Status Device::SetDisksize(std::uint64_t bytes) {
+  std::unique_lock lock(mu_);
+  if (store_ != nullptr) return Status::Busy("disksize is already set");
+  if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
+  const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
+  PageStoreOptions o;
+  o.num_pages = aligned / kPageSize;
+  o.codec = comp_algorithm_;
+  o.algorithm_params = algorithm_params_;
+  o.mem_limit = mem_limit_;
+  o.batch_backend = defaults_.batch_backend;
+  o.streams = defaults_.streams;
+  ZT_ASSIGN_OR_RETURN(store_, PageStore::Create(o));
+  disksize_ = aligned;
+  return Status::Ok();
+}
+
+std::uint64_t Device::disksize() const {
+  std::shared_lock lock(mu_);
+  return disksize_;
+}
+
+bool Device::initialized() const {
+  std::shared_lock lock(mu_);
+  return store_ != nullptr;
+}
+
+Status Device::Reset() {
+  std::unique_lock lock(mu_);
+  if (clients_.load() > 0) {
+    return Status::Busy("device has " + std::to_string(clients_.load()) +
+                        " client(s) attached");
+  }
+  store_.reset();
+  disksize_ = 0;
+  mem_limit_ = 0;
+  comp_algorithm_ = defaults_.comp_algorithm;
+  algorithm_params_.clear();
+  return Status::Ok();
+}
+
+Status Device::SetCompAlgorithm(std::string_view name) {
+  const std::string n = TrimSpace(name);
+  if (n.size() >= 128) return Status::InvalidArgument("algorithm name too long");
+  const auto names = CodecNames();
+  if (std::find(names.begin(), names.end(), n) == names.end()) {
+    return Status::InvalidArgument("unknown algorithm '" + n + "'");
+  }
+  std::unique_lock lock(mu_);
+  if (store_ != nullptr) {
+    return Status::Busy("comp_algorithm cannot change after disksize is set");
+  }
+  comp_algorithm_ = n;
+  return Status::Ok();
+}
+
+std::string Device::ShowCompAlgorithm() const {
+  std::shared_lock lock(mu_);
+  std::string out;
+  for (std::string_view n : CodecNames()) {
+    if (!out.empty()) out += ' ';
+    if (n == comp_algorithm_) {
+      out += '[';
+      out += n;
+      out += ']';
+    } else {
+      out += n;
+    }
+  }
+  return out + "\n";
+}
+
+Status Device::SetAlgorithmParams(std::string_view params) {
+  const std::string p = TrimSpace(params);
+  ZT_ASSIGN_OR_RETURN(CodecParams parsed, ParseAlgorithmParams(p));
+  std::unique_lock lock(mu_);
+  if (store_ != nullptr) {
+    return Status::Busy("algorithm_params cannot change after disksize is set");
+  }
+  // Tokens for another algorithm (algo=, priority=) are for recompression
+  // slots this device does not have yet; check the rest against the codec.
+  if (!parsed.algo.empty() && parsed.algo != comp_algorithm_) {
+    return Status::InvalidArgument("algo=" + parsed.algo +
+                                   " is not the device's algorithm");
+  }
+  if (parsed.priority > 0) {
+    return Status::InvalidArgument("priority > 0: no recompression algorithm");
+  }
+  CodecParams check = parsed;
+  check.algo.clear();
+  check.priority = -1;
+  auto codec = MakeCodec(comp_algorithm_, check);
+  if (!codec.has_value()) return codec.error();
+  algorithm_params_ = p;
+  return Status::Ok();
+}
+
+Status Device::SetMemLimit(std::uint64_t bytes) {
+  std::unique_lock lock(mu_);
+  mem_limit_ = (bytes + kPageMask) & ~kPageMask;
+  if (store_ != nullptr) store_->SetMemLimit(mem_limit_);
+  return Status::Ok();
+}
+
+Status Device::ResetMemUsedMax(std::string_view value) {
+  if (TrimSpace(value) != "0") {
+    return Status::InvalidArgument("mem_used_max accepts only 0");
+  }
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  store_->ResetMemUsedMax();
+  return Status::Ok();
+}
+
+Status Device::MarkIdle(std::string_view value) {
+  const std::string v = TrimSpace(value);
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  if (v == "all") {
+    store_->MarkIdleAll();
+    return Status::Ok();
+  }
+  std::uint32_t age = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), age);
+  if (ec != std::errc() || p != v.data() + v.size() || v.empty()) {
+    return Status::InvalidArgument("idle takes 'all' or an age in seconds");
+  }
+  store_->MarkIdleOlderThan(age);
+  return Status::Ok();
+}
+
+Status Device::Compact() {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  store_->Compact();
+  return Status::Ok();
+}
+
+std::string Device::ShowMmStat() const {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) {
+    char buf[128];
+    std::snprintf(buf, sizeof(buf),
+                  "%8llu %8llu %8llu %8lu %8ld %8llu %8lu %8llu %8llu\n", 0ull,
+                  0ull, 0ull, static_cast<unsigned long>(mem_limit_), 0l, 0ull,
+                  0ul, 0ull, 0ull);
+    return buf;
+  }
+  return store_->FormatMmStat();
+}
+
+std::string Device::ShowIoStat() const {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return "       0        0 0        0\n";
+  return store_->FormatIoStat();
+}
+
+std::string Device::ShowDebugStat() const {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return "version: 1\n0        0\n";
+  return store_->FormatDebugStat();
+}
+
+Result<Device::ClientRef> Device::Attach() {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return Err(NotInitialized());
+  clients_.fetch_add(1);
+  return ClientRef(this);
+}
+
+namespace {
+Status CheckRange(std::uint64_t offset, std::uint64_t length,
+                  std::uint64_t size) {
+  if (offset > size || length > size - offset) {
+    return Status::OutOfRange("offset " + std::to_string(offset) + " length " +
+                              std::to_string(length) + " past the end (" +
+                              std::to_string(size) + " bytes)");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Status Device::Read(std::uint64_t offset, std::span<std::byte> out) {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  ZT_RETURN_IF_ERROR(CheckRange(offset, out.size(), disksize_));
+  alignas(8) std::byte page[kPageSize];
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const std::uint64_t pos = offset + done;
+    const std::uint64_t index = pos / kPageSize;
+    const std::size_t in_page = pos % kPageSize;
+    const std::size_t n = std::min(kPageSize - in_page, out.size() - done);
+    if (n == kPageSize) {
+      ZT_RETURN_IF_ERROR(
+          store_->Load(index, MutablePage(out.data() + done, kPageSize)));
+    } else {
+      ZT_RETURN_IF_ERROR(store_->Load(index, MutablePage(page, kPageSize)));
+      std::memcpy(out.data() + done, page + in_page, n);
+    }
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const std::uint64_t pos = offset + done;
+    const std::uint64_t index = pos / kPageSize;
+    const std::size_t in_page = pos % kPageSize;
+    const std::size_t n = std::min(kPageSize - in_page, data.size() - done);
+    if (n == kPageSize) {
+      // Page by page, as zram: a page that fails keeps its old content
+      // (StoreBatch's all-or-nothing would empty the whole unit instead).
+      ZT_RETURN_IF_ERROR(
+          store_->Store(index, ConstPage(data.data() + done, kPageSize)));
+    } else {
+      ZT_RETURN_IF_ERROR(
+          store_->StorePartial(index, in_page, data.subspan(done, n)));
+    }
+    done += n;
+  }
+  return Status::Ok();
+}
+
+Status Device::Trim(std::uint64_t offset, std::uint64_t length) {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  ZT_RETURN_IF_ERROR(CheckRange(offset, length, disksize_));
+  // Whole pages only: the unaligned head and tail are left as they are.
+  const std::uint64_t first = (offset + kPageMask) / kPageSize;
+  const std::uint64_t end = (offset + length) / kPageSize;
+  for (std::uint64_t i = first; i < end; ++i) {
+    ZT_RETURN_IF_ERROR(store_->Discard(i));
+  }
+  return Status::Ok();
+}
+
+Status Device::WriteZeroes(std::uint64_t offset, std::uint64_t length,
+                           bool no_hole) {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  ZT_RETURN_IF_ERROR(CheckRange(offset, length, disksize_));
+  static const std::byte kZeros[kPageSize] = {};
+  std::uint64_t pos = offset;
+  const std::uint64_t end = offset + length;
+  while (pos < end) {
+    const std::uint64_t index = pos / kPageSize;
+    const std::size_t in_page = pos % kPageSize;
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kPageSize - in_page, end - pos));
+    if (n < kPageSize) {
+      ZT_RETURN_IF_ERROR(store_->StorePartial(
+          index, in_page, std::span<const std::byte>(kZeros, n)));
+    } else if (no_hole) {
+      ZT_RETURN_IF_ERROR(store_->Store(index, ConstPage(kZeros, kPageSize)));
+    } else {
+      ZT_RETURN_IF_ERROR(store_->Discard(index));
+    }
+    pos += n;
+  }
+  return Status::Ok();
+}
+
+Status Device::Flush() {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  return Status::Ok();
+}
+
+PageStoreStats Device::Stats() const {
+  std::shared_lock lock(mu_);
+  return store_ != nullptr ? store_->Stats() : PageStoreStats{};
+}
+
+std::string Device::algorithm() const {
+  std::shared_lock lock(mu_);
+  return comp_algorithm_;
+}
+
+std::size_t Device::streams() const {
+  std::shared_lock lock(mu_);
+  if (defaults_.streams != 0) return defaults_.streams;
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// ---- DeviceRegistry ----
+
+Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {
+  if (!ValidName(name)) {
+    return Err(Status::InvalidArgument("bad device name '" + std::string(name) +
+                                       "'"));
+  }
+  std::lock_guard lock(mu_);
+  if (devices_.contains(name)) {
+    return Err(Status::Busy("device '" + std::string(name) + "' exists"));
+  }
+  auto d = std::make_shared<Device>(std::string(name), defaults_);
+  devices_.emplace(std::string(name), d);
+  return d;
+}
+
+Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
+  std::lock_guard lock(mu_);
+  for (int n = 0;; ++n) {
+    std::string name = "zram" + std::to_string(n);
+    if (devices_.contains(name)) continue;
+    auto d = std::make_shared<Device>(name, defaults_);
+    devices_.emplace(name, d);
+    return d;
+  }
+}
+
+Status DeviceRegistry::Remove(std::string_view name) {
+  std::lock_guard lock(mu_);
+  auto it = devices_.find(name);
+  if (it == devices_.end()) {
+    return Status::NotFound("no device '" + std::string(name) + "'");
+  }
+  if (it->second->clients() > 0) {
+    return Status::Busy("device '" + std::string(name) + "' has clients");
+  }
+  devices_.erase(it);
+  return Status::Ok();
+}
+
+std::shared_ptr<Device> DeviceRegistry::Find(std::string_view name) const {
+  std::lock_guard lock(mu_);
+  auto it = devices_.find(name);
+  return it == devices_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Device>> DeviceRegistry::List() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Device>> out;
+  for (const auto& [name, d] : devices_) out.push_back(d);
+  return out;
+}
+
+}  // namespace ztier
