@@ -12,7 +12,8 @@ CMAKE_FLAGS += -DZTIER_WERROR=ON
 endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
-  libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev zstd
+  libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev zstd \
+  libnbd-bin nbdkit fio qemu-utils
 
 .PHONY: all deps build run test test-asan test-tsan bench clean format
 

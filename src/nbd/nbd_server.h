@@ -1,0 +1,47 @@
+// nbd_server.h: the NBD server that exports a DeviceRegistry's devices.
+//
+// Each device is an export, selected by its name. The server listens on a
+// Unix socket and/or TCP, speaks the fixed newstyle handshake and the
+// transmission phase of the NBD protocol (doc/nbd_subset.md lists exactly
+// what), and serves many connections at once, with each connection's
+// requests served concurrently (replies may come out of order).
+//
+// Thread safety: Start() returns a running server. Stop() (or the destructor)
+// stops accepting, closes every connection, waits for requests in flight,
+// and removes the Unix socket file.
+#ifndef ZTIER_NBD_NBD_SERVER_H_
+#define ZTIER_NBD_NBD_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ztier/device.h"
+#include "ztier/status.h"
+
+namespace ztier::nbd {
+
+struct NbdServerOptions {
+  std::string unix_path;  // empty: no Unix socket. Created with mode 0600.
+  std::string listen;     // "HOST:PORT", ":PORT" (loopback), or empty
+  std::size_t max_connections = 64;
+  std::uint32_t max_request_bytes = 32 << 20;  // NBD_INFO_BLOCK_SIZE maximum
+  std::size_t workers = 0;  // request worker threads; 0: number of cores
+};
+
+class NbdServer {
+ public:
+  // `registry` must outlive the server.
+  static Result<std::unique_ptr<NbdServer>> Start(
+      const NbdServerOptions& options, DeviceRegistry* registry);
+  virtual ~NbdServer() = default;
+  virtual void Stop() = 0;
+  // The TCP port actually bound (useful with port 0), or 0.
+  virtual int tcp_port() const = 0;
+  virtual std::size_t connections() const = 0;
+};
+
+}  // namespace ztier::nbd
+
+#endif  // ZTIER_NBD_NBD_SERVER_H_
