@@ -1,0 +1,254 @@
+// File: tools/ztier/bench_engine.cc
+//
+// `ztier bench engine` (see bench_engine.h): parses flags, finds and loads
+// the corpora, runs the alternating measurement loop of engine_measure.h,
+// and reports (bench_engine_report.h).
+#include "bench_engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_engine_report.h"
+#include "corpus/corpus.h"
+#include "engine_measure.h"
+#include "flags.h"
+#include "machine_info.h"
+#include "ztier/codec.h"
+#include "ztier/worker_pool.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr const char kCommand[] = "ztier bench engine";
+constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
+
+// A one-line status on stderr, rewritten in place; silent unless stderr is a
+// terminal.
+class Progress {
+ public:
+  Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
+  ~Progress() { Clear(); }
+  void Update(const std::string& text) {
+    if (!enabled_) return;
+    std::string line = text.substr(0, 118);
+    const std::size_t shown = line.size();
+    if (shown < width_) line.append(width_ - shown, ' ');
+    width_ = shown;
+    std::fprintf(stderr, "\r%s", line.c_str());
+    std::fflush(stderr);
+  }
+  void Clear() {
+    if (!enabled_ || width_ == 0) return;
+    std::fprintf(stderr, "\r%s\r", std::string(width_, ' ').c_str());
+    std::fflush(stderr);
+    width_ = 0;
+  }
+
+ private:
+  bool enabled_;
+  std::size_t width_ = 0;
+};
+
+void PrintError(const std::string& text) {
+  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
+}
+
+// Fills *paths with the corpus files to use: the --corpus files, plus those
+// of the corpus folder when no --corpus was given or --corpus-dir was. False
+// (with the message printed) when the folder is missing or empty.
+bool FindCorpora(const FlagSet& flags, const std::vector<std::string>& files,
+                 const std::string& dir, std::vector<std::string>* paths) {
+  *paths = files;
+  if (!files.empty() && !flags.WasSet("corpus-dir")) return true;
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(dir, ec);
+  const std::string shown =
+      "'" + dir + "'" +
+      (ec ? "" : " (" + abs.lexically_normal().string() + ")");
+  const char* hint =
+      "Pass corpus files with --corpus FILE (a .pages.zst file, or any plain "
+      "file read as 4096-byte pages; repeatable), or a folder of *.pages.zst "
+      "files with --corpus-dir DIR.";
+  if (!std::filesystem::is_directory(dir, ec)) {
+    PrintError("no corpus: the corpus folder " + shown +
+               " is missing (or not a folder).\n" + hint);
+    return false;
+  }
+  auto found = corpus::FindCorpusFiles(dir);
+  if (!found.has_value() || found->empty()) {
+    PrintError("no corpus: the corpus folder " + shown +
+               " holds no *.pages.zst files.\n" + hint);
+    return false;
+  }
+  paths->insert(paths->end(), found->begin(), found->end());
+  return true;
+}
+
+constexpr const char kSynopsis[] =
+    "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME]... [--runs N] "
+    "[--threads N] [--json FILE]";
+
+}  // namespace
+
+int RunBenchEngine(std::span<const std::string_view> args) {
+  const MachineInfo machine = GetMachineInfo();
+  BenchConfig cfg;
+  std::vector<std::string> corpus_files;
+  std::string corpus_dir = kDefaultCorpusDir;
+  std::vector<std::string> codec_flags;
+  std::int64_t runs = 5;
+  std::int64_t threads = machine.cores;
+  FlagSet flags(kCommand, kSynopsis);
+  flags.AddList("corpus", &corpus_files, "FILE",
+                "corpus file (.pages.zst or plain pages); repeatable");
+  flags.AddString("corpus-dir", &corpus_dir, "DIR",
+                  "use every *.pages.zst in DIR (default ../shared/corpus; "
+                  "used when no --corpus is given)");
+  flags.AddList("codec", &codec_flags, "NAME",
+                "codec to measure; repeatable, or a comma list (default: "
+                "every registered codec)");
+  flags.AddInt("runs", &runs, "N",
+               "measured runs per codec and corpus, after one warm-up run "
+               "(default 5)",
+               1, 1000);
+  flags.AddInt("threads", &threads, "N",
+               "threads for the threads=all variants (default: online cores)",
+               1, 1024);
+  flags.AddString("json", &cfg.json_path, "FILE",
+                  "also write every figure as JSON to FILE");
+  if (FlagSet::HelpRequested(args)) {
+    std::printf(
+        "%s: codec and store throughput (MB/s of uncompressed pages) and "
+        "memory use, per codec and corpus.\n\n%s",
+        kCommand, flags.Usage().c_str());
+    return 0;
+  }
+  if (Status s = flags.Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
+                 s.message().c_str(), kCommand);
+    return 2;
+  }
+
+  // Codecs: as given (deduplicated, in order), else every registered one.
+  const std::vector<std::string_view> known = CodecNames();
+  if (codec_flags.empty()) {
+    codec_flags.assign(known.begin(), known.end());
+  }
+  for (const std::string& name : codec_flags) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (std::string_view k : known)
+        list += (list.empty() ? "" : ", ") + std::string(k);
+      std::fprintf(stderr, "%s: unknown codec '%s' (known: %s)\n", kCommand,
+                   name.c_str(), list.c_str());
+      return 2;
+    }
+    if (std::find(cfg.codecs.begin(), cfg.codecs.end(), name) ==
+        cfg.codecs.end()) {
+      cfg.codecs.push_back(name);
+    }
+  }
+  cfg.runs = static_cast<std::size_t>(runs);
+  cfg.threads = static_cast<std::size_t>(threads);
+  // "cores - 1" helpers plus the caller, as the store's parallel backend
+  // defaults to; at least one so that "parallel" differs from "serial".
+  cfg.parallel_workers = std::max<std::size_t>(1, cfg.threads - 1);
+
+  std::vector<std::string> paths;
+  if (!FindCorpora(flags, corpus_files, corpus_dir, &paths)) return 1;
+  std::vector<corpus::PageSet> corpora;
+  for (const std::string& path : paths) {
+    auto set = corpus::LoadPageSet(path);
+    if (!set.has_value()) {
+      PrintError("cannot load corpus " + path + ": " + set.error().ToString());
+      return 1;
+    }
+    cfg.corpora.push_back({set->name(), path, set->size()});
+    corpora.push_back(std::move(*set));
+  }
+
+  std::printf("%s\n%s\n", MachineLine(machine).c_str(),
+              ConfigText(cfg).c_str());
+  std::fflush(stdout);
+
+  WorkerPool pool(cfg.parallel_workers);
+  const std::vector<Variant> variants = StandardVariants(cfg.threads);
+  std::vector<CaseResult> results;
+  Progress progress;
+  for (const std::string& codec_name : cfg.codecs) {
+    auto codec = MakeCodec(codec_name);
+    if (!codec.has_value()) {
+      progress.Clear();
+      PrintError("codec " + codec_name + ": " + codec.error().ToString());
+      return 1;
+    }
+    for (const corpus::PageSet& set : corpora) {
+      CaseResult result = NewCaseResult(codec_name, set, variants);
+      progress.Update("[" + codec_name + " " + set.name() + "] preparing");
+      auto measurer =
+          EngineMeasurer::Create(*codec, set,
+                                 {.all_threads = cfg.threads,
+                                  .pool = &pool,
+                                  .parallel_workers = cfg.parallel_workers});
+      Status status = measurer.has_value() ? Status::Ok() : measurer.error();
+      std::vector<OpSample> samples;
+      for (std::size_t run = 0; status.ok() && run <= cfg.runs; ++run) {
+        for (const Variant& v : variants) {
+          progress.Update("[" + codec_name + " " + set.name() + "] " +
+                          (run == 0 ? std::string("warm-up")
+                                    : "run " + std::to_string(run) + "/" +
+                                          std::to_string(cfg.runs)) +
+                          ": " + std::string(BenchPathName(v.path)) + " " +
+                          (v.path == BenchPath::kStore
+                               ? std::string("store+load")
+                               : std::string(BenchOpName(v.op))) +
+                          " threads=" + std::to_string(v.threads) +
+                          " batch=" + std::to_string(v.batch) + " " +
+                          std::string(BatchBackendName(v.backend)));
+          samples.clear();
+          status = (*measurer)->Measure(v, &samples);
+          if (!status.ok()) break;
+          if (run > 0) AddSamples(v, samples, &result);
+        }
+      }
+      if (status.ok()) {
+        progress.Update("[" + codec_name + " " + set.name() + "] sizes");
+        auto sizes = (*measurer)->MeasureSizes();
+        if (sizes.has_value()) {
+          result.sizes = *sizes;
+        } else {
+          status = sizes.error();
+        }
+      }
+      progress.Clear();
+      if (!status.ok()) {
+        PrintError("FATAL: codec " + codec_name + ", corpus " + set.name() +
+                   ": " + status.ToString());
+        return 1;
+      }
+      std::printf("\n%s", CaseTable(result).c_str());
+      std::fflush(stdout);
+      results.push_back(std::move(result));
+    }
+  }
+
+  std::printf("\n%s\n%s", SizeTable(results).c_str(),
+              DerivedTable(results).c_str());
+  std::fflush(stdout);
+  if (!cfg.json_path.empty()) {
+    if (Status s = WriteJson(cfg.json_path, machine, cfg, results); !s.ok()) {
+      PrintError(s.ToString());
+      return 1;
+    }
+    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,389 @@
+// File: tools/ztier/bench_engine_report.cc
+//
+// Tables and JSON for `ztier bench engine` (bench_engine_report.h).
+#include "bench_engine_report.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <tuple>
+
+#include "bench_stats.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+auto SortKey(const Variant& v) {
+  return std::make_tuple(static_cast<int>(v.path), static_cast<int>(v.op),
+                         v.threads, v.batch, static_cast<int>(v.backend));
+}
+
+bool SameSeries(const Variant& a, const Variant& b) {
+  return SortKey(a) == SortKey(b);
+}
+
+const Series* FindSeries(const CaseResult& r, BenchPath path, BenchOp op,
+                         std::size_t threads, std::size_t batch,
+                         BatchBackend backend) {
+  const Variant want{path, op, threads, batch, backend};
+  for (const Series& s : r.series) {
+    if (SameSeries(s.variant, want)) return &s;
+  }
+  return nullptr;
+}
+
+double Median(const Series* s) {
+  if (s == nullptr || s->samples.empty()) return kNaN;
+  return Summarize(s->samples).median;
+}
+
+std::string Fixed(double v, int decimals) {
+  return std::isfinite(v) ? FormatDouble(v, decimals) : "-";
+}
+
+std::string MiB(std::uint64_t bytes) {
+  return FormatDouble(static_cast<double>(bytes) / (1024.0 * 1024.0), 2);
+}
+
+}  // namespace
+
+CaseResult NewCaseResult(const std::string& codec,
+                         const corpus::PageSet& corpus,
+                         const std::vector<Variant>& variants) {
+  CaseResult r;
+  r.codec = codec;
+  r.corpus = corpus.name();
+  r.pages = corpus.size();
+  for (const Variant& v : variants) {
+    if (v.path == BenchPath::kCodec) {
+      r.series.push_back({v, {}});
+    } else {
+      Variant store = v;
+      store.op = BenchOp::kStore;
+      Variant load = v;
+      load.op = BenchOp::kLoad;
+      r.series.push_back({store, {}});
+      r.series.push_back({load, {}});
+    }
+  }
+  std::stable_sort(r.series.begin(), r.series.end(),
+                   [](const Series& a, const Series& b) {
+                     return SortKey(a.variant) < SortKey(b.variant);
+                   });
+  return r;
+}
+
+void AddSamples(const Variant& v, const std::vector<OpSample>& samples,
+                CaseResult* result) {
+  for (const OpSample& s : samples) {
+    Variant key = v;
+    key.op = s.op;
+    for (Series& series : result->series) {
+      if (SameSeries(series.variant, key)) series.samples.push_back(s.mb_s);
+    }
+  }
+}
+
+std::vector<Derived> DeriveRatios(const CaseResult& r) {
+  using P = BenchPath;
+  using O = BenchOp;
+  const BatchBackend kSer = BatchBackend::kSerial;
+  const BatchBackend kPar = BatchBackend::kParallel;
+  const std::size_t kB = kMaxBatchSize;
+  std::vector<Derived> d;
+  const double store = Median(FindSeries(r, P::kStore, O::kStore, 1, 1, kSer));
+  const double compress =
+      Median(FindSeries(r, P::kCodec, O::kCompress, 1, 1, kSer));
+  const double load = Median(FindSeries(r, P::kStore, O::kLoad, 1, 1, kSer));
+  const double decompress =
+      Median(FindSeries(r, P::kCodec, O::kDecompress, 1, 1, kSer));
+  const double par = Median(FindSeries(r, P::kStore, O::kStore, 1, kB, kPar));
+  const double ser = Median(FindSeries(r, P::kStore, O::kStore, 1, kB, kSer));
+  d.push_back({"store/compress", store / compress,
+               r.codec == "lz4" ? std::optional<double>(0.85) : std::nullopt});
+  d.push_back({"load/(decompress+copy)", load / decompress, 0.80});
+  const bool cc1plus = r.corpus.starts_with("anon-cc1plus");
+  d.push_back({"batch8 store parallel/serial", par / ser,
+               r.codec == "lz4" && cc1plus ? std::optional<double>(1.6)
+                                           : std::nullopt});
+  return d;
+}
+
+std::string ConfigText(const BenchConfig& cfg) {
+  std::string codecs;
+  for (const std::string& c : cfg.codecs) {
+    codecs += (codecs.empty() ? "" : ",") + c;
+  }
+  std::string text =
+      "config: runs=" + std::to_string(cfg.runs) +
+      " (+1 warm-up, not counted), threads=all means " +
+      std::to_string(cfg.threads) +
+      ", parallel backend workers=" + std::to_string(cfg.parallel_workers) +
+      " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
+      ", codecs=" + codecs + "\n";
+  for (const BenchConfig::Corpus& c : cfg.corpora) {
+    text += "corpus: " + c.name + " (" + std::to_string(c.pages) +
+            " pages) from " + c.path + "\n";
+  }
+  text +=
+      "MB/s = 10^6 bytes of uncompressed pages per second; median, min and "
+      "max over the runs; cv% = stddev/mean.\n"
+      "decompress = decompress + one 4096-byte copy (the load path's "
+      "limit).";
+  return text;
+}
+
+std::string CaseTable(const CaseResult& r) {
+  TextTable t(
+      {"path", "op", "threads", "batch", "backend", "median", "min", "max",
+       "cv%"},
+      {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kLeft,
+       Align::kRight, Align::kRight, Align::kRight, Align::kRight});
+  for (const Series& s : r.series) {
+    const SampleStats st = Summarize(s.samples);
+    t.AddRow({std::string(BenchPathName(s.variant.path)),
+              std::string(BenchOpName(s.variant.op)),
+              std::to_string(s.variant.threads),
+              std::to_string(s.variant.batch),
+              std::string(BatchBackendName(s.variant.backend)),
+              FormatDouble(st.median, 1), FormatDouble(st.min, 1),
+              FormatDouble(st.max, 1), FormatDouble(st.cv_percent, 1)});
+  }
+  return "== " + r.codec + " / " + r.corpus + " (" + std::to_string(r.pages) +
+         " pages), MB/s ==\n" + t.Render();
+}
+
+std::string SizeTable(const std::vector<CaseResult>& results) {
+  TextTable t({"codec", "corpus", "ratio", "compr_MiB", "mem_used_MiB",
+               "mem/compr", "meta_B/page", "huge", "same", "after_compact_MiB",
+               "after/compr", "pages_compacted"},
+              {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight,
+               Align::kRight, Align::kRight, Align::kRight, Align::kRight,
+               Align::kRight, Align::kRight, Align::kRight, Align::kRight});
+  for (const CaseResult& r : results) {
+    const SizeFigures& f = r.sizes;
+    t.AddRow({r.codec, r.corpus, Fixed(f.ratio, 3), MiB(f.compressed_bytes),
+              MiB(f.mem_used_total), Fixed(f.mem_used_total_over_compressed, 3),
+              Fixed(f.metadata_bytes_per_page, 1), std::to_string(f.huge_pages),
+              std::to_string(f.same_pages), MiB(f.mem_used_total_after_compact),
+              Fixed(f.mem_used_total_after_compact_over_compressed, 3),
+              std::to_string(f.pages_compacted)});
+  }
+  return "== sizes (threads=1 batch=1 store; after_compact: a random half "
+         "discarded, then Compact()) ==\n" +
+         t.Render();
+}
+
+std::string DerivedTable(const std::vector<CaseResult>& results) {
+  TextTable t({"codec", "corpus", "ratio", "value", "target", "met"},
+              {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight,
+               Align::kRight, Align::kLeft});
+  for (const CaseResult& r : results) {
+    for (const Derived& d : DeriveRatios(r)) {
+      std::string met = "";
+      if (d.target.has_value()) {
+        met = !std::isfinite(d.value) ? "?"
+              : d.value >= *d.target  ? "yes"
+                                      : "NO";
+      }
+      t.AddRow({r.codec, r.corpus, d.name, Fixed(d.value, 3),
+                d.target ? ">= " + FormatDouble(*d.target, 2) : "", met});
+    }
+  }
+  return "\n== derived ratios of medians (same run; targets: store/compress "
+         "lz4 >= 0.85, load/(decompress+copy) >= 0.80, batch8 par/ser lz4 "
+         "anon-cc1plus >= 1.6 on 2 cores) ==\n" +
+         t.Render();
+}
+
+Status WriteJson(const std::string& path, const MachineInfo& machine,
+                 const BenchConfig& cfg,
+                 const std::vector<CaseResult>& results) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("machine");
+  w.BeginObject();
+  w.Key("cpu_model");
+  w.String(machine.cpu_model);
+  w.Key("cores");
+  w.Uint(machine.cores);
+  w.Key("kernel");
+  w.String(machine.kernel);
+  w.Key("compiler");
+  w.String(machine.compiler);
+  w.Key("lz4");
+  w.String(machine.lz4);
+  w.Key("zstd");
+  w.String(machine.zstd);
+  w.Key("libdeflate");
+  w.String(machine.deflate);
+  w.Key("lzo");
+  w.String(machine.lzo);
+  w.EndObject();
+
+  w.Key("config");
+  w.BeginObject();
+  w.Key("runs");
+  w.Uint(cfg.runs);
+  w.Key("warmup_runs");
+  w.Uint(1);
+  w.Key("threads");
+  w.Uint(cfg.threads);
+  w.Key("parallel_workers");
+  w.Uint(cfg.parallel_workers);
+  w.Key("batch");
+  w.Uint(kMaxBatchSize);
+  w.Key("unit");
+  w.String("MB/s = 1e6 bytes of uncompressed pages per second");
+  w.Key("codecs");
+  w.BeginArray();
+  for (const std::string& c : cfg.codecs) w.String(c);
+  w.EndArray();
+  w.Key("corpora");
+  w.BeginArray();
+  for (const BenchConfig::Corpus& c : cfg.corpora) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(c.name);
+    w.Key("path");
+    w.String(c.path);
+    w.Key("pages");
+    w.Uint(c.pages);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+
+  w.Key("measurements");
+  w.BeginArray();
+  for (const CaseResult& r : results) {
+    for (const Series& s : r.series) {
+      const SampleStats st = Summarize(s.samples);
+      w.BeginObject();
+      w.Key("codec");
+      w.String(r.codec);
+      w.Key("corpus");
+      w.String(r.corpus);
+      w.Key("path");
+      w.String(BenchPathName(s.variant.path));
+      w.Key("op");
+      w.String(BenchOpName(s.variant.op));
+      w.Key("threads");
+      w.Uint(s.variant.threads);
+      w.Key("batch");
+      w.Uint(s.variant.batch);
+      w.Key("backend");
+      w.String(BatchBackendName(s.variant.backend));
+      w.Key("mb_s_median");
+      w.Double(st.median);
+      w.Key("mb_s_min");
+      w.Double(st.min);
+      w.Key("mb_s_max");
+      w.Double(st.max);
+      w.Key("mb_s_mean");
+      w.Double(st.mean);
+      w.Key("mb_s_stddev");
+      w.Double(st.stddev);
+      w.Key("mb_s_cv");
+      w.Double(st.cv_percent);
+      w.Key("runs");
+      w.Uint(st.n);
+      w.Key("samples");
+      w.BeginArray();
+      for (double v : s.samples) w.Double(v);
+      w.EndArray();
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+
+  w.Key("sizes");
+  w.BeginArray();
+  for (const CaseResult& r : results) {
+    const SizeFigures& f = r.sizes;
+    w.BeginObject();
+    w.Key("codec");
+    w.String(r.codec);
+    w.Key("corpus");
+    w.String(r.corpus);
+    w.Key("pages");
+    w.Uint(r.pages);
+    w.Key("orig_bytes");
+    w.Uint(f.orig_bytes);
+    w.Key("ratio");
+    w.Double(f.ratio, 4);
+    w.Key("compressed_bytes");
+    w.Uint(f.compressed_bytes);
+    w.Key("mem_used_total");
+    w.Uint(f.mem_used_total);
+    w.Key("mem_used_total_over_compressed");
+    w.Double(f.mem_used_total_over_compressed, 4);
+    w.Key("metadata_bytes_per_page");
+    w.Double(f.metadata_bytes_per_page, 2);
+    w.Key("same_pages");
+    w.Uint(f.same_pages);
+    w.Key("huge_pages");
+    w.Uint(f.huge_pages);
+    w.Key("discarded_pages");
+    w.Uint(f.discarded_pages);
+    w.Key("compressed_bytes_after_discard");
+    w.Uint(f.compressed_bytes_after_discard);
+    w.Key("mem_used_total_after_discard");
+    w.Uint(f.mem_used_total_after_discard);
+    w.Key("mem_used_total_after_compact");
+    w.Uint(f.mem_used_total_after_compact);
+    w.Key("mem_used_total_after_compact_over_compressed");
+    w.Double(f.mem_used_total_after_compact_over_compressed, 4);
+    w.Key("pages_compacted");
+    w.Uint(f.pages_compacted);
+    w.EndObject();
+  }
+  w.EndArray();
+
+  w.Key("derived");
+  w.BeginArray();
+  for (const CaseResult& r : results) {
+    for (const Derived& d : DeriveRatios(r)) {
+      w.BeginObject();
+      w.Key("codec");
+      w.String(r.codec);
+      w.Key("corpus");
+      w.String(r.corpus);
+      w.Key("name");
+      w.String(d.name);
+      w.Key("value");
+      w.Double(d.value, 4);
+      w.Key("target");
+      if (d.target) {
+        w.Double(*d.target, 2);
+      } else {
+        w.Null();
+      }
+      w.Key("met");
+      if (d.target && std::isfinite(d.value)) {
+        w.Bool(d.value >= *d.target);
+      } else {
+        w.Null();
+      }
+      w.EndObject();
+    }
+  }
+  w.EndArray();
+  w.EndObject();
+
+  const std::string text = w.Take();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return PosixError("open " + path, errno);
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !wrote) {
+    return PosixError("write " + path, wrote ? errno : write_errno);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,191 @@
+// File: tools/ztier/bench_stats.cc
+//
+// Statistics, table rendering and JSON writing for bench_stats.h.
+#include "bench_stats.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+namespace ztier::tool {
+
+SampleStats Summarize(std::span<const double> samples) {
+  SampleStats s;
+  s.n = samples.size();
+  if (s.n == 0) return s;
+  std::vector<double> sorted(samples.begin(), samples.end());
+  std::sort(sorted.begin(), sorted.end());
+  s.min = sorted.front();
+  s.max = sorted.back();
+  s.median = (s.n % 2 == 1) ? sorted[s.n / 2]
+                            : (sorted[s.n / 2 - 1] + sorted[s.n / 2]) / 2.0;
+  double sum = 0;
+  for (double v : sorted) sum += v;
+  s.mean = sum / static_cast<double>(s.n);
+  if (s.n > 1) {
+    double sq = 0;
+    for (double v : sorted) sq += (v - s.mean) * (v - s.mean);
+    s.stddev = std::sqrt(sq / static_cast<double>(s.n - 1));
+  }
+  s.cv_percent = s.mean != 0 ? 100.0 * s.stddev / s.mean : 0.0;
+  return s;
+}
+
+std::string FormatDouble(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+  return buf;
+}
+
+TextTable::TextTable(std::vector<std::string> header, std::vector<Align> align)
+    : header_(std::move(header)), align_(std::move(align)) {
+  assert(header_.size() == align_.size());
+}
+
+void TextTable::AddRow(std::vector<std::string> cells) {
+  assert(cells.size() == header_.size());
+  rows_.push_back(std::move(cells));
+}
+
+std::string TextTable::Render() const {
+  std::vector<std::size_t> width(header_.size());
+  for (std::size_t c = 0; c < header_.size(); ++c) {
+    width[c] = header_[c].size();
+    for (const auto& row : rows_) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      if (c > 0) line += "  ";
+      const std::string pad(width[c] - cells[c].size(), ' ');
+      line += align_[c] == Align::kLeft ? cells[c] + pad : pad + cells[c];
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header_);
+  for (const auto& row : rows_) emit(row);
+  return out;
+}
+
+std::string JsonQuote(std::string_view s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;  // UTF-8 bytes pass through unchanged
+        }
+    }
+  }
+  return out + "\"";
+}
+
+void JsonWriter::Newline() {
+  out_ += '\n';
+  out_.append(2 * has_element_.size(), ' ');
+}
+
+void JsonWriter::BeforeValue() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!has_element_.empty()) {
+    if (has_element_.back()) out_ += ',';
+    has_element_.back() = true;
+    Newline();
+  }
+}
+
+void JsonWriter::BeginObject() {
+  BeforeValue();
+  out_ += '{';
+  has_element_.push_back(false);
+}
+
+void JsonWriter::Close(char bracket) {
+  assert(!has_element_.empty() && !after_key_);
+  const bool had = has_element_.back();
+  has_element_.pop_back();
+  if (had) Newline();
+  out_ += bracket;
+}
+
+void JsonWriter::EndObject() { Close('}'); }
+
+void JsonWriter::BeginArray() {
+  BeforeValue();
+  out_ += '[';
+  has_element_.push_back(false);
+}
+
+void JsonWriter::EndArray() { Close(']'); }
+
+void JsonWriter::Key(std::string_view key) {
+  BeforeValue();
+  out_ += JsonQuote(key);
+  out_ += ": ";
+  after_key_ = true;
+}
+
+void JsonWriter::String(std::string_view value) {
+  BeforeValue();
+  out_ += JsonQuote(value);
+}
+
+void JsonWriter::Int(std::int64_t value) {
+  BeforeValue();
+  out_ += std::to_string(value);
+}
+
+void JsonWriter::Uint(std::uint64_t value) {
+  BeforeValue();
+  out_ += std::to_string(value);
+}
+
+void JsonWriter::Double(double value, int decimals) {
+  BeforeValue();
+  out_ += std::isfinite(value) ? FormatDouble(value, decimals) : "null";
+}
+
+void JsonWriter::Bool(bool value) {
+  BeforeValue();
+  out_ += value ? "true" : "false";
+}
+
+void JsonWriter::Null() {
+  BeforeValue();
+  out_ += "null";
+}
+
+std::string JsonWriter::Take() {
+  assert(has_element_.empty());
+  out_ += '\n';
+  return std::move(out_);
+}
+
+}  // namespace ztier::tool

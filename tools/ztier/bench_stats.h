@@ -1,0 +1,108 @@
+// File: tools/ztier/bench_stats.h
+//
+// Summary statistics of repeated benchmark samples, a plain-text table
+// printer, and a small JSON writer: the pieces every `ztier bench` experiment
+// reports with.
+//
+//   SampleStats s = Summarize({512.1, 498.7, 505.0});
+//   // s.median 505.0, s.min 498.7, s.max 512.1, s.stddev, s.cv_percent
+//
+//   TextTable t({"path", "op", "median"}, {Align::kLeft, Align::kLeft,
+//                                          Align::kRight});
+//   t.AddRow({"codec", "compress", "512.1"});
+//   std::fputs(t.Render().c_str(), stdout);
+//
+// The standard deviation is the sample one (n - 1 in the denominator; 0 for a
+// single sample); CV is stddev / mean in percent (0 when the mean is 0).
+//
+// Thread safety: plain values and functions; no shared state.
+#ifndef ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
+#define ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ztier::tool {
+
+struct SampleStats {
+  std::size_t n = 0;
+  double median = 0;  // mean of the two middle values for an even n
+  double min = 0;
+  double max = 0;
+  double mean = 0;
+  double stddev = 0;
+  double cv_percent = 0;
+};
+
+// REQUIRES: nothing; an empty sample gives all zeros.
+SampleStats Summarize(std::span<const double> samples);
+
+// printf("%.*f") into a std::string.
+std::string FormatDouble(double v, int decimals);
+
+enum class Align { kLeft, kRight };
+
+// A table of text cells with a header row, padded to the widest cell of each
+// column, two spaces between columns.
+class TextTable {
+ public:
+  TextTable(std::vector<std::string> header, std::vector<Align> align);
+  // REQUIRES: cells.size() == header.size().
+  void AddRow(std::vector<std::string> cells);
+  std::string Render() const;
+
+ private:
+  std::vector<std::string> header_;
+  std::vector<Align> align_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Builds a JSON document by hand (ztier takes no JSON dependency). Values are
+// written as they are added; the caller nests Begin/End calls properly. Keys
+// are only passed inside objects; inside arrays the key argument is omitted.
+//
+//   JsonWriter w;
+//   w.BeginObject();
+//   w.Key("runs"); w.Int(5);
+//   w.Key("codecs"); w.BeginArray(); w.String("lz4"); w.EndArray();
+//   w.EndObject();
+//   std::string text = w.Take();
+class JsonWriter {
+ public:
+  void BeginObject();
+  void EndObject();
+  void BeginArray();
+  void EndArray();
+  void Key(std::string_view key);
+  void String(std::string_view value);
+  void Int(std::int64_t value);
+  void Uint(std::uint64_t value);
+  // Non-finite values are written as null (JSON has no NaN).
+  void Double(double value, int decimals = 3);
+  void Bool(bool value);
+  void Null();
+
+  // The document, newline-terminated.
+  std::string Take();
+
+ private:
+  void BeforeValue();
+  void Newline();
+  void Close(char bracket);
+
+  std::string out_;
+  // One entry per open container: whether it has an element yet.
+  std::vector<bool> has_element_;
+  bool after_key_ = false;
+};
+
+// `s` as a JSON string literal, quotes included.
+std::string JsonQuote(std::string_view s);
+
+}  // namespace ztier::tool
+
+#endif  // ZTIER_TOOLS_ZTIER_BENCH_STATS_H_

@@ -1,0 +1,164 @@
+// File: tools/ztier/flags.cc
+//
+// The flag parser of flags.h. Numbers go through std::from_chars so that
+// "5x", "" and overflow are all rejected rather than read as a prefix.
+#include "flags.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+#include <utility>
+
+namespace ztier::tool {
+
+std::vector<std::string> SplitCommaList(std::string_view text) {
+  std::vector<std::string> items;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    if (!item.empty()) items.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    text.remove_prefix(comma + 1);
+  }
+  return items;
+}
+
+void FlagSet::AddString(std::string name, std::string* out,
+                        std::string value_name, std::string help) {
+  flags_.push_back({std::move(name), Kind::kString, out, std::move(value_name),
+                    std::move(help)});
+}
+
+void FlagSet::AddList(std::string name, std::vector<std::string>* out,
+                      std::string value_name, std::string help) {
+  flags_.push_back({std::move(name), Kind::kList, out, std::move(value_name),
+                    std::move(help)});
+}
+
+void FlagSet::AddInt(std::string name, std::int64_t* out,
+                     std::string value_name, std::string help, std::int64_t min,
+                     std::int64_t max) {
+  flags_.push_back({std::move(name), Kind::kInt, out, std::move(value_name),
+                    std::move(help), min, max});
+}
+
+void FlagSet::AddBool(std::string name, bool* out, std::string help) {
+  flags_.push_back({std::move(name), Kind::kBool, out, "", std::move(help)});
+}
+
+FlagSet::Flag* FlagSet::Find(std::string_view name) {
+  for (Flag& f : flags_) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+bool FlagSet::WasSet(std::string_view name) const {
+  for (const Flag& f : flags_) {
+    if (f.name == name) return f.seen;
+  }
+  return false;
+}
+
+Status FlagSet::Set(Flag& flag, std::string_view value) {
+  const std::string where = command_ + ": --" + flag.name;
+  if (flag.seen && flag.kind != Kind::kList) {
+    return Status::InvalidArgument(where + " given more than once");
+  }
+  flag.seen = true;
+  switch (flag.kind) {
+    case Kind::kString:
+      *static_cast<std::string*>(flag.out) = std::string(value);
+      return Status::Ok();
+    case Kind::kList: {
+      auto* out = static_cast<std::vector<std::string>*>(flag.out);
+      for (std::string& item : SplitCommaList(value)) {
+        out->push_back(std::move(item));
+      }
+      return Status::Ok();
+    }
+    case Kind::kInt: {
+      std::int64_t v = 0;
+      const char* end = value.data() + value.size();
+      auto [ptr, ec] = std::from_chars(value.data(), end, v);
+      if (value.empty() || ec != std::errc() || ptr != end) {
+        return Status::InvalidArgument(where + ": '" + std::string(value) +
+                                       "' is not a whole number");
+      }
+      if (v < flag.min || v > flag.max) {
+        return Status::InvalidArgument(
+            where + ": " + std::to_string(v) + " is out of range [" +
+            std::to_string(flag.min) + ", " + std::to_string(flag.max) + "]");
+      }
+      *static_cast<std::int64_t*>(flag.out) = v;
+      return Status::Ok();
+    }
+    case Kind::kBool:
+      if (value == "true" || value == "1") {
+        *static_cast<bool*>(flag.out) = true;
+      } else if (value == "false" || value == "0") {
+        *static_cast<bool*>(flag.out) = false;
+      } else {
+        return Status::InvalidArgument(where + ": '" + std::string(value) +
+                                       "' is not true or false");
+      }
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status FlagSet::Parse(std::span<const std::string_view> args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (!arg.starts_with("--") || arg.size() == 2) {
+      return Status::InvalidArgument(command_ + ": unexpected argument '" +
+                                     std::string(arg) + "'");
+    }
+    arg.remove_prefix(2);
+    const std::size_t eq = arg.find('=');
+    const std::string_view name = arg.substr(0, eq);
+    Flag* flag = Find(name);
+    if (flag == nullptr) {
+      return Status::InvalidArgument(command_ + ": unknown flag --" +
+                                     std::string(name));
+    }
+    if (eq != std::string_view::npos) {
+      ZT_RETURN_IF_ERROR(Set(*flag, arg.substr(eq + 1)));
+    } else if (flag->kind == Kind::kBool) {
+      ZT_RETURN_IF_ERROR(Set(*flag, "true"));
+    } else if (i + 1 < args.size()) {
+      ZT_RETURN_IF_ERROR(Set(*flag, args[++i]));
+    } else {
+      return Status::InvalidArgument(command_ + ": --" + std::string(name) +
+                                     " needs a value (" + flag->value_name +
+                                     ")");
+    }
+  }
+  return Status::Ok();
+}
+
+std::string FlagSet::Usage() const {
+  std::string text = "usage: " + command_ + " " + synopsis_ + "\n\nflags:\n";
+  std::vector<std::string> left;
+  std::size_t width = 0;
+  for (const Flag& f : flags_) {
+    std::string l = "  --" + f.name;
+    if (!f.value_name.empty()) l += " " + f.value_name;
+    width = std::max(width, l.size());
+    left.push_back(std::move(l));
+  }
+  for (std::size_t i = 0; i < flags_.size(); ++i) {
+    text += left[i] + std::string(width + 2 - left[i].size(), ' ') +
+            flags_[i].help + "\n";
+  }
+  return text;
+}
+
+bool FlagSet::HelpRequested(std::span<const std::string_view> args) {
+  for (std::string_view a : args) {
+    if (a == "--help" || a == "-h") return true;
+  }
+  return false;
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,97 @@
+// File: tools/ztier/flags.h
+//
+// A tiny command-line flag parser for the ztier tool's subcommands.
+//
+//   std::vector<std::string> codecs;
+//   int runs = 5;
+//   ztier::tool::FlagSet flags("ztier bench engine");
+//   flags.AddList("codec", &codecs, "NAME", "codec to measure (repeatable)");
+//   flags.AddInt("runs", &runs, "N", "measured runs");
+//   ztier::Status s = flags.Parse(args);   // args: after the subcommand
+//
+// Accepted forms: `--flag value`, `--flag=value`, and for booleans `--flag`.
+// A list flag may be repeated and each value may be a comma list
+// (`--codec lz4,zstd --codec lzo`). `--help`/`-h` are not flags here: the
+// caller checks for them (HelpRequested) before or after Parse.
+//
+// Errors (all kInvalidArgument, with a message naming the flag): an unknown
+// flag, a missing value, a malformed or out-of-range number, a positional
+// argument (no subcommand here takes any), a non-list flag given twice.
+//
+// Thread safety: a FlagSet is used by one thread; it writes through the
+// pointers it was given, which must outlive Parse().
+#ifndef ZTIER_TOOLS_ZTIER_FLAGS_H_
+#define ZTIER_TOOLS_ZTIER_FLAGS_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ztier/status.h"
+
+namespace ztier::tool {
+
+class FlagSet {
+ public:
+  // `command` names the subcommand in messages and usage ("ztier bench
+  // engine"); `synopsis` follows it on the usage line.
+  explicit FlagSet(std::string command, std::string synopsis = "[flags]")
+      : command_(std::move(command)), synopsis_(std::move(synopsis)) {}
+  FlagSet(const FlagSet&) = delete;
+  FlagSet& operator=(const FlagSet&) = delete;
+
+  // Declares a flag. `value_name` is shown in the usage ("FILE", "N").
+  void AddString(std::string name, std::string* out, std::string value_name,
+                 std::string help);
+  // Repeatable; each occurrence may be a comma list; empty items are skipped.
+  void AddList(std::string name, std::vector<std::string>* out,
+               std::string value_name, std::string help);
+  // A decimal integer in [min, max].
+  void AddInt(std::string name, std::int64_t* out, std::string value_name,
+              std::string help, std::int64_t min = 0,
+              std::int64_t max = INT64_MAX);
+  // `--name` alone sets true; `--name=true|false|1|0` also accepted.
+  void AddBool(std::string name, bool* out, std::string help);
+
+  // Parses `args` (the words after the subcommand name). On error returns
+  // kInvalidArgument; the outputs may then be partly written.
+  Status Parse(std::span<const std::string_view> args);
+
+  // Whether a flag named `name` was given during Parse().
+  bool WasSet(std::string_view name) const;
+
+  // Usage text: "usage: <command> <synopsis>" and one line per flag.
+  std::string Usage() const;
+
+  // True when args hold `--help` or `-h` anywhere.
+  static bool HelpRequested(std::span<const std::string_view> args);
+
+ private:
+  enum class Kind { kString, kList, kInt, kBool };
+  struct Flag {
+    std::string name;
+    Kind kind;
+    void* out;
+    std::string value_name;
+    std::string help;
+    std::int64_t min = 0;
+    std::int64_t max = 0;
+    bool seen = false;
+  };
+
+  Flag* Find(std::string_view name);
+  Status Set(Flag& flag, std::string_view value);
+
+  std::string command_;
+  std::string synopsis_;
+  std::vector<Flag> flags_;
+};
+
+// Splits "a,b,,c" into {"a","b","c"}.
+std::vector<std::string> SplitCommaList(std::string_view text);
+
+}  // namespace ztier::tool
+
+#endif  // ZTIER_TOOLS_ZTIER_FLAGS_H_

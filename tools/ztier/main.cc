@@ -1,0 +1,140 @@
+// File: tools/ztier/main.cc
+//
+// The `ztier` command: one binary, subcommands found in small tables.
+//
+//   ztier bench engine [flags]   codec and store throughput and memory
+//   ztier help [COMMAND]         usage (also: ztier --help, ztier -h)
+//   ztier --version
+//
+// Exit status: what the subcommand returns (0 success, 1 runtime failure);
+// 2 for bad usage: no or an unknown subcommand, or an unknown flag, reported
+// on stderr with a hint to run `--help`. A new subcommand is one row in
+// kCommands (or in a group's table, as `bench` has).
+#include <algorithm>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_engine.h"
+
+#ifndef ZTIER_VERSION
+#define ZTIER_VERSION "0.0.0-dev"
+#endif
+
+namespace ztier::tool {
+namespace {
+
+using Args = std::span<const std::string_view>;
+
+struct Command {
+  std::string_view name;
+  std::string_view summary;
+  int (*run)(Args args);  // args: the words after the command's name
+};
+
+// Lists `table` under a usage line.
+std::string CommandList(std::string_view prefix,
+                        std::span<const Command> table) {
+  std::string text = "usage: " + std::string(prefix) +
+                     " COMMAND [flags]\n\n"
+                     "commands:\n";
+  std::size_t width = 0;
+  for (const Command& c : table) width = std::max(width, c.name.size());
+  for (const Command& c : table) {
+    text += "  " + std::string(c.name) +
+            std::string(width + 2 - c.name.size(), ' ') +
+            std::string(c.summary) + "\n";
+  }
+  return text;
+}
+
+// Runs the command of `table` that args[0] names. Help and usage errors are
+// handled here, the same way at every level.
+int Dispatch(std::string_view prefix, std::span<const Command> table,
+             Args args) {
+  const std::string list = CommandList(prefix, table);
+  if (args.empty()) {
+    std::fprintf(stderr, "%s: missing command\n%s", std::string(prefix).c_str(),
+                 list.c_str());
+    return 2;
+  }
+  const std::string_view word = args[0];
+  if (word == "--help" || word == "-h") {
+    std::fputs(list.c_str(), stdout);
+    return 0;
+  }
+  for (const Command& c : table) {
+    if (c.name == word) return c.run(args.subspan(1));
+  }
+  std::fprintf(stderr, "%s: unknown %s '%s'\nRun '%s --help' for usage.\n",
+               std::string(prefix).c_str(),
+               word.starts_with("-") ? "flag" : "command",
+               std::string(word).c_str(), std::string(prefix).c_str());
+  return 2;
+}
+
+int RunEngine(Args args) { return RunBenchEngine(args); }
+
+constexpr Command kBenchCommands[] = {
+    {"engine",
+     "codec vs. store throughput (MB/s) and memory use on page corpora",
+     RunEngine},
+};
+
+int RunBench(Args args) {
+  return Dispatch("ztier bench", kBenchCommands, args);
+}
+
+int RunHelp(Args args);
+
+constexpr Command kCommands[] = {
+    {"bench", "run an experiment (`ztier bench engine`)", RunBench},
+    {"help", "show usage, or a command's usage (`ztier help bench`)", RunHelp},
+};
+
+std::string TopUsage() {
+  return "ztier " ZTIER_VERSION
+         ": a compressed-memory tier (userspace zram/zswap).\n\n" +
+         CommandList("ztier", kCommands) +
+         "\nglobal flags:\n  --help, -h  show this help\n"
+         "  --version   print the version\n\n"
+         "Run 'ztier COMMAND --help' for a command's flags.\n";
+}
+
+int RunHelp(Args args) {
+  if (args.empty()) {
+    std::fputs(TopUsage().c_str(), stdout);
+    return 0;
+  }
+  // `ztier help bench engine` == `ztier bench engine --help`.
+  std::vector<std::string_view> words(args.begin(), args.end());
+  words.push_back("--help");
+  return Dispatch("ztier", kCommands, words);
+}
+
+int Main(Args args) {
+  if (!args.empty()) {
+    if (args[0] == "--help" || args[0] == "-h") return RunHelp({});
+    if (args[0] == "--version") {
+      std::printf("ztier %s\n", ZTIER_VERSION);
+      return 0;
+    }
+  }
+  if (args.empty()) {
+    std::fputs(TopUsage().c_str(), stderr);
+    return 2;
+  }
+  return Dispatch("ztier", kCommands, args);
+}
+
+}  // namespace
+}  // namespace ztier::tool
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  const int status = ztier::tool::Main(args);
+  std::fflush(stdout);
+  return status;
+}

@@ -1,0 +1,106 @@
+// File: tools/ztier/tool_util_test.cc
+//
+// Tests of the tool's helpers: the flag parser (flags.h) and the statistics,
+// table and JSON writer (bench_stats.h).
+#include <cmath>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "bench_stats.h"
+#include "flags.h"
+#include "testing/test_util.h"
+
+namespace ztier::tool {
+namespace {
+
+using Args = std::vector<std::string_view>;
+
+TEST(FlagSetTest, ParsesBothFormsListsAndInts) {
+  std::string json;
+  std::vector<std::string> codecs;
+  std::int64_t runs = 5;
+  bool verbose = false;
+  FlagSet flags("t");
+  flags.AddString("json", &json, "FILE", "");
+  flags.AddList("codec", &codecs, "NAME", "");
+  flags.AddInt("runs", &runs, "N", "", 1, 100);
+  flags.AddBool("verbose", &verbose, "");
+  const Args args = {"--json=out.json", "--codec", "lz4,zstd", "--codec=lzo",
+                     "--runs",          "3",       "--verbose"};
+  ASSERT_OK(flags.Parse(args));
+  EXPECT_EQ(json, "out.json");
+  EXPECT_EQ(codecs, (std::vector<std::string>{"lz4", "zstd", "lzo"}));
+  EXPECT_EQ(runs, 3);
+  EXPECT_TRUE(verbose);
+  EXPECT_TRUE(flags.WasSet("runs"));
+}
+
+TEST(FlagSetTest, RejectsBadInput) {
+  auto parse = [](Args args) {
+    std::int64_t runs = 0;
+    std::string s;
+    FlagSet flags("t");
+    flags.AddInt("runs", &runs, "N", "", 1, 10);
+    flags.AddString("json", &s, "FILE", "");
+    return flags.Parse(args);
+  };
+  EXPECT_EQ(parse({"--nosuch"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"--runs"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"--runs", "5x"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"--runs", "11"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"--runs="}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"stray"}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"--json", "a", "--json", "b"}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_NE(parse({"--nosuch"}).message().find("--nosuch"), std::string::npos);
+}
+
+TEST(SplitCommaListTest, SkipsEmptyItems) {
+  EXPECT_EQ(SplitCommaList("a,,b,"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(SplitCommaList("").empty());
+}
+
+TEST(SummarizeTest, MedianSpreadAndCv) {
+  const std::vector<double> odd = {3, 1, 2};
+  SampleStats s = Summarize(odd);
+  EXPECT_EQ(s.median, 2);
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.max, 3);
+  EXPECT_DOUBLE_EQ(s.stddev, 1.0);
+  EXPECT_DOUBLE_EQ(s.cv_percent, 50.0);
+  const std::vector<double> even = {4, 1, 3, 2};
+  EXPECT_EQ(Summarize(even).median, 2.5);
+  const std::vector<double> one = {7};
+  EXPECT_EQ(Summarize(one).stddev, 0);
+  EXPECT_EQ(Summarize({}).n, 0u);
+}
+
+TEST(TextTableTest, PadsColumns) {
+  TextTable t({"a", "num"}, {Align::kLeft, Align::kRight});
+  t.AddRow({"long", "1"});
+  EXPECT_EQ(t.Render(), "a     num\nlong    1\n");
+}
+
+TEST(JsonWriterTest, NestsAndEscapes) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("s");
+  w.String("a\"b\\c\n\x01");
+  w.Key("list");
+  w.BeginArray();
+  w.Int(-1);
+  w.Double(NAN);
+  w.Bool(true);
+  w.EndArray();
+  w.Key("empty");
+  w.BeginObject();
+  w.EndObject();
+  w.EndObject();
+  EXPECT_EQ(w.Take(),
+            "{\n  \"s\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"list\": [\n    -1,\n"
+            "    null,\n    true\n  ],\n  \"empty\": {}\n}\n");
+}
+
+}  // namespace
+}  // namespace ztier::tool

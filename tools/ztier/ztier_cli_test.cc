@@ -1,0 +1,197 @@
+// File: tools/ztier/ztier_cli_test.cc
+//
+// End-to-end smoke test of the `ztier` binary (its path comes from the build
+// as ZTIER_BIN): a one-run engine benchmark on a small generated corpus with
+// --json, and the usage errors a user or `make run` relies on.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "testing/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ZtierCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl =
+        (fs::temp_directory_path() / "ztier_cli_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Runs `ztier <args>` in dir_, capturing stdout and stderr.
+  RunResult Run(const std::string& args) {
+    const std::string cmd = "cd '" + dir_.string() + "' && '" ZTIER_BIN "' " +
+                            args + " >out.txt 2>err.txt";
+    const int status = std::system(cmd.c_str());
+    RunResult r;
+    if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    r.out = ReadFile(dir_ / "out.txt");
+    r.err = ReadFile(dir_ / "err.txt");
+    return r;
+  }
+
+  // A plain corpus file of `pages` pages: zero pages, text-like pages,
+  // small-integer arrays and random bytes; the last page is partial, so the
+  // loader pads it. Not a multiple of 8 pages, so batches end short.
+  fs::path MakeCorpus(int pages) {
+    std::mt19937 rng(301);
+    std::string data;
+    const std::string words[] = {"page ", "store ", "zram ", "load ", "lz4 "};
+    for (int p = 0; p < pages; ++p) {
+      std::string page;
+      switch (p % 4) {
+        case 0:
+          page.assign(4096, '\0');
+          break;
+        case 1:
+          while (page.size() < 4096) page += words[rng() % 5];
+          break;
+        case 2:
+          for (int i = 0; i < 1024; ++i) {
+            const std::uint32_t v = rng() % 100;
+            page.append(reinterpret_cast<const char*>(&v), 4);
+          }
+          break;
+        default:
+          for (int i = 0; i < 4096; ++i) page += static_cast<char>(rng());
+      }
+      page.resize(4096);
+      data += page;
+    }
+    data.resize(data.size() - 1000);
+    const fs::path path = dir_ / "small.pages";
+    std::ofstream(path, std::ios::binary) << data;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
+  MakeCorpus(37);
+  const RunResult r =
+      Run("bench engine --corpus small.pages --codec lz4 --runs 1 --json "
+          "out.json");
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("machine: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("== lz4 / small.pages"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("store/compress"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.err.empty()) << r.err;  // not a terminal: no progress line
+
+  const std::string json = ReadFile(dir_ / "out.json");
+  ASSERT_FALSE(json.empty());
+  for (const char* key : {"\"machine\"",
+                          "\"config\"",
+                          "\"measurements\"",
+                          "\"sizes\"",
+                          "\"codec\": \"lz4\"",
+                          "\"corpus\": \"small.pages\"",
+                          "\"path\": \"codec\"",
+                          "\"path\": \"store\"",
+                          "\"op\": \"compress\"",
+                          "\"op\": \"decompress\"",
+                          "\"op\": \"store\"",
+                          "\"op\": \"load\"",
+                          "\"threads\"",
+                          "\"batch\": 8",
+                          "\"backend\": \"serial\"",
+                          "\"backend\": \"parallel\"",
+                          "\"mb_s_median\"",
+                          "\"mb_s_min\"",
+                          "\"mb_s_max\"",
+                          "\"mb_s_stddev\"",
+                          "\"mb_s_cv\"",
+                          "\"runs\": 1",
+                          "\"ratio\"",
+                          "\"mem_used_total\"",
+                          "\"compressed_bytes\"",
+                          "\"metadata_bytes_per_page\"",
+                          "\"mem_used_total_over_compressed\"",
+                          "\"mem_used_total_after_compact\"",
+                          "\"mem_used_total_after_compact_over_compressed\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+}
+
+TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
+  const RunResult r = Run("nosuch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command 'nosuch'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--help"), std::string::npos) << r.err;
+}
+
+TEST_F(ZtierCliTest, UnknownFlagIsAUsageError) {
+  const RunResult r = Run("bench engine --nosuch 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag --nosuch"), std::string::npos) << r.err;
+}
+
+TEST_F(ZtierCliTest, UnknownCodecIsAUsageError) {
+  const RunResult r = Run("bench engine --codec nosuch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown codec 'nosuch'"), std::string::npos) << r.err;
+}
+
+TEST_F(ZtierCliTest, MissingCorpusDirSaysHowToPassACorpus) {
+  const RunResult r = Run("bench engine --corpus-dir nope --codec lz4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'nope'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is missing"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--corpus FILE"), std::string::npos) << r.err;
+}
+
+TEST_F(ZtierCliTest, EmptyCorpusDirSaysHowToPassACorpus) {
+  fs::create_directory(dir_ / "empty");
+  const RunResult r = Run("bench engine --corpus-dir empty --codec lz4");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("holds no *.pages.zst"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--corpus FILE"), std::string::npos) << r.err;
+}
+
+TEST_F(ZtierCliTest, HelpAndVersion) {
+  RunResult r = Run("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("bench"), std::string::npos) << r.out;
+  r = Run("help");
+  EXPECT_EQ(r.exit_code, 0);
+  r = Run("bench engine --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--corpus-dir"), std::string::npos) << r.out;
+  r = Run("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("ztier ", 0), 0u) << r.out;
+  r = Run("");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+}  // namespace
