@@ -30,6 +30,7 @@
 #define ZTIER_BATCH_CODEC_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -65,8 +66,16 @@ class BatchCompressor {
   // How many items one Compress() call takes at most.
   virtual std::size_t batch_size() const = 0;
   virtual BatchBackend backend() const = 0;
-  // Compresses every item. REQUIRES: items.size() <= batch_size().
-  virtual void Compress(std::span<BatchItem> items) = 0;
+  // Called with an item's index right after that item is compressed, on
+  // the thread (lane) that compressed it: the store uses it to allocate and
+  // copy the object in parallel too. It must be thread-safe for the
+  // parallel backend, and must not call back into this BatchCompressor.
+  using ItemSink = std::function<void(std::size_t index)>;
+
+  // Compresses every item, then (if `sink` is not null) hands each to it.
+  // REQUIRES: items.size() <= batch_size().
+  virtual void Compress(std::span<BatchItem> items,
+                        const ItemSink* sink = nullptr) = 0;
 };
 
 // kInvalidArgument for a bad max_batch or kParallel without a pool.

@@ -25,6 +25,7 @@ struct BatchJob {
   std::span<BatchItem> items;
   std::atomic<std::size_t> cursor{0};
   std::unique_ptr<Compressor>* compressors;  // compression only
+  const BatchCompressor::ItemSink* sink = nullptr;  // compression only
   const Codec* codec;                        // decompression only
 };
 
@@ -36,6 +37,7 @@ void CompressLane(BatchJob* job, std::size_t lane) {
     BatchItem& item = job->items[i];
     item.length = c.Compress(item.src, item.dst);
     item.status = Status::Ok();
+    if (job->sink != nullptr) (*job->sink)(i);
   }
 }
 
@@ -56,11 +58,13 @@ class SerialBatchCompressor final : public BatchCompressor {
       : compressor_(std::move(c)), max_batch_(max_batch) {}
   std::size_t batch_size() const override { return max_batch_; }
   BatchBackend backend() const override { return BatchBackend::kSerial; }
-  void Compress(std::span<BatchItem> items) override {
+  void Compress(std::span<BatchItem> items, const ItemSink* sink) override {
     assert(items.size() <= max_batch_);
-    for (BatchItem& item : items) {
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      BatchItem& item = items[i];
       item.length = compressor_->Compress(item.src, item.dst);
       item.status = Status::Ok();
+      if (sink != nullptr) (*sink)(i);
     }
   }
 
@@ -76,11 +80,12 @@ class ParallelBatchCompressor final : public BatchCompressor {
       : compressors_(std::move(cs)), max_batch_(max_batch), pool_(pool) {}
   std::size_t batch_size() const override { return max_batch_; }
   BatchBackend backend() const override { return BatchBackend::kParallel; }
-  void Compress(std::span<BatchItem> items) override {
+  void Compress(std::span<BatchItem> items, const ItemSink* sink) override {
     assert(items.size() <= max_batch_);
     BatchJob job;
     job.items = items;
     job.compressors = compressors_.data();
+    job.sink = sink;
     job.codec = nullptr;
     const std::size_t lanes = std::min(items.size(), compressors_.size());
     if (lanes <= 1) {

@@ -391,12 +391,36 @@ Status PageStore::StoreBatch(std::uint64_t first,
       page_of[n++] = i;
     }
     if (n == 0) continue;
-    lease->batch->Compress(std::span<BatchItem>(items, n));
-    for (std::size_t k = 0; k < n && st.ok(); ++k) {
-      const std::size_t i = page_of[k];
-      st = m.MakeObject(ConstPage(pages.data() + i * kPageSize, kPageSize),
-                        lease->buffer(k).first(items[k].length), &pending[i],
-                        &poor);
+    // Each object is allocated and copied into the pool by the lane that
+    // compressed it, so the parallel backend spreads that work too. (The
+    // sink captures one pointer so std::function does not allocate; it
+    // must not name the thread_local `pending`, which is per thread.)
+    Status item_status[kMaxBatchSize];
+    bool item_poor[kMaxBatchSize] = {};
+    struct SinkContext {
+      Impl* m;
+      const std::byte* pages;
+      BatchItem* items;
+      std::size_t* page_of;
+      Pending* pending;
+      Status* status;
+      bool* poor;
+      internal::Stream* stream;
+    } ctx{&m,          pages.data(), items,     page_of, pending.data(),
+          item_status, item_poor,    &*lease};
+    const BatchCompressor::ItemSink sink = [c = &ctx](std::size_t k) {
+      const std::size_t i = c->page_of[k];
+      c->status[k] = c->m->MakeObject(
+          ConstPage(c->pages + i * kPageSize, kPageSize),
+          c->stream->buffer(k).first(c->items[k].length), &c->pending[i],
+          &c->poor[k]);
+    };
+    lease->batch->Compress(std::span<BatchItem>(items, n), &sink);
+    for (std::size_t k = 0; k < n; ++k) {
+      if (!item_status[k].ok() && st.ok()) {
+        st = item_status[k];
+        poor = item_poor[k];
+      }
     }
     if (st.ok()) st = m.CheckLimitAfterAlloc();
   }
