@@ -168,8 +168,11 @@ class PageStore {
   // the stored object does not decompress (failed_reads counts it).
   Status Load(std::uint64_t index, MutablePage out);
 
-  // Reads out.size() / 4096 consecutive slots from `first`, decompressing
-  // them as batches (the readahead path). Each page is loaded or fails on its
+  // Reads out.size() / 4096 consecutive slots from `first` (the readahead
+  // path). With the parallel backend, each batch's compressed objects are
+  // copied out under their slot locks and decompressed in one fanned-out
+  // DecompressBatch call; with the serial backend each page is decompressed
+  // straight from the pool, which is the cheaper way on one thread. Each page is loaded or fails on its
   // own; `statuses`, if not empty, receives each page's result (REQUIRES: one
   // per page). Returns the first error.
   Status LoadBatch(std::uint64_t first, std::span<std::byte> out,

@@ -466,6 +466,21 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     return Status::OutOfRange("slots " + std::to_string(first) + "+" +
                               std::to_string(count));
   }
+  Status first_error;
+  auto report = [&](std::size_t i, Status st) {
+    if (!st.ok() && first_error.ok()) first_error = st;
+    if (!statuses.empty()) statuses[i] = std::move(st);
+  };
+  if (m.workers == nullptr) {
+    // Serial: decompressing straight from the pool, page by page, is the
+    // batch; copying the objects out first would only add work.
+    for (std::size_t i = 0; i < count; ++i) {
+      Slot& s = m.slots[first + i];
+      SlotLock lock(s);
+      report(i, m.LoadLocked(first + i, s, out.data() + i * kPageSize));
+    }
+    return first_error;
+  }
   const std::size_t bs = m.streams->batch_size();
   // Compressed objects are copied out under each slot's lock, then
   // decompressed together, so no slot stays locked for the whole batch.
@@ -473,11 +488,6 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       new std::byte[kMaxBatchSize * kPageSize]);
   BatchItem items[kMaxBatchSize];
   std::size_t page_of[kMaxBatchSize];
-  Status first_error;
-  auto report = [&](std::size_t i, Status st) {
-    if (!st.ok() && first_error.ok()) first_error = st;
-    if (!statuses.empty()) statuses[i] = std::move(st);
-  };
   for (std::size_t c = 0; c < count; c += bs) {
     const std::size_t end = std::min(count, c + bs);
     std::size_t n = 0;
