@@ -39,7 +39,12 @@
 // touched pages of every zspage) * 4096 + the pool's own metadata (zspage
 // descriptors, handle tables). It is what zram reports as mem_used_total.
 //
-// Compaction (Compact()): per class, moves objects from the sparsest zspages
+// Churn: when a zspage empties, the class keeps it (pages and all) as a
+// spare for its next allocation rather than returning the pages to the OS
+// and faulting fresh ones in soon after; at most one spare per class, held
+// pages counted in TotalBytes(), released by Compact().
+//
+// Compaction (Compact()): per class, releases the spare, moves objects from the sparsest zspages
 // into the fullest, frees emptied zspages, then packs the last partial zspage
 // toward its front; every page freed goes back to the OS with
 // madvise(MADV_DONTNEED) and is counted in pages_compacted.
@@ -140,6 +145,11 @@ class Pool {
 
   // Compacts every class; returns the number of OS pages freed by this call.
   std::size_t Compact();
+
+  // Returns every class's spare zspage to the OS (without compacting);
+  // returns the pages freed. For callers that must get under a memory limit
+  // now, e.g. after freeing an object that went over it.
+  std::size_t ReleaseSpares();
 
   std::size_t TotalBytes() const;
   PoolStats Stats() const;

@@ -9,7 +9,8 @@
 //     removes one non-full zspage, so this ends.
 //  2. Slide the objects of that last partial zspage down to its lowest free
 //     indices and discard the pages past its last object.
-// Every page freed counts in pages_compacted.
+// Every page freed counts in pages_compacted, as do the pages of the spare
+// zspage each class may keep (pool.cc), which compaction releases first.
 //
 // There is no reverse map (object -> handle) in steady state: it would cost
 // 8 bytes per object. Compaction builds one for the non-full zspages only,
@@ -151,11 +152,29 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
   return freed;
 }
 
+std::size_t Pool::Impl::ReleaseSpare(SizeClass& sc) {
+  if (sc.spare == ip::kNoId) return 0;
+  const std::uint32_t id = sc.spare;
+  sc.spare = ip::kNoId;
+  return FreeZspage(sc, id, descs.Get(id));
+}
+
+std::size_t Pool::ReleaseSpares() {
+  std::size_t freed = 0;
+  for (auto& sc : impl_->classes) {
+    if (sc == nullptr) continue;
+    std::lock_guard<std::mutex> lock(sc->mu);
+    freed += impl_->ReleaseSpare(*sc);
+  }
+  return freed;
+}
+
 std::size_t Pool::Compact() {
   std::size_t freed = 0;
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
     std::lock_guard<std::mutex> lock(sc->mu);
+    freed += impl_->ReleaseSpare(*sc);
     freed += impl_->CompactClass(*sc);
   }
   impl_->pages_compacted.fetch_add(freed, std::memory_order_relaxed);

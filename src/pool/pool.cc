@@ -9,8 +9,15 @@
 // pages to cover it; take a handle-table slot and publish the location
 // (release). O(groups + bitmap words), no per-object allocation.
 //
-// Free (class lock): clear the bit; a zspage whose last object goes is
-// discarded (MADV_DONTNEED on its touched pages), its run and id recycled.
+// Free (class lock): clear the bit; a zspage whose last object goes becomes
+// the class's spare if it has none, else it is discarded (MADV_DONTNEED on
+// its touched pages), its run and id recycled. The spare exists for churn:
+// a device that overwrites pages frees and allocates objects of the same
+// classes all the time, and giving a page back to the OS only to fault a
+// fresh one in a moment later costs about 1.5 us per page on a VM (plus a
+// TLB shootdown to every other CPU running the process). At most one spare
+// per class; it is counted in TotalBytes() like any held page, and
+// Compact() releases every spare.
 //
 // Read/Write take no lock: Pin() loads the location (acquire), adds a reader
 // to that zspage's pin word unless a mover holds or waits for it, and
@@ -172,6 +179,10 @@ Handle Pool::Malloc(std::size_t size) {
   if (id != ip::kNoId) {
     d = m.descs.Get(id);
     m.GroupRemove(sc, d);
+  } else if (sc.spare != ip::kNoId) {
+    id = sc.spare;
+    sc.spare = ip::kNoId;
+    d = m.descs.Get(id);
   } else {
     std::byte* run = m.arena.AllocateRun(sc.geo.pages);
     if (run == nullptr) {
@@ -221,7 +232,11 @@ void Pool::Free(Handle h) {
   sc.handles.Free(hidx);
   if (d->inuse == 0) {
     m.GroupRemove(sc, d);
-    m.FreeZspage(sc, id, d);
+    if (sc.spare == ip::kNoId) {
+      sc.spare = id;
+    } else {
+      m.FreeZspage(sc, id, d);
+    }
   } else {
     m.Regroup(sc, id, d);
   }

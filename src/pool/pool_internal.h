@@ -316,6 +316,9 @@ struct SizeClass {
   std::size_t zspages = 0;
   std::size_t obj_used = 0;
   std::size_t touched_pages = 0;
+  // One emptied zspage kept with its pages for the next Malloc, or kNoId.
+  // Not in any fullness group; counted in zspages and touched_pages.
+  std::uint32_t spare = kNoId;
   HandleTable handles;
 
   SizeClass() { group_head.fill(kNoId); }
@@ -361,6 +364,8 @@ struct Pool::Impl {
              std::uint32_t idx);
   // Frees an empty zspage: discards its pages, returns the run and the id.
   // Returns the pages it held. REQUIRES sc.mu; d is in no group list.
+  // Frees sc's spare zspage, if any; returns its pages. REQUIRES: sc.mu.
+  std::size_t ReleaseSpare(internal_pool::SizeClass& sc);
   std::size_t FreeZspage(internal_pool::SizeClass& sc, std::uint32_t id,
                          internal_pool::ZspageDesc* d);
 

@@ -157,6 +157,14 @@ TEST(PoolTest, OnlyTouchedPagesAreCounted) {
   pool->Free(a.h);
   pool->Free(b.h);
   pool->Free(c.h);
+  // The emptied zspage stays as the class's spare, pages and all, until
+  // the next Malloc of the class or a Compact().
+  EXPECT_EQ(pool->Stats().pages_used, 2u);
+  Obj d = Put(*pool, 4, 1600);  // reuses the spare: no new page
+  EXPECT_EQ(pool->Stats().pages_used, 2u);
+  EXPECT_TRUE(Matches(*pool, d.h, d.tag, d.size));
+  pool->Free(d.h);
+  EXPECT_EQ(pool->Compact(), 2u);
   EXPECT_EQ(pool->Stats().pages_used, 0u);
   EXPECT_EQ(pool->Stats().objects, 0u);
   EXPECT_EQ(pool->Stats().object_bytes, 0u);
@@ -174,6 +182,8 @@ TEST(PoolTest, HugeObjectsTakeOnePageEach) {
     EXPECT_TRUE(Matches(*pool, o.h, o.tag, o.size));
   }
   for (const Obj& o : objs) pool->Free(o.h);
+  EXPECT_EQ(pool->Stats().pages_used, 1u);  // the huge class's spare
+  pool->Compact();
   EXPECT_EQ(pool->Stats().pages_used, 0u);
 }
 
@@ -211,6 +221,7 @@ TEST(PoolTest, RandomRoundTrips) {
   EXPECT_EQ(pool->Stats().objects, live.size());
   EXPECT_EQ(pool->Stats().object_bytes, bytes);
   for (const Obj& o : live) pool->Free(o.h);
+  pool->Compact();  // releases the spares
   EXPECT_EQ(pool->Stats().pages_used, 0u);
 }
 
@@ -263,6 +274,7 @@ TEST(PoolTest, HandlesSurviveCompaction) {
   for (int i = 0; i < 500; ++i) kept.push_back(Put(*pool, 100000 + i, 1 + rng() % 4096));
   for (const Obj& o : kept) ASSERT_TRUE(Matches(*pool, o.h, o.tag, o.size));
   for (const Obj& o : kept) pool->Free(o.h);
+  pool->Compact();  // releases the spares
   EXPECT_EQ(pool->Stats().pages_used, 0u);
 }
 
@@ -508,6 +520,7 @@ TEST(PoolTest, ConcurrentWithCompaction) {
   EXPECT_EQ(failures.load(), 0u);
   EXPECT_GT(compactions.load(), 0u);
   EXPECT_EQ(pool->Stats().objects, 0u);
+  pool->Compact();  // releases the spares
   EXPECT_EQ(pool->Stats().pages_used, 0u);
 }
 

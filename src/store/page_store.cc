@@ -218,7 +218,10 @@ struct PageStore::Impl {
     }
     if (st.ok()) {
       st = CheckLimitAfterAlloc();
-      if (!st.ok()) DropPending(*p);
+      if (!st.ok()) {
+        DropPending(*p);
+        pool->ReleaseSpares();  // the freed object's zspage must not linger
+      }
     }
     if (!st.ok() && !poor) Add(failed_writes);
     return st;
@@ -429,6 +432,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
     // All or nothing: drop what this call allocated and empty the range, so
     // that no older copy of any page of the unit can be read later.
     for (const Pending& p : pending) m.DropPending(p);
+    m.pool->ReleaseSpares();
     for (std::size_t i = 0; i < count; ++i) {
       Slot& s = m.slots[first + i];
       SlotLock lock(s);
