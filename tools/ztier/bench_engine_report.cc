@@ -66,8 +66,11 @@ CaseResult NewCaseResult(const std::string& codec,
       store.op = BenchOp::kStore;
       Variant load = v;
       load.op = BenchOp::kLoad;
+      Variant overwrite = v;
+      overwrite.op = BenchOp::kOverwrite;
       r.series.push_back({store, {}});
       r.series.push_back({load, {}});
+      r.series.push_back({overwrite, {}});
     }
   }
   std::stable_sort(r.series.begin(), r.series.end(),
@@ -99,11 +102,15 @@ std::vector<Derived> DeriveRatios(const CaseResult& r) {
   const double compress =
       Median(FindSeries(r, P::kCodec, O::kCompress, 1, 1, kSer));
   const double load = Median(FindSeries(r, P::kStore, O::kLoad, 1, 1, kSer));
+  const double overwrite =
+      Median(FindSeries(r, P::kStore, O::kOverwrite, 1, 1, kSer));
   const double decompress =
       Median(FindSeries(r, P::kCodec, O::kDecompress, 1, 1, kSer));
   const double par = Median(FindSeries(r, P::kStore, O::kStore, 1, kB, kPar));
   const double ser = Median(FindSeries(r, P::kStore, O::kStore, 1, kB, kSer));
   d.push_back({"store/compress", store / compress,
+               r.codec == "lz4" ? std::optional<double>(0.85) : std::nullopt});
+  d.push_back({"overwrite/compress", overwrite / compress,
                r.codec == "lz4" ? std::optional<double>(0.85) : std::nullopt});
   d.push_back({"load/(decompress+copy)", load / decompress, 0.80});
   const bool cc1plus = r.corpus.starts_with("anon-cc1plus");

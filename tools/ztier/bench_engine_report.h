@@ -52,7 +52,7 @@ struct BenchConfig {
 };
 
 struct Series {
-  Variant variant;  // op is the series' own op (kStore or kLoad for store)
+  Variant variant;  // op is the series' own op (kStore, kLoad or kOverwrite for store)
   std::vector<double> samples;  // MB/s, one per measured run
 };
 

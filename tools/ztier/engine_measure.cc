@@ -110,6 +110,8 @@ std::string_view BenchOpName(BenchOp op) {
       return "store";
     case BenchOp::kLoad:
       return "load";
+    case BenchOp::kOverwrite:
+      return "overwrite";
   }
   return "?";
 }
@@ -419,8 +421,34 @@ Status EngineMeasurer::Impl::MeasureStore(const Variant& v,
       });
   ZT_RETURN_IF_ERROR(FirstError(errors));
   ZT_RETURN_IF_ERROR(CheckOutput("store/load " + VariantLabel(v)));
+  // The same pages again, into the filled store (steady state).
+  const double overwrite_s = TimeTeam(
+      v.threads, [](std::size_t) {},
+      [&](std::size_t t) {
+        const Range r = Share(n, t, v.threads, v.batch);
+        for (std::size_t i = r.begin; i < r.end; i += v.batch) {
+          const std::size_t count = std::min(v.batch, r.end - i);
+          Status s =
+              v.batch == 1
+                  ? store->Store(i, corpus->page(i))
+                  : store->StoreBatch(
+                        i, pages.subspan(i * kPageSize, count * kPageSize));
+          if (!s.ok()) {
+            errors[t] = Status(s.code(), "overwrite of page " + std::to_string(i) +
+                                             ": " + s.message());
+            return;
+          }
+        }
+      });
+  ZT_RETURN_IF_ERROR(FirstError(errors));
+  std::memset(out.data(), kPoison, out.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    ZT_RETURN_IF_ERROR(store->Load(i, OutPage(i)));
+  }
+  ZT_RETURN_IF_ERROR(CheckOutput("overwrite " + VariantLabel(v)));
   samples->push_back({BenchOp::kStore, MbPerSecond(store_s)});
   samples->push_back({BenchOp::kLoad, MbPerSecond(load_s)});
+  samples->push_back({BenchOp::kOverwrite, MbPerSecond(overwrite_s)});
   return Status::Ok();
 }
 

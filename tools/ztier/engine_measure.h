@@ -54,14 +54,17 @@
 namespace ztier::tool {
 
 enum class BenchPath { kCodec, kStore };
-enum class BenchOp { kCompress, kDecompress, kStore, kLoad };
+enum class BenchOp { kCompress, kDecompress, kStore, kLoad, kOverwrite };
 
 std::string_view BenchPathName(BenchPath p);  // "codec" / "store"
 std::string_view BenchOpName(BenchOp op);     // "compress" ... "load"
 
 // One way of running the corpus through the codec or the store. A codec
 // variant measures `op` (kCompress or kDecompress); a store variant always
-// measures both kStore and kLoad (the load reads what the store wrote).
+// measures kStore (a fill of a fresh store: every pool page is new memory
+// the OS must fault in), kLoad (reads what the store wrote) and kOverwrite
+// (a second store of the same pages into the filled store: the steady state
+// of a device in use, where freed objects' pages are reused).
 struct Variant {
   BenchPath path = BenchPath::kCodec;
   BenchOp op = BenchOp::kCompress;  // kStore for store variants
