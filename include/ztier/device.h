@@ -70,8 +70,10 @@ class Device {
   Status SetDisksize(std::uint64_t bytes);
   std::uint64_t disksize() const;
   bool initialized() const;
-  // kBusy while clients are attached; else frees everything, disksize 0,
-  // mem_limit 0, default algorithm, params cleared.
+  // kBusy while clients are attached; else frees everything: disksize 0,
+  // and comp_algorithm, algorithm_params and mem_limit back to the defaults
+  // the device was created with (the serve flags; zram's are lzo-rle, none
+  // and 0).
   Status Reset();
   // kInvalidArgument for an unknown name; kBusy after init.
   Status SetCompAlgorithm(std::string_view name);
@@ -86,6 +88,8 @@ class Device {
   std::string ShowDebugStat() const;
 
   // ---- clients ----
+  // A ClientRef counts one client in until it dies. Its holder must keep the
+  // Device alive (hold the registry's shared_ptr) for as long as the ref.
   class ClientRef {
    public:
     explicit ClientRef(Device* d) : d_(d) {}
@@ -100,7 +104,8 @@ class Device {
     Device* d_;
   };
   // Counts a client in until the ref dies. kFailedPrecondition when the
-  // device is not initialised (an NBD client cannot use it yet).
+  // device is not initialised (an NBD client cannot use it yet), kNotFound
+  // once it has been removed from its registry.
   Result<ClientRef> Attach();
   int clients() const { return clients_.load(); }
 
@@ -125,7 +130,12 @@ class Device {
   std::uint64_t mem_limit_ = 0;
   std::uint64_t disksize_ = 0;
   std::unique_ptr<PageStore> store_;
+  bool retired_ = false;  // removed from the registry: no new clients
   std::atomic<int> clients_{0};
+
+  friend class DeviceRegistry;
+  // Marks the device removed unless a client is attached (then kBusy).
+  Status Retire();
 };
 
 // The devices of one process, by name (zram0, zram1, ...). hot_add picks the

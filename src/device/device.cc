@@ -74,9 +74,9 @@ Device::Device(std::string name, DeviceDefaults defaults)
 Device::~Device() = default;
 
 Status Device::SetDisksize(std::uint64_t bytes) {
+  if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
   std::unique_lock lock(mu_);
   if (store_ != nullptr) return Status::Busy("disksize is already set");
-  if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
   const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
   PageStoreOptions o;
   o.num_pages = aligned / kPageSize;
@@ -108,9 +108,9 @@ Status Device::Reset() {
   }
   store_.reset();
   disksize_ = 0;
-  mem_limit_ = 0;
+  mem_limit_ = defaults_.mem_limit;
   comp_algorithm_ = defaults_.comp_algorithm;
-  algorithm_params_.clear();
+  algorithm_params_ = defaults_.algorithm_params;
   return Status::Ok();
 }
 
@@ -236,8 +236,20 @@ std::string Device::ShowDebugStat() const {
   return store_->FormatDebugStat();
 }
 
+Status Device::Retire() {
+  std::unique_lock lock(mu_);
+  if (clients_.load() > 0) {
+    return Status::Busy("device '" + name_ + "' has clients");
+  }
+  retired_ = true;
+  return Status::Ok();
+}
+
 Result<Device::ClientRef> Device::Attach() {
+  // Under the shared lock: Reset() and Retire() hold it exclusively while
+  // they check the client count, so neither can miss a client.
   std::shared_lock lock(mu_);
+  if (retired_) return Err(Status::NotFound("device '" + name_ + "' was removed"));
   if (store_ == nullptr) return Err(NotInitialized());
   clients_.fetch_add(1);
   return ClientRef(this);
@@ -349,7 +361,10 @@ Status Device::Flush() {
 
 PageStoreStats Device::Stats() const {
   std::shared_lock lock(mu_);
-  return store_ != nullptr ? store_->Stats() : PageStoreStats{};
+  if (store_ != nullptr) return store_->Stats();
+  PageStoreStats st;
+  st.mem_limit = mem_limit_;
+  return st;
 }
 
 std::string Device::algorithm() const {
@@ -396,9 +411,7 @@ Status DeviceRegistry::Remove(std::string_view name) {
   if (it == devices_.end()) {
     return Status::NotFound("no device '" + std::string(name) + "'");
   }
-  if (it->second->clients() > 0) {
-    return Status::Busy("device '" + std::string(name) + "' has clients");
-  }
+  ZT_RETURN_IF_ERROR(it->second->Retire());
   devices_.erase(it);
   return Status::Ok();
 }

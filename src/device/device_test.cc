@@ -59,6 +59,7 @@ TEST(DeviceTest, LifecycleFollowsZram) {
   EXPECT_FALSE(d.initialized());
   EXPECT_EQ(d.disksize(), 0u);
   EXPECT_EQ(d.ShowCompAlgorithm(), "lzo [lz4] lz4hc zstd deflate\n");
+  EXPECT_EQ(d.SetDisksize(0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(d.ShowMmStat(),
             "       0        0        0        0        0        0        0 "
             "       0        0\n");
@@ -152,8 +153,11 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
     auto c = (*d)->Attach();
     EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kBusy);
   }
+  auto removed = r.Find("zram1");
   ASSERT_OK(r.Remove("zram1"));
   EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kNotFound);
+  // A client that found the device before it was removed cannot attach.
+  EXPECT_EQ(removed->Attach().error().code(), StatusCode::kNotFound);
   EXPECT_EQ(r.List().size(), 1u);
   EXPECT_NE(r.Find("zram0"), nullptr);
   EXPECT_EQ(r.Find("zram9"), nullptr);
