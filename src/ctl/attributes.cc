@@ -1,0 +1,238 @@
+// attributes.cc: zram's attributes over a DeviceRegistry (see attributes.h).
+#include "ctl/attributes.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "ctl/status_report.h"
+
+namespace ztier::ctl {
+namespace {
+
+WireReply Ok(std::string text = {}) {
+  WireReply r;
+  r.ok = true;
+  r.text = std::move(text);
+  return r;
+}
+
+WireReply Error(std::string_view errno_name, std::string message) {
+  WireReply r;
+  r.errno_name = std::string(errno_name);
+  r.message = std::move(message);
+  return r;
+}
+
+WireReply FromStatus(const Status& s) {
+  if (s.ok()) return Ok();
+  return Error(StatusCodeErrnoName(s.code()), s.message());
+}
+
+// The kernel's kstrto*() accept one trailing newline.
+std::string_view StripNewline(std::string_view v) {
+  if (!v.empty() && v.back() == '\n') v.remove_suffix(1);
+  return v;
+}
+
+// kstrtou16(buf, 10): optional '+', decimal digits, one trailing newline.
+// EINVAL for a malformed number, ERANGE above 65535.
+WireReply ParseU16(std::string_view v, std::uint16_t* out) {
+  v = StripNewline(v);
+  if (!v.empty() && v.front() == '+') v.remove_prefix(1);
+  unsigned long long n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || p != v.data() + v.size()) {
+    return Error("EINVAL", "not a number: '" + std::string(v) + "'");
+  }
+  if (ec == std::errc::result_out_of_range || n > 0xffff) {
+    return Error("ERANGE", "number out of range: '" + std::string(v) + "'");
+  }
+  *out = static_cast<std::uint16_t>(n);
+  return Ok();
+}
+
+char* U64(char (&buf)[32], std::uint64_t v) {
+  std::snprintf(buf, sizeof(buf), "%llu\n", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+// ---- device attributes ----
+
+using ShowFn = WireReply (*)(Device& d);
+using StoreFn = WireReply (*)(Device& d, std::string_view value);
+
+WireReply ShowDisksize(Device& d) {
+  char buf[32];
+  return Ok(U64(buf, d.disksize()));
+}
+WireReply StoreDisksize(Device& d, std::string_view v) {
+  auto size = ParseSize(v);
+  if (!size) return FromStatus(size.error());
+  return FromStatus(d.SetDisksize(*size));
+}
+WireReply ShowInitstate(Device& d) { return Ok(d.initialized() ? "1\n" : "0\n"); }
+WireReply StoreReset(Device& d, std::string_view v) {
+  std::uint16_t n = 0;
+  if (WireReply r = ParseU16(v, &n); !r.ok) return r;
+  if (n == 0) return Error("EINVAL", "reset takes a nonzero number");
+  return FromStatus(d.Reset());
+}
+WireReply ShowCompAlgorithm(Device& d) { return Ok(d.ShowCompAlgorithm()); }
+WireReply StoreCompAlgorithm(Device& d, std::string_view v) {
+  // zram copies the name into a 128-byte buffer with strscpy() first.
+  if (v.size() >= 128) return Error("E2BIG", "algorithm name too long");
+  return FromStatus(d.SetCompAlgorithm(v));
+}
+WireReply StoreAlgorithmParams(Device& d, std::string_view v) {
+  const Status s = d.SetAlgorithmParams(v);
+  // kNotFound here is a dict= file that is not there: zram's
+  // kernel_read_file gives ENOENT (StatusCodeErrnoName says ENODEV).
+  if (s.code() == StatusCode::kNotFound) return Error("ENOENT", s.message());
+  return FromStatus(s);
+}
+WireReply StoreMemLimit(Device& d, std::string_view v) {
+  auto size = ParseSize(v);
+  if (!size) return FromStatus(size.error());
+  return FromStatus(d.SetMemLimit(*size));
+}
+WireReply StoreMemUsedMax(Device& d, std::string_view v) {
+  const Status s = d.ResetMemUsedMax(v);
+  // zram accepts "0" on an uninitialised device and does nothing; Device
+  // checks the value first, so kFailedPrecondition means exactly that case.
+  if (s.code() == StatusCode::kFailedPrecondition) return Ok();
+  return FromStatus(s);
+}
+WireReply StoreIdle(Device& d, std::string_view v) {
+  return FromStatus(d.MarkIdle(v));
+}
+WireReply StoreCompact(Device& d, std::string_view) {
+  return FromStatus(d.Compact());
+}
+WireReply ShowMmStat(Device& d) { return Ok(d.ShowMmStat()); }
+WireReply ShowIoStat(Device& d) { return Ok(d.ShowIoStat()); }
+WireReply ShowDebugStat(Device& d) { return Ok(d.ShowDebugStat()); }
+
+struct DeviceAttribute {
+  std::string_view name;
+  ShowFn show;
+  StoreFn store;
+  std::string_view help;
+};
+
+constexpr DeviceAttribute kDeviceAttributes[] = {
+    {"disksize", ShowDisksize, StoreDisksize,
+     "device size in bytes; store a size (K/M/G suffixes) once to initialise"},
+    {"initstate", ShowInitstate, nullptr, "1 once disksize is set, else 0"},
+    {"reset", nullptr, StoreReset,
+     "store a nonzero number to free everything (EBUSY with clients)"},
+    {"comp_algorithm", ShowCompAlgorithm, StoreCompAlgorithm,
+     "algorithms with [current]; store a name before disksize"},
+    {"algorithm_params", nullptr, StoreAlgorithmParams,
+     "store key=value tokens (level=N, dict=PATH) before disksize"},
+    {"mem_limit", nullptr, StoreMemLimit,
+     "store the pool memory limit (K/M/G suffixes; 0 = none)"},
+    {"mem_used_max", nullptr, StoreMemUsedMax,
+     "store 0 to reset the peak pool memory to the current use"},
+    {"idle", nullptr, StoreIdle,
+     "store 'all' or an age in seconds to mark pages idle"},
+    {"compact", nullptr, StoreCompact, "store anything to compact the pool"},
+    {"mm_stat", ShowMmStat, nullptr, "memory statistics (9 columns)"},
+    {"io_stat", ShowIoStat, nullptr, "failed reads/writes, notify_free"},
+    {"debug_stat", ShowDebugStat, nullptr, "version and miss_free"},
+};
+
+// ---- zram-control ----
+
+WireReply HotAdd(DeviceRegistry& registry) {
+  auto d = registry.HotAdd();
+  if (!d) return FromStatus(d.error());
+  std::string_view name = (*d)->name();
+  if (name.starts_with("zram")) name.remove_prefix(4);
+  return Ok(std::string(name) + "\n");
+}
+
+WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
+  std::string_view v = StripNewline(value);
+  const bool numeric =
+      !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+        return c >= '0' && c <= '9';
+      });
+  std::string name = numeric ? "zram" + std::string(v) : std::string(v);
+  if (numeric) {
+    // "007" names zram7, as kstrtoint reads it.
+    std::size_t n = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    if (ec != std::errc()) return Error("ERANGE", "device number out of range");
+    name = "zram" + std::to_string(n);
+  }
+  return FromStatus(registry.Remove(name));
+}
+
+WireReply ShowStatus(DeviceRegistry& registry) {
+  return Ok(EncodeStatusJson(CollectStatus(registry)));
+}
+
+WireReply WrongDirection(std::string_view name, bool has_value) {
+  return Error("EPERM", "attribute '" + std::string(name) + "' is " +
+                            (has_value ? "read-only (show it without a value)"
+                                       : "write-only (store a value)"));
+}
+
+WireReply HandleControl(DeviceRegistry& registry, const WireRequest& req) {
+  const bool store = req.value.has_value();
+  const std::string& a = req.attribute;
+  if (a == "hot_add" || a == "status") {
+    if (store) return WrongDirection(a, true);
+    return a == "hot_add" ? HotAdd(registry) : ShowStatus(registry);
+  }
+  if (a == "hot_remove") {
+    if (!store) return WrongDirection(a, false);
+    return HotRemove(registry, *req.value);
+  }
+  return Error("ENOENT", "no control operation '" + a +
+                             "' (hot_add, hot_remove, status)");
+}
+
+}  // namespace
+
+WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& req) {
+  if (req.device.empty()) return HandleControl(registry, req);
+  const std::shared_ptr<Device> device = registry.Find(req.device);
+  if (device == nullptr) {
+    return Error("ENODEV", "no device '" + req.device + "'");
+  }
+  for (const DeviceAttribute& a : kDeviceAttributes) {
+    if (a.name != req.attribute) continue;
+    if (req.value.has_value()) {
+      if (a.store == nullptr) return WrongDirection(a.name, true);
+      return a.store(*device, *req.value);
+    }
+    if (a.show == nullptr) return WrongDirection(a.name, false);
+    return a.show(*device);
+  }
+  return Error("ENOENT", "device '" + req.device + "' has no attribute '" +
+                             req.attribute + "'");
+}
+
+const std::vector<AttributeInfo>& Attributes() {
+  static const std::vector<AttributeInfo> list = [] {
+    std::vector<AttributeInfo> out;
+    for (const DeviceAttribute& a : kDeviceAttributes) {
+      out.push_back({a.name, a.show != nullptr, a.store != nullptr, false,
+                     a.help});
+    }
+    out.push_back({"hot_add", true, false, true,
+                   "add the lowest free zramN; prints N"});
+    out.push_back({"hot_remove", false, true, true,
+                   "store N (or a name) to remove zramN (EBUSY with clients)"});
+    out.push_back({"status", true, false, true,
+                   "JSON report of every device (see `ztier status`)"});
+    return out;
+  }();
+  return list;
+}
+
+}  // namespace ztier::ctl

@@ -1,0 +1,50 @@
+// attributes.h: zram's sysfs attributes and zram-control operations, served
+// from a DeviceRegistry (the control server's request handler, without IO).
+//
+// Device attributes (request device = "zramN"):
+//   show+store  disksize, comp_algorithm
+//   show only   initstate, mm_stat, io_stat, debug_stat
+//   store only  reset, algorithm_params, mem_limit, mem_used_max, idle,
+//               compact
+// zram-control operations (request device = ""):
+//   show only   hot_add (creates the lowest free zramN, replies "N\n"),
+//               status (the JSON report of status_report.h)
+//   store only  hot_remove (value "N" for zramN, or a device name)
+//
+// Errors carry the errno name zram's sysfs write would fail with:
+//   ENODEV  no such device (also hot_remove of an unknown device)
+//   ENOENT  no such attribute; algorithm_params dict= file missing
+//   EPERM   show of a store-only attribute, or store to a show-only one
+//           (sysfs refuses such an open() with EACCES; EPERM is used here)
+//   E2BIG   comp_algorithm name of 128 bytes or more
+//   others  from the device (StatusCodeErrnoName): EINVAL, EBUSY, ENOMEM...
+//
+// Thread safety: HandleRequest may be called concurrently; the devices lock
+// themselves.
+#ifndef ZTIER_CTL_ATTRIBUTES_H_
+#define ZTIER_CTL_ATTRIBUTES_H_
+
+#include <string_view>
+#include <vector>
+
+#include "ctl/protocol.h"
+#include "ztier/device.h"
+
+namespace ztier::ctl {
+
+WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& request);
+
+struct AttributeInfo {
+  std::string_view name;
+  bool show;
+  bool store;
+  bool control;  // a zram-control operation (no device)
+  std::string_view help;
+};
+
+// Every attribute and operation, for usage texts.
+const std::vector<AttributeInfo>& Attributes();
+
+}  // namespace ztier::ctl
+
+#endif  // ZTIER_CTL_ATTRIBUTES_H_

@@ -1,0 +1,465 @@
+// control_server_test.cc: the control server in-process on a temporary
+// socket, driven through ctl::Request / Call and raw sockets.
+#include "ctl/control_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "ctl/status_report.h"
+#include "testing/test_util.h"
+
+namespace ztier::ctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A connected raw socket, closed on scope exit.
+class RawClient {
+ public:
+  explicit RawClient(const std::string& path) {
+    auto fd = Connect(path);
+    if (fd.has_value()) fd_ = *fd;
+  }
+  ~RawClient() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool ok() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  void Send(std::string_view data) {
+    ASSERT_EQ(::send(fd_, data.data(), data.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(data.size()));
+  }
+  // Everything until the server closes (or `max` bytes).
+  std::string ReadToEof(std::size_t max = 1 << 20) {
+    std::string out;
+    char buf[4096];
+    while (out.size() < max) {
+      const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+class ControlServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "ztier_ctl.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = (dir_ / "ztier.ctl").string();
+    DeviceDefaults defaults;
+    defaults.streams = 1;
+    registry_ = std::make_unique<DeviceRegistry>(defaults);
+    ASSERT_TRUE(registry_->Add("zram0").has_value());
+    StartServer();
+  }
+  void TearDown() override {
+    server_.reset();
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  void StartServer(ControlServerOptions options = {}) {
+    server_.reset();
+    auto s = ControlServer::Start(path_, registry_.get(), options);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    server_ = std::move(*s);
+  }
+
+  Result<std::string> Show(const std::string& attr,
+                           const std::string& dev = "zram0") {
+    return Request(path_, dev, attr, nullptr);
+  }
+  Result<std::string> Store(const std::string& attr, const std::string& value,
+                            const std::string& dev = "zram0") {
+    return Request(path_, dev, attr, &value);
+  }
+  // The errno name of a failed request ("" if it succeeded).
+  std::string Errno(const std::string& attr, const std::string* value,
+                    const std::string& dev = "zram0") {
+    auto r = Call(path_, {dev, attr, value ? std::optional(*value)
+                                           : std::nullopt});
+    EXPECT_TRUE(r.has_value()) << r.error().ToString();
+    if (!r.has_value() || r->ok) return "";
+    return r->errno_name;
+  }
+  std::string StoreErrno(const std::string& attr, const std::string& value,
+                         const std::string& dev = "zram0") {
+    return Errno(attr, &value, dev);
+  }
+  std::string ShowErrno(const std::string& attr,
+                        const std::string& dev = "zram0") {
+    return Errno(attr, nullptr, dev);
+  }
+  std::string MmStatColumn(int column) {
+    auto mm = Show("mm_stat");
+    EXPECT_TRUE(mm.has_value());
+    std::istringstream in(mm.value_or(""));
+    std::string word;
+    for (int i = 0; i <= column; ++i) in >> word;
+    return word;
+  }
+
+  fs::path dir_;
+  std::string path_;
+  std::unique_ptr<DeviceRegistry> registry_;
+  std::unique_ptr<ControlServer> server_;
+};
+
+TEST_F(ControlServerTest, DisksizeAndInitstate) {
+  EXPECT_EQ(Show("disksize"), "0\n");
+  EXPECT_EQ(Show("initstate"), "0\n");
+  EXPECT_EQ(StoreErrno("disksize", "0"), "EINVAL");
+  EXPECT_EQ(StoreErrno("disksize", "12Q"), "EINVAL");
+  EXPECT_EQ(Store("disksize", "1M\n"), "");
+  EXPECT_EQ(Show("disksize"), "1048576\n");
+  EXPECT_EQ(Show("initstate"), "1\n");
+  EXPECT_EQ(StoreErrno("disksize", "2M"), "EBUSY");
+  auto busy = Store("disksize", "2M");
+  ASSERT_FALSE(busy.has_value());
+  EXPECT_EQ(busy.error().code(), StatusCode::kBusy);
+  EXPECT_TRUE(busy.error().message().starts_with("EBUSY: ")) << busy.error().message();
+  // Page-aligned up, as zram.
+  ASSERT_TRUE(registry_->Add("zram1").has_value());
+  EXPECT_EQ(Store("disksize", "5000", "zram1"), "");
+  EXPECT_EQ(Show("disksize", "zram1"), "8192\n");
+}
+
+TEST_F(ControlServerTest, CompAlgorithm) {
+  auto list = Show("comp_algorithm");
+  ASSERT_TRUE(list.has_value());
+  EXPECT_NE(list->find("[lz4]"), std::string::npos) << *list;
+  EXPECT_TRUE(list->ends_with("\n"));
+  EXPECT_EQ(Store("comp_algorithm", "zstd\n"), "");
+  list = Show("comp_algorithm");
+  EXPECT_NE(list->find("[zstd]"), std::string::npos) << *list;
+  EXPECT_NE(list->find(" lz4 "), std::string::npos) << *list;
+  EXPECT_EQ(StoreErrno("comp_algorithm", "nope"), "EINVAL");
+  EXPECT_EQ(StoreErrno("comp_algorithm", std::string(128, 'a')), "E2BIG");
+  EXPECT_EQ(Store("algorithm_params", "level=3"), "");
+  EXPECT_EQ(StoreErrno("algorithm_params", "level"), "EINVAL");
+  EXPECT_EQ(StoreErrno("algorithm_params", "level=3 dict=" + dir_.string() +
+                                               "/no-such-dict"),
+            "ENOENT");
+  EXPECT_EQ(Store("disksize", "64K"), "");
+  EXPECT_EQ(StoreErrno("comp_algorithm", "lz4"), "EBUSY");
+  EXPECT_EQ(StoreErrno("algorithm_params", "level=1"), "EBUSY");
+}
+
+TEST_F(ControlServerTest, ResetSemanticsAndBusyWithClient) {
+  EXPECT_EQ(StoreErrno("reset", "0"), "EINVAL");
+  EXPECT_EQ(StoreErrno("reset", "yes"), "EINVAL");
+  EXPECT_EQ(StoreErrno("reset", ""), "EINVAL");
+  EXPECT_EQ(StoreErrno("reset", "70000"), "ERANGE");
+  ASSERT_EQ(Store("comp_algorithm", "zstd"), "");
+  ASSERT_EQ(Store("mem_limit", "1M"), "");
+  ASSERT_EQ(Store("disksize", "1M"), "");
+  {
+    auto d = registry_->Find("zram0");
+    auto ref = d->Attach();
+    ASSERT_TRUE(ref.has_value());
+    EXPECT_EQ(StoreErrno("reset", "1"), "EBUSY");
+    EXPECT_EQ(Show("initstate"), "1\n");
+  }
+  EXPECT_EQ(Store("reset", "1\n"), "");
+  EXPECT_EQ(Show("initstate"), "0\n");
+  EXPECT_EQ(Show("disksize"), "0\n");
+  EXPECT_NE(Show("comp_algorithm")->find("[lz4]"), std::string::npos);
+  EXPECT_EQ(MmStatColumn(3), "0");  // mem_limit cleared
+  EXPECT_EQ(Store("reset", "1"), "");  // resetting a reset device is fine
+}
+
+TEST_F(ControlServerTest, StatFormats) {
+  const std::regex mm("( {0,7}[0-9]+ ){8} {0,7}[0-9]+\n");
+  const std::regex io(" {0,7}[0-9]+ {1,8}[0-9]+ 0 {1,8}[0-9]+\n");
+  const std::regex dbg("version: 1\n0 {1,8}[0-9]+\n");
+  for (bool init : {false, true}) {
+    if (init) {
+      ASSERT_EQ(Store("disksize", "1M"), "");
+      auto d = registry_->Find("zram0");
+      std::vector<std::byte> data(8192, std::byte{7});
+      ASSERT_OK(d->Write(0, data));
+    }
+    auto m = Show("mm_stat");
+    ASSERT_TRUE(m.has_value());
+    EXPECT_TRUE(std::regex_match(*m, mm)) << "'" << *m << "'";
+    EXPECT_EQ(m->size(), 9 * 9u) << "'" << *m << "'";  // %8 columns, small values
+    auto i = Show("io_stat");
+    EXPECT_TRUE(std::regex_match(*i, io)) << "'" << *i << "'";
+    auto g = Show("debug_stat");
+    EXPECT_TRUE(std::regex_match(*g, dbg)) << "'" << *g << "'";
+  }
+  EXPECT_EQ(MmStatColumn(0), "8192");  // orig_data_size: two pages
+}
+
+TEST_F(ControlServerTest, MemLimitAndMemUsedMax) {
+  EXPECT_EQ(Store("mem_used_max", "0"), "");  // uninit: accepted, as zram
+  EXPECT_EQ(Store("mem_limit", "2M"), "");
+  EXPECT_EQ(MmStatColumn(3), "2097152");
+  EXPECT_EQ(Store("disksize", "1M"), "");
+  EXPECT_EQ(MmStatColumn(3), "2097152");
+  EXPECT_EQ(Store("mem_limit", "100"), "");  // page-aligned up
+  EXPECT_EQ(MmStatColumn(3), "4096");
+  EXPECT_EQ(Store("mem_limit", "0"), "");
+  EXPECT_EQ(MmStatColumn(3), "0");
+  EXPECT_EQ(StoreErrno("mem_limit", "lots"), "EINVAL");
+  EXPECT_EQ(Store("mem_used_max", "0\n"), "");
+  EXPECT_EQ(StoreErrno("mem_used_max", "1"), "EINVAL");
+}
+
+TEST_F(ControlServerTest, IdleAndCompact) {
+  EXPECT_EQ(StoreErrno("idle", "all"), "EINVAL");  // uninit
+  EXPECT_EQ(StoreErrno("compact", "1"), "EINVAL");
+  ASSERT_EQ(Store("disksize", "1M"), "");
+  EXPECT_EQ(Store("idle", "all"), "");
+  EXPECT_EQ(Store("idle", "all\n"), "");
+  EXPECT_EQ(Store("idle", "60"), "");
+  EXPECT_EQ(StoreErrno("idle", "soon"), "EINVAL");
+  EXPECT_EQ(Store("compact", ""), "");
+  EXPECT_EQ(Store("compact", "anything at all"), "");
+}
+
+TEST_F(ControlServerTest, WrongDirectionUnknownAttributeUnknownDevice) {
+  for (const char* wo : {"reset", "algorithm_params", "mem_limit",
+                         "mem_used_max", "idle", "compact"}) {
+    EXPECT_EQ(ShowErrno(wo), "EPERM") << wo;
+  }
+  for (const char* ro : {"initstate", "mm_stat", "io_stat", "debug_stat"}) {
+    EXPECT_EQ(StoreErrno(ro, "1"), "EPERM") << ro;
+  }
+  EXPECT_EQ(ShowErrno("max_comp_streams"), "ENOENT");
+  EXPECT_EQ(StoreErrno("backing_dev", "/dev/sdb"), "ENOENT");
+  EXPECT_EQ(ShowErrno(""), "ENOENT");
+  EXPECT_EQ(ShowErrno("disksize", "zram9"), "ENODEV");
+  EXPECT_EQ(StoreErrno("disksize", "1M", "zram9"), "ENODEV");
+  EXPECT_EQ(ShowErrno("hot_add", "zram0"), "ENOENT");  // not a device attr
+  EXPECT_EQ(ShowErrno("disksize", ""), "ENOENT");      // not a control op
+  auto r = Show("disksize", "zram9");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ControlServerTest, HotAddHotRemoveAndStatus) {
+  EXPECT_EQ(Show("hot_add", ""), "1\n");
+  EXPECT_EQ(Show("hot_add", ""), "2\n");
+  EXPECT_EQ(StoreErrno("hot_add", "1", ""), "EPERM");
+  EXPECT_EQ(ShowErrno("hot_remove", ""), "EPERM");
+  EXPECT_EQ(Show("initstate", "zram2"), "0\n");
+  EXPECT_EQ(Store("hot_remove", "1\n", ""), "");
+  EXPECT_EQ(StoreErrno("hot_remove", "1", ""), "ENODEV");
+  EXPECT_EQ(ShowErrno("disksize", "zram1"), "ENODEV");
+  EXPECT_EQ(Show("hot_add", ""), "1\n");  // the lowest free number again
+
+  // A device with a client cannot go.
+  ASSERT_EQ(Store("disksize", "1M", "zram2"), "");
+  {
+    auto ref = registry_->Find("zram2")->Attach();
+    ASSERT_TRUE(ref.has_value());
+    EXPECT_EQ(StoreErrno("hot_remove", "2", ""), "EBUSY");
+
+    auto json = Show("status", "");
+    ASSERT_TRUE(json.has_value());
+    auto devices = DecodeStatusJson(*json);
+    ASSERT_TRUE(devices.has_value()) << devices.error().ToString() << *json;
+    ASSERT_EQ(devices->size(), 3u);
+    EXPECT_EQ((*devices)[0].name, "zram0");
+    EXPECT_EQ((*devices)[0].initstate, 0u);
+    EXPECT_EQ((*devices)[0].algorithm, "lz4");
+    EXPECT_EQ((*devices)[2].name, "zram2");
+    EXPECT_EQ((*devices)[2].initstate, 1u);
+    EXPECT_EQ((*devices)[2].disksize, 1u << 20);
+    EXPECT_EQ((*devices)[2].clients, 1u);
+    EXPECT_EQ((*devices)[2].streams, 1u);
+  }
+  EXPECT_EQ(Store("hot_remove", "zram2", ""), "");  // by name
+  EXPECT_EQ(StoreErrno("hot_remove", "zram2", ""), "ENODEV");
+  EXPECT_EQ(StoreErrno("hot_remove", "", ""), "ENODEV");
+  EXPECT_EQ(StoreErrno("nonsense", "", ""), "ENOENT");
+}
+
+TEST_F(ControlServerTest, SocketModeIs0600AndStopRemovesIt) {
+  struct stat st;
+  ASSERT_EQ(::lstat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  // No staging directory is left behind.
+  std::size_t entries = 0;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    (void)e;
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);
+  server_->Stop();
+  EXPECT_FALSE(fs::exists(path_));
+  server_->Stop();  // twice is fine
+}
+
+TEST_F(ControlServerTest, RefusesLiveServerAndNonSocketReplacesStale) {
+  auto second = ControlServer::Start(path_, registry_.get());
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), StatusCode::kBusy);
+  EXPECT_EQ(Show("initstate"), "0\n");  // the first one still serves
+
+  const std::string file = (dir_ / "plain").string();
+  std::ofstream(file) << "keep me";
+  auto on_file = ControlServer::Start(file, registry_.get());
+  ASSERT_FALSE(on_file.has_value());
+  EXPECT_EQ(on_file.error().code(), StatusCode::kBusy);
+  std::ifstream in(file);
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, "keep me");
+
+  // A stale socket: bound, then its process went away without unlinking.
+  server_.reset();
+  {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof(addr.sun_path) - 1);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
+  ASSERT_TRUE(fs::is_socket(path_));
+  auto c = Connect(path_);
+  EXPECT_FALSE(c.has_value());
+  StartServer();
+  EXPECT_EQ(Show("initstate"), "0\n");
+
+  auto too_long = ControlServer::Start("/tmp/" + std::string(200, 'x'),
+                                       registry_.get());
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_EQ(too_long.error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControlServerTest, NoServerIsAClearError) {
+  server_.reset();
+  auto r = Show("disksize");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.error().message().find(path_), std::string::npos);
+}
+
+TEST_F(ControlServerTest, GarbageAndOversizedRequestsGetErrors) {
+  RawClient stalled(path_);  // holds a half request throughout
+  ASSERT_TRUE(stalled.ok());
+  stalled.Send("REQ 5 ");
+
+  {
+    RawClient garbage(path_);
+    garbage.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    const std::string reply = garbage.ReadToEof();
+    EXPECT_TRUE(reply.starts_with("ERR EINVAL ")) << reply;
+    EXPECT_TRUE(reply.ends_with("\n"));
+    EXPECT_EQ(Show("initstate"), "0\n");
+  }
+  {
+    RawClient binary(path_);
+    binary.Send(std::string("\0\xff\x01\n", 4));
+    EXPECT_TRUE(binary.ReadToEof().starts_with("ERR EINVAL "));
+  }
+  {
+    RawClient big(path_);
+    big.Send("REQ 5 8 1000000\nzram0disksize");
+    EXPECT_TRUE(big.ReadToEof().starts_with("ERR E2BIG "));
+  }
+  // Through the client, which sends it all: the server hangs up early, and
+  // the client still reads the reply.
+  const std::string huge(1 << 20, 'x');
+  EXPECT_EQ(StoreErrno("algorithm_params", huge), "E2BIG");
+  // The server is fine, and two requests on one connection both work.
+  RawClient two(path_);
+  ASSERT_TRUE(two.ok());
+  for (int i = 0; i < 2; ++i) {
+    auto r = Exchange(two.fd(), {"zram0", "disksize", std::nullopt});
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->text, "0\n");
+  }
+  EXPECT_EQ(server_->connections(), 2u);  // stalled + two
+}
+
+TEST_F(ControlServerTest, StalledClientTimesOutAndCapIsEnforced) {
+  ControlServerOptions o;
+  o.max_connections = 2;
+  o.idle_timeout_ms = 300;
+  StartServer(o);
+  RawClient a(path_);
+  RawClient b(path_);
+  a.Send("REQ 0 6 -\nsta");  // incomplete
+  b.Send("R");
+  // Wait until both are being served, then a third is turned away.
+  for (int i = 0; i < 200 && server_->connections() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server_->connections(), 2u);
+  RawClient c(path_);
+  EXPECT_TRUE(c.ReadToEof().starts_with("ERR EBUSY ")) << "third client";
+  // The stalled ones are dropped after the idle timeout.
+  EXPECT_TRUE(a.ReadToEof().starts_with("ERR ETIMEDOUT "));
+  EXPECT_TRUE(b.ReadToEof().starts_with("ERR ETIMEDOUT "));
+  for (int i = 0; i < 200 && server_->connections() > 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(Show("initstate"), "0\n");
+}
+
+TEST_F(ControlServerTest, StopWhileClientsAreConnected) {
+  RawClient idle(path_);
+  RawClient half(path_);
+  half.Send("REQ 5 8 ");
+  for (int i = 0; i < 200 && server_->connections() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  server_->Stop();  // must not wait for the 30 s idle timeout
+  EXPECT_EQ(idle.ReadToEof(), "");
+  EXPECT_EQ(server_->connections(), 0u);
+}
+
+TEST_F(ControlServerTest, ConcurrentClients) {
+  ASSERT_EQ(Store("disksize", "1M"), "");
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        if (t == 0) {
+          auto n = Request(path_, "", "hot_add", nullptr);
+          if (!n.has_value()) ++failures;
+          std::string v = n.value_or("x\n");
+          v.pop_back();
+          if (!Request(path_, "", "hot_remove", &v).has_value()) ++failures;
+        } else if (t == 1) {
+          if (!Request(path_, "", "status", nullptr).has_value()) ++failures;
+        } else {
+          auto m = Request(path_, "zram0", "mm_stat", nullptr);
+          if (!m.has_value() || m->size() != 81) ++failures;
+          const std::string all = "all";
+          if (!Request(path_, "zram0", "idle", &all).has_value()) ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(registry_->List().size(), 1u);
+}
+
+}  // namespace
+}  // namespace ztier::ctl

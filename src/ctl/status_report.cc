@@ -1,0 +1,393 @@
+// status_report.cc: the status report's JSON and zramctl-style table.
+#include "ctl/status_report.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <variant>
+
+namespace ztier::ctl {
+namespace {
+
+// ---- JSON encoding ----
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  out += '"';
+  for (const char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+}
+
+// ---- a small JSON reader: enough for the report, strict on syntax ----
+
+struct JsonValue;
+using JsonObject = std::map<std::string, JsonValue, std::less<>>;
+using JsonArray = std::vector<JsonValue>;
+struct JsonValue {
+  // monostate: null; bool; number (kept as its text); string; array; object.
+  struct Number {
+    std::string text;
+  };
+  std::variant<std::monostate, bool, Number, std::string,
+               std::shared_ptr<JsonArray>, std::shared_ptr<JsonObject>>
+      v;
+};
+
+class JsonReader {
+ public:
+  explicit JsonReader(std::string_view s) : s_(s) {}
+
+  std::optional<JsonValue> ReadDocument() {
+    auto v = ReadValue(0);
+    SkipSpace();
+    if (!v || pos_ != s_.size()) return std::nullopt;
+    return v;
+  }
+
+ private:
+  static constexpr int kMaxDepth = 16;
+
+  void SkipSpace() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' ||
+            s_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+  bool Eat(char c) {
+    SkipSpace();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  bool EatWord(std::string_view w) {
+    if (s_.substr(pos_, w.size()) != w) return false;
+    pos_ += w.size();
+    return true;
+  }
+
+  std::optional<std::string> ReadString() {
+    if (!Eat('"')) return std::nullopt;
+    std::string out;
+    while (pos_ < s_.size()) {
+      const char c = s_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) return std::nullopt;
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) return std::nullopt;
+      const char e = s_[pos_++];
+      switch (e) {
+        case '"': case '\\': case '/': out += e; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          unsigned code = 0;
+          if (pos_ + 4 > s_.size()) return std::nullopt;
+          auto [p, ec] =
+              std::from_chars(s_.data() + pos_, s_.data() + pos_ + 4, code, 16);
+          if (ec != std::errc() || p != s_.data() + pos_ + 4) {
+            return std::nullopt;
+          }
+          pos_ += 4;
+          // Names are ASCII; anything else is kept as '?'.
+          out += code < 0x80 ? static_cast<char>(code) : '?';
+          break;
+        }
+        default: return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+
+  std::optional<JsonValue> ReadValue(int depth) {
+    if (depth > kMaxDepth) return std::nullopt;
+    SkipSpace();
+    if (pos_ >= s_.size()) return std::nullopt;
+    const char c = s_[pos_];
+    JsonValue out;
+    if (c == '{') {
+      ++pos_;
+      auto obj = std::make_shared<JsonObject>();
+      if (!Eat('}')) {
+        do {
+          auto key = ReadString();
+          if (!key || !Eat(':')) return std::nullopt;
+          auto val = ReadValue(depth + 1);
+          if (!val) return std::nullopt;
+          (*obj)[*key] = std::move(*val);
+        } while (Eat(','));
+        if (!Eat('}')) return std::nullopt;
+      }
+      out.v = std::move(obj);
+    } else if (c == '[') {
+      ++pos_;
+      auto arr = std::make_shared<JsonArray>();
+      if (!Eat(']')) {
+        do {
+          auto val = ReadValue(depth + 1);
+          if (!val) return std::nullopt;
+          arr->push_back(std::move(*val));
+        } while (Eat(','));
+        if (!Eat(']')) return std::nullopt;
+      }
+      out.v = std::move(arr);
+    } else if (c == '"') {
+      auto str = ReadString();
+      if (!str) return std::nullopt;
+      out.v = std::move(*str);
+    } else if (EatWord("true")) {
+      out.v = true;
+    } else if (EatWord("false")) {
+      out.v = false;
+    } else if (EatWord("null")) {
+      out.v = std::monostate();
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      const std::size_t start = pos_;
+      while (pos_ < s_.size() &&
+             std::string_view("+-.eE0123456789").find(s_[pos_]) !=
+                 std::string_view::npos) {
+        ++pos_;
+      }
+      out.v = JsonValue::Number{std::string(s_.substr(start, pos_ - start))};
+    } else {
+      return std::nullopt;
+    }
+    return out;
+  }
+
+  std::string_view s_;
+  std::size_t pos_ = 0;
+};
+
+Status BadReport(std::string_view what) {
+  return Status::InvalidArgument("bad status report: " + std::string(what));
+}
+
+// Reads key `name` of `obj` as an unsigned number into *out; a missing key
+// leaves *out alone (older servers), a key of another type is an error.
+Status ReadU64(const JsonObject& obj, std::string_view name,
+               std::uint64_t* out) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return Status::Ok();
+  const auto* num = std::get_if<JsonValue::Number>(&it->second.v);
+  if (num == nullptr) return BadReport(std::string(name) + " is not a number");
+  const std::string& t = num->text;
+  auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), *out);
+  if (ec != std::errc() || p != t.data() + t.size()) {
+    return BadReport(std::string(name) + " is not an unsigned integer");
+  }
+  return Status::Ok();
+}
+
+Status ReadString(const JsonObject& obj, std::string_view name,
+                  std::string* out) {
+  auto it = obj.find(name);
+  if (it == obj.end()) return Status::Ok();
+  const auto* s = std::get_if<std::string>(&it->second.v);
+  if (s == nullptr) return BadReport(std::string(name) + " is not a string");
+  *out = *s;
+  return Status::Ok();
+}
+
+// The columns of the table, in order, with their alignment.
+struct Column {
+  std::string_view header;
+  bool right;
+};
+constexpr Column kColumns[] = {
+    {"NAME", false},  {"ALGORITHM", false}, {"DISKSIZE", true},
+    {"DATA", true},   {"COMPR", true},      {"TOTAL", true},
+    {"STREAMS", true}, {"CLIENTS", true},
+};
+
+}  // namespace
+
+std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
+  std::vector<DeviceStatus> out;
+  for (const auto& d : registry.List()) {
+    const PageStoreStats st = d->Stats();
+    DeviceStatus s;
+    s.name = d->name();
+    s.algorithm = d->algorithm();
+    s.initstate = d->initialized() ? 1 : 0;
+    s.disksize = d->disksize();
+    s.orig_data_size = st.orig_data_size;
+    s.compr_data_size = st.compr_data_size;
+    s.mem_used_total = st.mem_used_total;
+    s.mem_limit = st.mem_limit;
+    s.mem_used_max = st.mem_used_max;
+    s.same_pages = st.same_pages;
+    s.huge_pages = st.huge_pages;
+    s.streams = d->streams();
+    s.clients = static_cast<std::uint64_t>(std::max(0, d->clients()));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
+  std::string out = "{\"version\":1,\"devices\":[";
+  bool first = true;
+  for (const DeviceStatus& d : devices) {
+    out += first ? "\n{" : ",\n{";
+    first = false;
+    out += "\"name\":";
+    AppendJsonString(out, d.name);
+    out += ",\"algorithm\":";
+    AppendJsonString(out, d.algorithm);
+    const std::pair<const char*, std::uint64_t> numbers[] = {
+        {"initstate", d.initstate},
+        {"disksize", d.disksize},
+        {"orig_data_size", d.orig_data_size},
+        {"compr_data_size", d.compr_data_size},
+        {"mem_used_total", d.mem_used_total},
+        {"mem_limit", d.mem_limit},
+        {"mem_used_max", d.mem_used_max},
+        {"same_pages", d.same_pages},
+        {"huge_pages", d.huge_pages},
+        {"streams", d.streams},
+        {"clients", d.clients},
+    };
+    for (const auto& [key, value] : numbers) {
+      out += ",\"";
+      out += key;
+      out += "\":";
+      out += std::to_string(value);
+    }
+    out += '}';
+  }
+  out += devices.empty() ? "]}\n" : "\n]}\n";
+  return out;
+}
+
+Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
+  auto doc = JsonReader(json).ReadDocument();
+  if (!doc) return Err(BadReport("not JSON"));
+  const auto* top = std::get_if<std::shared_ptr<JsonObject>>(&doc->v);
+  if (top == nullptr) return Err(BadReport("not an object"));
+  auto it = (*top)->find("devices");
+  if (it == (*top)->end()) return Err(BadReport("no devices"));
+  const auto* arr = std::get_if<std::shared_ptr<JsonArray>>(&it->second.v);
+  if (arr == nullptr) return Err(BadReport("devices is not an array"));
+  std::vector<DeviceStatus> out;
+  for (const JsonValue& v : **arr) {
+    const auto* obj = std::get_if<std::shared_ptr<JsonObject>>(&v.v);
+    if (obj == nullptr) return Err(BadReport("a device is not an object"));
+    const JsonObject& o = **obj;
+    DeviceStatus d;
+    ZT_RETURN_IF_ERROR(ReadString(o, "name", &d.name));
+    ZT_RETURN_IF_ERROR(ReadString(o, "algorithm", &d.algorithm));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "initstate", &d.initstate));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "disksize", &d.disksize));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "orig_data_size", &d.orig_data_size));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "compr_data_size", &d.compr_data_size));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "mem_used_total", &d.mem_used_total));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "mem_limit", &d.mem_limit));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "mem_used_max", &d.mem_used_max));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "same_pages", &d.same_pages));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "huge_pages", &d.huge_pages));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "streams", &d.streams));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "clients", &d.clients));
+    if (d.name.empty()) return Err(BadReport("a device has no name"));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+// util-linux lib/strutils.c size_to_human_string(SIZE_SUFFIX_1LETTER, ...):
+// the largest power of 1024 not above the value, one decimal rounded half
+// up, a trailing ".0" dropped.
+std::string FormatHumanSize(std::uint64_t bytes) {
+  int exp = 0;  // get_exp(): 0, 10, 20, ... 60
+  for (int shift = 10; shift <= 60; shift += 10) {
+    if (bytes < (1ULL << shift)) break;
+    exp = shift;
+  }
+  const char letter = "BKMGTPE"[exp / 10];
+  std::uint64_t dec = exp != 0 ? bytes >> exp : bytes;
+  std::uint64_t frac = exp != 0 ? bytes & ((1ULL << exp) - 1) : 0;
+  if (frac != 0) {
+    // Three digits after the point, then round to one.
+    if (frac >= UINT64_MAX / 1000) {
+      frac = ((frac / 1024) * 1000) / (1ULL << (exp - 10));
+    } else {
+      frac = (frac * 1000) / (1ULL << exp);
+    }
+    frac = ((frac + 50) / 100) * 10;
+    if (frac == 100) {
+      ++dec;
+      frac = 0;
+    }
+  }
+  char buf[40];
+  if (frac != 0) {
+    // "%d.%02d" with the trailing zero removed: frac is a multiple of 10.
+    std::snprintf(buf, sizeof(buf), "%llu.%llu%c",
+                  static_cast<unsigned long long>(dec),
+                  static_cast<unsigned long long>(frac / 10), letter);
+  } else {
+    std::snprintf(buf, sizeof(buf), "%llu%c",
+                  static_cast<unsigned long long>(dec), letter);
+  }
+  return buf;
+}
+
+std::string FormatStatusTable(const std::vector<DeviceStatus>& devices) {
+  if (devices.empty()) return "";
+  constexpr std::size_t kCols = std::size(kColumns);
+  std::vector<std::array<std::string, kCols>> rows;
+  std::array<std::string, kCols> header;
+  for (std::size_t c = 0; c < kCols; ++c) header[c] = kColumns[c].header;
+  rows.push_back(header);
+  for (const DeviceStatus& d : devices) {
+    rows.push_back({d.name, d.algorithm, FormatHumanSize(d.disksize),
+                    FormatHumanSize(d.orig_data_size),
+                    FormatHumanSize(d.compr_data_size),
+                    FormatHumanSize(d.mem_used_total),
+                    std::to_string(d.streams), std::to_string(d.clients)});
+  }
+  std::array<std::size_t, kCols> width{};
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < kCols; ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < kCols; ++c) {
+      if (c != 0) line += ' ';
+      const std::string pad(width[c] - row[c].size(), ' ');
+      line += kColumns[c].right ? pad + row[c] : row[c] + pad;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace ztier::ctl

@@ -1,0 +1,129 @@
+// File: tools/ztier/ctl_cmd.cc
+//
+// `ztier ctl` (see ctl_cmd.h). Positional words are split from the flags
+// here, since FlagSet takes none: --ctl and --device take a value (as the
+// next word or after '='), and `--` ends the flags.
+#include "ctl_cmd.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "ctl/attributes.h"
+#include "ctl/control_server.h"
+#include "flags.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr const char* kCommand = "ztier ctl";
+
+std::string AttributeHelp() {
+  std::string text = "\ndevice attributes (zram's sysfs names):\n";
+  std::string control = "\ncontrol operations (no device):\n";
+  for (const ctl::AttributeInfo& a : ctl::Attributes()) {
+    const char* mode = a.show && a.store ? "rw" : a.show ? "ro" : "wo";
+    char line[160];
+    std::snprintf(line, sizeof(line), "  %-17s %s  %s\n",
+                  std::string(a.name).c_str(), mode,
+                  std::string(a.help).c_str());
+    (a.control ? control : text) += line;
+  }
+  return text + control +
+         "\nWithout VALUE the attribute is shown (ro/rw), with VALUE it is "
+         "stored (wo/rw);\nquote a VALUE that holds spaces: "
+         "ztier ctl algorithm_params 'level=3 dict=/x'\n";
+}
+
+bool IsControl(std::string_view attribute) {
+  for (const ctl::AttributeInfo& a : ctl::Attributes()) {
+    if (a.control && a.name == attribute) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string CtlConnectHint(std::string_view command, std::string_view path,
+                           std::string_view error) {
+  return std::string(command) + ": cannot reach the control socket " +
+         std::string(path) + " (" + std::string(error) +
+         ")\nIs `ztier serve` running? Give its socket with --ctl PATH.\n";
+}
+
+int RunCtl(std::span<const std::string_view> args) {
+  std::string ctl_path(kDefaultCtlPath);
+  std::string device = "zram0";
+  FlagSet flags(kCommand, "[--ctl PATH] [--device NAME] ATTRIBUTE [VALUE]");
+  flags.AddString("ctl", &ctl_path, "PATH",
+                  "control socket of `ztier serve` (default ./ztier.ctl)");
+  flags.AddString("device", &device, "NAME", "device (default zram0)");
+
+  std::vector<std::string_view> flag_words;
+  std::vector<std::string_view> positional;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a == "--") {
+      positional.insert(positional.end(), args.begin() + i + 1, args.end());
+      break;
+    }
+    if (a == "--help" || a == "-h") {
+      std::printf("%s: show or store an attribute of a running `ztier serve`."
+                  "\n\n%s%s",
+                  kCommand, flags.Usage().c_str(), AttributeHelp().c_str());
+      return 0;
+    }
+    if (a.size() > 1 && a.front() == '-') {
+      flag_words.push_back(a);
+      if ((a == "--ctl" || a == "--device") && i + 1 < args.size()) {
+        flag_words.push_back(args[++i]);
+      }
+      continue;
+    }
+    positional.push_back(a);
+  }
+  if (Status s = flags.Parse(flag_words); !s.ok()) {
+    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
+                 s.message().c_str(), kCommand);
+    return 2;
+  }
+  if (positional.empty() || positional.size() > 2) {
+    std::fprintf(stderr,
+                 "%s: %s\nRun '%s --help' for usage.\n", kCommand,
+                 positional.empty()
+                     ? "missing ATTRIBUTE"
+                     : "too many arguments (quote a VALUE that holds spaces)",
+                 kCommand);
+    return 2;
+  }
+
+  ctl::WireRequest req;
+  req.attribute = std::string(positional[0]);
+  req.device = IsControl(req.attribute) ? "" : device;
+  if (positional.size() == 2) req.value = std::string(positional[1]);
+
+  auto fd = ctl::Connect(ctl_path);
+  if (!fd.has_value()) {
+    std::fputs(CtlConnectHint(kCommand, ctl_path, fd.error().message()).c_str(),
+               stderr);
+    return 1;
+  }
+  auto reply = ctl::Exchange(*fd, req);
+  ::close(*fd);
+  if (!reply.has_value()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand,
+                 reply.error().message().c_str());
+    return 1;
+  }
+  if (!reply->ok) {
+    std::fprintf(stderr, "%s: %s: %s\n", kCommand, reply->errno_name.c_str(),
+                 reply->message.c_str());
+    return 1;
+  }
+  std::fwrite(reply->text.data(), 1, reply->text.size(), stdout);
+  return 0;
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,40 @@
+// File: tools/ztier/ctl_cmd.h
+//
+// `ztier ctl`: read or write one of zram's attributes of a running
+// `ztier serve`, through its control socket (src/ctl/control_server.h).
+//
+//   ztier ctl [--ctl PATH] [--device NAME] ATTRIBUTE [VALUE]
+//   ztier ctl disksize 1G          # store (like echo 1G > .../disksize)
+//   ztier ctl mm_stat              # show  (like cat .../mm_stat)
+//   ztier ctl hot_add              # prints the new device's number
+//   ztier ctl hot_remove 1
+//
+// A show prints the attribute's text as-is on stdout; a store prints
+// nothing. Exit status: 0 success; 1 when the server refuses ("ztier ctl:
+// EBUSY: <message>" on stderr) or cannot be reached; 2 for bad usage.
+//
+// Thread safety: runs on the calling thread only.
+#ifndef ZTIER_TOOLS_ZTIER_CTL_CMD_H_
+#define ZTIER_TOOLS_ZTIER_CTL_CMD_H_
+
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace ztier::tool {
+
+// The default control socket of `ztier serve`, `ztier ctl` and
+// `ztier status`.
+inline constexpr std::string_view kDefaultCtlPath = "./ztier.ctl";
+
+// args: the words after `ctl`.
+int RunCtl(std::span<const std::string_view> args);
+
+// The message for a control socket that cannot be reached, naming the path
+// and hinting at `ztier serve`.
+std::string CtlConnectHint(std::string_view command, std::string_view path,
+                           std::string_view error);
+
+}  // namespace ztier::tool
+
+#endif  // ZTIER_TOOLS_ZTIER_CTL_CMD_H_
