@@ -6,6 +6,10 @@
 // what), and serves many connections at once, with each connection's
 // requests served concurrently (replies may come out of order).
 //
+// Threads: one accept thread, one reader thread per connection, and a pool
+// of `workers` request threads shared by all connections (connection.h).
+// Over max_connections, a new connection is accepted and closed at once.
+//
 // Thread safety: Start() returns a running server. Stop() (or the destructor)
 // stops accepting, closes every connection, waits for requests in flight,
 // and removes the Unix socket file.
@@ -28,11 +32,19 @@ struct NbdServerOptions {
   std::size_t max_connections = 64;
   std::uint32_t max_request_bytes = 32 << 20;  // NBD_INFO_BLOCK_SIZE maximum
   std::size_t workers = 0;  // request worker threads; 0: number of cores
+  // READ/WRITE requests up to this size run on the connection's reader
+  // thread (cheaper than a hand-off); larger ones go to the workers. 0: every
+  // READ/WRITE/TRIM/WRITE_ZEROES goes to the workers. At most 64 KiB.
+  std::uint32_t inline_max_bytes = 16 << 10;
+  // Requests of one connection queued or running on workers at once.
+  std::size_t max_in_flight = 64;
 };
 
 class NbdServer {
  public:
-  // `registry` must outlive the server.
+  // Binds the sockets and starts serving. `registry` must outlive the
+  // server. Errors: a socket path in use by a live server is kBusy; a bad
+  // listen address or an existing non-socket file is kInvalidArgument.
   static Result<std::unique_ptr<NbdServer>> Start(
       const NbdServerOptions& options, DeviceRegistry* registry);
   virtual ~NbdServer() = default;

@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "bench_engine.h"
+#include "ctl_cmd.h"
+#include "serve_cmd.h"
+#include "status_cmd.h"
 
 #ifndef ZTIER_VERSION
 #define ZTIER_VERSION "0.0.0-dev"
@@ -91,7 +94,10 @@ int RunHelp(Args args);
 
 constexpr Command kCommands[] = {
     {"bench", "run an experiment (`ztier bench engine`)", RunBench},
+    {"ctl", "show or store a zram attribute of `ztier serve`", RunCtl},
+    {"serve", "serve zram devices over NBD (userspace zram)", RunServe},
     {"help", "show usage, or a command's usage (`ztier help bench`)", RunHelp},
+    {"status", "list the devices of `ztier serve` like zramctl", RunStatus},
 };
 
 std::string TopUsage() {

@@ -1,0 +1,171 @@
+// connection.h: one NBD connection (handshake, then the transmission phase),
+// and the worker pool shared by every connection of a server.
+//
+// Each connection has one thread, its reader. After the handshake it reads
+// requests from a 256 KiB input buffer (one recv() brings many requests) and
+// checks each once, before any reaches the device (as nbdkit's
+// validate_request): a bad magic closes the connection; a WRITE longer than
+// max_request_bytes closes it (its payload cannot be trusted); every other bad
+// request (out of range, a READ over the limit, unknown command or flag) gets
+// an EINVAL reply, after a WRITE's payload has been read and dropped.
+//
+// Then a request runs in one of two places:
+//  * inline, on the reader, when it is small (READ/WRITE up to
+//    inline_max_bytes, TRIM/WRITE_ZEROES up to 1 MiB, FLUSH, CACHE). Such a
+//    request costs a few microseconds, less than handing it to another thread
+//    (a wake-up across vCPUs is ~20 us on a VM), so the reader serves it
+//    itself: a small WRITE straight from the input buffer, a READ straight
+//    into the output buffer, where replies gather until the reader has no
+//    complete request left to parse; then one send() carries them all.
+//  * on the shared WorkQueue otherwise (or always, with inline_max_bytes 0):
+//    the reader copies the payload into a Job's pooled buffer, and a worker
+//    runs it and sends its reply itself. Replies may leave out of order.
+//
+// Memory is bounded per connection: at most max_in_flight jobs and
+// max_in_flight_bytes of their buffers (one larger request may run alone);
+// the reader waits for a worker when either is reached. Job buffers are kept
+// for reuse up to 1 MiB each.
+//
+// Locks: send_mu_ serialises writes to the socket (the reader's batches and
+// workers' replies); mu_ guards the job free list and in-flight counts. No
+// thread holds both. Device calls are made without either.
+//
+// Lifetime: the reader ends on DISC, EOF, a protocol error, a send error or
+// Shutdown(); it then sends what it batched, waits for its jobs to finish,
+// drops the Device::ClientRef, closes the socket and calls on_exit (from the
+// reader thread). The owner then Join()s and deletes the Connection.
+#ifndef ZTIER_NBD_CONNECTION_H_
+#define ZTIER_NBD_CONNECTION_H_
+
+#include <sys/uio.h>
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "ztier/device.h"
+#include "ztier/status.h"
+
+namespace ztier::nbd {
+
+class Connection;
+
+struct ConnectionLimits {
+  std::uint32_t max_request_bytes = 32 << 20;
+  std::uint32_t inline_max_bytes = 16 << 10;  // clamped to 64 KiB
+  std::size_t max_in_flight = 64;
+  std::uint64_t max_in_flight_bytes = 64 << 20;
+};
+
+// A request handed to a worker; owned by its connection, reused.
+struct Job {
+  Connection* conn = nullptr;
+  Job* next = nullptr;  // free list / queue link
+  std::uint16_t type = 0;
+  std::uint16_t flags = 0;
+  std::uint64_t cookie = 0;  // as on the wire (opaque, echoed back)
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+  std::uint64_t charged = 0;  // bytes counted in max_in_flight_bytes
+  std::unique_ptr<std::byte[]> buffer;
+  std::size_t capacity = 0;
+};
+
+// Worker threads shared by all connections of one server; FIFO.
+class WorkQueue {
+ public:
+  explicit WorkQueue(std::size_t workers);
+  ~WorkQueue();  // REQUIRES: no job queued or running (connections joined)
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+  void Push(Job* job);
+
+ private:
+  void Loop();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Job* head_ = nullptr;
+  Job* tail_ = nullptr;
+  bool stop_ = false;
+  std::vector<std::thread> threads_;
+};
+
+class Connection {
+ public:
+  // Takes ownership of the connected socket `fd`.
+  Connection(int fd, DeviceRegistry* registry, WorkQueue* queue,
+             ConnectionLimits limits, std::function<void(Connection*)> on_exit);
+  ~Connection();  // REQUIRES: Join() has returned (or Start() never ran)
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  void Start();     // starts the reader thread
+  void Shutdown();  // any thread: makes the reader stop soon
+  void Join();
+
+  // Worker side: runs `job` against the device, replies, recycles the job.
+  void RunJob(Job* job);
+
+ private:
+  void Main();
+  void Serve();
+  std::uint32_t Validate(std::uint16_t type, std::uint16_t flags,
+                         std::uint64_t offset, std::uint32_t length) const;
+  bool RunInline(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
+                 std::uint64_t offset, std::uint32_t length);
+  bool Hand(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
+            std::uint64_t offset, std::uint32_t length);
+  // Input buffer.
+  bool Fill(std::size_t n);
+  bool SkipInput(std::size_t n);
+  bool ReadPayload(std::byte* dst, std::size_t n);
+  // Output batch.
+  bool AddReply(std::uint64_t cookie, std::uint32_t error);
+  bool FlushBatch();
+  bool SendLocked(struct iovec* iov, int n);
+  // Jobs.
+  Job* AcquireJob(std::uint64_t bytes);
+  void Release(Job* job);
+  void WaitIdle();
+
+  const int fd_;
+  DeviceRegistry* const registry_;
+  WorkQueue* const queue_;
+  const ConnectionLimits limits_;
+  const std::function<void(Connection*)> on_exit_;
+  std::thread thread_;
+
+  // Set by the reader during the handshake, read-only afterwards.
+  std::shared_ptr<Device> device_;
+  std::optional<Device::ClientRef> ref_;
+  std::uint64_t size_ = 0;
+
+  // Reader-only state.
+  std::unique_ptr<std::byte[]> in_;
+  std::size_t in_begin_ = 0;
+  std::size_t in_end_ = 0;
+  std::unique_ptr<std::byte[]> out_;
+  std::size_t out_used_ = 0;
+
+  std::mutex send_mu_;
+  bool broken_ = false;  // guarded by send_mu_: the socket failed
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<Job> jobs_;      // fixed; max_in_flight entries
+  Job* free_ = nullptr;        // guarded by mu_
+  std::size_t in_flight_ = 0;  // guarded by mu_
+  std::uint64_t in_flight_bytes_ = 0;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
+  bool closed_ = false;        // guarded by mu_: fd_ is closed
+};
+
+}  // namespace ztier::nbd
+
+#endif  // ZTIER_NBD_CONNECTION_H_

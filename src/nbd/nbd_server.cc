@@ -1,0 +1,188 @@
+// nbd_server.cc: listening sockets, the accept loop, and the set of live
+// connections (contract in nbd_server.h).
+#include "nbd/nbd_server.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "nbd/connection.h"
+#include "nbd/socket_util.h"
+
+namespace ztier::nbd {
+namespace {
+
+class NbdServerImpl final : public NbdServer {
+ public:
+  NbdServerImpl(const NbdServerOptions& options, DeviceRegistry* registry)
+      : options_(options), registry_(registry) {}
+  ~NbdServerImpl() override { Stop(); }
+
+  Status Init() {
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_fd_ < 0) return PosixError("eventfd", errno);
+    if (options_.unix_path.empty() && options_.listen.empty()) {
+      return Status::InvalidArgument("no Unix socket path and no TCP address");
+    }
+    if (!options_.unix_path.empty()) {
+      ZT_ASSIGN_OR_RETURN(unix_fd_,
+                          ListenUnix(options_.unix_path, &unix_dev_, &unix_ino_));
+    }
+    if (!options_.listen.empty()) {
+      ZT_ASSIGN_OR_RETURN(tcp_fd_, ListenTcp(options_.listen, &tcp_port_));
+    }
+    limits_.max_request_bytes = options_.max_request_bytes;
+    limits_.inline_max_bytes = options_.inline_max_bytes;
+    limits_.max_in_flight = std::max<std::size_t>(1, options_.max_in_flight);
+    std::size_t workers = options_.workers;
+    if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
+    queue_ = std::make_unique<WorkQueue>(workers);
+    accept_thread_ = std::thread([this] { AcceptLoop(); });
+    return Status::Ok();
+  }
+
+  void Stop() override {
+    if (stopped_.exchange(true)) return;
+    if (accept_thread_.joinable()) {
+      Wake();
+      accept_thread_.join();
+    }
+    if (unix_fd_ >= 0) {
+      ::close(unix_fd_);
+      UnlinkUnixSocket(options_.unix_path, unix_dev_, unix_ino_);
+    }
+    if (tcp_fd_ >= 0) ::close(tcp_fd_);
+    unix_fd_ = tcp_fd_ = -1;
+    // No accept thread: the list only shrinks here.
+    std::list<std::unique_ptr<Connection>> conns;
+    {
+      std::lock_guard l(mu_);
+      conns.swap(conns_);
+      done_.clear();
+    }
+    for (auto& c : conns) c->Shutdown();
+    for (auto& c : conns) c->Join();
+    conns.clear();
+    queue_.reset();
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    wake_fd_ = -1;
+  }
+
+  int tcp_port() const override { return tcp_fd_ >= 0 ? tcp_port_ : 0; }
+  std::size_t connections() const override { return active_.load(); }
+
+ private:
+  void Wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof(one));
+  }
+
+  void AcceptLoop() {
+    for (;;) {
+      struct pollfd fds[3];
+      int n = 0;
+      fds[n++] = {wake_fd_, POLLIN, 0};
+      if (unix_fd_ >= 0) fds[n++] = {unix_fd_, POLLIN, 0};
+      if (tcp_fd_ >= 0) fds[n++] = {tcp_fd_, POLLIN, 0};
+      if (::poll(fds, n, -1) < 0) {
+        if (errno == EINTR) continue;
+        std::perror("ztier nbd: poll");
+        return;
+      }
+      if (fds[0].revents != 0) {
+        std::uint64_t v;
+        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof(v));
+        if (stopped_.load()) return;
+        Reap();
+      }
+      for (int i = 1; i < n; ++i) {
+        if ((fds[i].revents & POLLIN) != 0) Accept(fds[i].fd, fds[i].fd == tcp_fd_);
+      }
+    }
+  }
+
+  void Accept(int listen_fd, bool tcp) {
+    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN, ECONNABORTED, EMFILE: try again later
+    if (active_.load() >= options_.max_connections) {
+      // Over the limit: the client sees the connection end before the
+      // greeting, and the server stays healthy.
+      ::shutdown(fd, SHUT_RDWR);
+      ::close(fd);
+      return;
+    }
+    if (tcp) SetNoDelay(fd);
+    ++active_;
+    auto conn = std::make_unique<Connection>(
+        fd, registry_, queue_.get(), limits_,
+        [this](Connection* c) { OnExit(c); });
+    Connection* raw = conn.get();
+    {
+      std::lock_guard l(mu_);
+      conns_.push_back(std::move(conn));
+    }
+    raw->Start();
+  }
+
+  // Called on a connection's own thread as it ends.
+  void OnExit(Connection* c) {
+    {
+      std::lock_guard l(mu_);
+      done_.push_back(c);
+    }
+    --active_;
+    Wake();
+  }
+
+  // Joins and deletes the connections that have ended.
+  void Reap() {
+    std::vector<Connection*> done;
+    {
+      std::lock_guard l(mu_);
+      done.swap(done_);
+    }
+    for (Connection* c : done) c->Join();
+    std::lock_guard l(mu_);
+    for (Connection* c : done) {
+      conns_.remove_if([c](const auto& p) { return p.get() == c; });
+    }
+  }
+
+  const NbdServerOptions options_;
+  DeviceRegistry* const registry_;
+  ConnectionLimits limits_;
+  int wake_fd_ = -1;
+  int unix_fd_ = -1;
+  int tcp_fd_ = -1;
+  int tcp_port_ = 0;
+  dev_t unix_dev_ = 0;
+  ino_t unix_ino_ = 0;
+  std::unique_ptr<WorkQueue> queue_;
+  std::thread accept_thread_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::size_t> active_{0};
+  std::mutex mu_;
+  std::list<std::unique_ptr<Connection>> conns_;  // guarded by mu_
+  std::vector<Connection*> done_;                 // guarded by mu_
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NbdServer>> NbdServer::Start(
+    const NbdServerOptions& options, DeviceRegistry* registry) {
+  auto server = std::make_unique<NbdServerImpl>(options, registry);
+  ZT_RETURN_IF_ERROR(server->Init());
+  return std::unique_ptr<NbdServer>(std::move(server));
+}
+
+}  // namespace ztier::nbd

@@ -1,0 +1,534 @@
+// nbd_server_test.cc: the NBD server driven by a raw protocol client:
+// handshake replies, request validation, bad input, concurrency, limits,
+// reset while attached, shutdown.
+#include "nbd/nbd_server.h"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "nbd/nbd_test_util.h"
+#include "nbd/protocol.h"
+#include "testing/test_util.h"
+
+namespace ztier::nbd {
+namespace {
+
+using testing::RandomBytes;
+using testing::RawClient;
+using testing::ServerFixture;
+
+
+TEST(NbdServerTest, GoReportsSizeAndServesReadWrite) {
+  ServerFixture f(8 << 20);
+  RawClient c(f.socket());
+  ASSERT_EQ(c.Go("zram0"), 8 << 20);
+  const auto data = RandomBytes(10000, 1);
+  std::uint32_t err = 1;
+  ASSERT_TRUE(c.Write(4095, data, &err));
+  EXPECT_EQ(err, 0u);
+  std::vector<std::byte> back;
+  ASSERT_TRUE(c.Read(4095, 10000, &back, &err));
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(back, data);
+  // The last byte of the export.
+  ASSERT_TRUE(c.Write((8 << 20) - 1, std::vector<std::byte>(1, std::byte{7}),
+                      &err));
+  EXPECT_EQ(err, 0u);
+  ASSERT_TRUE(c.Read((8 << 20) - 1, 1, &back, &err));
+  EXPECT_EQ(back[0], std::byte{7});
+}
+
+TEST(NbdServerTest, EmptyNameSelectsZram0) {
+  ServerFixture f(4 << 20);
+  ASSERT_TRUE(f.registry().Add("aaa").has_value());  // sorts before zram0
+  RawClient c(f.socket());
+  EXPECT_EQ(c.Go(""), 4 << 20);
+}
+
+TEST(NbdServerTest, UnknownAndUninitialisedExportsAreRefused) {
+  ServerFixture f(4 << 20);
+  ASSERT_TRUE(f.registry().Add("zram1").has_value());  // no disksize
+  {
+    RawClient c(f.socket());
+    std::uint32_t rep = 0;
+    EXPECT_EQ(c.Go("nope", &rep), -1);
+    EXPECT_EQ(rep, kRepErrUnknown);
+  }
+  {
+    RawClient c(f.socket());
+    std::uint32_t rep = 0;
+    EXPECT_EQ(c.Go("zram1", &rep), -1);
+    EXPECT_EQ(rep, kRepErrUnknown);
+  }
+}
+
+// Sends one option and returns the reply types until ACK or an error.
+std::vector<std::uint32_t> Option(RawClient& c, std::uint32_t option,
+                                  const std::vector<std::byte>& data,
+                                  std::vector<std::string>* bodies = nullptr) {
+  OptionHeader h = {ToBig(kIHaveOpt), ToBig(option),
+                    ToBig(static_cast<std::uint32_t>(data.size()))};
+  std::vector<std::uint32_t> types;
+  if (!c.Send(&h, sizeof(h)) || (!data.empty() && !c.Send(data.data(), data.size()))) {
+    return types;
+  }
+  for (;;) {
+    OptionReplyHeader r;
+    if (!c.Recv(&r, sizeof(r))) return types;
+    EXPECT_EQ(FromBig(r.magic), kOptReplyMagic);
+    EXPECT_EQ(FromBig(r.option), option);
+    std::string body(FromBig(r.length), '\0');
+    if (!body.empty() && !c.Recv(body.data(), body.size())) return types;
+    if (bodies != nullptr) bodies->push_back(body);
+    const std::uint32_t t = FromBig(r.reply_type);
+    types.push_back(t);
+    if (t == kRepAck || (t & kRepFlagError) != 0) return types;
+  }
+}
+
+void Greet(RawClient& c) {
+  NewstyleGreeting g;
+  ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+  EXPECT_EQ(FromBig(g.nbd_magic), kNbdMagic);
+  EXPECT_EQ(FromBig(g.ihaveopt), kIHaveOpt);
+  EXPECT_EQ(FromBig(g.flags), kFlagFixedNewstyle | kFlagNoZeroes);
+  const std::uint32_t flags = ToBig(kClientFlagFixedNewstyle);
+  ASSERT_TRUE(c.Send(&flags, 4));
+}
+
+TEST(NbdServerTest, OptionsListInfoUnsupportedAbort) {
+  ServerFixture f(4 << 20);
+  ASSERT_TRUE(f.registry().Add("zram1").has_value());
+  RawClient c(f.socket());
+  Greet(c);
+  std::vector<std::string> bodies;
+  auto types = Option(c, kOptList, {}, &bodies);
+  ASSERT_EQ(types.size(), 3u);
+  EXPECT_EQ(types[0], kRepServer);
+  EXPECT_EQ(bodies[0].substr(4, 5), "zram0");
+  EXPECT_EQ(types[2], kRepAck);
+  // STRUCTURED_REPLY and unknown options: unsupported, negotiation goes on.
+  EXPECT_EQ(Option(c, kOptStructuredReply, {}),
+            std::vector<std::uint32_t>{kRepErrUnsup});
+  EXPECT_EQ(Option(c, 4242, std::vector<std::byte>(100)),
+            std::vector<std::uint32_t>{kRepErrUnsup});
+  // LIST with data is invalid.
+  EXPECT_EQ(Option(c, kOptList, std::vector<std::byte>(3)),
+            std::vector<std::uint32_t>{kRepErrInvalid});
+  // INFO with NAME and BLOCK_SIZE requested.
+  std::vector<std::byte> info(4 + 0 + 2 + 4);
+  const std::uint16_t n = ToBig<std::uint16_t>(2);
+  const std::uint16_t t1 = ToBig(kInfoName), t2 = ToBig(kInfoBlockSize);
+  std::memcpy(info.data() + 4, &n, 2);
+  std::memcpy(info.data() + 6, &t1, 2);
+  std::memcpy(info.data() + 8, &t2, 2);
+  bodies.clear();
+  types = Option(c, kOptInfo, info, &bodies);
+  ASSERT_EQ(types.back(), kRepAck);
+  bool saw_name = false, saw_block = false, saw_export = false;
+  for (const std::string& b : bodies) {
+    if (b.size() < 2) continue;
+    const auto t = static_cast<std::uint16_t>(
+        (static_cast<unsigned char>(b[0]) << 8) | static_cast<unsigned char>(b[1]));
+    if (t == kInfoName) {
+      saw_name = true;
+      EXPECT_EQ(b.substr(2), "zram0");
+    }
+    if (t == kInfoExport) {
+      saw_export = true;
+      InfoExport ie;
+      std::memcpy(&ie, b.data(), sizeof(ie));
+      EXPECT_EQ(FromBig(ie.export_size), 4u << 20);
+      EXPECT_EQ(FromBig(ie.transmission_flags), kTransmissionFlags);
+    }
+    if (t == kInfoBlockSize) {
+      saw_block = true;
+      InfoBlockSize bs;
+      std::memcpy(&bs, b.data(), sizeof(bs));
+      EXPECT_EQ(FromBig(bs.minimum), 1u);
+      EXPECT_EQ(FromBig(bs.preferred), 4096u);
+      EXPECT_EQ(FromBig(bs.maximum), 32u << 20);
+    }
+  }
+  EXPECT_TRUE(saw_name && saw_block && saw_export);
+  // A truncated INFO is invalid.
+  EXPECT_EQ(Option(c, kOptInfo, std::vector<std::byte>(3)),
+            std::vector<std::uint32_t>{kRepErrInvalid});
+  // INFO does not attach: reset still works... (device stays usable).
+  EXPECT_EQ(f.device().clients(), 0);
+  EXPECT_EQ(Option(c, kOptAbort, {}), std::vector<std::uint32_t>{kRepAck});
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+TEST(NbdServerTest, ExportNameWithAndWithoutZeroes) {
+  ServerFixture f(4 << 20);
+  for (bool no_zeroes : {false, true}) {
+    RawClient c(f.socket());
+    NewstyleGreeting g;
+    ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+    const std::uint32_t flags = ToBig(
+        kClientFlagFixedNewstyle | (no_zeroes ? kClientFlagNoZeroes : 0u));
+    ASSERT_TRUE(c.Send(&flags, 4));
+    OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptExportName), 0};
+    ASSERT_TRUE(c.Send(&h, sizeof(h)));
+    std::vector<std::byte> reply(no_zeroes ? 10 : 134);
+    ASSERT_TRUE(c.Recv(reply.data(), reply.size()));
+    ExportNameReply r;
+    std::memcpy(&r, reply.data(), sizeof(r));
+    EXPECT_EQ(FromBig(r.export_size), 4u << 20);
+    std::uint32_t err = 1;
+    ASSERT_TRUE(c.Write(0, RandomBytes(512, 3), &err));
+    EXPECT_EQ(err, 0u);
+  }
+  // An unknown name closes the connection (EXPORT_NAME has no error reply).
+  RawClient c(f.socket());
+  NewstyleGreeting g;
+  ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+  const std::uint32_t flags = ToBig(kClientFlagFixedNewstyle);
+  ASSERT_TRUE(c.Send(&flags, 4));
+  OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptExportName), ToBig(3u)};
+  ASSERT_TRUE(c.Send(&h, sizeof(h)));
+  ASSERT_TRUE(c.Send("bad", 3));
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+TEST(NbdServerTest, InvalidRequestsGetEinvalAndConnectionGoesOn) {
+  NbdServerOptions o;
+  o.max_request_bytes = 1 << 20;
+  ServerFixture f(4 << 20, o);
+  RawClient c(f.socket());
+  ASSERT_EQ(c.Go("zram0"), 4 << 20);
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  // Read past the end, and straddling it.
+  ASSERT_TRUE(c.SendRequest(kCmdRead, 0, 11, 4 << 20, 1));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  EXPECT_EQ(cookie, 11u);
+  ASSERT_TRUE(c.SendRequest(kCmdRead, 0, 12, (4 << 20) - 100, 4096));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  // Offset near 2^64: no overflow.
+  ASSERT_TRUE(c.SendRequest(kCmdTrim, 0, 13, ~0ull - 10, 4096));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  // Read over the limit.
+  ASSERT_TRUE(c.SendRequest(kCmdRead, 0, 14, 0, (1 << 20) + 1));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  // Write past the end: its payload is consumed, the stream stays in sync.
+  const auto junk = RandomBytes(8192, 5);
+  ASSERT_TRUE(c.SendRequest(kCmdWrite, 0, 15, (4 << 20) - 4096, 8192, junk));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  EXPECT_EQ(cookie, 15u);
+  // Unknown command, BLOCK_STATUS, bad flags.
+  ASSERT_TRUE(c.SendRequest(99, 0, 16, 0, 0));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  ASSERT_TRUE(c.SendRequest(kCmdBlockStatus, 0, 17, 0, 4096));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  ASSERT_TRUE(c.SendRequest(kCmdRead, kCmdFlagDf, 18, 0, 4096));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrInval);
+  // Still in sync: a good request works.
+  const auto data = RandomBytes(4096, 6);
+  ASSERT_TRUE(c.Write(8192, data, &err));
+  EXPECT_EQ(err, 0u);
+  std::vector<std::byte> back;
+  ASSERT_TRUE(c.Read(8192, 4096, &back, &err));
+  EXPECT_EQ(back, data);
+  // FLUSH, CACHE, TRIM, WRITE_ZEROES with every flag.
+  for (auto [type, flags] : {std::pair{kCmdFlush, 0}, std::pair{kCmdCache, 0},
+                             std::pair{kCmdTrim, int{kCmdFlagFua}},
+                             std::pair{kCmdWriteZeroes,
+                                       kCmdFlagNoHole | kCmdFlagFastZero |
+                                           kCmdFlagFua}}) {
+    ASSERT_TRUE(c.SendRequest(type, static_cast<std::uint16_t>(flags), 20,
+                              type == kCmdFlush ? 0 : 8192,
+                              type == kCmdFlush ? 0 : 4096));
+    ASSERT_TRUE(c.ReadReply(&err, &cookie));
+    EXPECT_EQ(err, 0u) << CommandName(type);
+  }
+  ASSERT_TRUE(c.Read(8192, 4096, &back, &err));
+  EXPECT_EQ(back, std::vector<std::byte>(4096));
+  // DISC: the server closes.
+  ASSERT_TRUE(c.SendRequest(kCmdDisc, 0, 21, 0, 0));
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+// Opens a second client, writes known data, and checks it at the end.
+class Witness {
+ public:
+  explicit Witness(ServerFixture& f) : c_(f.socket()), data_(RandomBytes(65536, 77)) {
+    EXPECT_GT(c_.Go("zram0"), 0);
+    std::uint32_t err = 1;
+    EXPECT_TRUE(c_.Write(1 << 20, data_, &err));
+    EXPECT_EQ(err, 0u);
+  }
+  void Check() {
+    std::vector<std::byte> back;
+    std::uint32_t err = 1;
+    ASSERT_TRUE(c_.Read(1 << 20, 65536, &back, &err));
+    EXPECT_EQ(err, 0u);
+    EXPECT_TRUE(back == data_);
+  }
+
+ private:
+  RawClient c_;
+  std::vector<std::byte> data_;
+};
+
+TEST(NbdServerTest, BadInputClosesOnlyThatConnection) {
+  NbdServerOptions o;
+  o.max_request_bytes = 1 << 20;
+  ServerFixture f(4 << 20, o);
+  Witness w(f);
+  {  // Garbage instead of the client flags.
+    RawClient c(f.socket());
+    NewstyleGreeting g;
+    ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+    const auto junk = RandomBytes(1000, 8);
+    c.Send(junk.data(), junk.size());
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  {  // Garbage during transmission.
+    RawClient c(f.socket());
+    ASSERT_GT(c.Go("zram0"), 0);
+    const auto junk = RandomBytes(1000, 9);
+    c.Send(junk.data(), junk.size());
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  {  // A wrong request magic.
+    RawClient c(f.socket());
+    ASSERT_GT(c.Go("zram0"), 0);
+    Request r = {ToBig(0x12345678u), 0, ToBig(kCmdRead), 1, 0, ToBig(4096u)};
+    c.Send(&r, sizeof(r));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  {  // A write payload over the limit.
+    RawClient c(f.socket());
+    ASSERT_GT(c.Go("zram0"), 0);
+    c.SendRequest(kCmdWrite, 0, 1, 0, (1 << 20) + 1);
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  for (std::uint32_t len : {4096u, 200000u}) {  // inline and worker writes
+    // Disconnect in the middle of a write payload.
+    RawClient c(f.socket());
+    ASSERT_GT(c.Go("zram0"), 0);
+    const auto part = RandomBytes(len / 2, 10);
+    c.SendRequest(kCmdWrite, 0, 1, 0, len, part);
+    c.Close();
+  }
+  {  // Disconnect with many reads in flight, never reading the replies.
+    RawClient c(f.socket());
+    ASSERT_GT(c.Go("zram0"), 0);
+    for (int i = 0; i < 200; ++i) c.SendRequest(kCmdRead, 0, i, 0, 65536 * 4);
+    c.Close();
+  }
+  {  // A raw option magic error.
+    RawClient c(f.socket());
+    NewstyleGreeting g;
+    ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+    const std::uint32_t flags = ToBig(kClientFlagFixedNewstyle);
+    c.Send(&flags, 4);
+    OptionHeader h = {ToBig(0x1122334455667788ull), ToBig(kOptGo), 0};
+    c.Send(&h, sizeof(h));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  w.Check();
+  EXPECT_TRUE(f.WaitConnections(1));
+}
+
+TEST(NbdServerTest, ResetIsRefusedWhileAClientIsAttached) {
+  ServerFixture f(4 << 20);
+  {
+    RawClient c(f.socket());
+    ASSERT_GT(c.Go("zram0"), 0);
+    const Status s = f.device().Reset();
+    EXPECT_EQ(s.code(), StatusCode::kBusy) << s.ToString();
+    EXPECT_EQ(f.registry().Remove("zram0").code(), StatusCode::kBusy);
+  }
+  ASSERT_TRUE(f.WaitConnections(0));
+  EXPECT_OK(f.device().Reset());
+  // Not initialised now: GO is refused.
+  RawClient c(f.socket());
+  std::uint32_t rep = 0;
+  EXPECT_EQ(c.Go("zram0", &rep), -1);
+  EXPECT_EQ(rep, kRepErrUnknown);
+}
+
+TEST(NbdServerTest, MemLimitIsEnospc) {
+  ServerFixture f(16 << 20);
+  ASSERT_OK(f.device().SetMemLimit(1 << 20));
+  RawClient c(f.socket());
+  ASSERT_GT(c.Go("zram0"), 0);
+  std::uint32_t err = 0;
+  std::uint64_t off = 0;
+  for (; off < (16u << 20); off += 65536) {
+    ASSERT_TRUE(c.Write(off, RandomBytes(65536, off), &err));
+    if (err != 0) break;
+  }
+  EXPECT_EQ(err, kErrNoSpc);
+  EXPECT_LT(off, 16u << 20);
+}
+
+TEST(NbdServerTest, MaxConnectionsClosesTheExtraOne) {
+  NbdServerOptions o;
+  o.max_connections = 2;
+  ServerFixture f(4 << 20, o);
+  RawClient a(f.socket()), b(f.socket());
+  ASSERT_GT(a.Go("zram0"), 0);
+  ASSERT_GT(b.Go("zram0"), 0);
+  RawClient c(f.socket());
+  EXPECT_TRUE(c.WaitClosed());
+  a.Close();
+  ASSERT_TRUE(f.WaitConnections(1));
+  RawClient d(f.socket());
+  EXPECT_GT(d.Go("zram0"), 0);
+}
+
+// Many clients, each with many requests in flight, checking their own data;
+// both the inline path and the worker path.
+void HammerTest(std::uint32_t inline_max) {
+  NbdServerOptions o;
+  o.inline_max_bytes = inline_max;
+  o.max_in_flight = 8;
+  ServerFixture f(16 << 20, o);
+  const int kClients = 4;
+  const int kRounds = testing::UnderSanitizer() ? 20 : 100;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      RawClient c(f.socket());
+      if (c.Go("zram0") <= 0) {
+        ++failures;
+        return;
+      }
+      const std::uint64_t base = static_cast<std::uint64_t>(t) * (4 << 20);
+      for (int round = 0; round < kRounds; ++round) {
+        // 16 pipelined writes of odd sizes, then 16 pipelined reads.
+        std::vector<std::vector<std::byte>> bufs;
+        for (int i = 0; i < 16; ++i) {
+          bufs.push_back(RandomBytes(1000 + 7919 * i % 30000, round * 100 + i + t));
+          c.SendRequest(kCmdWrite, 0, i, base + i * 65536,
+                        static_cast<std::uint32_t>(bufs[i].size()), bufs[i]);
+        }
+        for (int i = 0; i < 16; ++i) {
+          std::uint32_t err;
+          std::uint64_t cookie;
+          if (!c.ReadReply(&err, &cookie) || err != 0) ++failures;
+        }
+        for (int i = 0; i < 16; ++i) {
+          c.SendRequest(kCmdRead, 0, i, base + i * 65536,
+                        static_cast<std::uint32_t>(bufs[i].size()));
+        }
+        for (int i = 0; i < 16; ++i) {
+          // Replies may come in any order; each carries its cookie.
+          SimpleReply r;
+          if (!c.Recv(&r, sizeof(r)) || r.error != 0 || r.cookie >= 16) {
+            ++failures;
+            return;
+          }
+          std::vector<std::byte> data(bufs[r.cookie].size());
+          if (!c.Recv(data.data(), data.size()) || data != bufs[r.cookie]) {
+            ++failures;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST(NbdServerTest, ConcurrentClientsInline) { HammerTest(16 << 10); }
+TEST(NbdServerTest, ConcurrentClientsWorkers) { HammerTest(0); }
+
+TEST(NbdServerTest, StopWithClientsConnected) {
+  auto f = std::make_unique<ServerFixture>(4 << 20);
+  RawClient a(f->socket());
+  ASSERT_GT(a.Go("zram0"), 0);
+  RawClient b(f->socket());  // still in the handshake
+  const std::string path = f->socket();
+  f->server().Stop();
+  EXPECT_TRUE(a.WaitClosed());
+  EXPECT_TRUE(b.WaitClosed());
+  struct stat st;
+  EXPECT_NE(::lstat(path.c_str(), &st), 0);  // socket file removed
+  EXPECT_EQ(f->device().clients(), 0);
+}
+
+TEST(NbdServerTest, UnixSocketModeAndLiveOrStalePath) {
+  ServerFixture f(4 << 20);
+  struct stat st;
+  ASSERT_EQ(::lstat(f.socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  // The path of a live server is refused.
+  NbdServerOptions o;
+  o.unix_path = f.socket();
+  auto again = NbdServer::Start(o, &f.registry());
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), StatusCode::kBusy);
+  // A regular file is never replaced.
+  const std::string file = f.tmp().File("plain");
+  ASSERT_TRUE(testing::WriteFile(file, RandomBytes(10, 1)));
+  o.unix_path = file;
+  EXPECT_FALSE(NbdServer::Start(o, &f.registry()).has_value());
+  // A stale socket (nobody listening) is replaced.
+  const std::string stale = f.tmp().File("stale.sock");
+  {
+    NbdServerOptions s;
+    s.unix_path = stale;
+    auto first = NbdServer::Start(s, &f.registry());
+    ASSERT_TRUE(first.has_value());
+    // Leave the file behind as a crashed server would.
+    ASSERT_EQ(::link(stale.c_str(), (stale + ".keep").c_str()), 0);
+  }
+  ASSERT_EQ(::rename((stale + ".keep").c_str(), stale.c_str()), 0);
+  o.unix_path = stale;
+  auto second = NbdServer::Start(o, &f.registry());
+  EXPECT_TRUE(second.has_value());
+}
+
+TEST(NbdServerTest, TcpOnLoopback) {
+  DeviceRegistry registry{DeviceDefaults{}};
+  auto d = *registry.Add("zram0");
+  ASSERT_OK(d->SetDisksize(1 << 20));
+  NbdServerOptions o;
+  o.listen = ":0";
+  auto s = NbdServer::Start(o, &registry);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  EXPECT_GT((*s)->tcp_port(), 0);
+  const auto r = testing::RunCommand("nbdinfo --size nbd://127.0.0.1:" +
+                              std::to_string((*s)->tcp_port()) + "/zram0");
+  if (testing::HaveProgram("nbdinfo")) {
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, "1048576\n");
+  }
+  o.listen = "nohost-xyz:1";
+  EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());
+  o.listen = "127.0.0.1";
+  EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());
+}
+
+TEST(NbdServerTest, ErrorMapping) {
+  EXPECT_EQ(ToNbdError(Status::Ok()), 0u);
+  EXPECT_EQ(ToNbdError(Status::ResourceExhausted("x")), kErrNoSpc);
+  EXPECT_EQ(ToNbdError(Status::OutOfRange("x")), kErrInval);
+  EXPECT_EQ(ToNbdError(Status::InvalidArgument("x")), kErrInval);
+  EXPECT_EQ(ToNbdError(Status::Corruption("x")), kErrIo);
+  EXPECT_EQ(ToNbdError(Status::IoError("x")), kErrIo);
+  EXPECT_EQ(ToNbdError(Status::Unsupported("x")), kErrNotSup);
+}
+
+}  // namespace
+}  // namespace ztier::nbd
