@@ -36,9 +36,11 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: until the NBD device exists, the engine benchmark on the corpus.
+# The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on
+# ./ztier.sock, control socket ./ztier.ctl, in the foreground until Ctrl-C.
+SERVE_FLAGS ?=
 run: build
-	./$(BUILD)/ztier bench engine --corpus-dir $(CORPUS)
+	./$(BUILD)/ztier serve $(SERVE_FLAGS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -55,6 +57,7 @@ test-tsan:
 
 bench: build
 	./$(BUILD)/ztier bench engine --corpus-dir $(CORPUS) --json $(BUILD)/bench-engine.json
+	./$(BUILD)/ztier bench nbd --corpus-dir $(CORPUS) --json $(BUILD)/bench-nbd.json
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
