@@ -76,6 +76,12 @@ struct PageStoreOptions {
   // stored raw. zram semantics (stored raw, HUGE) when true.
   bool store_incompressible = true;
   PoolOptions pool;
+  // Benchmark only (`ztier bench latency --mode shared`): reproduce the
+  // design before seed 001, where stores and loads share one mutex-guarded
+  // stream per CPU, chosen by the current CPU and waited on when held. A
+  // load then waits behind any store holding its CPU's stream. Never set it
+  // otherwise; the default (separate paths) is what this header describes.
+  bool shared_stream_baseline = false;
   // Seconds on a monotonic clock, for slot access times and age-based idle
   // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
   std::function<std::uint32_t()> clock;
@@ -128,6 +134,8 @@ struct PageStoreStats {
   std::uint64_t stores = 0;   // pages successfully stored (cumulative)
   std::uint64_t loads = 0;    // pages successfully loaded (cumulative)
 };
+
+class PageStoreTestPeer;
 
 class PageStore {
  public:
@@ -214,6 +222,7 @@ class PageStore {
   std::string FormatDebugStat() const;
 
  private:
+  friend class PageStoreTestPeer;
   PageStore();
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "store/slot_table.h"
+#include "store/page_store_test_peer.h"
 #include "store/stream_pool.h"
 
 namespace ztier {
@@ -120,6 +121,11 @@ struct PageStore::Impl {
                     std::memory_order_relaxed);
   }
 
+  internal::StreamPool::Lease AcquireStream() {
+    return options.shared_stream_baseline ? streams->AcquireShared()
+                                          : streams->Acquire();
+  }
+
   std::uint32_t Now() const { return clock ? clock() : MonotonicSeconds(); }
 
   // Frees whatever slot s holds. REQUIRES: s locked.
@@ -211,7 +217,7 @@ struct PageStore::Impl {
     Status st;
     bool poor = false;
     {
-      auto lease = streams->Acquire();
+      auto lease = AcquireStream();
       BatchItem item{page, lease->buffer(0)};
       lease->batch->Compress(std::span<BatchItem>(&item, 1));
       st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
@@ -246,6 +252,13 @@ struct PageStore::Impl {
       st = Status::Unsupported("slot is on a backing store");
     } else if (f & slot::kHuge) {
       pool->ReadInto(v, std::span<std::byte>(out, kPageSize));
+    } else if (options.shared_stream_baseline) {
+      // The baseline: decompress with this CPU's stream, under its mutex.
+      auto lease = streams->AcquireShared();
+      pool->Read(v, [&](std::span<const std::byte> obj) {
+        st = lease->decompressor->Decompress(
+            obj, std::span<std::byte>(out, kPageSize));
+      });
     } else {
       Decompressor& d = LocalDecompressor(*codec);
       pool->Read(v, [&](std::span<const std::byte> obj) {
@@ -269,6 +282,10 @@ struct PageStore::Impl {
 };
 
 PageStore::PageStore() : impl_(std::make_unique<Impl>()) {}
+
+internal::StreamPool& PageStoreTestPeer::Streams(PageStore& store) {
+  return *store.impl_->streams;
+}
 PageStore::~PageStore() {
   // Slots hold pool handles; the pool goes away with them, so nothing to
   // free one by one.
@@ -306,8 +323,9 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     bo.pool = m.workers.get();
   }
   const std::size_t n = options.streams != 0 ? options.streams : cores;
-  ZT_ASSIGN_OR_RETURN(m.streams,
-                      internal::StreamPool::Create(m.codec, bo, n, n));
+  ZT_ASSIGN_OR_RETURN(
+      m.streams, internal::StreamPool::Create(m.codec, bo, n, n,
+                                              options.shared_stream_baseline));
   m.SetMemLimitBytes(options.mem_limit);
   return store;
 }
@@ -380,7 +398,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
   bool poor = false;
   for (std::size_t c = 0; c < count && st.ok(); c += bs) {
     const std::size_t end = std::min(count, c + bs);
-    auto lease = m.streams->Acquire();  // one stream per chunk
+    auto lease = m.AcquireStream();  // one stream per chunk
     std::size_t n = 0;
     for (std::size_t i = c; i < end; ++i) {
       const std::byte* src = pages.data() + i * kPageSize;

@@ -4,11 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
+#include <future>
 #include <cstring>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "store/page_store_test_peer.h"
 #include "testing/test_util.h"
 
 namespace ztier {
@@ -358,6 +361,61 @@ TEST(PageStoreTest, ConcurrentPartialWritesToOnePageLoseNothing) {
   for (std::size_t i = 0; i < 600; ++i) {
     ASSERT_EQ(out[i], std::byte{static_cast<unsigned char>(i % 251 + 1)}) << i;
   }
+}
+
+// Seed 001's point: a load never waits for a compression stream. Hold every
+// stream (regular and reserve) on this thread; a load on another thread
+// still completes. In the shared baseline the same load waits until the
+// stream of its CPU is released.
+TEST(PageStoreTest, LoadCompletesWhileAnotherThreadHoldsEveryStream) {
+  for (bool baseline : {false, true}) {
+    SCOPED_TRACE(baseline ? "shared baseline" : "separate paths");
+    PageStoreOptions o;
+    o.num_pages = 4;
+    o.streams = 1;
+    o.shared_stream_baseline = baseline;
+    auto store = MakeStore(o);
+    const Page text = TextPage(11);
+    ASSERT_OK(store->Store(0, text));
+    internal::StreamPool& streams = PageStoreTestPeer::Streams(*store);
+    std::vector<internal::StreamPool::Lease> held;
+    if (baseline) {
+      held.push_back(streams.AcquireShared());  // the only (per-CPU) stream
+    } else {
+      held.push_back(streams.Acquire());  // the regular stream
+      held.push_back(streams.Acquire());  // the one reserve stream
+      EXPECT_EQ(streams.reserve_created(), 1u);
+    }
+    auto load = std::async(std::launch::async, [&] {
+      Page out;
+      Status st = store->Load(0, out);
+      return st.ok() && out == text;
+    });
+    if (baseline) {
+      // Waits behind the holder...
+      EXPECT_EQ(load.wait_for(std::chrono::milliseconds(200)),
+                std::future_status::timeout);
+      held.clear();  // ...until it lets go.
+    }
+    ASSERT_EQ(load.wait_for(std::chrono::seconds(10)),
+              std::future_status::ready);
+    EXPECT_TRUE(load.get());
+  }
+}
+
+// A store finds another stream rather than sleeping on a held one.
+TEST(PageStoreTest, StoreTakesAnotherStreamWhenOneIsHeld) {
+  PageStoreOptions o;
+  o.num_pages = 4;
+  o.streams = 1;
+  auto store = MakeStore(o);
+  internal::StreamPool& streams = PageStoreTestPeer::Streams(*store);
+  auto held = streams.Acquire();  // the regular stream
+  auto done = std::async(std::launch::async,
+                         [&] { return store->Store(1, TextPage(3)).ok(); });
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  EXPECT_TRUE(done.get());
+  EXPECT_EQ(streams.reserve_created(), 1u);
 }
 
 TEST(PageStoreTest, ResetMemUsedMax) {

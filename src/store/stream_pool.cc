@@ -3,16 +3,19 @@
 
 #include <sched.h>
 
+#include <cassert>
+
 namespace ztier::internal {
 
 Result<std::unique_ptr<StreamPool>> StreamPool::Create(
     std::shared_ptr<const Codec> codec, const BatchOptions& options,
-    std::size_t count, std::size_t reserve) {
+    std::size_t count, std::size_t reserve, bool shared_baseline) {
   if (count == 0) return Err(Status::InvalidArgument("0 compression streams"));
   std::unique_ptr<StreamPool> pool(new StreamPool());
   pool->codec_ = std::move(codec);
   pool->options_ = options;
   pool->reserve_max_ = reserve;
+  pool->shared_baseline_ = shared_baseline;
   for (std::size_t i = 0; i < count; ++i) {
     ZT_ASSIGN_OR_RETURN(auto s, pool->NewStream());
     pool->regular_.push_back(std::move(s));
@@ -24,6 +27,9 @@ Result<std::unique_ptr<StreamPool>> StreamPool::Create(
 Result<std::unique_ptr<Stream>> StreamPool::NewStream() const {
   auto s = std::make_unique<Stream>();
   ZT_ASSIGN_OR_RETURN(s->batch, NewBatchCompressor(codec_, options_));
+  if (shared_baseline_) {
+    ZT_ASSIGN_OR_RETURN(s->decompressor, codec_->NewDecompressor());
+  }
   s->buffers.reset(new (std::nothrow) std::byte[s->batch->batch_size() * kPageSize]);
   if (!s->buffers) return Err(Status::ResourceExhausted("stream buffers"));
   return s;
@@ -66,6 +72,15 @@ StreamPool::Lease StreamPool::Acquire() {
     }
     released_.wait(lock);
   }
+}
+
+StreamPool::Lease StreamPool::AcquireShared() {
+  assert(shared_baseline_);
+  const int cpu = sched_getcpu();
+  Stream& s =
+      *regular_[cpu < 0 ? 0 : static_cast<std::size_t>(cpu) % regular_.size()];
+  s.mu.lock();
+  return Lease(this, &s, /*shared=*/true);
 }
 
 void StreamPool::Release(Stream* s) {

@@ -1,0 +1,18 @@
+// page_store_test_peer.h: what tests may reach inside a PageStore.
+#ifndef ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
+#define ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
+
+#include "store/stream_pool.h"
+#include "ztier/page_store.h"
+
+namespace ztier {
+
+class PageStoreTestPeer {
+ public:
+  // The store's compression streams, so a test can hold every one of them.
+  static internal::StreamPool& Streams(PageStore& store);
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
