@@ -324,7 +324,7 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
   }
   const std::size_t n = options.streams != 0 ? options.streams : cores;
   ZT_ASSIGN_OR_RETURN(
-      m.streams, internal::StreamPool::Create(m.codec, bo, n, n,
+      m.streams, internal::StreamPool::Create(m.codec, bo, n, 2 * n,
                                               options.shared_stream_baseline));
   m.SetMemLimitBytes(options.mem_limit);
   return store;

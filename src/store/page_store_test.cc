@@ -383,8 +383,9 @@ TEST(PageStoreTest, LoadCompletesWhileAnotherThreadHoldsEveryStream) {
       held.push_back(streams.AcquireShared());  // the only (per-CPU) stream
     } else {
       held.push_back(streams.Acquire());  // the regular stream
-      held.push_back(streams.Acquire());  // the one reserve stream
-      EXPECT_EQ(streams.reserve_created(), 1u);
+      held.push_back(streams.Acquire());  // and both reserve streams
+      held.push_back(streams.Acquire());
+      EXPECT_EQ(streams.reserve_created(), 2u);
     }
     auto load = std::async(std::launch::async, [&] {
       Page out;

@@ -15,6 +15,9 @@
 //      streams are created on first need, up to `reserve` of them, and kept.
 //   3. Only if the reserve is exhausted too does it sleep until any stream
 //      is released.
+// The PageStore allows twice as many reserve streams as regular ones, so
+// that on each CPU a preempted store, a second low-priority store and a
+// high-priority one can all hold a stream at once.
 // Memory: (streams + reserve streams created) x (codec context + batch_size
 // pages). For lz4 with the default batch of 8 that is about 16 KiB + 32 KiB
 // per stream; zstd's context is larger (about 1 MiB at level 3).
