@@ -164,6 +164,7 @@ std::size_t Pool::ReleaseSpares() {
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
     std::lock_guard<std::mutex> lock(sc->mu);
+    impl_->DrainDeferredFrees(*sc);
     freed += impl_->ReleaseSpare(*sc);
   }
   return freed;
@@ -174,6 +175,7 @@ std::size_t Pool::Compact() {
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
     std::lock_guard<std::mutex> lock(sc->mu);
+    impl_->DrainDeferredFrees(*sc);
     freed += impl_->ReleaseSpare(*sc);
     freed += impl_->CompactClass(*sc);
   }

@@ -164,9 +164,28 @@ Handle Pool::Malloc(std::size_t size) {
   assert(size >= 1 && size <= ip::kPageSize);
   if (size < 1 || size > ip::kPageSize) return kInvalidHandle;
   Impl& m = *impl_;
-  const int ci = m.table.MergedClassFor(size);
+  int ci = m.table.MergedClassFor(size);
+  std::unique_lock<std::mutex> lock(m.classes[ci]->mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // The class is locked, perhaps by a thread that was preempted holding
+    // it. Rather than sleep until that thread runs again, try the next
+    // larger classes: the object fits there too, at a little more memory.
+    int tries = 0;
+    for (int k = ci + 1; k < ip::kHugeClass && tries < ip::kMallocAlternatives;
+         ++k) {
+      if (m.classes[k] == nullptr) continue;
+      ++tries;
+      std::unique_lock<std::mutex> other(m.classes[k]->mu, std::try_to_lock);
+      if (other.owns_lock()) {
+        lock = std::move(other);
+        ci = k;
+        break;
+      }
+    }
+    if (!lock.owns_lock()) lock.lock();  // lock is still on class ci
+  }
   SizeClass& sc = *m.classes[ci];
-  std::lock_guard<std::mutex> lock(sc.mu);
+  m.DrainDeferredFrees(sc);
 
   const std::uint64_t hidx = sc.handles.Allocate(&m.metadata_bytes);
   if (hidx == ip::kNoIndex) return kInvalidHandle;
@@ -216,7 +235,29 @@ void Pool::Free(Handle h) {
   assert(h != kInvalidHandle);
   Impl& m = *impl_;
   SizeClass& sc = m.ClassOf(h);
-  std::lock_guard<std::mutex> lock(sc.mu);
+  std::unique_lock<std::mutex> lock(sc.mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    // Held, perhaps by a preempted thread: leave the handle for the holder
+    // (or the next locker) to free, rather than sleep behind it.
+    if (sc.DeferFree(h)) return;
+    lock.lock();
+  }
+  m.FreeLocked(sc, h);
+  m.DrainDeferredFrees(sc);
+}
+
+void Pool::Impl::DrainDeferredFrees(SizeClass& sc) {
+  if (sc.deferred_count.load(std::memory_order_acquire) == 0) return;
+  for (auto& slot : sc.deferred) {
+    const Handle h = slot.exchange(kInvalidHandle, std::memory_order_acquire);
+    if (h == kInvalidHandle) continue;
+    sc.deferred_count.fetch_sub(1, std::memory_order_relaxed);
+    FreeLocked(sc, h);
+  }
+}
+
+void Pool::Impl::FreeLocked(SizeClass& sc, Handle h) {
+  Impl& m = *this;
   const std::uint64_t hidx = ip::HandleIndex(h);
   const std::uint64_t e = sc.handles.Entry(hidx).load(std::memory_order_relaxed);
   assert((e & ip::kEntryFree) == 0 && "double free");

@@ -54,6 +54,8 @@ inline constexpr int kNumGroups = 12;
 inline constexpr int kGroupFull = 11;
 
 inline constexpr std::uint32_t kNoId = UINT32_MAX;
+// How many larger classes Malloc tries when its own class is locked.
+inline constexpr int kMallocAlternatives = 2;
 inline constexpr std::uint64_t kNoIndex = (std::uint64_t{1} << 40) - 1;
 
 // ---- handles and location entries -----------------------------------------
@@ -316,6 +318,22 @@ struct SizeClass {
   std::size_t zspages = 0;
   std::size_t obj_used = 0;
   std::size_t touched_pages = 0;
+  // Frees that found mu held leave their handle here (lock-free) for the
+  // holder or the next locker to do: see Pool::Free. kInvalidHandle: empty.
+  std::array<std::atomic<Handle>, 16> deferred{};
+  std::atomic<int> deferred_count{0};
+  bool DeferFree(Handle h) {
+    for (auto& slot : deferred) {
+      Handle expected = kInvalidHandle;
+      if (slot.compare_exchange_strong(expected, h,
+                                       std::memory_order_release,
+                                       std::memory_order_relaxed)) {
+        deferred_count.fetch_add(1, std::memory_order_release);
+        return true;
+      }
+    }
+    return false;  // all slots taken: the caller waits for the lock
+  }
   // One emptied zspage kept with its pages for the next Malloc, or kNoId.
   // Not in any fullness group; counted in zspages and touched_pages.
   std::uint32_t spare = kNoId;
@@ -364,6 +382,9 @@ struct Pool::Impl {
              std::uint32_t idx);
   // Frees an empty zspage: discards its pages, returns the run and the id.
   // Returns the pages it held. REQUIRES sc.mu; d is in no group list.
+  // Frees h / every deferred free of sc. REQUIRES: sc.mu held.
+  void FreeLocked(internal_pool::SizeClass& sc, Handle h);
+  void DrainDeferredFrees(internal_pool::SizeClass& sc);
   // Frees sc's spare zspage, if any; returns its pages. REQUIRES: sc.mu.
   std::size_t ReleaseSpare(internal_pool::SizeClass& sc);
   std::size_t FreeZspage(internal_pool::SizeClass& sc, std::uint32_t id,

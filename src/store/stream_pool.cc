@@ -14,11 +14,15 @@ Result<std::unique_ptr<StreamPool>> StreamPool::Create(
   std::unique_ptr<StreamPool> pool(new StreamPool());
   pool->codec_ = std::move(codec);
   pool->options_ = options;
-  pool->reserve_max_ = reserve;
+
   pool->shared_baseline_ = shared_baseline;
   for (std::size_t i = 0; i < count; ++i) {
     ZT_ASSIGN_OR_RETURN(auto s, pool->NewStream());
     pool->regular_.push_back(std::move(s));
+  }
+  for (std::size_t i = 0; i < reserve; ++i) {
+    ZT_ASSIGN_OR_RETURN(auto s, pool->NewStream());
+    pool->reserve_.push_back(std::move(s));
   }
   pool->batch_size_ = pool->regular_[0]->batch->batch_size();
   return pool;
@@ -35,38 +39,28 @@ Result<std::unique_ptr<Stream>> StreamPool::NewStream() const {
   return s;
 }
 
-StreamPool::Lease StreamPool::Acquire() {
+Stream* StreamPool::TryTakeAny() {
   const std::size_t n = regular_.size();
-  int cpu = sched_getcpu();
-  std::size_t first = cpu < 0 ? 0 : static_cast<std::size_t>(cpu) % n;
+  const int cpu = sched_getcpu();
+  const std::size_t first = cpu < 0 ? 0 : static_cast<std::size_t>(cpu) % n;
   for (std::size_t k = 0; k < n; ++k) {
     Stream& s = *regular_[(first + k) % n];
-    if (TryTake(s)) return Lease(this, &s);
+    if (TryTake(s)) return &s;
   }
+  for (auto& s : reserve_) {
+    if (TryTake(*s)) return s.get();
+  }
+  return nullptr;
+}
+
+StreamPool::Lease StreamPool::Acquire() {
+  if (Stream* s = TryTakeAny()) return Lease(this, s);
   std::unique_lock<std::mutex> lock(mu_);
   // Announce the wait before looking, so that a Release() either sees the
   // announcement (and wakes us) or frees a stream the look below finds.
   waiters_.fetch_add(1, std::memory_order_seq_cst);
   for (;;) {
-    Stream* got = nullptr;
-    for (auto& s : reserve_) {
-      if (TryTake(*s)) {
-        got = s.get();
-        break;
-      }
-    }
-    if (got == nullptr && reserve_.size() < reserve_max_) {
-      auto s = NewStream();
-      if (s.has_value()) {
-        (*s)->busy.store(true, std::memory_order_relaxed);
-        reserve_.push_back(std::move(*s));
-        got = reserve_.back().get();
-      }
-    }
-    for (std::size_t k = 0; got == nullptr && k < n; ++k) {
-      if (TryTake(*regular_[k])) got = regular_[k].get();
-    }
-    if (got != nullptr) {
+    if (Stream* got = TryTakeAny()) {
       waiters_.fetch_sub(1, std::memory_order_relaxed);
       return Lease(this, got);
     }
@@ -91,9 +85,6 @@ void StreamPool::Release(Stream* s) {
   }
 }
 
-std::size_t StreamPool::reserve_created() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return reserve_.size();
-}
+
 
 }  // namespace ztier::internal

@@ -11,8 +11,10 @@
 //      stream, each with a try-lock: it never sleeps on a held stream, so a
 //      store does not wait behind a store that was preempted while holding
 //      one (the case seed 001 leaves open).
-//   2. If every regular stream is held, it takes a reserve stream. Reserve
-//      streams are created on first need, up to `reserve` of them, and kept.
+//   2. If every regular stream is held, it takes a reserve stream (also by
+//      try-lock). Reserve streams are created with the pool, not on first
+//      need: creating a codec context allocates, and a store that did so
+//      under a lock could keep another store waiting for milliseconds.
 //   3. Only if the reserve is exhausted too does it sleep until any stream
 //      is released.
 // The PageStore allows twice as many reserve streams as regular ones, so
@@ -63,7 +65,7 @@ struct Stream {
 
 class StreamPool {
  public:
-  // Creates `count` streams now (count >= 1); up to `reserve` more on demand.
+  // Creates `count` regular streams (count >= 1) and `reserve` reserve ones.
   // `shared_baseline` gives each stream a decompressor for AcquireShared().
   static Result<std::unique_ptr<StreamPool>> Create(
       std::shared_ptr<const Codec> codec, const BatchOptions& options,
@@ -104,7 +106,7 @@ class StreamPool {
   Lease AcquireShared();
 
   std::size_t count() const { return regular_.size(); }
-  std::size_t reserve_created() const;
+  std::size_t reserve_count() const { return reserve_.size(); }
   std::size_t batch_size() const { return batch_size_; }
 
  private:
@@ -122,11 +124,15 @@ class StreamPool {
   bool shared_baseline_ = false;
   std::vector<std::unique_ptr<Stream>> regular_;
 
-  mutable std::mutex mu_;  // guards reserve_ and the waiting below
-  std::condition_variable released_;
+  // Finding a free stream, regular or reserve, takes no lock, so a store
+  // never waits behind a mutex held by a preempted store. mu_ guards only
+  // the waiting when every stream is held.
   std::vector<std::unique_ptr<Stream>> reserve_;
-  std::size_t reserve_max_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable released_;
   std::atomic<int> waiters_{0};
+
+  Stream* TryTakeAny();
 };
 
 }  // namespace ztier::internal

@@ -30,19 +30,21 @@ TEST(StreamPoolTest, HeldStreamIsSkippedNotWaitedFor) {
   EXPECT_EQ(pool->batch_size(), kMaxBatchSize);
 }
 
-TEST(StreamPoolTest, ReserveStreamsAreMadeWhenAllAreHeld) {
+TEST(StreamPoolTest, ReserveStreamsServeWhenAllRegularOnesAreHeld) {
   auto pool = MakePool(1, 2);
+  EXPECT_EQ(pool->reserve_count(), 2u);
   auto a = pool->Acquire();
   auto b = pool->Acquire();
   auto c = pool->Acquire();
-  EXPECT_EQ(pool->reserve_created(), 2u);
   EXPECT_NE(&*a, &*b);
   EXPECT_NE(&*b, &*c);
+  EXPECT_NE(&*a, &*c);
+  Stream* released = &*b;
   {
     auto d = std::move(b);  // released at the end of this scope
   }
-  auto e = pool->Acquire();  // reuses the released reserve stream
-  EXPECT_EQ(pool->reserve_created(), 2u);
+  auto e = pool->Acquire();  // the only free one: the released stream
+  EXPECT_EQ(&*e, released);
 }
 
 TEST(StreamPoolTest, WaitsOnlyWhenEverythingIsHeldAndWakesOnRelease) {
