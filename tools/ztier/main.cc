@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "bench_engine.h"
+#include "bench_latency.h"
+#include "bench_nbd.h"
 #include "ctl_cmd.h"
 #include "serve_cmd.h"
 #include "status_cmd.h"
@@ -79,11 +81,19 @@ int Dispatch(std::string_view prefix, std::span<const Command> table,
 }
 
 int RunEngine(Args args) { return RunBenchEngine(args); }
+int RunNbd(Args args) { return RunBenchNbd(args); }
 
 constexpr Command kBenchCommands[] = {
     {"engine",
      "codec vs. store throughput (MB/s) and memory use on page corpora",
      RunEngine},
+    {"latency",
+     "slowest high-priority load/store: shared-stream baseline vs separate "
+     "paths (seed 001)",
+     RunBenchLatency},
+    {"nbd",
+     "`ztier serve` vs. nbdkit memory over NBD: fio IOPS, nbdcopy, memory",
+     RunNbd},
 };
 
 int RunBench(Args args) {

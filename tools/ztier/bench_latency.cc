@@ -1,0 +1,324 @@
+// bench_latency.cc: `ztier bench latency` (see bench_latency.h).
+//
+// For each run, the modes alternate (shared, separate, shared, ...), so both
+// see the same machine conditions. Per mode it reports: the slowest read of
+// each run as median (min-max) over the runs, p99 and p99.9 over every read
+// of every run, reads over 10 ms per run, the same for the high-priority
+// stores, and the workers' throughput (stores + loads per second).
+#include "bench_latency.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench_stats.h"
+#include "flags.h"
+#include "latency_run.h"
+#include "machine_info.h"
+#include "ztier/codec.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr char kCommand[] = "ztier bench latency";
+constexpr std::uint32_t kSlowNs = 10'000'000;  // 10 ms
+
+// One latency series (reads or stores) of one mode over all runs.
+struct SeriesSummary {
+  std::vector<double> slowest_us;     // per run
+  std::vector<double> over_10ms;      // per run
+  double p99_us = 0;
+  double p999_us = 0;
+  std::size_t count = 0;
+};
+
+struct ModeResult {
+  std::string mode;
+  SeriesSummary reads;
+  SeriesSummary stores;
+  std::vector<double> worker_ops_per_s;  // per run
+  std::vector<double> worker_ops_per_cpu_s;  // per run
+  bool priorities_applied = true;
+};
+
+double Percentile(std::vector<std::uint32_t>& v, double q) {
+  if (v.empty()) return 0;
+  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()));
+  std::nth_element(v.begin(), v.begin() + k, v.end());
+  return v[k] / 1000.0;
+}
+
+void AddRun(const std::vector<std::uint32_t>& ns, SeriesSummary* s,
+            std::vector<std::uint32_t>* pooled) {
+  std::uint32_t slowest = 0;
+  std::size_t over = 0;
+  for (std::uint32_t x : ns) {
+    slowest = std::max(slowest, x);
+    over += x > kSlowNs;
+  }
+  s->slowest_us.push_back(slowest / 1000.0);
+  s->over_10ms.push_back(static_cast<double>(over));
+  s->count += ns.size();
+  pooled->insert(pooled->end(), ns.begin(), ns.end());
+}
+
+std::string Spread(const std::vector<double>& v, int decimals) {
+  const SampleStats s = Summarize(v);
+  return FormatDouble(s.median, decimals) + " (" + FormatDouble(s.min, decimals) +
+         "-" + FormatDouble(s.max, decimals) + ")";
+}
+
+void PrintSeries(const char* what, const SeriesSummary& s) {
+  const SampleStats over = Summarize(s.over_10ms);
+  std::printf("  %-6s slowest %s us   p99 %.1f us   p99.9 %.1f us   over 10 ms per run: max %.0f, median %.0f   (%zu timed)\n",
+              what, Spread(s.slowest_us, 1).c_str(), s.p99_us, s.p999_us,
+              over.max, over.median, s.count);
+}
+
+void WriteSeries(JsonWriter& j, const char* noun, const SeriesSummary& s) {
+  const SampleStats slow = Summarize(s.slowest_us);
+  const SampleStats over = Summarize(s.over_10ms);
+  const std::string n(noun);
+  j.Key("slowest_" + n + "_us_median");
+  j.Double(slow.median, 1);
+  j.Key("slowest_" + n + "_us_min");
+  j.Double(slow.min, 1);
+  j.Key("slowest_" + n + "_us_max");
+  j.Double(slow.max, 1);
+  j.Key("slowest_" + n + "_us_per_run");
+  j.BeginArray();
+  for (double x : s.slowest_us) j.Double(x, 1);
+  j.EndArray();
+  j.Key("p99_" + n + "_us");
+  j.Double(s.p99_us, 1);
+  j.Key("p999_" + n + "_us");
+  j.Double(s.p999_us, 1);
+  j.Key(n + "s_over_10ms");
+  j.Uint(static_cast<std::uint64_t>(over.max));
+  j.Key(n + "s_over_10ms_per_run");
+  j.BeginArray();
+  for (double x : s.over_10ms) j.Uint(static_cast<std::uint64_t>(x));
+  j.EndArray();
+  j.Key(n + "s_timed");
+  j.Uint(s.count);
+}
+
+}  // namespace
+
+int RunBenchLatency(std::span<const std::string_view> args) {
+  std::int64_t cpus = 1;
+  std::int64_t seconds = 12;
+  std::int64_t runs = 5;
+  std::string mode = "both";
+  std::string codec = "zstd";
+  std::string corpus_path = "../shared/corpus/anon-python.pages.zst";
+  std::string json_path;
+  FlagSet flags(kCommand);
+  flags.AddInt("cpus", &cpus, "N",
+               "CPUs used, 0..N-1; each gets 2 workers (nice +10), a spinner "
+               "(nice 0), a reader and a storer (nice -19), pinned to it "
+               "(default 1)",
+               1, 1024);
+  flags.AddInt("seconds", &seconds, "S", "seconds per run and mode (default 12)",
+               1, 3600);
+  flags.AddInt("runs", &runs, "R", "runs; modes alternate within each (default 5)",
+               1, 1000);
+  flags.AddString("mode", &mode, "MODE",
+                  "shared (the baseline: one mutex per CPU stream for stores "
+                  "and loads), separate (ztier's paths), or both (default)");
+  flags.AddString("codec", &codec, "NAME", "codec (default zstd, as the seed)");
+  flags.AddString("corpus", &corpus_path, "FILE",
+                  "pages to store (default ../shared/corpus/anon-python.pages.zst)");
+  flags.AddString("json", &json_path, "FILE", "also write the results as JSON");
+  if (FlagSet::HelpRequested(args)) {
+    std::printf(
+        "%s: how long a high-priority load or store waits behind preempted "
+        "low-priority stores (seed 001), shared-stream baseline against "
+        "separate paths.\n\n%s",
+        kCommand, flags.Usage().c_str());
+    return 0;
+  }
+  if (Status s = flags.Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
+                 s.message().c_str(), kCommand);
+    return 2;
+  }
+  std::vector<std::string> modes;
+  if (mode == "both") {
+    modes = {"shared", "separate"};
+  } else if (mode == "shared" || mode == "separate") {
+    modes = {mode};
+  } else {
+    std::fprintf(stderr, "%s: --mode must be shared, separate or both\n",
+                 kCommand);
+    return 2;
+  }
+  if (!MakeCodec(codec).has_value()) {
+    std::fprintf(stderr, "%s: unknown codec '%s'\n", kCommand, codec.c_str());
+    return 2;
+  }
+  auto pages = corpus::LoadPageSet(corpus_path);
+  if (!pages.has_value()) {
+    std::fprintf(stderr, "%s: %s\nPass --corpus FILE (any file, read as pages).\n",
+                 kCommand, pages.error().ToString().c_str());
+    return 1;
+  }
+
+  const MachineInfo machine = GetMachineInfo();
+  std::printf("%s\n", MachineLine(machine).c_str());
+  std::printf(
+      "config: cpus=%lld seconds=%lld runs=%lld mode=%s codec=%s corpus=%s; "
+      "per CPU: 2 workers nice +10, 1 spinner nice 0, 1 reader and 1 storer "
+      "nice -19, %zu-page buffers, a timed round every %u us\n",
+      static_cast<long long>(cpus), static_cast<long long>(seconds),
+      static_cast<long long>(runs), mode.c_str(), codec.c_str(),
+      corpus_path.c_str(), LatencyConfig{}.buffer_pages,
+      LatencyConfig{}.round_period_us);
+  std::fflush(stdout);
+
+  std::vector<ModeResult> results(modes.size());
+  std::vector<std::vector<std::uint32_t>> pooled_reads(modes.size());
+  std::vector<std::vector<std::uint32_t>> pooled_stores(modes.size());
+  const bool tty = isatty(STDERR_FILENO);
+  std::uint64_t mismatches = 0;
+  for (std::int64_t r = 0; r < runs; ++r) {
+    for (std::size_t m = 0; m < modes.size(); ++m) {
+      if (tty) {
+        std::fprintf(stderr, "\rrun %lld/%lld, %s...        ",
+                     static_cast<long long>(r + 1),
+                     static_cast<long long>(runs), modes[m].c_str());
+      }
+      LatencyConfig cfg;
+      cfg.shared = modes[m] == "shared";
+      cfg.cpus = static_cast<std::size_t>(cpus);
+      cfg.seconds = static_cast<double>(seconds);
+      cfg.codec = codec;
+      auto run = RunLatencyOnce(cfg, *pages);
+      if (!run.has_value()) {
+        std::fprintf(stderr, "%s: %s\n", kCommand,
+                     run.error().ToString().c_str());
+        return run.error().code() == StatusCode::kInvalidArgument ? 2 : 1;
+      }
+      ModeResult& mr = results[m];
+      mr.mode = modes[m];
+      AddRun(run->read_ns, &mr.reads, &pooled_reads[m]);
+      AddRun(run->store_ns, &mr.stores, &pooled_stores[m]);
+      mr.worker_ops_per_s.push_back(run->worker_ops / run->seconds);
+      mr.worker_ops_per_cpu_s.push_back(
+          run->worker_cpu_seconds > 0 ? run->worker_ops / run->worker_cpu_seconds
+                                      : 0);
+      mr.priorities_applied = mr.priorities_applied && run->priorities_applied;
+      mismatches += run->mismatches;
+    }
+  }
+  if (tty) std::fprintf(stderr, "\r%60s\r", "");
+  for (std::size_t m = 0; m < modes.size(); ++m) {
+    results[m].reads.p99_us = Percentile(pooled_reads[m], 0.99);
+    results[m].reads.p999_us = Percentile(pooled_reads[m], 0.999);
+    results[m].stores.p99_us = Percentile(pooled_stores[m], 0.99);
+    results[m].stores.p999_us = Percentile(pooled_stores[m], 0.999);
+  }
+
+  bool priorities = true;
+  for (const ModeResult& mr : results) {
+    std::printf("\n%s:\n", mr.mode.c_str());
+    PrintSeries("reads", mr.reads);
+    PrintSeries("stores", mr.stores);
+    std::printf("  workers %s stores+loads/s, %s per CPU-second\n",
+                Spread(mr.worker_ops_per_s, 0).c_str(),
+                Spread(mr.worker_ops_per_cpu_s, 0).c_str());
+    priorities = priorities && mr.priorities_applied;
+  }
+  if (!priorities) {
+    std::printf("\nWARNING: nice values or CPU pinning could not be applied "
+                "(run as root); these figures do not show the effect.\n");
+  }
+  if (results.size() == 2) {
+    const ModeResult& sh = results[0];
+    const ModeResult& se = results[1];
+    auto ratio = [](const std::vector<double>& a, const std::vector<double>& b) {
+      const double d = Summarize(b).median;
+      return d > 0 ? Summarize(a).median / d : 0.0;
+    };
+    const double rr = ratio(se.reads.slowest_us, sh.reads.slowest_us);
+    const double sr = ratio(se.stores.slowest_us, sh.stores.slowest_us);
+    const double tp = ratio(se.worker_ops_per_s, sh.worker_ops_per_s);
+    const double tpc = ratio(se.worker_ops_per_cpu_s, sh.worker_ops_per_cpu_s);
+    const double r_over = Summarize(se.reads.over_10ms).max;
+    const double s_over = Summarize(se.stores.over_10ms).max;
+    std::printf("\nseparate against shared, same run (targets of issue P4):\n");
+    std::printf("  slowest read, median       %.3f x  (<= 0.1: %s)\n", rr,
+                rr <= 0.1 ? "yes" : "NO");
+    std::printf("  reads over 10 ms, any run  %.0f      (0: %s)\n", r_over,
+                r_over == 0 ? "yes" : "NO");
+    std::printf("  slowest store, median      %.3f x  (<= 0.1: %s)\n", sr,
+                sr <= 0.1 ? "yes" : "NO");
+    std::printf("  stores over 10 ms, any run %.0f      (0: %s)\n", s_over,
+                s_over == 0 ? "yes" : "NO");
+    std::printf("  worker throughput          %.3f x  (>= 0.95: %s)\n", tp,
+                tp >= 0.95 ? "yes" : "NO");
+    std::printf("  worker ops per CPU-second  %.3f x\n", tpc);
+  }
+  if (mismatches != 0) {
+    std::fprintf(stderr, "%s: %llu loads returned wrong data\n", kCommand,
+                 static_cast<unsigned long long>(mismatches));
+  }
+
+  if (!json_path.empty()) {
+    JsonWriter j;
+    j.BeginObject();
+    j.Key("machine");
+    j.String(MachineLine(machine));
+    j.Key("config");
+    j.BeginObject();
+    j.Key("cpus");
+    j.Int(cpus);
+    j.Key("seconds");
+    j.Int(seconds);
+    j.Key("runs");
+    j.Int(runs);
+    j.Key("codec");
+    j.String(codec);
+    j.Key("corpus");
+    j.String(corpus_path);
+    j.Key("priorities_applied");
+    j.Bool(priorities);
+    j.EndObject();
+    j.Key("modes");
+    j.BeginArray();
+    for (const ModeResult& mr : results) {
+      j.BeginObject();
+      j.Key("mode");
+      j.String(mr.mode);
+      WriteSeries(j, "read", mr.reads);
+      WriteSeries(j, "store", mr.stores);
+      const SampleStats tp = Summarize(mr.worker_ops_per_s);
+      j.Key("worker_ops_per_s_median");
+      j.Double(tp.median, 0);
+      j.Key("worker_ops_per_s_min");
+      j.Double(tp.min, 0);
+      j.Key("worker_ops_per_s_max");
+      j.Double(tp.max, 0);
+      j.Key("worker_ops_per_cpu_s_median");
+      j.Double(Summarize(mr.worker_ops_per_cpu_s).median, 0);
+      j.EndObject();
+    }
+    j.EndArray();
+    j.Key("mismatches");
+    j.Uint(mismatches);
+    j.EndObject();
+    std::ofstream f(json_path);
+    f << j.Take();
+    if (!f) {
+      std::fprintf(stderr, "%s: cannot write %s\n", kCommand, json_path.c_str());
+      return 1;
+    }
+  }
+  return mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,20 @@
+// File: tools/ztier/bench_latency.h
+//
+// `ztier bench latency`: seed 001's benchmark, the shared-stream baseline
+// against separate store and load paths, in one run. See latency_run.h for
+// the experiment and `ztier bench latency --help` for the flags.
+#ifndef ZTIER_TOOLS_ZTIER_BENCH_LATENCY_H_
+#define ZTIER_TOOLS_ZTIER_BENCH_LATENCY_H_
+
+#include <span>
+#include <string_view>
+
+namespace ztier::tool {
+
+// args: the words after `latency`. Exit status: 0, 1 (a run failed or data
+// came back wrong), 2 (usage).
+int RunBenchLatency(std::span<const std::string_view> args);
+
+}  // namespace ztier::tool
+
+#endif  // ZTIER_TOOLS_ZTIER_BENCH_LATENCY_H_

@@ -1,0 +1,553 @@
+// File: tools/ztier/bench_nbd.cc
+//
+// `ztier bench nbd` (see bench_nbd.h): parses flags, finds the tools and
+// corpora, runs the servers and clients as subprocesses in a private
+// temporary folder (bench_nbd_proc.h), and reports (bench_nbd_report.h).
+#include "bench_nbd.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_nbd_fio.h"
+#include "bench_nbd_proc.h"
+#include "bench_nbd_report.h"
+#include "corpus/corpus.h"
+#include "ctl/control_server.h"
+#include "flags.h"
+#include "machine_info.h"
+#include "serve_cmd.h"
+#include "ztier/codec.h"
+#include "ztier/device.h"
+
+namespace ztier::tool {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace nbdbench;  // NOLINT: this file is the benchmark's driver
+using std::chrono::milliseconds;
+
+constexpr const char kCommand[] = "ztier bench nbd";
+constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
+constexpr std::uint64_t kMaxArea = 256ull << 20;
+constexpr milliseconds kStartTimeout{15'000};
+constexpr milliseconds kStopGrace{10'000};
+constexpr milliseconds kFillTimeout{600'000};
+constexpr milliseconds kCopyTimeout{300'000};
+
+constexpr const char kSynopsis[] =
+    "[--runs N] [--seconds S] [--size SIZE] [--codec NAME]... "
+    "[--corpus-dir DIR] [--no-nbdkit] [--json FILE]";
+
+void PrintError(const std::string& text) {
+  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
+}
+
+// A one-line status on stderr, rewritten in place; silent unless stderr is a
+// terminal.
+class Progress {
+ public:
+  Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
+  ~Progress() { Clear(); }
+  void Update(const std::string& text) {
+    if (!enabled_) return;
+    std::string line = text.substr(0, 118);
+    const std::size_t shown = line.size();
+    if (shown < width_) line.append(width_ - shown, ' ');
+    width_ = shown;
+    std::fprintf(stderr, "\r%s", line.c_str());
+    std::fflush(stderr);
+  }
+  void Clear() {
+    if (!enabled_ || width_ == 0) return;
+    std::fprintf(stderr, "\r%s\r", std::string(width_, ' ').c_str());
+    std::fflush(stderr);
+    width_ = 0;
+  }
+
+ private:
+  bool enabled_;
+  std::size_t width_ = 0;
+};
+
+// The private temporary folder, removed with everything in it.
+class TempDir {
+ public:
+  static Result<TempDir> Create() {
+    std::error_code ec;
+    fs::path base = fs::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string tmpl = (base / "ztier-bench-nbd.XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) {
+      return Err(PosixError("mkdtemp " + tmpl, errno));
+    }
+    return TempDir(tmpl);
+  }
+  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  TempDir(const TempDir&) = delete;
+  ~TempDir() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string p) : path_(std::move(p)) {}
+  std::string path_;
+};
+
+struct RunningServer {
+  const ServerSpec* spec = nullptr;
+  Process process;
+  std::string sock;
+  std::string ctl;  // ztier only
+  std::string uri;
+  std::string log;
+};
+
+// Starts `spec` with an export of `size` bytes, sockets named after `tag`
+// in `dir`, and waits until it accepts.
+Result<RunningServer> StartServer(const NbdBenchConfig& cfg,
+                                  const ServerSpec& spec,
+                                  const std::string& dir,
+                                  const std::string& tag, std::uint64_t size) {
+  const std::string sock = dir + "/" + tag + ".sock";
+  const std::string ctl = dir + "/" + tag + ".ctl";
+  const std::string log = dir + "/" + tag + ".log";
+  std::vector<std::string> argv;
+  std::string uri;
+  if (spec.kind == ServerKind::kZtier) {
+    argv = {cfg.ztier.path,
+            "serve",
+            "--device",
+            "zram0:" + std::to_string(size),
+            "--comp-algorithm",
+            spec.codec,
+            "--unix",
+            sock,
+            "--ctl",
+            ctl};
+    uri = NbdUnixUri("zram0", sock);
+  } else {
+    argv = {cfg.nbdkit.path, "--foreground", "--unix", sock, "memory",
+            std::to_string(size)};
+    if (spec.kind == ServerKind::kNbdkitZstd) argv.push_back("allocator=zstd");
+    uri = "nbd+unix:///?socket=" + sock;
+  }
+  auto process = Process::Spawn(argv, {.cwd = dir, .stdout_path = log,
+                                       .stderr_path = log});
+  if (!process.has_value()) return Err(process.error());
+  RunningServer server{.spec = &spec,
+                       .process = std::move(*process),
+                       .sock = sock,
+                       .ctl = spec.kind == ServerKind::kZtier ? ctl : "",
+                       .uri = uri,
+                       .log = log};
+  Status s = WaitForUnixSocket(sock, &server.process, kStartTimeout);
+  if (s.ok() && !server.ctl.empty()) {
+    s = WaitForUnixSocket(server.ctl, &server.process, kStartTimeout);
+  }
+  if (!s.ok()) {
+    server.process.Terminate(milliseconds(2000));
+    return Err(Status::IoError(spec.label + " (" + CommandLine(argv) +
+                               "): " + s.message() + "; its output:\n" +
+                               ReadFileText(log, 4096)));
+  }
+  return server;
+}
+
+// Stops a server with SIGTERM; a server that does not exit cleanly is
+// reported on stderr (its figures stand: they were taken before).
+void StopServer(RunningServer* server) {
+  const ExitInfo e = server->process.Terminate(kStopGrace);
+  if (!e.ok()) {
+    PrintError("warning: " + server->spec->label + " ended with " +
+               e.Describe() + " on SIGTERM; its output:\n" +
+               ReadFileText(server->log, 4096));
+  }
+  ::unlink(server->sock.c_str());  // nbdkit leaves its socket behind
+}
+
+// Runs a fio job; its output goes to files in `dir`.
+Result<FioFigures> RunFio(const std::vector<std::string>& argv,
+                          const std::string& dir, milliseconds timeout) {
+  const std::string out = dir + "/fio.json";
+  const std::string err = dir + "/fio.err";
+  auto e = RunToCompletion(argv, {.cwd = dir, .stdout_path = out,
+                                  .stderr_path = err},
+                           timeout);
+  if (!e.has_value()) return Err(e.error());
+  const std::string text = ReadFileText(out);
+  if (!e->ok()) {
+    return Err(Status::IoError(CommandLine(argv) + ": " + e->Describe() +
+                               "; stderr:\n" + ReadFileText(err, 4096)));
+  }
+  auto fig = ParseFioJson(text);
+  if (!fig.has_value()) {
+    return Err(Status::Corruption(CommandLine(argv) + ": " +
+                                  fig.error().message()));
+  }
+  if (fig->error != 0) {
+    return Err(Status::IoError(CommandLine(argv) + ": fio job error " +
+                               std::to_string(fig->error) + "; stderr:\n" +
+                               ReadFileText(err, 4096)));
+  }
+  return *fig;
+}
+
+// Runs nbdcopy SRC DST; returns its wall time in seconds.
+Result<double> RunNbdcopy(const NbdBenchConfig& cfg, const std::string& src,
+                          const std::string& dst, const std::string& dir) {
+  const std::string log = dir + "/nbdcopy.log";
+  const std::vector<std::string> argv = {cfg.nbdcopy.path, src, dst};
+  double seconds = 0;
+  auto e = RunToCompletion(argv, {.cwd = dir, .stdout_path = log,
+                                  .stderr_path = log},
+                           kCopyTimeout, &seconds);
+  if (!e.has_value()) return Err(e.error());
+  if (!e->ok()) {
+    return Err(Status::IoError(CommandLine(argv) + ": " + e->Describe() +
+                               "; output:\n" + ReadFileText(log, 4096)));
+  }
+  return seconds;
+}
+
+// ztier's mem_used_total: column 3 of mm_stat.
+Result<std::uint64_t> ZtierMemUsed(const RunningServer& server) {
+  auto text = ctl::Request(server.ctl, "zram0", "mm_stat", nullptr);
+  if (!text.has_value()) {
+    return Err(Status::IoError("mm_stat of " + server.spec->label + ": " +
+                               text.error().message()));
+  }
+  std::istringstream fields(*text);
+  std::uint64_t v[3] = {0, 0, 0};
+  if (!(fields >> v[0] >> v[1] >> v[2])) {
+    return Err(Status::Corruption("mm_stat of " + server.spec->label +
+                                  ": unexpected text '" + *text + "'"));
+  }
+  return v[2];
+}
+
+// Compares `path` with `want`; an error names the first differing byte.
+Status CompareFile(const std::string& path, std::span<const std::byte> want) {
+  const std::string got = ReadFileText(path, want.size() + 1);
+  if (got.size() != want.size()) {
+    return Status::Corruption("copied-out " + path + " has " +
+                              std::to_string(got.size()) + " bytes, not " +
+                              std::to_string(want.size()));
+  }
+  if (std::memcmp(got.data(), want.data(), want.size()) == 0) {
+    return Status::Ok();
+  }
+  std::size_t i = 0;
+  while (got[i] == static_cast<char>(want[i])) ++i;
+  return Status::Corruption("copied-out " + path +
+                            " differs from the original at byte " +
+                            std::to_string(i) + " (page " +
+                            std::to_string(i / 4096) + ")");
+}
+
+// Part 1 of one run: start every server, fill, then each job on every
+// server in turn.
+Status FioRun(const NbdBenchConfig& cfg, const std::string& dir,
+              std::size_t run, Progress* progress, NbdResults* results) {
+  const std::string prefix = "[run " + std::to_string(run + 1) + "/" +
+                             std::to_string(cfg.runs) + "] ";
+  std::vector<RunningServer> servers;
+  for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
+    progress->Update(prefix + "starting " + cfg.servers[s].label);
+    ZT_ASSIGN_OR_RETURN(RunningServer server,
+                        StartServer(cfg, cfg.servers[s], dir,
+                                    "f" + std::to_string(s), cfg.size_bytes));
+    servers.push_back(std::move(server));
+  }
+  for (RunningServer& server : servers) {
+    progress->Update(prefix + "fill on " + server.spec->label);
+    auto fill = RunFio(FioFillArgs(cfg.fio.path, server.uri, cfg.area_bytes),
+                       dir, kFillTimeout);
+    if (!fill.has_value()) {
+      return Status::IoError("fill of " + server.spec->label + ": " +
+                             fill.error().message());
+    }
+  }
+  const auto jobs = StandardJobs();
+  const milliseconds job_timeout{(cfg.seconds + 120) * 1000};
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    for (std::size_t s = 0; s < servers.size(); ++s) {
+      progress->Update(prefix + JobTitle(jobs[j]) + " on " +
+                       servers[s].spec->label);
+      auto fig = RunFio(FioJobArgs(cfg.fio.path, jobs[j], servers[s].uri,
+                                   cfg.area_bytes, cfg.seconds),
+                        dir, job_timeout);
+      if (!fig.has_value()) {
+        return Status::IoError(std::string(jobs[j].name) + " on " +
+                               servers[s].spec->label + ": " +
+                               fig.error().message());
+      }
+      const FioDirection& d = jobs[j].writes ? fig->write : fig->read;
+      results->iops[j][s].push_back(d.iops);
+      results->mb_s[j][s].push_back(d.bw_bytes / 1e6);
+    }
+  }
+  for (RunningServer& server : servers) StopServer(&server);
+  return Status::Ok();
+}
+
+// Part 2 of one run: every corpus on every server in turn.
+Status CopyRun(const NbdBenchConfig& cfg, const std::string& dir,
+               const std::vector<corpus::PageSet>& corpora,
+               const std::vector<std::string>& raw_paths, std::size_t run,
+               Progress* progress, NbdResults* results) {
+  const std::string prefix = "[run " + std::to_string(run + 1) + "/" +
+                             std::to_string(cfg.runs) + "] ";
+  const std::string out_path = dir + "/copied-out.pages";
+  for (std::size_t c = 0; c < corpora.size(); ++c) {
+    const std::uint64_t bytes = corpora[c].bytes().size();
+    for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
+      const ServerSpec& spec = cfg.servers[s];
+      const std::string what = corpora[c].name() + " on " + spec.label;
+      progress->Update(prefix + "nbdcopy " + what);
+      ZT_ASSIGN_OR_RETURN(RunningServer server,
+                          StartServer(cfg, spec, dir, "c" + std::to_string(s),
+                                      bytes));
+      ZT_ASSIGN_OR_RETURN(std::uint64_t rss_before,
+                          ProcessRssBytes(server.process.pid()));
+      ZT_ASSIGN_OR_RETURN(double in_s,
+                          RunNbdcopy(cfg, raw_paths[c], server.uri, dir));
+      ZT_ASSIGN_OR_RETURN(std::uint64_t rss_after,
+                          ProcessRssBytes(server.process.pid()));
+      const double growth =
+          rss_after > rss_before ? static_cast<double>(rss_after - rss_before)
+                                 : 0.0;
+      double stored = growth;
+      if (spec.kind == ServerKind::kZtier) {
+        ZT_ASSIGN_OR_RETURN(std::uint64_t used, ZtierMemUsed(server));
+        stored = static_cast<double>(used);
+      }
+      ::unlink(out_path.c_str());
+      ZT_ASSIGN_OR_RETURN(double out_s,
+                          RunNbdcopy(cfg, server.uri, out_path, dir));
+      StopServer(&server);
+      if (Status st = CompareFile(out_path, corpora[c].bytes()); !st.ok()) {
+        return Status::Corruption(what + ": " + st.message());
+      }
+      ::unlink(out_path.c_str());
+      CopySamples& cs = results->copies[c][s];
+      cs.in_mb_s.push_back(static_cast<double>(bytes) / 1e6 / in_s);
+      cs.out_mb_s.push_back(static_cast<double>(bytes) / 1e6 / out_s);
+      cs.stored_bytes.push_back(stored);
+      cs.rss_growth_bytes.push_back(growth);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunBenchNbd(std::span<const std::string_view> args) {
+  NbdBenchConfig cfg;
+  std::vector<std::string> codec_flags;
+  std::string corpus_dir = kDefaultCorpusDir;
+  std::string size_text = "1G";
+  std::int64_t runs = 5;
+  std::int64_t seconds = 3;
+  FlagSet flags(kCommand, kSynopsis);
+  flags.AddInt("runs", &runs, "N",
+               "runs; in each, every job and copy on every server (default 5)",
+               1, 1000);
+  flags.AddInt("seconds", &seconds, "S",
+               "fio runtime of each job (default 3; the defaults take ~5-6 "
+               "min: 5 runs x 6 jobs x 3 servers x 3 s of fio, plus fills, "
+               "copies and server starts)",
+               1, 3600);
+  flags.AddString("size", &size_text, "SIZE",
+                  "device/export size for the fio part (default 1G; K/M/G "
+                  "suffixes); jobs and the fill cover the first min(SIZE, "
+                  "256M)");
+  flags.AddList("codec", &codec_flags, "NAME",
+                "ztier codec; each one is a ztier variant (repeatable, or a "
+                "comma list; default lz4)");
+  flags.AddString("corpus-dir", &corpus_dir, "DIR",
+                  "copy every *.pages.zst in DIR with nbdcopy (default "
+                  "../shared/corpus)");
+  flags.AddBool("no-nbdkit", &cfg.no_nbdkit,
+                "measure ztier alone (no nbdkit peers, no ratios)");
+  flags.AddString("json", &cfg.json_path, "FILE",
+                  "also write every figure as JSON to FILE");
+  if (FlagSet::HelpRequested(args)) {
+    std::printf(
+        "%s: `ztier serve` vs. nbdkit's memory plugin (sparse and "
+        "allocator=zstd)\nover NBD on Unix sockets: fio IOPS and MB/s of six "
+        "jobs (4k randwrite and\nrandread at QD1 and QD32, 128k sequential "
+        "write and read at QD8), nbdcopy\nMB/s of each corpus and the memory "
+        "it takes, and ratios against targets.\nNeeds fio, nbdcopy and "
+        "nbdkit on PATH; a missing one skips its part.\n\n%s",
+        kCommand, flags.Usage().c_str());
+    return 0;
+  }
+  if (Status s = flags.Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
+                 s.message().c_str(), kCommand);
+    return 2;
+  }
+  auto size = ParseSize(size_text);
+  if (!size.has_value() || *size < (1u << 20)) {
+    std::fprintf(stderr, "%s: --size %s: %s\n", kCommand, size_text.c_str(),
+                 size.has_value() ? "must be at least 1M"
+                                  : size.error().message().c_str());
+    return 2;
+  }
+  cfg.runs = static_cast<std::size_t>(runs);
+  cfg.seconds = seconds;
+  cfg.size_bytes = (*size + 4095) & ~std::uint64_t{4095};
+  cfg.area_bytes = std::min(cfg.size_bytes, kMaxArea);
+  cfg.corpus_dir = corpus_dir;
+
+  const std::vector<std::string_view> known = CodecNames();
+  if (codec_flags.empty()) codec_flags.push_back("lz4");
+  for (const std::string& name : codec_flags) {
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (std::string_view k : known) {
+        list += (list.empty() ? "" : ", ") + std::string(k);
+      }
+      std::fprintf(stderr, "%s: unknown codec '%s' (known: %s)\n", kCommand,
+                   name.c_str(), list.c_str());
+      return 2;
+    }
+    if (std::find(cfg.codecs.begin(), cfg.codecs.end(), name) ==
+        cfg.codecs.end()) {
+      cfg.codecs.push_back(name);
+    }
+  }
+
+  // Tools.
+  auto dir = TempDir::Create();
+  if (!dir.has_value()) {
+    PrintError(dir.error().ToString());
+    return 1;
+  }
+  cfg.ztier.path = SelfExecutable();
+  if (cfg.ztier.path.empty()) {
+    PrintError("cannot find this binary (/proc/self/exe)");
+    return 1;
+  }
+  cfg.ztier.version = ToolVersion(cfg.ztier.path, dir->path());
+  const auto find_tool = [&](const char* name, ToolInfo* t) {
+    t->path = FindExecutable(name);
+    if (!t->path.empty()) t->version = ToolVersion(t->path, dir->path());
+  };
+  find_tool("fio", &cfg.fio);
+  find_tool("nbdcopy", &cfg.nbdcopy);
+  if (!cfg.no_nbdkit) find_tool("nbdkit", &cfg.nbdkit);
+  if (cfg.fio.path.empty()) {
+    cfg.fio_part = false;
+    cfg.notes.push_back("fio not found on PATH: the fio jobs are skipped");
+  }
+  if (cfg.nbdcopy.path.empty()) {
+    cfg.copy_part = false;
+    cfg.notes.push_back(
+        "nbdcopy not found on PATH: the corpus copies are skipped");
+  }
+  if (cfg.no_nbdkit) {
+    cfg.notes.push_back("--no-nbdkit: ztier alone, no nbdkit peers, no ratios");
+  } else if (cfg.nbdkit.path.empty()) {
+    cfg.notes.push_back(
+        "nbdkit not found on PATH: ztier alone, no nbdkit peers, no ratios");
+  }
+  for (const std::string& codec : cfg.codecs) {
+    cfg.servers.push_back({ServerKind::kZtier, codec, "ztier-" + codec});
+  }
+  if (!cfg.nbdkit.path.empty()) {
+    cfg.servers.push_back({ServerKind::kNbdkit, "sparse", "nbdkit"});
+    cfg.servers.push_back({ServerKind::kNbdkitZstd, "zstd", "nbdkit-zstd"});
+  }
+
+  // Corpora, decompressed into the temporary folder.
+  std::vector<corpus::PageSet> corpora;
+  std::vector<std::string> raw_paths;
+  if (cfg.copy_part) {
+    auto found = corpus::FindCorpusFiles(corpus_dir);
+    if (!found.has_value() || found->empty()) {
+      std::error_code ec;
+      const fs::path abs = fs::absolute(corpus_dir, ec);
+      PrintError("no corpus: the corpus folder '" + corpus_dir + "'" +
+                 (ec ? "" : " (" + abs.lexically_normal().string() + ")") +
+                 " is missing or holds no *.pages.zst files. Pass a folder "
+                 "of *.pages.zst files with --corpus-dir DIR.");
+      return 1;
+    }
+    for (const std::string& path : *found) {
+      auto set = corpus::LoadPageSet(path);
+      if (!set.has_value()) {
+        PrintError("cannot load corpus " + path + ": " +
+                   set.error().ToString());
+        return 1;
+      }
+      const std::string raw = dir->path() + "/" + set->name();
+      std::ofstream out(raw, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(set->bytes().data()),
+                static_cast<std::streamsize>(set->bytes().size()));
+      out.close();
+      if (!out) {
+        PrintError("cannot write " + raw);
+        return 1;
+      }
+      cfg.corpora.push_back({set->name(), path, set->bytes().size()});
+      raw_paths.push_back(raw);
+      corpora.push_back(std::move(*set));
+    }
+  }
+
+  const MachineInfo machine = GetMachineInfo();
+  std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
+  std::fflush(stdout);
+  for (const std::string& n : cfg.notes) {
+    if (n.find("not found") != std::string::npos) PrintError(n);
+  }
+
+  NbdResults results = NbdResults::For(cfg);
+  Progress progress;
+  for (std::size_t run = 0; run < cfg.runs; ++run) {
+    Status s = Status::Ok();
+    if (cfg.fio_part) s = FioRun(cfg, dir->path(), run, &progress, &results);
+    if (s.ok() && cfg.copy_part) {
+      s = CopyRun(cfg, dir->path(), corpora, raw_paths, run, &progress,
+                  &results);
+    }
+    if (!s.ok()) {
+      progress.Clear();
+      PrintError("FATAL: run " + std::to_string(run + 1) + ": " +
+                 s.ToString());
+      return 1;
+    }
+  }
+  progress.Clear();
+
+  const std::vector<DerivedRatio> ratios = DeriveRatios(cfg, results);
+  if (cfg.fio_part) std::printf("\n%s", FioTable(cfg, results).c_str());
+  if (cfg.copy_part) std::printf("\n%s", CopyTable(cfg, results).c_str());
+  if (cfg.fio_part && !ratios.empty()) std::printf("\n%s", DerivedTable(ratios).c_str());
+  std::fflush(stdout);
+  if (!cfg.json_path.empty()) {
+    if (Status s = WriteNbdJson(cfg.json_path, machine, cfg, results, ratios);
+        !s.ok()) {
+      PrintError(s.ToString());
+      return 1;
+    }
+    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ztier::tool

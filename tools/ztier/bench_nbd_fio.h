@@ -1,0 +1,83 @@
+// File: tools/ztier/bench_nbd_fio.h
+//
+// The fio side of `ztier bench nbd`: the six measured jobs, the untimed fill
+// job, the fio command lines for them, and a small parser of fio's JSON
+// output (ztier takes no JSON dependency) that picks out what the benchmark
+// reports: IOPS and bandwidth of jobs[0].read and jobs[0].write.
+//
+//   std::vector<std::string> argv = FioJobArgs(fio, kNbdJobs[3], uri,
+//                                              area_bytes, seconds);
+//   ... run it with stdout to fio.json ...
+//   auto fig = ParseFioJson(ReadFileText("fio.json"));
+//   double iops = fig->write.iops;
+//
+// Every job uses --ioengine=nbd on `uri`, --buffer_compress_percentage=50
+// --refill_buffers (data half compressible, new for every write), and
+// --size=AREA, so that all jobs and the fill cover the same bytes: the
+// read jobs read data the fill wrote.
+//
+// Thread safety: plain values and functions.
+#ifndef ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
+#define ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ztier/status.h"
+
+namespace ztier::tool::nbdbench {
+
+struct NbdJob {
+  std::string_view name;     // "randread-4k-qd32": JSON and table key
+  std::string_view rw;       // fio --rw
+  std::uint32_t block_size;  // bytes
+  std::uint32_t iodepth;
+  bool writes;               // whose figures count: write (else read)
+};
+
+// The measured jobs, in the order they run within a run.
+std::span<const NbdJob> StandardJobs();
+
+// fio's --rw name shortened for a table: "randread 4k QD32".
+std::string JobTitle(const NbdJob& job);
+
+// The common flags of every job (also printed in the configuration).
+std::vector<std::string> FioCommonFlags();
+
+// fio argv for a timed job (time_based, `seconds`) over the first
+// `area_bytes` of the export at `uri`.
+std::vector<std::string> FioJobArgs(const std::string& fio_path,
+                                    const NbdJob& job, const std::string& uri,
+                                    std::uint64_t area_bytes,
+                                    std::int64_t seconds);
+
+// fio argv for the untimed fill: one 128 KiB sequential write pass, iodepth
+// 8, over the first `area_bytes`.
+std::vector<std::string> FioFillArgs(const std::string& fio_path,
+                                     const std::string& uri,
+                                     std::uint64_t area_bytes);
+
+struct FioDirection {
+  double iops = 0;
+  double bw_bytes = 0;  // bytes per second
+  std::uint64_t io_bytes = 0;
+};
+
+struct FioFigures {
+  FioDirection read;
+  FioDirection write;
+  std::int64_t error = 0;  // jobs[0].error
+};
+
+// Parses fio's --output-format=json output. Text before the document (fio
+// prints some notices on stdout) is skipped: parsing starts at the first
+// '{' that begins a line. Errors (kCorruption): no document, malformed
+// JSON, no jobs[0], or no numeric iops / bw_bytes under its read or write.
+Result<FioFigures> ParseFioJson(std::string_view text);
+
+}  // namespace ztier::tool::nbdbench
+
+#endif  // ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_

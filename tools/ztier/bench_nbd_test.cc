@@ -1,0 +1,211 @@
+// File: tools/ztier/bench_nbd_test.cc
+//
+// `ztier bench nbd`: unit tests of the fio JSON parser and the subprocess
+// helpers, and an end-to-end smoke test of the built binary (ZTIER_BIN): one
+// one-second run of ztier alone on a small generated corpus, with --json.
+// The smoke test skips when fio or nbdcopy is not on PATH.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "bench_nbd_fio.h"
+#include "bench_nbd_proc.h"
+#include "testing/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ztier::tool::nbdbench;  // NOLINT
+
+std::string ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Trimmed from fio-3.33 --output-format=json, with a notice line before it.
+constexpr const char kFioOutput[] = R"(fio: some notice on stdout
+{
+  "fio version" : "fio-3.33",
+  "jobs" : [
+    {
+      "jobname" : "randread-4k-qd32",
+      "error" : 0,
+      "job options" : {
+        "uri" : "nbd+unix:///zram0?socket=/tmp/x/f0.sock",
+        "rw" : "randread"
+      },
+      "read" : {
+        "io_bytes" : 2358247424,
+        "bw_bytes" : 786082474,
+        "iops" : 191914.666667,
+        "clat_ns" : { "min" : 1, "percentile" : { "1.000000" : 2 } }
+      },
+      "write" : {
+        "io_bytes" : 0,
+        "bw_bytes" : 0,
+        "iops" : 0.000000
+      },
+      "latency_ms" : { ">=2000" : 0.000000 },
+      "flags" : [true, false, null, -1.5e3, "a\"b\\c\u00e9"]
+    }
+  ]
+}
+)";
+
+TEST(FioJsonTest, ReadsIopsAndBandwidthOfJobZero) {
+  auto fig = ParseFioJson(kFioOutput);
+  ASSERT_TRUE(fig.has_value()) << fig.error().ToString();
+  EXPECT_DOUBLE_EQ(fig->read.iops, 191914.666667);
+  EXPECT_DOUBLE_EQ(fig->read.bw_bytes, 786082474);
+  EXPECT_EQ(fig->read.io_bytes, 2358247424u);
+  EXPECT_EQ(fig->write.iops, 0);
+  EXPECT_EQ(fig->error, 0);
+}
+
+TEST(FioJsonTest, RejectsWhatIsNotAFioDocument) {
+  EXPECT_FALSE(ParseFioJson("").has_value());
+  EXPECT_FALSE(ParseFioJson("fio: nbd_connect_uri: failed\n").has_value());
+  EXPECT_FALSE(ParseFioJson("{\"jobs\": []}").has_value());
+  EXPECT_FALSE(ParseFioJson("{\"jobs\": [{\"read\": {\"iops\": 1}}]}")
+                   .has_value());  // no bw_bytes, no write
+  EXPECT_FALSE(ParseFioJson("{\"jobs\": [{\"read\": {\"iops\": 1,").has_value());
+  const std::string ok =
+      "{\"jobs\":[{\"error\":5,\"read\":{\"iops\":1,\"bw_bytes\":2},"
+      "\"write\":{\"iops\":3,\"bw_bytes\":4}}]}";
+  auto fig = ParseFioJson(ok);
+  ASSERT_TRUE(fig.has_value()) << fig.error().ToString();
+  EXPECT_EQ(fig->error, 5);
+  EXPECT_EQ(fig->write.bw_bytes, 4);
+}
+
+TEST(FioJobsTest, SixJobsOnTheSameArea) {
+  const auto jobs = StandardJobs();
+  ASSERT_EQ(jobs.size(), 6u);
+  EXPECT_EQ(JobTitle(jobs[3]), "randread 4k QD32");
+  const auto argv =
+      FioJobArgs("/usr/bin/fio", jobs[3], "nbd+unix:///?socket=/s", 1 << 20, 2);
+  const std::string line = CommandLine(argv);
+  for (const char* want :
+       {"--ioengine=nbd", "--rw=randread", "--bs=4096", "--iodepth=32",
+        "--size=1048576", "--time_based", "--runtime=2",
+        "--buffer_compress_percentage=50", "--refill_buffers",
+        "--output-format=json", "'--uri=nbd+unix:///?socket=/s'"}) {
+    EXPECT_NE(line.find(want), std::string::npos) << want << " in " << line;
+  }
+}
+
+TEST(ProcessTest, RunsWaitsAndTerminates) {
+  const std::string sh = FindExecutable("sh");
+  ASSERT_FALSE(sh.empty());
+  auto e = RunToCompletion({sh, "-c", "exit 3"}, {},
+                           std::chrono::milliseconds(10'000));
+  ASSERT_TRUE(e.has_value()) << e.error().ToString();
+  EXPECT_TRUE(e->exited);
+  EXPECT_EQ(e->code, 3);
+  auto p = Process::Spawn({sh, "-c", "sleep 30"}, {});
+  ASSERT_TRUE(p.has_value()) << p.error().ToString();
+  EXPECT_TRUE(p->Running());
+  EXPECT_GT(ProcessRssBytes(p->pid()).value_or(0), 0u);
+  EXPECT_FALSE(p->Wait(std::chrono::milliseconds(10)).has_value());
+  const ExitInfo end = p->Terminate(std::chrono::milliseconds(5000));
+  EXPECT_FALSE(end.exited);
+  EXPECT_EQ(end.signal, SIGTERM);
+  EXPECT_TRUE(FindExecutable("no-such-tool-anywhere").empty());
+}
+
+class BenchNbdSmokeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl =
+        (fs::temp_directory_path() / "ztier_bench_nbd_test.XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  int Run(const std::string& args) {
+    const std::string cmd = "cd '" + dir_.string() + "' && '" ZTIER_BIN "' " +
+                            args + " >out.txt 2>err.txt";
+    const int status = std::system(cmd.c_str());
+    out_ = ReadFile(dir_ / "out.txt");
+    err_ = ReadFile(dir_ / "err.txt");
+    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  fs::path dir_;
+  std::string out_;
+  std::string err_;
+};
+
+TEST_F(BenchNbdSmokeTest, OneShortRunOfZtierAlone) {
+  if (FindExecutable("fio").empty() || FindExecutable("nbdcopy").empty()) {
+    GTEST_SKIP() << "fio or nbdcopy is not on PATH";
+  }
+  // A corpus of 64 pages (zero, text-like and random pages), compressed
+  // with the zstd tool: --corpus-dir takes *.pages.zst files.
+  std::mt19937 rng(7);
+  std::string data;
+  for (int p = 0; p < 64; ++p) {
+    std::string page;
+    if (p % 3 == 0) {
+      page.assign(4096, '\0');
+    } else if (p % 3 == 1) {
+      while (page.size() < 4096) page += "ztier nbd page " + std::to_string(p);
+    } else {
+      for (int i = 0; i < 4096; ++i) page += static_cast<char>(rng());
+    }
+    page.resize(4096);
+    data += page;
+  }
+  fs::create_directory(dir_ / "corpus");
+  std::ofstream(dir_ / "corpus" / "small.pages", std::ios::binary) << data;
+  const std::string zstd = FindExecutable("zstd");
+  if (zstd.empty()) GTEST_SKIP() << "zstd is not on PATH";
+  ASSERT_EQ(std::system(("'" + zstd + "' -q --rm '" +
+                         (dir_ / "corpus" / "small.pages").string() + "'")
+                            .c_str()),
+            0);
+
+  ASSERT_EQ(Run("bench nbd --runs 1 --seconds 1 --size 64M --no-nbdkit "
+                "--corpus-dir corpus --json out.json"),
+            0)
+      << "stdout:\n" << out_ << "\nstderr:\n" << err_;
+  EXPECT_NE(out_.find("machine: "), std::string::npos) << out_;
+  EXPECT_NE(out_.find("fio-"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("== fio over NBD"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("randread 4k QD32"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("ztier-lz4"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("== nbdcopy"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("small.pages"), std::string::npos) << out_;
+  EXPECT_EQ(out_.find("nbdkit-zstd"), std::string::npos) << out_;
+
+  const std::string json = ReadFile(dir_ / "out.json");
+  for (const char* key :
+       {"\"machine\"", "\"config\"", "\"measurements\"", "\"memory\"",
+        "\"copies\"", "\"server\": \"ztier\"", "\"codec\": \"lz4\"",
+        "\"job\": \"randread-4k-qd32\"", "\"job\": \"write-128k-qd8\"",
+        "\"iops_median\"", "\"iops_min\"", "\"iops_max\"", "\"mb_s_median\"",
+        "\"runs\": 1", "\"corpus\": \"small.pages\"",
+        "\"metric\": \"mem_used_total\"", "\"bytes\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+  // fio and nbdcopy ran in the private folder: nothing left in the cwd.
+  EXPECT_FALSE(fs::exists(dir_ / "fio.json"));
+  EXPECT_FALSE(fs::exists(dir_ / "randread-4k-qd32.0.0"));
+}
+
+}  // namespace
