@@ -106,11 +106,15 @@ void Pool::Impl::Touch(SizeClass& sc, ZspageDesc* d, std::uint32_t idx) {
 }
 
 std::size_t Pool::Impl::FreeZspage(SizeClass& sc, std::uint32_t id,
-                                   ZspageDesc* d) {
+                                   ZspageDesc* d, ip::RunReleases* later) {
   assert(d->inuse == 0);
   const std::size_t pages = d->touched_pages;
-  ip::DiscardPages(d->base, 0, pages);
-  arena.ReleaseRun(d->base, sc.geo.pages);
+  if (later != nullptr) {
+    later->Add(d->base, pages, sc.geo.pages);
+  } else {
+    ip::DiscardPages(d->base, 0, pages);
+    arena.ReleaseRun(d->base, sc.geo.pages);
+  }
   sc.touched_pages -= pages;
   touched_pages.fetch_sub(pages, std::memory_order_relaxed);
   --sc.zspages;
@@ -165,11 +169,21 @@ Handle Pool::Malloc(std::size_t size) {
   if (size < 1 || size > ip::kPageSize) return kInvalidHandle;
   Impl& m = *impl_;
   int ci = m.table.MergedClassFor(size);
+  // Declared before the lock, so that zspages emptied by deferred frees
+  // drained below give their pages back after the lock is dropped (see
+  // Free).
+  Impl::ReleaseOnExit later{&m, {}};
   std::unique_lock<std::mutex> lock(m.classes[ci]->mu, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    // The class is locked, perhaps by a thread that was preempted holding
-    // it. Rather than sleep until that thread runs again, try the next
-    // larger classes: the object fits there too, at a little more memory.
+  // The class is locked: by a thread on another CPU for a moment, or by one
+  // that was preempted holding it. Rather than sleep until that thread runs
+  // again, try the next larger classes (the object fits there too, at a
+  // little more memory), and go round again for a few microseconds, which
+  // outlasts any holder that is running. Only then sleep on the lock.
+  for (int round = 0; !lock.owns_lock() && round < 64; ++round) {
+    if (round > 0) {
+      __builtin_ia32_pause();
+      if (lock.try_lock()) break;
+    }
     int tries = 0;
     for (int k = ci + 1; k < ip::kHugeClass && tries < ip::kMallocAlternatives;
          ++k) {
@@ -182,10 +196,10 @@ Handle Pool::Malloc(std::size_t size) {
         break;
       }
     }
-    if (!lock.owns_lock()) lock.lock();  // lock is still on class ci
   }
+  if (!lock.owns_lock()) lock.lock();  // lock is still on class ci
   SizeClass& sc = *m.classes[ci];
-  m.DrainDeferredFrees(sc);
+  m.DrainDeferredFrees(sc, &later.runs);
 
   const std::uint64_t hidx = sc.handles.Allocate(&m.metadata_bytes);
   if (hidx == ip::kNoIndex) return kInvalidHandle;
@@ -242,21 +256,36 @@ void Pool::Free(Handle h) {
     if (sc.DeferFree(h)) return;
     lock.lock();
   }
-  m.FreeLocked(sc, h);
-  m.DrainDeferredFrees(sc);
+  // Emptied zspages are unlinked under the lock but their pages go back to
+  // the OS after it: madvise can take tens of microseconds (and sleep), and
+  // no one should wait for that behind the class lock.
+  ip::RunReleases later;
+  m.FreeLocked(sc, h, &later);
+  m.DrainDeferredFrees(sc, &later);
+  lock.unlock();
+  m.DoReleases(later);
 }
 
-void Pool::Impl::DrainDeferredFrees(SizeClass& sc) {
+void Pool::Impl::DrainDeferredFrees(SizeClass& sc, ip::RunReleases* later) {
   if (sc.deferred_count.load(std::memory_order_acquire) == 0) return;
   for (auto& slot : sc.deferred) {
     const Handle h = slot.exchange(kInvalidHandle, std::memory_order_acquire);
     if (h == kInvalidHandle) continue;
     sc.deferred_count.fetch_sub(1, std::memory_order_relaxed);
-    FreeLocked(sc, h);
+    FreeLocked(sc, h, later);
   }
 }
 
-void Pool::Impl::FreeLocked(SizeClass& sc, Handle h) {
+Pool::Impl::ReleaseOnExit::~ReleaseOnExit() { m->DoReleases(runs); }
+
+void Pool::Impl::DoReleases(const ip::RunReleases& r) {
+  for (std::size_t i = 0; i < r.n; ++i) {
+    ip::DiscardPages(r.items[i].base, 0, r.items[i].touched);
+    arena.ReleaseRun(r.items[i].base, r.items[i].run_pages);
+  }
+}
+
+void Pool::Impl::FreeLocked(SizeClass& sc, Handle h, ip::RunReleases* later) {
   Impl& m = *this;
   const std::uint64_t hidx = ip::HandleIndex(h);
   const std::uint64_t e = sc.handles.Entry(hidx).load(std::memory_order_relaxed);
@@ -276,7 +305,7 @@ void Pool::Impl::FreeLocked(SizeClass& sc, Handle h) {
     if (sc.spare == ip::kNoId) {
       sc.spare = id;
     } else {
-      m.FreeZspage(sc, id, d);
+      m.FreeZspage(sc, id, d, later);
     }
   } else {
     m.Regroup(sc, id, d);

@@ -54,6 +54,22 @@ inline constexpr int kNumGroups = 12;
 inline constexpr int kGroupFull = 11;
 
 inline constexpr std::uint32_t kNoId = UINT32_MAX;
+// Runs of emptied zspages to give back to the OS once the class lock is
+// dropped: at most one per freed handle plus one per deferred slot.
+struct RunRelease {
+  std::byte* base = nullptr;
+  std::size_t touched = 0;    // pages to discard
+  std::size_t run_pages = 0;  // the run's length, for the arena
+};
+struct RunReleases {
+  std::array<RunRelease, 1 + 16> items;
+  std::size_t n = 0;
+  void Add(std::byte* base, std::size_t touched, std::size_t run_pages) {
+    assert(n < items.size());
+    items[n++] = {base, touched, run_pages};
+  }
+};
+
 // How many larger classes Malloc tries when its own class is locked.
 inline constexpr int kMallocAlternatives = 2;
 inline constexpr std::uint64_t kNoIndex = (std::uint64_t{1} << 40) - 1;
@@ -382,13 +398,26 @@ struct Pool::Impl {
              std::uint32_t idx);
   // Frees an empty zspage: discards its pages, returns the run and the id.
   // Returns the pages it held. REQUIRES sc.mu; d is in no group list.
-  // Frees h / every deferred free of sc. REQUIRES: sc.mu held.
-  void FreeLocked(internal_pool::SizeClass& sc, Handle h);
-  void DrainDeferredFrees(internal_pool::SizeClass& sc);
+  // Frees h / every deferred free of sc. REQUIRES: sc.mu held. Zspages
+  // they empty are queued on `later` (if not null) for DoReleases().
+  void FreeLocked(internal_pool::SizeClass& sc, Handle h,
+                  internal_pool::RunReleases* later = nullptr);
+  void DrainDeferredFrees(internal_pool::SizeClass& sc,
+                          internal_pool::RunReleases* later = nullptr);
+  // Discards and returns the queued runs. Call without any class lock.
+  void DoReleases(const internal_pool::RunReleases& r);
+  struct ReleaseOnExit {
+    Impl* m;
+    internal_pool::RunReleases runs;
+    ~ReleaseOnExit();
+  };
   // Frees sc's spare zspage, if any; returns its pages. REQUIRES: sc.mu.
   std::size_t ReleaseSpare(internal_pool::SizeClass& sc);
+  // Unlinks an empty zspage; its pages are discarded and its run returned
+  // now, or queued on `later` when given. Returns its pages.
   std::size_t FreeZspage(internal_pool::SizeClass& sc, std::uint32_t id,
-                         internal_pool::ZspageDesc* d);
+                         internal_pool::ZspageDesc* d,
+                         internal_pool::RunReleases* later = nullptr);
 
   // Pins the zspage holding h's object; returns its descriptor and the
   // location entry valid while pinned. Unpin with Unpin(d).
