@@ -197,6 +197,16 @@ Handle Pool::Malloc(std::size_t size) {
       }
     }
   }
+  // Last, any larger class at all, the huge class included: an object in a
+  // class far too big wastes memory, but only while locks are contended.
+  for (int k = ci + 1; !lock.owns_lock() && k <= ip::kHugeClass; ++k) {
+    if (m.classes[k] == nullptr) continue;
+    std::unique_lock<std::mutex> other(m.classes[k]->mu, std::try_to_lock);
+    if (other.owns_lock()) {
+      lock = std::move(other);
+      ci = k;
+    }
+  }
   if (!lock.owns_lock()) lock.lock();  // lock is still on class ci
   SizeClass& sc = *m.classes[ci];
   m.DrainDeferredFrees(sc, &later.runs);

@@ -16,7 +16,9 @@
 // The fixed schedule gives the high-priority tasks the same amount of work
 // in both modes, so the CPU left to the workers is comparable; the workers'
 // own CPU time is measured too, for their cost per operation.
-// Every loaded page is compared with what was stored.
+// Every loaded page is compared with what was stored. The reader and the
+// storer do one untimed round before the clock starts (a thread's first
+// load creates its decompressor).
 //
 // Thread safety: RunLatencyOnce is self-contained; call it from one thread.
 #ifndef ZTIER_TOOLS_ZTIER_LATENCY_RUN_H_
