@@ -58,6 +58,8 @@ test-tsan:
 bench: build
 	./$(BUILD)/ztier bench engine --corpus-dir $(CORPUS) --json $(BUILD)/bench-engine.json
 	./$(BUILD)/ztier bench nbd --corpus-dir $(CORPUS) --json $(BUILD)/bench-nbd.json
+	./$(BUILD)/ztier bench latency --cpus 1 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-1.json
+	./$(BUILD)/ztier bench latency --cpus 2 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-2.json
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')
