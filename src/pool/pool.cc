@@ -52,10 +52,11 @@ Pool::Impl::Impl(const PoolOptions& opts)
 }
 
 Pool::Impl::~Impl() {
-  // Every live zspage sits in one fullness list; free their heap bitmaps.
-  // The arenas go with `arena`.
+  // Every live zspage sits in one fullness list, or is its class's spare;
+  // free their heap bitmaps. The arenas go with `arena`.
   for (auto& sc : classes) {
     if (sc == nullptr) continue;
+    if (sc->spare != ip::kNoId) descs.Free(sc->spare, sc->geo.objs);
     for (int g = 1; g < ip::kNumGroups; ++g) {
       for (std::uint32_t id = sc->group_head[g]; id != ip::kNoId;) {
         const std::uint32_t next = descs.Get(id)->next;
