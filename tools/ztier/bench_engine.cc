@@ -19,6 +19,7 @@
 #include "engine_measure.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "progress.h"
 #include "ztier/codec.h"
 #include "ztier/worker_pool.h"
 
@@ -27,33 +28,6 @@ namespace {
 
 constexpr const char kCommand[] = "ztier bench engine";
 constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
-
-// A one-line status on stderr, rewritten in place; silent unless stderr is a
-// terminal.
-class Progress {
- public:
-  Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
-  ~Progress() { Clear(); }
-  void Update(const std::string& text) {
-    if (!enabled_) return;
-    std::string line = text.substr(0, 118);
-    const std::size_t shown = line.size();
-    if (shown < width_) line.append(width_ - shown, ' ');
-    width_ = shown;
-    std::fprintf(stderr, "\r%s", line.c_str());
-    std::fflush(stderr);
-  }
-  void Clear() {
-    if (!enabled_ || width_ == 0) return;
-    std::fprintf(stderr, "\r%s\r", std::string(width_, ' ').c_str());
-    std::fflush(stderr);
-    width_ = 0;
-  }
-
- private:
-  bool enabled_;
-  std::size_t width_ = 0;
-};
 
 void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());

@@ -272,7 +272,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
     JsonWriter j;
     j.BeginObject();
     j.Key("machine");
-    j.String(MachineLine(machine));
+    WriteMachineJson(machine, j);
     j.Key("config");
     j.BeginObject();
     j.Key("cpus");

@@ -25,6 +25,7 @@
 #include "ctl/control_server.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "progress.h"
 #include "serve_cmd.h"
 #include "ztier/codec.h"
 #include "ztier/device.h"
@@ -51,33 +52,6 @@ constexpr const char kSynopsis[] =
 void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
 }
-
-// A one-line status on stderr, rewritten in place; silent unless stderr is a
-// terminal.
-class Progress {
- public:
-  Progress() : enabled_(isatty(STDERR_FILENO) == 1) {}
-  ~Progress() { Clear(); }
-  void Update(const std::string& text) {
-    if (!enabled_) return;
-    std::string line = text.substr(0, 118);
-    const std::size_t shown = line.size();
-    if (shown < width_) line.append(width_ - shown, ' ');
-    width_ = shown;
-    std::fprintf(stderr, "\r%s", line.c_str());
-    std::fflush(stderr);
-  }
-  void Clear() {
-    if (!enabled_ || width_ == 0) return;
-    std::fprintf(stderr, "\r%s\r", std::string(width_, ' ').c_str());
-    std::fflush(stderr);
-    width_ = 0;
-  }
-
- private:
-  bool enabled_;
-  std::size_t width_ = 0;
-};
 
 // The private temporary folder, removed with everything in it.
 class TempDir {

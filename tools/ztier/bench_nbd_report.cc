@@ -296,24 +296,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   w.Key("benchmark");
   w.String("ztier bench nbd");
   w.Key("machine");
-  w.BeginObject();
-  w.Key("cpu_model");
-  w.String(machine.cpu_model);
-  w.Key("cores");
-  w.Uint(machine.cores);
-  w.Key("kernel");
-  w.String(machine.kernel);
-  w.Key("compiler");
-  w.String(machine.compiler);
-  w.Key("lz4");
-  w.String(machine.lz4);
-  w.Key("zstd");
-  w.String(machine.zstd);
-  w.Key("libdeflate");
-  w.String(machine.deflate);
-  w.Key("lzo");
-  w.String(machine.lzo);
-  w.EndObject();
+  WriteMachineJson(machine, w);
 
   w.Key("config");
   w.BeginObject();

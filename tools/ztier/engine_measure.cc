@@ -379,24 +379,30 @@ Status EngineMeasurer::Impl::MeasureStore(const Variant& v,
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store, NewStore(v));
   const std::span<const std::byte> pages = corpus->bytes();
   std::vector<Status> errors(v.threads);
-  const double store_s = TimeTeam(
-      v.threads, [](std::size_t) {},
-      [&](std::size_t t) {
-        const Range r = Share(n, t, v.threads, v.batch);
-        for (std::size_t i = r.begin; i < r.end; i += v.batch) {
-          const std::size_t count = std::min(v.batch, r.end - i);
-          Status s =
-              v.batch == 1
-                  ? store->Store(i, corpus->page(i))
-                  : store->StoreBatch(
-                        i, pages.subspan(i * kPageSize, count * kPageSize));
-          if (!s.ok()) {
-            errors[t] = Status(s.code(), "store of page " + std::to_string(i) +
-                                             ": " + s.message());
-            return;
+  // Stores every page of the corpus (batch 1 or v.batch), split among the
+  // threads; returns the seconds taken.
+  auto store_pass = [&](const char* what) {
+    return TimeTeam(
+        v.threads, [](std::size_t) {},
+        [&](std::size_t t) {
+          const Range r = Share(n, t, v.threads, v.batch);
+          for (std::size_t i = r.begin; i < r.end; i += v.batch) {
+            const std::size_t count = std::min(v.batch, r.end - i);
+            Status s = v.batch == 1
+                           ? store->Store(i, corpus->page(i))
+                           : store->StoreBatch(i, pages.subspan(
+                                                      i * kPageSize,
+                                                      count * kPageSize));
+            if (!s.ok()) {
+              errors[t] = Status(s.code(), std::string(what) + " of page " +
+                                               std::to_string(i) + ": " +
+                                               s.message());
+              return;
+            }
           }
-        }
-      });
+        });
+  };
+  const double store_s = store_pass("store");
   ZT_RETURN_IF_ERROR(FirstError(errors));
 
   std::memset(out.data(), kPoison, out.size());
@@ -422,24 +428,7 @@ Status EngineMeasurer::Impl::MeasureStore(const Variant& v,
   ZT_RETURN_IF_ERROR(FirstError(errors));
   ZT_RETURN_IF_ERROR(CheckOutput("store/load " + VariantLabel(v)));
   // The same pages again, into the filled store (steady state).
-  const double overwrite_s = TimeTeam(
-      v.threads, [](std::size_t) {},
-      [&](std::size_t t) {
-        const Range r = Share(n, t, v.threads, v.batch);
-        for (std::size_t i = r.begin; i < r.end; i += v.batch) {
-          const std::size_t count = std::min(v.batch, r.end - i);
-          Status s =
-              v.batch == 1
-                  ? store->Store(i, corpus->page(i))
-                  : store->StoreBatch(
-                        i, pages.subspan(i * kPageSize, count * kPageSize));
-          if (!s.ok()) {
-            errors[t] = Status(s.code(), "overwrite of page " + std::to_string(i) +
-                                             ": " + s.message());
-            return;
-          }
-        }
-      });
+  const double overwrite_s = store_pass("overwrite");
   ZT_RETURN_IF_ERROR(FirstError(errors));
   std::memset(out.data(), kPoison, out.size());
   for (std::size_t i = 0; i < n; ++i) {

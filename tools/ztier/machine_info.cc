@@ -5,6 +5,8 @@
 // exports its version as a header macro.
 #include "machine_info.h"
 
+#include "bench_stats.h"
+
 #include <libdeflate.h>
 #include <lz4.h>
 #include <lzo/lzoconf.h>
@@ -63,6 +65,27 @@ std::string MachineLine(const MachineInfo& m) {
   return "machine: " + m.cpu_model + ", " + std::to_string(m.cores) +
          " cores, " + m.kernel + ", " + m.compiler + "; lz4 " + m.lz4 +
          ", zstd " + m.zstd + ", libdeflate " + m.deflate + ", lzo " + m.lzo;
+}
+
+void WriteMachineJson(const MachineInfo& m, JsonWriter& w) {
+  w.BeginObject();
+  w.Key("cpu_model");
+  w.String(m.cpu_model);
+  w.Key("cores");
+  w.Uint(m.cores);
+  w.Key("kernel");
+  w.String(m.kernel);
+  w.Key("compiler");
+  w.String(m.compiler);
+  w.Key("lz4");
+  w.String(m.lz4);
+  w.Key("zstd");
+  w.String(m.zstd);
+  w.Key("libdeflate");
+  w.String(m.deflate);
+  w.Key("lzo");
+  w.String(m.lzo);
+  w.EndObject();
 }
 
 }  // namespace ztier::tool

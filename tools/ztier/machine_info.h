@@ -14,6 +14,8 @@
 
 namespace ztier::tool {
 
+class JsonWriter;
+
 struct MachineInfo {
   std::string cpu_model;  // /proc/cpuinfo "model name"; "unknown" if absent
   unsigned cores = 0;     // online CPUs (sysconf)
@@ -30,6 +32,10 @@ MachineInfo GetMachineInfo();
 // One line: "machine: AMD EPYC, 2 cores, Linux 6.1.0 x86_64, gcc 12.2.0;
 // lz4 1.9.4, zstd 1.5.4, libdeflate 1.14, lzo 2.10".
 std::string MachineLine(const MachineInfo& m);
+
+// Writes m as one JSON object (cpu_model, cores, kernel, compiler and the
+// codec library versions) where `w` expects a value.
+void WriteMachineJson(const MachineInfo& m, JsonWriter& w);
 
 }  // namespace ztier::tool
 
