@@ -163,9 +163,12 @@ std::size_t Pool::ReleaseSpares() {
   std::size_t freed = 0;
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
-    std::lock_guard<std::mutex> lock(sc->mu);
-    impl_->DrainDeferredFrees(*sc);
-    freed += impl_->ReleaseSpare(*sc);
+    {
+      std::lock_guard<std::mutex> lock(sc->mu);
+      impl_->DrainDeferredFrees(*sc);
+      freed += impl_->ReleaseSpare(*sc);
+    }
+    impl_->SweepDeferred(*sc);
   }
   return freed;
 }
@@ -174,10 +177,13 @@ std::size_t Pool::Compact() {
   std::size_t freed = 0;
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
-    std::lock_guard<std::mutex> lock(sc->mu);
-    impl_->DrainDeferredFrees(*sc);
-    freed += impl_->ReleaseSpare(*sc);
-    freed += impl_->CompactClass(*sc);
+    {
+      std::lock_guard<std::mutex> lock(sc->mu);
+      impl_->DrainDeferredFrees(*sc);
+      freed += impl_->ReleaseSpare(*sc);
+      freed += impl_->CompactClass(*sc);
+    }
+    impl_->SweepDeferred(*sc);
   }
   impl_->pages_compacted.fetch_add(freed, std::memory_order_relaxed);
   return freed;

@@ -9,6 +9,12 @@
 // pages to cover it; take a handle-table slot and publish the location
 // (release). O(groups + bitmap words), no per-object allocation.
 //
+// Deferred frees (Free finding the class locked) sit in the class's slots
+// until drained under the lock. No free is stranded: every lock holder
+// sweeps after it unlocks, and a Free that deferred sweeps after deferring,
+// so whichever of the two comes last sees the other's work (seq_cst on the
+// slot count).
+//
 // Free (class lock): clear the bit; a zspage whose last object goes becomes
 // the class's spare if it has none, else it is discarded (MADV_DONTNEED on
 // its touched pages), its run and id recycled. The spare exists for churn:
@@ -253,6 +259,8 @@ Handle Pool::Malloc(std::size_t size) {
   sc.handles.Entry(hidx).store(
       ip::MakeEntry(id, idx, static_cast<std::uint32_t>(size)),
       std::memory_order_release);
+  lock.unlock();
+  m.SweepDeferred(sc);
   return ip::MakeHandle(ci, hidx);
 }
 
@@ -264,7 +272,10 @@ void Pool::Free(Handle h) {
   if (!lock.owns_lock()) {
     // Held, perhaps by a preempted thread: leave the handle for the holder
     // (or the next locker) to free, rather than sleep behind it.
-    if (sc.DeferFree(h)) return;
+    if (sc.DeferFree(h)) {
+      m.SweepDeferred(sc);  // in case the holder let go meanwhile
+      return;
+    }
     lock.lock();
   }
   // Emptied zspages are unlinked under the lock but their pages go back to
@@ -275,6 +286,18 @@ void Pool::Free(Handle h) {
   m.DrainDeferredFrees(sc, &later);
   lock.unlock();
   m.DoReleases(later);
+  m.SweepDeferred(sc);
+}
+
+void Pool::Impl::SweepDeferred(SizeClass& sc) {
+  while (sc.deferred_count.load(std::memory_order_seq_cst) != 0) {
+    std::unique_lock<std::mutex> lock(sc.mu, std::try_to_lock);
+    if (!lock.owns_lock()) return;  // its holder sweeps after letting go
+    ip::RunReleases later;
+    DrainDeferredFrees(sc, &later);
+    lock.unlock();
+    DoReleases(later);
+  }
 }
 
 void Pool::Impl::DrainDeferredFrees(SizeClass& sc, ip::RunReleases* later) {

@@ -46,6 +46,7 @@ std::vector<PoolClassStats> Pool::ClassStats() const {
       r.obj_used = sc->obj_used;
       r.pages_used = sc->touched_pages;
     }
+    impl_->SweepDeferred(*sc);  // frees deferred while we held the lock
     // zsmalloc's zs_can_compact(): whole zspages' worth of free slots.
     r.freeable =
         (r.obj_allocated - r.obj_used) / sc->geo.objs * sc->geo.pages;

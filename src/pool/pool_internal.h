@@ -344,7 +344,7 @@ struct SizeClass {
       if (slot.compare_exchange_strong(expected, h,
                                        std::memory_order_release,
                                        std::memory_order_relaxed)) {
-        deferred_count.fetch_add(1, std::memory_order_release);
+        deferred_count.fetch_add(1, std::memory_order_seq_cst);
         return true;
       }
     }
@@ -404,6 +404,9 @@ struct Pool::Impl {
                   internal_pool::RunReleases* later = nullptr);
   void DrainDeferredFrees(internal_pool::SizeClass& sc,
                           internal_pool::RunReleases* later = nullptr);
+  // After dropping sc.mu: drains frees deferred meanwhile, if the lock can
+  // be had (else its new holder will). Call without sc.mu.
+  void SweepDeferred(internal_pool::SizeClass& sc);
   // Discards and returns the queued runs. Call without any class lock.
   void DoReleases(const internal_pool::RunReleases& r);
   struct ReleaseOnExit {
