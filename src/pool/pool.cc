@@ -63,6 +63,10 @@ Pool::Impl::~Impl() {
   for (auto& sc : classes) {
     if (sc == nullptr) continue;
     if (sc->spare != ip::kNoId) descs.Free(sc->spare, sc->geo.objs);
+    for (std::uint32_t id = sc->TakeShell(); id != ip::kNoId;
+         id = sc->TakeShell()) {
+      descs.Free(id, sc->geo.objs);
+    }
     for (int g = 1; g < ip::kNumGroups; ++g) {
       for (std::uint32_t id = sc->group_head[g]; id != ip::kNoId;) {
         const std::uint32_t next = descs.Get(id)->next;
@@ -116,17 +120,19 @@ std::size_t Pool::Impl::FreeZspage(SizeClass& sc, std::uint32_t id,
                                    ZspageDesc* d, ip::RunReleases* later) {
   assert(d->inuse == 0);
   const std::size_t pages = d->touched_pages;
-  if (later != nullptr) {
-    later->Add(d->base, pages, sc.geo.pages);
-  } else {
-    ip::DiscardPages(d->base, 0, pages);
-    arena.ReleaseRun(d->base, sc.geo.pages);
-  }
   sc.touched_pages -= pages;
   touched_pages.fetch_sub(pages, std::memory_order_relaxed);
   --sc.zspages;
   d->touched_pages = 0;
-  descs.Free(id, sc.geo.objs);
+  if (later != nullptr) {
+    // Discarded after the lock is dropped, then kept as a shell if there
+    // is room (DoReleases).
+    later->Add({d->base, pages, sc.geo.pages, id, &sc});
+  } else {
+    ip::DiscardPages(d->base, 0, pages);
+    arena.ReleaseRun(d->base, sc.geo.pages);
+    descs.Free(id, sc.geo.objs);
+  }
   return pages;
 }
 
@@ -233,6 +239,9 @@ Handle Pool::Malloc(std::size_t size) {
     id = sc.spare;
     sc.spare = ip::kNoId;
     d = m.descs.Get(id);
+  } else if ((id = sc.TakeShell()) != ip::kNoId) {
+    d = m.descs.Get(id);  // empty, untouched, its run still its own
+    ++sc.zspages;
   } else {
     std::byte* run = m.arena.AllocateRun(sc.geo.pages);
     if (run == nullptr) {
@@ -314,8 +323,11 @@ Pool::Impl::ReleaseOnExit::~ReleaseOnExit() { m->DoReleases(runs); }
 
 void Pool::Impl::DoReleases(const ip::RunReleases& r) {
   for (std::size_t i = 0; i < r.n; ++i) {
-    ip::DiscardPages(r.items[i].base, 0, r.items[i].touched);
-    arena.ReleaseRun(r.items[i].base, r.items[i].run_pages);
+    const ip::RunRelease& x = r.items[i];
+    ip::DiscardPages(x.base, 0, x.touched);
+    if (x.sc->StashShell(x.id)) continue;
+    arena.ReleaseRun(x.base, x.run_pages);
+    descs.Free(x.id, x.sc->geo.objs);
   }
 }
 

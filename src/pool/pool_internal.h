@@ -56,17 +56,20 @@ inline constexpr int kGroupFull = 11;
 inline constexpr std::uint32_t kNoId = UINT32_MAX;
 // Runs of emptied zspages to give back to the OS once the class lock is
 // dropped: at most one per freed handle plus one per deferred slot.
+struct SizeClass;
 struct RunRelease {
   std::byte* base = nullptr;
   std::size_t touched = 0;    // pages to discard
   std::size_t run_pages = 0;  // the run's length, for the arena
+  std::uint32_t id = kNoId;   // the zspage's descriptor
+  SizeClass* sc = nullptr;    // its class
 };
 struct RunReleases {
   std::array<RunRelease, 1 + 16> items;
   std::size_t n = 0;
-  void Add(std::byte* base, std::size_t touched, std::size_t run_pages) {
+  void Add(const RunRelease& r) {
     assert(n < items.size());
-    items[n++] = {base, touched, run_pages};
+    items[n++] = r;
   }
 };
 
@@ -349,6 +352,32 @@ struct SizeClass {
       }
     }
     return false;  // all slots taken: the caller waits for the lock
+  }
+  // Shells: emptied zspages whose pages went back to the OS but whose
+  // descriptor and address range the class keeps (id + 1; 0: empty), so a
+  // new zspage of this class takes neither the descriptor table's lock nor
+  // the arena's. Lock-free, because a shell is stashed after its pages are
+  // discarded, outside the class lock. They hold no RAM; their descriptors
+  // stay in the metadata bill.
+  std::array<std::atomic<std::uint32_t>, 4> shells{};
+  bool StashShell(std::uint32_t id) {
+    for (auto& s : shells) {
+      std::uint32_t expected = 0;
+      if (s.compare_exchange_strong(expected, id + 1,
+                                    std::memory_order_release,
+                                    std::memory_order_relaxed)) {
+        return true;
+      }
+    }
+    return false;
+  }
+  std::uint32_t TakeShell() {
+    for (auto& s : shells) {
+      if (s.load(std::memory_order_relaxed) == 0) continue;
+      const std::uint32_t v = s.exchange(0, std::memory_order_acquire);
+      if (v != 0) return v - 1;
+    }
+    return kNoId;
   }
   // One emptied zspage kept with its pages for the next Malloc, or kNoId.
   // Not in any fullness group; counted in zspages and touched_pages.
