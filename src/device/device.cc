@@ -48,10 +48,18 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   int shift = 0;
   if (p != end) {
     switch (std::tolower(static_cast<unsigned char>(*p))) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
+      case 'k':
+        shift = 10;
+        break;
+      case 'm':
+        shift = 20;
+        break;
+      case 'g':
+        shift = 30;
+        break;
+      case 't':
+        shift = 40;
+        break;
       default:
         return Err(Status::InvalidArgument("not a size: '" + t + "'"));
     }
@@ -116,7 +124,8 @@ Status Device::Reset() {
 
 Status Device::SetCompAlgorithm(std::string_view name) {
   const std::string n = TrimSpace(name);
-  if (n.size() >= 128) return Status::InvalidArgument("algorithm name too long");
+  if (n.size() >= 128)
+    return Status::InvalidArgument("algorithm name too long");
   const auto names = CodecNames();
   if (std::find(names.begin(), names.end(), n) == names.end()) {
     return Status::InvalidArgument("unknown algorithm '" + n + "'");
@@ -249,13 +258,31 @@ Result<Device::ClientRef> Device::Attach() {
   // Under the shared lock: Reset() and Retire() hold it exclusively while
   // they check the client count, so neither can miss a client.
   std::shared_lock lock(mu_);
-  if (retired_) return Err(Status::NotFound("device '" + name_ + "' was removed"));
+  if (retired_)
+    return Err(Status::NotFound("device '" + name_ + "' was removed"));
   if (store_ == nullptr) return Err(NotInitialized());
   clients_.fetch_add(1);
   return ClientRef(this);
 }
 
 namespace {
+// Splits [offset, offset + length) into its pieces within one page each and
+// calls fn(page index, offset in page, piece length, bytes before the
+// piece) for them in order, stopping at the first error.
+template <typename Fn>
+Status ForEachPagePiece(std::uint64_t offset, std::uint64_t length, Fn fn) {
+  std::uint64_t done = 0;
+  while (done < length) {
+    const std::uint64_t pos = offset + done;
+    const std::size_t in_page = pos % kPageSize;
+    const std::size_t n = static_cast<std::size_t>(
+        std::min<std::uint64_t>(kPageSize - in_page, length - done));
+    ZT_RETURN_IF_ERROR(fn(pos / kPageSize, in_page, n, done));
+    done += n;
+  }
+  return Status::Ok();
+}
+
 Status CheckRange(std::uint64_t offset, std::uint64_t length,
                   std::uint64_t size) {
   if (offset > size || length > size - offset) {
@@ -271,47 +298,35 @@ Status Device::Read(std::uint64_t offset, std::span<std::byte> out) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, out.size(), disksize_));
-  alignas(8) std::byte page[kPageSize];
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const std::uint64_t pos = offset + done;
-    const std::uint64_t index = pos / kPageSize;
-    const std::size_t in_page = pos % kPageSize;
-    const std::size_t n = std::min(kPageSize - in_page, out.size() - done);
-    if (n == kPageSize) {
-      ZT_RETURN_IF_ERROR(
-          store_->Load(index, MutablePage(out.data() + done, kPageSize)));
-    } else {
-      ZT_RETURN_IF_ERROR(store_->Load(index, MutablePage(page, kPageSize)));
-      std::memcpy(out.data() + done, page + in_page, n);
-    }
-    done += n;
-  }
-  return Status::Ok();
+  return ForEachPagePiece(
+      offset, out.size(),
+      [&](std::uint64_t index, std::size_t in_page, std::size_t n,
+          std::uint64_t done) -> Status {
+        if (n == kPageSize) {
+          return store_->Load(index, MutablePage(out.data() + done, kPageSize));
+        }
+        alignas(8) std::byte page[kPageSize];
+        ZT_RETURN_IF_ERROR(store_->Load(index, MutablePage(page, kPageSize)));
+        std::memcpy(out.data() + done, page + in_page, n);
+        return Status::Ok();
+      });
 }
 
 Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const std::uint64_t pos = offset + done;
-    const std::uint64_t index = pos / kPageSize;
-    const std::size_t in_page = pos % kPageSize;
-    const std::size_t n = std::min(kPageSize - in_page, data.size() - done);
-    if (n == kPageSize) {
-      // Page by page, as zram: a page that fails keeps its old content
-      // (StoreBatch's all-or-nothing would empty the whole unit instead).
-      ZT_RETURN_IF_ERROR(
-          store_->Store(index, ConstPage(data.data() + done, kPageSize)));
-    } else {
-      ZT_RETURN_IF_ERROR(
-          store_->StorePartial(index, in_page, data.subspan(done, n)));
-    }
-    done += n;
-  }
-  return Status::Ok();
+  return ForEachPagePiece(
+      offset, data.size(),
+      [&](std::uint64_t index, std::size_t in_page, std::size_t n,
+          std::uint64_t done) -> Status {
+        // Page by page, as zram: a page that fails keeps its old content
+        // (StoreBatch's all-or-nothing would empty the whole unit instead).
+        if (n == kPageSize) {
+          return store_->Store(index, ConstPage(data.data() + done, kPageSize));
+        }
+        return store_->StorePartial(index, in_page, data.subspan(done, n));
+      });
 }
 
 Status Device::Trim(std::uint64_t offset, std::uint64_t length) {
@@ -333,24 +348,17 @@ Status Device::WriteZeroes(std::uint64_t offset, std::uint64_t length,
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, length, disksize_));
   static const std::byte kZeros[kPageSize] = {};
-  std::uint64_t pos = offset;
-  const std::uint64_t end = offset + length;
-  while (pos < end) {
-    const std::uint64_t index = pos / kPageSize;
-    const std::size_t in_page = pos % kPageSize;
-    const std::size_t n =
-        static_cast<std::size_t>(std::min<std::uint64_t>(kPageSize - in_page, end - pos));
-    if (n < kPageSize) {
-      ZT_RETURN_IF_ERROR(store_->StorePartial(
-          index, in_page, std::span<const std::byte>(kZeros, n)));
-    } else if (no_hole) {
-      ZT_RETURN_IF_ERROR(store_->Store(index, ConstPage(kZeros, kPageSize)));
-    } else {
-      ZT_RETURN_IF_ERROR(store_->Discard(index));
-    }
-    pos += n;
-  }
-  return Status::Ok();
+  return ForEachPagePiece(
+      offset, length,
+      [&](std::uint64_t index, std::size_t in_page, std::size_t n,
+          std::uint64_t) -> Status {
+        if (n < kPageSize) {
+          return store_->StorePartial(index, in_page,
+                                      std::span<const std::byte>(kZeros, n));
+        }
+        if (no_hole) return store_->Store(index, ConstPage(kZeros, kPageSize));
+        return store_->Discard(index);
+      });
 }
 
 Status Device::Flush() {
@@ -382,8 +390,8 @@ std::size_t Device::streams() const {
 
 Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {
   if (!ValidName(name)) {
-    return Err(Status::InvalidArgument("bad device name '" + std::string(name) +
-                                       "'"));
+    return Err(
+        Status::InvalidArgument("bad device name '" + std::string(name) + "'"));
   }
   std::lock_guard lock(mu_);
   if (devices_.contains(name)) {

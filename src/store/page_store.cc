@@ -12,14 +12,14 @@
 #include <time.h>
 
 #include <algorithm>
-#include <cassert>
 #include <atomic>
+#include <cassert>
 #include <cstring>
 #include <thread>
 #include <vector>
 
-#include "store/slot_table.h"
 #include "store/page_store_test_peer.h"
+#include "store/slot_table.h"
 #include "store/stream_pool.h"
 
 namespace ztier {
@@ -115,6 +115,19 @@ struct PageStore::Impl {
   std::atomic<std::uint64_t> decompress_fail{0};
   std::atomic<std::uint64_t> stores{0};
   std::atomic<std::uint64_t> loads{0};
+
+  // kOutOfRange unless slot `index` / slots [first, first + count) exist.
+  Status CheckSlot(std::uint64_t index) const {
+    if (index < slots.size()) return Status::Ok();
+    return Status::OutOfRange("slot " + std::to_string(index));
+  }
+  Status CheckSlots(std::uint64_t first, std::size_t count) const {
+    if (first <= slots.size() && count <= slots.size() - first) {
+      return Status::Ok();
+    }
+    return Status::OutOfRange("slots " + std::to_string(first) + "+" +
+                              std::to_string(count));
+  }
 
   void SetMemLimitBytes(std::size_t bytes) {
     mem_limit.store((bytes + kPageSize - 1) & ~(kPageSize - 1),
@@ -297,8 +310,8 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     return Err(Status::InvalidArgument("num_pages must be at least 1"));
   }
   if (options.batch_size == 0 || options.batch_size > kMaxBatchSize) {
-    return Err(Status::InvalidArgument(
-        "batch_size must be 1.." + std::to_string(kMaxBatchSize)));
+    return Err(Status::InvalidArgument("batch_size must be 1.." +
+                                       std::to_string(kMaxBatchSize)));
   }
   std::unique_ptr<PageStore> store(new PageStore());
   Impl& m = *store->impl_;
@@ -342,9 +355,7 @@ const Pool& PageStore::pool() const { return *impl_->pool; }
 
 Status PageStore::Store(std::uint64_t index, ConstPage page) {
   Impl& m = *impl_;
-  if (index >= m.slots.size()) {
-    return Status::OutOfRange("slot " + std::to_string(index));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlot(index));
   Pending p;
   ZT_RETURN_IF_ERROR(m.Prepare(page, &p));
   Slot& s = m.slots[index];
@@ -360,9 +371,7 @@ Status PageStore::Store(std::uint64_t index, ConstPage page) {
 Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
                                std::span<const std::byte> data) {
   Impl& m = *impl_;
-  if (index >= m.slots.size()) {
-    return Status::OutOfRange("slot " + std::to_string(index));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlot(index));
   if (offset > kPageSize || data.size() > kPageSize - offset) {
     return Status::OutOfRange("partial write past the end of a page");
   }
@@ -385,10 +394,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
   Impl& m = *impl_;
   assert(pages.size() % kPageSize == 0);
   const std::size_t count = pages.size() / kPageSize;
-  if (first > m.slots.size() || count > m.slots.size() - first) {
-    return Status::OutOfRange("slots " + std::to_string(first) + "+" +
-                              std::to_string(count));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlots(first, count));
   thread_local std::vector<Pending> pending;
   pending.assign(count, Pending{});
   const std::size_t bs = m.streams->batch_size();
@@ -427,14 +433,14 @@ Status PageStore::StoreBatch(std::uint64_t first,
       Status* status;
       bool* poor;
       internal::Stream* stream;
-    } ctx{&m,          pages.data(), items,     page_of, pending.data(),
+    } ctx{&m,          pages.data(), items,  page_of, pending.data(),
           item_status, item_poor,    &*lease};
     const BatchCompressor::ItemSink sink = [c = &ctx](std::size_t k) {
       const std::size_t i = c->page_of[k];
-      c->status[k] = c->m->MakeObject(
-          ConstPage(c->pages + i * kPageSize, kPageSize),
-          c->stream->buffer(k).first(c->items[k].length), &c->pending[i],
-          &c->poor[k]);
+      c->status[k] =
+          c->m->MakeObject(ConstPage(c->pages + i * kPageSize, kPageSize),
+                           c->stream->buffer(k).first(c->items[k].length),
+                           &c->pending[i], &c->poor[k]);
     };
     lease->batch->Compress(std::span<BatchItem>(items, n), &sink);
     for (std::size_t k = 0; k < n; ++k) {
@@ -470,9 +476,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
 
 Status PageStore::Load(std::uint64_t index, MutablePage out) {
   Impl& m = *impl_;
-  if (index >= m.slots.size()) {
-    return Status::OutOfRange("slot " + std::to_string(index));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlot(index));
   Slot& s = m.slots[index];
   SlotLock lock(s);
   return m.LoadLocked(index, s, out.data());
@@ -484,10 +488,7 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
   assert(out.size() % kPageSize == 0);
   const std::size_t count = out.size() / kPageSize;
   assert(statuses.empty() || statuses.size() == count);
-  if (first > m.slots.size() || count > m.slots.size() - first) {
-    return Status::OutOfRange("slots " + std::to_string(first) + "+" +
-                              std::to_string(count));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlots(first, count));
   Status first_error;
   auto report = [&](std::size_t i, Status st) {
     if (!st.ok() && first_error.ok()) first_error = st;
@@ -519,8 +520,8 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       std::byte* dst = out.data() + i * kPageSize;
       SlotLock lock(s);
       const std::uint32_t f = SlotTable::Flags(s);
-      const bool compressed = Allocated(f) &&
-                              !(f & (slot::kSame | slot::kHuge | slot::kWb));
+      const bool compressed =
+          Allocated(f) && !(f & (slot::kSame | slot::kHuge | slot::kWb));
       if (!compressed) {
         report(i, m.LoadLocked(first + i, s, dst));
         continue;
@@ -528,15 +529,14 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       std::span<std::byte> obj(scratch.get() + n * kPageSize, kPageSize);
       const std::size_t len =
           m.pool->ReadInto(s.value.load(std::memory_order_relaxed), obj);
-      items[n] = BatchItem{obj.first(len),
-                           std::span<std::byte>(dst, kPageSize)};
+      items[n] =
+          BatchItem{obj.first(len), std::span<std::byte>(dst, kPageSize)};
       page_of[n++] = i;
       s.ac_time = now;
       SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
     }
     if (n == 0) continue;
-    DecompressBatch(*m.codec, std::span<BatchItem>(items, n),
-                    m.workers.get());
+    DecompressBatch(*m.codec, std::span<BatchItem>(items, n), m.workers.get());
     for (std::size_t k = 0; k < n; ++k) {
       Status st = items[k].status;
       if (st.ok()) {
@@ -555,9 +555,7 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
 
 Status PageStore::Discard(std::uint64_t index) {
   Impl& m = *impl_;
-  if (index >= m.slots.size()) {
-    return Status::OutOfRange("slot " + std::to_string(index));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlot(index));
   Slot& s = m.slots[index];
   {
     SlotLock lock(s);
@@ -569,9 +567,7 @@ Status PageStore::Discard(std::uint64_t index) {
 
 Status PageStore::TryDiscard(std::uint64_t index) {
   Impl& m = *impl_;
-  if (index >= m.slots.size()) {
-    return Status::OutOfRange("slot " + std::to_string(index));
-  }
+  ZT_RETURN_IF_ERROR(m.CheckSlot(index));
   Slot& s = m.slots[index];
   Add(m.notify_free);
   if (!SlotTable::TryLock(s)) {
