@@ -12,7 +12,7 @@ CMAKE_FLAGS += -DZTIER_WERROR=ON
 endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
-  libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev zstd \
+  libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev liburing-dev libssl-dev zstd \
   libnbd-bin nbdkit fio qemu-utils
 
 .PHONY: all deps build run test test-asan test-tsan bench clean format
@@ -60,6 +60,7 @@ bench: build
 	./$(BUILD)/ztier bench nbd --corpus-dir $(CORPUS) --json $(BUILD)/bench-nbd.json
 	./$(BUILD)/ztier bench latency --cpus 1 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-1.json
 	./$(BUILD)/ztier bench latency --cpus 2 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-2.json
+	./$(BUILD)/ztier bench writeback --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-writeback.json
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "ztier/status.h"
@@ -31,6 +32,31 @@ inline std::string CorpusDir() {
   const char* env = std::getenv("ZTIER_CORPUS_DIR");
   return env != nullptr ? env : ZTIER_CORPUS_DIR;
 }
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it
+// when the object dies.
+class ScopedTempDir {
+ public:
+  ScopedTempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base != nullptr ? base : "/tmp") +
+                       "/ztier-test-XXXXXX";
+    if (mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string File(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace ztier::testing
 

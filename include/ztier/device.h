@@ -48,12 +48,31 @@ namespace ztier {
 // T (powers of 1024) suffix, case-insensitive. "1G", "4096", "512k".
 Result<std::uint64_t> ParseSize(std::string_view text);
 
+// Parses zram's `writeback` input (reference section 1.4) for a device of
+// `num_pages` pages, left to right:
+//   - mode tokens: idle, huge, huge_idle, incompressible, or type=<mode>;
+//   - page_index=N and page_indexes=LO-HI (inclusive) add one scan of that
+//     range with the mode set so far (none: every allocated slot);
+//   - a mode token with no index token before it scans the whole device;
+//     a mode token ends parsing (what follows is ignored, as zram does).
+// Tokens are separated by spaces or newlines. kInvalidArgument for an
+// unknown or malformed token or empty input; kOutOfRange for an index at or
+// past num_pages, or LO > HI.
+Result<std::vector<WritebackScan>> ParseWritebackTokens(std::string_view text,
+                                                         std::uint64_t num_pages);
+
 struct DeviceDefaults {
   std::string comp_algorithm = "lz4";
   std::string algorithm_params;
   std::uint64_t mem_limit = 0;
   BatchBackend batch_backend = BatchBackend::kSerial;
   std::size_t streams = 0;  // 0: one per core
+  // Backing stores this process opens: encrypted (--backing-encrypt),
+  // O_DIRECT where allowed.
+  bool backing_encrypt = false;
+  bool backing_direct = true;
+  // Tests only: passed to every BackingStore the device opens.
+  BackingFaultHook backing_fault_hook;
 };
 
 class Device {
@@ -82,6 +101,31 @@ class Device {
   Status SetMemLimit(std::uint64_t bytes);             // any time
   Status ResetMemUsedMax(std::string_view value);      // only "0"
   Status MarkIdle(std::string_view value);  // "all" or seconds; uninit: EINVAL
+  // backing_dev: a file or block device path; "none" (or empty) removes it.
+  // kBusy after init. The path must exist or its directory must (a file is
+  // created and sized to disksize, at SetDisksize, which fails with the
+  // open's error if it cannot). Show gives the path or "none\n".
+  Status SetBackingDev(std::string_view path);
+  std::string ShowBackingDev() const;
+  // writeback: ParseWritebackTokens, then PageStore::Writeback with this
+  // device's writeback_batch_size, compressed_writeback and budget.
+  // Uninitialised: kFailedPrecondition; no backing_dev: kNotFound. The
+  // result's error (IO error, limit reached, backing store full) is the
+  // returned status; the counts go to *result when not null.
+  Status Writeback(std::string_view tokens, WritebackResult* result = nullptr);
+  // writeback_limit_enable (0/1) and writeback_limit (4 KiB units left), as
+  // zram: any time, initialised or not; the limit is the remaining budget.
+  Status SetWritebackLimitEnable(bool enable);
+  bool writeback_limit_enable() const;
+  Status SetWritebackLimit(std::uint64_t pages);
+  std::uint64_t writeback_limit() const;
+  // writeback_batch_size: IOs in flight during writeback (default 32), >= 1.
+  Status SetWritebackBatchSize(std::uint64_t n);
+  std::uint64_t writeback_batch_size() const;
+  // compressed_writeback (0/1): kBusy after init, as zram.
+  Status SetCompressedWriteback(bool on);
+  bool compressed_writeback() const;
+  std::string ShowBdStat() const;  // zeros before init
   Status Compact();                         // uninit: kFailedPrecondition
   std::string ShowMmStat() const;     // zeros before init (kernel format)
   std::string ShowIoStat() const;
@@ -129,6 +173,11 @@ class Device {
   std::string algorithm_params_;
   std::uint64_t mem_limit_ = 0;
   std::uint64_t disksize_ = 0;
+  std::string backing_dev_;  // empty: none
+  std::shared_ptr<BackingStore> backing_;
+  bool compressed_writeback_ = false;
+  std::atomic<std::uint64_t> writeback_batch_size_{32};
+  WritebackBudget budget_;
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
   std::atomic<int> clients_{0};

@@ -29,7 +29,11 @@
 // decompressed straight from the pool into the caller's page. A load never
 // takes a compression stream: it uses this thread's own decompressor (no
 // lock besides the slot's). Reading a never-written slot gives zeros, as a
-// fresh zram device does.
+// fresh zram device does. A written-back (WB) slot is read from its block
+// under the slot's lock (only that slot waits for the disk), decompressed if
+// it was written compressed; it stays WB: the block is released only when
+// the slot is overwritten or discarded. A backing read error or a block
+// that fails authentication is kIoError / kCorruption, never data.
 //
 // Threads and locks:
 //   - Every slot has a lock bit in its flags word (zram's ZRAM_ENTRY_LOCK).
@@ -44,13 +48,16 @@
 #ifndef ZTIER_PAGE_STORE_H_
 #define ZTIER_PAGE_STORE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "ztier/backing_store.h"
 #include "ztier/batch_codec.h"
 #include "ztier/codec.h"
 #include "ztier/page.h"
@@ -85,6 +92,55 @@ struct PageStoreOptions {
   // Seconds on a monotonic clock, for slot access times and age-based idle
   // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
   std::function<std::uint32_t()> clock;
+  // Where Writeback() puts pages; null: no writeback (kNotFound, as zram's
+  // -ENODEV without a backing_dev). The store frees the blocks its slots
+  // hold; the BackingStore must outlive the PageStore.
+  std::shared_ptr<BackingStore> backing;
+};
+
+// ---- writeback (zram's `writeback` attribute, reference section 1.4) ----
+
+// Which slots a scan picks, beyond "allocated, not SAME, not already WB".
+// 0 picks every such slot; bits combine as zram's modes do (huge_idle is
+// kWritebackIdle | kWritebackHuge).
+enum WritebackFilter : unsigned {
+  kWritebackIdle = 1u << 0,
+  kWritebackHuge = 1u << 1,
+  kWritebackIncompressible = 1u << 2,
+};
+
+// One scan of slots [lo, hi) with a filter; a `writeback` command is a list
+// of them (its index and mode tokens).
+struct WritebackScan {
+  unsigned filter = 0;
+  std::uint64_t lo = 0;
+  std::uint64_t hi = 0;
+};
+
+// writeback_limit and writeback_limit_enable: a budget in pages, charged at
+// submit and refunded when the IO fails. Shared by the passes of one device.
+struct WritebackBudget {
+  std::atomic<bool> enabled{false};
+  std::atomic<std::uint64_t> pages{0};  // what remains
+};
+
+struct WritebackRequest {
+  std::vector<WritebackScan> scans;
+  std::size_t in_flight = 32;     // writeback_batch_size: IOs at once
+  std::size_t max_io_pages = 32;  // pages per IO (32: 128 KiB)
+  bool compressed = false;        // compressed_writeback: write the object
+  WritebackBudget* budget = nullptr;  // null: unlimited
+};
+
+struct WritebackResult {
+  std::uint64_t candidates = 0;  // slots the scans picked
+  std::uint64_t written = 0;     // slots now on the backing store
+  std::uint64_t changed = 0;     // touched during their IO: kept in RAM
+  std::uint64_t failed = 0;      // IO failed: kept in RAM, budget refunded
+  // OK, or the error that stopped the pass or the last IO error:
+  // kIoError (an IO failed; also "writeback_limit reached", as zram's EIO),
+  // kResourceExhausted (the backing store or its file system is full).
+  Status status;
 };
 
 // What one slot holds, for tests, block_state and post-processing.
@@ -130,12 +186,20 @@ struct PageStoreStats {
   std::uint64_t pool_limit_hit = 0;
   std::uint64_t same_filled_pages = 0;     // == same_pages
   std::uint64_t decompress_fail = 0;
+  // bd_stat, in pages: blocks in use, pages read from and written to the
+  // backing store (cumulative)
+  std::uint64_t bd_count = 0;
+  std::uint64_t bd_reads = 0;
+  std::uint64_t bd_writes = 0;
   // operation counts
   std::uint64_t stores = 0;   // pages successfully stored (cumulative)
   std::uint64_t loads = 0;    // pages successfully loaded (cumulative)
 };
 
 class PageStoreTestPeer;
+namespace internal {
+class WritebackPass;
+}  // namespace internal
 
 class PageStore {
  public:
@@ -201,6 +265,20 @@ class PageStore {
   void MarkIdleAll();
   void MarkIdleOlderThan(std::uint32_t age_seconds);
 
+  // Writes the slots the scans pick to the backing store, largest compressed
+  // size first, and frees their RAM. Selection marks each candidate PP
+  // under its lock; any access (load, store, discard) clears PP. A slot is
+  // copied out under its lock (decompressed, or the raw object when
+  // `compressed`), written with its neighbours in batched IO, and on
+  // completion relocked: if PP is still set its RAM copy is freed and it
+  // becomes WB; otherwise it keeps its new content and its block is freed.
+  // A failed IO leaves its slots as they were. Passes run one at a time
+  // (a second caller waits). kNotFound without a backing store;
+  // kOutOfRange for a scan past the end. Slot loads, stores and discards
+  // never wait for the IO: only for the copy-out of that one slot.
+  Result<WritebackResult> Writeback(const WritebackRequest& request);
+  bool has_backing() const;
+
   // Compacts the pool; returns OS pages freed.
   std::size_t Compact();
 
@@ -220,9 +298,11 @@ class PageStore {
   std::string FormatMmStat() const;
   std::string FormatIoStat() const;
   std::string FormatDebugStat() const;
+  std::string FormatBdStat() const;  // "%8llu %8llu %8llu\n", 4 KiB units
 
  private:
   friend class PageStoreTestPeer;
+  friend class internal::WritebackPass;
   PageStore();
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -2,6 +2,7 @@
 #include "ctl/attributes.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
@@ -37,21 +38,63 @@ std::string_view StripNewline(std::string_view v) {
   return v;
 }
 
-// kstrtou16(buf, 10): optional '+', decimal digits, one trailing newline.
-// EINVAL for a malformed number, ERANGE above 65535.
-WireReply ParseU16(std::string_view v, std::uint16_t* out) {
+// kstrtoull(buf, 10) limited to `max` (kstrtou16, kstrtouint are this
+// with 0xffff, 0xffffffff): optional '+', decimal digits, one trailing
+// newline. EINVAL for a malformed number, ERANGE above max.
+WireReply ParseUnsigned(std::string_view v, std::uint64_t max,
+                        std::uint64_t* out) {
   v = StripNewline(v);
   if (!v.empty() && v.front() == '+') v.remove_prefix(1);
-  unsigned long long n = 0;
+  std::uint64_t n = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
   if (v.empty() || p != v.data() + v.size()) {
     return Error("EINVAL", "not a number: '" + std::string(v) + "'");
   }
-  if (ec == std::errc::result_out_of_range || n > 0xffff) {
+  if (ec == std::errc::result_out_of_range || n > max) {
     return Error("ERANGE", "number out of range: '" + std::string(v) + "'");
   }
+  *out = n;
+  return Ok();
+}
+
+// kstrtou16(buf, 10).
+WireReply ParseU16(std::string_view v, std::uint16_t* out) {
+  std::uint64_t n = 0;
+  if (WireReply r = ParseUnsigned(v, 0xffff, &n); !r.ok) return r;
   *out = static_cast<std::uint16_t>(n);
   return Ok();
+}
+
+// kstrtobool: only the first characters count: y/Y/t/T/1 true, n/N/f/F/0
+// false, "on"/"off" (any case); anything else EINVAL.
+WireReply ParseBool(std::string_view v, bool* out) {
+  const auto lower = [&](std::size_t i) {
+    return i < v.size() ? static_cast<char>(
+                              std::tolower(static_cast<unsigned char>(v[i])))
+                        : '\0';
+  };
+  switch (lower(0)) {
+    case 'y':
+    case 't':
+    case '1':
+      *out = true;
+      return Ok();
+    case 'n':
+    case 'f':
+    case '0':
+      *out = false;
+      return Ok();
+    case 'o':
+      if (lower(1) == 'n' || lower(1) == 'f') {
+        *out = lower(1) == 'n';
+        return Ok();
+      }
+      break;
+    default:
+      break;
+  }
+  return Error("EINVAL", "not a boolean (0/1, y/n, on/off): '" +
+                             std::string(StripNewline(v)) + "'");
 }
 
 char* U64(char (&buf)[32], std::uint64_t v) {
@@ -111,6 +154,85 @@ WireReply StoreIdle(Device& d, std::string_view v) {
 WireReply StoreCompact(Device& d, std::string_view) {
   return FromStatus(d.Compact());
 }
+WireReply ShowBackingDev(Device& d) { return Ok(d.ShowBackingDev()); }
+WireReply StoreBackingDev(Device& d, std::string_view v) {
+  const Status s = d.SetBackingDev(v);
+  // A path that is not there is the kernel's filp_open() ENOENT
+  // (StatusCodeErrnoName says ENODEV).
+  if (s.code() == StatusCode::kNotFound) return Error("ENOENT", s.message());
+  return FromStatus(s);
+}
+// zram's writeback_store(): uninitialised EINVAL, no backing_dev ENODEV, bad
+// index ERANGE, malformed EINVAL; an IO error or writeback_limit reached EIO;
+// the backing store (or its file system) full ENOSPC.
+WireReply StoreWriteback(Device& d, std::string_view v) {
+  WritebackResult result;
+  const Status s = d.Writeback(v, &result);
+  if (s.ok()) return Ok();
+  std::string_view errno_name = StatusCodeErrnoName(s.code());
+  std::string message = s.message();
+  switch (s.code()) {
+    case StatusCode::kFailedPrecondition:
+      errno_name = "EINVAL";
+      break;
+    case StatusCode::kNotFound:
+      errno_name = "ENODEV";
+      break;
+    case StatusCode::kOutOfRange:
+      errno_name = "ERANGE";
+      break;
+    case StatusCode::kIoError:
+    case StatusCode::kCorruption:
+      errno_name = "EIO";
+      break;
+    case StatusCode::kResourceExhausted:
+      errno_name = "ENOSPC";
+      break;
+    default:
+      break;
+  }
+  if (result.candidates != 0) {
+    message += " (" + std::to_string(result.written) + " of " +
+               std::to_string(result.candidates) + " pages written, " +
+               std::to_string(result.failed) + " failed)";
+  }
+  return Error(errno_name, std::move(message));
+}
+WireReply ShowWritebackLimit(Device& d) {
+  char buf[32];
+  return Ok(U64(buf, d.writeback_limit()));
+}
+WireReply StoreWritebackLimit(Device& d, std::string_view v) {
+  std::uint64_t n = 0;
+  if (WireReply r = ParseUnsigned(v, UINT64_MAX, &n); !r.ok) return r;
+  return FromStatus(d.SetWritebackLimit(n));
+}
+WireReply ShowWritebackLimitEnable(Device& d) {
+  return Ok(d.writeback_limit_enable() ? "1\n" : "0\n");
+}
+WireReply StoreWritebackLimitEnable(Device& d, std::string_view v) {
+  std::uint64_t n = 0;  // kstrtoull: any nonzero number enables
+  if (WireReply r = ParseUnsigned(v, UINT64_MAX, &n); !r.ok) return r;
+  return FromStatus(d.SetWritebackLimitEnable(n != 0));
+}
+WireReply ShowWritebackBatchSize(Device& d) {
+  char buf[32];
+  return Ok(U64(buf, d.writeback_batch_size()));
+}
+WireReply StoreWritebackBatchSize(Device& d, std::string_view v) {
+  std::uint64_t n = 0;  // kstrtouint
+  if (WireReply r = ParseUnsigned(v, 0xffffffff, &n); !r.ok) return r;
+  return FromStatus(d.SetWritebackBatchSize(n));
+}
+WireReply ShowCompressedWriteback(Device& d) {
+  return Ok(d.compressed_writeback() ? "1\n" : "0\n");
+}
+WireReply StoreCompressedWriteback(Device& d, std::string_view v) {
+  bool on = false;
+  if (WireReply r = ParseBool(v, &on); !r.ok) return r;
+  return FromStatus(d.SetCompressedWriteback(on));
+}
+WireReply ShowBdStat(Device& d) { return Ok(d.ShowBdStat()); }
 WireReply ShowMmStat(Device& d) { return Ok(d.ShowMmStat()); }
 WireReply ShowIoStat(Device& d) { return Ok(d.ShowIoStat()); }
 WireReply ShowDebugStat(Device& d) { return Ok(d.ShowDebugStat()); }
@@ -139,9 +261,24 @@ constexpr DeviceAttribute kDeviceAttributes[] = {
     {"idle", nullptr, StoreIdle,
      "store 'all' or an age in seconds to mark pages idle"},
     {"compact", nullptr, StoreCompact, "store anything to compact the pool"},
+    {"backing_dev", ShowBackingDev, StoreBackingDev,
+     "file or block device for writeback, or none; store before disksize"},
+    {"writeback", nullptr, StoreWriteback,
+     "store idle, huge, huge_idle, incompressible, page_index=N or "
+     "page_indexes=LO-HI"},
+    {"writeback_limit", ShowWritebackLimit, StoreWritebackLimit,
+     "pages (4 KiB) writeback may still write when the limit is enabled"},
+    {"writeback_limit_enable", ShowWritebackLimitEnable,
+     StoreWritebackLimitEnable, "1: writeback stops when writeback_limit is 0"},
+    {"writeback_batch_size", ShowWritebackBatchSize, StoreWritebackBatchSize,
+     "writeback IOs in flight at once (default 32)"},
+    {"compressed_writeback", ShowCompressedWriteback, StoreCompressedWriteback,
+     "1: write pages back compressed; store before disksize"},
     {"mm_stat", ShowMmStat, nullptr, "memory statistics (9 columns)"},
     {"io_stat", ShowIoStat, nullptr, "failed reads/writes, notify_free"},
     {"debug_stat", ShowDebugStat, nullptr, "version and miss_free"},
+    {"bd_stat", ShowBdStat, nullptr,
+     "backing store pages in use, read and written (4 KiB units)"},
 };
 
 // ---- zram-control ----

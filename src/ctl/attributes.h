@@ -2,10 +2,12 @@
 // from a DeviceRegistry (the control server's request handler, without IO).
 //
 // Device attributes (request device = "zramN"):
-//   show+store  disksize, comp_algorithm
-//   show only   initstate, mm_stat, io_stat, debug_stat
+//   show+store  disksize, comp_algorithm, backing_dev, writeback_limit,
+//               writeback_limit_enable, writeback_batch_size,
+//               compressed_writeback
+//   show only   initstate, mm_stat, io_stat, debug_stat, bd_stat
 //   store only  reset, algorithm_params, mem_limit, mem_used_max, idle,
-//               compact
+//               compact, writeback
 // zram-control operations (request device = ""):
 //   show only   hot_add (creates the lowest free zramN, replies "N\n"),
 //               status (the JSON report of status_report.h)
@@ -13,10 +15,14 @@
 //
 // Errors carry the errno name zram's sysfs write would fail with:
 //   ENODEV  no such device (also hot_remove of an unknown device)
-//   ENOENT  no such attribute; algorithm_params dict= file missing
+//   ENOENT  no such attribute; algorithm_params dict= file missing;
+//           backing_dev path (and its directory) missing
 //   EPERM   show of a store-only attribute, or store to a show-only one
 //           (sysfs refuses such an open() with EACCES; EPERM is used here)
 //   E2BIG   comp_algorithm name of 128 bytes or more
+//   writeback, as zram's: not initialised EINVAL, no backing_dev ENODEV,
+//           page index past the end ERANGE, an IO error or writeback_limit
+//           reached EIO, backing store full ENOSPC
 //   others  from the device (StatusCodeErrnoName): EINVAL, EBUSY, ENOMEM...
 //
 // Thread safety: HandleRequest may be called concurrently; the devices lock

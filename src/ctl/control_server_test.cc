@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -66,6 +67,11 @@ class ControlServerTest : public ::testing::Test {
     path_ = (dir_ / "ztier.ctl").string();
     DeviceDefaults defaults;
     defaults.streams = 1;
+    // Backing writes fail with fault_ (a -errno) when it is not 0.
+    defaults.backing_fault_hook = [this](const BackingIo& io, long result) {
+      const long f = fault_.load();
+      return io.kind == BackingIo::Kind::kWrite && f != 0 ? f : result;
+    };
     registry_ = std::make_unique<DeviceRegistry>(defaults);
     ASSERT_TRUE(registry_->Add("zram0").has_value());
     StartServer();
@@ -117,6 +123,22 @@ class ControlServerTest : public ::testing::Test {
     return word;
   }
 
+  // The error message of a failed store ("" if it succeeded).
+  std::string StoreMessage(const std::string& attr, const std::string& value) {
+    auto r = Call(path_, {"zram0", attr, value});
+    EXPECT_TRUE(r.has_value()) << r.error().ToString();
+    return r.has_value() && !r->ok ? r->message : "";
+  }
+  // Stores `pages` pages of compressible data from page 0 of zram0.
+  void WritePages(std::size_t pages) {
+    std::vector<std::byte> data(pages * 4096);
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      data[i] = static_cast<std::byte>("ztier"[i % 5] + i / 4096);
+    }
+    ASSERT_OK(registry_->Find("zram0")->Write(0, data));
+  }
+
+  std::atomic<long> fault_{0};
   fs::path dir_;
   std::string path_;
   std::unique_ptr<DeviceRegistry> registry_;
@@ -238,14 +260,15 @@ TEST_F(ControlServerTest, IdleAndCompact) {
 
 TEST_F(ControlServerTest, WrongDirectionUnknownAttributeUnknownDevice) {
   for (const char* wo : {"reset", "algorithm_params", "mem_limit",
-                         "mem_used_max", "idle", "compact"}) {
+                         "mem_used_max", "idle", "compact", "writeback"}) {
     EXPECT_EQ(ShowErrno(wo), "EPERM") << wo;
   }
-  for (const char* ro : {"initstate", "mm_stat", "io_stat", "debug_stat"}) {
+  for (const char* ro :
+       {"initstate", "mm_stat", "io_stat", "debug_stat", "bd_stat"}) {
     EXPECT_EQ(StoreErrno(ro, "1"), "EPERM") << ro;
   }
   EXPECT_EQ(ShowErrno("max_comp_streams"), "ENOENT");
-  EXPECT_EQ(StoreErrno("backing_dev", "/dev/sdb"), "ENOENT");
+  EXPECT_EQ(StoreErrno("recompress", "type=huge"), "ENOENT");
   EXPECT_EQ(ShowErrno(""), "ENOENT");
   EXPECT_EQ(ShowErrno("disksize", "zram9"), "ENODEV");
   EXPECT_EQ(StoreErrno("disksize", "1M", "zram9"), "ENODEV");
@@ -254,6 +277,111 @@ TEST_F(ControlServerTest, WrongDirectionUnknownAttributeUnknownDevice) {
   auto r = Show("disksize", "zram9");
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ControlServerTest, BackingDev) {
+  EXPECT_EQ(Show("backing_dev"), "none\n");
+  EXPECT_EQ(StoreErrno("backing_dev", (dir_ / "no-dir/wb").string()), "ENOENT");
+  EXPECT_EQ(StoreErrno("backing_dev", dir_.string()), "EINVAL");
+  const std::string wb = (dir_ / "zram0.wb").string();
+  EXPECT_EQ(Store("backing_dev", wb + "\n"), "");
+  EXPECT_EQ(Show("backing_dev"), wb + "\n");
+  EXPECT_EQ(Store("backing_dev", "none\n"), "");
+  EXPECT_EQ(Show("backing_dev"), "none\n");
+  EXPECT_EQ(Store("backing_dev", wb), "");
+  EXPECT_EQ(Store("disksize", "1M"), "");
+  EXPECT_EQ(StoreErrno("backing_dev", "none"), "EBUSY");
+  EXPECT_EQ(Show("backing_dev"), wb + "\n");
+
+  auto json = Show("status", "");
+  ASSERT_TRUE(json.has_value());
+  auto devices = DecodeStatusJson(*json);
+  ASSERT_TRUE(devices.has_value()) << devices.error().ToString();
+  EXPECT_EQ((*devices)[0].backing_dev, wb);
+
+  EXPECT_EQ(Store("reset", "1"), "");
+  EXPECT_EQ(Show("backing_dev"), "none\n");
+}
+
+TEST_F(ControlServerTest, WritebackErrnos) {
+  EXPECT_EQ(StoreErrno("writeback", "idle"), "EINVAL");  // uninit
+  ASSERT_EQ(Store("disksize", "64K"), "");
+  EXPECT_EQ(StoreErrno("writeback", "idle"), "ENODEV");  // no backing_dev
+  ASSERT_EQ(Store("reset", "1"), "");
+  ASSERT_EQ(Store("backing_dev", (dir_ / "wb").string()), "");
+  ASSERT_EQ(Store("disksize", "64K"), "");  // 16 pages
+  EXPECT_EQ(StoreErrno("writeback", "page_index=16"), "ERANGE");
+  EXPECT_EQ(StoreErrno("writeback", "page_indexes=5-2"), "ERANGE");
+  EXPECT_EQ(StoreErrno("writeback", "page_index=abc"), "EINVAL");
+  EXPECT_EQ(StoreErrno("writeback", "bogus"), "EINVAL");
+  EXPECT_EQ(StoreErrno("writeback", ""), "EINVAL");
+  EXPECT_EQ(Store("writeback", "huge\n"), "");  // nothing to write
+
+  WritePages(8);
+  fault_ = -EIO;
+  EXPECT_EQ(StoreErrno("writeback", "page_indexes=0-3"), "EIO");
+  fault_ = -ENOSPC;
+  EXPECT_EQ(StoreErrno("writeback", "page_indexes=0-3"), "ENOSPC");
+  fault_ = 0;
+  EXPECT_EQ(Show("bd_stat"), "       0        0        0\n");
+
+  EXPECT_EQ(Store("writeback_limit_enable", "1"), "");
+  EXPECT_EQ(Store("writeback_limit", "2"), "");
+  EXPECT_EQ(StoreErrno("writeback", "page_indexes=0-3"), "EIO");
+  const std::string message =
+      StoreMessage("writeback", "page_indexes=0-7");  // limit now 0
+  EXPECT_NE(message.find("writeback_limit"), std::string::npos) << message;
+  EXPECT_EQ(Show("writeback_limit"), "0\n");
+  EXPECT_EQ(Store("writeback_limit_enable", "0"), "");
+  EXPECT_EQ(Store("writeback", "page_indexes=0-7"), "");
+  EXPECT_EQ(Show("bd_stat"), "       8        0        8\n");
+  EXPECT_EQ(MmStatColumn(0), "32768");  // written-back pages still count
+}
+
+TEST_F(ControlServerTest, WritebackTunables) {
+  EXPECT_EQ(Show("writeback_limit"), "0\n");
+  EXPECT_EQ(Store("writeback_limit", "1000\n"), "");
+  EXPECT_EQ(Show("writeback_limit"), "1000\n");
+  EXPECT_EQ(StoreErrno("writeback_limit", "lots"), "EINVAL");
+  EXPECT_EQ(StoreErrno("writeback_limit", "-1"), "EINVAL");
+  EXPECT_EQ(StoreErrno("writeback_limit", "99999999999999999999"), "ERANGE");
+  EXPECT_EQ(Show("writeback_limit"), "1000\n");
+
+  EXPECT_EQ(Show("writeback_limit_enable"), "0\n");
+  EXPECT_EQ(Store("writeback_limit_enable", "5"), "");  // nonzero: on
+  EXPECT_EQ(Show("writeback_limit_enable"), "1\n");
+  EXPECT_EQ(Store("writeback_limit_enable", "0\n"), "");
+  EXPECT_EQ(Show("writeback_limit_enable"), "0\n");
+  EXPECT_EQ(StoreErrno("writeback_limit_enable", "yes"), "EINVAL");
+
+  EXPECT_EQ(Show("writeback_batch_size"), "32\n");
+  EXPECT_EQ(StoreErrno("writeback_batch_size", "0"), "EINVAL");
+  EXPECT_EQ(StoreErrno("writeback_batch_size", "4294967296"), "ERANGE");
+  EXPECT_EQ(StoreErrno("writeback_batch_size", "x"), "EINVAL");
+  EXPECT_EQ(Store("writeback_batch_size", "8\n"), "");
+  EXPECT_EQ(Show("writeback_batch_size"), "8\n");
+
+  EXPECT_EQ(Show("compressed_writeback"), "0\n");
+  EXPECT_EQ(Store("compressed_writeback", "yes\n"), "");
+  EXPECT_EQ(Show("compressed_writeback"), "1\n");
+  EXPECT_EQ(Store("compressed_writeback", "off"), "");
+  EXPECT_EQ(Show("compressed_writeback"), "0\n");
+  EXPECT_EQ(Store("compressed_writeback", "1"), "");
+  EXPECT_EQ(StoreErrno("compressed_writeback", "maybe"), "EINVAL");
+  EXPECT_EQ(StoreErrno("compressed_writeback", ""), "EINVAL");
+
+  EXPECT_EQ(Show("bd_stat"), "       0        0        0\n");
+  ASSERT_EQ(Store("disksize", "1M"), "");
+  EXPECT_EQ(StoreErrno("compressed_writeback", "0"), "EBUSY");
+  EXPECT_EQ(Show("compressed_writeback"), "1\n");
+  // Any time, initialised or not.
+  EXPECT_EQ(Store("writeback_limit", "7"), "");
+  EXPECT_EQ(Store("writeback_limit_enable", "1"), "");
+  EXPECT_EQ(Store("writeback_batch_size", "1"), "");
+  ASSERT_EQ(Store("reset", "1"), "");
+  EXPECT_EQ(Show("writeback_limit"), "7\n");  // reset keeps them, as zram
+  EXPECT_EQ(Show("writeback_limit_enable"), "1\n");
+  EXPECT_EQ(Show("writeback_batch_size"), "1\n");
 }
 
 TEST_F(ControlServerTest, HotAddHotRemoveAndStatus) {

@@ -243,6 +243,13 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     s.huge_pages = st.huge_pages;
     s.streams = d->streams();
     s.clients = static_cast<std::uint64_t>(std::max(0, d->clients()));
+    s.backing_dev = d->ShowBackingDev();
+    if (!s.backing_dev.empty() && s.backing_dev.back() == '\n') {
+      s.backing_dev.pop_back();
+    }
+    s.bd_count = st.bd_count;
+    s.bd_reads = st.bd_reads;
+    s.bd_writes = st.bd_writes;
     out.push_back(std::move(s));
   }
   return out;
@@ -270,6 +277,9 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"huge_pages", d.huge_pages},
         {"streams", d.streams},
         {"clients", d.clients},
+        {"bd_count", d.bd_count},
+        {"bd_reads", d.bd_reads},
+        {"bd_writes", d.bd_writes},
     };
     for (const auto& [key, value] : numbers) {
       out += ",\"";
@@ -277,6 +287,8 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
       out += "\":";
       out += std::to_string(value);
     }
+    out += ",\"backing_dev\":";
+    AppendJsonString(out, d.backing_dev);
     out += '}';
   }
   out += devices.empty() ? "]}\n" : "\n]}\n";
@@ -311,6 +323,10 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadU64(o, "huge_pages", &d.huge_pages));
     ZT_RETURN_IF_ERROR(ReadU64(o, "streams", &d.streams));
     ZT_RETURN_IF_ERROR(ReadU64(o, "clients", &d.clients));
+    ZT_RETURN_IF_ERROR(ReadString(o, "backing_dev", &d.backing_dev));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_count", &d.bd_count));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_reads", &d.bd_reads));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_writes", &d.bd_writes));
     if (d.name.empty()) return Err(BadReport("a device has no name"));
     out.push_back(std::move(d));
   }

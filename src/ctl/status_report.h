@@ -7,7 +7,8 @@
 //   {"name":"zram0","algorithm":"lz4","initstate":1,"disksize":1073741824,
 //    "orig_data_size":0,"compr_data_size":0,"mem_used_total":0,
 //    "mem_limit":0,"mem_used_max":0,"same_pages":0,"huge_pages":0,
-//    "streams":8,"clients":0}
+//    "streams":8,"clients":0,"bd_count":0,"bd_reads":0,"bd_writes":0,
+//    "backing_dev":"none"}
 //   ]}
 //
 // `ztier status --json` prints it unchanged; `ztier status` decodes it
@@ -42,6 +43,10 @@ struct DeviceStatus {
   std::uint64_t huge_pages = 0;
   std::uint64_t streams = 0;
   std::uint64_t clients = 0;
+  std::string backing_dev = "none";  // as the attribute shows it, no newline
+  std::uint64_t bd_count = 0;        // bd_stat, in 4 KiB pages
+  std::uint64_t bd_reads = 0;
+  std::uint64_t bd_writes = 0;
 };
 
 // A snapshot of every device of `registry`, sorted by name.

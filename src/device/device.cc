@@ -5,12 +5,19 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <filesystem>
+#include <system_error>
 #include <thread>
 
 namespace ztier {
 namespace {
 
 constexpr std::uint64_t kPageMask = kPageSize - 1;
+
+// writeback_batch_size takes any number >= 1, as zram's; a pass uses at most
+// this many IOs at once (UIO_MAXIOV: the most buffers io_uring registers).
+// Far more would only fail to set up the ring, or reserve GiBs of buffers.
+constexpr std::uint64_t kMaxWritebackInFlight = 1024;
 
 Status NotInitialized() {
   return Status::FailedPrecondition("device is not initialised (set disksize)");
@@ -32,6 +39,47 @@ std::string TrimSpace(std::string_view s) {
     s.remove_prefix(1);
   }
   return std::string(s);
+}
+
+// backing_dev's check at store time: the path exists (and is not a
+// directory), or its directory does (the file is created at SetDisksize).
+Status CheckBackingPath(const std::string& path) {
+  if (path.size() >= 4096) {
+    return Status::InvalidArgument("backing_dev path too long");
+  }
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (fs::exists(st)) {
+    if (fs::is_directory(st)) {
+      return Status::InvalidArgument("backing_dev " + path + " is a directory");
+    }
+    return Status::Ok();
+  }
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec)) {
+    return Status::NotFound("backing_dev " + path +
+                            ": no such file, and no directory " + dir.string() +
+                            " to create it in");
+  }
+  return Status::Ok();
+}
+
+// Opens backing_dev for a device of `disksize` bytes; errors name the path.
+Result<std::shared_ptr<BackingStore>> OpenBacking(
+    const std::string& path, std::uint64_t disksize,
+    const DeviceDefaults& defaults) {
+  auto opened = BackingStore::Open({.path = path,
+                                    .size_bytes = disksize,
+                                    .direct = defaults.backing_direct,
+                                    .encrypt = defaults.backing_encrypt,
+                                    .fault_hook = defaults.backing_fault_hook});
+  if (!opened.has_value()) {
+    const Status& e = opened.error();
+    return Err(Status(e.code(), "backing_dev: " + e.message()));
+  }
+  return std::shared_ptr<BackingStore>(std::move(*opened));
 }
 
 }  // namespace
@@ -93,7 +141,13 @@ Status Device::SetDisksize(std::uint64_t bytes) {
   o.mem_limit = mem_limit_;
   o.batch_backend = defaults_.batch_backend;
   o.streams = defaults_.streams;
+  std::shared_ptr<BackingStore> backing;
+  if (!backing_dev_.empty()) {
+    ZT_ASSIGN_OR_RETURN(backing, OpenBacking(backing_dev_, aligned, defaults_));
+    o.backing = backing;
+  }
   ZT_ASSIGN_OR_RETURN(store_, PageStore::Create(o));
+  backing_ = std::move(backing);
   disksize_ = aligned;
   return Status::Ok();
 }
@@ -114,7 +168,13 @@ Status Device::Reset() {
     return Status::Busy("device has " + std::to_string(clients_.load()) +
                         " client(s) attached");
   }
+  // The store frees its blocks into the backing store: drop it first. As
+  // the kernel's reset_bdev(), the backing device is closed and forgotten;
+  // writeback_limit(_enable), writeback_batch_size and compressed_writeback
+  // stay (zram's reset does not clear them either).
   store_.reset();
+  backing_.reset();
+  backing_dev_.clear();
   disksize_ = 0;
   mem_limit_ = defaults_.mem_limit;
   comp_algorithm_ = defaults_.comp_algorithm;
@@ -211,6 +271,94 @@ Status Device::MarkIdle(std::string_view value) {
   }
   store_->MarkIdleOlderThan(age);
   return Status::Ok();
+}
+
+Status Device::SetBackingDev(std::string_view path) {
+  const std::string p = TrimSpace(path);
+  std::unique_lock lock(mu_);
+  if (store_ != nullptr) {
+    return Status::Busy("backing_dev cannot change after disksize is set");
+  }
+  if (p.empty() || p == "none") {
+    backing_dev_.clear();
+    return Status::Ok();
+  }
+  ZT_RETURN_IF_ERROR(CheckBackingPath(p));
+  backing_dev_ = p;
+  return Status::Ok();
+}
+
+std::string Device::ShowBackingDev() const {
+  std::shared_lock lock(mu_);
+  return (backing_dev_.empty() ? std::string("none") : backing_dev_) + "\n";
+}
+
+Status Device::Writeback(std::string_view tokens, WritebackResult* result) {
+  // Shared, as IO: the pass runs alongside reads and writes, and Reset()
+  // waits for it.
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  if (backing_ == nullptr) {
+    return Status::NotFound("device '" + name_ + "' has no backing_dev");
+  }
+  WritebackRequest request;
+  ZT_ASSIGN_OR_RETURN(request.scans,
+                      ParseWritebackTokens(tokens, disksize_ / kPageSize));
+  request.in_flight = static_cast<std::size_t>(
+      std::min(writeback_batch_size_.load(), kMaxWritebackInFlight));
+  request.compressed = compressed_writeback_;
+  request.budget = &budget_;
+  ZT_ASSIGN_OR_RETURN(WritebackResult r, store_->Writeback(request));
+  if (result != nullptr) *result = r;
+  return r.status;
+}
+
+Status Device::SetWritebackLimitEnable(bool enable) {
+  budget_.enabled.store(enable);
+  return Status::Ok();
+}
+
+bool Device::writeback_limit_enable() const { return budget_.enabled.load(); }
+
+Status Device::SetWritebackLimit(std::uint64_t pages) {
+  // zram rounds down to whole pages of PAGE_SIZE / 4096 units: 1 here.
+  budget_.pages.store(pages);
+  return Status::Ok();
+}
+
+std::uint64_t Device::writeback_limit() const { return budget_.pages.load(); }
+
+Status Device::SetWritebackBatchSize(std::uint64_t n) {
+  if (n == 0) {
+    return Status::InvalidArgument("writeback_batch_size must be at least 1");
+  }
+  writeback_batch_size_.store(n);
+  return Status::Ok();
+}
+
+std::uint64_t Device::writeback_batch_size() const {
+  return writeback_batch_size_.load();
+}
+
+Status Device::SetCompressedWriteback(bool on) {
+  std::unique_lock lock(mu_);
+  if (store_ != nullptr) {
+    return Status::Busy(
+        "compressed_writeback cannot change after disksize is set");
+  }
+  compressed_writeback_ = on;
+  return Status::Ok();
+}
+
+bool Device::compressed_writeback() const {
+  std::shared_lock lock(mu_);
+  return compressed_writeback_;
+}
+
+std::string Device::ShowBdStat() const {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return "       0        0        0\n";
+  return store_->FormatBdStat();
 }
 
 Status Device::Compact() {

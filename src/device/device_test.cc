@@ -3,7 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <vector>
 
@@ -138,6 +141,192 @@ TEST(DeviceTest, MemLimitAndAttributes) {
   ASSERT_OK(d.Compact());
   EXPECT_EQ(d.ShowIoStat(), "       0        0 0        0\n");
   EXPECT_EQ(d.ShowDebugStat(), "version: 1\n0        0\n");
+}
+
+// ---- backing_dev and writeback ----
+
+TEST(DeviceBackingTest, BackingDevIsSetBeforeDisksizeAndClearedByReset) {
+  testing::ScopedTempDir dir;
+  Device d("zram0", DeviceDefaults{});
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");
+  EXPECT_EQ(d.SetBackingDev(dir.File("no-dir/wb")).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(d.SetBackingDev(dir.path()).code(),
+            StatusCode::kInvalidArgument);  // a directory
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");
+  const std::string path = dir.File("zram0.wb");
+  ASSERT_OK(d.SetBackingDev(path + "\n"));  // as `echo PATH >` writes it
+  EXPECT_EQ(d.ShowBackingDev(), path + "\n");
+  ASSERT_OK(d.SetBackingDev("none"));
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");
+  ASSERT_OK(d.SetBackingDev(path));
+  ASSERT_OK(d.SetBackingDev(""));
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");
+  ASSERT_OK(d.SetBackingDev(path));
+
+  ASSERT_OK(d.SetDisksize(64 * kPageSize));
+  EXPECT_TRUE(std::filesystem::exists(path));  // created at disksize
+  EXPECT_EQ(d.SetBackingDev(dir.File("other")).code(), StatusCode::kBusy);
+  EXPECT_EQ(d.SetBackingDev("none").code(), StatusCode::kBusy);
+  EXPECT_EQ(d.ShowBackingDev(), path + "\n");
+  ASSERT_OK(d.Reset());
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");  // as the kernel's reset_bdev
+  // An existing file is accepted too.
+  ASSERT_OK(d.SetBackingDev(path));
+}
+
+TEST(DeviceBackingTest, OpenFailureLeavesTheDeviceUninitialised) {
+  testing::ScopedTempDir dir;
+  const std::string sub = dir.File("sub");
+  ASSERT_TRUE(std::filesystem::create_directory(sub));
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetBackingDev(sub + "/wb"));
+  std::filesystem::remove(sub);  // gone before disksize
+  const Status s = d.SetDisksize(16 * kPageSize);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_FALSE(d.initialized());
+  EXPECT_EQ(d.disksize(), 0u);
+  ASSERT_OK(d.SetBackingDev("none"));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+}
+
+TEST(DeviceBackingTest, WritebackErrors) {
+  testing::ScopedTempDir dir;
+  Device d("zram0", DeviceDefaults{});
+  EXPECT_EQ(d.Writeback("idle").code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  EXPECT_EQ(d.Writeback("idle").code(), StatusCode::kNotFound);
+  ASSERT_OK(d.Reset());
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  EXPECT_EQ(d.Writeback("idle").code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  EXPECT_EQ(d.Writeback("bogus").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.Writeback("").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.Writeback("page_index=16").code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(d.Writeback("page_indexes=3-2").code(), StatusCode::kOutOfRange);
+  WritebackResult r;
+  ASSERT_OK(d.Writeback("idle\n", &r));  // nothing stored: nothing to do
+  EXPECT_EQ(r.written, 0u);
+}
+
+TEST(DeviceBackingTest, WritebackLimitBatchSizeAndCompressedRoundTrip) {
+  Device d("zram0", DeviceDefaults{});
+  EXPECT_FALSE(d.writeback_limit_enable());
+  EXPECT_EQ(d.writeback_limit(), 0u);
+  EXPECT_EQ(d.writeback_batch_size(), 32u);
+  EXPECT_FALSE(d.compressed_writeback());
+  ASSERT_OK(d.SetWritebackLimitEnable(true));
+  ASSERT_OK(d.SetWritebackLimit(1000));
+  EXPECT_EQ(d.SetWritebackBatchSize(0).code(), StatusCode::kInvalidArgument);
+  ASSERT_OK(d.SetWritebackBatchSize(4));
+  ASSERT_OK(d.SetCompressedWriteback(true));
+  EXPECT_TRUE(d.writeback_limit_enable());
+  EXPECT_EQ(d.writeback_limit(), 1000u);
+  EXPECT_EQ(d.writeback_batch_size(), 4u);
+  EXPECT_TRUE(d.compressed_writeback());
+
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  EXPECT_EQ(d.SetCompressedWriteback(false).code(), StatusCode::kBusy);
+  // Limit, enable and batch size change any time.
+  ASSERT_OK(d.SetWritebackLimit(7));
+  ASSERT_OK(d.SetWritebackLimitEnable(false));
+  ASSERT_OK(d.SetWritebackBatchSize(64));
+  ASSERT_OK(d.Reset());
+  // zram's reset keeps them (and compressed_writeback).
+  EXPECT_EQ(d.writeback_limit(), 7u);
+  EXPECT_FALSE(d.writeback_limit_enable());
+  EXPECT_EQ(d.writeback_batch_size(), 64u);
+  EXPECT_TRUE(d.compressed_writeback());
+  ASSERT_OK(d.SetCompressedWriteback(false));
+}
+
+TEST(DeviceBackingTest, BdStatBeforeInitAndWithoutBacking) {
+  Device d("zram0", DeviceDefaults{});
+  EXPECT_EQ(d.ShowBdStat(), "       0        0        0\n");
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  EXPECT_EQ(d.ShowBdStat(), "       0        0        0\n");
+}
+
+TEST(DeviceBackingTest, WritebackMovesPagesAndReadsThemBack) {
+  testing::ScopedTempDir dir;
+  for (bool compressed : {false, true}) {
+    SCOPED_TRACE(compressed ? "compressed" : "decompressed");
+    Device d("zram0", DeviceDefaults{});
+    ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+    ASSERT_OK(d.SetCompressedWriteback(compressed));
+    // One IO at a time, or far more than a pass uses (capped, not an error).
+    ASSERT_OK(d.SetWritebackBatchSize(compressed ? 1 : 1ull << 32));
+    ASSERT_OK(d.SetDisksize(16 * kPageSize));
+    const auto data = Bytes(8 * kPageSize, 5);
+    ASSERT_OK(d.Write(0, data));
+    WritebackResult r;
+    ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
+    EXPECT_EQ(r.candidates, 4u);
+    EXPECT_EQ(r.written, 4u);
+    EXPECT_EQ(d.Stats().bd_count, 4u);
+    EXPECT_EQ(d.ShowBdStat(), "       4        0        4\n");
+    std::vector<std::byte> back(data.size());
+    ASSERT_OK(d.Read(0, back));
+    EXPECT_EQ(back, data);
+    EXPECT_EQ(d.Stats().bd_reads, 4u);
+    // Overwriting a written-back page releases its block.
+    ASSERT_OK(d.Write(0, Bytes(kPageSize, 6)));
+    EXPECT_EQ(d.Stats().bd_count, 3u);
+    ASSERT_OK(d.Reset());
+  }
+}
+
+TEST(DeviceBackingTest, WritebackLimitStopsWithIoError) {
+  testing::ScopedTempDir dir;
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  ASSERT_OK(d.Write(0, Bytes(8 * kPageSize, 7)));
+  ASSERT_OK(d.SetWritebackLimitEnable(true));
+  ASSERT_OK(d.SetWritebackLimit(0));
+  WritebackResult r;
+  EXPECT_EQ(d.Writeback("page_indexes=0-7", &r).code(), StatusCode::kIoError);
+  EXPECT_EQ(r.written, 0u);
+  ASSERT_OK(d.SetWritebackLimit(3));
+  EXPECT_EQ(d.Writeback("page_indexes=0-7", &r).code(), StatusCode::kIoError);
+  EXPECT_EQ(r.written, 3u);
+  EXPECT_EQ(d.writeback_limit(), 0u);
+  ASSERT_OK(d.SetWritebackLimitEnable(false));
+  ASSERT_OK(d.Writeback("page_indexes=0-7", &r));
+  EXPECT_EQ(r.written, 5u);
+  EXPECT_EQ(d.Stats().bd_count, 8u);
+}
+
+TEST(DeviceBackingTest, BackingIoErrorsReachTheCaller) {
+  testing::ScopedTempDir dir;
+  std::atomic<long> fault{0};  // 0: none; else the -errno every write gets
+  DeviceDefaults defaults;
+  defaults.backing_fault_hook = [&](const BackingIo& io, long result) {
+    if (io.kind == BackingIo::Kind::kWrite && fault.load() != 0) {
+      return fault.load();
+    }
+    return result;
+  };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  const auto data = Bytes(4 * kPageSize, 8);
+  ASSERT_OK(d.Write(0, data));
+  WritebackResult r;
+  fault = -EIO;
+  EXPECT_EQ(d.Writeback("page_indexes=0-3", &r).code(), StatusCode::kIoError);
+  EXPECT_EQ(r.written, 0u);
+  EXPECT_EQ(r.failed, 4u);
+  fault = -ENOSPC;
+  EXPECT_EQ(d.Writeback("page_indexes=0-3", &r).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(d.Stats().bd_count, 0u);
+  std::vector<std::byte> back(data.size());
+  ASSERT_OK(d.Read(0, back));  // still in RAM
+  EXPECT_EQ(back, data);
+  fault = 0;
+  ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
+  EXPECT_EQ(r.written, 4u);
 }
 
 TEST(DeviceRegistryTest, AddHotAddRemove) {

@@ -18,281 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "store/page_store_impl.h"
 #include "store/page_store_test_peer.h"
-#include "store/slot_table.h"
-#include "store/stream_pool.h"
 
 namespace ztier {
-
-using internal::Slot;
-using internal::SlotLock;
-using internal::SlotTable;
-namespace slot = internal::slot;
-
-namespace {
-
-std::uint32_t MonotonicSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint32_t>(ts.tv_sec);
-}
-
-inline std::uint64_t LoadWord(const std::byte* p) {
-  std::uint64_t v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-// zram's page_same_filled(): every 8-byte word equals the first; the last
-// word is checked first because most pages differ there early.
-bool IsSameFilled(const std::byte* page, std::uint64_t* fill) {
-  constexpr std::size_t kWords = kPageSize / sizeof(std::uint64_t);
-  const std::uint64_t v = LoadWord(page);
-  if (LoadWord(page + (kWords - 1) * 8) != v) return false;
-  for (std::size_t i = 1; i < kWords - 1; ++i) {
-    if (LoadWord(page + i * 8) != v) return false;
-  }
-  *fill = v;
-  return true;
-}
-
-void FillWords(std::byte* out, std::uint64_t v) {
-  if (v == 0) {
-    std::memset(out, 0, kPageSize);
-    return;
-  }
-  for (std::size_t i = 0; i < kPageSize; i += 8) std::memcpy(out + i, &v, 8);
-}
-
-inline void Add(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
-  c.fetch_add(v, std::memory_order_relaxed);
-}
-inline void Sub(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
-  c.fetch_sub(v, std::memory_order_relaxed);
-}
-inline std::uint64_t Get(const std::atomic<std::uint64_t>& c) {
-  return c.load(std::memory_order_relaxed);
-}
-
-bool Allocated(std::uint32_t f) {
-  return (f & slot::kSizeMask) != 0 || (f & (slot::kSame | slot::kWb)) != 0;
-}
-
-// A page on its way into a slot: what StoreBatch holds until the whole batch
-// has succeeded.
-struct Pending {
-  std::uint64_t value = 0;
-  std::uint32_t content = 0;  // size | SAME | HUGE
-};
-
-}  // namespace
-
-struct PageStore::Impl {
-  PageStoreOptions options;
-  std::shared_ptr<const Codec> codec;
-  std::unique_ptr<Pool> pool;
-  std::unique_ptr<WorkerPool> workers;  // parallel backend only
-  std::unique_ptr<internal::StreamPool> streams;
-  SlotTable slots;
-  std::size_t huge_size = 0;
-  std::function<std::uint32_t()> clock;
-
-  std::atomic<std::uint64_t> mem_limit{0};
-  std::atomic<std::uint64_t> mem_used_max{0};
-  std::atomic<std::uint64_t> pages_stored{0};
-  std::atomic<std::uint64_t> compr_data_size{0};
-  std::atomic<std::uint64_t> same_pages{0};
-  std::atomic<std::uint64_t> huge_pages{0};
-  std::atomic<std::uint64_t> huge_pages_since{0};
-  std::atomic<std::uint64_t> failed_reads{0};
-  std::atomic<std::uint64_t> failed_writes{0};
-  std::atomic<std::uint64_t> notify_free{0};
-  std::atomic<std::uint64_t> miss_free{0};
-  std::atomic<std::uint64_t> reject_compress_poor{0};
-  std::atomic<std::uint64_t> reject_compress_fail{0};
-  std::atomic<std::uint64_t> reject_alloc_fail{0};
-  std::atomic<std::uint64_t> pool_limit_hit{0};
-  std::atomic<std::uint64_t> decompress_fail{0};
-  std::atomic<std::uint64_t> stores{0};
-  std::atomic<std::uint64_t> loads{0};
-
-  // kOutOfRange unless slot `index` / slots [first, first + count) exist.
-  Status CheckSlot(std::uint64_t index) const {
-    if (index < slots.size()) return Status::Ok();
-    return Status::OutOfRange("slot " + std::to_string(index));
-  }
-  Status CheckSlots(std::uint64_t first, std::size_t count) const {
-    if (first <= slots.size() && count <= slots.size() - first) {
-      return Status::Ok();
-    }
-    return Status::OutOfRange("slots " + std::to_string(first) + "+" +
-                              std::to_string(count));
-  }
-
-  void SetMemLimitBytes(std::size_t bytes) {
-    mem_limit.store((bytes + kPageSize - 1) & ~(kPageSize - 1),
-                    std::memory_order_relaxed);
-  }
-
-  internal::StreamPool::Lease AcquireStream() {
-    return options.shared_stream_baseline ? streams->AcquireShared()
-                                          : streams->Acquire();
-  }
-
-  std::uint32_t Now() const { return clock ? clock() : MonotonicSeconds(); }
-
-  // Frees whatever slot s holds. REQUIRES: s locked.
-  void FreeSlotLocked(Slot& s) {
-    const std::uint32_t f = SlotTable::Flags(s);
-    if (!Allocated(f)) return;
-    if (f & slot::kHuge) Sub(huge_pages);
-    if (f & slot::kSame) {
-      Sub(same_pages);
-    } else if (!(f & slot::kWb)) {
-      pool->Free(s.value.load(std::memory_order_relaxed));
-      Sub(compr_data_size, f & slot::kSizeMask);
-    }
-    Sub(pages_stored);
-    s.value.store(0, std::memory_order_relaxed);
-    SlotTable::SetContent(s, 0);
-  }
-
-  // Puts p into slot s, freeing the old content. REQUIRES: s locked.
-  void InstallLocked(Slot& s, const Pending& p, std::uint32_t now) {
-    FreeSlotLocked(s);
-    s.value.store(p.value, std::memory_order_relaxed);
-    SlotTable::SetContent(s, p.content);
-    s.ac_time = now;
-    if (p.content & slot::kSame) {
-      Add(same_pages);
-    } else {
-      Add(compr_data_size, p.content & slot::kSizeMask);
-      if (p.content & slot::kHuge) {
-        Add(huge_pages);
-        Add(huge_pages_since);
-      }
-    }
-    Add(pages_stored);
-  }
-
-  // After an allocation: zram checks mem_limit here, and tracks the peak.
-  Status CheckLimitAfterAlloc() {
-    const std::uint64_t used = pool->TotalBytes();
-    const std::uint64_t limit = mem_limit.load(std::memory_order_relaxed);
-    if (limit != 0 && used > limit) {
-      Add(pool_limit_hit);
-      return Status::ResourceExhausted("mem_limit reached");
-    }
-    std::uint64_t peak = mem_used_max.load(std::memory_order_relaxed);
-    while (used > peak && !mem_used_max.compare_exchange_weak(
-                              peak, used, std::memory_order_relaxed)) {
-    }
-    return Status::Ok();
-  }
-
-  // Turns one page into a pool object: `compressed` is the codec's output
-  // (empty: it did not fit). A page zswap would reject as poorly compressed
-  // sets *poor; that is a refusal, not a failed write.
-  Status MakeObject(ConstPage page, std::span<const std::byte> compressed,
-                    Pending* out, bool* poor) {
-    std::span<const std::byte> obj = compressed;
-    std::uint32_t content = 0;
-    if (compressed.empty() || compressed.size() >= huge_size) {
-      if (!options.store_incompressible) {
-        Add(reject_compress_poor);
-        *poor = true;
-        return Status::ResourceExhausted("page does not compress");
-      }
-      obj = page;
-      content = slot::kHuge;
-    }
-    const Handle h = pool->Malloc(obj.size());
-    if (h == kInvalidHandle) {
-      Add(reject_alloc_fail);
-      return Status::ResourceExhausted("pool allocation failed");
-    }
-    pool->Write(h, obj);
-    out->value = h;
-    out->content = content | static_cast<std::uint32_t>(obj.size());
-    return Status::Ok();
-  }
-
-  // Turns a page into what a slot will hold: the fill word, or a pool object
-  // (compressed or raw) within mem_limit. On failure nothing is allocated
-  // and the error is counted.
-  Status Prepare(ConstPage page, Pending* p) {
-    std::uint64_t fill;
-    if (IsSameFilled(page.data(), &fill)) {
-      p->value = fill;
-      p->content = slot::kSame;
-      return Status::Ok();
-    }
-    Status st;
-    bool poor = false;
-    {
-      auto lease = AcquireStream();
-      BatchItem item{page, lease->buffer(0)};
-      lease->batch->Compress(std::span<BatchItem>(&item, 1));
-      st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
-    }
-    if (st.ok()) {
-      st = CheckLimitAfterAlloc();
-      if (!st.ok()) {
-        DropPending(*p);
-        pool->ReleaseSpares();  // the freed object's zspage must not linger
-      }
-    }
-    if (!st.ok() && !poor) Add(failed_writes);
-    return st;
-  }
-
-  void DropPending(const Pending& p) {
-    if (!(p.content & slot::kSame) && p.value != kInvalidHandle) {
-      pool->Free(p.value);
-    }
-  }
-
-  // Reads slot s into out. REQUIRES: s locked.
-  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out) {
-    const std::uint32_t f = SlotTable::Flags(s);
-    const std::uint64_t v = s.value.load(std::memory_order_relaxed);
-    Status st;
-    if (f & slot::kSame) {
-      FillWords(out, v);
-    } else if (!Allocated(f)) {
-      std::memset(out, 0, kPageSize);
-    } else if (f & slot::kWb) {
-      st = Status::Unsupported("slot is on a backing store");
-    } else if (f & slot::kHuge) {
-      pool->ReadInto(v, std::span<std::byte>(out, kPageSize));
-    } else if (options.shared_stream_baseline) {
-      // The baseline: decompress with this CPU's stream, under its mutex.
-      auto lease = streams->AcquireShared();
-      pool->Read(v, [&](std::span<const std::byte> obj) {
-        st = lease->decompressor->Decompress(
-            obj, std::span<std::byte>(out, kPageSize));
-      });
-    } else {
-      Decompressor& d = LocalDecompressor(*codec);
-      pool->Read(v, [&](std::span<const std::byte> obj) {
-        st = d.Decompress(obj, std::span<std::byte>(out, kPageSize));
-      });
-      if (!st.ok()) {
-        Add(decompress_fail);
-        st = Status::Corruption("slot " + std::to_string(index) + ": " +
-                                st.message());
-      }
-    }
-    if (!st.ok()) {
-      Add(failed_reads);
-      return st;
-    }
-    s.ac_time = Now();
-    SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
-    Add(loads);
-    return st;
-  }
-};
 
 PageStore::PageStore() : impl_(std::make_unique<Impl>()) {}
 
@@ -300,8 +29,16 @@ internal::StreamPool& PageStoreTestPeer::Streams(PageStore& store) {
   return *store.impl_->streams;
 }
 PageStore::~PageStore() {
-  // Slots hold pool handles; the pool goes away with them, so nothing to
-  // free one by one.
+  // Pool objects go away with the pool; blocks on the backing store, which
+  // outlives the store, are given back one by one.
+  Impl& m = *impl_;
+  if (m.options.backing == nullptr) return;
+  for (std::size_t i = 0; i < m.slots.size(); ++i) {
+    Slot& s = m.slots[i];
+    if (s.flags.load(std::memory_order_relaxed) & slot::kWb) {
+      m.options.backing->Free(s.value.load(std::memory_order_relaxed));
+    }
+  }
 }
 
 Result<std::unique_ptr<PageStore>> PageStore::Create(
@@ -670,6 +407,9 @@ PageStoreStats PageStore::Stats() const {
   st.pool_limit_hit = Get(m.pool_limit_hit);
   st.same_filled_pages = st.same_pages;
   st.decompress_fail = Get(m.decompress_fail);
+  st.bd_count = m.options.backing ? m.options.backing->blocks_used() : 0;
+  st.bd_reads = Get(m.bd_reads);
+  st.bd_writes = Get(m.bd_writes);
   st.stores = Get(m.stores);
   st.loads = Get(m.loads);
   return st;

@@ -9,6 +9,7 @@
 //   |                        | 18 HUGE  19 IDLE     |                 |
 //   |                        | 20 INCOMPRESSIBLE    |                 |
 //   |                        | 21..22 priority      |                 |
+//   |                        | 23 WB_COMPRESSED     |                 |
 //   +------------------------+----------------------+-----------------+
 //
 // Lock rule: `value`, `ac_time` and every flag except LOCK/WAITERS are read
@@ -51,10 +52,13 @@ inline constexpr std::uint32_t kIdle = 1u << 19;
 inline constexpr std::uint32_t kIncompressible = 1u << 20;
 inline constexpr int kPrioShift = 21;
 inline constexpr std::uint32_t kPrioMask = 3u << kPrioShift;
+// With WB: the block holds the compressed object (size bits give its
+// length), not the page (compressed_writeback).
+inline constexpr std::uint32_t kWbCompressed = 1u << 23;
 // Everything that describes content (cleared when a slot is freed).
 inline constexpr std::uint32_t kContentMask =
     kSizeMask | kSame | kWb | kPp | kHuge | kIdle | kIncompressible |
-    kPrioMask;
+    kPrioMask | kWbCompressed;
 }  // namespace slot
 
 class SlotTable {

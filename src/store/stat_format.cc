@@ -1,4 +1,5 @@
-// stat_format.cc: the kernel's exact text of mm_stat, io_stat and debug_stat
+// stat_format.cc: the kernel's exact text of mm_stat, io_stat, debug_stat
+// and bd_stat
 // (drivers/block/zram/zram_drv.c; reference/kernel-zram-zswap.md 1.3).
 #include <cinttypes>
 #include <cstdio>
@@ -36,6 +37,15 @@ std::string PageStore::FormatDebugStat() const {
   char buf[128];
   std::snprintf(buf, sizeof(buf), "version: %d\n0 %8llu\n", 1,
                 ull{s.miss_free});
+  return buf;
+}
+
+// bd_count, bd_reads, bd_writes in 4 KiB units (the kernel's FOUR_K()).
+std::string PageStore::FormatBdStat() const {
+  const PageStoreStats s = Stats();
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%8llu %8llu %8llu\n", ull{s.bd_count},
+                ull{s.bd_reads}, ull{s.bd_writes});
   return buf;
 }
 

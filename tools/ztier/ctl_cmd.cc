@@ -26,7 +26,7 @@ std::string AttributeHelp() {
   for (const ctl::AttributeInfo& a : ctl::Attributes()) {
     const char* mode = a.show && a.store ? "rw" : a.show ? "ro" : "wo";
     char line[160];
-    std::snprintf(line, sizeof(line), "  %-17s %s  %s\n",
+    std::snprintf(line, sizeof(line), "  %-22s %s  %s\n",
                   std::string(a.name).c_str(), mode,
                   std::string(a.help).c_str());
     (a.control ? control : text) += line;

@@ -20,6 +20,7 @@
 #include "bench_engine.h"
 #include "bench_latency.h"
 #include "bench_nbd.h"
+#include "bench_writeback.h"
 #include "ctl_cmd.h"
 #include "serve_cmd.h"
 #include "status_cmd.h"
@@ -94,6 +95,10 @@ constexpr Command kBenchCommands[] = {
     {"nbd",
      "`ztier serve` vs. nbdkit memory over NBD: fio IOPS, nbdcopy, memory",
      RunNbd},
+    {"writeback",
+     "writeback to a backing file: one page at a time vs batched io_uring "
+     "vs fio (seed 002)",
+     RunBenchWriteback},
 };
 
 int RunBench(Args args) {

@@ -26,7 +26,8 @@ constexpr const char* kCommand = "ztier serve";
 constexpr const char* kSynopsis =
     "[--device NAME:SIZE]... [--comp-algorithm NAME] "
     "[--algorithm-params TOKENS] [--mem-limit SIZE] [--unix PATH] "
-    "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N]";
+    "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
+    "[--backing-dev PATH] [--backing-encrypt]";
 
 struct DeviceSpec {
   std::string name;
@@ -76,6 +77,8 @@ int RunServe(std::span<const std::string_view> args) {
   std::string ctl_path = "./ztier.ctl";
   std::int64_t max_connections = 64;
   std::int64_t workers = 0;
+  std::string backing_dev;
+  bool backing_encrypt = false;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddList("device", &device_flags, "NAME:SIZE",
                 "a device and its disksize (K/M/G suffixes); repeatable "
@@ -96,6 +99,12 @@ int RunServe(std::span<const std::string_view> args) {
                "NBD connections at once (default 64)", 1, 100000);
   flags.AddInt("workers", &workers, "N",
                "NBD request worker threads (default: online cores)", 0, 1024);
+  flags.AddString("backing-dev", &backing_dev, "PATH",
+                  "backing_dev of the first device, for writeback: a file "
+                  "(created, sized to disksize) or a block device");
+  flags.AddBool("backing-encrypt", &backing_encrypt,
+                "encrypt written-back pages (AES-256-GCM, key kept only in "
+                "memory)");
   if (FlagSet::HelpRequested(args)) {
     std::printf(
         "%s: serve compressed RAM block devices (userspace zram) over NBD.\n\n"
@@ -138,11 +147,18 @@ int RunServe(std::span<const std::string_view> args) {
   defaults.comp_algorithm = comp_algorithm;
   defaults.algorithm_params = algorithm_params;
   defaults.mem_limit = *mem_limit;
+  defaults.backing_encrypt = backing_encrypt;
   DeviceRegistry registry(defaults);
   for (const DeviceSpec& spec : specs) {
     auto device = registry.Add(spec.name);
     if (!device.has_value()) {
       return Fail("device " + spec.name + ": " + device.error().message());
+    }
+    // backing_dev is set before disksize, as zram requires.
+    if (&spec == &specs.front() && !backing_dev.empty()) {
+      if (Status s = (*device)->SetBackingDev(backing_dev); !s.ok()) {
+        return Fail("--backing-dev: " + s.ToString());
+      }
     }
     if (Status s = (*device)->SetDisksize(spec.size); !s.ok()) {
       return Fail("device " + spec.name + ": " + s.ToString());
@@ -189,6 +205,10 @@ int RunServe(std::span<const std::string_view> args) {
                     ? "127.0.0.1"
                     : listen.substr(0, listen.rfind(':')).c_str(),
                 (*nbd_server)->tcp_port(), first.c_str());
+  }
+  if (!backing_dev.empty()) {
+    std::printf("  backing_dev of %s: %s%s\n", first.c_str(),
+                backing_dev.c_str(), backing_encrypt ? " (encrypted)" : "");
   }
   std::printf("  control socket: %s\n\n", Absolute(ctl_path).c_str());
   std::printf(

@@ -1,8 +1,9 @@
 // File: tools/ztier/ztier_cli_test.cc
 //
 // End-to-end smoke test of the `ztier` binary (its path comes from the build
-// as ZTIER_BIN): a one-run engine benchmark on a small generated corpus with
-// --json, and the usage errors a user or `make run` relies on.
+// as ZTIER_BIN): one-run engine and writeback benchmarks on a small
+// generated corpus with --json, and the usage errors a user or `make run`
+// relies on.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -138,6 +139,84 @@ TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
                           "\"mem_used_total_over_compressed\"",
                           "\"mem_used_total_after_compact\"",
                           "\"mem_used_total_after_compact_over_compressed\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+}
+
+// Outside strings, every bracket closes the one it should and the text is
+// one object: enough to catch a writer that emits broken JSON.
+bool LooksLikeOneJsonObject(const std::string& text) {
+  std::string open;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') open.push_back(c == '{' ? '}' : ']');
+    if (c == '}' || c == ']') {
+      if (open.empty() || open.back() != c) return false;
+      open.pop_back();
+      if (open.empty() && text.find_first_not_of(" \n", i + 1) != std::string::npos) {
+        return false;
+      }
+    }
+  }
+  return open.empty() && !in_string && text.starts_with("{");
+}
+
+TEST_F(ZtierCliTest, BenchWritebackReportsBothVariantsAndTheRatio) {
+  MakeCorpus(37);
+  const RunResult r =
+      Run("bench writeback --size 8M --runs 1 --corpus small.pages --dir . "
+          "--json out.json");
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("machine: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nsync "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbatched "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batched / one-at-a-time: "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("x (median of per-run ratios"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("batched / fio sequential write: "), std::string::npos)
+      << r.out;
+  // Both files in --dir are gone.
+  EXPECT_FALSE(fs::exists(dir_ / "ztier-bench-writeback.img"));
+  EXPECT_FALSE(fs::exists(dir_ / "ztier-bench-fio.img"));
+
+  const std::string json = ReadFile(dir_ / "out.json");
+  EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
+  for (const char* key : {"\"machine\"",
+                          "\"config\"",
+                          "\"size_bytes\": 8388608",
+                          "\"slots\": 2048",
+                          "\"codec\": \"lz4\"",
+                          "\"batch_size\": 32",
+                          "\"runs\": 1",
+                          "\"warmup_runs\": 1",
+                          "\"runs\": [",
+                          "\"order\": [",
+                          "\"sync\": {",
+                          "\"batched\": {",
+                          "\"fio\"",
+                          "\"pages\"",
+                          "\"seconds\"",
+                          "\"mb_s\"",
+                          "\"bd_stat_before\"",
+                          "\"bd_stat_after\"",
+                          "\"mem_used_total_before\"",
+                          "\"mem_used_total_after\"",
+                          "\"verified_slots\": 32",
+                          "\"batched_over_sync\"",
+                          "\"batched_over_fio\"",
+                          "\"summary\"",
+                          "\"mb_s_median\"",
+                          "\"mb_s_cv\"",
+                          "\"median\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;

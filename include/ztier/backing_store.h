@@ -1,0 +1,195 @@
+// File: ztier/backing_store.h
+//
+// BackingStore: where written-back pages go when they leave RAM (zram's
+// backing_dev). A file (created and sized if missing) or a block device,
+// split into 4096-byte blocks, with a bitmap of the blocks in use.
+//
+//   auto bs = ztier::BackingStore::Open({.path = "/var/tmp/zram0.wb",
+//                                        .size_bytes = 1 << 30});
+//   auto w = (*bs)->NewWriter({.in_flight = 32});
+//   std::size_t got;
+//   std::uint64_t b = (*bs)->AllocRange(32, &got);   // seed 002's
+//                                                    // alloc_block_bdev_range
+//   BlockWriter::Io* io = (*w)->Begin(b);
+//   std::memcpy((*w)->Add(io, /*tag=*/7).data(), page, 4096);  // tag 7
+//   (*w)->Submit(io);
+//   (*w)->Reap(/*wait=*/true, [](const BlockWriter::Done& d) { ... });
+//
+// Opening (Open):
+//   - A missing file is created (mode 0600). A regular file shorter than
+//     size_bytes is extended to it (fallocate, else ftruncate); a longer one
+//     is used whole. A block device is used whole; size_bytes is ignored.
+//     The usable size is rounded down to whole blocks; 0 blocks is
+//     kInvalidArgument.
+//   - O_DIRECT is used when `direct` is set and the file system accepts it
+//     (an O_DIRECT open that fails with EINVAL falls back to buffered IO;
+//     direct() tells which one is in use). Buffers handed out by the writer
+//     and used by ReadBlock are 4096-byte aligned either way.
+//   - With `encrypt`, every block written is sealed with AES-256-GCM under a
+//     key generated at Open from the OS's random source and held only in this
+//     object's memory. The nonce is unique per write (a 64-bit write counter
+//     that never repeats under one key); the block number is authenticated
+//     too, so a block copied elsewhere in the file does not open. The 16-byte
+//     tag and the nonce counter live in memory (24 bytes per block ever
+//     written; the table is mapped lazily), so the file holds exactly one
+//     4096-byte ciphertext per block and nothing else. Nothing written can be
+//     read after the BackingStore is destroyed: the key is gone.
+//
+// Block allocation:
+//   - AllocRange(want, &got) reserves up to `want` consecutive free blocks:
+//     the first run of `want` free blocks from a rotating cursor when there
+//     is one, else the longest run it finds that is shorter (a fragmented
+//     store still makes progress). Returns the first block, and sets got > 0;
+//     got == 0 (and kNoBlock) when every block is in use.
+//   - Free(block) releases one block. Freeing a block that is not in use
+//     is a bug (asserted).
+//   - blocks_used() is zram's bd_count: reserved plus written blocks.
+//
+// Writing (BlockWriter): batched asynchronous writes through io_uring, up to
+// `in_flight` IOs at once, each IO one run of consecutive blocks of at most
+// `max_io_blocks` (default 32: 128 KiB). With in_flight == 1 and
+// max_io_blocks == 1 the writer does one synchronous pwrite() per block
+// instead (zram before seed 002; the baseline of `ztier bench writeback`).
+// Each block carries the caller's tag back in its completion. An IO that
+// fails, or writes fewer bytes than asked (a short write), fails every block
+// in it: Done::status is kIoError (EIO, or a short write), or
+// kResourceExhausted (ENOSPC, EDQUOT). The writer never frees blocks; the
+// caller decides.
+//
+// Reading (ReadBlock): one synchronous read of one block (pread), then, when
+// encrypted, authentication and decryption. A read error is kIoError; a
+// block that fails authentication is kCorruption; neither ever yields data.
+//
+// Fault injection (for tests; `fault_hook` in the options): after each real
+// IO completes, the hook sees the IO and its result (bytes or -errno) and may
+// return another result. This is how tests make EIO, ENOSPC and short
+// writes happen on a real file.
+//
+// Thread safety: AllocRange, Free, ReadBlock, blocks_used and the const
+// accessors may be called from any thread at any time. A BlockWriter is
+// used by one thread at a time; several writers may exist at once. The
+// BackingStore must outlive every writer it made. A fault hook is called on
+// reader threads too, so it must be thread-safe.
+#ifndef ZTIER_BACKING_STORE_H_
+#define ZTIER_BACKING_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "ztier/page.h"
+#include "ztier/status.h"
+
+namespace ztier {
+
+// What a fault hook is shown.
+struct BackingIo {
+  enum class Kind { kRead, kWrite } kind = Kind::kWrite;
+  std::uint64_t first_block = 0;
+  std::size_t blocks = 0;
+};
+// Given the IO and its real result (bytes transferred, or -errno), returns
+// the result the BackingStore should act on.
+using BackingFaultHook = std::function<long(const BackingIo& io, long result)>;
+
+struct BackingOptions {
+  std::string path;              // a file or a block device; required
+  std::uint64_t size_bytes = 0;  // for a file: the least size (see above)
+  bool direct = true;            // O_DIRECT when the file system allows it
+  bool encrypt = false;          // AES-256-GCM with an in-memory key
+  BackingFaultHook fault_hook;   // tests only; null: results as they are
+};
+
+class BlockWriter;
+
+class BackingStore {
+ public:
+  static constexpr std::uint64_t kNoBlock = ~std::uint64_t{0};
+
+  // Opens (creating or extending a file as above). Errors name the path and
+  // the system call: kNotFound (no such directory), kInvalidArgument (not a
+  // regular file or block device; size 0), kIoError (anything else).
+  static Result<std::unique_ptr<BackingStore>> Open(
+      const BackingOptions& options);
+  ~BackingStore();
+  BackingStore(const BackingStore&) = delete;
+  BackingStore& operator=(const BackingStore&) = delete;
+
+  const std::string& path() const;
+  std::uint64_t num_blocks() const;
+  bool direct() const;  // O_DIRECT in use
+  bool encrypted() const;
+  std::uint64_t blocks_used() const;
+
+  std::uint64_t AllocRange(std::size_t want, std::size_t* got);
+  void Free(std::uint64_t block);
+
+  // Reads block `block` into `out`. See the contract above.
+  Status ReadBlock(std::uint64_t block, MutablePage out);
+
+  struct WriterOptions {
+    std::size_t in_flight = 32;      // IOs submitted and not yet reaped, >= 1
+    std::size_t max_io_blocks = 32;  // blocks per IO, 1..256
+  };
+  // kInvalidArgument for a bad option; kIoError if io_uring cannot be set up
+  // (the message says why).
+  Result<std::unique_ptr<BlockWriter>> NewWriter(const WriterOptions& options);
+
+ private:
+  friend class BlockWriter;
+  BackingStore();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Batched writes of consecutive blocks. One thread at a time.
+class BlockWriter {
+ public:
+  // One IO being filled: a run of consecutive blocks from first_block.
+  struct Io;
+  // One block's outcome.
+  struct Done {
+    std::uint64_t block = 0;
+    std::uint64_t tag = 0;
+    Status status;
+  };
+
+  ~BlockWriter();
+  BlockWriter(const BlockWriter&) = delete;
+  BlockWriter& operator=(const BlockWriter&) = delete;
+
+  // True when another IO may begin: fewer than in_flight IOs are begun and
+  // not yet reaped. Several IOs may be filled at once.
+  bool HasRoom() const;
+  std::size_t in_flight() const;  // submitted, not yet reaped
+  std::size_t max_io_blocks() const;
+
+  // Starts an IO whose first block is `first_block`. REQUIRES: HasRoom().
+  Io* Begin(std::uint64_t first_block);
+  // Adds the next block of `io` (first_block + blocks so far) and returns its
+  // 4096-byte, 4096-aligned buffer to fill before Submit. `tag` comes back in
+  // that block's Done. REQUIRES: fewer than max_io_blocks blocks in `io`.
+  std::span<std::byte> Add(Io* io, std::uint64_t tag);
+  std::size_t BlocksIn(const Io* io) const;
+  // Seals `io` (when encrypted) and queues it; the next Reap() hands every
+  // queued IO to the kernel in one system call. An IO with no blocks is
+  // simply dropped. In synchronous mode the write happens here.
+  void Submit(Io* io);
+  // Submits what is queued, then calls `done` once per block of every IO
+  // that has completed; with `wait`, first waits until at least one has (if
+  // any is in flight). Returns the number of blocks reported.
+  std::size_t Reap(bool wait, const std::function<void(const Done&)>& done);
+
+ private:
+  friend class BackingStore;
+  BlockWriter();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_BACKING_STORE_H_

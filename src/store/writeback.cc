@@ -1,0 +1,399 @@
+// writeback.cc: the PageStore's writeback pass and its reads of written-back
+// slots (contract in include/ztier/page_store.h, "writeback").
+//
+// A pass, after zram's (reference section 1.4) and seed 002:
+//   1. Select: each scan walks its slots; an eligible slot is marked PP under
+//      its lock and bucketed by compressed size (64-byte buckets). Any access
+//      clears PP, so PP means "unchanged since it was picked".
+//   2. Fill and submit, a group at a time: for every IO the writer has room
+//      for, reserve a run of blocks (BackingStore::AllocRange, up to
+//      max_io_pages), and for each block take the next candidate, largest
+//      first: under its lock, recheck PP, charge the budget and copy the
+//      slot out (the page, or the compressed object with `compressed`).
+//      Objects to decompress are copied raw under the lock; the whole group
+//      is decompressed after, fanned out over worker threads, and its IOs
+//      go to the kernel in one system call. Blocks a run did not use are
+//      freed. A new group starts once a quarter of the IOs have completed.
+//   3. Complete: for each block, relock its slot. PP still set: free the RAM
+//      copy and make the slot WB (value = block). PP gone (stored, discarded
+//      or read meanwhile): keep the slot, free the block. IO error: keep the
+//      slot, free the block, refund the budget.
+//   4. Candidates never reached (budget spent, backing store full) lose PP.
+// The pass runs on the caller's thread, with the IO asynchronous (io_uring),
+// so copying one batch overlaps the disk writing the previous ones.
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "store/page_store_impl.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kBucketBytes = 64;
+constexpr std::size_t kBuckets = kPageSize / kBucketBytes + 1;
+// Pages one refill copies out and decompresses together, at most (4 MiB of
+// scratch for the raw objects).
+constexpr std::size_t kMaxGroupPages = 1024;
+
+// Slots any scan may pick, before its filter.
+bool WritebackEligible(std::uint32_t f) {
+  return Allocated(f) && !(f & (slot::kSame | slot::kWb | slot::kPp));
+}
+
+bool PassesFilter(std::uint32_t f, unsigned filter) {
+  if ((filter & kWritebackIdle) && !(f & slot::kIdle)) return false;
+  if ((filter & kWritebackHuge) && !(f & slot::kHuge)) return false;
+  if ((filter & kWritebackIncompressible) && !(f & slot::kIncompressible)) {
+    return false;
+  }
+  return true;
+}
+
+// Takes one page from the budget; false when it is enabled and spent.
+bool Charge(WritebackBudget* budget) {
+  if (budget == nullptr || !budget->enabled.load(std::memory_order_relaxed)) {
+    return true;
+  }
+  std::uint64_t left = budget->pages.load(std::memory_order_relaxed);
+  do {
+    if (left == 0) return false;
+  } while (!budget->pages.compare_exchange_weak(left, left - 1,
+                                                std::memory_order_relaxed));
+  return true;
+}
+
+void Refund(WritebackBudget* budget) {
+  if (budget != nullptr && budget->enabled.load(std::memory_order_relaxed)) {
+    budget->pages.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+// A 4096-aligned page for reading compressed blocks.
+std::byte* AlignedScratch() {
+  alignas(kPageSize) thread_local std::byte page[kPageSize];
+  return page;
+}
+
+}  // namespace
+
+Status PageStore::Impl::LoadWrittenBack(std::uint64_t index, std::uint32_t f,
+                                        std::uint64_t b, std::byte* out) {
+  Add(bd_reads);
+  if (!(f & slot::kWbCompressed)) {
+    return options.backing->ReadBlock(b, MutablePage(out, kPageSize));
+  }
+  std::byte* block = AlignedScratch();
+  ZT_RETURN_IF_ERROR(
+      options.backing->ReadBlock(b, MutablePage(block, kPageSize)));
+  const std::size_t len = f & slot::kSizeMask;
+  Status st = LocalDecompressor(*codec).Decompress(
+      std::span<const std::byte>(block, len),
+      std::span<std::byte>(out, kPageSize));
+  if (!st.ok()) {
+    Add(decompress_fail);
+    return Status::Corruption("slot " + std::to_string(index) +
+                              " (written back, block " + std::to_string(b) +
+                              "): " + st.message());
+  }
+  return st;
+}
+
+namespace internal {
+
+// One pass's state; lives on the caller's stack.
+class WritebackPass {
+ public:
+  WritebackPass(PageStore::Impl& m, const WritebackRequest& req,
+                BlockWriter& writer, WorkerPool* workers)
+      : m_(m),
+        req_(req),
+        writer_(writer),
+        workers_(workers),
+        scratch_pages_(std::max(
+            writer.max_io_blocks(),
+            std::min<std::size_t>(req.in_flight * writer.max_io_blocks(),
+                                  kMaxGroupPages))),
+        scratch_(new std::byte[scratch_pages_ * kPageSize]) {}
+
+  // Step 1: marks candidates PP and orders them largest first.
+  void Select() {
+    std::vector<std::uint32_t> bucket_count(kBuckets, 0);
+    std::vector<std::pair<std::uint64_t, std::uint16_t>> picked;
+    for (const WritebackScan& scan : req_.scans) {
+      for (std::uint64_t i = scan.lo; i < scan.hi; ++i) {
+        Slot& s = m_.slots[i];
+        if (!WritebackEligible(s.flags.load(std::memory_order_relaxed))) {
+          continue;
+        }
+        SlotLock lock(s);
+        const std::uint32_t f = SlotTable::Flags(s);
+        if (!WritebackEligible(f) || !PassesFilter(f, scan.filter)) continue;
+        SlotTable::SetFlags(s, slot::kPp);
+        const std::uint16_t bucket =
+            static_cast<std::uint16_t>((f & slot::kSizeMask) / kBucketBytes);
+        picked.emplace_back(i, bucket);
+        ++bucket_count[bucket];
+      }
+    }
+    // Counting sort, largest bucket first, scan order within a bucket.
+    std::vector<std::size_t> start(kBuckets, 0);
+    std::size_t at = 0;
+    for (std::size_t b = kBuckets; b-- > 0;) {
+      start[b] = at;
+      at += bucket_count[b];
+    }
+    order_.resize(picked.size());
+    for (const auto& [index, bucket] : picked) order_[start[bucket]++] = index;
+    result_.candidates = order_.size();
+  }
+
+  // Steps 2-4.
+  WritebackResult Run() {
+    const auto done = [this](const BlockWriter::Done& d) { Complete(d); };
+    // Refill only once a quarter of the IOs are free, so that each refill
+    // (its fan-out and its system call) covers several IOs while the rest
+    // keep the disk busy.
+    const std::size_t refill_at =
+        req_.in_flight - std::max<std::size_t>(1, req_.in_flight / 4);
+    for (;;) {
+      FillGroup();
+      if (writer_.in_flight() == 0) break;
+      do {
+        writer_.Reap(/*wait=*/true, done);
+      } while (writer_.in_flight() > refill_at && MoreToDo());
+    }
+    // Step 4.
+    for (; next_ < order_.size(); ++next_) {
+      Slot& s = m_.slots[order_[next_]];
+      SlotLock lock(s);
+      SlotTable::ClearFlags(s, slot::kPp);
+    }
+    return std::move(result_);
+  }
+
+ private:
+  // One candidate copied out: where its bytes went and what they are.
+  struct Copy {
+    std::uint64_t index;
+    std::span<std::byte> block;
+    bool decompress;     // the object is in the scratch: decompress it
+    std::size_t length;  // object length (when decompress)
+  };
+
+  bool MoreToDo() const { return !stopped_ && next_ < order_.size(); }
+
+  // Step 2 for every IO the writer has room for: copy out, decompress all
+  // at once, submit all at once (the writer submits them in one call).
+  void FillGroup() {
+    BackingStore& bs = *m_.options.backing;
+    copies_.clear();
+    group_.clear();
+    const std::size_t max_io = writer_.max_io_blocks();
+    while (MoreToDo() && writer_.HasRoom() &&
+           copies_.size() + max_io <= scratch_pages_) {
+      const std::size_t want = std::min(max_io, order_.size() - next_);
+      std::size_t got = 0;
+      const std::uint64_t first = bs.AllocRange(want, &got);
+      if (got == 0) {
+        Stop(Status::ResourceExhausted("backing store " + bs.path() +
+                                       " is full"));
+        break;
+      }
+      BlockWriter::Io* io = writer_.Begin(first);
+      FillIo(io, got);
+      for (std::size_t k = writer_.BlocksIn(io); k < got; ++k) {
+        bs.Free(first + k);
+      }
+      group_.push_back(io);
+    }
+    Decompress();
+    for (BlockWriter::Io* io : group_) writer_.Submit(io);
+  }
+
+  // Copies candidates into `io`'s blocks, at most `got` of them.
+  void FillIo(BlockWriter::Io* io, std::size_t got) {
+    while (writer_.BlocksIn(io) < got && MoreToDo()) {
+      const std::uint64_t index = order_[next_];
+      Slot& s = m_.slots[index];
+      SlotLock lock(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      if (!(f & slot::kPp)) {  // touched since it was picked
+        ++next_;
+        ++result_.changed;
+        continue;
+      }
+      if (!Charge(req_.budget)) {
+        Stop(Status::IoError("writeback_limit reached"));
+        break;
+      }
+      ++next_;
+      CopyOut(index, s, f, writer_.Add(io, index));
+    }
+  }
+
+  // Copies slot s (flags f) into block. REQUIRES: s locked.
+  void CopyOut(std::uint64_t index, Slot& s, std::uint32_t f,
+               std::span<std::byte> block) {
+    const Handle h = s.value.load(std::memory_order_relaxed);
+    Copy c{index, block, false, 0};
+    if (f & slot::kHuge) {
+      m_.pool->ReadInto(h, block);
+    } else if (req_.compressed) {
+      const std::size_t n = m_.pool->ReadInto(h, block);
+      std::memset(block.data() + n, 0, kPageSize - n);
+    } else {
+      // Raw object into the scratch now; decompressed into the block after
+      // the slot is unlocked.
+      std::span<std::byte> obj(scratch_.get() + copies_.size() * kPageSize,
+                               kPageSize);
+      c.length = m_.pool->ReadInto(h, obj);
+      c.decompress = true;
+    }
+    copies_.push_back(c);
+  }
+
+  void Decompress() {
+    items_.clear();
+    for (std::size_t k = 0; k < copies_.size(); ++k) {
+      const Copy& c = copies_[k];
+      if (!c.decompress) continue;
+      items_.push_back(BatchItem{
+          std::span<const std::byte>(scratch_.get() + k * kPageSize, c.length),
+          c.block});
+    }
+    if (items_.empty()) return;
+    DecompressBatch(*m_.codec, items_, workers_);
+    // A page that does not decompress must not become WB: its block is
+    // written but Complete() frees it and keeps the slot in RAM, where a
+    // load reports the corruption.
+    std::size_t j = 0;
+    for (Copy& c : copies_) {
+      if (!c.decompress) continue;
+      if (!items_[j++].status.ok()) {
+        Add(m_.decompress_fail);
+        bad_.push_back(c.index);
+      }
+    }
+  }
+
+  // Step 3 for one block.
+  void Complete(const BlockWriter::Done& d) {
+    BackingStore& bs = *m_.options.backing;
+    Slot& s = m_.slots[d.tag];
+    const bool bad = !bad_.empty() &&
+                     std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
+    if (!d.status.ok() || bad) {
+      Refund(req_.budget);
+      bs.Free(d.block);
+      {
+        SlotLock lock(s);
+        SlotTable::ClearFlags(s, slot::kPp);
+      }
+      ++result_.failed;
+      if (!d.status.ok()) {
+        result_.status = d.status;
+        // A full file system will refuse the rest too.
+        if (d.status.code() == StatusCode::kResourceExhausted) stopped_ = true;
+      }
+      return;
+    }
+    std::uint32_t content = 0;
+    {
+      SlotLock lock(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      if (!(f & slot::kPp)) {
+        bs.Free(d.block);
+        ++result_.changed;
+        return;
+      }
+      content = ContentFor(f);
+      const std::uint32_t ac_time = s.ac_time;
+      m_.FreeSlotLocked(s);  // pool object, counters, pages_stored
+      s.value.store(d.block, std::memory_order_relaxed);
+      SlotTable::SetContent(s, content);
+      s.ac_time = ac_time;
+      Add(m_.pages_stored);
+    }
+    Add(m_.bd_writes);
+    ++result_.written;
+  }
+
+  // The WB content for a slot with flags f written in this pass. REQUIRES:
+  // its PP is still set, so its content is what was copied.
+  std::uint32_t ContentFor(std::uint32_t f) const {
+    if (!req_.compressed || (f & slot::kHuge)) return slot::kWb;
+    return slot::kWb | slot::kWbCompressed | (f & slot::kSizeMask);
+  }
+
+  void Stop(Status st) {
+    stopped_ = true;
+    result_.status = std::move(st);
+  }
+
+  PageStore::Impl& m_;
+  const WritebackRequest& req_;
+  BlockWriter& writer_;
+  WorkerPool* workers_;
+  const std::size_t scratch_pages_;
+  std::unique_ptr<std::byte[]> scratch_;  // raw objects, one page each
+  std::vector<std::uint64_t> order_;
+  std::size_t next_ = 0;
+  bool stopped_ = false;
+  WritebackResult result_;
+  std::vector<Copy> copies_;             // this group's, in block order
+  std::vector<BlockWriter::Io*> group_;  // this group's IOs
+  std::vector<BatchItem> items_;
+  std::vector<std::uint64_t> bad_;  // slots whose object did not decompress
+};
+
+}  // namespace internal
+
+Result<WritebackResult> PageStore::Writeback(const WritebackRequest& request) {
+  Impl& m = *impl_;
+  if (m.options.backing == nullptr) {
+    return Err(Status::NotFound("no backing store"));
+  }
+  for (const WritebackScan& scan : request.scans) {
+    if (scan.lo > scan.hi || scan.hi > m.slots.size()) {
+      return Err(Status::OutOfRange("writeback scan [" +
+                                    std::to_string(scan.lo) + ", " +
+                                    std::to_string(scan.hi) + ") past " +
+                                    std::to_string(m.slots.size())));
+    }
+  }
+  std::lock_guard pass_lock(m.writeback_mu);
+  ZT_ASSIGN_OR_RETURN(
+      std::unique_ptr<BlockWriter> writer,
+      m.options.backing->NewWriter({.in_flight = request.in_flight,
+                                    .max_io_blocks = request.max_io_pages}));
+  // Decompression fans out over the store's workers, or over a pass-local
+  // pool on a machine with more than one core.
+  std::unique_ptr<WorkerPool> local;
+  WorkerPool* workers = m.workers.get();
+  if (workers == nullptr && !request.compressed &&
+      std::thread::hardware_concurrency() > 1) {
+    // No spinning: each fan-out is a whole refill (up to 1024 pages), so a
+    // wake-up is cheap beside it, and a spinning worker would take CPU from
+    // the IO path on a small machine.
+    local = std::make_unique<WorkerPool>(
+        std::min<std::size_t>(std::thread::hardware_concurrency() - 1, 7),
+        /*spin_us=*/0);
+    workers = local.get();
+  }
+  internal::WritebackPass pass(m, request, *writer, workers);
+  pass.Select();
+  WritebackResult result = pass.Run();
+  // The point of writeback is RAM: give the emptied classes' spare zspages
+  // back too, not only the pages of the objects freed.
+  if (result.written != 0) m.pool->ReleaseSpares();
+  return result;
+}
+
+bool PageStore::has_backing() const {
+  return impl_->options.backing != nullptr;
+}
+
+}  // namespace ztier
