@@ -61,6 +61,8 @@ bench: build
 	./$(BUILD)/ztier bench latency --cpus 1 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-1.json
 	./$(BUILD)/ztier bench latency --cpus 2 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-2.json
 	./$(BUILD)/ztier bench writeback --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-writeback.json
+	./$(BUILD)/ztier usemem --workers 4 --size 256M --budget 60% --corpus $(CORPUS)/anon-python.pages.zst --compare-batching --json $(BUILD)/usemem.json
+	./$(BUILD)/ztier bench readahead --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-readahead.json
 
 format:
 	clang-format -i $$(git ls-files '*.cc' '*.h')

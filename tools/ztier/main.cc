@@ -3,6 +3,8 @@
 // The `ztier` command: one binary, subcommands found in small tables.
 //
 //   ztier bench engine [flags]   codec and store throughput and memory
+//   ztier bench readahead [flags] region readahead and fault-in latency
+//   ztier usemem [flags]         seed 000's usemem workload on a region
 //   ztier help [COMMAND]         usage (also: ztier --help, ztier -h)
 //   ztier --version
 //
@@ -20,10 +22,12 @@
 #include "bench_engine.h"
 #include "bench_latency.h"
 #include "bench_nbd.h"
+#include "bench_readahead.h"
 #include "bench_writeback.h"
 #include "ctl_cmd.h"
 #include "serve_cmd.h"
 #include "status_cmd.h"
+#include "usemem.h"
 
 #ifndef ZTIER_VERSION
 #define ZTIER_VERSION "0.0.0-dev"
@@ -95,6 +99,10 @@ constexpr Command kBenchCommands[] = {
     {"nbd",
      "`ztier serve` vs. nbdkit memory over NBD: fio IOPS, nbdcopy, memory",
      RunNbd},
+    {"readahead",
+     "region fault-in: sequential read with page_cluster 0 vs 3 (seed 004), "
+     "and fault-in latency vs a bare UFFDIO_COPY fault",
+     RunBenchReadahead},
     {"writeback",
      "writeback to a backing file: one page at a time vs batched io_uring "
      "vs fio (seed 002)",
@@ -113,6 +121,10 @@ constexpr Command kCommands[] = {
     {"serve", "serve zram devices over NBD (userspace zram)", RunServe},
     {"help", "show usage, or a command's usage (`ztier help bench`)", RunHelp},
     {"status", "list the devices of `ztier serve` like zramctl", RunStatus},
+    {"usemem",
+     "seed 000's usemem workload on a region: batched vs one-at-a-time "
+     "stores",
+     RunUsemem},
 };
 
 std::string TopUsage() {

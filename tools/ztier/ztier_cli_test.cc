@@ -222,6 +222,83 @@ TEST_F(ZtierCliTest, BenchWritebackReportsBothVariantsAndTheRatio) {
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
 }
 
+// A region needs userfaultfd; without it the command fails saying so, and
+// these tests skip.
+bool RegionUnavailable(const RunResult& r) {
+  return r.exit_code == 1 && r.err.find("Unsupported") != std::string::npos;
+}
+
+std::string LastLine(const std::string& out) {
+  std::string text = out;
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  const std::size_t nl = text.rfind('\n');
+  return nl == std::string::npos ? text : text.substr(nl + 1);
+}
+
+TEST_F(ZtierCliTest, UsememComparesBatchingAndEndsWithTheRatio) {
+  MakeCorpus(37);
+  const RunResult r =
+      Run("usemem --workers 2 --size 4M --budget 50% --runs 1 "
+          "--compare-batching --sleep 0 --corpus small.pages --json "
+          "out.json");
+  if (RegionUnavailable(r))
+    GTEST_SKIP() << "userfaultfd unavailable: " << r.err;
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("machine: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Average Throughput (KB/s)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("Total Throughput (KB/s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Time to Free (usecs)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("zswpout"), std::string::npos) << r.out;
+  // 2 workers x 1024 pages, two runs (one per variant), every page checked.
+  EXPECT_NE(r.out.find("verified: 4096 pages"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" 0 mismatches"), std::string::npos) << r.out;
+  const std::string last = LastLine(r.out);
+  EXPECT_EQ(last.rfind("batched / one-at-a-time: ", 0), 0u) << r.out;
+  EXPECT_NE(last.find("x (total throughput; median of per-run ratios"),
+            std::string::npos)
+      << last;
+
+  const std::string json = ReadFile(dir_ / "out.json");
+  EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
+  for (const char* key :
+       {"\"machine\"", "\"config\"", "\"workers\": 2",
+        "\"region_bytes\": 8388608", "\"budget_bytes\": 4194304",
+        "\"compare_batching\": true", "\"runs\": [", "\"variant\": \"batched\"",
+        "\"variant\": \"one-at-a-time\"", "\"total_kb_s\"",
+        "\"time_to_free_usecs\"", "\"zswpout\"", "\"summary\"",
+        "\"total_kb_s_median\"", "\"batched_over_one_at_a_time\"",
+        "\"pages_verified\": 4096", "\"mismatches\": 0"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+}
+
+TEST_F(ZtierCliTest, BenchReadaheadReportsTheRatioAndTheLatency) {
+  MakeCorpus(37);
+  const RunResult r =
+      Run("bench readahead --size 1M --runs 1 --fault-pages 256 --corpus "
+          "small.pages --json out.json");
+  if (RegionUnavailable(r))
+    GTEST_SKIP() << "userfaultfd unavailable: " << r.err;
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("page_cluster 3 / page_cluster 0: "), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("swap_ra_hit"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stored, faulted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first touch, faulted"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("bare UFFDIO_COPY 4K fault"), std::string::npos)
+      << r.out;
+  const std::string json = ReadFile(dir_ / "out.json");
+  EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
+  for (const char* key :
+       {"\"readahead\"", "\"page_cluster_0\"", "\"page_cluster_3\"",
+        "\"ratio_pages_s\"", "\"fault_latency\"", "\"first_touch\"",
+        "\"p99_us\"", "\"swap_ra\"", "\"bare_uffdio_copy\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+}
+
 TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
   const RunResult r = Run("nosuch");
   EXPECT_EQ(r.exit_code, 2);

@@ -1,0 +1,254 @@
+// evict.cc: eviction of resident pages into the PageStore (region.h,
+// "Eviction" steps 2-4), used by the reclaimer and by Pageout, and the pool
+// limit check every store passes first.
+//
+// Victims go in chunks of at most kEvictChunk pages (1 MiB), so a writer
+// that hits a victim waits for one chunk's compression, not a whole
+// Pageout. For one chunk, under the region mutex:
+//   0. Presence: /proc/self/pagemap says which victims still have a page or
+//      a swap entry. One with neither was dropped by the application
+//      (MADV_DONTNEED): it holds zeros, and reading it would raise a fault
+//      nobody can answer (the handler may be the reader). It is forgotten:
+//      untouched again, its next touch maps zeros.
+//   1. UFFDIO_WRITEPROTECT each run of consecutive victims. From here a
+//      write blocks in a WP fault; reads go on.
+//   2. Store: with batch_stores, each run's 16-page units through
+//      StoreBatch (all-or-nothing), read straight from the region; a unit
+//      that fails is split and stored page by page (swpout_fallback); the
+//      rest through Store. Each store first passes PoolAccepts().
+//   3. Stored runs: MADV_DONTNEED (which drops the WP bit with the PTE; the
+//      next touch is a missing fault), then UFFDIO_WAKE for any writer
+//      blocked in step 1: it retries and faults the page back in. Refused
+//      runs: un-protect, which wakes their writers.
+// Under TSan the pages are copied out first with reads ignored: a writer's
+// store racing our read is ordered by the write-protection, which TSan
+// cannot see, and the parallel codec's lanes would read them too.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "uffd/region_impl.h"
+
+#if defined(__SANITIZE_THREAD__)
+extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);
+extern "C" void AnnotateIgnoreReadsEnd(const char* file, int line);
+#endif
+
+namespace ztier {
+
+using internal::PageMap;
+using internal::PageState;
+
+namespace {
+
+// Calls fn(k, n) for each run v[k..k+n) of consecutive page indices whose
+// `same(k)` value is equal throughout.
+template <typename Same, typename Fn>
+void ForEachRun(std::span<const std::uint32_t> v, Same same, Fn fn) {
+  for (std::size_t k = 0; k < v.size();) {
+    std::size_t e = k + 1;
+    while (e < v.size() && v[e] == v[e - 1] + 1 && same(e) == same(k)) ++e;
+    fn(k, e - k);
+    k = e;
+  }
+}
+
+constexpr std::uint64_t kPagemapPresent = std::uint64_t{1} << 63;
+constexpr std::uint64_t kPagemapSwapped = std::uint64_t{1} << 62;
+
+}  // namespace
+
+bool Region::Impl::Evict(std::span<const std::uint32_t> victims) {
+  // A page twice in one eviction would be stored, then emptied by a failed
+  // StoreBatch of a unit that holds it again, and zapped: lost.
+  assert(std::adjacent_find(victims.begin(), victims.end(),
+                            std::greater_equal<>()) == victims.end());
+  std::size_t i = 0;
+  while (i < victims.size()) {
+    std::size_t j = std::min(i + kEvictChunk, victims.size());
+    // Cut between runs where possible, so runs keep their 16-page units.
+    if (j < victims.size() && victims[j] == victims[j - 1] + 1) {
+      std::size_t r = j - 1;
+      while (r > i && victims[r] == victims[r - 1] + 1) --r;
+      if (r > i) j = r;
+    }
+    if (!EvictChunk(victims.subspan(i, j - i))) return false;
+    i = j;
+  }
+  return true;
+}
+
+bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
+  if (!PoolAccepts()) return false;
+  // 0. Presence.
+  std::vector<std::uint32_t> v;
+  v.reserve(chunk.size());
+  ForEachRun(
+      chunk, [](std::size_t) { return 0; },
+      [&](std::size_t k, std::size_t n) {
+        std::uint64_t entries[kEvictChunk];
+        const off_t at = static_cast<off_t>((Addr(chunk[k]) / kPageSize) * 8);
+        const std::size_t bytes = n * sizeof(std::uint64_t);
+        const bool known =
+            pagemap_fd >= 0 && ::pread(pagemap_fd, entries, bytes, at) ==
+                                   static_cast<ssize_t>(bytes);
+        for (std::size_t q = 0; q < n; ++q) {
+          const std::uint32_t p = chunk[k + q];
+          if (!known || (entries[q] & (kPagemapPresent | kPagemapSwapped))) {
+            v.push_back(p);
+            continue;
+          }
+          pages.set_state(p, PageState::kUntouched);
+          pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+          Drop(c.resident);
+        }
+      });
+  const auto no_split = [](std::size_t) { return 0; };
+  // 1. Write-protect. A run that could not be protected is not stored: a
+  // write after our read would be lost.
+  std::vector<std::uint8_t> guarded(v.size(), 1);
+  ForEachRun(v, no_split, [&](std::size_t k, std::size_t n) {
+    Status st = uffd.WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
+    if (st.ok()) return;
+    LogError(st);
+    std::fill_n(&guarded[k], n, 0);
+  });
+  // 2. Store. A stored page is entered as such at once (still mapped and
+  // write-protected), so that a shrink later in this chunk can write it
+  // back to make room.
+  std::vector<std::uint8_t> stored(v.size(), 0);
+  auto entered = [&](std::size_t k, std::size_t n) {
+    for (std::size_t q = k; q < k + n; ++q) {
+      stored[q] = 1;
+      pages.set_state(v[q], PageState::kStored);
+      pages.clear(v[q], PageMap::kRef | PageMap::kReadAhead);
+      Bump(c.stored);
+      NoteStored(v[q]);
+    }
+  };
+  bool refused = false;
+  ForEachRun(v, no_split, [&](std::size_t k, std::size_t n) {
+    if (!guarded[k] || refused) return;
+    const std::byte* src = base + std::size_t{v[k]} * kPageSize;
+#if defined(__SANITIZE_THREAD__)
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    std::memcpy(evict_copy.get(), src, n * kPageSize);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    src = evict_copy.get();
+#endif
+    const auto store_one = [&](std::size_t q) {
+      Status st =
+          store->Store(v[k] + q, ConstPage(src + q * kPageSize, kPageSize));
+      if (st.ok()) entered(k + q, 1);
+    };
+    for (std::size_t off = 0; off < n && !refused;) {
+      if (!PoolAccepts()) {
+        refused = true;
+        break;
+      }
+      if (!options.batch_stores || n - off < kUnitPages) {
+        store_one(off++);
+        continue;
+      }
+      Status st = store->StoreBatch(
+          v[k] + off, std::span<const std::byte>(src + off * kPageSize,
+                                                 kUnitPages * kPageSize));
+      if (st.ok()) {
+        entered(k + off, kUnitPages);
+        off += kUnitPages;
+        continue;
+      }
+      // The unit failed as a whole (its slots are empty again): split it,
+      // as the kernel falls back to base pages for a large folio.
+      Bump(c.swpout_fallback);
+      const std::size_t end = off + kUnitPages;
+      for (; off < end && !refused; ++off) {
+        if (!PoolAccepts()) {
+          refused = true;
+          break;
+        }
+        store_one(off);
+      }
+    }
+  });
+  // 3. Zap and wake, or un-protect (which wakes). Counted before the wake:
+  // a woken writer may look at Stats() at once.
+  ForEachRun(
+      v, [&](std::size_t k) { return stored[k]; },
+      [&](std::size_t k, std::size_t n) {
+        const std::uintptr_t addr = Addr(v[k]);
+        const std::size_t len = n * kPageSize;
+        bool zapped = false;
+        if (stored[k]) {
+          zapped =
+              ::madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0;
+          if (!zapped) {
+            // Still mapped: the stored copies would go stale. Keep the pages.
+            LogError(PosixError("madvise(MADV_DONTNEED)", errno));
+            for (std::size_t q = k; q < k + n; ++q) {
+              Status d = store->Discard(v[q]);
+              d.IgnoreError();
+              if (pages.test(v[q], PageMap::kWrittenBack)) {
+                Drop(c.written_back);
+              } else {
+                Drop(c.stored);
+              }
+              pages.set_state(v[q], PageState::kResident);
+              pages.clear(v[q], PageMap::kWrittenBack);
+            }
+          }
+        }
+        for (std::size_t q = k; q < k + n; ++q) {
+          pages.clear(v[q], PageMap::kReadAhead);
+          if (!zapped)
+            pages.set(v[q], PageMap::kRef);  // refused: second chance
+        }
+        if (zapped) {
+          Drop(c.resident, n);
+          Bump(c.zswpout, n);
+        }
+        Status st = zapped ? uffd.Wake(addr, len)
+                           : uffd.WriteProtect(addr, len, /*wp=*/false);
+        if (!st.ok()) LogError(st);
+      });
+  return !refused;
+}
+
+bool Region::Impl::PoolAccepts() {
+  std::uint64_t cur = store->pool().TotalBytes();
+  if (cur >= pool_limit) {
+    Bump(c.pool_limit_hit);
+    reached_full = true;
+  } else if (reached_full && cur <= pool_accept) {
+    reached_full = false;
+  }
+  if (!reached_full) return true;
+  if (options.backing != nullptr) {
+    if (Shrink()) {
+      reached_full = false;
+      return true;
+    }
+    Bump(c.reject_reclaim_fail);
+    return false;
+  }
+  // No backing store: only loads shrink the pool. What they freed may sit
+  // in partly used zspages; compaction gives it back (tried once per size).
+  if (cur != compacted_at) {
+    store->Compact();
+    cur = store->pool().TotalBytes();
+    compacted_at = cur;
+    if (cur <= pool_accept) {
+      reached_full = false;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace ztier

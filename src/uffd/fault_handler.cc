@@ -1,0 +1,300 @@
+// fault_handler.cc: the Region's handler thread. It waits on the
+// userfaultfd and the stop eventfd, reads fault messages in batches, and
+// under the region mutex resolves each one, then runs the reclaimer.
+//
+// A missing fault at page p, by p's state:
+//   untouched  UFFDIO_ZEROPAGE over the run of untouched pages around p in
+//              its aligned 64-page window (one ioctl for a sequential
+//              first touch of 256 KiB).
+//   stored     load p (and, with page_cluster, the stored pages of its
+//              aligned 2^page_cluster window that are not written back:
+//              one LoadBatch per run) into the staging buffer, then
+//              UFFDIO_COPY: p first and writable, then the read-ahead pages
+//              write-protected so that their first write is seen
+//              (swap_ra_hit). Each slot installed is discarded: loads are
+//              exclusive, as zswap's. State and counters are updated before
+//              the copies: a woken faulter may read Stats() at once.
+//   resident   another fault on p was resolved first, or the application
+//              dropped the page (MADV_DONTNEED): UFFDIO_ZEROPAGE on p maps
+//              zeros in the second case and answers EEXIST (wake) in the
+//              first, so both are right.
+//   poisoned   poison again (EEXIST: wake; the retry raises SIGBUS).
+// A write-protect fault at page p: p was being evicted (the writer waited
+// for the mutex): stored now, wake it and it faults p back in; refused and
+// resident, or a read-ahead page written for the first time: un-protect,
+// which wakes it.
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "uffd/region_impl.h"
+
+namespace ztier {
+
+using internal::PageMap;
+using internal::PageState;
+
+void Region::Impl::HandlerLoop() {
+  constexpr std::size_t kMaxMsgs = 64;
+  uffd_msg msgs[kMaxMsgs];
+  pollfd fds[2] = {{uffd.fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  for (;;) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      std::fprintf(stderr, "ztier region: poll: %s; handler stopped\n",
+                   std::strerror(errno));
+      return;
+    }
+    if (fds[1].revents != 0) return;  // the destructor asks us to stop
+    if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
+      std::fprintf(stderr,
+                   "ztier region: userfaultfd poll error %#x; "
+                   "handler stopped\n",
+                   fds[0].revents);
+      return;
+    }
+    const ssize_t got = ::read(uffd.fd(), msgs, sizeof(msgs));
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EINTR) continue;
+      std::fprintf(stderr,
+                   "ztier region: read userfaultfd: %s; handler "
+                   "stopped\n",
+                   std::strerror(errno));
+      return;
+    }
+    const std::size_t n = static_cast<std::size_t>(got) / sizeof(uffd_msg);
+    std::lock_guard<std::mutex> lock(mu);
+    for (std::size_t i = 0; i < n; ++i) HandleFault(msgs[i]);
+    Reclaim();
+  }
+}
+
+void Region::Impl::HandleFault(const uffd_msg& msg) {
+  if (msg.event != UFFD_EVENT_PAGEFAULT) return;  // none other is asked for
+  const std::uintptr_t addr =
+      msg.arg.pagefault.address & ~std::uintptr_t{kPageSize - 1};
+  if (addr < Addr(0) || addr >= Addr(num_pages)) {
+    Status st = uffd.Wake(addr, kPageSize);  // not ours; cannot happen
+    st.IgnoreError();
+    return;
+  }
+  const std::size_t p = (addr - Addr(0)) / kPageSize;
+  if (msg.arg.pagefault.flags & UFFD_PAGEFAULT_FLAG_WP) {
+    HandleWriteProtect(p);
+  } else {
+    HandleMissing(p);
+  }
+}
+
+void Region::Impl::HandleMissing(std::size_t p) {
+  Bump(c.faults);
+  switch (pages.state(p)) {
+    case PageState::kUntouched:
+      MapZeros(p);
+      return;
+    case PageState::kStored:
+      FaultIn(p);
+      return;
+    case PageState::kResident: {
+      std::size_t done = 0;
+      Status st = uffd.ZeroPage(Addr(p), kPageSize, &done);
+      if (!st.ok()) LogError(st);
+      return;
+    }
+    case PageState::kPoisoned: {
+      Status st = uffd.Poison(Addr(p), kPageSize);
+      if (!st.ok()) LogError(st);
+      return;
+    }
+  }
+}
+
+void Region::Impl::MapZeros(std::size_t p) {
+  const std::size_t w0 = p & ~(kZeroWindow - 1);
+  const std::size_t w1 = std::min(w0 + kZeroWindow, num_pages);
+  std::size_t lo = p;
+  std::size_t hi = p + 1;
+  while (lo > w0 && pages.is(lo - 1, PageState::kUntouched)) --lo;
+  while (hi < w1 && pages.is(hi, PageState::kUntouched)) ++hi;
+  // Counted first: the ioctl wakes the faulter.
+  for (std::size_t i = lo; i < hi; ++i) {
+    pages.set_state(i, PageState::kResident);
+    pages.set(i, PageMap::kRef);
+  }
+  Bump(c.resident, hi - lo);
+  std::size_t done = 0;
+  Status st = uffd.ZeroPage(Addr(lo), (hi - lo) * kPageSize, &done);
+  if (!st.ok()) {
+    // Pages not reached stay untouched; the faulter retries, and if p was
+    // not reached it faults again.
+    const std::size_t n = done / kPageSize;
+    for (std::size_t i = lo + n; i < hi; ++i) {
+      pages.set_state(i, PageState::kUntouched);
+      pages.clear(i, PageMap::kRef);
+    }
+    Drop(c.resident, hi - lo - n);
+    LogError(st);
+    Status w = uffd.Wake(Addr(p), kPageSize);
+    w.IgnoreError();
+  }
+}
+
+void Region::Impl::FaultIn(std::size_t p) {
+  std::size_t w0 = p;
+  std::size_t w1 = p + 1;
+  if (options.page_cluster > 0) {
+    const std::size_t w = std::size_t{1} << options.page_cluster;
+    w0 = p & ~(w - 1);
+    w1 = std::min(w0 + w, num_pages);
+  }
+  bool ok[kMaxWindow] = {};
+  Status st[kMaxWindow];
+  for (std::size_t i = w0; i < w1; ++i) {
+    ok[i - w0] = i == p || (pages.is(i, PageState::kStored) &&
+                            !pages.test(i, PageMap::kWrittenBack));
+  }
+  // Load each run of wanted pages: one LoadBatch (a batched decompress).
+  for (std::size_t a = w0; a < w1;) {
+    if (!ok[a - w0]) {
+      ++a;
+      continue;
+    }
+    std::size_t b = a + 1;
+    while (b < w1 && ok[b - w0]) ++b;
+    std::byte* out = staging.get() + (a - w0) * kPageSize;
+    if (b - a == 1) {
+      st[a - w0] = store->Load(a, MutablePage(out, kPageSize));
+    } else {
+      Status first =
+          store->LoadBatch(a, std::span<std::byte>(out, (b - a) * kPageSize),
+                           std::span<Status>(st + (a - w0), b - a));
+      first.IgnoreError();  // per page in st
+    }
+    a = b;
+  }
+  for (std::size_t i = w0; i < w1; ++i) {
+    ok[i - w0] = ok[i - w0] && st[i - w0].ok();
+  }
+  if (!ok[p - w0]) LoadFailed(p, st[p - w0]);
+  // Install: p first and writable, then each run of read-ahead pages
+  // write-protected. The bookkeeping for all of them comes first: p's copy
+  // wakes the faulter, who may look at Stats() at once.
+  bool wb[kMaxWindow];
+  for (std::size_t i = w0; i < w1; ++i) {
+    if (!ok[i - w0]) continue;
+    wb[i - w0] = pages.test(i, PageMap::kWrittenBack);
+    MarkLoaded(i, i != p, wb[i - w0], +1);
+  }
+  auto install = [&](std::size_t a, std::size_t b) {
+    const bool read_ahead = a != p;
+    std::size_t done = 0;
+    Status cs = uffd.Copy(Addr(a), staging.get() + (a - w0) * kPageSize,
+                          (b - a) * kPageSize, read_ahead, &done);
+    const std::size_t end = a + done / kPageSize;
+    for (std::size_t i = a; i < end; ++i) {
+      Status d = store->Discard(i);  // exclusive loads
+      d.IgnoreError();               // only kOutOfRange, and i is in range
+    }
+    if (cs.ok()) return;
+    // The rest stay stored; the faulter retries (and faults again).
+    LogError(cs);
+    for (std::size_t i = end; i < b; ++i) {
+      MarkLoaded(i, read_ahead, wb[i - w0], -1);
+    }
+    if (!read_ahead) {
+      Status w = uffd.Wake(Addr(p), kPageSize);
+      w.IgnoreError();
+    }
+  };
+  if (ok[p - w0]) install(p, p + 1);
+  for (std::size_t a = w0; a < w1;) {
+    if (!ok[a - w0] || a == p) {
+      ++a;
+      continue;
+    }
+    std::size_t b = a + 1;
+    while (b < w1 && ok[b - w0] && b != p) ++b;
+    install(a, b);
+    a = b;
+  }
+}
+
+void Region::Impl::MarkLoaded(std::size_t p, bool read_ahead, bool wb,
+                              int sign) {
+  if (sign < 0) {
+    pages.set_state(p, PageState::kStored);
+    pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+    if (wb) pages.set(p, PageMap::kWrittenBack);
+  } else {
+    pages.set_state(p, PageState::kResident);
+    pages.clear(p, PageMap::kWrittenBack | PageMap::kRef | PageMap::kReadAhead);
+    pages.set(p, read_ahead ? PageMap::kReadAhead : PageMap::kRef);
+  }
+  auto up = [sign](std::atomic<std::uint64_t>& counter) {
+    sign > 0 ? Bump(counter) : Drop(counter);
+  };
+  auto down = [sign](std::atomic<std::uint64_t>& counter) {
+    sign > 0 ? Drop(counter) : Bump(counter);
+  };
+  if (wb) {
+    down(c.written_back);  // the kernel's pswpin, not zswpin
+  } else {
+    down(c.stored);
+    up(c.zswpin);
+  }
+  // A read-ahead page starts cold (no reference bit): the CLOCK may take
+  // it back first unless it is written.
+  if (read_ahead) up(c.swap_ra);
+  up(c.resident);
+}
+
+void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
+  if (!logged_load_error) {
+    logged_load_error = true;
+    std::fprintf(stderr,
+                 "ztier region: page %zu (%p) could not be loaded: %s; it is "
+                 "poisoned, a touch raises SIGBUS\n",
+                 p, static_cast<void*>(base + p * kPageSize),
+                 st.ToString().c_str());
+  }
+  if (!uffd.can_poison()) {
+    // Zeros or stale bytes would be silent corruption; SIGBUS is what the
+    // kernel does, and without UFFDIO_POISON we cannot deliver it.
+    std::fprintf(stderr,
+                 "ztier region: page %zu lost and UFFDIO_POISON unavailable "
+                 "(Linux < 6.6): aborting\n",
+                 p);
+    std::abort();
+  }
+  Status ps = uffd.Poison(Addr(p), kPageSize);
+  if (!ps.ok()) LogError(ps);
+  pages.set_state(p, PageState::kPoisoned);
+  pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+}
+
+void Region::Impl::HandleWriteProtect(std::size_t p) {
+  if (!pages.is(p, PageState::kResident)) {
+    // Evicted while the writer waited (or nothing mapped): its retry takes
+    // a missing fault and brings the page back.
+    if (pages.is(p, PageState::kStored)) Bump(c.wp_faults);
+    Status st = uffd.Wake(Addr(p), kPageSize);
+    st.IgnoreError();
+    return;
+  }
+  if (pages.test(p, PageMap::kReadAhead)) {
+    pages.clear(p, PageMap::kReadAhead);
+    pages.set(p, PageMap::kRef);
+    Bump(c.swap_ra_hit);
+  } else {
+    Bump(c.wp_faults);  // the eviction refused it, and already un-protected
+  }
+  Status st = uffd.WriteProtect(Addr(p), kPageSize, /*wp=*/false);
+  if (!st.ok()) LogError(st);
+}
+
+}  // namespace ztier

@@ -1,0 +1,55 @@
+// reclaim.cc: the Region's reclaimer. After each batch of faults, if more
+// pages are resident than the budget allows, a CLOCK over the page map picks
+// victims down to the budget minus 1/32 of it, and they are evicted.
+//
+// The hand walks page indices. A resident page with its reference bit set
+// (faulted in since the hand last passed) has the bit cleared and is
+// skipped: its second chance. Any other resident page is a victim. The walk
+// stops when enough are found or after two full turns (every reference bit
+// is clear after one); a page met on both turns is taken once. Victims are
+// evicted in ascending order so that neighbours form runs: one write-protect,
+// one StoreBatch per 16 pages, one MADV_DONTNEED per run. A walk reads one byte
+// per page: 256 Ki pages (1 GiB) take about 0.1 ms, against some 30 evictions'
+// worth of compression per walk (budget/32 pages).
+#include <algorithm>
+#include <vector>
+
+#include "uffd/region_impl.h"
+
+namespace ztier {
+
+using internal::PageMap;
+using internal::PageState;
+
+void Region::Impl::Reclaim() {
+  if (budget_pages == 0) return;
+  const std::size_t resident = Read(c.resident);
+  if (resident <= budget_pages) return;
+  // A full pool refuses the eviction anyway (or, with a backing store,
+  // makes room first): no walk while it would be wasted.
+  if (!PoolAccepts()) return;
+  const std::size_t target = budget_pages - budget_pages / 32;
+  const std::size_t want = resident - target;
+  std::vector<std::uint32_t> victims;
+  victims.reserve(want);
+  for (std::size_t scanned = 0;
+       victims.size() < want && scanned < 2 * num_pages; ++scanned) {
+    const std::size_t p = clock_hand;
+    clock_hand = p + 1 == num_pages ? 0 : p + 1;
+    if (!pages.is(p, PageState::kResident)) continue;
+    if (pages.test(p, PageMap::kRef)) {
+      pages.clear(p, PageMap::kRef);
+      continue;
+    }
+    victims.push_back(static_cast<std::uint32_t>(p));
+  }
+  if (victims.empty()) return;
+  // The second turn can meet a page the first one took: each page must be
+  // a victim once (Evict requires strictly ascending indices).
+  std::sort(victims.begin(), victims.end());
+  victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
+  Bump(c.evictions);
+  Evict(victims);
+}
+
+}  // namespace ztier

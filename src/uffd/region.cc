@@ -1,0 +1,229 @@
+// region.cc: Region (contract in include/ztier/region.h): creation and
+// teardown, Pageout and Stats. The fault handler, eviction, the reclaimer
+// and the shrinker live in their own files (region_impl.h lists them).
+//
+// DESIGN NOTE: what userspace can and cannot see.
+//   Recency. The kernel's LRU learns about accesses from the accessed bit
+//   of every PTE; userspace sees only faults. So the CLOCK's reference bit
+//   is set when a page is faulted in (first touch, load) and cleared when
+//   the hand passes: a page faulted in recently survives one more turn, and
+//   a page that has been resident longest without a fault goes first. A
+//   page read every microsecond but never evicted looks as cold as one
+//   never read again; that is the price of no kernel help. (WP_ASYNC with
+//   PAGEMAP_SCAN could give written-since bits cheaply; reads stay
+//   invisible either way.)
+//   Read-ahead hits. Read-ahead pages are installed write-protected
+//   (UFFDIO_COPY_MODE_WP) with the `ra` bit. The first write to one raises
+//   a WP fault: swap_ra_hit counts it, and the page is un-protected. So
+//   swap_ra_hit counts read-ahead pages later *written*; a page only read
+//   is not seen. The faulting page itself is installed writable.
+//   wp_faults counts the other WP faults: writes that hit a page while it
+//   was being evicted (those writers block until the eviction is done,
+//   then fault the page back in, or carry on if it was refused).
+//   Failed loads. A slot that does not decompress, or a written-back block
+//   that cannot be read, must not become wrong data. The page gets a
+//   poison marker (UFFDIO_POISON, Linux 6.6+): the toucher, and any later
+//   one, gets SIGBUS, as the kernel gives a task whose zswap entry fails
+//   to decompress. The slot is kept; the first failure is logged to stderr
+//   with the page index. Without UFFDIO_POISON there is no honest answer,
+//   and the process is aborted with that message.
+//   Pool limit. zswap rejects stores while the pool is full and lets an
+//   asynchronous worker write back; here the shrinker runs synchronously
+//   in the eviction that found the pool full, on the handler thread or the
+//   Pageout caller, so a fault waits behind a writeback pass. Without a
+//   backing store, evictions are refused until loads bring the pool under
+//   the accept threshold (the pool is compacted when that is the only way).
+//   Counters. stored_pages counts pages in the pool (SAME pages included),
+//   not written-back ones. zswpin counts pages loaded from the pool; a
+//   written-back page faulted in is the kernel's pswpin, not zswpin.
+//   fork(). The child of a fork would inherit the memory but not the
+//   registration: evicted pages would read as zeros there. The mapping is
+//   MADV_DONTFORK, so the child has no region at all.
+//   Pages the application dropped (MADV_DONTNEED on region memory) read as
+//   zeros, as the kernel would give: eviction checks presence in
+//   /proc/self/pagemap and forgets such pages, and a missing fault on a page
+//   the map thinks resident maps zeros. The handler never touches absent region
+//   memory, so it cannot deadlock on a fault of its own.
+#include <fcntl.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "uffd/region_impl.h"
+
+namespace ztier {
+namespace {
+
+Status CheckOptions(const RegionOptions& o) {
+  if (o.size == 0) return Status::InvalidArgument("size must be at least 1");
+  if (o.size > (std::size_t{1} << 44)) {
+    return Status::InvalidArgument("size must be at most 16 TiB");
+  }
+  if (o.page_cluster > 5) {
+    return Status::InvalidArgument("page_cluster must be 0..5");
+  }
+  if (o.max_pool_percent < 1 || o.max_pool_percent > 100) {
+    return Status::InvalidArgument("max_pool_percent must be 1..100");
+  }
+  if (o.accept_threshold_percent < 1 || o.accept_threshold_percent > 100) {
+    return Status::InvalidArgument("accept_threshold_percent must be 1..100");
+  }
+  if (o.batch_size < 1 || o.batch_size > kMaxBatchSize) {
+    return Status::InvalidArgument("batch_size must be 1.." +
+                                   std::to_string(kMaxBatchSize));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Region::Region() : impl_(std::make_unique<Impl>()) {}
+
+Region::~Region() = default;
+
+Region::Impl::~Impl() {
+  if (handler.joinable()) {
+    const std::uint64_t one = 1;
+    if (::write(stop_fd, &one, sizeof(one)) != sizeof(one)) std::abort();
+    handler.join();
+  }
+  if (registered) {
+    Status st = uffd.Unregister(base, size);
+    st.IgnoreError();  // munmap below unregisters too
+  }
+  uffd.Close();
+  if (stop_fd >= 0) ::close(stop_fd);
+  if (pagemap_fd >= 0) ::close(pagemap_fd);
+  if (base != nullptr) ::munmap(base, size);
+  // Frees every pool object, and gives the written-back blocks back to the
+  // backing store (which the options keep alive until after this).
+  store.reset();
+}
+
+void Region::Impl::LogError(const Status& st) {
+  if (logged_error) return;
+  logged_error = true;
+  std::fprintf(stderr, "ztier region: %s\n", st.ToString().c_str());
+}
+
+Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
+  ZT_RETURN_IF_ERROR(CheckOptions(options));
+  std::unique_ptr<Region> region(new Region());
+  Impl& m = *region->impl_;
+  m.options = options;
+  m.size = (options.size + kPageSize - 1) & ~(kPageSize - 1);
+  m.num_pages = m.size / kPageSize;
+  if (options.budget != 0) {
+    m.budget_pages = std::max<std::size_t>(1, options.budget / kPageSize);
+  }
+  const std::uint64_t basis = options.budget != 0 ? options.budget : m.size;
+  m.pool_limit = options.max_pool_bytes != 0
+                     ? options.max_pool_bytes
+                     : basis * options.max_pool_percent / 100;
+  m.pool_accept = m.pool_limit * options.accept_threshold_percent / 100;
+  m.pages = internal::PageMap(m.num_pages);
+  m.staging = std::make_unique<std::byte[]>(Impl::kMaxWindow * kPageSize);
+#if defined(__SANITIZE_THREAD__)
+  m.evict_copy = std::make_unique<std::byte[]>(Impl::kEvictChunk * kPageSize);
+#endif
+
+  PageStoreOptions so;
+  so.num_pages = m.num_pages;
+  so.codec = options.codec;
+  so.algorithm_params = options.algorithm_params;
+  so.batch_backend = options.batch_backend;
+  so.batch_size = options.batch_size;
+  so.store_incompressible = options.backing != nullptr;
+  so.backing = options.backing;
+  so.mem_limit = 0;  // the region applies the pool limit, with hysteresis
+  ZT_ASSIGN_OR_RETURN(m.store, PageStore::Create(so));
+
+  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return Err(Status::ResourceExhausted("mmap " + std::to_string(m.size) +
+                                         " bytes: " + std::strerror(errno)));
+  }
+  m.base = static_cast<std::byte*>(p);
+  // Faults and evictions work in 4 KiB pages; a huge page would be one
+  // 2 MiB fault. Failure (THP compiled out) is harmless.
+  ::madvise(m.base, m.size, MADV_NOHUGEPAGE);
+  // A fork()ed child would get the mapping without our registration, and
+  // read every evicted page as zeros. Not inheriting it at all is honest:
+  // a child that touches it faults (SIGSEGV) instead of reading wrong data.
+  if (::madvise(m.base, m.size, MADV_DONTFORK) != 0) {
+    return Err(PosixError("madvise(MADV_DONTFORK)", errno));
+  }
+
+  ZT_RETURN_IF_ERROR(m.uffd.Open());
+  ZT_RETURN_IF_ERROR(m.uffd.Register(m.base, m.size));
+  m.registered = true;
+  m.stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (m.stop_fd < 0) return Err(PosixError("eventfd", errno));
+  // Without it (no /proc) eviction trusts the page map (evict.cc).
+  m.pagemap_fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  m.handler = std::thread([&m] { m.HandlerLoop(); });
+  return region;
+}
+
+std::byte* Region::data() const { return impl_->base; }
+std::size_t Region::size() const { return impl_->size; }
+
+Status Region::Pageout(void* addr, std::size_t len) {
+  Impl& m = *impl_;
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
+  const std::uintptr_t lo = m.Addr(0);
+  if (a < lo || a - lo > m.size || len > m.size - (a - lo)) {
+    return Status::OutOfRange("Pageout range is not inside the region");
+  }
+  const std::size_t first = (a - lo) / kPageSize;
+  const std::size_t last = (a - lo + len + kPageSize - 1) / kPageSize;
+  std::vector<std::uint32_t> victims;
+  std::lock_guard<std::mutex> lock(m.mu);
+  for (std::size_t i = first; i < last; ++i) {
+    if (m.pages.is(i, internal::PageState::kResident)) {
+      victims.push_back(static_cast<std::uint32_t>(i));
+    }
+  }
+  if (victims.empty()) return Status::Ok();
+  Bump(m.c.evictions);
+  m.Evict(victims);  // refusals are counted, and not an error
+  return Status::Ok();
+}
+
+RegionStats Region::Stats() const {
+  const Impl& m = *impl_;
+  const PageStoreStats ss = m.store->Stats();
+  const RegionCounters& c = m.c;
+  RegionStats r;
+  r.pool_limit_hit = Read(c.pool_limit_hit);
+  r.reject_reclaim_fail = Read(c.reject_reclaim_fail);
+  r.reject_alloc_fail = ss.reject_alloc_fail;
+  r.reject_compress_fail = ss.reject_compress_fail;
+  r.reject_compress_poor = ss.reject_compress_poor;
+  r.written_back_pages = Read(c.zswpwb);
+  r.pool_total_size = ss.pool_total_size;
+  r.stored_pages = Read(c.stored);
+  r.stored_incompressible_pages = ss.huge_pages;
+  r.zswpin = Read(c.zswpin);
+  r.zswpout = Read(c.zswpout);
+  r.zswpwb = Read(c.zswpwb);
+  r.swap_ra = Read(c.swap_ra);
+  r.swap_ra_hit = Read(c.swap_ra_hit);
+  r.resident_pages = Read(c.resident);
+  r.written_back_now = Read(c.written_back);
+  r.faults = Read(c.faults);
+  r.wp_faults = Read(c.wp_faults);
+  r.evictions = Read(c.evictions);
+  r.swpout_fallback = Read(c.swpout_fallback);
+  return r;
+}
+
+}  // namespace ztier

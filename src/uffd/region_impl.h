@@ -1,0 +1,148 @@
+// region_impl.h: a Region's state, shared by the files that implement it:
+//   region.cc         Create, the destructor, Pageout, Stats
+//   fault_handler.cc  the handler thread: missing and write-protect faults
+//   evict.cc          eviction (write-protect, store, zap, wake) and the
+//                     pool limit
+//   reclaim.cc        the CLOCK reclaimer that keeps resident pages in budget
+//   shrinker.cc       the FIFO shrinker that writes back stored pages
+// Not part of the public API.
+#ifndef ZTIER_UFFD_REGION_IMPL_H_
+#define ZTIER_UFFD_REGION_IMPL_H_
+
+#include <linux/userfaultfd.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "uffd/page_map.h"
+#include "uffd/uffd.h"
+#include "ztier/page.h"
+#include "ztier/page_store.h"
+#include "ztier/region.h"
+
+namespace ztier {
+
+// Counters Stats() reads without the mutex (relaxed: each is exact, a set
+// of them read together is not a snapshot).
+struct RegionCounters {
+  std::atomic<std::uint64_t> pool_limit_hit{0};
+  std::atomic<std::uint64_t> reject_reclaim_fail{0};
+  std::atomic<std::uint64_t> zswpin{0};
+  std::atomic<std::uint64_t> zswpout{0};
+  std::atomic<std::uint64_t> zswpwb{0};
+  std::atomic<std::uint64_t> swap_ra{0};
+  std::atomic<std::uint64_t> swap_ra_hit{0};
+  std::atomic<std::uint64_t> resident{0};
+  std::atomic<std::uint64_t> stored{0};        // pages in the pool now
+  std::atomic<std::uint64_t> written_back{0};  // pages on the backing now
+  std::atomic<std::uint64_t> faults{0};
+  std::atomic<std::uint64_t> wp_faults{0};
+  std::atomic<std::uint64_t> evictions{0};
+  std::atomic<std::uint64_t> swpout_fallback{0};
+};
+
+inline void Bump(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
+  c.fetch_add(v, std::memory_order_relaxed);
+}
+inline void Drop(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
+  c.fetch_sub(v, std::memory_order_relaxed);
+}
+inline std::uint64_t Read(const std::atomic<std::uint64_t>& c) {
+  return c.load(std::memory_order_relaxed);
+}
+
+struct Region::Impl {
+  // Pages a fault-in window holds at most (page_cluster 5).
+  static constexpr std::size_t kMaxWindow = 32;
+  // The aligned window a first touch maps zeros over.
+  static constexpr std::size_t kZeroWindow = 64;
+  // Victims one eviction step write-protects, stores and zaps together:
+  // a writer blocks at most for one step's compression.
+  static constexpr std::size_t kEvictChunk = 256;
+  // Pages of one StoreBatch unit (a 64 KiB folio).
+  static constexpr std::size_t kUnitPages = 16;
+  // Victims one shrinker writeback pass takes.
+  static constexpr std::size_t kShrinkBatch = 256;
+
+  RegionOptions options;
+  std::byte* base = nullptr;
+  std::size_t size = 0;  // bytes, a multiple of kPageSize
+  std::size_t num_pages = 0;
+  std::size_t budget_pages = 0;   // 0: no reclaimer
+  std::uint64_t pool_limit = 0;   // bytes
+  std::uint64_t pool_accept = 0;  // bytes: accept_threshold_percent of it
+
+  internal::Uffd uffd;
+  bool registered = false;
+  int stop_fd = -1;     // eventfd: the handler stops when it is readable
+  int pagemap_fd = -1;  // /proc/self/pagemap, or -1 (see evict.cc)
+  std::unique_ptr<PageStore> store;
+  std::thread handler;
+  RegionCounters c;
+
+  // Everything below is guarded by mu. The handler holds it while it
+  // handles one batch of fault messages and runs the reclaimer; Pageout
+  // holds it for its whole eviction.
+  std::mutex mu;
+  internal::PageMap pages{0};
+  std::size_t clock_hand = 0;
+  bool reached_full = false;  // zswap's zswap_pool_reached_full
+  std::uint64_t compacted_at = ~std::uint64_t{0};  // pool size at last try
+  std::deque<std::uint32_t> lru;         // the shrinker's FIFO, in store order
+  std::unique_ptr<std::byte[]> staging;  // kMaxWindow pages, for fault-in
+  bool logged_load_error = false;
+  bool logged_error = false;
+#if defined(__SANITIZE_THREAD__)
+  std::unique_ptr<std::byte[]> evict_copy;  // kEvictChunk pages (see evict.cc)
+#endif
+
+  Impl() = default;
+  ~Impl();
+
+  std::uintptr_t Addr(std::size_t page) const {
+    return reinterpret_cast<std::uintptr_t>(base) + page * kPageSize;
+  }
+  // Logs the first unexpected error (a failed ioctl, madvise or writeback)
+  // of this region to stderr; the rest are not logged.
+  void LogError(const Status& st);
+
+  // fault_handler.cc
+  void HandlerLoop();
+  void HandleFault(const uffd_msg& msg);   // REQUIRES: mu
+  void HandleMissing(std::size_t p);       // REQUIRES: mu
+  void HandleWriteProtect(std::size_t p);  // REQUIRES: mu
+  void MapZeros(std::size_t p);            // REQUIRES: mu
+  void FaultIn(std::size_t p);             // REQUIRES: mu
+  // The state and counters of a stored page that is installed (sign +1),
+  // or the undoing of that when its copy failed (-1). REQUIRES: mu
+  void MarkLoaded(std::size_t p, bool read_ahead, bool wb, int sign);
+  void LoadFailed(std::size_t p, const Status& st);  // REQUIRES: mu
+
+  // evict.cc. Evicts `victims` (resident pages, ascending). Returns false
+  // when the pool limit stopped it (the rest stay resident). REQUIRES: mu
+  bool Evict(std::span<const std::uint32_t> victims);
+  bool EvictChunk(std::span<const std::uint32_t> victims);  // REQUIRES: mu
+  // zswap_check_limits plus the synchronous shrinker: true if a store may
+  // go ahead. REQUIRES: mu
+  bool PoolAccepts();
+
+  // reclaim.cc. Runs the CLOCK when resident pages exceed the budget.
+  void Reclaim();  // REQUIRES: mu
+
+  // shrinker.cc
+  void NoteStored(std::size_t p);  // REQUIRES: mu
+  // Writes back the oldest stored pages until the pool is at most
+  // pool_accept; false if it could not get there. REQUIRES: mu
+  bool Shrink();
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_UFFD_REGION_IMPL_H_

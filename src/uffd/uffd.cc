@@ -1,0 +1,231 @@
+// uffd.cc: the userfaultfd wrapper (contract in uffd.h).
+#include "uffd/uffd.h"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "ztier/page.h"
+
+namespace ztier::internal {
+namespace {
+
+// An -EAGAIN with nothing done means the address space is changing under
+// us (mmap_changing); it passes quickly, so a few retries suffice.
+constexpr int kMaxRetries = 1000;
+
+std::string Hex(std::uintptr_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%jx", static_cast<std::uintmax_t>(v));
+  return buf;
+}
+
+std::string Where(const char* what, std::uintptr_t start, std::size_t len) {
+  return std::string(what) + " " + Hex(start) + "+" + std::to_string(len);
+}
+
+// One fill ioctl over [start + *done, start + len): issue(offset, &result)
+// runs the ioctl for the rest of the range and returns its return value,
+// setting result to the kernel's result field (bytes done, or -errno).
+template <typename Issue>
+Status FillLoop(Uffd& u, const char* what, std::uintptr_t start,
+                std::size_t len, std::size_t* done, Issue issue) {
+  std::size_t off = 0;
+  int retries = 0;
+  Status st;
+  while (off < len) {
+    std::int64_t result = 0;
+    if (issue(off, &result) == 0) {
+      off = len;
+      break;
+    }
+    const int err = errno;
+    if (result > 0) {  // partial: the kernel woke what it did
+      off += static_cast<std::size_t>(result);
+      continue;
+    }
+    if (err == EEXIST) {  // already mapped: done, but nobody was woken
+      Status w = u.Wake(start + off, kPageSize);
+      w.IgnoreError();  // nothing waits there, or it re-faults
+      off += kPageSize;
+      continue;
+    }
+    if (err == EAGAIN && ++retries < kMaxRetries) continue;
+    st = PosixError(Where(what, start + off, len - off), err);
+    break;
+  }
+  if (done != nullptr) *done = off;
+  return st;
+}
+
+}  // namespace
+
+Uffd::~Uffd() { Close(); }
+
+void Uffd::Close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Status Uffd::Open() {
+  int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd < 0) {
+    const int sys_err = errno;
+    int dev_err = 0;
+    const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev < 0) {
+      dev_err = errno;
+    } else {
+      fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+      if (fd < 0) dev_err = errno;
+      ::close(dev);
+    }
+    if (fd < 0) {
+      return Status::Unsupported(
+          std::string("userfaultfd unavailable: syscall: ") +
+          std::strerror(sys_err) +
+          (sys_err == EPERM ? " (needs root or vm.unprivileged_userfaultfd=1)"
+                            : "") +
+          "; /dev/userfaultfd: " + std::strerror(dev_err));
+    }
+  }
+  fd_ = fd;
+  // A refused handshake leaves the fd uninitialised, so it can be retried
+  // without POISON (kernels before 6.6).
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_POISON;
+  if (::ioctl(fd_, UFFDIO_API, &api) != 0) {
+    api = {};
+    api.api = UFFD_API;
+    api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+    if (::ioctl(fd_, UFFDIO_API, &api) != 0) {
+      const int err = errno;
+      Close();
+      return Status::Unsupported(
+          std::string("userfaultfd: UFFDIO_API with "
+                      "UFFD_FEATURE_PAGEFAULT_FLAG_WP refused (needs Linux "
+                      "5.7+ with write-protect on anonymous memory): ") +
+          std::strerror(err));
+    }
+  }
+  if (!(api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)) {
+    Close();
+    return Status::Unsupported(
+        "userfaultfd: UFFD_FEATURE_PAGEFAULT_FLAG_WP not granted");
+  }
+  return Status::Ok();
+}
+
+Status Uffd::Register(void* start, std::size_t len) {
+  uffdio_register reg{};
+  reg.range.start = reinterpret_cast<std::uintptr_t>(start);
+  reg.range.len = len;
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING | UFFDIO_REGISTER_MODE_WP;
+  if (::ioctl(fd_, UFFDIO_REGISTER, &reg) != 0) {
+    const int err = errno;
+    Status st = PosixError(
+        Where("UFFDIO_REGISTER (MISSING|WP)", reg.range.start, len), err);
+    if (err == EINVAL) return Status::Unsupported(st.message());
+    return st;
+  }
+  const std::uint64_t need = (std::uint64_t{1} << _UFFDIO_WAKE) |
+                             (std::uint64_t{1} << _UFFDIO_COPY) |
+                             (std::uint64_t{1} << _UFFDIO_ZEROPAGE) |
+                             (std::uint64_t{1} << _UFFDIO_WRITEPROTECT);
+  if ((reg.ioctls & need) != need) {
+    Status u = Unregister(start, len);
+    u.IgnoreError();
+    return Status::Unsupported(
+        "userfaultfd: registered range lacks WAKE/COPY/ZEROPAGE/WRITEPROTECT "
+        "(ioctls " +
+        Hex(reg.ioctls) + ")");
+  }
+  can_poison_ = (reg.ioctls & (std::uint64_t{1} << _UFFDIO_POISON)) != 0;
+  return Status::Ok();
+}
+
+Status Uffd::Unregister(void* start, std::size_t len) {
+  uffdio_range r{};
+  r.start = reinterpret_cast<std::uintptr_t>(start);
+  r.len = len;
+  if (::ioctl(fd_, UFFDIO_UNREGISTER, &r) != 0) {
+    return PosixError(Where("UFFDIO_UNREGISTER", r.start, len), errno);
+  }
+  return Status::Ok();
+}
+
+Status Uffd::ZeroPage(std::uintptr_t start, std::size_t len,
+                      std::size_t* done) {
+  return FillLoop(*this, "UFFDIO_ZEROPAGE", start, len, done,
+                  [&](std::size_t off, std::int64_t* result) {
+                    uffdio_zeropage z{};
+                    z.range.start = start + off;
+                    z.range.len = len - off;
+                    const int rc = ::ioctl(fd_, UFFDIO_ZEROPAGE, &z);
+                    *result = z.zeropage;
+                    return rc;
+                  });
+}
+
+Status Uffd::Copy(std::uintptr_t dst, const std::byte* src, std::size_t len,
+                  bool wp, std::size_t* done) {
+  return FillLoop(*this, wp ? "UFFDIO_COPY (WP)" : "UFFDIO_COPY", dst, len,
+                  done, [&](std::size_t off, std::int64_t* result) {
+                    uffdio_copy c{};
+                    c.dst = dst + off;
+                    c.src = reinterpret_cast<std::uintptr_t>(src + off);
+                    c.len = len - off;
+                    c.mode = wp ? UFFDIO_COPY_MODE_WP : 0;
+                    const int rc = ::ioctl(fd_, UFFDIO_COPY, &c);
+                    *result = c.copy;
+                    return rc;
+                  });
+}
+
+Status Uffd::WriteProtect(std::uintptr_t start, std::size_t len, bool wp) {
+  uffdio_writeprotect w{};
+  w.range.start = start;
+  w.range.len = len;
+  w.mode = wp ? UFFDIO_WRITEPROTECT_MODE_WP : 0;
+  for (int retries = 0;; ++retries) {
+    if (::ioctl(fd_, UFFDIO_WRITEPROTECT, &w) == 0) return Status::Ok();
+    if (errno != EAGAIN || retries >= kMaxRetries) break;
+  }
+  return PosixError(Where(wp ? "UFFDIO_WRITEPROTECT"
+                             : "UFFDIO_WRITEPROTECT "
+                               "(un-protect)",
+                          start, len),
+                    errno);
+}
+
+Status Uffd::Wake(std::uintptr_t start, std::size_t len) {
+  uffdio_range r{};
+  r.start = start;
+  r.len = len;
+  if (::ioctl(fd_, UFFDIO_WAKE, &r) != 0) {
+    return PosixError(Where("UFFDIO_WAKE", start, len), errno);
+  }
+  return Status::Ok();
+}
+
+Status Uffd::Poison(std::uintptr_t start, std::size_t len) {
+  std::size_t done = 0;
+  return FillLoop(*this, "UFFDIO_POISON", start, len, &done,
+                  [&](std::size_t off, std::int64_t* result) {
+                    uffdio_poison p{};
+                    p.range.start = start + off;
+                    p.range.len = len - off;
+                    const int rc = ::ioctl(fd_, UFFDIO_POISON, &p);
+                    *result = p.updated;
+                    return rc;
+                  });
+}
+
+}  // namespace ztier::internal

@@ -1,0 +1,469 @@
+// File: tools/ztier/usemem_report.cc
+//
+// Text and JSON reports of `ztier usemem` (usemem_report.h).
+#include "usemem_report.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+
+#include "bench_stats.h"
+#include "ztier/page.h"
+
+namespace ztier::tool {
+namespace {
+
+// One variant's figures over its runs.
+struct Series {
+  std::vector<double> avg_kb_s;
+  std::vector<double> total_kb_s;
+  std::vector<double> free_usecs;
+  const UsememRunResult* last = nullptr;  // the variant's last run
+};
+
+Series Collect(const std::vector<UsememRun>& runs, bool batched) {
+  Series s;
+  for (const UsememRun& r : runs) {
+    if (r.result.batched != batched) continue;
+    s.avg_kb_s.push_back(r.result.avg_kb_s);
+    s.total_kb_s.push_back(r.result.total_kb_s);
+    s.free_usecs.push_back(r.result.free_usecs);
+    s.last = &r.result;
+  }
+  return s;
+}
+
+// Total throughput, batched over one-at-a-time, within each run pair.
+std::vector<double> Ratios(const std::vector<UsememRun>& runs) {
+  std::vector<double> out;
+  for (const UsememRun& b : runs) {
+    if (!b.result.batched) continue;
+    for (const UsememRun& o : runs) {
+      if (o.run == b.run && !o.result.batched && o.result.total_kb_s > 0) {
+        out.push_back(b.result.total_kb_s / o.result.total_kb_s);
+      }
+    }
+  }
+  return out;
+}
+
+// 1234567 -> "1,234,567", as the seed's table.
+std::string Thousands(double v) {
+  const bool negative = v < 0;
+  std::string digits =
+      std::to_string(static_cast<std::uint64_t>((negative ? -v : v) + 0.5));
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return negative ? "-" + out : out;
+}
+
+// "17,810 (17,002-18,313)"; the median alone for one run.
+std::string Spread(const std::vector<double>& v) {
+  const SampleStats s = Summarize(v);
+  if (s.n <= 1) return Thousands(s.median);
+  return Thousands(s.median) + " (" + Thousands(s.min) + "-" +
+         Thousands(s.max) + ")";
+}
+
+std::string Change(double base, double now) {
+  if (base == 0) return now == 0 ? "0.00%" : "-";
+  const double pct = 100.0 * (now - base) / base;
+  return (pct >= 0 ? "+" : "") + FormatDouble(pct, 2) + "%";
+}
+
+std::string MiB(std::uint64_t bytes) {
+  return FormatDouble(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
+}
+
+struct Counter {
+  const char* name;
+  std::uint64_t RegionStats::*field;
+};
+
+constexpr Counter kCounters[] = {
+    {"zswpout", &RegionStats::zswpout},
+    {"zswpin", &RegionStats::zswpin},
+    {"pool_limit_hit", &RegionStats::pool_limit_hit},
+    {"reject_compress_poor", &RegionStats::reject_compress_poor},
+    {"resident pages", &RegionStats::resident_pages},
+    {"faults", &RegionStats::faults},
+    {"wp_faults", &RegionStats::wp_faults},
+};
+
+void WriteStats(JsonWriter& j, const std::string& name, const SampleStats& st,
+                int decimals) {
+  j.Key(name + "_median");
+  j.Double(st.median, decimals);
+  j.Key(name + "_min");
+  j.Double(st.min, decimals);
+  j.Key(name + "_max");
+  j.Double(st.max, decimals);
+  j.Key(name + "_stddev");
+  j.Double(st.stddev, decimals);
+  j.Key(name + "_cv");
+  j.Double(st.cv_percent, 2);
+}
+
+void WriteRunJson(JsonWriter& j, const UsememRun& r) {
+  const UsememRunResult& x = r.result;
+  j.BeginObject();
+  j.Key("run");
+  j.Uint(r.run);
+  j.Key("variant");
+  j.String(UsememVariantName(x.batched));
+  j.Key("order");
+  j.Uint(r.order);
+  j.Key("avg_kb_s");
+  j.Double(x.avg_kb_s, 1);
+  j.Key("total_kb_s");
+  j.Double(x.total_kb_s, 1);
+  j.Key("time_to_free_usecs");
+  j.Double(x.free_usecs, 1);
+  j.Key("wall_seconds");
+  j.Double(x.wall_seconds, 3);
+  j.Key("pages_verified");
+  j.Uint(x.pages_verified);
+  j.Key("mismatches");
+  j.Uint(x.mismatches);
+  j.Key("workers");
+  j.BeginArray();
+  for (const UsememWorkerResult& w : x.workers) {
+    j.BeginObject();
+    j.Key("fill_seconds");
+    j.Double(w.fill_seconds, 6);
+    j.Key("write_seconds");
+    j.Double(w.write_seconds, 6);
+    j.Key("read_seconds");
+    j.Double(w.read_seconds, 6);
+    j.Key("kb_s");
+    j.Double(w.kb_s, 1);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.Key("stats");
+  WriteRegionStatsJson(j, x.stats);
+  j.EndObject();
+}
+
+void WriteSummaryJson(JsonWriter& j, const Series& s) {
+  if (s.total_kb_s.empty()) {
+    j.Null();
+    return;
+  }
+  j.BeginObject();
+  j.Key("runs");
+  j.Uint(s.total_kb_s.size());
+  WriteStats(j, "avg_kb_s", Summarize(s.avg_kb_s), 1);
+  WriteStats(j, "total_kb_s", Summarize(s.total_kb_s), 1);
+  WriteStats(j, "time_to_free_usecs", Summarize(s.free_usecs), 1);
+  j.EndObject();
+}
+
+void WriteVariantJson(JsonWriter& j, const UsememConfig& cfg, bool batched) {
+  UsememRunConfig rc = cfg.run;
+  rc.batched = batched;
+  const RegionOptions o = UsememRegionOptions(rc);
+  j.BeginObject();
+  j.Key("name");
+  j.String(UsememVariantName(batched));
+  j.Key("batch_stores");
+  j.Bool(o.batch_stores);
+  j.Key("batch_backend");
+  j.String(BatchBackendName(o.batch_backend));
+  j.Key("batch_size");
+  j.Uint(o.batch_size);
+  j.EndObject();
+}
+
+void WriteConfigJson(JsonWriter& j, const UsememConfig& cfg) {
+  const UsememRunConfig& r = cfg.run;
+  j.BeginObject();
+  j.Key("workers");
+  j.Uint(r.workers);
+  j.Key("size_per_worker_bytes");
+  j.Uint(r.worker_bytes);
+  j.Key("region_bytes");
+  j.Uint(r.workers * r.worker_bytes);
+  j.Key("budget");
+  j.String(cfg.budget_text);
+  j.Key("budget_bytes");
+  j.Uint(r.budget_bytes);
+  j.Key("codec");
+  j.String(r.codec);
+  j.Key("page_cluster");
+  j.Uint(r.page_cluster);
+  j.Key("max_pool_percent");
+  j.Uint(r.max_pool_percent);
+  j.Key("sleep_seconds");
+  j.Double(r.sleep_seconds, 3);
+  j.Key("corpus");
+  j.String(cfg.corpus_path);
+  j.Key("corpus_name");
+  j.String(cfg.corpus_name);
+  j.Key("corpus_pages");
+  j.Uint(cfg.corpus_pages);
+  j.Key("runs");
+  j.Uint(cfg.runs);
+  j.Key("compare_batching");
+  j.Bool(cfg.compare);
+  j.Key("variants");
+  j.BeginArray();
+  if (cfg.compare) WriteVariantJson(j, cfg, false);
+  WriteVariantJson(j, cfg, true);
+  j.EndArray();
+  j.EndObject();
+}
+
+}  // namespace
+
+const char* UsememVariantName(bool batched) {
+  return batched ? "batched" : "one-at-a-time";
+}
+
+std::vector<bool> UsememRunOrder(std::size_t run, bool compare) {
+  if (!compare) return {true};
+  if (run % 2 == 0) return {false, true};
+  return {true, false};
+}
+
+void WriteRegionStatsJson(JsonWriter& j, const RegionStats& s) {
+  j.BeginObject();
+  const std::pair<const char*, std::uint64_t> fields[] = {
+      {"pool_limit_hit", s.pool_limit_hit},
+      {"reject_reclaim_fail", s.reject_reclaim_fail},
+      {"reject_alloc_fail", s.reject_alloc_fail},
+      {"reject_compress_fail", s.reject_compress_fail},
+      {"reject_compress_poor", s.reject_compress_poor},
+      {"written_back_pages", s.written_back_pages},
+      {"pool_total_size", s.pool_total_size},
+      {"stored_pages", s.stored_pages},
+      {"stored_incompressible_pages", s.stored_incompressible_pages},
+      {"zswpin", s.zswpin},
+      {"zswpout", s.zswpout},
+      {"zswpwb", s.zswpwb},
+      {"swap_ra", s.swap_ra},
+      {"swap_ra_hit", s.swap_ra_hit},
+      {"resident_pages", s.resident_pages},
+      {"written_back_now", s.written_back_now},
+      {"faults", s.faults},
+      {"wp_faults", s.wp_faults},
+      {"evictions", s.evictions},
+  };
+  for (const auto& [name, value] : fields) {
+    j.Key(name);
+    j.Uint(value);
+  }
+  j.EndObject();
+}
+
+std::string UsememConfigText(const UsememConfig& cfg) {
+  const UsememRunConfig& r = cfg.run;
+  const std::uint64_t region = r.workers * r.worker_bytes;
+  std::string t = "config: workers=" + std::to_string(r.workers) +
+                  " size=" + MiB(r.worker_bytes) + " each (region " +
+                  MiB(region) + ", " + std::to_string(region / kPageSize) +
+                  " pages) budget=" + cfg.budget_text + " (" +
+                  MiB(r.budget_bytes) + ", " +
+                  FormatDouble(100.0 * static_cast<double>(r.budget_bytes) /
+                                   static_cast<double>(region),
+                               1) +
+                  "% of the region) codec=" + r.codec +
+                  " page_cluster=" + std::to_string(r.page_cluster) +
+                  " max_pool_percent=" + std::to_string(r.max_pool_percent) +
+                  " sleep=" + FormatDouble(r.sleep_seconds, 1) + "s\n";
+  t += "  corpus=" + cfg.corpus_path + " (" + cfg.corpus_name + ", " +
+       std::to_string(cfg.corpus_pages) +
+       " pages, copied cyclically into each worker's slice)\n";
+  t += "  runs=" + std::to_string(cfg.runs) +
+       (cfg.compare ? " per variant, alternating (fresh region each run)\n"
+                    : " (fresh region each run)\n");
+  if (cfg.compare) {
+    t += "  one-at-a-time  batch_stores=false, serial backend: every page "
+         "stored by itself (the seed's baseline)\n";
+  }
+  t += "  batched        batch_stores=true, parallel backend, batch " +
+       std::to_string(kMaxBatchSize) +
+       ": runs of 16 victims in 64 KiB units (seed 000)\n";
+  t += "  timed per worker: fill from the corpus + write every 8-byte word "
+       "+ read back and check every page (the sleep is not); time to free: "
+       "the region's destruction\n";
+  return t;
+}
+
+std::string UsememResultText(const UsememConfig& cfg,
+                             const std::vector<UsememRun>& runs) {
+  const Series base = Collect(runs, false);
+  const Series batched = Collect(runs, true);
+  const bool compare = cfg.compare && !base.total_kb_s.empty();
+  const std::size_t n = batched.total_kb_s.size();
+  std::string t =
+      "usemem: " + std::to_string(cfg.run.workers) + " workers x " +
+      MiB(cfg.run.worker_bytes) + ", budget " + cfg.budget_text + ", " +
+      cfg.run.codec +
+      (n > 1 ? "; median (min-max) over " + std::to_string(n) + " runs" : "") +
+      "\n";
+
+  std::vector<std::string> header = {""};
+  std::vector<Align> align = {Align::kLeft};
+  if (compare) {
+    header.push_back("one-at-a-time");
+    align.push_back(Align::kRight);
+  }
+  header.push_back("batched");
+  align.push_back(Align::kRight);
+  if (compare) {
+    header.push_back("change");
+    align.push_back(Align::kRight);
+  }
+  auto row = [&](const std::string& name, const std::vector<double>& b,
+                 const std::vector<double>& x) {
+    std::vector<std::string> cells = {name};
+    if (compare) cells.push_back(Spread(b));
+    cells.push_back(Spread(x));
+    if (compare) {
+      cells.push_back(Change(Summarize(b).median, Summarize(x).median));
+    }
+    return cells;
+  };
+  TextTable table(header, align);
+  table.AddRow(
+      row("Average Throughput (KB/s)", base.avg_kb_s, batched.avg_kb_s));
+  table.AddRow(
+      row("Total Throughput (KB/s)", base.total_kb_s, batched.total_kb_s));
+  table.AddRow(
+      row("Time to Free (usecs)", base.free_usecs, batched.free_usecs));
+  t += table.Render();
+
+  t += "counters at the end of the last run of each variant (every run in "
+       "--json):\n";
+  TextTable counters(header, align);
+  const std::uint64_t budget_pages = cfg.run.budget_bytes / kPageSize;
+  for (const Counter& c : kCounters) {
+    std::vector<std::string> cells = {c.name};
+    if (c.field == &RegionStats::resident_pages) {
+      cells[0] +=
+          " (budget " + Thousands(static_cast<double>(budget_pages)) + ")";
+    }
+    const std::uint64_t b =
+        base.last != nullptr ? base.last->stats.*c.field : 0;
+    const std::uint64_t x =
+        batched.last != nullptr ? batched.last->stats.*c.field : 0;
+    if (compare) cells.push_back(Thousands(static_cast<double>(b)));
+    cells.push_back(Thousands(static_cast<double>(x)));
+    if (compare) {
+      cells.push_back(Change(static_cast<double>(b), static_cast<double>(x)));
+    }
+    counters.AddRow(cells);
+  }
+  t += counters.Render();
+
+  std::uint64_t verified = 0;
+  std::uint64_t mismatches = 0;
+  std::uint64_t limit_runs = 0;
+  for (const UsememRun& r : runs) {
+    verified += r.result.pages_verified;
+    mismatches += r.result.mismatches;
+    if (r.result.stats.pool_limit_hit > 0) ++limit_runs;
+  }
+  if (limit_runs > 0) {
+    t += "NOTE: the pool limit was hit in " + std::to_string(limit_runs) +
+         " of " + std::to_string(runs.size()) +
+         " runs: refused pages stayed resident over the budget, so those "
+         "runs stored less than the budget asks; raise "
+         "--max-pool-percent.\n";
+  }
+  const std::uint64_t pages =
+      cfg.run.workers * cfg.run.worker_bytes / kPageSize;
+  t += "verified: " + std::to_string(verified) + " pages read back and " +
+       "checked (every page of every run: " + std::to_string(pages) + " x " +
+       std::to_string(runs.size()) + " runs), " + std::to_string(mismatches) +
+       " mismatches\n";
+  if (compare) {
+    const SampleStats s = Summarize(Ratios(runs));
+    t += "batched / one-at-a-time: " + FormatDouble(s.median, 2) +
+         "x (total throughput; median of per-run ratios, " +
+         FormatDouble(s.min, 2) + "-" + FormatDouble(s.max, 2) + ")\n";
+  }
+  return t;
+}
+
+std::string UsememMismatchText(const UsememRun& run) {
+  std::string t;
+  for (const UsememMismatch& m : run.result.first_mismatches) {
+    char line[256];
+    std::snprintf(
+        line, sizeof(line),
+        "  run %zu %s: worker %zu page %zu word %zu: got 0x%016" PRIx64
+        " want 0x%016" PRIx64 "\n",
+        run.run, UsememVariantName(run.result.batched), m.worker, m.page,
+        m.word, m.got, m.want);
+    t += line;
+  }
+  if (run.result.mismatches > run.result.first_mismatches.size()) {
+    t += "  ... " +
+         std::to_string(run.result.mismatches -
+                        run.result.first_mismatches.size()) +
+         " more\n";
+  }
+  return t;
+}
+
+Status WriteUsememJson(const std::string& path, const MachineInfo& machine,
+                       const UsememConfig& cfg,
+                       const std::vector<UsememRun>& runs) {
+  JsonWriter j;
+  j.BeginObject();
+  j.Key("machine");
+  WriteMachineJson(machine, j);
+  j.Key("config");
+  WriteConfigJson(j, cfg);
+  j.Key("runs");
+  j.BeginArray();
+  for (const UsememRun& r : runs) WriteRunJson(j, r);
+  j.EndArray();
+  j.Key("summary");
+  j.BeginObject();
+  j.Key("one-at-a-time");
+  WriteSummaryJson(j, Collect(runs, false));
+  j.Key("batched");
+  WriteSummaryJson(j, Collect(runs, true));
+  j.Key("batched_over_one_at_a_time");
+  const std::vector<double> ratios = Ratios(runs);
+  if (ratios.empty()) {
+    j.Null();
+  } else {
+    const SampleStats s = Summarize(ratios);
+    j.BeginObject();
+    j.Key("median");
+    j.Double(s.median, 4);
+    j.Key("min");
+    j.Double(s.min, 4);
+    j.Key("max");
+    j.Double(s.max, 4);
+    j.EndObject();
+  }
+  std::uint64_t verified = 0;
+  std::uint64_t mismatches = 0;
+  for (const UsememRun& r : runs) {
+    verified += r.result.pages_verified;
+    mismatches += r.result.mismatches;
+  }
+  j.Key("pages_verified");
+  j.Uint(verified);
+  j.Key("mismatches");
+  j.Uint(mismatches);
+  j.EndObject();
+  j.EndObject();
+  std::ofstream f(path);
+  f << j.Take();
+  f.close();
+  if (!f) return Status::IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+}  // namespace ztier::tool
