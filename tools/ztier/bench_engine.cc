@@ -20,6 +20,7 @@
 #include "flags.h"
 #include "machine_info.h"
 #include "progress.h"
+#include "tool_common.h"
 #include "ztier/codec.h"
 #include "ztier/worker_pool.h"
 
@@ -67,6 +68,9 @@ bool FindCorpora(const FlagSet& flags, const std::vector<std::string>& files,
 constexpr const char kSynopsis[] =
     "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME]... [--runs N] "
     "[--threads N] [--json FILE]";
+constexpr const char kAbout[] =
+    "codec and store throughput (MB/s of uncompressed pages) and "
+    "memory use, per codec and corpus.";
 
 }  // namespace
 
@@ -96,37 +100,16 @@ int RunBenchEngine(std::span<const std::string_view> args) {
                1, 1024);
   flags.AddString("json", &cfg.json_path, "FILE",
                   "also write every figure as JSON to FILE");
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: codec and store throughput (MB/s of uncompressed pages) and "
-        "memory use, per codec and corpus.\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
 
   // Codecs: as given (deduplicated, in order), else every registered one.
-  const std::vector<std::string_view> known = CodecNames();
   if (codec_flags.empty()) {
+    const std::vector<std::string_view> known = CodecNames();
     codec_flags.assign(known.begin(), known.end());
   }
-  for (const std::string& name : codec_flags) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string list;
-      for (std::string_view k : known)
-        list += (list.empty() ? "" : ", ") + std::string(k);
-      std::fprintf(stderr, "%s: unknown codec '%s' (known: %s)\n", kCommand,
-                   name.c_str(), list.c_str());
-      return 2;
-    }
-    if (std::find(cfg.codecs.begin(), cfg.codecs.end(), name) ==
-        cfg.codecs.end()) {
-      cfg.codecs.push_back(name);
-    }
+  if (Status s = AddCodecs(codec_flags, &cfg.codecs); !s.ok()) {
+    PrintError(s.message());
+    return 2;
   }
   cfg.runs = static_cast<std::size_t>(runs);
   cfg.threads = static_cast<std::size_t>(threads);

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -25,6 +24,10 @@ namespace ztier::tool {
 namespace {
 
 constexpr char kCommand[] = "ztier bench latency";
+constexpr char kAbout[] =
+    "how long a high-priority load or store waits behind preempted "
+    "low-priority stores (seed 001), shared-stream baseline against "
+    "separate paths.";
 constexpr std::uint32_t kSlowNs = 10'000'000;  // 10 ms
 
 // One latency series (reads or stores) of one mode over all runs.
@@ -66,16 +69,10 @@ void AddRun(const std::vector<std::uint32_t>& ns, SeriesSummary* s,
   pooled->insert(pooled->end(), ns.begin(), ns.end());
 }
 
-std::string Spread(const std::vector<double>& v, int decimals) {
-  const SampleStats s = Summarize(v);
-  return FormatDouble(s.median, decimals) + " (" + FormatDouble(s.min, decimals) +
-         "-" + FormatDouble(s.max, decimals) + ")";
-}
-
 void PrintSeries(const char* what, const SeriesSummary& s) {
   const SampleStats over = Summarize(s.over_10ms);
   std::printf("  %-6s slowest %s us   p99 %.1f us   p99.9 %.1f us   over 10 ms per run: max %.0f, median %.0f   (%zu timed)\n",
-              what, Spread(s.slowest_us, 1).c_str(), s.p99_us, s.p999_us,
+              what, FormatSpread(s.slowest_us, 1).c_str(), s.p99_us, s.p999_us,
               over.max, over.median, s.count);
 }
 
@@ -134,19 +131,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   flags.AddString("corpus", &corpus_path, "FILE",
                   "pages to store (default ../shared/corpus/anon-python.pages.zst)");
   flags.AddString("json", &json_path, "FILE", "also write the results as JSON");
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: how long a high-priority load or store waits behind preempted "
-        "low-priority stores (seed 001), shared-stream baseline against "
-        "separate paths.\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   std::vector<std::string> modes;
   if (mode == "both") {
     modes = {"shared", "separate"};
@@ -229,8 +214,8 @@ int RunBenchLatency(std::span<const std::string_view> args) {
     PrintSeries("reads", mr.reads);
     PrintSeries("stores", mr.stores);
     std::printf("  workers %s stores+loads/s, %s per CPU-second\n",
-                Spread(mr.worker_ops_per_s, 0).c_str(),
-                Spread(mr.worker_ops_per_cpu_s, 0).c_str());
+                FormatSpread(mr.worker_ops_per_s, 0).c_str(),
+                FormatSpread(mr.worker_ops_per_cpu_s, 0).c_str());
     priorities = priorities && mr.priorities_applied;
   }
   if (!priorities) {
@@ -311,10 +296,8 @@ int RunBenchLatency(std::span<const std::string_view> args) {
     j.Key("mismatches");
     j.Uint(mismatches);
     j.EndObject();
-    std::ofstream f(json_path);
-    f << j.Take();
-    if (!f) {
-      std::fprintf(stderr, "%s: cannot write %s\n", kCommand, json_path.c_str());
+    if (Status s = WriteJsonFile(json_path, j); !s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", kCommand, s.message().c_str());
       return 1;
     }
   }

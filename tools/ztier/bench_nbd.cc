@@ -5,7 +5,6 @@
 // temporary folder (bench_nbd_proc.h), and reports (bench_nbd_report.h).
 #include "bench_nbd.h"
 
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,8 +26,7 @@
 #include "machine_info.h"
 #include "progress.h"
 #include "serve_cmd.h"
-#include "ztier/codec.h"
-#include "ztier/device.h"
+#include "tool_common.h"
 
 namespace ztier::tool {
 namespace {
@@ -48,6 +46,13 @@ constexpr milliseconds kCopyTimeout{300'000};
 constexpr const char kSynopsis[] =
     "[--runs N] [--seconds S] [--size SIZE] [--codec NAME]... "
     "[--corpus-dir DIR] [--no-nbdkit] [--json FILE]";
+constexpr const char kAbout[] =
+    "`ztier serve` vs. nbdkit's memory plugin (sparse and "
+    "allocator=zstd)\nover NBD on Unix sockets: fio IOPS and MB/s of six "
+    "jobs (4k randwrite and\nrandread at QD1 and QD32, 128k sequential "
+    "write and read at QD8), nbdcopy\nMB/s of each corpus and the memory "
+    "it takes, and ratios against targets.\nNeeds fio, nbdcopy and "
+    "nbdkit on PATH; a missing one skips its part.";
 
 void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
@@ -57,14 +62,8 @@ void PrintError(const std::string& text) {
 class TempDir {
  public:
   static Result<TempDir> Create() {
-    std::error_code ec;
-    fs::path base = fs::temp_directory_path(ec);
-    if (ec) base = "/tmp";
-    std::string tmpl = (base / "ztier-bench-nbd.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      return Err(PosixError("mkdtemp " + tmpl, errno));
-    }
-    return TempDir(tmpl);
+    ZT_ASSIGN_OR_RETURN(std::string path, MakeTempDir("ztier-bench-nbd"));
+    return TempDir(std::move(path));
   }
   TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
   TempDir(const TempDir&) = delete;
@@ -358,51 +357,22 @@ int RunBenchNbd(std::span<const std::string_view> args) {
                 "measure ztier alone (no nbdkit peers, no ratios)");
   flags.AddString("json", &cfg.json_path, "FILE",
                   "also write every figure as JSON to FILE");
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: `ztier serve` vs. nbdkit's memory plugin (sparse and "
-        "allocator=zstd)\nover NBD on Unix sockets: fio IOPS and MB/s of six "
-        "jobs (4k randwrite and\nrandread at QD1 and QD32, 128k sequential "
-        "write and read at QD8), nbdcopy\nMB/s of each corpus and the memory "
-        "it takes, and ratios against targets.\nNeeds fio, nbdcopy and "
-        "nbdkit on PATH; a missing one skips its part.\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
-  auto size = ParseSize(size_text);
-  if (!size.has_value() || *size < (1u << 20)) {
-    std::fprintf(stderr, "%s: --size %s: %s\n", kCommand, size_text.c_str(),
-                 size.has_value() ? "must be at least 1M"
-                                  : size.error().message().c_str());
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
+  if (!size.has_value()) {
+    PrintError(size.error().message());
     return 2;
   }
   cfg.runs = static_cast<std::size_t>(runs);
   cfg.seconds = seconds;
-  cfg.size_bytes = (*size + 4095) & ~std::uint64_t{4095};
+  cfg.size_bytes = *size;
   cfg.area_bytes = std::min(cfg.size_bytes, kMaxArea);
   cfg.corpus_dir = corpus_dir;
 
-  const std::vector<std::string_view> known = CodecNames();
   if (codec_flags.empty()) codec_flags.push_back("lz4");
-  for (const std::string& name : codec_flags) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      std::string list;
-      for (std::string_view k : known) {
-        list += (list.empty() ? "" : ", ") + std::string(k);
-      }
-      std::fprintf(stderr, "%s: unknown codec '%s' (known: %s)\n", kCommand,
-                   name.c_str(), list.c_str());
-      return 2;
-    }
-    if (std::find(cfg.codecs.begin(), cfg.codecs.end(), name) ==
-        cfg.codecs.end()) {
-      cfg.codecs.push_back(name);
-    }
+  if (Status s = AddCodecs(codec_flags, &cfg.codecs); !s.ok()) {
+    PrintError(s.message());
+    return 2;
   }
 
   // Tools.

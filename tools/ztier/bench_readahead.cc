@@ -7,8 +7,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,15 +17,12 @@
 #include "flags.h"
 #include "machine_info.h"
 #include "progress.h"
+#include "tool_common.h"
 #include "usemem_report.h"
-#include "ztier/codec.h"
-#include "ztier/device.h"
 #include "ztier/page.h"
 
 namespace ztier::tool {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char kCommand[] = "ztier bench readahead";
 constexpr const char kDefaultCorpus[] =
@@ -35,6 +30,18 @@ constexpr const char kDefaultCorpus[] =
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--codec NAME] [--runs N] "
     "[--page-cluster N] [--fault-pages N] [--json FILE]";
+constexpr const char kAbout[] =
+    "fault-in on a ztier region, two sections in one command.\n"
+    "1. readahead (seed 004): a paged-out region read in order with "
+    "page_cluster 0\n   and --page-cluster, alternating; pages/s, MB/s, "
+    "swap_ra, swap_ra_hit and\n   the line `page_cluster 3 / "
+    "page_cluster 0: X.XXx`.\n"
+    "2. fault-in latency: one read per page in random order, each "
+    "timed, of a\n   paged-out region and of an untouched one "
+    "(first-touch faults): median,\n   p90, p99, max in microseconds, "
+    "beside a bare UFFDIO_COPY fault measured\n   in the same run and "
+    "this machine's figure (reference/this-machine.md\n   section 1).\n"
+    "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).";
 // reference/this-machine.md section 1, "MISSING read, UFFDIO_COPY 4K".
 constexpr const char kBareFaultLine[] =
     "this machine's bare UFFDIO_COPY 4K fault (reference/this-machine.md "
@@ -104,52 +111,23 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
 }
 
 int CheckFlags(const Flags& f, Config* cfg) {
-  auto size = ParseSize(f.size);
-  if (!size.has_value() || *size < kPageSize) {
-    PrintError(
-        "--size " + f.size + ": " +
-        (size.has_value() ? "must be at least 4K" : size.error().message()));
+  auto size = ParseSizeFlag(f.size, kPageSize, "4K");
+  if (!size.has_value()) {
+    PrintError(size.error().message());
     return 2;
   }
-  const std::vector<std::string_view> known = CodecNames();
-  if (std::find(known.begin(), known.end(), f.codec) == known.end()) {
-    std::string list;
-    for (std::string_view k : known) {
-      list += (list.empty() ? "" : ", ") + std::string(k);
-    }
-    PrintError("unknown codec '" + f.codec + "' (known: " + list + ")");
+  if (Status s = CheckCodecName(f.codec); !s.ok()) {
+    PrintError(s.message());
     return 2;
   }
   cfg->corpus_path = f.corpus;
-  cfg->size_bytes = (*size + kPageSize - 1) / kPageSize * kPageSize;
+  cfg->size_bytes = *size;
   cfg->codec = f.codec;
   cfg->runs = static_cast<std::size_t>(f.runs);
   cfg->page_cluster = static_cast<unsigned>(f.page_cluster);
   cfg->fault_pages = static_cast<std::size_t>(f.fault_pages);
   cfg->json_path = f.json;
   return 0;
-}
-
-std::string Absolute(const std::string& path) {
-  std::error_code ec;
-  const std::string abs = fs::absolute(path, ec).lexically_normal().string();
-  return ec || abs == path ? "" : " (" + abs + ")";
-}
-
-Result<corpus::PageSet> LoadCorpus(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return Err(Status::NotFound(
-        "no corpus: the corpus file '" + path + "'" + Absolute(path) +
-        " is missing.\nPass a corpus with --corpus FILE (a .pages.zst file, "
-        "or any plain file read as 4096-byte pages)."));
-  }
-  auto set = corpus::LoadPageSet(path);
-  if (!set.has_value()) {
-    return Err(Status(set.error().code(), "cannot load corpus " + path + ": " +
-                                              set.error().ToString()));
-  }
-  return set;
 }
 
 // ---- sequential-read summaries ----
@@ -186,13 +164,6 @@ std::vector<double> Ratios(const std::vector<SeqRun>& runs, unsigned pc) {
     if (base > 0 && other > 0) out.push_back(other / base);
   }
   return out;
-}
-
-std::string Spread(const std::vector<double>& v, int decimals) {
-  const SampleStats s = Summarize(v);
-  return FormatDouble(s.median, decimals) + " (" +
-         FormatDouble(s.min, decimals) + "-" + FormatDouble(s.max, decimals) +
-         ")";
 }
 
 // ---- latency percentiles ----
@@ -274,8 +245,8 @@ std::string SeqText(const Config& cfg, const std::vector<SeqRun>& runs) {
   for (unsigned pc : {0u, cfg.page_cluster}) {
     const Series s = Collect(runs, pc);
     if (s.last == nullptr) continue;
-    table.AddRow({"page_cluster " + std::to_string(pc), Spread(s.pages_s, 0),
-                  Spread(s.mb_s, 1),
+    table.AddRow({"page_cluster " + std::to_string(pc),
+                  FormatSpread(s.pages_s, 0), FormatSpread(s.mb_s, 1),
                   FormatDouble(Summarize(s.mb_s).cv_percent, 1),
                   std::to_string(s.last->after_pageout.stored_pages),
                   std::to_string(s.last->after_read.faults -
@@ -364,21 +335,6 @@ void WriteSeqSample(JsonWriter& j, const SeqReadSample& x) {
   j.Key("stats_after_read");
   WriteRegionStatsJson(j, x.after_read);
   j.EndObject();
-}
-
-void WriteSpread(JsonWriter& j, const std::string& name,
-                 const std::vector<double>& v, int decimals) {
-  const SampleStats s = Summarize(v);
-  j.Key(name + "_median");
-  j.Double(s.median, decimals);
-  j.Key(name + "_min");
-  j.Double(s.min, decimals);
-  j.Key(name + "_max");
-  j.Double(s.max, decimals);
-  j.Key(name + "_stddev");
-  j.Double(s.stddev, decimals);
-  j.Key(name + "_cv");
-  j.Double(s.cv_percent, 2);
 }
 
 void WritePercentiles(JsonWriter& j, const Percentiles& p) {
@@ -470,20 +426,12 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
       j.BeginObject();
       j.Key("runs");
       j.Uint(s.pages_s.size());
-      WriteSpread(j, "pages_s", s.pages_s, 0);
-      WriteSpread(j, "mb_s", s.mb_s, 2);
+      WriteStatsJson(j, "pages_s", Summarize(s.pages_s), 0);
+      WriteStatsJson(j, "mb_s", Summarize(s.mb_s), 2);
       j.EndObject();
     }
-    const SampleStats r = Summarize(Ratios(runs, cfg.page_cluster));
     j.Key("ratio_pages_s");
-    j.BeginObject();
-    j.Key("median");
-    j.Double(r.median, 4);
-    j.Key("min");
-    j.Double(r.min, 4);
-    j.Key("max");
-    j.Double(r.max, 4);
-    j.EndObject();
+    WriteMedianMinMaxJson(j, Summarize(Ratios(runs, cfg.page_cluster)), 4);
     j.EndObject();
     j.EndObject();
   }
@@ -513,11 +461,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     j.EndObject();
   }
   j.EndObject();
-  std::ofstream f(path);
-  f << j.Take();
-  f.close();
-  if (!f) return Status::IoError("cannot write " + path);
-  return Status::Ok();
+  return WriteJsonFile(path, j);
 }
 
 }  // namespace
@@ -526,27 +470,7 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
   Flags f;
   FlagSet flags(kCommand, kSynopsis);
   DeclareFlags(flags, &f);
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: fault-in on a ztier region, two sections in one command.\n"
-        "1. readahead (seed 004): a paged-out region read in order with "
-        "page_cluster 0\n   and --page-cluster, alternating; pages/s, MB/s, "
-        "swap_ra, swap_ra_hit and\n   the line `page_cluster 3 / "
-        "page_cluster 0: X.XXx`.\n"
-        "2. fault-in latency: one read per page in random order, each "
-        "timed, of a\n   paged-out region and of an untouched one "
-        "(first-touch faults): median,\n   p90, p99, max in microseconds, "
-        "beside a bare UFFDIO_COPY fault measured\n   in the same run and "
-        "this machine's figure (reference/this-machine.md\n   section 1).\n"
-        "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   Config cfg;
   if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
   auto corpus = LoadCorpus(cfg.corpus_path);

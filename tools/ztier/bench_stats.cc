@@ -7,6 +7,7 @@
 #include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <utility>
 
 namespace ztier::tool {
@@ -37,6 +38,17 @@ std::string FormatDouble(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;
+}
+
+std::string FormatSpread(std::span<const double> samples, int decimals) {
+  const SampleStats s = Summarize(samples);
+  return FormatDouble(s.median, decimals) + " (" +
+         FormatDouble(s.min, decimals) + "-" + FormatDouble(s.max, decimals) +
+         ")";
+}
+
+std::string FormatMiB(std::uint64_t bytes) {
+  return FormatDouble(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
 }
 
 TextTable::TextTable(std::vector<std::string> header, std::vector<Align> align)
@@ -186,6 +198,48 @@ std::string JsonWriter::Take() {
   assert(has_element_.empty());
   out_ += '\n';
   return std::move(out_);
+}
+
+void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
+                    int decimals) {
+  const std::string n(name);
+  w.Key(n + "_median");
+  w.Double(s.median, decimals);
+  w.Key(n + "_min");
+  w.Double(s.min, decimals);
+  w.Key(n + "_max");
+  w.Double(s.max, decimals);
+  w.Key(n + "_stddev");
+  w.Double(s.stddev, decimals);
+  w.Key(n + "_cv");
+  w.Double(s.cv_percent, 2);
+}
+
+void WriteMedianMinMaxJson(JsonWriter& w, const SampleStats& s, int decimals) {
+  w.BeginObject();
+  w.Key("median");
+  w.Double(s.median, decimals);
+  w.Key("min");
+  w.Double(s.min, decimals);
+  w.Key("max");
+  w.Double(s.max, decimals);
+  w.EndObject();
+}
+
+void WriteRatiosJson(JsonWriter& w, std::span<const double> ratios) {
+  if (ratios.empty()) {
+    w.Null();
+    return;
+  }
+  WriteMedianMinMaxJson(w, Summarize(ratios), 4);
+}
+
+Status WriteJsonFile(const std::string& path, JsonWriter& w) {
+  std::ofstream f(path);
+  f << w.Take();
+  f.close();
+  if (!f) return Status::IoError("cannot write " + path);
+  return Status::Ok();
 }
 
 }  // namespace ztier::tool

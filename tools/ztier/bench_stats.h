@@ -15,6 +15,9 @@
 // The standard deviation is the sample one (n - 1 in the denominator; 0 for a
 // single sample); CV is stddev / mean in percent (0 when the mean is 0).
 //
+// FormatSpread, FormatMiB, the Write*Json helpers and WriteJsonFile are the
+// report pieces and JSON keys that several experiments share.
+//
 // Thread safety: plain values and functions; no shared state.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
@@ -25,6 +28,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "ztier/status.h"
 
 namespace ztier::tool {
 
@@ -43,6 +48,12 @@ SampleStats Summarize(std::span<const double> samples);
 
 // printf("%.*f") into a std::string.
 std::string FormatDouble(double v, int decimals);
+
+// "median (min-max)" of `samples`, each with `decimals` decimals.
+std::string FormatSpread(std::span<const double> samples, int decimals);
+
+// `bytes` in MiB with one decimal and the unit: "12.5 MiB".
+std::string FormatMiB(std::uint64_t bytes);
 
 enum class Align { kLeft, kRight };
 
@@ -102,6 +113,23 @@ class JsonWriter {
 
 // `s` as a JSON string literal, quotes included.
 std::string JsonQuote(std::string_view s);
+
+// NAME_median, NAME_min, NAME_max and NAME_stddev of `s` with `decimals`
+// decimals, and NAME_cv (percent, 2 decimals), as keys of the open object.
+void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
+                    int decimals);
+
+// {"median", "min", "max"} of `s`, `decimals` each, where `w` expects a
+// value.
+void WriteMedianMinMaxJson(JsonWriter& w, const SampleStats& s, int decimals);
+
+// WriteMedianMinMaxJson of per-run `ratios` with 4 decimals; null when
+// there are none.
+void WriteRatiosJson(JsonWriter& w, std::span<const double> ratios);
+
+// Writes `w`'s document (Take()) to `path`; kIoError "cannot write PATH"
+// when the file cannot be opened or written.
+Status WriteJsonFile(const std::string& path, JsonWriter& w);
 
 }  // namespace ztier::tool
 

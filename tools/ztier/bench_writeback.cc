@@ -6,11 +6,9 @@
 #include "bench_writeback.h"
 
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,10 +22,8 @@
 #include "flags.h"
 #include "machine_info.h"
 #include "progress.h"
+#include "tool_common.h"
 #include "writeback_run.h"
-#include "ztier/codec.h"
-#include "ztier/device.h"
-#include "ztier/page.h"
 
 namespace ztier::tool {
 namespace {
@@ -42,6 +38,13 @@ constexpr const char kFioFileName[] = "ztier-bench-fio.img";
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--dir DIR] [--runs N] [--codec NAME] "
     "[--batch-size N] [--compressed] [--json FILE]";
+constexpr const char kAbout[] =
+    "zram-style writeback of a filled store to a\nbacking file, one "
+    "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
+    "seed 002) against batched io_uring writeback, with fio's\n"
+    "sequential-write bandwidth on the same file system as the limit.\n"
+    "--dir should be on the file system under test. Without fio on PATH "
+    "the fio\npart is skipped.";
 
 void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
@@ -84,14 +87,7 @@ class BenchFiles {
 
   // A private folder in the system's temporary folder for fio's output.
   Status MakeScratch() {
-    std::error_code ec;
-    fs::path base = fs::temp_directory_path(ec);
-    if (ec) base = "/tmp";
-    std::string tmpl = (base / "ztier-bench-writeback.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) {
-      return PosixError("mkdtemp " + tmpl, errno);
-    }
-    scratch_ = tmpl;
+    ZT_ASSIGN_OR_RETURN(scratch_, MakeTempDir("ztier-bench-writeback"));
     return Status::Ok();
   }
   const std::string& scratch() const { return scratch_; }
@@ -140,39 +136,26 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                   "also write every figure as JSON to FILE");
 }
 
-std::string Absolute(const std::string& path) {
-  std::error_code ec;
-  const std::string abs = fs::absolute(path, ec).lexically_normal().string();
-  return ec || abs == path ? "" : " (" + abs + ")";
-}
-
 // Checks the flag values and fills *cfg from them. Returns 0 when all is
 // well, else the exit status (the message printed).
 int CheckFlags(const Flags& f, WritebackBenchConfig* cfg) {
-  auto size = ParseSize(f.size);
-  if (!size.has_value() || *size < (1u << 20)) {
-    PrintError(
-        "--size " + f.size + ": " +
-        (size.has_value() ? "must be at least 1M" : size.error().message()));
+  auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
+  if (!size.has_value()) {
+    PrintError(size.error().message());
     return 2;
   }
-  const std::vector<std::string_view> known = CodecNames();
-  if (std::find(known.begin(), known.end(), f.codec) == known.end()) {
-    std::string list;
-    for (std::string_view k : known) {
-      list += (list.empty() ? "" : ", ") + std::string(k);
-    }
-    PrintError("unknown codec '" + f.codec + "' (known: " + list + ")");
+  if (Status s = CheckCodecName(f.codec); !s.ok()) {
+    PrintError(s.message());
     return 2;
   }
   std::error_code ec;
   if (!fs::is_directory(f.dir, ec)) {
-    PrintError("--dir " + f.dir + Absolute(f.dir) +
+    PrintError("--dir " + f.dir + AbsoluteNote(f.dir) +
                ": no such folder. Pass a folder on the file system under "
                "test with --dir DIR.");
     return 1;
   }
-  cfg->size_bytes = (*size + kPageSize - 1) / kPageSize * kPageSize;
+  cfg->size_bytes = *size;
   cfg->dir = f.dir;
   cfg->image_path = (fs::path(f.dir) / kImageName).string();
   cfg->fio_file_path = (fs::path(f.dir) / kFioFileName).string();
@@ -200,22 +183,6 @@ Status CheckFreeSpace(const WritebackBenchConfig& cfg) {
         std::to_string(cfg.size_bytes >> 20) + " MiB)");
   }
   return Status::Ok();
-}
-
-Result<corpus::PageSet> LoadCorpus(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return Err(Status::NotFound(
-        "no corpus: the corpus file '" + path + "'" + Absolute(path) +
-        " is missing.\nPass a corpus with --corpus FILE (a .pages.zst file, "
-        "or any plain file read as 4096-byte pages)."));
-  }
-  auto set = corpus::LoadPageSet(path);
-  if (!set.has_value()) {
-    return Err(Status(set.error().code(), "cannot load corpus " + path + ": " +
-                                              set.error().ToString()));
-  }
-  return set;
 }
 
 // ---- measuring ----
@@ -277,22 +244,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   Flags f;
   FlagSet flags(kCommand, kSynopsis);
   DeclareFlags(flags, &f);
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: zram-style writeback of a filled store to a\nbacking file, one "
-        "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
-        "seed 002) against batched io_uring writeback, with fio's\n"
-        "sequential-write bandwidth on the same file system as the limit.\n"
-        "--dir should be on the file system under test. Without fio on PATH "
-        "the fio\npart is skipped.\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   WritebackBenchConfig cfg;
   if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
   if (Status s = CheckFreeSpace(cfg); !s.ok()) {

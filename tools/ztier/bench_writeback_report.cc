@@ -5,7 +5,6 @@
 #include "bench_writeback_report.h"
 
 #include <algorithm>
-#include <fstream>
 
 #include "bench_nbd_proc.h"
 #include "bench_stats.h"
@@ -67,13 +66,6 @@ std::optional<double> RunRatio(const WritebackRunFigures& r,
   return v[0];
 }
 
-std::string Spread(const std::vector<double>& v, int decimals) {
-  const SampleStats s = Summarize(v);
-  return FormatDouble(s.median, decimals) + " (" +
-         FormatDouble(s.min, decimals) + "-" + FormatDouble(s.max, decimals) +
-         ")";
-}
-
 std::string RatioLine(const char* what, const std::vector<double>& ratios,
                       const char* missing) {
   if (ratios.empty())
@@ -82,10 +74,6 @@ std::string RatioLine(const char* what, const std::vector<double>& ratios,
   return std::string(what) + ": " + FormatDouble(s.median, 2) +
          "x (median of per-run ratios, " + FormatDouble(s.min, 2) + "-" +
          FormatDouble(s.max, 2) + ")\n";
-}
-
-std::string MiB(std::uint64_t bytes) {
-  return FormatDouble(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
 }
 
 std::string BdText(const BdStat& b) {
@@ -159,21 +147,6 @@ void WriteOptionalDouble(JsonWriter& j, std::optional<double> v) {
   }
 }
 
-// NAME_median, _min, _max, _stddev and _cv (percent).
-void WriteStats(JsonWriter& j, const std::string& name, const SampleStats& st,
-                int decimals) {
-  j.Key(name + "_median");
-  j.Double(st.median, decimals);
-  j.Key(name + "_min");
-  j.Double(st.min, decimals);
-  j.Key(name + "_max");
-  j.Double(st.max, decimals);
-  j.Key(name + "_stddev");
-  j.Double(st.stddev, decimals);
-  j.Key(name + "_cv");
-  j.Double(st.cv_percent, 2);
-}
-
 void WriteSeriesSummary(JsonWriter& j, const VariantSeries& s) {
   if (s.mb_s.empty()) {
     j.Null();
@@ -184,24 +157,8 @@ void WriteSeriesSummary(JsonWriter& j, const VariantSeries& s) {
   j.Uint(s.mb_s.size());
   j.Key("pages");
   j.Double(Summarize(s.pages).median, 0);
-  WriteStats(j, "seconds", Summarize(s.seconds), 6);
-  WriteStats(j, "mb_s", Summarize(s.mb_s), 2);
-  j.EndObject();
-}
-
-void WriteRatioSummary(JsonWriter& j, const std::vector<double>& ratios) {
-  if (ratios.empty()) {
-    j.Null();
-    return;
-  }
-  const SampleStats s = Summarize(ratios);
-  j.BeginObject();
-  j.Key("median");
-  j.Double(s.median, 4);
-  j.Key("min");
-  j.Double(s.min, 4);
-  j.Key("max");
-  j.Double(s.max, 4);
+  WriteStatsJson(j, "seconds", Summarize(s.seconds), 6);
+  WriteStatsJson(j, "mb_s", Summarize(s.mb_s), 2);
   j.EndObject();
 }
 
@@ -318,7 +275,7 @@ std::string WritebackResultText(const WritebackBenchConfig& cfg,
     }
     table.AddRow({std::string(WbVariantName(v)),
                   FormatDouble(Summarize(s.pages).median, 0),
-                  Spread(s.seconds, 3), Spread(s.mb_s, 1),
+                  FormatSpread(s.seconds, 3), FormatSpread(s.mb_s, 1),
                   FormatDouble(Summarize(s.mb_s).cv_percent, 1)});
   }
   std::string t = table.Render();
@@ -330,7 +287,7 @@ std::string WritebackResultText(const WritebackBenchConfig& cfg,
       const WritebackSample& w = StoreSample(runs.back(), v);
       t += "  " + std::string(WbVariantName(v)) +
            std::string(8 - WbVariantName(v).size(), ' ') +
-           MiB(w.mem_used_before) + " -> " + MiB(w.mem_used_after) +
+           FormatMiB(w.mem_used_before) + " -> " + FormatMiB(w.mem_used_after) +
            "; bd_stat " + BdText(w.bd_after) + "; " +
            std::to_string(w.verified) + " slots checked (" +
            std::to_string(w.verified_from_disk) + " read from the file)\n";
@@ -390,16 +347,12 @@ Status WriteWritebackJson(const std::string& path, const MachineInfo& machine,
     WriteSeriesSummary(j, Collect(runs, v));
   }
   j.Key("batched_over_sync");
-  WriteRatioSummary(j, Ratios(runs, WbVariant::kSync));
+  WriteRatiosJson(j, Ratios(runs, WbVariant::kSync));
   j.Key("batched_over_fio");
-  WriteRatioSummary(j, Ratios(runs, WbVariant::kFio));
+  WriteRatiosJson(j, Ratios(runs, WbVariant::kFio));
   j.EndObject();
   j.EndObject();
-  std::ofstream f(path);
-  f << j.Take();
-  f.close();
-  if (!f) return Status::IoError("cannot write " + path);
-  return Status::Ok();
+  return WriteJsonFile(path, j);
 }
 
 }  // namespace ztier::tool

@@ -84,11 +84,7 @@ int RunCtl(std::span<const std::string_view> args) {
     }
     positional.push_back(a);
   }
-  if (Status s = flags.Parse(flag_words); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseOrUsageError(flag_words)) return *rc;
   if (positional.empty() || positional.size() > 2) {
     std::fprintf(stderr,
                  "%s: %s\nRun '%s --help' for usage.\n", kCommand,

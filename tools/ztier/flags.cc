@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -135,6 +136,27 @@ Status FlagSet::Parse(std::span<const std::string_view> args) {
     }
   }
   return Status::Ok();
+}
+
+std::optional<int> FlagSet::ParseOrUsageError(
+    std::span<const std::string_view> args) {
+  if (Status s = Parse(args); !s.ok()) {
+    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
+                 s.message().c_str(), command_.c_str());
+    return 2;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> FlagSet::ParseCommandLine(
+    std::span<const std::string_view> args, std::string_view about) {
+  if (HelpRequested(args)) {
+    const std::string text =
+        command_ + ": " + std::string(about) + "\n\n" + Usage();
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  return ParseOrUsageError(args);
 }
 
 std::string FlagSet::Usage() const {

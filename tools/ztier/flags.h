@@ -12,7 +12,11 @@
 // Accepted forms: `--flag value`, `--flag=value`, and for booleans `--flag`.
 // A list flag may be repeated and each value may be a comma list
 // (`--codec lz4,zstd --codec lzo`). `--help`/`-h` are not flags here: the
-// caller checks for them (HelpRequested) before or after Parse.
+// caller checks for them (HelpRequested) before or after Parse, or lets
+// ParseCommandLine do both:
+//
+//   // 0 after --help (usage printed), 2 after a usage error (message printed)
+//   if (auto rc = flags.ParseCommandLine(args, "what it does.")) return *rc;
 //
 // Errors (all kInvalidArgument, with a message naming the flag): an unknown
 // flag, a missing value, a malformed or out-of-range number, a positional
@@ -24,6 +28,7 @@
 #define ZTIER_TOOLS_ZTIER_FLAGS_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +63,16 @@ class FlagSet {
   // Parses `args` (the words after the subcommand name). On error returns
   // kInvalidArgument; the outputs may then be partly written.
   Status Parse(std::span<const std::string_view> args);
+
+  // Parse(), printing an error as "<message>\nRun '<command> --help' for
+  // usage.\n" to stderr: then 2 (the usage exit status), else nullopt.
+  std::optional<int> ParseOrUsageError(std::span<const std::string_view> args);
+
+  // What a subcommand does with its words first. With --help or -h among
+  // them, prints "<command>: <about>\n\n<Usage()>" to stdout and returns 0;
+  // else ParseOrUsageError(args). nullopt: parsed, carry on.
+  std::optional<int> ParseCommandLine(std::span<const std::string_view> args,
+                                      std::string_view about);
 
   // Whether a flag named `name` was given during Parse().
   bool WasSet(std::string_view name) const;

@@ -7,7 +7,6 @@
 
 #include <signal.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -16,7 +15,7 @@
 #include "ctl/control_server.h"
 #include "flags.h"
 #include "nbd/nbd_server.h"
-#include "ztier/codec.h"
+#include "tool_common.h"
 #include "ztier/device.h"
 
 namespace ztier::tool {
@@ -28,6 +27,8 @@ constexpr const char* kSynopsis =
     "[--algorithm-params TOKENS] [--mem-limit SIZE] [--unix PATH] "
     "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
     "[--backing-dev PATH] [--backing-encrypt]";
+constexpr const char* kAbout =
+    "serve compressed RAM block devices (userspace zram) over NBD.";
 
 struct DeviceSpec {
   std::string name;
@@ -105,24 +106,9 @@ int RunServe(std::span<const std::string_view> args) {
   flags.AddBool("backing-encrypt", &backing_encrypt,
                 "encrypt written-back pages (AES-256-GCM, key kept only in "
                 "memory)");
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: serve compressed RAM block devices (userspace zram) over NBD.\n\n"
-        "%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
-  const auto known = CodecNames();
-  if (std::find(known.begin(), known.end(), comp_algorithm) == known.end()) {
-    std::string list;
-    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-    std::fprintf(stderr, "%s: unknown --comp-algorithm '%s' (known: %s)\n",
-                 kCommand, comp_algorithm.c_str(), list.c_str());
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  if (Status s = CheckCodecName(comp_algorithm, "--comp-algorithm"); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand, s.message().c_str());
     return 2;
   }
   auto mem_limit = ParseSize(mem_limit_text);

@@ -18,24 +18,16 @@ namespace ztier::tool {
 
 int RunStatus(std::span<const std::string_view> args) {
   constexpr const char* kCommand = "ztier status";
+  constexpr const char* kAbout =
+      "the devices of a running `ztier serve`, as zramctl shows them\n"
+      "(CLIENTS: attached NBD clients, in place of MOUNTPOINT).";
   std::string ctl_path(kDefaultCtlPath);
   bool json = false;
   FlagSet flags(kCommand, "[--ctl PATH] [--json]");
   flags.AddString("ctl", &ctl_path, "PATH",
                   "control socket of `ztier serve` (default ./ztier.ctl)");
   flags.AddBool("json", &json, "print the raw report as JSON (sizes in bytes)");
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: the devices of a running `ztier serve`, as zramctl shows them\n"
-        "(CLIENTS: attached NBD clients, in place of MOUNTPOINT).\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto fd = ctl::Connect(ctl_path);
   if (!fd.has_value()) {
     std::fputs(CtlConnectHint(kCommand, ctl_path, fd.error().message()).c_str(),

@@ -5,12 +5,10 @@
 // (usemem_report.h).
 #include "usemem.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,16 +16,14 @@
 #include "flags.h"
 #include "machine_info.h"
 #include "progress.h"
+#include "tool_common.h"
 #include "usemem_report.h"
 #include "usemem_run.h"
-#include "ztier/codec.h"
 #include "ztier/device.h"
 #include "ztier/page.h"
 
 namespace ztier::tool {
 namespace {
-
-namespace fs = std::filesystem;
 
 constexpr const char kCommand[] = "ztier usemem";
 constexpr const char kDefaultCorpus[] =
@@ -36,6 +32,17 @@ constexpr const char kSynopsis[] =
     "[--workers N] [--size BYTES] [--budget PERCENT|BYTES] [--corpus FILE] "
     "[--codec NAME] [--compare-batching] [--runs N] [--json FILE] "
     "[--page-cluster N] [--sleep SECONDS] [--max-pool-percent N]";
+constexpr const char kAbout[] =
+    "seed 000's vm-scalability usemem workload on a ztier region.\n"
+    "N worker threads share one region of N x --size bytes with a "
+    "budget of\n--budget; each fills its slice from the corpus, adds a "
+    "constant to every\n8-byte word, sleeps, reads it all back and "
+    "checks every page. Reports the\nseed's Average/Total Throughput "
+    "(KB/s) and Time to Free (usecs, the region's\ndestruction), and "
+    "zswap's counters. --compare-batching alternates batched\nstores "
+    "(parallel backend, batch 8, 64 KiB units) with one page at a time "
+    "and\nends with the line `batched / one-at-a-time: X.XXx`.\n"
+    "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).";
 
 void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
@@ -89,12 +96,6 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                1, 100);
 }
 
-std::string Absolute(const std::string& path) {
-  std::error_code ec;
-  const std::string abs = fs::absolute(path, ec).lexically_normal().string();
-  return ec || abs == path ? "" : " (" + abs + ")";
-}
-
 // "60%" or "62.5%" -> a fraction of `region`; else a size with K/M/G.
 // Rounded down to pages. kInvalidArgument when malformed or 0.
 Result<std::size_t> ParseBudget(const std::string& text, std::size_t region) {
@@ -141,25 +142,18 @@ Result<double> ParseSeconds(const std::string& text) {
 // Fills *cfg from the flags; 0 when all is well, else the exit status (the
 // message printed).
 int CheckFlags(const Flags& f, bool runs_given, UsememConfig* cfg) {
-  auto size = ParseSize(f.size);
-  if (!size.has_value() || *size < kPageSize) {
-    PrintError(
-        "--size " + f.size + ": " +
-        (size.has_value() ? "must be at least 4K" : size.error().message()));
+  auto size = ParseSizeFlag(f.size, kPageSize, "4K");
+  if (!size.has_value()) {
+    PrintError(size.error().message());
     return 2;
   }
-  const std::vector<std::string_view> known = CodecNames();
-  if (std::find(known.begin(), known.end(), f.codec) == known.end()) {
-    std::string list;
-    for (std::string_view k : known) {
-      list += (list.empty() ? "" : ", ") + std::string(k);
-    }
-    PrintError("unknown codec '" + f.codec + "' (known: " + list + ")");
+  if (Status s = CheckCodecName(f.codec); !s.ok()) {
+    PrintError(s.message());
     return 2;
   }
   UsememRunConfig& r = cfg->run;
   r.workers = static_cast<std::size_t>(f.workers);
-  r.worker_bytes = (*size + kPageSize - 1) / kPageSize * kPageSize;
+  r.worker_bytes = *size;
   auto budget = ParseBudget(f.budget, r.workers * r.worker_bytes);
   if (!budget.has_value()) {
     PrintError(budget.error().message());
@@ -184,48 +178,13 @@ int CheckFlags(const Flags& f, bool runs_given, UsememConfig* cfg) {
   return 0;
 }
 
-Result<corpus::PageSet> LoadCorpus(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    return Err(Status::NotFound(
-        "no corpus: the corpus file '" + path + "'" + Absolute(path) +
-        " is missing.\nPass a corpus with --corpus FILE (a .pages.zst file, "
-        "or any plain file read as 4096-byte pages)."));
-  }
-  auto set = corpus::LoadPageSet(path);
-  if (!set.has_value()) {
-    return Err(Status(set.error().code(), "cannot load corpus " + path + ": " +
-                                              set.error().ToString()));
-  }
-  return set;
-}
-
 }  // namespace
 
 int RunUsemem(std::span<const std::string_view> args) {
   Flags f;
   FlagSet flags(kCommand, kSynopsis);
   DeclareFlags(flags, &f);
-  if (FlagSet::HelpRequested(args)) {
-    std::printf(
-        "%s: seed 000's vm-scalability usemem workload on a ztier region.\n"
-        "N worker threads share one region of N x --size bytes with a "
-        "budget of\n--budget; each fills its slice from the corpus, adds a "
-        "constant to every\n8-byte word, sleeps, reads it all back and "
-        "checks every page. Reports the\nseed's Average/Total Throughput "
-        "(KB/s) and Time to Free (usecs, the region's\ndestruction), and "
-        "zswap's counters. --compare-batching alternates batched\nstores "
-        "(parallel backend, batch 8, 64 KiB units) with one page at a time "
-        "and\nends with the line `batched / one-at-a-time: X.XXx`.\n"
-        "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).\n\n%s",
-        kCommand, flags.Usage().c_str());
-    return 0;
-  }
-  if (Status s = flags.Parse(args); !s.ok()) {
-    std::fprintf(stderr, "%s\nRun '%s --help' for usage.\n",
-                 s.message().c_str(), kCommand);
-    return 2;
-  }
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   UsememConfig cfg;
   if (int rc = CheckFlags(f, flags.WasSet("runs"), &cfg); rc != 0) return rc;
   auto corpus = LoadCorpus(cfg.corpus_path);

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 
 #include "bench_stats.h"
@@ -76,10 +75,6 @@ std::string Change(double base, double now) {
   return (pct >= 0 ? "+" : "") + FormatDouble(pct, 2) + "%";
 }
 
-std::string MiB(std::uint64_t bytes) {
-  return FormatDouble(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
-}
-
 struct Counter {
   const char* name;
   std::uint64_t RegionStats::*field;
@@ -94,20 +89,6 @@ constexpr Counter kCounters[] = {
     {"faults", &RegionStats::faults},
     {"wp_faults", &RegionStats::wp_faults},
 };
-
-void WriteStats(JsonWriter& j, const std::string& name, const SampleStats& st,
-                int decimals) {
-  j.Key(name + "_median");
-  j.Double(st.median, decimals);
-  j.Key(name + "_min");
-  j.Double(st.min, decimals);
-  j.Key(name + "_max");
-  j.Double(st.max, decimals);
-  j.Key(name + "_stddev");
-  j.Double(st.stddev, decimals);
-  j.Key(name + "_cv");
-  j.Double(st.cv_percent, 2);
-}
 
 void WriteRunJson(JsonWriter& j, const UsememRun& r) {
   const UsememRunResult& x = r.result;
@@ -158,9 +139,9 @@ void WriteSummaryJson(JsonWriter& j, const Series& s) {
   j.BeginObject();
   j.Key("runs");
   j.Uint(s.total_kb_s.size());
-  WriteStats(j, "avg_kb_s", Summarize(s.avg_kb_s), 1);
-  WriteStats(j, "total_kb_s", Summarize(s.total_kb_s), 1);
-  WriteStats(j, "time_to_free_usecs", Summarize(s.free_usecs), 1);
+  WriteStatsJson(j, "avg_kb_s", Summarize(s.avg_kb_s), 1);
+  WriteStatsJson(j, "total_kb_s", Summarize(s.total_kb_s), 1);
+  WriteStatsJson(j, "time_to_free_usecs", Summarize(s.free_usecs), 1);
   j.EndObject();
 }
 
@@ -265,10 +246,11 @@ std::string UsememConfigText(const UsememConfig& cfg) {
   const UsememRunConfig& r = cfg.run;
   const std::uint64_t region = r.workers * r.worker_bytes;
   std::string t = "config: workers=" + std::to_string(r.workers) +
-                  " size=" + MiB(r.worker_bytes) + " each (region " +
-                  MiB(region) + ", " + std::to_string(region / kPageSize) +
+                  " size=" + FormatMiB(r.worker_bytes) + " each (region " +
+                  FormatMiB(region) + ", " +
+                  std::to_string(region / kPageSize) +
                   " pages) budget=" + cfg.budget_text + " (" +
-                  MiB(r.budget_bytes) + ", " +
+                  FormatMiB(r.budget_bytes) + ", " +
                   FormatDouble(100.0 * static_cast<double>(r.budget_bytes) /
                                    static_cast<double>(region),
                                1) +
@@ -303,7 +285,7 @@ std::string UsememResultText(const UsememConfig& cfg,
   const std::size_t n = batched.total_kb_s.size();
   std::string t =
       "usemem: " + std::to_string(cfg.run.workers) + " workers x " +
-      MiB(cfg.run.worker_bytes) + ", budget " + cfg.budget_text + ", " +
+      FormatMiB(cfg.run.worker_bytes) + ", budget " + cfg.budget_text + ", " +
       cfg.run.codec +
       (n > 1 ? "; median (min-max) over " + std::to_string(n) + " runs" : "") +
       "\n";
@@ -433,20 +415,7 @@ Status WriteUsememJson(const std::string& path, const MachineInfo& machine,
   j.Key("batched");
   WriteSummaryJson(j, Collect(runs, true));
   j.Key("batched_over_one_at_a_time");
-  const std::vector<double> ratios = Ratios(runs);
-  if (ratios.empty()) {
-    j.Null();
-  } else {
-    const SampleStats s = Summarize(ratios);
-    j.BeginObject();
-    j.Key("median");
-    j.Double(s.median, 4);
-    j.Key("min");
-    j.Double(s.min, 4);
-    j.Key("max");
-    j.Double(s.max, 4);
-    j.EndObject();
-  }
+  WriteRatiosJson(j, Ratios(runs));
   std::uint64_t verified = 0;
   std::uint64_t mismatches = 0;
   for (const UsememRun& r : runs) {
@@ -459,11 +428,7 @@ Status WriteUsememJson(const std::string& path, const MachineInfo& machine,
   j.Uint(mismatches);
   j.EndObject();
   j.EndObject();
-  std::ofstream f(path);
-  f << j.Take();
-  f.close();
-  if (!f) return Status::IoError("cannot write " + path);
-  return Status::Ok();
+  return WriteJsonFile(path, j);
 }
 
 }  // namespace ztier::tool

@@ -1,0 +1,89 @@
+// File: tools/ztier/tool_common.cc
+//
+// The shared subcommand helpers of tool_common.h.
+#include "tool_common.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+
+#include "ztier/codec.h"
+#include "ztier/device.h"
+#include "ztier/page.h"
+
+namespace ztier::tool {
+
+namespace fs = std::filesystem;
+
+std::string AbsoluteNote(const std::string& path) {
+  std::error_code ec;
+  const std::string abs = fs::absolute(path, ec).lexically_normal().string();
+  return ec || abs == path ? "" : " (" + abs + ")";
+}
+
+Status CheckCodecName(std::string_view name, std::string_view noun) {
+  const std::vector<std::string_view> known = CodecNames();
+  if (std::find(known.begin(), known.end(), name) != known.end()) {
+    return Status::Ok();
+  }
+  std::string list;
+  for (std::string_view k : known) {
+    list += (list.empty() ? "" : ", ") + std::string(k);
+  }
+  return Status::InvalidArgument("unknown " + std::string(noun) + " '" +
+                                 std::string(name) + "' (known: " + list + ")");
+}
+
+Status AddCodecs(std::span<const std::string> names,
+                 std::vector<std::string>* codecs) {
+  for (const std::string& name : names) {
+    ZT_RETURN_IF_ERROR(CheckCodecName(name));
+    if (std::find(codecs->begin(), codecs->end(), name) == codecs->end()) {
+      codecs->push_back(name);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::uint64_t> ParseSizeFlag(const std::string& text, std::uint64_t min,
+                                    std::string_view min_text) {
+  auto size = ParseSize(text);
+  if (!size.has_value() || *size < min) {
+    return Err(Status::InvalidArgument(
+        "--size " + text + ": " +
+        (size.has_value() ? "must be at least " + std::string(min_text)
+                          : size.error().message())));
+  }
+  return (*size + kPageSize - 1) / kPageSize * kPageSize;
+}
+
+Result<corpus::PageSet> LoadCorpus(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    return Err(Status::NotFound(
+        "no corpus: the corpus file '" + path + "'" + AbsoluteNote(path) +
+        " is missing.\nPass a corpus with --corpus FILE (a .pages.zst file, "
+        "or any plain file read as 4096-byte pages)."));
+  }
+  auto set = corpus::LoadPageSet(path);
+  if (!set.has_value()) {
+    return Err(Status(set.error().code(), "cannot load corpus " + path + ": " +
+                                              set.error().ToString()));
+  }
+  return set;
+}
+
+Result<std::string> MakeTempDir(std::string_view prefix) {
+  std::error_code ec;
+  fs::path base = fs::temp_directory_path(ec);
+  if (ec) base = "/tmp";
+  std::string tmpl = (base / (std::string(prefix) + ".XXXXXX")).string();
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    return Err(PosixError("mkdtemp " + tmpl, errno));
+  }
+  return tmpl;
+}
+
+}  // namespace ztier::tool
