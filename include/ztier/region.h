@@ -13,8 +13,8 @@
 //
 // Page states (one per 4 KiB page):
 //   untouched -> resident       first touch (a missing fault: the handler
-//                               maps zeros, for a whole run of untouched
-//                               neighbours at once)
+//                               installs zeroed pages, for a whole run of
+//                               untouched neighbours at once)
 //   resident  -> stored         eviction (the reclaimer, or Pageout)
 //   stored    -> resident       a touch (missing fault: decompress, then
 //                               UFFDIO_COPY); the slot is freed (zswap's

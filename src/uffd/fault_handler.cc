@@ -3,9 +3,11 @@
 // under the region mutex resolves each one, then runs the reclaimer.
 //
 // A missing fault at page p, by p's state:
-//   untouched  UFFDIO_ZEROPAGE over the run of untouched pages around p in
-//              its aligned 64-page window (one ioctl for a sequential
-//              first touch of 256 KiB).
+//   untouched  UFFDIO_COPY of zeroed pages over the run of untouched pages
+//              around p in its aligned 64-page window (one ioctl for a
+//              sequential first touch of 256 KiB). Not UFFDIO_ZEROPAGE:
+//              the first write to the shared zero page is a copy-on-write
+//              whose TLB flush interrupts every CPU of the process.
 //   stored     load p (and, with page_cluster, the stored pages of its
 //              aligned 2^page_cluster window that are not written back:
 //              one LoadBatch per run) into the staging buffer, then
@@ -127,8 +129,13 @@ void Region::Impl::MapZeros(std::size_t p) {
     pages.set(i, PageMap::kRef);
   }
   Bump(c.resident, hi - lo);
+  // Zeroed pages, not the shared zero page: the first write to a zero-page
+  // mapping is a copy-on-write that flushes the TLB of every CPU running
+  // this process (an IPI each, costly on a VM), and untouched memory is
+  // nearly always about to be written.
   std::size_t done = 0;
-  Status st = uffd.ZeroPage(Addr(lo), (hi - lo) * kPageSize, &done);
+  Status st = uffd.Copy(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
+                        /*wp=*/false, &done);
   if (!st.ok()) {
     // Pages not reached stay untouched; the faulter retries, and if p was
     // not reached it faults again.

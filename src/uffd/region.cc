@@ -130,6 +130,7 @@ Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
   m.pool_accept = m.pool_limit * options.accept_threshold_percent / 100;
   m.pages = internal::PageMap(m.num_pages);
   m.staging = std::make_unique<std::byte[]>(Impl::kMaxWindow * kPageSize);
+  m.zeros = std::make_unique<std::byte[]>(Impl::kZeroWindow * kPageSize);
 #if defined(__SANITIZE_THREAD__)
   m.evict_copy = std::make_unique<std::byte[]>(Impl::kEvictChunk * kPageSize);
 #endif

@@ -97,6 +97,7 @@ struct Region::Impl {
   std::uint64_t compacted_at = ~std::uint64_t{0};  // pool size at last try
   std::deque<std::uint32_t> lru;         // the shrinker's FIFO, in store order
   std::unique_ptr<std::byte[]> staging;  // kMaxWindow pages, for fault-in
+  std::unique_ptr<std::byte[]> zeros;    // kZeroWindow zeroed pages
   bool logged_load_error = false;
   bool logged_error = false;
 #if defined(__SANITIZE_THREAD__)

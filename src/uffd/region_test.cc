@@ -290,7 +290,9 @@ TEST(RegionTest, BudgetWithIncompressiblePagesSplitsUnits) {
   const RegionStats s = r->Stats();
   EXPECT_GT(s.swpout_fallback, 0u);
   EXPECT_GT(s.reject_compress_poor, 0u);
-  EXPECT_LE(s.resident_pages, kBudget + 64);
+  // Over by at most the last fault's 64-page window plus the pages the
+  // last eviction refused (one page in eight does not compress).
+  EXPECT_LE(s.resident_pages, kBudget + 64 + kBudget / 8);
   EXPECT_EQ(FirstBad(*r, 0, kPages, 0, true), kPages);
 }
 

@@ -57,7 +57,7 @@ struct Flags {
   bool compare = false;
   std::int64_t runs = 1;
   std::string json;
-  std::int64_t page_cluster = 0;
+  std::int64_t page_cluster = 3;  // vm.page-cluster's default
   std::string sleep = "1";
   // Not zswap's 20: see the flag's help.
   std::int64_t max_pool_percent = 50;
@@ -85,7 +85,8 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
   flags.AddString("json", &f->json, "FILE",
                   "also write every figure as JSON to FILE");
   flags.AddInt("page-cluster", &f->page_cluster, "N",
-               "readahead window 2^N pages on fault-in (default 0)", 0, 5);
+               "readahead window 2^N pages on fault-in (default 3, as "
+               "vm.page-cluster)", 0, 5);
   flags.AddString("sleep", &f->sleep, "SECONDS",
                   "pause between the write and the read pass (default 1; the "
                   "seed's usemem sleeps 10)");
