@@ -51,11 +51,14 @@
 // page_cluster > 0, the stored (not written-back) neighbours in the aligned
 // window of 2^page_cluster pages around it are decompressed in the same
 // batch (PageStore::LoadBatch) and installed too (seed 004): swap_ra counts
-// pages read ahead, swap_ra_hit those of them later written before being
-// evicted again (they are installed write-protected; a read of one is not
-// seen: DESIGN NOTE in region.cc). Faults from system calls work (the
-// handler resolves them like any other): write(fd, region_page, n) succeeds
-// with the right bytes.
+// pages read ahead. With count_ra_hits, swap_ra_hit counts those of them
+// later written before being evicted again: they are installed
+// write-protected, so the first write to each is a write-protect fault
+// through the handler (a read of one is not seen: DESIGN NOTE in
+// region.cc). That costs a round trip and a TLB flush per page written, so
+// it is off by default (swap_ra_hit stays 0). Faults from system calls work
+// (the handler resolves them like any other): write(fd, region_page, n)
+// succeeds with the right bytes.
 //
 // Pool limit (zswap's max_pool_percent / accept_threshold_percent): when the
 // pool reaches max_pool_bytes, stores are refused (pool_limit_hit) until it
@@ -104,7 +107,8 @@ struct RegionOptions {
   // Written-back pages go here; null: no writeback, and incompressible
   // pages stay resident. The region frees its blocks when destroyed.
   std::shared_ptr<BackingStore> backing;
-  unsigned page_cluster = 0;  // readahead window 2^page_cluster pages, 0..5
+  unsigned page_cluster = 0;   // readahead window 2^page_cluster pages, 0..5
+  bool count_ra_hits = false;  // swap_ra_hit, at one WP fault per page
   BatchBackend batch_backend = BatchBackend::kParallel;
   std::size_t batch_size = kMaxBatchSize;
   bool batch_stores = true;  // false: every page stored one at a time

@@ -12,7 +12,8 @@
 //              aligned 2^page_cluster window that are not written back:
 //              one LoadBatch per run) into the staging buffer, then
 //              UFFDIO_COPY: p first and writable, then the read-ahead pages
-//              write-protected so that their first write is seen
+//              (write-protected with count_ra_hits, so that their first
+//              write is seen)
 //              (swap_ra_hit). Each slot installed is discarded: loads are
 //              exclusive, as zswap's. State and counters are updated before
 //              the copies: a woken faulter may read Stats() at once.
@@ -201,7 +202,8 @@ void Region::Impl::FaultIn(std::size_t p) {
     const bool read_ahead = a != p;
     std::size_t done = 0;
     Status cs = uffd.Copy(Addr(a), staging.get() + (a - w0) * kPageSize,
-                          (b - a) * kPageSize, read_ahead, &done);
+                          (b - a) * kPageSize,
+                          read_ahead && options.count_ra_hits, &done);
     const std::size_t end = a + done / kPageSize;
     for (std::size_t i = a; i < end; ++i) {
       Status d = store->Discard(i);  // exclusive loads
@@ -293,7 +295,7 @@ void Region::Impl::HandleWriteProtect(std::size_t p) {
     st.IgnoreError();
     return;
   }
-  if (pages.test(p, PageMap::kReadAhead)) {
+  if (options.count_ra_hits && pages.test(p, PageMap::kReadAhead)) {
     pages.clear(p, PageMap::kReadAhead);
     pages.set(p, PageMap::kRef);
     Bump(c.swap_ra_hit);

@@ -363,6 +363,7 @@ TEST_P(ReadAheadTest, LoadsTheWindowAndCountsWrites) {
   RegionOptions o;
   o.size = kPages * kPageSize;
   o.page_cluster = 3;
+  o.count_ra_hits = true;
   o.max_pool_percent = 100;
   o.batch_backend = GetParam();
   auto r = MakeRegion(o);

@@ -144,6 +144,7 @@ Result<SeqReadSample> RunSequentialRead(const SeqReadConfig& config,
   o.budget = 0;
   o.codec = config.codec;
   o.page_cluster = config.page_cluster;
+  o.count_ra_hits = true;  // the report shows swap_ra_hit
   o.max_pool_percent = 100;  // of size: every compressible page is stored
   auto region = Region::Create(o);
   if (!region.has_value()) return Err(region.error());
