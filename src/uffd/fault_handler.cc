@@ -31,6 +31,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -47,6 +48,15 @@ void Region::Impl::HandlerLoop() {
   uffd_msg msgs[kMaxMsgs];
   pollfd fds[2] = {{uffd.fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
   for (;;) {
+    // Spin a little on the (non-blocking) userfaultfd before sleeping: on a
+    // VM, waking a sleeping handler on another CPU costs tens of
+    // microseconds, more than resolving a fault. A busy region finds the
+    // next fault within the spin; an idle one sleeps after it.
+    const ssize_t got = SpinRead(msgs, sizeof(msgs));
+    if (got > 0) {
+      Handle(msgs, static_cast<std::size_t>(got) / sizeof(uffd_msg));
+      continue;
+    }
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
       std::fprintf(stderr, "ztier region: poll: %s; handler stopped\n",
@@ -61,8 +71,8 @@ void Region::Impl::HandlerLoop() {
                    fds[0].revents);
       return;
     }
-    const ssize_t got = ::read(uffd.fd(), msgs, sizeof(msgs));
-    if (got < 0) {
+    const ssize_t n_read = ::read(uffd.fd(), msgs, sizeof(msgs));
+    if (n_read < 0) {
       if (errno == EAGAIN || errno == EINTR) continue;
       std::fprintf(stderr,
                    "ztier region: read userfaultfd: %s; handler "
@@ -70,11 +80,27 @@ void Region::Impl::HandlerLoop() {
                    std::strerror(errno));
       return;
     }
-    const std::size_t n = static_cast<std::size_t>(got) / sizeof(uffd_msg);
-    std::lock_guard<std::mutex> lock(mu);
-    for (std::size_t i = 0; i < n; ++i) HandleFault(msgs[i]);
-    Reclaim();
+    Handle(msgs, static_cast<std::size_t>(n_read) / sizeof(uffd_msg));
   }
+}
+
+ssize_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t bytes) {
+  const auto until = std::chrono::steady_clock::now() + kHandlerSpin;
+  do {
+    const ssize_t got = ::read(uffd.fd(), msgs, bytes);
+    if (got > 0) return got;
+    if (stop_requested.load(std::memory_order_relaxed)) return 0;
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  } while (std::chrono::steady_clock::now() < until);
+  return 0;
+}
+
+void Region::Impl::Handle(const uffd_msg* msgs, std::size_t n) {
+  std::lock_guard<std::mutex> lock(mu);
+  for (std::size_t i = 0; i < n; ++i) HandleFault(msgs[i]);
+  Reclaim();
 }
 
 void Region::Impl::HandleFault(const uffd_msg& msg) {

@@ -91,6 +91,7 @@ Region::~Region() = default;
 Region::Impl::~Impl() {
   if (handler.joinable()) {
     const std::uint64_t one = 1;
+    stop_requested.store(true, std::memory_order_relaxed);
     if (::write(stop_fd, &one, sizeof(one)) != sizeof(one)) std::abort();
     handler.join();
   }

@@ -12,6 +12,7 @@
 #include <linux/userfaultfd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -81,7 +82,10 @@ struct Region::Impl {
 
   internal::Uffd uffd;
   bool registered = false;
-  int stop_fd = -1;     // eventfd: the handler stops when it is readable
+  int stop_fd = -1;  // eventfd: the handler stops when it is readable
+  std::atomic<bool> stop_requested{false};  // set with stop_fd, for the spin
+  // How long the handler polls the userfaultfd before it sleeps in poll().
+  static constexpr std::chrono::microseconds kHandlerSpin{50};
   int pagemap_fd = -1;  // /proc/self/pagemap, or -1 (see evict.cc)
   std::unique_ptr<PageStore> store;
   std::thread handler;
@@ -116,11 +120,14 @@ struct Region::Impl {
 
   // fault_handler.cc
   void HandlerLoop();
-  void HandleFault(const uffd_msg& msg);   // REQUIRES: mu
-  void HandleMissing(std::size_t p);       // REQUIRES: mu
-  void HandleWriteProtect(std::size_t p);  // REQUIRES: mu
-  void MapZeros(std::size_t p);            // REQUIRES: mu
-  void FaultIn(std::size_t p);             // REQUIRES: mu
+  // Reads fault messages for up to kHandlerSpin; 0 if none came.
+  ssize_t SpinRead(uffd_msg* msgs, std::size_t bytes);
+  void Handle(const uffd_msg* msgs, std::size_t n);  // takes mu
+  void HandleFault(const uffd_msg& msg);             // REQUIRES: mu
+  void HandleMissing(std::size_t p);                 // REQUIRES: mu
+  void HandleWriteProtect(std::size_t p);            // REQUIRES: mu
+  void MapZeros(std::size_t p);                      // REQUIRES: mu
+  void FaultIn(std::size_t p);                       // REQUIRES: mu
   // The state and counters of a stored page that is installed (sign +1),
   // or the undoing of that when its copy failed (-1). REQUIRES: mu
   void MarkLoaded(std::size_t p, bool read_ahead, bool wb, int sign);
