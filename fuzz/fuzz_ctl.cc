@@ -1,0 +1,93 @@
+// fuzz_ctl: the control socket's request framing and its request handler.
+//
+// The input is a byte stream as the control server receives it: requests
+// are parsed off its front with ctl::ParseRequest (as the server does, up to
+// 16 per input) and each complete one goes to ctl::HandleRequest on a fresh
+// registry holding zram0 (64 KiB, initialised). Checks:
+//  - ParseRequest consumes within the input; a parsed request re-encodes
+//    (EncodeRequest) to bytes that parse back to the same request;
+//  - every reply encodes (EncodeOk / EncodeError) to bytes ParseReply reads
+//    back whole;
+//  - ParseReply on the raw input does not crash.
+// Requests that would touch the host are skipped, not handled: backing_dev
+// stores (they create files), algorithm_params with dict= (it reads a file),
+// disksize stores over 1 MiB, hot_add past 4 devices.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "ctl/attributes.h"
+#include "ctl/protocol.h"
+#include "fuzz_util.h"
+
+using namespace ztier;
+using namespace ztier::fuzz;
+
+namespace {
+
+bool Harmless(const ctl::WireRequest& r, const DeviceRegistry& registry) {
+  if (r.attribute == "hot_add") return registry.List().size() < 4;
+  if (!r.value.has_value()) return true;
+  const std::string_view v = *r.value;
+  if (r.attribute == "backing_dev") return false;
+  if (r.attribute == "algorithm_params") {
+    return v.find("dict") == std::string_view::npos;
+  }
+  if (r.attribute == "disksize") {
+    auto size = ParseSize(v);
+    return !size || *size <= (1 << 20);
+  }
+  return true;
+}
+
+void CheckReply(const ctl::WireReply& reply) {
+  const std::string wire = reply.ok
+                               ? ctl::EncodeOk(reply.text)
+                               : ctl::EncodeError(reply.errno_name,
+                                                  reply.message);
+  const ctl::ReplyParse back = ctl::ParseReply(wire);
+  if (back.state != ctl::ParseState::kDone || back.consumed != wire.size() ||
+      back.reply.ok != reply.ok || (reply.ok && back.reply.text != reply.text) ||
+      (!reply.ok && back.reply.errno_name != reply.errno_name)) {
+    Fail("reply does not survive EncodeOk/EncodeError + ParseReply");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
+                                      std::size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  (void)ctl::ParseReply(input);  // the client's parser, same bytes
+
+  DeviceDefaults defaults;
+  defaults.streams = 1;
+  DeviceRegistry registry(defaults);
+  auto z0 = registry.Add("zram0");
+  if (!z0 || !(*z0)->SetDisksize(64 << 10).ok()) Fail("zram0 setup");
+
+  std::string_view rest = input;
+  for (int i = 0; i < 16; ++i) {
+    const ctl::RequestParse p = ctl::ParseRequest(rest);
+    if (p.state != ctl::ParseState::kDone) break;
+    if (p.consumed == 0 || p.consumed > rest.size()) {
+      Fail("ParseRequest consumed " + std::to_string(p.consumed) + " of " +
+           std::to_string(rest.size()));
+    }
+    rest.remove_prefix(p.consumed);
+
+    const std::string wire = ctl::EncodeRequest(p.request);
+    const ctl::RequestParse again = ctl::ParseRequest(wire);
+    if (again.state != ctl::ParseState::kDone ||
+        again.consumed != wire.size() ||
+        again.request.device != p.request.device ||
+        again.request.attribute != p.request.attribute ||
+        again.request.value != p.request.value) {
+      Fail("request does not survive EncodeRequest + ParseRequest");
+    }
+    if (!Harmless(p.request, registry)) continue;
+    CheckReply(ctl::HandleRequest(registry, p.request));
+  }
+  return 0;
+}
