@@ -13,7 +13,7 @@ endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev liburing-dev libssl-dev zstd \
-  libnbd-bin nbdkit fio qemu-utils
+  libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin
 
 .PHONY: all deps build run test test-asan test-tsan bench clean format fuzz fuzz-deps
 

@@ -13,7 +13,7 @@
 
 #include "nbd/handshake.h"
 #include "nbd/protocol.h"
-#include "nbd/socket_util.h"
+#include "nbd/transport.h"
 
 namespace ztier::nbd {
 namespace {
@@ -79,6 +79,7 @@ Connection::Connection(int fd, DeviceRegistry* registry, WorkQueue* queue,
                        ConnectionLimits limits,
                        std::function<void(Connection*)> on_exit)
     : fd_(fd),
+      transport_(NewPlainTransport(fd)),
       registry_(registry),
       queue_(queue),
       limits_(limits),
@@ -107,7 +108,12 @@ void Connection::Join() {
 }
 
 void Connection::Main() {
-  Result<Negotiated> n = Handshake(fd_, registry_, limits_.max_request_bytes);
+  HandshakeOptions options;
+  options.max_request_bytes = limits_.max_request_bytes;
+  options.timeout_ms = limits_.handshake_timeout_ms;
+  options.tls = limits_.tls;
+  options.tls_required = limits_.tls_required;
+  Result<Negotiated> n = Handshake(fd_, &transport_, registry_, options);
   if (n.has_value()) {
     device_ = std::move(n->device);
     ref_.emplace(std::move(*n->ref));
@@ -116,6 +122,13 @@ void Connection::Main() {
   }
   ref_.reset();  // Reset() of the device is allowed again
   device_.reset();
+  {
+    std::lock_guard l(send_mu_);
+    writer_stop_ = true;
+  }
+  send_cv_.notify_all();
+  if (writer_.joinable()) writer_.join();
+  transport_.reset();
   {
     std::lock_guard l(mu_);
     closed_ = true;
@@ -127,6 +140,15 @@ void Connection::Main() {
 void Connection::Serve() {
   in_ = std::make_unique_for_overwrite<std::byte[]>(kInCapacity);
   out_ = std::make_unique_for_overwrite<std::byte[]>(kOutCapacity);
+  if (const std::size_t bytes = std::min<std::size_t>(
+          limits_.prealloc_job_bytes, kKeepBufferBytes)) {
+    for (Job& j : jobs_) {
+      j.buffer = std::make_unique<std::byte[]>(bytes);  // touched: resident
+      j.capacity = bytes;
+    }
+    std::lock_guard l(send_mu_);
+    writer_ = std::thread([this] { WriterLoop(); });
+  }
   for (;;) {
     if (in_end_ - in_begin_ < sizeof(Request)) {
       // Nothing complete left to parse: send what gathered, then wait.
@@ -276,16 +298,9 @@ void Connection::RunJob(Job* job) {
       break;
     default: break;
   }
-  const std::uint32_t error = ToNbdError(s);
-  SimpleReply reply = {ToBig(kSimpleReplyMagic), ToBig(error), job->cookie};
-  struct iovec iov[2] = {{&reply, sizeof(reply)},
-                         {data.data(), data.size()}};
-  const bool with_data = job->type == kCmdRead && error == 0;
-  {
-    std::lock_guard l(send_mu_);
-    SendLocked(iov, with_data ? 2 : 1);
-  }
-  Release(job);
+  job->error = ToNbdError(s);
+  job->sent = 0;
+  SendReply(job);
 }
 
 // ---- input ----
@@ -301,14 +316,15 @@ bool Connection::Fill(std::size_t n) {
     in_begin_ = 0;
   }
   while (in_end_ - in_begin_ < n) {
-    const ssize_t r =
-        ::recv(fd_, in_.get() + in_end_, kInCapacity - in_end_, 0);
-    if (r == 0) return false;
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    in_end_ += static_cast<std::size_t>(r);
+    // Between requests a client may stay idle as long as it likes; within
+    // one, it must keep sending.
+    const int timeout = in_end_ == in_begin_ && n == sizeof(Request)
+                            ? -1
+                            : limits_.io_timeout_ms;
+    Result<std::size_t> r = transport_->Recv(
+        in_.get() + in_end_, kInCapacity - in_end_, timeout);
+    if (!r.has_value() || *r == 0) return false;
+    in_end_ += *r;
   }
   return true;
 }
@@ -316,14 +332,16 @@ bool Connection::Fill(std::size_t n) {
 bool Connection::SkipInput(std::size_t n) {
   const std::size_t have = std::min(n, in_end_ - in_begin_);
   in_begin_ += have;
-  return Discard(fd_, n - have).ok();
+  return RecvDiscard(transport_.get(), n - have, limits_.io_timeout_ms).ok();
 }
 
 bool Connection::ReadPayload(std::byte* dst, std::size_t n) {
   const std::size_t have = std::min(n, in_end_ - in_begin_);
   std::memcpy(dst, in_.get() + in_begin_, have);
   in_begin_ += have;
-  return ReadExact(fd_, dst + have, n - have).ok();
+  return RecvExact(transport_.get(), dst + have, n - have,
+                   limits_.io_timeout_ms)
+      .ok();
 }
 
 // ---- output ----
@@ -340,21 +358,129 @@ bool Connection::AddReply(std::uint64_t cookie, std::uint32_t error) {
 
 bool Connection::FlushBatch() {
   if (out_used_ == 0) return true;
-  struct iovec iov = {out_.get(), out_used_};
+  const struct iovec iov = {out_.get(), out_used_};
   out_used_ = 0;
-  std::lock_guard l(send_mu_);
-  return SendLocked(&iov, 1);
+  std::unique_lock l(send_mu_);
+  // After the queue: its head may be a reply sent in part.
+  send_cv_.wait(l, [this] {
+    return broken_ || (!sending_ && queue_head_ == nullptr);
+  });
+  if (broken_) return false;
+  sending_ = true;
+  l.unlock();
+  const Status s = transport_->Send(&iov, 1, limits_.io_timeout_ms);
+  l.lock();
+  sending_ = false;
+  if (!s.ok()) MarkBroken();
+  send_cv_.notify_all();
+  return s.ok();
 }
 
-bool Connection::SendLocked(struct iovec* iov, int n) {
-  if (broken_) return false;
-  if (!SendAll(fd_, iov, n).ok()) {
-    // The peer is gone: wake the reader so that the connection ends.
+// The reply of `job` (its header, and its data for a successful READ) less
+// the `job->sent` bytes already sent, as iovecs in out[]; returns how many.
+static int ReplyIov(const Job* job, SimpleReply* header,
+                    struct iovec out[2]) {
+  *header = {ToBig(kSimpleReplyMagic), ToBig(job->error), job->cookie};
+  const bool with_data = job->type == kCmdRead && job->error == 0;
+  const struct iovec parts[2] = {
+      {header, sizeof(*header)},
+      {job->buffer.get(), with_data ? job->length : 0}};
+  std::size_t skip = job->sent;
+  int n = 0;
+  for (const struct iovec& p : parts) {
+    if (skip >= p.iov_len) {
+      skip -= p.iov_len;
+      continue;
+    }
+    out[n++] = {static_cast<char*>(p.iov_base) + skip, p.iov_len - skip};
+    skip = 0;
+  }
+  return n;
+}
+
+void Connection::SendReply(Job* job) {
+  std::unique_lock l(send_mu_);
+  if (broken_) {
+    l.unlock();
+    Release(job);
+    return;
+  }
+  if (!sending_ && queue_head_ == nullptr) {
+    // The socket is free: try to send it now, without waiting.
+    sending_ = true;
+    l.unlock();
+    SimpleReply header;
+    struct iovec iov[2];
+    const int n = ReplyIov(job, &header, iov);
+    std::size_t total = 0;
+    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
+    Result<std::size_t> sent = transport_->TrySend(iov, n);
+    l.lock();
+    sending_ = false;
+    send_cv_.notify_all();
+    if (!sent.has_value()) MarkBroken();
+    if (!sent.has_value() || *sent == total) {
+      l.unlock();
+      Release(job);
+      return;
+    }
+    job->sent += *sent;
+  }
+  // The client is slow (or the transport cannot send without waiting):
+  // the writer sends it. A reply sent in part goes first, since its bytes
+  // have begun on the wire (others may have queued while we tried).
+  if (job->sent > 0) {
+    job->next = queue_head_;
+    queue_head_ = job;
+    if (queue_tail_ == nullptr) queue_tail_ = job;
+  } else {
+    job->next = nullptr;
+    if (queue_tail_ == nullptr) {
+      queue_head_ = queue_tail_ = job;
+    } else {
+      queue_tail_->next = job;
+      queue_tail_ = job;
+    }
+  }
+  if (!writer_.joinable()) writer_ = std::thread([this] { WriterLoop(); });
+  send_cv_.notify_all();
+}
+
+void Connection::WriterLoop() {
+  std::unique_lock l(send_mu_);
+  for (;;) {
+    send_cv_.wait(l, [this] {
+      return (queue_head_ != nullptr && (broken_ || !sending_)) ||
+             (writer_stop_ && queue_head_ == nullptr);
+    });
+    if (queue_head_ == nullptr) return;  // stopping, and nothing left
+    Job* job = queue_head_;
+    queue_head_ = job->next;
+    if (queue_head_ == nullptr) queue_tail_ = nullptr;
+    if (!broken_) {
+      sending_ = true;
+      l.unlock();
+      SimpleReply header;
+      struct iovec iov[2];
+      const int n = ReplyIov(job, &header, iov);
+      const Status s = transport_->Send(iov, n, limits_.io_timeout_ms);
+      l.lock();
+      sending_ = false;
+      if (!s.ok()) MarkBroken();
+      send_cv_.notify_all();
+    }
+    l.unlock();
+    Release(job);
+    l.lock();
+  }
+}
+
+void Connection::MarkBroken() {
+  // The peer is gone or stuck: wake the reader so that the connection ends.
+  if (!broken_) {
     broken_ = true;
     ::shutdown(fd_, SHUT_RDWR);
-    return false;
   }
-  return true;
 }
 
 // ---- jobs ----

@@ -21,14 +21,26 @@
 //    the reader copies the payload into a Job's pooled buffer, and a worker
 //    runs it and sends its reply itself. Replies may leave out of order.
 //
-// Memory is bounded per connection: at most max_in_flight jobs and
-// max_in_flight_bytes of their buffers (one larger request may run alone);
-// the reader waits for a worker when either is reached. Job buffers are kept
-// for reuse up to 1 MiB each.
+// Memory is bounded per connection: 256 KiB of input buffer, 256 KiB of
+// output batch, and at most max_in_flight jobs holding max_in_flight_bytes
+// of buffers (one larger request, up to max_request_bytes, may run alone);
+// the reader stops reading when either is reached, also while replies wait
+// in the send queue. Job buffers are kept for reuse up to 1 MiB each.
 //
-// Locks: send_mu_ serialises writes to the socket (the reader's batches and
-// workers' replies); mu_ guards the job free list and in-flight counts. No
-// thread holds both. Device calls are made without either.
+// Sending: one thread at a time owns the send side (sending_, under
+// send_mu_), and no thread holds a lock while it sends. A worker never waits
+// for a client: it tries to send its reply without blocking; if the socket
+// is full (a client that does not read its replies), or the transport is
+// TLS, the job joins the connection's send queue and the worker moves on.
+// The connection's writer thread, started on first need, sends the queue in
+// order. The reader sends its own batches itself, waiting for its turn. A
+// client that takes nothing for io_timeout_ms while a reply is pending, or
+// that stops in the middle of a request for as long, is disconnected; an
+// idle client (between requests) is never timed out.
+//
+// Locks: send_mu_ guards the send queue and the ownership flag; mu_ guards
+// the job free list and in-flight counts. No thread holds both. Device calls
+// are made without either.
 //
 // Lifetime: the reader ends on DISC, EOF, a protocol error, a send error or
 // Shutdown(); it then sends what it batched, waits for its jobs to finish,
@@ -49,6 +61,7 @@
 #include <thread>
 #include <vector>
 
+#include "nbd/transport.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
 
@@ -56,11 +69,21 @@ namespace ztier::nbd {
 
 class Connection;
 
+class TlsContext;  // tls.h
+
 struct ConnectionLimits {
   std::uint32_t max_request_bytes = 32 << 20;
   std::uint32_t inline_max_bytes = 16 << 10;  // clamped to 64 KiB
   std::size_t max_in_flight = 64;
   std::uint64_t max_in_flight_bytes = 64 << 20;
+  int handshake_timeout_ms = 10000;  // the whole handshake; -1: none
+  int io_timeout_ms = 30000;  // a stalled request or reply; -1: none
+  const TlsContext* tls = nullptr;  // credentials for NBD_OPT_STARTTLS
+  bool tls_required = false;
+  // For a swap device (--prealloc): once the handshake is done, every job
+  // gets a buffer of this many bytes (at most 1 MiB) and the writer thread
+  // starts, so that requests up to this size never allocate. 0: lazily.
+  std::uint32_t prealloc_job_bytes = 0;
 };
 
 // A request handed to a worker; owned by its connection, reused.
@@ -73,6 +96,8 @@ struct Job {
   std::uint64_t offset = 0;
   std::uint32_t length = 0;
   std::uint64_t charged = 0;  // bytes counted in max_in_flight_bytes
+  std::uint32_t error = 0;  // the reply's NBD error
+  std::size_t sent = 0;     // reply bytes already sent (send queue)
   std::unique_ptr<std::byte[]> buffer;
   std::size_t capacity = 0;
 };
@@ -128,13 +153,17 @@ class Connection {
   // Output batch.
   bool AddReply(std::uint64_t cookie, std::uint32_t error);
   bool FlushBatch();
-  bool SendLocked(struct iovec* iov, int n);
+  void SendReply(Job* job);
+  void WriterLoop();
+  void MarkBroken();  // REQUIRES: send_mu_ held
   // Jobs.
   Job* AcquireJob(std::uint64_t bytes);
   void Release(Job* job);
   void WaitIdle();
 
   const int fd_;
+  // Plain until the handshake upgrades it to TLS; fixed afterwards.
+  std::unique_ptr<Transport> transport_;
   DeviceRegistry* const registry_;
   WorkQueue* const queue_;
   const ConnectionLimits limits_;
@@ -154,7 +183,13 @@ class Connection {
   std::size_t out_used_ = 0;
 
   std::mutex send_mu_;
-  bool broken_ = false;  // guarded by send_mu_: the socket failed
+  std::condition_variable send_cv_;
+  bool broken_ = false;   // guarded by send_mu_: the socket failed
+  bool sending_ = false;  // guarded by send_mu_: a thread owns the send side
+  Job* queue_head_ = nullptr;  // guarded by send_mu_: replies to send
+  Job* queue_tail_ = nullptr;  // guarded by send_mu_
+  bool writer_stop_ = false;   // guarded by send_mu_
+  std::thread writer_;         // started under send_mu_; joined by Main()
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -7,12 +7,15 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "nbd/protocol.h"
-#include "nbd/socket_util.h"
+#include "nbd/tls.h"
+#include "nbd/transport.h"
 
 namespace ztier::nbd {
 namespace {
@@ -31,7 +34,26 @@ T Get(const std::byte* p) {
   return FromBig(v);
 }
 
-Status SendReply(int fd, std::uint32_t option, std::uint32_t type,
+// The transport of the handshake and its deadline.
+struct Io {
+  Io(Transport* transport, int timeout_ms)
+      : t(transport),
+        deadline(timeout_ms < 0
+                     ? std::chrono::steady_clock::time_point::max()
+                     : std::chrono::steady_clock::now() +
+                           std::chrono::milliseconds(timeout_ms)) {}
+  // Milliseconds left until the deadline (-1: none; 0 once it has passed).
+  int Remaining() const {
+    if (deadline == std::chrono::steady_clock::time_point::max()) return -1;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    return static_cast<int>(std::max<std::int64_t>(0, left.count()));
+  }
+  Transport* t;
+  std::chrono::steady_clock::time_point deadline;
+};
+
+Status SendReply(Io& io, std::uint32_t option, std::uint32_t type,
                  const void* data, std::size_t length) {
   OptionReplyHeader h;
   h.magic = ToBig(kOptReplyMagic);
@@ -39,12 +61,12 @@ Status SendReply(int fd, std::uint32_t option, std::uint32_t type,
   h.reply_type = ToBig(type);
   h.length = ToBig(static_cast<std::uint32_t>(length));
   struct iovec iov[2] = {{&h, sizeof(h)}, {const_cast<void*>(data), length}};
-  return SendAll(fd, iov, length > 0 ? 2 : 1);
+  return io.t->Send(iov, length > 0 ? 2 : 1, io.Remaining());
 }
 
-Status SendError(int fd, std::uint32_t option, std::uint32_t type,
+Status SendError(Io& io, std::uint32_t option, std::uint32_t type,
                  const std::string& message) {
-  return SendReply(fd, option, type, message.data(), message.size());
+  return SendReply(io, option, type, message.data(), message.size());
 }
 
 // The device `name` selects ("" is the default). Null if none.
@@ -64,16 +86,16 @@ std::string Describe(const Device& d) {
 
 // Answers NBD_OPT_INFO / NBD_OPT_GO. On GO success fills *out and sets
 // *done. A negotiation error has been answered: the loop goes on.
-Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data,
+Status InfoOrGo(Io& io, std::uint32_t option, const std::vector<std::byte>& data,
                 DeviceRegistry* registry, std::uint32_t max_request_bytes,
                 Negotiated* out, bool* done) {
   // u32 name length, name, u16 count, count * u16 info types.
   if (data.size() < 6) {
-    return SendError(fd, option, kRepErrInvalid, "option data too short");
+    return SendError(io, option, kRepErrInvalid, "option data too short");
   }
   const std::uint32_t name_len = Get<std::uint32_t>(data.data());
   if (name_len > kMaxNameLength || name_len > data.size() - 6) {
-    return SendError(fd, option, kRepErrInvalid, "bad export name length");
+    return SendError(io, option, kRepErrInvalid, "bad export name length");
   }
   const std::string name(reinterpret_cast<const char*>(data.data()) + 4,
                          name_len);
@@ -81,7 +103,7 @@ Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data
   const std::uint16_t n_info = Get<std::uint16_t>(p);
   p += 2;
   if (data.size() != 6 + name_len + 2u * n_info) {
-    return SendError(fd, option, kRepErrInvalid, "bad information request list");
+    return SendError(io, option, kRepErrInvalid, "bad information request list");
   }
   bool want_name = false;
   bool want_description = false;
@@ -93,13 +115,13 @@ Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data
 
   std::shared_ptr<Device> device = Resolve(registry, name);
   if (device == nullptr) {
-    return SendError(fd, option, kRepErrUnknown,
+    return SendError(io, option, kRepErrUnknown,
                      "no export named '" + name + "'");
   }
   // Attach before answering, so that a reset cannot slip in between.
   Result<Device::ClientRef> ref = device->Attach();
   if (!ref.has_value()) {
-    return SendError(fd, option, kRepErrUnknown,
+    return SendError(io, option, kRepErrUnknown,
                      "export '" + device->name() +
                          "' is not initialised (set its disksize)");
   }
@@ -109,13 +131,13 @@ Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data
   ie.info = ToBig(kInfoExport);
   ie.export_size = ToBig(size);
   ie.transmission_flags = ToBig(kTransmissionFlags);
-  ZT_RETURN_IF_ERROR(SendReply(fd, option, kRepInfo, &ie, sizeof(ie)));
+  ZT_RETURN_IF_ERROR(SendReply(io, option, kRepInfo, &ie, sizeof(ie)));
   if (want_name) {
     std::vector<std::byte> b;
     Put<std::uint16_t>(&b, kInfoName);
     const auto* s = reinterpret_cast<const std::byte*>(device->name().data());
     b.insert(b.end(), s, s + device->name().size());
-    ZT_RETURN_IF_ERROR(SendReply(fd, option, kRepInfo, b.data(), b.size()));
+    ZT_RETURN_IF_ERROR(SendReply(io, option, kRepInfo, b.data(), b.size()));
   }
   if (want_description) {
     std::vector<std::byte> b;
@@ -123,7 +145,7 @@ Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data
     const std::string text = Describe(*device);
     const auto* s = reinterpret_cast<const std::byte*>(text.data());
     b.insert(b.end(), s, s + text.size());
-    ZT_RETURN_IF_ERROR(SendReply(fd, option, kRepInfo, b.data(), b.size()));
+    ZT_RETURN_IF_ERROR(SendReply(io, option, kRepInfo, b.data(), b.size()));
   }
   // Block sizes are sent whether asked or not: clients must honour the
   // maximum, and any request size works (minimum 1).
@@ -132,8 +154,8 @@ Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data
   bs.minimum = ToBig<std::uint32_t>(1);
   bs.preferred = ToBig<std::uint32_t>(4096);
   bs.maximum = ToBig(max_request_bytes);
-  ZT_RETURN_IF_ERROR(SendReply(fd, option, kRepInfo, &bs, sizeof(bs)));
-  ZT_RETURN_IF_ERROR(SendReply(fd, option, kRepAck, nullptr, 0));
+  ZT_RETURN_IF_ERROR(SendReply(io, option, kRepInfo, &bs, sizeof(bs)));
+  ZT_RETURN_IF_ERROR(SendReply(io, option, kRepAck, nullptr, 0));
   if (option == kOptGo) {
     out->device = std::move(device);
     out->ref.emplace(std::move(*ref));
@@ -143,10 +165,10 @@ Status InfoOrGo(int fd, std::uint32_t option, const std::vector<std::byte>& data
   return Status::Ok();
 }
 
-Status List(int fd, std::uint32_t option, const std::vector<std::byte>& data,
+Status List(Io& io, std::uint32_t option, const std::vector<std::byte>& data,
             DeviceRegistry* registry) {
   if (!data.empty()) {
-    return SendError(fd, option, kRepErrInvalid, "NBD_OPT_LIST takes no data");
+    return SendError(io, option, kRepErrInvalid, "NBD_OPT_LIST takes no data");
   }
   for (const auto& d : registry->List()) {
     std::vector<std::byte> b;
@@ -154,13 +176,13 @@ Status List(int fd, std::uint32_t option, const std::vector<std::byte>& data,
     const std::string text = d->name() + Describe(*d);
     const auto* s = reinterpret_cast<const std::byte*>(text.data());
     b.insert(b.end(), s, s + text.size());
-    ZT_RETURN_IF_ERROR(SendReply(fd, option, kRepServer, b.data(), b.size()));
+    ZT_RETURN_IF_ERROR(SendReply(io, option, kRepServer, b.data(), b.size()));
   }
-  return SendReply(fd, option, kRepAck, nullptr, 0);
+  return SendReply(io, option, kRepAck, nullptr, 0);
 }
 
 // NBD_OPT_EXPORT_NAME: no error reply exists; a bad export closes.
-Result<Negotiated> ExportName(int fd, const std::vector<std::byte>& data,
+Result<Negotiated> ExportName(Io& io, const std::vector<std::byte>& data,
                               DeviceRegistry* registry, bool no_zeroes) {
   const std::string name(reinterpret_cast<const char*>(data.data()),
                          data.size());
@@ -179,71 +201,152 @@ Result<Negotiated> ExportName(int fd, const std::vector<std::byte>& data,
   } __attribute__((packed)) reply = {};
   reply.r.export_size = ToBig(n.size);
   reply.r.transmission_flags = ToBig(kTransmissionFlags);
-  ZT_RETURN_IF_ERROR(WriteAll(
-      fd, &reply, no_zeroes ? sizeof(reply.r) : sizeof(reply)));
+  ZT_RETURN_IF_ERROR(SendBytes(
+      io.t, &reply, no_zeroes ? sizeof(reply.r) : sizeof(reply),
+      io.Remaining()));
   return n;
 }
 
 }  // namespace
 
-Result<Negotiated> Handshake(int fd, DeviceRegistry* registry,
-                             std::uint32_t max_request_bytes) {
+namespace {
+
+Status SendGreeting(Io& io) {
   NewstyleGreeting g;
   g.nbd_magic = ToBig(kNbdMagic);
   g.ihaveopt = ToBig(kIHaveOpt);
   g.flags = ToBig<std::uint16_t>(kFlagFixedNewstyle | kFlagNoZeroes);
-  ZT_RETURN_IF_ERROR(WriteAll(fd, &g, sizeof(g)));
+  return SendBytes(io.t, &g, sizeof(g), io.Remaining());
+}
 
+// Reads the client's flags; sets *no_zeroes.
+Status RecvClientFlags(Io& io, bool* no_zeroes) {
   std::uint32_t client_flags = 0;
-  ZT_RETURN_IF_ERROR(ReadExact(fd, &client_flags, sizeof(client_flags)));
+  ZT_RETURN_IF_ERROR(
+      RecvExact(io.t, &client_flags, sizeof(client_flags), io.Remaining()));
   client_flags = FromBig(client_flags);
   if ((client_flags & ~(kClientFlagFixedNewstyle | kClientFlagNoZeroes)) != 0) {
-    return Err(Status::InvalidArgument("unknown client flags"));
+    return Status::InvalidArgument("unknown client flags");
   }
-  const bool no_zeroes = (client_flags & kClientFlagNoZeroes) != 0;
+  *no_zeroes = (client_flags & kClientFlagNoZeroes) != 0;
+  return Status::Ok();
+}
 
+// Reads one option: header and its whole payload into *data.
+Status RecvOption(Io& io, std::uint32_t* option, std::vector<std::byte>* data) {
+  OptionHeader h;
+  ZT_RETURN_IF_ERROR(RecvExact(io.t, &h, sizeof(h), io.Remaining()));
+  if (FromBig(h.magic) != kIHaveOpt) {
+    return Status::InvalidArgument("bad option magic");
+  }
+  *option = FromBig(h.option);
+  const std::uint32_t length = FromBig(h.length);
+  if (length > kMaxOptionLength) {
+    return Status::InvalidArgument("option data too long");
+  }
+  data->resize(length);
+  return RecvExact(io.t, data->data(), length, io.Remaining());
+}
+
+// NBD_OPT_STARTTLS: acknowledged in the clear, then the TLS handshake.
+Status StartTlsOption(int fd, std::unique_ptr<Transport>* transport, Io& io,
+                      const std::vector<std::byte>& data,
+                      const TlsContext& tls) {
+  if (!data.empty()) {
+    return SendError(io, kOptStartTls, kRepErrInvalid,
+                     "NBD_OPT_STARTTLS takes no data");
+  }
+  ZT_RETURN_IF_ERROR(SendReply(io, kOptStartTls, kRepAck, nullptr, 0));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Transport> secure,
+                      StartTls(fd, tls, io.Remaining()));
+  *transport = std::move(secure);
+  io.t = transport->get();
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
+                             DeviceRegistry* registry,
+                             const HandshakeOptions& options) {
+  Io io(transport->get(), options.timeout_ms);
+  ZT_RETURN_IF_ERROR(SendGreeting(io));
+  bool no_zeroes = false;
+  ZT_RETURN_IF_ERROR(RecvClientFlags(io, &no_zeroes));
+
+  bool secure = false;
   std::vector<std::byte> data;
   for (int n = 0; n < kMaxOptions; ++n) {
-    OptionHeader h;
-    ZT_RETURN_IF_ERROR(ReadExact(fd, &h, sizeof(h)));
-    if (FromBig(h.magic) != kIHaveOpt) {
-      return Err(Status::InvalidArgument("bad option magic"));
+    std::uint32_t option = 0;
+    ZT_RETURN_IF_ERROR(RecvOption(io, &option, &data));
+    if (option == kOptAbort) {
+      // The client may not wait for the ACK; ignore a failed send.
+      SendReply(io, option, kRepAck, nullptr, 0).IgnoreError();
+      return Err(Status::IoError("client aborted the handshake"));
     }
-    const std::uint32_t option = FromBig(h.option);
-    const std::uint32_t length = FromBig(h.length);
-    if (length > kMaxOptionLength) {
-      return Err(Status::InvalidArgument("option data too long"));
+    if (options.tls != nullptr && option == kOptStartTls) {
+      if (secure) {
+        ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrInvalid,
+                                     "TLS is already in use"));
+      } else {
+        ZT_RETURN_IF_ERROR(
+            StartTlsOption(fd, transport, io, data, *options.tls));
+        secure = true;
+      }
+      continue;
     }
-    data.resize(length);
-    ZT_RETURN_IF_ERROR(ReadExact(fd, data.data(), length));
-
+    if (options.tls != nullptr && options.tls_required && !secure) {
+      if (option == kOptExportName) {
+        return Err(Status::FailedPrecondition(
+            "NBD_OPT_EXPORT_NAME without TLS, which the server requires"));
+      }
+      ZT_RETURN_IF_ERROR(
+          SendError(io, option, kRepErrTlsReqd,
+                    "this server requires TLS: use NBD_OPT_STARTTLS first"));
+      continue;
+    }
     switch (option) {
       case kOptExportName:
-        return ExportName(fd, data, registry, no_zeroes);
-      case kOptAbort:
-        // The client may not wait for the ACK; ignore a failed send.
-        SendReply(fd, option, kRepAck, nullptr, 0).IgnoreError();
-        return Err(Status::IoError("client aborted the handshake"));
+        return ExportName(io, data, registry, no_zeroes);
       case kOptList:
-        ZT_RETURN_IF_ERROR(List(fd, option, data, registry));
+        ZT_RETURN_IF_ERROR(List(io, option, data, registry));
         break;
       case kOptInfo:
       case kOptGo: {
         Negotiated out;
         bool done = false;
-        ZT_RETURN_IF_ERROR(InfoOrGo(fd, option, data, registry,
-                                    max_request_bytes, &out, &done));
+        ZT_RETURN_IF_ERROR(InfoOrGo(io, option, data, registry,
+                                    options.max_request_bytes, &out, &done));
         if (done) return out;
         break;
       }
       default:
-        // STRUCTURED_REPLY, STARTTLS, meta contexts and anything unknown.
-        ZT_RETURN_IF_ERROR(SendError(fd, option, kRepErrUnsup,
+        // STRUCTURED_REPLY, meta contexts, STARTTLS without credentials, and
+        // anything unknown.
+        ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrUnsup,
                                      "option not supported by ztier"));
         break;
     }
   }
   return Err(Status::InvalidArgument("too many options"));
+}
+
+void RefuseHandshake(Transport* transport, const std::string& message,
+                     int timeout_ms) {
+  Io io(transport, timeout_ms);
+  bool no_zeroes = false;
+  if (!SendGreeting(io).ok() || !RecvClientFlags(io, &no_zeroes).ok()) return;
+  std::vector<std::byte> data;
+  for (int n = 0; n < kMaxOptions; ++n) {
+    std::uint32_t option = 0;
+    if (!RecvOption(io, &option, &data).ok()) return;
+    if (option == kOptAbort) {
+      SendReply(io, option, kRepAck, nullptr, 0).IgnoreError();
+      return;
+    }
+    if (option == kOptExportName) return;  // no error reply exists: close
+    if (!SendError(io, option, kRepErrPolicy, message).ok()) return;
+  }
 }
 
 }  // namespace ztier::nbd

@@ -4,10 +4,11 @@
 // client's flags, then answers options until the client picks an export with
 // NBD_OPT_GO or NBD_OPT_EXPORT_NAME, or gives up. Supported: EXPORT_NAME,
 // ABORT, LIST, INFO, GO (with NBD_INFO_EXPORT, _NAME, _DESCRIPTION,
-// _BLOCK_SIZE); every other option gets NBD_REP_ERR_UNSUP. The empty export
-// name selects the default device: "zram0" if present, else the first by
-// name. An unknown export is NBD_REP_ERR_UNKNOWN; so is a device that is not
-// initialised (no disksize yet), with a message saying so.
+// _BLOCK_SIZE), and STARTTLS when the server has TLS credentials; every
+// other option gets NBD_REP_ERR_UNSUP. The empty export name selects the
+// default device: "zram0" if present, else the first by name. An unknown
+// export is NBD_REP_ERR_UNKNOWN; so is a device that is not initialised (no
+// disksize yet), with a message saying so.
 //
 // Thread safety: runs on the connection's own thread; reads the registry.
 #ifndef ZTIER_NBD_HANDSHAKE_H_
@@ -16,11 +17,15 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "ztier/device.h"
 #include "ztier/status.h"
 
 namespace ztier::nbd {
+
+class TlsContext;  // tls.h
+class Transport;   // transport.h
 
 struct Negotiated {
   std::shared_ptr<Device> device;
@@ -29,12 +34,36 @@ struct Negotiated {
   std::uint64_t size = 0;  // the export's size in bytes
 };
 
-// Runs the handshake on the connected socket `fd` (blocking). On success the
-// connection is in the transmission phase on the returned device. Any error
-// (the client left, aborted, broke the protocol, or chose a bad export with
+struct HandshakeOptions {
+  std::uint32_t max_request_bytes = 32 << 20;
+  // The whole handshake must end within this (ms; -1: no limit). A client
+  // that connects and then says nothing holds a connection slot until then.
+  int timeout_ms = 10000;
+  // Server credentials for NBD_OPT_STARTTLS; null: the option is answered
+  // NBD_REP_ERR_UNSUP.
+  const TlsContext* tls = nullptr;
+  // With `tls`: until TLS is up, every option but STARTTLS and ABORT is
+  // refused with NBD_REP_ERR_TLS_REQD (EXPORT_NAME, which has no error
+  // reply, closes the connection).
+  bool tls_required = false;
+};
+
+// Runs the handshake on `*transport`, the plain socket `fd` (blocking). On
+// success the connection is in the transmission phase on the returned
+// device; after NBD_OPT_STARTTLS, *transport has been replaced by the TLS
+// transport. Any error (the client left, aborted, broke the protocol, timed
+// out, failed the TLS handshake, or chose a bad export with
 // NBD_OPT_EXPORT_NAME) means: close the connection.
-Result<Negotiated> Handshake(int fd, DeviceRegistry* registry,
-                             std::uint32_t max_request_bytes);
+Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
+                             DeviceRegistry* registry,
+                             const HandshakeOptions& options);
+
+// For a connection the server will not serve (over its connection limit):
+// greets, then answers every option with NBD_REP_ERR_POLICY and `message`
+// until the client aborts or leaves, or `timeout_ms` passes. Clients such as
+// nbdinfo show the message. Never succeeds in selecting an export.
+void RefuseHandshake(Transport* transport, const std::string& message,
+                     int timeout_ms);
 
 }  // namespace ztier::nbd
 

@@ -11,16 +11,23 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <condition_variable>
+#include <deque>
 #include <list>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "nbd/connection.h"
+#include "nbd/handshake.h"
 #include "nbd/socket_util.h"
+#include "nbd/transport.h"
 
 namespace ztier::nbd {
 namespace {
+
+constexpr int kRefuseTimeoutMs = 1000;
 
 class NbdServerImpl final : public NbdServer {
  public:
@@ -44,10 +51,17 @@ class NbdServerImpl final : public NbdServer {
     limits_.max_request_bytes = options_.max_request_bytes;
     limits_.inline_max_bytes = options_.inline_max_bytes;
     limits_.max_in_flight = std::max<std::size_t>(1, options_.max_in_flight);
+    limits_.max_in_flight_bytes = options_.max_in_flight_bytes;
+    limits_.handshake_timeout_ms = options_.handshake_timeout_ms;
+    limits_.io_timeout_ms = options_.io_timeout_ms;
+    limits_.tls = options_.tls;
+    limits_.tls_required = options_.tls_required;
+    if (options_.preallocate) limits_.prealloc_job_bytes = 128 << 10;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
     queue_ = std::make_unique<WorkQueue>(workers);
     accept_thread_ = std::thread([this] { AcceptLoop(); });
+    refuse_thread_ = std::thread([this] { RefuseLoop(); });
     return Status::Ok();
   }
 
@@ -56,6 +70,15 @@ class NbdServerImpl final : public NbdServer {
     if (accept_thread_.joinable()) {
       Wake();
       accept_thread_.join();
+    }
+    if (refuse_thread_.joinable()) {
+      {
+        std::lock_guard l(refuse_mu_);
+        refuse_stop_ = true;
+        for (int fd : refusing_) ::shutdown(fd, SHUT_RDWR);
+      }
+      refuse_cv_.notify_all();
+      refuse_thread_.join();
     }
     if (unix_fd_ >= 0) {
       ::close(unix_fd_);
@@ -115,10 +138,7 @@ class NbdServerImpl final : public NbdServer {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, ECONNABORTED, EMFILE: try again later
     if (active_.load() >= options_.max_connections) {
-      // Over the limit: the client sees the connection end before the
-      // greeting, and the server stays healthy.
-      ::shutdown(fd, SHUT_RDWR);
-      ::close(fd);
+      Refuse(fd);
       return;
     }
     if (tcp) SetNoDelay(fd);
@@ -132,6 +152,40 @@ class NbdServerImpl final : public NbdServer {
       conns_.push_back(std::move(conn));
     }
     raw->Start();
+  }
+
+  // Hands `fd` to the refusal thread, or closes it if too many wait.
+  void Refuse(int fd) {
+    {
+      std::lock_guard l(refuse_mu_);
+      if (refusing_.size() < kMaxRefusing) {
+        refusing_.push_back(fd);
+        refuse_cv_.notify_one();
+        return;
+      }
+    }
+    ::close(fd);
+  }
+
+  void RefuseLoop() {
+    const std::string message =
+        "ztier: too many connections (the limit is " +
+        std::to_string(options_.max_connections) + "); try again later";
+    std::unique_lock l(refuse_mu_);
+    for (;;) {
+      refuse_cv_.wait(l, [this] { return refuse_stop_ || !refusing_.empty(); });
+      if (refusing_.empty()) return;
+      const int fd = refusing_.front();
+      const bool stopping = refuse_stop_;
+      l.unlock();
+      if (!stopping) {
+        std::unique_ptr<Transport> t = NewPlainTransport(fd);
+        RefuseHandshake(t.get(), message, kRefuseTimeoutMs);
+      }
+      l.lock();
+      refusing_.pop_front();
+      ::close(fd);
+    }
   }
 
   // Called on a connection's own thread as it ends.
@@ -169,6 +223,11 @@ class NbdServerImpl final : public NbdServer {
   ino_t unix_ino_ = 0;
   std::unique_ptr<WorkQueue> queue_;
   std::thread accept_thread_;
+  std::thread refuse_thread_;
+  std::mutex refuse_mu_;
+  std::condition_variable refuse_cv_;
+  std::deque<int> refusing_;  // guarded by refuse_mu_; front is in progress
+  bool refuse_stop_ = false;  // guarded by refuse_mu_
   std::atomic<bool> stopped_{false};
   std::atomic<std::size_t> active_{0};
   std::mutex mu_;

@@ -8,7 +8,10 @@
 //
 // Threads: one accept thread, one reader thread per connection, and a pool
 // of `workers` request threads shared by all connections (connection.h).
-// Over max_connections, a new connection is accepted and closed at once.
+// Over max_connections, a new connection is refused politely: a refusal
+// thread greets it and answers its options with NBD_REP_ERR_POLICY and a
+// message saying why (at most kMaxRefusing such connections wait for it,
+// each for at most a second; beyond that they are closed at once).
 //
 // Thread safety: Start() returns a running server. Stop() (or the destructor)
 // stops accepting, closes every connection, waits for requests in flight,
@@ -26,6 +29,8 @@
 
 namespace ztier::nbd {
 
+class TlsContext;  // tls.h
+
 struct NbdServerOptions {
   std::string unix_path;  // empty: no Unix socket. Created with mode 0600.
   std::string listen;     // "HOST:PORT", ":PORT" (loopback), or empty
@@ -36,9 +41,27 @@ struct NbdServerOptions {
   // thread (cheaper than a hand-off); larger ones go to the workers. 0: every
   // READ/WRITE/TRIM/WRITE_ZEROES goes to the workers. At most 64 KiB.
   std::uint32_t inline_max_bytes = 16 << 10;
-  // Requests of one connection queued or running on workers at once.
+  // Requests of one connection queued or running on workers at once, and
+  // the bytes of their buffers (one larger request may run alone).
   std::size_t max_in_flight = 64;
+  std::uint64_t max_in_flight_bytes = 64 << 20;
+  // The whole handshake of a connection (ms; -1: none).
+  int handshake_timeout_ms = 10000;
+  // A request that stops arriving halfway, or a reply the client does not
+  // take, for this long closes the connection (ms; -1: none). Idle clients
+  // are never timed out.
+  int io_timeout_ms = 30000;
+  // TLS: credentials for NBD_OPT_STARTTLS (null: TLS off), and whether
+  // clients must use it. Not owned; must outlive the server.
+  const TlsContext* tls = nullptr;
+  bool tls_required = false;
+  // Preallocate each connection's request buffers (128 KiB per job) and
+  // start its writer thread at once, so that serving allocates nothing
+  // (for a swap device; see ConnectionLimits::prealloc_job_bytes).
+  bool preallocate = false;
 };
+
+inline constexpr std::size_t kMaxRefusing = 16;
 
 class NbdServer {
  public:

@@ -379,7 +379,7 @@ TEST(NbdServerTest, MemLimitIsEnospc) {
   EXPECT_LT(off, 16u << 20);
 }
 
-TEST(NbdServerTest, MaxConnectionsClosesTheExtraOne) {
+TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {
   NbdServerOptions o;
   o.max_connections = 2;
   ServerFixture f(4 << 20, o);
@@ -387,7 +387,11 @@ TEST(NbdServerTest, MaxConnectionsClosesTheExtraOne) {
   ASSERT_GT(a.Go("zram0"), 0);
   ASSERT_GT(b.Go("zram0"), 0);
   RawClient c(f.socket());
-  EXPECT_TRUE(c.WaitClosed());
+  std::uint32_t rep_error = 0;
+  EXPECT_LT(c.Go("zram0", &rep_error), 0);
+  EXPECT_EQ(rep_error, kRepErrPolicy);
+  RawClient silent(f.socket());  // says nothing: closed after a second
+  EXPECT_TRUE(silent.WaitClosed());
   a.Close();
   ASSERT_TRUE(f.WaitConnections(1));
   RawClient d(f.socket());
