@@ -67,6 +67,12 @@ struct DeviceDefaults {
   std::uint64_t mem_limit = 0;
   BatchBackend batch_backend = BatchBackend::kSerial;
   std::size_t streams = 0;  // 0: one per core
+  // Preallocate every device's memory at disksize time (PageStoreOptions::
+  // prealloc): its pool reserves and faults in mem_limit bytes, its slot
+  // table is faulted in, and IO then takes no new memory (`ztier serve
+  // --prealloc`, implied by --mlock). SetDisksize then requires a mem_limit
+  // (kInvalidArgument without one). The reserve is fixed at disksize time.
+  bool prealloc = false;
   // Backing stores this process opens: encrypted (--backing-encrypt),
   // O_DIRECT where allowed.
   bool backing_encrypt = false;
@@ -85,7 +91,9 @@ class Device {
   const std::string& name() const { return name_; }
 
   // ---- lifecycle and attributes (zram's names) ----
-  // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set.
+  // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set. With
+  // DeviceDefaults::prealloc, kInvalidArgument while mem_limit is 0, and the
+  // reserve's error (kResourceExhausted) when mem_limit bytes cannot be had.
   Status SetDisksize(std::uint64_t bytes);
   std::uint64_t disksize() const;
   bool initialized() const;

@@ -47,7 +47,25 @@
 // Compaction (Compact()): per class, releases the spare, moves objects from the sparsest zspages
 // into the fullest, frees emptied zspages, then packs the last partial zspage
 // toward its front; every page freed goes back to the OS with
-// madvise(MADV_DONTNEED) and is counted in pages_compacted.
+// madvise(MADV_DONTNEED) (not with a reserve: see below) and is counted in
+// pages_compacted.
+//
+// Reserve (PoolOptions::prealloc_bytes > 0): at Create() the pool maps that
+// much memory and faults every page of it in (MADV_POPULATE_WRITE), and from
+// then on takes every zspage from it and nothing from anywhere else: no
+// arena is mapped, no page is faulted in, pages freed by Free() or
+// Compact() stay resident in the reserve for the next zspage, and a Malloc
+// the reserve cannot serve fails (kInvalidHandle) as one over the address
+// space would. Its descriptor and handle tables are made at Create() too, so
+// that Malloc and Free never allocate. This is for a pool that must keep
+// working when the host has no memory to give (a swap device). The
+// reserve is not in TotalBytes(): the statistics are those of the same pool
+// without one (pages held for objects, metadata as it would have grown).
+// Bookkeeping outside the bill: ~1.5% of the reserve (run tags and bitmap
+// words, 28 bytes a page; descriptors for one zspage a page, 32 bytes).
+// Zspages are contiguous runs, so a reserve whose free pages are scattered
+// in short runs can refuse a long zspage before it is full (the reserve
+// merges neighbouring free runs to keep that rare).
 //
 // Thread safety: all methods may be called concurrently. Each size class has
 // its own lock (taken by Malloc, Free and Compact of that class). Read and
@@ -78,8 +96,18 @@ struct PoolOptions {
   // 1..16.
   std::size_t max_pages_per_zspage = 8;
   // Virtual size of each arena; arenas are added as needed. Only touched
-  // pages use memory.
+  // pages use memory. Unused with a reserve.
   std::size_t arena_bytes = std::size_t{1} << 30;
+  // Bytes of objects' pages to preallocate and keep resident (rounded up
+  // to pages), see "Reserve" above; the reserve adds room for the untouched
+  // tail of the newest zspage of each class (471 pages, 1.8 MiB, with the
+  // default 8-page chains). The pool then never maps more. 0: no reserve,
+  // arenas grow lazily.
+  std::size_t prealloc_bytes = 0;
+  // With a reserve: the most objects expected live at once, to size the
+  // handle table at Create(); beyond it the table grows (allocates). 0: as
+  // many as the reserve could hold (8 bytes per 32 bytes of reserve).
+  std::size_t prealloc_objects = 0;
 };
 
 // One row of zsmalloc's debugfs `classes` file.
@@ -108,14 +136,17 @@ struct PoolStats {
 
 class Pool {
  public:
+  // kInvalidArgument for bad options; with prealloc_bytes, the mmap or
+  // populate error (kResourceExhausted for ENOMEM) when the reserve cannot
+  // be had.
   static Result<std::unique_ptr<Pool>> Create(const PoolOptions& options = {});
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
   // Allocates an object of `size` bytes (1..4096). Returns kInvalidHandle when
-  // memory (address space or the OS) runs out. The contents are undefined
-  // until written.
+  // memory (address space, the OS, or the reserve) runs out. The contents
+  // are undefined until written.
   Handle Malloc(std::size_t size);
 
   // Frees the object. REQUIRES: h came from Malloc and was not freed.

@@ -133,6 +133,11 @@ Status Device::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
   std::unique_lock lock(mu_);
   if (store_ != nullptr) return Status::Busy("disksize is already set");
+  if (defaults_.prealloc && mem_limit_ == 0) {
+    return Status::InvalidArgument(
+        "memory is preallocated on this server: set mem_limit before "
+        "disksize");
+  }
   const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
   PageStoreOptions o;
   o.num_pages = aligned / kPageSize;
@@ -141,6 +146,7 @@ Status Device::SetDisksize(std::uint64_t bytes) {
   o.mem_limit = mem_limit_;
   o.batch_backend = defaults_.batch_backend;
   o.streams = defaults_.streams;
+  o.prealloc = defaults_.prealloc;
   std::shared_ptr<BackingStore> backing;
   if (!backing_dev_.empty()) {
     ZT_ASSIGN_OR_RETURN(backing, OpenBacking(backing_dev_, aligned, defaults_));

@@ -56,7 +56,7 @@ class NbdServerImpl final : public NbdServer {
     limits_.io_timeout_ms = options_.io_timeout_ms;
     limits_.tls = options_.tls;
     limits_.tls_required = options_.tls_required;
-    if (options_.preallocate) limits_.prealloc_job_bytes = 128 << 10;
+    if (options_.preallocate) limits_.prealloc_job_bytes = 64 << 10;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
     queue_ = std::make_unique<WorkQueue>(workers);

@@ -55,7 +55,7 @@ struct NbdServerOptions {
   // clients must use it. Not owned; must outlive the server.
   const TlsContext* tls = nullptr;
   bool tls_required = false;
-  // Preallocate each connection's request buffers (128 KiB per job) and
+  // Preallocate each connection's request buffers (64 KiB per job) and
   // start its writer thread at once, so that serving allocates nothing
   // (for a swap device; see ConnectionLimits::prealloc_job_bytes).
   bool preallocate = false;

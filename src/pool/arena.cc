@@ -6,9 +6,17 @@
 // or coalesced (address space is cheap, RAM is not: a returned run holds no
 // RAM because its pages were discarded). Arenas are unmapped only by the
 // destructor.
+//
+// With a reserve (PoolOptions::prealloc_bytes) none of that happens: every
+// run comes from the PageReserve (reserve.cc), which is already resident,
+// and its pages are never discarded. The reserve is the pool's whole
+// memory: when it has no run long enough, AllocateRun fails rather than map
+// memory the kernel would have to find later, possibly under the very
+// memory pressure the pool is there to relieve.
 #include <sys/mman.h>
 
 #include <cassert>
+#include <cstring>
 
 #include "pool/pool_internal.h"
 
@@ -23,6 +31,7 @@ Arena::~Arena() {
 std::byte* Arena::AllocateRun(std::size_t pages) {
   assert(pages >= 1 && pages <= kMaxPagesPerZspage);
   std::lock_guard<std::mutex> lock(mu_);
+  if (reserve_ != nullptr) return reserve_->Allocate(pages);
   if (!free_runs_[pages].empty()) {
     std::byte* run = free_runs_[pages].back();
     free_runs_[pages].pop_back();
@@ -45,15 +54,29 @@ std::byte* Arena::AllocateRun(std::size_t pages) {
 
 void Arena::ReleaseRun(std::byte* run, std::size_t pages) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (reserve_ != nullptr) {
+    reserve_->Release(run, pages);
+    return;
+  }
   free_runs_[pages].push_back(run);
 }
 
-void DiscardPages(std::byte* base, std::size_t first, std::size_t count) {
-  if (count == 0) return;
+void Arena::Discard(std::byte* base, std::size_t first,
+                    std::size_t count) const {
+  if (count == 0 || reserve_ != nullptr) return;
   const int rc = madvise(base + first * kPageSize, count * kPageSize,
                          MADV_DONTNEED);
   assert(rc == 0);
   (void)rc;
+}
+
+std::uint64_t* Arena::ReserveBitmap(const std::byte* run, std::uint32_t objs) {
+  if (reserve_ == nullptr || objs <= 64) return nullptr;  // lazy, or inline
+  // Each page of the run owns 2 words; the run is ours (the caller holds
+  // it), so its words are too, without the lock.
+  std::uint64_t* bits = reserve_->Bitmap(run);
+  std::memset(bits, 0, (objs + 63) / 64 * sizeof(std::uint64_t));
+  return bits;
 }
 
 }  // namespace ztier::internal_pool

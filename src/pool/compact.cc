@@ -11,6 +11,8 @@
 //     indices and discard the pages past its last object.
 // Every page freed counts in pages_compacted, as do the pages of the spare
 // zspage each class may keep (pool.cc), which compaction releases first.
+// With a reserve the pages are freed for the pool (out of TotalBytes(), back
+// in the reserve) but stay resident: Arena::Discard leaves them alone.
 //
 // There is no reverse map (object -> handle) in steady state: it would cost
 // 8 bytes per object. Compaction builds one for the non-full zspages only,
@@ -57,10 +59,13 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
         owners[id].assign(objs, ip::kNoIndex);
       }
     }
-    const std::uint64_t n = sc.handles.size();
+    // The table is the pool's: entries of other classes are skipped by
+    // their zspage ids (no live entry of another class names a zspage of
+    // this one, and this class's entries do not change while we hold its
+    // lock).
+    const std::uint64_t n = handles.size();
     for (std::uint64_t i = 0; i < n; ++i) {
-      const std::uint64_t e =
-          sc.handles.Entry(i).load(std::memory_order_relaxed);
+      const std::uint64_t e = handles.Entry(i).load(std::memory_order_relaxed);
       if (e & ip::kEntryFree) continue;
       auto it = owners.find(ip::EntryZspage(e));
       if (it != owners.end()) it->second[ip::EntryIdx(e)] = i;
@@ -71,7 +76,7 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
     std::vector<std::uint64_t>& src_owners = owners[sid];
     const std::uint64_t hidx = src_owners[a];
     assert(hidx != ip::kNoIndex);
-    std::atomic<std::uint64_t>& slot = sc.handles.Entry(hidx);
+    std::atomic<std::uint64_t>& slot = handles.Entry(hidx);
     const std::uint64_t e = slot.load(std::memory_order_relaxed);
     const std::uint32_t size = ip::EntrySize(e);
     Touch(sc, d, b);
@@ -142,7 +147,7 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
     const std::size_t needed = (end + ip::kPageSize - 1) / ip::kPageSize;
     if (needed < z->touched_pages) {
       const std::size_t drop = z->touched_pages - needed;
-      ip::DiscardPages(z->base, needed, drop);
+      arena.Discard(z->base, needed, drop);
       z->touched_pages = static_cast<std::uint8_t>(needed);
       sc.touched_pages -= drop;
       touched_pages.fetch_sub(drop, std::memory_order_relaxed);

@@ -1,12 +1,21 @@
 // File: pool/handle_table.cc
 //
-// Per-class handle tables. Chunks grow 16 x4, 32 x4, ... 512 x4 entries (8
-// bytes each), then double from 4096: a class with n < 4032 handles holds
-// at most ~1.2 n entries (+16), and a class with few objects costs 128
-// bytes, not a page. Chunks are published with a
-// release store and never move or free until the pool is destroyed. Free
-// entries form a LIFO list threaded through the entries themselves (no side
-// array to pay for).
+// The pool's handle table. Chunks grow 64 x4, 128 x4, ... 2048 x4 entries
+// (8 bytes each), then double from 16384: a pool with few objects costs
+// 512 bytes, not a page, and a large one at most ~1.25 entries per entry
+// in use. Chunks are published with a release store and never move or free
+// until the pool is destroyed.
+//
+// Free entries form LIFO lists threaded through the entries themselves (no
+// side array to pay for): one list per class (HandleCache, under the class
+// lock) and one shared list (under mu_). A class whose cache is empty takes
+// kBatch indexes from the shared list, or kFreshBatch fresh ones (few, so
+// that a growing pool's table stays close to its objects); a class whose
+// cache grows past kCacheHigh hands kBatch back. So the table holds at most
+// the live handles plus kCacheHigh per class (and one fresh batch), whatever
+// the mix of classes over time, and Reserve() can size it once for a known
+// number of objects: then Malloc never allocates.
+#include <algorithm>
 #include <cassert>
 #include <new>
 
@@ -18,33 +27,82 @@ HandleTable::~HandleTable() {
   for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
 }
 
-std::uint64_t HandleTable::Allocate(std::atomic<std::size_t>* metadata) {
-  if (free_head_ != kNoIndex) {
-    const std::uint64_t index = free_head_;
-    const std::uint64_t e = Entry(index).load(std::memory_order_relaxed);
-    assert(e & kEntryFree);
-    free_head_ = e & kHandleIndexMask;
-    return index;
+bool HandleTable::MakeChunk(int k) {
+  if (chunks_[k].load(std::memory_order_relaxed) != nullptr) return true;
+  const std::size_t n = Chunks::ChunkSize(k);
+  auto* chunk = new (std::nothrow) std::atomic<std::uint64_t>[n];
+  if (chunk == nullptr) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    chunk[i].store(kEntryFree | kNoIndex, std::memory_order_relaxed);
   }
-  if (size_ >= kMaxHandles) return kNoIndex;
-  std::uint64_t off;
-  const int k = Chunks::Locate(size_, &off);
-  if (chunks_[k].load(std::memory_order_relaxed) == nullptr) {
-    const std::size_t n = Chunks::ChunkSize(k);
-    auto* chunk = new (std::nothrow) std::atomic<std::uint64_t>[n];
-    if (chunk == nullptr) return kNoIndex;
-    for (std::size_t i = 0; i < n; ++i) {
-      chunk[i].store(kEntryFree | kNoIndex, std::memory_order_relaxed);
-    }
-    chunks_[k].store(chunk, std::memory_order_release);
-    metadata->fetch_add(n * sizeof(std::uint64_t), std::memory_order_relaxed);
-  }
-  return size_++;
+  chunks_[k].store(chunk, std::memory_order_release);
+  return true;
 }
 
-void HandleTable::Free(std::uint64_t index) {
-  Entry(index).store(kEntryFree | free_head_, std::memory_order_relaxed);
-  free_head_ = index;
+bool HandleTable::Reserve(std::uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (n == 0) return true;
+  std::uint64_t off;
+  const int last = Chunks::Locate(std::min(n, kMaxHandles) - 1, &off);
+  for (int k = 0; k <= last; ++k) {
+    if (!MakeChunk(k)) return false;
+  }
+  return true;
+}
+
+std::uint64_t HandleTable::Allocate(HandleCache* c) {
+  if (c->head == kNoIndex) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // Refill from the shared list, else with fresh indexes.
+    for (std::uint32_t k = 0; k < kBatch && free_head_ != kNoIndex; ++k) {
+      const std::uint64_t index = free_head_;
+      std::atomic<std::uint64_t>& e = Entry(index);
+      free_head_ = e.load(std::memory_order_relaxed) & kHandleIndexMask;
+      e.store(kEntryFree | c->head, std::memory_order_relaxed);
+      c->head = index;
+      ++c->count;
+    }
+    if (c->head == kNoIndex) {  // the shared list was empty
+      std::uint64_t size = size_.load(std::memory_order_relaxed);
+      for (std::uint32_t k = 0; k < kFreshBatch && size < kMaxHandles; ++k) {
+        std::uint64_t off;
+        const int chunk = Chunks::Locate(size, &off);
+        if (!MakeChunk(chunk)) break;
+        if (chunk >= counted_chunks_) {  // indexes reach chunks in order
+          metadata_bytes_->fetch_add(
+              Chunks::ChunkSize(chunk) * sizeof(std::uint64_t),
+              std::memory_order_relaxed);
+          counted_chunks_ = chunk + 1;
+        }
+        Entry(size).store(kEntryFree | c->head, std::memory_order_relaxed);
+        c->head = size++;
+        ++c->count;
+      }
+      size_.store(size, std::memory_order_release);
+    }
+    if (c->head == kNoIndex) return kNoIndex;
+  }
+  const std::uint64_t index = c->head;
+  const std::uint64_t e = Entry(index).load(std::memory_order_relaxed);
+  assert(e & kEntryFree);
+  c->head = e & kHandleIndexMask;
+  --c->count;
+  return index;
+}
+
+void HandleTable::Free(HandleCache* c, std::uint64_t index) {
+  Entry(index).store(kEntryFree | c->head, std::memory_order_relaxed);
+  c->head = index;
+  if (++c->count <= kCacheHigh) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (std::uint32_t k = 0; k < kBatch; ++k) {
+    const std::uint64_t i = c->head;
+    std::atomic<std::uint64_t>& e = Entry(i);
+    c->head = e.load(std::memory_order_relaxed) & kHandleIndexMask;
+    e.store(kEntryFree | free_head_, std::memory_order_relaxed);
+    free_head_ = i;
+  }
+  c->count -= kBatch;
 }
 
 }  // namespace ztier::internal_pool

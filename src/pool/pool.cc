@@ -32,6 +32,7 @@
 // a pinned, re-checked location stays valid until Unpin().
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <thread>
@@ -62,15 +63,15 @@ Pool::Impl::~Impl() {
   // free their heap bitmaps. The arenas go with `arena`.
   for (auto& sc : classes) {
     if (sc == nullptr) continue;
-    if (sc->spare != ip::kNoId) descs.Free(sc->spare, sc->geo.objs);
+    if (sc->spare != ip::kNoId) FreeDesc(*sc, sc->spare);
     for (std::uint32_t id = sc->TakeShell(); id != ip::kNoId;
          id = sc->TakeShell()) {
-      descs.Free(id, sc->geo.objs);
+      FreeDesc(*sc, id);
     }
     for (int g = 1; g < ip::kNumGroups; ++g) {
       for (std::uint32_t id = sc->group_head[g]; id != ip::kNoId;) {
         const std::uint32_t next = descs.Get(id)->next;
-        descs.Free(id, sc->geo.objs);
+        FreeDesc(*sc, id);
         id = next;
       }
     }
@@ -129,16 +130,19 @@ std::size_t Pool::Impl::FreeZspage(SizeClass& sc, std::uint32_t id,
     // is room (DoReleases).
     later->Add({d->base, pages, sc.geo.pages, id, &sc});
   } else {
-    ip::DiscardPages(d->base, 0, pages);
-    arena.ReleaseRun(d->base, sc.geo.pages);
-    descs.Free(id, sc.geo.objs);
+    std::byte* const run = d->base;
+    arena.Discard(run, 0, pages);
+    // The descriptor goes before the run: with a reserve its bitmap is the
+    // run's, and ids in use must never outnumber runs held (DescTable is
+    // sized for the reserve's runs).
+    FreeDesc(sc, id);
+    arena.ReleaseRun(run, sc.geo.pages);
   }
   return pages;
 }
 
 ZspageDesc* Pool::Impl::Pin(Handle h, std::uint64_t* entry) const {
-  std::atomic<std::uint64_t>& slot =
-      ClassOf(h).handles.Entry(ip::HandleIndex(h));
+  std::atomic<std::uint64_t>& slot = handles.Entry(ip::HandleIndex(h));
   for (int spins = 0;; ++spins) {
     if (spins > 16) std::this_thread::yield();
     const std::uint64_t e = slot.load(std::memory_order_acquire);
@@ -171,6 +175,35 @@ Result<std::unique_ptr<Pool>> Pool::Create(const PoolOptions& options) {
   }
   std::unique_ptr<Pool> pool(new Pool());
   pool->impl_ = std::make_unique<Impl>(options);
+  if (options.prealloc_bytes > 0) {
+    Impl& m = *pool->impl_;
+    // Room for the objects' pages, plus the untouched tail of the newest
+    // zspage of each class (a zspage's run is taken whole, its pages are
+    // counted as objects reach them): so that a full pool meets its
+    // owner's limit on pages before it meets the end of the reserve.
+    std::size_t pages =
+        (options.prealloc_bytes + ip::kPageSize - 1) / ip::kPageSize;
+    for (const auto& sc : m.classes) {
+      if (sc != nullptr) pages += sc->geo.pages - 1;
+    }
+    ZT_ASSIGN_OR_RETURN(auto reserve, ip::PageReserve::Create(pages));
+    m.arena.SetReserve(std::move(reserve));
+    // Every zspage (live or spare) holds its own run of the reserve, so
+    // descriptors in use are at most its pages, plus the shells (4 a
+    // class) and those a releasing thread holds for a moment; and there
+    // are never more live objects than the reserve holds at 32 bytes each.
+    std::uint64_t objects = pages * (ip::kPageSize / ip::kMinAllocSize);
+    if (options.prealloc_objects != 0) {
+      objects = std::min<std::uint64_t>(objects, options.prealloc_objects);
+    }
+    if (!m.descs.Reserve(pages + 4 * ip::kNumClasses + 1024) ||
+        !m.handles.Reserve(objects +
+                           std::uint64_t{ip::kNumClasses} *
+                               ip::HandleTable::kCacheHigh +
+                           ip::HandleTable::kFreshBatch)) {
+      return Err(Status::ResourceExhausted("pool: preallocating metadata"));
+    }
+  }
   return pool;
 }
 
@@ -224,7 +257,7 @@ Handle Pool::Malloc(std::size_t size) {
   SizeClass& sc = *m.classes[ci];
   m.DrainDeferredFrees(sc, &later.runs);
 
-  const std::uint64_t hidx = sc.handles.Allocate(&m.metadata_bytes);
+  const std::uint64_t hidx = m.handles.Allocate(&sc.handle_cache);
   if (hidx == ip::kNoIndex) return kInvalidHandle;
 
   std::uint32_t id = ip::kNoId;
@@ -241,17 +274,30 @@ Handle Pool::Malloc(std::size_t size) {
     d = m.descs.Get(id);
   } else if ((id = sc.TakeShell()) != ip::kNoId) {
     d = m.descs.Get(id);  // empty, untouched, its run still its own
+    if (m.arena.reserve() != nullptr) {  // no run: see DoReleases
+      std::byte* run = m.arena.AllocateRun(sc.geo.pages);
+      if (run == nullptr) {
+        if (!sc.StashShell(id)) m.FreeDesc(sc, id);
+        m.handles.Free(&sc.handle_cache, hidx);
+        return kInvalidHandle;
+      }
+      d->base = run;
+      if (std::uint64_t* bits = m.arena.ReserveBitmap(run, sc.geo.objs)) {
+        d->heap_bits = bits;
+      }
+    }
     ++sc.zspages;
   } else {
     std::byte* run = m.arena.AllocateRun(sc.geo.pages);
     if (run == nullptr) {
-      sc.handles.Free(hidx);
+      m.handles.Free(&sc.handle_cache, hidx);
       return kInvalidHandle;
     }
-    d = m.descs.Allocate(sc.geo.objs, &id);
+    d = m.descs.Allocate(sc.geo.objs, &id,
+                         m.arena.ReserveBitmap(run, sc.geo.objs));
     if (d == nullptr) {
       m.arena.ReleaseRun(run, sc.geo.pages);
-      sc.handles.Free(hidx);
+      m.handles.Free(&sc.handle_cache, hidx);
       return kInvalidHandle;
     }
     d->base = run;
@@ -265,7 +311,7 @@ Handle Pool::Malloc(std::size_t size) {
   ++sc.obj_used;
   m.objects.fetch_add(1, std::memory_order_relaxed);
   m.object_bytes.fetch_add(size, std::memory_order_relaxed);
-  sc.handles.Entry(hidx).store(
+  m.handles.Entry(hidx).store(
       ip::MakeEntry(id, idx, static_cast<std::uint32_t>(size)),
       std::memory_order_release);
   lock.unlock();
@@ -324,17 +370,26 @@ Pool::Impl::ReleaseOnExit::~ReleaseOnExit() { m->DoReleases(runs); }
 void Pool::Impl::DoReleases(const ip::RunReleases& r) {
   for (std::size_t i = 0; i < r.n; ++i) {
     const ip::RunRelease& x = r.items[i];
-    ip::DiscardPages(x.base, 0, x.touched);
+    arena.Discard(x.base, 0, x.touched);
+    if (arena.reserve() != nullptr) {
+      // With a reserve a shell keeps only its descriptor: a run kept by one
+      // class would be kept from all the others, so it goes back now and
+      // Malloc takes a new one for the shell.
+      descs.Get(x.id)->base = nullptr;
+      arena.ReleaseRun(x.base, x.run_pages);
+      if (!x.sc->StashShell(x.id)) FreeDesc(*x.sc, x.id);
+      continue;
+    }
     if (x.sc->StashShell(x.id)) continue;
+    FreeDesc(*x.sc, x.id);  // before the run: see FreeZspage
     arena.ReleaseRun(x.base, x.run_pages);
-    descs.Free(x.id, x.sc->geo.objs);
   }
 }
 
 void Pool::Impl::FreeLocked(SizeClass& sc, Handle h, ip::RunReleases* later) {
   Impl& m = *this;
   const std::uint64_t hidx = ip::HandleIndex(h);
-  const std::uint64_t e = sc.handles.Entry(hidx).load(std::memory_order_relaxed);
+  const std::uint64_t e = m.handles.Entry(hidx).load(std::memory_order_relaxed);
   assert((e & ip::kEntryFree) == 0 && "double free");
   const std::uint32_t id = ip::EntryZspage(e);
   const std::uint32_t idx = ip::EntryIdx(e);
@@ -345,7 +400,7 @@ void Pool::Impl::FreeLocked(SizeClass& sc, Handle h, ip::RunReleases* later) {
   --sc.obj_used;
   m.objects.fetch_sub(1, std::memory_order_relaxed);
   m.object_bytes.fetch_sub(ip::EntrySize(e), std::memory_order_relaxed);
-  sc.handles.Free(hidx);
+  m.handles.Free(&sc.handle_cache, hidx);
   if (d->inuse == 0) {
     m.GroupRemove(sc, d);
     if (sc.spare == ip::kNoId) {
@@ -391,9 +446,8 @@ std::size_t Pool::ReadInto(Handle h, std::span<std::byte> out) const {
 }
 
 std::size_t Pool::ObjectSize(Handle h) const {
-  const std::uint64_t e = impl_->ClassOf(h)
-                              .handles.Entry(ip::HandleIndex(h))
-                              .load(std::memory_order_acquire);
+  const std::uint64_t e =
+      impl_->handles.Entry(ip::HandleIndex(h)).load(std::memory_order_acquire);
   assert((e & ip::kEntryFree) == 0);
   return ip::EntrySize(e);
 }

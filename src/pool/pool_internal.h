@@ -3,16 +3,20 @@
 // The pieces behind ztier/pool.h, one concept per file:
 //   size_class.cc  the class table: geometry, merging, the huge watermark.
 //   arena.cc       mmap'd arenas cut into runs of pages, free runs reused.
+//   reserve.cc     the preallocated reserve (prealloc_bytes): populated
+//                  pages cut into runs with splitting and coalescing.
 //   zspage.cc      zspage descriptors (global chunked table, recycled ids),
 //                  the object bitmap and the pin lock readers and movers use.
-//   handle_table.cc per-class handle tables: handle -> location entries.
+//   handle_table.cc the pool's handle table: handle -> location entries,
+//                  free indexes cached per class.
 //   pool.cc        Malloc / Free / Read / Write.
 //   compact.cc     Compact().
 //   pool_format.cc Stats, ClassStats, FormatClasses.
 //
 // Handle bit budget (64 bits):
 //   [63..40] merged class index (0..254)   [39..0] handle-table index + 1
-// so a handle is never 0 and one class can hold 2^40 - 1 live handles.
+// so a handle is never 0. The one handle table of the pool holds up to
+// 2^36 entries (HandleTable::kMaxHandles).
 //
 // Location entry (one std::atomic<uint64_t> per handle-table slot):
 //   live:  [63] 0 | [56..25] zspage id (32 bits) | [24..13] object index
@@ -23,8 +27,10 @@
 // size never changes while the handle lives.
 //
 // Locking (outermost first): SizeClass::mu (Malloc, Free, Compact of that
-// class) -> DescTable::mu_ (descriptor ids) -> Arena::mu_ (runs). Readers and
-// writers of object bytes take no mutex: they pin the zspage (Pin below).
+// class) -> one of DescTable::mu_ (descriptor ids), HandleTable::mu_ (its
+// shared free list) or Arena::mu_ (runs); none of those three is held while
+// another is taken. Readers and writers of object bytes take no mutex: they
+// pin the zspage (Pin below).
 #ifndef ZTIER_POOL_POOL_INTERNAL_H_
 #define ZTIER_POOL_POOL_INTERNAL_H_
 
@@ -34,6 +40,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -140,9 +147,57 @@ struct ClassTable {
 // Builds the table for chains of at most `max_pages` pages (1..16).
 ClassTable BuildClassTable(std::size_t max_pages);
 
-// ---- arenas (arena.cc) ------------------------------------------------------
+// ---- arenas (arena.cc, reserve.cc) -----------------------------------------
 
-// Hands out runs of contiguous pages from mmap'd arenas. Thread-safe.
+// The preallocated reserve: `pages` populated pages cut into runs of 1..16
+// pages, with splitting and coalescing (reserve.cc). Not thread-safe.
+class PageReserve {
+ public:
+  static constexpr int kLongBin = kMaxPagesPerZspage + 1;  // runs > 16 pages
+
+  // Maps and populates the pages; kResourceExhausted (or the mmap/madvise
+  // error) when the memory cannot be had.
+  static Result<std::unique_ptr<PageReserve>> Create(std::size_t pages);
+  ~PageReserve();
+  PageReserve(const PageReserve&) = delete;
+  PageReserve& operator=(const PageReserve&) = delete;
+
+  // A run of n pages (1..16), resident, contents stale; nullptr when no
+  // free run is long enough.
+  std::byte* Allocate(std::size_t n);
+  void Release(std::byte* run, std::size_t n);
+  bool Contains(const std::byte* p) const {
+    return p >= base_ && p < base_ + pages_ * kPageSize;
+  }
+  // Bitmap words for a zspage on the run starting at `run`: 2 words per
+  // page of the run (enough for 128 objects a page, the most there can be).
+  std::uint64_t* Bitmap(const std::byte* run);
+  std::size_t pages() const { return pages_; }
+  std::size_t free_pages() const { return free_pages_; }
+
+ private:
+  PageReserve() = default;
+  void Insert(std::uint32_t first, std::uint32_t len);
+  void Remove(std::uint32_t first, std::uint32_t len);
+
+  std::byte* base_ = nullptr;
+  std::size_t pages_ = 0;
+  std::size_t free_pages_ = 0;
+  std::unique_ptr<std::uint32_t[]> tag_;   // free run length at its ends
+  std::unique_ptr<std::uint32_t[]> next_;  // bin list links (first pages)
+  std::unique_ptr<std::uint32_t[]> prev_;
+  std::unique_ptr<std::uint64_t[]> bits_;  // 2 bitmap words per page
+  std::array<std::uint32_t, kLongBin + 1> bins_{};
+  std::uint32_t nonempty_ = 0;  // bit b: bins_[b] is not empty
+};
+
+// Hands out runs of contiguous pages. Thread-safe. Two modes:
+//  - lazy (no reserve): mmap'd arenas of arena_bytes (MAP_NORESERVE, only
+//    touched pages cost memory) cut by a bump pointer; returned runs are
+//    reused by length. Pages of freed zspages go back to the OS (Discard).
+//  - reserve (SetReserve): every run comes from the PageReserve and no
+//    arena is ever mapped; when the reserve has no run long enough,
+//    AllocateRun fails. Discard keeps reserve pages resident.
 class Arena {
  public:
   explicit Arena(std::size_t arena_bytes);
@@ -150,24 +205,35 @@ class Arena {
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
-  // A run of `pages` pages (1..16), its memory untouched or zeroed, or
-  // nullptr when the address space (mmap) runs out.
+  // Switches to reserve mode; call once, before any AllocateRun.
+  void SetReserve(std::unique_ptr<PageReserve> reserve) {
+    reserve_ = std::move(reserve);
+  }
+  PageReserve* reserve() const { return reserve_.get(); }
+
+  // A run of `pages` pages (1..16), its memory untouched, zeroed or (from
+  // the reserve) holding stale bytes; nullptr when the address space (mmap)
+  // or the reserve runs out.
   std::byte* AllocateRun(std::size_t pages);
-  // Returns a run; REQUIRES its pages were madvise(MADV_DONTNEED)'d or never
-  // touched.
+  // Returns a run; REQUIRES its pages were Discard()ed or never touched.
   void ReleaseRun(std::byte* run, std::size_t pages);
+  // Gives pages [first, first + count) of the run at `base` back to the OS
+  // (madvise(MADV_DONTNEED)), unless they belong to the reserve, which
+  // keeps its pages resident for the next zspage.
+  void Discard(std::byte* base, std::size_t first, std::size_t count) const;
+  // For a zspage on `run` with `objs` objects: its bitmap words in the
+  // reserve's table, zeroed, or nullptr (a lazy run: the caller allocates).
+  std::uint64_t* ReserveBitmap(const std::byte* run, std::uint32_t objs);
 
  private:
   std::mutex mu_;
   const std::size_t arena_bytes_;
+  std::unique_ptr<PageReserve> reserve_;  // set once, before use
   std::vector<std::pair<std::byte*, std::size_t>> arenas_;  // base, bytes
   std::byte* bump_ = nullptr;
   std::byte* bump_end_ = nullptr;
   std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_;
 };
-
-// Gives pages [first, first + count) of `base` back to the OS.
-void DiscardPages(std::byte* base, std::size_t first, std::size_t count);
 
 // ---- zspage descriptors (zspage.cc) ----------------------------------------
 
@@ -262,6 +328,10 @@ void WriterUnlock(ZspageDesc* d);
 // Global table of descriptors, indexed by zspage id. Chunks never move or
 // free, so a reader holding an id can always dereference it. Ids are
 // recycled. Thread-safe.
+//
+// Memory: a chunk's bytes count in *metadata_bytes when the first id in it
+// is handed out, whether Reserve() made it earlier or not, so that a pool's
+// statistics do not depend on preallocation.
 class DescTable {
  public:
   explicit DescTable(std::atomic<std::size_t>* metadata_bytes)
@@ -270,10 +340,17 @@ class DescTable {
   DescTable(const DescTable&) = delete;
   DescTable& operator=(const DescTable&) = delete;
 
+  // Makes the chunks for ids [0, n) now, so that Allocate() below n ids in
+  // use never allocates. false when memory runs out.
+  bool Reserve(std::uint64_t n);
   // A descriptor with a bitmap for `objs` objects (all clear), its id in
-  // *id; nullptr when memory runs out.
-  ZspageDesc* Allocate(std::uint32_t objs, std::uint32_t* id);
-  void Free(std::uint32_t id, std::uint32_t objs);
+  // *id; nullptr when memory runs out. `bits`, if not null, is a zeroed
+  // bitmap of enough words that the caller owns (the reserve's); else one
+  // is allocated when objs > 64.
+  ZspageDesc* Allocate(std::uint32_t objs, std::uint32_t* id,
+                       std::uint64_t* bits = nullptr);
+  // Frees id; its bitmap is deleted unless `owned_bits` is false.
+  void Free(std::uint32_t id, std::uint32_t objs, bool owned_bits = true);
   ZspageDesc* Get(std::uint32_t id) const {
     std::uint64_t off;
     const int k = Chunks::Locate(id, &off);
@@ -287,42 +364,70 @@ class DescTable {
   std::mutex mu_;
   std::atomic<std::size_t>* metadata_bytes_;
   std::array<std::atomic<ZspageDesc*>, kMaxChunks> chunks_{};
+  int counted_chunks_ = 0;  // chunks [0, counted) are in the metadata bill
   std::uint32_t next_id_ = 0;
   std::uint32_t free_head_ = kNoId;
 };
 
-// ---- handle tables (handle_table.cc) ---------------------------------------
+// ---- handle table (handle_table.cc) ---------------------------------------
 
-// One class's handle -> location entries (up to 2^32 per class), in chunks
-// that never move or free. Allocation and free run under the class lock; Entry()
-// is safe from any thread for an index that was handed out.
+// Free handle-table indexes kept by one class, a LIFO list threaded through
+// the entries. Guarded by the class's lock.
+struct HandleCache {
+  std::uint64_t head = kNoIndex;
+  std::uint32_t count = 0;
+};
+
+// The pool's handle -> location entries, one table for every class, in
+// chunks that never move or free. Each class takes indexes from its own
+// HandleCache under its own lock and trades them with the table's shared
+// free list in batches (under mu_), so Malloc and Free rarely touch mu_,
+// and the entries ever made stay close to the live objects (plus at most
+// kCacheHigh per class): a class whose objects move elsewhere does not keep
+// a table sized for its peak. Entry() is safe from any thread for an index
+// that was handed out.
 class HandleTable {
  public:
-  HandleTable() = default;
+  static constexpr std::uint32_t kBatch = 32;      // indexes per trade
+  static constexpr std::uint32_t kFreshBatch = 8;  // new indexes at once
+  static constexpr std::uint32_t kCacheHigh = 64;  // a cache keeps at most
+  static constexpr std::uint64_t kMaxHandles = std::uint64_t{1} << 36;
+
+  explicit HandleTable(std::atomic<std::size_t>* metadata_bytes)
+      : metadata_bytes_(metadata_bytes) {}
   ~HandleTable();
   HandleTable(const HandleTable&) = delete;
   HandleTable& operator=(const HandleTable&) = delete;
 
+  // Makes the chunks for indexes [0, n) now (their bytes go in the
+  // metadata bill only when first handed out, as DescTable's). false when
+  // memory runs out.
+  bool Reserve(std::uint64_t n);
   // A free index (its entry is left free; the caller stores the location),
-  // or kNoIndex when memory runs out. Adds new chunk bytes to *metadata.
-  std::uint64_t Allocate(std::atomic<std::size_t>* metadata);
-  void Free(std::uint64_t index);
+  // or kNoIndex when memory runs out. REQUIRES: the lock of c's class.
+  std::uint64_t Allocate(HandleCache* c);
+  // REQUIRES: the lock of c's class; index is live in that class.
+  void Free(HandleCache* c, std::uint64_t index);
   std::atomic<std::uint64_t>& Entry(std::uint64_t index) const {
     std::uint64_t off;
     const int k = Chunks::Locate(index, &off);
     return chunks_[k].load(std::memory_order_acquire)[off];
   }
   // Indexes ever handed out: [0, size()) (free ones among them).
-  std::uint64_t size() const { return size_; }
+  std::uint64_t size() const { return size_.load(std::memory_order_acquire); }
 
  private:
-  static constexpr std::uint64_t kMaxHandles = std::uint64_t{1} << 32;
-  using Chunks = Chunking<16, 4, 6>;
+  using Chunks = Chunking<64, 4, 6>;
   static constexpr int kMaxChunks = Chunks::ChunksFor(kMaxHandles);
+  // Makes chunk k if it is missing; false when memory runs out. REQUIRES mu_.
+  bool MakeChunk(int k);
 
+  std::mutex mu_;
+  std::atomic<std::size_t>* metadata_bytes_;
   std::array<std::atomic<std::atomic<std::uint64_t>*>, kMaxChunks> chunks_{};
-  std::uint64_t size_ = 0;
-  std::uint64_t free_head_ = kNoIndex;
+  int counted_chunks_ = 0;              // guarded by mu_
+  std::atomic<std::uint64_t> size_{0};  // written under mu_
+  std::uint64_t free_head_ = kNoIndex;  // guarded by mu_
 };
 
 // ---- per-class state ----------------------------------------------------------
@@ -358,7 +463,8 @@ struct SizeClass {
   // new zspage of this class takes neither the descriptor table's lock nor
   // the arena's. Lock-free, because a shell is stashed after its pages are
   // discarded, outside the class lock. They hold no RAM; their descriptors
-  // stay in the metadata bill.
+  // stay in the metadata bill. With a reserve a shell keeps no run (base
+  // null): Malloc takes one from the reserve when it reuses the shell.
   std::array<std::atomic<std::uint32_t>, 4> shells{};
   bool StashShell(std::uint32_t id) {
     for (auto& s : shells) {
@@ -382,7 +488,7 @@ struct SizeClass {
   // One emptied zspage kept with its pages for the next Malloc, or kNoId.
   // Not in any fullness group; counted in zspages and touched_pages.
   std::uint32_t spare = kNoId;
-  HandleTable handles;
+  HandleCache handle_cache;  // guarded by mu
 
   SizeClass() { group_head.fill(kNoId); }
 };
@@ -405,6 +511,7 @@ struct Pool::Impl {
   internal_pool::Arena arena;
   std::atomic<std::size_t> metadata_bytes{0};
   internal_pool::DescTable descs{&metadata_bytes};
+  internal_pool::HandleTable handles{&metadata_bytes};
   std::atomic<std::size_t> touched_pages{0};
   std::atomic<std::size_t> objects{0};
   std::atomic<std::size_t> object_bytes{0};
@@ -443,6 +550,11 @@ struct Pool::Impl {
     internal_pool::RunReleases runs;
     ~ReleaseOnExit();
   };
+  // Frees descriptor id of class sc (its bitmap too, unless the reserve
+  // keeps it).
+  void FreeDesc(internal_pool::SizeClass& sc, std::uint32_t id) {
+    descs.Free(id, sc.geo.objs, arena.reserve() == nullptr);
+  }
   // Frees sc's spare zspage, if any; returns its pages. REQUIRES: sc.mu.
   std::size_t ReleaseSpare(internal_pool::SizeClass& sc);
   // Unlinks an empty zspage; its pages are discarded and its run returned

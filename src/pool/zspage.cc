@@ -7,13 +7,17 @@
 // recycled through a free list threaded through `next`.
 //
 // Each descriptor carries the object bitmap: inline for <= 64 objects per
-// zspage, else a heap array (counted as metadata).
+// zspage, else a heap array, or with a reserve the words the reserve keeps
+// for the zspage's run (counted as metadata either way, so that the bill
+// does not depend on preallocation). Reserve() makes the chunks up front.
 //
 // Pin lock (ZspageDesc::pin): readers add 1 while the word is >= 0 and has
 // no kPinPending; a mover (compaction, under the class lock, so one at a
 // time) sets kPinPending, waits for the readers to drain and swaps in
 // kPinWriter. Pending keeps a stream of readers from starving the mover.
+#include <algorithm>
 #include <cassert>
+#include <new>
 #include <thread>
 
 #include "pool/pool_internal.h"
@@ -72,12 +76,28 @@ DescTable::~DescTable() {
   for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
 }
 
-ZspageDesc* DescTable::Allocate(std::uint32_t objs, std::uint32_t* id) {
+bool DescTable::Reserve(std::uint64_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (n == 0) return true;
+  std::uint64_t off;
+  const int last = Chunks::Locate(std::min<std::uint64_t>(n, kNoId) - 1, &off);
+  for (int k = 0; k <= last && k < kMaxChunks; ++k) {
+    if (chunks_[k].load(std::memory_order_relaxed) != nullptr) continue;
+    ZspageDesc* chunk = new (std::nothrow) ZspageDesc[Chunks::ChunkSize(k)];
+    if (chunk == nullptr) return false;
+    chunks_[k].store(chunk, std::memory_order_release);
+  }
+  return true;
+}
+
+ZspageDesc* DescTable::Allocate(std::uint32_t objs, std::uint32_t* id,
+                                std::uint64_t* bits) {
   std::uint64_t* heap_bits = nullptr;
   const std::uint32_t words = (objs + 63) / 64;
-  if (words > 1) {
+  if (words > 1 && bits == nullptr) {
     heap_bits = new (std::nothrow) std::uint64_t[words]();
     if (heap_bits == nullptr) return nullptr;
+    bits = heap_bits;
   }
   std::lock_guard<std::mutex> lock(mu_);
   std::uint32_t new_id = free_head_;
@@ -96,21 +116,23 @@ ZspageDesc* DescTable::Allocate(std::uint32_t objs, std::uint32_t* id) {
       return nullptr;
     }
     if (chunks_[k].load(std::memory_order_relaxed) == nullptr) {
-      const std::size_t n = Chunks::ChunkSize(k);
-      ZspageDesc* chunk = new (std::nothrow) ZspageDesc[n];
+      ZspageDesc* chunk = new (std::nothrow) ZspageDesc[Chunks::ChunkSize(k)];
       if (chunk == nullptr) {
         delete[] heap_bits;
         return nullptr;
       }
       chunks_[k].store(chunk, std::memory_order_release);
-      metadata_bytes_->fetch_add(n * sizeof(ZspageDesc),
+    }
+    if (k >= counted_chunks_) {  // ids reach chunks in order
+      metadata_bytes_->fetch_add(Chunks::ChunkSize(k) * sizeof(ZspageDesc),
                                  std::memory_order_relaxed);
+      counted_chunks_ = k + 1;
     }
     ++next_id_;
   }
   ZspageDesc* d = Get(new_id);
-  if (heap_bits != nullptr) {
-    d->heap_bits = heap_bits;
+  if (words > 1) {
+    d->heap_bits = bits;
     metadata_bytes_->fetch_add(words * sizeof(std::uint64_t),
                                std::memory_order_relaxed);
   } else {
@@ -124,11 +146,11 @@ ZspageDesc* DescTable::Allocate(std::uint32_t objs, std::uint32_t* id) {
   return d;
 }
 
-void DescTable::Free(std::uint32_t id, std::uint32_t objs) {
+void DescTable::Free(std::uint32_t id, std::uint32_t objs, bool owned_bits) {
   ZspageDesc* d = Get(id);
   const std::uint32_t words = (objs + 63) / 64;
   if (words > 1) {
-    delete[] d->heap_bits;
+    if (owned_bits) delete[] d->heap_bits;
     metadata_bytes_->fetch_sub(words * sizeof(std::uint64_t),
                                std::memory_order_relaxed);
   }

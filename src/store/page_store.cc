@@ -56,9 +56,21 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
   m.clock = options.clock;
   ZT_ASSIGN_OR_RETURN(m.codec,
                       MakeCodec(options.codec, options.algorithm_params));
-  ZT_ASSIGN_OR_RETURN(m.pool, Pool::Create(options.pool));
+  PoolOptions pool_options = options.pool;
+  if (options.prealloc) {
+    if (options.mem_limit == 0) {
+      return Err(Status::InvalidArgument(
+          "preallocation needs a mem_limit (the size of the reserve)"));
+    }
+    pool_options.prealloc_bytes = options.mem_limit;
+    // Objects live at once: one per slot, plus one a store in flight holds
+    // before it frees the slot's old one.
+    pool_options.prealloc_objects = options.num_pages + 1024;
+  }
+  ZT_ASSIGN_OR_RETURN(m.pool, Pool::Create(pool_options));
   m.huge_size = m.pool->HugeClassSize();
-  ZT_ASSIGN_OR_RETURN(m.slots, SlotTable::Create(options.num_pages));
+  ZT_ASSIGN_OR_RETURN(m.slots,
+                      SlotTable::Create(options.num_pages, options.prealloc));
 
   const std::size_t cores =
       std::max<std::size_t>(1, std::thread::hardware_concurrency());

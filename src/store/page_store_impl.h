@@ -192,7 +192,10 @@ struct PageStore::Impl {
     const std::uint64_t limit = mem_limit.load(std::memory_order_relaxed);
     if (limit != 0 && used > limit) {
       Add(pool_limit_hit);
-      return Status::ResourceExhausted("mem_limit reached");
+      // Refusals keep their messages within std::string's inline buffer
+      // (15 bytes): a full swap device refuses stores all the time, and
+      // must not allocate to do so.
+      return Status::ResourceExhausted("over mem_limit");
     }
     std::uint64_t peak = mem_used_max.load(std::memory_order_relaxed);
     while (used > peak && !mem_used_max.compare_exchange_weak(
@@ -220,7 +223,7 @@ struct PageStore::Impl {
     const Handle h = pool->Malloc(obj.size());
     if (h == kInvalidHandle) {
       Add(reject_alloc_fail);
-      return Status::ResourceExhausted("pool allocation failed");
+      return Status::ResourceExhausted("pool is full");  // see above
     }
     pool->Write(h, obj);
     out->value = h;
@@ -267,6 +270,20 @@ struct PageStore::Impl {
   Status LoadWrittenBack(std::uint64_t index, std::uint32_t f, std::uint64_t b,
                          std::byte* out);
 
+  // Decompresses pool object h into the page at out. The callback captures
+  // one pointer, so std::function keeps it inline: no allocation per load.
+  void DecompressInto(Decompressor& d, Handle h, std::byte* out,
+                      Status* st) const {
+    struct Target {
+      Decompressor* d;
+      std::byte* out;
+      Status* st;
+    } t{&d, out, st};
+    pool->Read(h, [t = &t](std::span<const std::byte> obj) {
+      *t->st = t->d->Decompress(obj, std::span<std::byte>(t->out, kPageSize));
+    });
+  }
+
   // Reads slot s into out. REQUIRES: s locked.
   Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out) {
     const std::uint32_t f = SlotTable::Flags(s);
@@ -283,15 +300,9 @@ struct PageStore::Impl {
     } else if (options.shared_stream_baseline) {
       // The baseline: decompress with this CPU's stream, under its mutex.
       auto lease = streams->AcquireShared();
-      pool->Read(v, [&](std::span<const std::byte> obj) {
-        st = lease->decompressor->Decompress(
-            obj, std::span<std::byte>(out, kPageSize));
-      });
+      DecompressInto(*lease->decompressor, v, out, &st);
     } else {
-      Decompressor& d = LocalDecompressor(*codec);
-      pool->Read(v, [&](std::span<const std::byte> obj) {
-        st = d.Decompress(obj, std::span<std::byte>(out, kPageSize));
-      });
+      DecompressInto(LocalDecompressor(*codec), v, out, &st);
       if (!st.ok()) {
         Add(decompress_fail);
         st = Status::Corruption("slot " + std::to_string(index) + ": " +

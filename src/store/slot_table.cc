@@ -22,12 +22,24 @@ inline void CpuRelax() { __builtin_ia32_pause(); }
 
 }  // namespace
 
-Result<SlotTable> SlotTable::Create(std::size_t count) {
+Result<SlotTable> SlotTable::Create(std::size_t count, bool populate) {
   if (count == 0) return Err(Status::InvalidArgument("slot table of 0 slots"));
   std::size_t bytes = count * sizeof(Slot);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  void* p =
+      mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+           MAP_PRIVATE | MAP_ANONYMOUS | (populate ? 0 : MAP_NORESERVE), -1, 0);
   if (p == MAP_FAILED) return Err(PosixError("mmap slot table", errno));
+  if (populate && madvise(p, bytes, MADV_POPULATE_WRITE) != 0) {
+    const int err = errno;
+    if (err != EINVAL) {
+      munmap(p, bytes);
+      return Err(PosixError("populate slot table", err));
+    }
+    // Before Linux 5.14: touch each page.
+    for (std::size_t off = 0; off < bytes; off += 4096) {
+      static_cast<volatile char*>(p)[off] = 0;
+    }
+  }
   SlotTable t;
   t.slots_ = static_cast<Slot*>(p);  // zero pages: every slot empty, unlocked
   t.count_ = count;

@@ -20,7 +20,7 @@
 // store. A lock waiter spins briefly, then sleeps on a futex on `flags`.
 //
 // The table is one anonymous mapping: untouched slots cost no memory until
-// they are first written.
+// they are first written (unless created with `populate`).
 #ifndef ZTIER_STORE_SLOT_TABLE_H_
 #define ZTIER_STORE_SLOT_TABLE_H_
 
@@ -63,8 +63,9 @@ inline constexpr std::uint32_t kContentMask =
 
 class SlotTable {
  public:
-  // Maps `count` slots, all empty.
-  static Result<SlotTable> Create(std::size_t count);
+  // Maps `count` slots, all empty; with `populate`, faults every page of
+  // the table in now (else pages are faulted in as slots are first used).
+  static Result<SlotTable> Create(std::size_t count, bool populate = false);
   SlotTable() = default;
   SlotTable(SlotTable&& other) noexcept;
   SlotTable& operator=(SlotTable&& other) noexcept;

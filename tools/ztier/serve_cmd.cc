@@ -14,7 +14,9 @@
 
 #include "ctl/control_server.h"
 #include "flags.h"
+#include "mem_lock.h"
 #include "nbd/nbd_server.h"
+#include "nbd/tls.h"
 #include "tool_common.h"
 #include "ztier/device.h"
 
@@ -26,7 +28,11 @@ constexpr const char* kSynopsis =
     "[--device NAME:SIZE]... [--comp-algorithm NAME] "
     "[--algorithm-params TOKENS] [--mem-limit SIZE] [--unix PATH] "
     "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
-    "[--backing-dev PATH] [--backing-encrypt]";
+    "[--backing-dev PATH] [--backing-encrypt] [--max-request-size SIZE] "
+    "[--max-in-flight N] [--max-in-flight-bytes SIZE] "
+    "[--handshake-timeout SECONDS] [--io-timeout SECONDS] "
+    "[--tls off|on|require] [--tls-cert PATH] [--tls-key PATH] "
+    "[--mlock] [--prealloc]";
 constexpr const char* kAbout =
     "serve compressed RAM block devices (userspace zram) over NBD.";
 
@@ -80,6 +86,16 @@ int RunServe(std::span<const std::string_view> args) {
   std::int64_t workers = 0;
   std::string backing_dev;
   bool backing_encrypt = false;
+  std::string max_request_text = "32M";
+  std::int64_t max_in_flight = 64;
+  std::string max_in_flight_bytes_text = "64M";
+  std::int64_t handshake_timeout = 10;
+  std::int64_t io_timeout = 30;
+  std::string tls_mode;
+  std::string tls_cert;
+  std::string tls_key;
+  bool mlock = false;
+  bool prealloc = false;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddList("device", &device_flags, "NAME:SIZE",
                 "a device and its disksize (K/M/G suffixes); repeatable "
@@ -106,7 +122,73 @@ int RunServe(std::span<const std::string_view> args) {
   flags.AddBool("backing-encrypt", &backing_encrypt,
                 "encrypt written-back pages (AES-256-GCM, key kept only in "
                 "memory)");
+  flags.AddString("max-request-size", &max_request_text, "SIZE",
+                  "largest NBD request (NBD_INFO_BLOCK_SIZE maximum; default "
+                  "32M, at most 256M); a longer WRITE closes its connection");
+  flags.AddInt("max-in-flight", &max_in_flight, "N",
+               "requests of one connection on the workers at once (default "
+               "64)", 1, 4096);
+  flags.AddString("max-in-flight-bytes", &max_in_flight_bytes_text, "SIZE",
+                  "buffer bytes of those requests (default 64M); with the "
+                  "512 KiB of socket buffers, a connection's memory bound");
+  flags.AddInt("handshake-timeout", &handshake_timeout, "SECONDS",
+               "a client must finish the handshake within this (default 10; "
+               "0: no limit)", 0, 86400);
+  flags.AddInt("io-timeout", &io_timeout, "SECONDS",
+               "a request that stops arriving halfway, or replies the client "
+               "does not read, for this long close the connection (default "
+               "30; 0: no limit); idle clients are never timed out", 0, 86400);
+  flags.AddString("tls", &tls_mode, "off|on|require",
+                  "NBD_OPT_STARTTLS: off, on (clients may use TLS), require "
+                  "(clients must); default on with --tls-cert, else off");
+  flags.AddString("tls-cert", &tls_cert, "PATH",
+                  "TLS certificate chain (PEM) of the server");
+  flags.AddString("tls-key", &tls_key, "PATH",
+                  "TLS private key (PEM) of the server");
+  flags.AddBool("mlock", &mlock,
+                "for a swap device: lock all memory (mlockall, pages locked "
+                "as touched) once the devices are made; implies --prealloc; "
+                "needs root, CAP_IPC_LOCK or a large `ulimit -l` "
+                "(docs/swap.md)");
+  flags.AddBool("prealloc", &prealloc,
+                "preallocate and fault in each device's memory up to "
+                "--mem-limit (required) at start, and never take more: IO "
+                "then needs no new memory");
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  auto max_request = ParseSize(max_request_text);
+  if (!max_request.has_value() || *max_request < 4096 ||
+      *max_request > (256u << 20)) {
+    std::fprintf(stderr, "%s: --max-request-size: want 4K to 256M, not '%s'\n",
+                 kCommand, max_request_text.c_str());
+    return 2;
+  }
+  auto max_in_flight_bytes = ParseSize(max_in_flight_bytes_text);
+  if (!max_in_flight_bytes.has_value() || *max_in_flight_bytes == 0) {
+    std::fprintf(stderr, "%s: --max-in-flight-bytes: want a size, not '%s'\n",
+                 kCommand, max_in_flight_bytes_text.c_str());
+    return 2;
+  }
+  if (tls_mode.empty()) tls_mode = tls_cert.empty() ? "off" : "on";
+  if (tls_mode != "off" && tls_mode != "on" && tls_mode != "require") {
+    std::fprintf(stderr, "%s: --tls takes off, on or require, not '%s'\n",
+                 kCommand, tls_mode.c_str());
+    return 2;
+  }
+  if (tls_mode != "off" && (tls_cert.empty() || tls_key.empty())) {
+    std::fprintf(stderr, "%s: --tls=%s needs --tls-cert and --tls-key\n",
+                 kCommand, tls_mode.c_str());
+    return 2;
+  }
+  std::unique_ptr<nbd::TlsContext> tls;
+  if (tls_mode != "off") {
+    auto loaded = nbd::TlsContext::Load(tls_cert, tls_key);
+    if (!loaded.has_value()) {
+      std::fprintf(stderr, "%s: TLS: %s\n", kCommand,
+                   loaded.error().message().c_str());
+      return 2;
+    }
+    tls = std::move(*loaded);
+  }
   if (Status s = CheckCodecName(comp_algorithm, "--comp-algorithm"); !s.ok()) {
     std::fprintf(stderr, "%s: %s\n", kCommand, s.message().c_str());
     return 2;
@@ -115,6 +197,17 @@ int RunServe(std::span<const std::string_view> args) {
   if (!mem_limit.has_value()) {
     std::fprintf(stderr, "%s: --mem-limit: %s\n", kCommand,
                  mem_limit.error().message().c_str());
+    return 2;
+  }
+  // Locked memory must be bounded: an unlimited device could lock the
+  // host's RAM away. The reserve is that bound.
+  prealloc = prealloc || mlock;
+  if (prealloc && *mem_limit == 0) {
+    std::fprintf(stderr,
+                 "%s: %s needs --mem-limit SIZE: every device preallocates "
+                 "(and with --mlock locks) that much, and unbounded locked "
+                 "memory could take the host down\n",
+                 kCommand, mlock ? "--mlock" : "--prealloc");
     return 2;
   }
   std::vector<DeviceSpec> specs;
@@ -134,6 +227,7 @@ int RunServe(std::span<const std::string_view> args) {
   defaults.algorithm_params = algorithm_params;
   defaults.mem_limit = *mem_limit;
   defaults.backing_encrypt = backing_encrypt;
+  defaults.prealloc = prealloc;
   DeviceRegistry registry(defaults);
   for (const DeviceSpec& spec : specs) {
     auto device = registry.Add(spec.name);
@@ -150,6 +244,14 @@ int RunServe(std::span<const std::string_view> args) {
       return Fail("device " + spec.name + ": " + s.ToString());
     }
   }
+  // The devices' memory is made (preallocated); lock it and all else
+  // before any thread serves.
+  MemoryLockReport locked;
+  if (mlock) {
+    auto r = LockProcessMemory();
+    if (!r.has_value()) return Fail("--mlock: " + r.error().message());
+    locked = *r;
+  }
 
   // Every thread started from here on inherits this mask, so the signals
   // reach only sigwait() below. A vanished client must not kill us.
@@ -165,6 +267,16 @@ int RunServe(std::span<const std::string_view> args) {
   options.listen = listen;
   options.max_connections = static_cast<std::size_t>(max_connections);
   options.workers = static_cast<std::size_t>(workers);
+  options.max_request_bytes = static_cast<std::uint32_t>(*max_request);
+  options.max_in_flight = static_cast<std::size_t>(max_in_flight);
+  options.max_in_flight_bytes = *max_in_flight_bytes;
+  options.handshake_timeout_ms =
+      handshake_timeout == 0 ? -1 : static_cast<int>(handshake_timeout * 1000);
+  options.io_timeout_ms =
+      io_timeout == 0 ? -1 : static_cast<int>(io_timeout * 1000);
+  options.tls = tls.get();
+  options.tls_required = tls_mode == "require";
+  options.preallocate = prealloc;
   auto nbd_server = nbd::NbdServer::Start(options, &registry);
   if (!nbd_server.has_value()) {
     return Fail("cannot serve NBD: " + nbd_server.error().ToString());
@@ -177,16 +289,21 @@ int RunServe(std::span<const std::string_view> args) {
   }
 
   const std::string first = specs.front().name;
-  const std::string uri = NbdUnixUri(first, unix_path);
+  // With TLS the URIs say so (nbds+unix://, nbds://).
+  const auto shown = [&](std::string u) {
+    if (tls != nullptr) u.insert(3, "s");
+    return u;
+  };
+  const std::string uri = shown(NbdUnixUri(first, unix_path));
   std::printf("ztier serve: %zu device(s), %s\n", specs.size(),
               comp_algorithm.c_str());
   for (const DeviceSpec& spec : specs) {
     std::printf("  %-8s %llu bytes  %s\n", spec.name.c_str(),
                 static_cast<unsigned long long>(spec.size),
-                NbdUnixUri(spec.name, unix_path).c_str());
+                shown(NbdUnixUri(spec.name, unix_path)).c_str());
   }
   if (!listen.empty()) {
-    std::printf("  TCP: nbd://%s:%d/%s\n",
+    std::printf("  TCP: %s://%s:%d/%s\n", tls != nullptr ? "nbds" : "nbd",
                 listen.rfind(':') == 0
                     ? "127.0.0.1"
                     : listen.substr(0, listen.rfind(':')).c_str(),
@@ -195,6 +312,25 @@ int RunServe(std::span<const std::string_view> args) {
   if (!backing_dev.empty()) {
     std::printf("  backing_dev of %s: %s%s\n", first.c_str(),
                 backing_dev.c_str(), backing_encrypt ? " (encrypted)" : "");
+  }
+  if (tls != nullptr) {
+    std::printf("  TLS: %s, certificate %s (clients add "
+                "&tls-certificates=DIR holding ca-cert.pem)\n",
+                tls_mode == "require" ? "required" : "offered",
+                Absolute(tls_cert).c_str());
+  }
+  if (mlock) {
+    std::printf("  memory: locked (mlockall, on fault), %.1f MiB resident, "
+                "%.0f MiB preallocated a device\n",
+                static_cast<double>(locked.resident_bytes) / (1 << 20),
+                static_cast<double>(*mem_limit) / (1 << 20));
+    if (!locked.warning.empty()) {
+      std::fprintf(stderr, "%s: warning: %s\n", kCommand,
+                   locked.warning.c_str());
+    }
+  } else if (prealloc) {
+    std::printf("  memory: %.0f MiB preallocated a device (not locked)\n",
+                static_cast<double>(*mem_limit) / (1 << 20));
   }
   std::printf("  control socket: %s\n\n", Absolute(ctl_path).c_str());
   std::printf(
