@@ -49,7 +49,7 @@ namespace ip = internal_pool;
 Pool::Impl::Impl(const PoolOptions& opts)
     : options(opts),
       table(ip::BuildClassTable(opts.max_pages_per_zspage)),
-      arena(opts.arena_bytes) {
+      arena(opts.arena_bytes, opts.huge_pages) {
   for (int i = 0; i < ip::kNumClasses; ++i) {
     if (table.merged[i] != i) continue;
     classes[i] = std::make_unique<SizeClass>();

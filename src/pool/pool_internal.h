@@ -200,7 +200,8 @@ class PageReserve {
 //    AllocateRun fails. Discard keeps reserve pages resident.
 class Arena {
  public:
-  explicit Arena(std::size_t arena_bytes);
+  // huge_pages: advise transparent huge pages for the arenas (lazy mode).
+  Arena(std::size_t arena_bytes, bool huge_pages);
   ~Arena();
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
@@ -228,10 +229,15 @@ class Arena {
  private:
   std::mutex mu_;
   const std::size_t arena_bytes_;
+  const bool huge_pages_;
   std::unique_ptr<PageReserve> reserve_;  // set once, before use
   std::vector<std::pair<std::byte*, std::size_t>> arenas_;  // base, bytes
   std::byte* bump_ = nullptr;
   std::byte* bump_end_ = nullptr;
+  // [bump_, populated_) is already faulted in (Populate()).
+  std::byte* populated_ = nullptr;
+  static constexpr std::size_t kPopulateBytes = 2 << 20;
+  void Populate();  // REQUIRES: mu_ held
   std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_;
 };
 

@@ -82,13 +82,26 @@ TEST(PoolReserveTest, CreateFaultsTheReserveIn) {
   EXPECT_EQ(std::count_if(v.begin(), v.end(),
                           [](unsigned char c) { return (c & 1) != 0; }),
             static_cast<long>(v.size()));
-  // Without a reserve, nothing past the object's page is touched.
-  auto lazy = NewPool();
+  // Without a reserve and with small pages, nothing past the object's
+  // page is touched; with huge pages (the default), the memory up to the
+  // next 2 MiB boundary (one huge page) and no more.
+  PoolOptions small;
+  small.huge_pages = false;
+  auto lazy = NewPool(small);
   const Handle l = lazy->Malloc(4096);
   const std::byte* lbase = Address(*lazy, l);
   EXPECT_FALSE(Resident(lbase + 64 * kPage));
+  auto huge = NewPool();
+  const Handle g = huge->Malloc(4096);
+  const std::byte* gbase = Address(*huge, g);
+  const auto boundary = (reinterpret_cast<std::uintptr_t>(gbase) +
+                         (2 << 20)) & ~std::uintptr_t{(2 << 20) - 1};
+  EXPECT_TRUE(Resident(reinterpret_cast<const std::byte*>(boundary) - kPage));
+  EXPECT_FALSE(Resident(reinterpret_cast<const std::byte*>(boundary) +
+                        (2 << 20)));
   pool->Free(h);
   lazy->Free(l);
+  huge->Free(g);
 }
 
 TEST(PoolReserveTest, ObjectsStayInTheReserveWhichIsNeverExceeded) {
