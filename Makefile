@@ -13,9 +13,9 @@ endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev liburing-dev libssl-dev zstd \
-  libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin
+  libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox
 
-.PHONY: all deps build run test test-asan test-tsan bench clean format fuzz fuzz-deps
+.PHONY: all deps build run test test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
@@ -55,14 +55,95 @@ test-tsan:
 	$(MAKE) test BUILD=build-tsan \
 	  CMAKE_FLAGS="$(CMAKE_FLAGS) -DZTIER_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 
+# `make bench` runs every experiment and writes docs/benchmarks.md from
+# docs/benchmarks.md.in with their results (tools/bench/render_docs.sh), so
+# the document is always the output of the code. Each experiment NAME
+# leaves in $(BENCH_RESULTS): NAME.txt (its stdout, the tables), NAME.json,
+# NAME.cmd (its command line) and NAME.time (its seconds); and its charts
+# (--plot) in $(BENCH_CHARTS), which are committed so that the document
+# shows them. `make bench-docs` renders the document again from those files
+# alone. Run it on a quiet machine: other load moves every figure.
+#
+# Estimated durations on the 2-vCPU development machine, from each
+# experiment's configuration (--help), about 27 minutes in all plus the
+# build; keep it under 30:
+#   bench-engine     ~2 min: 5 codecs x 3 corpora x (1 warm-up + 5 runs) x
+#                    13 variants of 4096 pages (took 1 min 50 s before)
+#   bench-nbd        ~7.5 min: fio 5 runs x 6 jobs x 4 servers (ztier lz4
+#                    and zstd, nbdkit, nbdkit zstd) x 3 s = 6 min, plus
+#                    fills, server starts and nbdcopy of 3 corpora (3
+#                    servers took 5.2 min)
+#   bench-latency-1  ~2.2 min: 5 runs x 2 modes x 12 s, plus set-up
+#   bench-latency-2  ~2.2 min: the same on 2 CPUs
+#   bench-writeback  ~2.5 min: 6 runs (1 warm-up) of a 1 GiB store: sync
+#                    ~15 s, batched ~0.6 s, fio ~0.5 s, 2 fills ~5 s
+#   usemem           ~1.5 min: 5 runs x 2 variants of 4 x 256 MiB, ~6 s each
+#   bench-readahead  ~1 min: 5 runs x 2 variants of 256 MiB, then 16384
+#                    fault-in touches x 3
+#   bench-zram-compare ~8 min: 6 runs (1 warm-up) x 12 jobs x 4 paths x
+#                    2 codecs (lz4, lzo-rle) x 1 s, plus fills and part (a)
+#                    (needs root and a free /dev/zram0, else ztier alone);
+#                    all codecs and paths (plain `ztier bench zram-compare`)
+#                    take ~17 min
+#
+# BENCH_QUICK=1 runs the same set with the smallest settings (about 3
+# minutes, figures meaningless) to try the whole chain; point
+# BENCH_RESULTS, BENCH_CHARTS and BENCH_DOC elsewhere then, e.g.
+#   make bench BENCH_QUICK=1 BENCH_RESULTS=/tmp/b/results \
+#     BENCH_CHARTS=/tmp/b/charts BENCH_DOC=/tmp/b/benchmarks.md
+BENCH_RESULTS ?= $(BUILD)/bench-results
+BENCH_CHARTS ?= docs/charts
+BENCH_DOC ?= docs/benchmarks.md
+BENCH_CORPUS = $(CORPUS)/anon-python.pages.zst
+BENCH_PLOT = --plot $(BENCH_CHARTS)
+ifeq ($(BENCH_QUICK),1)
+BENCH_ENGINE_ARGS = --runs 1
+BENCH_NBD_ARGS = --runs 1 --seconds 1 --size 64M
+BENCH_LATENCY_ARGS = --runs 1 --seconds 1
+BENCH_WRITEBACK_ARGS = --runs 1 --size 64M
+BENCH_USEMEM_ARGS = --size 16M --runs 1 --sleep 0
+BENCH_READAHEAD_ARGS = --runs 1 --size 16M --fault-pages 2048
+BENCH_ZRAM_COMPARE_ARGS = --runs 1 --size 16M --corpus-pages 256 --codec lz4
+else
+BENCH_USEMEM_ARGS = --size 256M --runs 5
+BENCH_ZRAM_COMPARE_ARGS = --codec lz4 --codec lzo-rle --paths ztier-lib \
+  --paths kernel-psync --paths kernel-fio --paths ztier-nbd
+endif
+# $(call bench_run,NAME,ARGS): `ztier ARGS --json NAME.json`, stdout also to
+# NAME.txt (stderr, with the progress line on a terminal, is not saved);
+# fails when ztier fails (bash's pipefail: make's sh has none).
+bench_run = @echo "== $(1): ztier $(2)" && \
+  echo "./$(BUILD)/ztier $(2) --json $(BENCH_RESULTS)/$(1).json" \
+    > $(BENCH_RESULTS)/$(1).cmd && \
+  start=$$(date +%s) && \
+  bash -o pipefail -c './$(BUILD)/ztier $(2) --json $(BENCH_RESULTS)/$(1).json \
+    | tee $(BENCH_RESULTS)/$(1).txt' && \
+  echo $$(( $$(date +%s) - start )) > $(BENCH_RESULTS)/$(1).time
+
 bench: build
-	./$(BUILD)/ztier bench engine --corpus-dir $(CORPUS) --json $(BUILD)/bench-engine.json
-	./$(BUILD)/ztier bench nbd --corpus-dir $(CORPUS) --json $(BUILD)/bench-nbd.json
-	./$(BUILD)/ztier bench latency --cpus 1 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-1.json
-	./$(BUILD)/ztier bench latency --cpus 2 --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-latency-2.json
-	./$(BUILD)/ztier bench writeback --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-writeback.json
-	./$(BUILD)/ztier usemem --workers 4 --size 256M --budget 60% --corpus $(CORPUS)/anon-python.pages.zst --compare-batching --json $(BUILD)/usemem.json
-	./$(BUILD)/ztier bench readahead --corpus $(CORPUS)/anon-python.pages.zst --json $(BUILD)/bench-readahead.json
+	@mkdir -p $(BENCH_RESULTS) $(BENCH_CHARTS)
+	$(call bench_run,bench-engine,bench engine --corpus-dir $(CORPUS) $(BENCH_ENGINE_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-nbd,bench nbd --corpus-dir $(CORPUS) --codec lz4 --codec zstd $(BENCH_NBD_ARGS))
+	$(call bench_run,bench-latency-1,bench latency --cpus 1 --corpus $(BENCH_CORPUS) $(BENCH_LATENCY_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-latency-2,bench latency --cpus 2 --corpus $(BENCH_CORPUS) $(BENCH_LATENCY_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-writeback,bench writeback --corpus $(BENCH_CORPUS) $(BENCH_WRITEBACK_ARGS) $(BENCH_PLOT))
+	$(call bench_run,usemem,usemem --workers 4 --budget 60% --corpus $(BENCH_CORPUS) --compare-batching $(BENCH_USEMEM_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-readahead,bench readahead --corpus $(BENCH_CORPUS) $(BENCH_READAHEAD_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-zram-compare,bench zram-compare --corpus-dir $(CORPUS) $(BENCH_ZRAM_COMPARE_ARGS))
+	$(MAKE) bench-docs
+
+bench-docs:
+	sh tools/bench/render_docs.sh docs/benchmarks.md.in $(BENCH_RESULTS) \
+	  $(BENCH_CHARTS) $(BENCH_DOC)
+
+# A bounded soak (not part of `make test` or CI): tools/soak/soak.sh mixes
+# verified fio, writeback, trim, compact, mem_limit, reset and the corpus
+# through nbdcopy against `ztier serve` for SOAK_MINUTES, then prints a
+# summary; it fails on any error. It needs jq to read fio's JSON.
+SOAK_MINUTES ?= 20
+soak: build
+	@command -v jq >/dev/null || $(MAKE) deps DEB_PACKAGES=jq
+	tools/soak/soak.sh --ztier ./$(BUILD)/ztier --corpus $(CORPUS) --minutes $(SOAK_MINUTES)
 
 # libFuzzer targets (fuzz/), built with clang under ASan+UBSan in build-fuzz,
 # each run for FUZZ_SECONDS on a copy of its seed corpus (fuzz/corpus/<t>);

@@ -2,11 +2,14 @@
 #ifndef ZTIER_TESTING_TEST_UTIL_H_
 #define ZTIER_TESTING_TEST_UTIL_H_
 
-#include <gtest/gtest.h>
+#include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+
+#include <gtest/gtest.h>
 
 #include "ztier/status.h"
 
@@ -57,6 +60,30 @@ class ScopedTempDir {
  private:
   std::string path_;
 };
+
+// The exit status and output (stdout and stderr together) of a shell
+// command; exit_code is -1 when it did not exit normally.
+struct Shell {
+  int exit_code = -1;
+  std::string out;
+};
+
+inline Shell Sh(const std::string& cmd) {
+  Shell r;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  if (st != -1 && WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
+  return r;
+}
+
+// True when `prog` is found on $PATH.
+inline bool Have(const std::string& prog) {
+  return Sh("command -v " + prog + " >/dev/null").exit_code == 0;
+}
 
 }  // namespace ztier::testing
 

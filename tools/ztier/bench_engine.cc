@@ -14,11 +14,13 @@
 #include <thread>
 #include <vector>
 
+#include "bench_engine_charts.h"
 #include "bench_engine_report.h"
 #include "corpus/corpus.h"
 #include "engine_measure.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "plot.h"
 #include "progress.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
@@ -65,9 +67,41 @@ bool FindCorpora(const FlagSet& flags, const std::vector<std::string>& files,
   return true;
 }
 
+// The default thread counts: 1, 2, 4, ... up to `cores`, and `cores`.
+std::vector<std::size_t> DefaultThreadCounts(std::size_t cores) {
+  std::vector<std::size_t> counts;
+  for (std::size_t n = 1; n < cores; n *= 2) counts.push_back(n);
+  counts.push_back(std::max<std::size_t>(1, cores));
+  return counts;
+}
+
+// --threads "1,2,4" -> {1, 2, 4}: each in [1, 1024], sorted, each once, and
+// 1 always (the batch variants and the ideal line start from it).
+Result<std::vector<std::size_t>> ParseThreadCounts(
+    const std::vector<std::string>& items) {
+  std::vector<std::size_t> counts = {1};
+  for (const std::string& item : items) {
+    std::size_t n = 0;
+    bool ok = !item.empty() && item.size() <= 4;
+    for (char c : item) {
+      ok = ok && c >= '0' && c <= '9';
+      if (ok) n = n * 10 + static_cast<std::size_t>(c - '0');
+    }
+    if (!ok || n < 1 || n > 1024) {
+      return Err(Status::InvalidArgument(
+          "--threads " + item +
+          ": each thread count must be a number from 1 to 1024"));
+    }
+    counts.push_back(n);
+  }
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  return counts;
+}
+
 constexpr const char kSynopsis[] =
     "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME]... [--runs N] "
-    "[--threads N] [--json FILE]";
+    "[--threads N,N,...] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "codec and store throughput (MB/s of uncompressed pages) and "
     "memory use, per codec and corpus.";
@@ -81,7 +115,8 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   std::string corpus_dir = kDefaultCorpusDir;
   std::vector<std::string> codec_flags;
   std::int64_t runs = 5;
-  std::int64_t threads = machine.cores;
+  std::vector<std::string> thread_flags;
+  std::string plot_dir;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddList("corpus", &corpus_files, "FILE",
                 "corpus file (.pages.zst or plain pages); repeatable");
@@ -95,12 +130,24 @@ int RunBenchEngine(std::span<const std::string_view> args) {
                "measured runs per codec and corpus, after one warm-up run "
                "(default 5)",
                1, 1000);
-  flags.AddInt("threads", &threads, "N",
-               "threads for the threads=all variants (default: online cores)",
-               1, 1024);
+  flags.AddList("threads", &thread_flags, "N,N,...",
+                "thread counts for the batch-1 (and batch-8 serial) "
+                "variants, a comma list; 1 is always measured (default: 1, "
+                "2, 4, ... up to the online cores, and the online cores)");
   flags.AddString("json", &cfg.json_path, "FILE",
                   "also write every figure as JSON to FILE");
+  flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  if (thread_flags.empty()) {
+    cfg.thread_counts = DefaultThreadCounts(machine.cores);
+  } else {
+    auto counts = ParseThreadCounts(thread_flags);
+    if (!counts.has_value()) {
+      PrintError(counts.error().message());
+      return 2;
+    }
+    cfg.thread_counts = std::move(*counts);
+  }
 
   // Codecs: as given (deduplicated, in order), else every registered one.
   if (codec_flags.empty()) {
@@ -112,10 +159,11 @@ int RunBenchEngine(std::span<const std::string_view> args) {
     return 2;
   }
   cfg.runs = static_cast<std::size_t>(runs);
-  cfg.threads = static_cast<std::size_t>(threads);
-  // "cores - 1" helpers plus the caller, as the store's parallel backend
-  // defaults to; at least one so that "parallel" differs from "serial".
-  cfg.parallel_workers = std::max<std::size_t>(1, cfg.threads - 1);
+  // "threads - 1" helpers plus the caller (by default the cores, as the
+  // store's parallel backend defaults to); at least one so that "parallel"
+  // differs from "serial".
+  const std::size_t most_threads = cfg.thread_counts.back();
+  cfg.parallel_workers = std::max<std::size_t>(1, most_threads - 1);
 
   std::vector<std::string> paths;
   if (!FindCorpora(flags, corpus_files, corpus_dir, &paths)) return 1;
@@ -133,9 +181,10 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   std::printf("%s\n%s\n", MachineLine(machine).c_str(),
               ConfigText(cfg).c_str());
   std::fflush(stdout);
+  ChartWriter charts(kCommand, plot_dir);
 
   WorkerPool pool(cfg.parallel_workers);
-  const std::vector<Variant> variants = StandardVariants(cfg.threads);
+  const std::vector<Variant> variants = StandardVariants(cfg.thread_counts);
   std::vector<CaseResult> results;
   Progress progress;
   for (const std::string& codec_name : cfg.codecs) {
@@ -150,7 +199,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
       progress.Update("[" + codec_name + " " + set.name() + "] preparing");
       auto measurer =
           EngineMeasurer::Create(*codec, set,
-                                 {.all_threads = cfg.threads,
+                                 {.all_threads = most_threads,
                                   .pool = &pool,
                                   .parallel_workers = cfg.parallel_workers});
       Status status = measurer.has_value() ? Status::Ok() : measurer.error();
@@ -190,6 +239,9 @@ int RunBenchEngine(std::span<const std::string_view> args) {
         return 1;
       }
       std::printf("\n%s", CaseTable(result).c_str());
+      if (const std::string scaling = ScalingTable(result); !scaling.empty()) {
+        std::printf("\n%s", scaling.c_str());
+      }
       std::fflush(stdout);
       results.push_back(std::move(result));
     }
@@ -205,7 +257,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());
   }
-  return 0;
+  return charts.Write(EngineCharts(cfg, results)) ? 0 : 1;
 }
 
 }  // namespace ztier::tool

@@ -4,7 +4,8 @@
 // with the codec alone, and how much memory it uses, on page corpora.
 //
 //   ztier bench engine [--corpus FILE]... [--corpus-dir DIR] [--codec NAME]...
-//                      [--runs N] [--threads N] [--json FILE]
+//                      [--runs N] [--threads N,N,...] [--json FILE]
+//                      [--plot DIR]
 //
 // For each codec and corpus it runs one warm-up run and then N measured runs;
 // within a run every variant is measured once, in turn (engine_measure.h
@@ -19,12 +20,20 @@
 //   batch8 store par/ser    store t=1 b=8 parallel / serial (lz4 on
 //                           anon-cc1plus: >= 1.6 with 2 cores)
 //
-// Output: the machine line and configuration, then one table per codec and
-// corpus, on stdout; a progress line on stderr when it is a terminal;
-// `--json FILE` writes every figure as JSON as well.
+// --threads lists the thread counts (default 1, 2, 4, ... up to the online
+// cores, and the online cores: the same command fits a 2-core and a 16-core
+// machine); the batch-1 variants and the batch-8 serial store run on each.
+// After each codec and corpus table comes its thread scaling: MB/s against
+// threads with the ideal (threads x the 1-thread median) beside it.
+//
+// Output: the machine line and configuration, then per codec and corpus its
+// table and thread scaling, on stdout; a progress line on stderr when it is
+// a terminal; `--json FILE` writes every figure as JSON as well; `--plot
+// DIR` draws the charts of bench_engine_charts.h with gnuplot (plot.h).
 //
 // Exit status: 0 done; 1 a runtime failure (no corpus, unreadable corpus, a
-// store or load error, a page that reads back wrong); 2 bad usage.
+// store or load error, a page that reads back wrong; --plot given and a
+// chart not drawn, e.g. no gnuplot: after the tables); 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ENGINE_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_ENGINE_H_
 

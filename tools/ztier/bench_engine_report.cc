@@ -36,6 +36,19 @@ const Series* FindSeries(const CaseResult& r, BenchPath path, BenchOp op,
   return nullptr;
 }
 
+// The batch-1 serial series of the scaling table, in print order.
+struct ScalingOp {
+  BenchPath path;
+  BenchOp op;
+};
+constexpr ScalingOp kScalingOps[] = {
+    {BenchPath::kCodec, BenchOp::kCompress},
+    {BenchPath::kCodec, BenchOp::kDecompress},
+    {BenchPath::kStore, BenchOp::kStore},
+    {BenchPath::kStore, BenchOp::kLoad},
+    {BenchPath::kStore, BenchOp::kOverwrite},
+};
+
 double Median(const Series* s) {
   if (s == nullptr || s->samples.empty()) return kNaN;
   return Summarize(s->samples).median;
@@ -125,10 +138,13 @@ std::string ConfigText(const BenchConfig& cfg) {
   for (const std::string& c : cfg.codecs) {
     codecs += (codecs.empty() ? "" : ",") + c;
   }
+  std::string threads;
+  for (std::size_t n : cfg.thread_counts) {
+    threads += (threads.empty() ? "" : ",") + std::to_string(n);
+  }
   std::string text =
       "config: runs=" + std::to_string(cfg.runs) +
-      " (+1 warm-up, not counted), threads=all means " +
-      std::to_string(cfg.threads) +
+      " (+1 warm-up, not counted), threads=" + threads +
       ", parallel backend workers=" + std::to_string(cfg.parallel_workers) +
       " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
       ", codecs=" + codecs + "\n";
@@ -162,6 +178,53 @@ std::string CaseTable(const CaseResult& r) {
   }
   return "== " + r.codec + " / " + r.corpus + " (" + std::to_string(r.pages) +
          " pages), MB/s ==\n" + t.Render();
+}
+
+const Series* FindCaseSeries(const CaseResult& r, BenchPath path, BenchOp op,
+                             std::size_t threads, std::size_t batch,
+                             BatchBackend backend) {
+  const Series* s = FindSeries(r, path, op, threads, batch, backend);
+  return s != nullptr && !s->samples.empty() ? s : nullptr;
+}
+
+std::string ScalingTable(const CaseResult& r) {
+  std::vector<std::size_t> counts;
+  for (const Series& s : r.series) {
+    if (s.variant.batch == 1 && s.variant.threads > 1 && !s.samples.empty()) {
+      counts.push_back(s.variant.threads);
+    }
+  }
+  if (counts.empty()) return "";
+  counts.push_back(1);
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  TextTable t({"path", "op", "threads", "median", "min", "max", "cv%", "ideal",
+               "of ideal"},
+              {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight,
+               Align::kRight, Align::kRight, Align::kRight, Align::kRight,
+               Align::kRight});
+  const BatchBackend kSer = BatchBackend::kSerial;
+  for (const ScalingOp& o : kScalingOps) {
+    const double one = Median(FindCaseSeries(r, o.path, o.op, 1, 1, kSer));
+    for (std::size_t n : counts) {
+      const Series* s = FindCaseSeries(r, o.path, o.op, n, 1, kSer);
+      if (s == nullptr) continue;
+      const SampleStats st = Summarize(s->samples);
+      const double ideal = one * static_cast<double>(n);
+      t.AddRow({std::string(BenchPathName(o.path)),
+                std::string(BenchOpName(o.op)), std::to_string(n),
+                FormatDouble(st.median, 1), FormatDouble(st.min, 1),
+                FormatDouble(st.max, 1), FormatDouble(st.cv_percent, 1),
+                Fixed(ideal, 1),
+                std::isfinite(ideal) && ideal > 0
+                    ? FormatDouble(100.0 * st.median / ideal, 0) + "%"
+                    : "-"});
+    }
+  }
+  return "== " + r.codec + " / " + r.corpus +
+         ": throughput against threads (batch 1, serial), MB/s; ideal = "
+         "threads x the 1-thread median ==\n" +
+         t.Render();
 }
 
 std::string SizeTable(const std::vector<CaseResult>& results) {
@@ -222,7 +285,11 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   w.Key("warmup_runs");
   w.Uint(1);
   w.Key("threads");
-  w.Uint(cfg.threads);
+  w.Uint(cfg.thread_counts.empty() ? 1 : cfg.thread_counts.back());
+  w.Key("thread_counts");
+  w.BeginArray();
+  for (std::size_t n : cfg.thread_counts) w.Uint(n);
+  w.EndArray();
   w.Key("parallel_workers");
   w.Uint(cfg.parallel_workers);
   w.Key("batch");

@@ -10,7 +10,8 @@
 // their acceptance targets where one applies.
 //
 // JSON layout:
-//   {"machine": {...}, "config": {...},
+//   {"machine": {...}, "config": {..., "threads": the most, "thread_counts":
+//                                 [1, 2, ...]},
 //    "measurements": [{"codec","corpus","path","op","threads","batch",
 //                      "backend","mb_s_median","mb_s_min","mb_s_max",
 //                      "mb_s_mean","mb_s_stddev","mb_s_cv","runs",
@@ -44,7 +45,9 @@ struct BenchConfig {
     std::size_t pages = 0;
   };
   std::size_t runs = 5;
-  std::size_t threads = 1;           // threads=all
+  // Thread counts measured (ascending, 1 first); the batch-1 variants run
+  // on each, the batch-8 ones also on every count above 1.
+  std::vector<std::size_t> thread_counts = {1};
   std::size_t parallel_workers = 1;  // helpers of the parallel backends
   std::vector<std::string> codecs;
   std::vector<Corpus> corpora;
@@ -86,6 +89,16 @@ std::vector<Derived> DeriveRatios(const CaseResult& r);
 std::string ConfigText(const BenchConfig& cfg);
 // "== lz4 / anon-python.pages (4096 pages) ==" and the throughput table.
 std::string CaseTable(const CaseResult& r);
+// Throughput against threads of one case, batch 1 serial: per op and
+// thread count the median, min, max and cv% with the ideal (threads x the
+// 1-thread median) and the median as a percent of it. Empty when the case
+// has no series on more than one thread.
+std::string ScalingTable(const CaseResult& r);
+// The series (path, op, threads, batch, backend) of `r`; nullptr when `r`
+// has no such series or it has no samples.
+const Series* FindCaseSeries(const CaseResult& r, BenchPath path, BenchOp op,
+                             std::size_t threads, std::size_t batch,
+                             BatchBackend backend);
 std::string SizeTable(const std::vector<CaseResult>& results);
 std::string DerivedTable(const std::vector<CaseResult>& results);
 

@@ -7,8 +7,6 @@
 // stores, and the workers' throughput (stores + loads per second).
 #include "bench_latency.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -18,6 +16,8 @@
 #include "flags.h"
 #include "latency_run.h"
 #include "machine_info.h"
+#include "plot.h"
+#include "progress.h"
 #include "ztier/codec.h"
 
 namespace ztier::tool {
@@ -30,10 +30,21 @@ constexpr char kAbout[] =
     "separate paths.";
 constexpr std::uint32_t kSlowNs = 10'000'000;  // 10 ms
 
+// The points of the latency distribution charts: quantiles of each run.
+struct Level {
+  double q;  // 1: the slowest
+  const char* label;
+};
+constexpr Level kLevels[] = {{0.5, "p50"},     {0.9, "p90"},
+                             {0.99, "p99"},    {0.999, "p99.9"},
+                             {0.9999, "p99.99"}, {1.0, "max"}};
+constexpr std::size_t kNumLevels = sizeof(kLevels) / sizeof(kLevels[0]);
+
 // One latency series (reads or stores) of one mode over all runs.
 struct SeriesSummary {
   std::vector<double> slowest_us;     // per run
   std::vector<double> over_10ms;      // per run
+  std::vector<double> level_us[kNumLevels];  // per level, one per run
   double p99_us = 0;
   double p999_us = 0;
   std::size_t count = 0;
@@ -57,6 +68,12 @@ double Percentile(std::vector<std::uint32_t>& v, double q) {
 
 void AddRun(const std::vector<std::uint32_t>& ns, SeriesSummary* s,
             std::vector<std::uint32_t>* pooled) {
+  if (!ns.empty()) {
+    std::vector<std::uint32_t> copy = ns;
+    for (std::size_t l = 0; l < kNumLevels; ++l) {
+      s->level_us[l].push_back(Percentile(copy, kLevels[l].q));
+    }
+  }
   std::uint32_t slowest = 0;
   std::size_t over = 0;
   for (std::uint32_t x : ns) {
@@ -71,9 +88,43 @@ void AddRun(const std::vector<std::uint32_t>& ns, SeriesSummary* s,
 
 void PrintSeries(const char* what, const SeriesSummary& s) {
   const SampleStats over = Summarize(s.over_10ms);
-  std::printf("  %-6s slowest %s us   p99 %.1f us   p99.9 %.1f us   over 10 ms per run: max %.0f, median %.0f   (%zu timed)\n",
-              what, FormatSpread(s.slowest_us, 1).c_str(), s.p99_us, s.p999_us,
+  std::printf("  %-6s slowest %s us (cv %.0f%%)   p99 %.1f us   p99.9 %.1f us   over 10 ms per run: max %.0f, median %.0f   (%zu timed)\n",
+              what, FormatSpread(s.slowest_us, 1).c_str(),
+              Summarize(s.slowest_us).cv_percent, s.p99_us, s.p999_us,
               over.max, over.median, s.count);
+}
+
+// latency-cpusN-reads or -stores: each mode's quantiles of every run (median
+// over the runs, bars min-max), on a log scale.
+Chart LatencyChart(std::int64_t cpus, std::int64_t runs, bool reads,
+                   const std::vector<ModeResult>& results) {
+  const std::string what = reads ? "reads" : "stores";
+  Chart c{.name = "latency-cpus" + std::to_string(cpus) + "-" + what,
+          .title = "High-priority " + what + ", " + std::to_string(cpus) +
+                   (cpus == 1 ? " CPU" : " CPUs") +
+                   ": shared stream vs separate paths (median of " +
+                   std::to_string(runs) + (runs == 1 ? " run" : " runs") +
+                   (runs > 1 ? ", bars min-max)" : ")"),
+          .x_label = "percentile of the " + what + " of one run",
+          .y_label = "latency (microseconds, log scale)",
+          .log_y = true};
+  for (std::size_t l = 0; l < kNumLevels; ++l) {
+    c.x_tics.push_back({static_cast<double>(l), kLevels[l].label});
+  }
+  for (const ModeResult& mr : results) {
+    const SeriesSummary& s = reads ? mr.reads : mr.stores;
+    PlotSeries line{.title = mr.mode};
+    for (std::size_t l = 0; l < kNumLevels; ++l) {
+      if (s.level_us[l].empty()) continue;
+      const SampleStats st = Summarize(s.level_us[l]);
+      // A log axis has no 0; steady_clock never times a load that short.
+      auto floor = [](double us) { return std::max(us, 0.001); };
+      line.points.push_back({static_cast<double>(l), floor(st.median),
+                             floor(st.min), floor(st.max)});
+    }
+    c.series.push_back(std::move(line));
+  }
+  return c;
 }
 
 void WriteSeries(JsonWriter& j, const char* noun, const SeriesSummary& s) {
@@ -86,6 +137,19 @@ void WriteSeries(JsonWriter& j, const char* noun, const SeriesSummary& s) {
   j.Double(slow.min, 1);
   j.Key("slowest_" + n + "_us_max");
   j.Double(slow.max, 1);
+  j.Key("slowest_" + n + "_us_stddev");
+  j.Double(slow.stddev, 1);
+  j.Key("slowest_" + n + "_us_cv");
+  j.Double(slow.cv_percent, 2);
+  j.Key(n + "_percentiles_us_per_run");
+  j.BeginObject();
+  for (std::size_t l = 0; l < kNumLevels; ++l) {
+    j.Key(kLevels[l].label);
+    j.BeginArray();
+    for (double x : s.level_us[l]) j.Double(x, 2);
+    j.EndArray();
+  }
+  j.EndObject();
   j.Key("slowest_" + n + "_us_per_run");
   j.BeginArray();
   for (double x : s.slowest_us) j.Double(x, 1);
@@ -114,6 +178,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   std::string codec = "zstd";
   std::string corpus_path = "../shared/corpus/anon-python.pages.zst";
   std::string json_path;
+  std::string plot_dir;
   FlagSet flags(kCommand);
   flags.AddInt("cpus", &cpus, "N",
                "CPUs used, 0..N-1; each gets 2 workers (nice +10), a spinner "
@@ -131,6 +196,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   flags.AddString("corpus", &corpus_path, "FILE",
                   "pages to store (default ../shared/corpus/anon-python.pages.zst)");
   flags.AddString("json", &json_path, "FILE", "also write the results as JSON");
+  flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   std::vector<std::string> modes;
   if (mode == "both") {
@@ -164,19 +230,18 @@ int RunBenchLatency(std::span<const std::string_view> args) {
       corpus_path.c_str(), LatencyConfig{}.buffer_pages,
       LatencyConfig{}.round_period_us);
   std::fflush(stdout);
+  ChartWriter charts(kCommand, plot_dir);
 
   std::vector<ModeResult> results(modes.size());
   std::vector<std::vector<std::uint32_t>> pooled_reads(modes.size());
   std::vector<std::vector<std::uint32_t>> pooled_stores(modes.size());
-  const bool tty = isatty(STDERR_FILENO);
+  Progress progress;
   std::uint64_t mismatches = 0;
   for (std::int64_t r = 0; r < runs; ++r) {
     for (std::size_t m = 0; m < modes.size(); ++m) {
-      if (tty) {
-        std::fprintf(stderr, "\rrun %lld/%lld, %s...        ",
-                     static_cast<long long>(r + 1),
-                     static_cast<long long>(runs), modes[m].c_str());
-      }
+      progress.Update("[run " + std::to_string(r + 1) + "/" +
+                      std::to_string(runs) + "] " + modes[m] + ", " +
+                      std::to_string(seconds) + " s");
       LatencyConfig cfg;
       cfg.shared = modes[m] == "shared";
       cfg.cpus = static_cast<std::size_t>(cpus);
@@ -184,6 +249,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
       cfg.codec = codec;
       auto run = RunLatencyOnce(cfg, *pages);
       if (!run.has_value()) {
+        progress.Clear();
         std::fprintf(stderr, "%s: %s\n", kCommand,
                      run.error().ToString().c_str());
         return run.error().code() == StatusCode::kInvalidArgument ? 2 : 1;
@@ -200,7 +266,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
       mismatches += run->mismatches;
     }
   }
-  if (tty) std::fprintf(stderr, "\r%60s\r", "");
+  progress.Clear();
   for (std::size_t m = 0; m < modes.size(); ++m) {
     results[m].reads.p99_us = Percentile(pooled_reads[m], 0.99);
     results[m].reads.p999_us = Percentile(pooled_reads[m], 0.999);
@@ -288,6 +354,10 @@ int RunBenchLatency(std::span<const std::string_view> args) {
       j.Double(tp.min, 0);
       j.Key("worker_ops_per_s_max");
       j.Double(tp.max, 0);
+      j.Key("worker_ops_per_s_stddev");
+      j.Double(tp.stddev, 0);
+      j.Key("worker_ops_per_s_cv");
+      j.Double(tp.cv_percent, 2);
       j.Key("worker_ops_per_cpu_s_median");
       j.Double(Summarize(mr.worker_ops_per_cpu_s).median, 0);
       j.EndObject();
@@ -301,7 +371,10 @@ int RunBenchLatency(std::span<const std::string_view> args) {
       return 1;
     }
   }
-  return mismatches == 0 ? 0 : 1;
+  const Chart latency_charts[] = {LatencyChart(cpus, runs, true, results),
+                                  LatencyChart(cpus, runs, false, results)};
+  const bool drawn = charts.Write(latency_charts);
+  return mismatches == 0 && drawn ? 0 : 1;
 }
 
 }  // namespace ztier::tool

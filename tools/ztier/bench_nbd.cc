@@ -58,34 +58,10 @@ void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
 }
 
-// The private temporary folder, removed with everything in it.
-class TempDir {
- public:
-  static Result<TempDir> Create() {
-    ZT_ASSIGN_OR_RETURN(std::string path, MakeTempDir("ztier-bench-nbd"));
-    return TempDir(std::move(path));
-  }
-  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
-  TempDir(const TempDir&) = delete;
-  ~TempDir() {
-    if (path_.empty()) return;
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  explicit TempDir(std::string p) : path_(std::move(p)) {}
-  std::string path_;
-};
-
 struct RunningServer {
   const ServerSpec* spec = nullptr;
-  Process process;
-  std::string sock;
-  std::string ctl;  // ztier only
   std::string uri;
-  std::string log;
+  ServerProcess server;
 };
 
 // Starts `spec` with an export of `size` bytes, sockets named after `tag`
@@ -96,20 +72,10 @@ Result<RunningServer> StartServer(const NbdBenchConfig& cfg,
                                   const std::string& tag, std::uint64_t size) {
   const std::string sock = dir + "/" + tag + ".sock";
   const std::string ctl = dir + "/" + tag + ".ctl";
-  const std::string log = dir + "/" + tag + ".log";
   std::vector<std::string> argv;
   std::string uri;
   if (spec.kind == ServerKind::kZtier) {
-    argv = {cfg.ztier.path,
-            "serve",
-            "--device",
-            "zram0:" + std::to_string(size),
-            "--comp-algorithm",
-            spec.codec,
-            "--unix",
-            sock,
-            "--ctl",
-            ctl};
+    argv = ZtierServeArgs(cfg.ztier.path, size, spec.codec, sock, ctl);
     uri = NbdUnixUri("zram0", sock);
   } else {
     argv = {cfg.nbdkit.path, "--foreground", "--unix", sock, "memory",
@@ -117,87 +83,27 @@ Result<RunningServer> StartServer(const NbdBenchConfig& cfg,
     if (spec.kind == ServerKind::kNbdkitZstd) argv.push_back("allocator=zstd");
     uri = "nbd+unix:///?socket=" + sock;
   }
-  auto process = Process::Spawn(argv, {.cwd = dir, .stdout_path = log,
-                                       .stderr_path = log});
-  if (!process.has_value()) return Err(process.error());
-  RunningServer server{.spec = &spec,
-                       .process = std::move(*process),
-                       .sock = sock,
-                       .ctl = spec.kind == ServerKind::kZtier ? ctl : "",
-                       .uri = uri,
-                       .log = log};
-  Status s = WaitForUnixSocket(sock, &server.process, kStartTimeout);
-  if (s.ok() && !server.ctl.empty()) {
-    s = WaitForUnixSocket(server.ctl, &server.process, kStartTimeout);
-  }
-  if (!s.ok()) {
-    server.process.Terminate(milliseconds(2000));
-    return Err(Status::IoError(spec.label + " (" + CommandLine(argv) +
-                               "): " + s.message() + "; its output:\n" +
-                               ReadFileText(log, 4096)));
-  }
-  return server;
+  ZT_ASSIGN_OR_RETURN(
+      ServerProcess server,
+      StartServerProcess(argv, spec.label, sock,
+                         spec.kind == ServerKind::kZtier ? ctl : "",
+                         dir + "/" + tag + ".log", dir, kStartTimeout));
+  return RunningServer{.spec = &spec, .uri = uri, .server = std::move(server)};
 }
 
-// Stops a server with SIGTERM; a server that does not exit cleanly is
-// reported on stderr (its figures stand: they were taken before).
 void StopServer(RunningServer* server) {
-  const ExitInfo e = server->process.Terminate(kStopGrace);
-  if (!e.ok()) {
-    PrintError("warning: " + server->spec->label + " ended with " +
-               e.Describe() + " on SIGTERM; its output:\n" +
-               ReadFileText(server->log, 4096));
-  }
-  ::unlink(server->sock.c_str());  // nbdkit leaves its socket behind
-}
-
-// Runs a fio job; its output goes to files in `dir`.
-Result<FioFigures> RunFio(const std::vector<std::string>& argv,
-                          const std::string& dir, milliseconds timeout) {
-  const std::string out = dir + "/fio.json";
-  const std::string err = dir + "/fio.err";
-  auto e = RunToCompletion(argv, {.cwd = dir, .stdout_path = out,
-                                  .stderr_path = err},
-                           timeout);
-  if (!e.has_value()) return Err(e.error());
-  const std::string text = ReadFileText(out);
-  if (!e->ok()) {
-    return Err(Status::IoError(CommandLine(argv) + ": " + e->Describe() +
-                               "; stderr:\n" + ReadFileText(err, 4096)));
-  }
-  auto fig = ParseFioJson(text);
-  if (!fig.has_value()) {
-    return Err(Status::Corruption(CommandLine(argv) + ": " +
-                                  fig.error().message()));
-  }
-  if (fig->error != 0) {
-    return Err(Status::IoError(CommandLine(argv) + ": fio job error " +
-                               std::to_string(fig->error) + "; stderr:\n" +
-                               ReadFileText(err, 4096)));
-  }
-  return *fig;
+  StopServerProcess(&server->server, kStopGrace, kCommand);
 }
 
 // Runs nbdcopy SRC DST; returns its wall time in seconds.
 Result<double> RunNbdcopy(const NbdBenchConfig& cfg, const std::string& src,
                           const std::string& dst, const std::string& dir) {
-  const std::string log = dir + "/nbdcopy.log";
-  const std::vector<std::string> argv = {cfg.nbdcopy.path, src, dst};
-  double seconds = 0;
-  auto e = RunToCompletion(argv, {.cwd = dir, .stdout_path = log,
-                                  .stderr_path = log},
-                           kCopyTimeout, &seconds);
-  if (!e.has_value()) return Err(e.error());
-  if (!e->ok()) {
-    return Err(Status::IoError(CommandLine(argv) + ": " + e->Describe() +
-                               "; output:\n" + ReadFileText(log, 4096)));
-  }
-  return seconds;
+  return nbdbench::RunNbdcopy(cfg.nbdcopy.path, src, dst, dir, kCopyTimeout);
 }
 
 // ztier's mem_used_total: column 3 of mm_stat.
 Result<std::uint64_t> ZtierMemUsed(const RunningServer& server) {
-  auto text = ctl::Request(server.ctl, "zram0", "mm_stat", nullptr);
+  auto text = ctl::Request(server.server.ctl, "zram0", "mm_stat", nullptr);
   if (!text.has_value()) {
     return Err(Status::IoError("mm_stat of " + server.spec->label + ": " +
                                text.error().message()));
@@ -294,11 +200,11 @@ Status CopyRun(const NbdBenchConfig& cfg, const std::string& dir,
                           StartServer(cfg, spec, dir, "c" + std::to_string(s),
                                       bytes));
       ZT_ASSIGN_OR_RETURN(std::uint64_t rss_before,
-                          ProcessRssBytes(server.process.pid()));
+                          ProcessRssBytes(server.server.process.pid()));
       ZT_ASSIGN_OR_RETURN(double in_s,
                           RunNbdcopy(cfg, raw_paths[c], server.uri, dir));
       ZT_ASSIGN_OR_RETURN(std::uint64_t rss_after,
-                          ProcessRssBytes(server.process.pid()));
+                          ProcessRssBytes(server.server.process.pid()));
       const double growth =
           rss_after > rss_before ? static_cast<double>(rss_after - rss_before)
                                  : 0.0;
@@ -376,7 +282,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   }
 
   // Tools.
-  auto dir = TempDir::Create();
+  auto dir = TempDir::Create("ztier-bench-nbd");
   if (!dir.has_value()) {
     PrintError(dir.error().ToString());
     return 1;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <optional>
 
+#include "bench_nbd_proc.h"
+
 namespace ztier::tool::nbdbench {
 namespace {
 
@@ -301,6 +303,32 @@ Result<FioFigures> ParseFioJson(std::string_view text) {
     fig.error = static_cast<std::int64_t>(e->number);
   }
   return fig;
+}
+
+Result<FioFigures> RunFio(const std::vector<std::string>& argv,
+                          const std::string& dir,
+                          std::chrono::milliseconds timeout) {
+  const std::string out = dir + "/fio.json";
+  const std::string err = dir + "/fio.err";
+  ZT_ASSIGN_OR_RETURN(ExitInfo e,
+                      RunToCompletion(argv, {.cwd = dir, .stdout_path = out,
+                                             .stderr_path = err},
+                                      timeout));
+  if (!e.ok()) {
+    return Err(Status::IoError(CommandLine(argv) + ": " + e.Describe() +
+                               "; stderr:\n" + ReadFileText(err, 4096)));
+  }
+  auto fig = ParseFioJson(ReadFileText(out));
+  if (!fig.has_value()) {
+    return Err(Status::Corruption(CommandLine(argv) + ": " +
+                                  fig.error().message()));
+  }
+  if (fig->error != 0) {
+    return Err(Status::IoError(CommandLine(argv) + ": fio job error " +
+                               std::to_string(fig->error) + "; stderr:\n" +
+                               ReadFileText(err, 4096)));
+  }
+  return *fig;
 }
 
 }  // namespace ztier::tool::nbdbench

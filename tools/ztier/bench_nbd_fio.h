@@ -3,7 +3,8 @@
 // The fio side of `ztier bench nbd`: the six measured jobs, the untimed fill
 // job, the fio command lines for them, and a small parser of fio's JSON
 // output (ztier takes no JSON dependency) that picks out what the benchmark
-// reports: IOPS and bandwidth of jobs[0].read and jobs[0].write.
+// reports: IOPS and bandwidth of jobs[0].read and jobs[0].write; and
+// RunFio, which runs a job and parses what it printed.
 //
 //   std::vector<std::string> argv = FioJobArgs(fio, kNbdJobs[3], uri,
 //                                              area_bytes, seconds);
@@ -16,10 +17,12 @@
 // --size=AREA, so that all jobs and the fill cover the same bytes: the
 // read jobs read data the fill wrote.
 //
-// Thread safety: plain values and functions.
+// Thread safety: plain values and functions; RunFio forks (see
+// bench_nbd_proc.h).
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
 
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -77,6 +80,14 @@ struct FioFigures {
 // '{' that begins a line. Errors (kCorruption): no document, malformed
 // JSON, no jobs[0], or no numeric iops / bw_bytes under its read or write.
 Result<FioFigures> ParseFioJson(std::string_view text);
+
+// Runs fio `argv` in `dir` (at most `timeout`), its output in DIR/fio.json
+// and DIR/fio.err, and parses it. Errors name the command line and carry
+// fio's stderr: fio failing or killed, no document (kCorruption), or a job
+// error.
+Result<FioFigures> RunFio(const std::vector<std::string>& argv,
+                          const std::string& dir,
+                          std::chrono::milliseconds timeout);
 
 }  // namespace ztier::tool::nbdbench
 

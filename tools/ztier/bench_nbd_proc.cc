@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -259,6 +260,79 @@ Status WaitForUnixSocket(const std::string& path, Process* process,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+Result<ServerProcess> StartServerProcess(const std::vector<std::string>& argv,
+                                         std::string label, std::string sock,
+                                         std::string ctl, std::string log,
+                                         const std::string& cwd,
+                                         std::chrono::milliseconds timeout) {
+  ZT_ASSIGN_OR_RETURN(Process process,
+                      Process::Spawn(argv, {.cwd = cwd, .stdout_path = log,
+                                            .stderr_path = log}));
+  ServerProcess server{.label = std::move(label),
+                       .process = std::move(process),
+                       .sock = std::move(sock),
+                       .ctl = std::move(ctl),
+                       .log = std::move(log)};
+  Status s = WaitForUnixSocket(server.sock, &server.process, timeout);
+  if (s.ok() && !server.ctl.empty()) {
+    s = WaitForUnixSocket(server.ctl, &server.process, timeout);
+  }
+  if (!s.ok()) {
+    server.process.Terminate(std::chrono::milliseconds(2000));
+    return Err(Status::IoError(server.label + " (" + CommandLine(argv) +
+                               "): " + s.message() + "; its output:\n" +
+                               ReadFileText(server.log, 4096)));
+  }
+  return server;
+}
+
+void StopServerProcess(ServerProcess* server, std::chrono::milliseconds grace,
+                       std::string_view command) {
+  const ExitInfo e = server->process.Terminate(grace);
+  if (!e.ok()) {
+    std::fprintf(stderr, "%s: warning: %s ended with %s on SIGTERM; its "
+                 "output:\n%s\n",
+                 std::string(command).c_str(), server->label.c_str(),
+                 e.Describe().c_str(), ReadFileText(server->log, 4096).c_str());
+  }
+  ::unlink(server->sock.c_str());
+}
+
+std::vector<std::string> ZtierServeArgs(const std::string& ztier_path,
+                                        std::uint64_t size,
+                                        const std::string& codec,
+                                        const std::string& sock,
+                                        const std::string& ctl) {
+  return {ztier_path,
+          "serve",
+          "--device",
+          "zram0:" + std::to_string(size),
+          "--comp-algorithm",
+          codec,
+          "--unix",
+          sock,
+          "--ctl",
+          ctl};
+}
+
+Result<double> RunNbdcopy(const std::string& nbdcopy_path,
+                          const std::string& src, const std::string& dst,
+                          const std::string& dir,
+                          std::chrono::milliseconds timeout) {
+  const std::string log = dir + "/nbdcopy.log";
+  const std::vector<std::string> argv = {nbdcopy_path, src, dst};
+  double seconds = 0;
+  ZT_ASSIGN_OR_RETURN(ExitInfo e,
+                      RunToCompletion(argv, {.cwd = dir, .stdout_path = log,
+                                             .stderr_path = log},
+                                      timeout, &seconds));
+  if (!e.ok()) {
+    return Err(Status::IoError(CommandLine(argv) + ": " + e.Describe() +
+                               "; output:\n" + ReadFileText(log, 4096)));
+  }
+  return seconds;
 }
 
 Result<std::uint64_t> ProcessRssBytes(pid_t pid) {

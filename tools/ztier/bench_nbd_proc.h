@@ -1,7 +1,8 @@
 // File: tools/ztier/bench_nbd_proc.h
 //
-// Subprocesses for `ztier bench nbd`: finding a tool on PATH and its version,
-// starting a server or a client (fio, nbdcopy) with its output in files,
+// Subprocesses for `ztier bench nbd` (and `ztier bench zram-compare`):
+// finding a tool on PATH and its version, starting a server (waiting until
+// its sockets accept) or a client (fio, nbdcopy) with its output in files,
 // waiting for it with a deadline, stopping it with SIGTERM, waiting for a
 // Unix socket to accept, and reading a process's VmRSS.
 //
@@ -102,6 +103,48 @@ Result<ExitInfo> RunToCompletion(const std::vector<std::string>& argv,
 // not null) ends first, or on the deadline.
 Status WaitForUnixSocket(const std::string& path, Process* process,
                          std::chrono::milliseconds timeout);
+
+// A server child listening on a Unix socket (StartServerProcess).
+struct ServerProcess {
+  std::string label;  // names it in messages: "ztier-lz4", "nbdkit"
+  Process process;
+  std::string sock;  // its NBD socket
+  std::string ctl;   // its control socket; empty when it has none
+  std::string log;   // its stdout and stderr
+};
+
+// Starts argv in `cwd` with its output in `log`, then waits until `sock`,
+// and then `ctl` when not empty, accepts (at most `timeout` each). On
+// failure the child is stopped and the error names `label`, the command
+// line and the start of its output.
+Result<ServerProcess> StartServerProcess(const std::vector<std::string>& argv,
+                                         std::string label, std::string sock,
+                                         std::string ctl, std::string log,
+                                         const std::string& cwd,
+                                         std::chrono::milliseconds timeout);
+
+// Stops a server with SIGTERM (SIGKILL after `grace`) and removes its socket
+// (nbdkit leaves it behind). One that does not exit cleanly is reported on
+// stderr as "<command>: warning: ..." with its output; figures taken before
+// stand.
+void StopServerProcess(ServerProcess* server, std::chrono::milliseconds grace,
+                       std::string_view command);
+
+// `ztier serve --device zram0:SIZE --comp-algorithm CODEC --unix SOCK
+// --ctl CTL` with `ztier_path` as the binary.
+std::vector<std::string> ZtierServeArgs(const std::string& ztier_path,
+                                        std::uint64_t size,
+                                        const std::string& codec,
+                                        const std::string& sock,
+                                        const std::string& ctl);
+
+// Runs `nbdcopy SRC DST` in `dir` (its output in DIR/nbdcopy.log; at most
+// `timeout`); returns the wall time of the process in seconds. Errors carry
+// the command line and its output.
+Result<double> RunNbdcopy(const std::string& nbdcopy_path,
+                          const std::string& src, const std::string& dst,
+                          const std::string& dir,
+                          std::chrono::milliseconds timeout);
 
 // VmRSS of `pid` in bytes, from /proc/PID/status.
 Result<std::uint64_t> ProcessRssBytes(pid_t pid);

@@ -54,14 +54,6 @@ void JsonStats(JsonWriter& w, std::string_view prefix, const SampleStats& s,
   w.Double(s.n > 0 ? s.cv_percent : kNaN, 2);
 }
 
-void JsonSamples(JsonWriter& w, std::string_view key,
-                 const std::vector<double>& v, int decimals) {
-  w.Key(key);
-  w.BeginArray();
-  for (double x : v) w.Double(x, decimals);
-  w.EndArray();
-}
-
 void JsonServer(JsonWriter& w, const ServerSpec& s) {
   w.Key("server");
   w.String(ServerName(s.kind));
@@ -288,6 +280,17 @@ std::string DerivedTable(const std::vector<DerivedRatio>& ratios) {
          t.Render();
 }
 
+void WriteJobKeysJson(JsonWriter& w, const NbdJob& job) {
+  w.Key("job");
+  w.String(job.name);
+  w.Key("rw");
+  w.String(job.rw);
+  w.Key("block_size");
+  w.Uint(job.block_size);
+  w.Key("iodepth");
+  w.Uint(job.iodepth);
+}
+
 Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
                     const NbdBenchConfig& cfg, const NbdResults& results,
                     const std::vector<DerivedRatio>& ratios) {
@@ -332,28 +335,14 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   w.BeginArray();
   for (const NbdJob& j : StandardJobs()) {
     w.BeginObject();
-    w.Key("job");
-    w.String(j.name);
-    w.Key("rw");
-    w.String(j.rw);
-    w.Key("block_size");
-    w.Uint(j.block_size);
-    w.Key("iodepth");
-    w.Uint(j.iodepth);
+    WriteJobKeysJson(w, j);
     w.EndObject();
   }
   w.EndArray();
   w.Key("corpora");
   w.BeginArray();
   for (const NbdBenchConfig::Corpus& c : cfg.corpora) {
-    w.BeginObject();
-    w.Key("name");
-    w.String(c.name);
-    w.Key("path");
-    w.String(c.path);
-    w.Key("bytes");
-    w.Uint(c.bytes);
-    w.EndObject();
+    WriteCorpusJson(w, c.name, c.path, "bytes", c.bytes);
   }
   w.EndArray();
   w.Key("tools");
@@ -384,20 +373,13 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       if (iops.empty()) continue;
       w.BeginObject();
       JsonServer(w, cfg.servers[s]);
-      w.Key("job");
-      w.String(jobs[j].name);
-      w.Key("rw");
-      w.String(jobs[j].rw);
-      w.Key("block_size");
-      w.Uint(jobs[j].block_size);
-      w.Key("iodepth");
-      w.Uint(jobs[j].iodepth);
+      WriteJobKeysJson(w, jobs[j]);
       JsonStats(w, "iops", Stats(iops), 1);
       JsonStats(w, "mb_s", Stats(results.mb_s[j][s]), 2);
       w.Key("runs");
       w.Uint(iops.size());
-      JsonSamples(w, "iops_samples", iops, 1);
-      JsonSamples(w, "mb_s_samples", results.mb_s[j][s], 2);
+      WriteSamplesJson(w, "iops_samples", iops, 1);
+      WriteSamplesJson(w, "mb_s_samples", results.mb_s[j][s], 2);
       w.EndObject();
     }
   }
@@ -456,7 +438,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
           std::llround(Stats(cs.rss_growth_bytes).median)));
       w.Key("runs");
       w.Uint(cs.stored_bytes.size());
-      JsonSamples(w, "samples", cs.stored_bytes, 0);
+      WriteSamplesJson(w, "samples", cs.stored_bytes, 0);
       w.EndObject();
     }
   }
@@ -488,7 +470,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
     } else {
       w.Bool(d.met());
     }
-    JsonSamples(w, "per_run", d.per_run, 4);
+    WriteSamplesJson(w, "per_run", d.per_run, 4);
     w.EndObject();
   }
   w.EndArray();

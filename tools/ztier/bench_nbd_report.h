@@ -21,7 +21,13 @@
 #include "machine_info.h"
 #include "ztier/status.h"
 
+namespace ztier::tool {
+class JsonWriter;
+}  // namespace ztier::tool
+
 namespace ztier::tool::nbdbench {
+
+struct NbdJob;
 
 enum class ServerKind { kZtier, kNbdkit, kNbdkitZstd };
 
@@ -102,6 +108,10 @@ std::string ConfigText(const NbdBenchConfig& cfg);
 std::string FioTable(const NbdBenchConfig& cfg, const NbdResults& results);
 std::string CopyTable(const NbdBenchConfig& cfg, const NbdResults& results);
 std::string DerivedTable(const std::vector<DerivedRatio>& ratios);
+
+// "job", "rw", "block_size" and "iodepth" of `job` as keys of the object
+// `w` has open.
+void WriteJobKeysJson(JsonWriter& w, const NbdJob& job);
 
 Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
                     const NbdBenchConfig& cfg, const NbdResults& results,

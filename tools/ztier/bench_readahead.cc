@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_readahead_run.h"
@@ -16,6 +17,7 @@
 #include "corpus/corpus.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "plot.h"
 #include "progress.h"
 #include "tool_common.h"
 #include "usemem_report.h"
@@ -29,7 +31,7 @@ constexpr const char kDefaultCorpus[] =
     "../shared/corpus/anon-python.pages.zst";
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--codec NAME] [--runs N] "
-    "[--page-cluster N] [--fault-pages N] [--json FILE]";
+    "[--page-cluster N] [--fault-pages N] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "fault-in on a ztier region, two sections in one command.\n"
     "1. readahead (seed 004): a paged-out region read in order with "
@@ -84,6 +86,7 @@ struct Flags {
   std::int64_t page_cluster = 3;
   std::int64_t fault_pages = 16384;
   std::string json;
+  std::string plot;
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
@@ -108,6 +111,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                0, 1 << 22);
   flags.AddString("json", &f->json, "FILE",
                   "also write every figure as JSON to FILE");
+  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
 }
 
 int CheckFlags(const Flags& f, Config* cfg) {
@@ -314,6 +318,65 @@ std::string LatencyText(const Config& cfg, const FaultLatencySample& s) {
   return t;
 }
 
+// ---- charts (plot.h) ----
+
+Chart SeqChart(const Config& cfg, const std::vector<SeqRun>& runs) {
+  Chart c{.name = "readahead",
+          .title = "Sequential read of a paged-out " +
+                   FormatMiB(cfg.size_bytes) + " region (" + cfg.codec +
+                   "): without and with readahead (median of " +
+                   std::to_string(runs.size()) +
+                   (runs.size() == 1 ? " run)" : " runs, bars min-max)"),
+          .x_label = "readahead window",
+          .y_label = "read throughput (MB/s)",
+          .style = PlotStyle::kBars};
+  PlotSeries bars{.title = "MB/s"};
+  int x = 0;
+  for (unsigned pc : {0u, cfg.page_cluster}) {
+    const Series s = Collect(runs, pc);
+    c.x_tics.push_back({static_cast<double>(x),
+                        "page_cluster " + std::to_string(pc) + " (" +
+                            std::to_string(1u << pc) +
+                            (pc == 0 ? " page)" : " pages)")});
+    if (!s.mb_s.empty()) {
+      const SampleStats st = Summarize(s.mb_s);
+      bars.points.push_back({static_cast<double>(x), st.median, st.min, st.max});
+    }
+    ++x;
+  }
+  c.series.push_back(std::move(bars));
+  return c;
+}
+
+// One run: percentiles without error bars.
+Chart FaultChart(const Config& cfg, const FaultLatencySample& s) {
+  Chart c{.name = "fault-latency",
+          .title = "Fault-in latency of one 4 KiB page (" + cfg.codec + ", " +
+                   std::to_string(cfg.fault_pages) +
+                   " pages in random order, one run)",
+          .x_label = "percentile of the faulting touches",
+          .y_label = "latency (microseconds, log scale)",
+          .log_y = true,
+          .x_tics = {{0, "p50"}, {1, "p90"}, {2, "p99"}, {3, "max"}}};
+  const std::pair<const char*, const std::vector<std::uint32_t>*> kLines[] = {
+      {"stored page (decompressed)", &s.stored.fault_ns},
+      {"first touch (zeroed run)", &s.first_touch.fault_ns},
+      {"bare UFFDIO_COPY (plain memory)", &s.bare.fault_ns}};
+  for (const auto& [title, ns] : kLines) {
+    const Percentiles p = LatencyPercentiles(*ns);
+    PlotSeries line{.title = title};
+    if (p.n > 0) {
+      int x = 0;
+      for (double us : {p.median_us, p.p90_us, p.p99_us, p.max_us}) {
+        // A log axis has no 0; no fault is that short.
+        line.points.push_back({static_cast<double>(x++), std::max(us, 0.001)});
+      }
+    }
+    c.series.push_back(std::move(line));
+  }
+  return c;
+}
+
 // ---- JSON ----
 
 void WriteSeqSample(JsonWriter& j, const SeqReadSample& x) {
@@ -485,6 +548,7 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
   std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
   std::fflush(stdout);
 
+  ChartWriter charts(kCommand, f.plot);
   Progress progress;
   std::vector<SeqRun> runs;
   for (std::size_t run = 0; run < cfg.runs; ++run) {
@@ -556,7 +620,10 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());
   }
-  return 0;
+  std::vector<Chart> drawn;
+  if (!runs.empty()) drawn.push_back(SeqChart(cfg, runs));
+  if (latency.has_value()) drawn.push_back(FaultChart(cfg, *latency));
+  return charts.Write(drawn) ? 0 : 1;
 }
 
 }  // namespace ztier::tool

@@ -4,7 +4,7 @@
 //
 //   ztier bench readahead [--corpus FILE] [--size SIZE] [--codec NAME]
 //                         [--runs N] [--page-cluster N] [--fault-pages N]
-//                         [--json FILE]
+//                         [--json FILE] [--plot DIR]
 //
 // 1. Readahead (seed 004, batched decompression of readahead): a region of
 //    --size (default 256M) with no budget, filled with corpus pages and
@@ -31,11 +31,15 @@
 //
 // Output (stdout): the machine line, the configuration, both sections.
 // `--json FILE` writes the configuration, every run, the summaries and the
-// latency percentiles. A progress line goes to stderr when it is a terminal.
+// latency percentiles. `--plot DIR` draws readahead.png (MB/s of each
+// variant, median with min-max bars) and fault-latency.png (the
+// percentiles of each kind of touch; one run, so no bars) with plot.h. A
+// progress line goes to stderr when it is a terminal.
 //
 // Exit status: 0 done, every page read back right; 1 a page read back
 // wrong, a region that cannot be created (no userfaultfd), a corpus that
-// cannot be loaded; 2 bad usage.
+// cannot be loaded, --plot given and a chart not drawn (after the
+// tables); 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_READAHEAD_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_READAHEAD_H_
 

@@ -215,6 +215,27 @@ void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
   w.Double(s.cv_percent, 2);
 }
 
+void WriteSamplesJson(JsonWriter& w, std::string_view key,
+                      std::span<const double> samples, int decimals) {
+  w.Key(key);
+  w.BeginArray();
+  for (double x : samples) w.Double(x, decimals);
+  w.EndArray();
+}
+
+void WriteCorpusJson(JsonWriter& w, std::string_view name,
+                     std::string_view path, std::string_view size_key,
+                     std::uint64_t size) {
+  w.BeginObject();
+  w.Key("name");
+  w.String(name);
+  w.Key("path");
+  w.String(path);
+  w.Key(size_key);
+  w.Uint(size);
+  w.EndObject();
+}
+
 void WriteMedianMinMaxJson(JsonWriter& w, const SampleStats& s, int decimals) {
   w.BeginObject();
   w.Key("median");

@@ -119,6 +119,17 @@ std::string JsonQuote(std::string_view s);
 void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
                     int decimals);
 
+// `key`: [samples...], each with `decimals` decimals, as a key of the open
+// object.
+void WriteSamplesJson(JsonWriter& w, std::string_view key,
+                      std::span<const double> samples, int decimals);
+
+// {"name", "path", SIZE_KEY} of one corpus where `w` expects a value
+// (SIZE_KEY: "pages" or "bytes", as the experiment counts it).
+void WriteCorpusJson(JsonWriter& w, std::string_view name,
+                     std::string_view path, std::string_view size_key,
+                     std::uint64_t size);
+
 // {"median", "min", "max"} of `s`, `decimals` each, where `w` expects a
 // value.
 void WriteMedianMinMaxJson(JsonWriter& w, const SampleStats& s, int decimals);

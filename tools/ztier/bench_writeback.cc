@@ -21,6 +21,7 @@
 #include "corpus/corpus.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "plot.h"
 #include "progress.h"
 #include "tool_common.h"
 #include "writeback_run.h"
@@ -37,7 +38,7 @@ constexpr const char kImageName[] = "ztier-bench-writeback.img";
 constexpr const char kFioFileName[] = "ztier-bench-fio.img";
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--dir DIR] [--runs N] [--codec NAME] "
-    "[--batch-size N] [--compressed] [--json FILE]";
+    "[--batch-size N] [--compressed] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "zram-style writeback of a filled store to a\nbacking file, one "
     "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
@@ -109,6 +110,7 @@ struct Flags {
   std::int64_t batch_size = 32;
   bool compressed = false;
   std::string json;
+  std::string plot;
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
@@ -134,6 +136,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                 "compressed writeback: write the compressed objects");
   flags.AddString("json", &f->json, "FILE",
                   "also write every figure as JSON to FILE");
+  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
 }
 
 // Checks the flag values and fills *cfg from them. Returns 0 when all is
@@ -282,6 +285,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
         "measured");
   }
 
+  ChartWriter charts(kCommand, f.plot);
   std::vector<WritebackRunFigures> runs;
   Progress progress;
   for (std::size_t run = 0; run <= cfg.runs; ++run) {
@@ -309,7 +313,8 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());
   }
-  return 0;
+  const Chart chart = WritebackChart(cfg, runs);
+  return charts.Write({&chart, 1}) ? 0 : 1;
 }
 
 }  // namespace ztier::tool

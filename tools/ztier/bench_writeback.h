@@ -8,7 +8,7 @@
 //
 //   ztier bench writeback [--corpus FILE] [--size SIZE] [--dir DIR]
 //                         [--runs N] [--codec NAME] [--batch-size N]
-//                         [--compressed] [--json FILE]
+//                         [--compressed] [--json FILE] [--plot DIR]
 //
 // Variants, measured in every run in an order that alternates between runs
 // (sync, batched, fio; then fio, batched, sync; ...), after one warm-up run
@@ -30,11 +30,13 @@
 // ratios batched / one-at-a-time and batched / fio, each the median of the
 // ratios taken within one run. A progress line goes to stderr when it is a
 // terminal. `--json FILE` writes the configuration, every run's figures
-// and the summaries.
+// and the summaries. `--plot DIR` draws writeback.png (plot.h): MB/s of
+// each variant, median with min-max bars.
 //
 // Exit status: 0 done (also when fio is missing); 1 a runtime failure (no
 // corpus, a writeback that fails or does not write every candidate, data
-// that reads back wrong, fio failing); 2 bad usage.
+// that reads back wrong, fio failing; --plot given and the chart not
+// drawn, after the tables); 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_WRITEBACK_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_WRITEBACK_H_
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "machine_info.h"
+#include "plot.h"
 #include "writeback_run.h"
 #include "ztier/status.h"
 
@@ -63,6 +64,12 @@ std::string WritebackConfigText(const WritebackBenchConfig& cfg);
 // The table, the memory/bd_stat lines and the ratio lines.
 std::string WritebackResultText(const WritebackBenchConfig& cfg,
                                 const std::vector<WritebackRunFigures>& runs);
+
+// The chart of `--plot DIR` (plot.h): writeback.png, bars of MB/s of each
+// measured variant (sync, batched, fio), median over the runs with min-max
+// error bars, on a log scale (sync is ~25x slower than batched).
+Chart WritebackChart(const WritebackBenchConfig& cfg,
+                     const std::vector<WritebackRunFigures>& runs);
 
 // Writes the JSON document to `path`; kIoError naming the path on failure.
 Status WriteWritebackJson(const std::string& path, const MachineInfo& machine,

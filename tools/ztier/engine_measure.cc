@@ -117,6 +117,11 @@ std::string_view BenchOpName(BenchOp op) {
 }
 
 std::vector<Variant> StandardVariants(std::size_t all_threads) {
+  return StandardVariants(std::vector<std::size_t>{1, all_threads});
+}
+
+std::vector<Variant> StandardVariants(
+    const std::vector<std::size_t>& thread_counts) {
   using B = BatchBackend;
   const BenchPath kC = BenchPath::kCodec;
   const BenchPath kS = BenchPath::kStore;
@@ -133,11 +138,15 @@ std::vector<Variant> StandardVariants(std::size_t all_threads) {
       {kC, kDec, 1, kB, B::kParallel},  {kS, kSt, 1, kB, B::kSerial},
       {kS, kSt, 1, kB, B::kParallel},
   };
-  if (all_threads > 1) {
-    v.push_back({kC, kComp, all_threads, 1, B::kSerial});
-    v.push_back({kC, kDec, all_threads, 1, B::kSerial});
-    v.push_back({kS, kSt, all_threads, 1, B::kSerial});
-    v.push_back({kS, kSt, all_threads, kB, B::kSerial});
+  std::vector<std::size_t> counts = thread_counts;
+  std::sort(counts.begin(), counts.end());
+  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
+  for (std::size_t t : counts) {
+    if (t <= 1) continue;
+    v.push_back({kC, kComp, t, 1, B::kSerial});
+    v.push_back({kC, kDec, t, 1, B::kSerial});
+    v.push_back({kS, kSt, t, 1, B::kSerial});
+    v.push_back({kS, kSt, t, kB, B::kSerial});
   }
   return v;
 }

@@ -74,8 +74,12 @@ struct Variant {
 };
 
 // The variants of one run, in the order they alternate: see
-// bench_engine.h for the list. Variants with threads == all_threads are
-// left out when all_threads is 1 (they would repeat the threads=1 ones).
+// bench_engine.h for the list. The threads=1 variants come first; then, for
+// each count of `thread_counts` above 1 (ascending, each once), codec
+// compress and decompress, store batch 1 and store batch 8 (serial) on that
+// many threads. The one-count form means {1, all_threads}.
+std::vector<Variant> StandardVariants(
+    const std::vector<std::size_t>& thread_counts);
 std::vector<Variant> StandardVariants(std::size_t all_threads);
 
 // One figure from one Measure() call.
@@ -104,7 +108,7 @@ struct SizeFigures {
 };
 
 struct MeasureOptions {
-  std::size_t all_threads = 1;       // "threads=all"
+  std::size_t all_threads = 1;       // the most threads a variant may use
   WorkerPool* pool = nullptr;        // for codec batch=8 parallel; not owned
   std::size_t parallel_workers = 1;  // PageStore's parallel backend
 };

@@ -24,6 +24,7 @@
 #include "bench_nbd.h"
 #include "bench_readahead.h"
 #include "bench_writeback.h"
+#include "bench_zram_compare.h"
 #include "ctl_cmd.h"
 #include "serve_cmd.h"
 #include "status_cmd.h"
@@ -107,6 +108,10 @@ constexpr Command kBenchCommands[] = {
      "writeback to a backing file: one page at a time vs batched io_uring "
      "vs fio (seed 002)",
      RunBenchWriteback},
+    {"zram-compare",
+     "the kernel's zram (/dev/zram0) vs ztier on the same data: mm_stat, "
+     "io_uring/fio vs library/NBD IOPS",
+     RunBenchZramCompare},
 };
 
 int RunBench(Args args) {

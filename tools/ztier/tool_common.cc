@@ -86,4 +86,15 @@ Result<std::string> MakeTempDir(std::string_view prefix) {
   return tmpl;
 }
 
+Result<TempDir> TempDir::Create(std::string_view prefix) {
+  ZT_ASSIGN_OR_RETURN(std::string path, MakeTempDir(prefix));
+  return TempDir(std::move(path));
+}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
 }  // namespace ztier::tool

@@ -2,7 +2,8 @@
 //
 // Small helpers that several ztier subcommands share: checking codec names
 // and the --size flag, loading the --corpus file with a message that says
-// how to pass one, and a private temporary folder.
+// how to pass one, and a private temporary folder (MakeTempDir, or TempDir,
+// which removes it).
 //
 //   if (Status s = CheckCodecName(codec); !s.ok()) { ... s.message() ... }
 //   auto size = ParseSizeFlag(size_text, 1 << 20, "1M");  // pages, rounded up
@@ -52,6 +53,21 @@ Result<corpus::PageSet> LoadCorpus(const std::string& path);
 // Creates a private folder `<prefix>.XXXXXX` in the system's temporary
 // folder (/tmp when it has none) and returns its path. The caller removes it.
 Result<std::string> MakeTempDir(std::string_view prefix);
+
+// A MakeTempDir folder, removed with everything in it when the object dies.
+class TempDir {
+ public:
+  static Result<TempDir> Create(std::string_view prefix);
+  TempDir(TempDir&& o) noexcept : path_(std::move(o.path_)) { o.path_.clear(); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  explicit TempDir(std::string path) : path_(std::move(path)) {}
+  std::string path_;
+};
 
 }  // namespace ztier::tool
 

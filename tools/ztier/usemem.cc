@@ -15,6 +15,7 @@
 #include "corpus/corpus.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "plot.h"
 #include "progress.h"
 #include "tool_common.h"
 #include "usemem_report.h"
@@ -31,7 +32,8 @@ constexpr const char kDefaultCorpus[] =
 constexpr const char kSynopsis[] =
     "[--workers N] [--size BYTES] [--budget PERCENT|BYTES] [--corpus FILE] "
     "[--codec NAME] [--compare-batching] [--runs N] [--json FILE] "
-    "[--page-cluster N] [--sleep SECONDS] [--max-pool-percent N]";
+    "[--page-cluster N] [--sleep SECONDS] [--max-pool-percent N] "
+    "[--plot DIR]";
 constexpr const char kAbout[] =
     "seed 000's vm-scalability usemem workload on a ztier region.\n"
     "N worker threads share one region of N x --size bytes with a "
@@ -61,6 +63,7 @@ struct Flags {
   std::string sleep = "1";
   // Not zswap's 20: see the flag's help.
   std::int64_t max_pool_percent = 50;
+  std::string plot;
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
@@ -95,6 +98,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "would bind here, unlike in the seed, and leave pages "
                "resident over the budget)",
                1, 100);
+  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
 }
 
 // "60%" or "62.5%" -> a fraction of `region`; else a size with K/M/G.
@@ -201,6 +205,7 @@ int RunUsemem(std::span<const std::string_view> args) {
               UsememConfigText(cfg).c_str());
   std::fflush(stdout);
 
+  ChartWriter charts(kCommand, f.plot);
   std::vector<UsememRun> runs;
   Progress progress;
   for (std::size_t run = 0; run < cfg.runs; ++run) {
@@ -244,7 +249,8 @@ int RunUsemem(std::span<const std::string_view> args) {
     // On stderr: the ratio line stays the last line of stdout.
     std::fprintf(stderr, "wrote %s\n", cfg.json_path.c_str());
   }
-  return 0;
+  const Chart chart = UsememChart(cfg, runs);
+  return charts.Write({&chart, 1}) ? 0 : 1;
 }
 
 }  // namespace ztier::tool

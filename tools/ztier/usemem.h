@@ -6,7 +6,7 @@
 //   ztier usemem --workers N --size BYTES --budget PERCENT|BYTES
 //                --corpus FILE [--codec NAME] [--compare-batching]
 //                [--runs N] [--json FILE] [--page-cluster N]
-//                [--sleep SECONDS] [--max-pool-percent N]
+//                [--sleep SECONDS] [--max-pool-percent N] [--plot DIR]
 //
 // N worker threads share one region of N * --size bytes whose budget is
 // --budget (a percent of the region, "60%", or bytes with K/M/G suffixes)
@@ -39,12 +39,13 @@
 // Output (stdout): the machine line, the configuration, the table, a
 // "verified:" line. `--json FILE` writes the machine, the configuration,
 // every run (with every worker's phases and every counter) and the
-// summaries. A progress line goes to stderr when it is a terminal.
+// summaries. `--plot DIR` draws usemem.png (usemem_report.h's UsememChart).
+// A progress line goes to stderr when it is a terminal.
 //
 // Exit status: 0 done, every page of every run read back right; 1 a page
 // read back wrong (the first few printed), a region that cannot be created
-// (no userfaultfd: the message says why), a corpus that cannot be loaded;
-// 2 bad usage.
+// (no userfaultfd: the message says why), a corpus that cannot be loaded,
+// --plot given and the chart not drawn (after the tables); 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_USEMEM_H_
 #define ZTIER_TOOLS_ZTIER_USEMEM_H_
 

@@ -212,6 +212,34 @@ std::vector<bool> UsememRunOrder(std::size_t run, bool compare) {
   return {true, false};
 }
 
+Chart UsememChart(const UsememConfig& cfg, const std::vector<UsememRun>& runs) {
+  const UsememRunConfig& r = cfg.run;
+  Chart c{.name = "usemem",
+          .title = "usemem: " + std::to_string(r.workers) + " workers x " +
+                   FormatMiB(r.worker_bytes) + ", budget " + cfg.budget_text +
+                   ", " + r.codec + " (median of " + std::to_string(cfg.runs) +
+                   (cfg.runs == 1 ? " run)" : " runs, bars min-max)"),
+          .x_label = "throughput measured",
+          .y_label = "throughput (MiB/s = usemem's KB/s / 1024)",
+          .style = PlotStyle::kBars,
+          .x_tics = {{0, "average per worker"}, {1, "total (all workers)"}}};
+  for (bool batched : {false, true}) {
+    const Series s = Collect(runs, batched);
+    PlotSeries bars{.title = UsememVariantName(batched)};
+    int x = 0;
+    for (const std::vector<double>* kb_s : {&s.avg_kb_s, &s.total_kb_s}) {
+      if (!kb_s->empty()) {
+        const SampleStats st = Summarize(*kb_s);
+        bars.points.push_back({static_cast<double>(x), st.median / 1024,
+                               st.min / 1024, st.max / 1024});
+      }
+      ++x;
+    }
+    c.series.push_back(std::move(bars));
+  }
+  return c;
+}
+
 void WriteRegionStatsJson(JsonWriter& j, const RegionStats& s) {
   j.BeginObject();
   const std::pair<const char*, std::uint64_t> fields[] = {
@@ -319,6 +347,15 @@ std::string UsememResultText(const UsememConfig& cfg,
       row("Total Throughput (KB/s)", base.total_kb_s, batched.total_kb_s));
   table.AddRow(
       row("Time to Free (usecs)", base.free_usecs, batched.free_usecs));
+  if (n > 1) {  // the spread of the runs: stddev / mean of total throughput
+    std::vector<std::string> cells = {"Total Throughput cv%"};
+    if (compare) {
+      cells.push_back(FormatDouble(Summarize(base.total_kb_s).cv_percent, 1));
+    }
+    cells.push_back(FormatDouble(Summarize(batched.total_kb_s).cv_percent, 1));
+    if (compare) cells.push_back("");
+    table.AddRow(std::move(cells));
+  }
   t += table.Render();
 
   t += "counters at the end of the last run of each variant (every run in "

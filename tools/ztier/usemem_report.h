@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "machine_info.h"
+#include "plot.h"
 #include "usemem_run.h"
 #include "ztier/status.h"
 
@@ -55,6 +56,11 @@ std::string UsememResultText(const UsememConfig& cfg,
 
 // The mismatches of a run, one line each, for stderr.
 std::string UsememMismatchText(const UsememRun& run);
+
+// The chart of `--plot DIR` (plot.h): usemem.png, bars of the average (per
+// worker) and total throughput of each variant that ran, in MiB/s (the
+// table's KB/s / 1024), median over the runs with min-max error bars.
+Chart UsememChart(const UsememConfig& cfg, const std::vector<UsememRun>& runs);
 
 // Every RegionStats counter as one JSON object, where `w` expects a value
 // (also used by `ztier bench readahead`).

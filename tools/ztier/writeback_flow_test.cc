@@ -30,26 +30,9 @@ namespace {
 
 using ztier::testing::ScopedTempDir;
 
-struct Shell {
-  int exit_code = -1;
-  std::string out;
-};
-
-Shell Sh(const std::string& cmd) {
-  Shell r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  if (st != -1 && WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
-  return r;
-}
-
-bool Have(const std::string& prog) {
-  return Sh("command -v " + prog + " >/dev/null").exit_code == 0;
-}
+using ztier::testing::Have;
+using ztier::testing::Sh;
+using ztier::testing::Shell;
 
 std::vector<std::uint64_t> Numbers(const std::string& text) {
   std::istringstream in(text);

@@ -48,10 +48,13 @@ class ZtierCliTest : public ::testing::Test {
     fs::remove_all(dir_, ec);
   }
 
-  // Runs `ztier <args>` in dir_, capturing stdout and stderr.
-  RunResult Run(const std::string& args) {
-    const std::string cmd = "cd '" + dir_.string() + "' && '" ZTIER_BIN "' " +
-                            args + " >out.txt 2>err.txt";
+  // Runs `ztier <args>` in dir_, capturing stdout and stderr; `env`
+  // ("NAME=VALUE ...") is set for it alone.
+  RunResult Run(const std::string& args, const std::string& env = "") {
+    const std::string cmd = "cd '" + dir_.string() + "' && " +
+                            (env.empty() ? "" : "env " + env + " ") +
+                            "'" ZTIER_BIN "' " + args +
+                            " >out.txt 2>err.txt";
     const int status = std::system(cmd.c_str());
     RunResult r;
     if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -142,6 +145,60 @@ TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+}
+
+bool IsPng(const fs::path& path) {
+  return ReadFile(path).starts_with(std::string("\x89PNG\r\n\x1a\n", 8));
+}
+
+TEST_F(ZtierCliTest, BenchEngineScalesThreadsAndPlotsCharts) {
+  MakeCorpus(37);
+  const RunResult r = Run(
+      "bench engine --corpus small.pages --codec lz4 --runs 1 --threads 2,1 "
+      "--plot charts");
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("threads=1,2,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("== lz4 / small.pages: throughput against threads"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("ideal  of ideal"), std::string::npos) << r.out;
+  // The 1-thread rows are their own ideal.
+  EXPECT_NE(r.out.find("100%"), std::string::npos) << r.out;
+  for (const char* chart : {"engine-threads-lz4", "engine-batch-lz4"}) {
+    const fs::path png = dir_ / "charts" / (std::string(chart) + ".png");
+    EXPECT_TRUE(IsPng(png)) << png;
+    EXPECT_TRUE(fs::exists(dir_ / "charts" / (std::string(chart) + ".gp")));
+    EXPECT_TRUE(fs::exists(dir_ / "charts" / (std::string(chart) + ".dat")));
+    EXPECT_NE(r.err.find("wrote charts/" + std::string(chart) + ".png"),
+              std::string::npos)
+        << r.err;
+  }
+  // Charts are announced on stderr; stdout keeps only the tables.
+  EXPECT_EQ(r.out.find(".png"), std::string::npos) << r.out;
+}
+
+TEST_F(ZtierCliTest, BenchPlotWithoutGnuplotStillPrintsItsTables) {
+  MakeCorpus(37);
+  fs::create_directory(dir_ / "nobin");
+  const RunResult r =
+      Run("bench engine --corpus small.pages --codec lz4 --runs 1 --threads 1 "
+          "--plot charts",
+          "PATH=" + (dir_ / "nobin").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("== lz4 / small.pages"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("store/compress"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("gnuplot not found on PATH"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("draws no charts"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "charts" / "engine-batch-lz4.png"));
+}
+
+TEST_F(ZtierCliTest, BadThreadCountIsAUsageError) {
+  MakeCorpus(37);
+  const RunResult r =
+      Run("bench engine --corpus small.pages --codec lz4 --threads 1,0");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--threads 0"), std::string::npos) << r.err;
 }
 
 // Outside strings, every bracket closes the one it should and the text is

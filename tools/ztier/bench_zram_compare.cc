@@ -1,0 +1,643 @@
+// File: tools/ztier/bench_zram_compare.cc
+//
+// `ztier bench zram-compare` (see bench_zram_compare.h): parses flags, finds
+// the kernel device, the tools and the corpora, runs parts (a) and (b) in
+// every run, alternating kernel and ztier, and reports
+// (bench_zram_compare_report.h).
+#include "bench_zram_compare.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench_nbd_fio.h"
+#include "bench_nbd_proc.h"
+#include "bench_zram_compare_io.h"
+#include "bench_zram_compare_kernel.h"
+#include "bench_zram_compare_report.h"
+#include "corpus/corpus.h"
+#include "flags.h"
+#include "machine_info.h"
+#include "progress.h"
+#include "serve_cmd.h"
+#include "tool_common.h"
+#include "ztier/device.h"
+#include "ztier/page_store.h"
+
+namespace ztier::tool {
+namespace {
+
+using namespace zramcmp;  // NOLINT: this file is the benchmark's driver
+using std::chrono::milliseconds;
+
+constexpr const char kCommand[] = "ztier bench zram-compare";
+constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
+constexpr const char kDefaultDevice[] = "/dev/zram0";
+constexpr std::uint64_t kBlock = kMaxBlockPages * kPageSize;
+constexpr std::uint64_t kVerifyStride = 61;  // pages between checked pages
+constexpr milliseconds kStartTimeout{15'000};
+constexpr milliseconds kStopGrace{10'000};
+constexpr milliseconds kCopyTimeout{300'000};
+
+constexpr const char kSynopsis[] =
+    "[--runs N] [--seconds S] [--size SIZE] [--codec NAME]... "
+    "[--jobs NAME]... [--paths NAME]... [--threads N] [--corpus-dir DIR] "
+    "[--corpus-pages N] [--zram-dev PATH] [--json FILE]";
+constexpr const char kAbout[] =
+    "the kernel's zram (/dev/zram0; lz4, lzo-rle, lzo) against ztier on the\n"
+    "same corpus data and access patterns: (a) mm_stat after writing each "
+    "corpus;\n(b) 4k random read/write at QD1 and QD32 and 128k sequential "
+    "read/write,\none thread and all cores, through io_uring and fio on the "
+    "kernel device,\nthrough ztier's library and through `ztier serve` over "
+    "NBD. A missing or\nbusy kernel device is left alone (ztier is measured "
+    "alone). Run as root.";
+
+void PrintError(const std::string& text) {
+  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
+}
+
+// SIGINT or SIGTERM: the runs stop after the measurement in progress, so
+// that the kernel device is still reset and the servers stopped.
+volatile std::sig_atomic_t g_interrupted = 0;
+
+void OnSignal(int) { g_interrupted = 1; }
+
+Status CheckInterrupted() {
+  return g_interrupted != 0
+             ? Status::FailedPrecondition("interrupted by a signal")
+             : Status::Ok();
+}
+
+// Installs OnSignal for SIGINT and SIGTERM while it lives.
+class SignalGuard {
+ public:
+  SignalGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = OnSignal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+  ~SignalGuard() {
+    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
+  }
+
+ private:
+  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
+  struct sigaction old_[2];
+};
+
+// Everything one run needs.
+struct Bench {
+  const ZramCompareConfig& cfg;
+  std::optional<KernelZram>* zram;  // empty: the kernel side is skipped
+  const std::vector<corpus::PageSet>& corpora;
+  const std::vector<DataPages>& corpus_data;  // part (a), one per corpus
+  const DataPages& data;                      // part (b)
+  std::string dir;                            // the temporary folder
+  std::string area_file;  // part (b)'s fill as a file, for nbdcopy
+  Progress* progress;
+  ZramCompareResults* results;
+};
+
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.has_value() ? Status::Ok() : r.error();
+}
+
+std::string RunPrefix(const ZramCompareConfig& cfg, std::size_t run) {
+  return run == 0 ? std::string("[warm-up] ")
+                  : "[run " + std::to_string(run) + "/" +
+                        std::to_string(cfg.runs) + "] ";
+}
+
+IoPattern FillPattern(std::uint64_t area_bytes, std::size_t threads) {
+  return {.random = false,
+          .writes = true,
+          .block_bytes = static_cast<std::uint32_t>(kBlock),
+          .depth = 8,
+          .threads = threads,
+          .area_bytes = area_bytes,
+          .seconds = 0};
+}
+
+PageReader DeviceReader(Device& device) {
+  return [&device](std::uint64_t offset, std::span<std::byte> out) {
+    return device.Read(offset, out);
+  };
+}
+
+MmStat ToMmStat(const PageStoreStats& s) {
+  return {.orig_data_size = s.orig_data_size,
+          .compr_data_size = s.compr_data_size,
+          .mem_used_total = s.mem_used_total,
+          .mem_limit = s.mem_limit,
+          .mem_used_max = s.mem_used_max,
+          .same_pages = s.same_pages,
+          .pages_compacted = s.pages_compacted,
+          .huge_pages = s.huge_pages};
+}
+
+// Part (a), kernel: corpus `c` on a fresh device with `codec`.
+Result<MmStat> KernelMm(const Bench& b, std::size_t c,
+                        const std::string& codec) {
+  KernelZram& zram = **b.zram;
+  const std::uint64_t bytes = b.cfg.corpora[c].pages * kPageSize;
+  ZT_RETURN_IF_ERROR(zram.Init(codec, bytes));
+  ZT_RETURN_IF_ERROR(StatusOf(RunKernelIo(
+      zram.dev_path(), FillPattern(bytes, 1), b.corpus_data[c])));
+  ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
+  {
+    ZT_ASSIGN_OR_RETURN(PageReader read, KernelPageReader(zram.dev_path()));
+    ZT_RETURN_IF_ERROR(VerifyArea(read, bytes, b.corpus_data[c], 1));
+  }
+  ZT_RETURN_IF_ERROR(zram.Reset());
+  return mm;
+}
+
+// Part (a), ztier: corpus `c` in a fresh PageStore with `codec`; the pool's
+// metadata bytes go to *metadata.
+Result<MmStat> ZtierMm(const Bench& b, std::size_t c, const std::string& codec,
+                       double* metadata) {
+  const std::size_t pages = b.cfg.corpora[c].pages;
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
+                      PageStore::Create({.num_pages = pages, .codec = codec}));
+  for (std::size_t i = 0; i < pages; ++i) {
+    ZT_RETURN_IF_ERROR(store->Store(i, b.corpora[c].page(i)));
+  }
+  const MmStat mm = ToMmStat(store->Stats());
+  *metadata = static_cast<double>(store->pool().Stats().metadata_bytes);
+  alignas(8) std::byte out[kPageSize];
+  for (std::size_t i = 0; i < pages; ++i) {
+    ZT_RETURN_IF_ERROR(store->Load(i, MutablePage(out, kPageSize)));
+    if (std::memcmp(out, b.corpora[c].page(i).data(), kPageSize) != 0) {
+      return Err(Status::Corruption("page " + std::to_string(i) +
+                                    " reads back different"));
+    }
+  }
+  return mm;
+}
+
+// Part (a) of one run: every corpus, every pair; ztier once per codec.
+Status MmRun(const Bench& b, std::size_t run) {
+  for (std::size_t c = 0; c < b.cfg.corpora.size(); ++c) {
+    ZT_RETURN_IF_ERROR(CheckInterrupted());
+    std::map<std::string, std::pair<MmStat, double>> ztier;
+    for (std::size_t p = 0; p < b.cfg.pairs.size(); ++p) {
+      const CodecPair& pair = b.cfg.pairs[p];
+      const std::string what = b.cfg.corpora[c].name + " ";
+      MmCase& out = b.results->mm[c][p];
+      if (b.zram->has_value() && pair.kernel_offered) {
+        b.progress->Update(RunPrefix(b.cfg, run) + "mm_stat " + what +
+                           "kernel " + pair.kernel);
+        auto mm = KernelMm(b, c, pair.kernel);
+        if (!mm.has_value()) {
+          return Status::IoError("part (a), " + what + "kernel " +
+                                 pair.kernel + ": " + mm.error().ToString());
+        }
+        if (run > 0) out.kernel.push_back(*mm);
+      }
+      if (!ztier.contains(pair.ztier)) {
+        b.progress->Update(RunPrefix(b.cfg, run) + "mm_stat " + what +
+                           "ztier " + pair.ztier);
+        double metadata = 0;
+        auto mm = ZtierMm(b, c, pair.ztier, &metadata);
+        if (!mm.has_value()) {
+          return Status::IoError("part (a), " + what + "ztier " + pair.ztier +
+                                 ": " + mm.error().ToString());
+        }
+        ztier[pair.ztier] = {*mm, metadata};
+      }
+      if (run > 0) {
+        out.ztier.push_back(ztier[pair.ztier].first);
+        out.ztier_pool_metadata.push_back(ztier[pair.ztier].second);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// The devices of one codec pair in part (b).
+struct PairDevices {
+  bool kernel = false;
+  std::unique_ptr<Device> lib;
+  std::optional<nbdbench::ServerProcess> nbd;
+  std::string uri;
+};
+
+Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
+                 bool ztier, const std::string& prefix, PairDevices* d) {
+  const ZramCompareConfig& cfg = b.cfg;
+  const std::size_t fill_threads = cfg.cases.back().threads;
+  const IoPattern fill = FillPattern(cfg.area_bytes, fill_threads);
+  if (kernel) {
+    b.progress->Update(prefix + "fill kernel " + pair.kernel);
+    KernelZram& zram = **b.zram;
+    ZT_RETURN_IF_ERROR(zram.Init(pair.kernel, cfg.area_bytes));
+    d->kernel = true;
+    ZT_RETURN_IF_ERROR(StatusOf(RunKernelIo(zram.dev_path(), fill, b.data)));
+    ZT_ASSIGN_OR_RETURN(PageReader read, KernelPageReader(zram.dev_path()));
+    ZT_RETURN_IF_ERROR(VerifyArea(read, cfg.area_bytes, b.data, kVerifyStride));
+  }
+  if (ztier && cfg.Measures(IoPath::kZtierLib)) {
+    b.progress->Update(prefix + "fill ztier-lib " + pair.ztier);
+    d->lib = std::make_unique<Device>(
+        "zram0", DeviceDefaults{.comp_algorithm = pair.ztier});
+    ZT_RETURN_IF_ERROR(d->lib->SetDisksize(cfg.area_bytes));
+    ZT_RETURN_IF_ERROR(StatusOf(RunLibraryIo(*d->lib, fill, b.data)));
+    ZT_RETURN_IF_ERROR(VerifyArea(DeviceReader(*d->lib), cfg.area_bytes,
+                                  b.data, kVerifyStride));
+  }
+  if (ztier && cfg.Measures(IoPath::kZtierNbd)) {
+    b.progress->Update(prefix + "fill ztier-nbd " + pair.ztier);
+    const std::string sock = b.dir + "/serve.sock";
+    const std::string ctl = b.dir + "/serve.ctl";
+    ZT_ASSIGN_OR_RETURN(
+        d->nbd, nbdbench::StartServerProcess(
+                    nbdbench::ZtierServeArgs(cfg.ztier.path, cfg.area_bytes,
+                                             pair.ztier, sock, ctl),
+                    "ztier-nbd " + pair.ztier, sock, ctl, b.dir + "/serve.log",
+                    b.dir, kStartTimeout));
+    d->uri = NbdUnixUri("zram0", sock);
+    ZT_RETURN_IF_ERROR(StatusOf(nbdbench::RunNbdcopy(
+        cfg.nbdcopy.path, b.area_file, d->uri, b.dir, kCopyTimeout)));
+  }
+  return Status::Ok();
+}
+
+void TearDownPair(const Bench& b, PairDevices* d, Status* status) {
+  if (d->nbd.has_value()) {
+    nbdbench::StopServerProcess(&*d->nbd, kStopGrace, kCommand);
+  }
+  d->lib.reset();
+  if (d->kernel) {
+    if (Status s = (*b.zram)->Reset(); !s.ok() && status->ok()) *status = s;
+  }
+}
+
+struct Figures {
+  double iops = 0;
+  double mb_s = 0;
+};
+
+// One measurement of case `c` on `path`.
+Result<Figures> Measure(const Bench& b, const PairDevices& d, IoPath path,
+                        const IoCase& c) {
+  const ZramCompareConfig& cfg = b.cfg;
+  IoPattern p = PatternFor(c.job, c.threads, cfg.area_bytes, cfg.seconds);
+  if (path != IoPath::kKernelFio && path != IoPath::kZtierNbd) {
+    p.sync = path == IoPath::kKernelSync;
+    ZT_ASSIGN_OR_RETURN(IoResult r,
+                        path == IoPath::kZtierLib
+                            ? RunLibraryIo(*d.lib, p, b.data)
+                            : RunKernelIo((*b.zram)->dev_path(), p, b.data));
+    return Figures{r.iops(), r.mb_s()};
+  }
+  const std::vector<std::string> argv =
+      path == IoPath::kKernelFio
+          ? KernelFioArgs(cfg.fio.path, c.job, c.threads, cfg.area_bytes,
+                          cfg.seconds, (*b.zram)->dev_path())
+          : NbdFioArgs(cfg.fio.path, c.job, c.threads, cfg.area_bytes,
+                       cfg.seconds, d.uri);
+  ZT_ASSIGN_OR_RETURN(
+      nbdbench::FioFigures fig,
+      nbdbench::RunFio(argv, b.dir, milliseconds((cfg.seconds + 120) * 1000)));
+  const nbdbench::FioDirection& dir = c.job.writes ? fig.write : fig.read;
+  return Figures{dir.iops, dir.bw_bytes / 1e6};
+}
+
+// Part (b) of one run: per codec pair, fresh devices, then every case on
+// every path in turn.
+Status IoRun(const Bench& b, std::size_t run) {
+  const ZramCompareConfig& cfg = b.cfg;
+  std::set<std::string> ztier_done;
+  for (const CodecPair& pair : cfg.pairs) {
+    const bool kernel = b.zram->has_value() && pair.kernel_offered &&
+                        (cfg.Measures(IoPath::kKernelUring) ||
+                         cfg.Measures(IoPath::kKernelSync) ||
+                         cfg.Measures(IoPath::kKernelFio));
+    const bool ztier = ztier_done.insert(pair.ztier).second &&
+                       (cfg.Measures(IoPath::kZtierLib) ||
+                        cfg.Measures(IoPath::kZtierNbd));
+    if (!kernel && !ztier) continue;
+    const std::string prefix =
+        RunPrefix(cfg, run) + pair.kernel + "/" + pair.ztier + ": ";
+    PairDevices d;
+    Status status = SetUpPair(b, pair, kernel, ztier, prefix, &d);
+    for (std::size_t c = 0; status.ok() && c < cfg.cases.size(); ++c) {
+      for (IoPath path : kIoPaths) {
+        if (status = CheckInterrupted(); !status.ok()) break;
+        const bool is_kernel = IsKernelPath(path);
+        if (!cfg.Measures(path) || (is_kernel ? !kernel : !ztier)) continue;
+        const std::string& codec = is_kernel ? pair.kernel : pair.ztier;
+        b.progress->Update(prefix + nbdbench::JobTitle(cfg.cases[c].job) +
+                           " x" + std::to_string(cfg.cases[c].threads) +
+                           " on " + std::string(IoPathName(path)));
+        auto r = Measure(b, d, path, cfg.cases[c]);
+        if (!r.has_value()) {
+          status = Status::IoError(std::string(cfg.cases[c].job.name) + " x" +
+                                   std::to_string(cfg.cases[c].threads) +
+                                   " on " + std::string(IoPathName(path)) +
+                                   " " + codec + ": " + r.error().ToString());
+          break;
+        }
+        if (run == 0) continue;
+        IoSeries& s = b.results->Series(c, path, codec);
+        s.iops.push_back(r->iops);
+        s.mb_s.push_back(r->mb_s);
+      }
+    }
+    TearDownPair(b, &d, &status);
+    if (!status.ok()) return status;
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunBenchZramCompare(std::span<const std::string_view> args) {
+  const MachineInfo machine = GetMachineInfo();
+  ZramCompareConfig cfg;
+  std::vector<std::string> codec_flags, job_flags, path_flags;
+  std::string size_text = "256M";
+  std::int64_t runs = 5, seconds = 1, threads = machine.cores,
+               corpus_pages = 0;
+  cfg.corpus_dir = kDefaultCorpusDir;
+  cfg.zram_dev = kDefaultDevice;
+  FlagSet flags(kCommand, kSynopsis);
+  flags.AddInt("runs", &runs, "N",
+               "measured runs, after one warm-up run (default 5)", 1, 1000);
+  flags.AddInt("seconds", &seconds, "S",
+               "time of each IO job on each path (default 1; the defaults "
+               "take about 17 min on 2 cores)",
+               1, 3600);
+  flags.AddString("size", &size_text, "SIZE",
+                  "the area (disksize) of part (b) (default 256M; K/M/G)");
+  flags.AddList("codec", &codec_flags, "NAME",
+                "kernel codecs: lz4 (vs ztier lz4), lzo-rle and lzo (vs "
+                "ztier lzo); default all three");
+  flags.AddList("jobs", &job_flags, "NAME",
+                "part (b) jobs (randwrite-4k-qd1, randwrite-4k-qd32, "
+                "randread-4k-qd1, randread-4k-qd32, write-128k-qd8, "
+                "read-128k-qd8); default all");
+  flags.AddList("paths", &path_flags, "NAME",
+                "part (b) paths (kernel-io_uring, ztier-lib, kernel-psync, "
+                "kernel-fio, ztier-nbd); default all");
+  flags.AddInt("threads", &threads, "N",
+               "the \"all cores\" thread count (default: online cores); "
+               "1 runs one thread only",
+               1, 1024);
+  flags.AddString("corpus-dir", &cfg.corpus_dir, "DIR",
+                  "every *.pages.zst in DIR (default ../shared/corpus)");
+  flags.AddInt("corpus-pages", &corpus_pages, "N",
+               "use the first N pages of each corpus (rounded down to 32; "
+               "default 0: all)",
+               0, INT64_MAX);
+  flags.AddString("zram-dev", &cfg.zram_dev, "PATH",
+                  "the kernel device (default /dev/zram0; its sysfs folder "
+                  "is /sys/block/NAME)");
+  flags.AddString("json", &cfg.json_path, "FILE",
+                  "also write every figure as JSON to FILE");
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  cfg.runs = static_cast<std::size_t>(runs);
+  cfg.seconds = seconds;
+  cfg.corpus_pages = static_cast<std::size_t>(corpus_pages);
+
+  // Codec pairs, jobs, paths.
+  if (codec_flags.empty()) codec_flags = {"lz4", "lzo-rle", "lzo"};
+  for (const std::string& k : codec_flags) {
+    const std::string z = k == "lzo-rle" ? "lzo" : k;
+    if (k != "lz4" && k != "lzo-rle" && k != "lzo") {
+      PrintError("unknown kernel codec '" + k + "' (known: lz4, lzo-rle, lzo)");
+      return 2;
+    }
+    if (Status s = CheckCodecName(z); !s.ok()) {
+      PrintError(s.message());
+      return 2;
+    }
+    if (std::none_of(cfg.pairs.begin(), cfg.pairs.end(),
+                     [&](const CodecPair& p) { return p.kernel == k; })) {
+      cfg.pairs.push_back({k, z});
+    }
+  }
+  std::vector<nbdbench::NbdJob> jobs;
+  for (const nbdbench::NbdJob& j : nbdbench::StandardJobs()) {
+    if (job_flags.empty() || std::find(job_flags.begin(), job_flags.end(),
+                                       j.name) != job_flags.end()) {
+      jobs.push_back(j);
+    }
+  }
+  for (const std::string& name : job_flags) {
+    if (std::none_of(jobs.begin(), jobs.end(), [&](const nbdbench::NbdJob& j) {
+          return j.name == name;
+        })) {
+      PrintError("unknown job '" + name + "' (see --help)");
+      return 2;
+    }
+  }
+  std::stable_partition(jobs.begin(), jobs.end(),
+                        [](const nbdbench::NbdJob& j) { return !j.writes; });
+  std::vector<std::size_t> thread_counts = {1};
+  if (threads > 1) thread_counts.push_back(static_cast<std::size_t>(threads));
+  for (const nbdbench::NbdJob& j : jobs) {
+    for (std::size_t t : thread_counts) cfg.cases.push_back({j, t});
+  }
+  for (IoPath p : kIoPaths) {
+    if (path_flags.empty() || std::find(path_flags.begin(), path_flags.end(),
+                                        IoPathName(p)) != path_flags.end()) {
+      cfg.paths.push_back(p);
+    }
+  }
+  for (const std::string& name : path_flags) {
+    if (std::none_of(std::begin(kIoPaths), std::end(kIoPaths),
+                     [&](IoPath p) { return IoPathName(p) == name; })) {
+      PrintError("unknown path '" + name + "' (see --help)");
+      return 2;
+    }
+  }
+  auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
+  if (!size.has_value()) {
+    PrintError(size.error().message());
+    return 2;
+  }
+  const std::uint64_t unit = kBlock * thread_counts.back();
+  cfg.area_bytes = *size / unit * unit;
+  if (cfg.area_bytes == 0) {
+    PrintError("--size " + size_text + " is less than 128 KiB per thread");
+    return 2;
+  }
+
+  // Temporary folder and tools.
+  auto temp = TempDir::Create("ztier-bench-zram-compare");
+  if (!temp.has_value()) {
+    PrintError(temp.error().ToString());
+    return 1;
+  }
+  const TempDir& dir = *temp;
+  cfg.ztier.path = nbdbench::SelfExecutable();
+  cfg.ztier.version = nbdbench::ToolVersion(cfg.ztier.path, dir.path());
+  for (auto [name, tool] : {std::pair{"fio", &cfg.fio},
+                            std::pair{"nbdcopy", &cfg.nbdcopy}}) {
+    tool->path = nbdbench::FindExecutable(name);
+    if (tool->path.empty()) {
+      cfg.notes.push_back(std::string(name) +
+                          " not found on PATH: the paths that need it are "
+                          "skipped");
+      PrintError(cfg.notes.back());
+    } else {
+      tool->version = nbdbench::ToolVersion(tool->path, dir.path());
+    }
+  }
+
+  // Corpora.
+  auto found = corpus::FindCorpusFiles(cfg.corpus_dir);
+  if (!found.has_value() || found->empty()) {
+    PrintError("no corpus: the corpus folder '" + cfg.corpus_dir + "'" +
+               AbsoluteNote(cfg.corpus_dir) +
+               " is missing or holds no *.pages.zst files. Pass a folder of "
+               "*.pages.zst files with --corpus-dir DIR.");
+    return 1;
+  }
+  std::vector<corpus::PageSet> corpora;
+  std::vector<DataPages> corpus_data;
+  for (const std::string& path : *found) {
+    auto set = LoadCorpus(path);
+    if (!set.has_value()) {
+      PrintError(set.error().message());
+      return 1;
+    }
+    const corpus::PageSet* one[] = {&*set};
+    auto data = DataPages::From(one, cfg.corpus_pages);
+    if (!data.has_value()) {
+      PrintError("corpus " + path + ": " + data.error().message());
+      return 1;
+    }
+    cfg.corpora.push_back({set->name(), path, data->count()});
+    corpus_data.push_back(std::move(*data));
+    corpora.push_back(std::move(*set));
+  }
+  std::vector<const corpus::PageSet*> all;
+  for (const corpus::PageSet& s : corpora) all.push_back(&s);
+  auto data = DataPages::From(all, cfg.corpus_pages);
+  if (!data.has_value()) {
+    PrintError(data.error().message());
+    return 1;
+  }
+  cfg.data_pages = data->count();
+
+  // The kernel device.
+  std::optional<KernelZram> zram;
+  if (auto z = KernelZram::Open(cfg.zram_dev); z.has_value()) {
+    cfg.kernel_state = "used";
+    cfg.kernel_algorithms = z->algorithms();
+    zram.emplace(std::move(*z));
+    for (CodecPair& p : cfg.pairs) {
+      p.kernel_offered =
+          std::find(cfg.kernel_algorithms.begin(), cfg.kernel_algorithms.end(),
+                    p.kernel) != cfg.kernel_algorithms.end();
+      if (!p.kernel_offered) {
+        cfg.notes.push_back("the kernel's zram does not offer " + p.kernel +
+                            ": ztier " + p.ztier + " is measured alone");
+        PrintError(cfg.notes.back());
+      }
+    }
+  } else {
+    const StatusCode code = z.error().code();
+    cfg.kernel_state = code == StatusCode::kNotFound ? "missing"
+                       : code == StatusCode::kBusy   ? "busy"
+                                                     : "unusable";
+    cfg.kernel_message = z.error().message();
+    cfg.notes.push_back(cfg.zram_dev + " " + cfg.kernel_state + ": " +
+                        cfg.kernel_message +
+                        "; the kernel side is skipped, ztier is measured "
+                        "alone");
+    PrintError(cfg.notes.back());
+  }
+
+  // Part (b)'s fill as a file, for nbdcopy.
+  std::string area_file;
+  if (cfg.Measures(IoPath::kZtierNbd)) {
+    area_file = dir.path() + "/area.pages";
+    std::ofstream out(area_file, std::ios::binary);
+    for (std::uint64_t p = 0; p < cfg.area_bytes / kPageSize; ++p) {
+      out.write(reinterpret_cast<const char*>(data->ForAreaPage(p)),
+                kPageSize);
+    }
+    out.close();
+    if (!out) {
+      PrintError("cannot write " + area_file);
+      return 1;
+    }
+  }
+
+  std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
+  std::fflush(stdout);
+
+  ZramCompareResults results = ZramCompareResults::For(cfg);
+  Progress progress;
+  const SignalGuard signals;
+  const Bench bench{.cfg = cfg,
+                    .zram = &zram,
+                    .corpora = corpora,
+                    .corpus_data = corpus_data,
+                    .data = *data,
+                    .dir = dir.path(),
+                    .area_file = area_file,
+                    .progress = &progress,
+                    .results = &results};
+  for (std::size_t run = 0; run <= cfg.runs; ++run) {
+    Status s = MmRun(bench, run);
+    if (s.ok() && !cfg.cases.empty()) s = IoRun(bench, run);
+    if (!s.ok()) {
+      progress.Clear();
+      PrintError("FATAL: " + RunPrefix(cfg, run) + s.ToString());
+      return 1;
+    }
+  }
+  progress.Clear();
+  if (zram.has_value()) {
+    if (Status s = zram->Reset(); !s.ok()) PrintError(s.ToString());
+  }
+
+  std::printf("\n%s", MmTable(cfg, results).c_str());
+  if (!cfg.cases.empty()) {
+    // A table when at least one of its two paths was measured.
+    const auto table = [&](IoPath kernel, IoPath ztier, const char* title) {
+      if (!cfg.Measures(kernel) && !cfg.Measures(ztier)) return;
+      std::printf("\n%s", IoTable(cfg, results, kernel, ztier, title).c_str());
+    };
+    if (cfg.Measures(IoPath::kKernelUring)) {
+      table(IoPath::kKernelUring, IoPath::kZtierLib,
+            "(b) library path, corpus data");
+    }
+    table(IoPath::kKernelSync, IoPath::kZtierLib,
+          "(b) library path, corpus data, synchronous calls on both sides");
+    table(IoPath::kKernelFio, IoPath::kZtierNbd,
+          "(b) NBD path, fio on both sides");
+    if (cfg.Measures(IoPath::kKernelUring) && cfg.Measures(IoPath::kKernelFio)) {
+      std::printf("\n%s", DriverCheckTable(cfg, results).c_str());
+    }
+  }
+  std::fflush(stdout);
+  if (!cfg.json_path.empty()) {
+    if (Status s = WriteZramCompareJson(cfg.json_path, machine, cfg, results);
+        !s.ok()) {
+      PrintError(s.ToString());
+      return 1;
+    }
+    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace ztier::tool

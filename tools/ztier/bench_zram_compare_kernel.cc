@@ -1,0 +1,180 @@
+// File: tools/ztier/bench_zram_compare_kernel.cc
+//
+// The kernel zram device's sysfs control for `ztier bench zram-compare`
+// (bench_zram_compare_kernel.h).
+#include "bench_zram_compare_kernel.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "bench_nbd_proc.h"
+
+namespace ztier::tool {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kAttrs[] = {"disksize", "comp_algorithm", "mm_stat",
+                                  "reset"};
+
+// Whether the first column of a line of `table` (/proc/swaps or
+// /proc/mounts) names `dev` or `real` (the node's resolved path).
+bool ListedIn(const std::string& table, const std::string& dev,
+              const std::string& real) {
+  std::istringstream lines(nbdbench::ReadFileText(table));
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream fields(line);
+    std::string first;
+    if (fields >> first && (first == dev || first == real)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Result<MmStat> ParseMmStat(std::string_view text) {
+  std::istringstream in{std::string(text)};
+  MmStat m;
+  if (!(in >> m.orig_data_size >> m.compr_data_size >> m.mem_used_total >>
+        m.mem_limit >> m.mem_used_max >> m.same_pages >> m.pages_compacted >>
+        m.huge_pages)) {
+    return Err(Status::Corruption("mm_stat: expected at least eight numbers, "
+                                  "got '" + std::string(text) + "'"));
+  }
+  return m;
+}
+
+std::vector<std::string> ParseCompAlgorithms(std::string_view text) {
+  std::vector<std::string> names;
+  std::istringstream in{std::string(text)};
+  std::string word;
+  while (in >> word) {
+    if (word.size() > 2 && word.front() == '[' && word.back() == ']') {
+      word = word.substr(1, word.size() - 2);
+    }
+    names.push_back(word);
+  }
+  return names;
+}
+
+Result<KernelZram> KernelZram::Open(const std::string& dev_path,
+                                    std::optional<std::string> sysfs_dir) {
+  const std::string dir =
+      sysfs_dir.value_or("/sys/block/" + fs::path(dev_path).filename().string());
+  std::error_code ec;
+  if (!fs::exists(dev_path, ec)) {
+    return Err(Status::NotFound(dev_path + " does not exist"));
+  }
+  for (const char* attr : kAttrs) {
+    if (!fs::exists(dir + "/" + attr, ec)) {
+      return Err(Status::NotFound(dev_path + " is not a zram device: " + dir +
+                                  "/" + attr + " does not exist"));
+    }
+  }
+  KernelZram zram(dev_path, dir);
+  ZT_ASSIGN_OR_RETURN(std::string disksize, zram.ReadAttr("disksize"));
+  if (std::strtoull(disksize.c_str(), nullptr, 10) != 0) {
+    return Err(Status::Busy(
+        dev_path + " is initialised (disksize " +
+        disksize.substr(0, disksize.find('\n')) +
+        "): someone else's device, left untouched (if an interrupted run of "
+        "this command left it so, `echo 1 > " + dir + "/reset` frees it)"));
+  }
+  const std::string real = fs::canonical(dev_path, ec).string();
+  if (ListedIn("/proc/swaps", dev_path, real)) {
+    return Err(Status::Busy(dev_path + " is in use as swap (/proc/swaps)"));
+  }
+  if (ListedIn("/proc/mounts", dev_path, real)) {
+    return Err(Status::Busy(dev_path + " is mounted (/proc/mounts)"));
+  }
+  const int fd = ::open(dev_path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EBUSY) {
+      return Err(Status::Busy(dev_path + " is held open by another user"));
+    }
+    return Err(PosixError("open " + dev_path, err));
+  }
+  ::close(fd);
+  if (::access((dir + "/reset").c_str(), W_OK) != 0) {
+    return Err(PosixError("cannot control " + dev_path + " (write access to " +
+                              dir + "/reset; run as root)",
+                          errno));
+  }
+  ZT_ASSIGN_OR_RETURN(std::string algorithms, zram.ReadAttr("comp_algorithm"));
+  zram.algorithms_ = ParseCompAlgorithms(algorithms);
+  return zram;
+}
+
+KernelZram::KernelZram(KernelZram&& other) noexcept
+    : dev_path_(std::move(other.dev_path_)),
+      sysfs_dir_(std::move(other.sysfs_dir_)),
+      algorithms_(std::move(other.algorithms_)),
+      initialised_(other.initialised_) {
+  other.initialised_ = false;
+}
+
+KernelZram::~KernelZram() {
+  if (!initialised_) return;
+  if (Status s = Reset(); !s.ok()) {
+    std::fprintf(stderr, "warning: could not reset %s: %s\n",
+                 dev_path_.c_str(), s.ToString().c_str());
+  }
+}
+
+Status KernelZram::Init(std::string_view codec, std::uint64_t bytes) {
+  if (std::find(algorithms_.begin(), algorithms_.end(), codec) ==
+      algorithms_.end()) {
+    return Status::Unsupported("the kernel's zram does not offer " +
+                               std::string(codec));
+  }
+  ZT_RETURN_IF_ERROR(Reset());
+  initialised_ = true;  // from here on, even a half-done Init is reset
+  ZT_RETURN_IF_ERROR(WriteAttr("comp_algorithm", codec));
+  return WriteAttr("disksize", std::to_string(bytes));
+}
+
+Status KernelZram::Reset() {
+  ZT_RETURN_IF_ERROR(WriteAttr("reset", "1"));
+  initialised_ = false;
+  return Status::Ok();
+}
+
+Result<MmStat> KernelZram::ReadMmStat() const {
+  ZT_ASSIGN_OR_RETURN(std::string text, ReadAttr("mm_stat"));
+  return ParseMmStat(text);
+}
+
+Result<std::string> KernelZram::ReadAttr(std::string_view name) const {
+  const std::string path = sysfs_dir_ + "/" + std::string(name);
+  std::ifstream in(path);
+  if (!in) return Err(Status::IoError("cannot read " + path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+Status KernelZram::WriteAttr(std::string_view name, std::string_view value) {
+  const std::string path = sysfs_dir_ + "/" + std::string(name);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return PosixError("open " + path, errno);
+  const ssize_t n = ::write(fd, value.data(), value.size());
+  const int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(value.size())) {
+    return PosixError("write '" + std::string(value) + "' to " + path,
+                      n < 0 ? err : EIO);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztier::tool
