@@ -1,0 +1,30 @@
+# usemem: usemem: 4 workers x 256.0 MiB, budget 60%, lz4 (median of 5 runs, bars min-max)
+# Drawn by `ztier bench ... --plot DIR`; to draw it again, in this folder: gnuplot usemem.gp
+set terminal pngcairo size 960,600 noenhanced font 'sans,11'
+set output 'usemem.png'
+set linetype 1 lc rgb '#1f77b4' lw 2 pt 7 ps 1.2
+set linetype 2 lc rgb '#ff7f0e' lw 2 pt 7 ps 1.2
+set linetype 3 lc rgb '#2ca02c' lw 2 pt 7 ps 1.2
+set linetype 4 lc rgb '#d62728' lw 2 pt 7 ps 1.2
+set linetype 5 lc rgb '#9467bd' lw 2 pt 7 ps 1.2
+set linetype 6 lc rgb '#8c564b' lw 2 pt 7 ps 1.2
+set linetype 7 lc rgb '#e377c2' lw 2 pt 7 ps 1.2
+set linetype 8 lc rgb '#7f7f7f' lw 2 pt 7 ps 1.2
+set title 'usemem: 4 workers x 256.0 MiB, budget 60%, lz4 (median of 5 runs, bars min-max)'
+set xlabel 'throughput measured'
+set ylabel 'throughput (MiB/s = usemem''s KB/s / 1024)'
+set key outside bottom center horizontal Left reverse
+set grid ytics lc rgb '#d0d0d0'
+set border 3
+set tics nomirror
+set yrange [0:*]
+set xtics ('average per worker' 0, 'total (all workers)' 1)
+set xrange [-0.6:1.6]
+set style fill solid 0.85 border -1
+set offsets 0, 0, graph 0.08, 0
+plot 'usemem.dat' index 0 using ($1+(-0.2)):2:(0.4) with boxes lt 1 title 'one-at-a-time', \
+     'usemem.dat' index 0 using ($1+(-0.2)):3:(0):($4-$3) with vectors heads size screen 0.006,90 lc rgb 'black' lw 1.5 notitle, \
+     'usemem.dat' index 0 using ($1+(-0.2)):4:(sprintf('%.4g', $2)) with labels nopoint offset 0,0.8 font ',9' notitle, \
+     'usemem.dat' index 1 using ($1+(0.2)):2:(0.4) with boxes lt 2 title 'batched', \
+     'usemem.dat' index 1 using ($1+(0.2)):3:(0):($4-$3) with vectors heads size screen 0.006,90 lc rgb 'black' lw 1.5 notitle, \
+     'usemem.dat' index 1 using ($1+(0.2)):4:(sprintf('%.4g', $2)) with labels nopoint offset 0,0.8 font ',9' notitle

@@ -1,0 +1,28 @@
+# writeback: Writeback of 1024.0 MiB (lz4, anon-python.pages): one page at a time vs batched vs fio (median of 5 runs, bars min-max)
+# Drawn by `ztier bench ... --plot DIR`; to draw it again, in this folder: gnuplot writeback.gp
+set terminal pngcairo size 960,600 noenhanced font 'sans,11'
+set output 'writeback.png'
+set linetype 1 lc rgb '#1f77b4' lw 2 pt 7 ps 1.2
+set linetype 2 lc rgb '#ff7f0e' lw 2 pt 7 ps 1.2
+set linetype 3 lc rgb '#2ca02c' lw 2 pt 7 ps 1.2
+set linetype 4 lc rgb '#d62728' lw 2 pt 7 ps 1.2
+set linetype 5 lc rgb '#9467bd' lw 2 pt 7 ps 1.2
+set linetype 6 lc rgb '#8c564b' lw 2 pt 7 ps 1.2
+set linetype 7 lc rgb '#e377c2' lw 2 pt 7 ps 1.2
+set linetype 8 lc rgb '#7f7f7f' lw 2 pt 7 ps 1.2
+set title 'Writeback of 1024.0 MiB (lz4, anon-python.pages): one page at a time vs batched vs fio (median of 5 runs, bars min-max)'
+set xlabel 'variant'
+set ylabel 'throughput (MB/s written, log scale)'
+set key outside bottom center horizontal Left reverse
+set grid ytics lc rgb '#d0d0d0'
+set border 3
+set tics nomirror
+set logscale y 10
+set format y '%.12g'
+set xtics ('sync (a 4 KiB pwrite per page)' 0, 'batched (io_uring)' 1, 'fio (the disk''s limit)' 2)
+set xrange [-0.6:2.6]
+set style fill solid 0.85 border -1
+set offsets 0, 0, graph 0.08, 0
+plot 'writeback.dat' index 0 using ($1+(0)):2:(0.8) with boxes lt 1 title 'MB/s', \
+     'writeback.dat' index 0 using ($1+(0)):3:(0):($4-$3) with vectors heads size screen 0.006,90 lc rgb 'black' lw 1.5 notitle, \
+     'writeback.dat' index 0 using ($1+(0)):4:(sprintf('%.4g', $2)) with labels nopoint offset 0,0.8 font ',9' notitle
