@@ -2,12 +2,16 @@
 #ifndef ZTIER_TESTING_TEST_UTIL_H_
 #define ZTIER_TESTING_TEST_UTIL_H_
 
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>  // environ (_GNU_SOURCE)
 
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -78,6 +82,26 @@ inline Shell Sh(const std::string& cmd) {
   const int st = pclose(p);
   if (st != -1 && WIFEXITED(st)) r.exit_code = WEXITSTATUS(st);
   return r;
+}
+
+// Starts args[0] with `args` in the background, its stdout and stderr going
+// to `log_path` (created, mode 0600); returns its pid, or -1.
+inline pid_t SpawnWithLog(std::vector<std::string> args,
+                          const std::string& log_path) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) {
+    pid = -1;
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  return pid;
 }
 
 // True when `prog` is found on $PATH.

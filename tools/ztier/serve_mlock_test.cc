@@ -7,9 +7,7 @@
 // before any IO, nbdcopy's data reads back, writes past mem_limit fail with
 // ENOSPC without the resident size growing, and SIGTERM stops it cleanly.
 // What needs a privilege this machine lacks is skipped, saying so.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,8 +22,6 @@
 #include <vector>
 
 #include "testing/test_util.h"
-
-extern char** environ;
 
 namespace {
 
@@ -54,20 +50,7 @@ class Server {
     std::vector<std::string> args = {ZTIER_BIN, "serve", "--unix",
                                      Sock(),    "--ctl", Ctl()};
     args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string log = dir_.File("serve.log");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (posix_spawn(&pid_, ZTIER_BIN, &fa, nullptr, argv.data(), environ) !=
-        0) {
-      pid_ = -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
+    pid_ = ztier::testing::SpawnWithLog(args, dir_.File("serve.log"));
     // Until both sockets exist, or it exits (an error), for up to 20 s.
     struct stat st;
     for (int i = 0; i < 2000 && pid_ > 0; ++i) {

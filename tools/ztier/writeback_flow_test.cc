@@ -8,9 +8,7 @@
 //      the blocks and mm_stat the RAM freed.
 //   2. Limit: writeback_limit_enable 1, writeback_limit 1002, write 10 MiB,
 //      idle all, writeback idle: bd_stat writes = 1002, budget 0.
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,8 +21,6 @@
 #include <vector>
 
 #include "testing/test_util.h"
-
-extern char** environ;
 
 namespace {
 
@@ -49,20 +45,7 @@ class Server {
     std::vector<std::string> args = {ZTIER_BIN, "serve", "--unix",
                                      Sock(),    "--ctl", Ctl()};
     args.insert(args.end(), flags.begin(), flags.end());
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const std::string log = dir_.File("serve.log");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(),
-                                     O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (posix_spawn(&pid_, ZTIER_BIN, &fa, nullptr, argv.data(), environ) !=
-        0) {
-      pid_ = -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
+    pid_ = ztier::testing::SpawnWithLog(args, dir_.File("serve.log"));
     struct stat st;
     for (int i = 0; i < 500 && pid_ > 0; ++i) {
       if (::stat(Ctl().c_str(), &st) == 0 && ::stat(Sock().c_str(), &st) == 0) {
