@@ -157,15 +157,9 @@ FUZZ_PACKAGES = clang-$(FUZZ_CLANG) libclang-rt-$(FUZZ_CLANG)-dev
 FUZZ_TARGETS = fuzz_codec_decompress fuzz_codec_roundtrip fuzz_nbd_handshake \
   fuzz_nbd_transmission fuzz_ctl fuzz_writeback_tokens fuzz_algorithm_params
 
+# The same install step as deps, for the fuzzing compiler's packages.
 fuzz-deps: deps
-	@missing=""; for p in $(FUZZ_PACKAGES); do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(FUZZ_PACKAGES)"
 
 $(FUZZ_BUILD)/CMakeCache.txt: | fuzz-deps
 	CC=clang-$(FUZZ_CLANG) CXX=clang++-$(FUZZ_CLANG) \
