@@ -19,9 +19,12 @@
 // remaining == 0 and the job off the queue, no worker holds a pointer to it.
 //
 // Idle workers spin for spin_us watching queued_ (one relaxed load per
-// iteration, no lock) before sleeping on work_cv_. Waking one costs a futex
-// call only when it sleeps.
+// iteration, no lock) before sleeping on work_cv_, yielding the CPU every
+// few microseconds (see the header). Waking one costs a futex call only when
+// it sleeps.
 #include "ztier/worker_pool.h"
+
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -118,6 +121,7 @@ bool WorkerPool::Impl::SpinForWork() {
       CpuRelax();
     }
     if (std::chrono::steady_clock::now() >= deadline) return false;
+    sched_yield();
   }
 }
 
@@ -212,6 +216,7 @@ void WorkerPool::Run(std::size_t n,
   for (int i = 0; i < 4096; ++i) {
     if (job.remaining.load(std::memory_order_acquire) == 0) return;
     CpuRelax();
+    if (i % 64 == 63) sched_yield();  // see SpinForWork
   }
   lock.lock();
   job.waiting = true;

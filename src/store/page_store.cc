@@ -151,6 +151,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
   std::size_t page_of[kMaxBatchSize];
   Status st;
   bool poor = false;
+  const std::uint32_t now = m.Now();
   for (std::size_t c = 0; c < count && st.ok(); c += bs) {
     const std::size_t end = std::min(count, c + bs);
     auto lease = m.AcquireStream();  // one stream per chunk
@@ -167,10 +168,13 @@ Status PageStore::StoreBatch(std::uint64_t first,
       page_of[n++] = i;
     }
     if (n == 0) continue;
-    // Each object is allocated and copied into the pool by the lane that
-    // compressed it, so the parallel backend spreads that work too. (The
-    // sink captures one pointer so std::function does not allocate; it
-    // must not name the thread_local `pending`, which is per thread.)
+    // The lane that compressed a page also allocates its object, copies it
+    // into the pool and installs it in the slot, so the parallel backend
+    // spreads all of that, and the caller has no serial tail to run after
+    // the batch. Installing early keeps all-or-nothing: a failed batch
+    // empties its whole range below. (The sink captures one pointer so
+    // std::function does not allocate; it must not name the thread_local
+    // `pending`, which is per thread.)
     Status item_status[kMaxBatchSize];
     bool item_poor[kMaxBatchSize] = {};
     struct SinkContext {
@@ -182,14 +186,21 @@ Status PageStore::StoreBatch(std::uint64_t first,
       Status* status;
       bool* poor;
       internal::Stream* stream;
-    } ctx{&m,          pages.data(), items,  page_of, pending.data(),
-          item_status, item_poor,    &*lease};
+      Slot* slots;  // the slot of page i is slots[i]
+      std::uint32_t now;
+    } ctx{&m,          pages.data(), items,    page_of, pending.data(),
+          item_status, item_poor,    &*lease, &m.slots[first], now};
     const BatchCompressor::ItemSink sink = [c = &ctx](std::size_t k) {
       const std::size_t i = c->page_of[k];
+      Pending& p = c->pending[i];
       c->status[k] =
           c->m->MakeObject(ConstPage(c->pages + i * kPageSize, kPageSize),
-                           c->stream->buffer(k).first(c->items[k].length),
-                           &c->pending[i], &c->poor[k]);
+                           c->stream->buffer(k).first(c->items[k].length), &p,
+                           &c->poor[k]);
+      if (!c->status[k].ok()) return;
+      SlotLock lock(c->slots[i]);
+      c->m->InstallLocked(c->slots[i], p, c->now);
+      p.installed = true;
     };
     lease->batch->Compress(std::span<BatchItem>(items, n), &sink);
     for (std::size_t k = 0; k < n; ++k) {
@@ -200,10 +211,10 @@ Status PageStore::StoreBatch(std::uint64_t first,
     }
     if (st.ok()) st = m.CheckLimitAfterAlloc();
   }
-  const std::uint32_t now = m.Now();
   if (!st.ok()) {
-    // All or nothing: drop what this call allocated and empty the range, so
-    // that no older copy of any page of the unit can be read later.
+    // All or nothing: drop what this call allocated and empty the range
+    // (pages already installed included), so that no older copy of any page
+    // of the unit can be read later.
     for (const Pending& p : pending) m.DropPending(p);
     m.pool->ReleaseSpares();
     for (std::size_t i = 0; i < count; ++i) {
@@ -215,6 +226,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
     return st;
   }
   for (std::size_t i = 0; i < count; ++i) {
+    if (pending[i].installed) continue;
     Slot& s = m.slots[first + i];
     SlotLock lock(s);
     m.InstallLocked(s, pending[i], now);

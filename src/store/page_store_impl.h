@@ -77,6 +77,7 @@ inline bool Allocated(std::uint32_t f) {
 struct Pending {
   std::uint64_t value = 0;
   std::uint32_t content = 0;  // size | SAME | HUGE
+  bool installed = false;     // already in its slot (StoreBatch's lanes)
 };
 
 }  // namespace store_detail
@@ -261,6 +262,7 @@ struct PageStore::Impl {
   }
 
   void DropPending(const Pending& p) {
+    if (p.installed) return;  // the slot owns it now
     if (!(p.content & slot::kSame) && p.value != kInvalidHandle) {
       pool->Free(p.value);
     }

@@ -195,9 +195,18 @@ TEST(PageStoreTest, MemLimitRefusesTheStoreAndKeepsTheOldContent) {
   EXPECT_OK(store->Store(2, RandomPage(4)));
 }
 
-TEST(PageStoreTest, BatchStoreRoundTripsAndIsAllOrNothing) {
+// Both backends: each lane installs the pages it compressed, so a failed
+// batch must also take back what the lanes already installed.
+class BatchAllOrNothingTest : public ::testing::TestWithParam<BatchBackend> {};
+
+INSTANTIATE_TEST_SUITE_P(Backends, BatchAllOrNothingTest,
+                         ::testing::Values(BatchBackend::kSerial,
+                                           BatchBackend::kParallel));
+
+TEST_P(BatchAllOrNothingTest, BatchStoreRoundTripsAndIsAllOrNothing) {
   PageStoreOptions o;
   o.num_pages = 64;
+  o.batch_backend = GetParam();
   auto store = MakeStore(o);
   std::vector<std::byte> pages(16 * kPageSize);
   for (std::size_t i = 0; i < 16; ++i) {
