@@ -31,7 +31,7 @@ Arena::~Arena() {
   for (auto& [base, bytes] : arenas_) munmap(base, bytes);
 }
 
-std::byte* Arena::AllocateRun(std::size_t pages) {
+std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
   assert(pages >= 1 && pages <= kMaxPagesPerZspage);
   std::lock_guard<std::mutex> lock(mu_);
   if (reserve_ != nullptr) return reserve_->Allocate(pages);
@@ -55,37 +55,61 @@ std::byte* Arena::AllocateRun(std::size_t pages) {
     bump_end_ = bump_ + arena_bytes_;
     populated_ = bump_;
   }
-  if (huge_pages_ && bump_ + bytes > populated_) Populate();
   std::byte* run = bump_;
   bump_ += bytes;
+  if (huge_pages_ && populate != nullptr && !populating_ &&
+      bump_ + kPopulateBytes > populated_ && populated_ < bump_end_) {
+    populating_ = true;
+    *populate = true;
+  }
   return run;
 }
 
 // A fresh run's pages would each take a page fault on first touch (about
 // 1.5 us on a VM, a third of compressing the page with lz4). Instead the
-// next 2 MiB of the arena, aligned, are faulted in with one
-// madvise(MADV_POPULATE_WRITE) ahead of use; with huge pages (the arena is
-// MADV_HUGEPAGE) that is one huge page, allocated and zeroed at a fraction
+// arena is faulted in ahead of use, 2 MiB aligned at a time, with
+// madvise(MADV_POPULATE_WRITE); with huge pages (the arena is
+// MADV_HUGEPAGE) each is one huge page, allocated and zeroed at a fraction
 // of the cost of 512 small ones. Measured with `ztier bench engine` (lz4,
 // anon-python, fresh store / compress): 0.74-0.76 with a fault per page,
 // 0.76-0.81 populating small pages, 0.87-0.88 with huge pages
-// (docs/benchmarks.md). At most 2 MiB per pool are resident ahead of use
-// (in RSS, not in mem_used_total). When the kernel has no huge page at
-// hand it falls back to small pages; a kernel before 5.14 refuses the
-// advice, and the pages then fault in on first touch as before.
-void Arena::Populate() {
-  // populated_ >= bump_, and a run (16 pages at most) fits in a chunk.
-  const auto next = (reinterpret_cast<std::uintptr_t>(populated_) +
-                     kPopulateBytes) & ~(std::uintptr_t{kPopulateBytes} - 1);
-  std::byte* end = std::min(bump_end_, reinterpret_cast<std::byte*>(next));
-  if (end < bump_ + kMaxPagesPerZspage * kPageSize) {
-    end = std::min(bump_end_, end + kPopulateBytes);
+// (docs/benchmarks.md).
+//
+// A populate takes about 250 us on this VM, so no lock is held meanwhile:
+// the thread whose run brought the bump pointer within 2 MiB of the
+// populated end does it after Pool::Malloc has dropped its locks, and other
+// threads go on taking runs (one that reaches unpopulated memory faults it
+// in on touch). Done under the arena's and the class's lock, as it once
+// was, it put the other lane of a parallel batch to sleep on those locks.
+// Between 2 and 4 MiB are resident ahead of use (in RSS, not in
+// mem_used_total). When the kernel has no huge page at hand it falls back
+// to small pages; a kernel before 5.14 refuses the advice, and the pages
+// then fault in on first touch.
+void Arena::PopulateAhead() {
+  std::byte* from;
+  std::byte* end;
+  std::byte* arena_end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    assert(populating_);
+    from = populated_;
+    arena_end = bump_end_;
+    // Up to the next 2 MiB boundary, and past the runs handed out.
+    const auto align = [](const std::byte* p) {
+      return reinterpret_cast<std::byte*>(
+          (reinterpret_cast<std::uintptr_t>(p) + kPopulateBytes) &
+          ~(std::uintptr_t{kPopulateBytes} - 1));
+    };
+    end = std::min(arena_end, std::max(align(from), align(bump_)));
   }
-  if (madvise(populated_, static_cast<std::size_t>(end - populated_),
+  if (madvise(from, static_cast<std::size_t>(end - from),
               MADV_POPULATE_WRITE) != 0) {
     // Out of memory now, or an old kernel: the pages fault in on touch.
   }
-  populated_ = end;
+  std::lock_guard<std::mutex> lock(mu_);
+  // A new arena may have been mapped meanwhile: its populated_ is its own.
+  if (bump_end_ == arena_end) populated_ = std::max(populated_, end);
+  populating_ = false;
 }
 
 void Arena::ReleaseRun(std::byte* run, std::size_t pages) {

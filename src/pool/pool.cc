@@ -275,7 +275,7 @@ Handle Pool::Malloc(std::size_t size) {
   } else if ((id = sc.TakeShell()) != ip::kNoId) {
     d = m.descs.Get(id);  // empty, untouched, its run still its own
     if (m.arena.reserve() != nullptr) {  // no run: see DoReleases
-      std::byte* run = m.arena.AllocateRun(sc.geo.pages);
+      std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later.populate);
       if (run == nullptr) {
         if (!sc.StashShell(id)) m.FreeDesc(sc, id);
         m.handles.Free(&sc.handle_cache, hidx);
@@ -288,7 +288,7 @@ Handle Pool::Malloc(std::size_t size) {
     }
     ++sc.zspages;
   } else {
-    std::byte* run = m.arena.AllocateRun(sc.geo.pages);
+    std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later.populate);
     if (run == nullptr) {
       m.handles.Free(&sc.handle_cache, hidx);
       return kInvalidHandle;
@@ -365,7 +365,10 @@ void Pool::Impl::DrainDeferredFrees(SizeClass& sc, ip::RunReleases* later) {
   }
 }
 
-Pool::Impl::ReleaseOnExit::~ReleaseOnExit() { m->DoReleases(runs); }
+Pool::Impl::ReleaseOnExit::~ReleaseOnExit() {
+  m->DoReleases(runs);
+  if (populate) m->arena.PopulateAhead();
+}
 
 void Pool::Impl::DoReleases(const ip::RunReleases& r) {
   for (std::size_t i = 0; i < r.n; ++i) {

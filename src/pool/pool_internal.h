@@ -215,7 +215,12 @@ class Arena {
   // A run of `pages` pages (1..16), its memory untouched, zeroed or (from
   // the reserve) holding stale bytes; nullptr when the address space (mmap)
   // or the reserve runs out.
-  std::byte* AllocateRun(std::size_t pages);
+  // With huge pages it also sets *populate when the caller should call
+  // PopulateAhead() once it holds no lock (at most one caller at a time).
+  std::byte* AllocateRun(std::size_t pages, bool* populate = nullptr);
+  // Faults in the arena ahead of the bump pointer; see arena.cc. Call
+  // without any lock, after AllocateRun set *populate.
+  void PopulateAhead();
   // Returns a run; REQUIRES its pages were Discard()ed or never touched.
   void ReleaseRun(std::byte* run, std::size_t pages);
   // Gives pages [first, first + count) of the run at `base` back to the OS
@@ -237,7 +242,7 @@ class Arena {
   // [bump_, populated_) is already faulted in (Populate()).
   std::byte* populated_ = nullptr;
   static constexpr std::size_t kPopulateBytes = 2 << 20;
-  void Populate();  // REQUIRES: mu_ held
+  bool populating_ = false;  // a PopulateAhead() is due or running
   std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_;
 };
 
@@ -554,6 +559,7 @@ struct Pool::Impl {
   struct ReleaseOnExit {
     Impl* m;
     internal_pool::RunReleases runs;
+    bool populate = false;  // Arena::AllocateRun asked for PopulateAhead()
     ~ReleaseOnExit();
   };
   // Frees descriptor id of class sc (its bitmap too, unless the reserve
