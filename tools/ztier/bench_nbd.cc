@@ -176,6 +176,9 @@ Status FioRun(const NbdBenchConfig& cfg, const std::string& dir,
       const FioDirection& d = jobs[j].writes ? fig->write : fig->read;
       results->iops[j][s].push_back(d.iops);
       results->mb_s[j][s].push_back(d.bw_bytes / 1e6);
+      if (fig->cpu_percent >= 0) {
+        results->fio_cpu[j][s].push_back(fig->cpu_percent);
+      }
     }
   }
   for (RunningServer& server : servers) StopServer(&server);

@@ -302,6 +302,12 @@ Result<FioFigures> ParseFioJson(std::string_view text) {
       e != nullptr && e->type == JsonValue::Type::kNumber) {
     fig.error = static_cast<std::int64_t>(e->number);
   }
+  const JsonValue* usr = job.Get("usr_cpu");
+  const JsonValue* sys = job.Get("sys_cpu");
+  if (usr != nullptr && usr->type == JsonValue::Type::kNumber &&
+      sys != nullptr && sys->type == JsonValue::Type::kNumber) {
+    fig.cpu_percent = usr->number + sys->number;
+  }
   return fig;
 }
 

@@ -73,6 +73,9 @@ struct FioFigures {
   FioDirection read;
   FioDirection write;
   std::int64_t error = 0;  // jobs[0].error
+  // fio's own CPU use, jobs[0].usr_cpu + sys_cpu, in percent of one CPU
+  // (-1: not reported). Near 100 at depth 32, the client is the limit.
+  double cpu_percent = -1;
 };
 
 // Parses fio's --output-format=json output. Text before the document (fio

@@ -114,6 +114,7 @@ NbdResults NbdResults::For(const NbdBenchConfig& cfg) {
   const std::size_t servers = cfg.servers.size();
   r.iops.assign(jobs, std::vector<std::vector<double>>(servers));
   r.mb_s.assign(jobs, std::vector<std::vector<double>>(servers));
+  r.fio_cpu.assign(jobs, std::vector<std::vector<double>>(servers));
   r.copies.assign(cfg.corpora.size(), std::vector<CopySamples>(servers));
   return r;
 }
@@ -221,24 +222,27 @@ std::string ConfigText(const NbdBenchConfig& cfg) {
 
 std::string FioTable(const NbdBenchConfig& cfg, const NbdResults& results) {
   TextTable t({"job", "server", "IOPS median", "min", "max", "cv%",
-               "MB/s median", "min", "max"},
+               "MB/s median", "min", "max", "fio CPU%"},
               {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight,
                Align::kRight, Align::kRight, Align::kRight, Align::kRight,
-               Align::kRight});
+               Align::kRight, Align::kRight});
   const auto jobs = StandardJobs();
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
       const SampleStats io = Stats(results.iops[j][s]);
       const SampleStats mb = Stats(results.mb_s[j][s]);
+      const SampleStats cpu = Stats(results.fio_cpu[j][s]);
       t.AddRow({s == 0 ? JobTitle(jobs[j]) : "", cfg.servers[s].label,
                 Fixed(io.median, 0), Fixed(io.min, 0), Fixed(io.max, 0),
                 io.n > 0 ? FormatDouble(io.cv_percent, 1) : "-",
-                Fixed(mb.median, 1), Fixed(mb.min, 1), Fixed(mb.max, 1)});
+                Fixed(mb.median, 1), Fixed(mb.min, 1), Fixed(mb.max, 1),
+                cpu.n > 0 ? Fixed(cpu.median, 0) : "-"});
     }
   }
   return "== fio over NBD (" + std::to_string(cfg.seconds) +
          " s per job, " + std::to_string(cfg.runs) +
-         " runs; MB/s = 10^6 bytes/s; cv% = stddev/mean of IOPS) ==\n" +
+         " runs; MB/s = 10^6 bytes/s; cv% = stddev/mean of IOPS; fio CPU% "
+         "= the fio client's user + system CPU, median, 100 = one CPU) ==\n" +
          t.Render();
 }
 
@@ -380,6 +384,9 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       w.Uint(iops.size());
       WriteSamplesJson(w, "iops_samples", iops, 1);
       WriteSamplesJson(w, "mb_s_samples", results.mb_s[j][s], 2);
+      if (!results.fio_cpu[j][s].empty()) {
+        JsonStats(w, "fio_cpu_percent", Stats(results.fio_cpu[j][s]), 1);
+      }
       w.EndObject();
     }
   }

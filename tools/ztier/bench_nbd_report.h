@@ -78,6 +78,8 @@ struct NbdResults {
   // [job][server]: one sample per run.
   std::vector<std::vector<std::vector<double>>> iops;
   std::vector<std::vector<std::vector<double>>> mb_s;
+  // fio's CPU use (FioFigures::cpu_percent), where fio reported it.
+  std::vector<std::vector<std::vector<double>>> fio_cpu;
   // [corpus][server].
   std::vector<std::vector<CopySamples>> copies;
 

@@ -55,6 +55,8 @@ constexpr const char kFioOutput[] = R"(fio: some notice on stdout
         "bw_bytes" : 0,
         "iops" : 0.000000
       },
+      "usr_cpu" : 28.431138,
+      "sys_cpu" : 69.225092,
       "latency_ms" : { ">=2000" : 0.000000 },
       "flags" : [true, false, null, -1.5e3, "a\"b\\c\u00e9"]
     }
@@ -70,6 +72,7 @@ TEST(FioJsonTest, ReadsIopsAndBandwidthOfJobZero) {
   EXPECT_EQ(fig->read.io_bytes, 2358247424u);
   EXPECT_EQ(fig->write.iops, 0);
   EXPECT_EQ(fig->error, 0);
+  EXPECT_DOUBLE_EQ(fig->cpu_percent, 28.431138 + 69.225092);
 }
 
 TEST(FioJsonTest, RejectsWhatIsNotAFioDocument) {
@@ -86,6 +89,7 @@ TEST(FioJsonTest, RejectsWhatIsNotAFioDocument) {
   ASSERT_TRUE(fig.has_value()) << fig.error().ToString();
   EXPECT_EQ(fig->error, 5);
   EXPECT_EQ(fig->write.bw_bytes, 4);
+  EXPECT_EQ(fig->cpu_percent, -1);  // fio did not say
 }
 
 TEST(FioJobsTest, SixJobsOnTheSameArea) {
