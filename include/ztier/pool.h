@@ -99,13 +99,13 @@ struct PoolOptions {
   // pages use memory. Unused with a reserve.
   std::size_t arena_bytes = std::size_t{1} << 30;
   // Without a reserve: back the arenas with transparent huge pages where
-  // the kernel offers them (MADV_HUGEPAGE), and fault memory in 2 to 4 MiB
-  // ahead of use, so that filling a fresh pool does not take a page fault
-  // per page. A freed zspage's pages still go back to the OS (the kernel
-  // splits the huge page). The cost: up to 4 MiB resident ahead of use,
-  // and, when memory is fragmented, the kernel may compact memory to find a
-  // huge page (/sys/kernel/mm/transparent_hugepage/defrag) or fall back to
-  // small pages. false: small pages, each faulted in on first touch.
+  // the kernel offers them (MADV_HUGEPAGE), and fault memory in 2 MiB at a
+  // time, so that filling a fresh pool does not take a page fault per page.
+  // A freed zspage's pages still go back to the OS (the kernel splits the
+  // huge page). The cost: up to 2 MiB resident ahead of use, and, when
+  // memory is fragmented, the kernel may compact memory to find a huge page
+  // (/sys/kernel/mm/transparent_hugepage/defrag) or fall back to small
+  // pages. false: small pages, each faulted in on first touch.
   bool huge_pages = true;
   // Bytes of objects' pages to preallocate and keep resident (rounded up
   // to pages), see "Reserve" above; the reserve adds room for the untouched

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Do two `make bench` runs agree? Compares every median of one run's JSON
+results with the other's spread.
+
+  tools/bench/compare_runs.py [--all] FIRST_RESULTS_DIR SECOND_RESULTS_DIR
+
+Each directory holds the NAME.json files of one `make bench` (its
+BENCH_RESULTS). In every experiment present in both, each figure reported as
+a median with a min and a max (keys X_median, X_min, X_max, or an object
+with median, min and max) is found in both runs by its place in the
+document; list items are matched by their identifying fields (the string,
+integer and boolean values beside the figures: codec, corpus, job, threads,
+...). A figure agrees when either run's median lies within the other's
+[min, max]: the second run's median is inside the first's spread, or the
+other way round.
+
+Prints, per experiment, how many figures agree and how far apart the two
+medians are (median, 90th percentile and largest relative difference),
+then the five figures that disagree most (--all: every one), with both
+runs' median (min-max).
+Exit status: 0 (a report, agreeing or not); 2 bad usage or unreadable input.
+"""
+
+import json
+import os
+import sys
+
+
+# Integer fields that name a measurement (the others are results).
+ID_INTS = {"threads", "batch", "iodepth", "block_size", "cpus", "workers",
+           "page_cluster", "pages", "run"}
+
+
+def identity(item):
+    """The identifying fields of a list item, as a sorted tuple."""
+    if not isinstance(item, dict):
+        return None
+    keys = []
+    for k, v in item.items():
+        if isinstance(v, bool) or isinstance(v, str):
+            keys.append((k, v))
+        elif isinstance(v, int) and k in ID_INTS:
+            keys.append((k, v))
+    return tuple(sorted(keys))
+
+
+def triplets(node, path, out):
+    """Collects path -> (median, min, max) for every figure under node."""
+    if isinstance(node, dict):
+        if all(isinstance(node.get(k), (int, float)) for k in ("median", "min", "max")):
+            out[path] = (node["median"], node["min"], node["max"])
+        for k, v in node.items():
+            if k.endswith("_median"):
+                base = k[: -len("_median")]
+                lo, hi = node.get(base + "_min"), node.get(base + "_max")
+                if all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                       for x in (v, lo, hi)):
+                    out[path + (base,)] = (v, lo, hi)
+            elif isinstance(v, (dict, list)):
+                triplets(v, path + (k,), out)
+    elif isinstance(node, list):
+        seen = {}
+        for i, item in enumerate(node):
+            ident = identity(item)
+            key = ident if ident else ("#", i)
+            n = seen.get(key, 0)
+            seen[key] = n + 1
+            triplets(item, path + ((key, n),), out)
+
+
+def label(path):
+    parts = []
+    for p in path:
+        if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], tuple):
+            parts.append(" ".join(str(v) for _, v in p[0]))
+        elif isinstance(p, tuple):
+            parts.append(str(p[1]))
+        else:
+            parts.append(str(p))
+    return " / ".join(x for x in parts if x)
+
+
+def fmt(t):
+    med, lo, hi = t
+    return f"{med:.4g} ({lo:.4g}-{hi:.4g})"
+
+
+def main(argv):
+    show_all = "--all" in argv
+    argv = [a for a in argv if a != "--all"]
+    if len(argv) != 3 or not all(os.path.isdir(d) for d in argv[1:]):
+        sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
+        return 2
+    first, second = argv[1], argv[2]
+    names = sorted(
+        n for n in os.listdir(first)
+        if n.endswith(".json") and os.path.exists(os.path.join(second, n)))
+    if not names:
+        sys.stderr.write("no NAME.json in both directories\n")
+        return 2
+    total = agree_total = 0
+    for name in names:
+        runs = []
+        for d in (first, second):
+            try:
+                with open(os.path.join(d, name)) as f:
+                    doc = json.load(f)
+            except (OSError, ValueError) as e:
+                sys.stderr.write(f"{d}/{name}: {e}\n")
+                return 2
+            figs = {}
+            triplets(doc, (), figs)
+            runs.append(figs)
+        a, b = runs
+        common = [p for p in a if p in b]
+        bad = []
+        for p in common:
+            (m1, lo1, hi1), (m2, lo2, hi2) = a[p], b[p]
+            if lo1 <= m2 <= hi1 or lo2 <= m1 <= hi2:
+                continue
+            apart = abs(m2 - m1) / abs(m1) * 100 if m1 else float("inf")
+            bad.append((apart, p))
+        agree = len(common) - len(bad)
+        total += len(common)
+        agree_total += agree
+        apart = sorted(
+            abs(b[p][0] - a[p][0]) / abs(a[p][0]) * 100 for p in common
+            if a[p][0])
+        spread = ""
+        if apart:
+            spread = (f"; medians apart: median {apart[len(apart) // 2]:.1f}%,"
+                      f" 90th percentile {apart[int(len(apart) * 0.9)]:.1f}%,"
+                      f" max {apart[-1]:.1f}%")
+        print(f"{name[:-5]}: {agree} of {len(common)} medians agree{spread}")
+        shown = bad if show_all else sorted(bad, reverse=True)[:5]
+        for d, p in sorted(shown, reverse=True):
+            print(f"  {label(p)}: {fmt(a[p])} vs {fmt(b[p])}, "
+                  f"medians {d:.1f}% apart")
+        if len(shown) < len(bad):
+            print(f"  ({len(bad) - len(shown)} more; --all lists them)")
+    print(f"all: {agree_total} of {total} medians agree "
+          f"({100.0 * agree_total / max(total, 1):.1f}%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
