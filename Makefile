@@ -123,7 +123,7 @@ bench_run = @echo "== $(1): ztier $(2)" && \
 bench: build
 	@mkdir -p $(BENCH_RESULTS) $(BENCH_CHARTS)
 	$(call bench_run,bench-engine,bench engine --corpus-dir $(CORPUS) $(BENCH_ENGINE_ARGS) $(BENCH_PLOT))
-	$(call bench_run,bench-nbd,bench nbd --corpus-dir $(CORPUS) --codec lz4 --codec zstd $(BENCH_NBD_ARGS))
+	$(call bench_run,bench-nbd,bench nbd --corpus-dir $(CORPUS) --codec lz4 --codec zstd $(BENCH_NBD_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-latency-1,bench latency --cpus 1 --corpus $(BENCH_CORPUS) $(BENCH_LATENCY_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-latency-2,bench latency --cpus 2 --corpus $(BENCH_CORPUS) $(BENCH_LATENCY_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-writeback,bench writeback --corpus $(BENCH_CORPUS) $(BENCH_WRITEBACK_ARGS) $(BENCH_PLOT))

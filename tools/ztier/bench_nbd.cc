@@ -45,7 +45,7 @@ constexpr milliseconds kCopyTimeout{300'000};
 
 constexpr const char kSynopsis[] =
     "[--runs N] [--seconds S] [--size SIZE] [--codec NAME]... "
-    "[--corpus-dir DIR] [--no-nbdkit] [--json FILE]";
+    "[--corpus-dir DIR] [--no-nbdkit] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "`ztier serve` vs. nbdkit's memory plugin (sparse and "
     "allocator=zstd)\nover NBD on Unix sockets: fio IOPS and MB/s of six "
@@ -266,6 +266,8 @@ int RunBenchNbd(std::span<const std::string_view> args) {
                 "measure ztier alone (no nbdkit peers, no ratios)");
   flags.AddString("json", &cfg.json_path, "FILE",
                   "also write every figure as JSON to FILE");
+  std::string plot_dir;
+  flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
   if (!size.has_value()) {
@@ -370,6 +372,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   }
 
   NbdResults results = NbdResults::For(cfg);
+  ChartWriter chart_writer(kCommand, plot_dir);
   Progress progress;
   for (std::size_t run = 0; run < cfg.runs; ++run) {
     Status s = Status::Ok();
@@ -400,7 +403,9 @@ int RunBenchNbd(std::span<const std::string_view> args) {
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());
   }
-  return 0;
+  if (!cfg.fio_part) return 0;
+  const std::vector<Chart> charts = NbdCharts(cfg, results);
+  return chart_writer.Write(charts) ? 0 : 1;
 }
 
 }  // namespace ztier::tool

@@ -5,7 +5,7 @@
 // sockets.
 //
 //   ztier bench nbd [--runs N] [--seconds S] [--size SIZE] [--codec NAME]...
-//                   [--corpus-dir DIR] [--no-nbdkit] [--json FILE]
+//                   [--corpus-dir DIR] [--no-nbdkit] [--json FILE] [--plot DIR]
 //
 // Servers (one variant per --codec for ztier), each started fresh in every
 // run, in a private temporary folder, on a Unix socket, and stopped with
@@ -41,7 +41,8 @@
 // then the median over runs) with their targets: ztier randread QD32 IOPS /
 // nbdkit >= 1.0, randwrite QD32 / nbdkit >= 0.75, randread QD32 /
 // nbdkit-zstd >= 5, randwrite QD32 / nbdkit-zstd >= 5. A progress line goes
-// to stderr when it is a terminal. `--json FILE` writes it all as JSON.
+// to stderr when it is a terminal. `--json FILE` writes it all as JSON;
+// `--plot DIR` draws the fio part as two bar charts (NbdCharts()).
 //
 // Missing tools are skipped, with a note: no fio, no part 1; no nbdcopy, no
 // part 2; no nbdkit (or --no-nbdkit), ztier alone and no ratios.

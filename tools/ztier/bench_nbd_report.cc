@@ -246,6 +246,46 @@ std::string FioTable(const NbdBenchConfig& cfg, const NbdResults& results) {
          t.Render();
 }
 
+std::vector<Chart> NbdCharts(const NbdBenchConfig& cfg,
+                             const NbdResults& results) {
+  const auto jobs = StandardJobs();
+  const std::string runs =
+      cfg.runs == 1 ? "1 run" : std::to_string(cfg.runs) + " runs, bars min-max";
+  Chart small{.name = "nbd-4k",
+              .title = "fio over NBD, 4 KiB random I/O (median of " + runs +
+                       ")",
+              .x_label = "fio job (" + std::to_string(cfg.seconds) +
+                         " s each)",
+              .y_label = "thousand I/Os per second",
+              .style = PlotStyle::kBars};
+  Chart large{.name = "nbd-128k",
+              .title = "fio over NBD, 128 KiB sequential I/O (median of " +
+                       runs + ")",
+              .x_label = "fio job (" + std::to_string(cfg.seconds) +
+                         " s each)",
+              .y_label = "throughput (MB/s = 10^6 bytes/s)",
+              .style = PlotStyle::kBars};
+  for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
+    small.series.push_back({.title = cfg.servers[s].label});
+    large.series.push_back({.title = cfg.servers[s].label});
+  }
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    const bool is_small = jobs[j].block_size <= 4096;
+    Chart& c = is_small ? small : large;
+    const double x = static_cast<double>(c.x_tics.size());
+    c.x_tics.push_back({x, JobTitle(jobs[j])});
+    for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
+      const auto& samples = is_small ? results.iops[j][s] : results.mb_s[j][s];
+      if (samples.empty()) continue;
+      const SampleStats st = Stats(samples);
+      const double unit = is_small ? 1000 : 1;  // short bar labels
+      c.series[s].points.push_back(
+          {x, st.median / unit, st.min / unit, st.max / unit});
+    }
+  }
+  return {std::move(small), std::move(large)};
+}
+
 std::string CopyTable(const NbdBenchConfig& cfg, const NbdResults& results) {
   TextTable t({"corpus", "server", "in MB/s", "out MB/s", "stored MiB",
                "measured as", "orig/stored", "RSS growth MiB"},

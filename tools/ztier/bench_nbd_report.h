@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "machine_info.h"
+#include "plot.h"
 #include "ztier/status.h"
 
 namespace ztier::tool {
@@ -110,6 +111,12 @@ std::string ConfigText(const NbdBenchConfig& cfg);
 std::string FioTable(const NbdBenchConfig& cfg, const NbdResults& results);
 std::string CopyTable(const NbdBenchConfig& cfg, const NbdResults& results);
 std::string DerivedTable(const std::vector<DerivedRatio>& ratios);
+
+// The fio part as two bar charts (--plot): "nbd-4k", IOPS of the 4 KiB
+// jobs in thousands, and "nbd-128k", MB/s of the 128 KiB jobs; one bar per
+// server at each job, the median with the min-max over the runs.
+std::vector<Chart> NbdCharts(const NbdBenchConfig& cfg,
+                             const NbdResults& results);
 
 // "job", "rw", "block_size" and "iodepth" of `job` as keys of the object
 // `w` has open.

@@ -18,6 +18,7 @@
 
 #include "bench_nbd_fio.h"
 #include "bench_nbd_proc.h"
+#include "bench_nbd_report.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -106,6 +107,46 @@ TEST(FioJobsTest, SixJobsOnTheSameArea) {
         "--output-format=json", "'--uri=nbd+unix:///?socket=/s'"}) {
     EXPECT_NE(line.find(want), std::string::npos) << want << " in " << line;
   }
+}
+
+TEST(NbdChartsTest, FourKiBJobsInIopsAndSequentialInMbPerSecond) {
+  NbdBenchConfig cfg;
+  cfg.runs = 3;
+  cfg.seconds = 2;
+  cfg.servers = {{ServerKind::kZtier, "lz4", "ztier-lz4"},
+                 {ServerKind::kNbdkit, "sparse", "nbdkit"}};
+  NbdResults r = NbdResults::For(cfg);
+  const auto jobs = StandardJobs();
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    for (std::size_t s = 0; s < 2; ++s) {
+      const double base = 1000.0 * (j + 1) + s;
+      r.iops[j][s] = {base, base + 10, base - 10};
+      r.mb_s[j][s] = {base / 100, base / 100 + 1, base / 100 - 1};
+    }
+  }
+  r.iops[0][1].clear();  // a server that did not run a job: no bar
+  const std::vector<ztier::tool::Chart> charts = NbdCharts(cfg, r);
+  ASSERT_EQ(charts.size(), 2u);
+  const ztier::tool::Chart& small = charts[0];
+  EXPECT_EQ(small.name, "nbd-4k");
+  ASSERT_EQ(small.x_tics.size(), 4u);
+  EXPECT_EQ(small.x_tics[3].second, "randread 4k QD32");
+  ASSERT_EQ(small.series.size(), 2u);
+  EXPECT_EQ(small.series[1].title, "nbdkit");
+  ASSERT_EQ(small.series[0].points.size(), 4u);
+  EXPECT_EQ(small.series[1].points.size(), 3u);
+  const ztier::tool::PlotPoint& p = small.series[0].points[3];
+  EXPECT_EQ(p.x, 3);
+  EXPECT_DOUBLE_EQ(p.y, 4.0);  // thousands
+  EXPECT_DOUBLE_EQ(*p.y_min, 3.99);
+  EXPECT_DOUBLE_EQ(*p.y_max, 4.01);
+  const ztier::tool::Chart& large = charts[1];
+  EXPECT_EQ(large.name, "nbd-128k");
+  ASSERT_EQ(large.x_tics.size(), 2u);
+  EXPECT_EQ(large.x_tics[0].second, "write 128k QD8");
+  ASSERT_EQ(large.series[1].points.size(), 2u);
+  EXPECT_DOUBLE_EQ(large.series[1].points[0].y, 50.01);  // MB/s of job 5
+  for (const auto& c : charts) EXPECT_TRUE(ztier::tool::ValidateChart(c).ok());
 }
 
 TEST(ProcessTest, RunsWaitsAndTerminates) {
