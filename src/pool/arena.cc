@@ -84,9 +84,8 @@ std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
 // on those locks. Populating further ahead cost a fresh fill the pages it
 // never used: 5% of single-thread store throughput. At most 2 MiB are
 // resident ahead of use (in RSS, not in mem_used_total). When the kernel
-// has no huge page at hand it falls back
-// to small pages; a kernel before 5.14 refuses the advice, and the pages
-// then fault in on first touch.
+// has no huge page at hand it falls back to small pages; a kernel before
+// 5.14 refuses the advice, and the pages then fault in on first touch.
 void Arena::PopulateAhead() {
   std::byte* from;
   std::byte* end;
