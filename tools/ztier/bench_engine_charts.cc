@@ -27,17 +27,11 @@ PlotPoint Point(double x, const Series& s) {
   return {x, st.median, st.min, st.max};
 }
 
-std::string RunsNote(const BenchConfig& cfg) {
-  return "median of " + std::to_string(cfg.runs) +
-         (cfg.runs == 1 ? " run" : " runs") +
-         (cfg.runs > 1 ? ", bars min-max" : "");
-}
-
 Chart ThreadsChart(const BenchConfig& cfg, const CaseResult& r) {
   Chart c{.name = "engine-threads-" + r.codec,
           .title = r.codec + " on " + r.corpus +
                    ": throughput against threads (batch 1, serial; " +
-                   RunsNote(cfg) + ")",
+                   MedianOfRuns(cfg.runs) + ")",
           .x_label = "threads",
           .y_label = "throughput (MB/s of uncompressed pages)"};
   const std::size_t most = cfg.thread_counts.back();
@@ -81,7 +75,7 @@ Chart BatchChart(const BenchConfig& cfg, const CaseResult& r) {
   Chart c{.name = "engine-batch-" + r.codec,
           .title = r.codec + " on " + r.corpus +
                    ": throughput against batch size and backend (1 thread; " +
-                   RunsNote(cfg) + ")",
+                   MedianOfRuns(cfg.runs) + ")",
           .x_label = "batch size (pages) and batch backend",
           .y_label = "throughput (MB/s of uncompressed pages)",
           .style = PlotStyle::kBars};

@@ -102,9 +102,8 @@ Chart LatencyChart(std::int64_t cpus, std::int64_t runs, bool reads,
   Chart c{.name = "latency-cpus" + std::to_string(cpus) + "-" + what,
           .title = "High-priority " + what + ", " + std::to_string(cpus) +
                    (cpus == 1 ? " CPU" : " CPUs") +
-                   ": shared stream vs separate paths (median of " +
-                   std::to_string(runs) + (runs == 1 ? " run" : " runs") +
-                   (runs > 1 ? ", bars min-max)" : ")"),
+                   ": shared stream vs separate paths (" +
+                   MedianOfRuns(runs) + ")",
           .x_label = "percentile of the " + what + " of one run",
           .y_label = "latency (microseconds, log scale)",
           .log_y = true};

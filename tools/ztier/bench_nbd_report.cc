@@ -249,18 +249,15 @@ std::string FioTable(const NbdBenchConfig& cfg, const NbdResults& results) {
 std::vector<Chart> NbdCharts(const NbdBenchConfig& cfg,
                              const NbdResults& results) {
   const auto jobs = StandardJobs();
-  const std::string runs =
-      cfg.runs == 1 ? "1 run" : std::to_string(cfg.runs) + " runs, bars min-max";
+  const std::string runs = MedianOfRuns(cfg.runs);
   Chart small{.name = "nbd-4k",
-              .title = "fio over NBD, 4 KiB random I/O (median of " + runs +
-                       ")",
+              .title = "fio over NBD, 4 KiB random I/O (" + runs + ")",
               .x_label = "fio job (" + std::to_string(cfg.seconds) +
                          " s each)",
               .y_label = "thousand I/Os per second",
               .style = PlotStyle::kBars};
   Chart large{.name = "nbd-128k",
-              .title = "fio over NBD, 128 KiB sequential I/O (median of " +
-                       runs + ")",
+              .title = "fio over NBD, 128 KiB sequential I/O (" + runs + ")",
               .x_label = "fio job (" + std::to_string(cfg.seconds) +
                          " s each)",
               .y_label = "throughput (MB/s = 10^6 bytes/s)",

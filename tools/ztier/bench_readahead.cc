@@ -324,9 +324,8 @@ Chart SeqChart(const Config& cfg, const std::vector<SeqRun>& runs) {
   Chart c{.name = "readahead",
           .title = "Sequential read of a paged-out " +
                    FormatMiB(cfg.size_bytes) + " region (" + cfg.codec +
-                   "): without and with readahead (median of " +
-                   std::to_string(runs.size()) +
-                   (runs.size() == 1 ? " run)" : " runs, bars min-max)"),
+                   "): without and with readahead (" +
+                   MedianOfRuns(runs.size()) + ")",
           .x_label = "readahead window",
           .y_label = "read throughput (MB/s)",
           .style = PlotStyle::kBars};

@@ -315,9 +315,8 @@ Chart WritebackChart(const WritebackBenchConfig& cfg,
   Chart c{.name = "writeback",
           .title = "Writeback of " + FormatMiB(cfg.size_bytes) + " (" +
                    cfg.codec + ", " + cfg.corpus_name +
-                   "): one page at a time vs batched vs fio (median of " +
-                   std::to_string(runs.size()) +
-                   (runs.size() == 1 ? " run)" : " runs, bars min-max)"),
+                   "): one page at a time vs batched vs fio (" +
+                   MedianOfRuns(runs.size()) + ")",
           .x_label = "variant",
           .y_label = "throughput (MB/s written, log scale)",
           .style = PlotStyle::kBars,

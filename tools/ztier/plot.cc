@@ -269,6 +269,11 @@ std::string GnuplotScript(const Chart& chart, std::string_view terminal) {
   return g;
 }
 
+std::string MedianOfRuns(std::size_t runs) {
+  return "median of " + std::to_string(runs) +
+         (runs == 1 ? " run" : " runs, bars min-max");
+}
+
 Result<Plotter> Plotter::Create(std::string dir) {
   const std::string gnuplot = nbdbench::FindExecutable("gnuplot");
   if (gnuplot.empty()) {

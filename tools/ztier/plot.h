@@ -149,6 +149,10 @@ class ChartWriter {
   std::string error_;  // why plotter_ is empty
 };
 
+// "median of 5 runs, bars min-max", or "median of 1 run": what a chart of
+// medians over `runs` runs, with min-max error bars, says in its title.
+std::string MedianOfRuns(std::size_t runs);
+
 // The --plot flag's help text, shared by every command that has it.
 inline constexpr const char kPlotFlagHelp[] =
     "also draw PNG charts with gnuplot into DIR (NAME.png, with the NAME.gp "

@@ -83,6 +83,11 @@ Chart BarChart() {
   return c;
 }
 
+TEST(PlotTest, MedianOfRunsSaysHowManyAndTheBars) {
+  EXPECT_EQ(MedianOfRuns(1), "median of 1 run");
+  EXPECT_EQ(MedianOfRuns(5), "median of 5 runs, bars min-max");
+}
+
 TEST(PlotTest, RendersALineChartToPng) {
   testing::ScopedTempDir tmp;
   const std::string dir = tmp.File("charts/sub");  // created by Create

@@ -217,8 +217,7 @@ Chart UsememChart(const UsememConfig& cfg, const std::vector<UsememRun>& runs) {
   Chart c{.name = "usemem",
           .title = "usemem: " + std::to_string(r.workers) + " workers x " +
                    FormatMiB(r.worker_bytes) + ", budget " + cfg.budget_text +
-                   ", " + r.codec + " (median of " + std::to_string(cfg.runs) +
-                   (cfg.runs == 1 ? " run)" : " runs, bars min-max)"),
+                   ", " + r.codec + " (" + MedianOfRuns(cfg.runs) + ")",
           .x_label = "throughput measured",
           .y_label = "throughput (MiB/s = usemem's KB/s / 1024)",
           .style = PlotStyle::kBars,
