@@ -2,10 +2,11 @@
 //
 // Parallel: Compress() runs min(items, lanes) lanes on the WorkerPool; lane
 // i uses compressors_[i] (a lane index is unique within one Run, and the
-// BatchCompressor is used by one thread at a time), and lanes take items from
-// a shared atomic cursor, so a worker that wakes late simply gets fewer (or
-// no) items. The closure handed to WorkerPool::Run captures one pointer, so
-// std::function stores it inline: the hot path does not allocate.
+// BatchCompressor is used by one thread at a time), and each lane takes
+// items from its own share of the batch first, then from the others' (see
+// ItemCursor), so a worker that wakes late simply gets fewer (or no) items. The
+// closure handed to WorkerPool::Run captures one pointer, so std::function
+// stores it inline: the hot path does not allocate.
 //
 // DecompressBatch uses each thread's LocalDecompressor, so it takes no lock
 // and may run on any thread.
@@ -20,19 +21,68 @@
 namespace ztier {
 namespace {
 
+// Hands out a batch's items to its lanes. Each lane starts on its own
+// contiguous share (lane l of L gets items [l*n/L, (l+1)*n/L)), so an item,
+// its output buffer and whatever the sink touches for it (the page's slot)
+// are written by the same CPU from one batch to the next: with one shared
+// cursor, neighbouring items went to alternate lanes and their cache lines
+// moved between CPUs every batch (a few hundred ns each where the two CPUs
+// share no cache). A lane done with its share takes the next unstarted
+// items of the others, so a late or slow lane still gets fewer items.
+class ItemCursor {
+ public:
+  // Lanes beyond this many add too little to a batch to be worth a share.
+  static constexpr std::size_t kMaxLanes = 32;
+
+  ItemCursor(std::size_t items, std::size_t lanes)
+      : items_(items), lanes_(lanes) {
+    assert(lanes >= 1 && lanes <= kMaxLanes);
+    for (std::size_t l = 0; l < lanes; ++l) {
+      shares_[l].next.store(l * items / lanes, std::memory_order_relaxed);
+      shares_[l].end = (l + 1) * items / lanes;
+    }
+  }
+
+  // The next item for `lane` to do, or items() when none is left.
+  std::size_t Next(std::size_t lane) {
+    for (std::size_t k = 0; k < lanes_; ++k) {
+      Share& s = shares_[(lane + k) % lanes_];
+      while (s.next.load(std::memory_order_relaxed) < s.end) {
+        const std::size_t i = s.next.fetch_add(1, std::memory_order_relaxed);
+        if (i < s.end) return i;
+      }
+    }
+    return items_;
+  }
+
+  std::size_t items() const { return items_; }
+
+ private:
+  struct alignas(64) Share {
+    std::atomic<std::size_t> next{0};
+    std::size_t end = 0;
+  };
+  Share shares_[kMaxLanes];
+  static_assert(kMaxBatchSize <= kMaxLanes);
+  const std::size_t items_;
+  const std::size_t lanes_;
+};
+
 // What one batch call shares between its lanes (lives on the caller's stack).
 struct BatchJob {
+  BatchJob(std::span<BatchItem> it, std::size_t lanes)
+      : items(it), cursor(it.size(), lanes) {}
   std::span<BatchItem> items;
-  std::atomic<std::size_t> cursor{0};
-  std::unique_ptr<Compressor>* compressors;  // compression only
+  ItemCursor cursor;
+  std::unique_ptr<Compressor>* compressors;         // compression only
   const BatchCompressor::ItemSink* sink = nullptr;  // compression only
-  const Codec* codec;                        // decompression only
+  const Codec* codec;                               // decompression only
 };
 
 void CompressLane(BatchJob* job, std::size_t lane) {
   Compressor& c = *job->compressors[lane];
   for (;;) {
-    const std::size_t i = job->cursor.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t i = job->cursor.Next(lane);
     if (i >= job->items.size()) return;
     BatchItem& item = job->items[i];
     item.length = c.Compress(item.src, item.dst);
@@ -41,10 +91,10 @@ void CompressLane(BatchJob* job, std::size_t lane) {
   }
 }
 
-void DecompressLane(BatchJob* job) {
+void DecompressLane(BatchJob* job, std::size_t lane) {
   Decompressor& d = LocalDecompressor(*job->codec);
   for (;;) {
-    const std::size_t i = job->cursor.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t i = job->cursor.Next(lane);
     if (i >= job->items.size()) return;
     BatchItem& item = job->items[i];
     item.status = d.Decompress(item.src, item.dst);
@@ -82,12 +132,13 @@ class ParallelBatchCompressor final : public BatchCompressor {
   BatchBackend backend() const override { return BatchBackend::kParallel; }
   void Compress(std::span<BatchItem> items, const ItemSink* sink) override {
     assert(items.size() <= max_batch_);
-    BatchJob job;
-    job.items = items;
+    // compressors_ holds at most kMaxBatchSize (<= kMaxLanes) lanes.
+    const std::size_t lanes =
+        std::max<std::size_t>(1, std::min(items.size(), compressors_.size()));
+    BatchJob job(items, lanes);
     job.compressors = compressors_.data();
     job.sink = sink;
     job.codec = nullptr;
-    const std::size_t lanes = std::min(items.size(), compressors_.size());
     if (lanes <= 1) {
       CompressLane(&job, 0);
       return;
@@ -142,18 +193,18 @@ Result<std::unique_ptr<BatchCompressor>> NewBatchCompressor(
 
 void DecompressBatch(const Codec& codec, std::span<BatchItem> items,
                      WorkerPool* pool) {
-  BatchJob job;
-  job.items = items;
+  const std::size_t lanes = std::clamp<std::size_t>(
+      pool == nullptr ? 1 : std::min(items.size(), pool->lanes()), 1,
+      ItemCursor::kMaxLanes);
+  BatchJob job(items, lanes);
   job.compressors = nullptr;
   job.codec = &codec;
-  const std::size_t lanes =
-      pool == nullptr ? 1 : std::min(items.size(), pool->lanes());
   if (lanes <= 1) {
-    DecompressLane(&job);
+    DecompressLane(&job, 0);
     return;
   }
   BatchJob* p = &job;
-  pool->Run(lanes, [p](std::size_t) { DecompressLane(p); });
+  pool->Run(lanes, [p](std::size_t lane) { DecompressLane(p, lane); });
 }
 
 }  // namespace ztier
