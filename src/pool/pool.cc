@@ -309,8 +309,8 @@ Handle Pool::Malloc(std::size_t size) {
   m.Touch(sc, d, idx);
   m.GroupInsert(sc, id, d);
   ++sc.obj_used;
-  m.objects.fetch_add(1, std::memory_order_relaxed);
-  m.object_bytes.fetch_add(size, std::memory_order_relaxed);
+  m.objects.Add(1);
+  m.object_bytes.Add(size);
   m.handles.Entry(hidx).store(
       ip::MakeEntry(id, idx, static_cast<std::uint32_t>(size)),
       std::memory_order_release);
@@ -401,8 +401,8 @@ void Pool::Impl::FreeLocked(SizeClass& sc, Handle h, ip::RunReleases* later) {
   d->Clear(sc.geo.objs, idx);
   --d->inuse;
   --sc.obj_used;
-  m.objects.fetch_sub(1, std::memory_order_relaxed);
-  m.object_bytes.fetch_sub(ip::EntrySize(e), std::memory_order_relaxed);
+  m.objects.Sub(1);
+  m.object_bytes.Sub(ip::EntrySize(e));
   m.handles.Free(&sc.handle_cache, hidx);
   if (d->inuse == 0) {
     m.GroupRemove(sc, d);

@@ -24,8 +24,8 @@ PoolStats Pool::Stats() const {
   s.pages_used = m.touched_pages.load(std::memory_order_relaxed);
   s.metadata_bytes = m.metadata_bytes.load(std::memory_order_relaxed);
   s.total_bytes = s.pages_used * ip::kPageSize + s.metadata_bytes;
-  s.objects = m.objects.load(std::memory_order_relaxed);
-  s.object_bytes = m.object_bytes.load(std::memory_order_relaxed);
+  s.objects = m.objects.Sum();
+  s.object_bytes = m.object_bytes.Sum();
   s.pages_compacted = m.pages_compacted.load(std::memory_order_relaxed);
   return s;
 }

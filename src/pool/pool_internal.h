@@ -44,6 +44,7 @@
 #include <mutex>
 #include <vector>
 
+#include "platform/sharded_counter.h"
 #include "ztier/pool.h"
 
 namespace ztier::internal_pool {
@@ -524,8 +525,10 @@ struct Pool::Impl {
   internal_pool::DescTable descs{&metadata_bytes};
   internal_pool::HandleTable handles{&metadata_bytes};
   std::atomic<std::size_t> touched_pages{0};
-  std::atomic<std::size_t> objects{0};
-  std::atomic<std::size_t> object_bytes{0};
+  // Every Malloc and Free updates these: sharded by CPU (see
+  // platform/sharded_counter.h).
+  internal::ShardedCounter objects;
+  internal::ShardedCounter object_bytes;
   std::atomic<std::uint64_t> pages_compacted{0};
 
   internal_pool::SizeClass& ClassOf(Handle h) const {

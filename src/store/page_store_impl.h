@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "platform/sharded_counter.h"
 #include "store/slot_table.h"
 #include "store/stream_pool.h"
 #include "ztier/page_store.h"
@@ -67,6 +68,9 @@ inline void Sub(std::atomic<std::uint64_t>& c, std::uint64_t v = 1) {
 inline std::uint64_t Get(const std::atomic<std::uint64_t>& c) {
   return c.load(std::memory_order_relaxed);
 }
+inline void Add(internal::ShardedCounter& c, std::uint64_t v = 1) { c.Add(v); }
+inline void Sub(internal::ShardedCounter& c, std::uint64_t v = 1) { c.Sub(v); }
+inline std::uint64_t Get(const internal::ShardedCounter& c) { return c.Sum(); }
 
 inline bool Allocated(std::uint32_t f) {
   return (f & slot::kSizeMask) != 0 || (f & (slot::kSame | slot::kWb)) != 0;
@@ -104,11 +108,13 @@ struct PageStore::Impl {
 
   std::atomic<std::uint64_t> mem_limit{0};
   std::atomic<std::uint64_t> mem_used_max{0};
-  std::atomic<std::uint64_t> pages_stored{0};
-  std::atomic<std::uint64_t> compr_data_size{0};
-  std::atomic<std::uint64_t> same_pages{0};
-  std::atomic<std::uint64_t> huge_pages{0};
-  std::atomic<std::uint64_t> huge_pages_since{0};
+  // Updated by every page stored or freed, from as many threads as store at
+  // once: sharded, so that they do not pass one cache line around.
+  internal::ShardedCounter pages_stored;
+  internal::ShardedCounter compr_data_size;
+  internal::ShardedCounter same_pages;
+  internal::ShardedCounter huge_pages;
+  internal::ShardedCounter huge_pages_since;
   std::atomic<std::uint64_t> failed_reads{0};
   std::atomic<std::uint64_t> failed_writes{0};
   std::atomic<std::uint64_t> notify_free{0};
@@ -118,8 +124,8 @@ struct PageStore::Impl {
   std::atomic<std::uint64_t> reject_alloc_fail{0};
   std::atomic<std::uint64_t> pool_limit_hit{0};
   std::atomic<std::uint64_t> decompress_fail{0};
-  std::atomic<std::uint64_t> stores{0};
-  std::atomic<std::uint64_t> loads{0};
+  internal::ShardedCounter stores;
+  internal::ShardedCounter loads;
   // bd_stat (reads and writes in pages; bd_count is the backing store's).
   std::atomic<std::uint64_t> bd_reads{0};
   std::atomic<std::uint64_t> bd_writes{0};
