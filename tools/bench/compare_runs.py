@@ -12,7 +12,8 @@ document; list items are matched by their identifying fields (the string,
 integer and boolean values beside the figures: codec, corpus, job, threads,
 ...). A figure agrees when either run's median lies within the other's
 [min, max]: the second run's median is inside the first's spread, or the
-other way round.
+other way round. The conditions of a run ("machine", "conditions": the
+cross-CPU round trip) are not compared.
 
 Prints, per experiment, how many figures agree and how far apart the two
 medians are (median, 90th percentile and largest relative difference),
@@ -25,6 +26,11 @@ import json
 import os
 import sys
 
+
+# Keys whose figures describe the conditions of a run, not its results:
+# the machine (cross_cpu_rtt_ns) and what an experiment measured of it
+# during its runs.
+CONDITION_KEYS = {"machine", "conditions"}
 
 # Integer fields that name a measurement (the others are results).
 ID_INTS = {"threads", "batch", "iodepth", "block_size", "cpus", "workers",
@@ -56,7 +62,7 @@ def triplets(node, path, out):
                 if all(isinstance(x, (int, float)) and not isinstance(x, bool)
                        for x in (v, lo, hi)):
                     out[path + (base,)] = (v, lo, hi)
-            elif isinstance(v, (dict, list)):
+            elif isinstance(v, (dict, list)) and k not in CONDITION_KEYS:
                 triplets(v, path + (k,), out)
     elif isinstance(node, list):
         seen = {}

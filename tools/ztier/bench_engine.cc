@@ -222,6 +222,9 @@ int RunBenchEngine(std::span<const std::string_view> args) {
           if (!status.ok()) break;
           if (run > 0) AddSamples(v, samples, &result);
         }
+        if (status.ok() && run > 0) {
+          result.cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
+        }
       }
       if (status.ok()) {
         progress.Update("[" + codec_name + " " + set.name() + "] sizes");

@@ -176,8 +176,15 @@ std::string CaseTable(const CaseResult& r) {
               FormatDouble(st.median, 1), FormatDouble(st.min, 1),
               FormatDouble(st.max, 1), FormatDouble(st.cv_percent, 1)});
   }
+  std::string rtt;
+  if (!r.cross_cpu_rtt_ns.empty()) {
+    const SampleStats st = Summarize(r.cross_cpu_rtt_ns);
+    rtt = "cross-CPU round trip after each run, ns: median " +
+          FormatDouble(st.median, 0) + ", min " + FormatDouble(st.min, 0) +
+          ", max " + FormatDouble(st.max, 0) + "\n";
+  }
   return "== " + r.codec + " / " + r.corpus + " (" + std::to_string(r.pages) +
-         " pages), MB/s ==\n" + t.Render();
+         " pages), MB/s ==\n" + t.Render() + rtt;
 }
 
 const Series* FindCaseSeries(const CaseResult& r, BenchPath path, BenchOp op,
@@ -397,6 +404,23 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     w.Double(f.mem_used_total_after_compact_over_compressed, 4);
     w.Key("pages_compacted");
     w.Uint(f.pages_compacted);
+    w.EndObject();
+  }
+  w.EndArray();
+
+  // What the runs saw of the machine (not results: compare_runs.py skips
+  // them).
+  w.Key("conditions");
+  w.BeginArray();
+  for (const CaseResult& r : results) {
+    w.BeginObject();
+    w.Key("codec");
+    w.String(r.codec);
+    w.Key("corpus");
+    w.String(r.corpus);
+    w.Key("cross_cpu_rtt_ns");
+    WriteMedianMinMaxJson(w, Summarize(r.cross_cpu_rtt_ns), 1);
+    WriteSamplesJson(w, "cross_cpu_rtt_ns_samples", r.cross_cpu_rtt_ns, 1);
     w.EndObject();
   }
   w.EndArray();

@@ -65,6 +65,9 @@ struct CaseResult {
   std::size_t pages = 0;
   std::vector<Series> series;  // in print order
   SizeFigures sizes;
+  // CrossCpuRoundTripNs() after each measured run: the parallel figures
+  // move with it (machine_info.h).
+  std::vector<double> cross_cpu_rtt_ns;
 };
 
 // One derived ratio of a case.

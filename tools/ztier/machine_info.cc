@@ -8,14 +8,21 @@
 #include "bench_stats.h"
 
 #include <libdeflate.h>
+#include <pthread.h>
+#include <sched.h>
 #include <lz4.h>
 #include <lzo/lzoconf.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace ztier::tool {
 namespace {
@@ -34,7 +41,68 @@ std::string CpuModel() {
   return "unknown";
 }
 
+// Pins the calling thread to `cpu`; false if it may not run there.
+bool PinTo(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) == 0;
+}
+
 }  // namespace
+
+double CrossCpuRoundTripNs() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return 0;
+  int cpus[2];
+  int found = 0;
+  for (int c = 0; c < CPU_SETSIZE && found < 2; ++c) {
+    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+  }
+  if (found < 2) return 0;
+
+  constexpr int kBursts = 5;
+  constexpr int kPasses = 2000;
+  // The counter is alone in its cache line; even values are the pinger's
+  // turn, odd ones the ponger's.
+  struct alignas(64) Line {
+    std::atomic<int> turn{0};
+  };
+  Line line;
+  std::atomic<bool> ponger_pinned{true};
+  std::thread ponger([&] {
+    if (!PinTo(cpus[1])) ponger_pinned = false;
+    for (int i = 0; i < kBursts * kPasses; ++i) {
+      while (line.turn.load(std::memory_order_acquire) != 2 * i + 1) {
+      }
+      line.turn.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  // Measured on a thread of its own, so the caller's affinity is untouched.
+  std::vector<double> ns;
+  bool pinger_pinned = true;
+  std::thread pinger([&] {
+    pinger_pinned = PinTo(cpus[0]);
+    for (int b = 0; b < kBursts; ++b) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int k = 0; k < kPasses; ++k) {
+        const int i = b * kPasses + k;
+        line.turn.store(2 * i + 1, std::memory_order_release);
+        while (line.turn.load(std::memory_order_acquire) != 2 * i + 2) {
+        }
+      }
+      const std::chrono::duration<double, std::nano> took =
+          std::chrono::steady_clock::now() - start;
+      ns.push_back(took.count() / kPasses);
+    }
+  });
+  pinger.join();
+  ponger.join();
+  if (!pinger_pinned || !ponger_pinned.load()) return 0;
+  std::sort(ns.begin(), ns.end());
+  return ns[ns.size() / 2];
+}
 
 MachineInfo GetMachineInfo() {
   MachineInfo m;
@@ -58,13 +126,19 @@ MachineInfo GetMachineInfo() {
   m.zstd = ZSTD_versionString();
   m.deflate = LIBDEFLATE_VERSION_STRING;
   m.lzo = lzo_version_string();
+  m.cross_cpu_rtt_ns = CrossCpuRoundTripNs();
   return m;
 }
 
 std::string MachineLine(const MachineInfo& m) {
   return "machine: " + m.cpu_model + ", " + std::to_string(m.cores) +
          " cores, " + m.kernel + ", " + m.compiler + "; lz4 " + m.lz4 +
-         ", zstd " + m.zstd + ", libdeflate " + m.deflate + ", lzo " + m.lzo;
+         ", zstd " + m.zstd + ", libdeflate " + m.deflate + ", lzo " + m.lzo +
+         (m.cross_cpu_rtt_ns > 0
+              ? "; cross-CPU round trip " +
+                    std::to_string(static_cast<long>(m.cross_cpu_rtt_ns + 0.5)) +
+                    " ns"
+              : "");
 }
 
 void WriteMachineJson(const MachineInfo& m, JsonWriter& w) {
@@ -85,6 +159,8 @@ void WriteMachineJson(const MachineInfo& m, JsonWriter& w) {
   w.String(m.deflate);
   w.Key("lzo");
   w.String(m.lzo);
+  w.Key("cross_cpu_rtt_ns");
+  w.Double(m.cross_cpu_rtt_ns, 1);
   w.EndObject();
 }
 

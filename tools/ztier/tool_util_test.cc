@@ -1,7 +1,10 @@
 // File: tools/ztier/tool_util_test.cc
 //
-// Tests of the tool's helpers: the flag parser (flags.h) and the statistics,
-// table and JSON writer (bench_stats.h).
+// Tests of the tool's helpers: the flag parser (flags.h), the statistics,
+// table and JSON writer (bench_stats.h) and the machine description
+// (machine_info.h).
+#include <sched.h>
+
 #include <cmath>
 #include <string>
 #include <string_view>
@@ -9,12 +12,36 @@
 
 #include "bench_stats.h"
 #include "flags.h"
+#include "machine_info.h"
 #include "testing/test_util.h"
 
 namespace ztier::tool {
 namespace {
 
 using Args = std::vector<std::string_view>;
+
+// The round trip is measured between two real CPUs when the process may
+// use two, and named in the machine line; with one CPU it is left out.
+TEST(MachineInfoTest, CrossCpuRoundTrip) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  const MachineInfo m = GetMachineInfo();
+  if (CPU_COUNT(&allowed) < 2) {
+    EXPECT_EQ(m.cross_cpu_rtt_ns, 0);
+    EXPECT_EQ(MachineLine(m).find("round trip"), std::string::npos);
+    return;
+  }
+  // Anything from one shared cache to two sockets of a busy host.
+  EXPECT_GT(m.cross_cpu_rtt_ns, 5);
+  EXPECT_LT(m.cross_cpu_rtt_ns, 1e6);
+  EXPECT_NE(MachineLine(m).find("; cross-CPU round trip "),
+            std::string::npos)
+      << MachineLine(m);
+  // The caller's own affinity is left as it was.
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(after), &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&allowed, &after));
+}
 
 TEST(FlagSetTest, ParsesBothFormsListsAndInts) {
   std::string json;
