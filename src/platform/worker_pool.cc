@@ -3,23 +3,23 @@
 // A job lives on its caller's stack:
 //
 //   Run(n, fn):  Job{fn, n, next=1, remaining=n}
-//     1. push &job on queue_ (under mu_), wake a sleeping worker if any
+//     1. push &job on queue (under mu), wake a sleeping worker if any
 //     2. run fn(0), then claim lanes from job.next until they run out
-//     3. take job off queue_ if it is still there (under mu_)
-//     4. wait until job.remaining == 0 (spin, then sleep on done_cv_)
+//     3. take job off queue if it is still there (under mu)
+//     4. wait until job.remaining == 0 (spin, then sleep on done_cv)
 //
 // A lane is claimed exactly once, by whoever gets it first from
-// job.next.fetch_add(1): the caller without the lock, a worker under mu_ (so
+// job.next.fetch_add(1): the caller without the lock, a worker under mu (so
 // that the job it looks at is still queued, hence still alive). The worker
 // that claims the last lane, or none, takes the job off the queue.
 //
-// Lifetime rule: a worker touches a job only (a) under mu_ while it is queued
+// Lifetime rule: a worker touches a job only (a) under mu while it is queued
 // and (b) between claiming a lane and its final remaining.fetch_sub(), which
-// is its last access; `waiting` is read before that. So when the caller sees
-// remaining == 0 and the job off the queue, no worker holds a pointer to it.
+// is its last access. So when the caller sees remaining == 0 and the job off
+// the queue, no worker holds a pointer to it.
 //
-// Idle workers spin for spin_us watching queued_ (one relaxed load per
-// iteration, no lock) before sleeping on work_cv_, yielding the CPU every
+// Idle workers spin for spin_us watching queued (one relaxed load per
+// iteration, no lock) before sleeping on work_cv, yielding the CPU every
 // few microseconds (see the header). Waking one costs a futex call only when
 // it sleeps.
 #include "ztier/worker_pool.h"
@@ -51,7 +51,6 @@ struct Job {
   std::size_t n;
   std::atomic<std::size_t> next{1};       // lane 0 belongs to the caller
   std::atomic<std::size_t> remaining{0};  // lanes not yet finished
-  bool waiting = false;                   // guarded by Impl::mu: caller sleeps
 };
 
 }  // namespace
@@ -76,6 +75,8 @@ struct WorkerPool::Impl {
   std::size_t sleepers = 0;            // guarded by mu
   bool stop = false;                   // guarded by mu
   std::atomic<std::size_t> queued{0};  // queue.size(), readable without mu
+  // Callers asleep on done_cv (see Finish).
+  std::atomic<std::size_t> done_waiters{0};
 };
 
 bool WorkerPool::Impl::ClaimLocked(Job** job, std::size_t* lane) {
@@ -101,11 +102,17 @@ void WorkerPool::Impl::RemoveLocked(Job* job) {
   queued.store(queue.size(), std::memory_order_release);
 }
 
+// Takes no lock unless a caller sleeps: the caller registers in
+// done_waiters before it reads `remaining` for the last time, and a worker
+// reads done_waiters after its decrement, all sequentially consistent, so
+// one of them sees the other (a sleeping caller is woken, or it did not
+// sleep); taking mu before notifying keeps the wake-up from falling between
+// the caller's last look and its wait.
 void WorkerPool::Impl::Finish(Job* job) {
-  std::lock_guard<std::mutex> lock(mu);
-  const bool wake = job->waiting;
   // Last access to *job: after this the caller may return.
-  if (job->remaining.fetch_sub(1, std::memory_order_acq_rel) == 1 && wake) {
+  job->remaining.fetch_sub(1, std::memory_order_seq_cst);
+  if (done_waiters.load(std::memory_order_seq_cst) != 0) {
+    std::lock_guard<std::mutex> lock(mu);
     done_cv.notify_all();
   }
 }
@@ -219,9 +226,10 @@ void WorkerPool::Run(std::size_t n,
     if (i % 64 == 63) sched_yield();  // see SpinForWork
   }
   lock.lock();
-  job.waiting = true;
+  im.done_waiters.fetch_add(1, std::memory_order_seq_cst);
   im.done_cv.wait(
-      lock, [&] { return job.remaining.load(std::memory_order_acquire) == 0; });
+      lock, [&] { return job.remaining.load(std::memory_order_seq_cst) == 0; });
+  im.done_waiters.fetch_sub(1, std::memory_order_relaxed);
 }
 
 }  // namespace ztier
