@@ -99,6 +99,9 @@ Result<std::vector<std::size_t>> ParseThreadCounts(
   return counts;
 }
 
+// Fresh memory probed after each run (machine_info.h): 16 steps of 2 MiB.
+constexpr std::size_t kPopulateProbeBytes = std::size_t{32} << 20;
+
 constexpr const char kSynopsis[] =
     "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME]... [--runs N] "
     "[--threads N,N,...] [--json FILE] [--plot DIR]";
@@ -224,6 +227,9 @@ int RunBenchEngine(std::span<const std::string_view> args) {
         }
         if (status.ok() && run > 0) {
           result.cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
+          for (double us : FreshMemoryPopulateUs(kPopulateProbeBytes)) {
+            result.populate_2mib_us.push_back(us);
+          }
         }
       }
       if (status.ok()) {

@@ -183,6 +183,16 @@ std::string CaseTable(const CaseResult& r) {
           FormatDouble(st.median, 0) + ", min " + FormatDouble(st.min, 0) +
           ", max " + FormatDouble(st.max, 0) + "\n";
   }
+  if (!r.populate_2mib_us.empty()) {
+    std::vector<double> us = r.populate_2mib_us;
+    std::sort(us.begin(), us.end());
+    const auto at = [&](double q) {
+      return FormatDouble(us[static_cast<std::size_t>(q * (us.size() - 1))], 0);
+    };
+    rtt += "fresh memory after each run, us per 2 MiB populated (" +
+           std::to_string(us.size()) + "): median " + at(0.5) + ", p90 " +
+           at(0.9) + ", max " + at(1.0) + "\n";
+  }
   return "== " + r.codec + " / " + r.corpus + " (" + std::to_string(r.pages) +
          " pages), MB/s ==\n" + t.Render() + rtt;
 }
@@ -421,6 +431,9 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     w.Key("cross_cpu_rtt_ns");
     WriteMedianMinMaxJson(w, Summarize(r.cross_cpu_rtt_ns), 1);
     WriteSamplesJson(w, "cross_cpu_rtt_ns_samples", r.cross_cpu_rtt_ns, 1);
+    w.Key("populate_2mib_us");
+    WriteMedianMinMaxJson(w, Summarize(r.populate_2mib_us), 1);
+    WriteSamplesJson(w, "populate_2mib_us_samples", r.populate_2mib_us, 1);
     w.EndObject();
   }
   w.EndArray();

@@ -68,6 +68,9 @@ struct CaseResult {
   // CrossCpuRoundTripNs() after each measured run: the parallel figures
   // move with it (machine_info.h).
   std::vector<double> cross_cpu_rtt_ns;
+  // FreshMemoryPopulateUs() after each measured run: what the 2 MiB steps
+  // of a fresh fill's pool cost then.
+  std::vector<double> populate_2mib_us;
 };
 
 // One derived ratio of a case.

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <lz4.h>
 #include <lzo/lzoconf.h>
+#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -102,6 +103,32 @@ double CrossCpuRoundTripNs() {
   if (!pinger_pinned || !ponger_pinned.load()) return 0;
   std::sort(ns.begin(), ns.end());
   return ns[ns.size() / 2];
+}
+
+std::vector<double> FreshMemoryPopulateUs(std::size_t bytes) {
+  constexpr std::size_t kChunk = std::size_t{2} << 20;
+  const std::size_t len = (bytes + kChunk - 1) / kChunk * kChunk;
+  std::vector<double> us;
+  if (len == 0) return us;
+  // One chunk more, to start on a 2 MiB boundary as huge pages need.
+  void* map = mmap(nullptr, len + kChunk, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) return us;
+  auto* base = reinterpret_cast<std::byte*>(
+      (reinterpret_cast<std::uintptr_t>(map) + kChunk - 1) & ~(kChunk - 1));
+  (void)madvise(base, len, MADV_HUGEPAGE);
+  for (std::size_t off = 0; off < len; off += kChunk) {
+    const auto start = std::chrono::steady_clock::now();
+    if (madvise(base + off, kChunk, MADV_POPULATE_WRITE) != 0) {
+      us.clear();
+      break;
+    }
+    const std::chrono::duration<double, std::micro> took =
+        std::chrono::steady_clock::now() - start;
+    us.push_back(took.count());
+  }
+  munmap(map, len + kChunk);
+  return us;
 }
 
 MachineInfo GetMachineInfo() {

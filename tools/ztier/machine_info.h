@@ -12,7 +12,9 @@
 #ifndef ZTIER_TOOLS_ZTIER_MACHINE_INFO_H_
 #define ZTIER_TOOLS_ZTIER_MACHINE_INFO_H_
 
+#include <cstddef>
 #include <string>
+#include <vector>
 
 namespace ztier::tool {
 
@@ -41,6 +43,16 @@ MachineInfo GetMachineInfo();
 // fault handled on another CPU) moves with it; so experiments that depend
 // on it measure it again during their runs.
 double CrossCpuRoundTripNs();
+
+// What fresh memory costs: maps `bytes` (rounded up to 2 MiB) of anonymous
+// memory as the pool's arenas are (huge pages advised), faults it in 2 MiB
+// at a time with MADV_POPULATE_WRITE as the pool does, unmaps it, and
+// returns the microseconds each 2 MiB took. Empty where the kernel refuses
+// (before 5.14). On this VM most take 100-250 us, but memory the guest
+// has handed back to the host (free page reporting) must first be faulted
+// in by the host: those take about 5 ms, and a fresh fill that meets one
+// loses that much.
+std::vector<double> FreshMemoryPopulateUs(std::size_t bytes);
 
 // One line: "machine: AMD EPYC, 2 cores, Linux 6.1.0 x86_64, gcc 12.2.0;
 // lz4 1.9.4, zstd 1.5.4, libdeflate 1.14, lzo 2.10; cross-CPU round trip
