@@ -18,7 +18,11 @@ cross-CPU round trip) are not compared.
 Prints, per experiment, how many figures agree and how far apart the two
 medians are (median, 90th percentile and largest relative difference),
 then the five figures that disagree most (--all: every one), with both
-runs' median (min-max).
+runs' median (min-max). Where the results record the conditions of their
+runs (the machine's cross-CPU round trip; bench engine's per-case
+"conditions"), it prints them too, and how many figures agree among the
+cases that ran in the same vCPU placement in both runs and among the
+others.
 Exit status: 0 (a report, agreeing or not); 2 bad usage or unreadable input.
 """
 
@@ -74,6 +78,58 @@ def triplets(node, path, out):
             triplets(item, path + ((key, n),), out)
 
 
+def case_of(path):
+    """The (codec, corpus) a figure's path names, or None."""
+    for p in path:
+        if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], tuple):
+            d = dict(p[0])
+            if "codec" in d and "corpus" in d:
+                return (d["codec"], d["corpus"])
+    return None
+
+
+def condition_lines(docs, common, bad):
+    """What the two runs saw of the machine, and whether the figures agree
+    where they saw the same. Cases (codec, corpus) with a "conditions" entry
+    count as run in the same vCPU placement when their median cross-CPU
+    round trips are within a factor of 2 of each other."""
+    lines = []
+    rtts = [d.get("machine", {}).get("cross_cpu_rtt_ns") for d in docs]
+    if all(isinstance(r, (int, float)) and r > 0 for r in rtts):
+        lines.append(f"cross-CPU round trip at the start: {rtts[0]:.0f} vs "
+                     f"{rtts[1]:.0f} ns")
+    conds = []
+    for d in docs:
+        c = {}
+        for item in d.get("conditions", []) or []:
+            if isinstance(item, dict) and "codec" in item and "corpus" in item:
+                c[(item["codec"], item["corpus"])] = item
+        conds.append(c)
+    cases = [k for k in conds[0] if k in conds[1]]
+    if not cases:
+        return lines
+    same = set()
+    for k in cases:
+        r = [conds[i][k].get("cross_cpu_rtt_ns", {}).get("median") for i in (0, 1)]
+        if all(isinstance(x, (int, float)) and x > 0 for x in r):
+            if max(r) / min(r) < 2:
+                same.add(k)
+    counts = {True: [0, 0], False: [0, 0]}
+    for p in common:
+        k = case_of(p)
+        if k is None or k not in cases:
+            continue
+        c = counts[k in same]
+        c[0] += p not in bad
+        c[1] += 1
+    lines.append(
+        f"cases run in the same vCPU placement in both runs (median cross-CPU "
+        f"round trips within 2x): {len(same)} of {len(cases)}; their figures "
+        f"agree {counts[True][0]} of {counts[True][1]}, the others' "
+        f"{counts[False][0]} of {counts[False][1]}")
+    return lines
+
+
 def label(path):
     parts = []
     for p in path:
@@ -107,6 +163,7 @@ def main(argv):
     total = agree_total = 0
     for name in names:
         runs = []
+        docs = []
         for d in (first, second):
             try:
                 with open(os.path.join(d, name)) as f:
@@ -117,6 +174,7 @@ def main(argv):
             figs = {}
             triplets(doc, (), figs)
             runs.append(figs)
+            docs.append(doc)
         a, b = runs
         common = [p for p in a if p in b]
         bad = []
@@ -138,6 +196,8 @@ def main(argv):
                       f" 90th percentile {apart[int(len(apart) * 0.9)]:.1f}%,"
                       f" max {apart[-1]:.1f}%")
         print(f"{name[:-5]}: {agree} of {len(common)} medians agree{spread}")
+        for line in condition_lines(docs, common, {p for _, p in bad}):
+            print("  " + line)
         shown = bad if show_all else sorted(bad, reverse=True)[:5]
         for d, p in sorted(shown, reverse=True):
             print(f"  {label(p)}: {fmt(a[p])} vs {fmt(b[p])}, "

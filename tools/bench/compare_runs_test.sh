@@ -1,0 +1,55 @@
+#!/bin/sh
+# Test of compare_runs.py (run by CTest): two made-up runs, with figures that
+# agree, one that does not, conditions it must leave out of the comparison,
+# and the per-placement count; then bad usage.
+#   compare_runs_test.sh PATH/TO/compare_runs.py
+set -eu
+compare=$1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/compare-runs-test.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+fails=0
+passes=0
+check() {  # check DESCRIPTION COMMAND...
+  what=$1; shift
+  if "$@"; then
+    echo "ok: $what"; passes=$((passes + 1))
+  else
+    echo "FAILED: $what"; fails=$((fails + 1))
+  fi
+}
+
+# run DIR RTT_A RTT_B STORE_MEDIAN: one bench-engine.json with two cases.
+run() {
+  mkdir -p "$1"
+  cat > "$1/bench-engine.json" <<J
+{"machine": {"cpu_model": "test", "cross_cpu_rtt_ns": $2},
+ "measurements": [
+  {"codec": "lz4", "corpus": "a", "op": "store", "threads": 1,
+   "mb_s_median": $4, "mb_s_min": $(($4 - 5)), "mb_s_max": $(($4 + 5))},
+  {"codec": "lz4", "corpus": "b", "op": "store", "threads": 1,
+   "mb_s_median": 200, "mb_s_min": 190, "mb_s_max": 210}],
+ "conditions": [
+  {"codec": "lz4", "corpus": "a", "cross_cpu_rtt_ns": {"median": $2, "min": 1, "max": 900}},
+  {"codec": "lz4", "corpus": "b", "cross_cpu_rtt_ns": {"median": $3, "min": 1, "max": 900}}]}
+J
+}
+run "$dir/one" 55 60 100
+run "$dir/two" 320 58 150
+python3 "$compare" "$dir/one" "$dir/two" > "$dir/out"
+cat "$dir/out"
+has() { grep -q -- "$1" "$dir/out"; }
+check "one of two figures agrees" has '^bench-engine: 1 of 2 medians agree'
+check "the disagreeing figure is named" \
+  has 'lz4 a store 1 / mb_s: 100 (95-105) vs 150 (145-155), medians 50.0% apart'
+check "the machine's round trips are shown" \
+  has 'round trip at the start: 55 vs 320 ns'
+check "conditions are not compared, and split the count" \
+  has "within 2x): 1 of 2; their figures agree 1 of 1, the others' 0 of 1"
+check "the total" has '^all: 1 of 2 medians agree (50.0%)'
+
+status=0
+python3 "$compare" "$dir/one" >/dev/null 2>&1 || status=$?
+check "bad usage exits 2" test "$status" -eq 2
+
+echo "$passes passed, $fails failed"
+test "$fails" -eq 0
