@@ -5,18 +5,8 @@
 #   compare_runs_test.sh PATH/TO/compare_runs.py
 set -eu
 compare=$1
-dir=$(mktemp -d "${TMPDIR:-/tmp}/compare-runs-test.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-passes=0
-check() {  # check DESCRIPTION COMMAND...
-  what=$1; shift
-  if "$@"; then
-    echo "ok: $what"; passes=$((passes + 1))
-  else
-    echo "FAILED: $what"; fails=$((fails + 1))
-  fi
-}
+test_name=compare-runs-test
+. "$(dirname "$0")/test_check.sh"
 
 # run DIR RTT_A RTT_B STORE_MEDIAN: one bench-engine.json with two cases.
 run() {
@@ -51,5 +41,4 @@ status=0
 python3 "$compare" "$dir/one" >/dev/null 2>&1 || status=$?
 check "bad usage exits 2" test "$status" -eq 2
 
-echo "$passes passed, $fails failed"
-test "$fails" -eq 0
+check_summary

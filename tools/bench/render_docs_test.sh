@@ -5,18 +5,8 @@
 #   render_docs_test.sh PATH/TO/render_docs.sh
 set -eu
 render=$1
-dir=$(mktemp -d "${TMPDIR:-/tmp}/render-docs-test.XXXXXX")
-trap 'rm -rf "$dir"' EXIT
-fails=0
-passes=0
-check() {  # check DESCRIPTION COMMAND...
-  what=$1; shift
-  if "$@"; then
-    echo "ok: $what"; passes=$((passes + 1))
-  else
-    echo "FAILED: $what"; fails=$((fails + 1))
-  fi
-}
+test_name=render-docs-test
+. "$(dirname "$0")/test_check.sh"
 
 mkdir -p "$dir/results" "$dir/docs/charts"
 printf 'machine: test\n\n== table A ==\nrow a1\n\n== table B ==\nrow b1\n\nwrote x.json\n\n\n' \
@@ -62,5 +52,4 @@ check "a START that matches nothing fails" sh -c \
   '! "$1" "$2/bad.md.in" "$2/results" "$2/docs/charts" "$2/docs/out.md" 2>/dev/null' _ "$render" "$dir"
 check "no temporary file left" sh -c '! ls "$1"/docs/out.md.tmp.* >/dev/null 2>&1' _ "$dir"
 
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+check_summary
