@@ -250,16 +250,16 @@ std::vector<Chart> NbdCharts(const NbdBenchConfig& cfg,
                              const NbdResults& results) {
   const auto jobs = StandardJobs();
   const std::string runs = MedianOfRuns(cfg.runs);
+  const std::string x_label =
+      "fio job (" + std::to_string(cfg.seconds) + " s each)";
   Chart small{.name = "nbd-4k",
               .title = "fio over NBD, 4 KiB random I/O (" + runs + ")",
-              .x_label = "fio job (" + std::to_string(cfg.seconds) +
-                         " s each)",
+              .x_label = x_label,
               .y_label = "thousand I/Os per second",
               .style = PlotStyle::kBars};
   Chart large{.name = "nbd-128k",
               .title = "fio over NBD, 128 KiB sequential I/O (" + runs + ")",
-              .x_label = "fio job (" + std::to_string(cfg.seconds) +
-                         " s each)",
+              .x_label = x_label,
               .y_label = "throughput (MB/s = 10^6 bytes/s)",
               .style = PlotStyle::kBars};
   for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
