@@ -43,7 +43,7 @@ class ItemCursor {
     }
   }
 
-  // The next item for `lane` to do, or items() when none is left.
+  // The next item for `lane` to do, or the item count when none is left.
   std::size_t Next(std::size_t lane) {
     for (std::size_t k = 0; k < lanes_; ++k) {
       Share& s = shares_[(lane + k) % lanes_];
@@ -54,8 +54,6 @@ class ItemCursor {
     }
     return items_;
   }
-
-  std::size_t items() const { return items_; }
 
  private:
   struct alignas(64) Share {
