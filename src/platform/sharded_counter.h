@@ -15,9 +15,12 @@
 // reader sums the cells, like the kernel's percpu_counter.
 //
 // Sum() is exact once writers are quiet; while they run it may miss updates
-// in flight, and a thread moved between CPUs in the middle of a pair of
-// updates leaves one cell above and another below: the sum wraps back to
-// the right value, but a single cell means nothing.
+// in flight. A page stored on one CPU and freed on another leaves one cell
+// above and another below: the sum wraps back to the right value, but a
+// single cell means nothing, and a reader that sees the subtraction and not
+// yet the addition would sum to "minus one", near 2^64. Sum() returns 0
+// then, as the kernel's percpu_counter_sum_positive() does: these counters
+// never truly go below zero (nor reach 2^63).
 //
 // Thread safety: all methods may be called from any thread.
 #ifndef ZTIER_PLATFORM_SHARDED_COUNTER_H_
@@ -40,9 +43,9 @@ class ShardedCounter {
   void Add(std::uint64_t v) { Cell().fetch_add(v, std::memory_order_relaxed); }
   void Sub(std::uint64_t v) { Cell().fetch_sub(v, std::memory_order_relaxed); }
   std::uint64_t Sum() const {
-    std::uint64_t sum = 0;
+    std::uint64_t sum = 0;  // modulo 2^64: cells may be "negative"
     for (const Padded& c : cells_) sum += c.v.load(std::memory_order_relaxed);
-    return sum;
+    return static_cast<std::int64_t>(sum) < 0 ? 0 : sum;
   }
 
  private:

@@ -1,6 +1,7 @@
 // sharded_counter_test.cc: the sum is exact once writers stop, with many
-// threads adding and subtracting at once (runs under TSan), and wraps back
-// right when subtractions land in other cells than the additions.
+// threads adding and subtracting at once (runs under TSan), wraps back
+// right when subtractions land in other cells than the additions, and never
+// reads below zero.
 #include "platform/sharded_counter.h"
 
 #include <sched.h>
@@ -61,6 +62,18 @@ TEST(ShardedCounterTest, SubtractingOnAnotherCpuWrapsBack) {
   EXPECT_EQ(c.Sum(), 1u);
   pinned(cpus > 1 ? 1 : 0, [&] { c.Sub(1); });
   EXPECT_EQ(c.Sum(), 0u);
+}
+
+// A reader that sees a subtraction before the addition it undoes (made on
+// another CPU) reads 0, not a number near 2^64.
+TEST(ShardedCounterTest, NeverReadsBelowZero) {
+  ShardedCounter c;
+  c.Sub(1);  // the addition is still "in flight"
+  EXPECT_EQ(c.Sum(), 0u);
+  c.Add(1);
+  EXPECT_EQ(c.Sum(), 0u);
+  c.Add(1);
+  EXPECT_EQ(c.Sum(), 1u);
 }
 
 }  // namespace
