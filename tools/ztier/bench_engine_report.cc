@@ -176,25 +176,29 @@ std::string CaseTable(const CaseResult& r) {
               FormatDouble(st.median, 1), FormatDouble(st.min, 1),
               FormatDouble(st.max, 1), FormatDouble(st.cv_percent, 1)});
   }
-  std::string rtt;
+  // What the runs saw of the machine; median and max as in the JSON.
+  std::string conditions;
   if (!r.cross_cpu_rtt_ns.empty()) {
     const SampleStats st = Summarize(r.cross_cpu_rtt_ns);
-    rtt = "cross-CPU round trip after each run, ns: median " +
-          FormatDouble(st.median, 0) + ", min " + FormatDouble(st.min, 0) +
-          ", max " + FormatDouble(st.max, 0) + "\n";
+    conditions = "cross-CPU round trip after each run, ns: median " +
+                 FormatDouble(st.median, 0) + ", min " +
+                 FormatDouble(st.min, 0) + ", max " + FormatDouble(st.max, 0) +
+                 "\n";
   }
   if (!r.populate_2mib_us.empty()) {
-    std::vector<double> us = r.populate_2mib_us;
-    std::sort(us.begin(), us.end());
-    const auto at = [&](double q) {
-      return FormatDouble(us[static_cast<std::size_t>(q * (us.size() - 1))], 0);
-    };
-    rtt += "fresh memory after each run, us per 2 MiB populated (" +
-           std::to_string(us.size()) + "): median " + at(0.5) + ", p90 " +
-           at(0.9) + ", max " + at(1.0) + "\n";
+    const SampleStats st = Summarize(r.populate_2mib_us);
+    std::vector<double> sorted = r.populate_2mib_us;
+    std::sort(sorted.begin(), sorted.end());
+    // Nearest rank: the smallest value with 90% of the steps at or below.
+    const std::size_t rank = (sorted.size() * 9 + 9) / 10;
+    conditions += "fresh memory after each run, us per 2 MiB populated (" +
+                  std::to_string(st.n) + "): median " +
+                  FormatDouble(st.median, 0) + ", p90 " +
+                  FormatDouble(sorted[rank - 1], 0) + ", max " +
+                  FormatDouble(st.max, 0) + "\n";
   }
   return "== " + r.codec + " / " + r.corpus + " (" + std::to_string(r.pages) +
-         " pages), MB/s ==\n" + t.Render() + rtt;
+         " pages), MB/s ==\n" + t.Render() + conditions;
 }
 
 const Series* FindCaseSeries(const CaseResult& r, BenchPath path, BenchOp op,
