@@ -23,6 +23,8 @@
 //   kOutOfRange         an index or offset beyond the end. ERANGE.
 //   kFailedPrecondition the object is not in the state the call needs (not
 //                       initialised yet). EINVAL in zram's terms.
+//   kPermissionDenied   the caller may not do this to that object (EPERM,
+//                       EACCES: another user's process, a file's mode).
 //
 // Result<T> is std::expected<T, Status>: a value or the error explaining why
 // there is none.
@@ -50,6 +52,7 @@ enum class StatusCode : int {
   kBusy,
   kOutOfRange,
   kFailedPrecondition,
+  kPermissionDenied,
 };
 
 class [[nodiscard]] Status {
@@ -81,6 +84,9 @@ class [[nodiscard]] Status {
   }
   static Status FailedPrecondition(std::string_view m) {
     return {StatusCode::kFailedPrecondition, m};
+  }
+  static Status PermissionDenied(std::string_view m) {
+    return {StatusCode::kPermissionDenied, m};
   }
 
   bool ok() const { return code_ == StatusCode::kOk; }

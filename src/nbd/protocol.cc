@@ -16,6 +16,8 @@ std::uint32_t ToNbdError(const Status& status) {
       return kErrInval;
     case StatusCode::kUnsupported:
       return kErrNotSup;
+    case StatusCode::kPermissionDenied:
+      return kErrPerm;
     case StatusCode::kIoError:
     case StatusCode::kCorruption:
     case StatusCode::kBusy:

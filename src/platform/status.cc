@@ -19,6 +19,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kBusy: return "Busy";
     case StatusCode::kOutOfRange: return "OutOfRange";
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
   }
   return "Unknown";
 }
@@ -35,6 +36,7 @@ std::string_view StatusCodeErrnoName(StatusCode code) {
     case StatusCode::kBusy: return "EBUSY";
     case StatusCode::kOutOfRange: return "ERANGE";
     case StatusCode::kFailedPrecondition: return "EINVAL";
+    case StatusCode::kPermissionDenied: return "EPERM";
   }
   return "EIO";
 }
@@ -64,6 +66,9 @@ Status PosixError(std::string_view context, int err) {
       return Status::Busy(msg);
     case EOPNOTSUPP:
       return Status::Unsupported(msg);
+    case EPERM:
+    case EACCES:
+      return Status::PermissionDenied(msg);
     default:
       return Status::IoError(msg);
   }

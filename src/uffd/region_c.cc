@@ -41,6 +41,8 @@ int ToErrno(ztier::StatusCode code) {
       return -ENOENT;
     case StatusCode::kBusy:
       return -EBUSY;
+    case StatusCode::kPermissionDenied:
+      return -EPERM;
     case StatusCode::kIoError:
     case StatusCode::kCorruption:
       return -EIO;
