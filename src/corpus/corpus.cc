@@ -9,6 +9,7 @@
 #include "corpus/corpus.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -16,6 +17,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <memory>
+#include <utility>
 
 namespace ztier::corpus {
 namespace {
@@ -113,6 +115,79 @@ Result<PageSet> LoadPageSet(const std::string& path) {
     }
   }
   return PageSet(CorpusName(path), std::move(raw));
+}
+
+Status WriteFileAtomically(const std::string& path,
+                           std::span<const std::byte> data) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+  if (fd < 0) return PosixError("create a temporary file beside " + path, errno);
+  auto fail = [&](const std::string& what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return PosixError(what + " " + tmp, err);
+  };
+  for (std::size_t done = 0; done < data.size();) {
+    const ssize_t w = ::write(fd, data.data() + done, data.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return fail("write", errno);
+    done += static_cast<std::size_t>(w);
+  }
+  if (::fchmod(fd, 0644) != 0) return fail("fchmod", errno);
+  if (::fsync(fd) != 0) return fail("fsync", errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return PosixError("close " + tmp, err);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return PosixError("rename " + tmp + " to " + path, err);
+  }
+  return Status::Ok();
+}
+
+Status WritePageSet(const std::string& path, std::span<const std::byte> pages,
+                    int level) {
+  if (pages.empty() || pages.size() % kPageSize != 0) {
+    return Status::InvalidArgument("a corpus holds whole pages, at least one");
+  }
+  if (level < 1 || level > ZSTD_maxCLevel()) {
+    return Status::InvalidArgument("zstd level " + std::to_string(level) +
+                                   " out of range 1.." +
+                                   std::to_string(ZSTD_maxCLevel()));
+  }
+  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx(ZSTD_createCCtx(),
+                                                            ZSTD_freeCCtx);
+  if (cctx == nullptr) return Status::ResourceExhausted("ZSTD_createCCtx");
+  // The smallest window that holds every page, within what LoadPageSet
+  // accepts: a long match may reach back to any earlier page.
+  int window_log = 10;
+  while (window_log < kWindowLogMax &&
+         (std::size_t{1} << window_log) < pages.size()) {
+    ++window_log;
+  }
+  for (auto [param, value] :
+       {std::pair{ZSTD_c_compressionLevel, level},
+        std::pair{ZSTD_c_enableLongDistanceMatching, 1},
+        std::pair{ZSTD_c_windowLog, window_log},
+        std::pair{ZSTD_c_contentSizeFlag, 1},
+        std::pair{ZSTD_c_checksumFlag, 1}}) {
+    const std::size_t r = ZSTD_CCtx_setParameter(cctx.get(), param, value);
+    if (ZSTD_isError(r)) {
+      return Status::Unsupported(std::string("zstd parameter: ") +
+                                 ZSTD_getErrorName(r));
+    }
+  }
+  std::vector<std::byte> out(ZSTD_compressBound(pages.size()));
+  const std::size_t n = ZSTD_compress2(cctx.get(), out.data(), out.size(),
+                                       pages.data(), pages.size());
+  if (ZSTD_isError(n)) {
+    return Status::IoError(std::string("zstd: ") + ZSTD_getErrorName(n));
+  }
+  out.resize(n);
+  return WriteFileAtomically(path, out);
 }
 
 Result<std::vector<std::string>> FindCorpusFiles(const std::string& dir) {
