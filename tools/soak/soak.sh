@@ -24,7 +24,7 @@
 set -euo pipefail
 
 ZTIER=""
-CORPUS="../shared/corpus"
+CORPUS="$(cd "$(dirname "$0")/../.." && pwd)/testdata"
 MINUTES=20
 STEP_TIMEOUT=60  # seconds; a command that takes longer is an error
 

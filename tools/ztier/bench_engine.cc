@@ -30,7 +30,6 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier bench engine";
-constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
 
 void PrintError(const std::string& text) {
   std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
@@ -124,7 +123,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   flags.AddList("corpus", &corpus_files, "FILE",
                 "corpus file (.pages.zst or plain pages); repeatable");
   flags.AddString("corpus-dir", &corpus_dir, "DIR",
-                  "use every *.pages.zst in DIR (default ../shared/corpus; "
+                  "use every *.pages.zst in DIR (default " + std::string(kDefaultCorpusDir) + "; "
                   "used when no --corpus is given)");
   flags.AddList("codec", &codec_flags, "NAME",
                 "codec to measure; repeatable, or a comma list (default: "

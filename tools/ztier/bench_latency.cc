@@ -18,6 +18,7 @@
 #include "machine_info.h"
 #include "plot.h"
 #include "progress.h"
+#include "tool_common.h"
 #include "ztier/codec.h"
 
 namespace ztier::tool {
@@ -26,8 +27,8 @@ namespace {
 constexpr char kCommand[] = "ztier bench latency";
 constexpr char kAbout[] =
     "how long a high-priority load or store waits behind preempted "
-    "low-priority stores (seed 001), shared-stream baseline against "
-    "separate paths.";
+    "low-priority stores (the zswap load contention series), "
+    "shared-stream baseline against separate paths.";
 constexpr std::uint32_t kSlowNs = 10'000'000;  // 10 ms
 
 // The points of the latency distribution charts: quantiles of each run.
@@ -175,7 +176,7 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   std::int64_t runs = 5;
   std::string mode = "both";
   std::string codec = "zstd";
-  std::string corpus_path = "../shared/corpus/anon-python.pages.zst";
+  std::string corpus_path = kDefaultCorpusFile;
   std::string json_path;
   std::string plot_dir;
   FlagSet flags(kCommand);
@@ -191,9 +192,9 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   flags.AddString("mode", &mode, "MODE",
                   "shared (the baseline: one mutex per CPU stream for stores "
                   "and loads), separate (ztier's paths), or both (default)");
-  flags.AddString("codec", &codec, "NAME", "codec (default zstd, as the seed)");
+  flags.AddString("codec", &codec, "NAME", "codec (default zstd, as the zswap load contention series)");
   flags.AddString("corpus", &corpus_path, "FILE",
-                  "pages to store (default ../shared/corpus/anon-python.pages.zst)");
+                  "pages to store (default " + std::string(kDefaultCorpusFile) + ")");
   flags.AddString("json", &json_path, "FILE", "also write the results as JSON");
   flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;

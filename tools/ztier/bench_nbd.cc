@@ -36,7 +36,6 @@ using namespace nbdbench;  // NOLINT: this file is the benchmark's driver
 using std::chrono::milliseconds;
 
 constexpr const char kCommand[] = "ztier bench nbd";
-constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
 constexpr std::uint64_t kMaxArea = 256ull << 20;
 constexpr milliseconds kStartTimeout{15'000};
 constexpr milliseconds kStopGrace{10'000};
@@ -260,8 +259,8 @@ int RunBenchNbd(std::span<const std::string_view> args) {
                 "ztier codec; each one is a ztier variant (repeatable, or a "
                 "comma list; default lz4)");
   flags.AddString("corpus-dir", &corpus_dir, "DIR",
-                  "copy every *.pages.zst in DIR with nbdcopy (default "
-                  "../shared/corpus)");
+                  "copy every *.pages.zst in DIR with nbdcopy (default " +
+                      std::string(kDefaultCorpusDir) + ")");
   flags.AddBool("no-nbdkit", &cfg.no_nbdkit,
                 "measure ztier alone (no nbdkit peers, no ratios)");
   flags.AddString("json", &cfg.json_path, "FILE",

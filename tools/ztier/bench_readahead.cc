@@ -27,28 +27,29 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier bench readahead";
-constexpr const char kDefaultCorpus[] =
-    "../shared/corpus/anon-python.pages.zst";
+constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--codec NAME] [--runs N] "
     "[--page-cluster N] [--fault-pages N] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "fault-in on a ztier region, two sections in one command.\n"
-    "1. readahead (seed 004): a paged-out region read in order with "
-    "page_cluster 0\n   and --page-cluster, alternating; pages/s, MB/s, "
-    "swap_ra, swap_ra_hit and\n   the line `page_cluster 3 / "
-    "page_cluster 0: X.XXx`.\n"
+    "1. readahead (as in the zswap decompress batching series): a "
+    "paged-out region\n   read in order with page_cluster 0 and "
+    "--page-cluster, alternating; pages/s,\n   MB/s, swap_ra, "
+    "swap_ra_hit and the line\n   `page_cluster 3 / page_cluster 0: "
+    "X.XXx`.\n"
     "2. fault-in latency: one read per page in random order, each "
     "timed, of a\n   paged-out region and of an untouched one "
     "(first-touch faults): median,\n   p90, p99, max in microseconds, "
     "beside a bare UFFDIO_COPY fault measured\n   in the same run and "
-    "this machine's figure (reference/this-machine.md\n   section 1).\n"
+    "the one measured earlier on the 2-vCPU development\n   machine.\n"
     "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).";
-// reference/this-machine.md section 1, "MISSING read, UFFDIO_COPY 4K".
+// Measured on the 2-vCPU development machine: a 64 MiB region touched in
+// order, one byte per page, by one thread, while another answered each
+// MISSING read fault with one 4 KiB UFFDIO_COPY.
 constexpr const char kBareFaultLine[] =
-    "this machine's bare UFFDIO_COPY 4K fault (reference/this-machine.md "
-    "\xC2\xA7"
-    "1): p50 14.0 \xC2\xB5s, p99 27.6 \xC2\xB5s (default scheduler); 7.55 "
+    "bare UFFDIO_COPY 4K fault measured on the 2-vCPU development machine: "
+    "p50 14.0 \xC2\xB5s, p99 27.6 \xC2\xB5s (default scheduler); 7.55 "
     "\xC2\xB5s p50 when handler and faulter share a vCPU";
 constexpr double kBareP50Us = 14.0;
 constexpr double kBareP99Us = 27.6;
@@ -240,7 +241,8 @@ std::string ConfigText(const Config& cfg) {
 
 std::string SeqText(const Config& cfg, const std::vector<SeqRun>& runs) {
   std::string t =
-      "readahead: sequential read of a paged-out region (seed 004)\n";
+      "readahead: sequential read of a paged-out region (as in the zswap "
+      "decompress batching series)\n";
   TextTable table(
       {"variant", "pages/s median (min-max)", "MB/s median (min-max)", "cv%",
        "stored", "faults", "swap_ra", "swap_ra_hit"},
@@ -512,7 +514,9 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     j.Key("reference_bare_uffdio_copy_4k");
     j.BeginObject();
     j.Key("source");
-    j.String("reference/this-machine.md section 1");
+    j.String(
+        "bare UFFDIO_COPY 4K fault measured on the 2-vCPU development "
+        "machine");
     j.Key("p50_us");
     j.Double(kBareP50Us, 2);
     j.Key("p99_us");

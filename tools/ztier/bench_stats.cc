@@ -117,6 +117,10 @@ std::string JsonQuote(std::string_view s) {
 }
 
 void JsonWriter::Newline() {
+  if (has_element_.size() >= inline_from_) {
+    out_ += ' ';
+    return;
+  }
   out_ += '\n';
   out_.append(2 * has_element_.size(), ' ');
 }
@@ -139,12 +143,25 @@ void JsonWriter::BeginObject() {
   has_element_.push_back(false);
 }
 
+void JsonWriter::BeginInlineObject() {
+  BeginObject();
+  inline_from_ = std::min(inline_from_, has_element_.size());
+}
+
 void JsonWriter::Close(char bracket) {
   assert(!has_element_.empty() && !after_key_);
   const bool had = has_element_.back();
+  const bool one_line = has_element_.size() >= inline_from_;
   has_element_.pop_back();
-  if (had) Newline();
+  if (had) {
+    if (one_line) {
+      out_ += ' ';
+    } else {
+      Newline();
+    }
+  }
   out_ += bracket;
+  if (has_element_.size() < inline_from_) inline_from_ = SIZE_MAX;
 }
 
 void JsonWriter::EndObject() { Close('}'); }

@@ -85,6 +85,9 @@ class TextTable {
 class JsonWriter {
  public:
   void BeginObject();
+  // An object written on one line ({ "a": 1, "b": 2 }), with everything
+  // nested in it; closed with EndObject().
+  void BeginInlineObject();
   void EndObject();
   void BeginArray();
   void EndArray();
@@ -109,6 +112,9 @@ class JsonWriter {
   // One entry per open container: whether it has an element yet.
   std::vector<bool> has_element_;
   bool after_key_ = false;
+  // The depth from which containers are written on one line; none when
+  // SIZE_MAX.
+  std::size_t inline_from_ = SIZE_MAX;
 };
 
 // `s` as a JSON string literal, quotes included.

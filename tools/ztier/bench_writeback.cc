@@ -32,8 +32,7 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char kCommand[] = "ztier bench writeback";
-constexpr const char kDefaultCorpus[] =
-    "../shared/corpus/anon-python.pages.zst";
+constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kImageName[] = "ztier-bench-writeback.img";
 constexpr const char kFioFileName[] = "ztier-bench-fio.img";
 constexpr const char kSynopsis[] =
@@ -42,8 +41,9 @@ constexpr const char kSynopsis[] =
 constexpr const char kAbout[] =
     "zram-style writeback of a filled store to a\nbacking file, one "
     "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
-    "seed 002) against batched io_uring writeback, with fio's\n"
-    "sequential-write bandwidth on the same file system as the limit.\n"
+    "its writeback batching series) against batched io_uring writeback,\n"
+    "with fio's sequential-write bandwidth on the same file system as the "
+    "limit.\n"
     "--dir should be on the file system under test. Without fio on PATH "
     "the fio\npart is skipped.";
 

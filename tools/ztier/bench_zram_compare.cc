@@ -40,7 +40,6 @@ using namespace zramcmp;  // NOLINT: this file is the benchmark's driver
 using std::chrono::milliseconds;
 
 constexpr const char kCommand[] = "ztier bench zram-compare";
-constexpr const char kDefaultCorpusDir[] = "../shared/corpus";
 constexpr const char kDefaultDevice[] = "/dev/zram0";
 constexpr std::uint64_t kBlock = kMaxBlockPages * kPageSize;
 constexpr std::uint64_t kVerifyStride = 61;  // pages between checked pages
@@ -398,7 +397,7 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
                "1 runs one thread only",
                1, 1024);
   flags.AddString("corpus-dir", &cfg.corpus_dir, "DIR",
-                  "every *.pages.zst in DIR (default ../shared/corpus)");
+                  "every *.pages.zst in DIR (default " + std::string(kDefaultCorpusDir) + ")");
   flags.AddInt("corpus-pages", &corpus_pages, "N",
                "use the first N pages of each corpus (rounded down to 32; "
                "default 0: all)",

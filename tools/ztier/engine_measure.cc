@@ -371,6 +371,7 @@ Result<std::unique_ptr<PageStore>> EngineMeasurer::Impl::NewStore(
   PageStoreOptions o;
   o.num_pages = n;
   o.codec = std::string(codec->name());
+  o.algorithm_params = options.algorithm_params;
   o.batch_backend = v.backend;
   o.batch_size = v.batch;
   o.parallel_workers = options.parallel_workers;

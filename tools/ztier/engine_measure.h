@@ -42,6 +42,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -111,6 +112,9 @@ struct MeasureOptions {
   std::size_t all_threads = 1;       // the most threads a variant may use
   WorkerPool* pool = nullptr;        // for codec batch=8 parallel; not owned
   std::size_t parallel_workers = 1;  // PageStore's parallel backend
+  // The algorithm_params tokens `codec` was made with ("level=9"), for the
+  // stores of the store variants and MeasureSizes(); empty: its defaults.
+  std::string algorithm_params;
 };
 
 class EngineMeasurer {

@@ -3,8 +3,10 @@
 // The `ztier` command: one binary, subcommands found in small tables.
 //
 //   ztier bench engine [flags]   codec and store throughput and memory
+//   ztier corpus capture [flags] a page corpus from a running process
+//   ztier estimate [flags]       what compressed memory would save, per codec
 //   ztier bench readahead [flags] region readahead and fault-in latency
-//   ztier usemem [flags]         seed 000's usemem workload on a region
+//   ztier usemem [flags]         the usemem workload on a region
 //   ztier help [COMMAND]         usage (also: ztier --help, ztier -h)
 //   ztier --version
 //
@@ -25,7 +27,9 @@
 #include "bench_readahead.h"
 #include "bench_writeback.h"
 #include "bench_zram_compare.h"
+#include "corpus_cmd.h"
 #include "ctl_cmd.h"
+#include "estimate_cmd.h"
 #include "serve_cmd.h"
 #include "status_cmd.h"
 #include "usemem.h"
@@ -95,18 +99,19 @@ constexpr Command kBenchCommands[] = {
      RunEngine},
     {"latency",
      "slowest high-priority load/store: shared-stream baseline vs separate "
-     "paths (seed 001)",
+     "paths (zswap load contention series)",
      RunBenchLatency},
     {"nbd",
      "`ztier serve` vs. nbdkit memory over NBD: fio IOPS, nbdcopy, memory",
      RunNbd},
     {"readahead",
-     "region fault-in: sequential read with page_cluster 0 vs 3 (seed 004), "
-     "and fault-in latency vs a bare UFFDIO_COPY fault",
+     "region fault-in: sequential read with page_cluster 0 vs 3 (zswap "
+     "decompress batching series), and fault-in latency vs a bare "
+     "UFFDIO_COPY fault",
      RunBenchReadahead},
     {"writeback",
      "writeback to a backing file: one page at a time vs batched io_uring "
-     "vs fio (seed 002)",
+     "vs fio (zram writeback batching series)",
      RunBenchWriteback},
     {"zram-compare",
      "the kernel's zram (/dev/zram0) vs ztier on the same data: mm_stat, "
@@ -118,17 +123,32 @@ int RunBench(Args args) {
   return Dispatch("ztier bench", kBenchCommands, args);
 }
 
+constexpr Command kCorpusCommands[] = {
+    {"capture",
+     "capture a running process's memory pages as a page corpus",
+     RunCorpusCapture},
+};
+
+int RunCorpus(Args args) {
+  return Dispatch("ztier corpus", kCorpusCommands, args);
+}
+
 int RunHelp(Args args);
 
 constexpr Command kCommands[] = {
     {"bench", "run an experiment (`ztier bench engine`)", RunBench},
+    {"corpus", "make page corpora (`ztier corpus capture --pid PID -o F`)",
+     RunCorpus},
     {"ctl", "show or store a zram attribute of `ztier serve`", RunCtl},
+    {"estimate",
+     "would compressed memory help this workload, and with which codec?",
+     RunEstimate},
     {"serve", "serve zram devices over NBD (userspace zram)", RunServe},
     {"help", "show usage, or a command's usage (`ztier help bench`)", RunHelp},
     {"status", "list the devices of `ztier serve` like zramctl", RunStatus},
     {"usemem",
-     "seed 000's usemem workload on a region: batched vs one-at-a-time "
-     "stores",
+     "the zswap store batching series' usemem workload on a region: "
+     "batched vs one-at-a-time stores",
      RunUsemem},
 };
 

@@ -26,6 +26,12 @@
 
 namespace ztier::tool {
 
+// The corpora of the checkout this tool was built from (testdata/), which
+// every corpus flag defaults to: the folder, and its anon-python corpus.
+inline constexpr char kDefaultCorpusDir[] = ZTIER_TESTDATA_DIR;
+inline constexpr char kDefaultCorpusFile[] =
+    ZTIER_TESTDATA_DIR "/anon-python.pages.zst";
+
 // " (/abs/path)" when `path` is not already its absolute, normalized form;
 // "" when it is or cannot be made absolute. Follows a path in a message.
 std::string AbsoluteNote(const std::string& path);

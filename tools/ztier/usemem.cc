@@ -27,19 +27,19 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier usemem";
-constexpr const char kDefaultCorpus[] =
-    "../shared/corpus/anon-python.pages.zst";
+constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kSynopsis[] =
     "[--workers N] [--size BYTES] [--budget PERCENT|BYTES] [--corpus FILE] "
     "[--codec NAME] [--compare-batching] [--runs N] [--json FILE] "
     "[--page-cluster N] [--sleep SECONDS] [--max-pool-percent N] "
     "[--plot DIR]";
 constexpr const char kAbout[] =
-    "seed 000's vm-scalability usemem workload on a ztier region.\n"
+    "the vm-scalability usemem workload of the zswap store batching\n"
+    "series, on a ztier region.\n"
     "N worker threads share one region of N x --size bytes with a "
     "budget of\n--budget; each fills its slice from the corpus, adds a "
     "constant to every\n8-byte word, sleeps, reads it all back and "
-    "checks every page. Reports the\nseed's Average/Total Throughput "
+    "checks every page. Reports the\nseries' Average/Total Throughput "
     "(KB/s) and Time to Free (usecs, the region's\ndestruction), and "
     "zswap's counters. --compare-batching alternates batched\nstores "
     "(parallel backend, batch 8, 64 KiB units) with one page at a time "
@@ -92,11 +92,11 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "vm.page-cluster)", 0, 5);
   flags.AddString("sleep", &f->sleep, "SECONDS",
                   "pause between the write and the read pass (default 1; the "
-                  "seed's usemem sleeps 10)");
+                  "zswap store batching series' usemem sleeps 10)");
   flags.AddInt("max-pool-percent", &f->max_pool_percent, "N",
                "pool limit, percent of the budget (default 50; zswap's 20 "
-               "would bind here, unlike in the seed, and leave pages "
-               "resident over the budget)",
+               "would bind here, unlike in the zswap store batching series, "
+               "and leave pages resident over the budget)",
                1, 100);
   flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
 }

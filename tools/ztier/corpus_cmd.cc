@@ -1,0 +1,322 @@
+// File: tools/ztier/corpus_cmd.cc
+//
+// `ztier corpus capture` (see corpus_cmd.h): flags, the child process of the
+// `-- COMMAND` form, and the corpus and sidecar files.
+#include "corpus_cmd.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <chrono>
+#include <optional>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_stats.h"
+#include "corpus/capture.h"
+#include "flags.h"
+#include "progress.h"
+
+extern char** environ;
+
+namespace ztier::tool {
+namespace {
+
+constexpr const char kCommand[] = "ztier corpus capture";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", kCommand, message.c_str());
+  return 1;
+}
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", kCommand,
+               message.c_str(), kCommand);
+  return 2;
+}
+
+// A started COMMAND, stopped (SIGTERM, then SIGKILL after 5 s) and reaped
+// when the object dies.
+class Child {
+ public:
+  static Result<Child> Start(std::span<const std::string_view> argv) {
+    std::vector<std::string> words(argv.begin(), argv.end());
+    std::vector<char*> ptrs;
+    for (std::string& w : words) ptrs.push_back(w.data());
+    ptrs.push_back(nullptr);
+    pid_t pid = -1;
+    const int err =
+        ::posix_spawnp(&pid, ptrs[0], nullptr, nullptr, ptrs.data(), environ);
+    if (err != 0) return Err(PosixError("start " + words[0], err));
+    return Child(pid);
+  }
+  Child(Child&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() { Stop(); }
+
+  pid_t pid() const { return pid_; }
+
+  // Whether it has exited already (it is then reaped; *status says how).
+  bool Exited(int* status) {
+    if (pid_ < 0) return true;
+    if (::waitpid(pid_, status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return true;
+    }
+    return false;
+  }
+
+  void Stop() {
+    if (pid_ < 0) return;
+    ::kill(pid_, SIGTERM);
+    for (int i = 0; i < 500; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+
+ private:
+  explicit Child(pid_t pid) : pid_(pid) {}
+  pid_t pid_;
+};
+
+std::string ExitText(int status) {
+  if (WIFEXITED(status)) return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return "signal " + std::to_string(WTERMSIG(status));
+  return "status " + std::to_string(status);
+}
+
+std::string Hex(std::uint64_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string SidecarJson(const corpus::Capture& c, const std::string& output,
+                        std::size_t max_pages) {
+  JsonWriter w;
+  w.BeginObject();
+  w.Key("corpus");
+  w.String(output);
+  w.Key("pages");
+  w.Uint(c.pages.size());
+  w.Key("process");
+  w.BeginObject();
+  w.Key("pid");
+  w.Int(c.pid);
+  w.Key("comm");
+  w.String(c.comm);
+  w.Key("cmdline");
+  w.String(c.cmdline);
+  w.EndObject();
+  w.Key("mappings_set");
+  w.String(corpus::MappingSetName(c.mappings));
+  w.Key("max_pages");
+  w.Uint(max_pages);
+  w.Key("eligible_pages");
+  w.Uint(c.eligible);
+  w.Key("skipped");
+  w.BeginObject();
+  w.Key("untouched");
+  w.Uint(c.untouched);
+  w.Key("shared_zero_page");
+  if (c.zero_page_known) {
+    w.Uint(c.zero_page);
+  } else {
+    w.Null();  // the page frames were not visible: not told apart
+  }
+  w.Key("not_sampled");
+  w.Uint(c.eligible - c.pages.size() - c.vanished);
+  w.Key("vanished");
+  w.Uint(c.vanished);
+  w.EndObject();
+  w.Key("taken");
+  w.BeginObject();
+  w.Key("zero_filled");
+  w.Uint(c.zero_filled);
+  w.Key("same_filled");
+  w.Uint(c.same_filled);
+  w.EndObject();
+  // Every mapping of the set is counted in the totals above; those the
+  // corpus took pages from are listed, one a line.
+  w.Key("mappings_considered");
+  w.Uint(c.considered.size());
+  w.Key("mappings");
+  w.BeginArray();
+  for (const corpus::CapturedMapping& m : c.considered) {
+    if (m.taken == 0) continue;
+    w.BeginInlineObject();
+    w.Key("start");
+    w.String(Hex(m.start));
+    w.Key("end");
+    w.String(Hex(m.end));
+    w.Key("perms");
+    w.String(m.perms);
+    w.Key("name");
+    w.String(m.name);
+    w.Key("present");
+    w.Uint(m.present);
+    w.Key("swapped");
+    w.Uint(m.swapped);
+    w.Key("shared_zero_page");
+    w.Uint(m.zero_page);
+    w.Key("taken");
+    w.Uint(m.taken);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return w.Take();
+}
+
+Result<double> ParseSeconds(std::string_view text) {
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size() ||
+      !std::isfinite(v) || v < 0 || v > 86400) {
+    return Err(Status::InvalidArgument(
+        "--after " + std::string(text) +
+        ": a number of seconds from 0 to 86400 (fractions allowed)"));
+  }
+  return v;
+}
+
+constexpr const char kSynopsis[] =
+    "(--pid PID | [--after SECONDS] -- COMMAND ARGS...) -o FILE.pages.zst "
+    "[--mappings anon|file|all] [--max-pages N] [--level N]";
+constexpr const char kAbout[] =
+    "capture the memory pages of a running process as a page corpus\n"
+    "(FILE, one zstd frame of 4096-byte pages, and FILE.json describing "
+    "it).\nRead-only: the process is not stopped or changed. Needs the "
+    "right to read its memory\n(the same user under Yama ptrace_scope 0, "
+    "or root).";
+
+int RunCapture(std::span<const std::string_view> all_args) {
+  // Words after `--` are the command to start; `-o` is --output.
+  std::vector<std::string_view> args;
+  std::span<const std::string_view> command;
+  for (std::size_t i = 0; i < all_args.size(); ++i) {
+    if (all_args[i] == "--") {
+      command = all_args.subspan(i + 1);
+      break;
+    }
+    args.push_back(all_args[i] == "-o" ? "--output" : all_args[i]);
+  }
+  std::int64_t pid = 0;
+  std::string output;
+  std::string after_text;
+  std::string mappings_text = "anon";
+  std::int64_t max_pages = 4096;
+  std::int64_t level = 9;
+  FlagSet flags(kCommand, kSynopsis);
+  flags.AddInt("pid", &pid, "PID", "the process to capture", 1, INT32_MAX);
+  flags.AddString("output", &output, "FILE",
+                  "the corpus to write (-o); FILE.json is written beside it");
+  flags.AddString("after", &after_text, "SECONDS",
+                  "with -- COMMAND: how long the command runs before the "
+                  "capture (default 1)");
+  flags.AddString("mappings", &mappings_text, "anon|file|all",
+                  "which mappings: private anonymous (default), files, or "
+                  "both");
+  flags.AddInt("max-pages", &max_pages, "N",
+               "the most pages to take, spread evenly (default 4096)", 1,
+               std::int64_t{1} << 24);
+  flags.AddInt("level", &level, "N", "zstd level of FILE, 1-22 (default 9; 19 makes the smallest files, slowly)", 1, 22);
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  if (output.empty()) return UsageError("-o FILE is required");
+  if ((pid != 0) == !command.empty()) {
+    return UsageError("give either --pid PID or -- COMMAND ARGS...");
+  }
+  if (!after_text.empty() && command.empty()) {
+    return UsageError("--after goes with -- COMMAND");
+  }
+  auto mappings = corpus::ParseMappingSet(mappings_text);
+  if (!mappings.has_value()) {
+    return UsageError("--mappings: " + mappings.error().message());
+  }
+  double after = 1;
+  if (!after_text.empty()) {
+    auto s = ParseSeconds(after_text);
+    if (!s.has_value()) return UsageError(s.error().message());
+    after = *s;
+  }
+
+  std::optional<Child> child;
+  if (!command.empty()) {
+    auto started = Child::Start(command);
+    if (!started.has_value()) return Fail(started.error().message());
+    child.emplace(std::move(*started));
+    pid = child->pid();
+    std::this_thread::sleep_for(std::chrono::duration<double>(after));
+    int status = 0;
+    if (child->Exited(&status)) {
+      return Fail("ESRCH: " + std::string(command[0]) + " exited (" +
+                  ExitText(status) + ") before the capture; no corpus written");
+    }
+  }
+
+  Progress progress;
+  corpus::CaptureOptions options;
+  options.mappings = *mappings;
+  options.max_pages = static_cast<std::size_t>(max_pages);
+  options.on_progress = [&](std::string_view stage, std::size_t done,
+                            std::size_t total) {
+    progress.Update("capture " + std::to_string(pid) + ": " +
+                    std::string(stage) + " " + std::to_string(done) + "/" +
+                    std::to_string(total) + " pages");
+  };
+  auto c = corpus::CaptureProcess(static_cast<pid_t>(pid), options);
+  progress.Clear();
+  if (child.has_value()) child->Stop();
+  if (!c.has_value()) return Fail(c.error().message());
+
+  // The sidecar first: if it cannot be written, neither file appears.
+  const std::string sidecar = output + ".json";
+  const std::string json =
+      SidecarJson(*c, output, static_cast<std::size_t>(max_pages));
+  if (Status s = corpus::WriteFileAtomically(
+          sidecar, std::as_bytes(std::span(json.data(), json.size())));
+      !s.ok()) {
+    return Fail("cannot write " + sidecar + ": " + s.message());
+  }
+  if (Status s = corpus::WritePageSet(output, c->pages.bytes(),
+                                      static_cast<int>(level));
+      !s.ok()) {
+    ::unlink(sidecar.c_str());
+    return Fail("cannot write " + output + ": " + s.message());
+  }
+  std::printf(
+      "%s: %zu pages of process %d (%s), %s mappings: %llu eligible "
+      "(present or swapped), %llu never touched, %s on the shared zero "
+      "page; %llu zero-filled and %llu same-filled among those taken\n",
+      output.c_str(), c->pages.size(), c->pid, c->comm.c_str(),
+      std::string(corpus::MappingSetName(c->mappings)).c_str(),
+      static_cast<unsigned long long>(c->eligible),
+      static_cast<unsigned long long>(c->untouched),
+      c->zero_page_known ? std::to_string(c->zero_page).c_str() : "unknown",
+      static_cast<unsigned long long>(c->zero_filled),
+      static_cast<unsigned long long>(c->same_filled));
+  return 0;
+}
+
+}  // namespace
+
+int RunCorpusCapture(std::span<const std::string_view> args) {
+  return RunCapture(args);
+}
+
+}  // namespace ztier::tool
