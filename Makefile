@@ -5,7 +5,7 @@
 JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE_FLAGS ?=
-CORPUS ?= ../shared/corpus
+CORPUS ?= testdata
 # CI sets CI=true: warnings are errors there.
 ifeq ($(CI),true)
 CMAKE_FLAGS += -DZTIER_WERROR=ON
@@ -13,7 +13,8 @@ endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev liburing-dev libssl-dev zstd \
-  libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox
+  libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
+  python3 procps
 
 .PHONY: all deps build run test test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
 

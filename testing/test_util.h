@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "corpus/corpus.h"
 #include "ztier/status.h"
 
 // Keep tests strong even in builds without assertions.
@@ -33,11 +34,46 @@
 
 namespace ztier::testing {
 
-// The shared corpus folder (../shared/corpus beside the checkout), or the
-// value of $ZTIER_CORPUS_DIR when set.
+// The corpus folder: the checkout's testdata/, or the value of
+// $ZTIER_CORPUS_DIR when set.
 inline std::string CorpusDir() {
   const char* env = std::getenv("ZTIER_CORPUS_DIR");
   return env != nullptr ? env : ZTIER_CORPUS_DIR;
+}
+
+// Prints why the test data is unusable and ends the test binary with status
+// 1: a test without its data fails with this message, never on garbage.
+[[noreturn]] inline void CorpusMissing(const std::string& why) {
+  std::fprintf(stderr,
+               "test data missing: %s\n(the corpora are the checkout's "
+               "testdata/*.pages.zst; $ZTIER_CORPUS_DIR overrides the "
+               "folder)\n",
+               why.c_str());
+  std::exit(1);
+}
+
+// Every corpus of CorpusDir(), sorted by name, loaded once per process.
+inline const std::vector<corpus::PageSet>& TestCorpora() {
+  static const std::vector<corpus::PageSet>* sets = [] {
+    auto files = corpus::FindCorpusFiles(CorpusDir());
+    if (!files.has_value()) CorpusMissing(files.error().ToString());
+    auto* v = new std::vector<corpus::PageSet>;
+    for (const std::string& f : *files) {
+      auto set = corpus::LoadPageSet(f);
+      if (!set.has_value()) CorpusMissing(set.error().ToString());
+      v->push_back(std::move(*set));
+    }
+    return v;
+  }();
+  return *sets;
+}
+
+// The corpus `name` ("anon-python") of TestCorpora().
+inline const corpus::PageSet& TestCorpus(const std::string& name) {
+  for (const corpus::PageSet& set : TestCorpora()) {
+    if (set.name() == name + ".pages") return set;
+  }
+  CorpusMissing("no " + name + ".pages.zst in " + CorpusDir());
 }
 
 // A fresh directory under $TMPDIR (or /tmp), removed with everything in it

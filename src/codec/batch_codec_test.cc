@@ -19,15 +19,7 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-const corpus::PageSet& Python() {
-  static const corpus::PageSet* set = [] {
-    auto s =
-        corpus::LoadPageSet(testing::CorpusDir() + "/anon-python.pages.zst");
-    return new corpus::PageSet(s.has_value() ? std::move(*s)
-                                             : corpus::PageSet());
-  }();
-  return *set;
-}
+const corpus::PageSet& Python() { return testing::TestCorpus("anon-python"); }
 
 std::shared_ptr<const Codec> Make(std::string_view name) {
   auto c = MakeCodec(name);

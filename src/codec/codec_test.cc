@@ -26,20 +26,8 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-// The three shared corpora, loaded once.
-const std::vector<corpus::PageSet>& Corpora() {
-  static const std::vector<corpus::PageSet>* sets = [] {
-    auto* v = new std::vector<corpus::PageSet>;
-    auto files = corpus::FindCorpusFiles(testing::CorpusDir());
-    if (!files.has_value()) return v;
-    for (const std::string& f : *files) {
-      auto set = corpus::LoadPageSet(f);
-      if (set.has_value()) v->push_back(std::move(*set));
-    }
-    return v;
-  }();
-  return *sets;
-}
+// The corpora of testdata/, loaded once.
+const std::vector<corpus::PageSet>& Corpora() { return testing::TestCorpora(); }
 
 // A zstd dictionary trained on every 32nd page of every corpus, in a file
 // that lives until the process exits.

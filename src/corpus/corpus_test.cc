@@ -1,4 +1,4 @@
-// corpus_test.cc: loading the shared corpora and plain files as pages.
+// corpus_test.cc: loading the testdata/ corpora and plain files as pages.
 #include "corpus/corpus.h"
 
 #include <unistd.h>
@@ -29,7 +29,7 @@ TEST(CorpusTest, NameDropsFolderAndZst) {
   EXPECT_EQ(CorpusName("plain.bin"), "plain.bin");
 }
 
-TEST(CorpusTest, FindsTheSharedCorpora) {
+TEST(CorpusTest, FindsTheTestdataCorpora) {
   auto files = FindCorpusFiles(testing::CorpusDir());
   ASSERT_TRUE(files.has_value()) << files.error().ToString();
   ASSERT_EQ(files->size(), 3u);
