@@ -8,8 +8,8 @@
 //                                        .size_bytes = 1 << 30});
 //   auto w = (*bs)->NewWriter({.in_flight = 32});
 //   std::size_t got;
-//   std::uint64_t b = (*bs)->AllocRange(32, &got);   // seed 002's
-//                                                    // alloc_block_bdev_range
+//   std::uint64_t b = (*bs)->AllocRange(32, &got);   // alloc_block_bdev_range
+//                                                    // (docs/references.md)
 //   BlockWriter::Io* io = (*w)->Begin(b);
 //   std::memcpy((*w)->Add(io, /*tag=*/7).data(), page, 4096);  // tag 7
 //   (*w)->Submit(io);
@@ -49,12 +49,12 @@
 // `in_flight` IOs at once, each IO one run of consecutive blocks of at most
 // `max_io_blocks` (default 32: 128 KiB). With in_flight == 1 and
 // max_io_blocks == 1 the writer does one synchronous pwrite() per block
-// instead (zram before seed 002; the baseline of `ztier bench writeback`).
-// Each block carries the caller's tag back in its completion. An IO that
-// fails, or writes fewer bytes than asked (a short write), fails every block
-// in it: Done::status is kIoError (EIO, or a short write), or
-// kResourceExhausted (ENOSPC, EDQUOT). The writer never frees blocks; the
-// caller decides.
+// instead (zram's writeback before the zram writeback batching series in
+// docs/references.md; the baseline of `ztier bench writeback`). Each block
+// carries the caller's tag back in its completion. An IO that fails, or
+// writes fewer bytes than asked (a short write), fails every block in it:
+// Done::status is kIoError (EIO, or a short write), or kResourceExhausted
+// (ENOSPC, EDQUOT). The writer never frees blocks; the caller decides.
 //
 // Reading (ReadBlock): one synchronous read of one block (pread), then, when
 // encrypted, authentication and decryption. A read error is kIoError; a

@@ -1,8 +1,9 @@
 // File: ztier/batch_codec.h
 //
 // Batched compression and decompression: up to batch_size() pages in one
-// call, each item with its own result (seed 000's SG-list batching; zswap's
-// ZSWAP_MAX_BATCH_SIZE caps a batch at 8).
+// call, each item with its own result (the SG-list batching of the zswap
+// store batching series, docs/references.md; zswap's ZSWAP_MAX_BATCH_SIZE
+// caps a batch at 8).
 //
 //   auto bc = ztier::NewBatchCompressor(codec, {.backend = kParallel,
 //                                                .pool = &workers});

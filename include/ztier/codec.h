@@ -21,7 +21,8 @@
 //   created once and reused; the hot path does not allocate.
 // - Decompression never waits for a compressor: each thread keeps its own
 //   Decompressor per codec (LocalDecompressor()), so a load takes no lock and
-//   shares nothing with stores (seed 001).
+//   shares nothing with stores (the zswap load contention series in
+//   docs/references.md).
 //
 // Safety: Decompress() of corrupted or hostile input returns kCorruption and
 // never reads outside `src` or writes outside `dst` (LZ4_decompress_safe,

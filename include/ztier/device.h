@@ -4,7 +4,8 @@
 // and attributes, over a PageStore. DeviceRegistry: the set of devices one
 // `ztier serve` process holds (what /sys/class/zram-control manages).
 //
-// Lifecycle, as zram (reference/kernel-zram-zswap.md 1.1, 1.2):
+// Lifecycle, as zram's (drivers/block/zram/zram_drv.c and
+// Documentation/admin-guide/blockdev/zram.rst):
 //   uninitialised --SetDisksize(n)--> initialised --Reset()--> uninitialised
 // comp_algorithm, algorithm_params (and later backing_dev) are set before
 // disksize; setting them after is kBusy. IO on an uninitialised device is
@@ -48,8 +49,8 @@ namespace ztier {
 // T (powers of 1024) suffix, case-insensitive. "1G", "4096", "512k".
 Result<std::uint64_t> ParseSize(std::string_view text);
 
-// Parses zram's `writeback` input (reference section 1.4) for a device of
-// `num_pages` pages, left to right:
+// Parses zram's `writeback` input (writeback_store() in zram_drv.c) for a
+// device of `num_pages` pages, left to right:
 //   - mode tokens: idle, huge, huge_idle, incompressible, or type=<mode>;
 //   - page_index=N and page_indexes=LO-HI (inclusive) add one scan of that
 //     range with the mode set so far (none: every allocated slot);

@@ -10,7 +10,8 @@
 //   ZT_RETURN_IF_ERROR((*store)->Store(7, page));
 //   ZT_RETURN_IF_ERROR((*store)->Load(7, out));
 //
-// What a store of one page does (zram's write path, reference section 1.7):
+// What a store of one page does (zram's write path in
+// drivers/block/zram/zram_drv.c):
 //   1. Same-filled page (every 8-byte word equal): keep only the word
 //      (SAME); no pool memory.
 //   2. Compress with a stream from the stream pool. A result of at least
@@ -94,10 +95,11 @@ struct PageStoreOptions {
   bool prealloc = false;
   PoolOptions pool;
   // Benchmark only (`ztier bench latency --mode shared`): reproduce the
-  // design before seed 001, where stores and loads share one mutex-guarded
-  // stream per CPU, chosen by the current CPU and waited on when held. A
-  // load then waits behind any store holding its CPU's stream. Never set it
-  // otherwise; the default (separate paths) is what this header describes.
+  // design before the zswap load contention series (docs/references.md),
+  // where stores and loads share one mutex-guarded stream per CPU, chosen
+  // by the current CPU and waited on when held. A load then waits behind
+  // any store holding its CPU's stream. Never set it otherwise; the default
+  // (separate paths) is what this header describes.
   bool shared_stream_baseline = false;
   // Seconds on a monotonic clock, for slot access times and age-based idle
   // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
@@ -108,7 +110,7 @@ struct PageStoreOptions {
   std::shared_ptr<BackingStore> backing;
 };
 
-// ---- writeback (zram's `writeback` attribute, reference section 1.4) ----
+// ---- writeback (zram's `writeback` attribute, writeback_store()) ----
 
 // Which slots a scan picks, beyond "allocated, not SAME, not already WB".
 // 0 picks every such slot; bits combine as zram's modes do (huge_idle is
@@ -304,7 +306,8 @@ class PageStore {
   std::size_t MetadataBytes() const;
   const Pool& pool() const;
 
-  // The kernel's exact text formats (reference section 1.3).
+  // The kernel's exact text formats (mm_stat_show(), io_stat_show(),
+  // debug_stat_show() and bd_stat_show() in drivers/block/zram/zram_drv.c).
   std::string FormatMmStat() const;
   std::string FormatIoStat() const;
   std::string FormatDebugStat() const;

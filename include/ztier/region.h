@@ -50,22 +50,22 @@
 // Fault-in: a missing fault on a stored page decompresses it; with
 // page_cluster > 0, the stored (not written-back) neighbours in the aligned
 // window of 2^page_cluster pages around it are decompressed in the same
-// batch (PageStore::LoadBatch) and installed too (seed 004): swap_ra counts
-// pages read ahead. With count_ra_hits, swap_ra_hit counts those of them
-// later written before being evicted again: they are installed
-// write-protected, so the first write to each is a write-protect fault
-// through the handler (a read of one is not seen: DESIGN NOTE in
-// region.cc). That costs a round trip and a TLB flush per page written, so
-// it is off by default (swap_ra_hit stays 0). Faults from system calls work
-// (the handler resolves them like any other): write(fd, region_page, n)
-// succeeds with the right bytes.
+// batch (PageStore::LoadBatch) and installed too (the zswap decompress
+// batching series in docs/references.md): swap_ra counts pages read ahead.
+// With count_ra_hits, swap_ra_hit counts those of them later written
+// before being evicted again: they are installed write-protected, so the
+// first write to each is a write-protect fault through the handler (a read
+// of one is not seen: DESIGN NOTE in region.cc). That costs a round trip
+// and a TLB flush per page written, so it is off by default (swap_ra_hit
+// stays 0). Faults from system calls work (the handler resolves them like
+// any other): write(fd, region_page, n) succeeds with the right bytes.
 //
 // Pool limit (zswap's max_pool_percent / accept_threshold_percent): when the
 // pool reaches max_pool_bytes, stores are refused (pool_limit_hit) until it
 // falls to accept_threshold_percent of that. With a backing store, the
 // shrinker then writes back the oldest stored pages (FIFO by store time,
 // second chance for pages stored since the last shrink) until the pool is
-// under the accept threshold, with the batched writeback of P3.
+// under the accept threshold, with the store's batched writeback pass.
 //
 // Threads: one handler thread per region resolves faults and runs the
 // reclaimer. Pageout and Stats may be called from any thread. Every region

@@ -14,10 +14,11 @@
 // for another job's work to finish before making progress on its own.
 //
 // Waking a sleeping thread on another CPU costs tens of microseconds on a VM
-// (reference/this-machine.md: 19.8 us round trip across vCPUs), as long as
-// compressing a batch of 8 pages with lz4. So an idle worker spins for
-// `spin_us` before it sleeps: back-to-back batches find it awake. The cost is
-// that CPU time while it spins; set spin_us to 0 where that matters more.
+// (a 19.8 us round trip across vCPUs, measured on the 2-vCPU development
+// machine), as long as compressing a batch of 8 pages with lz4. So an idle
+// worker spins for `spin_us` before it sleeps: back-to-back batches find it
+// awake. The cost is that CPU time while it spins; set spin_us to 0 where
+// that matters more.
 // A spinning thread calls sched_yield() every few microseconds, so that
 // other work for its CPU (a kworker that a page fault on the other CPU may
 // wait for) runs at once rather than at the next scheduler tick. Fresh

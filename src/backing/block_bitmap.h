@@ -5,8 +5,9 @@
 // then from the start, so allocation spreads over the store instead of
 // reusing the first blocks again and again. A run never wraps from the last
 // block to block 0. When no run of the size asked for exists, the longest
-// shorter run found is handed out instead (seed 002's
-// alloc_block_bdev_range: a fragmented store still makes progress).
+// shorter run found is handed out instead (as alloc_block_bdev_range() of
+// the zram writeback batching series, docs/references.md: a fragmented
+// store still makes progress).
 //
 // The search steps over whole 64-bit words at a time where they are all used
 // or all free, so even a 1 GiB store (262144 blocks, 4096 words) is scanned

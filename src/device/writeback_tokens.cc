@@ -1,5 +1,5 @@
 // writeback_tokens.cc: zram's `writeback` input (ParseWritebackTokens in
-// include/ztier/device.h; reference/kernel-zram-zswap.md 1.4).
+// include/ztier/device.h), as drivers/block/zram/zram_drv.c parses it.
 //
 // The kernel's writeback_store() walks the tokens left to right with the
 // last index range [lo, hi) (at first the whole device) and a mode (at first

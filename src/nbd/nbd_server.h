@@ -2,7 +2,7 @@
 //
 // Each device is an export, selected by its name. The server listens on a
 // Unix socket and/or TCP, speaks the fixed newstyle handshake and the
-// transmission phase of the NBD protocol (doc/nbd_subset.md lists exactly
+// transmission phase of the NBD protocol (docs/nbd_subset.md lists exactly
 // what), and serves many connections at once, with each connection's
 // requests served concurrently (replies may come out of order).
 //

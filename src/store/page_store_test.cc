@@ -124,7 +124,7 @@ TEST(PageStoreTest, SameFilledAndZeroPagesUseNoPoolMemory) {
 }
 
 // A known sequence of operations and the mm_stat columns the kernel would
-// show after each step (reference 1.3: orig counts SAME, compr excludes it,
+// show after each step (zram_drv.c: orig counts SAME, compr excludes it,
 // HUGE counts as a page, huge_pages_since is cumulative).
 TEST(PageStoreTest, MmStatColumnsFollowTheKernel) {
   auto store = MakeStore(16);
@@ -372,10 +372,11 @@ TEST(PageStoreTest, ConcurrentPartialWritesToOnePageLoseNothing) {
   }
 }
 
-// Seed 001's point: a load never waits for a compression stream. Hold every
-// stream (regular and reserve) on this thread; a load on another thread
-// still completes. In the shared baseline the same load waits until the
-// stream of its CPU is released.
+// The point of the zswap load contention series (docs/references.md): a
+// load never waits for a compression stream. Hold every stream (regular and
+// reserve) on this thread; a load on another thread still completes. In the
+// shared baseline the same load waits until the stream of its CPU is
+// released.
 TEST(PageStoreTest, LoadCompletesWhileAnotherThreadHoldsEveryStream) {
   for (bool baseline : {false, true}) {
     SCOPED_TRACE(baseline ? "shared baseline" : "separate paths");

@@ -1,6 +1,6 @@
 // stat_format.cc: the kernel's exact text of mm_stat, io_stat, debug_stat
-// and bd_stat
-// (drivers/block/zram/zram_drv.c; reference/kernel-zram-zswap.md 1.3).
+// and bd_stat (mm_stat_show() and the other *_show() functions of
+// drivers/block/zram/zram_drv.c).
 #include <cinttypes>
 #include <cstdio>
 #include <string>

@@ -10,7 +10,7 @@
 //      modulo the count), as zram's per-CPU streams, then every other
 //      stream, each with a try-lock: it never sleeps on a held stream, so a
 //      store does not wait behind a store that was preempted while holding
-//      one (the case seed 001 leaves open).
+//      one (the case the zswap load contention series leaves open).
 //   2. If every regular stream is held, it takes a reserve stream (also by
 //      try-lock). Reserve streams are created with the pool, not on first
 //      need: creating a codec context allocates, and a store that did so
@@ -24,12 +24,13 @@
 // pages). For lz4 with the default batch of 8 that is about 16 KiB + 32 KiB
 // per stream; zstd's context is larger (about 1 MiB at level 3).
 //
-// The shared baseline (AcquireShared): the design before seed 001, kept
-// only so that `ztier bench latency --mode shared` can measure it in the
-// same binary. One stream per CPU, each with one mutex that compression AND
-// decompression take, the stream chosen by the current CPU, and a caller
-// that finds it held sleeps on the mutex. A load then waits for whatever
-// store holds its CPU's stream, even one that was preempted holding it.
+// The shared baseline (AcquireShared): the design before the zswap load
+// contention series (docs/references.md), kept only so that `ztier bench
+// latency --mode shared` can measure it in the same binary. One stream per
+// CPU, each with one mutex that compression AND decompression take, the
+// stream chosen by the current CPU, and a caller that finds it held sleeps
+// on the mutex. A load then waits for whatever store holds its CPU's
+// stream, even one that was preempted holding it.
 //
 // Thread safety: Acquire, AcquireShared and the Lease's release may be
 // called from any thread.

@@ -1,7 +1,8 @@
 // writeback.cc: the PageStore's writeback pass and its reads of written-back
 // slots (contract in include/ztier/page_store.h, "writeback").
 //
-// A pass, after zram's (reference section 1.4) and seed 002:
+// A pass, after zram's writeback_store() and the zram writeback batching
+// series (docs/references.md):
 //   1. Select: each scan walks its slots; an eligible slot is marked PP under
 //      its lock and bucketed by compressed size (64-byte buckets). Any access
 //      clears PP, so PP means "unchanged since it was picked".

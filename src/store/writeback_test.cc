@@ -262,7 +262,8 @@ TEST(WritebackTest, LargestFirstUnderABudget) {
   f.ExpectAll(kPages);
 }
 
-// Seed 002's limit flow at the store level: 1002 pages of budget, 10 MiB.
+// The limit test of the zram writeback batching series, at the store level:
+// 1002 pages of budget, 10 MiB.
 TEST(WritebackTest, LimitWritesExactlyTheBudget) {
   constexpr std::size_t kPages = 2560;
   Fixture f(kPages);

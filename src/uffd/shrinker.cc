@@ -1,4 +1,4 @@
-// shrinker.cc: the Region's shrinker (zswap's, reference section 2.4): when
+// shrinker.cc: the Region's shrinker (zswap's, in mm/zswap.c): when
 // the pool is full and a backing store is set, it writes back the oldest
 // stored pages until the pool is under the accept threshold.
 //

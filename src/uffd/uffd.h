@@ -5,9 +5,11 @@
 // Opening: syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK), else
 // /dev/userfaultfd's USERFAULTFD_IOC_NEW (root without CAP_SYS_PTRACE, or a
 // group given the device). Never UFFD_USER_MODE_ONLY: faults taken by the
-// kernel in a system call (write(fd, region_page, n)) must reach us too
-// (reference/this-machine.md section 1). The handshake asks for
-// PAGEFAULT_FLAG_WP (required) and POISON (optional, 6.6+).
+// kernel in a system call (write(fd, region_page, n)) must reach us too,
+// and with that flag such a write fails with EFAULT (seen on the 2-vCPU
+// development machine; Documentation/admin-guide/mm/userfaultfd.rst). The
+// handshake asks for PAGEFAULT_FLAG_WP (required) and POISON (optional,
+// 6.6+).
 //
 // The fill ioctls (ZeroPage, Copy) work through partial results: the kernel
 // may do part of a range and answer -EAGAIN with the bytes done, or -EEXIST

@@ -6,7 +6,8 @@
 //                         [--runs N] [--page-cluster N] [--fault-pages N]
 //                         [--json FILE] [--plot DIR]
 //
-// 1. Readahead (seed 004, batched decompression of readahead): a region of
+// 1. Readahead (batched decompression of readahead, as in the zswap
+//    decompress batching series of docs/references.md): a region of
 //    --size (default 256M) with no budget, filled with corpus pages and
 //    paged out whole, then read in order (one 8-byte load per page and a
 //    memcmp with the expected corpus page), timed. Variants page_cluster 0
@@ -24,7 +25,7 @@
 //    maps whole runs of untouched neighbours per fault), beside a bare
 //    UFFDIO_COPY 4 KiB fault measured in the same run (plain memory, a
 //    handler that only copies; the ratio of the medians is printed) and
-//    this machine's figure from reference/this-machine.md section 1
+//    the one measured earlier on the 2-vCPU development machine
 //    (cross-vCPU wakeups dominate both, and vary from run to run on a VM:
 //    compare with the one measured now).
 // bench_readahead_run.h has what each measurement does.

@@ -5,7 +5,8 @@
 // limit at 100% of its size (so that Pageout stores every page that
 // compresses; the default 20% would refuse most of them).
 //
-// RunSequentialRead (seed 004: batched decompression of readahead):
+// RunSequentialRead (batched decompression of readahead, as in the zswap
+// decompress batching series of docs/references.md):
 //   1. creates a region of size_bytes with `codec` and `page_cluster`, and
 //      copies corpus page i % corpus.size() into its page i (untimed);
 //   2. Pageout of the whole region (untimed);
@@ -15,8 +16,8 @@
 //      the page with its corpus page (a difference is a mismatch);
 //   4. takes the counters and destroys the region.
 //
-// RunFaultLatency (the cost of one fault-in, beside the bare UFFDIO_COPY
-// fault of reference/this-machine.md section 1):
+// RunFaultLatency (the cost of one fault-in, beside a bare UFFDIO_COPY
+// fault, as measured earlier on the 2-vCPU development machine):
 //   stored       a region of `pages` pages, page_cluster 0, filled with the
 //                corpus and paged out; then each page is touched once (one
 //                8-byte read) in a random order (std::mt19937, `seed`), each
@@ -96,11 +97,12 @@ Result<FaultLatencySample> RunFaultLatency(const FaultLatencyConfig& config,
 // (MADV_NOHUGEPAGE) of config.pages pages registered with a userfaultfd
 // (src/uffd/uffd.h), a handler thread that only poll()s, read()s and
 // answers each missing fault with one 4 KiB UFFDIO_COPY of the page's
-// corpus page, and the same random touches timed the same way. It is
-// reference/this-machine.md section 1's "MISSING read, UFFDIO_COPY 4K"
-// (which touched pages in order). RegionStats fields stay zero; every page
-// is compared with its corpus page afterwards. kIoError if the handler
-// failed (it then maps zeros, so no toucher hangs).
+// corpus page, and the same random touches timed the same way. It repeats
+// the "MISSING read, UFFDIO_COPY 4K" measurement made earlier on the
+// 2-vCPU development machine (which touched pages in order). RegionStats
+// fields stay zero; every page is compared with its corpus page
+// afterwards. kIoError if the handler failed (it then maps zeros, so no
+// toucher hangs).
 Result<TouchSeries> RunBareCopyFaults(const FaultLatencyConfig& config,
                                       const corpus::PageSet& corpus);
 

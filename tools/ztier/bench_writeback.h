@@ -2,9 +2,10 @@
 //
 // `ztier bench writeback`: zram-style writeback of a filled store to a
 // backing file, one page at a time (one synchronous 4 KiB pwrite per page,
-// zram before seed 002 "zram: batch IOs during writeback") against batched
-// io_uring writeback (seed 002), with fio's sequential-write bandwidth on the
-// same file system as the limit, in one run.
+// zram before "zram: batch IOs during writeback", patch 4/5 of the zram
+// writeback batching series in docs/references.md) against batched
+// io_uring writeback (as in that series), with fio's sequential-write
+// bandwidth on the same file system as the limit, in one run.
 //
 //   ztier bench writeback [--corpus FILE] [--size SIZE] [--dir DIR]
 //                         [--runs N] [--codec NAME] [--batch-size N]

@@ -244,7 +244,8 @@ std::string WritebackConfigText(const WritebackBenchConfig& cfg) {
   t += "  files: " + cfg.image_path + " (backing), " + cfg.fio_file_path +
        " (fio)\n";
   t += "  sync     PageStore::Writeback in_flight=1 max_io_pages=1: one "
-       "synchronous 4 KiB pwrite per page (zram before seed 002)\n";
+       "synchronous 4 KiB pwrite per page (zram before its writeback "
+       "batching series)\n";
   t += "  batched  PageStore::Writeback in_flight=" + qd +
        " max_io_pages=" + std::to_string(cfg.max_io_pages) +
        ": io_uring, up to " + qd + " IOs of up to " + io_kib + " KiB\n";

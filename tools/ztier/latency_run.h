@@ -1,7 +1,8 @@
 // File: tools/ztier/latency_run.h
 //
-// One run of seed 001's experiment on a PageStore: what a high-priority load
-// (or store) waits for when low-priority stores and loads share its CPU.
+// One run of the experiment of the zswap load contention series
+// (docs/references.md) on a PageStore: what a high-priority load (or
+// store) waits for when low-priority stores and loads share its CPU.
 //
 // Per CPU used (CPU c of --cpus N is online CPU c, and every thread of its
 // group is pinned there):

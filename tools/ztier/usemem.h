@@ -1,7 +1,8 @@
 // File: tools/ztier/usemem.h
 //
-// `ztier usemem`: seed 000's vm-scalability usemem experiment ("usemem with
-// 60% over-commit") on a ztier Region instead of a cgroup and zswap.
+// `ztier usemem`: the vm-scalability usemem experiment of the zswap store
+// batching series (docs/references.md: "usemem with 60% over-commit") on a
+// ztier Region instead of a cgroup and zswap.
 //
 //   ztier usemem --workers N --size BYTES --budget PERCENT|BYTES
 //                --corpus FILE [--codec NAME] [--compare-batching]
@@ -11,13 +12,13 @@
 // N worker threads share one region of N * --size bytes whose budget is
 // --budget (a percent of the region, "60%", or bytes with K/M/G suffixes)
 // and whose pool limit is --max-pool-percent of the budget (default 50, not
-// zswap's 20: in the seed the pool limit never binds, and 20% of a 60%
+// zswap's 20: in the series the pool limit never binds, and 20% of a 60%
 // budget is less than the 40% overflow compresses to; a full pool leaves
 // pages resident over the budget, and a NOTE says so).
 // Each worker fills its slice from the pre-loaded corpus, adds a constant to
-// every 8-byte word, sleeps --sleep seconds (default 1; the seed's 10 s),
+// every 8-byte word, sleeps --sleep seconds (default 1; the series' 10 s),
 // reads everything back and checks every page; the region is then
-// destroyed (usemem_run.h has the details). As the seed reports:
+// destroyed (usemem_run.h has the details). As the series reports:
 //   Average Throughput (KB/s)   mean of the workers' bytes / busy time
 //   Total Throughput (KB/s)     their sum
 //   Time to Free (usecs)        the region's destruction
@@ -26,9 +27,9 @@
 //
 // Variants (a fresh region every run):
 //   batched        batch_stores, parallel backend, batch 8 (runs of 16
-//                  victims stored in 64 KiB units): seed 000's patch
+//                  victims stored in 64 KiB units): the series' patch
 //   one-at-a-time  batch_stores false, serial backend: every page stored by
-//                  itself, the seed's baseline
+//                  itself, the series' baseline
 // Without --compare-batching, --runs (default 1) runs of the batched
 // variant. With it, --runs (default 3) runs of each, alternating
 // (one-at-a-time first in odd runs, batched first in even ones); the table

@@ -48,7 +48,7 @@ std::vector<double> Ratios(const std::vector<UsememRun>& runs) {
   return out;
 }
 
-// 1234567 -> "1,234,567", as the seed's table.
+// 1234567 -> "1,234,567", as the zswap store batching series' table.
 std::string Thousands(double v) {
   const bool negative = v < 0;
   std::string digits =
@@ -293,11 +293,12 @@ std::string UsememConfigText(const UsememConfig& cfg) {
                     : " (fresh region each run)\n");
   if (cfg.compare) {
     t += "  one-at-a-time  batch_stores=false, serial backend: every page "
-         "stored by itself (the seed's baseline)\n";
+         "stored by itself (the zswap store batching series' baseline)\n";
   }
   t += "  batched        batch_stores=true, parallel backend, batch " +
        std::to_string(kMaxBatchSize) +
-       ": runs of 16 victims in 64 KiB units (seed 000)\n";
+       ": runs of 16 victims in 64 KiB units (the zswap store batching "
+       "series)\n";
   t += "  timed per worker: fill from the corpus + write every 8-byte word "
        "+ read back and check every page (the sleep is not); time to free: "
        "the region's destruction\n";

@@ -49,8 +49,9 @@ std::vector<bool> UsememRunOrder(std::size_t run, bool compare);
 // "config: ..." and the variants, several lines.
 std::string UsememConfigText(const UsememConfig& cfg);
 
-// The seed-style table, the counters, the "verified:" line and, with
-// compare, the ratio line last.
+// The table, as the zswap store batching series prints usemem's results,
+// the counters, the "verified:" line and, with compare, the ratio line
+// last.
 std::string UsememResultText(const UsememConfig& cfg,
                              const std::vector<UsememRun>& runs);
 

@@ -1,7 +1,8 @@
 // File: tools/ztier/usemem_run.h
 //
-// One run of `ztier usemem` (usemem.h): seed 000's vm-scalability usemem
-// workload on one ztier Region shared by N worker threads.
+// One run of `ztier usemem` (usemem.h): the vm-scalability usemem workload
+// of the zswap store batching series on one ztier Region shared by N
+// worker threads.
 //
 //   auto r = RunUsememOnce({.workers = 4, .worker_bytes = 256 << 20,
 //                           .budget_bytes = 614 << 20}, corpus);

@@ -1,6 +1,7 @@
 // File: tools/ztier/writeback_flow_test.cc
 //
-// Seed 002's two test flows, end to end: the built `ztier serve` (ZTIER_BIN)
+// The two test flows of the zram writeback batching series
+// (docs/references.md), end to end: the built `ztier serve` (ZTIER_BIN)
 // with a backing file, real NBD clients (nbdcopy, fio's nbd engine) and
 // `ztier ctl` for zram's attributes, exactly as a user would run them.
 //   1. End to end: write a file's worth of data, take its sha256, mark idle,
@@ -153,7 +154,7 @@ TEST(WritebackFlowTest, LimitWritesBackExactlyTheBudget) {
   if (!Have("fio")) GTEST_SKIP() << "fio is not installed";
   Server s({"--device", "zram0:64M"});
   ASSERT_TRUE(s.running()) << s.Log();
-  // As the seed: a device configured through its attributes.
+  // As in the series: a device configured through its attributes.
   const Shell add =
       Sh(std::string("'") + ZTIER_BIN + "' ctl --ctl " + s.Ctl() + " hot_add");
   ASSERT_EQ(add.exit_code, 0) << add.out;

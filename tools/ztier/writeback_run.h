@@ -18,8 +18,8 @@
 //      and marks every slot idle (MarkIdleAll);
 //   3. times one Writeback() of the idle scan over every slot, with
 //      in_flight and max_io_pages (1 and 1: one synchronous pwrite per page,
-//      zram before seed 002); an error unless it returns OK and wrote every
-//      candidate;
+//      zram before its writeback batching series); an error unless it
+//      returns OK and wrote every candidate;
 //   4. untimed: loads every verify_stride-th slot and compares it with the
 //      corpus page it was filled with; a mismatch is kCorruption;
 //   5. drops the store and deletes image_path.

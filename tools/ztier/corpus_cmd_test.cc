@@ -1,0 +1,178 @@
+// File: tools/ztier/corpus_cmd_test.cc
+//
+// `ztier corpus capture` end to end: the built binary (ZTIER_BIN) against
+// real child processes, as root and as `nobody` (setpriv).
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "corpus/corpus.h"
+#include "testing/test_util.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ztier::testing::Sh;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A `sleep` child that the test owns: killed and reaped when it dies.
+class Sleeper {
+ public:
+  Sleeper() {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Wait until it is sleep, not the forked copy of this test.
+    for (int i = 0; i < 500; ++i) {
+      if (ReadFile("/proc/" + std::to_string(pid_) + "/comm") == "sleep\n") break;
+      ::usleep(10'000);
+    }
+  }
+  ~Sleeper() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+class CorpusCaptureCliTest : public ::testing::Test {
+ protected:
+  std::string Ztier(const std::string& args) {
+    return std::string("'" ZTIER_BIN "' ") + args;
+  }
+  ztier::testing::ScopedTempDir dir_;
+};
+
+TEST_F(CorpusCaptureCliTest, PidWritesCorpusAndSidecar) {
+  Sleeper child;
+  const std::string out = dir_.File("sleep.pages.zst");
+  auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
+                    " --level 3 -o " + out));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("pages of process " + std::to_string(child.pid()) +
+                       " (sleep)"),
+            std::string::npos)
+      << r.out;
+  auto set = ztier::corpus::LoadPageSet(out);
+  ASSERT_TRUE(set.has_value()) << set.error().ToString();
+  EXPECT_GT(set->size(), 0u);
+  EXPECT_LE(set->size(), 4096u);
+  const std::string json = ReadFile(out + ".json");
+  EXPECT_NE(json.find("\"comm\": \"sleep\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"pages\": " + std::to_string(set->size())),
+            std::string::npos);
+  EXPECT_NE(json.find("\"mappings_set\": \"anon\""), std::string::npos);
+  EXPECT_NE(json.find("\"untouched\": "), std::string::npos);
+  // --max-pages caps it.
+  r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
+               " --max-pages 3 --level 1 -o " + out));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  set = ztier::corpus::LoadPageSet(out);
+  ASSERT_TRUE(set.has_value());
+  EXPECT_EQ(set->size(), 3u);
+}
+
+TEST_F(CorpusCaptureCliTest, CommandFormCapturesAndStopsIt) {
+  const std::string out = dir_.File("cmd.pages.zst");
+  auto r = Sh(Ztier("corpus capture --after 0.3 --level 1 -o " + out +
+                    " -- sleep 301"));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("(sleep)"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(out));
+  // The command was stopped: no `sleep 301` (this test's alone) is left.
+  EXPECT_EQ(Sh("pgrep -x -f 'sleep 301'").exit_code, 1);
+}
+
+TEST_F(CorpusCaptureCliTest, CommandThatExitsFirstLeavesNoFile) {
+  const std::string out = dir_.File("gone.pages.zst");
+  auto r = Sh(Ztier("corpus capture --after 0.5 -o " + out + " -- true"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("ESRCH: true exited (exit status 0) before the "
+                       "capture; no corpus written"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".json"));
+}
+
+TEST_F(CorpusCaptureCliTest, NoSuchProcess) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  const std::string out = dir_.File("none.pages.zst");
+  auto r = Sh(Ztier("corpus capture --pid " + std::to_string(pid) + " -o " +
+                    out));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("ESRCH: no process " + std::to_string(pid)),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+// As `nobody`, root's process may not be read: EPERM, and no file.
+TEST_F(CorpusCaptureCliTest, WithoutPermissionIsEperm) {
+  ASSERT_EQ(::geteuid(), 0u) << "this test needs root (to drop to nobody)";
+  ASSERT_TRUE(ztier::testing::Have("setpriv"));
+  // nobody must reach the binary and a folder it may write to.
+  ASSERT_EQ(::chmod(dir_.path().c_str(), 0777), 0);
+  const std::string bin = dir_.File("ztier");
+  fs::copy_file(ZTIER_BIN, bin);
+  ASSERT_EQ(::chmod(bin.c_str(), 0755), 0);
+  Sleeper child;
+  const std::string out = dir_.File("denied.pages.zst");
+  auto r = Sh("setpriv --reuid=nobody --regid=nogroup --clear-groups '" + bin +
+              "' corpus capture --pid " + std::to_string(child.pid()) +
+              " -o " + out);
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("EPERM: not permitted to read the memory of process " +
+                       std::to_string(child.pid()) + " (owned by uid 0)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(out + ".json"));
+}
+
+TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
+  Sleeper child;
+  const std::string out = dir_.File("no/such/dir/x.pages.zst");
+  auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
+                    " -o " + out));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("cannot write"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
+}
+
+TEST_F(CorpusCaptureCliTest, UsageErrors) {
+  for (const char* args :
+       {"corpus capture -o x", "corpus capture --pid 1",
+        "corpus capture --pid 1 -o x -- sleep 1", "corpus capture --after 1 --pid 1 -o x",
+        "corpus capture --pid 1 -o x --mappings heap",
+        "corpus capture --after -1 -o x -- sleep 1", "corpus frobnicate"}) {
+    auto r = Sh(Ztier(args));
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find("--help"), std::string::npos) << args << "\n" << r.out;
+  }
+  auto help = Sh(Ztier("corpus capture --help"));
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--mappings anon|file|all"), std::string::npos);
+}
+
+}  // namespace
