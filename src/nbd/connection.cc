@@ -77,13 +77,15 @@ void WorkQueue::Loop() {
 
 Connection::Connection(int fd, DeviceRegistry* registry, WorkQueue* queue,
                        ConnectionLimits limits,
-                       std::function<void(Connection*)> on_exit)
+                       std::function<void(Connection*)> on_exit,
+                       std::string name)
     : fd_(fd),
       transport_(NewPlainTransport(fd)),
       registry_(registry),
       queue_(queue),
       limits_(limits),
       on_exit_(std::move(on_exit)),
+      name_(std::move(name)),
       jobs_(std::max<std::size_t>(1, limits.max_in_flight)) {
   for (Job& j : jobs_) {
     j.conn = this;
@@ -118,7 +120,18 @@ void Connection::Main() {
     device_ = std::move(n->device);
     ref_.emplace(std::move(*n->ref));
     size_ = n->size;
+    Log("export " + device_->name() + " (" + std::to_string(size_) +
+        " bytes)");
     Serve();
+    {
+      std::lock_guard l(mu_);
+      if (stop_reason_.empty() && stopping_) stop_reason_ = "server stopping";
+    }
+    Log("closed: " + (stop_reason_.empty() ? "reader ended" : stop_reason_) +
+        " (" + std::to_string(requests_) + " requests, " +
+        std::to_string(errors_.load()) + " error replies)");
+  } else {
+    Log("closed during the handshake: " + n.error().message());
   }
   ref_.reset();  // Reset() of the device is allowed again
   device_.reset();
@@ -157,16 +170,32 @@ void Connection::Serve() {
     Request r;
     std::memcpy(&r, in_.get() + in_begin_, sizeof(r));
     in_begin_ += sizeof(r);
-    if (FromBig(r.magic) != kRequestMagic) break;  // lost sync: close
+    if (FromBig(r.magic) != kRequestMagic) {  // lost sync: close
+      char magic[16];
+      std::snprintf(magic, sizeof(magic), "0x%08x", FromBig(r.magic));
+      Stop("bad request magic " + std::string(magic) + " (lost sync)");
+      break;
+    }
     const std::uint16_t type = FromBig(r.type);
     const std::uint16_t flags = FromBig(r.flags);
     const std::uint64_t offset = FromBig(r.offset);
     const std::uint32_t length = FromBig(r.length);
-    if (type == kCmdDisc) break;
+    ++requests_;
+    if (type == kCmdDisc) {
+      Stop("the client sent NBD_CMD_DISC");
+      break;
+    }
     // A payload this large is not read: close rather than drain it.
-    if (type == kCmdWrite && length > limits_.max_request_bytes) break;
+    if (type == kCmdWrite && length > limits_.max_request_bytes) {
+      Stop("NBD_CMD_WRITE of " + std::to_string(length) +
+           " bytes, over the request limit of " +
+           std::to_string(limits_.max_request_bytes));
+      break;
+    }
 
-    if (const std::uint32_t error = Validate(type, flags, offset, length)) {
+    std::string_view why;
+    if (const std::uint32_t error = Validate(type, flags, offset, length, &why)) {
+      LogError(type, offset, length, error, why);
       if (type == kCmdWrite && !SkipInput(length)) break;
       if (!AddReply(r.cookie, error)) break;
       continue;
@@ -192,28 +221,40 @@ void Connection::Serve() {
 }
 
 std::uint32_t Connection::Validate(std::uint16_t type, std::uint16_t flags,
-                                   std::uint64_t offset,
-                                   std::uint32_t length) const {
+                                   std::uint64_t offset, std::uint32_t length,
+                                   std::string_view* why) const {
   // FUA is accepted everywhere and means nothing: memory is the medium.
   std::uint16_t allowed = kCmdFlagFua;
   switch (type) {
     case kCmdRead:
-      if (length > limits_.max_request_bytes) return kErrInval;
+      if (length > limits_.max_request_bytes) {
+        *why = "longer than the request limit";
+        return kErrInval;
+      }
       break;
     case kCmdWrite:
     case kCmdTrim:
     case kCmdCache:
       break;
     case kCmdFlush:
-      return (flags & ~allowed) != 0 ? kErrInval : 0;  // offset/length unused
+      if ((flags & ~allowed) == 0) return 0;  // offset/length unused
+      *why = "unknown flags";
+      return kErrInval;
     case kCmdWriteZeroes:
       allowed |= kCmdFlagNoHole | kCmdFlagFastZero;
       break;
     default:  // BLOCK_STATUS (no meta context negotiated), unknown
+      *why = "unsupported command";
       return kErrInval;
   }
-  if ((flags & ~allowed) != 0) return kErrInval;
-  if (offset > size_ || length > size_ - offset) return kErrInval;
+  if ((flags & ~allowed) != 0) {
+    *why = "unknown flags";
+    return kErrInval;
+  }
+  if (offset > size_ || length > size_ - offset) {
+    *why = "beyond the end of the export";
+    return kErrInval;
+  }
   return 0;
 }
 
@@ -232,6 +273,7 @@ bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,
       std::byte* data = header + sizeof(SimpleReply);
       s = device_->Read(offset, std::span<std::byte>(data, length));
       const std::uint32_t error = ToNbdError(s);
+      if (error != 0) LogError(type, offset, length, error, s.message());
       const SimpleReply reply = {ToBig(kSimpleReplyMagic), ToBig(error),
                                  cookie};
       std::memcpy(header, &reply, sizeof(reply));
@@ -257,7 +299,9 @@ bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,
     case kCmdCache:
       break;  // everything is in memory already
   }
-  return AddReply(cookie, ToNbdError(s));
+  const std::uint32_t error = ToNbdError(s);
+  if (error != 0) LogError(type, offset, length, error, s.message());
+  return AddReply(cookie, error);
 }
 
 bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
@@ -299,6 +343,9 @@ void Connection::RunJob(Job* job) {
     default: break;
   }
   job->error = ToNbdError(s);
+  if (job->error != 0) {
+    LogError(job->type, job->offset, job->length, job->error, s.message());
+  }
   job->sent = 0;
   SendReply(job);
 }
@@ -323,7 +370,12 @@ bool Connection::Fill(std::size_t n) {
                             : limits_.io_timeout_ms;
     Result<std::size_t> r = transport_->Recv(
         in_.get() + in_end_, kInCapacity - in_end_, timeout);
-    if (!r.has_value() || *r == 0) return false;
+    if (!r.has_value()) return Stop("receiving: " + r.error().message());
+    if (*r == 0) {
+      return Stop(in_end_ == in_begin_
+                      ? "the client closed the connection"
+                      : "the client closed the connection inside a request");
+    }
     in_end_ += *r;
   }
   return true;
@@ -332,16 +384,17 @@ bool Connection::Fill(std::size_t n) {
 bool Connection::SkipInput(std::size_t n) {
   const std::size_t have = std::min(n, in_end_ - in_begin_);
   in_begin_ += have;
-  return RecvDiscard(transport_.get(), n - have, limits_.io_timeout_ms).ok();
+  const Status s = RecvDiscard(transport_.get(), n - have, limits_.io_timeout_ms);
+  return s.ok() || Stop("receiving a refused payload: " + s.message());
 }
 
 bool Connection::ReadPayload(std::byte* dst, std::size_t n) {
   const std::size_t have = std::min(n, in_end_ - in_begin_);
   std::memcpy(dst, in_.get() + in_begin_, have);
   in_begin_ += have;
-  return RecvExact(transport_.get(), dst + have, n - have,
-                   limits_.io_timeout_ms)
-      .ok();
+  const Status s = RecvExact(transport_.get(), dst + have, n - have,
+                             limits_.io_timeout_ms);
+  return s.ok() || Stop("receiving a payload: " + s.message());
 }
 
 // ---- output ----
@@ -373,7 +426,8 @@ bool Connection::FlushBatch() {
   sending_ = false;
   if (!s.ok()) MarkBroken();
   send_cv_.notify_all();
-  return s.ok();
+  l.unlock();
+  return s.ok() || Stop("sending replies: " + s.message());
 }
 
 // The reply of `job` (its header, and its data for a successful READ) less
@@ -527,6 +581,35 @@ void Connection::Release(Job* job) {
 void Connection::WaitIdle() {
   std::unique_lock l(mu_);
   cv_.wait(l, [this] { return in_flight_ == 0; });
+}
+
+// ---- log ----
+
+void Connection::Log(const std::string& line) const {
+  if (limits_.log) limits_.log("nbd " + name_ + ": " + line);
+}
+
+void Connection::LogError(std::uint16_t type, std::uint64_t offset,
+                          std::uint32_t length, std::uint32_t error,
+                          std::string_view why) {
+  const std::uint64_t n = errors_.fetch_add(1) + 1;
+  if (!limits_.log || n > kMaxLoggedErrors) return;
+  std::string line = std::string(CommandName(type)) + " offset " +
+                     std::to_string(offset) + " length " +
+                     std::to_string(length) + ": error " +
+                     std::string(NbdErrorName(error)) + ": " + std::string(why);
+  if (n == kMaxLoggedErrors) {
+    line += " (further error replies of this connection are only counted)";
+  }
+  Log(line);
+}
+
+bool Connection::Stop(std::string reason) {
+  std::lock_guard l(mu_);
+  if (stop_reason_.empty()) {
+    stop_reason_ = stopping_ ? "server stopping" : std::move(reason);
+  }
+  return false;
 }
 
 }  // namespace ztier::nbd

@@ -46,11 +46,19 @@
 // Shutdown(); it then sends what it batched, waits for its jobs to finish,
 // drops the Device::ClientRef, closes the socket and calls on_exit (from the
 // reader thread). The owner then Join()s and deletes the Connection.
+//
+// Log (ConnectionLimits::log, when set), each line naming the connection:
+// its handshake's outcome (the export and size, or why it failed), every
+// error reply (the request and why; the first kMaxLoggedErrors of a
+// connection, then a count), and its close with the reason (the client's
+// DISC or EOF, a timeout, a protocol error, a send error, the server
+// stopping) and how many requests and error replies it had.
 #ifndef ZTIER_NBD_CONNECTION_H_
 #define ZTIER_NBD_CONNECTION_H_
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -58,6 +66,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -84,7 +94,13 @@ struct ConnectionLimits {
   // gets a buffer of this many bytes (at most 1 MiB) and the writer thread
   // starts, so that requests up to this size never allocate. 0: lazily.
   std::uint32_t prealloc_job_bytes = 0;
+  // Where the connection's log lines go (above); null: nowhere. Called from
+  // the reader and the workers, one whole line at a time.
+  std::function<void(const std::string&)> log;
 };
+
+// Error replies logged per connection; the rest are only counted.
+inline constexpr std::uint64_t kMaxLoggedErrors = 32;
 
 // A request handed to a worker; owned by its connection, reused.
 struct Job {
@@ -123,9 +139,11 @@ class WorkQueue {
 
 class Connection {
  public:
-  // Takes ownership of the connected socket `fd`.
+  // Takes ownership of the connected socket `fd`. `name` names it in the
+  // log ("#3 (tcp 127.0.0.1:40112)").
   Connection(int fd, DeviceRegistry* registry, WorkQueue* queue,
-             ConnectionLimits limits, std::function<void(Connection*)> on_exit);
+             ConnectionLimits limits, std::function<void(Connection*)> on_exit,
+             std::string name = "");
   ~Connection();  // REQUIRES: Join() has returned (or Start() never ran)
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -140,8 +158,10 @@ class Connection {
  private:
   void Main();
   void Serve();
+  // 0, or the NBD error of a bad request with *why saying what is wrong.
   std::uint32_t Validate(std::uint16_t type, std::uint16_t flags,
-                         std::uint64_t offset, std::uint32_t length) const;
+                         std::uint64_t offset, std::uint32_t length,
+                         std::string_view* why) const;
   bool RunInline(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
                  std::uint64_t offset, std::uint32_t length);
   bool Hand(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
@@ -156,6 +176,13 @@ class Connection {
   void SendReply(Job* job);
   void WriterLoop();
   void MarkBroken();  // REQUIRES: send_mu_ held
+  // Log.
+  void Log(const std::string& line) const;
+  // Logs an error reply to a request (any thread).
+  void LogError(std::uint16_t type, std::uint64_t offset, std::uint32_t length,
+                std::uint32_t error, std::string_view why);
+  // Records why the reader stops (the first reason wins); returns false.
+  bool Stop(std::string reason);
   // Jobs.
   Job* AcquireJob(std::uint64_t bytes);
   void Release(Job* job);
@@ -168,6 +195,7 @@ class Connection {
   WorkQueue* const queue_;
   const ConnectionLimits limits_;
   const std::function<void(Connection*)> on_exit_;
+  const std::string name_;
   std::thread thread_;
 
   // Set by the reader during the handshake, read-only afterwards.
@@ -176,6 +204,8 @@ class Connection {
   std::uint64_t size_ = 0;
 
   // Reader-only state.
+  std::string stop_reason_;  // guarded by mu_: why the reader stopped
+  std::uint64_t requests_ = 0;
   std::unique_ptr<std::byte[]> in_;
   std::size_t in_begin_ = 0;
   std::size_t in_end_ = 0;
@@ -190,6 +220,8 @@ class Connection {
   Job* queue_tail_ = nullptr;  // guarded by send_mu_
   bool writer_stop_ = false;   // guarded by send_mu_
   std::thread writer_;         // started under send_mu_; joined by Main()
+
+  std::atomic<std::uint64_t> errors_{0};  // error replies sent
 
   std::mutex mu_;
   std::condition_variable cv_;

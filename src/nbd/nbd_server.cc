@@ -57,6 +57,7 @@ class NbdServerImpl final : public NbdServer {
     limits_.tls = options_.tls;
     limits_.tls_required = options_.tls_required;
     if (options_.preallocate) limits_.prealloc_job_bytes = 64 << 10;
+    limits_.log = options_.log;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
     queue_ = std::make_unique<WorkQueue>(workers);
@@ -137,15 +138,23 @@ class NbdServerImpl final : public NbdServer {
   void Accept(int listen_fd, bool tcp) {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, ECONNABORTED, EMFILE: try again later
+    const std::string name = "#" + std::to_string(++accepted_) + " (" +
+                             PeerName(fd, tcp) + ")";
     if (active_.load() >= options_.max_connections) {
+      if (options_.log) {
+        options_.log("nbd " + name + ": refused: " +
+                     std::to_string(options_.max_connections) +
+                     " connections already (--max-connections)");
+      }
       Refuse(fd);
       return;
     }
     if (tcp) SetNoDelay(fd);
     ++active_;
+    if (options_.log) options_.log("nbd " + name + ": connected");
     auto conn = std::make_unique<Connection>(
         fd, registry_, queue_.get(), limits_,
-        [this](Connection* c) { OnExit(c); });
+        [this](Connection* c) { OnExit(c); }, name);
     Connection* raw = conn.get();
     {
       std::lock_guard l(mu_);
@@ -230,6 +239,7 @@ class NbdServerImpl final : public NbdServer {
   bool refuse_stop_ = false;  // guarded by refuse_mu_
   std::atomic<bool> stopped_{false};
   std::atomic<std::size_t> active_{0};
+  std::uint64_t accepted_ = 0;  // accept thread only: connections numbered
   std::mutex mu_;
   std::list<std::unique_ptr<Connection>> conns_;  // guarded by mu_
   std::vector<Connection*> done_;                 // guarded by mu_

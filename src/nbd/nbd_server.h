@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -59,6 +60,10 @@ struct NbdServerOptions {
   // start its writer thread at once, so that serving allocates nothing
   // (for a swap device; see ConnectionLimits::prealloc_job_bytes).
   bool preallocate = false;
+  // Log lines (null: none): each connection's opening (with the peer's
+  // address) and everything connection.h lists, one line a call, from any
+  // of the server's threads.
+  std::function<void(const std::string&)> log;
 };
 
 inline constexpr std::size_t kMaxRefusing = 16;

@@ -8,8 +8,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "nbd/nbd_test_util.h"
 #include "nbd/protocol.h"
@@ -22,6 +26,97 @@ using testing::RandomBytes;
 using testing::RawClient;
 using testing::ServerFixture;
 
+
+// The log lines a server writes, kept for a test to read.
+class LogLines {
+ public:
+  std::function<void(const std::string&)> Sink() {
+    return [this](const std::string& line) {
+      std::lock_guard l(mu_);
+      lines_.push_back(line);
+    };
+  }
+  // Waits (up to 5 s) for a line that holds `part`; all lines when there is
+  // none, for the failure message.
+  bool WaitFor(const std::string& part, std::string* all) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard l(mu_);
+        all->clear();
+        for (const std::string& line : lines_) {
+          if (line.find(part) != std::string::npos) return true;
+          *all += line + "\n";
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+TEST(NbdServerTest, LogSaysWhoConnectedEveryErrorAndWhyItClosed) {
+  LogLines log;
+  NbdServerOptions options;
+  options.log = log.Sink();
+  ServerFixture f(1 << 20, options);
+  std::string all;
+  {
+    RawClient c(f.socket());
+    ASSERT_EQ(c.Go("zram0"), 1 << 20);
+    ASSERT_TRUE(c.SendRequest(kCmdRead, 0, 7, 1 << 20, 4096));  // past the end
+    std::uint32_t err = 0;
+    std::uint64_t cookie = 0;
+    ASSERT_TRUE(c.ReadReply(&err, &cookie));
+    EXPECT_EQ(err, kErrInval);
+    ASSERT_TRUE(c.SendRequest(kCmdTrim, 0, 8, 0, 1 << 20));
+    ASSERT_TRUE(c.ReadReply(&err, &cookie));
+    EXPECT_EQ(err, 0u);
+    ASSERT_TRUE(c.SendRequest(kCmdDisc, 0, 9, 0, 0));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  EXPECT_TRUE(log.WaitFor("nbd #1 (unix): connected", &all)) << all;
+  EXPECT_TRUE(log.WaitFor("nbd #1 (unix): export zram0 (1048576 bytes)", &all))
+      << all;
+  EXPECT_TRUE(log.WaitFor("nbd #1 (unix): NBD_CMD_READ offset 1048576 length "
+                          "4096: error EINVAL: beyond the end of the export",
+                          &all))
+      << all;
+  EXPECT_TRUE(log.WaitFor("nbd #1 (unix): closed: the client sent "
+                          "NBD_CMD_DISC (3 requests, 1 error replies)",
+                          &all))
+      << all;
+  // A client that just goes away, and one that breaks the protocol.
+  {
+    RawClient c(f.socket());
+    ASSERT_EQ(c.Go("zram0"), 1 << 20);
+    c.Close();
+  }
+  EXPECT_TRUE(log.WaitFor("nbd #2 (unix): closed: the client closed the "
+                          "connection (0 requests, 0 error replies)",
+                          &all))
+      << all;
+  {
+    RawClient c(f.socket());
+    ASSERT_EQ(c.Go("zram0"), 1 << 20);
+    const char junk[28] = "not an NBD request at all!";
+    ASSERT_TRUE(c.Send(junk, sizeof(junk)));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  EXPECT_TRUE(log.WaitFor("nbd #3 (unix): closed: bad request magic", &all))
+      << all;
+  // A handshake that ends without an export says why.
+  {
+    RawClient c(f.socket());
+    std::uint32_t rep = 0;
+    EXPECT_EQ(c.Go("nope", &rep), -1);
+  }
+  EXPECT_TRUE(log.WaitFor("nbd #4 (unix): closed during the handshake", &all))
+      << all;
+}
 
 TEST(NbdServerTest, GoReportsSizeAndServesReadWrite) {
   ServerFixture f(8 << 20);

@@ -26,6 +26,21 @@ std::uint32_t ToNbdError(const Status& status) {
   return kErrIo;
 }
 
+std::string_view NbdErrorName(std::uint32_t error) {
+  switch (error) {
+    case 0: return "0";
+    case kErrPerm: return "EPERM";
+    case kErrIo: return "EIO";
+    case kErrNoMem: return "ENOMEM";
+    case kErrInval: return "EINVAL";
+    case kErrNoSpc: return "ENOSPC";
+    case kErrOverflow: return "EOVERFLOW";
+    case kErrNotSup: return "ENOTSUP";
+    case kErrShutdown: return "ESHUTDOWN";
+    default: return "E?";
+  }
+}
+
 std::string_view CommandName(std::uint16_t type) {
   switch (type) {
     case kCmdRead: return "NBD_CMD_READ";

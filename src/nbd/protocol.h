@@ -218,6 +218,8 @@ std::uint32_t ToNbdError(const Status& status);
 
 // "NBD_CMD_READ", ... ("NBD_CMD_<n>" for an unknown one).
 std::string_view CommandName(std::uint16_t type);
+// "EINVAL", "ENOSPC", ... for a kErr* value ("E?" for another).
+std::string_view NbdErrorName(std::uint32_t error);
 
 }  // namespace ztier::nbd
 

@@ -44,6 +44,10 @@ Result<int> ListenTcp(const std::string& spec, int* port);
 // Sets TCP_NODELAY (no-op on a non-TCP socket).
 void SetNoDelay(int fd);
 
+// The peer of a connected socket, for logs: "tcp 127.0.0.1:40112",
+// "tcp [::1]:40112", or "unix" (Unix peers have no name).
+std::string PeerName(int fd, bool tcp);
+
 }  // namespace ztier::nbd
 
 #endif  // ZTIER_NBD_SOCKET_UTIL_H_

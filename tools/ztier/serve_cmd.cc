@@ -96,6 +96,7 @@ int RunServe(std::span<const std::string_view> args) {
   std::string tls_key;
   bool mlock = false;
   bool prealloc = false;
+  bool quiet = false;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddList("device", &device_flags, "NAME:SIZE",
                 "a device and its disksize (K/M/G suffixes); repeatable "
@@ -154,6 +155,9 @@ int RunServe(std::span<const std::string_view> args) {
                 "preallocate and fault in each device's memory up to "
                 "--mem-limit (required) at start, and never take more: IO "
                 "then needs no new memory");
+  flags.AddBool("quiet", &quiet,
+                "do not log each NBD connection's opening, close (with its "
+                "reason) and error replies on stderr");
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto max_request = ParseSize(max_request_text);
   if (!max_request.has_value() || *max_request < 4096 ||
@@ -277,6 +281,11 @@ int RunServe(std::span<const std::string_view> args) {
   options.tls = tls.get();
   options.tls_required = tls_mode == "require";
   options.preallocate = prealloc;
+  if (!quiet) {
+    options.log = [](const std::string& line) {
+      std::fprintf(stderr, "ztier serve: %s\n", line.c_str());
+    };
+  }
   auto nbd_server = nbd::NbdServer::Start(options, &registry);
   if (!nbd_server.has_value()) {
     return Fail("cannot serve NBD: " + nbd_server.error().ToString());
