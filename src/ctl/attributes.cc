@@ -313,7 +313,7 @@ WireReply ShowStatus(DeviceRegistry& registry) {
 }
 
 WireReply WrongDirection(std::string_view name, bool has_value) {
-  return Error("EPERM", "attribute '" + std::string(name) + "' is " +
+  return Error("EACCES", "attribute '" + std::string(name) + "' is " +
                             (has_value ? "read-only (show it without a value)"
                                        : "write-only (store a value)"));
 }

@@ -411,7 +411,8 @@ StatusCode StatusCodeFromErrnoName(std::string_view name) {
   }
   if (name == "EBUSY") return StatusCode::kBusy;
   if (name == "ERANGE") return StatusCode::kOutOfRange;
-  if (name == "EOPNOTSUPP" || name == "EPERM") return StatusCode::kUnsupported;
+  if (name == "EOPNOTSUPP") return StatusCode::kUnsupported;
+  if (name == "EACCES" || name == "EPERM") return StatusCode::kPermissionDenied;
   return StatusCode::kIoError;
 }
 

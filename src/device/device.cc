@@ -395,7 +395,7 @@ std::string Device::ShowIoStat() const {
 
 std::string Device::ShowDebugStat() const {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return "version: 1\n0        0\n";
+  if (store_ == nullptr) return "version: 1\n       0        0\n";
   return store_->FormatDebugStat();
 }
 

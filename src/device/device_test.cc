@@ -140,7 +140,7 @@ TEST(DeviceTest, MemLimitAndAttributes) {
   EXPECT_EQ(d.MarkIdle("soon").code(), StatusCode::kInvalidArgument);
   ASSERT_OK(d.Compact());
   EXPECT_EQ(d.ShowIoStat(), "       0        0 0        0\n");
-  EXPECT_EQ(d.ShowDebugStat(), "version: 1\n0        0\n");
+  EXPECT_EQ(d.ShowDebugStat(), "version: 1\n       0        0\n");
 }
 
 // ---- backing_dev and writeback ----

@@ -171,7 +171,7 @@ TEST(PageStoreTest, MmStatColumnsFollowTheKernel) {
                 static_cast<unsigned long>(s.pages_compacted), 0ull, 1ull);
   EXPECT_EQ(store->FormatMmStat(), expect);
   EXPECT_EQ(store->FormatIoStat(), "       0        0 0        2\n");
-  EXPECT_EQ(store->FormatDebugStat(), "version: 1\n0        0\n");
+  EXPECT_EQ(store->FormatDebugStat(), "version: 1\n       0        0\n");
 }
 
 TEST(PageStoreTest, MemLimitRefusesTheStoreAndKeepsTheOldContent) {
