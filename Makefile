@@ -16,7 +16,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
   python3 procps
 
-.PHONY: all deps build run test test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
+.PHONY: all deps build run test test-kernel test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
@@ -45,6 +45,16 @@ run: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# A real Linux kernel on ztier (testing/guest/): Debian's 6.12 kernel boots
+# under qemu (software emulation) with a busybox initramfs assembled from
+# Debian packages and cached in $(BUILD)/guest; its NBD client attaches to a
+# `ztier serve` on this machine's loopback. Swap (beside the guest's own
+# zram), ext4 with writeback, and the zram attributes against the kernel's.
+KERNEL_PACKAGES = qemu-system-x86 python3 xz-utils
+test-kernel: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(KERNEL_PACKAGES)"
+	python3 testing/guest/kernel_tests.py --ztier $(BUILD)/ztier --guest $(BUILD)/guest
 
 # Unit tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 test-asan:

@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""`make test-kernel`: a real Linux kernel on ztier, in a guest.
+
+usage: kernel_tests.py --ztier BIN --guest DIR [TEST...]
+
+Builds (or reuses) the guest in DIR (build_guest.py), then runs each test of
+testing/guest/tests/ (default: all) in it against a `ztier serve` that this
+script starts on the host's loopback, which the guest reaches as 10.0.2.2:
+
+  swap     swap on the guest's own zram and on ztier over NBD, alternating,
+           with discard (tests/swap.sh)
+  ext4     ext4 on ztier: writeback of a tarball to a backing file on the
+           host and back, the writeback_limit flow, fstrim (tests/ext4.sh)
+  conformance
+           one sequence of zram operations on the guest's /sys/block/zram0
+           and on ztier, every status and attribute compared
+           (tests/conformance.sh, conformance.py); the table goes to
+           DIR/results/conformance.md, which docs/conformance.md copies
+
+A test passes when its script exits 0 and every @@CHECK line it printed is
+ok. @@RESULT lines are collected into DIR/results/NAME.txt. The last line is
+"N passed, N failed". Times and figures come from software emulation (TCG):
+compare them only with each other.
+"""
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_guest import run_guest  # noqa: E402
+import conformance  # noqa: E402
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Server:
+    """`ztier serve` on 127.0.0.1:PORT with its control socket in `tmp`."""
+
+    def __init__(self, ztier, tmp, flags):
+        self.port = free_port()
+        self.ctl = os.path.join(tmp, "ztier.ctl")
+        self.log_path = os.path.join(tmp, "serve.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [ztier, "serve", "--listen", "127.0.0.1:%d" % self.port,
+             "--unix", os.path.join(tmp, "ztier.sock"), "--ctl", self.ctl] +
+            flags, stdout=self.log, stderr=subprocess.STDOUT)
+        for _ in range(100):
+            if os.path.exists(self.ctl):
+                break
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.log.close()
+        return open(self.log_path).read()
+
+
+# name -> (ztier serve flags, variables for the script, guest RAM in MiB)
+def tests(tmp):
+    return {
+        # What a kernel swap client needs (docs/swap.md): the memory locked
+        # and allocated up front, no io timeout that could cut it off.
+        "swap": (["--device", "zram0:1G", "--comp-algorithm", "lz4",
+                  "--mlock", "--mem-limit", "512M", "--io-timeout", "0"],
+                 {"REPS": "2", "MIB": "512"}, 256),
+        "ext4": (["--device", "zram0:256M", "--comp-algorithm", "lz4",
+                  "--backing-dev", os.path.join(tmp, "zram0.backing")],
+                 {"BACKING1": os.path.join(tmp, "zram1.backing")}, 256),
+        "conformance": (["--device", "zram0:32M", "--comp-algorithm", "lz4"],
+                        {"BACKING": os.path.join(tmp, "zram0.backing")}, 256),
+    }
+
+
+def judge_conformance(g, results_dir):
+    """The failures of the conformance comparison; writes its table."""
+    lines = g.lines("@@CONF ")
+    order, steps = conformance.parse(lines)
+    rows = conformance.compare(order, steps)
+    kernel = (g.lines("@@BOOTED ") or ["?"])[0]
+    with open(os.path.join(results_dir, "conformance.md"), "w") as f:
+        f.write(conformance.table(rows, kernel))
+    failures = ["%s: kernel %s, ztier %s" % (r[0], r[1], r[2])
+                for r in rows if r[3] == "DIFFERS"]
+    if not any(l.startswith("@@CONF_DONE") for l in g.output.splitlines()):
+        failures.append("the sequence did not run to its end")
+    if not rows:
+        failures.append("no step ran")
+    return failures
+
+
+JUDGES = {"conformance": judge_conformance}
+
+
+def main():
+    args = sys.argv[1:]
+    ztier = guest = None
+    if "--ztier" in args:
+        i = args.index("--ztier")
+        ztier = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if "--guest" in args:
+        i = args.index("--guest")
+        guest = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if not ztier or not guest:
+        sys.exit(__doc__)
+    r = subprocess.run([sys.executable, os.path.join(HERE, "build_guest.py"),
+                        guest])
+    if r.returncode != 0:
+        print("kernel_tests: could not build the guest")
+        print("0 passed, 1 failed")
+        return 1
+    results_dir = os.path.join(guest, "results")
+    os.makedirs(results_dir, exist_ok=True)
+    passed, failed = 0, []
+    names = args or ["swap", "ext4", "conformance"]
+    for name in names:
+        tmp = tempfile.mkdtemp(prefix="ztier-kt-")
+        table = tests(tmp)
+        if name not in table:
+            print("kernel_tests: unknown test '%s' (known: %s)" %
+                  (name, ", ".join(table)))
+            failed.append(name)
+            continue
+        flags, variables, mem = table[name]
+        server = Server(ztier, tmp, flags)
+        if not server.alive():
+            print("kernel_tests: %s: ztier serve did not start:\n%s" %
+                  (name, server.stop()))
+            failed.append(name)
+            continue
+        variables = dict(variables, PORT=str(server.port))
+        script = "".join("%s='%s'\n" % kv for kv in sorted(variables.items()))
+        script += open(os.path.join(HERE, "tests", name + ".sh")).read()
+        start = time.time()
+        print("== %s (guest %d MiB, ztier on 127.0.0.1:%d)" %
+              (name, mem, server.port), flush=True)
+        g = run_guest(guest, script, ztier=ztier, ctl=server.ctl,
+                      mem_mib=mem, timeout=900, echo=True)
+        log = server.stop()
+        secs = time.time() - start
+        checks = g.lines("@@CHECK ")
+        bad = [c for c in checks if not c.startswith("ok ")]
+        if name in JUDGES:
+            judged = JUDGES[name](g, results_dir)
+            for failure in judged:
+                print("@@CHECK FAIL " + failure)
+            bad += judged
+            checks = checks or ["ok compared"]
+        with open(os.path.join(results_dir, name + ".txt"), "w") as f:
+            f.write("\n".join(g.lines("@@RESULT ")) + "\n")
+        ok = g.status == 0 and not bad and checks
+        print("-- ztier serve's log:\n" + log.rstrip())
+        if ok:
+            passed += 1
+            print("== %s: passed, %d checks, %.0f s" % (name, len(checks), secs))
+        else:
+            failed.append(name)
+            why = g.why or ("%d failed checks" % len(bad) if bad else
+                            "exit status %d" % g.status if g.status else
+                            "no checks ran")
+            print("== %s: FAILED (%s), %.0f s" % (name, why, secs))
+        subprocess.run(["rm", "-rf", tmp])
+    if failed:
+        print("failed: " + " ".join(failed))
+    print("%d passed, %d failed" % (passed, len(failed)))
+    return 0 if not failed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

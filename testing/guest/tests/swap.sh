@@ -1,0 +1,58 @@
+# Swap: the same workload (patterns: twice the guest's RAM in patterned
+# words, every word read back) on the guest kernel's own zram (lz4) and on
+# ztier over NBD (lz4), alternating, REPS times each; both with discard
+# (swapon -d). Variables from kernel_tests.py: PORT, REPS, MIB.
+. /lib.sh
+
+zram_run() {
+  echo 1 > /sys/block/zram0/reset
+  echo lz4 > /sys/block/zram0/comp_algorithm
+  echo 1G > /sys/block/zram0/disksize
+  mkswap /dev/zram0 >/dev/null
+  swapon -d /dev/zram0 || { check "zram swapon -d" 1 = 0; return; }
+  out=$(patterns "$MIB" "$1")
+  rc=$?
+  echo "$out"
+  echo "@@RESULT swap zram $1 $out"
+  echo "@@RESULT mm_stat zram $1 $(cat /sys/block/zram0/mm_stat)"
+  check "zram rep $1: every word read back" "$rc" = 0
+  swapoff /dev/zram0
+}
+
+ztier_run() {
+  attach "$PORT" -swap || { check "nbd-client -swap" 1 = 0; return; }
+  mkswap /dev/nbd0 >/dev/null
+  swapon -d /dev/nbd0 || { check "ztier swapon -d" 1 = 0; return; }
+  patterns "$MIB" "$1" > /tmp/out &
+  w=$!
+  peak=0
+  while kill -0 $w 2>/dev/null; do
+    o=$(field "$(host ctl mm_stat)" 1)
+    [ -n "$o" ] && [ "$o" -gt "$peak" ] && peak=$o
+    sleep 2
+  done
+  wait $w
+  rc=$?
+  out=$(cat /tmp/out)
+  echo "$out"
+  sleep 5  # discards of the freed swap clusters are queued work
+  after=$(host ctl mm_stat)
+  echo "@@RESULT swap ztier $1 $out"
+  echo "@@RESULT mm_stat ztier $1 peak_orig_data_size $peak after: $after"
+  check "ztier rep $1: every word read back" "$rc" = 0
+  a=$(field "$after" 1)
+  check "ztier rep $1: after the workload, stored bytes $a <= 5% of the peak $peak" \
+    "$((a * 20))" -le "$peak"
+  swapoff /dev/nbd0
+  nbd-client -d /dev/nbd0 >/dev/null
+  # What swapoff read back stays stored until the next swapon -d discards
+  # the whole device.
+}
+
+rep=1
+while [ "$rep" -le "$REPS" ]; do
+  zram_run "$rep"
+  ztier_run "$rep"
+  rep=$((rep + 1))
+done
+finish
