@@ -47,19 +47,19 @@ def run(cmd, **kw):
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
 
 
-def newest_kernel():
+def kernel_packages():
     out = subprocess.run(["apt-cache", "search", "--names-only",
                           r"^linux-image-6\.12\..*-amd64-unsigned$"],
                          text=True, capture_output=True).stdout
-    names = [l.split()[0] for l in out.splitlines()
-             if l and KERNEL_RE.match(l.split()[0])]
-    if not names:
+    return [l.split()[0] for l in out.splitlines()
+            if l and KERNEL_RE.match(l.split()[0])]
+
+
+def newest_kernel():
+    names = kernel_packages()
+    if not names:  # no package lists yet
         subprocess.run(["apt-get", "update", "-qq"], check=False)
-        out = subprocess.run(["apt-cache", "search", "--names-only",
-                              r"^linux-image-6\.12\..*-amd64-unsigned$"],
-                             text=True, capture_output=True).stdout
-        names = [l.split()[0] for l in out.splitlines()
-                 if l and KERNEL_RE.match(l.split()[0])]
+        names = kernel_packages()
     if not names:
         die("apt offers no linux-image-6.12.*-amd64-unsigned "
             "(is this Debian 12 with apt working?)")

@@ -23,6 +23,7 @@
 #include "corpus/capture.h"
 #include "flags.h"
 #include "progress.h"
+#include "tool_common.h"
 
 extern char** environ;
 
@@ -31,15 +32,10 @@ namespace {
 
 constexpr const char kCommand[] = "ztier corpus capture";
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, message.c_str());
-  return 1;
-}
+int Fail(const std::string& message) { return ReportFailure(kCommand, message); }
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", kCommand,
-               message.c_str(), kCommand);
-  return 2;
+  return ReportUsageError(kCommand, message);
 }
 
 // A started COMMAND, stopped (SIGTERM, then SIGKILL after 5 s) and reaped

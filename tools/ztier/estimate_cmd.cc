@@ -31,15 +31,10 @@ constexpr double kFastShare = 0.5;
 const char* const kDefaultCodecs[] = {"lzo",    "lz4",    "lz4hc",  "zstd:1",
                                       "zstd",   "zstd:9", "deflate"};
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, message.c_str());
-  return 1;
-}
+int Fail(const std::string& message) { return ReportFailure(kCommand, message); }
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\nRun '%s --help' for usage.\n", kCommand,
-               message.c_str(), kCommand);
-  return 2;
+  return ReportUsageError(kCommand, message);
 }
 
 // A --codec value: "zstd:9" is zstd at level 9, "lz4" lz4 at its default.

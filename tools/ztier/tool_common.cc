@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <filesystem>
 
 #include "ztier/codec.h"
@@ -14,6 +15,20 @@
 #include "ztier/page.h"
 
 namespace ztier::tool {
+
+int ReportFailure(std::string_view command, const std::string& message) {
+  std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(command.size()),
+               command.data(), message.c_str());
+  return 1;
+}
+
+int ReportUsageError(std::string_view command, const std::string& message) {
+  const int n = static_cast<int>(command.size());
+  std::fprintf(stderr, "%.*s: %s\nRun '%.*s --help' for usage.\n", n,
+               command.data(), message.c_str(), n, command.data());
+  return 2;
+}
+
 
 namespace fs = std::filesystem;
 

@@ -32,6 +32,14 @@ inline constexpr char kDefaultCorpusDir[] = ZTIER_TESTDATA_DIR;
 inline constexpr char kDefaultCorpusFile[] =
     ZTIER_TESTDATA_DIR "/anon-python.pages.zst";
 
+// Prints "<command>: <message>" on stderr and returns 1, the exit status of
+// a runtime failure.
+int ReportFailure(std::string_view command, const std::string& message);
+
+// Prints "<command>: <message>\nRun '<command> --help' for usage." on
+// stderr and returns 2, the exit status of bad usage.
+int ReportUsageError(std::string_view command, const std::string& message);
+
 // " (/abs/path)" when `path` is not already its absolute, normalized form;
 // "" when it is or cannot be made absolute. Follows a path in a message.
 std::string AbsoluteNote(const std::string& path);
