@@ -75,7 +75,12 @@ int RunCtl(std::span<const std::string_view> args) {
                   kCommand, flags.Usage().c_str(), AttributeHelp().c_str());
       return 0;
     }
-    if (a.size() > 1 && a.front() == '-') {
+    // After the attribute, "-5" is a value (the server says EINVAL), not
+    // a flag.
+    const bool negative_number =
+        !positional.empty() && a.size() > 1 && a[0] == '-' && a[1] >= '0' &&
+        a[1] <= '9';
+    if (a.size() > 1 && a.front() == '-' && !negative_number) {
       flag_words.push_back(a);
       if ((a == "--ctl" || a == "--device") && i + 1 < args.size()) {
         flag_words.push_back(args[++i]);

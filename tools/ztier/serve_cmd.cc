@@ -263,6 +263,7 @@ int RunServe(std::span<const std::string_view> args) {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // never fatal: see the loop at the end
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
@@ -312,11 +313,16 @@ int RunServe(std::span<const std::string_view> args) {
                 shown(NbdUnixUri(spec.name, unix_path)).c_str());
   }
   if (!listen.empty()) {
+    // The host as a URI writes it: an IPv6 address in brackets.
+    std::string host = listen.rfind(':') == 0
+                           ? "127.0.0.1"
+                           : listen.substr(0, listen.rfind(':'));
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+      host = host.substr(1, host.size() - 2);
+    }
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";
     std::printf("  TCP: %s://%s:%d/%s\n", tls != nullptr ? "nbds" : "nbd",
-                listen.rfind(':') == 0
-                    ? "127.0.0.1"
-                    : listen.substr(0, listen.rfind(':')).c_str(),
-                (*nbd_server)->tcp_port(), first.c_str());
+                host.c_str(), (*nbd_server)->tcp_port(), first.c_str());
   }
   if (!backing_dev.empty()) {
     std::printf("  backing_dev of %s: %s%s\n", first.c_str(),
@@ -346,17 +352,27 @@ int RunServe(std::span<const std::string_view> args) {
       "Connect with:\n"
       "  nbdinfo '%s'\n"
       "  nbdcopy disk.img '%s'\n"
-      "  qemu-io -f raw '%s' -c 'write -P 0xab 0 4k' -c 'read -P 0xab 0 4k'\n"
+      "  qemu-io -r -f raw '%s' -c 'read 0 4k'\n"
       "  fio --name=t --ioengine=nbd --uri='%s' --rw=randread --bs=4k "
       "--iodepth=32 --size=256m\n"
-      "  nbd-client -unix %s -N %s /dev/nbd0    (as root)\n"
-      "Stop with Ctrl-C or SIGTERM.\n",
+      "  nbd-client -unix %s -N %s -b 4096 /dev/nbd0    (as root)\n"
+      "Stop with Ctrl-C or SIGTERM (SIGHUP keeps it running).\n",
       uri.c_str(), uri.c_str(), uri.c_str(), uri.c_str(),
       Absolute(unix_path).c_str(), first.c_str());
   std::fflush(stdout);
 
+  // SIGHUP (a closed terminal, or `systemctl reload`) must never stop a
+  // server that may hold a kernel's swap: it is logged, and the devices and
+  // their pages stay as they are. There is no configuration file to read
+  // again yet.
   int sig = 0;
-  while (sigwait(&stop_signals, &sig) != 0) {
+  for (;;) {
+    if (sigwait(&stop_signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    std::fprintf(stderr,
+                 "%s: SIGHUP: nothing to reload (no configuration file); "
+                 "serving on, every device and page kept\n",
+                 kCommand);
   }
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);

@@ -232,4 +232,41 @@ TEST(ServeMlockTest, PreallocWithoutMlockIsResidentButNotLocked) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+TEST(ServeTest, SighupKeepsServingAndKeepsThePages) {
+  Server s({"--device", "zram0:16M", "--listen", "[::1]:0"});
+  ASSERT_GT(s.pid(), 0) << s.Log();
+  ASSERT_TRUE(Have("qemu-io"));
+  const Shell w = Sh("qemu-io -f raw " + s.Uri() + " -c 'write -P 0x5a 0 64k'");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  for (int i = 0; i < 200 && s.Log().find("SIGHUP") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_NE(s.Log().find("SIGHUP: nothing to reload"), std::string::npos)
+      << s.Log();
+  const Shell r = Sh("qemu-io -f raw " + s.Uri() + " -c 'read -P 0x5a 0 64k'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("Pattern verification failed"), std::string::npos)
+      << r.out;
+  // The banner: an IPv6 URI in brackets, a read-only qemu-io example and
+  // nbd-client with 4 KiB blocks.
+  EXPECT_NE(s.Log().find("TCP: nbd://[::1]:"), std::string::npos) << s.Log();
+  EXPECT_NE(s.Log().find("qemu-io -r -f raw"), std::string::npos);
+  EXPECT_NE(s.Log().find("-N zram0 -b 4096 /dev/nbd0"), std::string::npos);
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+TEST(ServeTest, NegativeValuesAreValuesAndEinval) {
+  Server s({"--device", "zram0:16M"});
+  ASSERT_GT(s.pid(), 0) << s.Log();
+  for (const char* attr : {"disksize -5", "mem_limit -1", "reset -1",
+                           "writeback_limit -3"}) {
+    const Shell r = s.CtlGet(attr);
+    EXPECT_EQ(r.exit_code, 1) << attr << ": " << r.out;
+    EXPECT_NE(r.out.find("ztier ctl: EINVAL"), std::string::npos)
+        << attr << ": " << r.out;
+  }
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 }  // namespace
