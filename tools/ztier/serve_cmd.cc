@@ -23,6 +23,11 @@
 namespace ztier::tool {
 namespace {
 
+// "EBUSY: why", as ztier ctl words an error.
+std::string ErrnoText(const Status& s) {
+  return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
+}
+
 constexpr const char* kCommand = "ztier serve";
 constexpr const char* kSynopsis =
     "[--device NAME:SIZE]... [--comp-algorithm NAME] "
@@ -241,11 +246,11 @@ int RunServe(std::span<const std::string_view> args) {
     // backing_dev is set before disksize, as zram requires.
     if (&spec == &specs.front() && !backing_dev.empty()) {
       if (Status s = (*device)->SetBackingDev(backing_dev); !s.ok()) {
-        return Fail("--backing-dev: " + s.ToString());
+        return Fail("--backing-dev: " + ErrnoText(s));
       }
     }
     if (Status s = (*device)->SetDisksize(spec.size); !s.ok()) {
-      return Fail("device " + spec.name + ": " + s.ToString());
+      return Fail("device " + spec.name + ": " + ErrnoText(s));
     }
   }
   // The devices' memory is made (preallocated); lock it and all else
@@ -289,13 +294,13 @@ int RunServe(std::span<const std::string_view> args) {
   }
   auto nbd_server = nbd::NbdServer::Start(options, &registry);
   if (!nbd_server.has_value()) {
-    return Fail("cannot serve NBD: " + nbd_server.error().ToString());
+    return Fail("cannot serve NBD: " + ErrnoText(nbd_server.error()));
   }
   auto ctl_server = ctl::ControlServer::Start(ctl_path, &registry);
   if (!ctl_server.has_value()) {
     (*nbd_server)->Stop();
     return Fail("cannot open the control socket: " +
-                ctl_server.error().ToString());
+                ErrnoText(ctl_server.error()));
   }
 
   const std::string first = specs.front().name;
