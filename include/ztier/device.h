@@ -46,7 +46,8 @@
 namespace ztier {
 
 // Parses a size as the kernel's memparse: a number with an optional K, M, G,
-// T (powers of 1024) suffix, case-insensitive. "1G", "4096", "512k".
+// T, P, E (powers of 1024) suffix, case-insensitive. "1G", "4096", "512k".
+// Unlike memparse, anything after the suffix is an error, not ignored.
 Result<std::uint64_t> ParseSize(std::string_view text);
 
 // Parses zram's `writeback` input (writeback_store() in zram_drv.c) for a

@@ -1,6 +1,8 @@
 // device.cc: the zram device model (contract in include/ztier/device.h).
 #include "ztier/device.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -13,6 +15,8 @@ namespace ztier {
 namespace {
 
 constexpr std::uint64_t kPageMask = kPageSize - 1;
+// The store's slot table: 16 bytes a page (src/store/slot_table.h).
+constexpr std::uint64_t kSlotTableBytesPerPage = 16;
 
 // writeback_batch_size takes any number >= 1, as zram's; a pass uses at most
 // this many IOs at once (UIO_MAXIOV: the most buffers io_uring registers).
@@ -108,6 +112,12 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
       case 't':
         shift = 40;
         break;
+      case 'p':
+        shift = 50;
+        break;
+      case 'e':
+        shift = 60;
+        break;
       default:
         return Err(Status::InvalidArgument("not a size: '" + t + "'"));
     }
@@ -138,7 +148,23 @@ Status Device::SetDisksize(std::uint64_t bytes) {
         "memory is preallocated on this server: set mem_limit before "
         "disksize");
   }
+  if (bytes > UINT64_MAX - kPageMask) {
+    return Status::InvalidArgument("disksize " + std::to_string(bytes) +
+                                   " is too large");
+  }
   const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
+  // As zram's disksize_store(), which fails with ENOMEM when its slot table
+  // cannot be allocated: a table larger than this machine's memory is
+  // refused before anything is made.
+  const std::uint64_t table = aligned / kPageSize * kSlotTableBytesPerPage;
+  const std::uint64_t ram = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                            static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (ram != 0 && table > ram) {
+    return Status::ResourceExhausted(
+        "disksize " + std::to_string(aligned) + " needs " +
+        std::to_string(table) + " bytes of slot table, more than this "
+        "machine's " + std::to_string(ram) + " bytes of memory");
+  }
   PageStoreOptions o;
   o.num_pages = aligned / kPageSize;
   o.codec = comp_algorithm_;

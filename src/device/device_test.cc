@@ -22,6 +22,18 @@ std::vector<std::byte> Bytes(std::size_t n, std::uint32_t seed) {
   return v;
 }
 
+TEST(DeviceTest, DisksizeThatWrapsOrExceedsMemoryIsRefused) {
+  Device d("zram0", {});
+  const Status wrap = d.SetDisksize(UINT64_MAX);
+  EXPECT_EQ(wrap.code(), StatusCode::kInvalidArgument) << wrap.ToString();
+  // 2^62 bytes is 2^50 pages: a 16 PiB slot table, more than any machine.
+  const Status huge = d.SetDisksize(1ull << 62);
+  EXPECT_EQ(huge.code(), StatusCode::kResourceExhausted) << huge.ToString();
+  EXPECT_FALSE(d.initialized());
+  EXPECT_OK(d.SetDisksize(12345));
+  EXPECT_EQ(d.disksize(), 16384u);  // page-aligned up, as zram
+}
+
 TEST(ParseSizeTest, Memparse) {
   EXPECT_EQ(*ParseSize("4096"), 4096u);
   EXPECT_EQ(*ParseSize("1G\n"), 1ull << 30);
@@ -31,6 +43,9 @@ TEST(ParseSizeTest, Memparse) {
   EXPECT_FALSE(ParseSize("12Q").has_value());
   EXPECT_FALSE(ParseSize("-1").has_value());
   EXPECT_FALSE(ParseSize("99999999999999999999").has_value());
+  EXPECT_EQ(*ParseSize("2P"), 2ull << 50);
+  EXPECT_EQ(*ParseSize("1e"), 1ull << 60);
+  EXPECT_FALSE(ParseSize("16E").has_value());  // past 2^64
 }
 
 TEST(DeviceTest, LifecycleFollowsZram) {

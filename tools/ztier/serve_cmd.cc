@@ -314,7 +314,7 @@ int RunServe(std::span<const std::string_view> args) {
               comp_algorithm.c_str());
   for (const DeviceSpec& spec : specs) {
     std::printf("  %-8s %llu bytes  %s\n", spec.name.c_str(),
-                static_cast<unsigned long long>(spec.size),
+                static_cast<unsigned long long>(registry.Find(spec.name)->disksize()),
                 shown(NbdUnixUri(spec.name, unix_path)).c_str());
   }
   if (!listen.empty()) {
