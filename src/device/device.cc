@@ -58,6 +58,12 @@ Status CheckBackingPath(const std::string& path) {
     if (fs::is_directory(st)) {
       return Status::InvalidArgument("backing_dev " + path + " is a directory");
     }
+    // zram takes only a block device (ENOTBLK otherwise); ztier also takes
+    // a file, but not a character device (/dev/null), a FIFO or a socket.
+    if (!fs::is_regular_file(st) && !fs::is_block_file(st)) {
+      return Status::InvalidArgument("backing_dev " + path +
+                                     " is neither a file nor a block device");
+    }
     return Status::Ok();
   }
   fs::path dir = fs::path(path).parent_path();

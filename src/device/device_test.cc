@@ -168,6 +168,8 @@ TEST(DeviceBackingTest, BackingDevIsSetBeforeDisksizeAndClearedByReset) {
             StatusCode::kNotFound);
   EXPECT_EQ(d.SetBackingDev(dir.path()).code(),
             StatusCode::kInvalidArgument);  // a directory
+  EXPECT_EQ(d.SetBackingDev("/dev/null").code(),
+            StatusCode::kInvalidArgument);  // a character device
   EXPECT_EQ(d.ShowBackingDev(), "none\n");
   const std::string path = dir.File("zram0.wb");
   ASSERT_OK(d.SetBackingDev(path + "\n"));  // as `echo PATH >` writes it

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,14 @@ int RunCtl(std::span<const std::string_view> args) {
   req.attribute = std::string(positional[0]);
   req.device = IsControl(req.attribute) ? "" : device;
   if (positional.size() == 2) req.value = std::string(positional[1]);
+  // A relative backing_dev names a file where the caller is, not where the
+  // server happens to run.
+  if (req.attribute == "backing_dev" && req.value.has_value() &&
+      !req.value->empty() && req.value->front() != '/' && *req.value != "none") {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(*req.value, ec);
+    if (!ec) req.value = abs.lexically_normal().string();
+  }
 
   auto fd = ctl::Connect(ctl_path);
   if (!fd.has_value()) {

@@ -269,4 +269,19 @@ TEST(ServeTest, NegativeValuesAreValuesAndEinval) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+TEST(ServeTest, RelativeBackingDevIsTheCallersPath) {
+  Server s({"--device", "zram0:16M"});
+  ASSERT_GT(s.pid(), 0) << s.Log();
+  ASSERT_EQ(s.CtlGet("reset 1").exit_code, 0);
+  ScopedTempDir caller;
+  const Shell set = Sh("cd " + caller.path() + " && '" + ZTIER_BIN +
+                       "' ctl --ctl " + s.Ctl() + " backing_dev wb.img");
+  ASSERT_EQ(set.exit_code, 0) << set.out;
+  EXPECT_EQ(s.CtlGet("backing_dev").out, caller.File("wb.img") + "\n");
+  const Shell null = s.CtlGet("backing_dev /dev/null");
+  EXPECT_EQ(null.exit_code, 1);
+  EXPECT_NE(null.out.find("EINVAL"), std::string::npos) << null.out;
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 }  // namespace
