@@ -118,8 +118,16 @@ Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
 Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
                                                const CodecParams& params);
 
-// Every name MakeCodec() accepts, in a fixed order (zram's listing order).
+// Every codec's name, in a fixed order (zram's listing order).
 std::vector<std::string_view> CodecNames();
+
+// The codec a name selects: the name itself, or for "lzo-rle" (the kernel's
+// default zram algorithm, which scripts set) "lzo". lzo-rle is LZO1X with a
+// run-length extension of its bitstream (the kernel's lib/lzo/); its pages
+// decompress to the same bytes, and ztier's compressed pages are never read
+// by a kernel, so ztier stores them with lzo1x_1 and shows "lzo". MakeCodec()
+// and every place that takes an algorithm name accept both.
+std::string_view CanonicalCodecName(std::string_view name);
 
 // This thread's Decompressor for `codec`, created on first use and kept until
 // the thread exits. Lock-free after the first call. Aborts if the codec cannot

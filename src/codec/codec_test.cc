@@ -187,6 +187,15 @@ void ExpectInvalid(std::string_view name, std::string_view params) {
       << c.error().ToString();
 }
 
+TEST(CodecTest, LzoRleIsLzo) {
+  auto c = MakeCodec("lzo-rle");
+  ASSERT_TRUE(c.has_value()) << c.error().ToString();
+  EXPECT_EQ((*c)->name(), "lzo");
+  auto p = MakeCodec("lzo-rle", "algo=lzo-rle");
+  EXPECT_TRUE(p.has_value());
+  EXPECT_EQ(CanonicalCodecName("zstd"), "zstd");
+}
+
 TEST(CodecTest, BadNamesAndLevels) {
   ExpectInvalid("lz5", "");
   ExpectInvalid("", "");

@@ -55,9 +55,14 @@ std::vector<std::string_view> CodecNames() {
   return names;
 }
 
+std::string_view CanonicalCodecName(std::string_view name) {
+  return name == "lzo-rle" ? std::string_view("lzo") : name;
+}
+
 Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
                                                const CodecParams& params) {
-  if (!params.algo.empty() && params.algo != name) {
+  name = CanonicalCodecName(name);
+  if (!params.algo.empty() && CanonicalCodecName(params.algo) != name) {
     return Err(
         Status::InvalidArgument("algorithm_params are for algo=" + params.algo +
                                 ", not " + std::string(name)));

@@ -221,7 +221,7 @@ Status Device::Reset() {
 }
 
 Status Device::SetCompAlgorithm(std::string_view name) {
-  const std::string n = TrimSpace(name);
+  const std::string n(CanonicalCodecName(TrimSpace(name)));
   if (n.size() >= 128)
     return Status::InvalidArgument("algorithm name too long");
   const auto names = CodecNames();

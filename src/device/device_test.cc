@@ -77,6 +77,10 @@ TEST(DeviceTest, LifecycleFollowsZram) {
   EXPECT_FALSE(d.initialized());
   EXPECT_EQ(d.disksize(), 0u);
   EXPECT_EQ(d.ShowCompAlgorithm(), "lzo [lz4] lz4hc zstd deflate\n");
+  // The kernel's default name is taken, as what it maps to.
+  ASSERT_OK(d.SetCompAlgorithm("lzo-rle\n"));
+  EXPECT_EQ(d.ShowCompAlgorithm(), "[lzo] lz4 lz4hc zstd deflate\n");
+  ASSERT_OK(d.SetCompAlgorithm("lz4"));
   EXPECT_EQ(d.SetDisksize(0).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(d.ShowMmStat(),
             "       0        0        0        0        0        0        0 "

@@ -40,7 +40,8 @@ std::string AbsoluteNote(const std::string& path) {
 
 Status CheckCodecName(std::string_view name, std::string_view noun) {
   const std::vector<std::string_view> known = CodecNames();
-  if (std::find(known.begin(), known.end(), name) != known.end()) {
+  if (std::find(known.begin(), known.end(), CanonicalCodecName(name)) !=
+      known.end()) {
     return Status::Ok();
   }
   std::string list;
