@@ -65,12 +65,6 @@ Result<CodecSpec> ParseCodecSpec(const std::string& spec) {
   return c;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 double Saved(const EstimateRow& r) {
   return 1.0 - static_cast<double>(r.mem_used_total) /
                    static_cast<double>(r.orig_bytes);
@@ -111,8 +105,8 @@ Result<EstimateRow> Measure(const std::string& spec, const corpus::PageSet& set,
       (s.op == BenchOp::kCompress ? compress : decompress).push_back(s.mb_s);
     }
   }
-  row.compress_mb_s = Median(compress);
-  row.decompress_mb_s = Median(decompress);
+  row.compress_mb_s = Summarize(compress).median;
+  row.decompress_mb_s = Summarize(decompress).median;
   return row;
 }
 
