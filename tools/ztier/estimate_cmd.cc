@@ -39,29 +39,34 @@ int UsageError(const std::string& message) {
 
 // A --codec value: "zstd:9" is zstd at level 9, "lz4" lz4 at its default.
 struct CodecSpec {
-  std::string name;
+  std::string label;   // as given
   std::string params;  // algorithm_params tokens: "" or "level=N"
+  std::shared_ptr<const Codec> codec;
 };
 
 Result<CodecSpec> ParseCodecSpec(const std::string& spec) {
   const auto colon = spec.find(':');
-  CodecSpec c{spec.substr(0, colon), ""};
-  ZT_RETURN_IF_ERROR(CheckCodecName(c.name));
-  if (colon == std::string::npos) return c;
-  const std::string level = spec.substr(colon + 1);
-  int v = 0;
-  const auto r = std::from_chars(level.data(), level.data() + level.size(), v);
-  if (level.empty() || r.ec != std::errc() ||
-      r.ptr != level.data() + level.size()) {
-    return Err(Status::InvalidArgument("codec '" + spec +
-                                       "': the level after ':' is a number"));
+  const std::string name = spec.substr(0, colon);
+  ZT_RETURN_IF_ERROR(CheckCodecName(name));
+  CodecSpec c{spec, "", nullptr};
+  if (colon != std::string::npos) {
+    const std::string level = spec.substr(colon + 1);
+    int v = 0;
+    const auto r = std::from_chars(level.data(), level.data() + level.size(), v);
+    if (level.empty() || r.ec != std::errc() ||
+        r.ptr != level.data() + level.size()) {
+      return Err(Status::InvalidArgument("codec '" + spec +
+                                         "': the level after ':' is a number"));
+    }
+    c.params = "level=" + level;
   }
-  c.params = "level=" + level;
   // The level must be one the codec takes.
-  if (auto made = MakeCodec(c.name, c.params); !made.has_value()) {
+  auto made = MakeCodec(name, c.params);
+  if (!made.has_value()) {
     return Err(Status::InvalidArgument("codec '" + spec +
                                        "': " + made.error().message()));
   }
+  c.codec = std::move(*made);
   return c;
 }
 
@@ -72,18 +77,16 @@ double Saved(const EstimateRow& r) {
 
 std::string Percent(double share) { return FormatDouble(share * 100, 1) + "%"; }
 
-Result<EstimateRow> Measure(const std::string& spec, const corpus::PageSet& set,
+Result<EstimateRow> Measure(const CodecSpec& cs, const corpus::PageSet& set,
                             std::size_t runs) {
-  ZT_ASSIGN_OR_RETURN(CodecSpec cs, ParseCodecSpec(spec));
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<const Codec> codec,
-                      MakeCodec(cs.name, cs.params));
+  const std::shared_ptr<const Codec>& codec = cs.codec;
   ZT_ASSIGN_OR_RETURN(
       std::unique_ptr<EngineMeasurer> m,
       EngineMeasurer::Create(codec, set, {.all_threads = 1,
                                           .algorithm_params = cs.params}));
   ZT_ASSIGN_OR_RETURN(SizeFigures f, m->MeasureSizes());
   EstimateRow row;
-  row.codec = spec;
+  row.codec = cs.label;
   row.level = codec->level();
   row.ratio = f.ratio;
   row.orig_bytes = f.orig_bytes;
@@ -256,10 +259,11 @@ int RunEstimate(std::span<const std::string_view> args) {
     return UsageError("--mappings and --max-pages go with --pid");
   }
   if (codecs.empty()) codecs.assign(std::begin(kDefaultCodecs), std::end(kDefaultCodecs));
+  std::vector<CodecSpec> specs;
   for (const std::string& spec : codecs) {
-    if (auto c = ParseCodecSpec(spec); !c.has_value()) {
-      return UsageError(c.error().message());
-    }
+    auto c = ParseCodecSpec(spec);
+    if (!c.has_value()) return UsageError(c.error().message());
+    specs.push_back(std::move(*c));
   }
 
   Progress progress;
@@ -298,7 +302,7 @@ int RunEstimate(std::span<const std::string_view> args) {
       progress.Update(set.name() + ": " + codecs[i] + " (" +
                       std::to_string(i + 1) + "/" +
                       std::to_string(codecs.size()) + ")");
-      auto row = Measure(codecs[i], set, static_cast<std::size_t>(runs));
+      auto row = Measure(specs[i], set, static_cast<std::size_t>(runs));
       if (!row.has_value()) {
         progress.Clear();
         return Fail(set.name() + ", " + codecs[i] + ": " +
