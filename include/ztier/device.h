@@ -175,6 +175,13 @@ class Device {
   std::string algorithm() const;
   std::size_t streams() const;
 
+  // ---- settings recorded for the operator ----
+  // What a configuration file says of this device that ztier does not apply
+  // itself (zram-generator's swap-priority, fs-type, mount-point, options):
+  // kept as given, by key, and shown by `ztier status`. Reset() keeps them.
+  void SetNote(std::string key, std::string value);
+  std::map<std::string, std::string> notes() const;
+
  private:
   const std::string name_;
   const DeviceDefaults defaults_;
@@ -190,6 +197,7 @@ class Device {
   WritebackBudget budget_;
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
+  std::map<std::string, std::string> notes_;
   std::atomic<int> clients_{0};
 
   friend class DeviceRegistry;

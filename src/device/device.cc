@@ -572,6 +572,16 @@ std::size_t Device::streams() const {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+void Device::SetNote(std::string key, std::string value) {
+  std::unique_lock lock(mu_);
+  notes_[std::move(key)] = std::move(value);
+}
+
+std::map<std::string, std::string> Device::notes() const {
+  std::shared_lock lock(mu_);
+  return notes_;
+}
+
 // ---- DeviceRegistry ----
 
 Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {

@@ -373,5 +373,19 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
   EXPECT_EQ(r.Find("zram9"), nullptr);
 }
 
+TEST(DeviceTest, NotesAreKeptAsGivenAndSurviveReset) {
+  Device d("zram0", DeviceDefaults{});
+  EXPECT_TRUE(d.notes().empty());
+  d.SetNote("swap-priority", "100");
+  d.SetNote("fs-type", "ext4");
+  d.SetNote("swap-priority", "50");  // the last one given wins
+  ASSERT_TRUE(d.SetDisksize(1 << 20).ok());
+  ASSERT_TRUE(d.Reset().ok());
+  const auto notes = d.notes();
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_EQ(notes.at("swap-priority"), "50");
+  EXPECT_EQ(notes.at("fs-type"), "ext4");
+}
+
 }  // namespace
 }  // namespace ztier
