@@ -14,9 +14,9 @@ endif
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev liburing-dev libssl-dev zstd \
   libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
-  python3 procps
+  python3 procps prometheus curl groff-base systemd
 
-.PHONY: all deps build run test test-kernel test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
+.PHONY: all deps build install run test test-kernel test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
@@ -36,6 +36,14 @@ $(BUILD)/CMakeCache.txt: | deps
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
+
+# `make install [PREFIX=/usr/local] [DESTDIR=...]`: builds, then installs the
+# tool, libztier (with ztier.pc and the CMake package), its headers, the
+# systemd unit, the example configuration and the man pages under PREFIX
+# (cmake/install.cmake lists where each goes), staged under DESTDIR if set.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on
 # ./ztier.sock, control socket ./ztier.ctl, in the foreground until Ctrl-C.

@@ -38,8 +38,10 @@
  * memory, and the right to use it (root, vm.unprivileged_userfaultfd=1, or
  * access to /dev/userfaultfd).
  *
- * Link: the library is C++ (libztier_core.a): link with the C++ compiler,
- * or add the C++ runtime (-lstdc++) and -pthread.
+ * Link: the library is C++ (libztier.a once installed; the ztier_core
+ * target in the build): link with the C++ compiler, or add the C++ runtime
+ * (-lstdc++) and -pthread; `pkg-config --cflags --libs --static ztier`
+ * gives all of it, with the compression libraries.
  */
 #ifndef ZTIER_REGION_C_H_
 #define ZTIER_REGION_C_H_

@@ -15,6 +15,8 @@
 //         time, otherwise GnuTLS's reason (a client that sends something
 //         other than a TLS ClientHello, or hangs up).
 //   Transport calls: kIoError, as transport.h says.
+//   In a build without TLS (ZTIER_TLS=OFF, tls_none.cc): Load and StartTls
+//         always fail with kUnsupported saying so.
 //
 // Threading: a TlsContext is immutable after Load() and may be shared by any
 // number of concurrent StartTls() calls and transports (GnuTLS allows
