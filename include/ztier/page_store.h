@@ -170,6 +170,11 @@ struct SlotInfo {
   std::uint64_t fill = 0;  // the fill word when SAME
 };
 
+// What a slot reads as, for block-status queries (NBD's base:allocation):
+// never written or discarded, a same-filled page of zero bytes, or anything
+// else (data in RAM or on the backing store, a non-zero fill word).
+enum class SlotState : std::uint8_t { kEmpty, kZero, kData };
+
 // Every counter the store keeps. Names follow zram's mm_stat/io_stat/
 // debug_stat columns and zswap's debugfs files.
 struct PageStoreStats {
@@ -300,6 +305,14 @@ class PageStore {
   void ResetMemUsedMax();
 
   SlotInfo Inspect(std::uint64_t index) const;
+  // The states of slots [first, first + out.size()); kOutOfRange if any is
+  // past the end. Read-only: access times and the IDLE/PP marks are left
+  // alone, and an unlocked slot that is not SAME is read with one atomic
+  // load of its flags, without taking its lock (so untouched parts of the
+  // slot table stay unfaulted). A locked slot, and a SAME one (whose fill
+  // word is needed), is read under its lock. Each state is exact at some
+  // moment during the call; a concurrent store may change it right after.
+  Status SlotStates(std::uint64_t first, std::span<SlotState> out) const;
   PageStoreStats Stats() const;
 
   // Slot table plus pool metadata, in bytes.

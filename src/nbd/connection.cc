@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "nbd/handshake.h"
@@ -23,6 +24,68 @@ constexpr std::size_t kOutCapacity = 256 << 10;
 constexpr std::uint32_t kInlineCeiling = 64 << 10;
 constexpr std::uint32_t kInlineZeroBytes = 1 << 20;  // TRIM, WRITE_ZEROES
 constexpr std::size_t kKeepBufferBytes = 1 << 20;
+// Error messages in structured ERROR chunks are cut to this many bytes.
+constexpr std::size_t kMaxErrorMessage = 256;
+constexpr std::size_t kMaxReplyHead = sizeof(ErrorChunk) + kMaxErrorMessage;
+// Page states read per Device::PageStates call during BLOCK_STATUS.
+constexpr std::size_t kStateBatch = 512;
+
+// Writes the head of a reply into dst (room for kMaxReplyHead bytes) and
+// returns its size. A simple reply, unless `structured` and `type` is READ
+// or BLOCK_STATUS: then an ERROR chunk (with `message`, cut to
+// kMaxErrorMessage) when `error` is set, else, for READ, an OFFSET_DATA
+// chunk head (its `length` data bytes follow) or, for a zero-length READ, a
+// NONE chunk. `cookie` is as on the wire.
+std::size_t PutReplyHead(std::byte* dst, bool structured, std::uint16_t type,
+                         std::uint64_t cookie, std::uint64_t offset,
+                         std::uint32_t length, std::uint32_t error,
+                         std::string_view message) {
+  if (!structured || (type != kCmdRead && type != kCmdBlockStatus)) {
+    const SimpleReply r = {ToBig(kSimpleReplyMagic), ToBig(error), cookie};
+    std::memcpy(dst, &r, sizeof(r));
+    return sizeof(r);
+  }
+  StructuredReplyHeader h = {ToBig(kStructuredReplyMagic),
+                             ToBig(kReplyFlagDone), 0, cookie, 0};
+  if (error == 0 && length == 0) {
+    h.type = ToBig(kReplyTypeNone);
+    std::memcpy(dst, &h, sizeof(h));
+    return sizeof(h);
+  }
+  if (error == 0) {
+    h.type = ToBig(kReplyTypeOffsetData);
+    h.length = ToBig<std::uint32_t>(sizeof(std::uint64_t) + length);
+    const OffsetDataChunk c = {h, ToBig(offset)};
+    std::memcpy(dst, &c, sizeof(c));
+    return sizeof(c);
+  }
+  message = message.substr(0, kMaxErrorMessage);
+  h.type = ToBig(kReplyTypeError);
+  h.length = ToBig<std::uint32_t>(sizeof(ErrorChunk) - sizeof(h) +
+                                  message.size());
+  const ErrorChunk c = {h, ToBig(error),
+                        ToBig(static_cast<std::uint16_t>(message.size()))};
+  std::memcpy(dst, &c, sizeof(c));
+  std::memcpy(dst + sizeof(c), message.data(), message.size());
+  return sizeof(c) + message.size();
+}
+
+std::uint64_t MonotonicNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Records a READ's or WRITE's latency (request read -> reply sent or
+// handed on); other commands have no histogram.
+void ObserveLatency(NbdServerCounters* counters, std::uint16_t type,
+                    std::uint64_t start_ns) {
+  if (counters == nullptr || (type != kCmdRead && type != kCmdWrite)) return;
+  const std::uint64_t now = MonotonicNs();
+  const std::uint64_t ns = now > start_ns ? now - start_ns : 0;
+  (type == kCmdRead ? counters->read_latency : counters->write_latency)
+      .Observe(ns);
+}
 
 }  // namespace
 
@@ -120,8 +183,11 @@ void Connection::Main() {
     device_ = std::move(n->device);
     ref_.emplace(std::move(*n->ref));
     size_ = n->size;
+    structured_ = n->structured;
+    base_allocation_ = n->base_allocation;
     Log("export " + device_->name() + " (" + std::to_string(size_) +
-        " bytes)");
+        " bytes)" + (structured_ ? ", structured replies" : "") +
+        (base_allocation_ ? ", base:allocation" : ""));
     Serve();
     {
       std::lock_guard l(mu_);
@@ -181,6 +247,10 @@ void Connection::Serve() {
     const std::uint64_t offset = FromBig(r.offset);
     const std::uint32_t length = FromBig(r.length);
     ++requests_;
+    if (limits_.counters != nullptr) {
+      request_start_ns_ = MonotonicNs();
+      limits_.counters->CountRequest(type);
+    }
     if (type == kCmdDisc) {
       Stop("the client sent NBD_CMD_DISC");
       break;
@@ -197,7 +267,7 @@ void Connection::Serve() {
     if (const std::uint32_t error = Validate(type, flags, offset, length, &why)) {
       LogError(type, offset, length, error, why);
       if (type == kCmdWrite && !SkipInput(length)) break;
-      if (!AddReply(r.cookie, error)) break;
+      if (!AddErrorReply(type, r.cookie, error, why)) break;
       continue;
     }
     const std::uint32_t inline_max =
@@ -215,6 +285,8 @@ void Connection::Serve() {
     const bool ok = small ? RunInline(type, flags, r.cookie, offset, length)
                           : Hand(type, flags, r.cookie, offset, length);
     if (!ok) break;
+    // Inline: the reply is in the output batch (sent when the batch is).
+    if (small) ObserveLatency(limits_.counters, type, request_start_ns_);
   }
   FlushBatch();
   WaitIdle();
@@ -231,6 +303,19 @@ std::uint32_t Connection::Validate(std::uint16_t type, std::uint16_t flags,
         *why = "longer than the request limit";
         return kErrInval;
       }
+      // DF is advertised with structured replies; a READ is one chunk.
+      if (structured_) allowed |= kCmdFlagDf;
+      break;
+    case kCmdBlockStatus:
+      if (!base_allocation_) {
+        *why = "no metadata context was negotiated";
+        return kErrInval;
+      }
+      if (length == 0) {
+        *why = "zero length";
+        return kErrInval;
+      }
+      allowed |= kCmdFlagReqOne;
       break;
     case kCmdWrite:
     case kCmdTrim:
@@ -243,7 +328,7 @@ std::uint32_t Connection::Validate(std::uint16_t type, std::uint16_t flags,
     case kCmdWriteZeroes:
       allowed |= kCmdFlagNoHole | kCmdFlagFastZero;
       break;
-    default:  // BLOCK_STATUS (no meta context negotiated), unknown
+    default:  // unknown
       *why = "unsupported command";
       return kErrInval;
   }
@@ -265,21 +350,27 @@ bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,
   switch (type) {
     case kCmdRead: {
       // Header and data go straight into the output batch.
-      if (out_used_ + sizeof(SimpleReply) + length > kOutCapacity &&
+      if (out_used_ + std::max(sizeof(OffsetDataChunk) + length,
+                               kMaxReplyHead) > kOutCapacity &&
           !FlushBatch()) {
         return false;
       }
       std::byte* header = out_.get() + out_used_;
-      std::byte* data = header + sizeof(SimpleReply);
+      std::byte* data =
+          header + (structured_ ? sizeof(OffsetDataChunk) : sizeof(SimpleReply));
       s = device_->Read(offset, std::span<std::byte>(data, length));
       const std::uint32_t error = ToNbdError(s);
       if (error != 0) LogError(type, offset, length, error, s.message());
-      const SimpleReply reply = {ToBig(kSimpleReplyMagic), ToBig(error),
-                                 cookie};
-      std::memcpy(header, &reply, sizeof(reply));
-      out_used_ += sizeof(reply) + (error == 0 ? length : 0);
+      // On error the head (an ERROR chunk's message) may cover the data.
+      const std::size_t head = PutReplyHead(header, structured_, type, cookie,
+                                            offset, length, error, s.message());
+      assert(error != 0 || length == 0 ||
+             header + head == data);
+      out_used_ += head + (error == 0 ? length : 0);
       return true;
     }
+    case kCmdBlockStatus:
+      return BlockStatus(flags, cookie, offset, length);
     case kCmdWrite:
       if (!Fill(length)) return false;
       s = device_->Write(offset, std::span<const std::byte>(
@@ -315,6 +406,8 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   job->cookie = cookie;
   job->offset = offset;
   job->length = length;
+  job->structured = structured_;
+  job->start_ns = request_start_ns_;
   if (has_buffer && job->capacity < length) {
     job->buffer.reset();
     job->buffer = std::make_unique_for_overwrite<std::byte[]>(length);
@@ -347,7 +440,12 @@ void Connection::RunJob(Job* job) {
     LogError(job->type, job->offset, job->length, job->error, s.message());
   }
   job->sent = 0;
+  // SendReply may recycle the job and let the connection end: copy first.
+  NbdServerCounters* const counters = limits_.counters;
+  const std::uint16_t type = job->type;
+  const std::uint64_t start_ns = job->start_ns;
   SendReply(job);
+  ObserveLatency(counters, type, start_ns);
 }
 
 // ---- input ----
@@ -409,6 +507,87 @@ bool Connection::AddReply(std::uint64_t cookie, std::uint32_t error) {
   return true;
 }
 
+bool Connection::AddErrorReply(std::uint16_t type, std::uint64_t cookie,
+                               std::uint32_t error, std::string_view why) {
+  if (out_used_ + kMaxReplyHead > kOutCapacity && !FlushBatch()) return false;
+  out_used_ += PutReplyHead(out_.get() + out_used_, structured_, type, cookie,
+                            0, 0, error, why);
+  return true;
+}
+
+bool Connection::BlockStatus(std::uint16_t flags, std::uint64_t cookie,
+                             std::uint64_t offset, std::uint32_t length) {
+  const std::size_t max_extents = (flags & kCmdFlagReqOne) ? 1 : kMaxExtents;
+  const std::size_t room = std::max(
+      sizeof(StructuredReplyHeader) + sizeof(std::uint32_t) +
+          max_extents * sizeof(BlockDescriptor),
+      kMaxReplyHead);
+  if (out_used_ + room > kOutCapacity && !FlushBatch()) return false;
+  std::byte* const head = out_.get() + out_used_;
+  std::byte* const descriptors =
+      head + sizeof(StructuredReplyHeader) + sizeof(std::uint32_t);
+  // Descriptors [0, n) are final but for the last, whose length grows while
+  // the pages after it have its state; it is written when the next begins.
+  std::size_t n = 0;
+  std::uint32_t run_length = 0;
+  std::uint32_t run_flags = 0;
+  auto put = [&](std::size_t i, std::uint32_t len, std::uint32_t fl) {
+    const BlockDescriptor d = {ToBig(len), ToBig(fl)};
+    std::memcpy(descriptors + i * sizeof(d), &d, sizeof(d));
+  };
+  const std::uint64_t end = offset + length;  // Validate(): within size_
+  const std::uint64_t last_page = (end - 1) / kPageSize;
+  std::uint64_t pos = offset;
+  SlotState states[kStateBatch];
+  Status s;
+  bool full = false;
+  while (pos < end && !full) {
+    const std::uint64_t page = pos / kPageSize;
+    const std::size_t count = static_cast<std::size_t>(
+        std::min<std::uint64_t>(kStateBatch, last_page - page + 1));
+    s = device_->PageStates(page, std::span<SlotState>(states, count));
+    if (!s.ok()) break;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint64_t page_end =
+          std::min<std::uint64_t>((page + i + 1) * kPageSize, end);
+      const auto piece = static_cast<std::uint32_t>(page_end - pos);
+      const std::uint32_t fl = states[i] == SlotState::kEmpty
+                                   ? (kStateHole | kStateZero)
+                               : states[i] == SlotState::kZero ? kStateZero
+                                                               : 0;
+      if (n > 0 && fl == run_flags) {
+        run_length += piece;
+      } else if (n == max_extents) {
+        full = true;  // the answer ends here; the client asks again
+        break;
+      } else {
+        if (n > 0) put(n - 1, run_length, run_flags);
+        ++n;
+        run_length = piece;
+        run_flags = fl;
+      }
+      pos = page_end;
+    }
+  }
+  if (n == 0) {  // no page state could be read
+    const std::uint32_t error = ToNbdError(s);
+    LogError(kCmdBlockStatus, offset, length, error, s.message());
+    return AddErrorReply(kCmdBlockStatus, cookie, error, s.message());
+  }
+  // A later failure only shortens the answer, which the spec allows.
+  put(n - 1, run_length, run_flags);
+  const auto payload = static_cast<std::uint32_t>(
+      sizeof(std::uint32_t) + n * sizeof(BlockDescriptor));
+  const StructuredReplyHeader h = {
+      ToBig(kStructuredReplyMagic), ToBig(kReplyFlagDone),
+      ToBig(kReplyTypeBlockStatus), cookie, ToBig(payload)};
+  std::memcpy(head, &h, sizeof(h));
+  const std::uint32_t context = ToBig(kBaseAllocationId);
+  std::memcpy(head + sizeof(h), &context, sizeof(context));
+  out_used_ += sizeof(h) + payload;
+  return true;
+}
+
 bool Connection::FlushBatch() {
   if (out_used_ == 0) return true;
   const struct iovec iov = {out_.get(), out_used_};
@@ -430,14 +609,16 @@ bool Connection::FlushBatch() {
   return s.ok() || Stop("sending replies: " + s.message());
 }
 
-// The reply of `job` (its header, and its data for a successful READ) less
-// the `job->sent` bytes already sent, as iovecs in out[]; returns how many.
-static int ReplyIov(const Job* job, SimpleReply* header,
-                    struct iovec out[2]) {
-  *header = {ToBig(kSimpleReplyMagic), ToBig(job->error), job->cookie};
+// The reply of `job` (its head, built in head[kMaxReplyHead], and its data
+// for a successful READ) less the `job->sent` bytes already sent, as iovecs
+// in out[]; returns how many. The head is the same each time it is built.
+static int ReplyIov(const Job* job, std::byte* head, struct iovec out[2]) {
+  const std::size_t head_size =
+      PutReplyHead(head, job->structured, job->type, job->cookie, job->offset,
+                   job->length, job->error, {});
   const bool with_data = job->type == kCmdRead && job->error == 0;
   const struct iovec parts[2] = {
-      {header, sizeof(*header)},
+      {head, head_size},
       {job->buffer.get(), with_data ? job->length : 0}};
   std::size_t skip = job->sent;
   int n = 0;
@@ -463,9 +644,9 @@ void Connection::SendReply(Job* job) {
     // The socket is free: try to send it now, without waiting.
     sending_ = true;
     l.unlock();
-    SimpleReply header;
+    std::byte head[kMaxReplyHead];
     struct iovec iov[2];
-    const int n = ReplyIov(job, &header, iov);
+    const int n = ReplyIov(job, head, iov);
     std::size_t total = 0;
     for (int i = 0; i < n; ++i) total += iov[i].iov_len;
     Result<std::size_t> sent = transport_->TrySend(iov, n);
@@ -514,9 +695,9 @@ void Connection::WriterLoop() {
     if (!broken_) {
       sending_ = true;
       l.unlock();
-      SimpleReply header;
+      std::byte head[kMaxReplyHead];
       struct iovec iov[2];
-      const int n = ReplyIov(job, &header, iov);
+      const int n = ReplyIov(job, head, iov);
       const Status s = transport_->Send(iov, n, limits_.io_timeout_ms);
       l.lock();
       sending_ = false;
@@ -592,6 +773,8 @@ void Connection::Log(const std::string& line) const {
 void Connection::LogError(std::uint16_t type, std::uint64_t offset,
                           std::uint32_t length, std::uint32_t error,
                           std::string_view why) {
+  // Every error reply passes here, logged or not.
+  if (limits_.counters != nullptr) limits_.counters->CountErrorReply(error);
   const std::uint64_t n = errors_.fetch_add(1) + 1;
   if (!limits_.log || n > kMaxLoggedErrors) return;
   std::string line = std::string(CommandName(type)) + " offset " +

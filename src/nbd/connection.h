@@ -9,6 +9,16 @@
 // request (out of range, a READ over the limit, unknown command or flag) gets
 // an EINVAL reply, after a WRITE's payload has been read and dropped.
 //
+// Replies are simple unless the client negotiated structured replies; then
+// every READ reply is one structured chunk (NBD_REPLY_TYPE_OFFSET_DATA, or
+// NBD_REPLY_TYPE_NONE for length 0, or NBD_REPLY_TYPE_ERROR), as the spec
+// requires; BLOCK_STATUS answers one NBD_REPLY_TYPE_BLOCK_STATUS chunk (or
+// an error chunk), and other commands keep simple replies, which the spec
+// allows. BLOCK_STATUS (base:allocation) runs on the reader: it reads page
+// states (Device::PageStates), merges runs of equal state, and answers at
+// most kMaxExtents descriptors (one with NBD_CMD_FLAG_REQ_ONE), within the
+// request's range; a client asks again from where a short answer ends.
+//
 // Then a request runs in one of two places:
 //  * inline, on the reader, when it is small (READ/WRITE up to
 //    inline_max_bytes, TRIM/WRITE_ZEROES up to 1 MiB, FLUSH, CACHE). Such a
@@ -71,6 +81,7 @@
 #include <thread>
 #include <vector>
 
+#include "nbd/nbd_counters.h"
 #include "nbd/transport.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
@@ -97,6 +108,10 @@ struct ConnectionLimits {
   // Where the connection's log lines go (above); null: nowhere. Called from
   // the reader and the workers, one whole line at a time.
   std::function<void(const std::string&)> log;
+  // The server's counters (nbd_counters.h), updated lock-free by the reader
+  // and the workers; null: nothing counted. Must outlive the connection and
+  // its jobs (the server's WorkQueue).
+  NbdServerCounters* counters = nullptr;
 };
 
 // Error replies logged per connection; the rest are only counted.
@@ -113,7 +128,9 @@ struct Job {
   std::uint32_t length = 0;
   std::uint64_t charged = 0;  // bytes counted in max_in_flight_bytes
   std::uint32_t error = 0;  // the reply's NBD error
+  bool structured = false;  // a READ answers in a structured chunk
   std::size_t sent = 0;     // reply bytes already sent (send queue)
+  std::uint64_t start_ns = 0;  // when the request was read (MonotonicNs)
   std::unique_ptr<std::byte[]> buffer;
   std::size_t capacity = 0;
 };
@@ -164,6 +181,9 @@ class Connection {
                          std::string_view* why) const;
   bool RunInline(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
                  std::uint64_t offset, std::uint32_t length);
+  // NBD_CMD_BLOCK_STATUS for base:allocation, into the output batch.
+  bool BlockStatus(std::uint16_t flags, std::uint64_t cookie,
+                   std::uint64_t offset, std::uint32_t length);
   bool Hand(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
             std::uint64_t offset, std::uint32_t length);
   // Input buffer.
@@ -172,6 +192,11 @@ class Connection {
   bool ReadPayload(std::byte* dst, std::size_t n);
   // Output batch.
   bool AddReply(std::uint64_t cookie, std::uint32_t error);
+  // An error reply to a request of `type`: a structured ERROR chunk with
+  // `why` when structured replies are in use and `type` is READ or
+  // BLOCK_STATUS, else a simple reply.
+  bool AddErrorReply(std::uint16_t type, std::uint64_t cookie,
+                     std::uint32_t error, std::string_view why);
   bool FlushBatch();
   void SendReply(Job* job);
   void WriterLoop();
@@ -202,10 +227,13 @@ class Connection {
   std::shared_ptr<Device> device_;
   std::optional<Device::ClientRef> ref_;
   std::uint64_t size_ = 0;
+  bool structured_ = false;       // NBD_OPT_STRUCTURED_REPLY negotiated
+  bool base_allocation_ = false;  // base:allocation selected
 
   // Reader-only state.
   std::string stop_reason_;  // guarded by mu_: why the reader stopped
   std::uint64_t requests_ = 0;
+  std::uint64_t request_start_ns_ = 0;  // the current request's read time
   std::unique_ptr<std::byte[]> in_;
   std::size_t in_begin_ = 0;
   std::size_t in_end_ = 0;

@@ -84,11 +84,25 @@ std::string Describe(const Device& d) {
          d.algorithm();
 }
 
+// What the options so far have negotiated for the transmission phase.
+struct Extensions {
+  bool structured = false;   // NBD_OPT_STRUCTURED_REPLY acknowledged
+  bool base_allocation = false;  // selected by the last SET_META_CONTEXT...
+  std::string meta_export;       // ...for this export (its device's name)
+
+  // Fills the negotiated extensions of `out`, which selected `device`.
+  void Apply(const Device& device, Negotiated* out) const {
+    out->structured = structured;
+    out->base_allocation =
+        structured && base_allocation && meta_export == device.name();
+  }
+};
+
 // Answers NBD_OPT_INFO / NBD_OPT_GO. On GO success fills *out and sets
 // *done. A negotiation error has been answered: the loop goes on.
 Status InfoOrGo(Io& io, std::uint32_t option, const std::vector<std::byte>& data,
                 DeviceRegistry* registry, std::uint32_t max_request_bytes,
-                Negotiated* out, bool* done) {
+                const Extensions& ext, Negotiated* out, bool* done) {
   // u32 name length, name, u16 count, count * u16 info types.
   if (data.size() < 6) {
     return SendError(io, option, kRepErrInvalid, "option data too short");
@@ -130,7 +144,7 @@ Status InfoOrGo(Io& io, std::uint32_t option, const std::vector<std::byte>& data
   InfoExport ie;
   ie.info = ToBig(kInfoExport);
   ie.export_size = ToBig(size);
-  ie.transmission_flags = ToBig(kTransmissionFlags);
+  ie.transmission_flags = ToBig(TransmissionFlags(ext.structured));
   ZT_RETURN_IF_ERROR(SendReply(io, option, kRepInfo, &ie, sizeof(ie)));
   if (want_name) {
     std::vector<std::byte> b;
@@ -157,6 +171,7 @@ Status InfoOrGo(Io& io, std::uint32_t option, const std::vector<std::byte>& data
   ZT_RETURN_IF_ERROR(SendReply(io, option, kRepInfo, &bs, sizeof(bs)));
   ZT_RETURN_IF_ERROR(SendReply(io, option, kRepAck, nullptr, 0));
   if (option == kOptGo) {
+    ext.Apply(*device, out);
     out->device = std::move(device);
     out->ref.emplace(std::move(*ref));
     out->size = size;
@@ -181,9 +196,79 @@ Status List(Io& io, std::uint32_t option, const std::vector<std::byte>& data,
   return SendReply(io, option, kRepAck, nullptr, 0);
 }
 
+// NBD_OPT_LIST_META_CONTEXT / NBD_OPT_SET_META_CONTEXT. Data: u32 export
+// name length, the name, u32 query count, then each query as u32 length and
+// string. Queries that ztier does not know are ignored, as the spec wants;
+// "base:allocation" matches both options, "base:" (a wildcard) and an empty
+// query list only LIST.
+Status MetaContext(Io& io, std::uint32_t option,
+                   const std::vector<std::byte>& data,
+                   DeviceRegistry* registry, Extensions* ext) {
+  const bool set = option == kOptSetMetaContext;
+  if (set) {  // replaces the selection, even when it fails
+    ext->base_allocation = false;
+    ext->meta_export.clear();
+  }
+  if (!ext->structured) {
+    return SendError(io, option, kRepErrInvalid,
+                     "negotiate NBD_OPT_STRUCTURED_REPLY first");
+  }
+  const std::byte* p = data.data();
+  const std::byte* const end = p + data.size();
+  auto take_string = [&](std::string* out) {
+    if (end - p < 4) return false;
+    const std::uint32_t n = Get<std::uint32_t>(p);
+    p += 4;
+    if (n > kMaxNameLength || n > static_cast<std::size_t>(end - p)) {
+      return false;
+    }
+    out->assign(reinterpret_cast<const char*>(p), n);
+    p += n;
+    return true;
+  };
+  std::string name;
+  if (!take_string(&name) || end - p < 4) {
+    return SendError(io, option, kRepErrInvalid, "bad meta context request");
+  }
+  const std::uint32_t n_queries = Get<std::uint32_t>(p);
+  p += 4;
+  bool match = !set && n_queries == 0;
+  for (std::uint32_t i = 0; i < n_queries; ++i) {
+    std::string query;
+    if (!take_string(&query)) {
+      return SendError(io, option, kRepErrInvalid, "bad meta context query");
+    }
+    if (query == kBaseAllocation || (!set && query == "base:")) match = true;
+  }
+  if (p != end) {
+    return SendError(io, option, kRepErrInvalid,
+                     "trailing bytes after the meta context queries");
+  }
+  std::shared_ptr<Device> device = Resolve(registry, name);
+  if (device == nullptr) {
+    return SendError(io, option, kRepErrUnknown,
+                     "no export named '" + name + "'");
+  }
+  if (match) {
+    // LIST's ids are reserved (the spec: SHOULD be zero).
+    std::vector<std::byte> b;
+    Put<std::uint32_t>(&b, set ? kBaseAllocationId : 0);
+    const auto* s = reinterpret_cast<const std::byte*>(kBaseAllocation.data());
+    b.insert(b.end(), s, s + kBaseAllocation.size());
+    ZT_RETURN_IF_ERROR(
+        SendReply(io, option, kRepMetaContext, b.data(), b.size()));
+    if (set) {
+      ext->base_allocation = true;
+      ext->meta_export = device->name();
+    }
+  }
+  return SendReply(io, option, kRepAck, nullptr, 0);
+}
+
 // NBD_OPT_EXPORT_NAME: no error reply exists; a bad export closes.
 Result<Negotiated> ExportName(Io& io, const std::vector<std::byte>& data,
-                              DeviceRegistry* registry, bool no_zeroes) {
+                              DeviceRegistry* registry, bool no_zeroes,
+                              const Extensions& ext) {
   const std::string name(reinterpret_cast<const char*>(data.data()),
                          data.size());
   std::shared_ptr<Device> device = Resolve(registry, name);
@@ -193,6 +278,7 @@ Result<Negotiated> ExportName(Io& io, const std::vector<std::byte>& data,
   ZT_ASSIGN_OR_RETURN(Device::ClientRef ref, device->Attach());
   Negotiated n;
   n.size = device->disksize();
+  ext.Apply(*device, &n);
   n.device = std::move(device);
   n.ref.emplace(std::move(ref));
   struct {
@@ -200,7 +286,7 @@ Result<Negotiated> ExportName(Io& io, const std::vector<std::byte>& data,
     char zeroes[124];
   } __attribute__((packed)) reply = {};
   reply.r.export_size = ToBig(n.size);
-  reply.r.transmission_flags = ToBig(kTransmissionFlags);
+  reply.r.transmission_flags = ToBig(TransmissionFlags(n.structured));
   ZT_RETURN_IF_ERROR(SendBytes(
       io.t, &reply, no_zeroes ? sizeof(reply.r) : sizeof(reply),
       io.Remaining()));
@@ -275,6 +361,7 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
   ZT_RETURN_IF_ERROR(RecvClientFlags(io, &no_zeroes));
 
   bool secure = false;
+  Extensions ext;
   std::vector<std::byte> data;
   for (int n = 0; n < kMaxOptions; ++n) {
     std::uint32_t option = 0;
@@ -292,6 +379,8 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
         ZT_RETURN_IF_ERROR(
             StartTlsOption(fd, transport, io, data, *options.tls));
         secure = true;
+        ext = Extensions();  // negotiated again over TLS, if at all
+
       }
       continue;
     }
@@ -307,7 +396,7 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
     }
     switch (option) {
       case kOptExportName:
-        return ExportName(io, data, registry, no_zeroes);
+        return ExportName(io, data, registry, no_zeroes, ext);
       case kOptList:
         ZT_RETURN_IF_ERROR(List(io, option, data, registry));
         break;
@@ -316,13 +405,26 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
         Negotiated out;
         bool done = false;
         ZT_RETURN_IF_ERROR(InfoOrGo(io, option, data, registry,
-                                    options.max_request_bytes, &out, &done));
+                                    options.max_request_bytes, ext, &out,
+                                    &done));
         if (done) return out;
         break;
       }
+      case kOptStructuredReply:
+        if (!data.empty()) {
+          ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrInvalid,
+                                       "NBD_OPT_STRUCTURED_REPLY takes no data"));
+          break;
+        }
+        ext.structured = true;
+        ZT_RETURN_IF_ERROR(SendReply(io, option, kRepAck, nullptr, 0));
+        break;
+      case kOptListMetaContext:
+      case kOptSetMetaContext:
+        ZT_RETURN_IF_ERROR(MetaContext(io, option, data, registry, &ext));
+        break;
       default:
-        // STRUCTURED_REPLY, meta contexts, STARTTLS without credentials, and
-        // anything unknown.
+        // STARTTLS without credentials, and anything unknown.
         ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrUnsup,
                                      "option not supported by ztier"));
         break;

@@ -4,8 +4,13 @@
 // client's flags, then answers options until the client picks an export with
 // NBD_OPT_GO or NBD_OPT_EXPORT_NAME, or gives up. Supported: EXPORT_NAME,
 // ABORT, LIST, INFO, GO (with NBD_INFO_EXPORT, _NAME, _DESCRIPTION,
-// _BLOCK_SIZE), and STARTTLS when the server has TLS credentials; every
-// other option gets NBD_REP_ERR_UNSUP. The empty export name selects the
+// _BLOCK_SIZE), STRUCTURED_REPLY, LIST_META_CONTEXT and SET_META_CONTEXT
+// (the one context base:allocation; both need STRUCTURED_REPLY first, else
+// NBD_REP_ERR_INVALID), and STARTTLS when the server has TLS credentials;
+// every other option gets NBD_REP_ERR_UNSUP. STARTTLS forgets structured
+// replies and meta contexts negotiated before it (the spec: the client must
+// negotiate them again). base:allocation is in force only if the last
+// SET_META_CONTEXT selected it for the export that GO/EXPORT_NAME picks. The empty export name selects the
 // default device: "zram0" if present, else the first by name. An unknown
 // export is NBD_REP_ERR_UNKNOWN; so is a device that is not initialised (no
 // disksize yet), with a message saying so.
@@ -32,6 +37,11 @@ struct Negotiated {
   // Held for the connection's life: Device::Reset() is kBusy meanwhile.
   std::optional<Device::ClientRef> ref;
   std::uint64_t size = 0;  // the export's size in bytes
+  // NBD_OPT_STRUCTURED_REPLY was acknowledged: READ must use structured
+  // replies, BLOCK_STATUS may be used.
+  bool structured = false;
+  // base:allocation was selected for this export (implies `structured`).
+  bool base_allocation = false;
 };
 
 struct HandshakeOptions {

@@ -58,6 +58,7 @@ class NbdServerImpl final : public NbdServer {
     limits_.tls_required = options_.tls_required;
     if (options_.preallocate) limits_.prealloc_job_bytes = 64 << 10;
     limits_.log = options_.log;
+    limits_.counters = &counters_;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
     queue_ = std::make_unique<WorkQueue>(workers);
@@ -104,6 +105,7 @@ class NbdServerImpl final : public NbdServer {
 
   int tcp_port() const override { return tcp_fd_ >= 0 ? tcp_port_ : 0; }
   std::size_t connections() const override { return active_.load(); }
+  const NbdServerCounters& counters() const override { return counters_; }
 
  private:
   void Wake() {
@@ -138,6 +140,7 @@ class NbdServerImpl final : public NbdServer {
   void Accept(int listen_fd, bool tcp) {
     const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN, ECONNABORTED, EMFILE: try again later
+    counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
     const std::string name = "#" + std::to_string(++accepted_) + " (" +
                              PeerName(fd, tcp) + ")";
     if (active_.load() >= options_.max_connections) {
@@ -146,6 +149,7 @@ class NbdServerImpl final : public NbdServer {
                      std::to_string(options_.max_connections) +
                      " connections already (--max-connections)");
       }
+      counters_.connections_refused.fetch_add(1, std::memory_order_relaxed);
       Refuse(fd);
       return;
     }
@@ -240,6 +244,7 @@ class NbdServerImpl final : public NbdServer {
   std::atomic<bool> stopped_{false};
   std::atomic<std::size_t> active_{0};
   std::uint64_t accepted_ = 0;  // accept thread only: connections numbered
+  NbdServerCounters counters_;  // updated by the connections, lock-free
   std::mutex mu_;
   std::list<std::unique_ptr<Connection>> conns_;  // guarded by mu_
   std::vector<Connection*> done_;                 // guarded by mu_

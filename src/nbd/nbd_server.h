@@ -25,6 +25,7 @@
 #include <memory>
 #include <string>
 
+#include "nbd/nbd_counters.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
 
@@ -80,6 +81,9 @@ class NbdServer {
   // The TCP port actually bound (useful with port 0), or 0.
   virtual int tcp_port() const = 0;
   virtual std::size_t connections() const = 0;
+  // What the server has counted since Start() (nbd_counters.h); lives as
+  // long as the server, and may be read from any thread at any time.
+  virtual const NbdServerCounters& counters() const = 0;
 };
 
 }  // namespace ztier::nbd

@@ -207,9 +207,14 @@ TEST(NbdServerTest, OptionsListInfoUnsupportedAbort) {
   EXPECT_EQ(types[0], kRepServer);
   EXPECT_EQ(bodies[0].substr(4, 5), "zram0");
   EXPECT_EQ(types[2], kRepAck);
-  // STRUCTURED_REPLY and unknown options: unsupported, negotiation goes on.
+  // Meta contexts need STRUCTURED_REPLY first; it takes no data.
+  EXPECT_EQ(Option(c, kOptListMetaContext, std::vector<std::byte>(8)),
+            std::vector<std::uint32_t>{kRepErrInvalid});
+  EXPECT_EQ(Option(c, kOptStructuredReply, std::vector<std::byte>(1)),
+            std::vector<std::uint32_t>{kRepErrInvalid});
   EXPECT_EQ(Option(c, kOptStructuredReply, {}),
-            std::vector<std::uint32_t>{kRepErrUnsup});
+            std::vector<std::uint32_t>{kRepAck});
+  // Unknown options: unsupported, negotiation goes on.
   EXPECT_EQ(Option(c, 4242, std::vector<std::byte>(100)),
             std::vector<std::uint32_t>{kRepErrUnsup});
   // LIST with data is invalid.
@@ -239,7 +244,9 @@ TEST(NbdServerTest, OptionsListInfoUnsupportedAbort) {
       InfoExport ie;
       std::memcpy(&ie, b.data(), sizeof(ie));
       EXPECT_EQ(FromBig(ie.export_size), 4u << 20);
-      EXPECT_EQ(FromBig(ie.transmission_flags), kTransmissionFlags);
+      // With structured replies, DF is advertised too.
+      EXPECT_EQ(FromBig(ie.transmission_flags),
+                kTransmissionFlags | kTFlagSendDf);
     }
     if (t == kInfoBlockSize) {
       saw_block = true;

@@ -11,6 +11,7 @@
 #define ZTIER_NBD_PROTOCOL_H_
 
 #include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -40,11 +41,14 @@ inline constexpr std::uint32_t kOptStartTls = 5;
 inline constexpr std::uint32_t kOptInfo = 6;
 inline constexpr std::uint32_t kOptGo = 7;
 inline constexpr std::uint32_t kOptStructuredReply = 8;
+inline constexpr std::uint32_t kOptListMetaContext = 9;
+inline constexpr std::uint32_t kOptSetMetaContext = 10;
 
 // Option reply types (server -> client). Errors have bit 31 set.
 inline constexpr std::uint32_t kRepAck = 1;
 inline constexpr std::uint32_t kRepServer = 2;
 inline constexpr std::uint32_t kRepInfo = 3;
+inline constexpr std::uint32_t kRepMetaContext = 4;
 inline constexpr std::uint32_t kRepFlagError = 1u << 31;
 inline constexpr std::uint32_t kRepErrUnsup = kRepFlagError | 1;
 inline constexpr std::uint32_t kRepErrPolicy = kRepFlagError | 2;
@@ -81,6 +85,24 @@ inline constexpr std::uint16_t kTransmissionFlags =
     kTFlagHasFlags | kTFlagSendFlush | kTFlagSendFua | kTFlagSendTrim |
     kTFlagSendWriteZeroes | kTFlagSendFastZero | kTFlagSendCache |
     kTFlagCanMultiConn;
+// ... plus NBD_FLAG_SEND_DF once structured replies are negotiated (the spec
+// forbids it otherwise; a READ is always one content chunk).
+inline constexpr std::uint16_t TransmissionFlags(bool structured) {
+  return structured ? (kTransmissionFlags | kTFlagSendDf) : kTransmissionFlags;
+}
+
+// ---- Metadata contexts (the spec's "Metadata querying") ----
+
+// The one context ztier offers, and the id it is given on this server.
+inline constexpr std::string_view kBaseAllocation = "base:allocation";
+inline constexpr std::uint32_t kBaseAllocationId = 1;
+// base:allocation status flags.
+inline constexpr std::uint32_t kStateHole = 1 << 0;
+inline constexpr std::uint32_t kStateZero = 1 << 1;
+// Most descriptors in one NBD_REPLY_TYPE_BLOCK_STATUS chunk (the spec says
+// SHOULD NOT exceed 2^20); a longer answer is cut short, which the spec
+// allows: the client asks again from where it ends.
+inline constexpr std::size_t kMaxExtents = 8192;
 
 // Longest option payload ztier reads; a longer one closes the connection
 // (nbdkit does the same). Names are at most 4096 bytes by the spec.
@@ -93,6 +115,16 @@ inline constexpr int kMaxOptions = 128;
 
 inline constexpr std::uint32_t kRequestMagic = 0x25609513;
 inline constexpr std::uint32_t kSimpleReplyMagic = 0x67446698;
+inline constexpr std::uint32_t kStructuredReplyMagic = 0x668e33ef;
+
+// Structured reply chunk flags and types.
+inline constexpr std::uint16_t kReplyFlagDone = 1 << 0;
+inline constexpr std::uint16_t kReplyTypeNone = 0;
+inline constexpr std::uint16_t kReplyTypeOffsetData = 1;
+inline constexpr std::uint16_t kReplyTypeOffsetHole = 2;
+inline constexpr std::uint16_t kReplyTypeBlockStatus = 5;
+inline constexpr std::uint16_t kReplyTypeError = (1 << 15) + 1;
+inline constexpr std::uint16_t kReplyTypeErrorOffset = (1 << 15) + 2;
 
 // Commands.
 inline constexpr std::uint16_t kCmdRead = 0;
@@ -192,6 +224,40 @@ struct [[gnu::packed]] SimpleReply {
   std::uint64_t cookie;  // the request's cookie
 };
 static_assert(sizeof(SimpleReply) == 16);
+
+// S: a structured reply chunk header; `length` bytes of payload follow.
+struct [[gnu::packed]] StructuredReplyHeader {
+  std::uint32_t magic;   // kStructuredReplyMagic
+  std::uint16_t flags;   // kReplyFlag*
+  std::uint16_t type;    // kReplyType*
+  std::uint64_t cookie;  // the request's cookie
+  std::uint32_t length;  // payload bytes
+};
+static_assert(sizeof(StructuredReplyHeader) == 20);
+
+// S: the head of an NBD_REPLY_TYPE_OFFSET_DATA chunk; the data follows.
+struct [[gnu::packed]] OffsetDataChunk {
+  StructuredReplyHeader header;  // length = 8 + data bytes
+  std::uint64_t offset;
+};
+static_assert(sizeof(OffsetDataChunk) == 28);
+
+// S: the head of an NBD_REPLY_TYPE_ERROR chunk; `message_length` bytes of
+// message follow.
+struct [[gnu::packed]] ErrorChunk {
+  StructuredReplyHeader header;  // length = 6 + message bytes
+  std::uint32_t error;           // kErr*, nonzero
+  std::uint16_t message_length;
+};
+static_assert(sizeof(ErrorChunk) == 26);
+
+// S: one block status descriptor (NBD_REPLY_TYPE_BLOCK_STATUS, after the
+// 32-bit context id).
+struct [[gnu::packed]] BlockDescriptor {
+  std::uint32_t length;  // bytes, nonzero
+  std::uint32_t flags;   // kState*
+};
+static_assert(sizeof(BlockDescriptor) == 8);
 
 // ---- Byte order ----
 

@@ -406,6 +406,33 @@ SlotInfo PageStore::Inspect(std::uint64_t index) const {
   return info;
 }
 
+Status PageStore::SlotStates(std::uint64_t first,
+                             std::span<SlotState> out) const {
+  const Impl& m = *impl_;
+  ZT_RETURN_IF_ERROR(m.CheckSlots(first, out.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    Slot& s = m.slots[first + i];
+    // With LOCK clear, the word is what the last holder's release left: its
+    // content bits are consistent (holders change them only while locked).
+    std::uint32_t f = s.flags.load(std::memory_order_acquire);
+    if ((f & slot::kLock) == 0 && (f & slot::kSame) == 0) {
+      out[i] = Allocated(f) ? SlotState::kData : SlotState::kEmpty;
+      continue;
+    }
+    SlotLock lock(s);
+    f = SlotTable::Flags(s);
+    if (!Allocated(f)) {
+      out[i] = SlotState::kEmpty;
+    } else if ((f & slot::kSame) != 0 &&
+               s.value.load(std::memory_order_relaxed) == 0) {
+      out[i] = SlotState::kZero;
+    } else {
+      out[i] = SlotState::kData;
+    }
+  }
+  return Status::Ok();
+}
+
 PageStoreStats PageStore::Stats() const {
   const Impl& m = *impl_;
   PageStoreStats st;
