@@ -65,8 +65,10 @@ WireReply ParseU16(std::string_view v, std::uint16_t* out) {
   return Ok();
 }
 
-// kstrtobool: only the first characters count: y/Y/t/T/1 true, n/N/f/F/0
-// false, "on"/"off" (any case); anything else EINVAL.
+// The kernel's kstrtobool (lib/kstrtox.c), for every boolean attribute:
+// only the first characters count: y/Y/t/T/1 true, n/N/f/F/0 false, o/O
+// followed by n/N true or f/F false ("on", "off"); anything else (empty
+// included) EINVAL.
 WireReply ParseBool(std::string_view v, bool* out) {
   const auto lower = [&](std::size_t i) {
     return i < v.size() ? static_cast<char>(
@@ -211,7 +213,10 @@ WireReply ShowWritebackLimitEnable(Device& d) {
   return Ok(d.writeback_limit_enable() ? "1\n" : "0\n");
 }
 WireReply StoreWritebackLimitEnable(Device& d, std::string_view v) {
-  std::uint64_t n = 0;  // kstrtoull: any nonzero number enables
+  // As zram's writeback_limit_enable_store() (zram_drv.c): kstrtoull, any
+  // nonzero number enables. The kernel's own attribute takes no "y"/"on",
+  // and a script written for it must work unchanged here.
+  std::uint64_t n = 0;
   if (WireReply r = ParseUnsigned(v, UINT64_MAX, &n); !r.ok) return r;
   return FromStatus(d.SetWritebackLimitEnable(n != 0));
 }
@@ -271,7 +276,7 @@ constexpr DeviceAttribute kDeviceAttributes[] = {
     {"writeback_limit_enable", ShowWritebackLimitEnable,
      StoreWritebackLimitEnable, "1: writeback stops when writeback_limit is 0"},
     {"writeback_batch_size", ShowWritebackBatchSize, StoreWritebackBatchSize,
-     "writeback IOs in flight at once (default 32)"},
+     "writeback IOs in flight at once (default 32, at most 1024)"},
     {"compressed_writeback", ShowCompressedWriteback, StoreCompressedWriteback,
      "1: write pages back compressed; store before disksize"},
     {"mm_stat", ShowMmStat, nullptr, "memory statistics (9 columns)"},

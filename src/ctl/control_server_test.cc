@@ -338,6 +338,53 @@ TEST_F(ControlServerTest, WritebackErrnos) {
   EXPECT_EQ(MmStatColumn(0), "32768");  // written-back pages still count
 }
 
+// Each boolean attribute takes what the kernel's zram takes for it:
+// compressed_writeback kstrtobool (lib/kstrtox.c), refusing the rest with
+// one EINVAL; writeback_limit_enable kstrtoull (writeback_limit_enable_store
+// in zram_drv.c: any nonzero number enables, "y" is EINVAL).
+TEST_F(ControlServerTest, BooleanAttributesParseAsTheKernelsDo) {
+  const std::vector<std::string> yes = {"1", "y", "Y", "yes", "t", "T",
+                                        "true", "on", "ON", "oN", "1\n",
+                                        "10", "yikes"};
+  const std::vector<std::string> no = {"0", "n", "N", "no", "f", "F",
+                                       "false", "off", "OFF", "oF", "0\n",
+                                       "01", "never"};
+  const std::vector<std::string> bad = {"", "2", "5", "-1", "o", "ox", "x",
+                                        " 1", "\n", "ja"};
+  for (const char* attr : {"compressed_writeback"}) {
+    SCOPED_TRACE(attr);
+    for (const auto& v : yes) {
+      EXPECT_EQ(Store(attr, v), "") << "'" << v << "'";
+      EXPECT_EQ(Show(attr), "1\n") << "'" << v << "'";
+      ASSERT_EQ(Store(attr, "0"), "");
+    }
+    ASSERT_EQ(Store(attr, "1"), "");
+    for (const auto& v : no) {
+      EXPECT_EQ(Store(attr, v), "") << "'" << v << "'";
+      EXPECT_EQ(Show(attr), "0\n") << "'" << v << "'";
+      ASSERT_EQ(Store(attr, "1"), "");
+    }
+    for (const auto& v : bad) {
+      auto r = Call(path_, {"zram0", attr, v});
+      ASSERT_TRUE(r.has_value());
+      EXPECT_FALSE(r->ok) << "'" << v << "'";
+      EXPECT_EQ(r->errno_name, "EINVAL") << "'" << v << "'";
+      EXPECT_NE(r->message.find("not a boolean"), std::string::npos)
+          << r->message;
+      EXPECT_EQ(Show(attr), "1\n") << "unchanged after '" << v << "'";
+    }
+  }
+  for (const char* v : {"1", "5", "18446744073709551615", "1\n"}) {
+    EXPECT_EQ(Store("writeback_limit_enable", v), "") << v;
+    EXPECT_EQ(Show("writeback_limit_enable"), "1\n") << v;
+    ASSERT_EQ(Store("writeback_limit_enable", "0"), "");
+    EXPECT_EQ(Show("writeback_limit_enable"), "0\n");
+  }
+  for (const char* v : {"y", "on", "", "-1", "x"}) {
+    EXPECT_EQ(StoreErrno("writeback_limit_enable", v), "EINVAL") << v;
+  }
+}
+
 TEST_F(ControlServerTest, WritebackTunables) {
   EXPECT_EQ(Show("writeback_limit"), "0\n");
   EXPECT_EQ(Store("writeback_limit", "1000\n"), "");
@@ -348,7 +395,7 @@ TEST_F(ControlServerTest, WritebackTunables) {
   EXPECT_EQ(Show("writeback_limit"), "1000\n");
 
   EXPECT_EQ(Show("writeback_limit_enable"), "0\n");
-  EXPECT_EQ(Store("writeback_limit_enable", "5"), "");  // nonzero: on
+  EXPECT_EQ(Store("writeback_limit_enable", "5"), "");  // kstrtoull
   EXPECT_EQ(Show("writeback_limit_enable"), "1\n");
   EXPECT_EQ(Store("writeback_limit_enable", "0\n"), "");
   EXPECT_EQ(Show("writeback_limit_enable"), "0\n");
@@ -356,6 +403,16 @@ TEST_F(ControlServerTest, WritebackTunables) {
 
   EXPECT_EQ(Show("writeback_batch_size"), "32\n");
   EXPECT_EQ(StoreErrno("writeback_batch_size", "0"), "EINVAL");
+  // At most what the writeback io_uring ring holds; the message says so.
+  EXPECT_EQ(Store("writeback_batch_size", "1024"), "");
+  EXPECT_EQ(StoreErrno("writeback_batch_size", "1025"), "EINVAL");
+  {
+    const std::string v = "1025";
+    auto r = Call(path_, {"zram0", "writeback_batch_size", v});
+    ASSERT_TRUE(r.has_value());
+    EXPECT_NE(r->message.find("1..1024"), std::string::npos) << r->message;
+  }
+  EXPECT_EQ(Show("writeback_batch_size"), "1024\n");
   EXPECT_EQ(StoreErrno("writeback_batch_size", "4294967296"), "ERANGE");
   EXPECT_EQ(StoreErrno("writeback_batch_size", "x"), "EINVAL");
   EXPECT_EQ(Store("writeback_batch_size", "8\n"), "");

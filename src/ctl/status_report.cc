@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <map>
@@ -212,16 +213,62 @@ Status ReadString(const JsonObject& obj, std::string_view name,
   return Status::Ok();
 }
 
-// The columns of the table, in order, with their alignment.
-struct Column {
-  std::string_view header;
-  bool right;
-};
-constexpr Column kColumns[] = {
-    {"NAME", false},  {"ALGORITHM", false}, {"DISKSIZE", true},
-    {"DATA", true},   {"COMPR", true},      {"TOTAL", true},
-    {"STREAMS", true}, {"CLIENTS", true},
-};
+constexpr std::string_view kDefaultColumns[] = {
+    "NAME", "ALGORITHM", "DISKSIZE", "DATA", "COMPR", "TOTAL", "STREAMS",
+    "CLIENTS"};
+
+bool TextColumn(std::string_view c) {
+  return c == "NAME" || c == "ALGORITHM" || c == "MOUNTPOINT";
+}
+
+std::string Cell(const DeviceStatus& d, std::string_view c, bool bytes) {
+  auto size = [&](std::uint64_t v) {
+    return bytes ? std::to_string(v) : FormatHumanSize(v);
+  };
+  if (c == "NAME") return d.name;
+  if (c == "DISKSIZE") return size(d.disksize);
+  if (c == "DATA") return size(d.orig_data_size);
+  if (c == "COMPR") return size(d.compr_data_size);
+  if (c == "ALGORITHM") return d.algorithm;
+  if (c == "STREAMS") return std::to_string(d.streams);
+  if (c == "ZERO-PAGES") return std::to_string(d.same_pages);
+  if (c == "TOTAL") return size(d.mem_used_total);
+  if (c == "MEM-LIMIT") return size(d.mem_limit);
+  if (c == "MEM-USED") return size(d.mem_used_max);
+  if (c == "MIGRATED") return std::to_string(d.pages_compacted);
+  if (c == "COMP-RATIO") {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.2f",
+                  d.mem_used_total == 0
+                      ? 0.0
+                      : static_cast<double>(d.orig_data_size) /
+                            static_cast<double>(d.mem_used_total));
+    return buf;
+  }
+  if (c == "MOUNTPOINT") {
+    auto it = d.notes.find("mount-point");
+    return it == d.notes.end() ? "" : it->second;
+  }
+  if (c == "CLIENTS") return std::to_string(d.clients);
+  return "";
+}
+
+// libsmartcols' raw output: a cell's spaces, backslashes and control
+// characters as \xHH.
+std::string RawEscape(std::string_view s) {
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == '\\' || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -250,6 +297,14 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     s.bd_count = st.bd_count;
     s.bd_reads = st.bd_reads;
     s.bd_writes = st.bd_writes;
+    s.failed_reads = st.failed_reads;
+    s.failed_writes = st.failed_writes;
+    s.notify_free = st.notify_free;
+    s.pages_compacted = st.pages_compacted;
+    s.huge_pages_since = st.huge_pages_since;
+    s.writeback_limit = d->writeback_limit();
+    s.writeback_limit_enable = d->writeback_limit_enable() ? 1 : 0;
+    s.notes = d->notes();
     out.push_back(std::move(s));
   }
   return out;
@@ -280,6 +335,14 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"bd_count", d.bd_count},
         {"bd_reads", d.bd_reads},
         {"bd_writes", d.bd_writes},
+        {"failed_reads", d.failed_reads},
+        {"failed_writes", d.failed_writes},
+        {"invalid_io", d.invalid_io},
+        {"notify_free", d.notify_free},
+        {"pages_compacted", d.pages_compacted},
+        {"huge_pages_since", d.huge_pages_since},
+        {"writeback_limit", d.writeback_limit},
+        {"writeback_limit_enable", d.writeback_limit_enable},
     };
     for (const auto& [key, value] : numbers) {
       out += ",\"";
@@ -289,7 +352,16 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
     }
     out += ",\"backing_dev\":";
     AppendJsonString(out, d.backing_dev);
-    out += '}';
+    out += ",\"notes\":{";
+    bool first_note = true;
+    for (const auto& [key, value] : d.notes) {
+      if (!first_note) out += ',';
+      first_note = false;
+      AppendJsonString(out, key);
+      out += ':';
+      AppendJsonString(out, value);
+    }
+    out += "}}";
   }
   out += devices.empty() ? "]}\n" : "\n]}\n";
   return out;
@@ -327,6 +399,24 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadU64(o, "bd_count", &d.bd_count));
     ZT_RETURN_IF_ERROR(ReadU64(o, "bd_reads", &d.bd_reads));
     ZT_RETURN_IF_ERROR(ReadU64(o, "bd_writes", &d.bd_writes));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "failed_reads", &d.failed_reads));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "failed_writes", &d.failed_writes));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "invalid_io", &d.invalid_io));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "notify_free", &d.notify_free));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "pages_compacted", &d.pages_compacted));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "huge_pages_since", &d.huge_pages_since));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "writeback_limit", &d.writeback_limit));
+    ZT_RETURN_IF_ERROR(
+        ReadU64(o, "writeback_limit_enable", &d.writeback_limit_enable));
+    if (auto n = o.find("notes"); n != o.end()) {
+      const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
+      if (notes == nullptr) return Err(BadReport("notes is not an object"));
+      for (const auto& [key, value] : **notes) {
+        const auto* text = std::get_if<std::string>(&value.v);
+        if (text == nullptr) return Err(BadReport("a note is not a string"));
+        d.notes[key] = *text;
+      }
+    }
     if (d.name.empty()) return Err(BadReport("a device has no name"));
     out.push_back(std::move(d));
   }
@@ -371,36 +461,90 @@ std::string FormatHumanSize(std::uint64_t bytes) {
   return buf;
 }
 
-std::string FormatStatusTable(const std::vector<DeviceStatus>& devices) {
-  if (devices.empty()) return "";
-  constexpr std::size_t kCols = std::size(kColumns);
-  std::vector<std::array<std::string, kCols>> rows;
-  std::array<std::string, kCols> header;
-  for (std::size_t c = 0; c < kCols; ++c) header[c] = kColumns[c].header;
-  rows.push_back(header);
-  for (const DeviceStatus& d : devices) {
-    rows.push_back({d.name, d.algorithm, FormatHumanSize(d.disksize),
-                    FormatHumanSize(d.orig_data_size),
-                    FormatHumanSize(d.compr_data_size),
-                    FormatHumanSize(d.mem_used_total),
-                    std::to_string(d.streams), std::to_string(d.clients)});
+Result<std::vector<std::string>> ParseStatusColumns(std::string_view list) {
+  std::vector<std::string> out;
+  if (list.starts_with('+')) {
+    list.remove_prefix(1);
+    out.assign(std::begin(kDefaultColumns), std::end(kDefaultColumns));
   }
-  std::array<std::size_t, kCols> width{};
+  bool any = false;
+  while (true) {
+    const std::size_t comma = list.find(',');
+    std::string name(list.substr(0, comma));
+    for (char& c : name) c = static_cast<char>(std::toupper(
+                                 static_cast<unsigned char>(c)));
+    const auto* known = std::find(std::begin(kStatusColumns),
+                                  std::end(kStatusColumns), name);
+    if (known == std::end(kStatusColumns)) {
+      return Err(Status::InvalidArgument(
+          name.empty() ? "empty column name in the list"
+                       : "unknown column: " + std::string(list.substr(0, comma))));
+    }
+    out.push_back(std::move(name));
+    any = true;
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  if (!any) return Err(Status::InvalidArgument("no columns"));
+  return out;
+}
+
+std::string FormatStatusTable(const std::vector<DeviceStatus>& devices,
+                              const TableOptions& options) {
+  if (devices.empty()) return "";
+  std::vector<std::string> columns = options.columns;
+  if (columns.empty()) {
+    columns.assign(std::begin(kDefaultColumns), std::end(kDefaultColumns));
+  }
+  const std::size_t n_cols = columns.size();
+  std::vector<std::vector<std::string>> rows;
+  if (!options.no_headings) rows.push_back(columns);
+  for (const DeviceStatus& d : devices) {
+    std::vector<std::string> row;
+    for (const std::string& c : columns) {
+      row.push_back(Cell(d, c, options.bytes));
+    }
+    rows.push_back(std::move(row));
+  }
+  std::string out;
+  if (options.raw) {
+    for (const auto& row : rows) {
+      std::string line;
+      for (std::size_t c = 0; c < n_cols; ++c) {
+        if (c != 0) line += ' ';
+        line += RawEscape(row[c]);
+      }
+      out += line;
+      out += '\n';
+    }
+    return out;
+  }
+  std::vector<std::size_t> width(n_cols, 0);
   for (const auto& row : rows) {
-    for (std::size_t c = 0; c < kCols; ++c) {
+    for (std::size_t c = 0; c < n_cols; ++c) {
       width[c] = std::max(width[c], row[c].size());
     }
   }
-  std::string out;
   for (const auto& row : rows) {
     std::string line;
-    for (std::size_t c = 0; c < kCols; ++c) {
+    for (std::size_t c = 0; c < n_cols; ++c) {
       if (c != 0) line += ' ';
       const std::string pad(width[c] - row[c].size(), ' ');
-      line += kColumns[c].right ? pad + row[c] : row[c] + pad;
+      line += TextColumn(columns[c]) ? row[c] + pad : pad + row[c];
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+std::string FormatStatusNotes(const std::vector<DeviceStatus>& devices) {
+  std::string out;
+  for (const DeviceStatus& d : devices) {
+    if (d.notes.empty()) continue;
+    out += d.name + ":";
+    for (const auto& [key, value] : d.notes) out += " " + key + "=" + value;
     out += '\n';
   }
   return out;

@@ -8,18 +8,23 @@
 //    "orig_data_size":0,"compr_data_size":0,"mem_used_total":0,
 //    "mem_limit":0,"mem_used_max":0,"same_pages":0,"huge_pages":0,
 //    "streams":8,"clients":0,"bd_count":0,"bd_reads":0,"bd_writes":0,
-//    "backing_dev":"none"}
+//    "failed_reads":0,"failed_writes":0,"invalid_io":0,"notify_free":0,
+//    "pages_compacted":0,"huge_pages_since":0,"writeback_limit":0,
+//    "writeback_limit_enable":0,"backing_dev":"none",
+//    "notes":{"swap-priority":"100"}}
 //   ]}
 //
 // `ztier status --json` prints it unchanged; `ztier status` decodes it
-// (DecodeStatusJson, which ignores unknown keys so that fields can be added)
-// and prints zramctl's table (FormatStatusTable).
+// (DecodeStatusJson, which ignores unknown keys so that fields can be added,
+// and leaves missing ones at zero, for older servers) and prints zramctl's
+// table (FormatStatusTable), then the notes (FormatStatusNotes).
 //
 // Thread safety: pure functions.
 #ifndef ZTIER_CTL_STATUS_REPORT_H_
 #define ZTIER_CTL_STATUS_REPORT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,6 +52,17 @@ struct DeviceStatus {
   std::uint64_t bd_count = 0;        // bd_stat, in 4 KiB pages
   std::uint64_t bd_reads = 0;
   std::uint64_t bd_writes = 0;
+  // io_stat (ztier has no invalid IO counter: always 0, as its io_stat).
+  std::uint64_t failed_reads = 0;
+  std::uint64_t failed_writes = 0;
+  std::uint64_t invalid_io = 0;
+  std::uint64_t notify_free = 0;
+  std::uint64_t pages_compacted = 0;   // mm_stat; zramctl MIGRATED
+  std::uint64_t huge_pages_since = 0;  // mm_stat
+  std::uint64_t writeback_limit = 0;   // 4 KiB pages left
+  std::uint64_t writeback_limit_enable = 0;  // 0 or 1
+  // Device::notes(): settings a configuration file recorded, by key.
+  std::map<std::string, std::string> notes;
 };
 
 // A snapshot of every device of `registry`, sorted by name.
@@ -60,12 +76,53 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json);
 // one-letter suffix): "0B", "512B", "4K", "4.5M", "1G", "7.7G".
 std::string FormatHumanSize(std::uint64_t bytes);
 
-// zramctl's table with CLIENTS in place of MOUNTPOINT:
-//   NAME  ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS
-// Text columns left-aligned, numbers right-aligned, one space between
-// columns. Empty string when there are no devices (as zramctl prints
-// nothing).
-std::string FormatStatusTable(const std::vector<DeviceStatus>& devices);
+// The table's columns: zramctl's (util-linux sys-utils/zramctl.c, whose
+// --help lists them) plus ztier's CLIENTS:
+//   NAME        device name
+//   DISKSIZE    limit on the uncompressed amount of data
+//   DATA        uncompressed size of stored data (orig_data_size)
+//   COMPR       compressed size of stored data (compr_data_size)
+//   ALGORITHM   the selected compression algorithm
+//   STREAMS     number of concurrent compress operations
+//   ZERO-PAGES  empty pages with no allocated memory (same_pages)
+//   TOTAL       all memory including allocator fragmentation and metadata
+//               overhead (mem_used_total)
+//   MEM-LIMIT   memory limit used to store compressed data
+//   MEM-USED    peak memory usage to store compressed data (mem_used_max)
+//   MIGRATED    number of objects migrated by compaction (pages_compacted)
+//   COMP-RATIO  compression ratio: DATA/TOTAL ("%.2f"; 0.00 when TOTAL is 0)
+//   MOUNTPOINT  where the device is mounted: the note "mount-point" if any
+//   CLIENTS     NBD clients attached (ztier's)
+// The default set is zramctl's with CLIENTS in place of MOUNTPOINT:
+//   NAME ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS
+inline constexpr std::string_view kStatusColumns[] = {
+    "NAME",      "DISKSIZE", "DATA",     "COMPR",      "ALGORITHM",
+    "STREAMS",   "ZERO-PAGES", "TOTAL",  "MEM-LIMIT",  "MEM-USED",
+    "MIGRATED",  "COMP-RATIO", "MOUNTPOINT", "CLIENTS"};
+
+struct TableOptions {
+  std::vector<std::string> columns;  // names from kStatusColumns; empty: default
+  bool bytes = false;        // sizes in bytes, not "4.5M" (zramctl -b)
+  bool no_headings = false;  // no header line (zramctl -n)
+  // zramctl --raw: no alignment, one space between cells; a space, '\' or
+  // control character in a cell is written as \xHH (libsmartcols' raw).
+  bool raw = false;
+};
+
+// Parses zramctl's -o LIST: comma-separated column names, any case; a
+// leading '+' adds them to the default set. kInvalidArgument naming an
+// unknown column, or for an empty list.
+Result<std::vector<std::string>> ParseStatusColumns(std::string_view list);
+
+// The table: text columns left-aligned, numbers right-aligned, one space
+// between columns, trailing spaces trimmed. Empty string when there are no
+// devices (as zramctl prints nothing).
+std::string FormatStatusTable(const std::vector<DeviceStatus>& devices,
+                              const TableOptions& options = {});
+
+// One line per device that has notes: "zram0: fs-type=ext4
+// swap-priority=100\n" (keys sorted). Empty when no device has any.
+std::string FormatStatusNotes(const std::vector<DeviceStatus>& devices);
 
 }  // namespace ztier::ctl
 

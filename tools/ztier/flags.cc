@@ -47,6 +47,35 @@ void FlagSet::AddBool(std::string name, bool* out, std::string help) {
   flags_.push_back({std::move(name), Kind::kBool, out, "", std::move(help)});
 }
 
+void FlagSet::Short(std::string_view name, char letter) {
+  Flag* f = Find(name);
+  if (f != nullptr && letter != 'h') f->letter = letter;
+}
+
+Status FlagSet::ParseShort(std::span<const std::string_view> args,
+                           std::size_t* i) {
+  const std::string_view word = args[*i];
+  for (std::size_t k = 1; k < word.size(); ++k) {
+    Flag* flag = nullptr;
+    for (Flag& f : flags_) {
+      if (f.letter == word[k]) flag = &f;
+    }
+    if (flag == nullptr) {
+      return Status::InvalidArgument(command_ + ": unknown flag -" +
+                                     std::string(1, word[k]));
+    }
+    if (flag->kind == Kind::kBool) {
+      ZT_RETURN_IF_ERROR(Set(*flag, "true"));
+      continue;
+    }
+    if (k + 1 < word.size()) return Set(*flag, word.substr(k + 1));
+    if (*i + 1 < args.size()) return Set(*flag, args[++*i]);
+    return Status::InvalidArgument(command_ + ": -" + std::string(1, word[k]) +
+                                   " needs a value (" + flag->value_name + ")");
+  }
+  return Status::Ok();
+}
+
 FlagSet::Flag* FlagSet::Find(std::string_view name) {
   for (Flag& f : flags_) {
     if (f.name == name) return &f;
@@ -111,6 +140,10 @@ Status FlagSet::Set(Flag& flag, std::string_view value) {
 Status FlagSet::Parse(std::span<const std::string_view> args) {
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
+    if (arg.size() >= 2 && arg[0] == '-' && arg[1] != '-') {
+      ZT_RETURN_IF_ERROR(ParseShort(args, &i));
+      continue;
+    }
     if (!arg.starts_with("--") || arg.size() == 2) {
       return Status::InvalidArgument(command_ + ": unexpected argument '" +
                                      std::string(arg) + "'");
@@ -164,7 +197,9 @@ std::string FlagSet::Usage() const {
   std::vector<std::string> left;
   std::size_t width = 0;
   for (const Flag& f : flags_) {
-    std::string l = "  --" + f.name;
+    std::string l = f.letter != 0 ? std::string("  -") + f.letter + ", --"
+                                  : std::string("      --");
+    l += f.name;
     if (!f.value_name.empty()) l += " " + f.value_name;
     width = std::max(width, l.size());
     left.push_back(std::move(l));

@@ -10,6 +10,9 @@
 //   ztier::Status s = flags.Parse(args);   // args: after the subcommand
 //
 // Accepted forms: `--flag value`, `--flag=value`, and for booleans `--flag`.
+// A flag given a one-letter alias (Short) also takes `-x value` and `-xvalue`,
+// and booleans cluster as getopt's do: `-bn` is `-b -n`; in a cluster, a
+// letter that takes a value takes the rest of the word (`-bo NAME`, `-boNAME`).
 // A list flag may be repeated and each value may be a comma list
 // (`--codec lz4,zstd --codec lzo`). `--help`/`-h` are not flags here: the
 // caller checks for them (HelpRequested) before or after Parse, or lets
@@ -59,6 +62,9 @@ class FlagSet {
               std::int64_t max = INT64_MAX);
   // `--name` alone sets true; `--name=true|false|1|0` also accepted.
   void AddBool(std::string name, bool* out, std::string help);
+  // Gives the declared flag `name` the alias `-letter` (REQUIRES: declared,
+  // the letter not taken, and not 'h', which means --help).
+  void Short(std::string_view name, char letter);
 
   // Parses `args` (the words after the subcommand name). On error returns
   // kInvalidArgument; the outputs may then be partly written.
@@ -94,9 +100,12 @@ class FlagSet {
     std::int64_t min = 0;
     std::int64_t max = 0;
     bool seen = false;
+    char letter = 0;  // the -x alias; 0: none
   };
 
   Flag* Find(std::string_view name);
+  // Parses the short-flag word args[*i] ("-b", "-bn", "-oNAME", "-o NAME").
+  Status ParseShort(std::span<const std::string_view> args, std::size_t* i);
   Status Set(Flag& flag, std::string_view value);
 
   std::string command_;

@@ -1,7 +1,10 @@
 // File: tools/ztier/status_cmd.cc
 //
 // `ztier status` (see status_cmd.h): one `status` request, printed as JSON
-// or as zramctl's table.
+// or as zramctl's table (with zramctl's -b, -n, -o LIST, --output-all and
+// --raw), followed by one line of notes per device that has any (only in the
+// default table: not with --raw, -n, -o, --output-all or --json, whose
+// output scripts read).
 #include "status_cmd.h"
 
 #include <unistd.h>
@@ -21,13 +24,56 @@ int RunStatus(std::span<const std::string_view> args) {
   constexpr const char* kAbout =
       "the devices of a running `ztier serve`, as zramctl shows them\n"
       "(CLIENTS: attached NBD clients, in place of MOUNTPOINT).";
-  std::string ctl_path(kDefaultCtlPath);
+  std::string ctl_path;
   bool json = false;
-  FlagSet flags(kCommand, "[--ctl PATH] [--json]");
-  flags.AddString("ctl", &ctl_path, "PATH",
-                  "control socket of `ztier serve` (default ./ztier.ctl)");
+  bool output_all = false;
+  std::string output;
+  ctl::TableOptions table;
+  FlagSet flags(kCommand,
+                "[--ctl PATH] [--json | [-b] [-n] [--raw] "
+                "[-o LIST | --output-all]]");
+  flags.AddString("ctl", &ctl_path, "PATH", kCtlFlagHelp);
   flags.AddBool("json", &json, "print the raw report as JSON (sizes in bytes)");
+  flags.AddBool("bytes", &table.bytes, "print sizes in bytes");
+  flags.AddBool("noheadings", &table.no_headings, "print no header line");
+  std::string columns_help = "columns to print (comma list; +LIST adds to "
+                             "the default):";
+  for (std::string_view c : ctl::kStatusColumns) {
+    columns_help += " ";
+    columns_help += c;
+  }
+  flags.AddString("output", &output, "LIST", columns_help);
+  flags.AddBool("output-all", &output_all, "print all columns");
+  flags.AddBool("raw", &table.raw, "raw format: no alignment");
+  flags.Short("bytes", 'b');
+  flags.Short("noheadings", 'n');
+  flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  if (flags.WasSet("output") && output_all) {
+    std::fprintf(stderr, "%s: -o and --output-all exclude each other\n",
+                 kCommand);
+    return 2;
+  }
+  if (flags.WasSet("output")) {
+    auto columns = ctl::ParseStatusColumns(output);
+    if (!columns.has_value()) {
+      std::fprintf(stderr, "%s: %s\n", kCommand,
+                   columns.error().message().c_str());
+      return 2;
+    }
+    table.columns = std::move(*columns);
+  }
+  if (output_all) {
+    table.columns.assign(std::begin(ctl::kStatusColumns),
+                         std::end(ctl::kStatusColumns));
+  }
+  auto resolved = ResolveCtlPath(ctl_path);
+  if (!resolved.has_value()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand,
+                 resolved.error().message().c_str());
+    return 2;
+  }
+  ctl_path = *resolved;
   auto fd = ctl::Connect(ctl_path);
   if (!fd.has_value()) {
     std::fputs(CtlConnectHint(kCommand, ctl_path, fd.error().message()).c_str(),
@@ -54,7 +100,10 @@ int RunStatus(std::span<const std::string_view> args) {
   if (json) {
     std::fwrite(reply->text.data(), 1, reply->text.size(), stdout);
   } else {
-    std::fputs(ctl::FormatStatusTable(*devices).c_str(), stdout);
+    std::fputs(ctl::FormatStatusTable(*devices, table).c_str(), stdout);
+    const bool plain = !table.raw && !table.no_headings &&
+                       !flags.WasSet("output") && !output_all;
+    if (plain) std::fputs(ctl::FormatStatusNotes(*devices).c_str(), stdout);
   }
   return 0;
 }

@@ -4,6 +4,7 @@
 // as ZTIER_BIN): one-run engine and writeback benchmarks on a small
 // generated corpus with --json, and the usage errors a user or `make run`
 // relies on.
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -405,6 +406,60 @@ TEST_F(ZtierCliTest, HelpAndVersion) {
   EXPECT_EQ(r.out.rfind("ztier ", 0), 0u) << r.out;
   r = Run("");
   EXPECT_EQ(r.exit_code, 2);
+}
+
+// `ztier status` against a running `ztier serve`: zramctl's -b, -n, -o,
+// --raw, --output-all, and the JSON report's counters and notes.
+TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
+  const std::string sock = (dir_ / "nbd.sock").string();
+  const std::string ctl = (dir_ / "ctl.sock").string();
+  const pid_t pid = ztier::testing::SpawnWithLog(
+      {ZTIER_BIN, "serve", "--unix", sock, "--ctl", ctl, "--device",
+       "zram0:16M", "--quiet"},
+      (dir_ / "serve.log").string());
+  ASSERT_GT(pid, 0);
+  for (int i = 0; i < 2000 && !fs::exists(ctl); ++i) usleep(10000);
+  ASSERT_TRUE(fs::exists(ctl)) << ReadFile(dir_ / "serve.log");
+  const std::string c = "status --ctl '" + ctl + "' ";
+
+  RunResult r = Run(c + "-b -n -o NAME,DISKSIZE,zero-pages");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "zram0 16777216 0\n");  // no header: no header widths
+  r = Run(c + "--raw --bytes");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(
+                "NAME ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS\n"
+                "zram0 lz4 16777216 0 0 ",
+                0),
+            0u)
+      << r.out;
+  r = Run(c + "--output-all --raw -n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("zram0 16M 0B 0B lz4 ", 0), 0u) << r.out;
+  EXPECT_NE(r.out.find(" 0.00  0\n"), std::string::npos) << r.out;
+  r = Run(c);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("NAME  ALGORITHM DISKSIZE", 0), 0u) << r.out;
+  r = Run(c + "--json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want :
+       {"\"failed_reads\":0", "\"failed_writes\":0", "\"invalid_io\":0",
+        "\"notify_free\":0", "\"pages_compacted\":0",
+        "\"huge_pages_since\":0", "\"writeback_limit\":0",
+        "\"writeback_limit_enable\":0", "\"notes\":{}"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  // Usage errors: an unknown column, -o with --output-all, a bad short flag.
+  r = Run(c + "-o NAME,NOPE");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("NOPE"), std::string::npos) << r.err;
+  EXPECT_EQ(Run(c + "-o NAME --output-all").exit_code, 2);
+  EXPECT_EQ(Run(c + "-q").exit_code, 2);
+  r = Run("status --help");
+  EXPECT_NE(r.out.find("-b, --bytes"), std::string::npos) << r.out;
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
 }
 
 }  // namespace

@@ -1,0 +1,141 @@
+// status_report_test.cc: the status report's JSON (every field, notes, older
+// reports without the new keys) and the zramctl-style table's options.
+#include "ctl/status_report.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "testing/test_util.h"
+
+namespace ztier::ctl {
+namespace {
+
+DeviceStatus Sample() {
+  DeviceStatus d;
+  d.name = "zram0";
+  d.algorithm = "lz4";
+  d.initstate = 1;
+  d.disksize = 1 << 30;
+  d.orig_data_size = 8 << 20;
+  d.compr_data_size = 2 << 20;
+  d.mem_used_total = 4 << 20;
+  d.mem_limit = 64 << 20;
+  d.mem_used_max = 5 << 20;
+  d.same_pages = 17;
+  d.huge_pages = 3;
+  d.streams = 2;
+  d.clients = 1;
+  d.failed_reads = 11;
+  d.failed_writes = 12;
+  d.invalid_io = 13;
+  d.notify_free = 14;
+  d.pages_compacted = 15;
+  d.huge_pages_since = 16;
+  d.writeback_limit = 1000;
+  d.writeback_limit_enable = 1;
+  d.notes = {{"swap-priority", "100"}, {"mount-point", "/mnt/a b"},
+             {"options", "discard,\"x\""}};
+  return d;
+}
+
+TEST(StatusReportTest, JsonRoundTripsEveryField) {
+  const std::string json = EncodeStatusJson({Sample()});
+  for (const char* want :
+       {"\"failed_reads\":11", "\"failed_writes\":12", "\"invalid_io\":13",
+        "\"notify_free\":14", "\"pages_compacted\":15",
+        "\"huge_pages_since\":16", "\"writeback_limit\":1000",
+        "\"writeback_limit_enable\":1",
+        "\"notes\":{\"mount-point\":\"/mnt/a b\",\"options\":"
+        "\"discard,\\\"x\\\"\",\"swap-priority\":\"100\"}"}) {
+    EXPECT_NE(json.find(want), std::string::npos) << want << "\n" << json;
+  }
+  auto back = DecodeStatusJson(json);
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  ASSERT_EQ(back->size(), 1u);
+  const DeviceStatus& d = (*back)[0];
+  const DeviceStatus s = Sample();
+  EXPECT_EQ(d.failed_reads, s.failed_reads);
+  EXPECT_EQ(d.failed_writes, s.failed_writes);
+  EXPECT_EQ(d.invalid_io, s.invalid_io);
+  EXPECT_EQ(d.notify_free, s.notify_free);
+  EXPECT_EQ(d.pages_compacted, s.pages_compacted);
+  EXPECT_EQ(d.huge_pages_since, s.huge_pages_since);
+  EXPECT_EQ(d.writeback_limit, s.writeback_limit);
+  EXPECT_EQ(d.writeback_limit_enable, s.writeback_limit_enable);
+  EXPECT_EQ(d.notes, s.notes);
+  // A device without notes has an empty object.
+  DeviceStatus bare;
+  bare.name = "zram1";
+  EXPECT_NE(EncodeStatusJson({bare}).find("\"notes\":{}}"), std::string::npos);
+}
+
+TEST(StatusReportTest, OlderReportsAndBadNotes) {
+  auto old = DecodeStatusJson(
+      R"({"version":1,"devices":[{"name":"zram0","disksize":4096}]})");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ((*old)[0].failed_reads, 0u);
+  EXPECT_TRUE((*old)[0].notes.empty());
+  EXPECT_FALSE(DecodeStatusJson(
+                   R"({"devices":[{"name":"zram0","notes":[1]}]})")
+                   .has_value());
+  EXPECT_FALSE(DecodeStatusJson(
+                   R"({"devices":[{"name":"zram0","notes":{"a":1}}]})")
+                   .has_value());
+}
+
+TEST(StatusReportTest, TableDefaultBytesNoHeadingsAndColumns) {
+  const std::vector<DeviceStatus> devs = {Sample()};
+  EXPECT_EQ(FormatStatusTable(devs),
+            "NAME  ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS\n"
+            "zram0 lz4             1G   8M    2M    4M       2       1\n");
+  TableOptions o;
+  o.bytes = true;
+  o.no_headings = true;
+  EXPECT_EQ(FormatStatusTable(devs, o),
+            "zram0 lz4 1073741824 8388608 2097152 4194304 2 1\n");
+  auto cols = ParseStatusColumns("name,ZERO-PAGES,mem-limit,mem-used,"
+                                 "migrated,comp-ratio,mountpoint");
+  ASSERT_TRUE(cols.has_value()) << cols.error().ToString();
+  o = TableOptions();
+  o.columns = *cols;
+  EXPECT_EQ(FormatStatusTable(devs, o),
+            "NAME  ZERO-PAGES MEM-LIMIT MEM-USED MIGRATED COMP-RATIO MOUNTPOINT\n"
+            "zram0         17       64M       5M       15       2.00 /mnt/a b\n");
+  o.raw = true;
+  EXPECT_EQ(FormatStatusTable(devs, o),
+            "NAME ZERO-PAGES MEM-LIMIT MEM-USED MIGRATED COMP-RATIO MOUNTPOINT\n"
+            "zram0 17 64M 5M 15 2.00 /mnt/a\\x20b\n");
+  auto plus = ParseStatusColumns("+ZERO-PAGES");
+  ASSERT_TRUE(plus.has_value());
+  EXPECT_EQ(plus->size(), 9u);
+  EXPECT_EQ(plus->back(), "ZERO-PAGES");
+  auto bad = ParseStatusColumns("NAME,BOGUS");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message().find("BOGUS"), std::string::npos);
+  EXPECT_FALSE(ParseStatusColumns("").has_value());
+  EXPECT_FALSE(ParseStatusColumns("NAME,").has_value());
+  // Every column has a cell; COMP-RATIO is 0.00 with nothing stored.
+  o = TableOptions();
+  o.columns.assign(std::begin(kStatusColumns), std::end(kStatusColumns));
+  o.raw = true;
+  DeviceStatus empty;
+  empty.name = "zram1";
+  const std::string all = FormatStatusTable({empty}, o);
+  EXPECT_NE(all.find("zram1 0B 0B 0B  0 0 0B 0B 0B 0 0.00  0\n"),
+            std::string::npos)
+      << all;
+}
+
+TEST(StatusReportTest, NotesOneLinePerDevice) {
+  DeviceStatus bare;
+  bare.name = "zram1";
+  EXPECT_EQ(FormatStatusNotes({Sample(), bare}),
+            "zram0: mount-point=/mnt/a b options=discard,\"x\" "
+            "swap-priority=100\n");
+  EXPECT_EQ(FormatStatusNotes({bare}), "");
+}
+
+}  // namespace
+}  // namespace ztier::ctl
