@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,11 @@ struct DeviceDefaults {
   bool backing_direct = true;
   // Tests only: passed to every BackingStore the device opens.
   BackingFaultHook backing_fault_hook;
+  // Event lines (null: none), "zram0: ..." without a newline, from the
+  // calling thread: each writeback pass and compaction with its counts,
+  // and mem_limit reached (once, until a write succeeds again). Never one
+  // line per IO.
+  std::function<void(const std::string&)> log;
 };
 
 class Device {
@@ -129,7 +135,8 @@ class Device {
   bool writeback_limit_enable() const;
   Status SetWritebackLimit(std::uint64_t pages);
   std::uint64_t writeback_limit() const;
-  // writeback_batch_size: IOs in flight during writeback (default 32), >= 1.
+  // writeback_batch_size: IOs in flight during writeback (default 32),
+  // 1..1024 (the io_uring ring's bound); else kInvalidArgument.
   Status SetWritebackBatchSize(std::uint64_t n);
   std::uint64_t writeback_batch_size() const;
   // compressed_writeback (0/1): kBusy after init, as zram.
@@ -169,6 +176,10 @@ class Device {
   Status Trim(std::uint64_t offset, std::uint64_t length);
   Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
   Status Flush();  // memory is the medium: nothing to flush
+  // The states of pages [first_page, first_page + out.size()) (PageStore::
+  // SlotStates; the NBD server's block status). Uninitialised:
+  // kFailedPrecondition; kOutOfRange past disksize.
+  Status PageStates(std::uint64_t first_page, std::span<SlotState> out) const;
 
   // The store, or null before init. Holds a shared lock for the caller's use.
   PageStoreStats Stats() const;           // zeros before init
@@ -198,7 +209,12 @@ class Device {
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
   std::map<std::string, std::string> notes_;
+  std::atomic<bool> at_mem_limit_{false};  // logged; cleared by a store
   std::atomic<int> clients_{0};
+
+  // Logs reaching mem_limit (a kResourceExhausted store) and leaving it
+  // (the next store that succeeds), once each. Under mu_ (shared).
+  void NoteMemLimit(const Status& s);
 
   friend class DeviceRegistry;
   // Marks the device removed unless a client is attached (then kBusy).

@@ -18,9 +18,10 @@ constexpr std::uint64_t kPageMask = kPageSize - 1;
 // The store's slot table: 16 bytes a page (src/store/slot_table.h).
 constexpr std::uint64_t kSlotTableBytesPerPage = 16;
 
-// writeback_batch_size takes any number >= 1, as zram's; a pass uses at most
-// this many IOs at once (UIO_MAXIOV: the most buffers io_uring registers).
-// Far more would only fail to set up the ring, or reserve GiBs of buffers.
+// writeback_batch_size is 1..this: a pass's io_uring ring has one entry per
+// IO in flight and registers one buffer per entry, and io_uring registers at
+// most UIO_MAXIOV (1024) buffers (src/backing/block_writer.cc). More would
+// only fail to set up the ring, or reserve GiBs of buffers.
 constexpr std::uint64_t kMaxWritebackInFlight = 1024;
 
 Status NotInitialized() {
@@ -348,6 +349,15 @@ Status Device::Writeback(std::string_view tokens, WritebackResult* result) {
   request.budget = &budget_;
   ZT_ASSIGN_OR_RETURN(WritebackResult r, store_->Writeback(request));
   if (result != nullptr) *result = r;
+  if (defaults_.log) {
+    std::string line = name_ + ": writeback '" + TrimSpace(tokens) + "': " +
+                       std::to_string(r.written) + " of " +
+                       std::to_string(r.candidates) + " pages written, " +
+                       std::to_string(r.changed) + " changed meanwhile, " +
+                       std::to_string(r.failed) + " failed";
+    if (!r.status.ok()) line += "; stopped: " + r.status.message();
+    defaults_.log(line);
+  }
   return r.status;
 }
 
@@ -367,8 +377,11 @@ Status Device::SetWritebackLimit(std::uint64_t pages) {
 std::uint64_t Device::writeback_limit() const { return budget_.pages.load(); }
 
 Status Device::SetWritebackBatchSize(std::uint64_t n) {
-  if (n == 0) {
-    return Status::InvalidArgument("writeback_batch_size must be at least 1");
+  if (n == 0 || n > kMaxWritebackInFlight) {
+    return Status::InvalidArgument(
+        "writeback_batch_size must be 1.." +
+        std::to_string(kMaxWritebackInFlight) +
+        " (the writeback io_uring ring holds at most that many IOs)");
   }
   writeback_batch_size_.store(n);
   return Status::Ok();
@@ -402,7 +415,11 @@ std::string Device::ShowBdStat() const {
 Status Device::Compact() {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
-  store_->Compact();
+  const std::size_t moved = store_->Compact();
+  if (defaults_.log) {
+    defaults_.log(name_ + ": compaction: " + std::to_string(moved) +
+                  " pages compacted");
+  }
   return Status::Ok();
 }
 
@@ -508,10 +525,12 @@ Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
           std::uint64_t done) -> Status {
         // Page by page, as zram: a page that fails keeps its old content
         // (StoreBatch's all-or-nothing would empty the whole unit instead).
-        if (n == kPageSize) {
-          return store_->Store(index, ConstPage(data.data() + done, kPageSize));
-        }
-        return store_->StorePartial(index, in_page, data.subspan(done, n));
+        Status s =
+            n == kPageSize
+                ? store_->Store(index, ConstPage(data.data() + done, kPageSize))
+                : store_->StorePartial(index, in_page, data.subspan(done, n));
+        NoteMemLimit(s);
+        return s;
       });
 }
 
@@ -553,6 +572,13 @@ Status Device::Flush() {
   return Status::Ok();
 }
 
+Status Device::PageStates(std::uint64_t first_page,
+                          std::span<SlotState> out) const {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  return store_->SlotStates(first_page, out);
+}
+
 PageStoreStats Device::Stats() const {
   std::shared_lock lock(mu_);
   if (store_ != nullptr) return store_->Stats();
@@ -570,6 +596,21 @@ std::size_t Device::streams() const {
   std::shared_lock lock(mu_);
   if (defaults_.streams != 0) return defaults_.streams;
   return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void Device::NoteMemLimit(const Status& s) {
+  if (!defaults_.log) return;
+  if (s.code() == StatusCode::kResourceExhausted && mem_limit_ != 0) {
+    if (!at_mem_limit_.exchange(true, std::memory_order_relaxed)) {
+      defaults_.log(name_ + ": mem_limit reached (" +
+                    std::to_string(mem_limit_) +
+                    " bytes): writes fail with ENOSPC until pages are freed "
+                    "or the limit is raised");
+    }
+  } else if (s.ok() && at_mem_limit_.load(std::memory_order_relaxed) &&
+             at_mem_limit_.exchange(false, std::memory_order_relaxed)) {
+    defaults_.log(name_ + ": below mem_limit again; writes succeed");
+  }
 }
 
 void Device::SetNote(std::string key, std::string value) {

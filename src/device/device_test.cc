@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <vector>
 
@@ -147,6 +148,35 @@ TEST(DeviceTest, WriteZeroesReadsZeroAndUsesNoPoolMemory) {
   EXPECT_NE(back[9], std::byte{0});
 }
 
+TEST(DeviceTest, PageStatesTellEmptyZeroAndData) {
+  Device d("zram0", DeviceDefaults{});
+  std::vector<SlotState> st(8);
+  EXPECT_EQ(d.PageStates(0, st).code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(d.SetDisksize(8 * kPageSize));
+  ASSERT_OK(d.PageStates(0, st));
+  for (SlotState s : st) EXPECT_EQ(s, SlotState::kEmpty);
+  ASSERT_OK(d.Write(1 * kPageSize, Bytes(kPageSize, 7)));      // data
+  ASSERT_OK(d.WriteZeroes(2 * kPageSize, kPageSize, true));    // SAME 0
+  std::vector<std::byte> fill(kPageSize, std::byte{0x5a});
+  ASSERT_OK(d.Write(3 * kPageSize, fill));                     // SAME 0x5a..
+  ASSERT_OK(d.Write(4 * kPageSize, std::vector<std::byte>(kPageSize)));
+  ASSERT_OK(d.Write(5 * kPageSize, Bytes(2 * kPageSize, 8)));
+  ASSERT_OK(d.Trim(6 * kPageSize, kPageSize));                 // back to empty
+  ASSERT_OK(d.Write(7 * kPageSize + 100, Bytes(10, 9)));       // partial page
+  ASSERT_OK(d.PageStates(0, st));
+  const std::vector<SlotState> want = {
+      SlotState::kEmpty, SlotState::kData, SlotState::kZero, SlotState::kData,
+      SlotState::kZero,  SlotState::kData, SlotState::kEmpty, SlotState::kData};
+  EXPECT_EQ(st, want);
+  std::vector<SlotState> one(1);
+  ASSERT_OK(d.PageStates(7, one));
+  EXPECT_EQ(one[0], SlotState::kData);
+  EXPECT_EQ(d.PageStates(7, std::span<SlotState>(st.data(), 2)).code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(d.PageStates(9, std::span<SlotState>()).code(),
+            StatusCode::kOutOfRange);
+}
+
 TEST(DeviceTest, MemLimitAndAttributes) {
   Device d("zram0", DeviceDefaults{});
   ASSERT_OK(d.SetDisksize(1 << 20));
@@ -275,8 +305,8 @@ TEST(DeviceBackingTest, WritebackMovesPagesAndReadsThemBack) {
     Device d("zram0", DeviceDefaults{});
     ASSERT_OK(d.SetBackingDev(dir.File("wb")));
     ASSERT_OK(d.SetCompressedWriteback(compressed));
-    // One IO at a time, or far more than a pass uses (capped, not an error).
-    ASSERT_OK(d.SetWritebackBatchSize(compressed ? 1 : 1ull << 32));
+    // One IO at a time, or as many as the ring holds.
+    ASSERT_OK(d.SetWritebackBatchSize(compressed ? 1 : 1024));
     ASSERT_OK(d.SetDisksize(16 * kPageSize));
     const auto data = Bytes(8 * kPageSize, 5);
     ASSERT_OK(d.Write(0, data));
@@ -385,6 +415,38 @@ TEST(DeviceTest, NotesAreKeptAsGivenAndSurviveReset) {
   ASSERT_EQ(notes.size(), 2u);
   EXPECT_EQ(notes.at("swap-priority"), "50");
   EXPECT_EQ(notes.at("fs-type"), "ext4");
+}
+
+TEST(DeviceTest, LogsMemLimitOnceAndCompactionWithCounts) {
+  std::vector<std::string> lines;
+  std::mutex mu;
+  DeviceDefaults defaults;
+  defaults.log = [&](const std::string& line) {
+    std::lock_guard lock(mu);
+    lines.push_back(line);
+  };
+  Device d("zram0", defaults);
+  ASSERT_TRUE(d.SetMemLimit(256 << 10).ok());
+  ASSERT_TRUE(d.SetDisksize(16 << 20).ok());
+  std::mt19937_64 rng(7);
+  std::vector<std::byte> page(4096);
+  int failed = 0;
+  for (int i = 0; i < 512; ++i) {
+    for (auto& b : page) b = static_cast<std::byte>(rng());
+    if (!d.Write(static_cast<std::uint64_t>(i) * 4096, page).ok()) ++failed;
+  }
+  ASSERT_GT(failed, 100);  // random pages: 256 KiB holds about 60
+  ASSERT_EQ(lines.size(), 1u);  // once, not once a failed write
+  EXPECT_NE(lines[0].find("zram0: mem_limit reached (262144 bytes)"),
+            std::string::npos) << lines[0];
+  ASSERT_TRUE(d.Trim(0, 16 << 20).ok());
+  ASSERT_TRUE(d.Write(0, page).ok());
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1], "zram0: below mem_limit again; writes succeed");
+  ASSERT_TRUE(d.Compact().ok());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_NE(lines[2].find("zram0: compaction: "), std::string::npos);
+  EXPECT_NE(lines[2].find(" pages compacted"), std::string::npos);
 }
 
 }  // namespace

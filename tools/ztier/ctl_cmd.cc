@@ -15,6 +15,7 @@
 #include "ctl/attributes.h"
 #include "ctl/control_server.h"
 #include "flags.h"
+#include "paths.h"
 
 namespace ztier::tool {
 namespace {
@@ -51,15 +52,20 @@ std::string CtlConnectHint(std::string_view command, std::string_view path,
                            std::string_view error) {
   return std::string(command) + ": cannot reach the control socket " +
          std::string(path) + " (" + std::string(error) +
-         ")\nIs `ztier serve` running? Give its socket with --ctl PATH.\n";
+         ")\nIs `ztier serve` running? Give its socket with --ctl PATH or "
+         "ZTIER_CTL.\n";
+}
+
+Result<std::string> ResolveCtlPath(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  return DefaultCtlPath();
 }
 
 int RunCtl(std::span<const std::string_view> args) {
-  std::string ctl_path(kDefaultCtlPath);
+  std::string ctl_path;
   std::string device = "zram0";
   FlagSet flags(kCommand, "[--ctl PATH] [--device NAME] ATTRIBUTE [VALUE]");
-  flags.AddString("ctl", &ctl_path, "PATH",
-                  "control socket of `ztier serve` (default ./ztier.ctl)");
+  flags.AddString("ctl", &ctl_path, "PATH", kCtlFlagHelp);
   flags.AddString("device", &device, "NAME", "device (default zram0)");
 
   std::vector<std::string_view> flag_words;
@@ -114,6 +120,13 @@ int RunCtl(std::span<const std::string_view> args) {
     if (!ec) req.value = abs.lexically_normal().string();
   }
 
+  auto resolved = ResolveCtlPath(ctl_path);
+  if (!resolved.has_value()) {
+    std::fprintf(stderr, "%s: %s\n", kCommand,
+                 resolved.error().message().c_str());
+    return 2;
+  }
+  ctl_path = *resolved;
   auto fd = ctl::Connect(ctl_path);
   if (!fd.has_value()) {
     std::fputs(CtlConnectHint(kCommand, ctl_path, fd.error().message()).c_str(),

@@ -21,11 +21,21 @@
 #include <string>
 #include <string_view>
 
+#include "ztier/status.h"
+
 namespace ztier::tool {
 
-// The default control socket of `ztier serve`, `ztier ctl` and
-// `ztier status`.
-inline constexpr std::string_view kDefaultCtlPath = "./ztier.ctl";
+// The control socket `ztier ctl` and `ztier status` use: `flag` (--ctl)
+// when not empty, else $ZTIER_CTL, else the default beside `ztier serve`'s
+// (paths.h: /run/ztier/ztier.ctl as root, else
+// $XDG_RUNTIME_DIR/ztier/ztier.ctl). kFailedPrecondition with what to do
+// when there is no default.
+Result<std::string> ResolveCtlPath(const std::string& flag);
+
+// The help text of --ctl.
+inline constexpr const char* kCtlFlagHelp =
+    "control socket of `ztier serve` (default $ZTIER_CTL, else "
+    "/run/ztier/ztier.ctl as root, else $XDG_RUNTIME_DIR/ztier/ztier.ctl)";
 
 // args: the words after `ctl`.
 int RunCtl(std::span<const std::string_view> args);

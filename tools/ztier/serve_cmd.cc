@@ -1,22 +1,31 @@
 // File: tools/ztier/serve_cmd.cc
 //
-// `ztier serve` (contract in serve_cmd.h): parse flags, build the device
-// registry, start the NBD server and the control server, print how to
-// connect, wait for SIGINT/SIGTERM with sigwait(), stop.
+// `ztier serve` (contract in serve_cmd.h): parse flags and the
+// configuration file, build the device registry, start the NBD, control
+// and metrics servers, print how to connect, tell the service manager, and
+// wait for signals with sigtimedwait(): SIGHUP reloads, SIGINT/SIGTERM stop.
 #include "serve_cmd.h"
 
 #include <signal.h>
 
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "ctl/control_server.h"
+#include "ctl/metrics_server.h"
 #include "flags.h"
+#include "log.h"
 #include "mem_lock.h"
 #include "nbd/nbd_server.h"
 #include "nbd/tls.h"
+#include "paths.h"
+#include "sd_notify.h"
+#include "serve_devices.h"
+#include "service_config.h"
 #include "tool_common.h"
 #include "ztier/device.h"
 
@@ -30,34 +39,157 @@ std::string ErrnoText(const Status& s) {
 
 constexpr const char* kCommand = "ztier serve";
 constexpr const char* kSynopsis =
-    "[--device NAME:SIZE]... [--comp-algorithm NAME] "
+    "[--config FILE] [--device NAME[:SIZE]]... [--comp-algorithm NAME] "
     "[--algorithm-params TOKENS] [--mem-limit SIZE] [--unix PATH] "
     "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
     "[--backing-dev PATH] [--backing-encrypt] [--max-request-size SIZE] "
     "[--max-in-flight N] [--max-in-flight-bytes SIZE] "
     "[--handshake-timeout SECONDS] [--io-timeout SECONDS] "
     "[--tls off|on|require] [--tls-cert PATH] [--tls-key PATH] "
-    "[--mlock] [--prealloc]";
+    "[--mlock] [--prealloc] [--metrics-listen HOST:PORT] "
+    "[--metrics-unix PATH] [-v|-q|--log-level LEVEL]";
 constexpr const char* kAbout =
     "serve compressed RAM block devices (userspace zram) over NBD.";
 
+// Everything the flags (and the [ztier] section) set.
+struct ServeSettings {
+  std::string config;
+  std::vector<std::string> devices;
+  std::string comp_algorithm = "lz4";
+  std::string algorithm_params;
+  std::string mem_limit = "0";
+  std::string unix_path;  // empty: the default directory's ztier.sock
+  std::string listen;
+  std::string ctl_path;   // empty: the default directory's ztier.ctl
+  std::int64_t max_connections = 64;
+  std::int64_t workers = 0;
+  std::string backing_dev;
+  bool backing_encrypt = false;
+  std::string max_request = "32M";
+  std::int64_t max_in_flight = 64;
+  std::string max_in_flight_bytes = "64M";
+  std::int64_t handshake_timeout = 10;
+  std::int64_t io_timeout = 30;
+  std::string tls;
+  std::string tls_cert;
+  std::string tls_key;
+  bool mlock = false;
+  bool prealloc = false;
+  std::string metrics_listen;
+  std::string metrics_unix;
+  std::string log_level;
+  bool quiet = false;
+  bool verbose = false;
+};
+
+// The flags that are booleans, which the file writes yes/no.
+bool IsBoolKey(std::string_view key) {
+  return key == "backing-encrypt" || key == "mlock" || key == "prealloc";
+}
+
+void DefineFlags(FlagSet& flags, ServeSettings* s) {
+  flags.AddString("config", &s->config, "FILE",
+                  "read the devices ([zramN] sections, zram-generator.conf's "
+                  "keys) and these settings ([ztier]) from FILE; see "
+                  "ztier.conf(5)");
+  flags.AddList("device", &s->devices, "NAME[:SIZE]",
+                "a device and its disksize (K/M/G/T suffixes); without SIZE "
+                "it starts uninitialised; repeatable (default zram0:1G)");
+  flags.AddString("comp-algorithm", &s->comp_algorithm, "NAME",
+                  "compression algorithm of the --device devices (default "
+                  "lz4; lzo-rle is lzo)");
+  flags.AddString("algorithm-params", &s->algorithm_params, "TOKENS",
+                  "algorithm_params, as zram's (\"level=3\")");
+  flags.AddString("mem-limit", &s->mem_limit, "SIZE",
+                  "mem_limit of each --device device (default 0: none)");
+  flags.AddString("unix", &s->unix_path, "PATH",
+                  "NBD Unix socket, mode 0600 (default /run/ztier/ztier.sock "
+                  "as root, else $XDG_RUNTIME_DIR/ztier/ztier.sock)");
+  flags.AddString("listen", &s->listen, "HOST:PORT",
+                  "also serve NBD over TCP (\":PORT\" is 127.0.0.1)");
+  flags.AddString("ctl", &s->ctl_path, "PATH",
+                  "control socket, mode 0600 (default ztier.ctl beside the "
+                  "default NBD socket)");
+  flags.AddInt("max-connections", &s->max_connections, "N",
+               "NBD connections at once (default 64)", 1, 100000);
+  flags.AddInt("workers", &s->workers, "N",
+               "NBD request worker threads (default: online cores)", 0, 1024);
+  flags.AddString("backing-dev", &s->backing_dev, "PATH",
+                  "backing_dev of the first --device device, for writeback: "
+                  "a file (created, sized to disksize) or a block device");
+  flags.AddBool("backing-encrypt", &s->backing_encrypt,
+                "encrypt written-back pages (AES-256-GCM, key kept only in "
+                "memory)");
+  flags.AddString("max-request-size", &s->max_request, "SIZE",
+                  "largest NBD request (NBD_INFO_BLOCK_SIZE maximum; default "
+                  "32M, at most 256M); a longer WRITE closes its connection");
+  flags.AddInt("max-in-flight", &s->max_in_flight, "N",
+               "requests of one connection on the workers at once (default "
+               "64)", 1, 4096);
+  flags.AddString("max-in-flight-bytes", &s->max_in_flight_bytes, "SIZE",
+                  "buffer bytes of those requests (default 64M); with the "
+                  "512 KiB of socket buffers, a connection's memory bound");
+  flags.AddInt("handshake-timeout", &s->handshake_timeout, "SECONDS",
+               "a client must finish the handshake within this (default 10; "
+               "0: no limit)", 0, 86400);
+  flags.AddInt("io-timeout", &s->io_timeout, "SECONDS",
+               "a request that stops arriving halfway, or replies the client "
+               "does not read, for this long close the connection (default "
+               "30; 0: no limit); idle clients are never timed out", 0, 86400);
+  flags.AddString("tls", &s->tls, "off|on|require",
+                  "NBD_OPT_STARTTLS: off, on (clients may use TLS), require "
+                  "(clients must); default on with --tls-cert, else off");
+  flags.AddString("tls-cert", &s->tls_cert, "PATH",
+                  "TLS certificate chain (PEM) of the server");
+  flags.AddString("tls-key", &s->tls_key, "PATH",
+                  "TLS private key (PEM) of the server");
+  flags.AddBool("mlock", &s->mlock,
+                "for a swap device: lock all memory (mlockall, pages locked "
+                "as touched) once the devices are made; implies --prealloc; "
+                "needs root, CAP_IPC_LOCK or a large `ulimit -l` "
+                "(docs/swap.md)");
+  flags.AddBool("prealloc", &s->prealloc,
+                "preallocate and fault in each device's memory up to its "
+                "mem_limit (required) at start, and never take more: IO "
+                "then needs no new memory");
+  flags.AddString("metrics-listen", &s->metrics_listen, "HOST:PORT",
+                  "serve Prometheus metrics at /metrics over TCP (\":PORT\" "
+                  "is 127.0.0.1; docs/metrics.md)");
+  flags.AddString("metrics-unix", &s->metrics_unix, "PATH",
+                  "serve /metrics on a Unix socket (mode 0600)");
+  flags.AddString("log-level", &s->log_level, "LEVEL",
+                  "error, warning, info (default) or debug");
+  flags.AddBool("quiet", &s->quiet,
+                "-q: log warnings and errors only (no connection lines)");
+  flags.AddBool("verbose", &s->verbose, "-v: log debug lines too");
+}
+
 struct DeviceSpec {
   std::string name;
-  std::uint64_t size = 0;
+  std::uint64_t size = 0;  // 0: uninitialised
 };
 
 Result<DeviceSpec> ParseDeviceSpec(const std::string& text) {
   const std::size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Err(Status::InvalidArgument("--device takes NAME:SIZE, not '" +
-                                       text + "'"));
-  }
   DeviceSpec spec;
+  if (colon == std::string::npos) {
+    spec.name = text;
+    return spec;
+  }
+  if (colon == 0 || colon + 1 == text.size()) {
+    return Err(Status::InvalidArgument("--device takes NAME or NAME:SIZE, "
+                                       "not '" + text + "'"));
+  }
   spec.name = text.substr(0, colon);
-  ZT_ASSIGN_OR_RETURN(spec.size, ParseSize(text.substr(colon + 1)));
-  if (spec.size == 0) {
+  auto size = ParseSize(text.substr(colon + 1));
+  if (!size.has_value()) {
+    return Err(Status::InvalidArgument("--device " + text + ": " +
+                                       size.error().message()));
+  }
+  if (*size == 0) {
     return Err(Status::InvalidArgument("--device " + text + ": size is 0"));
   }
+  spec.size = *size;
   return spec;
 }
 
@@ -68,8 +200,88 @@ std::string Absolute(const std::string& path) {
 }
 
 int Fail(const std::string& message) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, message.c_str());
+  Log(LogLevel::kError, message);
   return 1;
+}
+
+int UsageFail(const std::string& message) {
+  Log(LogLevel::kError, message);
+  return 2;
+}
+
+// Sets from the [ztier] section every flag the command line did not set.
+Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
+                         ServeSettings* s) {
+  for (const ConfigEntry& e : config.ztier) {
+    const std::string where = config.path + ":" + std::to_string(e.line) + ": ";
+    if (given.WasSet(e.key)) {
+      Log(LogLevel::kDebug, where + e.key + ": the command line's value wins");
+      continue;
+    }
+    std::string value = e.value;
+    if (IsBoolKey(e.key)) {
+      const std::optional<bool> b = ParseConfigBool(value);
+      if (!b.has_value()) {
+        return Status::InvalidArgument(where + e.key +
+                                       ": want yes or no (true/false, on/off, "
+                                       "1/0), not '" + value + "'");
+      }
+      value = *b ? "true" : "false";
+    }
+    FlagSet file_flags(kCommand);
+    ServeSettings scratch = *s;
+    DefineFlags(file_flags, &scratch);
+    const std::string arg = "--" + e.key + "=" + value;
+    const std::string_view args[] = {arg};
+    if (Status st = file_flags.Parse(args); !st.ok()) {
+      return Status::InvalidArgument(where + st.message());
+    }
+    *s = scratch;
+  }
+  return Status::Ok();
+}
+
+// Settles the log level from --log-level, -q and -v.
+Status SetUpLog(const ServeSettings& s) {
+  LogLevel level = LogLevel::kInfo;
+  if (!s.log_level.empty()) {
+    auto parsed = ParseLogLevel(s.log_level);
+    if (!parsed.has_value()) {
+      return Status::InvalidArgument("--log-level takes error, warning, info "
+                                     "or debug, not '" + s.log_level + "'");
+    }
+    level = *parsed;
+  } else if (s.verbose) {
+    level = LogLevel::kDebug;
+  } else if (s.quiet) {
+    level = LogLevel::kWarning;
+  }
+  SetLogLevel(level);
+  return Status::Ok();
+}
+
+// The one-line STATUS= of the service manager.
+std::string Summary(const DeviceRegistry& registry, const nbd::NbdServer& nbd) {
+  std::uint64_t stored = 0, used = 0;
+  const auto devices = registry.List();
+  for (const auto& d : devices) {
+    const PageStoreStats st = d->Stats();
+    stored += st.orig_data_size;
+    used += st.mem_used_total;
+  }
+  char line[160];
+  std::snprintf(line, sizeof line,
+                "%zu device(s), %.1f MiB stored in %.1f MiB, %zu NBD "
+                "connection(s)",
+                devices.size(), static_cast<double>(stored) / (1 << 20),
+                static_cast<double>(used) / (1 << 20), nbd.connections());
+  return line;
+}
+
+void Notify(const ServiceNotifier& notifier, const std::string& state) {
+  if (Status s = notifier.Notify(state); !s.ok()) {
+    Log(LogLevel::kWarning, "sd_notify: " + s.message());
+  }
 }
 
 }  // namespace
@@ -79,249 +291,223 @@ std::string NbdUnixUri(const std::string& device,
   return "nbd+unix:///" + device + "?socket=" + Absolute(socket_path);
 }
 
-int RunServe(std::span<const std::string_view> args) {
-  std::vector<std::string> device_flags;
-  std::string comp_algorithm = "lz4";
-  std::string algorithm_params;
-  std::string mem_limit_text = "0";
-  std::string unix_path = "./ztier.sock";
-  std::string listen;
-  std::string ctl_path = "./ztier.ctl";
-  std::int64_t max_connections = 64;
-  std::int64_t workers = 0;
-  std::string backing_dev;
-  bool backing_encrypt = false;
-  std::string max_request_text = "32M";
-  std::int64_t max_in_flight = 64;
-  std::string max_in_flight_bytes_text = "64M";
-  std::int64_t handshake_timeout = 10;
-  std::int64_t io_timeout = 30;
-  std::string tls_mode;
-  std::string tls_cert;
-  std::string tls_key;
-  bool mlock = false;
-  bool prealloc = false;
-  bool quiet = false;
+int RunServe(std::span<const std::string_view> raw_args) {
+  // -v and -q are the short forms of --verbose and --quiet.
+  std::vector<std::string_view> args(raw_args.begin(), raw_args.end());
+  for (std::string_view& a : args) {
+    if (a == "-v") a = "--verbose";
+    if (a == "-q") a = "--quiet";
+  }
+  ServeSettings s;
   FlagSet flags(kCommand, kSynopsis);
-  flags.AddList("device", &device_flags, "NAME:SIZE",
-                "a device and its disksize (K/M/G suffixes); repeatable "
-                "(default zram0:1G)");
-  flags.AddString("comp-algorithm", &comp_algorithm, "NAME",
-                  "compression algorithm of every device (default lz4)");
-  flags.AddString("algorithm-params", &algorithm_params, "TOKENS",
-                  "algorithm_params, as zram's (\"level=3\")");
-  flags.AddString("mem-limit", &mem_limit_text, "SIZE",
-                  "mem_limit of every device (default 0: none)");
-  flags.AddString("unix", &unix_path, "PATH",
-                  "NBD Unix socket (default ./ztier.sock; mode 0600)");
-  flags.AddString("listen", &listen, "HOST:PORT",
-                  "also serve NBD over TCP (\":PORT\" is 127.0.0.1)");
-  flags.AddString("ctl", &ctl_path, "PATH",
-                  "control socket (default ./ztier.ctl)");
-  flags.AddInt("max-connections", &max_connections, "N",
-               "NBD connections at once (default 64)", 1, 100000);
-  flags.AddInt("workers", &workers, "N",
-               "NBD request worker threads (default: online cores)", 0, 1024);
-  flags.AddString("backing-dev", &backing_dev, "PATH",
-                  "backing_dev of the first device, for writeback: a file "
-                  "(created, sized to disksize) or a block device");
-  flags.AddBool("backing-encrypt", &backing_encrypt,
-                "encrypt written-back pages (AES-256-GCM, key kept only in "
-                "memory)");
-  flags.AddString("max-request-size", &max_request_text, "SIZE",
-                  "largest NBD request (NBD_INFO_BLOCK_SIZE maximum; default "
-                  "32M, at most 256M); a longer WRITE closes its connection");
-  flags.AddInt("max-in-flight", &max_in_flight, "N",
-               "requests of one connection on the workers at once (default "
-               "64)", 1, 4096);
-  flags.AddString("max-in-flight-bytes", &max_in_flight_bytes_text, "SIZE",
-                  "buffer bytes of those requests (default 64M); with the "
-                  "512 KiB of socket buffers, a connection's memory bound");
-  flags.AddInt("handshake-timeout", &handshake_timeout, "SECONDS",
-               "a client must finish the handshake within this (default 10; "
-               "0: no limit)", 0, 86400);
-  flags.AddInt("io-timeout", &io_timeout, "SECONDS",
-               "a request that stops arriving halfway, or replies the client "
-               "does not read, for this long close the connection (default "
-               "30; 0: no limit); idle clients are never timed out", 0, 86400);
-  flags.AddString("tls", &tls_mode, "off|on|require",
-                  "NBD_OPT_STARTTLS: off, on (clients may use TLS), require "
-                  "(clients must); default on with --tls-cert, else off");
-  flags.AddString("tls-cert", &tls_cert, "PATH",
-                  "TLS certificate chain (PEM) of the server");
-  flags.AddString("tls-key", &tls_key, "PATH",
-                  "TLS private key (PEM) of the server");
-  flags.AddBool("mlock", &mlock,
-                "for a swap device: lock all memory (mlockall, pages locked "
-                "as touched) once the devices are made; implies --prealloc; "
-                "needs root, CAP_IPC_LOCK or a large `ulimit -l` "
-                "(docs/swap.md)");
-  flags.AddBool("prealloc", &prealloc,
-                "preallocate and fault in each device's memory up to "
-                "--mem-limit (required) at start, and never take more: IO "
-                "then needs no new memory");
-  flags.AddBool("quiet", &quiet,
-                "do not log each NBD connection's opening, close (with its "
-                "reason) and error replies on stderr");
+  DefineFlags(flags, &s);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  auto max_request = ParseSize(max_request_text);
+
+  std::optional<ServiceConfig> config;
+  if (!s.config.empty()) {
+    for (const char* per_device : {"device", "comp-algorithm",
+                                   "algorithm-params", "mem-limit",
+                                   "backing-dev"}) {
+      if (flags.WasSet(per_device)) {
+        return ReportUsageError(
+            kCommand, std::string("--") + per_device +
+                          " cannot be combined with --config: the file's "
+                          "[zramN] sections set each device");
+      }
+    }
+    auto loaded = LoadServiceConfig(s.config);
+    if (!loaded.has_value()) return UsageFail(loaded.error().message());
+    config = std::move(*loaded);
+    if (Status st = ApplyZtierSection(*config, flags, &s); !st.ok()) {
+      return UsageFail(st.message());
+    }
+  }
+  if (Status st = SetUpLog(s); !st.ok()) return ReportUsageError(kCommand, st.message());
+
+  auto max_request = ParseSize(s.max_request);
   if (!max_request.has_value() || *max_request < 4096 ||
       *max_request > (256u << 20)) {
-    std::fprintf(stderr, "%s: --max-request-size: want 4K to 256M, not '%s'\n",
-                 kCommand, max_request_text.c_str());
-    return 2;
+    return ReportUsageError(kCommand, "--max-request-size: want 4K to 256M, "
+                                      "not '" + s.max_request + "'");
   }
-  auto max_in_flight_bytes = ParseSize(max_in_flight_bytes_text);
+  auto max_in_flight_bytes = ParseSize(s.max_in_flight_bytes);
   if (!max_in_flight_bytes.has_value() || *max_in_flight_bytes == 0) {
-    std::fprintf(stderr, "%s: --max-in-flight-bytes: want a size, not '%s'\n",
-                 kCommand, max_in_flight_bytes_text.c_str());
-    return 2;
+    return ReportUsageError(kCommand, "--max-in-flight-bytes: want a size, "
+                                      "not '" + s.max_in_flight_bytes + "'");
   }
-  if (tls_mode.empty()) tls_mode = tls_cert.empty() ? "off" : "on";
-  if (tls_mode != "off" && tls_mode != "on" && tls_mode != "require") {
-    std::fprintf(stderr, "%s: --tls takes off, on or require, not '%s'\n",
-                 kCommand, tls_mode.c_str());
-    return 2;
+  if (s.tls.empty()) s.tls = s.tls_cert.empty() ? "off" : "on";
+  if (s.tls != "off" && s.tls != "on" && s.tls != "require") {
+    return ReportUsageError(kCommand, "--tls takes off, on or require, not '" +
+                                          s.tls + "'");
   }
-  if (tls_mode != "off" && (tls_cert.empty() || tls_key.empty())) {
-    std::fprintf(stderr, "%s: --tls=%s needs --tls-cert and --tls-key\n",
-                 kCommand, tls_mode.c_str());
-    return 2;
+  if (s.tls != "off" && (s.tls_cert.empty() || s.tls_key.empty())) {
+    return ReportUsageError(kCommand, "--tls=" + s.tls +
+                                          " needs --tls-cert and --tls-key");
   }
   std::unique_ptr<nbd::TlsContext> tls;
-  if (tls_mode != "off") {
-    auto loaded = nbd::TlsContext::Load(tls_cert, tls_key);
+  if (s.tls != "off") {
+    auto loaded = nbd::TlsContext::Load(s.tls_cert, s.tls_key);
     if (!loaded.has_value()) {
-      std::fprintf(stderr, "%s: TLS: %s\n", kCommand,
-                   loaded.error().message().c_str());
-      return 2;
+      return UsageFail("TLS: " + loaded.error().message());
     }
     tls = std::move(*loaded);
   }
-  if (Status s = CheckCodecName(comp_algorithm, "--comp-algorithm"); !s.ok()) {
-    std::fprintf(stderr, "%s: %s\n", kCommand, s.message().c_str());
-    return 2;
+  if (Status st = CheckCodecName(CanonicalCodecName(s.comp_algorithm),
+                                 "--comp-algorithm");
+      !st.ok()) {
+    return ReportUsageError(kCommand, st.message());
   }
-  auto mem_limit = ParseSize(mem_limit_text);
+  auto mem_limit = ParseSize(s.mem_limit);
   if (!mem_limit.has_value()) {
-    std::fprintf(stderr, "%s: --mem-limit: %s\n", kCommand,
-                 mem_limit.error().message().c_str());
-    return 2;
+    return ReportUsageError(kCommand, "--mem-limit: " + mem_limit.error().message());
   }
   // Locked memory must be bounded: an unlimited device could lock the
   // host's RAM away. The reserve is that bound.
-  prealloc = prealloc || mlock;
-  if (prealloc && *mem_limit == 0) {
-    std::fprintf(stderr,
-                 "%s: %s needs --mem-limit SIZE: every device preallocates "
-                 "(and with --mlock locks) that much, and unbounded locked "
-                 "memory could take the host down\n",
-                 kCommand, mlock ? "--mlock" : "--prealloc");
-    return 2;
+  const bool prealloc = s.prealloc || s.mlock;
+  if (prealloc && *mem_limit == 0 && !config.has_value()) {
+    return ReportUsageError(
+        kCommand, std::string(s.mlock ? "--mlock" : "--prealloc") +
+                      " needs --mem-limit SIZE: every device preallocates "
+                      "(and with --mlock locks) that much, and unbounded "
+                      "locked memory could take the host down");
   }
   std::vector<DeviceSpec> specs;
-  if (device_flags.empty()) device_flags.push_back("zram0:1G");
-  for (const std::string& text : device_flags) {
-    auto spec = ParseDeviceSpec(text);
-    if (!spec.has_value()) {
-      std::fprintf(stderr, "%s: %s\n", kCommand,
-                   spec.error().message().c_str());
-      return 2;
+  if (!config.has_value()) {
+    if (s.devices.empty()) s.devices.push_back("zram0:1G");
+    for (const std::string& text : s.devices) {
+      auto spec = ParseDeviceSpec(text);
+      if (!spec.has_value()) {
+        return ReportUsageError(kCommand, spec.error().message());
+      }
+      specs.push_back(*spec);
     }
-    specs.push_back(*spec);
+  }
+  // The sockets: the default directory unless both are given.
+  if (s.unix_path.empty() || s.ctl_path.empty()) {
+    auto dir = DefaultRuntimeDir();
+    if (!dir.has_value()) return UsageFail(dir.error().message());
+    if (Status st = MakeRuntimeDir(*dir); !st.ok()) {
+      return Fail(ErrnoText(st) + " (pass --unix and --ctl to put the "
+                                  "sockets elsewhere)");
+    }
+    if (s.unix_path.empty()) s.unix_path = *dir + "/ztier.sock";
+    if (s.ctl_path.empty()) s.ctl_path = *dir + "/ztier.ctl";
   }
 
   DeviceDefaults defaults;
-  defaults.comp_algorithm = comp_algorithm;
-  defaults.algorithm_params = algorithm_params;
+  defaults.comp_algorithm = std::string(CanonicalCodecName(s.comp_algorithm));
+  defaults.algorithm_params = s.algorithm_params;
   defaults.mem_limit = *mem_limit;
-  defaults.backing_encrypt = backing_encrypt;
+  defaults.backing_encrypt = s.backing_encrypt;
   defaults.prealloc = prealloc;
+  defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
   DeviceRegistry registry(defaults);
+  if (config.has_value()) {
+    if (Status st = CreateConfiguredDevices(*config, prealloc, &registry);
+        !st.ok()) {
+      return Fail(st.message());
+    }
+    Log(LogLevel::kInfo, "configuration applied from " + Absolute(config->path));
+  }
   for (const DeviceSpec& spec : specs) {
     auto device = registry.Add(spec.name);
     if (!device.has_value()) {
       return Fail("device " + spec.name + ": " + device.error().message());
     }
+    if (spec.size == 0) continue;  // uninitialised, as zram's hot_add
     // backing_dev is set before disksize, as zram requires.
-    if (&spec == &specs.front() && !backing_dev.empty()) {
-      if (Status s = (*device)->SetBackingDev(backing_dev); !s.ok()) {
-        return Fail("--backing-dev: " + ErrnoText(s));
+    if (&spec == &specs.front() && !s.backing_dev.empty()) {
+      if (Status st = (*device)->SetBackingDev(s.backing_dev); !st.ok()) {
+        return Fail("--backing-dev: " + ErrnoText(st));
       }
     }
-    if (Status s = (*device)->SetDisksize(spec.size); !s.ok()) {
-      return Fail("device " + spec.name + ": " + ErrnoText(s));
+    if (Status st = (*device)->SetDisksize(spec.size); !st.ok()) {
+      return Fail("device " + spec.name + ": " + ErrnoText(st));
     }
   }
   // The devices' memory is made (preallocated); lock it and all else
   // before any thread serves.
   MemoryLockReport locked;
-  if (mlock) {
+  if (s.mlock) {
     auto r = LockProcessMemory();
     if (!r.has_value()) return Fail("--mlock: " + r.error().message());
     locked = *r;
   }
 
   // Every thread started from here on inherits this mask, so the signals
-  // reach only sigwait() below. A vanished client must not kill us.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGHUP);  // never fatal: see the loop at the end
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // reach only sigtimedwait() below. A vanished client must not kill us.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // never fatal: see the loop at the end
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   nbd::NbdServerOptions options;
-  options.unix_path = unix_path;
-  options.listen = listen;
-  options.max_connections = static_cast<std::size_t>(max_connections);
-  options.workers = static_cast<std::size_t>(workers);
+  options.unix_path = s.unix_path;
+  options.listen = s.listen;
+  options.max_connections = static_cast<std::size_t>(s.max_connections);
+  options.workers = static_cast<std::size_t>(s.workers);
   options.max_request_bytes = static_cast<std::uint32_t>(*max_request);
-  options.max_in_flight = static_cast<std::size_t>(max_in_flight);
+  options.max_in_flight = static_cast<std::size_t>(s.max_in_flight);
   options.max_in_flight_bytes = *max_in_flight_bytes;
   options.handshake_timeout_ms =
-      handshake_timeout == 0 ? -1 : static_cast<int>(handshake_timeout * 1000);
+      s.handshake_timeout == 0 ? -1 : static_cast<int>(s.handshake_timeout * 1000);
   options.io_timeout_ms =
-      io_timeout == 0 ? -1 : static_cast<int>(io_timeout * 1000);
+      s.io_timeout == 0 ? -1 : static_cast<int>(s.io_timeout * 1000);
   options.tls = tls.get();
-  options.tls_required = tls_mode == "require";
+  options.tls_required = s.tls == "require";
   options.preallocate = prealloc;
-  if (!quiet) {
-    options.log = [](const std::string& line) {
-      std::fprintf(stderr, "ztier serve: %s\n", line.c_str());
-    };
-  }
+  options.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
   auto nbd_server = nbd::NbdServer::Start(options, &registry);
   if (!nbd_server.has_value()) {
     return Fail("cannot serve NBD: " + ErrnoText(nbd_server.error()));
   }
-  auto ctl_server = ctl::ControlServer::Start(ctl_path, &registry);
+  auto ctl_server = ctl::ControlServer::Start(s.ctl_path, &registry);
   if (!ctl_server.has_value()) {
     (*nbd_server)->Stop();
     return Fail("cannot open the control socket: " +
                 ErrnoText(ctl_server.error()));
   }
+  std::unique_ptr<ctl::MetricsServer> metrics;
+  if (!s.metrics_listen.empty() || !s.metrics_unix.empty()) {
+    ctl::MetricsServerOptions mo;
+    mo.listen = s.metrics_listen;
+    mo.unix_path = s.metrics_unix;
+    auto started = ctl::MetricsServer::Start(mo, &registry, nbd_server->get());
+    if (!started.has_value()) {
+      (*ctl_server)->Stop();
+      (*nbd_server)->Stop();
+      return Fail("cannot serve metrics: " + ErrnoText(started.error()));
+    }
+    metrics = std::move(*started);
+  }
 
-  const std::string first = specs.front().name;
+  // The banner, on stdout.
+  const std::vector<std::shared_ptr<Device>> devices = registry.List();
+  const std::string first = devices.empty() ? "zram0" : devices.front()->name();
   // With TLS the URIs say so (nbds+unix://, nbds://).
   const auto shown = [&](std::string u) {
     if (tls != nullptr) u.insert(3, "s");
     return u;
   };
-  const std::string uri = shown(NbdUnixUri(first, unix_path));
-  std::printf("ztier serve: %zu device(s), %s\n", specs.size(),
-              comp_algorithm.c_str());
-  for (const DeviceSpec& spec : specs) {
-    std::printf("  %-8s %llu bytes  %s\n", spec.name.c_str(),
-                static_cast<unsigned long long>(registry.Find(spec.name)->disksize()),
-                shown(NbdUnixUri(spec.name, unix_path)).c_str());
+  const std::string uri = shown(NbdUnixUri(first, s.unix_path));
+  std::printf("ztier serve: %zu device(s)%s%s\n", devices.size(),
+              config.has_value() ? ", from " : ", ",
+              config.has_value() ? Absolute(config->path).c_str()
+                                 : defaults.comp_algorithm.c_str());
+  for (const auto& d : devices) {
+    std::printf("  %-8s %llu bytes  %-5s %s\n", d->name().c_str(),
+                static_cast<unsigned long long>(d->disksize()),
+                d->algorithm().c_str(),
+                shown(NbdUnixUri(d->name(), s.unix_path)).c_str());
   }
-  if (!listen.empty()) {
+  if (!s.listen.empty()) {
     // The host as a URI writes it: an IPv6 address in brackets.
-    std::string host = listen.rfind(':') == 0
+    std::string host = s.listen.rfind(':') == 0
                            ? "127.0.0.1"
-                           : listen.substr(0, listen.rfind(':'));
+                           : s.listen.substr(0, s.listen.rfind(':'));
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);
     }
@@ -329,58 +515,136 @@ int RunServe(std::span<const std::string_view> args) {
     std::printf("  TCP: %s://%s:%d/%s\n", tls != nullptr ? "nbds" : "nbd",
                 host.c_str(), (*nbd_server)->tcp_port(), first.c_str());
   }
-  if (!backing_dev.empty()) {
-    std::printf("  backing_dev of %s: %s%s\n", first.c_str(),
-                backing_dev.c_str(), backing_encrypt ? " (encrypted)" : "");
+  for (const auto& d : devices) {
+    const std::string bd = d->ShowBackingDev();
+    if (bd != "none\n") {
+      std::printf("  backing_dev of %s: %s%s\n", d->name().c_str(),
+                  bd.substr(0, bd.size() - 1).c_str(),
+                  s.backing_encrypt ? " (encrypted)" : "");
+    }
   }
   if (tls != nullptr) {
     std::printf("  TLS: %s, certificate %s (clients add "
                 "&tls-certificates=DIR holding ca-cert.pem)\n",
-                tls_mode == "require" ? "required" : "offered",
-                Absolute(tls_cert).c_str());
+                s.tls == "require" ? "required" : "offered",
+                Absolute(s.tls_cert).c_str());
   }
-  if (mlock) {
+  // What each device preallocated: --mem-limit, or each zram-resident-limit.
+  const std::string each =
+      config.has_value()
+          ? std::string("each device's zram-resident-limit")
+          : std::to_string(*mem_limit >> 20) + " MiB";
+  if (s.mlock) {
     std::printf("  memory: locked (mlockall, on fault), %.1f MiB resident, "
-                "%.0f MiB preallocated a device\n",
+                "%s preallocated%s\n",
                 static_cast<double>(locked.resident_bytes) / (1 << 20),
-                static_cast<double>(*mem_limit) / (1 << 20));
-    if (!locked.warning.empty()) {
-      std::fprintf(stderr, "%s: warning: %s\n", kCommand,
-                   locked.warning.c_str());
-    }
+                each.c_str(), config.has_value() ? "" : " a device");
+    if (!locked.warning.empty()) Log(LogLevel::kWarning, locked.warning);
   } else if (prealloc) {
-    std::printf("  memory: %.0f MiB preallocated a device (not locked)\n",
-                static_cast<double>(*mem_limit) / (1 << 20));
+    std::printf("  memory: %s preallocated%s (not locked)\n", each.c_str(),
+                config.has_value() ? "" : " a device");
   }
-  std::printf("  control socket: %s\n\n", Absolute(ctl_path).c_str());
+  std::printf("  control socket: %s\n", Absolute(s.ctl_path).c_str());
+  if (metrics != nullptr) {
+    if (metrics->tcp_port() != 0) {
+      std::string host = s.metrics_listen.rfind(':') == 0
+                             ? "127.0.0.1"
+                             : s.metrics_listen.substr(0, s.metrics_listen.rfind(':'));
+      std::printf("  metrics: http://%s:%d/metrics\n", host.c_str(),
+                  metrics->tcp_port());
+    }
+    if (!s.metrics_unix.empty()) {
+      std::printf("  metrics: unix socket %s (curl --unix-socket %s "
+                  "http://localhost/metrics)\n",
+                  Absolute(s.metrics_unix).c_str(),
+                  Absolute(s.metrics_unix).c_str());
+    }
+  }
   std::printf(
-      "Connect with:\n"
+      "\nConnect with:\n"
       "  nbdinfo '%s'\n"
       "  nbdcopy disk.img '%s'\n"
       "  qemu-io -r -f raw '%s' -c 'read 0 4k'\n"
       "  fio --name=t --ioengine=nbd --uri='%s' --rw=randread --bs=4k "
       "--iodepth=32 --size=256m\n"
-      "  nbd-client -unix %s -N %s -b 4096 /dev/nbd0    (as root)\n"
-      "Stop with Ctrl-C or SIGTERM (SIGHUP keeps it running).\n",
+      "  nbd-client -unix %s -N %s -b 4096 /dev/nbd0    (as root)\n",
       uri.c_str(), uri.c_str(), uri.c_str(), uri.c_str(),
-      Absolute(unix_path).c_str(), first.c_str());
+      Absolute(s.unix_path).c_str(), first.c_str());
+  if (config.has_value()) {
+    int n = 0;
+    for (const DeviceConfig& d : config->devices) {
+      if (!d.skipped.empty() || registry.Find(d.name) == nullptr) continue;
+      const std::string dev = "/dev/nbd" + std::to_string(n++);
+      std::printf("  %s, as the file says: nbd-client -unix %s -N %s -b 4096 "
+                  "%s && %s\n",
+                  d.name.c_str(), Absolute(s.unix_path).c_str(), d.name.c_str(),
+                  dev.c_str(), UsageCommands(d, dev).c_str());
+    }
+  }
+  std::printf("Stop with Ctrl-C or SIGTERM; SIGHUP %s.\n",
+              config.has_value() ? "re-reads the configuration"
+                                 : "keeps it running");
   std::fflush(stdout);
 
-  // SIGHUP (a closed terminal, or `systemctl reload`) must never stop a
-  // server that may hold a kernel's swap: it is logged, and the devices and
-  // their pages stay as they are. There is no configuration file to read
-  // again yet.
+  // Every socket accepts now: tell the service manager.
+  const ServiceNotifier notifier;
+  Notify(notifier, "READY=1\nSTATUS=" + Summary(registry, **nbd_server));
+
+  // SIGHUP (`systemctl reload`, or a closed terminal) must never stop a
+  // server that may hold a kernel's swap: it re-reads the file, or without
+  // one is logged, and the devices and their pages stay.
   int sig = 0;
   for (;;) {
-    if (sigwait(&stop_signals, &sig) != 0) continue;
+    const timespec status_every{10, 0};
+    sig = sigtimedwait(&signals, nullptr, &status_every);
+    if (sig < 0) {
+      if (notifier.enabled()) {
+        Notify(notifier, "STATUS=" + Summary(registry, **nbd_server));
+      }
+      continue;
+    }
     if (sig != SIGHUP) break;
-    std::fprintf(stderr,
-                 "%s: SIGHUP: nothing to reload (no configuration file); "
-                 "serving on, every device and page kept\n",
-                 kCommand);
+    if (!config.has_value()) {
+      Log(LogLevel::kInfo, "SIGHUP: nothing to reload (no --config file); "
+                           "serving on, every device and page kept");
+      continue;
+    }
+    Notify(notifier, "RELOADING=1");
+    auto reread = LoadServiceConfig(config->path);
+    if (!reread.has_value()) {
+      Log(LogLevel::kError, "SIGHUP: " + reread.error().message() +
+                                "; nothing changed, serving on");
+    } else {
+      const ReloadCounts counts =
+          ApplyReloadedConfig(*config, *reread, prealloc, &registry);
+      // [ztier] settings apply at the next start, but for the log level.
+      for (const ConfigEntry& e : reread->ztier) {
+        bool same = false;
+        for (const ConfigEntry& o : config->ztier) {
+          same = same || (o.key == e.key && o.value == e.value);
+        }
+        if (same || flags.WasSet(e.key)) continue;
+        if (e.key == "log-level" && ParseLogLevel(e.value).has_value()) {
+          SetLogLevel(*ParseLogLevel(e.value));
+          Log(LogLevel::kInfo, "log-level is now " + e.value);
+          continue;
+        }
+        Log(LogLevel::kWarning, "[ztier] " + e.key +
+                                    " changed, not applied: it takes effect "
+                                    "at the next start");
+      }
+      Log(LogLevel::kInfo,
+          "SIGHUP: configuration re-read from " + Absolute(config->path) +
+              ": " + std::to_string(counts.applied) + " change(s) applied, " +
+              std::to_string(counts.not_applied) + " not");
+      config = std::move(*reread);
+    }
+    Notify(notifier, "READY=1\nSTATUS=" + Summary(registry, **nbd_server));
   }
+  Notify(notifier, "STOPPING=1\nSTATUS=stopping");
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
+  if (metrics != nullptr) metrics->Stop();
   (*ctl_server)->Stop();
   (*nbd_server)->Stop();
   return 0;

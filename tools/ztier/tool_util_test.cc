@@ -4,15 +4,20 @@
 // table and JSON writer (bench_stats.h) and the machine description
 // (machine_info.h).
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "bench_stats.h"
+#include "ctl_cmd.h"
 #include "flags.h"
 #include "machine_info.h"
+#include "paths.h"
 #include "testing/test_util.h"
 
 namespace ztier::tool {
@@ -93,6 +98,55 @@ TEST(FlagSetTest, RejectsBadInput) {
   EXPECT_NE(parse({"--nosuch"}).message().find("--nosuch"), std::string::npos);
 }
 
+TEST(FlagSetTest, ShortFlagsAndClusters) {
+  struct Parsed {
+    bool bytes = false, quiet = false;
+    std::string output;
+    Status status;
+  };
+  auto parse = [](Args args) {
+    Parsed p;
+    FlagSet flags("t");
+    flags.AddBool("bytes", &p.bytes, "");
+    flags.AddBool("noheadings", &p.quiet, "");
+    flags.AddString("output", &p.output, "LIST", "");
+    flags.Short("bytes", 'b');
+    flags.Short("noheadings", 'n');
+    flags.Short("output", 'o');
+    p.status = flags.Parse(args);
+    return p;
+  };
+  Parsed p = parse({"-b", "-o", "NAME,DATA"});
+  ASSERT_OK(p.status);
+  EXPECT_TRUE(p.bytes);
+  EXPECT_FALSE(p.quiet);
+  EXPECT_EQ(p.output, "NAME,DATA");
+  p = parse({"-bnoNAME"});
+  ASSERT_OK(p.status);
+  EXPECT_TRUE(p.bytes && p.quiet);
+  EXPECT_EQ(p.output, "NAME");
+  p = parse({"-nb", "--output=DATA"});
+  ASSERT_OK(p.status);
+  EXPECT_TRUE(p.bytes && p.quiet);
+  EXPECT_EQ(p.output, "DATA");
+  EXPECT_EQ(parse({"-x"}).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(parse({"-bx"}).status.message().find("-x"), std::string::npos);
+  EXPECT_EQ(parse({"-o"}).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"-"}).status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse({"-o", "A", "--output", "B"}).status.code(),
+            StatusCode::kInvalidArgument);  // the same flag twice
+  // The usage shows the alias.
+  bool b = false;
+  FlagSet flags("t");
+  flags.AddBool("bytes", &b, "exact sizes");
+  flags.AddBool("raw", &b, "raw");
+  flags.Short("bytes", 'b');
+  const std::string usage = flags.Usage();
+  EXPECT_NE(usage.find("  -b, --bytes  exact sizes\n"), std::string::npos)
+      << usage;
+  EXPECT_NE(usage.find("      --raw    raw\n"), std::string::npos) << usage;
+}
+
 TEST(SplitCommaListTest, SkipsEmptyItems) {
   EXPECT_EQ(SplitCommaList("a,,b,"), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(SplitCommaList("").empty());
@@ -137,6 +191,40 @@ TEST(JsonWriterTest, NestsAndEscapes) {
   EXPECT_EQ(w.Take(),
             "{\n  \"s\": \"a\\\"b\\\\c\\n\\u0001\",\n  \"list\": [\n    -1,\n"
             "    null,\n    true\n  ],\n  \"empty\": {}\n}\n");
+}
+
+TEST(PathsTest, SocketsGoInTheRuntimeDirectoryAndZtierCtlWins) {
+  const char* old_ctl = std::getenv("ZTIER_CTL");
+  const std::string saved = old_ctl != nullptr ? old_ctl : "";
+  ::unsetenv("ZTIER_CTL");
+  auto dir = DefaultRuntimeDir();
+  if (::geteuid() == 0) {
+    ASSERT_TRUE(dir.has_value());
+    EXPECT_EQ(*dir, "/run/ztier");
+    EXPECT_EQ(DefaultCtlPath().value_or(""), "/run/ztier/ztier.ctl");
+  } else if (std::getenv("XDG_RUNTIME_DIR") != nullptr) {
+    EXPECT_EQ(dir.value_or(""), std::string(std::getenv("XDG_RUNTIME_DIR")) +
+                                    "/ztier");
+  }
+  ::setenv("ZTIER_CTL", "/tmp/elsewhere.ctl", 1);
+  EXPECT_EQ(DefaultCtlPath().value_or(""), "/tmp/elsewhere.ctl");
+  EXPECT_EQ(ResolveCtlPath("").value_or(""), "/tmp/elsewhere.ctl");
+  EXPECT_EQ(ResolveCtlPath("/x/y.ctl").value_or(""), "/x/y.ctl");
+  if (old_ctl != nullptr) {
+    ::setenv("ZTIER_CTL", saved.c_str(), 1);
+  } else {
+    ::unsetenv("ZTIER_CTL");
+  }
+  // MakeRuntimeDir makes it private and accepts one that exists.
+  ztier::testing::ScopedTempDir tmp;
+  const std::string made = tmp.File("rt");
+  ASSERT_TRUE(MakeRuntimeDir(made).ok());
+  ASSERT_TRUE(MakeRuntimeDir(made).ok());
+  struct stat st;
+  ASSERT_EQ(::stat(made.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(MakeRuntimeDir(tmp.File("no/such/parent")).code(),
+            StatusCode::kNotFound);
 }
 
 }  // namespace

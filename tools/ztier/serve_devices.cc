@@ -1,0 +1,173 @@
+// File: tools/ztier/serve_devices.cc
+#include "serve_devices.h"
+
+#include <map>
+
+#include "log.h"
+
+namespace ztier::tool {
+namespace {
+
+std::string Where(const ServiceConfig& config, const DeviceConfig& d) {
+  return config.path + ":" + std::to_string(d.line) + ": [" + d.name + "]: ";
+}
+
+std::string ErrnoText(const Status& s) {
+  return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
+}
+
+std::string MiB(std::uint64_t bytes) {
+  return std::to_string(bytes >> 20) + " MiB";
+}
+
+Status Configure(const ServiceConfig& config, const DeviceConfig& d,
+                 bool prealloc, DeviceRegistry* registry) {
+  const std::string where = Where(config, d);
+  if (prealloc && d.mem_limit == 0) {
+    return Status::InvalidArgument(
+        where + "--mlock and --prealloc need a zram-resident-limit on every "
+                "device: each preallocates (and with --mlock locks) that much");
+  }
+  auto made = registry->Add(d.name);
+  if (!made.has_value()) return Status(made.error().code(), where + ErrnoText(made.error()));
+  Device& device = **made;
+  const auto step = [&](const char* key, Status s) -> Status {
+    if (s.ok()) return s;
+    return Status(s.code(), where + key + ": " + ErrnoText(s));
+  };
+  ZT_RETURN_IF_ERROR(step("compression-algorithm",
+                          device.SetCompAlgorithm(d.comp_algorithm)));
+  if (!d.algorithm_params.empty()) {
+    ZT_RETURN_IF_ERROR(step("compression-algorithm",
+                            device.SetAlgorithmParams(d.algorithm_params)));
+  }
+  ZT_RETURN_IF_ERROR(step("zram-resident-limit", device.SetMemLimit(d.mem_limit)));
+  if (!d.backing_dev.empty()) {
+    ZT_RETURN_IF_ERROR(step("writeback-device", device.SetBackingDev(d.backing_dev)));
+  }
+  for (const auto& [key, value] : d.notes) device.SetNote(key, value);
+  ZT_RETURN_IF_ERROR(step("zram-size", device.SetDisksize(d.disksize)));
+  Log(LogLevel::kInfo,
+      d.name + ": configured: " + MiB(device.disksize()) + ", " +
+          d.comp_algorithm +
+          (d.algorithm_params.empty() ? "" : "(" + d.algorithm_params + ")") +
+          ", mem_limit " + (d.mem_limit == 0 ? "none" : MiB(d.mem_limit)) +
+          ", backing_dev " + (d.backing_dev.empty() ? "none" : d.backing_dev) +
+          (d.is_swap() ? ", for swap" : ", for " + d.notes.at("fs-type")));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CreateConfiguredDevices(const ServiceConfig& config, bool prealloc,
+                               DeviceRegistry* registry) {
+  for (const DeviceConfig& d : config.devices) {
+    if (!d.skipped.empty()) {
+      Log(LogLevel::kInfo, d.name + ": not created: " + d.skipped);
+      continue;
+    }
+    ZT_RETURN_IF_ERROR(Configure(config, d, prealloc, registry));
+  }
+  return Status::Ok();
+}
+
+ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
+                                 const ServiceConfig& after, bool prealloc,
+                                 DeviceRegistry* registry) {
+  ReloadCounts counts;
+  std::map<std::string, const DeviceConfig*> old;
+  for (const DeviceConfig& d : before.devices) {
+    if (d.skipped.empty()) old[d.name] = &d;
+  }
+  const auto not_applied = [&](const std::string& what) {
+    Log(LogLevel::kWarning, what);
+    ++counts.not_applied;
+  };
+  for (const DeviceConfig& d : after.devices) {
+    if (!d.skipped.empty()) {
+      if (old.contains(d.name)) {
+        not_applied(d.name + ": now skipped (" + d.skipped +
+                    "), but kept: it may hold data; remove it with "
+                    "`ztier ctl hot_remove`");
+        old.erase(d.name);
+      }
+      continue;
+    }
+    auto it = old.find(d.name);
+    std::shared_ptr<Device> device = registry->Find(d.name);
+    if (it == old.end() || device == nullptr) {
+      if (device != nullptr) {
+        not_applied(d.name + ": new in the file, but a device of that name "
+                             "exists already (made with hot_add); left as it is");
+        continue;
+      }
+      if (Status s = Configure(after, d, prealloc, registry); !s.ok()) {
+        not_applied("SIGHUP: " + s.message());
+        continue;
+      }
+      Log(LogLevel::kInfo, d.name + ": added");
+      ++counts.applied;
+      continue;
+    }
+    const DeviceConfig& was = *it->second;
+    old.erase(it);
+    if (d.mem_limit != was.mem_limit) {
+      if (Status s = device->SetMemLimit(d.mem_limit); s.ok()) {
+        Log(LogLevel::kInfo,
+            d.name + ": mem_limit " +
+                (was.mem_limit == 0 ? "none" : MiB(was.mem_limit)) + " -> " +
+                (d.mem_limit == 0 ? "none" : MiB(d.mem_limit)));
+        ++counts.applied;
+      } else {
+        not_applied(d.name + ": mem_limit: " + ErrnoText(s));
+      }
+    }
+    if (d.notes != was.notes) {
+      for (const auto& [key, value] : d.notes) device->SetNote(key, value);
+      Log(LogLevel::kInfo, d.name + ": swap-priority, fs-type, mount-point "
+                                    "and options updated");
+      ++counts.applied;
+    }
+    const auto needs_restart = [&](const char* key) {
+      not_applied(d.name + ": " + key +
+                  " changed, not applied: it needs the device reset (its "
+                  "pages dropped) or a restart");
+    };
+    if (d.disksize != was.disksize) needs_restart("zram-size");
+    if (d.comp_algorithm != was.comp_algorithm ||
+        d.algorithm_params != was.algorithm_params) {
+      needs_restart("compression-algorithm");
+    }
+    if (d.backing_dev != was.backing_dev) needs_restart("writeback-device");
+  }
+  for (const auto& [name, d] : old) {
+    not_applied(name + ": gone from the file, but kept: it may hold data; "
+                       "remove it with `ztier ctl hot_remove`");
+  }
+  return counts;
+}
+
+std::string UsageCommands(const DeviceConfig& d, const std::string& dev) {
+  const auto note = [&](const char* key) {
+    auto it = d.notes.find(key);
+    return it == d.notes.end() ? std::string() : it->second;
+  };
+  const std::string options = note("options");
+  if (d.is_swap()) {
+    std::string cmd = "mkswap " + dev + " && swapon";
+    const std::string prio = note("swap-priority");
+    if (!prio.empty()) cmd += " -p " + prio;
+    if (!options.empty()) cmd += " -o " + options;
+    return cmd + " " + dev;
+  }
+  std::string cmd = "mkfs." + note("fs-type") + " " + dev;
+  const std::string mount_point = note("mount-point");
+  if (!mount_point.empty()) {
+    cmd += " && mount";
+    if (!options.empty()) cmd += " -o " + options;
+    cmd += " " + dev + " " + mount_point;
+  }
+  return cmd;
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,393 @@
+// File: tools/ztier/serve_service_test.cc
+//
+// `ztier serve` as a service, end to end (the built binary, ZTIER_BIN):
+// a zram-generator.conf with two devices; bad files fail start-up with the
+// file and line; a real NOTIFY_SOCKET receives READY=1 only once the NBD
+// socket accepts, RELOADING=1/READY=1 around SIGHUP and STOPPING=1 at the
+// end; SIGHUP applies a changed mem_limit and keeps every page; the shipped
+// unit passes `systemd-analyze verify`; /metrics passes `promtool check
+// metrics` and its mm_stat equals `ztier ctl mm_stat`; ztier ctl finds the
+// server through ZTIER_CTL.
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/test_util.h"
+
+namespace {
+
+using ztier::testing::Have;
+using ztier::testing::ScopedTempDir;
+using ztier::testing::Sh;
+using ztier::testing::Shell;
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::trunc) << text;
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+bool CanConnect(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const bool ok =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A datagram socket standing in for the service manager's.
+class NotifySocket {
+ public:
+  explicit NotifySocket(const std::string& path) : path_(path) {
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    bound_ = ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~NotifySocket() { ::close(fd_); }
+  bool bound() const { return bound_; }
+  const std::string& path() const { return path_; }
+
+  // The next datagram, or "" after `timeout_ms`.
+  std::string Receive(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) != 1) return "";
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "";
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool bound_ = false;
+};
+
+// `ztier serve ARGS` in the background, with its output in a log file.
+class Server {
+ public:
+  Server(const ScopedTempDir& dir, const std::vector<std::string>& flags)
+      : log_(dir.File("serve.log")) {
+    std::vector<std::string> args = {ZTIER_BIN, "serve"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    pid_ = ztier::testing::SpawnWithLog(args, log_);
+  }
+  ~Server() { Stop(); }
+
+  // Waits until `path` accepts or the server exits.
+  bool WaitFor(const std::string& path) {
+    for (int i = 0; i < 2000 && pid_ > 0; ++i) {
+      if (CanConnect(path)) return true;
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  // Waits until the log holds `text`.
+  bool WaitForLog(const std::string& text) {
+    for (int i = 0; i < 1000; ++i) {
+      if (Log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  int Stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      int status;
+      ::waitpid(pid_, &status, 0);
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+      pid_ = -1;
+    }
+    return exit_code_;
+  }
+  // The exit code once it has exited by itself.
+  int Wait() {
+    if (pid_ > 0) {
+      int status;
+      ::waitpid(pid_, &status, 0);
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+      pid_ = -1;
+    }
+    return exit_code_;
+  }
+  pid_t pid() const { return pid_; }
+  std::string Log() const { return Sh("cat " + log_).out; }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+};
+
+std::string Ztier(const std::string& args) {
+  return Quote(ZTIER_BIN) + " " + args;
+}
+
+// A zram-generator.conf for two devices, with the sockets in `dir`.
+std::string TwoDeviceConfig(const ScopedTempDir& dir, const std::string& limit) {
+  return "# as zram-generator reads it\n"
+         "[zram0]\n"
+         "zram-size = 64\n"
+         "compression-algorithm = zstd(level=3)\n"
+         "writeback-device = " + dir.File("zram0.img") + "\n"
+         "zram-resident-limit = " + limit + "\n"
+         "swap-priority = 50\n"
+         "\n"
+         "[zram1]\n"
+         "zram-size = min(ram / 2, 32)\n"
+         "compression-algorithm = lzo-rle\n"
+         "fs-type = ext4\n"
+         "mount-point = /var/scratch\n"
+         "\n"
+         "[ztier]\n"
+         "unix = " + dir.File("nbd.sock") + "\n"
+         "ctl = " + dir.File("ctl.sock") + "\n";
+}
+
+TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
+  Server s(dir, {"--config", dir.File("ztier.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+  const std::string ctl = Ztier("ctl --ctl " + dir.File("ctl.sock"));
+  const Shell status = Sh(Ztier("status --json --ctl " + dir.File("ctl.sock")));
+  ASSERT_EQ(status.exit_code, 0) << status.out;
+  for (const char* want :
+       {"\"name\":\"zram0\"", "\"algorithm\":\"zstd\"", "\"disksize\":67108864",
+        "\"mem_limit\":16777216", "\"name\":\"zram1\"", "\"algorithm\":\"lzo\"",
+        "\"disksize\":33554432"}) {
+    EXPECT_NE(status.out.find(want), std::string::npos) << want << status.out;
+  }
+  // Both initialised; zram0 with its backing file (its parameters are in
+  // the log: algorithm_params is write-only, as zram's).
+  EXPECT_EQ(Sh(ctl + " --device zram0 initstate").out, "1\n");
+  EXPECT_EQ(Sh(ctl + " --device zram1 initstate").out, "1\n");
+  EXPECT_EQ(Sh(ctl + " --device zram0 backing_dev").out,
+            dir.File("zram0.img") + "\n");
+  EXPECT_NE(Sh(ctl + " --device zram0 comp_algorithm").out.find("[zstd]"),
+            std::string::npos);
+  // The table names both; the banner says what the notes mean.
+  const Shell table = Sh(Ztier("status --ctl " + dir.File("ctl.sock")));
+  EXPECT_NE(table.out.find("zram0"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("zram1"), std::string::npos) << table.out;
+  const std::string log = s.Log();
+  EXPECT_NE(log.find("zram0: configured: 64 MiB, zstd(level=3), mem_limit "
+                     "16 MiB, backing_dev " + dir.File("zram0.img") +
+                     ", for swap"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("swapon -p 50 -o discard /dev/nbd0"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("mkfs.ext4 /dev/nbd1 && mount -o discard /dev/nbd1 "
+                     "/var/scratch"),
+            std::string::npos) << log;
+  // ZTIER_CTL finds the server without --ctl.
+  const Shell env = Sh("ZTIER_CTL=" + dir.File("ctl.sock") + " " +
+                       Ztier("ctl --device zram1 comp_algorithm"));
+  EXPECT_EQ(env.exit_code, 0) << env.out;
+  EXPECT_NE(env.out.find("[lzo]"), std::string::npos) << env.out;
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
+  ScopedTempDir dir;
+  struct Case {
+    std::string text;
+    std::string message;
+  };
+  const Case cases[] = {
+      {"[zram0]\nzram-size = ram //\n", ":2: zram-size: bad expression"},
+      {"[zram0]\ncompression-algorithm = lz4 zstd\n", ":2: compression-algorithm"},
+      {"[ztier]\nmlock = maybe\n", ":2: mlock: want yes or no"},
+      {"[ztier]\nmax-connections = 0\n", ":2: "},
+      {"[ztier]\nlog-level = loud\n", "--log-level takes error"},
+      {"[ztier]\nunix = /a\nctl = /b\n[zram0]\nzram-size=8\n"
+       "writeback-device=/nonexistent/dir/x.img\n",
+       ":4: [zram0]: writeback-device: "},
+  };
+  for (const Case& c : cases) {
+    WriteFile(dir.File("bad.conf"), c.text);
+    Server s(dir, {"--config", dir.File("bad.conf")});
+    const int rc = s.Wait();
+    EXPECT_NE(rc, 0) << c.text;
+    EXPECT_NE(s.Log().find(c.message), std::string::npos)
+        << "want '" << c.message << "' in: " << s.Log();
+  }
+  Server missing(dir, {"--config", dir.File("none.conf")});
+  EXPECT_EQ(missing.Wait(), 2);
+  EXPECT_NE(missing.Log().find("none.conf: cannot read"), std::string::npos);
+  Server both(dir, {"--config", dir.File("bad.conf"), "--device", "zram0:1M"});
+  EXPECT_EQ(both.Wait(), 2);
+  EXPECT_NE(both.Log().find("--device cannot be combined with --config"),
+            std::string::npos) << both.Log();
+}
+
+TEST(ServeServiceTest, NotifySocketReadyReloadingStopping) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
+  NotifySocket notify(dir.File("notify.sock"));
+  ASSERT_TRUE(notify.bound());
+  ::setenv("NOTIFY_SOCKET", notify.path().c_str(), 1);
+  Server s(dir, {"--config", dir.File("ztier.conf")});
+  ::unsetenv("NOTIFY_SOCKET");
+  const std::string ready = notify.Receive(20000);
+  // The first message is READY=1, and by then the sockets accept.
+  ASSERT_EQ(ready.rfind("READY=1\n", 0), 0u) << ready << s.Log();
+  EXPECT_TRUE(CanConnect(dir.File("nbd.sock")));
+  EXPECT_TRUE(CanConnect(dir.File("ctl.sock")));
+  EXPECT_NE(ready.find("STATUS=2 device(s), 0.0 MiB stored"), std::string::npos)
+      << ready;
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  EXPECT_EQ(notify.Receive(10000), "RELOADING=1");
+  EXPECT_EQ(notify.Receive(10000).rfind("READY=1\nSTATUS=", 0), 0u);
+  ::kill(s.pid(), SIGTERM);
+  EXPECT_EQ(notify.Receive(10000), "STOPPING=1\nSTATUS=stopping");
+  EXPECT_EQ(s.Wait(), 0) << s.Log();
+}
+
+// mm_stat's mem_limit column (the fourth).
+std::string MemLimit(const std::string& ctl) {
+  std::istringstream in(Sh(ctl + " --device zram0 mm_stat").out);
+  std::string v;
+  for (int i = 0; i < 4; ++i) in >> v;
+  return v;
+}
+
+TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
+  ASSERT_TRUE(Have("qemu-io"));
+  ScopedTempDir dir;
+  WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
+  Server s(dir, {"--config", dir.File("ztier.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+  const std::string ctl = Ztier("ctl --ctl " + dir.File("ctl.sock"));
+  const std::string uri =
+      Quote("nbd+unix:///zram0?socket=" + dir.File("nbd.sock"));
+  const Shell w = Sh("qemu-io -f raw " + uri +
+                     " -c 'write -P 0x5a 0 4M' -c 'write -P 0xc3 8M 1M'");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  EXPECT_EQ(MemLimit(ctl), "16777216");
+
+  // The limit raised, and a size change that cannot apply live.
+  std::string text = TwoDeviceConfig(dir, "48");
+  text.replace(text.find("zram-size = 64"), 14, "zram-size = 128");
+  WriteFile(dir.File("ztier.conf"), text);
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("change(s) applied")) << s.Log();
+  EXPECT_EQ(MemLimit(ctl), "50331648");
+  EXPECT_NE(s.Log().find("zram0: mem_limit 16 MiB -> 48 MiB"), std::string::npos)
+      << s.Log();
+  EXPECT_NE(s.Log().find("zram0: zram-size changed, not applied"),
+            std::string::npos) << s.Log();
+  EXPECT_NE(s.Log().find("1 change(s) applied, 1 not"), std::string::npos)
+      << s.Log();
+
+  // A file that no longer parses changes nothing.
+  WriteFile(dir.File("ztier.conf"), "[zram0]\nzram-resident-limit = what\n");
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("nothing changed, serving on")) << s.Log();
+  EXPECT_EQ(MemLimit(ctl), "50331648");
+
+  const Shell r = Sh("qemu-io -r -f raw " + uri +
+                     " -c 'read -P 0x5a 0 4M' -c 'read -P 0xc3 8M 1M'"
+                     " -c 'read -P 0 4M 4M'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(r.out.find("Pattern verification failed"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+TEST(ServeServiceTest, TheShippedUnitVerifies) {
+  ASSERT_TRUE(Have("systemd-analyze")) << "install systemd (make deps)";
+  ScopedTempDir dir;
+  std::ifstream in(std::string(ZTIER_SOURCE_DIR) + "/dist/ztier.service");
+  std::stringstream unit;
+  unit << in.rdbuf();
+  std::string text = unit.str();
+  ASSERT_NE(text.find("Type=notify"), std::string::npos);
+  const std::string bin = std::string(ZTIER_BIN);
+  text = std::regex_replace(text, std::regex("@ZTIER_BINDIR@"),
+                            bin.substr(0, bin.rfind('/')));
+  text = std::regex_replace(text, std::regex("@ZTIER_SYSCONFDIR@"), dir.path());
+  WriteFile(dir.File("ztier.service"), text);
+  // The man pages it names, from the checkout, where man finds them.
+  const std::string man = dir.File("man");
+  ASSERT_EQ(Sh("mkdir -p " + man + "/man8 " + man + "/man5 && cp " +
+               ZTIER_SOURCE_DIR + "/docs/man/ztier.8 " + man + "/man8/ && cp " +
+               ZTIER_SOURCE_DIR + "/docs/man/ztier.conf.5 " + man + "/man5/")
+                .exit_code,
+            0);
+  const bool have_man = Have("man");
+  const Shell v = Sh("MANPATH=" + man + " systemd-analyze verify " +
+                     (have_man ? "" : "--man=no ") + dir.File("ztier.service"));
+  EXPECT_EQ(v.exit_code, 0) << v.out;
+  EXPECT_EQ(v.out, "") << v.out;
+}
+
+TEST(ServeServiceTest, MetricsPassPromtoolAndEqualMmStat) {
+  ASSERT_TRUE(Have("promtool")) << "install prometheus (make deps)";
+  ASSERT_TRUE(Have("curl")) << "install curl (make deps)";
+  ASSERT_TRUE(Have("qemu-io"));
+  ScopedTempDir dir;
+  Server s(dir, {"--device", "zram0:32M", "--unix", dir.File("nbd.sock"),
+                 "--ctl", dir.File("ctl.sock"), "--metrics-listen", ":0",
+                 "--metrics-unix", dir.File("metrics.sock")});
+  ASSERT_TRUE(s.WaitFor(dir.File("metrics.sock"))) << s.Log();
+  const Shell w = Sh("qemu-io -f raw " +
+                     Quote("nbd+unix:///zram0?socket=" + dir.File("nbd.sock")) +
+                     " -c 'write -P 0x11 0 1M' -c 'write -z 2M 1M'");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  std::smatch m;
+  const std::string log = s.Log();
+  ASSERT_TRUE(std::regex_search(log, m,
+                                std::regex("metrics: http://127.0.0.1:([0-9]+)/metrics")))
+      << log;
+  const std::string url = "http://127.0.0.1:" + m[1].str() + "/metrics";
+  const Shell tcp = Sh("curl -sf " + url + " > " + dir.File("m.txt") +
+                       " && promtool check metrics < " + dir.File("m.txt"));
+  EXPECT_EQ(tcp.exit_code, 0) << tcp.out;
+  const Shell unix_sock = Sh("curl -sf --unix-socket " + dir.File("metrics.sock") +
+                        " http://localhost/metrics | promtool check metrics");
+  EXPECT_EQ(unix_sock.exit_code, 0) << unix_sock.out;
+  // mm_stat's columns, as ztier ctl prints them, in the scrape.
+  std::istringstream mm(Sh(Ztier("ctl --ctl " + dir.File("ctl.sock") +
+                                 " mm_stat")).out);
+  const Shell text = Sh("cat " + dir.File("m.txt"));
+  const char* columns[] = {"orig_data_size", "compr_data_size", "mem_used_total",
+                           "mem_limit", "mem_used_max", "same_pages",
+                           "pages_compacted", "huge_pages", "huge_pages_since"};
+  for (const char* column : columns) {
+    std::string value;
+    mm >> value;
+    std::smatch v;
+    const std::regex line(std::string("\nztier_zram_") + column +
+                          "[a-z_]*\\{device=\"zram0\"\\} ([0-9]+)\n");
+    ASSERT_TRUE(std::regex_search(text.out, v, line)) << column << text.out;
+    EXPECT_EQ(v[1].str(), value) << column;
+  }
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+}  // namespace

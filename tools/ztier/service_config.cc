@@ -1,0 +1,401 @@
+// File: tools/ztier/service_config.cc
+//
+// The parser of service_config.h. Key meanings follow zram-generator.conf(5)
+// (systemd/zram-generator, man/zram-generator.conf.md).
+#include "service_config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "size_expr.h"
+#include "tool_common.h"
+#include "ztier/codec.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr const char* kDefaultSize = "min(ram / 2, 4096)";
+
+std::string Trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool ValidDeviceName(std::string_view n) {
+  if (n.size() <= 4 || n.size() > 64 || !n.starts_with("zram")) return false;
+  for (char c : n) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
+        c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The [ztier] keys: `ztier serve` flags that make sense in a file.
+const std::set<std::string, std::less<>>& ZtierKeys() {
+  static const std::set<std::string, std::less<>> keys = {
+      "unix",           "ctl",          "listen",
+      "max-connections", "workers",     "max-request-size",
+      "max-in-flight",  "max-in-flight-bytes", "handshake-timeout",
+      "io-timeout",     "tls",          "tls-cert",
+      "tls-key",        "backing-encrypt", "mlock",
+      "prealloc",       "metrics-listen", "metrics-unix",
+      "log-level"};
+  return keys;
+}
+
+const std::set<std::string, std::less<>>& DeviceKeys() {
+  static const std::set<std::string, std::less<>> keys = {
+      "zram-size",      "zram-resident-limit", "compression-algorithm",
+      "writeback-device", "host-memory-limit", "swap-priority",
+      "fs-type",        "mount-point",   "options"};
+  return keys;
+}
+
+std::string Join(const std::set<std::string, std::less<>>& keys) {
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+class ConfigParser {
+ public:
+  ConfigParser(std::string_view path, double ram) : path_(path), ram_(ram) {}
+
+  Result<ServiceConfig> Parse(std::string_view text) {
+    ServiceConfig config;
+    config.path = path_;
+    std::set<std::string, std::less<>> sections;
+    std::set<std::string, std::less<>> keys;  // of the current section
+    enum { kNone, kZtier, kDevice } in = kNone;
+    std::map<std::string, std::pair<std::string, int>> device_keys;
+    DeviceConfig device;
+    int line_no = 0;
+    std::size_t pos = 0;
+    const auto finish_device = [&]() -> Status {
+      if (in != kDevice) return Status::Ok();
+      auto done = FinishDevice(std::move(device), device_keys);
+      if (!done.has_value()) return done.error();
+      config.devices.push_back(std::move(*done));
+      device_keys.clear();
+      return Status::Ok();
+    };
+    while (pos <= text.size()) {
+      std::size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string line = Trim(text.substr(pos, end - pos));
+      pos = end + 1;
+      ++line_no;
+      if (line.empty() || line[0] == '#' || line[0] == ';') continue;
+      if (line[0] == '[') {
+        if (line.back() != ']') {
+          return Error(line_no, "a section header must end with ']': " + line);
+        }
+        const std::string name = Trim(line.substr(1, line.size() - 2));
+        if (Status s = finish_device(); !s.ok()) return Err(s);
+        if (!sections.insert(name).second) {
+          return Error(line_no, "section [" + name + "] is given twice");
+        }
+        keys.clear();
+        if (name == "ztier") {
+          in = kZtier;
+        } else if (ValidDeviceName(name)) {
+          in = kDevice;
+          device = DeviceConfig{};
+          device.name = name;
+          device.line = line_no;
+        } else {
+          return Error(line_no,
+                       "unknown section [" + name +
+                           "]: want [ztier] or a device, [zram0], [zram1], ... "
+                           "(a name starting with zram, then letters, digits, "
+                           "_ . or -)");
+        }
+        continue;
+      }
+      const std::size_t eq = line.find('=');
+      if (eq == std::string::npos) {
+        return Error(line_no, "want 'key = value', '[section]' or a comment, "
+                              "not '" + line + "'");
+      }
+      const std::string key = Trim(line.substr(0, eq));
+      const std::string value = Trim(line.substr(eq + 1));
+      if (key.empty()) return Error(line_no, "a value with no key: " + line);
+      if (in == kNone) {
+        return Error(line_no, "'" + key + "' is outside a section; put it "
+                              "under [zram0] or [ztier]");
+      }
+      const auto& known = in == kZtier ? ZtierKeys() : DeviceKeys();
+      if (!known.contains(key)) {
+        return Error(line_no, "unknown key '" + key + "' in [" +
+                                  (in == kZtier ? std::string("ztier")
+                                                : device.name) +
+                                  "]; known: " + Join(known));
+      }
+      if (!keys.insert(key).second) {
+        return Error(line_no, "'" + key + "' is given twice in this section");
+      }
+      if (value.empty()) {
+        return Error(line_no, "'" + key + "' has no value");
+      }
+      if (in == kZtier) {
+        config.ztier.push_back({key, value, line_no});
+      } else {
+        device_keys[key] = {value, line_no};
+      }
+    }
+    if (Status s = finish_device(); !s.ok()) return Err(s);
+    return config;
+  }
+
+ private:
+  using Keys = std::map<std::string, std::pair<std::string, int>>;
+
+  Result<DeviceConfig> FinishDevice(DeviceConfig d, const Keys& keys) {
+    const auto get = [&](const char* key) -> const std::pair<std::string, int>* {
+      auto it = keys.find(key);
+      return it == keys.end() ? nullptr : &it->second;
+    };
+    // zram-size
+    d.size_expression = kDefaultSize;
+    int size_line = d.line;
+    if (auto* v = get("zram-size")) {
+      d.size_expression = v->first;
+      size_line = v->second;
+    }
+    ZT_ASSIGN_OR_RETURN(d.disksize,
+                        MiBExpression("zram-size", d.size_expression, size_line));
+    if (d.disksize == 0) d.skipped = "zram-size is 0";
+    if (auto* v = get("zram-resident-limit")) {
+      ZT_ASSIGN_OR_RETURN(d.mem_limit,
+                          MiBExpression("zram-resident-limit", v->first, v->second));
+    }
+    // compression-algorithm
+    d.comp_algorithm = "lzo";  // the kernel's default, lzo-rle
+    if (auto* v = get("compression-algorithm")) {
+      if (Status s = ParseAlgorithms(v->first, v->second, &d); !s.ok()) {
+        return Err(s);
+      }
+    }
+    if (auto* v = get("writeback-device")) {
+      if (v->first != "none") {
+        if (v->first[0] != '/') {
+          return Error(v->second, "writeback-device must be an absolute path "
+                                  "(or none), not '" + v->first + "'");
+        }
+        d.backing_dev = v->first;
+      }
+    }
+    if (auto* v = get("host-memory-limit")) {
+      if (v->first != "none") {
+        ZT_ASSIGN_OR_RETURN(std::uint64_t limit,
+                            Integer("host-memory-limit", v->first, v->second, 0,
+                                    INT64_MAX, " (MiB) or none"));
+        if (ram_ > static_cast<double>(limit) && d.skipped.empty()) {
+          d.skipped = "host-memory-limit is " + std::to_string(limit) +
+                      " MiB and this host has " +
+                      std::to_string(static_cast<long long>(ram_)) + " MiB";
+        }
+      }
+    }
+    for (const char* key : {"fs-type", "mount-point", "options"}) {
+      if (auto* v = get(key)) d.notes[key] = v->first;
+    }
+    if (auto* v = get("mount-point"); v != nullptr && v->first[0] != '/') {
+      return Error(v->second, "mount-point must be an absolute path, not '" +
+                                  v->first + "'");
+    }
+    if (auto* v = get("swap-priority")) {
+      ZT_ASSIGN_OR_RETURN(std::int64_t prio,
+                          Integer("swap-priority", v->first, v->second, -1,
+                                  32767, " from -1 to 32767"));
+      d.notes["swap-priority"] = std::to_string(prio);
+    }
+    if (d.is_swap()) {
+      d.notes.try_emplace("swap-priority", "100");
+    } else {
+      d.notes.try_emplace("fs-type", "ext2");
+    }
+    d.notes.try_emplace("options", "discard");
+    return d;
+  }
+
+  // "lz4", "zstd(level=3)", "lzo-rle zstd(level=9) (type=idle)".
+  Status ParseAlgorithms(const std::string& text, int line, DeviceConfig* d) {
+    std::vector<std::string> items;
+    std::string cur;
+    int depth = 0;
+    for (char c : text) {
+      if (c == '(') ++depth;
+      if (c == ')' && --depth < 0) {
+        return Error(line, "compression-algorithm: unbalanced ')' in '" +
+                               text + "'").error();
+      }
+      if (depth == 0 && std::isspace(static_cast<unsigned char>(c))) {
+        if (!cur.empty()) items.push_back(std::move(cur));
+        cur.clear();
+      } else {
+        cur += c;
+      }
+    }
+    if (depth != 0) {
+      return Error(line, "compression-algorithm: missing ')' in '" + text + "'")
+          .error();
+    }
+    if (!cur.empty()) items.push_back(std::move(cur));
+    if (items.size() > 1 || items[0][0] == '(') {
+      return Error(line,
+                   "compression-algorithm '" + text +
+                       "': only one algorithm can be set; algorithms after "
+                       "the first and parameter lists of their own are for "
+                       "recompression, which ztier does not support yet")
+          .error();
+    }
+    const std::string& item = items[0];
+    const std::size_t paren = item.find('(');
+    std::string name = item.substr(0, paren);
+    if (paren != std::string::npos) {
+      if (item.back() != ')') {
+        return Error(line, "compression-algorithm: text after ')' in '" +
+                               item + "'").error();
+      }
+      std::string params = item.substr(paren + 1, item.size() - paren - 2);
+      for (char& c : params) {
+        if (c == ',') c = ' ';
+      }
+      d->algorithm_params = Trim(params);
+    }
+    const std::string canonical(CanonicalCodecName(name));
+    if (Status s = CheckCodecName(canonical, "compression-algorithm");
+        !s.ok()) {
+      return Error(line, s.message() + " (lzo-rle is lzo)").error();
+    }
+    d->comp_algorithm = canonical;
+    if (!d->algorithm_params.empty()) {
+      auto parsed = ParseAlgorithmParams(d->algorithm_params);
+      if (!parsed.has_value()) {
+        return Error(line, "compression-algorithm: parameters '" +
+                               d->algorithm_params + "': " +
+                               parsed.error().message()).error();
+      }
+      CodecParams check = *parsed;
+      check.algo.clear();
+      check.priority = -1;
+      auto codec = MakeCodec(canonical, check);
+      if (!codec.has_value()) {
+        return Error(line, "compression-algorithm: " + item + ": " +
+                               codec.error().message()).error();
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<std::uint64_t> MiBExpression(const char* key, const std::string& text,
+                                      int line) {
+    auto v = EvalSizeExpression(text, ram_);
+    if (!v.has_value()) {
+      return Error(line, std::string(key) + ": " + v.error().message());
+    }
+    if (*v < 0) {
+      return Error(line, std::string(key) + " '" + text + "' is negative (" +
+                             std::to_string(*v) + " MiB)");
+    }
+    const double bytes = std::floor(*v * 1048576.0);
+    if (bytes >= 18446744073709551615.0) {
+      return Error(line, std::string(key) + " '" + text + "' is too large");
+    }
+    return static_cast<std::uint64_t>(bytes);
+  }
+
+  Result<std::int64_t> Integer(const char* key, const std::string& text,
+                               int line, std::int64_t lo, std::int64_t hi,
+                               const char* want) {
+    errno = 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str() || *end != '\0' || v < lo || v > hi) {
+      return Error(line, std::string(key) + ": want an integer" + want +
+                             ", not '" + text + "'");
+    }
+    return static_cast<std::int64_t>(v);
+  }
+
+  std::unexpected<Status> Error(int line, const std::string& what) const {
+    return Err(Status::InvalidArgument(path_ + ":" + std::to_string(line) +
+                                       ": " + what));
+  }
+
+  std::string path_;
+  double ram_;
+};
+
+}  // namespace
+
+std::optional<bool> ParseConfigBool(std::string_view text) {
+  const std::string t = Lower(Trim(text));
+  if (t == "yes" || t == "true" || t == "on" || t == "1") return true;
+  if (t == "no" || t == "false" || t == "off" || t == "0") return false;
+  return std::nullopt;
+}
+
+Result<ServiceConfig> ParseServiceConfig(std::string_view text,
+                                         std::string_view path,
+                                         double memtotal_mib) {
+  return ConfigParser(path, memtotal_mib).Parse(text);
+}
+
+Result<double> HostMemTotalMib() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  while (in >> key) {
+    if (key == "MemTotal:") {
+      double kib = 0;
+      if (in >> kib) return kib / 1024.0;
+      break;
+    }
+    std::string rest;
+    std::getline(in, rest);
+  }
+  return Err(Status::IoError("/proc/meminfo has no MemTotal"));
+}
+
+Result<ServiceConfig> LoadServiceConfig(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return Err(Status::InvalidArgument(path + ": is a directory, not a "
+                                              "configuration file"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    const int e = errno;
+    const std::string m = path + ": cannot read: " + std::strerror(e);
+    if (e == ENOENT) return Err(Status::NotFound(m));
+    if (e == EACCES || e == EPERM) return Err(Status::PermissionDenied(m));
+    return Err(Status::IoError(m));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string body = text.str();
+  if (body.find('\0') != std::string::npos) {
+    return Err(Status::InvalidArgument(path + ": not a text file (it holds a "
+                                              "NUL byte)"));
+  }
+  ZT_ASSIGN_OR_RETURN(double ram, HostMemTotalMib());
+  return ParseServiceConfig(body, path, ram);
+}
+
+}  // namespace ztier::tool

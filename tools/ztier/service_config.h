@@ -1,0 +1,111 @@
+// File: tools/ztier/service_config.h
+//
+// The configuration file of `ztier serve --config FILE` (ztier.conf(5),
+// docs/man/ztier.conf.5): INI in the vocabulary of systemd's
+// zram-generator.conf(5), so that an existing zram-generator.conf works
+// unchanged, plus a [ztier] section for ztier's own settings.
+//
+//   [zram0]
+//   zram-size = min(ram / 2, 4096)        # MiB; ram: MemTotal in MiB
+//   compression-algorithm = zstd(level=3)
+//   writeback-device = /var/lib/ztier/zram0.img
+//
+//   [ztier]
+//   listen = 127.0.0.1:10809
+//
+// Lines: `[section]`, `key = value` (spaces around either optional), blank,
+// or a comment starting with '#' or ';'. Each [zramN] section (a name that
+// starts with "zram", as zram-generator requires) is one device, in file
+// order; its keys (zram-generator's) are:
+//   zram-size            size expression (size_expr.h), MiB; default
+//                        min(ram / 2, 4096); 0: the device is not created
+//   zram-resident-limit  mem_limit, a size expression in MiB; default 0
+//   compression-algorithm  NAME or NAME(k=v,...); the parameters become
+//                        algorithm_params ("k=v k=v"). A second algorithm
+//                        or a bare "(...)" list is for recompression, which
+//                        ztier does not have yet: an error that says so
+//   writeback-device     backing_dev: an absolute path, or "none"
+//   host-memory-limit    MiB or "none": above it (MemTotal) the device is
+//                        not created
+//   swap-priority        -1..32767 (default 100, for a swap device)
+//   fs-type, mount-point, options
+//                        how the operator uses the device; recorded as
+//                        notes (Device::SetNote), not applied by ztier
+// The [ztier] section's keys are `ztier serve` flag names; the caller
+// checks them (ServiceConfig::ztier keeps each with its line).
+//
+// Errors (kInvalidArgument), each "FILE:LINE: reason": a line that is none
+// of the above, a key outside a section, an unknown section or key, a key
+// given twice in a section, a section given twice, an empty value, and a
+// bad value or expression (with the reason). A file that cannot be read
+// is its errno's status, "FILE: reason".
+//
+// Thread safety: pure functions, except that LoadServiceConfig reads files.
+#ifndef ZTIER_TOOLS_ZTIER_SERVICE_CONFIG_H_
+#define ZTIER_TOOLS_ZTIER_SERVICE_CONFIG_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ztier/status.h"
+
+namespace ztier::tool {
+
+// One `key = value` of the [ztier] section.
+struct ConfigEntry {
+  std::string key;
+  std::string value;
+  int line = 0;
+};
+
+struct DeviceConfig {
+  std::string name;  // the section's name: zram0
+  int line = 0;      // of its [section] header
+  std::string size_expression;  // as written (or the default)
+  std::uint64_t disksize = 0;   // bytes; 0: not created
+  std::uint64_t mem_limit = 0;  // bytes; 0: none
+  std::string comp_algorithm;   // canonical ("lzo-rle" is "lzo")
+  std::string algorithm_params; // "level=3"; empty: none
+  std::string backing_dev;      // empty: none
+  // Why the device is not created (zram-size 0, host-memory-limit); empty
+  // when it is.
+  std::string skipped;
+  // swap-priority, fs-type, mount-point and options; for a swap device
+  // (neither fs-type nor mount-point) swap-priority defaults to 100, and
+  // options to "discard" either way, as zram-generator's.
+  std::map<std::string, std::string> notes;
+
+  bool is_swap() const { return !notes.contains("mount-point") &&
+                                (!notes.contains("fs-type") ||
+                                 notes.at("fs-type") == "swap"); }
+};
+
+struct ServiceConfig {
+  std::string path;
+  std::vector<DeviceConfig> devices;  // in file order
+  std::vector<ConfigEntry> ztier;     // the [ztier] section, in file order
+};
+
+// Parses `text`, read from `path` (used in messages), on a host whose
+// MemTotal is `memtotal_mib` MiB (the expressions' `ram`).
+Result<ServiceConfig> ParseServiceConfig(std::string_view text,
+                                         std::string_view path,
+                                         double memtotal_mib);
+
+// Reads `path` and parses it with this host's MemTotal.
+Result<ServiceConfig> LoadServiceConfig(const std::string& path);
+
+// MemTotal of /proc/meminfo, in MiB.
+Result<double> HostMemTotalMib();
+
+// Parses a boolean as the configuration file writes it: yes/no, true/false,
+// on/off, 1/0 (case-insensitive); nullopt for anything else.
+std::optional<bool> ParseConfigBool(std::string_view text);
+
+}  // namespace ztier::tool
+
+#endif  // ZTIER_TOOLS_ZTIER_SERVICE_CONFIG_H_

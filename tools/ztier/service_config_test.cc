@@ -1,0 +1,232 @@
+// File: tools/ztier/service_config_test.cc
+//
+// The configuration file (service_config.h) and its size expressions
+// (size_expr.h): good files as zram-generator writes them, and bad files,
+// each with its own message naming the file and line.
+#include "service_config.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "size_expr.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr double kRam = 24000;  // MiB
+constexpr std::uint64_t kMiB = 1 << 20;
+
+double Eval(const char* text, double ram = kRam) {
+  auto v = EvalSizeExpression(text, ram);
+  EXPECT_TRUE(v.has_value()) << text << ": " << v.error().message();
+  return v.value_or(-1);
+}
+
+std::string EvalError(const char* text) {
+  auto v = EvalSizeExpression(text, kRam);
+  EXPECT_FALSE(v.has_value()) << text << " gave " << v.value_or(0);
+  return v.has_value() ? "" : v.error().message();
+}
+
+TEST(SizeExpressionTest, ZramGeneratorExamples) {
+  EXPECT_EQ(Eval("min(ram / 2, 4096)"), 4096);
+  EXPECT_EQ(Eval("min(ram / 2, 4096)", 6000), 3000);
+  EXPECT_EQ(Eval("ram / 10"), 2400);
+  EXPECT_EQ(Eval("2048"), 2048);
+  EXPECT_EQ(Eval("max(ram * 0.25, 512)", 1000), 512);
+  EXPECT_EQ(Eval("1 + 2 * 3"), 7);
+  EXPECT_EQ(Eval("(1 + 2) * 3"), 9);
+  EXPECT_EQ(Eval("2 ^ 3 ^ 2"), 512);  // right-associative
+  EXPECT_EQ(Eval("-2 + 5"), 3);
+  EXPECT_EQ(Eval("10 % 4"), 2);
+  EXPECT_EQ(Eval("floor(ram / 7)", 100), 14);
+  EXPECT_EQ(Eval("ceil(ram / 7)", 100), 15);
+  EXPECT_EQ(Eval("round(2.5)"), 3);
+  EXPECT_EQ(Eval("int(-2.7)"), -2);
+  EXPECT_EQ(Eval("abs(-3)"), 3);
+  EXPECT_EQ(Eval("min(5, 3, 4)"), 3);
+  EXPECT_EQ(Eval("log(1000)"), 3);
+  EXPECT_NEAR(Eval("log(2, 8)"), 3, 1e-12);
+  EXPECT_EQ(Eval("1.5e3"), 1500);
+  EXPECT_NEAR(Eval("pi"), 3.14159265, 1e-8);
+}
+
+TEST(SizeExpressionTest, ErrorsSayWhereAndWhy) {
+  EXPECT_NE(EvalError("ram /").find("at column 6"), std::string::npos);
+  EXPECT_NE(EvalError("rams / 2").find("unknown name 'rams'"), std::string::npos);
+  EXPECT_NE(EvalError("mix(1, 2)").find("unknown function 'mix()'"),
+            std::string::npos);
+  EXPECT_NE(EvalError("floor(1, 2)").find("takes 1 argument"), std::string::npos);
+  EXPECT_NE(EvalError("(1 + 2").find("expected ')'"), std::string::npos);
+  EXPECT_NE(EvalError("1 2").find("unexpected '2'"), std::string::npos);
+  EXPECT_NE(EvalError("ram / 0").find("division by zero"), std::string::npos);
+  EXPECT_NE(EvalError("4G").find("MiB, with no suffix"), std::string::npos);
+  EXPECT_NE(EvalError("").find("expected a number"), std::string::npos);
+  EXPECT_NE(EvalError("1.2.3").find("not a number"), std::string::npos);
+  EXPECT_NE(EvalError("10 ^ 400").find("not a finite"), std::string::npos);
+}
+
+ServiceConfig Parse(const std::string& text, double ram = kRam) {
+  auto c = ParseServiceConfig(text, "/etc/ztier/ztier.conf", ram);
+  EXPECT_TRUE(c.has_value()) << c.error().message();
+  return c.value_or(ServiceConfig{});
+}
+
+TEST(ServiceConfigTest, TwoDevicesAsZramGeneratorWritesThem) {
+  const ServiceConfig c = Parse(
+      "# swap and a scratch file system\n"
+      "[zram0]\n"
+      "zram-size = min(ram / 2, 4096)\n"
+      "compression-algorithm = zstd(level=3)\n"
+      "writeback-device = /var/lib/ztier/zram0.img\n"
+      "zram-resident-limit = 512\n"
+      "\n"
+      "[zram1]\n"
+      "zram-size=ram/100\n"
+      "compression-algorithm=lzo-rle\n"
+      "fs-type=ext4\n"
+      "mount-point=/var/scratch\n"
+      "options=discard,noatime\n"
+      "; a comment\n"
+      "[ztier]\n"
+      "listen = :10809\n"
+      "mlock = yes\n");
+  ASSERT_EQ(c.devices.size(), 2u);
+  const DeviceConfig& swap = c.devices[0];
+  EXPECT_EQ(swap.name, "zram0");
+  EXPECT_EQ(swap.line, 2);
+  EXPECT_EQ(swap.disksize, 4096 * kMiB);
+  EXPECT_EQ(swap.mem_limit, 512 * kMiB);
+  EXPECT_EQ(swap.comp_algorithm, "zstd");
+  EXPECT_EQ(swap.algorithm_params, "level=3");
+  EXPECT_EQ(swap.backing_dev, "/var/lib/ztier/zram0.img");
+  EXPECT_TRUE(swap.skipped.empty());
+  EXPECT_TRUE(swap.is_swap());
+  EXPECT_EQ(swap.notes.at("swap-priority"), "100");
+  EXPECT_EQ(swap.notes.at("options"), "discard");
+  const DeviceConfig& fs = c.devices[1];
+  EXPECT_EQ(fs.disksize, 240 * kMiB);
+  EXPECT_EQ(fs.comp_algorithm, "lzo");
+  EXPECT_FALSE(fs.is_swap());
+  EXPECT_EQ(fs.notes.at("fs-type"), "ext4");
+  EXPECT_EQ(fs.notes.at("mount-point"), "/var/scratch");
+  EXPECT_EQ(fs.notes.at("options"), "discard,noatime");
+  EXPECT_FALSE(fs.notes.contains("swap-priority"));
+  ASSERT_EQ(c.ztier.size(), 2u);
+  EXPECT_EQ(c.ztier[0].key, "listen");
+  EXPECT_EQ(c.ztier[0].value, ":10809");
+  EXPECT_EQ(c.ztier[1].line, 17);
+}
+
+TEST(ServiceConfigTest, DefaultsAndSkippedDevices) {
+  const ServiceConfig c = Parse(
+      "[zram0]\n"
+      "[zram1]\n"
+      "zram-size = 0\n"
+      "[zram2]\n"
+      "host-memory-limit = 9000\n"
+      "[zram3]\n"
+      "host-memory-limit = none\n"
+      "mount-point = /mnt\n"
+      "compression-algorithm = lz4hc(level=9,)\n",
+      6000);
+  ASSERT_EQ(c.devices.size(), 4u);
+  EXPECT_EQ(c.devices[0].disksize, 3000 * kMiB);  // min(ram / 2, 4096)
+  EXPECT_EQ(c.devices[0].comp_algorithm, "lzo");  // the kernel's lzo-rle
+  EXPECT_EQ(c.devices[0].mem_limit, 0u);
+  EXPECT_TRUE(c.devices[0].skipped.empty());
+  EXPECT_EQ(c.devices[1].skipped, "zram-size is 0");
+  EXPECT_TRUE(c.devices[2].skipped.empty());  // 6000 MiB <= 9000
+  EXPECT_EQ(c.devices[3].notes.at("fs-type"), "ext2");
+  EXPECT_EQ(c.devices[3].algorithm_params, "level=9");
+  const ServiceConfig big = Parse("[zram0]\nhost-memory-limit = 4096\n", 6000);
+  EXPECT_NE(big.devices[0].skipped.find("host-memory-limit is 4096 MiB"),
+            std::string::npos);
+  EXPECT_TRUE(Parse("").devices.empty());
+}
+
+struct BadFile {
+  const char* text;
+  int line;
+  const char* message;
+};
+
+// Each bad file, the line its error names, and a piece of the message.
+const BadFile kBadFiles[] = {
+    {"zram-size = 1024\n", 1, "outside a section"},
+    {"[zram0\n", 1, "must end with ']'"},
+    {"[swap]\n", 1, "unknown section [swap]"},
+    {"[zram]\n", 1, "unknown section [zram]"},
+    {"[zram0]\n[zram0]\n", 2, "[zram0] is given twice"},
+    {"[zram0]\nzram-size\n", 2, "want 'key = value'"},
+    {"[zram0]\n= 4\n", 2, "a value with no key"},
+    {"[zram0]\nzram_size = 4\n", 2, "unknown key 'zram_size' in [zram0]"},
+    {"[zram0]\nzram-size = 1\nzram-size = 2\n", 3, "given twice"},
+    {"[zram0]\nzram-size =\n", 2, "has no value"},
+    {"[zram0]\nzram-size = ram /\n", 2, "zram-size: bad expression"},
+    {"[zram0]\nzram-size = 4G\n", 2, "MiB, with no suffix"},
+    {"[zram0]\nzram-size = 10 - ram\n", 2, "is negative"},
+    {"[zram0]\nzram-resident-limit = rom\n", 2, "unknown name 'rom'"},
+    {"[zram0]\ncompression-algorithm = lz5\n", 2, "unknown compression-algorithm 'lz5'"},
+    {"[zram0]\ncompression-algorithm = lzo zstd\n", 2, "recompression"},
+    {"[zram0]\ncompression-algorithm = zstd (type=idle)\n", 2, "recompression"},
+    {"[zram0]\ncompression-algorithm = zstd(level=3\n", 2, "missing ')'"},
+    {"[zram0]\ncompression-algorithm = zstd(level=99)\n", 2, "level"},
+    {"[zram0]\ncompression-algorithm = zstd(colour=red)\n", 2, "colour"},
+    {"[zram0]\nwriteback-device = zram0.img\n", 2, "absolute path"},
+    {"[zram0]\nhost-memory-limit = lots\n", 2, "want an integer (MiB) or none"},
+    {"[zram0]\nswap-priority = 40000\n", 2, "from -1 to 32767"},
+    {"[zram0]\nswap-priority = -2\n", 2, "from -1 to 32767"},
+    {"[zram0]\nmount-point = scratch\n", 2, "absolute path"},
+    {"[ztier]\nsocket = /run/z.sock\n", 2, "unknown key 'socket' in [ztier]"},
+    {"[ztier]\nlisten = :1\nlisten = :2\n", 3, "given twice"},
+    {"[zram0]\n\n\n# comment\nfoo = bar\n", 5, "unknown key 'foo'"},
+};
+
+TEST(ServiceConfigTest, EachBadFileHasItsOwnMessage) {
+  for (const BadFile& bad : kBadFiles) {
+    auto c = ParseServiceConfig(bad.text, "/etc/ztier/ztier.conf", kRam);
+    ASSERT_FALSE(c.has_value()) << bad.text;
+    EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument);
+    const std::string& m = c.error().message();
+    const std::string where =
+        "/etc/ztier/ztier.conf:" + std::to_string(bad.line) + ": ";
+    EXPECT_EQ(m.rfind(where, 0), 0u) << "want " << where << " in: " << m;
+    EXPECT_NE(m.find(bad.message), std::string::npos)
+        << "want '" << bad.message << "' in: " << m;
+  }
+  EXPECT_GE(std::size(kBadFiles), 20u);
+}
+
+TEST(ServiceConfigTest, UnreadableFiles) {
+  auto missing = LoadServiceConfig("/nonexistent/ztier.conf");
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.error().message().find("/nonexistent/ztier.conf: cannot read"),
+            std::string::npos);
+  auto dir = LoadServiceConfig("/");
+  ASSERT_FALSE(dir.has_value());
+  EXPECT_NE(dir.error().message().find("is a directory"), std::string::npos);
+}
+
+TEST(ServiceConfigTest, Booleans) {
+  for (const char* t : {"yes", "YES", "true", "on", "1", " yes "}) {
+    EXPECT_EQ(ParseConfigBool(t), true) << t;
+  }
+  for (const char* t : {"no", "false", "Off", "0"}) {
+    EXPECT_EQ(ParseConfigBool(t), false) << t;
+  }
+  for (const char* t : {"", "y", "2", "yess"}) {
+    EXPECT_EQ(ParseConfigBool(t), std::nullopt) << t;
+  }
+}
+
+TEST(ServiceConfigTest, HostMemTotalIsThisHosts) {
+  auto ram = HostMemTotalMib();
+  ASSERT_TRUE(ram.has_value());
+  EXPECT_GT(*ram, 64);
+}
+
+}  // namespace
+}  // namespace ztier::tool
