@@ -46,7 +46,8 @@ install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on
-# ./ztier.sock, control socket ./ztier.ctl, in the foreground until Ctrl-C.
+# /run/ztier/ztier.sock (as root; else $XDG_RUNTIME_DIR/ztier/), control
+# socket ztier.ctl beside it, in the foreground until Ctrl-C.
 SERVE_FLAGS ?=
 run: build
 	./$(BUILD)/ztier serve $(SERVE_FLAGS)

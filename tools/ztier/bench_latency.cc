@@ -179,7 +179,9 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   std::string corpus_path = kDefaultCorpusFile;
   std::string json_path;
   std::string plot_dir;
-  FlagSet flags(kCommand);
+  FlagSet flags(kCommand,
+                "[--cpus N] [--seconds S] [--runs R] [--mode shared|separate|both] "
+                "[--codec NAME] [--corpus FILE] [--json FILE] [--plot DIR]");
   flags.AddInt("cpus", &cpus, "N",
                "CPUs used, 0..N-1; each gets 2 workers (nice +10), a spinner "
                "(nice 0), a reader and a storer (nice -19), pinned to it "

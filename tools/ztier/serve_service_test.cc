@@ -245,6 +245,22 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
             std::string::npos) << both.Log();
 }
 
+TEST(ServeConfigTest, FlagErrorsAreWordedOneWay) {
+  ScopedTempDir dir;
+  const std::string sockets =
+      " --unix " + dir.File("n.sock") + " --ctl " + dir.File("c.sock");
+  for (const char* flags :
+       {"--bogus", "--max-request-size 1", "--device :4", "--mem-limit x",
+        "--tls maybe", "--workers -1", "--log-level loud",
+        "--comp-algorithm lz5", "--max-in-flight-bytes 0", "--mlock"}) {
+    const Shell r = Sh(Ztier("serve ") + flags + sockets);
+    EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.out;
+    EXPECT_EQ(r.out.rfind("ztier serve: ", 0), 0u) << flags << ": " << r.out;
+    EXPECT_NE(r.out.find("\nRun 'ztier serve --help' for usage.\n"),
+              std::string::npos) << flags << ": " << r.out;
+  }
+}
+
 TEST(ServeServiceTest, NotifySocketReadyReloadingStopping) {
   ScopedTempDir dir;
   WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
