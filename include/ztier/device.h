@@ -48,7 +48,10 @@ namespace ztier {
 
 // Parses a size as the kernel's memparse: a number with an optional K, M, G,
 // T, P, E (powers of 1024) suffix, case-insensitive. "1G", "4096", "512k".
-// Unlike memparse, anything after the suffix is an error, not ignored.
+// Unlike memparse, anything after the suffix is an error, not ignored. As
+// zramctl's (util-linux strtosize), also a fraction before a suffix ("1.5G",
+// rounded down to a byte) and the suffixes KiB, MiB, ... (1024) and KB, MB,
+// ... (1000). kInvalidArgument for anything else or a size past 2^64 - 1.
 Result<std::uint64_t> ParseSize(std::string_view text);
 
 // Parses zram's `writeback` input (writeback_store() in zram_drv.c) for a

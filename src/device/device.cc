@@ -97,44 +97,72 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
 
 Result<std::uint64_t> ParseSize(std::string_view text) {
   const std::string t = TrimSpace(text);
-  std::uint64_t v = 0;
-  const char* begin = t.data();
+  const auto bad = [&]() {
+    return Err(Status::InvalidArgument(
+        "not a size: '" + t +
+        "' (a number with an optional K, M, G, T, P or E suffix: 4096, 512K, "
+        "1.5G, 4KiB; KB, MB, ... are powers of 1000)"));
+  };
+  const char* p = t.data();
   const char* end = t.data() + t.size();
-  auto [p, ec] = std::from_chars(begin, end, v);
-  if (ec != std::errc() || p == begin) {
-    return Err(Status::InvalidArgument("not a size: '" + t + "'"));
-  }
-  int shift = 0;
-  if (p != end) {
-    switch (std::tolower(static_cast<unsigned char>(*p))) {
-      case 'k':
-        shift = 10;
-        break;
-      case 'm':
-        shift = 20;
-        break;
-      case 'g':
-        shift = 30;
-        break;
-      case 't':
-        shift = 40;
-        break;
-      case 'p':
-        shift = 50;
-        break;
-      case 'e':
-        shift = 60;
-        break;
-      default:
-        return Err(Status::InvalidArgument("not a size: '" + t + "'"));
-    }
-    ++p;
-  }
-  if (p != end) return Err(Status::InvalidArgument("not a size: '" + t + "'"));
-  if (shift != 0 && v > (UINT64_MAX >> shift)) {
+  std::uint64_t whole = 0;
+  auto [after_whole, ec] = std::from_chars(p, end, whole);
+  if (ec == std::errc::result_out_of_range) {
     return Err(Status::InvalidArgument("size too large: '" + t + "'"));
   }
-  return v << shift;
+  if (ec != std::errc() || after_whole == p) return bad();
+  p = after_whole;
+  // A fraction ("1.5G", as zramctl's strtosize takes): at most 18 digits.
+  std::uint64_t frac = 0, frac_scale = 1;
+  if (p != end && *p == '.') {
+    ++p;
+    const char* digits = p;
+    while (p != end && std::isdigit(static_cast<unsigned char>(*p))) {
+      if (frac_scale < 1000000000000000000ull) {
+        frac = frac * 10 + static_cast<std::uint64_t>(*p - '0');
+        frac_scale *= 10;
+      }
+      ++p;
+    }
+    if (p == digits) return bad();
+  }
+  int power = 0;  // of the unit
+  if (p != end) {
+    const char* units = "kmgtpe";
+    const char* u = std::strchr(units, std::tolower(static_cast<unsigned char>(*p)));
+    if (u == nullptr || *u == '\0') return bad();
+    power = static_cast<int>(u - units) + 1;
+    ++p;
+  }
+  // K is 1024 (memparse); KiB too; KB is 1000 (util-linux's strtosize).
+  std::uint64_t base = 1024;
+  if (power != 0 && p != end) {
+    const auto is = [&](std::size_t i, char c) {
+      return std::tolower(static_cast<unsigned char>(p[i])) == c;
+    };
+    if (end - p == 2 && is(0, 'i') && is(1, 'b')) {
+      p += 2;
+    } else if (end - p == 1 && is(0, 'b')) {
+      base = 1000;
+      p += 1;
+    } else {
+      return bad();
+    }
+  }
+  if (p != end) return bad();
+  __extension__ typedef unsigned __int128 U128;
+  U128 unit = 1;
+  for (int i = 0; i < power; ++i) unit *= base;
+  const U128 bytes = static_cast<U128>(whole) * unit +
+                     static_cast<U128>(frac) * unit / frac_scale;
+  if (bytes > UINT64_MAX) {
+    return Err(Status::InvalidArgument("size too large: '" + t + "'"));
+  }
+  if (power == 0 && frac != 0) {
+    return Err(Status::InvalidArgument("not a whole number of bytes: '" + t +
+                                       "'"));
+  }
+  return static_cast<std::uint64_t>(bytes);
 }
 
 Device::Device(std::string name, DeviceDefaults defaults)

@@ -47,6 +47,21 @@ TEST(ParseSizeTest, Memparse) {
   EXPECT_EQ(*ParseSize("2P"), 2ull << 50);
   EXPECT_EQ(*ParseSize("1e"), 1ull << 60);
   EXPECT_FALSE(ParseSize("16E").has_value());  // past 2^64
+  // zramctl's forms (util-linux strtosize).
+  EXPECT_EQ(*ParseSize("4KiB"), 4096u);
+  EXPECT_EQ(*ParseSize("2mib"), 2u << 20);
+  EXPECT_EQ(*ParseSize("1.5G"), 3ull << 29);
+  EXPECT_EQ(*ParseSize("0.5k"), 512u);
+  EXPECT_EQ(*ParseSize("1KB"), 1000u);
+  EXPECT_EQ(*ParseSize("1.5MB"), 1500000u);
+  EXPECT_EQ(*ParseSize("15.9999E"), 18446628781559090931ull);
+  EXPECT_FALSE(ParseSize("1.5").has_value());  // not whole bytes
+  EXPECT_EQ(*ParseSize("1.0"), 1u);
+  for (const char* bad : {"1.G", ".5G", "1KiBB", "1Ki", "1iB", "1 G", "G",
+                          "1.5.5G", "16.0E", "18446744073709551616"}) {
+    EXPECT_FALSE(ParseSize(bad).has_value()) << bad;
+  }
+  EXPECT_EQ(ParseSize("nonsense").error().message().find("not a size: "), 0u);
 }
 
 TEST(DeviceTest, LifecycleFollowsZram) {
