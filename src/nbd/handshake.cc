@@ -335,9 +335,12 @@ Status RecvOption(Io& io, std::uint32_t* option, std::vector<std::byte>* data) {
 }
 
 // NBD_OPT_STARTTLS: acknowledged in the clear, then the TLS handshake.
+// *upgraded says whether the transport is TLS now: a refused STARTTLS (with
+// data) is answered and the session stays in the clear.
 Status StartTlsOption(int fd, std::unique_ptr<Transport>* transport, Io& io,
                       const std::vector<std::byte>& data,
-                      const TlsContext& tls) {
+                      const TlsContext& tls, bool* upgraded) {
+  *upgraded = false;
   if (!data.empty()) {
     return SendError(io, kOptStartTls, kRepErrInvalid,
                      "NBD_OPT_STARTTLS takes no data");
@@ -347,6 +350,7 @@ Status StartTlsOption(int fd, std::unique_ptr<Transport>* transport, Io& io,
                       StartTls(fd, tls, io.Remaining()));
   *transport = std::move(secure);
   io.t = transport->get();
+  *upgraded = true;
   return Status::Ok();
 }
 
@@ -376,10 +380,13 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
         ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrInvalid,
                                      "TLS is already in use"));
       } else {
+        bool upgraded = false;
         ZT_RETURN_IF_ERROR(
-            StartTlsOption(fd, transport, io, data, *options.tls));
-        secure = true;
-        ext = Extensions();  // negotiated again over TLS, if at all
+            StartTlsOption(fd, transport, io, data, *options.tls, &upgraded));
+        if (upgraded) {
+          secure = true;
+          ext = Extensions();  // negotiated again over TLS, if at all
+        }
 
       }
       continue;

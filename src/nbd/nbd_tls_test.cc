@@ -179,5 +179,37 @@ TEST_F(NbdTlsTest, GarbageAfterStartTlsClosesOnlyThatConnection) {
   EXPECT_EQ(ok.exit_code, 0) << ok.output;
 }
 
+// A STARTTLS the server refuses (it carries data) leaves the session in the
+// clear, and a server that requires TLS still refuses everything else.
+TEST_F(NbdTlsTest, ARefusedStartTlsDoesNotCountAsTls) {
+  ServerFixture f(4 << 20, Options(true));
+  RawClient c(f.socket());
+  NewstyleGreeting g;
+  ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+  const std::uint32_t cflags = ToBig(kClientFlagFixedNewstyle);
+  ASSERT_TRUE(c.Send(&cflags, 4));
+  OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptStartTls), ToBig(1u)};
+  ASSERT_TRUE(c.Send(&h, sizeof(h)));
+  const std::byte one{1};
+  ASSERT_TRUE(c.Send(&one, 1));
+  OptionReplyHeader rh;
+  ASSERT_TRUE(c.Recv(&rh, sizeof(rh)));
+  EXPECT_EQ(FromBig(rh.reply_type), kRepErrInvalid);
+  std::vector<std::byte> message(FromBig(rh.length));
+  ASSERT_TRUE(c.Recv(message.data(), message.size()));
+  // NBD_OPT_GO for zram0, in the clear: name length, name, no info requests.
+  const std::string name = "zram0";
+  std::vector<std::byte> go(4 + name.size() + 2);
+  const std::uint32_t len = ToBig(static_cast<std::uint32_t>(name.size()));
+  std::memcpy(go.data(), &len, 4);
+  std::memcpy(go.data() + 4, name.data(), name.size());
+  OptionHeader gh = {ToBig(kIHaveOpt), ToBig(kOptGo),
+                     ToBig(static_cast<std::uint32_t>(go.size()))};
+  ASSERT_TRUE(c.Send(&gh, sizeof(gh)));
+  ASSERT_TRUE(c.Send(go.data(), go.size()));
+  ASSERT_TRUE(c.Recv(&rh, sizeof(rh)));
+  EXPECT_EQ(FromBig(rh.reply_type), kRepErrTlsReqd);
+}
+
 }  // namespace
 }  // namespace ztier::nbd
