@@ -87,8 +87,8 @@ struct DeviceDefaults {
   BackingFaultHook backing_fault_hook;
   // Event lines (null: none), "zram0: ..." without a newline, from the
   // calling thread: each writeback pass and compaction with its counts,
-  // and mem_limit reached (once, until a write succeeds again). Never one
-  // line per IO.
+  // and mem_limit reached (once, until the pool is back under 90% of it).
+  // Never one line per IO.
   std::function<void(const std::string&)> log;
 };
 
@@ -194,6 +194,8 @@ class Device {
   // itself (zram-generator's swap-priority, fs-type, mount-point, options):
   // kept as given, by key, and shown by `ztier status`. Reset() keeps them.
   void SetNote(std::string key, std::string value);
+  // Replaces every note (a re-read configuration's set).
+  void SetNotes(std::map<std::string, std::string> notes);
   std::map<std::string, std::string> notes() const;
 
  private:
@@ -212,11 +214,13 @@ class Device {
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
   std::map<std::string, std::string> notes_;
-  std::atomic<bool> at_mem_limit_{false};  // logged; cleared by a store
+  std::atomic<bool> at_mem_limit_{false};  // logged; see NoteMemLimit
+  std::atomic<std::uint64_t> mem_limit_checked_ns_{0};
   std::atomic<int> clients_{0};
 
-  // Logs reaching mem_limit (a kResourceExhausted store) and leaving it
-  // (the next store that succeeds), once each. Under mu_ (shared).
+  // Logs reaching mem_limit (the store refusing a page for it) and leaving
+  // it (a store that succeeds once the pool is under 90% of the limit,
+  // looked at most once a second), once each. Under mu_ (shared).
   void NoteMemLimit(const Status& s);
 
   friend class DeviceRegistry;

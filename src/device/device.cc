@@ -6,12 +6,22 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
 #include <thread>
 
 namespace ztier {
+
+namespace {
+std::uint64_t NowNs() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+}  // namespace
 namespace {
 
 constexpr std::uint64_t kPageMask = kPageSize - 1;
@@ -244,6 +254,7 @@ Status Device::Reset() {
   backing_dev_.clear();
   disksize_ = 0;
   mem_limit_ = defaults_.mem_limit;
+  at_mem_limit_.store(false, std::memory_order_relaxed);
   comp_algorithm_ = defaults_.comp_algorithm;
   algorithm_params_ = defaults_.algorithm_params;
   return Status::Ok();
@@ -310,6 +321,7 @@ Status Device::SetMemLimit(std::uint64_t bytes) {
   std::unique_lock lock(mu_);
   mem_limit_ = (bytes + kPageMask) & ~kPageMask;
   if (store_ != nullptr) store_->SetMemLimit(mem_limit_);
+  at_mem_limit_.store(false, std::memory_order_relaxed);  // a new limit
   return Status::Ok();
 }
 
@@ -627,16 +639,33 @@ std::size_t Device::streams() const {
 }
 
 void Device::NoteMemLimit(const Status& s) {
-  if (!defaults_.log) return;
-  if (s.code() == StatusCode::kResourceExhausted && mem_limit_ != 0) {
+  if (!defaults_.log || mem_limit_ == 0) return;
+  // Only the store's refusals for the limit (page_store_impl.h: over
+  // mem_limit, or the preallocated reserve of mem_limit bytes full), not an
+  // incompressible page it declines.
+  if (s.code() == StatusCode::kResourceExhausted &&
+      (s.message() == "over mem_limit" || s.message() == "pool is full")) {
     if (!at_mem_limit_.exchange(true, std::memory_order_relaxed)) {
+      mem_limit_checked_ns_.store(NowNs(), std::memory_order_relaxed);
       defaults_.log(name_ + ": mem_limit reached (" +
                     std::to_string(mem_limit_) +
                     " bytes): writes fail with ENOSPC until pages are freed "
                     "or the limit is raised");
     }
-  } else if (s.ok() && at_mem_limit_.load(std::memory_order_relaxed) &&
-             at_mem_limit_.exchange(false, std::memory_order_relaxed)) {
+    return;
+  }
+  if (!s.ok() || !at_mem_limit_.load(std::memory_order_relaxed)) return;
+  // Left the limit: once the pool is under 90% of it, checked at most once
+  // a second, so that a device at its limit logs one line, not one an IO.
+  const std::uint64_t now = NowNs();
+  std::uint64_t last = mem_limit_checked_ns_.load(std::memory_order_relaxed);
+  if (now - last < 1000000000ull ||
+      !mem_limit_checked_ns_.compare_exchange_strong(last, now,
+                                                     std::memory_order_relaxed)) {
+    return;
+  }
+  if (store_->Stats().mem_used_total * 10 >= mem_limit_ * 9) return;
+  if (at_mem_limit_.exchange(false, std::memory_order_relaxed)) {
     defaults_.log(name_ + ": below mem_limit again; writes succeed");
   }
 }
@@ -644,6 +673,11 @@ void Device::NoteMemLimit(const Status& s) {
 void Device::SetNote(std::string key, std::string value) {
   std::unique_lock lock(mu_);
   notes_[std::move(key)] = std::move(value);
+}
+
+void Device::SetNotes(std::map<std::string, std::string> notes) {
+  std::unique_lock lock(mu_);
+  notes_ = std::move(notes);
 }
 
 std::map<std::string, std::string> Device::notes() const {

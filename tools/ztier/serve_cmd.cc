@@ -214,7 +214,9 @@ Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
                          ServeSettings* s) {
   for (const ConfigEntry& e : config.ztier) {
     const std::string where = config.path + ":" + std::to_string(e.line) + ": ";
-    if (given.WasSet(e.key)) {
+    if (given.WasSet(e.key) ||
+        (e.key == "log-level" &&
+         (given.WasSet("verbose") || given.WasSet("quiet")))) {
       Log(LogLevel::kDebug, where + e.key + ": the command line's value wins");
       continue;
     }
@@ -318,6 +320,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
     auto loaded = LoadServiceConfig(s.config);
     if (!loaded.has_value()) return UsageFail(loaded.error().message());
     config = std::move(*loaded);
+    for (const std::string& w : config->warnings) Log(LogLevel::kWarning, w);
     if (Status st = ApplyZtierSection(*config, flags, &s); !st.ok()) {
       return UsageFail(st.message());
     }
@@ -615,6 +618,9 @@ int RunServe(std::span<const std::string_view> raw_args) {
       Log(LogLevel::kError, "SIGHUP: " + reread.error().message() +
                                 "; nothing changed, serving on");
     } else {
+      for (const std::string& w : reread->warnings) {
+        Log(LogLevel::kWarning, w);
+      }
       const ReloadCounts counts =
           ApplyReloadedConfig(*config, *reread, prealloc, &registry);
       // [ztier] settings apply at the next start, but for the log level.
@@ -624,6 +630,10 @@ int RunServe(std::span<const std::string_view> raw_args) {
           same = same || (o.key == e.key && o.value == e.value);
         }
         if (same || flags.WasSet(e.key)) continue;
+        if (e.key == "log-level" &&
+            (flags.WasSet("verbose") || flags.WasSet("quiet"))) {
+          continue;  // the command line's -v or -q stands
+        }
         if (e.key == "log-level" && ParseLogLevel(e.value).has_value()) {
           SetLogLevel(*ParseLogLevel(e.value));
           Log(LogLevel::kInfo, "log-level is now " + e.value);

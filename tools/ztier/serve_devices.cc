@@ -31,8 +31,11 @@ Status Configure(const ServiceConfig& config, const DeviceConfig& d,
   auto made = registry->Add(d.name);
   if (!made.has_value()) return Status(made.error().code(), where + ErrnoText(made.error()));
   Device& device = **made;
+  // A step that fails takes the half-made device away again, so that a
+  // later reload can make it afresh.
   const auto step = [&](const char* key, Status s) -> Status {
     if (s.ok()) return s;
+    registry->Remove(d.name).IgnoreError();
     return Status(s.code(), where + key + ": " + ErrnoText(s));
   };
   ZT_RETURN_IF_ERROR(step("compression-algorithm",
@@ -45,7 +48,7 @@ Status Configure(const ServiceConfig& config, const DeviceConfig& d,
   if (!d.backing_dev.empty()) {
     ZT_RETURN_IF_ERROR(step("writeback-device", device.SetBackingDev(d.backing_dev)));
   }
-  for (const auto& [key, value] : d.notes) device.SetNote(key, value);
+  device.SetNotes(d.notes);
   ZT_RETURN_IF_ERROR(step("zram-size", device.SetDisksize(d.disksize)));
   Log(LogLevel::kInfo,
       d.name + ": configured: " + MiB(device.disksize()) + ", " +
@@ -96,6 +99,9 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
     auto it = old.find(d.name);
     std::shared_ptr<Device> device = registry->Find(d.name);
     if (it == old.end() || device == nullptr) {
+      // New in the file, or in it before but not made then (its making
+      // failed, or it was hot_removed): made now.
+      if (it != old.end()) old.erase(it);
       if (device != nullptr) {
         not_applied(d.name + ": new in the file, but a device of that name "
                              "exists already (made with hot_add); left as it is");
@@ -123,7 +129,7 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
       }
     }
     if (d.notes != was.notes) {
-      for (const auto& [key, value] : d.notes) device->SetNote(key, value);
+      device->SetNotes(d.notes);
       Log(LogLevel::kInfo, d.name + ": swap-priority, fs-type, mount-point "
                                     "and options updated");
       ++counts.applied;

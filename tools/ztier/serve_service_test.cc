@@ -335,6 +335,37 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
+  ScopedTempDir dir;
+  const std::string base = TwoDeviceConfig(dir, "16");
+  WriteFile(dir.File("ztier.conf"), base);
+  Server s(dir, {"--config", dir.File("ztier.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+  const std::string status = Ztier("status --json --ctl " + dir.File("ctl.sock"));
+  // A new device whose writeback device cannot be made: not added.
+  WriteFile(dir.File("ztier.conf"),
+            base + "[zram2]\nzram-size = 8\nwriteback-device = " +
+                dir.File("missing/x.img") + "\n");
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
+  EXPECT_EQ(Sh(status).out.find("\"name\":\"zram2\""), std::string::npos);
+  // Fixed, and zram1 turned from a file system into swap: zram2 is made,
+  // zram1's notes are the new ones only.
+  std::string text = base + "[zram2]\nzram-size = 8\nwriteback-device = " +
+                     dir.File("x.img") + "\n";
+  text.replace(text.find("fs-type = ext4\nmount-point = /var/scratch\n"), 42,
+               "swap-priority = 7\n");
+  WriteFile(dir.File("ztier.conf"), text);
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("2 change(s) applied, 0 not")) << s.Log();
+  const std::string after = Sh(status).out;
+  EXPECT_NE(after.find("\"name\":\"zram2\""), std::string::npos) << after;
+  EXPECT_NE(s.Log().find("zram2: added"), std::string::npos) << s.Log();
+  EXPECT_NE(after.find("\"notes\":{\"options\":\"discard\",\"swap-priority\":\"7\"}"),
+            std::string::npos) << after;
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 TEST(ServeServiceTest, TheShippedUnitVerifies) {
   ASSERT_TRUE(Have("systemd-analyze")) << "install systemd (make deps)";
   ScopedTempDir dir;

@@ -60,7 +60,8 @@ const std::set<std::string, std::less<>>& ZtierKeys() {
 
 const std::set<std::string, std::less<>>& DeviceKeys() {
   static const std::set<std::string, std::less<>> keys = {
-      "zram-size",      "zram-resident-limit", "compression-algorithm",
+      "zram-size",      "zram-fraction", "max-zram-size",
+      "zram-resident-limit", "compression-algorithm",
       "writeback-device", "host-memory-limit", "swap-priority",
       "fs-type",        "mount-point",   "options"};
   return keys;
@@ -159,6 +160,7 @@ class ConfigParser {
       }
     }
     if (Status s = finish_device(); !s.ok()) return Err(s);
+    config.warnings = std::move(warnings_);
     return config;
   }
 
@@ -176,6 +178,43 @@ class ConfigParser {
     if (auto* v = get("zram-size")) {
       d.size_expression = v->first;
       size_line = v->second;
+    }
+    const auto* fraction = get("zram-fraction");
+    const auto* max_size = get("max-zram-size");
+    if (fraction != nullptr || max_size != nullptr) {
+      const int line = (fraction != nullptr ? fraction : max_size)->second;
+      if (get("zram-size") != nullptr) {
+        warnings_.push_back(path_ + ":" + std::to_string(line) +
+                            ": zram-fraction and max-zram-size are ignored: "
+                            "zram-size is given");
+      } else {
+        // zram-generator's deprecated pair: min(ram * fraction, max).
+        std::string f = "0.5";
+        if (fraction != nullptr) {
+          auto v = EvalSizeExpression(fraction->first, ram_);
+          if (!v.has_value() || *v < 0 || fraction->first.find("ram") !=
+                                              std::string::npos) {
+            return Error(fraction->second,
+                         "zram-fraction: want a non-negative number, not '" +
+                             fraction->first + "'");
+          }
+          f = fraction->first;
+        }
+        d.size_expression = "ram * " + f;
+        if (max_size == nullptr || max_size->first != "none") {
+          const std::string m = max_size != nullptr ? max_size->first : "4096";
+          auto v = EvalSizeExpression(m, ram_);
+          if (!v.has_value() || *v < 0 || m.find("ram") != std::string::npos) {
+            return Error(max_size->second,
+                         "max-zram-size: want MiB or none, not '" + m + "'");
+          }
+          d.size_expression = "min(ram * " + f + ", " + m + ")";
+        }
+        warnings_.push_back(path_ + ":" + std::to_string(line) +
+                            ": zram-fraction and max-zram-size are "
+                            "deprecated; this is zram-size = " +
+                            d.size_expression);
+      }
     }
     ZT_ASSIGN_OR_RETURN(d.disksize,
                         MiBExpression("zram-size", d.size_expression, size_line));
@@ -341,6 +380,7 @@ class ConfigParser {
 
   std::string path_;
   double ram_;
+  std::vector<std::string> warnings_;
 };
 
 }  // namespace

@@ -19,6 +19,11 @@
 // order; its keys (zram-generator's) are:
 //   zram-size            size expression (size_expr.h), MiB; default
 //                        min(ram / 2, 4096); 0: the device is not created
+//   zram-fraction, max-zram-size
+//                        zram-generator's deprecated form of zram-size
+//                        (min(ram * fraction, max); defaults 0.5 and 4096
+//                        MiB, max "none" for no cap); zram-size wins over
+//                        them, and either way a warning says so
 //   zram-resident-limit  mem_limit, a size expression in MiB; default 0
 //   compression-algorithm  NAME or NAME(k=v,...); the parameters become
 //                        algorithm_params ("k=v k=v"). A second algorithm
@@ -88,6 +93,8 @@ struct ServiceConfig {
   std::string path;
   std::vector<DeviceConfig> devices;  // in file order
   std::vector<ConfigEntry> ztier;     // the [ztier] section, in file order
+  // "FILE:LINE: ..." for what is accepted but deprecated; the caller logs it.
+  std::vector<std::string> warnings;
 };
 
 // Parses `text`, read from `path` (used in messages), on a host whose

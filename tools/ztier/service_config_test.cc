@@ -65,6 +65,11 @@ TEST(SizeExpressionTest, ErrorsSayWhereAndWhy) {
   EXPECT_NE(EvalError("").find("expected a number"), std::string::npos);
   EXPECT_NE(EvalError("1.2.3").find("not a number"), std::string::npos);
   EXPECT_NE(EvalError("10 ^ 400").find("not a finite"), std::string::npos);
+  EXPECT_NE(EvalError(std::string(100000, '(').c_str()).find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(EvalError(std::string(100000, '-').c_str()).find("nested too deeply"),
+            std::string::npos);
+  EXPECT_EQ(Eval("((((1))))"), 1);
 }
 
 ServiceConfig Parse(const std::string& text, double ram = kRam) {
@@ -197,6 +202,31 @@ TEST(ServiceConfigTest, EachBadFileHasItsOwnMessage) {
         << "want '" << bad.message << "' in: " << m;
   }
   EXPECT_GE(std::size(kBadFiles), 20u);
+}
+
+TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
+  const ServiceConfig c = Parse(
+      "[zram0]\nzram-fraction = 0.25\nmax-zram-size = 2048\n"
+      "[zram1]\nzram-fraction = 0.1\nmax-zram-size = none\n"
+      "[zram2]\nmax-zram-size = 1000\n"
+      "[zram3]\nzram-size = 64\nzram-fraction = 0.9\n",
+      24000);
+  ASSERT_EQ(c.devices.size(), 4u);
+  EXPECT_EQ(c.devices[0].disksize, 2048 * kMiB);   // min(6000, 2048)
+  EXPECT_EQ(c.devices[1].disksize, 2400 * kMiB);   // no cap
+  EXPECT_EQ(c.devices[2].disksize, 1000 * kMiB);   // min(12000, 1000)
+  EXPECT_EQ(c.devices[3].disksize, 64 * kMiB);     // zram-size wins
+  ASSERT_EQ(c.warnings.size(), 4u);
+  EXPECT_NE(c.warnings[0].find(":2: zram-fraction and max-zram-size are "
+                               "deprecated; this is zram-size = "
+                               "min(ram * 0.25, 2048)"),
+            std::string::npos) << c.warnings[0];
+  EXPECT_NE(c.warnings[3].find("are ignored: zram-size is given"),
+            std::string::npos);
+  auto bad = ParseServiceConfig("[zram0]\nzram-fraction = half\n", "f", kRam);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_NE(bad.error().message().find("f:2: zram-fraction: want a "),
+            std::string::npos) << bad.error().message();
 }
 
 TEST(ServiceConfigTest, UnreadableFiles) {

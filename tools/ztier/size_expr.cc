@@ -68,6 +68,15 @@ class Parser {
   }
 
   Result<double> Unary() {
+    // Nesting (parentheses, signs, calls) is bounded, so a garbled file
+    // cannot overflow the stack.
+    if (++depth_ > kMaxDepth) return Error("nested too deeply");
+    Result<double> v = UnaryBody();
+    --depth_;
+    return v;
+  }
+
+  Result<double> UnaryBody() {
     if (Accept('-')) {
       ZT_ASSIGN_OR_RETURN(double v, Unary());
       return -v;
@@ -215,9 +224,11 @@ class Parser {
     return Err(Status::InvalidArgument(m + ": " + what));
   }
 
+  static constexpr int kMaxDepth = 200;
   std::string_view text_;
   double ram_;
   std::size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

@@ -22,7 +22,7 @@
 // Errors (kInvalidArgument, the message naming the column, from 1): an
 // unknown name or function, a wrong number of arguments, a missing
 // operand or parenthesis, trailing text, division by zero, and a result
-// that is not finite.
+// that is not finite, and nesting deeper than 200.
 //
 // Thread safety: a pure function.
 #ifndef ZTIER_TOOLS_ZTIER_SIZE_EXPR_H_
