@@ -319,8 +319,10 @@ void WriteNbd(Writer& w, const nbd::NbdServer& server) {
              c.error_replies[i].load(kRelaxed));
   }
   w.Family("ztier_nbd_request_duration_seconds", "histogram",
-           "Time from reading a valid NBD READ or WRITE request to sending its "
-           "reply (or queueing it to be sent).");
+           "Time from reading a valid NBD READ or WRITE request's header to "
+           "sending its reply (or queueing it to be sent); a WRITE's includes "
+           "receiving its payload, and a reply the client is slow to take "
+           "adds its wait.");
   WriteHistogram(w, "ztier_nbd_request_duration_seconds", "type=\"read\"",
                  c.read_latency);
   WriteHistogram(w, "ztier_nbd_request_duration_seconds", "type=\"write\"",

@@ -294,9 +294,14 @@ class MetricsServerImpl final : public MetricsServer {
         timeout = static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60'000));
       }
       if (::poll(fds.data(), fds.size(), timeout) < 0) {
-        if (errno == EINTR) continue;
-        std::perror("ztier metrics: poll");
-        return;
+        // EINTR, or ENOMEM (poll's only failure that a correct caller can
+        // meet): try again, after a pause for the latter, rather than leave
+        // the listening sockets open with nobody answering them.
+        if (errno != EINTR) {
+          std::perror("ztier metrics: poll (retrying)");
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+        continue;
       }
       if (stopping_.load()) return;
       // Clients first: the list grows only below, so fds[] still matches.

@@ -517,7 +517,15 @@ bool Connection::AddErrorReply(std::uint16_t type, std::uint64_t cookie,
 
 bool Connection::BlockStatus(std::uint16_t flags, std::uint64_t cookie,
                              std::uint64_t offset, std::uint32_t length) {
-  const std::size_t max_extents = (flags & kCmdFlagReqOne) ? 1 : kMaxExtents;
+  // The reply's payload (a 4-byte context id, then 8 bytes an extent) stays
+  // within the advertised maximum payload (NBD_INFO_BLOCK_SIZE), as
+  // proto.md requires of every chunk.
+  const std::size_t max_extents =
+      (flags & kCmdFlagReqOne)
+          ? 1
+          : std::max<std::size_t>(
+                1, std::min<std::size_t>(kMaxExtents,
+                                         (limits_.max_request_bytes - 4) / 8));
   const std::size_t room = std::max(
       sizeof(StructuredReplyHeader) + sizeof(std::uint32_t) +
           max_extents * sizeof(BlockDescriptor),

@@ -363,6 +363,25 @@ TEST(NbdBlockStatusTest, ManyRunsAreCutAtTheExtentLimit) {
   EXPECT_EQ(next.Extents().size(), 1u);
 }
 
+// Each reply's payload stays within the advertised maximum payload: with
+// 4 KiB requests, (4096 - 4) / 8 = 511 extents a reply.
+TEST(NbdBlockStatusTest, ExtentsFitTheAdvertisedMaximumPayload) {
+  const std::uint64_t pages = 2048;
+  NbdServerOptions o;
+  o.max_request_bytes = 4096;
+  ServerFixture f(pages * kPage, o);
+  const std::vector<std::byte> page(kPage, std::byte{0x11});
+  for (std::uint64_t i = 1; i < pages; i += 2) {
+    ASSERT_TRUE(f.device().Write(i * kPage, page).ok());
+  }
+  RawClient c(f.socket());
+  Connect(c, "zram0", /*meta=*/true);
+  const Chunk r = Request(c, kCmdBlockStatus, 0, 0,
+                          static_cast<std::uint32_t>(pages * kPage));
+  ASSERT_EQ(r.type, kReplyTypeBlockStatus);
+  EXPECT_EQ(r.Extents().size(), 511u);
+}
+
 TEST(NbdBlockStatusTest, StructuredReads) {
   constexpr std::uint64_t kSize = 1 << 20;
   ServerFixture f(kSize);
