@@ -179,7 +179,10 @@ TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
   for (const char* want :
        {"\"name\":\"zram0\"", "\"algorithm\":\"zstd\"", "\"disksize\":67108864",
         "\"mem_limit\":16777216", "\"name\":\"zram1\"", "\"algorithm\":\"lzo\"",
-        "\"disksize\":33554432"}) {
+        "\"disksize\":33554432",
+        "\"notes\":{\"options\":\"discard\",\"swap-priority\":\"50\"}",
+        "\"notes\":{\"fs-type\":\"ext4\",\"mount-point\":\"/var/scratch\","
+        "\"options\":\"discard\"}"}) {
     EXPECT_NE(status.out.find(want), std::string::npos) << want << status.out;
   }
   // Both initialised; zram0 with its backing file (its parameters are in
@@ -194,6 +197,8 @@ TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
   const Shell table = Sh(Ztier("status --ctl " + dir.File("ctl.sock")));
   EXPECT_NE(table.out.find("zram0"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("zram1"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("zram0: options=discard swap-priority=50"),
+            std::string::npos) << table.out;
   const std::string log = s.Log();
   EXPECT_NE(log.find("zram0: configured: 64 MiB, zstd(level=3), mem_limit "
                      "16 MiB, backing_dev " + dir.File("zram0.img") +
