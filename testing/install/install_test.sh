@@ -1,5 +1,5 @@
 #!/bin/sh
-# testing/install/install_test.sh SRC BUILD LIBDIR CMAKE CC CXX
+# testing/install/install_test.sh SRC BUILD LIBDIR CMAKE CC CXX [SANITIZE]
 #
 # `make install` end to end, on the build in BUILD (built already; nothing is
 # rebuilt): `cmake --install BUILD --prefix /opt/ztier` into a fresh
@@ -26,8 +26,8 @@
 # Prints each step; exits 1 at the first failure.
 set -eu
 
-if [ $# -ne 6 ]; then
-  echo "usage: $0 SRC BUILD LIBDIR CMAKE CC CXX" >&2
+if [ $# -ne 6 ] && [ $# -ne 7 ]; then
+  echo "usage: $0 SRC BUILD LIBDIR CMAKE CC CXX [SANITIZE]" >&2
   exit 2
 fi
 SRC=$1
@@ -36,6 +36,10 @@ LIBDIR=$3
 CMAKE=$4
 CC=$5
 CXX=$6
+# A sanitizer build (ZTIER_SANITIZE) installs an instrumented library: its
+# consumers link the same runtime.
+SAN=""
+if [ -n "${7:-}" ]; then SAN="-fsanitize=$7"; fi
 PREFIX=/opt/ztier
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ztier-install-test.XXXXXX")
@@ -157,7 +161,7 @@ case " $flags " in
   *) fail "pkg-config --cflags does not point into DESTDIR: $flags" ;;
 esac
 # shellcheck disable=SC2086 # the flags are words
-(cd "$TMP/c" && "$CC" -std=c99 -Wall -Werror -o consumer_c consumer_c.c \
+(cd "$TMP/c" && "$CC" -std=c99 -Wall -Werror $SAN -o consumer_c consumer_c.c \
   -Wl,--no-as-needed $flags) || fail "the C consumer does not build"
 check_no_gnutls "$TMP/c/consumer_c"
 run_consumer "$TMP/c/consumer_c"
@@ -168,7 +172,8 @@ cp "$SRC/testing/install/consumer_cmake/CMakeLists.txt" "$SRC/testing/install/co
 unset PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR
 "$CMAKE" -S "$TMP/cxx" -B "$TMP/cxx/build" -DCMAKE_PREFIX_PATH="$ROOT" \
   -DCMAKE_CXX_COMPILER="$CXX" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_EXE_LINKER_FLAGS=-Wl,--no-as-needed >"$TMP/cxx.log" 2>&1 ||
+  -DCMAKE_CXX_FLAGS="$SAN" \
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,--no-as-needed $SAN" >"$TMP/cxx.log" 2>&1 ||
   { cat "$TMP/cxx.log" >&2; fail "find_package(ztier) project does not configure"; }
 "$CMAKE" --build "$TMP/cxx/build" >>"$TMP/cxx.log" 2>&1 ||
   { cat "$TMP/cxx.log" >&2; fail "the C++ consumer does not build"; }
