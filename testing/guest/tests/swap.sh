@@ -49,6 +49,13 @@ ztier_run() {
   # the whole device.
 }
 
+# Swap over the network needs memory to send: the guest's network driver
+# refills its receive ring with atomic allocations, and at the edge of
+# memory, with the default reserve (about 1.5 MiB here), those fail, the
+# host's ACKs are never received, and swap-out to nbd0 waits forever.
+# A larger reserve (vm.min_free_kbytes), as docs/swap.md asks of a client
+# kernel, keeps atomic allocations working; zram gets the same setting.
+echo 16384 > /proc/sys/vm/min_free_kbytes
 rep=1
 while [ "$rep" -le "$REPS" ]; do
   zram_run "$rep"
