@@ -66,7 +66,9 @@ std::size_t PutReplyHead(std::byte* dst, bool structured, std::uint16_t type,
   const ErrorChunk c = {h, ToBig(error),
                         ToBig(static_cast<std::uint16_t>(message.size()))};
   std::memcpy(dst, &c, sizeof(c));
-  std::memcpy(dst + sizeof(c), message.data(), message.size());
+  if (!message.empty()) {  // an empty view's data() may be null
+    std::memcpy(dst + sizeof(c), message.data(), message.size());
+  }
   return sizeof(c) + message.size();
 }
 
