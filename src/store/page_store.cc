@@ -126,13 +126,17 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   }
   alignas(8) std::byte page[kPageSize];
   Slot& s = m.slots[index];
-  // The slot stays locked from the read to the install, so a concurrent
-  // partial write of another part of the page cannot be lost.
+  // Lock order, as StoreBatch's: the stream first, then the slot. (Taking
+  // the stream under the slot lock deadlocked against a batch that held
+  // the stream and waited for this slot.) The slot stays locked from the
+  // read to the install, so a concurrent partial write of another part of
+  // the page cannot be lost.
+  auto lease = m.AcquireStream();
   SlotLock lock(s);
-  ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+  ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page, &*lease));
   std::memcpy(page + offset, data.data(), data.size());
   Pending p;
-  ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p));
+  ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p, &*lease));
   m.InstallLocked(s, p, m.Now());
   Add(m.stores);
   return Status::Ok();

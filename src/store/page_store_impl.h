@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "platform/sharded_counter.h"
@@ -241,7 +242,10 @@ struct PageStore::Impl {
   // Turns a page into what a slot will hold: the fill word, or a pool object
   // (compressed or raw) within mem_limit. On failure nothing is allocated
   // and the error is counted.
-  Status Prepare(ConstPage page, Pending* p) {
+  // `held`: a stream the caller holds already (StorePartial, which takes it
+  // before its slot lock); null: one is taken for the compression only.
+  Status Prepare(ConstPage page, Pending* p,
+                 internal::Stream* held = nullptr) {
     std::uint64_t fill;
     if (IsSameFilled(page.data(), &fill)) {
       p->value = fill;
@@ -251,10 +255,11 @@ struct PageStore::Impl {
     Status st;
     bool poor = false;
     {
-      auto lease = AcquireStream();
-      BatchItem item{page, lease->buffer(0)};
-      lease->batch->Compress(std::span<BatchItem>(&item, 1));
-      st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
+      std::optional<internal::StreamPool::Lease> lease;
+      if (held == nullptr) held = &*lease.emplace(AcquireStream());
+      BatchItem item{page, held->buffer(0)};
+      held->batch->Compress(std::span<BatchItem>(&item, 1));
+      st = MakeObject(page, held->buffer(0).first(item.length), p, &poor);
     }
     if (st.ok()) {
       st = CheckLimitAfterAlloc();
@@ -292,8 +297,11 @@ struct PageStore::Impl {
     });
   }
 
-  // Reads slot s into out. REQUIRES: s locked.
-  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out) {
+  // Reads slot s into out. REQUIRES: s locked. `held`: the stream the
+  // caller holds (StorePartial), whose decompressor the shared baseline
+  // then uses instead of taking its CPU's stream a second time.
+  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out,
+                    internal::Stream* held = nullptr) {
     const std::uint32_t f = SlotTable::Flags(s);
     const std::uint64_t v = s.value.load(std::memory_order_relaxed);
     Status st;
@@ -307,8 +315,12 @@ struct PageStore::Impl {
       pool->ReadInto(v, std::span<std::byte>(out, kPageSize));
     } else if (options.shared_stream_baseline) {
       // The baseline: decompress with this CPU's stream, under its mutex.
-      auto lease = streams->AcquireShared();
-      DecompressInto(*lease->decompressor, v, out, &st);
+      if (held != nullptr) {
+        DecompressInto(*held->decompressor, v, out, &st);
+      } else {
+        auto lease = streams->AcquireShared();
+        DecompressInto(*lease->decompressor, v, out, &st);
+      }
     } else {
       DecompressInto(LocalDecompressor(*codec), v, out, &st);
       if (!st.ok()) {
