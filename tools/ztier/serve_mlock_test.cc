@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/serve_process.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -43,61 +44,42 @@ long long StatusBytes(pid_t pid, const std::string& key) {
   return -1;
 }
 
-// `ztier serve FLAGS` in the background; the log holds stdout and stderr.
+// `ztier serve FLAGS` in the background, with its sockets in a temporary
+// folder; the log holds stdout and stderr.
 class Server {
  public:
-  explicit Server(const std::vector<std::string>& flags) {
-    std::vector<std::string> args = {ZTIER_BIN, "serve", "--unix",
-                                     Sock(),    "--ctl", Ctl()};
-    args.insert(args.end(), flags.begin(), flags.end());
-    pid_ = ztier::testing::SpawnWithLog(args, dir_.File("serve.log"));
-    // Until both sockets exist, or it exits (an error), for up to 20 s.
-    struct stat st;
-    for (int i = 0; i < 2000 && pid_ > 0; ++i) {
-      if (::stat(Ctl().c_str(), &st) == 0 && ::stat(Sock().c_str(), &st) == 0) {
-        break;
-      }
-      int status;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-        pid_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+  explicit Server(const std::vector<std::string>& flags)
+      : proc_(ZTIER_BIN, WithSockets(flags), dir_.File("serve.log")) {
+    // Until both sockets accept, or it exits (an error), for up to 20 s.
+    proc_.WaitForSockets({Ctl(), Sock()});
   }
-  ~Server() { Stop(); }
 
   // SIGTERM, then its exit code.
-  int Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status;
-      ::waitpid(pid_, &status, 0);
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-      pid_ = -1;
-    }
-    return exit_code_;
-  }
+  int Stop() { return proc_.Stop(); }
 
-  pid_t pid() const { return pid_; }
-  int exit_code() const { return exit_code_; }
+  pid_t pid() const { return proc_.pid(); }
+  int exit_code() const { return proc_.exit_code(); }
   std::string Sock() const { return dir_.File("nbd.sock"); }
   std::string Ctl() const { return dir_.File("ctl.sock"); }
   std::string Uri() const {
     return "'nbd+unix:///zram0?socket=" + Sock() + "'";
   }
   std::string File(const std::string& name) const { return dir_.File(name); }
-  std::string Log() const { return Sh("cat " + dir_.File("serve.log")).out; }
+  std::string Log() const { return proc_.Log(); }
   Shell CtlGet(const std::string& attr) const {
     return Sh(std::string("'") + ZTIER_BIN + "' ctl --ctl " + Ctl() +
               " --device zram0 " + attr);
   }
 
  private:
-  ScopedTempDir dir_;
-  pid_t pid_ = -1;
-  int exit_code_ = -1;
+  std::vector<std::string> WithSockets(const std::vector<std::string>& flags) const {
+    std::vector<std::string> args = {"--unix", Sock(), "--ctl", Ctl()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+
+  ScopedTempDir dir_;  // before proc_: the sockets and the log are in it
+  ztier::testing::ServeProcess proc_;
 };
 
 bool LacksMlockPrivilege(const std::string& log) {

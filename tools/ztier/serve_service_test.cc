@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/serve_process.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -40,17 +41,6 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
-
-bool CanConnect(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  const bool ok =
-      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
 
 // A datagram socket standing in for the service manager's.
 class NotifySocket {
@@ -81,66 +71,12 @@ class NotifySocket {
   bool bound_ = false;
 };
 
-// `ztier serve ARGS` in the background, with its output in a log file.
-class Server {
+// `ztier serve FLAGS` in the background, its log in `dir`.
+class Server : public ztier::testing::ServeProcess {
  public:
   Server(const ScopedTempDir& dir, const std::vector<std::string>& flags)
-      : log_(dir.File("serve.log")) {
-    std::vector<std::string> args = {ZTIER_BIN, "serve"};
-    args.insert(args.end(), flags.begin(), flags.end());
-    pid_ = ztier::testing::SpawnWithLog(args, log_);
-  }
-  ~Server() { Stop(); }
-
-  // Waits until `path` accepts or the server exits.
-  bool WaitFor(const std::string& path) {
-    for (int i = 0; i < 2000 && pid_ > 0; ++i) {
-      if (CanConnect(path)) return true;
-      int status;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-        pid_ = -1;
-        return false;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  // Waits until the log holds `text`.
-  bool WaitForLog(const std::string& text) {
-    for (int i = 0; i < 1000; ++i) {
-      if (Log().find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  int Stop() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status;
-      ::waitpid(pid_, &status, 0);
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-      pid_ = -1;
-    }
-    return exit_code_;
-  }
-  // The exit code once it has exited by itself.
-  int Wait() {
-    if (pid_ > 0) {
-      int status;
-      ::waitpid(pid_, &status, 0);
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-      pid_ = -1;
-    }
-    return exit_code_;
-  }
-  pid_t pid() const { return pid_; }
-  std::string Log() const { return Sh("cat " + log_).out; }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-  int exit_code_ = -1;
+      : ServeProcess(ZTIER_BIN, flags, dir.File("serve.log")) {}
+  bool WaitFor(const std::string& socket) { return WaitForSockets({socket}); }
 };
 
 std::string Ztier(const std::string& args) {
@@ -277,8 +213,8 @@ TEST(ServeServiceTest, NotifySocketReadyReloadingStopping) {
   const std::string ready = notify.Receive(20000);
   // The first message is READY=1, and by then the sockets accept.
   ASSERT_EQ(ready.rfind("READY=1\n", 0), 0u) << ready << s.Log();
-  EXPECT_TRUE(CanConnect(dir.File("nbd.sock")));
-  EXPECT_TRUE(CanConnect(dir.File("ctl.sock")));
+  EXPECT_TRUE(ztier::testing::UnixSocketAccepts(dir.File("nbd.sock")));
+  EXPECT_TRUE(ztier::testing::UnixSocketAccepts(dir.File("ctl.sock")));
   EXPECT_NE(ready.find("STATUS=2 device(s), 0.0 MiB stored"), std::string::npos)
       << ready;
   ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/serve_process.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -42,35 +43,19 @@ std::vector<std::uint64_t> Numbers(const std::string& text) {
 // `ztier serve` in the background, in a temporary folder.
 class Server {
  public:
-  explicit Server(std::vector<std::string> flags) {
-    std::vector<std::string> args = {ZTIER_BIN, "serve", "--unix",
-                                     Sock(),    "--ctl", Ctl()};
-    args.insert(args.end(), flags.begin(), flags.end());
-    pid_ = ztier::testing::SpawnWithLog(args, dir_.File("serve.log"));
-    struct stat st;
-    for (int i = 0; i < 500 && pid_ > 0; ++i) {
-      if (::stat(Ctl().c_str(), &st) == 0 && ::stat(Sock().c_str(), &st) == 0) {
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  ~Server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int st;
-      ::waitpid(pid_, &st, 0);
-    }
+  explicit Server(const std::vector<std::string>& flags)
+      : proc_(ZTIER_BIN, WithSockets(flags), dir_.File("serve.log")) {
+    proc_.WaitForSockets({Ctl(), Sock()});
   }
 
-  bool running() const { return pid_ > 0 && ::kill(pid_, 0) == 0; }
+  bool running() { return proc_.running(); }
   std::string Sock() const { return dir_.File("nbd.sock"); }
   std::string Ctl() const { return dir_.File("ctl.sock"); }
   std::string Uri(const std::string& dev = "zram0") const {
     return "'nbd+unix:///" + dev + "?socket=" + Sock() + "'";
   }
   std::string File(const std::string& name) const { return dir_.File(name); }
-  std::string Log() const { return Sh("cat " + dir_.File("serve.log")).out; }
+  std::string Log() const { return proc_.Log(); }
 
   // `ztier ctl [--device DEV] ATTR [VALUE]`.
   Shell Ctl(const std::string& attr, const std::string& value = "",
@@ -82,8 +67,14 @@ class Server {
   }
 
  private:
-  ScopedTempDir dir_;
-  pid_t pid_ = -1;
+  std::vector<std::string> WithSockets(const std::vector<std::string>& flags) const {
+    std::vector<std::string> args = {"--unix", Sock(), "--ctl", Ctl()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+
+  ScopedTempDir dir_;  // before proc_: the sockets and the log are in it
+  ztier::testing::ServeProcess proc_;
 };
 
 std::string Sha256(const std::string& path) {
