@@ -61,6 +61,23 @@ Result<std::string> ResolveCtlPath(const std::string& flag) {
   return DefaultCtlPath();
 }
 
+int ConnectCtl(std::string_view command, const std::string& flag, int* fd) {
+  auto path = ResolveCtlPath(flag);
+  if (!path.has_value()) {
+    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(command.size()),
+                 command.data(), path.error().message().c_str());
+    return 2;
+  }
+  auto connected = ctl::Connect(*path);
+  if (!connected.has_value()) {
+    std::fputs(CtlConnectHint(command, *path, connected.error().message()).c_str(),
+               stderr);
+    return 1;
+  }
+  *fd = *connected;
+  return 0;
+}
+
 int RunCtl(std::span<const std::string_view> args) {
   std::string ctl_path;
   std::string device = "zram0";
@@ -120,21 +137,10 @@ int RunCtl(std::span<const std::string_view> args) {
     if (!ec) req.value = abs.lexically_normal().string();
   }
 
-  auto resolved = ResolveCtlPath(ctl_path);
-  if (!resolved.has_value()) {
-    std::fprintf(stderr, "%s: %s\n", kCommand,
-                 resolved.error().message().c_str());
-    return 2;
-  }
-  ctl_path = *resolved;
-  auto fd = ctl::Connect(ctl_path);
-  if (!fd.has_value()) {
-    std::fputs(CtlConnectHint(kCommand, ctl_path, fd.error().message()).c_str(),
-               stderr);
-    return 1;
-  }
-  auto reply = ctl::Exchange(*fd, req);
-  ::close(*fd);
+  int fd = -1;
+  if (int rc = ConnectCtl(kCommand, ctl_path, &fd); rc != 0) return rc;
+  auto reply = ctl::Exchange(fd, req);
+  ::close(fd);
   if (!reply.has_value()) {
     std::fprintf(stderr, "%s: %s\n", kCommand,
                  reply.error().message().c_str());

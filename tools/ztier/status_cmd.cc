@@ -67,21 +67,10 @@ int RunStatus(std::span<const std::string_view> args) {
     table.columns.assign(std::begin(ctl::kStatusColumns),
                          std::end(ctl::kStatusColumns));
   }
-  auto resolved = ResolveCtlPath(ctl_path);
-  if (!resolved.has_value()) {
-    std::fprintf(stderr, "%s: %s\n", kCommand,
-                 resolved.error().message().c_str());
-    return 2;
-  }
-  ctl_path = *resolved;
-  auto fd = ctl::Connect(ctl_path);
-  if (!fd.has_value()) {
-    std::fputs(CtlConnectHint(kCommand, ctl_path, fd.error().message()).c_str(),
-               stderr);
-    return 1;
-  }
-  auto reply = ctl::Exchange(*fd, {"", "status", std::nullopt});
-  ::close(*fd);
+  int fd = -1;
+  if (int rc = ConnectCtl(kCommand, ctl_path, &fd); rc != 0) return rc;
+  auto reply = ctl::Exchange(fd, {"", "status", std::nullopt});
+  ::close(fd);
   if (!reply.has_value()) {
     std::fprintf(stderr, "%s: %s\n", kCommand, reply.error().message().c_str());
     return 1;
