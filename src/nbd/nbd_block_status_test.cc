@@ -339,14 +339,18 @@ TEST(NbdBlockStatusTest, ExtentsReqOneAndPastTheEnd) {
   EXPECT_EQ(r.Extents(), (E{{5 * kPage, kHoleZero}}));
 }
 
-TEST(NbdBlockStatusTest, ManyRunsAreCutAtTheExtentLimit) {
-  const std::uint64_t pages = 2 * kMaxExtents + 64;
-  ServerFixture f(pages * kPage);
-  // Every other page holds data: one extent per page.
+// Data in every other page (1, 3, 5, ...): one extent per page.
+void WriteOddPages(ServerFixture& f, std::uint64_t pages) {
   const std::vector<std::byte> page(kPage, std::byte{0x11});
   for (std::uint64_t i = 1; i < pages; i += 2) {
     ASSERT_TRUE(f.device().Write(i * kPage, page).ok());
   }
+}
+
+TEST(NbdBlockStatusTest, ManyRunsAreCutAtTheExtentLimit) {
+  const std::uint64_t pages = 2 * kMaxExtents + 64;
+  ServerFixture f(pages * kPage);
+  ASSERT_NO_FATAL_FAILURE(WriteOddPages(f, pages));
   RawClient c(f.socket());
   Connect(c, "zram0", /*meta=*/true);
   const Chunk r = Request(c, kCmdBlockStatus, 0, 0,
@@ -370,10 +374,7 @@ TEST(NbdBlockStatusTest, ExtentsFitTheAdvertisedMaximumPayload) {
   NbdServerOptions o;
   o.max_request_bytes = 4096;
   ServerFixture f(pages * kPage, o);
-  const std::vector<std::byte> page(kPage, std::byte{0x11});
-  for (std::uint64_t i = 1; i < pages; i += 2) {
-    ASSERT_TRUE(f.device().Write(i * kPage, page).ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(WriteOddPages(f, pages));
   RawClient c(f.socket());
   Connect(c, "zram0", /*meta=*/true);
   const Chunk r = Request(c, kCmdBlockStatus, 0, 0,
