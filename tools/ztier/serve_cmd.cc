@@ -32,11 +32,6 @@
 namespace ztier::tool {
 namespace {
 
-// "EBUSY: why", as ztier ctl words an error.
-std::string ErrnoText(const Status& s) {
-  return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
-}
-
 constexpr const char* kCommand = "ztier serve";
 constexpr const char* kSynopsis =
     "[--config FILE] [--device NAME[:SIZE]]... [--comp-algorithm NAME] "
@@ -191,6 +186,19 @@ Result<DeviceSpec> ParseDeviceSpec(const std::string& text) {
   }
   spec.size = *size;
   return spec;
+}
+
+// The host of a HOST:PORT listen address as a URI writes it: ":PORT" is
+// 127.0.0.1, and an IPv6 address goes in brackets.
+std::string UriHost(const std::string& listen) {
+  std::string host = listen.rfind(':') == 0
+                         ? "127.0.0.1"
+                         : listen.substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.find(':') != std::string::npos) host = "[" + host + "]";
+  return host;
 }
 
 std::string Absolute(const std::string& path) {
@@ -507,16 +515,9 @@ int RunServe(std::span<const std::string_view> raw_args) {
                 shown(NbdUnixUri(d->name(), s.unix_path)).c_str());
   }
   if (!s.listen.empty()) {
-    // The host as a URI writes it: an IPv6 address in brackets.
-    std::string host = s.listen.rfind(':') == 0
-                           ? "127.0.0.1"
-                           : s.listen.substr(0, s.listen.rfind(':'));
-    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-      host = host.substr(1, host.size() - 2);
-    }
-    if (host.find(':') != std::string::npos) host = "[" + host + "]";
     std::printf("  TCP: %s://%s:%d/%s\n", tls != nullptr ? "nbds" : "nbd",
-                host.c_str(), (*nbd_server)->tcp_port(), first.c_str());
+                UriHost(s.listen).c_str(), (*nbd_server)->tcp_port(),
+                first.c_str());
   }
   for (const auto& d : devices) {
     const std::string bd = d->ShowBackingDev();
@@ -550,11 +551,8 @@ int RunServe(std::span<const std::string_view> raw_args) {
   std::printf("  control socket: %s\n", Absolute(s.ctl_path).c_str());
   if (metrics != nullptr) {
     if (metrics->tcp_port() != 0) {
-      std::string host = s.metrics_listen.rfind(':') == 0
-                             ? "127.0.0.1"
-                             : s.metrics_listen.substr(0, s.metrics_listen.rfind(':'));
-      std::printf("  metrics: http://%s:%d/metrics\n", host.c_str(),
-                  metrics->tcp_port());
+      std::printf("  metrics: http://%s:%d/metrics\n",
+                  UriHost(s.metrics_listen).c_str(), metrics->tcp_port());
     }
     if (!s.metrics_unix.empty()) {
       std::printf("  metrics: unix socket %s (curl --unix-socket %s "

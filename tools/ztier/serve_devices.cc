@@ -4,16 +4,13 @@
 #include <map>
 
 #include "log.h"
+#include "tool_common.h"
 
 namespace ztier::tool {
 namespace {
 
 std::string Where(const ServiceConfig& config, const DeviceConfig& d) {
   return config.path + ":" + std::to_string(d.line) + ": [" + d.name + "]: ";
-}
-
-std::string ErrnoText(const Status& s) {
-  return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
 }
 
 std::string MiB(std::uint64_t bytes) {

@@ -16,6 +16,10 @@
 
 namespace ztier::tool {
 
+std::string ErrnoText(const Status& s) {
+  return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
+}
+
 int ReportFailure(std::string_view command, const std::string& message) {
   std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(command.size()),
                command.data(), message.c_str());

@@ -32,6 +32,10 @@ inline constexpr char kDefaultCorpusDir[] = ZTIER_TESTDATA_DIR;
 inline constexpr char kDefaultCorpusFile[] =
     ZTIER_TESTDATA_DIR "/anon-python.pages.zst";
 
+// "EBUSY: why": a Status as `ztier ctl` words an error, with its errno's
+// name (StatusCodeErrnoName).
+std::string ErrnoText(const Status& s);
+
 // Prints "<command>: <message>" on stderr and returns 1, the exit status of
 // a runtime failure.
 int ReportFailure(std::string_view command, const std::string& message);
