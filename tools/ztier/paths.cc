@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 
 namespace ztier::tool {
 
@@ -29,10 +28,7 @@ Status MakeRuntimeDir(const std::string& dir) {
   if (e == EEXIST && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     return Status::Ok();
   }
-  const std::string m = "cannot create " + dir + ": " + std::strerror(e);
-  if (e == EACCES || e == EPERM) return Status::PermissionDenied(m);
-  if (e == ENOENT) return Status::NotFound(m);
-  return Status::IoError(m);
+  return PosixError("cannot create " + dir, e);
 }
 
 Result<std::string> DefaultCtlPath() {

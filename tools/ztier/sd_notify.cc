@@ -35,16 +35,13 @@ Status ServiceNotifier::Notify(std::string_view state) const {
     ++len;
   }
   const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
+  if (fd < 0) return PosixError("socket", errno);
   const ssize_t n = ::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL,
                              reinterpret_cast<const sockaddr*>(&addr), len);
   const int e = errno;
   ::close(fd);
   if (n == static_cast<ssize_t>(state.size())) return Status::Ok();
-  const std::string m = "NOTIFY_SOCKET " + socket_ + ": " + std::strerror(e);
-  if (e == ENOENT || e == ECONNREFUSED) return Status::NotFound(m);
-  if (e == EACCES || e == EPERM) return Status::PermissionDenied(m);
-  return Status::IoError(m);
+  return PosixError("NOTIFY_SOCKET " + socket_, e);
 }
 
 }  // namespace ztier::tool

@@ -27,7 +27,7 @@ class ServiceNotifier {
 
   // Sends `state` as one datagram. OK when there is no NOTIFY_SOCKET; else
   // the send's error (kInvalidArgument for a socket name that cannot be an
-  // AF_UNIX address, kIoError/kNotFound/kPermissionDenied from sendto).
+  // AF_UNIX address, and sendto's errno as PosixError maps it).
   Status Notify(std::string_view state) const;
 
  private:

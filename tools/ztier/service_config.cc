@@ -7,7 +7,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <cstring>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -421,11 +421,7 @@ Result<ServiceConfig> LoadServiceConfig(const std::string& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    const int e = errno;
-    const std::string m = path + ": cannot read: " + std::strerror(e);
-    if (e == ENOENT) return Err(Status::NotFound(m));
-    if (e == EACCES || e == EPERM) return Err(Status::PermissionDenied(m));
-    return Err(Status::IoError(m));
+    return Err(PosixError(path + ": cannot read", errno));
   }
   std::ostringstream text;
   text << in.rdbuf();
