@@ -41,7 +41,12 @@
 //     A store holds it only to swap contents, never while compressing; a load
 //     holds it while it copies or decompresses the slot. Waiters spin briefly,
 //     then sleep on a futex.
-//   - Compression streams: see StreamPolicy below.
+//   - Compression streams: a store takes a free one without waiting (its
+//     CPU's first, then any other, then a reserve one) and sleeps only
+//     when every stream is held; it holds one only while it compresses,
+//     copies into the pool and installs, and never takes one while it
+//     holds a slot lock (docs/architecture.md, "Lock order"). Loads take
+//     none.
 //   - Pool: per-class locks (ztier/pool.h).
 //   - Counters are relaxed atomics: each is exact, a set of them read together
 //     is not a snapshot.
@@ -94,13 +99,6 @@ struct PageStoreOptions {
   // (kResourceExhausted). REQUIRES mem_limit > 0 (kInvalidArgument).
   bool prealloc = false;
   PoolOptions pool;
-  // Benchmark only (`ztier bench latency --mode shared`): reproduce the
-  // design before the zswap load contention series (docs/references.md),
-  // where stores and loads share one mutex-guarded stream per CPU, chosen
-  // by the current CPU and waited on when held. A load then waits behind
-  // any store holding its CPU's stream. Never set it otherwise; the default
-  // (separate paths) is what this header describes.
-  bool shared_stream_baseline = false;
   // Seconds on a monotonic clock, for slot access times and age-based idle
   // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
   std::function<std::uint32_t()> clock;
@@ -240,8 +238,10 @@ class PageStore {
   Status Store(std::uint64_t index, ConstPage page);
 
   // Replaces data.size() bytes of slot `index` at `offset` (a sub-page
-  // write): reads the page, patches it and stores it back, holding the
-  // slot's lock throughout (read-modify-write). Errors as Store(), plus
+  // write): reads the page under the slot's lock, patches and compresses it
+  // without the lock, and installs it only if the slot did not change
+  // meanwhile; otherwise it starts again from the newer content, so that
+  // concurrent writes to the same page are never lost. Errors as Store(), plus
   // kCorruption if the old content does not decompress (slot unchanged).
   // kOutOfRange if offset + data.size() > 4096.
   Status StorePartial(std::uint64_t index, std::size_t offset,

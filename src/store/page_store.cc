@@ -85,9 +85,8 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     bo.pool = m.workers.get();
   }
   const std::size_t n = options.streams != 0 ? options.streams : cores;
-  ZT_ASSIGN_OR_RETURN(
-      m.streams, internal::StreamPool::Create(m.codec, bo, n, 2 * n,
-                                              options.shared_stream_baseline));
+  ZT_ASSIGN_OR_RETURN(m.streams,
+                      internal::StreamPool::Create(m.codec, bo, n, 2 * n));
   m.SetMemLimitBytes(options.mem_limit);
   return store;
 }
@@ -124,20 +123,33 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   if (offset > kPageSize || data.size() > kPageSize - offset) {
     return Status::OutOfRange("partial write past the end of a page");
   }
-  alignas(8) std::byte page[kPageSize];
   Slot& s = m.slots[index];
-  // Lock order, as StoreBatch's: the stream first, then the slot. (Taking
-  // the stream under the slot lock deadlocked against a batch that held
-  // the stream and waited for this slot.) The slot stays locked from the
-  // read to the install, so a concurrent partial write of another part of
-  // the page cannot be lost.
-  auto lease = m.AcquireStream();
-  SlotLock lock(s);
-  ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page, &*lease));
-  std::memcpy(page + offset, data.data(), data.size());
-  Pending p;
-  ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p, &*lease));
-  m.InstallLocked(s, p, m.Now());
+  alignas(8) std::byte page[kPageSize];
+  // Lock order (docs/architecture.md): no stream is taken under a slot
+  // lock. So the old page is read under the lock, merged and compressed
+  // without it, and installed under it again only if the slot's Version is
+  // unchanged; otherwise a concurrent write came in between (a partial
+  // write of another part of the page, say), and the merge is redone from
+  // the newer content so that neither write is lost.
+  for (;;) {
+    internal::SlotVersion seen;
+    {
+      SlotLock lock(s);
+      ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+      seen = SlotTable::Version(s);
+    }
+    std::memcpy(page + offset, data.data(), data.size());
+    Pending p;
+    ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p));
+    {
+      SlotLock lock(s);
+      if (SlotTable::Version(s) == seen) {
+        m.InstallLocked(s, p, m.Now());
+        break;
+      }
+    }
+    m.DropPending(p);
+  }
   Add(m.stores);
   return Status::Ok();
 }
@@ -158,7 +170,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
   const std::uint32_t now = m.Now();
   for (std::size_t c = 0; c < count && st.ok(); c += bs) {
     const std::size_t end = std::min(count, c + bs);
-    auto lease = m.AcquireStream();  // one stream per chunk
+    auto lease = m.streams->Acquire();  // one stream per chunk
     std::size_t n = 0;
     for (std::size_t i = c; i < end; ++i) {
       const std::byte* src = pages.data() + i * kPageSize;

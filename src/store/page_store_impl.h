@@ -10,7 +10,6 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 
 #include "platform/sharded_counter.h"
@@ -151,15 +150,10 @@ struct PageStore::Impl {
                     std::memory_order_relaxed);
   }
 
-  internal::StreamPool::Lease AcquireStream() {
-    return options.shared_stream_baseline ? streams->AcquireShared()
-                                          : streams->Acquire();
-  }
-
   std::uint32_t Now() const { return clock ? clock() : MonotonicSeconds(); }
 
   // Frees whatever slot s holds. REQUIRES: s locked.
-  void FreeSlotLocked(Slot& s) {
+  void FreeSlotLocked(Slot& s) ZT_REQUIRES(s) {
     const std::uint32_t f = SlotTable::Flags(s);
     if (!Allocated(f)) return;
     if (f & slot::kHuge) Sub(huge_pages);
@@ -177,7 +171,8 @@ struct PageStore::Impl {
   }
 
   // Puts p into slot s, freeing the old content. REQUIRES: s locked.
-  void InstallLocked(Slot& s, const Pending& p, std::uint32_t now) {
+  void InstallLocked(Slot& s, const Pending& p, std::uint32_t now)
+      ZT_REQUIRES(s) {
     FreeSlotLocked(s);
     s.value.store(p.value, std::memory_order_relaxed);
     SlotTable::SetContent(s, p.content);
@@ -242,10 +237,9 @@ struct PageStore::Impl {
   // Turns a page into what a slot will hold: the fill word, or a pool object
   // (compressed or raw) within mem_limit. On failure nothing is allocated
   // and the error is counted.
-  // `held`: a stream the caller holds already (StorePartial, which takes it
-  // before its slot lock); null: one is taken for the compression only.
-  Status Prepare(ConstPage page, Pending* p,
-                 internal::Stream* held = nullptr) {
+  // A stream is taken for the compression only. REQUIRES: no slot lock
+  // held (the lock order).
+  Status Prepare(ConstPage page, Pending* p) {
     std::uint64_t fill;
     if (IsSameFilled(page.data(), &fill)) {
       p->value = fill;
@@ -255,11 +249,10 @@ struct PageStore::Impl {
     Status st;
     bool poor = false;
     {
-      std::optional<internal::StreamPool::Lease> lease;
-      if (held == nullptr) held = &*lease.emplace(AcquireStream());
-      BatchItem item{page, held->buffer(0)};
-      held->batch->Compress(std::span<BatchItem>(&item, 1));
-      st = MakeObject(page, held->buffer(0).first(item.length), p, &poor);
+      internal::StreamPool::Lease lease = streams->Acquire();
+      BatchItem item{page, lease->buffer(0)};
+      lease->batch->Compress(std::span<BatchItem>(&item, 1));
+      st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
     }
     if (st.ok()) {
       st = CheckLimitAfterAlloc();
@@ -297,11 +290,9 @@ struct PageStore::Impl {
     });
   }
 
-  // Reads slot s into out. REQUIRES: s locked. `held`: the stream the
-  // caller holds (StorePartial), whose decompressor the shared baseline
-  // then uses instead of taking its CPU's stream a second time.
-  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out,
-                    internal::Stream* held = nullptr) {
+  // Reads slot s into out. REQUIRES: s locked.
+  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out)
+      ZT_REQUIRES(s) {
     const std::uint32_t f = SlotTable::Flags(s);
     const std::uint64_t v = s.value.load(std::memory_order_relaxed);
     Status st;
@@ -313,14 +304,6 @@ struct PageStore::Impl {
       st = LoadWrittenBack(index, f, v, out);
     } else if (f & slot::kHuge) {
       pool->ReadInto(v, std::span<std::byte>(out, kPageSize));
-    } else if (options.shared_stream_baseline) {
-      // The baseline: decompress with this CPU's stream, under its mutex.
-      if (held != nullptr) {
-        DecompressInto(*held->decompressor, v, out, &st);
-      } else {
-        auto lease = streams->AcquireShared();
-        DecompressInto(*lease->decompressor, v, out, &st);
-      }
     } else {
       DecompressInto(LocalDecompressor(*codec), v, out, &st);
       if (!st.ok()) {

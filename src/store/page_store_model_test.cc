@@ -69,20 +69,12 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     return ConstPage(&pages[id * kPageSize], kPageSize);
   };
 
-  struct Config {
-    BatchBackend backend;
-    bool shared_baseline;
-  };
-  for (const Config config : {Config{BatchBackend::kSerial, false},
-                              Config{BatchBackend::kParallel, false},
-                              Config{BatchBackend::kSerial, true}}) {
-    const BatchBackend backend = config.backend;
-    SCOPED_TRACE(std::string(BatchBackendName(backend)) +
-                 (config.shared_baseline ? " (shared baseline)" : ""));
+  for (const BatchBackend backend :
+       {BatchBackend::kSerial, BatchBackend::kParallel}) {
+    SCOPED_TRACE(BatchBackendName(backend));
     PageStoreOptions o;
     o.num_pages = kSlotsPerWorker * kWorkers;
     o.batch_backend = backend;
-    o.shared_stream_baseline = config.shared_baseline;
     auto created = PageStore::Create(o);
     ASSERT_TRUE(created.has_value()) << created.error().ToString();
     PageStore& store = **created;
@@ -91,10 +83,9 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     std::atomic<std::size_t> mismatches{0};
     std::vector<std::unordered_map<std::size_t, std::size_t>> models(kWorkers);
     // The million operations run on the serial backend; the parallel
-    // backend and the shared baseline get shorter passes: they share the
-    // code paths except the batch fan-out and the stream locking.
-    const bool main_pass =
-        backend == BatchBackend::kSerial && !config.shared_baseline;
+    // backend gets a shorter pass: it shares the code paths except the
+    // batch fan-out.
+    const bool main_pass = backend == BatchBackend::kSerial;
     const std::size_t ops_per_worker =
         (main_pass ? total_ops : total_ops / 4) / kWorkers;
 

@@ -63,7 +63,8 @@ SlotTable::~SlotTable() {
   if (slots_ != nullptr) munmap(slots_, count_ * sizeof(Slot));
 }
 
-bool SlotTable::TryLock(Slot& s) {
+bool SlotTable::TryLock(Slot& s)
+    ZT_NO_THREAD_SAFETY_ANALYSIS {  // the lock itself
   std::uint32_t f = s.flags.load(std::memory_order_relaxed);
   while (!(f & slot::kLock)) {
     if (s.flags.compare_exchange_weak(f, f | slot::kLock,
@@ -75,7 +76,8 @@ bool SlotTable::TryLock(Slot& s) {
   return false;
 }
 
-void SlotTable::Lock(Slot& s) {
+void SlotTable::Lock(Slot& s)
+    ZT_NO_THREAD_SAFETY_ANALYSIS {  // the lock itself
   int spins = 0;
   std::uint32_t f = s.flags.load(std::memory_order_relaxed);
   for (;;) {
@@ -105,7 +107,8 @@ void SlotTable::Lock(Slot& s) {
   }
 }
 
-void SlotTable::Unlock(Slot& s) {
+void SlotTable::Unlock(Slot& s)
+    ZT_NO_THREAD_SAFETY_ANALYSIS {  // the lock itself
   std::uint32_t old = s.flags.fetch_and(~(slot::kLock | slot::kWaiters),
                                         std::memory_order_release);
   if (old & slot::kWaiters) Futex(&s.flags, FUTEX_WAKE, INT_MAX);
@@ -113,9 +116,13 @@ void SlotTable::Unlock(Slot& s) {
 
 void SlotTable::SetContent(Slot& s, std::uint32_t content) {
   std::uint32_t f = s.flags.load(std::memory_order_relaxed);
-  while (!s.flags.compare_exchange_weak(
-      f, (f & ~slot::kContentMask) | (content & slot::kContentMask),
-      std::memory_order_relaxed)) {
+  for (;;) {
+    const std::uint32_t seq = (f + (1u << slot::kSeqShift)) & slot::kSeqMask;
+    const std::uint32_t next = (f & ~(slot::kContentMask | slot::kSeqMask)) |
+                               (content & slot::kContentMask) | seq;
+    if (s.flags.compare_exchange_weak(f, next, std::memory_order_relaxed)) {
+      return;
+    }
   }
 }
 

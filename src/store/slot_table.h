@@ -10,6 +10,7 @@
 //   |                        | 20 INCOMPRESSIBLE    |                 |
 //   |                        | 21..22 priority      |                 |
 //   |                        | 23 WB_COMPRESSED     |                 |
+//   |                        | 24..31 SEQ           |                 |
 //   +------------------------+----------------------+-----------------+
 //
 // Lock rule: `value`, `ac_time` and every flag except LOCK/WAITERS are read
@@ -18,6 +19,18 @@
 // WAITERS concurrently, the holder changes flags only with atomic
 // read-modify-write operations (SetFlags/ClearFlags/SetSize), never a plain
 // store. A lock waiter spins briefly, then sleeps on a futex on `flags`.
+//
+// SEQ counts content replacements (SetContent), modulo 256. With `value` it
+// is the slot's Version: a writer that read the slot, dropped the lock to
+// compress, and locked it again installs only if the Version is unchanged
+// (PageStore::StorePartial). A change goes unnoticed only if exactly a
+// multiple of 256 replacements happened meanwhile and the last left the
+// same value.
+//
+// Each Slot is a capability (platform/thread_annotations.h): Lock, TryLock
+// and SlotLock acquire it, and the accessors below that read or change
+// content REQUIRE it, so `make check-locks` rejects a path that touches a
+// slot's content without its lock.
 //
 // The table is one anonymous mapping: untouched slots cost no memory until
 // they are first written (unless created with `populate`).
@@ -28,14 +41,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "platform/thread_annotations.h"
 #include "ztier/status.h"
 
 namespace ztier::internal {
 
-struct Slot {
+struct ZT_CAPABILITY("slot lock") Slot {
   std::atomic<std::uint64_t> value;
   std::atomic<std::uint32_t> flags;
-  std::uint32_t ac_time;
+  std::uint32_t ac_time ZT_GUARDED_BY(this);  // see the lock rule above
 };
 static_assert(sizeof(Slot) == 16, "a slot must stay 16 bytes");
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
@@ -55,11 +69,21 @@ inline constexpr std::uint32_t kPrioMask = 3u << kPrioShift;
 // With WB: the block holds the compressed object (size bits give its
 // length), not the page (compressed_writeback).
 inline constexpr std::uint32_t kWbCompressed = 1u << 23;
+inline constexpr int kSeqShift = 24;
+inline constexpr std::uint32_t kSeqMask = 0xffu << kSeqShift;
 // Everything that describes content (cleared when a slot is freed).
 inline constexpr std::uint32_t kContentMask =
     kSizeMask | kSame | kWb | kPp | kHuge | kIdle | kIncompressible |
     kPrioMask | kWbCompressed;
 }  // namespace slot
+
+// What a slot holds, as far as a writer that let go of its lock must know:
+// equal Versions mean no SetContent happened in between (see SEQ above).
+struct SlotVersion {
+  std::uint64_t value = 0;
+  std::uint32_t seq = 0;
+  bool operator==(const SlotVersion&) const = default;
+};
 
 class SlotTable {
  public:
@@ -75,23 +99,30 @@ class SlotTable {
   std::size_t bytes() const { return count_ * sizeof(Slot); }
   Slot& operator[](std::size_t i) const { return slots_[i]; }
 
-  static void Lock(Slot& s);
-  static bool TryLock(Slot& s);
-  static void Unlock(Slot& s);
+  static void Lock(Slot& s) ZT_ACQUIRE(s);
+  static bool TryLock(Slot& s) ZT_TRY_ACQUIRE(true, s);
+  static void Unlock(Slot& s) ZT_RELEASE(s);
 
   // REQUIRES: the caller holds s's lock.
-  static std::uint32_t Flags(const Slot& s) {
-    return s.flags.load(std::memory_order_relaxed) & ~(slot::kLock | slot::kWaiters);
+  static std::uint32_t Flags(const Slot& s) ZT_REQUIRES(s) {
+    return s.flags.load(std::memory_order_relaxed) &
+           ~(slot::kLock | slot::kWaiters | slot::kSeqMask);
   }
-  static void SetFlags(Slot& s, std::uint32_t bits) {
+  static SlotVersion Version(const Slot& s) ZT_REQUIRES(s) {
+    return {s.value.load(std::memory_order_relaxed),
+            s.flags.load(std::memory_order_relaxed) & slot::kSeqMask};
+  }
+  static void SetFlags(Slot& s, std::uint32_t bits) ZT_REQUIRES(s) {
     s.flags.fetch_or(bits, std::memory_order_relaxed);
   }
-  static void ClearFlags(Slot& s, std::uint32_t bits) {
+  static void ClearFlags(Slot& s, std::uint32_t bits) ZT_REQUIRES(s) {
     s.flags.fetch_and(~bits, std::memory_order_relaxed);
   }
-  static std::size_t Size(const Slot& s) { return Flags(s) & slot::kSizeMask; }
-  // Replaces all content bits (size and flags) at once.
-  static void SetContent(Slot& s, std::uint32_t content);
+  static std::size_t Size(const Slot& s) ZT_REQUIRES(s) {
+    return Flags(s) & slot::kSizeMask;
+  }
+  // Replaces all content bits (size and flags) at once, and advances SEQ.
+  static void SetContent(Slot& s, std::uint32_t content) ZT_REQUIRES(s);
 
  private:
   Slot* slots_ = nullptr;
@@ -99,10 +130,10 @@ class SlotTable {
 };
 
 // RAII holder of one slot's lock.
-class SlotLock {
+class ZT_SCOPED_CAPABILITY SlotLock {
  public:
-  explicit SlotLock(Slot& s) : s_(s) { SlotTable::Lock(s_); }
-  ~SlotLock() { SlotTable::Unlock(s_); }
+  explicit SlotLock(Slot& s) ZT_ACQUIRE(s) : s_(s) { SlotTable::Lock(s_); }
+  ~SlotLock() ZT_RELEASE() { SlotTable::Unlock(s_); }
   SlotLock(const SlotLock&) = delete;
   SlotLock& operator=(const SlotLock&) = delete;
 

@@ -3,19 +3,15 @@
 
 #include <sched.h>
 
-#include <cassert>
-
 namespace ztier::internal {
 
 Result<std::unique_ptr<StreamPool>> StreamPool::Create(
     std::shared_ptr<const Codec> codec, const BatchOptions& options,
-    std::size_t count, std::size_t reserve, bool shared_baseline) {
+    std::size_t count, std::size_t reserve) {
   if (count == 0) return Err(Status::InvalidArgument("0 compression streams"));
   std::unique_ptr<StreamPool> pool(new StreamPool());
   pool->codec_ = std::move(codec);
   pool->options_ = options;
-
-  pool->shared_baseline_ = shared_baseline;
   for (std::size_t i = 0; i < count; ++i) {
     ZT_ASSIGN_OR_RETURN(auto s, pool->NewStream());
     pool->regular_.push_back(std::move(s));
@@ -31,9 +27,6 @@ Result<std::unique_ptr<StreamPool>> StreamPool::Create(
 Result<std::unique_ptr<Stream>> StreamPool::NewStream() const {
   auto s = std::make_unique<Stream>();
   ZT_ASSIGN_OR_RETURN(s->batch, NewBatchCompressor(codec_, options_));
-  if (shared_baseline_) {
-    ZT_ASSIGN_OR_RETURN(s->decompressor, codec_->NewDecompressor());
-  }
   s->buffers.reset(new (std::nothrow) std::byte[s->batch->batch_size() * kPageSize]);
   if (!s->buffers) return Err(Status::ResourceExhausted("stream buffers"));
   return s;
@@ -68,15 +61,6 @@ StreamPool::Lease StreamPool::Acquire() {
   }
 }
 
-StreamPool::Lease StreamPool::AcquireShared() {
-  assert(shared_baseline_);
-  const int cpu = sched_getcpu();
-  Stream& s =
-      *regular_[cpu < 0 ? 0 : static_cast<std::size_t>(cpu) % regular_.size()];
-  s.mu.lock();
-  return Lease(this, &s, /*shared=*/true);
-}
-
 void StreamPool::Release(Stream* s) {
   s->busy.store(false, std::memory_order_seq_cst);
   if (waiters_.load(std::memory_order_seq_cst) > 0) {
@@ -84,7 +68,5 @@ void StreamPool::Release(Stream* s) {
     released_.notify_all();
   }
 }
-
-
 
 }  // namespace ztier::internal

@@ -24,16 +24,16 @@
 // pages). For lz4 with the default batch of 8 that is about 16 KiB + 32 KiB
 // per stream; zstd's context is larger (about 1 MiB at level 3).
 //
-// The shared baseline (AcquireShared): the design before the zswap load
-// contention series (docs/references.md), kept only so that `ztier bench
-// latency --mode shared` can measure it in the same binary. One stream per
-// CPU, each with one mutex that compression AND decompression take, the
-// stream chosen by the current CPU, and a caller that finds it held sleeps
-// on the mutex. A load then waits for whatever store holds its CPU's
-// stream, even one that was preempted holding it.
+// (The design before the zswap load contention series, one mutex-guarded
+// stream per CPU shared by stores and loads, is not here: the latency
+// benchmark reproduces it around the store, tools/ztier/shared_stream.h.)
 //
-// Thread safety: Acquire, AcquireShared and the Lease's release may be
-// called from any thread.
+// Lock order: a stream is taken before any slot lock (docs/architecture.md,
+// "Lock order"): a Lease is a capability, held while its holder takes slot
+// and class locks, never taken under one.
+//
+// Thread safety: Acquire and the Lease's release may be called from any
+// thread.
 #ifndef ZTIER_STORE_STREAM_POOL_H_
 #define ZTIER_STORE_STREAM_POOL_H_
 
@@ -55,9 +55,6 @@ struct Stream {
   std::unique_ptr<BatchCompressor> batch;
   std::unique_ptr<std::byte[]> buffers;  // batch->batch_size() pages
   std::atomic<bool> busy{false};
-  // Shared baseline only: the stream's one mutex and its decompressor.
-  std::mutex mu;
-  std::unique_ptr<Decompressor> decompressor;
 
   std::span<std::byte> buffer(std::size_t i) {
     return {buffers.get() + i * kPageSize, kPageSize};
@@ -67,27 +64,18 @@ struct Stream {
 class StreamPool {
  public:
   // Creates `count` regular streams (count >= 1) and `reserve` reserve ones.
-  // `shared_baseline` gives each stream a decompressor for AcquireShared().
   static Result<std::unique_ptr<StreamPool>> Create(
       std::shared_ptr<const Codec> codec, const BatchOptions& options,
-      std::size_t count, std::size_t reserve, bool shared_baseline = false);
+      std::size_t count, std::size_t reserve);
 
   class Lease {
    public:
-    Lease(StreamPool* pool, Stream* s, bool shared = false)
-        : pool_(pool), s_(s), shared_(shared) {}
-    Lease(Lease&& o) noexcept : pool_(o.pool_), s_(o.s_), shared_(o.shared_) {
-      o.s_ = nullptr;
-    }
+    Lease(StreamPool* pool, Stream* s) : pool_(pool), s_(s) {}
+    Lease(Lease&& o) noexcept : pool_(o.pool_), s_(o.s_) { o.s_ = nullptr; }
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
     ~Lease() {
-      if (s_ == nullptr) return;
-      if (shared_) {
-        s_->mu.unlock();
-      } else {
-        pool_->Release(s_);
-      }
+      if (s_ != nullptr) pool_->Release(s_);
     }
     Stream* operator->() const { return s_; }
     Stream& operator*() const { return *s_; }
@@ -95,20 +83,17 @@ class StreamPool {
    private:
     StreamPool* pool_;
     Stream* s_;
-    bool shared_;
   };
 
   // Takes a stream by the policy above. Never fails: if a reserve stream
   // cannot be created, it waits for a release instead.
   Lease Acquire();
 
-  // The shared baseline (see above): this CPU's stream, sleeping on its
-  // mutex while another holder has it. For stores and loads alike.
-  Lease AcquireShared();
-
   std::size_t count() const { return regular_.size(); }
   std::size_t reserve_count() const { return reserve_.size(); }
   std::size_t batch_size() const { return batch_size_; }
+  // Threads asleep in Acquire() (announced, not yet woken with a stream).
+  int waiting() const { return waiters_.load(std::memory_order_seq_cst); }
 
  private:
   StreamPool() = default;
@@ -122,7 +107,6 @@ class StreamPool {
   std::shared_ptr<const Codec> codec_;
   BatchOptions options_;
   std::size_t batch_size_ = 0;
-  bool shared_baseline_ = false;
   std::vector<std::unique_ptr<Stream>> regular_;
 
   // Finding a free stream, regular or reserve, takes no lock, so a store

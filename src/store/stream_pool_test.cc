@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -57,7 +56,9 @@ TEST(StreamPoolTest, WaitsOnlyWhenEverythingIsHeldAndWakesOnRelease) {
       auto s = pool->Acquire();
       got = true;
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // The other thread announces its wait before it sleeps; until this
+    // stream is released it cannot get one.
+    while (pool->waiting() == 0) std::this_thread::yield();
     EXPECT_FALSE(got.load());
   }
   t.join();

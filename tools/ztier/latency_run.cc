@@ -13,6 +13,7 @@
 #include <latch>
 #include <thread>
 
+#include "shared_stream.h"
 #include "ztier/page_store.h"
 
 namespace ztier::tool {
@@ -74,8 +75,10 @@ Result<LatencyRunResult> RunLatencyOnce(const LatencyConfig& config,
   o.num_pages = config.cpus * kBuffersPerCpu * bp;
   o.codec = config.codec;
   o.streams = config.cpus;  // one per CPU, as zram/zswap have
-  o.shared_stream_baseline = config.shared;
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store, PageStore::Create(o));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> engine, PageStore::Create(o));
+  // The mode: the engine's stream policy, or the shared baseline around it.
+  SharedStreamStore streams(*engine, config.shared, config.cpus);
+  SharedStreamStore* store = &streams;
 
   LatencyRunResult result;
   std::atomic<bool> stop{false};
