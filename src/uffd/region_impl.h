@@ -136,7 +136,22 @@ struct Region::Impl {
   // evict.cc. Evicts `victims` (resident pages, ascending). Returns false
   // when the pool limit stopped it (the rest stay resident). REQUIRES: mu
   bool Evict(std::span<const std::uint32_t> victims);
-  bool EvictChunk(std::span<const std::uint32_t> victims);  // REQUIRES: mu
+  // One chunk of at most kEvictChunk victims, through the steps of
+  // evict.cc. REQUIRES: mu
+  bool EvictChunk(std::span<const std::uint32_t> victims);
+  // Step 0: appends to `kept` the victims that still have a page or a swap
+  // entry; forgets the others (untouched again). REQUIRES: mu
+  void KeepPresent(std::span<const std::uint32_t> chunk,
+                   std::vector<std::uint32_t>* kept);
+  // Step 2: stores each run of `v` whose `guarded` is set, marking the pages
+  // stored in `stored`. False when the pool limit refused a store (the
+  // rest of the chunk is not stored). REQUIRES: mu
+  bool StoreGuarded(std::span<const std::uint32_t> v,
+                    std::span<const std::uint8_t> guarded,
+                    std::span<std::uint8_t> stored);
+  // Step 3 for one run of n consecutive victims: zap and wake when `stored`,
+  // else (or if the zap fails) keep the pages and un-protect. REQUIRES: mu
+  void FinishRun(const std::uint32_t* run, std::size_t n, bool stored);
   // zswap_check_limits plus the synchronous shrinker: true if a store may
   // go ahead. REQUIRES: mu
   bool PoolAccepts();
