@@ -97,7 +97,7 @@ bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
   // write after our read would be lost.
   std::vector<std::uint8_t> guarded(v.size(), 1);
   ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
-    Status st = uffd.WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
+    Status st = uffd->WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
     if (st.ok()) return;
     LogError(st);
     std::fill_n(&guarded[k], n, 0);
@@ -230,8 +230,8 @@ void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
     Drop(c.resident, n);
     Bump(c.zswpout, n);
   }
-  Status st = zapped ? uffd.Wake(addr, len)
-                     : uffd.WriteProtect(addr, len, /*wp=*/false);
+  Status st = zapped ? uffd->Wake(addr, len)
+                     : uffd->WriteProtect(addr, len, /*wp=*/false);
   if (!st.ok()) LogError(st);
 }
 
