@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
 namespace ztier {
@@ -234,15 +235,16 @@ class BackingFaultTest : public ::testing::TestWithParam<bool /*sync*/> {};
 TEST_P(BackingFaultTest, FailedWritesFailEveryBlockOfTheIo) {
   TempDir dir;
   long inject = 0;  // 0: as is; < 0: that error; > 0: bytes - 4096
-  BackingIo seen;
+  FileIo seen;
   auto bs = OpenStore({.path = dir.File("wb"),
                        .size_bytes = 1 << 20,
-                       .fault_hook = [&](const BackingIo& io, long result) {
-                         seen = io;
-                         if (io.kind != BackingIo::Kind::kWrite || inject == 0)
-                           return result;
-                         return inject < 0 ? inject : result - 4096;
-                       }});
+                       .wrap_file = testing::FaultyFile(
+                           [&](const FileIo& io, long result) {
+                             seen = io;
+                             if (io.kind != FileIo::Kind::kWrite || inject == 0)
+                               return result;
+                             return inject < 0 ? inject : result - 4096;
+                           })});
   const bool sync = GetParam();
   const std::size_t per_io = sync ? 1 : 8;
   auto w = MakeWriter(*bs, sync ? 1 : 4, per_io);
@@ -261,8 +263,8 @@ TEST_P(BackingFaultTest, FailedWritesFailEveryBlockOfTheIo) {
     WriteRun(*w, first, per_io, &dones);
     Drain(*w, &dones);
     ASSERT_EQ(dones.size(), per_io);
-    EXPECT_EQ(seen.first_block, first);
-    EXPECT_EQ(seen.blocks, per_io);
+    EXPECT_EQ(seen.offset, first * kPageSize);
+    EXPECT_EQ(seen.bytes, per_io * kPageSize);
     for (const Done& d : dones) {
       EXPECT_EQ(d.status.code(), k.code)
           << k.inject << " " << d.status.ToString();
@@ -284,11 +286,12 @@ TEST(BackingStoreTest, ReadFaultsAndShortReadsYieldNoData) {
   long inject = 0;
   auto bs = OpenStore({.path = dir.File("wb"),
                        .size_bytes = 1 << 20,
-                       .fault_hook = [&](const BackingIo& io, long result) {
-                         EXPECT_EQ(io.kind, BackingIo::Kind::kRead);
-                         EXPECT_EQ(io.blocks, 1u);
-                         return inject == 0 ? result : inject;
-                       }});
+                       .wrap_file = testing::FaultyFile(
+                           [&](const FileIo& io, long result) {
+                             EXPECT_EQ(io.kind, FileIo::Kind::kRead);
+                             EXPECT_EQ(io.bytes, kPageSize);
+                             return inject == 0 ? result : inject;
+                           })});
   Page out;
   out.fill(std::byte{0xAA});
   ASSERT_OK(bs->ReadBlock(3, out));  // never written: zeros, unencrypted

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "platform/faulty_userfaultfd.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 #include "uffd/region_test_peer.h"
 #include "ztier/backing_store.h"
@@ -146,11 +147,11 @@ RegionStats Settled(const Region& r) {
 
 std::shared_ptr<BackingStore> MakeBacking(const ScopedTempDir& dir,
                                           std::size_t pages,
-                                          BackingFaultHook hook = nullptr) {
+                                          FileFault fault = nullptr) {
   BackingOptions bo;
   bo.path = dir.File("backing");
   bo.size_bytes = pages * kPageSize;
-  bo.fault_hook = std::move(hook);
+  if (fault) bo.wrap_file = testing::FaultyFile(std::move(fault));
   auto b = BackingStore::Open(bo);
   EXPECT_TRUE(b.has_value()) << b.error().ToString();
   return b.has_value() ? std::shared_ptr<BackingStore>(std::move(*b)) : nullptr;
@@ -623,8 +624,8 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   constexpr std::size_t kPages = 512;
   ScopedTempDir dir;
   std::atomic<bool> fail_reads{false};
-  auto backing = MakeBacking(dir, kPages, [&](const BackingIo& io, long res) {
-    return io.kind == BackingIo::Kind::kRead && fail_reads ? -EIO : res;
+  auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
+    return io.kind == FileIo::Kind::kRead && fail_reads ? -EIO : res;
   });
   ASSERT_NE(backing, nullptr);
   RegionOptions o;
