@@ -355,6 +355,49 @@ TEST(BackingStoreTest, EncryptedFileHoldsNoPlaintextAndDetectsTampering) {
   }
 }
 
+// A store over a file it is given (here in memory): the file's size is used
+// whole, path() is the file's name, and blocks written, sealed or not, read
+// back.
+class GivenFileTest : public ::testing::TestWithParam<bool /*encrypt*/> {};
+
+TEST_P(GivenFileTest, WritesAndReadsThroughTheGivenFile) {
+  std::shared_ptr<BackingFile> file =
+      NewMemBackingFile(64 * kPageSize + 100, "mem:test");
+  auto bs = OpenStore({.encrypt = GetParam(), .file = file});
+  ASSERT_NE(bs, nullptr);
+  EXPECT_EQ(bs->path(), "mem:test");
+  EXPECT_EQ(bs->num_blocks(), 64u);
+  EXPECT_FALSE(bs->direct());
+  auto w = MakeWriter(*bs, 4, 8);
+  ASSERT_NE(w, nullptr);
+  std::vector<Done> dones;
+  WriteRun(*w, 0, 40, &dones);
+  Drain(*w, &dones);
+  ASSERT_EQ(dones.size(), 40u);
+  for (const Done& d : dones) EXPECT_OK(d.status);
+  Page out;
+  for (std::uint64_t b = 0; b < 40; ++b) {
+    ASSERT_OK(bs->ReadBlock(b, out));
+    const Page want = Pattern(b);
+    ASSERT_EQ(std::memcmp(out.data(), want.data(), kPageSize), 0) << b;
+    // What the file holds is the plaintext exactly when not encrypted.
+    Page raw;
+    ASSERT_EQ(file->Read(b * kPageSize, raw), static_cast<long>(kPageSize));
+    EXPECT_EQ(std::memcmp(raw.data(), want.data(), kPageSize) == 0,
+              !GetParam())
+        << b;
+  }
+  // A file that holds no whole block is refused.
+  auto tiny = BackingStore::Open({.file = NewMemBackingFile(100)});
+  ASSERT_FALSE(tiny.has_value());
+  EXPECT_EQ(tiny.error().code(), StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sealing, GivenFileTest, ::testing::Bool(),
+                         [](const auto& p) {
+                           return p.param ? "Encrypted" : "Plain";
+                         });
+
 TEST(BackingStoreTest, ReadersRunAlongsideTheWriter) {
   TempDir dir;
   auto bs = OpenStore(
