@@ -16,6 +16,10 @@
 //   (*w)->Reap(/*wait=*/true, [](const BlockWriter::Done& d) { ... });
 //
 // Opening (Open):
+//   - The file is BackingOptions::file when set (an in-memory one, or one
+//     an embedder implements; ztier/backing_file.h), else the file or block
+//     device at `path`, opened as below. `wrap_file`, when set, is given
+//     that file and returns the one used (tests: NewFaultyBackingFile).
 //   - A missing file is created (mode 0600). A regular file shorter than
 //     size_bytes is extended to it (fallocate, else ftruncate); a longer one
 //     is used whole. A block device is used whole; size_bytes is ignored.
@@ -45,7 +49,8 @@
 //     is a bug (asserted).
 //   - blocks_used() is zram's bd_count: reserved plus written blocks.
 //
-// Writing (BlockWriter): batched asynchronous writes through io_uring, up to
+// Writing (BlockWriter): batched asynchronous writes (the file's writer:
+// through io_uring for a real file when built with it), up to
 // `in_flight` IOs at once, each IO one run of consecutive blocks of at most
 // `max_io_blocks` (default 32: 128 KiB). With in_flight == 1 and
 // max_io_blocks == 1 the writer does one synchronous pwrite() per block
@@ -60,16 +65,16 @@
 // encrypted, authentication and decryption. A read error is kIoError; a
 // block that fails authentication is kCorruption; neither ever yields data.
 //
-// Fault injection (for tests; `fault_hook` in the options): after each real
-// IO completes, the hook sees the IO and its result (bytes or -errno) and may
-// return another result. This is how tests make EIO, ENOSPC and short
-// writes happen on a real file.
+// Fault injection (for tests): wrap the file with NewFaultyBackingFile
+// (`wrap_file`); its fault function sees each read and write and its result
+// and may return another, which the store acts on as above. This is how
+// tests make EIO, ENOSPC and short transfers happen on a real file.
 //
 // Thread safety: AllocRange, Free, ReadBlock, blocks_used and the const
 // accessors may be called from any thread at any time. A BlockWriter is
 // used by one thread at a time; several writers may exist at once. The
-// BackingStore must outlive every writer it made. A fault hook is called on
-// reader threads too, so it must be thread-safe.
+// BackingStore must outlive every writer it made. The file's own rules are
+// in ztier/backing_file.h.
 #ifndef ZTIER_BACKING_STORE_H_
 #define ZTIER_BACKING_STORE_H_
 
@@ -80,27 +85,21 @@
 #include <span>
 #include <string>
 
+#include "ztier/backing_file.h"
 #include "ztier/page.h"
 #include "ztier/status.h"
 
 namespace ztier {
 
-// What a fault hook is shown.
-struct BackingIo {
-  enum class Kind { kRead, kWrite } kind = Kind::kWrite;
-  std::uint64_t first_block = 0;
-  std::size_t blocks = 0;
-};
-// Given the IO and its real result (bytes transferred, or -errno), returns
-// the result the BackingStore should act on.
-using BackingFaultHook = std::function<long(const BackingIo& io, long result)>;
-
 struct BackingOptions {
-  std::string path;              // a file or a block device; required
+  std::string path;              // a file or a block device; unless `file`
   std::uint64_t size_bytes = 0;  // for a file: the least size (see above)
   bool direct = true;            // O_DIRECT when the file system allows it
   bool encrypt = false;          // AES-256-GCM with an in-memory key
-  BackingFaultHook fault_hook;   // tests only; null: results as they are
+  // The file to use instead of opening `path` (path, size_bytes and direct
+  // are then not used). Its size is used whole.
+  std::shared_ptr<BackingFile> file;
+  BackingFileWrap wrap_file;  // null: the file as it is
 };
 
 class BlockWriter;
@@ -111,7 +110,8 @@ class BackingStore {
 
   // Opens (creating or extending a file as above). Errors name the path and
   // the system call: kNotFound (no such directory), kInvalidArgument (not a
-  // regular file or block device; size 0), kIoError (anything else).
+  // regular file or block device; size 0; neither path nor file), kIoError
+  // (anything else).
   static Result<std::unique_ptr<BackingStore>> Open(
       const BackingOptions& options);
   ~BackingStore();
@@ -134,8 +134,8 @@ class BackingStore {
     std::size_t in_flight = 32;      // IOs submitted and not yet reaped, >= 1
     std::size_t max_io_blocks = 32;  // blocks per IO, 1..256
   };
-  // kInvalidArgument for a bad option; kIoError if io_uring cannot be set up
-  // (the message says why).
+  // kInvalidArgument for a bad option; the file's NewWriter errors (kIoError
+  // if io_uring cannot be set up, saying why).
   Result<std::unique_ptr<BlockWriter>> NewWriter(const WriterOptions& options);
 
  private:

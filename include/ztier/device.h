@@ -83,8 +83,9 @@ struct DeviceDefaults {
   // O_DIRECT where allowed.
   bool backing_encrypt = false;
   bool backing_direct = true;
-  // Tests only: passed to every BackingStore the device opens.
-  BackingFaultHook backing_fault_hook;
+  // Tests only: BackingOptions::wrap_file of every BackingStore the device
+  // opens (e.g. a NewFaultyBackingFile around the real file).
+  BackingFileWrap backing_file_wrap;
   // Event lines (null: none), "zram0: ..." without a newline, from the
   // calling thread: each writeback pass and compaction with its counts,
   // and mem_limit reached (once, until the pool is back under 90% of it).

@@ -317,6 +317,10 @@ class PageStore {
 
   // Slot table plus pool metadata, in bytes.
   std::size_t MetadataBytes() const;
+  // The pool's size in bytes, Pool::TotalBytes(): the pages it holds for
+  // objects plus its metadata, the figure a pool limit is checked against
+  // (zswap's pool size). Any thread; exact at some moment during the call.
+  std::size_t PoolBytes() const;
   const Pool& pool() const;
 
   // The kernel's exact text formats (mm_stat_show(), io_stat_show(),

@@ -168,6 +168,7 @@ class Region {
   RegionStats Stats() const;
 
  private:
+  friend class RegionTestPeer;
   Region();
   struct Impl;
   std::unique_ptr<Impl> impl_;

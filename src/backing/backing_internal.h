@@ -12,20 +12,16 @@
 
 #include "backing/block_bitmap.h"
 #include "backing/block_cipher.h"
+#include "ztier/backing_file.h"
 #include "ztier/backing_store.h"
 
 namespace ztier {
 
 struct BackingStore::Impl {
-  std::string path;
-  int fd = -1;
+  std::shared_ptr<BackingFile> file;
   std::uint64_t num_blocks = 0;
-  bool direct = false;
-  BackingFaultHook fault_hook;  // null: results as they are
   std::unique_ptr<internal::BlockBitmap> bitmap;
   std::unique_ptr<internal::BlockCipher> cipher;  // null: not encrypted
-
-  ~Impl();
 };
 
 }  // namespace ztier

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
 namespace ztier {
@@ -234,15 +235,16 @@ class BackingFaultTest : public ::testing::TestWithParam<bool /*sync*/> {};
 TEST_P(BackingFaultTest, FailedWritesFailEveryBlockOfTheIo) {
   TempDir dir;
   long inject = 0;  // 0: as is; < 0: that error; > 0: bytes - 4096
-  BackingIo seen;
+  FileIo seen;
   auto bs = OpenStore({.path = dir.File("wb"),
                        .size_bytes = 1 << 20,
-                       .fault_hook = [&](const BackingIo& io, long result) {
-                         seen = io;
-                         if (io.kind != BackingIo::Kind::kWrite || inject == 0)
-                           return result;
-                         return inject < 0 ? inject : result - 4096;
-                       }});
+                       .wrap_file = testing::FaultyFile(
+                           [&](const FileIo& io, long result) {
+                             seen = io;
+                             if (io.kind != FileIo::Kind::kWrite || inject == 0)
+                               return result;
+                             return inject < 0 ? inject : result - 4096;
+                           })});
   const bool sync = GetParam();
   const std::size_t per_io = sync ? 1 : 8;
   auto w = MakeWriter(*bs, sync ? 1 : 4, per_io);
@@ -261,8 +263,8 @@ TEST_P(BackingFaultTest, FailedWritesFailEveryBlockOfTheIo) {
     WriteRun(*w, first, per_io, &dones);
     Drain(*w, &dones);
     ASSERT_EQ(dones.size(), per_io);
-    EXPECT_EQ(seen.first_block, first);
-    EXPECT_EQ(seen.blocks, per_io);
+    EXPECT_EQ(seen.offset, first * kPageSize);
+    EXPECT_EQ(seen.bytes, per_io * kPageSize);
     for (const Done& d : dones) {
       EXPECT_EQ(d.status.code(), k.code)
           << k.inject << " " << d.status.ToString();
@@ -284,11 +286,12 @@ TEST(BackingStoreTest, ReadFaultsAndShortReadsYieldNoData) {
   long inject = 0;
   auto bs = OpenStore({.path = dir.File("wb"),
                        .size_bytes = 1 << 20,
-                       .fault_hook = [&](const BackingIo& io, long result) {
-                         EXPECT_EQ(io.kind, BackingIo::Kind::kRead);
-                         EXPECT_EQ(io.blocks, 1u);
-                         return inject == 0 ? result : inject;
-                       }});
+                       .wrap_file = testing::FaultyFile(
+                           [&](const FileIo& io, long result) {
+                             EXPECT_EQ(io.kind, FileIo::Kind::kRead);
+                             EXPECT_EQ(io.bytes, kPageSize);
+                             return inject == 0 ? result : inject;
+                           })});
   Page out;
   out.fill(std::byte{0xAA});
   ASSERT_OK(bs->ReadBlock(3, out));  // never written: zeros, unencrypted
@@ -351,6 +354,49 @@ TEST(BackingStoreTest, EncryptedFileHoldsNoPlaintextAndDetectsTampering) {
     ASSERT_OK(bs->ReadBlock(4, out));  // its neighbours are intact
   }
 }
+
+// A store over a file it is given (here in memory): the file's size is used
+// whole, path() is the file's name, and blocks written, sealed or not, read
+// back.
+class GivenFileTest : public ::testing::TestWithParam<bool /*encrypt*/> {};
+
+TEST_P(GivenFileTest, WritesAndReadsThroughTheGivenFile) {
+  std::shared_ptr<BackingFile> file =
+      NewMemBackingFile(64 * kPageSize + 100, "mem:test");
+  auto bs = OpenStore({.encrypt = GetParam(), .file = file});
+  ASSERT_NE(bs, nullptr);
+  EXPECT_EQ(bs->path(), "mem:test");
+  EXPECT_EQ(bs->num_blocks(), 64u);
+  EXPECT_FALSE(bs->direct());
+  auto w = MakeWriter(*bs, 4, 8);
+  ASSERT_NE(w, nullptr);
+  std::vector<Done> dones;
+  WriteRun(*w, 0, 40, &dones);
+  Drain(*w, &dones);
+  ASSERT_EQ(dones.size(), 40u);
+  for (const Done& d : dones) EXPECT_OK(d.status);
+  Page out;
+  for (std::uint64_t b = 0; b < 40; ++b) {
+    ASSERT_OK(bs->ReadBlock(b, out));
+    const Page want = Pattern(b);
+    ASSERT_EQ(std::memcmp(out.data(), want.data(), kPageSize), 0) << b;
+    // What the file holds is the plaintext exactly when not encrypted.
+    Page raw;
+    ASSERT_EQ(file->Read(b * kPageSize, raw), static_cast<long>(kPageSize));
+    EXPECT_EQ(std::memcmp(raw.data(), want.data(), kPageSize) == 0,
+              !GetParam())
+        << b;
+  }
+  // A file that holds no whole block is refused.
+  auto tiny = BackingStore::Open({.file = NewMemBackingFile(100)});
+  ASSERT_FALSE(tiny.has_value());
+  EXPECT_EQ(tiny.error().code(), StatusCode::kInvalidArgument);
+}
+
+INSTANTIATE_TEST_SUITE_P(Sealing, GivenFileTest, ::testing::Bool(),
+                         [](const auto& p) {
+                           return p.param ? "Encrypted" : "Plain";
+                         });
 
 TEST(BackingStoreTest, ReadersRunAlongsideTheWriter) {
   TempDir dir;

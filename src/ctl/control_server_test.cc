@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ctl/status_report.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
 namespace ztier::ctl {
@@ -68,10 +69,11 @@ class ControlServerTest : public ::testing::Test {
     DeviceDefaults defaults;
     defaults.streams = 1;
     // Backing writes fail with fault_ (a -errno) when it is not 0.
-    defaults.backing_fault_hook = [this](const BackingIo& io, long result) {
-      const long f = fault_.load();
-      return io.kind == BackingIo::Kind::kWrite && f != 0 ? f : result;
-    };
+    defaults.backing_file_wrap =
+        testing::FaultyFile([this](const FileIo& io, long result) {
+          const long f = fault_.load();
+          return io.kind == FileIo::Kind::kWrite && f != 0 ? f : result;
+        });
     registry_ = std::make_unique<DeviceRegistry>(defaults);
     ASSERT_TRUE(registry_->Add("zram0").has_value());
     StartServer();

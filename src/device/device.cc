@@ -95,7 +95,7 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
                                     .size_bytes = disksize,
                                     .direct = defaults.backing_direct,
                                     .encrypt = defaults.backing_encrypt,
-                                    .fault_hook = defaults.backing_fault_hook});
+                                    .wrap_file = defaults.backing_file_wrap});
   if (!opened.has_value()) {
     const Status& e = opened.error();
     return Err(Status(e.code(), "backing_dev: " + e.message()));

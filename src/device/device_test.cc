@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
 namespace ztier {
@@ -370,12 +371,13 @@ TEST(DeviceBackingTest, BackingIoErrorsReachTheCaller) {
   testing::ScopedTempDir dir;
   std::atomic<long> fault{0};  // 0: none; else the -errno every write gets
   DeviceDefaults defaults;
-  defaults.backing_fault_hook = [&](const BackingIo& io, long result) {
-    if (io.kind == BackingIo::Kind::kWrite && fault.load() != 0) {
-      return fault.load();
-    }
-    return result;
-  };
+  defaults.backing_file_wrap =
+      testing::FaultyFile([&](const FileIo& io, long result) {
+        if (io.kind == FileIo::Kind::kWrite && fault.load() != 0) {
+          return fault.load();
+        }
+        return result;
+      });
   Device d("zram0", defaults);
   ASSERT_OK(d.SetBackingDev(dir.File("wb")));
   ASSERT_OK(d.SetDisksize(16 * kPageSize));

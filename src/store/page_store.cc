@@ -100,6 +100,9 @@ BatchBackend PageStore::batch_backend() const {
   return impl_->options.batch_backend;
 }
 const Pool& PageStore::pool() const { return *impl_->pool; }
+std::size_t PageStore::PoolBytes() const {
+  return impl_->pool->TotalBytes();
+}
 
 Status PageStore::Store(std::uint64_t index, ConstPage page) {
   Impl& m = *impl_;

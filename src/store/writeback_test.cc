@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
@@ -292,11 +293,11 @@ TEST_P(WritebackFaultTest, LosesNothing) {
   std::atomic<int> writes{0};
   const FaultCase c = GetParam();
   BackingOptions bo;
-  bo.fault_hook = [&](const BackingIo& io, long result) -> long {
-    if (io.kind != BackingIo::Kind::kWrite) return result;
+  bo.wrap_file = testing::FaultyFile([&](const FileIo& io, long result) -> long {
+    if (io.kind != FileIo::Kind::kWrite) return result;
     if (writes.fetch_add(1) != 1) return result;  // the second IO fails
     return c.result == 1 ? result - static_cast<long>(kPageSize) : c.result;
-  };
+  });
   Fixture f(kPages, bo);
   f.Fill(kPages);
   WritebackBudget budget;
@@ -341,9 +342,9 @@ TEST(WritebackTest, AFullBackingStoreStopsWithNoSpace) {
 TEST(WritebackTest, AReadErrorIsAnErrorNotData) {
   std::atomic<bool> fail_reads{false};
   BackingOptions bo;
-  bo.fault_hook = [&](const BackingIo& io, long result) -> long {
-    return io.kind == BackingIo::Kind::kRead && fail_reads ? -EIO : result;
-  };
+  bo.wrap_file = testing::FaultyFile([&](const FileIo& io, long result) -> long {
+    return io.kind == FileIo::Kind::kRead && fail_reads ? -EIO : result;
+  });
   Fixture f(8, bo);
   f.Fill(8);
   f.Writeback(0);
@@ -398,14 +399,14 @@ TEST(WritebackTest, ClientsDoNotWaitForWritebackIo) {
   std::atomic<int> writes{0};
   std::atomic<bool> clients_finished_in_time{false};
   BackingOptions bo;
-  bo.fault_hook = [&](const BackingIo& io, long result) -> long {
-    if (io.kind == BackingIo::Kind::kWrite && writes.fetch_add(1) == 0) {
+  bo.wrap_file = testing::FaultyFile([&](const FileIo& io, long result) -> long {
+    if (io.kind == FileIo::Kind::kWrite && writes.fetch_add(1) == 0) {
       clients_finished_in_time =
           done_future.wait_for(std::chrono::seconds(20)) ==
           std::future_status::ready;
     }
     return result;
-  };
+  });
   Fixture f(kPages, bo);
   f.Fill(kPages);
   std::thread wb([&] {

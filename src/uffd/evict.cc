@@ -59,6 +59,10 @@ void ForEachRun(std::span<const std::uint32_t> v, Same same, Fn fn) {
   }
 }
 
+// ForEachRun's `same` for runs split only where the pages are not
+// consecutive.
+constexpr int NoSplit(std::size_t) { return 0; }
+
 constexpr std::uint64_t kPagemapPresent = std::uint64_t{1} << 63;
 constexpr std::uint64_t kPagemapSwapped = std::uint64_t{1} << 62;
 
@@ -86,43 +90,58 @@ bool Region::Impl::Evict(std::span<const std::uint32_t> victims) {
 
 bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
   if (!PoolAccepts()) return false;
-  // 0. Presence.
   std::vector<std::uint32_t> v;
   v.reserve(chunk.size());
-  ForEachRun(
-      chunk, [](std::size_t) { return 0; },
-      [&](std::size_t k, std::size_t n) {
-        std::uint64_t entries[kEvictChunk];
-        const off_t at = static_cast<off_t>((Addr(chunk[k]) / kPageSize) * 8);
-        const std::size_t bytes = n * sizeof(std::uint64_t);
-        const bool known =
-            pagemap_fd >= 0 && ::pread(pagemap_fd, entries, bytes, at) ==
-                                   static_cast<ssize_t>(bytes);
-        for (std::size_t q = 0; q < n; ++q) {
-          const std::uint32_t p = chunk[k + q];
-          if (!known || (entries[q] & (kPagemapPresent | kPagemapSwapped))) {
-            v.push_back(p);
-            continue;
-          }
-          pages.set_state(p, PageState::kUntouched);
-          pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
-          Drop(c.resident);
-        }
-      });
-  const auto no_split = [](std::size_t) { return 0; };
+  KeepPresent(chunk, &v);  // 0. Presence.
   // 1. Write-protect. A run that could not be protected is not stored: a
   // write after our read would be lost.
   std::vector<std::uint8_t> guarded(v.size(), 1);
-  ForEachRun(v, no_split, [&](std::size_t k, std::size_t n) {
-    Status st = uffd.WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
+  ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
+    Status st = uffd->WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
     if (st.ok()) return;
     LogError(st);
     std::fill_n(&guarded[k], n, 0);
   });
-  // 2. Store. A stored page is entered as such at once (still mapped and
+  std::vector<std::uint8_t> stored(v.size(), 0);  // 2. Store.
+  const bool refused = !StoreGuarded(v, guarded, stored);
+  // 3. Zap and wake, or un-protect (which wakes). Counted before the
+  // wake: a woken writer may look at Stats() at once.
+  ForEachRun(
+      v, [&](std::size_t k) { return stored[k]; },
+      [&](std::size_t k, std::size_t n) {
+        FinishRun(v.data() + k, n, stored[k] != 0);
+      });
+  return !refused;
+}
+
+void Region::Impl::KeepPresent(std::span<const std::uint32_t> chunk,
+                               std::vector<std::uint32_t>* kept) {
+  ForEachRun(chunk, NoSplit, [&](std::size_t k, std::size_t n) {
+    std::uint64_t entries[kEvictChunk];
+    const off_t at = static_cast<off_t>((Addr(chunk[k]) / kPageSize) * 8);
+    const std::size_t bytes = n * sizeof(std::uint64_t);
+    const bool known =
+        pagemap_fd >= 0 &&
+        ::pread(pagemap_fd, entries, bytes, at) == static_cast<ssize_t>(bytes);
+    for (std::size_t q = 0; q < n; ++q) {
+      const std::uint32_t p = chunk[k + q];
+      if (!known || (entries[q] & (kPagemapPresent | kPagemapSwapped))) {
+        kept->push_back(p);
+        continue;
+      }
+      pages.set_state(p, PageState::kUntouched);
+      pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+      Drop(c.resident);
+    }
+  });
+}
+
+bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
+                                std::span<const std::uint8_t> guarded,
+                                std::span<std::uint8_t> stored) {
+  // A stored page is entered as such at once (still mapped and
   // write-protected), so that a shrink later in this chunk can write it
   // back to make room.
-  std::vector<std::uint8_t> stored(v.size(), 0);
   auto entered = [&](std::size_t k, std::size_t n) {
     for (std::size_t q = k; q < k + n; ++q) {
       stored[q] = 1;
@@ -133,7 +152,7 @@ bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
     }
   };
   bool refused = false;
-  ForEachRun(v, no_split, [&](std::size_t k, std::size_t n) {
+  ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
     if (!guarded[k] || refused) return;
     const std::byte* src = base + std::size_t{v[k]} * kPageSize;
 #if defined(__SANITIZE_THREAD__)
@@ -177,51 +196,47 @@ bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
       }
     }
   });
-  // 3. Zap and wake, or un-protect (which wakes). Counted before the wake:
-  // a woken writer may look at Stats() at once.
-  ForEachRun(
-      v, [&](std::size_t k) { return stored[k]; },
-      [&](std::size_t k, std::size_t n) {
-        const std::uintptr_t addr = Addr(v[k]);
-        const std::size_t len = n * kPageSize;
-        bool zapped = false;
-        if (stored[k]) {
-          zapped =
-              ::madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0;
-          if (!zapped) {
-            // Still mapped: the stored copies would go stale. Keep the pages.
-            LogError(PosixError("madvise(MADV_DONTNEED)", errno));
-            for (std::size_t q = k; q < k + n; ++q) {
-              Status d = store->Discard(v[q]);
-              d.IgnoreError();
-              if (pages.test(v[q], PageMap::kWrittenBack)) {
-                Drop(c.written_back);
-              } else {
-                Drop(c.stored);
-              }
-              pages.set_state(v[q], PageState::kResident);
-              pages.clear(v[q], PageMap::kWrittenBack);
-            }
-          }
-        }
-        for (std::size_t q = k; q < k + n; ++q) {
-          pages.clear(v[q], PageMap::kReadAhead);
-          if (!zapped)
-            pages.set(v[q], PageMap::kRef);  // refused: second chance
-        }
-        if (zapped) {
-          Drop(c.resident, n);
-          Bump(c.zswpout, n);
-        }
-        Status st = zapped ? uffd.Wake(addr, len)
-                           : uffd.WriteProtect(addr, len, /*wp=*/false);
-        if (!st.ok()) LogError(st);
-      });
   return !refused;
 }
 
+void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
+                             bool stored) {
+  const std::uintptr_t addr = Addr(run[0]);
+  const std::size_t len = n * kPageSize;
+  bool zapped = false;
+  if (stored) {
+    zapped = ::madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0;
+    if (!zapped) {
+      // Still mapped: the stored copies would go stale. Keep the pages.
+      LogError(PosixError("madvise(MADV_DONTNEED)", errno));
+      for (std::size_t q = 0; q < n; ++q) {
+        Status d = store->Discard(run[q]);
+        d.IgnoreError();
+        if (pages.test(run[q], PageMap::kWrittenBack)) {
+          Drop(c.written_back);
+        } else {
+          Drop(c.stored);
+        }
+        pages.set_state(run[q], PageState::kResident);
+        pages.clear(run[q], PageMap::kWrittenBack);
+      }
+    }
+  }
+  for (std::size_t q = 0; q < n; ++q) {
+    pages.clear(run[q], PageMap::kReadAhead);
+    if (!zapped) pages.set(run[q], PageMap::kRef);  // refused: second chance
+  }
+  if (zapped) {
+    Drop(c.resident, n);
+    Bump(c.zswpout, n);
+  }
+  Status st = zapped ? uffd->Wake(addr, len)
+                     : uffd->WriteProtect(addr, len, /*wp=*/false);
+  if (!st.ok()) LogError(st);
+}
+
 bool Region::Impl::PoolAccepts() {
-  std::uint64_t cur = store->pool().TotalBytes();
+  std::uint64_t cur = store->PoolBytes();
   if (cur >= pool_limit) {
     Bump(c.pool_limit_hit);
     reached_full = true;
@@ -241,7 +256,7 @@ bool Region::Impl::PoolAccepts() {
   // in partly used zspages; compaction gives it back (tried once per size).
   if (cur != compacted_at) {
     store->Compact();
-    cur = store->pool().TotalBytes();
+    cur = store->PoolBytes();
     compacted_at = cur;
     if (cur <= pool_accept) {
       reached_full = false;

@@ -46,15 +46,15 @@ using internal::PageState;
 void Region::Impl::HandlerLoop() {
   constexpr std::size_t kMaxMsgs = 64;
   uffd_msg msgs[kMaxMsgs];
-  pollfd fds[2] = {{uffd.fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  pollfd fds[2] = {{uffd->poll_fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
   for (;;) {
     // Spin a little on the (non-blocking) userfaultfd before sleeping: on a
     // VM, waking a sleeping handler on another CPU costs tens of
     // microseconds, more than resolving a fault. A busy region finds the
     // next fault within the spin; an idle one sleeps after it.
-    const ssize_t got = SpinRead(msgs, sizeof(msgs));
+    const std::size_t got = SpinRead(msgs, kMaxMsgs);
     if (got > 0) {
-      Handle(msgs, static_cast<std::size_t>(got) / sizeof(uffd_msg));
+      Handle(msgs, got);
       continue;
     }
     if (::poll(fds, 2, -1) < 0) {
@@ -71,24 +71,21 @@ void Region::Impl::HandlerLoop() {
                    fds[0].revents);
       return;
     }
-    const ssize_t n_read = ::read(uffd.fd(), msgs, sizeof(msgs));
-    if (n_read < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
-      std::fprintf(stderr,
-                   "ztier region: read userfaultfd: %s; handler "
-                   "stopped\n",
-                   std::strerror(errno));
+    const Result<std::size_t> n_read = uffd->ReadEvents(msgs, kMaxMsgs);
+    if (!n_read.has_value()) {
+      std::fprintf(stderr, "ztier region: %s; handler stopped\n",
+                   n_read.error().ToString().c_str());
       return;
     }
-    Handle(msgs, static_cast<std::size_t>(n_read) / sizeof(uffd_msg));
+    if (*n_read > 0) Handle(msgs, *n_read);
   }
 }
 
-ssize_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t bytes) {
+std::size_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t max) {
   const auto until = std::chrono::steady_clock::now() + kHandlerSpin;
   do {
-    const ssize_t got = ::read(uffd.fd(), msgs, bytes);
-    if (got > 0) return got;
+    const Result<std::size_t> got = uffd->ReadEvents(msgs, max);
+    if (got.has_value() && *got > 0) return *got;
     if (stop_requested.load(std::memory_order_relaxed)) return 0;
 #if defined(__x86_64__)
     __builtin_ia32_pause();
@@ -108,7 +105,7 @@ void Region::Impl::HandleFault(const uffd_msg& msg) {
   const std::uintptr_t addr =
       msg.arg.pagefault.address & ~std::uintptr_t{kPageSize - 1};
   if (addr < Addr(0) || addr >= Addr(num_pages)) {
-    Status st = uffd.Wake(addr, kPageSize);  // not ours; cannot happen
+    Status st = uffd->Wake(addr, kPageSize);  // not ours; cannot happen
     st.IgnoreError();
     return;
   }
@@ -131,12 +128,12 @@ void Region::Impl::HandleMissing(std::size_t p) {
       return;
     case PageState::kResident: {
       std::size_t done = 0;
-      Status st = uffd.ZeroPage(Addr(p), kPageSize, &done);
+      Status st = uffd->ZeroPage(Addr(p), kPageSize, &done);
       if (!st.ok()) LogError(st);
       return;
     }
     case PageState::kPoisoned: {
-      Status st = uffd.Poison(Addr(p), kPageSize);
+      Status st = uffd->Poison(Addr(p), kPageSize);
       if (!st.ok()) LogError(st);
       return;
     }
@@ -161,7 +158,7 @@ void Region::Impl::MapZeros(std::size_t p) {
   // this process (an IPI each, costly on a VM), and untouched memory is
   // nearly always about to be written.
   std::size_t done = 0;
-  Status st = uffd.Copy(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
+  Status st = uffd->Copy(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
                         /*wp=*/false, &done);
   if (!st.ok()) {
     // Pages not reached stay untouched; the faulter retries, and if p was
@@ -173,7 +170,7 @@ void Region::Impl::MapZeros(std::size_t p) {
     }
     Drop(c.resident, hi - lo - n);
     LogError(st);
-    Status w = uffd.Wake(Addr(p), kPageSize);
+    Status w = uffd->Wake(Addr(p), kPageSize);
     w.IgnoreError();
   }
 }
@@ -227,7 +224,7 @@ void Region::Impl::FaultIn(std::size_t p) {
   auto install = [&](std::size_t a, std::size_t b) {
     const bool read_ahead = a != p;
     std::size_t done = 0;
-    Status cs = uffd.Copy(Addr(a), staging.get() + (a - w0) * kPageSize,
+    Status cs = uffd->Copy(Addr(a), staging.get() + (a - w0) * kPageSize,
                           (b - a) * kPageSize,
                           read_ahead && options.count_ra_hits, &done);
     const std::size_t end = a + done / kPageSize;
@@ -242,7 +239,7 @@ void Region::Impl::FaultIn(std::size_t p) {
       MarkLoaded(i, read_ahead, wb[i - w0], -1);
     }
     if (!read_ahead) {
-      Status w = uffd.Wake(Addr(p), kPageSize);
+      Status w = uffd->Wake(Addr(p), kPageSize);
       w.IgnoreError();
     }
   };
@@ -297,7 +294,7 @@ void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
                  p, static_cast<void*>(base + p * kPageSize),
                  st.ToString().c_str());
   }
-  if (!uffd.can_poison()) {
+  if (!uffd->can_poison()) {
     // Zeros or stale bytes would be silent corruption; SIGBUS is what the
     // kernel does, and without UFFDIO_POISON we cannot deliver it.
     std::fprintf(stderr,
@@ -306,7 +303,7 @@ void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
                  p);
     std::abort();
   }
-  Status ps = uffd.Poison(Addr(p), kPageSize);
+  Status ps = uffd->Poison(Addr(p), kPageSize);
   if (!ps.ok()) LogError(ps);
   pages.set_state(p, PageState::kPoisoned);
   pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
@@ -317,7 +314,7 @@ void Region::Impl::HandleWriteProtect(std::size_t p) {
     // Evicted while the writer waited (or nothing mapped): its retry takes
     // a missing fault and brings the page back.
     if (pages.is(p, PageState::kStored)) Bump(c.wp_faults);
-    Status st = uffd.Wake(Addr(p), kPageSize);
+    Status st = uffd->Wake(Addr(p), kPageSize);
     st.IgnoreError();
     return;
   }
@@ -328,7 +325,7 @@ void Region::Impl::HandleWriteProtect(std::size_t p) {
   } else {
     Bump(c.wp_faults);  // the eviction refused it, and already un-protected
   }
-  Status st = uffd.WriteProtect(Addr(p), kPageSize, /*wp=*/false);
+  Status st = uffd->WriteProtect(Addr(p), kPageSize, /*wp=*/false);
   if (!st.ok()) LogError(st);
 }
 

@@ -96,10 +96,10 @@ Region::Impl::~Impl() {
     handler.join();
   }
   if (registered) {
-    Status st = uffd.Unregister(base, size);
+    Status st = uffd->Unregister(base, size);
     st.IgnoreError();  // munmap below unregisters too
   }
-  uffd.Close();
+  uffd.reset();
   if (stop_fd >= 0) ::close(stop_fd);
   if (pagemap_fd >= 0) ::close(pagemap_fd);
   if (base != nullptr) ::munmap(base, size);
@@ -115,10 +115,15 @@ void Region::Impl::LogError(const Status& st) {
 }
 
 Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
-  ZT_RETURN_IF_ERROR(CheckOptions(options));
   std::unique_ptr<Region> region(new Region());
-  Impl& m = *region->impl_;
-  m.options = options;
+  ZT_RETURN_IF_ERROR(region->impl_->Init(options, nullptr));
+  return region;
+}
+
+Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
+  ZT_RETURN_IF_ERROR(CheckOptions(given));
+  Impl& m = *this;
+  m.options = given;
   m.size = (options.size + kPageSize - 1) & ~(kPageSize - 1);
   m.num_pages = m.size / kPageSize;
   if (options.budget != 0) {
@@ -150,8 +155,8 @@ Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
   void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
-    return Err(Status::ResourceExhausted("mmap " + std::to_string(m.size) +
-                                         " bytes: " + std::strerror(errno)));
+    return Status::ResourceExhausted("mmap " + std::to_string(m.size) +
+                                     " bytes: " + std::strerror(errno));
   }
   m.base = static_cast<std::byte*>(p);
   // Faults and evictions work in 4 KiB pages; a huge page would be one
@@ -161,18 +166,19 @@ Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
   // read every evicted page as zeros. Not inheriting it at all is honest:
   // a child that touches it faults (SIGSEGV) instead of reading wrong data.
   if (::madvise(m.base, m.size, MADV_DONTFORK) != 0) {
-    return Err(PosixError("madvise(MADV_DONTFORK)", errno));
+    return PosixError("madvise(MADV_DONTFORK)", errno);
   }
 
-  ZT_RETURN_IF_ERROR(m.uffd.Open());
-  ZT_RETURN_IF_ERROR(m.uffd.Register(m.base, m.size));
+  ZT_ASSIGN_OR_RETURN(m.uffd, internal::OpenUserfaultfd());
+  if (wrap) m.uffd = wrap(std::move(m.uffd));
+  ZT_RETURN_IF_ERROR(m.uffd->Register(m.base, m.size));
   m.registered = true;
   m.stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (m.stop_fd < 0) return Err(PosixError("eventfd", errno));
+  if (m.stop_fd < 0) return PosixError("eventfd", errno);
   // Without it (no /proc) eviction trusts the page map (evict.cc).
   m.pagemap_fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   m.handler = std::thread([&m] { m.HandlerLoop(); });
-  return region;
+  return Status::Ok();
 }
 
 std::byte* Region::data() const { return impl_->base; }

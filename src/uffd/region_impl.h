@@ -16,14 +16,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
 
+#include "platform/userfaultfd.h"
 #include "uffd/page_map.h"
-#include "uffd/uffd.h"
 #include "ztier/page.h"
 #include "ztier/page_store.h"
 #include "ztier/region.h"
@@ -80,7 +81,7 @@ struct Region::Impl {
   std::uint64_t pool_limit = 0;   // bytes
   std::uint64_t pool_accept = 0;  // bytes: accept_threshold_percent of it
 
-  internal::Uffd uffd;
+  std::unique_ptr<internal::Userfaultfd> uffd;  // set once Init opens it
   bool registered = false;
   int stop_fd = -1;  // eventfd: the handler stops when it is readable
   std::atomic<bool> stop_requested{false};  // set with stop_fd, for the spin
@@ -111,6 +112,13 @@ struct Region::Impl {
   Impl() = default;
   ~Impl();
 
+  // region.cc. Region::Create's work on a new Region: checks `given` and
+  // sets everything up from it, opening the userfaultfd and passing it through `wrap`
+  // when that is set (tests: a FaultyUserfaultfd). Errors as Create's.
+  using UffdWrap = std::function<std::unique_ptr<internal::Userfaultfd>(
+      std::unique_ptr<internal::Userfaultfd>)>;
+  Status Init(const RegionOptions& given, const UffdWrap& wrap);
+
   std::uintptr_t Addr(std::size_t page) const {
     return reinterpret_cast<std::uintptr_t>(base) + page * kPageSize;
   }
@@ -120,8 +128,9 @@ struct Region::Impl {
 
   // fault_handler.cc
   void HandlerLoop();
-  // Reads fault messages for up to kHandlerSpin; 0 if none came.
-  ssize_t SpinRead(uffd_msg* msgs, std::size_t bytes);
+  // Reads up to `max` fault messages for up to kHandlerSpin; 0 if none
+  // came, or the userfaultfd could not be read.
+  std::size_t SpinRead(uffd_msg* msgs, std::size_t max);
   void Handle(const uffd_msg* msgs, std::size_t n);  // takes mu
   void HandleFault(const uffd_msg& msg);             // REQUIRES: mu
   void HandleMissing(std::size_t p);                 // REQUIRES: mu
@@ -136,7 +145,22 @@ struct Region::Impl {
   // evict.cc. Evicts `victims` (resident pages, ascending). Returns false
   // when the pool limit stopped it (the rest stay resident). REQUIRES: mu
   bool Evict(std::span<const std::uint32_t> victims);
-  bool EvictChunk(std::span<const std::uint32_t> victims);  // REQUIRES: mu
+  // One chunk of at most kEvictChunk victims, through the steps of
+  // evict.cc. REQUIRES: mu
+  bool EvictChunk(std::span<const std::uint32_t> victims);
+  // Step 0: appends to `kept` the victims that still have a page or a swap
+  // entry; forgets the others (untouched again). REQUIRES: mu
+  void KeepPresent(std::span<const std::uint32_t> chunk,
+                   std::vector<std::uint32_t>* kept);
+  // Step 2: stores each run of `v` whose `guarded` is set, marking the pages
+  // stored in `stored`. False when the pool limit refused a store (the
+  // rest of the chunk is not stored). REQUIRES: mu
+  bool StoreGuarded(std::span<const std::uint32_t> v,
+                    std::span<const std::uint8_t> guarded,
+                    std::span<std::uint8_t> stored);
+  // Step 3 for one run of n consecutive victims: zap and wake when `stored`,
+  // else (or if the zap fails) keep the pages and un-protect. REQUIRES: mu
+  void FinishRun(const std::uint32_t* run, std::size_t n, bool stored);
   // zswap_check_limits plus the synchronous shrinker: true if a store may
   // go ahead. REQUIRES: mu
   bool PoolAccepts();

@@ -19,7 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "platform/faulty_userfaultfd.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
+#include "uffd/region_test_peer.h"
 #include "ztier/backing_store.h"
 
 namespace ztier {
@@ -144,11 +147,11 @@ RegionStats Settled(const Region& r) {
 
 std::shared_ptr<BackingStore> MakeBacking(const ScopedTempDir& dir,
                                           std::size_t pages,
-                                          BackingFaultHook hook = nullptr) {
+                                          FileFault fault = nullptr) {
   BackingOptions bo;
   bo.path = dir.File("backing");
   bo.size_bytes = pages * kPageSize;
-  bo.fault_hook = std::move(hook);
+  if (fault) bo.wrap_file = testing::FaultyFile(std::move(fault));
   auto b = BackingStore::Open(bo);
   EXPECT_TRUE(b.has_value()) << b.error().ToString();
   return b.has_value() ? std::shared_ptr<BackingStore>(std::move(*b)) : nullptr;
@@ -621,8 +624,8 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   constexpr std::size_t kPages = 512;
   ScopedTempDir dir;
   std::atomic<bool> fail_reads{false};
-  auto backing = MakeBacking(dir, kPages, [&](const BackingIo& io, long res) {
-    return io.kind == BackingIo::Kind::kRead && fail_reads ? -EIO : res;
+  auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
+    return io.kind == FileIo::Kind::kRead && fail_reads ? -EIO : res;
   });
   ASSERT_NE(backing, nullptr);
   RegionOptions o;
@@ -659,6 +662,86 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   ::sigaction(SIGBUS, &old, nullptr);
   EXPECT_EQ(buses, lost);
   EXPECT_EQ(bad, kPages);
+}
+
+// UFFDIO_COPY failing as a whole (ENOMEM: the kernel could not allocate the
+// page; EAGAIN: its retries ran out) while stored pages are faulted back
+// in: the pages stay stored, the faulter retries, and every page reads back
+// intact. The first failure is logged, naming the ioctl and the errno.
+class CopyFailureTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CopyFailureTest, StoredPagesSurviveAndTheErrorIsLogged) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 256;
+  std::atomic<int> failures{0};
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  o.max_pool_percent = 100;
+  o.page_cluster = 3;
+  auto made = RegionTestPeer::CreateFaulty(o, [&](const internal::UffdCall& c) {
+    if (c.op != internal::UffdCall::kCopy) return 0;
+    int left = failures.load();
+    while (left > 0 && !failures.compare_exchange_weak(left, left - 1)) {
+    }
+    return left > 0 ? GetParam() : 0;
+  });
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  Region& r = **made;
+  Fill(r, 0, kPages, 0, false);
+  ASSERT_OK(r.Pageout(r.data(), r.size()));
+  const std::uint64_t stored = r.Stats().stored_pages;
+  ASSERT_EQ(stored, kPages);
+  failures = 20;
+  ::testing::internal::CaptureStderr();
+  const std::size_t bad = FirstBad(r, 0, kPages, 0, false);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(bad, kPages);
+  EXPECT_EQ(failures.load(), 0);  // every injected failure was hit
+  const RegionStats s = r.Stats();
+  EXPECT_EQ(s.stored_pages, 0u);
+  EXPECT_EQ(s.zswpin, stored);  // a failed install is undone, not counted
+  EXPECT_EQ(s.resident_pages, kPages);
+  EXPECT_NE(log.find("UFFDIO_COPY"), std::string::npos) << log;
+  EXPECT_NE(log.find(std::strerror(GetParam())), std::string::npos) << log;
+}
+
+INSTANTIATE_TEST_SUITE_P(Errno, CopyFailureTest,
+                         ::testing::Values(ENOMEM, EAGAIN),
+                         [](const auto& p) {
+                           return p.param == ENOMEM ? "ENOMEM" : "EAGAIN";
+                         });
+
+// UFFDIO_WRITEPROTECT failing in an eviction: no page may be stored (a write
+// after the store's read would be lost), so every victim stays resident and
+// keeps its data; the failure is logged.
+TEST(RegionTest, WriteProtectFailureKeepsVictimsResident) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 128;
+  std::atomic<bool> fail{false};
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  o.max_pool_percent = 100;
+  auto made = RegionTestPeer::CreateFaulty(o, [&](const internal::UffdCall& c) {
+    return c.op == internal::UffdCall::kWriteProtect && fail ? ENOMEM : 0;
+  });
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  Region& r = **made;
+  Fill(r, 0, kPages, 0, false);
+  fail = true;
+  ::testing::internal::CaptureStderr();
+  ASSERT_OK(r.Pageout(r.data(), r.size()));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  const RegionStats s = r.Stats();
+  EXPECT_EQ(s.zswpout, 0u);
+  EXPECT_EQ(s.stored_pages, 0u);
+  EXPECT_EQ(s.resident_pages, kPages);
+  EXPECT_NE(log.find("UFFDIO_WRITEPROTECT"), std::string::npos) << log;
+  fail = false;
+  EXPECT_EQ(FirstBad(r, 0, kPages, 0, false), kPages);
+  // Later evictions work again.
+  ASSERT_OK(r.Pageout(r.data(), r.size()));
+  EXPECT_EQ(r.Stats().zswpout, kPages);
+  EXPECT_EQ(FirstBad(r, 0, kPages, 0, false), kPages);
 }
 
 // Not a check: prints what a fault and an eviction cost here.

@@ -36,7 +36,7 @@ void Region::Impl::NoteStored(std::size_t p) {
 
 bool Region::Impl::Shrink() {
   std::vector<std::uint32_t> victims;
-  while (store->pool().TotalBytes() > pool_accept) {
+  while (store->PoolBytes() > pool_accept) {
     victims.clear();
     while (victims.size() < kShrinkBatch && !lru.empty()) {
       const std::uint32_t p = lru.front();
@@ -82,7 +82,7 @@ bool Region::Impl::Shrink() {
     store->Compact();
     if (written == 0) break;  // the backing store is full or failing
   }
-  return store->pool().TotalBytes() <= pool_accept;
+  return store->PoolBytes() <= pool_accept;
 }
 
 }  // namespace ztier

@@ -15,11 +15,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <thread>
 
-#include "uffd/uffd.h"  // internal: the bare baseline uses it directly
+#include "platform/userfaultfd.h"  // internal: the bare baseline uses it
 #include "ztier/page.h"
 
 namespace ztier::tool {
@@ -96,11 +97,11 @@ std::vector<std::size_t> RandomOrder(std::size_t pages, std::uint32_t seed) {
 // one UFFDIO_COPY of the page's corpus page until `stop_fd` is readable.
 // A failed copy is logged once and the page mapped with zeros instead, so
 // that the toucher never hangs (the check afterwards then fails).
-void BareHandler(internal::Uffd* uffd, int stop_fd, const std::byte* base,
+void BareHandler(internal::Userfaultfd* uffd, int stop_fd, const std::byte* base,
                  const corpus::PageSet* corpus, std::atomic<bool>* failed) {
   constexpr std::size_t kMaxMsgs = 16;
   uffd_msg msgs[kMaxMsgs];
-  pollfd fds[2] = {{uffd->fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  pollfd fds[2] = {{uffd->poll_fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
   for (;;) {
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -108,14 +109,12 @@ void BareHandler(internal::Uffd* uffd, int stop_fd, const std::byte* base,
       return;
     }
     if (fds[1].revents != 0) return;
-    const ssize_t got = ::read(uffd->fd(), msgs, sizeof(msgs));
-    if (got < 0) {
-      if (errno == EAGAIN || errno == EINTR) continue;
+    const Result<std::size_t> got = uffd->ReadEvents(msgs, kMaxMsgs);
+    if (!got.has_value()) {
       failed->store(true);
       return;
     }
-    for (std::size_t i = 0;
-         i < static_cast<std::size_t>(got) / sizeof(uffd_msg); ++i) {
+    for (std::size_t i = 0; i < *got; ++i) {
       if (msgs[i].event != UFFD_EVENT_PAGEFAULT) continue;
       const std::uintptr_t addr =
           msgs[i].arg.pagefault.address & ~std::uintptr_t{kPageSize - 1};
@@ -238,13 +237,13 @@ Result<TouchSeries> RunBareCopyFaults(const FaultLatencyConfig& config,
   ::madvise(mem, len, MADV_NOHUGEPAGE);  // 4 KiB faults, as the reference
   const std::byte* base = static_cast<const std::byte*>(mem);
 
-  internal::Uffd uffd;
-  ZT_RETURN_IF_ERROR(uffd.Open());
-  ZT_RETURN_IF_ERROR(uffd.Register(mem, len));
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<internal::Userfaultfd> uffd,
+                      internal::OpenUserfaultfd());
+  ZT_RETURN_IF_ERROR(uffd->Register(mem, len));
   const int stop_fd = ::eventfd(0, EFD_CLOEXEC);
   if (stop_fd < 0) return Err(PosixError("eventfd", errno));
   std::atomic<bool> failed{false};
-  std::thread handler(BareHandler, &uffd, stop_fd, base, &corpus, &failed);
+  std::thread handler(BareHandler, uffd.get(), stop_fd, base, &corpus, &failed);
 
   TouchSeries s;
   std::uint64_t sink = 0;
@@ -262,7 +261,7 @@ Result<TouchSeries> RunBareCopyFaults(const FaultLatencyConfig& config,
   static_cast<void>(stopped);
   handler.join();
   ::close(stop_fd);
-  Status u = uffd.Unregister(mem, len);
+  Status u = uffd->Unregister(mem, len);
   u.IgnoreError();
   if (failed.load()) {
     return Err(Status::IoError("the bare userfaultfd handler failed"));

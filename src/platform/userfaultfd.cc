@@ -1,5 +1,6 @@
-// uffd.cc: the userfaultfd wrapper (contract in uffd.h).
-#include "uffd/uffd.h"
+// userfaultfd.cc: the kernel's userfaultfd behind Userfaultfd (contract in
+// userfaultfd.h), and OpenUserfaultfd.
+#include "platform/userfaultfd.h"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -30,11 +31,34 @@ std::string Where(const char* what, std::uintptr_t start, std::size_t len) {
   return std::string(what) + " " + Hex(start) + "+" + std::to_string(len);
 }
 
+class KernelUserfaultfd final : public Userfaultfd {
+ public:
+  explicit KernelUserfaultfd(int fd) : fd_(fd) {}
+  ~KernelUserfaultfd() override { ::close(fd_); }
+
+  Status Register(void* start, std::size_t len) override;
+  Status Unregister(void* start, std::size_t len) override;
+  bool can_poison() const override { return can_poison_; }
+  Status ZeroPage(std::uintptr_t start, std::size_t len,
+                  std::size_t* done) override;
+  Status Copy(std::uintptr_t dst, const std::byte* src, std::size_t len,
+              bool wp, std::size_t* done) override;
+  Status WriteProtect(std::uintptr_t start, std::size_t len, bool wp) override;
+  Status Wake(std::uintptr_t start, std::size_t len) override;
+  Status Poison(std::uintptr_t start, std::size_t len) override;
+  Result<std::size_t> ReadEvents(uffd_msg* msgs, std::size_t max) override;
+  int poll_fd() const override { return fd_; }
+
+ private:
+  const int fd_;
+  bool can_poison_ = false;
+};
+
 // One fill ioctl over [start + *done, start + len): issue(offset, &result)
 // runs the ioctl for the rest of the range and returns its return value,
 // setting result to the kernel's result field (bytes done, or -errno).
 template <typename Issue>
-Status FillLoop(Uffd& u, const char* what, std::uintptr_t start,
+Status FillLoop(Userfaultfd& u, const char* what, std::uintptr_t start,
                 std::size_t len, std::size_t* done, Issue issue) {
   std::size_t off = 0;
   int retries = 0;
@@ -64,66 +88,7 @@ Status FillLoop(Uffd& u, const char* what, std::uintptr_t start,
   return st;
 }
 
-}  // namespace
-
-Uffd::~Uffd() { Close(); }
-
-void Uffd::Close() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
-Status Uffd::Open() {
-  int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
-  if (fd < 0) {
-    const int sys_err = errno;
-    int dev_err = 0;
-    const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
-    if (dev < 0) {
-      dev_err = errno;
-    } else {
-      fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
-      if (fd < 0) dev_err = errno;
-      ::close(dev);
-    }
-    if (fd < 0) {
-      return Status::Unsupported(
-          std::string("userfaultfd unavailable: syscall: ") +
-          std::strerror(sys_err) +
-          (sys_err == EPERM ? " (needs root or vm.unprivileged_userfaultfd=1)"
-                            : "") +
-          "; /dev/userfaultfd: " + std::strerror(dev_err));
-    }
-  }
-  fd_ = fd;
-  // A refused handshake leaves the fd uninitialised, so it can be retried
-  // without POISON (kernels before 6.6).
-  uffdio_api api{};
-  api.api = UFFD_API;
-  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_POISON;
-  if (::ioctl(fd_, UFFDIO_API, &api) != 0) {
-    api = {};
-    api.api = UFFD_API;
-    api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
-    if (::ioctl(fd_, UFFDIO_API, &api) != 0) {
-      const int err = errno;
-      Close();
-      return Status::Unsupported(
-          std::string("userfaultfd: UFFDIO_API with "
-                      "UFFD_FEATURE_PAGEFAULT_FLAG_WP refused (needs Linux "
-                      "5.7+ with write-protect on anonymous memory): ") +
-          std::strerror(err));
-    }
-  }
-  if (!(api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)) {
-    Close();
-    return Status::Unsupported(
-        "userfaultfd: UFFD_FEATURE_PAGEFAULT_FLAG_WP not granted");
-  }
-  return Status::Ok();
-}
-
-Status Uffd::Register(void* start, std::size_t len) {
+Status KernelUserfaultfd::Register(void* start, std::size_t len) {
   uffdio_register reg{};
   reg.range.start = reinterpret_cast<std::uintptr_t>(start);
   reg.range.len = len;
@@ -151,7 +116,7 @@ Status Uffd::Register(void* start, std::size_t len) {
   return Status::Ok();
 }
 
-Status Uffd::Unregister(void* start, std::size_t len) {
+Status KernelUserfaultfd::Unregister(void* start, std::size_t len) {
   uffdio_range r{};
   r.start = reinterpret_cast<std::uintptr_t>(start);
   r.len = len;
@@ -161,8 +126,8 @@ Status Uffd::Unregister(void* start, std::size_t len) {
   return Status::Ok();
 }
 
-Status Uffd::ZeroPage(std::uintptr_t start, std::size_t len,
-                      std::size_t* done) {
+Status KernelUserfaultfd::ZeroPage(std::uintptr_t start, std::size_t len,
+                                   std::size_t* done) {
   return FillLoop(*this, "UFFDIO_ZEROPAGE", start, len, done,
                   [&](std::size_t off, std::int64_t* result) {
                     uffdio_zeropage z{};
@@ -174,8 +139,8 @@ Status Uffd::ZeroPage(std::uintptr_t start, std::size_t len,
                   });
 }
 
-Status Uffd::Copy(std::uintptr_t dst, const std::byte* src, std::size_t len,
-                  bool wp, std::size_t* done) {
+Status KernelUserfaultfd::Copy(std::uintptr_t dst, const std::byte* src,
+                               std::size_t len, bool wp, std::size_t* done) {
   return FillLoop(*this, wp ? "UFFDIO_COPY (WP)" : "UFFDIO_COPY", dst, len,
                   done, [&](std::size_t off, std::int64_t* result) {
                     uffdio_copy c{};
@@ -189,7 +154,8 @@ Status Uffd::Copy(std::uintptr_t dst, const std::byte* src, std::size_t len,
                   });
 }
 
-Status Uffd::WriteProtect(std::uintptr_t start, std::size_t len, bool wp) {
+Status KernelUserfaultfd::WriteProtect(std::uintptr_t start, std::size_t len,
+                                       bool wp) {
   uffdio_writeprotect w{};
   w.range.start = start;
   w.range.len = len;
@@ -205,7 +171,7 @@ Status Uffd::WriteProtect(std::uintptr_t start, std::size_t len, bool wp) {
                     errno);
 }
 
-Status Uffd::Wake(std::uintptr_t start, std::size_t len) {
+Status KernelUserfaultfd::Wake(std::uintptr_t start, std::size_t len) {
   uffdio_range r{};
   r.start = start;
   r.len = len;
@@ -215,7 +181,7 @@ Status Uffd::Wake(std::uintptr_t start, std::size_t len) {
   return Status::Ok();
 }
 
-Status Uffd::Poison(std::uintptr_t start, std::size_t len) {
+Status KernelUserfaultfd::Poison(std::uintptr_t start, std::size_t len) {
   std::size_t done = 0;
   return FillLoop(*this, "UFFDIO_POISON", start, len, &done,
                   [&](std::size_t off, std::int64_t* result) {
@@ -226,6 +192,64 @@ Status Uffd::Poison(std::uintptr_t start, std::size_t len) {
                     *result = p.updated;
                     return rc;
                   });
+}
+
+Result<std::size_t> KernelUserfaultfd::ReadEvents(uffd_msg* msgs,
+                                                  std::size_t max) {
+  const ssize_t n = ::read(fd_, msgs, max * sizeof(uffd_msg));
+  if (n >= 0) return static_cast<std::size_t>(n) / sizeof(uffd_msg);
+  if (errno == EAGAIN || errno == EINTR) return std::size_t{0};
+  return Err(PosixError("read userfaultfd", errno));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Userfaultfd>> OpenUserfaultfd() {
+  int fd = static_cast<int>(::syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd < 0) {
+    const int sys_err = errno;
+    int dev_err = 0;
+    const int dev = ::open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
+    if (dev < 0) {
+      dev_err = errno;
+    } else {
+      fd = ::ioctl(dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK);
+      if (fd < 0) dev_err = errno;
+      ::close(dev);
+    }
+    if (fd < 0) {
+      return Err(Status::Unsupported(
+          std::string("userfaultfd unavailable: syscall: ") +
+          std::strerror(sys_err) +
+          (sys_err == EPERM ? " (needs root or vm.unprivileged_userfaultfd=1)"
+                            : "") +
+          "; /dev/userfaultfd: " + std::strerror(dev_err)));
+    }
+  }
+  auto uffd = std::make_unique<KernelUserfaultfd>(fd);
+  // A refused handshake leaves the fd uninitialised, so it can be retried
+  // without POISON (kernels before 6.6).
+  uffdio_api api{};
+  api.api = UFFD_API;
+  api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP | UFFD_FEATURE_POISON;
+  if (::ioctl(fd, UFFDIO_API, &api) != 0) {
+    api = {};
+    api.api = UFFD_API;
+    api.features = UFFD_FEATURE_PAGEFAULT_FLAG_WP;
+    if (::ioctl(fd, UFFDIO_API, &api) != 0) {
+      const int err = errno;
+      return Err(Status::Unsupported(
+          std::string("userfaultfd: UFFDIO_API with "
+                      "UFFD_FEATURE_PAGEFAULT_FLAG_WP refused (needs Linux "
+                      "5.7+ with write-protect on anonymous memory): ") +
+          std::strerror(err)));
+    }
+  }
+  if (!(api.features & UFFD_FEATURE_PAGEFAULT_FLAG_WP)) {
+    return Err(Status::Unsupported(
+        "userfaultfd: UFFD_FEATURE_PAGEFAULT_FLAG_WP not granted"));
+  }
+  return std::unique_ptr<Userfaultfd>(std::move(uffd));
 }
 
 }  // namespace ztier::internal

@@ -1,0 +1,181 @@
+// Tests of the BackingFile implementations (ztier/backing_file.h): the real
+// file (platform/posix_backing_file.h) with each of its writers, the
+// in-memory file, and the fault-injecting wrapper, through the interface.
+#include "ztier/backing_file.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "platform/posix_backing_file.h"
+#include "testing/test_util.h"
+#include "ztier/page.h"
+
+namespace ztier {
+namespace {
+
+using testing::ScopedTempDir;
+
+// Writes `ios` IOs of `blocks` pages (page k of the file holds the byte k)
+// from offset 0 through a writer of that shape, and returns each IO's result.
+std::vector<long> WriteAll(BackingFile& f, std::size_t ios,
+                           std::size_t blocks) {
+  auto w = f.NewWriter(ios, blocks * kPageSize);
+  EXPECT_TRUE(w.has_value()) << w.error().ToString();
+  if (!w.has_value()) return {};
+  std::vector<long> results(ios, 1);
+  for (std::size_t io = 0; io < ios; ++io) {
+    for (std::size_t b = 0; b < blocks; ++b) {
+      std::memset((*w)->buffer(io) + b * kPageSize,
+                  static_cast<int>(io * blocks + b), kPageSize);
+    }
+    (*w)->Queue(io, io * blocks * kPageSize, blocks * kPageSize);
+  }
+  std::size_t got = 0;
+  while (got < ios) {
+    got += (*w)->Reap(/*wait=*/true, [&](std::size_t io, long result) {
+      results[io] = result;
+    });
+  }
+  return results;
+}
+
+// Page k holds the byte k, for k < pages.
+void ExpectPages(BackingFile& f, std::size_t pages) {
+  alignas(kPageSize) static std::byte buf[kPageSize];
+  for (std::size_t k = 0; k < pages; ++k) {
+    ASSERT_EQ(f.Read(k * kPageSize, buf), static_cast<long>(kPageSize));
+    EXPECT_EQ(buf[0], static_cast<std::byte>(k));
+    EXPECT_EQ(buf[kPageSize - 1], static_cast<std::byte>(k));
+  }
+}
+
+struct Shape {
+  std::size_t ios;
+  std::size_t blocks;
+};
+
+class PosixFileTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(PosixFileTest, CreatesSizesWritesAndReads) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  bool created = false;
+  auto f = internal::OpenPosixBackingFile(path, 64 * kPageSize,
+                                          /*direct=*/true, &created);
+  ASSERT_TRUE(f.has_value()) << f.error().ToString();
+  EXPECT_TRUE(created);
+  EXPECT_EQ((*f)->name(), path);
+  EXPECT_EQ((*f)->size(), 64 * kPageSize);
+  struct stat st;
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(st.st_size), 64 * kPageSize);
+  const Shape s = GetParam();
+  for (long r : WriteAll(**f, s.ios, s.blocks)) {
+    EXPECT_EQ(r, static_cast<long>(s.blocks * kPageSize));
+  }
+  ExpectPages(**f, s.ios * s.blocks);
+  f->reset();
+  // Opened again: not created, the same size, the same data.
+  f = internal::OpenPosixBackingFile(path, kPageSize, /*direct=*/false,
+                                     &created);
+  ASSERT_TRUE(f.has_value()) << f.error().ToString();
+  EXPECT_FALSE(created);
+  EXPECT_FALSE((*f)->direct());
+  EXPECT_EQ((*f)->size(), 64 * kPageSize);
+  ExpectPages(**f, s.ios * s.blocks);
+}
+
+// {1, 1}: the pwrite writer; the others io_uring where it is built in.
+INSTANTIATE_TEST_SUITE_P(Writers, PosixFileTest,
+                         ::testing::Values(Shape{1, 1}, Shape{4, 8},
+                                           Shape{16, 1}),
+                         [](const auto& p) {
+                           return std::to_string(p.param.ios) + "x" +
+                                  std::to_string(p.param.blocks);
+                         });
+
+TEST(PosixFileOpenTest, ErrorsNameThePath) {
+  ScopedTempDir dir;
+  bool created = true;
+  auto missing = internal::OpenPosixBackingFile(dir.File("no/such"), 1 << 20,
+                                                true, &created);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.error().message().find("no/such"), std::string::npos);
+  EXPECT_FALSE(created);
+  auto not_file = internal::OpenPosixBackingFile(dir.path(), 1 << 20, true,
+                                                 &created);
+  ASSERT_FALSE(not_file.has_value());
+  EXPECT_EQ(not_file.error().code(), StatusCode::kInvalidArgument);
+  auto tiny = internal::OpenPosixBackingFile(dir.File("tiny"), 100, true,
+                                             &created);
+  ASSERT_FALSE(tiny.has_value());
+  EXPECT_EQ(tiny.error().code(), StatusCode::kInvalidArgument);
+  struct stat st;
+  EXPECT_NE(::stat(dir.File("tiny").c_str(), &st), 0);  // not left behind
+}
+
+TEST(MemFileTest, ZeroedThenHoldsWhatIsWritten) {
+  auto f = NewMemBackingFile(16 * kPageSize, "mem0");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->name(), "mem0");
+  EXPECT_EQ(f->size(), 16 * kPageSize);
+  EXPECT_FALSE(f->direct());
+  alignas(kPageSize) std::byte buf[kPageSize];
+  std::memset(buf, 0xAA, sizeof(buf));
+  ASSERT_EQ(f->Read(3 * kPageSize, buf), static_cast<long>(kPageSize));
+  EXPECT_EQ(buf[0], std::byte{0});
+  for (long r : WriteAll(*f, 4, 4)) EXPECT_EQ(r, long{4 * kPageSize});
+  ExpectPages(*f, 16);
+}
+
+TEST(MemFileTest, TransfersPastTheEndAreCutShort) {
+  auto f = NewMemBackingFile(2 * kPageSize);
+  ASSERT_NE(f, nullptr);
+  alignas(kPageSize) std::byte buf[2 * kPageSize];
+  EXPECT_EQ(f->Read(kPageSize, buf), static_cast<long>(kPageSize));
+  EXPECT_EQ(f->Read(2 * kPageSize, buf), 0);
+  auto w = f->NewWriter(2, 2 * kPageSize);
+  ASSERT_TRUE(w.has_value());
+  (*w)->Queue(0, kPageSize, 2 * kPageSize);  // half inside
+  (*w)->Queue(1, 2 * kPageSize, kPageSize);  // all outside
+  std::map<std::size_t, long> results;
+  EXPECT_EQ((*w)->Reap(false, [&](std::size_t io, long r) { results[io] = r; }),
+            2u);
+  EXPECT_EQ(results[0], static_cast<long>(kPageSize));
+  EXPECT_EQ(results[1], -ENOSPC);
+}
+
+TEST(FaultyFileTest, TheFaultSeesEveryTransferAndDecidesItsResult) {
+  std::vector<FileIo> seen;
+  long inject = 0;
+  std::shared_ptr<BackingFile> mem = NewMemBackingFile(16 * kPageSize, "m");
+  auto f = NewFaultyBackingFile(mem, [&](const FileIo& io, long result) {
+    seen.push_back(io);
+    return inject == 0 ? result : inject;
+  });
+  EXPECT_EQ(f->name(), "m");
+  EXPECT_EQ(f->size(), 16 * kPageSize);
+  for (long r : WriteAll(*f, 2, 4)) EXPECT_EQ(r, long{4 * kPageSize});
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].kind, FileIo::Kind::kWrite);
+  EXPECT_EQ(seen[1].offset, 4 * kPageSize);
+  EXPECT_EQ(seen[1].bytes, 4 * kPageSize);
+  ExpectPages(*mem, 8);  // passed through: the data is there
+
+  inject = -EIO;
+  alignas(kPageSize) std::byte buf[kPageSize];
+  EXPECT_EQ(f->Read(5 * kPageSize, buf), -EIO);
+  EXPECT_EQ(seen.back().kind, FileIo::Kind::kRead);
+  EXPECT_EQ(seen.back().offset, 5 * kPageSize);
+  EXPECT_EQ(seen.back().bytes, kPageSize);
+  for (long r : WriteAll(*f, 1, 1)) EXPECT_EQ(r, -EIO);
+}
+
+}  // namespace
+}  // namespace ztier

@@ -1,0 +1,179 @@
+// posix_backing_file.cc: the real BackingFile (contract in
+// posix_backing_file.h): opening and sizing the file, pread, the pwrite
+// writer, and the writer buffers.
+#include "platform/posix_backing_file.h"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ztier/page.h"
+
+namespace ztier::internal {
+namespace {
+
+Status OpenError(const char* call, const std::string& path, int err) {
+  std::string msg = std::string(call) + " " + path + ": " + std::strerror(err);
+  return err == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+}
+
+class PosixBackingFile final : public BackingFile {
+ public:
+  PosixBackingFile(std::string path, int fd, std::uint64_t size, bool direct)
+      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct) {}
+  ~PosixBackingFile() override { ::close(fd_); }
+
+  const std::string& name() const override { return path_; }
+  std::uint64_t size() const override { return size_; }
+  bool direct() const override { return direct_; }
+  long Read(std::uint64_t offset, std::span<std::byte> out) override {
+    ssize_t r;
+    do {
+      r = ::pread(fd_, out.data(), out.size(), static_cast<off_t>(offset));
+    } while (r < 0 && errno == EINTR);
+    return r < 0 ? -errno : static_cast<long>(r);
+  }
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
+      std::size_t ios, std::size_t io_bytes) override {
+#if ZTIER_URING
+    if (ios > 1 || io_bytes > kPageSize) {
+      return NewUringWriter(fd_, path_, ios, io_bytes);
+    }
+#endif
+    return NewPwriteWriter(fd_, path_, ios, io_bytes);
+  }
+
+ private:
+  const std::string path_;
+  const int fd_;
+  const std::uint64_t size_;
+  const bool direct_;
+};
+
+// One pwrite() per IO, in Queue; Reap reports them.
+class PwriteWriter final : public BackingFileWriter {
+ public:
+  PwriteWriter(int fd, std::size_t io_bytes) : fd_(fd), io_bytes_(io_bytes) {}
+
+  WriterBuffers buffers;
+
+  std::byte* buffer(std::size_t io) override {
+    return buffers.data() + io * io_bytes_;
+  }
+  void Queue(std::size_t io, std::uint64_t offset, std::size_t len) override {
+    ssize_t r;
+    do {
+      r = ::pwrite(fd_, buffer(io), len, static_cast<off_t>(offset));
+    } while (r < 0 && errno == EINTR);
+    done_.emplace_back(io, r < 0 ? -errno : static_cast<long>(r));
+  }
+  std::size_t Reap(
+      bool /*wait: all are done*/,
+      const std::function<void(std::size_t, long)>& done) override {
+    const std::size_t n = done_.size();
+    for (const auto& [io, result] : done_) done(io, result);
+    done_.clear();
+    return n;
+  }
+
+ private:
+  const int fd_;
+  const std::size_t io_bytes_;
+  std::vector<std::pair<std::size_t, long>> done_;
+};
+
+}  // namespace
+
+WriterBuffers::~WriterBuffers() {
+  if (data_ != nullptr) ::munmap(data_, bytes_);
+}
+
+Status WriterBuffers::Map(std::size_t bytes, const std::string& what) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::ResourceExhausted("mmap writer buffers for " + what + ": " +
+                                     std::strerror(errno));
+  }
+  data_ = static_cast<std::byte*>(p);
+  bytes_ = bytes;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<BackingFileWriter>> NewPwriteWriter(
+    int fd, const std::string& path, std::size_t ios, std::size_t io_bytes) {
+  auto w = std::make_unique<PwriteWriter>(fd, io_bytes);
+  ZT_RETURN_IF_ERROR(w->buffers.Map(ios * io_bytes, path));
+  return std::unique_ptr<BackingFileWriter>(std::move(w));
+}
+
+Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
+    const std::string& path, std::uint64_t size_bytes, bool direct,
+    bool* created) {
+  *created = false;
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists && errno != ENOENT) return Err(OpenError("stat", path, errno));
+  if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return Err(Status::InvalidArgument(
+        path + " is not a regular file or a block device"));
+  }
+  if (!exists && size_bytes < kPageSize) {
+    return Err(Status::InvalidArgument("backing file " + path + " of " +
+                                       std::to_string(size_bytes) +
+                                       " bytes holds no 4096-byte block"));
+  }
+  int fd = -1;
+  // A file this call created is removed again if it fails after all.
+  auto fail = [&](Status s) {
+    if (fd >= 0) ::close(fd);
+    if (!exists) ::unlink(path.c_str());
+    return Err(std::move(s));
+  };
+  const int flags = O_RDWR | O_CLOEXEC | (exists ? 0 : O_CREAT);
+  fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), 0600);
+  if (fd < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
+    direct = false;
+    fd = ::open(path.c_str(), flags, 0600);
+  }
+  if (fd < 0) return fail(OpenError("open", path, errno));
+  if (::fstat(fd, &st) != 0) return fail(OpenError("fstat", path, errno));
+
+  std::uint64_t size = 0;
+  if (S_ISBLK(st.st_mode)) {  // used whole; size_bytes does not apply
+    if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
+      return fail(OpenError("ioctl BLKGETSIZE64", path, errno));
+    }
+  } else if (S_ISREG(st.st_mode)) {
+    size = static_cast<std::uint64_t>(st.st_size);
+    if (size < size_bytes) {
+      const auto want = static_cast<off_t>(size_bytes);
+      if (::fallocate(fd, 0, 0, want) != 0) {
+        if (errno != EOPNOTSUPP) {
+          return fail(OpenError("fallocate", path, errno));
+        }
+        if (::ftruncate(fd, want) != 0) {
+          return fail(OpenError("ftruncate", path, errno));
+        }
+      }
+      size = size_bytes;
+    }
+  } else {
+    return fail(Status::InvalidArgument(
+        path + " is not a regular file or a block device"));
+  }
+  *created = !exists;
+  return std::unique_ptr<BackingFile>(
+      std::make_unique<PosixBackingFile>(path, fd, size, direct));
+}
+
+}  // namespace ztier::internal
