@@ -34,11 +34,12 @@
 
 #include "ctl/metrics.h"
 #include "nbd/socket_util.h"
+#include "platform/clock.h"
 
 namespace ztier::ctl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = platform::MonotonicClock;
 
 constexpr int kDrainTimeoutMs = 1000;
 

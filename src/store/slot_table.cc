@@ -1,26 +1,16 @@
 // slot_table.cc: the slot table's mapping and the per-slot bit lock.
 #include "store/slot_table.h"
 
-#include <linux/futex.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <climits>
 #include <utility>
 
+#include "platform/cpu_relax.h"
+#include "platform/futex.h"
+
 namespace ztier::internal {
-namespace {
-
-long Futex(std::atomic<std::uint32_t>* addr, int op, std::uint32_t val) {
-  return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(addr),
-                 op | FUTEX_PRIVATE_FLAG, val, nullptr, nullptr, 0);
-}
-
-inline void CpuRelax() { __builtin_ia32_pause(); }
-
-}  // namespace
 
 Result<SlotTable> SlotTable::Create(std::size_t count, bool populate) {
   if (count == 0) return Err(Status::InvalidArgument("slot table of 0 slots"));
@@ -89,7 +79,7 @@ void SlotTable::Lock(Slot& s) {
     }
     if (spins < 64) {
       ++spins;
-      CpuRelax();
+      platform::CpuRelax();
       f = s.flags.load(std::memory_order_relaxed);
       continue;
     }
@@ -100,7 +90,7 @@ void SlotTable::Lock(Slot& s) {
       }
       f |= slot::kWaiters;
     }
-    Futex(&s.flags, FUTEX_WAIT, f);  // returns at once if flags != f
+    platform::FutexWait(&s.flags, f);  // returns at once if flags != f
     f = s.flags.load(std::memory_order_relaxed);
   }
 }
@@ -108,7 +98,7 @@ void SlotTable::Lock(Slot& s) {
 void SlotTable::Unlock(Slot& s) {
   std::uint32_t old = s.flags.fetch_and(~(slot::kLock | slot::kWaiters),
                                         std::memory_order_release);
-  if (old & slot::kWaiters) Futex(&s.flags, FUTEX_WAKE, INT_MAX);
+  if (old & slot::kWaiters) platform::FutexWake(&s.flags, INT_MAX);
 }
 
 void SlotTable::SetContent(Slot& s, std::uint32_t content) {

@@ -36,6 +36,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "platform/clock.h"
+#include "platform/cpu_relax.h"
 #include "uffd/region_impl.h"
 
 namespace ztier {
@@ -85,15 +87,13 @@ void Region::Impl::HandlerLoop() {
 }
 
 ssize_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t bytes) {
-  const auto until = std::chrono::steady_clock::now() + kHandlerSpin;
+  const auto until = platform::MonotonicClock::now() + kHandlerSpin;
   do {
     const ssize_t got = ::read(uffd.fd(), msgs, bytes);
     if (got > 0) return got;
     if (stop_requested.load(std::memory_order_relaxed)) return 0;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  } while (std::chrono::steady_clock::now() < until);
+    platform::CpuRelax();
+  } while (platform::MonotonicClock::now() < until);
   return 0;
 }
 
