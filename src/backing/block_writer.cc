@@ -19,7 +19,6 @@
 // that the next submit carries, and their IOs fail with kIoError.
 #include <liburing.h>
 #include <limits.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -33,6 +32,7 @@
 #include <vector>
 
 #include "backing/backing_internal.h"
+#include "platform/mapping.h"
 
 namespace ztier {
 
@@ -57,7 +57,8 @@ struct BlockWriter::Impl {
   std::size_t max_in_flight = 0;
   std::size_t max_io_blocks = 0;
   bool sync = false;  // pwrite per block, no ring
-  std::byte* buffers = nullptr;
+  platform::Mapping buffer_map;
+  std::byte* buffers = nullptr;  // buffer_map's
   std::size_t buffer_bytes = 0;
   std::vector<std::uint64_t> tags;
   std::vector<Io> ios;
@@ -96,9 +97,11 @@ BlockWriter::Impl::~Impl() {
     if (io_uring_cqe_get_data(cqe) != nullptr) --ring_pending;
     io_uring_cqe_seen(&ring, cqe);
   }
-  if (!drained) return;
+  if (!drained) {
+    buffer_map.Leak();
+    return;
+  }
   if (has_ring) io_uring_queue_exit(&ring);
-  if (buffers != nullptr) munmap(buffers, buffer_bytes);
 }
 
 void BlockWriter::Impl::Complete(Io* io, long result) const {
@@ -305,12 +308,11 @@ Result<std::unique_ptr<BlockWriter>> BackingStore::NewWriter(
   }
   const std::size_t pages = options.in_flight * options.max_io_blocks;
   m.buffer_bytes = pages * kPageSize;
-  void* p = mmap(nullptr, m.buffer_bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return Err(PosixError("mmap writer buffers for " + s.path, errno));
-  }
-  m.buffers = static_cast<std::byte*>(p);
+  ZT_ASSIGN_OR_RETURN(
+      m.buffer_map,
+      platform::Mapping::Anonymous(m.buffer_bytes, platform::Commit::kCharged,
+                                   "mmap writer buffers for " + s.path));
+  m.buffers = m.buffer_map.data();
   m.tags.resize(pages);
   m.ios.resize(options.in_flight);
   std::vector<iovec> iovecs(options.in_flight);

@@ -23,12 +23,10 @@
 // Under TSan the pages are copied out first with reads ignored: a writer's
 // store racing our read is ordered by the write-protection, which TSan
 // cannot see, and the parallel codec's lanes would read them too.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -186,11 +184,12 @@ bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
         const std::size_t len = n * kPageSize;
         bool zapped = false;
         if (stored[k]) {
-          zapped =
-              ::madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0;
+          const Status zap = platform::Advise(reinterpret_cast<void*>(addr),
+                                              len, platform::Advice::kDiscard);
+          zapped = zap.ok();
           if (!zapped) {
             // Still mapped: the stored copies would go stale. Keep the pages.
-            LogError(PosixError("madvise(MADV_DONTNEED)", errno));
+            LogError(zap);
             for (std::size_t q = k; q < k + n; ++q) {
               Status d = store->Discard(v[q]);
               d.IgnoreError();
