@@ -59,10 +59,14 @@ Status PosixError(std::string_view context, int err) {
       return Status::NotFound(msg);
     case ENOMEM:
     case ENOSPC:
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
       return Status::ResourceExhausted(msg);
     case EINVAL:
       return Status::InvalidArgument(msg);
     case EBUSY:
+    case EAGAIN:  // EWOULDBLOCK: try again later
       return Status::Busy(msg);
     case EOPNOTSUPP:
       return Status::Unsupported(msg);
