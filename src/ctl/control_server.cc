@@ -279,15 +279,20 @@ Result<WireReply> Call(const std::string& socket_path,
 }
 
 StatusCode StatusCodeFromErrnoName(std::string_view name) {
-  if (name == "EINVAL" || name == "E2BIG") return StatusCode::kInvalidArgument;
-  if (name == "ENOENT" || name == "ENODEV") return StatusCode::kNotFound;
-  if (name == "ENOMEM" || name == "ENOSPC") {
-    return StatusCode::kResourceExhausted;
+  // The names a server sends (StatusCodeErrnoName, and E2BIG for an
+  // oversized request), read back through the one errno map.
+  static constexpr struct {
+    std::string_view name;
+    int value;
+  } kNames[] = {
+      {"EINVAL", EINVAL}, {"E2BIG", E2BIG},   {"ENOENT", ENOENT},
+      {"ENODEV", ENODEV}, {"ENOMEM", ENOMEM}, {"ENOSPC", ENOSPC},
+      {"EBUSY", EBUSY},   {"ERANGE", ERANGE}, {"EOPNOTSUPP", EOPNOTSUPP},
+      {"EACCES", EACCES}, {"EPERM", EPERM},
+  };
+  for (const auto& n : kNames) {
+    if (n.name == name) return StatusCodeForErrno(n.value);
   }
-  if (name == "EBUSY") return StatusCode::kBusy;
-  if (name == "ERANGE") return StatusCode::kOutOfRange;
-  if (name == "EOPNOTSUPP") return StatusCode::kUnsupported;
-  if (name == "EACCES" || name == "EPERM") return StatusCode::kPermissionDenied;
   return StatusCode::kIoError;
 }
 

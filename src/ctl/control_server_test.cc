@@ -650,5 +650,25 @@ TEST_F(ControlServerTest, ConcurrentClients) {
   EXPECT_EQ(registry_->List().size(), 1u);
 }
 
+// What a client reads back from an ERR line's errno name is the code the
+// server's Status had (through StatusCodeErrnoName), for every code with
+// a name of its own.
+TEST(StatusCodeFromErrnoNameTest, ReadsBackWhatServersSend) {
+  for (StatusCode c :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound,
+        StatusCode::kResourceExhausted, StatusCode::kIoError,
+        StatusCode::kUnsupported, StatusCode::kBusy, StatusCode::kOutOfRange,
+        StatusCode::kPermissionDenied}) {
+    EXPECT_EQ(StatusCodeFromErrnoName(StatusCodeErrnoName(c)), c)
+        << StatusCodeName(c);
+  }
+  EXPECT_EQ(StatusCodeFromErrnoName("E2BIG"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StatusCodeFromErrnoName("ENOENT"), StatusCode::kNotFound);
+  EXPECT_EQ(StatusCodeFromErrnoName("ENOSPC"), StatusCode::kResourceExhausted);
+  EXPECT_EQ(StatusCodeFromErrnoName("EACCES"), StatusCode::kPermissionDenied);
+  EXPECT_EQ(StatusCodeFromErrnoName("ETIMEDOUT"), StatusCode::kIoError);
+  EXPECT_EQ(StatusCodeFromErrnoName(""), StatusCode::kIoError);
+}
+
 }  // namespace
 }  // namespace ztier::ctl

@@ -49,33 +49,40 @@ std::string Status::ToString() const {
   return out;
 }
 
-Status PosixError(std::string_view context, int err) {
-  std::string msg(context);
-  msg += ": ";
-  msg += std::strerror(err);
+StatusCode StatusCodeForErrno(int err) {
   switch (err) {
     case ENOENT:
     case ENODEV:
-      return Status::NotFound(msg);
+      return StatusCode::kNotFound;
     case ENOMEM:
     case ENOSPC:
     case EMFILE:
     case ENFILE:
     case ENOBUFS:
-      return Status::ResourceExhausted(msg);
+      return StatusCode::kResourceExhausted;
     case EINVAL:
-      return Status::InvalidArgument(msg);
+    case E2BIG:
+      return StatusCode::kInvalidArgument;
     case EBUSY:
     case EAGAIN:  // EWOULDBLOCK: try again later
-      return Status::Busy(msg);
+      return StatusCode::kBusy;
+    case ERANGE:
+      return StatusCode::kOutOfRange;
     case EOPNOTSUPP:
-      return Status::Unsupported(msg);
+      return StatusCode::kUnsupported;
     case EPERM:
     case EACCES:
-      return Status::PermissionDenied(msg);
+      return StatusCode::kPermissionDenied;
     default:
-      return Status::IoError(msg);
+      return StatusCode::kIoError;
   }
+}
+
+Status PosixError(std::string_view context, int err) {
+  std::string msg(context);
+  msg += ": ";
+  msg += std::strerror(err);
+  return Status(StatusCodeForErrno(err), std::move(msg));
 }
 
 }  // namespace ztier
