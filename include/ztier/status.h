@@ -118,6 +118,9 @@ std::string_view StatusCodeErrnoName(StatusCode code);
 // done and to what ("open /var/lib/x", "mmap 1 GiB arena").
 Status PosixError(std::string_view context, int err);
 
+// The code PosixError gives `err` (kIoError for any errno it does not name).
+StatusCode StatusCodeForErrno(int err);
+
 template <typename T>
 using Result = std::expected<T, Status>;
 

@@ -3,7 +3,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <sys/mman.h>
 #include <sys/random.h>
 
 #include <cassert>
@@ -58,10 +57,10 @@ Result<std::unique_ptr<BlockCipher>> BlockCipher::Create(
     return Err(Status::Unsupported("OpenSSL has no AES-256-GCM"));
   }
   const std::size_t bytes = num_blocks * sizeof(Meta);
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) return Err(PosixError("mmap cipher table", errno));
-  c->meta_ = static_cast<Meta*>(p);  // zero pages: nothing sealed yet
+  ZT_ASSIGN_OR_RETURN(c->table_,
+                      platform::Mapping::Anonymous(
+                          bytes, platform::Commit::kOnTouch, "mmap cipher table"));
+  c->meta_ = c->table_.as<Meta>();  // zero pages: nothing sealed yet
   c->num_blocks_ = num_blocks;
   return c;
 }
@@ -69,7 +68,6 @@ Result<std::unique_ptr<BlockCipher>> BlockCipher::Create(
 BlockCipher::~BlockCipher() {
   OPENSSL_cleanse(key_, sizeof(key_));
   EVP_CIPHER_free(aead_);
-  if (meta_ != nullptr) munmap(meta_, num_blocks_ * sizeof(Meta));
 }
 
 Status BlockCipher::Seal(std::uint64_t block, MutablePage page) {

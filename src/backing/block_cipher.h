@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "platform/mapping.h"
 #include "ztier/page.h"
 #include "ztier/status.h"
 
@@ -56,7 +57,8 @@ class BlockCipher {
 
   unsigned char key_[32];
   EVP_CIPHER* aead_ = nullptr;  // AES-256-GCM, fetched once
-  Meta* meta_ = nullptr;
+  platform::Mapping table_;  // num_blocks_ Metas, zero-filled when mapped
+  Meta* meta_ = nullptr;     // table_'s
   std::uint64_t num_blocks_ = 0;
   std::atomic<std::uint64_t> next_counter_{1};
 };

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backing/backing_internal.h"
+#include "platform/mapping.h"
 
 namespace ztier {
 

@@ -2,18 +2,13 @@
 // control_server.h; wire format in protocol.h and docs/control_protocol.md).
 //
 // Threads: one accept thread, one thread per connection. Every blocking wait
-// is a poll() on the connection (or listening) fd plus stop_fd_, an eventfd
+// is a poll() on the connection (or listening) fd plus stop_, an eventfd
 // that Stop() makes readable once and forever, so Stop() wakes everything
 // without signals. Connection threads are joined by the accept thread once
 // they finish (Reap) and by Stop() at the end.
 #include "ctl/control_server.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,37 +23,11 @@
 #include <thread>
 
 #include "ctl/attributes.h"
+#include "platform/event_fd.h"
+#include "platform/socket.h"
 
 namespace ztier::ctl {
 namespace {
-
-Status MakeAddress(const std::string& path, sockaddr_un* addr) {
-  std::memset(addr, 0, sizeof(*addr));
-  addr->sun_family = AF_UNIX;
-  if (path.empty()) return Status::InvalidArgument("empty socket path");
-  if (path.size() >= sizeof(addr->sun_path)) {
-    return Status::InvalidArgument("socket path longer than " +
-                                   std::to_string(sizeof(addr->sun_path) - 1) +
-                                   " bytes: " + path);
-  }
-  std::memcpy(addr->sun_path, path.data(), path.size());
-  return Status::Ok();
-}
-
-// Whether a server answers on `path`: true (live), false (stale socket,
-// ECONNREFUSED), or an error.
-Result<bool> ProbeLive(const std::string& path) {
-  sockaddr_un addr;
-  ZT_RETURN_IF_ERROR(MakeAddress(path, &addr));
-  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return Err(PosixError("socket", errno));
-  const int rc = ::connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  const int err = errno;
-  ::close(s);
-  if (rc == 0) return true;
-  if (err == ECONNREFUSED) return false;
-  return Err(PosixError("connect " + path, err));
-}
 
 // poll() one fd for `events` and stop_fd for input. 1: ready, 0: timed out,
 // -1: stopping or the fd failed.
@@ -94,7 +63,6 @@ class Server final : public ControlServer {
     std::atomic<bool> done{false};
   };
 
-  Status Bind();
   void AcceptLoop();
   void Serve(Conn* conn);
   bool SendAll(int fd, std::string_view data);
@@ -103,10 +71,8 @@ class Server final : public ControlServer {
   const std::string path_;
   DeviceRegistry* const registry_;
   const ControlServerOptions options_;
-  int listen_fd_ = -1;
-  int stop_fd_ = -1;
-  dev_t sock_dev_ = 0;
-  ino_t sock_ino_ = 0;
+  platform::Listener listener_;
+  platform::EventFd stop_;  // signalled once, never drained: Stop()
   bool stopped_ = false;
   std::thread accept_thread_;
   std::atomic<std::size_t> active_{0};
@@ -115,85 +81,16 @@ class Server final : public ControlServer {
 };
 
 Status Server::Init() {
-  sockaddr_un addr;
-  ZT_RETURN_IF_ERROR(MakeAddress(path_, &addr));
-  struct stat st;
-  if (::lstat(path_.c_str(), &st) == 0) {
-    if (!S_ISSOCK(st.st_mode)) {
-      return Status::Busy(path_ + " exists and is not a socket");
-    }
-    ZT_ASSIGN_OR_RETURN(const bool live, ProbeLive(path_));
-    if (live) {
-      return Status::Busy("a server is already listening on " + path_);
-    }
-    if (::unlink(path_.c_str()) != 0 && errno != ENOENT) {
-      return PosixError("unlink stale socket " + path_, errno);
-    }
-  } else if (errno != ENOENT) {
-    return PosixError("stat " + path_, errno);
-  }
-  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (stop_fd_ < 0) return PosixError("eventfd", errno);
-  ZT_RETURN_IF_ERROR(Bind());
-  if (::lstat(path_.c_str(), &st) != 0) return PosixError("stat " + path_, errno);
-  sock_dev_ = st.st_dev;
-  sock_ino_ = st.st_ino;
+  ZT_ASSIGN_OR_RETURN(stop_, platform::EventFd::Create());
+  ZT_ASSIGN_OR_RETURN(listener_, platform::Listener::Unix(path_));
   accept_thread_ = std::thread([this] { AcceptLoop(); });
   return Status::Ok();
-}
-
-// Binds and listens. Bound first as <dir>/.ztier-ctl.XXXXXX/s (the
-// directory is 0700, so nobody else can connect before the chmod), then
-// linked to path_. When that temporary path would not fit in sun_path, binds
-// path_ directly and chmods at once (a short window at the umask's mode).
-Status Server::Bind() {
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) return PosixError("socket", errno);
-  const std::size_t slash = path_.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : path_.substr(0, std::max<std::size_t>(slash, 1));
-  std::string tmp_dir = dir + "/.ztier-ctl.XXXXXX";
-  const std::string tmp_sock = tmp_dir + "/s";  // same length after mkdtemp
-  sockaddr_un addr;
-  const bool staged = MakeAddress(tmp_sock, &addr).ok() &&
-                      ::mkdtemp(tmp_dir.data()) != nullptr;
-  if (staged) {
-    ZT_RETURN_IF_ERROR(MakeAddress(tmp_dir + "/s", &addr));
-  } else {
-    ZT_RETURN_IF_ERROR(MakeAddress(path_, &addr));
-  }
-  const std::string bound = staged ? tmp_dir + "/s" : path_;
-  Status s;
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    s = PosixError("bind " + bound, errno);
-  } else if (::chmod(bound.c_str(), 0600) != 0) {
-    s = PosixError("chmod " + bound, errno);
-  } else if (::listen(listen_fd_, 64) != 0) {
-    s = PosixError("listen " + bound, errno);
-  } else if (staged && ::link(bound.c_str(), path_.c_str()) != 0) {
-    if (errno == EEXIST) {
-      s = Status::Busy(path_ + " appeared while starting");
-    } else if (::rename(bound.c_str(), path_.c_str()) != 0) {
-      // No hard links here (EPERM on some filesystems): rename instead.
-      s = PosixError("rename " + bound + " to " + path_, errno);
-    }
-  }
-  if (staged) {
-    ::unlink(bound.c_str());
-    ::rmdir(tmp_dir.c_str());
-  } else if (!s.ok()) {
-    ::unlink(path_.c_str());
-  }
-  return s;
 }
 
 void Server::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  if (stop_fd_ >= 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t n = ::write(stop_fd_, &one, sizeof(one));
-  }
+  if (stop_.fd() >= 0) stop_.Signal();
   if (accept_thread_.joinable()) accept_thread_.join();
   std::list<std::unique_ptr<Conn>> conns;
   {
@@ -201,20 +98,8 @@ void Server::Stop() {
     conns.swap(conns_);
   }
   for (auto& c : conns) c->thread.join();
-  if (listen_fd_ >= 0) {
-    // Remove the socket file only if it is still ours.
-    struct stat st;
-    if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == sock_dev_ &&
-        st.st_ino == sock_ino_ && sock_ino_ != 0) {
-      ::unlink(path_.c_str());
-    }
-    ::close(listen_fd_);
-    listen_fd_ = -1;
-  }
-  if (stop_fd_ >= 0) {
-    ::close(stop_fd_);
-    stop_fd_ = -1;
-  }
+  listener_.Close();  // and removes the socket file, if still ours
+  stop_ = platform::EventFd();
 }
 
 void Server::Reap() {
@@ -235,23 +120,26 @@ void Server::Reap() {
 
 void Server::AcceptLoop() {
   for (;;) {
-    if (Wait(listen_fd_, POLLIN, stop_fd_, -1) < 0) return;
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      // EAGAIN (the client left), EINTR, ECONNABORTED; EMFILE: back off.
-      if (errno == EMFILE || errno == ENFILE) {
+    if (Wait(listener_.fd(), POLLIN, stop_.fd(), -1) < 0) return;
+    // Non-blocking: every wait on a connection is Wait()'s poll.
+    Result<int> accepted = listener_.Accept(/*nonblocking=*/true);
+    if (!accepted.has_value()) {
+      // kBusy (the client left), ECONNABORTED; out of fds: back off.
+      if (accepted.error().code() == StatusCode::kResourceExhausted) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
       continue;
     }
+    const int fd = *accepted;
     Reap();
     if (active_.load() >= options_.max_connections) {
       const std::string busy =
           EncodeError("EBUSY", "too many control connections (" +
                                    std::to_string(options_.max_connections) +
                                    ")");
-      [[maybe_unused]] ssize_t n =
-          ::send(fd, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      // Best effort: the client may already be gone.
+      [[maybe_unused]] const Result<std::size_t> sent =
+          platform::Send(fd, busy.data(), busy.size(), /*dontwait=*/true);
       ::close(fd);
       continue;
     }
@@ -267,15 +155,14 @@ void Server::AcceptLoop() {
 
 bool Server::SendAll(int fd, std::string_view data) {
   while (!data.empty()) {
-    const ssize_t n =
-        ::send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(static_cast<std::size_t>(n));
+    const Result<std::size_t> n =
+        platform::Send(fd, data.data(), data.size(), /*dontwait=*/true);
+    if (n.has_value() && *n > 0) {
+      data.remove_prefix(*n);
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (Wait(fd, POLLOUT, stop_fd_, options_.idle_timeout_ms) <= 0) {
+    if (!n.has_value() && n.error().code() == StatusCode::kBusy) {
+      if (Wait(fd, POLLOUT, stop_.fd(), options_.idle_timeout_ms) <= 0) {
         return false;
       }
       continue;
@@ -305,20 +192,17 @@ void Server::Serve(Conn* conn) {
       SendAll(fd, EncodeError(p.errno_name, p.message));
       break;
     }
-    const int w = Wait(fd, POLLIN, stop_fd_, options_.idle_timeout_ms);
+    const int w = Wait(fd, POLLIN, stop_.fd(), options_.idle_timeout_ms);
     if (w == 0 && !in.empty()) {
       SendAll(fd, EncodeError("ETIMEDOUT", "request incomplete after " +
                                                std::to_string(options_.idle_timeout_ms) +
                                                " ms"));
     }
     if (w <= 0) break;
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
-    if (n == 0) break;  // the client is done
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      break;
-    }
-    in.append(buf, static_cast<std::size_t>(n));
+    const Result<std::size_t> n = platform::Receive(fd, buf, sizeof(buf));
+    if (!n.has_value() && n.error().code() == StatusCode::kBusy) continue;
+    if (!n.has_value() || *n == 0) break;  // failed, or the client is done
+    in.append(buf, *n);
   }
   ::close(fd);
   active_.fetch_sub(1);
@@ -346,27 +230,17 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(
 }
 
 Result<int> Connect(const std::string& socket_path) {
-  sockaddr_un addr;
-  ZT_RETURN_IF_ERROR(MakeAddress(socket_path, &addr));
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return Err(PosixError("socket", errno));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Err(PosixError("connect " + socket_path, err));
-  }
-  return fd;
+  return platform::ConnectUnix(socket_path);
 }
 
 Result<WireReply> Exchange(int fd, const WireRequest& request) {
   const std::string out = EncodeRequest(request);
   std::string_view rest = out;
   while (!rest.empty()) {
-    const ssize_t n = ::send(fd, rest.data(), rest.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    } else if (n < 0 && errno == EINTR) {
-      continue;
+    const Result<std::size_t> n =
+        platform::Send(fd, rest.data(), rest.size(), /*dontwait=*/false);
+    if (n.has_value() && *n > 0) {
+      rest.remove_prefix(*n);
     } else {
       // The server hung up early (e.g. an oversized request): its reply
       // may still be waiting to be read.
@@ -385,13 +259,14 @@ Result<WireReply> Exchange(int fd, const WireRequest& request) {
     const int w = ::poll(&pfd, 1, kClientTimeoutMs);
     if (w < 0 && errno == EINTR) continue;
     if (w == 0) return Err(Status::IoError("control reply: timed out"));
-    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Err(PosixError("control reply: recv", errno));
-    if (n == 0) {
+    const Result<std::size_t> n = platform::Receive(fd, buf, sizeof(buf));
+    if (!n.has_value()) {
+      return Err(Status(n.error().code(), "control reply: " + n.error().message()));
+    }
+    if (*n == 0) {
       return Err(Status::IoError("control reply: server closed the connection"));
     }
-    in.append(buf, static_cast<std::size_t>(n));
+    in.append(buf, *n);
   }
 }
 
@@ -404,15 +279,20 @@ Result<WireReply> Call(const std::string& socket_path,
 }
 
 StatusCode StatusCodeFromErrnoName(std::string_view name) {
-  if (name == "EINVAL" || name == "E2BIG") return StatusCode::kInvalidArgument;
-  if (name == "ENOENT" || name == "ENODEV") return StatusCode::kNotFound;
-  if (name == "ENOMEM" || name == "ENOSPC") {
-    return StatusCode::kResourceExhausted;
+  // The names a server sends (StatusCodeErrnoName, and E2BIG for an
+  // oversized request), read back through the one errno map.
+  static constexpr struct {
+    std::string_view name;
+    int value;
+  } kNames[] = {
+      {"EINVAL", EINVAL}, {"E2BIG", E2BIG},   {"ENOENT", ENOENT},
+      {"ENODEV", ENODEV}, {"ENOMEM", ENOMEM}, {"ENOSPC", ENOSPC},
+      {"EBUSY", EBUSY},   {"ERANGE", ERANGE}, {"EOPNOTSUPP", EOPNOTSUPP},
+      {"EACCES", EACCES}, {"EPERM", EPERM},
+  };
+  for (const auto& n : kNames) {
+    if (n.name == name) return StatusCodeForErrno(n.value);
   }
-  if (name == "EBUSY") return StatusCode::kBusy;
-  if (name == "ERANGE") return StatusCode::kOutOfRange;
-  if (name == "EOPNOTSUPP") return StatusCode::kUnsupported;
-  if (name == "EACCES" || name == "EPERM") return StatusCode::kPermissionDenied;
   return StatusCode::kIoError;
 }
 

@@ -16,9 +16,9 @@
 // gets an error reply (EINVAL / E2BIG) and the connection is closed.
 //
 // The socket file is created with mode 0600 without a window in which it is
-// reachable with a wider mode: it is bound in a fresh mode-0700 directory
-// beside `path`, chmod'ed, then hard-linked into place (which fails rather
-// than replace a file that appeared meanwhile).
+// reachable with a wider mode (platform/socket.h Listener::Unix: bound in a
+// fresh mode-0700 directory beside `path`, then hard-linked into place,
+// which fails rather than replace a file that appeared meanwhile).
 //
 // Thread safety: Start() returns a running server; its thread serves one
 // request at a time per connection, any number of connections. Stop() (or
@@ -50,9 +50,9 @@ class ControlServer {
  public:
   // Listens on the Unix socket `path` (created with mode 0600; an existing
   // stale socket file, one nobody listens on, is replaced). Errors: kBusy if
-  // a server answers on `path` or a file that is not a socket is there;
-  // kInvalidArgument for an empty or too long path (sun_path holds 107
-  // bytes); others from the socket calls. `registry` must outlive the server.
+  // a server answers on `path`; kInvalidArgument if a file that is not a
+  // socket is there (it is left alone), or for an empty or too long path
+  // (sun_path holds 107 bytes); others from the socket calls. `registry` must outlive the server.
   static Result<std::unique_ptr<ControlServer>> Start(const std::string& path,
                                                       DeviceRegistry* registry);
   static Result<std::unique_ptr<ControlServer>> Start(

@@ -506,9 +506,13 @@ TEST_F(ControlServerTest, RefusesLiveServerAndNonSocketReplacesStale) {
 
   const std::string file = (dir_ / "plain").string();
   std::ofstream(file) << "keep me";
+  // A file that is not a socket: the path is wrong (as for the NBD and
+  // metrics servers), and the file is kept.
   auto on_file = ControlServer::Start(file, registry_.get());
   ASSERT_FALSE(on_file.has_value());
-  EXPECT_EQ(on_file.error().code(), StatusCode::kBusy);
+  EXPECT_EQ(on_file.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(on_file.error().message().find("not a socket"), std::string::npos)
+      << on_file.error().ToString();
   std::ifstream in(file);
   std::string content;
   std::getline(in, content);
@@ -646,6 +650,26 @@ TEST_F(ControlServerTest, ConcurrentClients) {
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(registry_->List().size(), 1u);
+}
+
+// What a client reads back from an ERR line's errno name is the code the
+// server's Status had (through StatusCodeErrnoName), for every code with
+// a name of its own.
+TEST(StatusCodeFromErrnoNameTest, ReadsBackWhatServersSend) {
+  for (StatusCode c :
+       {StatusCode::kInvalidArgument, StatusCode::kNotFound,
+        StatusCode::kResourceExhausted, StatusCode::kIoError,
+        StatusCode::kUnsupported, StatusCode::kBusy, StatusCode::kOutOfRange,
+        StatusCode::kPermissionDenied}) {
+    EXPECT_EQ(StatusCodeFromErrnoName(StatusCodeErrnoName(c)), c)
+        << StatusCodeName(c);
+  }
+  EXPECT_EQ(StatusCodeFromErrnoName("E2BIG"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StatusCodeFromErrnoName("ENOENT"), StatusCode::kNotFound);
+  EXPECT_EQ(StatusCodeFromErrnoName("ENOSPC"), StatusCode::kResourceExhausted);
+  EXPECT_EQ(StatusCodeFromErrnoName("EACCES"), StatusCode::kPermissionDenied);
+  EXPECT_EQ(StatusCodeFromErrnoName("ETIMEDOUT"), StatusCode::kIoError);
+  EXPECT_EQ(StatusCodeFromErrnoName(""), StatusCode::kIoError);
 }
 
 }  // namespace

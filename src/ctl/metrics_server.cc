@@ -14,9 +14,7 @@
 // Each state has a deadline; past it the connection is closed.
 #include "ctl/metrics_server.h"
 
-#include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -33,12 +31,14 @@
 #include <vector>
 
 #include "ctl/metrics.h"
-#include "nbd/socket_util.h"
+#include "platform/clock.h"
+#include "platform/event_fd.h"
+#include "platform/socket.h"
 
 namespace ztier::ctl {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = platform::MonotonicClock;
 
 constexpr int kDrainTimeoutMs = 1000;
 
@@ -213,25 +213,25 @@ class MetricsServerImpl final : public MetricsServer {
       return Status::InvalidArgument(
           "metrics: neither a TCP address nor a Unix socket path");
     }
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) return PosixError("metrics: eventfd", errno);
+    Result<platform::EventFd> wake = platform::EventFd::Create();
+    if (!wake.has_value()) {
+      return Status(wake.error().code(), "metrics: " + wake.error().message());
+    }
+    wake_ = std::move(*wake);
     if (!options_.unix_path.empty()) {
-      Result<int> fd =
-          nbd::ListenUnix(options_.unix_path, &unix_dev_, &unix_ino_);
-      if (!fd.has_value()) {
-        return WithContext(fd.error(), "socket " + options_.unix_path);
+      Result<platform::Listener> l = platform::Listener::Unix(options_.unix_path);
+      if (!l.has_value()) {
+        return WithContext(l.error(), "socket " + options_.unix_path);
       }
-      unix_fd_ = *fd;
-      SetNonBlocking(unix_fd_);
+      unix_ = std::move(*l);
     }
     if (!options_.listen.empty()) {
-      Result<int> fd = nbd::ListenTcp(options_.listen, &tcp_port_);
-      if (!fd.has_value()) {
-        return WithContext(fd.error(),
+      Result<platform::Listener> l = platform::Listener::Tcp(options_.listen);
+      if (!l.has_value()) {
+        return WithContext(l.error(),
                            "listen address '" + options_.listen + "'");
       }
-      tcp_fd_ = *fd;
-      SetNonBlocking(tcp_fd_);
+      tcp_ = std::move(*l);
     }
     thread_ = std::thread([this] { Loop(); });
     return Status::Ok();
@@ -240,42 +240,36 @@ class MetricsServerImpl final : public MetricsServer {
   void Stop() override {
     if (thread_.joinable()) {
       stopping_.store(true);
-      const std::uint64_t one = 1;
-      [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof(one));
+      wake_.Signal();
       thread_.join();
     }
     for (Client& c : clients_) ::close(c.fd);
     clients_.clear();
-    if (unix_fd_ >= 0) {
-      ::close(unix_fd_);
-      nbd::UnlinkUnixSocket(options_.unix_path, unix_dev_, unix_ino_);
-    }
-    if (tcp_fd_ >= 0) ::close(tcp_fd_);
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    unix_fd_ = tcp_fd_ = wake_fd_ = -1;
+    unix_.Close();  // and removes the socket file, if still ours
+    tcp_.Close();
+    wake_ = platform::EventFd();
   }
 
-  int tcp_port() const override { return tcp_port_; }
+  int tcp_port() const override { return tcp_.port(); }
   const std::string& unix_path() const override { return options_.unix_path; }
   std::size_t requests_served() const override { return served_.load(); }
 
  private:
-  static void SetNonBlocking(int fd) {
-    const int flags = ::fcntl(fd, F_GETFL);
-    if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-  }
-
   void Loop() {
     std::vector<struct pollfd> fds;
     for (;;) {
       fds.clear();
-      fds.push_back({wake_fd_, POLLIN, 0});
+      fds.push_back({wake_.fd(), POLLIN, 0});
       const bool full = clients_.size() >= max_clients_;
       const bool paused = Clock::now() < accept_pause_until_;
       const bool room = !full && !paused;
       const std::size_t first_listen = fds.size();
-      if (room && unix_fd_ >= 0) fds.push_back({unix_fd_, POLLIN, 0});
-      if (room && tcp_fd_ >= 0) fds.push_back({tcp_fd_, POLLIN, 0});
+      std::vector<const platform::Listener*> listening;
+      for (const platform::Listener* l : {&unix_, &tcp_}) {
+        if (!room || l->fd() < 0) continue;
+        listening.push_back(l);
+        fds.push_back({l->fd(), POLLIN, 0});
+      }
       const std::size_t first_client = fds.size();
       // Wake for the first deadline, or the end of an accept pause.
       Clock::time_point next =
@@ -316,30 +310,28 @@ class MetricsServerImpl final : public MetricsServer {
       }
       clients_.remove_if([](const Client& c) { return c.fd < 0; });
       for (std::size_t i = first_listen; i < first_client; ++i) {
-        if ((fds[i].revents & POLLIN) != 0) Accept(fds[i].fd);
+        if ((fds[i].revents & POLLIN) != 0) Accept(*listening[i - first_listen]);
       }
       if (fds[0].revents != 0) {
-        std::uint64_t v;
-        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof(v));
+        wake_.Drain();
       }
     }
   }
 
-  void Accept(int listen_fd) {
+  void Accept(const platform::Listener& listener) {
     while (clients_.size() < max_clients_) {
-      const int fd =
-          ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        // Out of fds: wait a little rather than spin on a listening socket
-        // that stays readable. Anything else (EAGAIN): poll again.
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-            errno == ENOMEM) {
+      Result<int> fd = listener.Accept(/*nonblocking=*/true);
+      if (!fd.has_value()) {
+        // Out of fds or memory: wait a little rather than spin on a
+        // listening socket that stays readable. Anything else (none
+        // waiting: kBusy): poll again.
+        if (fd.error().code() == StatusCode::kResourceExhausted) {
           accept_pause_until_ = Clock::now() + std::chrono::milliseconds(100);
         }
         return;
       }
       Client c;
-      c.fd = fd;
+      c.fd = *fd;
       c.deadline =
           Clock::now() + std::chrono::milliseconds(options_.read_timeout_ms);
       clients_.push_back(std::move(c));
@@ -363,10 +355,9 @@ class MetricsServerImpl final : public MetricsServer {
     char buf[4096];
     for (;;) {
       const std::size_t want = std::min(sizeof(buf), cap + 1 - c.in.size());
-      const ssize_t r = ::recv(c.fd, buf, want, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      if (r <= 0) {
+      const Result<std::size_t> r = platform::Receive(c.fd, buf, want);
+      if (!r.has_value() && r.error().code() == StatusCode::kBusy) return;
+      if (!r.has_value() || *r == 0) {
         // The client closed (or failed) before its request was complete:
         // nobody may be left to read a reply.
         ::close(c.fd);
@@ -374,7 +365,7 @@ class MetricsServerImpl final : public MetricsServer {
         return;
       }
       const std::size_t old = c.in.size();
-      c.in.append(buf, static_cast<std::size_t>(r));
+      c.in.append(buf, *r);
       // Only the new bytes (and the two before them) can complete the head.
       const std::size_t from = old < 2 ? 0 : old - 2;
       const std::size_t end = HeadEnd(std::string_view(c.in).substr(from));
@@ -407,16 +398,16 @@ class MetricsServerImpl final : public MetricsServer {
 
   void Write(Client& c) {
     while (c.sent < c.out.size()) {
-      const ssize_t w = ::send(c.fd, c.out.data() + c.sent,
-                               c.out.size() - c.sent, MSG_NOSIGNAL);
-      if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      if (w < 0) {
+      const Result<std::size_t> w =
+          platform::Send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent,
+                         /*dontwait=*/false);
+      if (!w.has_value() && w.error().code() == StatusCode::kBusy) return;
+      if (!w.has_value()) {
         ::close(c.fd);
         c.fd = -1;
         return;
       }
-      c.sent += static_cast<std::size_t>(w);
+      c.sent += *w;
     }
     std::string().swap(c.out);
     ::shutdown(c.fd, SHUT_WR);
@@ -427,10 +418,9 @@ class MetricsServerImpl final : public MetricsServer {
   void Drain(Client& c) {
     char buf[4096];
     for (;;) {
-      const ssize_t r = ::recv(c.fd, buf, sizeof(buf), 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      if (r <= 0) {
+      const Result<std::size_t> r = platform::Receive(c.fd, buf, sizeof(buf));
+      if (!r.has_value() && r.error().code() == StatusCode::kBusy) return;
+      if (!r.has_value() || *r == 0) {
         ::close(c.fd);
         c.fd = -1;
         return;
@@ -442,12 +432,9 @@ class MetricsServerImpl final : public MetricsServer {
   const DeviceRegistry* const registry_;
   const nbd::NbdServer* const nbd_;
   const std::size_t max_clients_;
-  int wake_fd_ = -1;
-  int unix_fd_ = -1;
-  int tcp_fd_ = -1;
-  int tcp_port_ = 0;
-  dev_t unix_dev_ = 0;
-  ino_t unix_ino_ = 0;
+  platform::EventFd wake_;
+  platform::Listener unix_;
+  platform::Listener tcp_;
   std::atomic<bool> stopping_{false};
   std::atomic<std::size_t> served_{0};
   std::list<Client> clients_;  // the server thread's, until it is joined

@@ -53,7 +53,7 @@ struct MetricsServerOptions {
   // "HOST:PORT", "[V6HOST]:PORT" or ":PORT" (127.0.0.1); port 0 picks a
   // free one (see tcp_port()). Empty: no TCP.
   std::string listen;
-  // A Unix socket, created with mode 0600 (nbd/socket_util.h ListenUnix).
+  // A Unix socket, created with mode 0600 (platform/socket.h Listener::Unix).
   // Empty: none. At least one of listen and unix_path must be set.
   std::string unix_path;
   std::size_t max_request_bytes = 8192;  // request line and headers

@@ -12,16 +12,10 @@
 #include <system_error>
 #include <thread>
 
+#include "platform/clock.h"
+
 namespace ztier {
 
-namespace {
-std::uint64_t NowNs() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(
-          std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-}  // namespace
 namespace {
 
 constexpr std::uint64_t kPageMask = kPageSize - 1;
@@ -646,7 +640,7 @@ void Device::NoteMemLimit(const Status& s) {
   if (s.code() == StatusCode::kResourceExhausted &&
       (s.message() == "over mem_limit" || s.message() == "pool is full")) {
     if (!at_mem_limit_.exchange(true, std::memory_order_relaxed)) {
-      mem_limit_checked_ns_.store(NowNs(), std::memory_order_relaxed);
+      mem_limit_checked_ns_.store(platform::MonotonicNs(), std::memory_order_relaxed);
       defaults_.log(name_ + ": mem_limit reached (" +
                     std::to_string(mem_limit_) +
                     " bytes): writes fail with ENOSPC until pages are freed "
@@ -657,7 +651,7 @@ void Device::NoteMemLimit(const Status& s) {
   if (!s.ok() || !at_mem_limit_.load(std::memory_order_relaxed)) return;
   // Left the limit: once the pool is under 90% of it, checked at most once
   // a second, so that a device at its limit logs one line, not one an IO.
-  const std::uint64_t now = NowNs();
+  const std::uint64_t now = platform::MonotonicNs();
   std::uint64_t last = mem_limit_checked_ns_.load(std::memory_order_relaxed);
   if (now - last < 1000000000ull ||
       !mem_limit_checked_ns_.compare_exchange_strong(last, now,

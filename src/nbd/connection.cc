@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "nbd/handshake.h"
+#include "platform/clock.h"
 #include "nbd/protocol.h"
 #include "nbd/transport.h"
 
@@ -72,11 +73,7 @@ std::size_t PutReplyHead(std::byte* dst, bool structured, std::uint16_t type,
   return sizeof(c) + message.size();
 }
 
-std::uint64_t MonotonicNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using platform::MonotonicNs;
 
 // Records a READ's or WRITE's latency (request read -> reply sent or
 // handed on); other commands have no histogram.

@@ -16,6 +16,7 @@
 #include "nbd/protocol.h"
 #include "nbd/tls.h"
 #include "nbd/transport.h"
+#include "platform/clock.h"
 
 namespace ztier::nbd {
 namespace {
@@ -40,18 +41,18 @@ struct Io {
   Io(Transport* transport, int timeout_ms)
       : t(transport),
         deadline(timeout_ms < 0
-                     ? std::chrono::steady_clock::time_point::max()
-                     : std::chrono::steady_clock::now() +
+                     ? platform::MonotonicClock::time_point::max()
+                     : platform::MonotonicClock::now() +
                            std::chrono::milliseconds(timeout_ms)) {}
   // Milliseconds left until the deadline (-1: none; 0 once it has passed).
   int Remaining() const {
-    if (deadline == std::chrono::steady_clock::time_point::max()) return -1;
+    if (deadline == platform::MonotonicClock::time_point::max()) return -1;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+        deadline - platform::MonotonicClock::now());
     return static_cast<int>(std::max<std::int64_t>(0, left.count()));
   }
   Transport* t;
-  std::chrono::steady_clock::time_point deadline;
+  platform::MonotonicClock::time_point deadline;
 };
 
 Status SendReply(Io& io, std::uint32_t option, std::uint32_t type,

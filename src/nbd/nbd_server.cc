@@ -3,7 +3,6 @@
 #include "nbd/nbd_server.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,8 +20,9 @@
 
 #include "nbd/connection.h"
 #include "nbd/handshake.h"
-#include "nbd/socket_util.h"
 #include "nbd/transport.h"
+#include "platform/event_fd.h"
+#include "platform/socket.h"
 
 namespace ztier::nbd {
 namespace {
@@ -36,17 +36,15 @@ class NbdServerImpl final : public NbdServer {
   ~NbdServerImpl() override { Stop(); }
 
   Status Init() {
-    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (wake_fd_ < 0) return PosixError("eventfd", errno);
+    ZT_ASSIGN_OR_RETURN(wake_, platform::EventFd::Create());
     if (options_.unix_path.empty() && options_.listen.empty()) {
       return Status::InvalidArgument("no Unix socket path and no TCP address");
     }
     if (!options_.unix_path.empty()) {
-      ZT_ASSIGN_OR_RETURN(unix_fd_,
-                          ListenUnix(options_.unix_path, &unix_dev_, &unix_ino_));
+      ZT_ASSIGN_OR_RETURN(unix_, platform::Listener::Unix(options_.unix_path));
     }
     if (!options_.listen.empty()) {
-      ZT_ASSIGN_OR_RETURN(tcp_fd_, ListenTcp(options_.listen, &tcp_port_));
+      ZT_ASSIGN_OR_RETURN(tcp_, platform::Listener::Tcp(options_.listen));
     }
     limits_.max_request_bytes = options_.max_request_bytes;
     limits_.inline_max_bytes = options_.inline_max_bytes;
@@ -82,12 +80,8 @@ class NbdServerImpl final : public NbdServer {
       refuse_cv_.notify_all();
       refuse_thread_.join();
     }
-    if (unix_fd_ >= 0) {
-      ::close(unix_fd_);
-      UnlinkUnixSocket(options_.unix_path, unix_dev_, unix_ino_);
-    }
-    if (tcp_fd_ >= 0) ::close(tcp_fd_);
-    unix_fd_ = tcp_fd_ = -1;
+    unix_.Close();  // and removes the socket file, if still ours
+    tcp_.Close();
     // No accept thread: the list only shrinks here.
     std::list<std::unique_ptr<Connection>> conns;
     {
@@ -99,50 +93,52 @@ class NbdServerImpl final : public NbdServer {
     for (auto& c : conns) c->Join();
     conns.clear();
     queue_.reset();
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    wake_fd_ = -1;
+    wake_ = platform::EventFd();
   }
 
-  int tcp_port() const override { return tcp_fd_ >= 0 ? tcp_port_ : 0; }
+  int tcp_port() const override { return tcp_.fd() >= 0 ? tcp_.port() : 0; }
   std::size_t connections() const override { return active_.load(); }
   const NbdServerCounters& counters() const override { return counters_; }
 
  private:
-  void Wake() {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_fd_, &one, sizeof(one));
-  }
+  void Wake() { wake_.Signal(); }
 
   void AcceptLoop() {
     for (;;) {
       struct pollfd fds[3];
       int n = 0;
-      fds[n++] = {wake_fd_, POLLIN, 0};
-      if (unix_fd_ >= 0) fds[n++] = {unix_fd_, POLLIN, 0};
-      if (tcp_fd_ >= 0) fds[n++] = {tcp_fd_, POLLIN, 0};
+      const platform::Listener* listeners[3] = {};
+      fds[n++] = {wake_.fd(), POLLIN, 0};
+      for (const platform::Listener* l : {&unix_, &tcp_}) {
+        if (l->fd() < 0) continue;
+        listeners[n] = l;
+        fds[n++] = {l->fd(), POLLIN, 0};
+      }
       if (::poll(fds, n, -1) < 0) {
         if (errno == EINTR) continue;
         std::perror("ztier nbd: poll");
         return;
       }
       if (fds[0].revents != 0) {
-        std::uint64_t v;
-        [[maybe_unused]] ssize_t r = ::read(wake_fd_, &v, sizeof(v));
+        wake_.Drain();
         if (stopped_.load()) return;
         Reap();
       }
       for (int i = 1; i < n; ++i) {
-        if ((fds[i].revents & POLLIN) != 0) Accept(fds[i].fd, fds[i].fd == tcp_fd_);
+        if ((fds[i].revents & POLLIN) != 0) Accept(*listeners[i]);
       }
     }
   }
 
-  void Accept(int listen_fd, bool tcp) {
-    const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN, ECONNABORTED, EMFILE: try again later
+  void Accept(const platform::Listener& listener) {
+    Result<int> accepted = listener.Accept(/*nonblocking=*/false);
+    // The client left (kBusy), ECONNABORTED, EMFILE: try again later.
+    if (!accepted.has_value()) return;
+    const int fd = *accepted;
+    const bool tcp = listener.tcp();
     counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);
     const std::string name = "#" + std::to_string(++accepted_) + " (" +
-                             PeerName(fd, tcp) + ")";
+                             platform::PeerName(fd, tcp) + ")";
     if (active_.load() >= options_.max_connections) {
       if (options_.log) {
         options_.log("nbd " + name + ": refused: " +
@@ -153,7 +149,7 @@ class NbdServerImpl final : public NbdServer {
       Refuse(fd);
       return;
     }
-    if (tcp) SetNoDelay(fd);
+    if (tcp) platform::SetNoDelay(fd);
     ++active_;
     if (options_.log) options_.log("nbd " + name + ": connected");
     auto conn = std::make_unique<Connection>(
@@ -228,12 +224,9 @@ class NbdServerImpl final : public NbdServer {
   const NbdServerOptions options_;
   DeviceRegistry* const registry_;
   ConnectionLimits limits_;
-  int wake_fd_ = -1;
-  int unix_fd_ = -1;
-  int tcp_fd_ = -1;
-  int tcp_port_ = 0;
-  dev_t unix_dev_ = 0;
-  ino_t unix_ino_ = 0;
+  platform::EventFd wake_;
+  platform::Listener unix_;
+  platform::Listener tcp_;
   std::unique_ptr<WorkQueue> queue_;
   std::thread accept_thread_;
   std::thread refuse_thread_;

@@ -39,6 +39,8 @@
 #include <string_view>
 #include <utility>
 
+#include "platform/clock.h"
+
 // gnutls_record_send2 and priority_init2 need 3.6.3; TLS 1.3 is on by
 // default from 3.6.5. Since 3.3.0 the library initialises itself when it is
 // loaded, so gnutls_global_init() is not called here.
@@ -111,14 +113,14 @@ class Deadline {
  public:
   explicit Deadline(int timeout_ms)
       : forever_(timeout_ms < 0),
-        end_(std::chrono::steady_clock::now() +
+        end_(platform::MonotonicClock::now() +
              std::chrono::milliseconds(std::max(timeout_ms, 0))) {}
 
   // Milliseconds left, rounded up; 0 once passed; -1 for never.
   int RemainingMs() const {
     if (forever_) return -1;
-    const auto left = end_ - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) return 0;
+    const auto left = end_ - platform::MonotonicClock::now();
+    if (left <= platform::MonotonicClock::duration::zero()) return 0;
     const auto ms =
         std::chrono::ceil<std::chrono::milliseconds>(left).count();
     return static_cast<int>(std::min<std::int64_t>(ms, INT_MAX));
@@ -126,7 +128,7 @@ class Deadline {
 
  private:
   bool forever_;
-  std::chrono::steady_clock::time_point end_;
+  platform::MonotonicClock::time_point end_;
 };
 
 // Waits until `fd` is ready for `events` (or has an error or hang-up, which

@@ -49,29 +49,40 @@ std::string Status::ToString() const {
   return out;
 }
 
+StatusCode StatusCodeForErrno(int err) {
+  switch (err) {
+    case ENOENT:
+    case ENODEV:
+      return StatusCode::kNotFound;
+    case ENOMEM:
+    case ENOSPC:
+    case EMFILE:
+    case ENFILE:
+    case ENOBUFS:
+      return StatusCode::kResourceExhausted;
+    case EINVAL:
+    case E2BIG:
+      return StatusCode::kInvalidArgument;
+    case EBUSY:
+    case EAGAIN:  // EWOULDBLOCK: try again later
+      return StatusCode::kBusy;
+    case ERANGE:
+      return StatusCode::kOutOfRange;
+    case EOPNOTSUPP:
+      return StatusCode::kUnsupported;
+    case EPERM:
+    case EACCES:
+      return StatusCode::kPermissionDenied;
+    default:
+      return StatusCode::kIoError;
+  }
+}
+
 Status PosixError(std::string_view context, int err) {
   std::string msg(context);
   msg += ": ";
   msg += std::strerror(err);
-  switch (err) {
-    case ENOENT:
-    case ENODEV:
-      return Status::NotFound(msg);
-    case ENOMEM:
-    case ENOSPC:
-      return Status::ResourceExhausted(msg);
-    case EINVAL:
-      return Status::InvalidArgument(msg);
-    case EBUSY:
-      return Status::Busy(msg);
-    case EOPNOTSUPP:
-      return Status::Unsupported(msg);
-    case EPERM:
-    case EACCES:
-      return Status::PermissionDenied(msg);
-    default:
-      return Status::IoError(msg);
-  }
+  return Status(StatusCodeForErrno(err), std::move(msg));
 }
 
 }  // namespace ztier

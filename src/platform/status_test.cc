@@ -49,6 +49,17 @@ TEST(StatusTest, PosixErrorMapsErrno) {
   EXPECT_EQ(PosixError("write", ENOSPC).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(PosixError("ioctl", EINVAL).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PosixError("open", EBUSY).code(), StatusCode::kBusy);
+  EXPECT_EQ(PosixError("accept", EAGAIN).code(), StatusCode::kBusy);
+  EXPECT_EQ(PosixError("strtoul", ERANGE).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(PosixError("execve", E2BIG).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(StatusCodeForErrno(EACCES), StatusCode::kPermissionDenied);
+  EXPECT_EQ(StatusCodeForErrno(EIO), StatusCode::kIoError);
+  EXPECT_EQ(PosixError("accept", EMFILE).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(PosixError("socket", ENFILE).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_EQ(PosixError("send", ENOBUFS).code(),
+            StatusCode::kResourceExhausted);
   const Status io = PosixError("pread /dev/sdb", EIO);
   EXPECT_EQ(io.code(), StatusCode::kIoError);
   EXPECT_EQ(io.message().rfind("pread /dev/sdb: ", 0), 0u);

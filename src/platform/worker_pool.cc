@@ -35,16 +35,11 @@
 #include <thread>
 #include <vector>
 
+#include "platform/clock.h"
+#include "platform/cpu_relax.h"
+
 namespace ztier {
 namespace {
-
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
 
 struct Job {
   const std::function<void(std::size_t)>* fn;
@@ -121,13 +116,13 @@ void WorkerPool::Impl::Finish(Job* job) {
 bool WorkerPool::Impl::SpinForWork() {
   if (spin_us == 0) return false;
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+      platform::MonotonicClock::now() + std::chrono::microseconds(spin_us);
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (queued.load(std::memory_order_relaxed) != 0) return true;
-      CpuRelax();
+      platform::CpuRelax();
     }
-    if (std::chrono::steady_clock::now() >= deadline) return false;
+    if (platform::MonotonicClock::now() >= deadline) return false;
     sched_yield();
   }
 }
@@ -222,7 +217,7 @@ void WorkerPool::Run(std::size_t n,
   // Lanes still running on workers: each is short, so spin briefly first.
   for (int i = 0; i < 4096; ++i) {
     if (job.remaining.load(std::memory_order_acquire) == 0) return;
-    CpuRelax();
+    platform::CpuRelax();
     if (i % 64 == 63) sched_yield();  // see SpinForWork
   }
   lock.lock();

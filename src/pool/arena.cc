@@ -13,12 +13,11 @@
 // memory: when it has no run long enough, AllocateRun fails rather than map
 // memory the kernel would have to find later, possibly under the very
 // memory pressure the pool is there to relieve.
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "pool/pool_internal.h"
 
@@ -27,9 +26,7 @@ namespace ztier::internal_pool {
 Arena::Arena(std::size_t arena_bytes, bool huge_pages)
     : arena_bytes_(arena_bytes), huge_pages_(huge_pages) {}
 
-Arena::~Arena() {
-  for (auto& [base, bytes] : arenas_) munmap(base, bytes);
-}
+Arena::~Arena() = default;  // unmaps the arenas
 
 std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
   assert(pages >= 1 && pages <= kMaxPagesPerZspage);
@@ -43,15 +40,16 @@ std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
   const std::size_t bytes = pages * kPageSize;
   if (bump_ == nullptr || static_cast<std::size_t>(bump_end_ - bump_) < bytes) {
     // The tail of the old arena (< 16 pages) is left unused.
-    void* p = mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return nullptr;
+    Result<platform::Mapping> m = platform::Mapping::Anonymous(
+        arena_bytes_, platform::Commit::kOnTouch, "mmap arena");
+    if (!m.has_value()) return nullptr;
     if (huge_pages_) {
       // Advice only: without THP the kernel ignores it.
-      [[maybe_unused]] int rc = madvise(p, arena_bytes_, MADV_HUGEPAGE);
+      platform::Advise(m->data(), m->size(), platform::Advice::kHugePages)
+          .IgnoreError();
     }
-    arenas_.emplace_back(static_cast<std::byte*>(p), arena_bytes_);
-    bump_ = static_cast<std::byte*>(p);
+    bump_ = m->data();
+    arenas_.push_back(std::move(*m));
     bump_end_ = bump_ + arena_bytes_;
     populated_ = bump_;
   }
@@ -103,10 +101,11 @@ void Arena::PopulateAhead() {
     };
     end = std::min(arena_end, std::max(align(from), align(bump_)));
   }
-  if (madvise(from, static_cast<std::size_t>(end - from),
-              MADV_POPULATE_WRITE) != 0) {
-    // Out of memory now, or an old kernel: the pages fault in on touch.
-  }
+  // On failure (out of memory now, or an old kernel) the pages fault in on
+  // touch.
+  platform::Advise(from, static_cast<std::size_t>(end - from),
+                   platform::Advice::kPopulateWrite)
+      .IgnoreError();
   std::lock_guard<std::mutex> lock(mu_);
   // A new arena may have been mapped meanwhile: its populated_ is its own.
   if (bump_end_ == arena_end) populated_ = std::max(populated_, end);
@@ -125,10 +124,9 @@ void Arena::ReleaseRun(std::byte* run, std::size_t pages) {
 void Arena::Discard(std::byte* base, std::size_t first,
                     std::size_t count) const {
   if (count == 0 || reserve_ != nullptr) return;
-  const int rc = madvise(base + first * kPageSize, count * kPageSize,
-                         MADV_DONTNEED);
-  assert(rc == 0);
-  (void)rc;
+  [[maybe_unused]] const Status s = platform::Advise(
+      base + first * kPageSize, count * kPageSize, platform::Advice::kDiscard);
+  assert(s.ok());
 }
 
 std::uint64_t* Arena::ReserveBitmap(const std::byte* run, std::uint32_t objs) {

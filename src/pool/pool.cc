@@ -37,6 +37,7 @@
 #include <cstring>
 #include <thread>
 
+#include "platform/cpu_relax.h"
 #include "pool/pool_internal.h"
 
 namespace ztier {
@@ -227,7 +228,7 @@ Handle Pool::Malloc(std::size_t size) {
   // outlasts any holder that is running. Only then sleep on the lock.
   for (int round = 0; !lock.owns_lock() && round < 64; ++round) {
     if (round > 0) {
-      __builtin_ia32_pause();
+      platform::CpuRelax();
       if (lock.try_lock()) break;
     }
     int tries = 0;

@@ -44,6 +44,7 @@
 #include <mutex>
 #include <vector>
 
+#include "platform/mapping.h"
 #include "platform/sharded_counter.h"
 #include "ztier/pool.h"
 
@@ -181,7 +182,8 @@ class PageReserve {
   void Insert(std::uint32_t first, std::uint32_t len);
   void Remove(std::uint32_t first, std::uint32_t len);
 
-  std::byte* base_ = nullptr;
+  platform::Mapping mapping_;  // pages_ pages, populated
+  std::byte* base_ = nullptr;  // mapping_'s
   std::size_t pages_ = 0;
   std::size_t free_pages_ = 0;
   std::unique_ptr<std::uint32_t[]> tag_;   // free run length at its ends
@@ -237,7 +239,7 @@ class Arena {
   const std::size_t arena_bytes_;
   const bool huge_pages_;
   std::unique_ptr<PageReserve> reserve_;  // set once, before use
-  std::vector<std::pair<std::byte*, std::size_t>> arenas_;  // base, bytes
+  std::vector<platform::Mapping> arenas_;  // of arena_bytes_ each
   std::byte* bump_ = nullptr;
   std::byte* bump_end_ = nullptr;
   // [bump_, populated_) is already faulted in (Populate()).

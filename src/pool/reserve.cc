@@ -27,11 +27,8 @@
 // bitmaps of 2 x 8 bytes per page (Bitmap() below): 28 bytes per 4 KiB page,
 // 0.7% of the reserve, made at creation. Not thread-safe: the Arena's mutex
 // guards it.
-#include <sys/mman.h>
-
 #include <bit>
 #include <cassert>
-#include <cerrno>
 #include <cstring>
 #include <new>
 #include <string>
@@ -48,24 +45,6 @@ int BinFor(std::size_t len) {
                                   : static_cast<int>(len);
 }
 
-// Faults every page of [p, p + bytes) in, writable.
-Status Populate(std::byte* p, std::size_t bytes) {
-  if (madvise(p, bytes, MADV_POPULATE_WRITE) == 0) return Status::Ok();
-  const int err = errno;
-  if (err != EINVAL) {
-    return PosixError(
-        "pool: populate " + std::to_string(bytes >> 20) + " MiB reserve", err);
-  }
-  // Kernels before 5.14 do not know MADV_POPULATE_WRITE: touch each page.
-  // (A page that cannot be had then kills the process with SIGBUS or the
-  // OOM killer instead of failing here: the mapping is not MAP_NORESERVE,
-  // so at least overcommit accounting has already said yes.)
-  for (std::size_t off = 0; off < bytes; off += kPageSize) {
-    *reinterpret_cast<volatile char*>(p + off) = 0;
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<PageReserve>> PageReserve::Create(std::size_t pages) {
@@ -74,17 +53,19 @@ Result<std::unique_ptr<PageReserve>> PageReserve::Create(std::size_t pages) {
   }
   std::unique_ptr<PageReserve> r(new PageReserve());
   const std::size_t bytes = pages * kPageSize;
-  // Not MAP_NORESERVE: the reserve is committed memory, so a host that
-  // does not overcommit refuses it here, not at a page fault later.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return Err(PosixError(
-        "pool: map " + std::to_string(bytes >> 20) + " MiB reserve", errno));
-  }
-  r->base_ = static_cast<std::byte*>(p);
+  // Charged, not MAP_NORESERVE: the reserve is committed memory, so a host
+  // that does not overcommit refuses it here, not at a page fault later.
+  const std::string mib = std::to_string(bytes >> 20) + " MiB reserve";
+  ZT_ASSIGN_OR_RETURN(r->mapping_, platform::Mapping::Anonymous(
+                                       bytes, platform::Commit::kCharged,
+                                       "pool: map " + mib));
+  r->base_ = r->mapping_.data();
   r->pages_ = pages;
-  ZT_RETURN_IF_ERROR(Populate(r->base_, bytes));
+  // On kernels before 5.14, which do not know MADV_POPULATE_WRITE, Populate
+  // touches each page; a page that cannot be had then kills the process
+  // with SIGBUS or the OOM killer instead of failing here (overcommit
+  // accounting has at least said yes, the mapping being charged).
+  ZT_RETURN_IF_ERROR(r->mapping_.Populate("pool: populate " + mib));
   r->tag_.reset(new (std::nothrow) std::uint32_t[pages]());
   r->next_.reset(new (std::nothrow) std::uint32_t[pages]);
   r->prev_.reset(new (std::nothrow) std::uint32_t[pages]);
@@ -97,9 +78,7 @@ Result<std::unique_ptr<PageReserve>> PageReserve::Create(std::size_t pages) {
   return r;
 }
 
-PageReserve::~PageReserve() {
-  if (base_ != nullptr) munmap(base_, pages_ * kPageSize);
-}
+PageReserve::~PageReserve() = default;  // unmaps the reserve
 
 void PageReserve::Insert(std::uint32_t first, std::uint32_t len) {
   tag_[first] = len;

@@ -4,14 +4,13 @@
 #ifndef ZTIER_STORE_PAGE_STORE_IMPL_H_
 #define ZTIER_STORE_PAGE_STORE_IMPL_H_
 
-#include <time.h>
-
 #include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 
+#include "platform/clock.h"
 #include "platform/sharded_counter.h"
 #include "store/slot_table.h"
 #include "store/stream_pool.h"
@@ -26,12 +25,6 @@ using internal::SlotTable;
 namespace slot = internal::slot;
 
 namespace store_detail {
-inline std::uint32_t MonotonicSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint32_t>(ts.tv_sec);
-}
-
 inline std::uint64_t LoadWord(const std::byte* p) {
   std::uint64_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -92,7 +85,7 @@ using store_detail::Allocated;
 using store_detail::FillWords;
 using store_detail::Get;
 using store_detail::IsSameFilled;
-using store_detail::MonotonicSeconds;
+using platform::MonotonicSeconds;
 using store_detail::Pending;
 using store_detail::Sub;
 

@@ -40,7 +40,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
+#include "platform/mapping.h"
 #include "platform/thread_annotations.h"
 #include "ztier/status.h"
 
@@ -91,13 +93,12 @@ class SlotTable {
   // the table in now (else pages are faulted in as slots are first used).
   static Result<SlotTable> Create(std::size_t count, bool populate = false);
   SlotTable() = default;
-  SlotTable(SlotTable&& other) noexcept;
-  SlotTable& operator=(SlotTable&& other) noexcept;
-  ~SlotTable();
+  SlotTable(SlotTable&& other) noexcept = default;
+  SlotTable& operator=(SlotTable&& other) noexcept = default;
 
-  std::size_t size() const { return count_; }
-  std::size_t bytes() const { return count_ * sizeof(Slot); }
-  Slot& operator[](std::size_t i) const { return slots_[i]; }
+  std::size_t size() const { return mapping_.size() / sizeof(Slot); }
+  std::size_t bytes() const { return mapping_.size(); }
+  Slot& operator[](std::size_t i) const { return mapping_.as<Slot>()[i]; }
 
   static void Lock(Slot& s) ZT_ACQUIRE(s);
   static bool TryLock(Slot& s) ZT_TRY_ACQUIRE(true, s);
@@ -125,8 +126,9 @@ class SlotTable {
   static void SetContent(Slot& s, std::uint32_t content) ZT_REQUIRES(s);
 
  private:
-  Slot* slots_ = nullptr;
-  std::size_t count_ = 0;
+  explicit SlotTable(platform::Mapping m) : mapping_(std::move(m)) {}
+
+  platform::Mapping mapping_;  // size() slots, zero-filled when mapped
 };
 
 // RAII holder of one slot's lock.

@@ -23,12 +23,10 @@
 // Under TSan the pages are copied out first with reads ignored: a writer's
 // store racing our read is ordered by the write-protection, which TSan
 // cannot see, and the parallel codec's lanes would read them too.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cassert>
-#include <cerrno>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -205,10 +203,12 @@ void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
   const std::size_t len = n * kPageSize;
   bool zapped = false;
   if (stored) {
-    zapped = ::madvise(reinterpret_cast<void*>(addr), len, MADV_DONTNEED) == 0;
+    const Status zap = platform::Advise(reinterpret_cast<void*>(addr), len,
+                                        platform::Advice::kDiscard);
+    zapped = zap.ok();
     if (!zapped) {
       // Still mapped: the stored copies would go stale. Keep the pages.
-      LogError(PosixError("madvise(MADV_DONTNEED)", errno));
+      LogError(zap);
       for (std::size_t q = 0; q < n; ++q) {
         Status d = store->Discard(run[q]);
         d.IgnoreError();

@@ -36,6 +36,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "platform/clock.h"
+#include "platform/cpu_relax.h"
 #include "uffd/region_impl.h"
 
 namespace ztier {
@@ -82,15 +84,13 @@ void Region::Impl::HandlerLoop() {
 }
 
 std::size_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t max) {
-  const auto until = std::chrono::steady_clock::now() + kHandlerSpin;
+  const auto until = platform::MonotonicClock::now() + kHandlerSpin;
   do {
     const Result<std::size_t> got = uffd->ReadEvents(msgs, max);
     if (got.has_value() && *got > 0) return *got;
     if (stop_requested.load(std::memory_order_relaxed)) return 0;
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  } while (std::chrono::steady_clock::now() < until);
+    platform::CpuRelax();
+  } while (platform::MonotonicClock::now() < until);
   return 0;
 }
 

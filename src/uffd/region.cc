@@ -46,7 +46,6 @@
 //   memory, so it cannot deadlock on a fault of its own.
 #include <fcntl.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -102,7 +101,7 @@ Region::Impl::~Impl() {
   uffd.reset();
   if (stop_fd >= 0) ::close(stop_fd);
   if (pagemap_fd >= 0) ::close(pagemap_fd);
-  if (base != nullptr) ::munmap(base, size);
+  mapping = platform::Mapping();  // unmapped before the store goes
   // Frees every pool object, and gives the written-back blocks back to the
   // backing store (which the options keep alive until after this).
   store.reset();
@@ -152,22 +151,20 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   so.mem_limit = 0;  // the region applies the pool limit, with hysteresis
   ZT_ASSIGN_OR_RETURN(m.store, PageStore::Create(so));
 
-  void* p = ::mmap(nullptr, m.size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
-    return Status::ResourceExhausted("mmap " + std::to_string(m.size) +
-                                     " bytes: " + std::strerror(errno));
-  }
-  m.base = static_cast<std::byte*>(p);
+  ZT_ASSIGN_OR_RETURN(
+      m.mapping,
+      platform::Mapping::Anonymous(m.size, platform::Commit::kOnTouch,
+                                   "mmap " + std::to_string(m.size) + " bytes"));
+  m.base = m.mapping.data();
   // Faults and evictions work in 4 KiB pages; a huge page would be one
   // 2 MiB fault. Failure (THP compiled out) is harmless.
-  ::madvise(m.base, m.size, MADV_NOHUGEPAGE);
+  platform::Advise(m.base, m.size, platform::Advice::kNoHugePages)
+      .IgnoreError();
   // A fork()ed child would get the mapping without our registration, and
   // read every evicted page as zeros. Not inheriting it at all is honest:
   // a child that touches it faults (SIGSEGV) instead of reading wrong data.
-  if (::madvise(m.base, m.size, MADV_DONTFORK) != 0) {
-    return PosixError("madvise(MADV_DONTFORK)", errno);
-  }
+  ZT_RETURN_IF_ERROR(
+      platform::Advise(m.base, m.size, platform::Advice::kDontFork));
 
   ZT_ASSIGN_OR_RETURN(m.uffd, internal::OpenUserfaultfd());
   if (wrap) m.uffd = wrap(std::move(m.uffd));

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "platform/mapping.h"
 #include "platform/userfaultfd.h"
 #include "uffd/page_map.h"
 #include "ztier/page.h"
@@ -74,7 +75,8 @@ struct Region::Impl {
   static constexpr std::size_t kShrinkBatch = 256;
 
   RegionOptions options;
-  std::byte* base = nullptr;
+  platform::Mapping mapping;  // the region's memory, `size` bytes
+  std::byte* base = nullptr;  // mapping's
   std::size_t size = 0;  // bytes, a multiple of kPageSize
   std::size_t num_pages = 0;
   std::size_t budget_pages = 0;   // 0: no reclaimer

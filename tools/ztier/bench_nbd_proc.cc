@@ -9,10 +9,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +21,8 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include "platform/socket.h"
 
 namespace ztier::tool::nbdbench {
 namespace {
@@ -233,20 +233,15 @@ Result<ExitInfo> RunToCompletion(const std::vector<std::string>& argv,
 
 Status WaitForUnixSocket(const std::string& path, Process* process,
                          std::chrono::milliseconds timeout) {
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    return Status::InvalidArgument("socket path too long: " + path);
-  }
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
   const Clock::time_point deadline = Clock::now() + timeout;
   while (true) {
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return PosixError("socket", errno);
-    const int rc =
-        ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-    ::close(fd);
-    if (rc == 0) return Status::Ok();
+    const Result<int> fd = platform::ConnectUnix(path);
+    if (fd.has_value()) {
+      ::close(*fd);
+      return Status::Ok();
+    }
+    // An empty or too long path never connects.
+    if (fd.error().code() == StatusCode::kInvalidArgument) return fd.error();
     if (process != nullptr && !process->Running()) {
       auto ended = process->Wait(std::chrono::milliseconds(0));
       return Status::IoError("the server ended (" +

@@ -1,0 +1,89 @@
+// mapping.cc: Mapping and Advise (platform/mapping.h).
+#include "platform/mapping.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cassert>
+#include <cerrno>
+#include <utility>
+
+namespace ztier::platform {
+namespace {
+
+struct AdviceName {
+  int value;
+  const char* text;
+};
+
+AdviceName Lookup(Advice advice) {
+  switch (advice) {
+    case Advice::kDiscard: return {MADV_DONTNEED, "madvise(MADV_DONTNEED)"};
+    case Advice::kPopulateWrite:
+      return {MADV_POPULATE_WRITE, "madvise(MADV_POPULATE_WRITE)"};
+    case Advice::kHugePages: return {MADV_HUGEPAGE, "madvise(MADV_HUGEPAGE)"};
+    case Advice::kNoHugePages:
+      return {MADV_NOHUGEPAGE, "madvise(MADV_NOHUGEPAGE)"};
+    case Advice::kDontFork: return {MADV_DONTFORK, "madvise(MADV_DONTFORK)"};
+  }
+  return {MADV_NORMAL, "madvise"};
+}
+
+}  // namespace
+
+Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
+                                   std::string_view what) {
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS;
+  if (commit == Commit::kOnTouch) flags |= MAP_NORESERVE;
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (p == MAP_FAILED) return Err(PosixError(what, errno));
+  return Mapping(static_cast<std::byte*>(p), bytes);
+}
+
+Mapping::Mapping(Mapping&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+Mapping& Mapping::operator=(Mapping&& other) noexcept {
+  if (this != &other) {
+    Unmap();
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+Mapping::~Mapping() { Unmap(); }
+
+void Mapping::Unmap() {
+  if (data_ == nullptr) return;
+  // Fails only for a range that was never mapped: a broken contract.
+  [[maybe_unused]] const int rc = ::munmap(data_, size_);
+  assert(rc == 0);
+  data_ = nullptr;
+  size_ = 0;
+}
+
+std::byte* Mapping::Leak() {
+  size_ = 0;
+  return std::exchange(data_, nullptr);
+}
+
+Status Mapping::Populate(std::string_view what) {
+  if (::madvise(data_, size_, MADV_POPULATE_WRITE) == 0) return Status::Ok();
+  const int err = errno;
+  if (err != EINVAL) return PosixError(what, err);
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  for (std::size_t off = 0; off < size_; off += page) {
+    static_cast<volatile char*>(static_cast<void*>(data_))[off] = 0;
+  }
+  return Status::Ok();
+}
+
+Status Advise(void* addr, std::size_t bytes, Advice advice) {
+  const AdviceName a = Lookup(advice);
+  if (::madvise(addr, bytes, a.value) == 0) return Status::Ok();
+  return PosixError(a.text, errno);
+}
+
+}  // namespace ztier::platform

@@ -1,0 +1,322 @@
+// socket.cc: Listener and the socket calls (platform/socket.h).
+#include "platform/socket.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <cstddef>
+#include <utility>
+
+namespace ztier::platform {
+namespace {
+
+Status MakeAddress(const std::string& path, sockaddr_un* addr) {
+  std::memset(addr, 0, sizeof(*addr));
+  addr->sun_family = AF_UNIX;
+  if (path.empty()) return Status::InvalidArgument("empty socket path");
+  if (path.size() >= sizeof(addr->sun_path)) {
+    return Status::InvalidArgument("socket path longer than " +
+                                   std::to_string(sizeof(addr->sun_path) - 1) +
+                                   " bytes: " + path);
+  }
+  std::memcpy(addr->sun_path, path.data(), path.size());
+  return Status::Ok();
+}
+
+// Connects a new blocking stream socket to `path` (a valid address): 0 and
+// the socket in *fd, or the errno.
+int Connect(const std::string& path, int* fd) {
+  sockaddr_un addr;
+  MakeAddress(path, &addr).IgnoreError();
+  *fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (*fd < 0) return errno;
+  if (::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    ::close(*fd);
+    *fd = -1;
+    return err;
+  }
+  return 0;
+}
+
+// kOk when nothing (or a stale socket, now removed) is at `path`.
+Status ClearStaleSocket(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return Status::Ok();
+    return PosixError("stat " + path, errno);
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    return Status::InvalidArgument(path + " exists and is not a socket");
+  }
+  int probe = -1;
+  const int err = Connect(path, &probe);
+  if (err == 0) {
+    ::close(probe);
+    return Status::Busy(path + " is in use by a running server");
+  }
+  // ECONNREFUSED: a socket file nobody accepts on.
+  if (err != ECONNREFUSED) return PosixError("connect " + path, err);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    return PosixError("unlink stale socket " + path, errno);
+  }
+  return Status::Ok();
+}
+
+// Binds `fd` at `path` with mode 0600 (see socket.h).
+Status BindPrivate(int fd, const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, std::max<std::size_t>(slash, 1));
+  std::string tmp_dir = dir + "/.ztier-XXXXXX";
+  const std::string tmp_sock = tmp_dir + "/s";  // same length after mkdtemp
+  sockaddr_un addr;
+  const bool staged = MakeAddress(tmp_sock, &addr).ok() &&
+                      ::mkdtemp(tmp_dir.data()) != nullptr;
+  ZT_RETURN_IF_ERROR(MakeAddress(staged ? tmp_dir + "/s" : path, &addr));
+  const std::string bound = staged ? tmp_dir + "/s" : path;
+  Status s;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    s = PosixError("bind " + bound, errno);
+  } else if (::chmod(bound.c_str(), 0600) != 0) {
+    s = PosixError("chmod " + bound, errno);
+  } else if (staged && ::link(bound.c_str(), path.c_str()) != 0) {
+    if (errno == EEXIST) {
+      s = Status::Busy(path + " appeared while starting");
+    } else if (::rename(bound.c_str(), path.c_str()) != 0) {
+      // No hard links here (EPERM on some filesystems): rename instead.
+      s = PosixError("rename " + bound + " to " + path, errno);
+    }
+  }
+  if (staged) {
+    ::unlink(bound.c_str());
+    ::rmdir(tmp_dir.c_str());
+  } else if (!s.ok()) {
+    ::unlink(path.c_str());
+  }
+  return s;
+}
+
+}  // namespace
+
+Result<Listener> Listener::Unix(const std::string& path) {
+  sockaddr_un addr;
+  ZT_RETURN_IF_ERROR(MakeAddress(path, &addr));
+  ZT_RETURN_IF_ERROR(ClearStaleSocket(path));
+  Listener l;
+  l.fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (l.fd_ < 0) return Err(PosixError("socket", errno));
+  ZT_RETURN_IF_ERROR(BindPrivate(l.fd_, path));
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return Err(PosixError("stat " + path, errno));
+  // From here Close() removes the file.
+  l.path_ = path;
+  l.dev_ = st.st_dev;
+  l.ino_ = st.st_ino;
+  if (::listen(l.fd_, SOMAXCONN) != 0) {
+    return Err(PosixError("listen " + path, errno));
+  }
+  return l;
+}
+
+Result<Listener> Listener::Tcp(const std::string& spec) {
+  const std::size_t colon = spec.rfind(':');
+  if (colon == std::string::npos) {
+    return Err(Status::InvalidArgument("listen address '" + spec +
+                                       "' is not HOST:PORT or :PORT"));
+  }
+  std::string host = spec.substr(0, colon);
+  const std::string port_text = spec.substr(colon + 1);
+  int port_value = -1;
+  auto [p, ec] = std::from_chars(port_text.data(),
+                                 port_text.data() + port_text.size(),
+                                 port_value);
+  if (ec != std::errc() || p != port_text.data() + port_text.size() ||
+      port_value < 0 || port_value > 65535) {
+    return Err(Status::InvalidArgument("bad port in '" + spec + "'"));
+  }
+  if (host.empty()) host = "127.0.0.1";
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  struct addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  struct addrinfo* res = nullptr;
+  const int gai = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res);
+  if (gai != 0) {
+    return Err(Status::InvalidArgument("cannot resolve '" + host +
+                                       "': " + ::gai_strerror(gai)));
+  }
+  Status status = Status::InvalidArgument("no address for '" + spec + "'");
+  Listener l;
+  l.tcp_ = true;
+  for (struct addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    l.fd_ = ::socket(ai->ai_family,
+                     ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                     ai->ai_protocol);
+    if (l.fd_ < 0) {
+      status = PosixError("socket", errno);
+      continue;
+    }
+    const int one = 1;
+    ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(l.fd_, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        ::listen(l.fd_, SOMAXCONN) == 0) {
+      status = Status::Ok();
+      break;
+    }
+    status = PosixError("bind " + spec, errno);
+    ::close(l.fd_);
+    l.fd_ = -1;
+  }
+  ::freeaddrinfo(res);
+  if (!status.ok()) return Err(status);
+  struct sockaddr_storage bound;
+  socklen_t len = sizeof(bound);
+  ::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  l.port_ = bound.ss_family == AF_INET6
+                ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return l;
+}
+
+Listener::Listener(Listener&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      tcp_(other.tcp_),
+      port_(other.port_),
+      path_(std::exchange(other.path_, std::string())),
+      dev_(other.dev_),
+      ino_(other.ino_) {}
+
+Listener& Listener::operator=(Listener&& other) noexcept {
+  if (this != &other) {
+    Close();
+    fd_ = std::exchange(other.fd_, -1);
+    tcp_ = other.tcp_;
+    port_ = other.port_;
+    path_ = std::exchange(other.path_, std::string());
+    dev_ = other.dev_;
+    ino_ = other.ino_;
+  }
+  return *this;
+}
+
+void Listener::Close() {
+  if (!path_.empty()) {
+    struct stat st;
+    if (::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ &&
+        st.st_ino == ino_) {
+      ::unlink(path_.c_str());
+    }
+    path_.clear();
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Result<int> Listener::Accept(bool nonblocking) const {
+  const int flags = SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0);
+  for (;;) {
+    const int fd = ::accept4(fd_, nullptr, nullptr, flags);
+    if (fd >= 0) return fd;
+    if (errno == EINTR) continue;
+    return Err(PosixError("accept", errno));
+  }
+}
+
+Result<int> ConnectUnix(const std::string& path) {
+  sockaddr_un addr;
+  ZT_RETURN_IF_ERROR(MakeAddress(path, &addr));
+  int fd = -1;
+  if (const int err = Connect(path, &fd); err != 0) {
+    return Err(PosixError("connect " + path, err));
+  }
+  return fd;
+}
+
+Status SendUnixDatagram(const std::string& name, std::string_view data) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if ((name.empty() || (name[0] != '/' && name[0] != '@')) ||
+      name.size() >= sizeof(addr.sun_path)) {
+    return Status::InvalidArgument("'" + name +
+                                   "' is not an AF_UNIX socket name");
+  }
+  std::memcpy(addr.sun_path, name.data(), name.size());
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) +
+                                    name.size());
+  if (name[0] == '@') {
+    addr.sun_path[0] = '\0';  // abstract namespace: no terminating NUL
+  } else {
+    ++len;
+  }
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return PosixError("socket", errno);
+  const ssize_t n = ::sendto(fd, data.data(), data.size(), MSG_NOSIGNAL,
+                             reinterpret_cast<const sockaddr*>(&addr), len);
+  const int err = errno;
+  ::close(fd);
+  if (n == static_cast<ssize_t>(data.size())) return Status::Ok();
+  return PosixError(name, n < 0 ? err : EMSGSIZE);
+}
+
+Result<std::size_t> Receive(int fd, void* buf, std::size_t n) {
+  for (;;) {
+    const ssize_t r = ::recv(fd, buf, n, 0);
+    if (r >= 0) return static_cast<std::size_t>(r);
+    if (errno == EINTR) continue;
+    return Err(PosixError("recv", errno));
+  }
+}
+
+Result<std::size_t> Send(int fd, const void* buf, std::size_t n,
+                         bool dontwait) {
+  const int flags = MSG_NOSIGNAL | (dontwait ? MSG_DONTWAIT : 0);
+  for (;;) {
+    const ssize_t w = ::send(fd, buf, n, flags);
+    if (w >= 0) return static_cast<std::size_t>(w);
+    if (errno == EINTR) continue;
+    return Err(PosixError("send", errno));
+  }
+}
+
+void SetNoDelay(int fd) {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+std::string PeerName(int fd, bool tcp) {
+  if (!tcp) return "unix";
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return "tcp ?";
+  }
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (ss.ss_family == AF_INET) {
+    const auto* a = reinterpret_cast<const sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host));
+    return "tcp " + std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host));
+    return "tcp [" + std::string(host) + "]:" +
+           std::to_string(ntohs(a->sin6_port));
+  }
+  return "tcp ?";
+}
+
+}  // namespace ztier::platform

@@ -1,0 +1,107 @@
+// socket.h: the stream sockets ztier serves and calls on (Unix and TCP), and
+// the Unix datagram it sends to systemd, behind calls that return Status.
+//
+//   ZT_ASSIGN_OR_RETURN(platform::Listener l,
+//                       platform::Listener::Unix("/run/ztier/ztier.sock"));
+//   // poll(l.fd(), POLLIN) ...
+//   ZT_ASSIGN_OR_RETURN(const int conn, l.Accept(/*nonblocking=*/false));
+//
+// A Listener's socket is close-on-exec and non-blocking (poll it, then
+// Accept; a client that left in between is kBusy, not a hang). A Unix
+// listener's file is created with mode 0600: bound in a fresh 0700
+// directory beside the path, then linked into place (renamed where the
+// filesystem has no hard links), so it is never reachable with wider
+// permissions; where that directory cannot be made, it is bound in place
+// and narrowed at once. At the path:
+//   - nothing, or a stale socket (nobody accepts on it): it is (re)created;
+//   - a socket a live server accepts on: kBusy, and that server keeps it;
+//   - anything else (a file, a directory): kInvalidArgument, left alone. It
+//     is the caller's path that is wrong, and retrying cannot help.
+// Closing or destroying the Listener removes the file, only if it is still
+// the socket this Listener bound (same device and inode): a newer server
+// that replaced it keeps its own.
+//
+// Every send uses MSG_NOSIGNAL: a peer that went away is an error value,
+// never SIGPIPE. errno becomes a Status only through PosixError; a call
+// that would block is kBusy (EAGAIN).
+//
+// Thread safety: a Listener is a value owned by one thread at a time (its
+// fd() may be polled from another while neither closes it). The functions
+// are plain calls over file descriptors the caller owns.
+#ifndef ZTIER_PLATFORM_SOCKET_H_
+#define ZTIER_PLATFORM_SOCKET_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "ztier/status.h"
+
+namespace ztier::platform {
+
+class Listener {
+ public:
+  // A Unix stream socket listening at `path`; see the file comment.
+  static Result<Listener> Unix(const std::string& path);
+  // A TCP socket listening on "HOST:PORT", "[V6HOST]:PORT" or ":PORT"
+  // (127.0.0.1), with SO_REUSEADDR. PORT 0 picks a free port (port()).
+  static Result<Listener> Tcp(const std::string& spec);
+
+  Listener() = default;
+  Listener(Listener&& other) noexcept;
+  Listener& operator=(Listener&& other) noexcept;
+  Listener(const Listener&) = delete;
+  Listener& operator=(const Listener&) = delete;
+  ~Listener() { Close(); }
+
+  int fd() const { return fd_; }  // -1 once closed
+  bool tcp() const { return tcp_; }
+  int port() const { return port_; }  // the bound TCP port; 0 for Unix
+  const std::string& path() const { return path_; }  // Unix only
+
+  // One waiting connection: a close-on-exec socket, non-blocking if asked.
+  // kBusy when none is waiting; kResourceExhausted when out of file
+  // descriptors or memory (EMFILE, ENFILE, ENOBUFS, ENOMEM).
+  Result<int> Accept(bool nonblocking) const;
+
+  // Closes the socket and removes the Unix socket file if it is still ours.
+  void Close();
+
+ private:
+  int fd_ = -1;
+  bool tcp_ = false;
+  int port_ = 0;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+// A blocking, close-on-exec stream socket connected to the Unix socket at
+// `path`. kNotFound when nothing is there; kIoError (ECONNREFUSED) when a
+// socket is there and nobody accepts.
+Result<int> ConnectUnix(const std::string& path);
+
+// Sends `data` as one datagram to the Unix datagram socket `name`: a path,
+// or "@name" in the abstract namespace (as systemd's NOTIFY_SOCKET gives).
+Status SendUnixDatagram(const std::string& name, std::string_view data);
+
+// recv(2) of up to `n` bytes, retried on EINTR: the count, 0 when the peer
+// has closed, kBusy when a non-blocking socket has nothing yet.
+Result<std::size_t> Receive(int fd, void* buf, std::size_t n);
+// send(2) of up to `n` bytes with MSG_NOSIGNAL (and MSG_DONTWAIT if asked),
+// retried on EINTR: the count sent, kBusy when it would block.
+Result<std::size_t> Send(int fd, const void* buf, std::size_t n,
+                         bool dontwait);
+
+// Sets TCP_NODELAY (no-op on a non-TCP socket).
+void SetNoDelay(int fd);
+
+// The peer of a connected socket, for logs: "tcp 127.0.0.1:40112",
+// "tcp [::1]:40112", or "unix" (Unix peers have no name).
+std::string PeerName(int fd, bool tcp);
+
+}  // namespace ztier::platform
+
+#endif  // ZTIER_PLATFORM_SOCKET_H_

@@ -1,0 +1,283 @@
+// socket_test.cc: Listener and the socket calls against real sockets: Unix
+// sockets in a temporary directory and TCP on the loopback.
+#include "platform/socket.h"
+
+#include <gtest/gtest.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "platform/event_fd.h"
+#include "testing/test_util.h"
+
+namespace ztier::platform {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A socket file with nobody accepting on it, as a crashed server leaves.
+void LeaveStaleSocket(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ::close(fd);
+}
+
+// Bytes flow both ways between an accepted socket and its client.
+void ExpectConnected(const Listener& l, int client) {
+  pollfd p = {l.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10000), 1);
+  Result<int> server = l.Accept(/*nonblocking=*/false);
+  ASSERT_TRUE(server.has_value()) << server.error().ToString();
+  Result<std::size_t> sent = Send(client, "ping", 4, /*dontwait=*/false);
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(*sent, 4u);
+  char buf[8] = {};
+  Result<std::size_t> got = Receive(*server, buf, sizeof(buf));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(std::string(buf, *got), "ping");
+  ASSERT_TRUE(Send(*server, "pong", 4, false).has_value());
+  got = Receive(client, buf, sizeof(buf));
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(std::string(buf, *got), "pong");
+  ::close(*server);
+  got = Receive(client, buf, sizeof(buf));  // the server closed: EOF
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(*got, 0u);
+  ::close(client);
+}
+
+TEST(SocketTest, UnixListenerIs0600AndConnects) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.File("a.sock");
+  ::umask(0);  // the mode must not depend on the umask
+  Result<Listener> l = Listener::Unix(path);
+  ::umask(022);
+  ASSERT_TRUE(l.has_value()) << l.error().ToString();
+  struct stat st;
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  EXPECT_FALSE(l->tcp());
+  EXPECT_EQ(l->path(), path);
+  // No staging directory is left beside it.
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) {
+    ++entries;
+  }
+  EXPECT_EQ(entries, 1u);
+  Result<int> c = ConnectUnix(path);
+  ASSERT_TRUE(c.has_value()) << c.error().ToString();
+  ExpectConnected(*l, *c);
+}
+
+TEST(SocketTest, AcceptWithNobodyWaitingIsBusy) {
+  testing::ScopedTempDir tmp;
+  Result<Listener> l = Listener::Unix(tmp.File("b.sock"));
+  ASSERT_TRUE(l.has_value());
+  Result<int> none = l->Accept(false);  // the listener never blocks
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kBusy) << none.error().ToString();
+}
+
+TEST(SocketTest, PathThatIsNotASocketIsInvalidAndKept) {
+  testing::ScopedTempDir tmp;
+  const std::string file = tmp.File("plain");
+  std::ofstream(file) << "keep me";
+  Result<Listener> l = Listener::Unix(file);
+  ASSERT_FALSE(l.has_value());
+  EXPECT_EQ(l.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(l.error().message().find("not a socket"), std::string::npos)
+      << l.error().message();
+  std::ifstream in(file);
+  std::string content;
+  std::getline(in, content);
+  EXPECT_EQ(content, "keep me");
+  // A directory is no socket either.
+  Result<Listener> d = Listener::Unix(tmp.path());
+  ASSERT_FALSE(d.has_value());
+  EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SocketTest, LiveSocketIsBusyAndStaleOneIsReplaced) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.File("c.sock");
+  Result<Listener> first = Listener::Unix(path);
+  ASSERT_TRUE(first.has_value());
+  Result<Listener> second = Listener::Unix(path);
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), StatusCode::kBusy);
+  // Its probe was a connection, closed at once.
+  Result<int> probe = first->Accept(false);
+  ASSERT_TRUE(probe.has_value()) << probe.error().ToString();
+  char byte;
+  Result<std::size_t> eof = Receive(*probe, &byte, 1);
+  ASSERT_TRUE(eof.has_value());
+  EXPECT_EQ(*eof, 0u);
+  ::close(*probe);
+  Result<int> c = ConnectUnix(path);  // the first still serves
+  ASSERT_TRUE(c.has_value());
+  ExpectConnected(*first, *c);
+  first->Close();
+  EXPECT_FALSE(fs::exists(path));
+
+  LeaveStaleSocket(path);
+  ASSERT_TRUE(fs::is_socket(path));
+  Result<int> refused = ConnectUnix(path);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kIoError);
+  Result<Listener> replaced = Listener::Unix(path);
+  ASSERT_TRUE(replaced.has_value()) << replaced.error().ToString();
+  c = ConnectUnix(path);
+  ASSERT_TRUE(c.has_value());
+  ExpectConnected(*replaced, *c);
+}
+
+TEST(SocketTest, CloseRemovesOnlyItsOwnSocketFile) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.File("d.sock");
+  Result<Listener> old = Listener::Unix(path);
+  ASSERT_TRUE(old.has_value());
+  // Someone replaces the file (a newer server after ours was deemed gone).
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  Result<Listener> newer = Listener::Unix(path);
+  ASSERT_TRUE(newer.has_value());
+  old->Close();
+  EXPECT_TRUE(fs::is_socket(path));
+  Listener moved = std::move(*newer);  // the file goes with the move
+  newer->Close();
+  EXPECT_TRUE(fs::is_socket(path));
+  moved.Close();
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(SocketTest, BadUnixPaths) {
+  Result<Listener> empty = Listener::Unix("");
+  ASSERT_FALSE(empty.has_value());
+  EXPECT_EQ(empty.error().code(), StatusCode::kInvalidArgument);
+  Result<Listener> too_long = Listener::Unix("/tmp/" + std::string(200, 'x'));
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_EQ(too_long.error().code(), StatusCode::kInvalidArgument);
+  testing::ScopedTempDir tmp;
+  Result<int> nobody = ConnectUnix(tmp.File("absent.sock"));
+  ASSERT_FALSE(nobody.has_value());
+  EXPECT_EQ(nobody.error().code(), StatusCode::kNotFound);
+}
+
+TEST(SocketTest, TcpLoopback) {
+  Result<Listener> l = Listener::Tcp("127.0.0.1:0");
+  ASSERT_TRUE(l.has_value()) << l.error().ToString();
+  EXPECT_TRUE(l->tcp());
+  ASSERT_GT(l->port(), 0);
+  const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(c, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(l->port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  SetNoDelay(c);
+  int nodelay = 0;
+  socklen_t len = sizeof(nodelay);
+  ASSERT_EQ(::getsockopt(c, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+  EXPECT_NE(nodelay, 0);
+  EXPECT_EQ(PeerName(c, true), "tcp 127.0.0.1:" + std::to_string(l->port()));
+  ExpectConnected(*l, c);
+  // The same port again: in use.
+  Result<Listener> again =
+      Listener::Tcp("127.0.0.1:" + std::to_string(l->port()));
+  ASSERT_FALSE(again.has_value());
+}
+
+TEST(SocketTest, BadTcpAddresses) {
+  for (const char* spec : {"no-port-here", "127.0.0.1:70000", "1.2.3.4:x"}) {
+    Result<Listener> l = Listener::Tcp(spec);
+    ASSERT_FALSE(l.has_value()) << spec;
+    EXPECT_EQ(l.error().code(), StatusCode::kInvalidArgument) << spec;
+  }
+}
+
+TEST(SocketTest, SendWouldBlockIsBusy) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  const std::string chunk(65536, 'x');
+  Result<std::size_t> r;
+  do {
+    r = Send(sv[0], chunk.data(), chunk.size(), /*dontwait=*/true);
+  } while (r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kBusy) << r.error().ToString();
+  ::close(sv[1]);
+  r = Send(sv[0], "x", 1, false);  // the peer is gone: an error, no SIGPIPE
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kIoError);
+  ::close(sv[0]);
+}
+
+TEST(SocketTest, DatagramToPathAndAbstractName) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.File("notify");
+  const int rx = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(rx, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_TRUE(SendUnixDatagram(path, "READY=1").ok());
+  char buf[32] = {};
+  EXPECT_EQ(::recv(rx, buf, sizeof(buf), 0), 7);
+  EXPECT_STREQ(buf, "READY=1");
+  ::close(rx);
+
+  const std::string name = "ztier-socket-test-" + std::to_string(::getpid());
+  const int abs_rx = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+  sockaddr_un abs{};
+  abs.sun_family = AF_UNIX;
+  std::memcpy(abs.sun_path + 1, name.data(), name.size());
+  const auto len =
+      static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  ASSERT_EQ(::bind(abs_rx, reinterpret_cast<sockaddr*>(&abs), len), 0);
+  ASSERT_TRUE(SendUnixDatagram("@" + name, "STOPPING=1").ok());
+  std::memset(buf, 0, sizeof(buf));
+  EXPECT_EQ(::recv(abs_rx, buf, sizeof(buf), 0), 10);
+  EXPECT_STREQ(buf, "STOPPING=1");
+  ::close(abs_rx);
+
+  EXPECT_EQ(SendUnixDatagram("relative", "x").code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(SendUnixDatagram(tmp.File("nobody"), "x").code(),
+            StatusCode::kNotFound);
+}
+
+TEST(EventFdTest, SignalWakesPollUntilDrained) {
+  Result<EventFd> e = EventFd::Create();
+  ASSERT_TRUE(e.has_value()) << e.error().ToString();
+  pollfd p = {e->fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+  e->Signal();
+  e->Signal();
+  EXPECT_EQ(::poll(&p, 1, 0), 1);
+  e->Drain();  // both signals at once
+  EXPECT_EQ(::poll(&p, 1, 0), 0);
+  e->Drain();  // nothing to drain: harmless
+  EventFd moved = std::move(*e);
+  EXPECT_EQ(e->fd(), -1);
+  moved.Signal();
+  p.fd = moved.fd();
+  EXPECT_EQ(::poll(&p, 1, 0), 1);
+}
+
+}  // namespace
+}  // namespace ztier::platform
