@@ -16,7 +16,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
   python3 procps prometheus curl groff-base systemd
 
-.PHONY: all deps build install run test test-kernel test-asan test-tsan bench bench-docs soak clean format fuzz fuzz-deps
+.PHONY: all deps build install run test test-kernel test-asan test-tsan check-locks bench bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
@@ -74,6 +74,21 @@ test-asan:
 test-tsan:
 	$(MAKE) test BUILD=build-tsan \
 	  CMAKE_FLAGS="$(CMAKE_FLAGS) -DZTIER_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo"
+
+# Lock discipline checked by the compiler: the engine's libraries built by
+# clang with its thread-safety analysis (src/platform/thread_annotations.h)
+# and every warning an error, in build-locks. Fails when a path touches a
+# slot's content or a pool class's state without the lock the annotations
+# say it needs. clang-19 as for fuzzing (clang-16's __cpp_concepts is too
+# old for libstdc++ 12's <expected>).
+LOCKS_CLANG ?= 19
+LOCKS_BUILD = build-locks
+check-locks: deps
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="clang-$(LOCKS_CLANG)"
+	CC=clang-$(LOCKS_CLANG) CXX=clang++-$(LOCKS_CLANG) \
+	  cmake -S . -B $(LOCKS_BUILD) $(CMAKE_FLAGS) -DZTIER_WERROR=ON \
+	  -DCMAKE_CXX_FLAGS="-Wthread-safety"
+	cmake --build $(LOCKS_BUILD) -j $(JOBS) --target ztier_core ztier_server
 
 # `make bench` runs every experiment and writes docs/benchmarks.md from
 # docs/benchmarks.md.in with their results (tools/bench/render_docs.sh), so

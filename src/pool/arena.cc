@@ -30,7 +30,7 @@ Arena::~Arena() = default;  // unmaps the arenas
 
 std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
   assert(pages >= 1 && pages <= kMaxPagesPerZspage);
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   if (reserve_ != nullptr) return reserve_->Allocate(pages);
   if (!free_runs_[pages].empty()) {
     std::byte* run = free_runs_[pages].back();
@@ -89,7 +89,7 @@ void Arena::PopulateAhead() {
   std::byte* end;
   std::byte* arena_end;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     assert(populating_);
     from = populated_;
     arena_end = bump_end_;
@@ -106,14 +106,14 @@ void Arena::PopulateAhead() {
   platform::Advise(from, static_cast<std::size_t>(end - from),
                    platform::Advice::kPopulateWrite)
       .IgnoreError();
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   // A new arena may have been mapped meanwhile: its populated_ is its own.
   if (bump_end_ == arena_end) populated_ = std::max(populated_, end);
   populating_ = false;
 }
 
 void Arena::ReleaseRun(std::byte* run, std::size_t pages) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   if (reserve_ != nullptr) {
     reserve_->Release(run, pages);
     return;

@@ -50,7 +50,7 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
 
   OwnerMap owners;
   bool have_owners = false;
-  auto ensure_owners = [&] {
+  auto ensure_owners = [&]() ZT_REQUIRES(sc.mu) {
     if (have_owners) return;
     have_owners = true;
     for (int g = 1; g < ip::kGroupFull; ++g) {
@@ -72,7 +72,8 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
     }
   };
   auto move = [&](std::uint32_t sid, ZspageDesc* s, std::uint32_t a,
-                  std::uint32_t did, ZspageDesc* d, std::uint32_t b) {
+                  std::uint32_t did, ZspageDesc* d, std::uint32_t b)
+                  ZT_REQUIRES(sc.mu) {
     std::vector<std::uint64_t>& src_owners = owners[sid];
     const std::uint64_t hidx = src_owners[a];
     assert(hidx != ip::kNoIndex);
@@ -169,7 +170,7 @@ std::size_t Pool::ReleaseSpares() {
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
     {
-      std::lock_guard<std::mutex> lock(sc->mu);
+      internal::MutexLock lock(sc->mu);
       impl_->DrainDeferredFrees(*sc);
       freed += impl_->ReleaseSpare(*sc);
     }
@@ -183,7 +184,7 @@ std::size_t Pool::Compact() {
   for (auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
     {
-      std::lock_guard<std::mutex> lock(sc->mu);
+      internal::MutexLock lock(sc->mu);
       impl_->DrainDeferredFrees(*sc);
       freed += impl_->ReleaseSpare(*sc);
       freed += impl_->CompactClass(*sc);

@@ -40,7 +40,7 @@ bool HandleTable::MakeChunk(int k) {
 }
 
 bool HandleTable::Reserve(std::uint64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   if (n == 0) return true;
   std::uint64_t off;
   const int last = Chunks::Locate(std::min(n, kMaxHandles) - 1, &off);
@@ -52,7 +52,7 @@ bool HandleTable::Reserve(std::uint64_t n) {
 
 std::uint64_t HandleTable::Allocate(HandleCache* c) {
   if (c->head == kNoIndex) {
-    std::lock_guard<std::mutex> lock(mu_);
+    internal::MutexLock lock(mu_);
     // Refill from the shared list, else with fresh indexes.
     for (std::uint32_t k = 0; k < kBatch && free_head_ != kNoIndex; ++k) {
       const std::uint64_t index = free_head_;
@@ -94,7 +94,7 @@ void HandleTable::Free(HandleCache* c, std::uint64_t index) {
   Entry(index).store(kEntryFree | c->head, std::memory_order_relaxed);
   c->head = index;
   if (++c->count <= kCacheHigh) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   for (std::uint32_t k = 0; k < kBatch; ++k) {
     const std::uint64_t i = c->head;
     std::atomic<std::uint64_t>& e = Entry(i);

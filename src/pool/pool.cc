@@ -215,49 +215,58 @@ Handle Pool::Malloc(std::size_t size) {
   assert(size >= 1 && size <= ip::kPageSize);
   if (size < 1 || size > ip::kPageSize) return kInvalidHandle;
   Impl& m = *impl_;
-  int ci = m.table.MergedClassFor(size);
   // Declared before the lock, so that zspages emptied by deferred frees
   // drained below give their pages back after the lock is dropped (see
   // Free).
   Impl::ReleaseOnExit later{&m, {}};
-  std::unique_lock<std::mutex> lock(m.classes[ci]->mu, std::try_to_lock);
-  // The class is locked: by a thread on another CPU for a moment, or by one
-  // that was preempted holding it. Rather than sleep until that thread runs
-  // again, try the next larger classes (the object fits there too, at a
-  // little more memory), and go round again for a few microseconds, which
-  // outlasts any holder that is running. Only then sleep on the lock.
-  for (int round = 0; !lock.owns_lock() && round < 64; ++round) {
+  SizeClass& sc = m.LockClassFor(size);
+  sc.mu.AssertHeld();
+  m.DrainDeferredFrees(sc, &later.runs);
+  const Handle h = m.AllocateLocked(sc, size, &later);
+  // The one exit, failed or not: frees deferred while the lock was held
+  // are swept now, so none is stranded until the class's next locker.
+  sc.mu.Unlock();
+  m.SweepDeferred(sc);
+  return h;
+}
+
+// The class is locked: by a thread on another CPU for a moment, or by one
+// that was preempted holding it. Rather than sleep until that thread runs
+// again, try the next larger classes (the object fits there too, at a
+// little more memory), and go round again for a few microseconds, which
+// outlasts any holder that is running. Only then sleep on the lock.
+// (Which lock it returns holding is decided at run time: beyond the
+// analysis, so the caller asserts it.)
+SizeClass& Pool::Impl::LockClassFor(std::size_t size)
+    ZT_NO_THREAD_SAFETY_ANALYSIS {
+  const int ci = table.MergedClassFor(size);
+  SizeClass& own = *classes[ci];
+  if (own.mu.TryLock()) return own;
+  for (int round = 0; round < 64; ++round) {
     if (round > 0) {
       platform::CpuRelax();
-      if (lock.try_lock()) break;
+      if (own.mu.TryLock()) return own;
     }
     int tries = 0;
     for (int k = ci + 1; k < ip::kHugeClass && tries < ip::kMallocAlternatives;
          ++k) {
-      if (m.classes[k] == nullptr) continue;
+      if (classes[k] == nullptr) continue;
       ++tries;
-      std::unique_lock<std::mutex> other(m.classes[k]->mu, std::try_to_lock);
-      if (other.owns_lock()) {
-        lock = std::move(other);
-        ci = k;
-        break;
-      }
+      if (classes[k]->mu.TryLock()) return *classes[k];
     }
   }
   // Last, any larger class at all, the huge class included: an object in a
   // class far too big wastes memory, but only while locks are contended.
-  for (int k = ci + 1; !lock.owns_lock() && k <= ip::kHugeClass; ++k) {
-    if (m.classes[k] == nullptr) continue;
-    std::unique_lock<std::mutex> other(m.classes[k]->mu, std::try_to_lock);
-    if (other.owns_lock()) {
-      lock = std::move(other);
-      ci = k;
-    }
+  for (int k = ci + 1; k <= ip::kHugeClass; ++k) {
+    if (classes[k] != nullptr && classes[k]->mu.TryLock()) return *classes[k];
   }
-  if (!lock.owns_lock()) lock.lock();  // lock is still on class ci
-  SizeClass& sc = *m.classes[ci];
-  m.DrainDeferredFrees(sc, &later.runs);
+  own.mu.Lock();
+  return own;
+}
 
+Handle Pool::Impl::AllocateLocked(SizeClass& sc, std::size_t size,
+                                  ReleaseOnExit* later) {
+  Impl& m = *this;
   const std::uint64_t hidx = m.handles.Allocate(&sc.handle_cache);
   if (hidx == ip::kNoIndex) return kInvalidHandle;
 
@@ -276,7 +285,7 @@ Handle Pool::Malloc(std::size_t size) {
   } else if ((id = sc.TakeShell()) != ip::kNoId) {
     d = m.descs.Get(id);  // empty, untouched, its run still its own
     if (m.arena.reserve() != nullptr) {  // no run: see DoReleases
-      std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later.populate);
+      std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later->populate);
       if (run == nullptr) {
         if (!sc.StashShell(id)) m.FreeDesc(sc, id);
         m.handles.Free(&sc.handle_cache, hidx);
@@ -289,7 +298,7 @@ Handle Pool::Malloc(std::size_t size) {
     }
     ++sc.zspages;
   } else {
-    std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later.populate);
+    std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later->populate);
     if (run == nullptr) {
       m.handles.Free(&sc.handle_cache, hidx);
       return kInvalidHandle;
@@ -315,24 +324,21 @@ Handle Pool::Malloc(std::size_t size) {
   m.handles.Entry(hidx).store(
       ip::MakeEntry(id, idx, static_cast<std::uint32_t>(size)),
       std::memory_order_release);
-  lock.unlock();
-  m.SweepDeferred(sc);
-  return ip::MakeHandle(ci, hidx);
+  return ip::MakeHandle(sc.index, hidx);
 }
 
 void Pool::Free(Handle h) {
   assert(h != kInvalidHandle);
   Impl& m = *impl_;
   SizeClass& sc = m.ClassOf(h);
-  std::unique_lock<std::mutex> lock(sc.mu, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  if (!sc.mu.TryLock()) {
     // Held, perhaps by a preempted thread: leave the handle for the holder
     // (or the next locker) to free, rather than sleep behind it.
     if (sc.DeferFree(h)) {
       m.SweepDeferred(sc);  // in case the holder let go meanwhile
       return;
     }
-    lock.lock();
+    sc.mu.Lock();
   }
   // Emptied zspages are unlinked under the lock but their pages go back to
   // the OS after it: madvise can take tens of microseconds (and sleep), and
@@ -340,18 +346,17 @@ void Pool::Free(Handle h) {
   ip::RunReleases later;
   m.FreeLocked(sc, h, &later);
   m.DrainDeferredFrees(sc, &later);
-  lock.unlock();
+  sc.mu.Unlock();
   m.DoReleases(later);
   m.SweepDeferred(sc);
 }
 
 void Pool::Impl::SweepDeferred(SizeClass& sc) {
   while (sc.deferred_count.load(std::memory_order_seq_cst) != 0) {
-    std::unique_lock<std::mutex> lock(sc.mu, std::try_to_lock);
-    if (!lock.owns_lock()) return;  // its holder sweeps after letting go
+    if (!sc.mu.TryLock()) return;  // its holder sweeps after letting go
     ip::RunReleases later;
     DrainDeferredFrees(sc, &later);
-    lock.unlock();
+    sc.mu.Unlock();
     DoReleases(later);
   }
 }

@@ -40,7 +40,7 @@ std::vector<PoolClassStats> Pool::ClassStats() const {
     r.pages_per_zspage = sc->geo.pages;
     r.objs_per_zspage = sc->geo.objs;
     {
-      std::lock_guard<std::mutex> lock(sc->mu);
+      internal::MutexLock lock(sc->mu);
       for (int k = 0; k < 11; ++k) r.fullness[k] = sc->group_count[k + 1];
       r.obj_allocated = sc->zspages * sc->geo.objs;
       r.obj_used = sc->obj_used;

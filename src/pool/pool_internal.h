@@ -30,7 +30,9 @@
 // class) -> one of DescTable::mu_ (descriptor ids), HandleTable::mu_ (its
 // shared free list) or Arena::mu_ (runs); none of those three is held while
 // another is taken. Readers and writers of object bytes take no mutex: they
-// pin the zspage (Pin below).
+// pin the zspage (Pin below). The mutexes are capabilities (platform/
+// mutex.h): the fields they guard and the functions that need them say so,
+// and `make check-locks` checks it.
 #ifndef ZTIER_POOL_POOL_INTERNAL_H_
 #define ZTIER_POOL_POOL_INTERNAL_H_
 
@@ -41,11 +43,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "platform/mapping.h"
+#include "platform/mutex.h"
 #include "platform/sharded_counter.h"
+#include "platform/thread_annotations.h"
 #include "ztier/pool.h"
 
 namespace ztier::internal_pool {
@@ -235,18 +238,21 @@ class Arena {
   std::uint64_t* ReserveBitmap(const std::byte* run, std::uint32_t objs);
 
  private:
-  std::mutex mu_;
+  internal::Mutex mu_;
   const std::size_t arena_bytes_;
   const bool huge_pages_;
   std::unique_ptr<PageReserve> reserve_;  // set once, before use
-  std::vector<platform::Mapping> arenas_;  // of arena_bytes_ each
-  std::byte* bump_ = nullptr;
-  std::byte* bump_end_ = nullptr;
+  // Of arena_bytes_ each.
+  std::vector<platform::Mapping> arenas_ ZT_GUARDED_BY(mu_);
+  std::byte* bump_ ZT_GUARDED_BY(mu_) = nullptr;
+  std::byte* bump_end_ ZT_GUARDED_BY(mu_) = nullptr;
   // [bump_, populated_) is already faulted in (Populate()).
-  std::byte* populated_ = nullptr;
+  std::byte* populated_ ZT_GUARDED_BY(mu_) = nullptr;
   static constexpr std::size_t kPopulateBytes = 2 << 20;
-  bool populating_ = false;  // a PopulateAhead() is due or running
-  std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_;
+  // A PopulateAhead() is due or running.
+  bool populating_ ZT_GUARDED_BY(mu_) = false;
+  std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_
+      ZT_GUARDED_BY(mu_);
 };
 
 // ---- zspage descriptors (zspage.cc) ----------------------------------------
@@ -375,12 +381,13 @@ class DescTable {
   using Chunks = Chunking<32, 4, 6>;
   static constexpr int kMaxChunks = Chunks::ChunksFor(std::uint64_t{1} << 32);
 
-  std::mutex mu_;
+  internal::Mutex mu_;
   std::atomic<std::size_t>* metadata_bytes_;
   std::array<std::atomic<ZspageDesc*>, kMaxChunks> chunks_{};
-  int counted_chunks_ = 0;  // chunks [0, counted) are in the metadata bill
-  std::uint32_t next_id_ = 0;
-  std::uint32_t free_head_ = kNoId;
+  // Chunks [0, counted) are in the metadata bill.
+  int counted_chunks_ ZT_GUARDED_BY(mu_) = 0;
+  std::uint32_t next_id_ ZT_GUARDED_BY(mu_) = 0;
+  std::uint32_t free_head_ ZT_GUARDED_BY(mu_) = kNoId;
 };
 
 // ---- handle table (handle_table.cc) ---------------------------------------
@@ -434,28 +441,27 @@ class HandleTable {
   using Chunks = Chunking<64, 4, 6>;
   static constexpr int kMaxChunks = Chunks::ChunksFor(kMaxHandles);
   // Makes chunk k if it is missing; false when memory runs out. REQUIRES mu_.
-  bool MakeChunk(int k);
+  bool MakeChunk(int k) ZT_REQUIRES(mu_);
 
-  std::mutex mu_;
+  internal::Mutex mu_;
   std::atomic<std::size_t>* metadata_bytes_;
   std::array<std::atomic<std::atomic<std::uint64_t>*>, kMaxChunks> chunks_{};
-  int counted_chunks_ = 0;              // guarded by mu_
+  int counted_chunks_ ZT_GUARDED_BY(mu_) = 0;
   std::atomic<std::uint64_t> size_{0};  // written under mu_
-  std::uint64_t free_head_ = kNoIndex;  // guarded by mu_
+  std::uint64_t free_head_ ZT_GUARDED_BY(mu_) = kNoIndex;
 };
 
 // ---- per-class state ----------------------------------------------------------
 
 struct SizeClass {
-  std::mutex mu;
+  internal::Mutex mu;  // the class lock
   int index = 0;
   ClassGeometry geo;
-  // Guarded by mu:
-  std::array<std::uint32_t, kNumGroups> group_head{};
-  std::array<std::size_t, kNumGroups> group_count{};
-  std::size_t zspages = 0;
-  std::size_t obj_used = 0;
-  std::size_t touched_pages = 0;
+  std::array<std::uint32_t, kNumGroups> group_head ZT_GUARDED_BY(mu){};
+  std::array<std::size_t, kNumGroups> group_count ZT_GUARDED_BY(mu){};
+  std::size_t zspages ZT_GUARDED_BY(mu) = 0;
+  std::size_t obj_used ZT_GUARDED_BY(mu) = 0;
+  std::size_t touched_pages ZT_GUARDED_BY(mu) = 0;
   // Frees that found mu held leave their handle here (lock-free) for the
   // holder or the next locker to do: see Pool::Free. kInvalidHandle: empty.
   std::array<std::atomic<Handle>, 16> deferred{};
@@ -501,10 +507,11 @@ struct SizeClass {
   }
   // One emptied zspage kept with its pages for the next Malloc, or kNoId.
   // Not in any fullness group; counted in zspages and touched_pages.
-  std::uint32_t spare = kNoId;
-  HandleCache handle_cache;  // guarded by mu
+  std::uint32_t spare ZT_GUARDED_BY(mu) = kNoId;
+  HandleCache handle_cache ZT_GUARDED_BY(mu);
 
-  SizeClass() { group_head.fill(kNoId); }
+  // (Before any other thread can see the class.)
+  SizeClass() ZT_NO_THREAD_SAFETY_ANALYSIS { group_head.fill(kNoId); }
 };
 
 int GroupFor(std::uint32_t inuse, std::uint32_t objs);
@@ -541,24 +548,27 @@ struct Pool::Impl {
 
   // Fullness-group list maintenance; REQUIRE sc.mu.
   void GroupInsert(internal_pool::SizeClass& sc, std::uint32_t id,
-                   internal_pool::ZspageDesc* d);
-  void GroupRemove(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d);
+                   internal_pool::ZspageDesc* d) ZT_REQUIRES(sc.mu);
+  void GroupRemove(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d)
+      ZT_REQUIRES(sc.mu);
   void Regroup(internal_pool::SizeClass& sc, std::uint32_t id,
-               internal_pool::ZspageDesc* d);
+               internal_pool::ZspageDesc* d) ZT_REQUIRES(sc.mu);
   // Raises d's touched pages to cover object idx; REQUIRES sc.mu.
   void Touch(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d,
-             std::uint32_t idx);
+             std::uint32_t idx) ZT_REQUIRES(sc.mu);
   // Frees an empty zspage: discards its pages, returns the run and the id.
   // Returns the pages it held. REQUIRES sc.mu; d is in no group list.
   // Frees h / every deferred free of sc. REQUIRES: sc.mu held. Zspages
   // they empty are queued on `later` (if not null) for DoReleases().
   void FreeLocked(internal_pool::SizeClass& sc, Handle h,
-                  internal_pool::RunReleases* later = nullptr);
+                  internal_pool::RunReleases* later = nullptr)
+      ZT_REQUIRES(sc.mu);
   void DrainDeferredFrees(internal_pool::SizeClass& sc,
-                          internal_pool::RunReleases* later = nullptr);
+                          internal_pool::RunReleases* later = nullptr)
+      ZT_REQUIRES(sc.mu);
   // After dropping sc.mu: drains frees deferred meanwhile, if the lock can
   // be had (else its new holder will). Call without sc.mu.
-  void SweepDeferred(internal_pool::SizeClass& sc);
+  void SweepDeferred(internal_pool::SizeClass& sc) ZT_EXCLUDES(sc.mu);
   // Discards and returns the queued runs. Call without any class lock.
   void DoReleases(const internal_pool::RunReleases& r);
   struct ReleaseOnExit {
@@ -573,12 +583,13 @@ struct Pool::Impl {
     descs.Free(id, sc.geo.objs, arena.reserve() == nullptr);
   }
   // Frees sc's spare zspage, if any; returns its pages. REQUIRES: sc.mu.
-  std::size_t ReleaseSpare(internal_pool::SizeClass& sc);
+  std::size_t ReleaseSpare(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
   // Unlinks an empty zspage; its pages are discarded and its run returned
   // now, or queued on `later` when given. Returns its pages.
   std::size_t FreeZspage(internal_pool::SizeClass& sc, std::uint32_t id,
                          internal_pool::ZspageDesc* d,
-                         internal_pool::RunReleases* later = nullptr);
+                         internal_pool::RunReleases* later = nullptr)
+      ZT_REQUIRES(sc.mu);
 
   // Pins the zspage holding h's object; returns its descriptor and the
   // location entry valid while pinned. Unpin with Unpin(d).
@@ -587,7 +598,16 @@ struct Pool::Impl {
     d->pin.fetch_sub(1, std::memory_order_release);
   }
 
-  std::size_t CompactClass(internal_pool::SizeClass& sc);
+  std::size_t CompactClass(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
+
+  // Malloc's two halves (pool.cc). LockClassFor returns a class that fits
+  // `size` (its own class, else a larger one), locked; the analysis cannot
+  // follow which class that is, so the caller asserts the returned lock.
+  internal_pool::SizeClass& LockClassFor(std::size_t size);
+  // One object in sc, or kInvalidHandle when memory runs out (nothing
+  // is left taken then). Runs to release go on `later`.
+  Handle AllocateLocked(internal_pool::SizeClass& sc, std::size_t size,
+                        ReleaseOnExit* later) ZT_REQUIRES(sc.mu);
 };
 
 }  // namespace ztier

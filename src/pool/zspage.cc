@@ -77,7 +77,7 @@ DescTable::~DescTable() {
 }
 
 bool DescTable::Reserve(std::uint64_t n) {
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   if (n == 0) return true;
   std::uint64_t off;
   const int last = Chunks::Locate(std::min<std::uint64_t>(n, kNoId) - 1, &off);
@@ -99,7 +99,7 @@ ZspageDesc* DescTable::Allocate(std::uint32_t objs, std::uint32_t* id,
     if (heap_bits == nullptr) return nullptr;
     bits = heap_bits;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   std::uint32_t new_id = free_head_;
   if (new_id != kNoId) {
     free_head_ = Get(new_id)->next;
@@ -156,7 +156,7 @@ void DescTable::Free(std::uint32_t id, std::uint32_t objs, bool owned_bits) {
   }
   d->inline_bits = 0;
   d->base = nullptr;
-  std::lock_guard<std::mutex> lock(mu_);
+  internal::MutexLock lock(mu_);
   d->next = free_head_;
   free_head_ = id;
 }
