@@ -36,6 +36,14 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ztier
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
         FILES_MATCHING PATTERN "*.h")
 install(EXPORT ztierTargets NAMESPACE ztier:: DESTINATION ${ZTIER_CMAKEDIR})
+# liburing is a dependency only of a build with ZTIER_URING.
+if(ZTIER_URING)
+  set(ZTIER_URING_DEP "URING:liburing")
+  set(_ztier_pc_uring "liburing ")
+else()
+  set(ZTIER_URING_DEP "")
+  set(_ztier_pc_uring "")
+endif()
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ztierConfig.cmake.in
   ${_gen}/ztierConfig.cmake INSTALL_DESTINATION ${ZTIER_CMAKEDIR})
 write_basic_package_version_file(${_gen}/ztierConfigVersion.cmake
@@ -49,6 +57,7 @@ install(CODE "
   set(ZTIER_SOURCE_DIR \"${PROJECT_SOURCE_DIR}\")
   set(ZTIER_GEN_DIR \"${_gen}\")
   set(ZTIER_VERSION \"${ZTIER_PACKAGE_VERSION}\")
+  set(ZTIER_PC_URING \"${_ztier_pc_uring}\")
   set(ZTIER_INSTALL_BINDIR \"${CMAKE_INSTALL_BINDIR}\")
   set(ZTIER_INSTALL_SYSCONFDIR \"${CMAKE_INSTALL_SYSCONFDIR}\")
   set(ZTIER_INSTALL_LIBDIR \"${CMAKE_INSTALL_LIBDIR}\")

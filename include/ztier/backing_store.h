@@ -61,9 +61,10 @@
 // Done::status is kIoError (EIO, or a short write), or kResourceExhausted
 // (ENOSPC, EDQUOT). The writer never frees blocks; the caller decides.
 //
-// Reading (ReadBlock): one synchronous read of one block (pread), then, when
-// encrypted, authentication and decryption. A read error is kIoError; a
-// block that fails authentication is kCorruption; neither ever yields data.
+// Reading (ReadBlock): one synchronous read of one block (the file's Read:
+// pread for a real file), then, when encrypted, authentication and
+// decryption. A read error is kIoError; a block that fails authentication
+// is kCorruption; neither ever yields data.
 //
 // Fault injection (for tests): wrap the file with NewFaultyBackingFile
 // (`wrap_file`); its fault function sees each read and write and its result

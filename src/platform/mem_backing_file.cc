@@ -10,8 +10,8 @@
 #include <mutex>
 #include <string>
 #include <utility>
-#include <vector>
 
+#include "platform/done_writes.h"
 #include "ztier/backing_file.h"
 #include "ztier/page.h"
 
@@ -71,22 +71,19 @@ class MemWriter final : public BackingFileWriter {
     return buffers_ + io * io_bytes_;
   }
   void Queue(std::size_t io, std::uint64_t offset, std::size_t len) override {
-    done_.emplace_back(io, file_->Write(offset, buffer(io), len));
+    done_.Add(io, file_->Write(offset, buffer(io), len));
   }
   std::size_t Reap(
       bool /*wait: all are done*/,
       const std::function<void(std::size_t, long)>& done) override {
-    const std::size_t n = done_.size();
-    for (const auto& [io, result] : done_) done(io, result);
-    done_.clear();
-    return n;
+    return done_.Report(done);
   }
 
  private:
   MemBackingFile* const file_;
   std::byte* const buffers_;
   const std::size_t io_bytes_;
-  std::vector<std::pair<std::size_t, long>> done_;
+  internal::DoneWrites done_;
 };
 
 Result<std::unique_ptr<BackingFileWriter>> MemBackingFile::NewWriter(

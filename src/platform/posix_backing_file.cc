@@ -14,8 +14,8 @@
 #include <cstring>
 #include <string>
 #include <utility>
-#include <vector>
 
+#include "platform/done_writes.h"
 #include "ztier/page.h"
 
 namespace ztier::internal {
@@ -74,21 +74,18 @@ class PwriteWriter final : public BackingFileWriter {
     do {
       r = ::pwrite(fd_, buffer(io), len, static_cast<off_t>(offset));
     } while (r < 0 && errno == EINTR);
-    done_.emplace_back(io, r < 0 ? -errno : static_cast<long>(r));
+    done_.Add(io, r < 0 ? -errno : static_cast<long>(r));
   }
   std::size_t Reap(
       bool /*wait: all are done*/,
       const std::function<void(std::size_t, long)>& done) override {
-    const std::size_t n = done_.size();
-    for (const auto& [io, result] : done_) done(io, result);
-    done_.clear();
-    return n;
+    return done_.Report(done);
   }
 
  private:
   const int fd_;
   const std::size_t io_bytes_;
-  std::vector<std::pair<std::size_t, long>> done_;
+  DoneWrites done_;
 };
 
 }  // namespace
