@@ -599,6 +599,13 @@ struct Pool::Impl {
   }
 
   std::size_t CompactClass(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
+  // CompactClass's reverse map and its two phases (compact.cc); each
+  // returns the pages it freed.
+  struct Compaction;
+  std::size_t MergeNonFull(internal_pool::SizeClass& sc, Compaction& c,
+                           std::size_t nonfull) ZT_REQUIRES(sc.mu);
+  std::size_t PackLast(internal_pool::SizeClass& sc, Compaction& c)
+      ZT_REQUIRES(sc.mu);
 
   // Malloc's two halves (pool.cc). LockClassFor returns a class that fits
   // `size` (its own class, else a larger one), locked; the analysis cannot

@@ -374,24 +374,36 @@ TEST(PageStoreTest, ConcurrentPartialWritesToOnePageLoseNothing) {
   }
 }
 
+// Takes every stream of `streams` (regular and reserve) but `leave`.
+std::vector<internal::StreamPool::Lease> HoldStreams(
+    internal::StreamPool& streams, std::size_t leave) {
+  std::vector<internal::StreamPool::Lease> held;
+  const std::size_t all = streams.count() + streams.reserve_count();
+  while (held.size() + leave < all) held.push_back(streams.Acquire());
+  return held;
+}
+
+// A store of `num_pages` slots with one regular stream (and so two
+// reserve ones).
+std::unique_ptr<PageStore> MakeOneStreamStore(std::size_t num_pages) {
+  PageStoreOptions o;
+  o.num_pages = num_pages;
+  o.streams = 1;
+  return MakeStore(o);
+}
+
 // The point of the zswap load contention series (docs/references.md): a
 // load never waits for a compression stream. Hold every stream (regular and
 // reserve) on this thread; a load on another thread still completes. (The
 // shared baseline, where it would wait, is the latency benchmark's:
 // tools/ztier/shared_stream_test.cc.)
 TEST(PageStoreTest, LoadCompletesWhileAnotherThreadHoldsEveryStream) {
-  PageStoreOptions o;
-  o.num_pages = 4;
-  o.streams = 1;
-  auto store = MakeStore(o);
+  auto store = MakeOneStreamStore(4);
   const Page text = TextPage(11);
   ASSERT_OK(store->Store(0, text));
   internal::StreamPool& streams = PageStoreTestPeer::Streams(*store);
-  std::vector<internal::StreamPool::Lease> held;
-  held.push_back(streams.Acquire());  // the regular stream
-  held.push_back(streams.Acquire());  // and both reserve streams
-  held.push_back(streams.Acquire());
-  ASSERT_EQ(streams.reserve_count(), 2u);  // so all three are held
+  auto held = HoldStreams(streams, 0);
+  ASSERT_EQ(held.size(), 3u);  // the regular stream and both reserve ones
   auto load = std::async(std::launch::async, [&] {
     Page out;
     Status st = store->Load(0, out);
@@ -403,10 +415,7 @@ TEST(PageStoreTest, LoadCompletesWhileAnotherThreadHoldsEveryStream) {
 
 // A store finds another stream rather than sleeping on a held one.
 TEST(PageStoreTest, StoreTakesAnotherStreamWhenOneIsHeld) {
-  PageStoreOptions o;
-  o.num_pages = 4;
-  o.streams = 1;
-  auto store = MakeStore(o);
+  auto store = MakeOneStreamStore(4);
   internal::StreamPool& streams = PageStoreTestPeer::Streams(*store);
   auto held = streams.Acquire();  // the regular stream
   auto done = std::async(std::launch::async,
@@ -424,15 +433,6 @@ TEST(PageStoreTest, ResetMemUsedMax) {
   EXPECT_EQ(store->Stats().mem_used_max, store->Stats().mem_used_total);
 }
 
-// Takes every stream of `streams` (regular and reserve) but `leave`.
-std::vector<internal::StreamPool::Lease> HoldStreams(
-    internal::StreamPool& streams, std::size_t leave) {
-  std::vector<internal::StreamPool::Lease> held;
-  const std::size_t all = streams.count() + streams.reserve_count();
-  while (held.size() + leave < all) held.push_back(streams.Acquire());
-  return held;
-}
-
 // Lock order (docs/architecture.md): a stream is never taken under a slot
 // lock. An unaligned write (StorePartial) used to lock its slot and then
 // wait for a stream, while a batch held a stream and waited for that slot:
@@ -442,10 +442,7 @@ std::vector<internal::StreamPool::Lease> HoldStreams(
 // the writers share the one stream this thread gives back (every stream
 // stays held), sub-page and batched writes to the same eight pages.
 TEST(PageStoreTest, PartialAndBatchedStoresOfTheSamePagesDoNotDeadlock) {
-  PageStoreOptions o;
-  o.num_pages = 8;
-  o.streams = 1;  // and its 2 reserve streams
-  auto store = MakeStore(o);
+  auto store = MakeOneStreamStore(8);
   internal::StreamPool& streams = PageStoreTestPeer::Streams(*store);
   std::vector<std::byte> batch(8 * kPageSize);
   for (std::size_t i = 0; i < 8; ++i) {
@@ -506,10 +503,7 @@ TEST(PageStoreTest, PartialAndBatchedStoresOfTheSamePagesDoNotDeadlock) {
 // read) is not overwritten by the merge of the older page: the partial
 // write starts again from the newest content.
 TEST(PageStoreTest, StorePartialKeepsAnOverwriteMadeWhileItCompresses) {
-  PageStoreOptions o;
-  o.num_pages = 2;
-  o.streams = 1;
-  auto store = MakeStore(o);
+  auto store = MakeOneStreamStore(2);
   internal::StreamPool& streams = PageStoreTestPeer::Streams(*store);
   ASSERT_OK(store->Store(0, TextPage(5)));
   auto held = HoldStreams(streams, 0);
