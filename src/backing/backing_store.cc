@@ -13,7 +13,7 @@
 #include <cstring>
 #include <string>
 
-#include "backing/backing_internal.h"
+#include "backing_internal.h"
 
 namespace ztier {
 namespace {

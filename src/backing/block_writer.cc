@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "backing/backing_internal.h"
+#include "backing_internal.h"
 
 namespace ztier {
 

@@ -9,7 +9,7 @@
 #include <climits>
 #include <memory>
 
-#include "codec/codec_internal.h"
+#include "codec_internal.h"
 
 namespace ztier::internal {
 namespace {

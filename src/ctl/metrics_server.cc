@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "ctl/metrics.h"
+#include "metrics.h"
 #include "nbd/socket_util.h"
 
 namespace ztier::ctl {

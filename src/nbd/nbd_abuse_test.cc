@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 #include "nbd/protocol.h"
 
 namespace ztier::nbd {

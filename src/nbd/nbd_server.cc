@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "nbd/connection.h"
-#include "nbd/handshake.h"
+#include "connection.h"
+#include "handshake.h"
 #include "nbd/socket_util.h"
 #include "nbd/transport.h"
 

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "nbd/tls_test_certs.h"
+#include "tls_test_certs.h"
 
 namespace ztier::nbd {
 namespace {

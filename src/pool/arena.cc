@@ -20,7 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier::internal_pool {
 

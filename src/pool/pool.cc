@@ -37,7 +37,7 @@
 #include <cstring>
 #include <thread>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier {
 

@@ -14,8 +14,8 @@
 #include <string>
 
 #include "platform/sharded_counter.h"
-#include "store/slot_table.h"
-#include "store/stream_pool.h"
+#include "slot_table.h"
+#include "stream_pool.h"
 #include "ztier/page_store.h"
 #include "ztier/worker_pool.h"
 

@@ -36,7 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 
 namespace ztier {
 

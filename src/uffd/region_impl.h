@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "uffd/page_map.h"
+#include "page_map.h"
 #include "uffd/uffd.h"
 #include "ztier/page.h"
 #include "ztier/page_store.h"
