@@ -661,56 +661,5 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   EXPECT_EQ(bad, kPages);
 }
 
-// Not a check: prints what a fault and an eviction cost here.
-TEST(RegionTest, ReportsCosts) {
-  REQUIRE_UFFD();
-  const std::size_t kPages = UnderSanitizer() ? 2048 : 16384;
-  using Clock = std::chrono::steady_clock;
-  auto us = [](Clock::duration d) {
-    return std::chrono::duration<double, std::micro>(d).count();
-  };
-  std::vector<std::byte> want(kPages * kPageSize);
-  for (std::size_t i = 0; i < kPages; ++i) {
-    MakePage(want.data() + i * kPageSize, i, 0, false);
-  }
-  std::vector<double> lat(kPages);
-  for (unsigned cluster : {0u, 3u}) {
-    RegionOptions o;
-    o.size = kPages * kPageSize;
-    o.max_pool_percent = 100;
-    o.page_cluster = cluster;
-    auto r = MakeRegion(o);
-    ASSERT_NE(r, nullptr);
-    const auto t0 = Clock::now();
-    std::memcpy(r->data(), want.data(), want.size());
-    const auto t1 = Clock::now();
-    ASSERT_OK(r->Pageout(r->data(), r->size()));
-    const auto t2 = Clock::now();
-    std::uint64_t sum = 0;
-    const volatile std::byte* p = r->data();
-    for (std::size_t i = 0; i < kPages; ++i) {
-      const auto a = Clock::now();
-      sum += static_cast<std::uint8_t>(p[i * kPageSize + 8]);
-      lat[i] = us(Clock::now() - a);
-    }
-    const auto t3 = Clock::now();
-    EXPECT_EQ(sum, 0u);  // version 0 (and zero pages)
-    EXPECT_EQ(0, std::memcmp(r->data(), want.data(), want.size()));
-    // Touches that faulted: the slowest kPages >> cluster of them.
-    std::sort(lat.begin(), lat.end());
-    const std::size_t faults = kPages >> cluster;
-    const double p50 = lat[kPages - faults + faults / 2];
-    const double p99 = lat[kPages - faults + faults * 99 / 100];
-    const RegionStats s = r->Stats();
-    std::printf(
-        "[ info ] %zu pages, page_cluster %u: first touch %.2f us/page,"
-        " Pageout %.2f us/page (%.0f MB/s), read-back %.2f us/page; "
-        "a faulting touch p50 %.1f us p99 %.1f us; pool %llu KiB\n",
-        kPages, cluster, us(t1 - t0) / kPages, us(t2 - t1) / kPages,
-        kPages * kPageSize / us(t2 - t1), us(t3 - t2) / kPages, p50, p99,
-        static_cast<unsigned long long>(s.pool_total_size >> 10));
-  }
-}
-
 }  // namespace
 }  // namespace ztier
