@@ -15,10 +15,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "region_impl.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
 
@@ -124,22 +126,28 @@ std::unique_ptr<Region> MakeRegion(const RegionOptions& o) {
   return r.has_value() ? std::move(*r) : nullptr;
 }
 
-// Stats once the reclaimer has finished: the same figures twice, 20 ms
-// apart (at most 10 s). The last fault's batch may start an eviction that
-// is still running when the faulting thread goes on, and counters read
-// during one are not a snapshot (stored is counted before the zap).
+}  // namespace
+
+// What the tests see of a Region's inside (region_impl.h).
+class RegionTestPeer {
+ public:
+  // The handler's mutex: it holds it for each batch of faults it resolves
+  // and the reclaim that follows the batch.
+  static std::mutex& HandlerMutex(const Region& r) { return r.impl_->mu; }
+};
+
+namespace {
+
+// Stats once the reclaimer has finished, for a test whose threads have
+// stopped touching the region: the handler resolves a fault and runs the
+// reclaimer after it in one hold of its mutex, so once the mutex is free
+// the last batch's eviction is done. (The last fault's batch may start an
+// eviction that is still running when the faulting thread goes on, and
+// counters read during one are not a snapshot: stored is counted before
+// the zap.) Read under the mutex, so that no batch runs meanwhile.
 RegionStats Settled(const Region& r) {
-  RegionStats s = r.Stats();
-  for (int i = 0; i < 500; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const RegionStats t = r.Stats();
-    if (t.zswpout == s.zswpout && t.resident_pages == s.resident_pages &&
-        t.stored_pages == s.stored_pages && t.evictions == s.evictions) {
-      return t;
-    }
-    s = t;
-  }
-  return s;
+  std::lock_guard lock(RegionTestPeer::HandlerMutex(r));
+  return r.Stats();
 }
 
 std::shared_ptr<BackingStore> MakeBacking(const ScopedTempDir& dir,
