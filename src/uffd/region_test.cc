@@ -251,17 +251,25 @@ INSTANTIATE_TEST_SUITE_P(BatchStores, PageoutTest, ::testing::Bool(),
                            return p.param ? "Batched" : "OneByOne";
                          });
 
+// A region of `pages` pages with a budget of `budget` resident pages (and
+// a pool as large as the region), filled once with version 0.
+std::unique_ptr<Region> FilledWithBudget(std::size_t pages, std::size_t budget,
+                                         bool random) {
+  RegionOptions o;
+  o.size = pages * kPageSize;
+  o.budget = budget * kPageSize;
+  o.max_pool_bytes = o.size;
+  auto r = MakeRegion(o);
+  if (r != nullptr) Fill(*r, 0, pages, 0, random);
+  return r;
+}
+
 TEST(RegionTest, BudgetKeepsResidentPagesDown) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 4096;
   constexpr std::size_t kBudget = 1024;
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.budget = kBudget * kPageSize;
-  o.max_pool_bytes = o.size;
-  auto r = MakeRegion(o);
+  auto r = FilledWithBudget(kPages, kBudget, false);
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, false);
   RegionStats s = Settled(*r);
   // The reclaimer may not have seen the last zero-filled run yet.
   EXPECT_LE(s.resident_pages, kBudget + 64);
@@ -306,13 +314,8 @@ TEST(RegionTest, BudgetWithIncompressiblePagesSplitsUnits) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 2048;
   constexpr std::size_t kBudget = 1024;
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.budget = kBudget * kPageSize;
-  o.max_pool_bytes = o.size;
-  auto r = MakeRegion(o);
+  auto r = FilledWithBudget(kPages, kBudget, true);
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, true);
   const RegionStats s = Settled(*r);
   EXPECT_GT(s.swpout_fallback, 0u);
   EXPECT_GT(s.reject_compress_poor, 0u);
