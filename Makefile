@@ -76,7 +76,7 @@ test-tsan:
 	  CMAKE_FLAGS="$(CMAKE_FLAGS) -DZTIER_SANITIZE=thread -DCMAKE_BUILD_TYPE=RelWithDebInfo"
 
 # Lock discipline checked by the compiler: the engine's libraries built by
-# clang with its thread-safety analysis (src/platform/thread_annotations.h)
+# clang with its thread-safety analysis (src/platform/include/platform/thread_annotations.h)
 # and every warning an error, in build-locks. Fails when a path touches a
 # slot's content or a pool class's state without the lock the annotations
 # say it needs. clang-19 as for fuzzing (clang-16's __cpp_concepts is too

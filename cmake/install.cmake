@@ -7,7 +7,8 @@
 #                                          @ZTIER_SYSCONFDIR@ made absolute
 #   etc/ztier/ztier.conf.example           dist/ztier.conf (a user's
 #                                          etc/ztier/ztier.conf is untouched)
-#   include/ztier/*.h                      the public headers
+#   include/ztier/*.h                      the public headers (each engine
+#                                          layer's src/LAYER/include/ztier/)
 #   lib/libztier.a                         the engine (ztier_core), no nbd/ctl
 #   lib/pkgconfig/ztier.pc                 pkg-config (static: --static)
 #   lib/cmake/ztier/                       find_package(ztier): ztier::ztier
@@ -32,9 +33,13 @@ install(TARGETS ztier RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(TARGETS ztier_core EXPORT ztierTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ztier
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+# Each engine layer's installed API, src/LAYER/include/ztier/, into one
+# include/ztier/.
+foreach(layer IN LISTS ZTIER_ENGINE_LAYERS)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/src/${layer}/include/ztier
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.h")
+endforeach()
 install(EXPORT ztierTargets NAMESPACE ztier:: DESTINATION ${ZTIER_CMAKEDIR})
 # liburing is a dependency only of a build with ZTIER_URING.
 if(ZTIER_URING)

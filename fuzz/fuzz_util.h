@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "nbd/connection.h"
+#include "connection.h"  // nbd's private header (src/nbd/connection.h)
 #include "nbd/protocol.h"
 #include "ztier/codec.h"
 #include "ztier/device.h"

@@ -18,8 +18,12 @@
 #include "corpus/corpus.h"
 #include "ztier/status.h"
 
-// Keep tests strong even in builds without assertions.
+// Keep tests strong even in builds without assertions: assert() follows
+// NDEBUG as it is where <cassert> is included, and <cassert> may be included
+// again (C11 7.2, [assertions]), so undefining NDEBUG takes effect only with
+// the include after it; gtest and the headers above have included it.
 #undef NDEBUG
+#include <cassert>
 
 #define ASSERT_OK(expr)                                        \
   do {                                                         \

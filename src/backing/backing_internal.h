@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "backing/block_bitmap.h"
-#include "backing/block_cipher.h"
+#include "block_bitmap.h"
+#include "block_cipher.h"
 #include "ztier/backing_file.h"
 #include "ztier/backing_store.h"
 

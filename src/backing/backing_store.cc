@@ -10,7 +10,7 @@
 #include <cstring>
 #include <string>
 
-#include "backing/backing_internal.h"
+#include "backing_internal.h"
 #include "platform/posix_backing_file.h"
 
 namespace ztier {

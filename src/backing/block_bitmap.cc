@@ -1,5 +1,5 @@
 // block_bitmap.cc: run allocation over the bitmap of blocks in use.
-#include "backing/block_bitmap.h"
+#include "block_bitmap.h"
 
 #include <algorithm>
 #include <bit>

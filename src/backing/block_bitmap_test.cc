@@ -1,5 +1,5 @@
 // block_bitmap_test.cc: run allocation, fallback, wraparound, exact counts.
-#include "backing/block_bitmap.h"
+#include "block_bitmap.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // block_cipher.cc: AES-256-GCM Seal/Open of 4096-byte blocks with OpenSSL.
-#include "backing/block_cipher.h"
+#include "block_cipher.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -18,8 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "backing/backing_internal.h"
-#include "platform/mapping.h"
+#include "backing_internal.h"
 
 namespace ztier {
 

@@ -4,8 +4,6 @@
 #include "ztier/batch_codec.h"
 
 #include <atomic>
-#include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -241,39 +239,6 @@ TEST(BatchCodecTest, CallerTakesTheShareOfABusyWorker) {
   for (const BatchItem& item : b.items) EXPECT_GT(item.length, 0u);
   release = true;
   other.join();
-}
-
-// Not a pass/fail check (timing is noisy on shared machines): prints the
-// parallel/serial speed-up of consecutive batches of 8 lz4 pages and the
-// single-thread lz4 compression speed.
-TEST(BatchCodecTest, ReportSpeed) {
-  WorkerPool pool(std::thread::hardware_concurrency() > 1 ? 1 : 0);
-  auto codec = Make("lz4");
-  auto serial = NewBatchCompressor(codec, {});
-  auto parallel = NewBatchCompressor(
-      codec, {.backend = BatchBackend::kParallel, .pool = &pool});
-  Batch b(0, 8);
-  auto time = [&](BatchCompressor& bc) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (std::size_t first = 0; first + 8 <= 4096; first += 8) {
-      for (std::size_t i = 0; i < 8; ++i) {
-        b.items[i].src = Python().page(first + i);
-      }
-      bc.Compress(b.items);
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-        .count();
-  };
-  double best_s = 1e9, best_p = 1e9;
-  for (int rep = 0; rep < 5; ++rep) {
-    best_s = std::min(best_s, time(**serial));
-    best_p = std::min(best_p, time(**parallel));
-  }
-  const double mb = 4096.0 * kPageSize / 1e6;
-  std::printf(
-      "lz4 anon-python: serial %.0f MB/s, parallel (%zu lanes) "
-      "%.0f MB/s, speed-up %.2fx\n",
-      mb / best_s, pool.lanes(), mb / best_p, best_s / best_p);
 }
 
 }  // namespace

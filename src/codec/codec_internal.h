@@ -7,6 +7,7 @@
 #ifndef ZTIER_CODEC_CODEC_INTERNAL_H_
 #define ZTIER_CODEC_CODEC_INTERNAL_H_
 
+#include <cstddef>
 #include <memory>
 #include <string_view>
 
@@ -23,8 +24,17 @@ CodecResult NewLz4HcCodec(const CodecParams& params);
 CodecResult NewZstdCodec(const CodecParams& params);
 CodecResult NewDeflateCodec(const CodecParams& params);
 
-// lz4 and lz4hc share the block format, hence the decompressor.
-std::unique_ptr<Decompressor> NewLz4Decompressor();
+// lz4 and lz4hc share the block format, hence the decompressor, and the
+// shape of their compressors: `compress` is LZ4_compress_fast_extState
+// (level: the acceleration) or LZ4_compress_HC_extStateHC (level: the
+// compression level), called as (state, src, dst, src_size, dst_capacity,
+// level); each Compressor owns one state of `state_bytes`, allocated at its
+// creation, so that Compress() does not allocate. `name` must outlive the
+// codec (a literal).
+using Lz4CompressFn = int (*)(void* state, const char* src, char* dst,
+                              int src_size, int dst_capacity, int level);
+CodecResult NewLz4BlockCodec(std::string_view name, int level,
+                             std::size_t state_bytes, Lz4CompressFn compress);
 
 // `params.level` resolved against [lo, hi] and the default; an error naming
 // the codec and the range when out of it.

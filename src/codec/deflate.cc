@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "codec/codec_internal.h"
+#include "codec_internal.h"
 
 namespace ztier::internal {
 namespace {

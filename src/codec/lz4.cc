@@ -5,25 +5,28 @@
 // (LZ4_sizeofState(), about 16 KiB) allocated at creation, so Compress()
 // does not allocate. Decompression uses LZ4_decompress_safe, which never
 // reads or writes out of bounds whatever the input; it needs no state, and
-// lz4hc shares it.
+// lz4hc shares it, with the compressor's shape (NewLz4BlockCodec).
 #include <lz4.h>
 
 #include <climits>
 #include <memory>
 
-#include "codec/codec_internal.h"
+#include "codec_internal.h"
 
 namespace ztier::internal {
 namespace {
 
 constexpr int kMaxAcceleration = 65537;  // LZ4_ACCELERATION_MAX
 
-class Lz4Compressor final : public Compressor {
+// One Compressor of an LZ4-block codec (NewLz4BlockCodec).
+class Lz4BlockCompressor final : public Compressor {
  public:
-  explicit Lz4Compressor(int acceleration)
-      : acceleration_(acceleration),
+  Lz4BlockCompressor(int level, std::size_t state_bytes,
+                     Lz4CompressFn compress)
+      : level_(level),
+        compress_(compress),
         state_(std::make_unique<std::max_align_t[]>(
-            (LZ4_sizeofState() + sizeof(std::max_align_t) - 1) /
+            (state_bytes + sizeof(std::max_align_t) - 1) /
             sizeof(std::max_align_t))) {}
 
   std::size_t Compress(std::span<const std::byte> src,
@@ -31,15 +34,16 @@ class Lz4Compressor final : public Compressor {
     if (src.size() > INT_MAX) return 0;
     const int cap =
         dst.size() > INT_MAX ? INT_MAX : static_cast<int>(dst.size());
-    const int n = LZ4_compress_fast_extState(
+    const int n = compress_(
         state_.get(), reinterpret_cast<const char*>(src.data()),
         reinterpret_cast<char*>(dst.data()), static_cast<int>(src.size()), cap,
-        acceleration_);
+        level_);
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
  private:
-  const int acceleration_;
+  const int level_;
+  const Lz4CompressFn compress_;
   std::unique_ptr<std::max_align_t[]> state_;
 };
 
@@ -62,33 +66,46 @@ class Lz4Decompressor final : public Decompressor {
   }
 };
 
-class Lz4Codec final : public Codec {
+class Lz4BlockCodec final : public Codec {
  public:
-  explicit Lz4Codec(int acceleration) : acceleration_(acceleration) {}
-  std::string_view name() const override { return "lz4"; }
-  int level() const override { return acceleration_; }
+  Lz4BlockCodec(std::string_view name, int level, std::size_t state_bytes,
+                Lz4CompressFn compress)
+      : name_(name),
+        level_(level),
+        state_bytes_(state_bytes),
+        compress_(compress) {}
+  std::string_view name() const override { return name_; }
+  int level() const override { return level_; }
   Result<std::unique_ptr<Compressor>> NewCompressor() const override {
-    return std::make_unique<Lz4Compressor>(acceleration_);
+    return std::make_unique<Lz4BlockCompressor>(level_, state_bytes_,
+                                                compress_);
   }
   Result<std::unique_ptr<Decompressor>> NewDecompressor() const override {
-    return NewLz4Decompressor();
+    return std::make_unique<Lz4Decompressor>();
   }
 
  private:
-  const int acceleration_;
+  const std::string_view name_;
+  const int level_;
+  const std::size_t state_bytes_;
+  const Lz4CompressFn compress_;
 };
 
 }  // namespace
 
-std::unique_ptr<Decompressor> NewLz4Decompressor() {
-  return std::make_unique<Lz4Decompressor>();
+CodecResult NewLz4BlockCodec(std::string_view name, int level,
+                             std::size_t state_bytes, Lz4CompressFn compress) {
+  return std::make_shared<const Lz4BlockCodec>(name, level, state_bytes,
+                                               compress);
 }
 
 CodecResult NewLz4Codec(const CodecParams& params) {
   ZT_RETURN_IF_ERROR(RejectDict("lz4", params));
   ZT_ASSIGN_OR_RETURN(int accel,
                       ResolveLevel("lz4", params, 1, kMaxAcceleration, 1));
-  return std::make_shared<const Lz4Codec>(accel);
+  return NewLz4BlockCodec("lz4", accel,
+                          static_cast<std::size_t>(LZ4_sizeofState()),
+                          LZ4_compress_fast_extState);
 }
 
 }  // namespace ztier::internal

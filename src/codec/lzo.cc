@@ -17,7 +17,7 @@
 #include <mutex>
 #include <vector>
 
-#include "codec/codec_internal.h"
+#include "codec_internal.h"
 
 namespace ztier::internal {
 namespace {

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "codec/codec_internal.h"
+#include "codec_internal.h"
 #include "ztier/codec.h"
 
 namespace ztier {

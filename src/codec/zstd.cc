@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "codec/codec_internal.h"
+#include "codec_internal.h"
 
 namespace ztier::internal {
 namespace {

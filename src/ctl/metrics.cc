@@ -4,7 +4,7 @@
 // from Device::Stats(): the texts are what `ztier ctl` and the kernel show,
 // so the metrics cannot drift from them (a column added to a text without a
 // name here trips the assert in debug builds and is left out otherwise).
-#include "ctl/metrics.h"
+#include "metrics.h"
 
 #include <array>
 #include <cassert>

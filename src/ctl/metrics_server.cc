@@ -30,7 +30,7 @@
 #include <thread>
 #include <vector>
 
-#include "ctl/metrics.h"
+#include "metrics.h"
 #include "platform/clock.h"
 #include "platform/event_fd.h"
 #include "platform/socket.h"

@@ -2,7 +2,7 @@
 // real registry, served by MetricsServer over real TCP and Unix sockets,
 // checked by the real `promtool check metrics` and curl, values compared with
 // Device::Show*(); then the NBD counters moved by a raw NBD client.
-#include "ctl/metrics.h"
+#include "metrics.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "ctl/metrics_server.h"
-#include "nbd/nbd_test_util.h"
+#include "../nbd/nbd_test_util.h"  // nbd's test helper (src/nbd)
 #include "nbd/protocol.h"
 #include "testing/test_util.h"
 

@@ -1,4 +1,5 @@
-// device.cc: the zram device model (contract in include/ztier/device.h).
+// device.cc: the zram device model (contract in ztier/device.h), in
+// Device::Impl (device_impl.h); Device's methods forward to it.
 #include "ztier/device.h"
 
 #include <unistd.h>
@@ -9,9 +10,11 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
+#include "device_impl.h"
 #include "platform/clock.h"
 
 namespace ztier {
@@ -169,16 +172,14 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   return static_cast<std::uint64_t>(bytes);
 }
 
-Device::Device(std::string name, DeviceDefaults defaults)
+Device::Impl::Impl(std::string name, DeviceDefaults defaults)
     : name_(std::move(name)),
       defaults_(std::move(defaults)),
       comp_algorithm_(defaults_.comp_algorithm),
       algorithm_params_(defaults_.algorithm_params),
       mem_limit_(defaults_.mem_limit) {}
 
-Device::~Device() = default;
-
-Status Device::SetDisksize(std::uint64_t bytes) {
+Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
   std::unique_lock lock(mu_);
   if (store_ != nullptr) return Status::Busy("disksize is already set");
@@ -223,17 +224,17 @@ Status Device::SetDisksize(std::uint64_t bytes) {
   return Status::Ok();
 }
 
-std::uint64_t Device::disksize() const {
+std::uint64_t Device::Impl::disksize() const {
   std::shared_lock lock(mu_);
   return disksize_;
 }
 
-bool Device::initialized() const {
+bool Device::Impl::initialized() const {
   std::shared_lock lock(mu_);
   return store_ != nullptr;
 }
 
-Status Device::Reset() {
+Status Device::Impl::Reset() {
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) {
     return Status::Busy("device has " + std::to_string(clients_.load()) +
@@ -254,7 +255,7 @@ Status Device::Reset() {
   return Status::Ok();
 }
 
-Status Device::SetCompAlgorithm(std::string_view name) {
+Status Device::Impl::SetCompAlgorithm(std::string_view name) {
   const std::string n(CanonicalCodecName(TrimSpace(name)));
   if (n.size() >= 128)
     return Status::InvalidArgument("algorithm name too long");
@@ -270,7 +271,7 @@ Status Device::SetCompAlgorithm(std::string_view name) {
   return Status::Ok();
 }
 
-std::string Device::ShowCompAlgorithm() const {
+std::string Device::Impl::ShowCompAlgorithm() const {
   std::shared_lock lock(mu_);
   std::string out;
   for (std::string_view n : CodecNames()) {
@@ -286,7 +287,7 @@ std::string Device::ShowCompAlgorithm() const {
   return out + "\n";
 }
 
-Status Device::SetAlgorithmParams(std::string_view params) {
+Status Device::Impl::SetAlgorithmParams(std::string_view params) {
   const std::string p = TrimSpace(params);
   ZT_ASSIGN_OR_RETURN(CodecParams parsed, ParseAlgorithmParams(p));
   std::unique_lock lock(mu_);
@@ -311,7 +312,7 @@ Status Device::SetAlgorithmParams(std::string_view params) {
   return Status::Ok();
 }
 
-Status Device::SetMemLimit(std::uint64_t bytes) {
+Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
   std::unique_lock lock(mu_);
   mem_limit_ = (bytes + kPageMask) & ~kPageMask;
   if (store_ != nullptr) store_->SetMemLimit(mem_limit_);
@@ -319,7 +320,7 @@ Status Device::SetMemLimit(std::uint64_t bytes) {
   return Status::Ok();
 }
 
-Status Device::ResetMemUsedMax(std::string_view value) {
+Status Device::Impl::ResetMemUsedMax(std::string_view value) {
   if (TrimSpace(value) != "0") {
     return Status::InvalidArgument("mem_used_max accepts only 0");
   }
@@ -329,7 +330,7 @@ Status Device::ResetMemUsedMax(std::string_view value) {
   return Status::Ok();
 }
 
-Status Device::MarkIdle(std::string_view value) {
+Status Device::Impl::MarkIdle(std::string_view value) {
   const std::string v = TrimSpace(value);
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
@@ -346,7 +347,7 @@ Status Device::MarkIdle(std::string_view value) {
   return Status::Ok();
 }
 
-Status Device::SetBackingDev(std::string_view path) {
+Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
   std::unique_lock lock(mu_);
   if (store_ != nullptr) {
@@ -361,12 +362,13 @@ Status Device::SetBackingDev(std::string_view path) {
   return Status::Ok();
 }
 
-std::string Device::ShowBackingDev() const {
+std::string Device::Impl::ShowBackingDev() const {
   std::shared_lock lock(mu_);
   return (backing_dev_.empty() ? std::string("none") : backing_dev_) + "\n";
 }
 
-Status Device::Writeback(std::string_view tokens, WritebackResult* result) {
+Status Device::Impl::Writeback(std::string_view tokens,
+                               WritebackResult* result) {
   // Shared, as IO: the pass runs alongside reads and writes, and Reset()
   // waits for it.
   std::shared_lock lock(mu_);
@@ -395,22 +397,26 @@ Status Device::Writeback(std::string_view tokens, WritebackResult* result) {
   return r.status;
 }
 
-Status Device::SetWritebackLimitEnable(bool enable) {
+Status Device::Impl::SetWritebackLimitEnable(bool enable) {
   budget_.enabled.store(enable);
   return Status::Ok();
 }
 
-bool Device::writeback_limit_enable() const { return budget_.enabled.load(); }
+bool Device::Impl::writeback_limit_enable() const {
+  return budget_.enabled.load();
+}
 
-Status Device::SetWritebackLimit(std::uint64_t pages) {
+Status Device::Impl::SetWritebackLimit(std::uint64_t pages) {
   // zram rounds down to whole pages of PAGE_SIZE / 4096 units: 1 here.
   budget_.pages.store(pages);
   return Status::Ok();
 }
 
-std::uint64_t Device::writeback_limit() const { return budget_.pages.load(); }
+std::uint64_t Device::Impl::writeback_limit() const {
+  return budget_.pages.load();
+}
 
-Status Device::SetWritebackBatchSize(std::uint64_t n) {
+Status Device::Impl::SetWritebackBatchSize(std::uint64_t n) {
   if (n == 0 || n > kMaxWritebackInFlight) {
     return Status::InvalidArgument(
         "writeback_batch_size must be 1.." +
@@ -421,11 +427,11 @@ Status Device::SetWritebackBatchSize(std::uint64_t n) {
   return Status::Ok();
 }
 
-std::uint64_t Device::writeback_batch_size() const {
+std::uint64_t Device::Impl::writeback_batch_size() const {
   return writeback_batch_size_.load();
 }
 
-Status Device::SetCompressedWriteback(bool on) {
+Status Device::Impl::SetCompressedWriteback(bool on) {
   std::unique_lock lock(mu_);
   if (store_ != nullptr) {
     return Status::Busy(
@@ -435,18 +441,18 @@ Status Device::SetCompressedWriteback(bool on) {
   return Status::Ok();
 }
 
-bool Device::compressed_writeback() const {
+bool Device::Impl::compressed_writeback() const {
   std::shared_lock lock(mu_);
   return compressed_writeback_;
 }
 
-std::string Device::ShowBdStat() const {
+std::string Device::Impl::ShowBdStat() const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return "       0        0        0\n";
   return store_->FormatBdStat();
 }
 
-Status Device::Compact() {
+Status Device::Impl::Compact() {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   const std::size_t moved = store_->Compact();
@@ -457,7 +463,7 @@ Status Device::Compact() {
   return Status::Ok();
 }
 
-std::string Device::ShowMmStat() const {
+std::string Device::Impl::ShowMmStat() const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) {
     char buf[128];
@@ -470,19 +476,19 @@ std::string Device::ShowMmStat() const {
   return store_->FormatMmStat();
 }
 
-std::string Device::ShowIoStat() const {
+std::string Device::Impl::ShowIoStat() const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return "       0        0 0        0\n";
   return store_->FormatIoStat();
 }
 
-std::string Device::ShowDebugStat() const {
+std::string Device::Impl::ShowDebugStat() const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return "version: 1\n       0        0\n";
   return store_->FormatDebugStat();
 }
 
-Status Device::Retire() {
+Status Device::Impl::Retire() {
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) {
     return Status::Busy("device '" + name_ + "' has clients");
@@ -491,15 +497,14 @@ Status Device::Retire() {
   return Status::Ok();
 }
 
-Result<Device::ClientRef> Device::Attach() {
+Status Device::Impl::Attach() {
   // Under the shared lock: Reset() and Retire() hold it exclusively while
   // they check the client count, so neither can miss a client.
   std::shared_lock lock(mu_);
-  if (retired_)
-    return Err(Status::NotFound("device '" + name_ + "' was removed"));
-  if (store_ == nullptr) return Err(NotInitialized());
+  if (retired_) return Status::NotFound("device '" + name_ + "' was removed");
+  if (store_ == nullptr) return NotInitialized();
   clients_.fetch_add(1);
-  return ClientRef(this);
+  return Status::Ok();
 }
 
 namespace {
@@ -531,7 +536,7 @@ Status CheckRange(std::uint64_t offset, std::uint64_t length,
 }
 }  // namespace
 
-Status Device::Read(std::uint64_t offset, std::span<std::byte> out) {
+Status Device::Impl::Read(std::uint64_t offset, std::span<std::byte> out) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, out.size(), disksize_));
@@ -549,7 +554,8 @@ Status Device::Read(std::uint64_t offset, std::span<std::byte> out) {
       });
 }
 
-Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
+Status Device::Impl::Write(std::uint64_t offset,
+                           std::span<const std::byte> data) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
@@ -568,7 +574,7 @@ Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
       });
 }
 
-Status Device::Trim(std::uint64_t offset, std::uint64_t length) {
+Status Device::Impl::Trim(std::uint64_t offset, std::uint64_t length) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, length, disksize_));
@@ -581,7 +587,7 @@ Status Device::Trim(std::uint64_t offset, std::uint64_t length) {
   return Status::Ok();
 }
 
-Status Device::WriteZeroes(std::uint64_t offset, std::uint64_t length,
+Status Device::Impl::WriteZeroes(std::uint64_t offset, std::uint64_t length,
                            bool no_hole) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
@@ -600,20 +606,20 @@ Status Device::WriteZeroes(std::uint64_t offset, std::uint64_t length,
       });
 }
 
-Status Device::Flush() {
+Status Device::Impl::Flush() {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   return Status::Ok();
 }
 
-Status Device::PageStates(std::uint64_t first_page,
+Status Device::Impl::PageStates(std::uint64_t first_page,
                           std::span<SlotState> out) const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   return store_->SlotStates(first_page, out);
 }
 
-PageStoreStats Device::Stats() const {
+PageStoreStats Device::Impl::Stats() const {
   std::shared_lock lock(mu_);
   if (store_ != nullptr) return store_->Stats();
   PageStoreStats st;
@@ -621,18 +627,18 @@ PageStoreStats Device::Stats() const {
   return st;
 }
 
-std::string Device::algorithm() const {
+std::string Device::Impl::algorithm() const {
   std::shared_lock lock(mu_);
   return comp_algorithm_;
 }
 
-std::size_t Device::streams() const {
+std::size_t Device::Impl::streams() const {
   std::shared_lock lock(mu_);
   if (defaults_.streams != 0) return defaults_.streams;
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-void Device::NoteMemLimit(const Status& s) {
+void Device::Impl::NoteMemLimit(const Status& s) {
   if (!defaults_.log || mem_limit_ == 0) return;
   // Only the store's refusals for the limit (page_store_impl.h: over
   // mem_limit, or the preallocated reserve of mem_limit bytes full), not an
@@ -664,69 +670,198 @@ void Device::NoteMemLimit(const Status& s) {
   }
 }
 
-void Device::SetNote(std::string key, std::string value) {
+void Device::Impl::SetNote(std::string key, std::string value) {
   std::unique_lock lock(mu_);
   notes_[std::move(key)] = std::move(value);
 }
 
-void Device::SetNotes(std::map<std::string, std::string> notes) {
+void Device::Impl::SetNotes(std::map<std::string, std::string> notes) {
   std::unique_lock lock(mu_);
   notes_ = std::move(notes);
 }
 
-std::map<std::string, std::string> Device::notes() const {
+std::map<std::string, std::string> Device::Impl::notes() const {
   std::shared_lock lock(mu_);
   return notes_;
 }
 
+// ---- Device: each public method forwards to its Impl ----
+
+Device::Device(std::string name, DeviceDefaults defaults)
+    : impl_(std::make_unique<Impl>(std::move(name), std::move(defaults))) {}
+
+Device::~Device() = default;
+
+Device::ClientRef::~ClientRef() {
+  if (d_ != nullptr) d_->impl_->clients_.fetch_sub(1);
+}
+
+const std::string& Device::name() const { return impl_->name_; }
+int Device::clients() const { return impl_->clients_.load(); }
+
+Result<Device::ClientRef> Device::Attach() {
+  ZT_RETURN_IF_ERROR(impl_->Attach());
+  return ClientRef(this);
+}
+
+Status Device::Retire() { return impl_->Retire(); }
+
+Status Device::SetDisksize(std::uint64_t bytes) {
+  return impl_->SetDisksize(bytes);
+}
+std::uint64_t Device::disksize() const { return impl_->disksize(); }
+bool Device::initialized() const { return impl_->initialized(); }
+Status Device::Reset() { return impl_->Reset(); }
+Status Device::SetCompAlgorithm(std::string_view name) {
+  return impl_->SetCompAlgorithm(name);
+}
+std::string Device::ShowCompAlgorithm() const {
+  return impl_->ShowCompAlgorithm();
+}
+Status Device::SetAlgorithmParams(std::string_view params) {
+  return impl_->SetAlgorithmParams(params);
+}
+Status Device::SetMemLimit(std::uint64_t bytes) {
+  return impl_->SetMemLimit(bytes);
+}
+Status Device::ResetMemUsedMax(std::string_view value) {
+  return impl_->ResetMemUsedMax(value);
+}
+Status Device::MarkIdle(std::string_view value) {
+  return impl_->MarkIdle(value);
+}
+Status Device::SetBackingDev(std::string_view path) {
+  return impl_->SetBackingDev(path);
+}
+std::string Device::ShowBackingDev() const { return impl_->ShowBackingDev(); }
+Status Device::Writeback(std::string_view tokens, WritebackResult* result) {
+  return impl_->Writeback(tokens, result);
+}
+Status Device::SetWritebackLimitEnable(bool enable) {
+  return impl_->SetWritebackLimitEnable(enable);
+}
+bool Device::writeback_limit_enable() const {
+  return impl_->writeback_limit_enable();
+}
+Status Device::SetWritebackLimit(std::uint64_t pages) {
+  return impl_->SetWritebackLimit(pages);
+}
+std::uint64_t Device::writeback_limit() const {
+  return impl_->writeback_limit();
+}
+Status Device::SetWritebackBatchSize(std::uint64_t n) {
+  return impl_->SetWritebackBatchSize(n);
+}
+std::uint64_t Device::writeback_batch_size() const {
+  return impl_->writeback_batch_size();
+}
+Status Device::SetCompressedWriteback(bool on) {
+  return impl_->SetCompressedWriteback(on);
+}
+bool Device::compressed_writeback() const {
+  return impl_->compressed_writeback();
+}
+std::string Device::ShowBdStat() const { return impl_->ShowBdStat(); }
+Status Device::Compact() { return impl_->Compact(); }
+std::string Device::ShowMmStat() const { return impl_->ShowMmStat(); }
+std::string Device::ShowIoStat() const { return impl_->ShowIoStat(); }
+std::string Device::ShowDebugStat() const { return impl_->ShowDebugStat(); }
+Status Device::Read(std::uint64_t offset, std::span<std::byte> out) {
+  return impl_->Read(offset, out);
+}
+Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
+  return impl_->Write(offset, data);
+}
+Status Device::Trim(std::uint64_t offset, std::uint64_t length) {
+  return impl_->Trim(offset, length);
+}
+Status Device::WriteZeroes(std::uint64_t offset, std::uint64_t length,
+                           bool no_hole) {
+  return impl_->WriteZeroes(offset, length, no_hole);
+}
+Status Device::Flush() { return impl_->Flush(); }
+Status Device::PageStates(std::uint64_t first_page,
+                          std::span<SlotState> out) const {
+  return impl_->PageStates(first_page, out);
+}
+PageStoreStats Device::Stats() const { return impl_->Stats(); }
+std::string Device::algorithm() const { return impl_->algorithm(); }
+std::size_t Device::streams() const { return impl_->streams(); }
+void Device::SetNote(std::string key, std::string value) {
+  impl_->SetNote(std::move(key), std::move(value));
+}
+void Device::SetNotes(std::map<std::string, std::string> notes) {
+  impl_->SetNotes(std::move(notes));
+}
+std::map<std::string, std::string> Device::notes() const {
+  return impl_->notes();
+}
+
 // ---- DeviceRegistry ----
+
+struct DeviceRegistry::Impl {
+  explicit Impl(DeviceDefaults d) : defaults(std::move(d)) {}
+  const DeviceDefaults defaults;
+  mutable std::mutex mu;  // guards devices
+  std::map<std::string, std::shared_ptr<Device>, std::less<>> devices;
+};
+
+DeviceRegistry::DeviceRegistry(DeviceDefaults defaults)
+    : impl_(std::make_unique<Impl>(std::move(defaults))) {}
+
+DeviceRegistry::~DeviceRegistry() = default;
 
 Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {
   if (!ValidName(name)) {
     return Err(
         Status::InvalidArgument("bad device name '" + std::string(name) + "'"));
   }
-  std::lock_guard lock(mu_);
-  if (devices_.contains(name)) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  if (m.devices.contains(name)) {
     return Err(Status::Busy("device '" + std::string(name) + "' exists"));
   }
-  auto d = std::make_shared<Device>(std::string(name), defaults_);
-  devices_.emplace(std::string(name), d);
+  auto d = std::make_shared<Device>(std::string(name), m.defaults);
+  m.devices.emplace(std::string(name), d);
   return d;
 }
 
 Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
-  std::lock_guard lock(mu_);
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
   for (int n = 0;; ++n) {
     std::string name = "zram" + std::to_string(n);
-    if (devices_.contains(name)) continue;
-    auto d = std::make_shared<Device>(name, defaults_);
-    devices_.emplace(name, d);
+    if (m.devices.contains(name)) continue;
+    auto d = std::make_shared<Device>(name, m.defaults);
+    m.devices.emplace(name, d);
     return d;
   }
 }
 
 Status DeviceRegistry::Remove(std::string_view name) {
-  std::lock_guard lock(mu_);
-  auto it = devices_.find(name);
-  if (it == devices_.end()) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  auto it = m.devices.find(name);
+  if (it == m.devices.end()) {
     return Status::NotFound("no device '" + std::string(name) + "'");
   }
   ZT_RETURN_IF_ERROR(it->second->Retire());
-  devices_.erase(it);
+  m.devices.erase(it);
   return Status::Ok();
 }
 
 std::shared_ptr<Device> DeviceRegistry::Find(std::string_view name) const {
-  std::lock_guard lock(mu_);
-  auto it = devices_.find(name);
-  return it == devices_.end() ? nullptr : it->second;
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  auto it = m.devices.find(name);
+  return it == m.devices.end() ? nullptr : it->second;
 }
 
 std::vector<std::shared_ptr<Device>> DeviceRegistry::List() const {
-  std::lock_guard lock(mu_);
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
   std::vector<std::shared_ptr<Device>> out;
-  for (const auto& [name, d] : devices_) out.push_back(d);
+  for (const auto& [name, d] : m.devices) out.push_back(d);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // connection.cc: one NBD connection and the shared workers (see
 // connection.h for the design).
-#include "nbd/connection.h"
+#include "connection.h"
 
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -12,10 +12,10 @@
 #include <chrono>
 #include <cstring>
 
-#include "nbd/handshake.h"
-#include "platform/clock.h"
+#include "handshake.h"
 #include "nbd/protocol.h"
 #include "nbd/transport.h"
+#include "platform/clock.h"
 
 namespace ztier::nbd {
 namespace {

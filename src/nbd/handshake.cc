@@ -3,7 +3,7 @@
 // Structure after nbdkit's server/protocol-handshake-newstyle.c: one loop
 // reads an option header, reads its whole payload (bounded by
 // kMaxOptionLength), and answers it; only GO and EXPORT_NAME leave the loop.
-#include "nbd/handshake.h"
+#include "handshake.h"
 
 #include <sys/uio.h>
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 #include "nbd/protocol.h"
 
 namespace ztier::nbd {
@@ -103,19 +103,35 @@ bool WaitHangUp(int fd) {
 
 int Rounds() { return testing::UnderSanitizer() ? 10 : 60; }
 
-// Runs the good workload alone, then again while `abuse` runs (started
-// first, stopped after), and checks the bound.
-template <typename Abuse>
-void WithAbuse(ServerFixture& f, Abuse abuse) {
+// What an abuse loop is given: `stop`, set once the measurement is done,
+// and UnderWay(), which it calls each time its abuse has begun (the
+// measurement waits for the first).
+struct Abuse {
+  std::atomic<bool> stop{false};
+  std::atomic<bool> under_way{false};
+  void UnderWay() {
+    under_way.store(true);
+    under_way.notify_all();
+  }
+};
+
+// Runs the good workload alone, then again while `abuse` runs on another
+// thread (from when it says it is under way until it is stopped), and
+// checks the bound.
+template <typename AbuseLoop>
+void WithAbuse(ServerFixture& f, AbuseLoop abuse) {
   RawClient good(f.socket());
   ASSERT_GT(good.Go("zram0"), 0);
   const double alone = GoodWorkload(good, Rounds(), 1);
   ASSERT_GT(alone, 0) << "the good client failed alone";
-  std::atomic<bool> stop{false};
-  std::thread abuser([&] { abuse(stop); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Abuse a;
+  std::thread abuser([&] {
+    abuse(a);
+    a.UnderWay();  // one that failed before it began does not hang the wait
+  });
+  a.under_way.wait(false);
   const double abused = GoodWorkload(good, Rounds(), 2);
-  stop = true;
+  a.stop = true;
   abuser.join();
   ASSERT_GT(abused, 0) << "the good client failed under abuse";
   const double share = alone / abused;
@@ -160,8 +176,8 @@ TEST(NbdAbuseTest, OverTheConnectionLimitIsRefusedPolitely) {
   // The fourth is the good client (WithAbuse connects it before the abuse
   // starts); every other is refused with a reason.
   std::atomic<int> refused{0}, other{0};
-  WithAbuse(f, [&](std::atomic<bool>& stop) {
-    while (!stop) {
+  WithAbuse(f, [&](Abuse& a) {
+    while (!a.stop) {
       RawClient extra(f.socket());
       std::uint32_t rep_error = 0;
       if (extra.Go("zram0", &rep_error) < 0 && rep_error == kRepErrPolicy) {
@@ -169,6 +185,7 @@ TEST(NbdAbuseTest, OverTheConnectionLimitIsRefusedPolitely) {
       } else {
         ++other;
       }
+      a.UnderWay();
     }
   });
   EXPECT_GT(refused.load(), 0);
@@ -189,9 +206,9 @@ TEST(NbdAbuseTest, OverTheConnectionLimitIsRefusedPolitely) {
 
 TEST(NbdAbuseTest, GarbageAtEveryStage) {
   ServerFixture f(kDisk, Options());
-  WithAbuse(f, [&](std::atomic<bool>& stop) {
+  WithAbuse(f, [&](Abuse& a) {
     std::uint64_t seed = 100;
-    while (!stop) {
+    while (!a.stop) {
       const auto junk = RandomBytes(4096, ++seed);
       {  // before the handshake
         RawClient c(f.socket());
@@ -208,6 +225,7 @@ TEST(NbdAbuseTest, GarbageAtEveryStage) {
           c.WaitClosed();
         }
       }
+      a.UnderWay();
     }
   });
 }
@@ -216,8 +234,8 @@ TEST(NbdAbuseTest, StalledClientsAreTimedOutIdleOnesAreNot) {
   ServerFixture f(kDisk, Options());
   RawClient idle(f.socket());
   ASSERT_GT(idle.Go("zram0"), 0);
-  WithAbuse(f, [&](std::atomic<bool>& stop) {
-    while (!stop) {
+  WithAbuse(f, [&](Abuse& a) {
+    while (!a.stop) {
       // Mid-handshake: greeting read, nothing sent.
       RawClient quiet(f.socket());
       // Mid-request: a WRITE header and half its payload.
@@ -231,6 +249,7 @@ TEST(NbdAbuseTest, StalledClientsAreTimedOutIdleOnesAreNot) {
         half.Send(&r, sizeof(r));
         half.Send(payload.data(), payload.size());
       }
+      a.UnderWay();
       const auto start = Clock::now();
       EXPECT_TRUE(quiet.WaitClosed());
       EXPECT_TRUE(half.WaitClosed());
@@ -245,8 +264,8 @@ TEST(NbdAbuseTest, StalledClientsAreTimedOutIdleOnesAreNot) {
 
 TEST(NbdAbuseTest, ClientsThatNeverReadTheirReplies) {
   ServerFixture f(kDisk, Options());
-  WithAbuse(f, [&](std::atomic<bool>& stop) {
-    while (!stop) {
+  WithAbuse(f, [&](Abuse& a) {
+    while (!a.stop) {
       // Pipelines 1 MiB reads (worker path) and reads nothing back, until
       // the server stops reading from it; then it is dropped after
       // io_timeout. Two at once: as many as there are workers.
@@ -257,12 +276,13 @@ TEST(NbdAbuseTest, ClientsThatNeverReadTheirReplies) {
           int small = 4096;
           ::setsockopt(c.fd(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
           if (c.Go("zram0") <= 0) return;
-          for (int i = 0; i < 200 && !stop; ++i) {
+          for (int i = 0; i < 200 && !a.stop; ++i) {
             if (!c.SendRequest(kCmdRead, 0, i, (b * 8 + i % 8) << 20,
                                1 << 20)) {
               break;
             }
           }
+          a.UnderWay();
           EXPECT_TRUE(WaitHangUp(c.fd()));
         });
       }
@@ -275,12 +295,12 @@ TEST(NbdAbuseTest, LargestRequestsBackToBack) {
   NbdServerOptions o = Options();
   o.max_request_bytes = 8 << 20;
   ServerFixture f(kDisk, o);
-  WithAbuse(f, [&](std::atomic<bool>& stop) {
+  WithAbuse(f, [&](Abuse& a) {
     RawClient c(f.socket());
     ASSERT_GT(c.Go("zram0"), 0);
     const auto big = RandomBytes(8 << 20, 11);
     std::uint64_t cookie = 0;
-    while (!stop) {
+    while (!a.stop) {
       // Four writes pipelined, then four reads, all of the maximum size.
       for (int i = 0; i < 4; ++i) {
         ASSERT_TRUE(c.SendRequest(kCmdWrite, 0, ++cookie,
@@ -298,6 +318,7 @@ TEST(NbdAbuseTest, LargestRequestsBackToBack) {
       ASSERT_TRUE(c.Read(8 << 20, 8 << 20, &back, &err));
       ASSERT_EQ(err, 0u);
       ASSERT_TRUE(back == big);
+      a.UnderWay();
     }
     // One over the maximum: the connection is closed, not served (the
     // payload may not all go out before it is).

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 #include "nbd/protocol.h"
 #include "testing/test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include "corpus/corpus.h"
 #include "nbd/nbd_server.h"
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 #include "testing/test_util.h"
 
 namespace ztier::nbd {

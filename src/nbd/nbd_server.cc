@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "nbd/connection.h"
-#include "nbd/handshake.h"
+#include "connection.h"
+#include "handshake.h"
 #include "nbd/transport.h"
 #include "platform/event_fd.h"
 #include "platform/socket.h"

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 #include "nbd/protocol.h"
 #include "testing/test_util.h"
 

@@ -1,5 +1,5 @@
 // nbd_test_util.cc: see nbd_test_util.h.
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 
 #include <poll.h>
 #include <sys/socket.h>

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "nbd/nbd_test_util.h"
+#include "nbd_test_util.h"
 #include "nbd/protocol.h"
 #include "nbd/tls.h"
-#include "nbd/tls_test_certs.h"
+#include "tls_test_certs.h"
 
 namespace ztier::nbd {
 namespace {

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -24,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "nbd/tls_test_certs.h"
+#include "tls_test_certs.h"
 
 namespace ztier::nbd {
 namespace {
@@ -533,18 +536,48 @@ TEST_F(TlsTest, SendTimesOutWhenClientDoesNotRead) {
   EXPECT_LT(took, 10.0);
 }
 
+// The id of the calling thread, published to `tid` for a waiting test.
+void PublishTid(std::atomic<pid_t>& tid) {
+  tid.store(::gettid());
+  tid.notify_all();
+}
+
+// Waits until thread `tid` (once published) sleeps in poll() or ppoll(),
+// where the transport waits for its socket, as /proc/self/task/TID/syscall
+// shows (proc(5): the number of the system call it is blocked in). At most
+// 10 s; false then.
+bool WaitInPoll(std::atomic<pid_t>& tid) {
+  tid.wait(0);
+  const std::string path =
+      "/proc/self/task/" + std::to_string(tid.load()) + "/syscall";
+  for (int i = 0; i < 10000; ++i) {
+    std::ifstream f(path);
+    long nr = -1;
+    if (f >> nr) {
+#ifdef SYS_poll
+      if (nr == SYS_poll) return true;
+#endif
+      if (nr == SYS_ppoll) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 TEST_F(TlsTest, ShutdownUnblocksRecv) {
   RunTlsClient([this](TestClient&) { WaitRelease(); });
   auto t = Accept();
   ASSERT_NE(t, nullptr);
   Result<std::size_t> r = 0;
   Clock::time_point returned;
+  std::atomic<pid_t> tid{0};
   std::thread reader([&] {
+    PublishTid(tid);
     char buf[8];
     r = t->Recv(buf, sizeof(buf), -1);
     returned = Clock::now();
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(WaitInPoll(tid)) << "the reader never blocked in poll()";
   const auto start = Clock::now();
   t->Shutdown();
   reader.join();
@@ -564,12 +597,15 @@ TEST_F(TlsTest, ShutdownUnblocksSend) {
   ASSERT_NE(t, nullptr);
   const auto big = Pattern(16 << 20, 8);
   Status s;
+  std::atomic<pid_t> tid{0};
   std::thread sender([&] {
+    PublishTid(tid);
     const struct iovec iov = {const_cast<std::uint8_t*>(big.data()),
                               big.size()};
     s = t->Send(&iov, 1, -1);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Blocked once the socket's buffers are full (the client reads nothing).
+  EXPECT_TRUE(WaitInPoll(tid)) << "the sender never blocked in poll()";
   t->Shutdown();
   sender.join();
   EXPECT_FALSE(s.ok());

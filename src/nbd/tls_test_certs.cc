@@ -1,6 +1,6 @@
 // tls_test_certs.cc: see tls_test_certs.h. The templates follow nbdkit's
 // tests/make-pki.sh.
-#include "nbd/tls_test_certs.h"
+#include "tls_test_certs.h"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "platform/done_writes.h"
+#include "done_writes.h"
 #include "ztier/backing_file.h"
 #include "ztier/page.h"
 

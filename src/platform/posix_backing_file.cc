@@ -1,12 +1,11 @@
 // posix_backing_file.cc: the real BackingFile (contract in
 // posix_backing_file.h): opening and sizing the file, pread, the pwrite
-// writer, and the writer buffers.
+// writer.
 #include "platform/posix_backing_file.h"
 
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,7 +14,9 @@
 #include <string>
 #include <utility>
 
-#include "platform/done_writes.h"
+#include "backing_writers.h"
+#include "done_writes.h"
+#include "platform/mapping.h"
 #include "ztier/page.h"
 
 namespace ztier::internal {
@@ -64,7 +65,7 @@ class PwriteWriter final : public BackingFileWriter {
  public:
   PwriteWriter(int fd, std::size_t io_bytes) : fd_(fd), io_bytes_(io_bytes) {}
 
-  WriterBuffers buffers;
+  platform::Mapping buffers;
 
   std::byte* buffer(std::size_t io) override {
     return buffers.data() + io * io_bytes_;
@@ -90,26 +91,13 @@ class PwriteWriter final : public BackingFileWriter {
 
 }  // namespace
 
-WriterBuffers::~WriterBuffers() {
-  if (data_ != nullptr) ::munmap(data_, bytes_);
-}
-
-Status WriterBuffers::Map(std::size_t bytes, const std::string& what) {
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    return Status::ResourceExhausted("mmap writer buffers for " + what + ": " +
-                                     std::strerror(errno));
-  }
-  data_ = static_cast<std::byte*>(p);
-  bytes_ = bytes;
-  return Status::Ok();
-}
-
 Result<std::unique_ptr<BackingFileWriter>> NewPwriteWriter(
     int fd, const std::string& path, std::size_t ios, std::size_t io_bytes) {
   auto w = std::make_unique<PwriteWriter>(fd, io_bytes);
-  ZT_RETURN_IF_ERROR(w->buffers.Map(ios * io_bytes, path));
+  ZT_ASSIGN_OR_RETURN(
+      w->buffers,
+      platform::Mapping::Anonymous(ios * io_bytes, platform::Commit::kCharged,
+                                   "mmap writer buffers for " + path));
   return std::unique_ptr<BackingFileWriter>(std::move(w));
 }
 

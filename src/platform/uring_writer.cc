@@ -27,7 +27,8 @@
 #include <utility>
 #include <vector>
 
-#include "platform/posix_backing_file.h"
+#include "backing_writers.h"
+#include "platform/mapping.h"
 
 namespace ztier::internal {
 namespace {
@@ -54,7 +55,7 @@ class UringWriter final : public BackingFileWriter {
 
   const int fd_;
   const std::size_t io_bytes_;
-  WriterBuffers buffers_;
+  platform::Mapping buffers_;
   bool has_ring_ = false;
   bool registered_ = false;  // buffers registered with the ring
   io_uring ring_;
@@ -93,7 +94,10 @@ Status UringWriter::Init(const std::string& path, std::size_t ios) {
                            ") for " + path + ": " + std::strerror(-r));
   }
   has_ring_ = true;
-  ZT_RETURN_IF_ERROR(buffers_.Map(ios * io_bytes_, path));
+  ZT_ASSIGN_OR_RETURN(
+      buffers_,
+      platform::Mapping::Anonymous(ios * io_bytes_, platform::Commit::kCharged,
+                                   "mmap writer buffers for " + path));
   if (ios <= UIO_MAXIOV) {
     std::vector<iovec> iovecs(ios);
     for (std::size_t i = 0; i < ios; ++i) iovecs[i] = {buffer(i), io_bytes_};

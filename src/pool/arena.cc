@@ -19,7 +19,7 @@
 #include <cstring>
 #include <utility>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier::internal_pool {
 

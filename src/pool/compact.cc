@@ -28,7 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier {
 

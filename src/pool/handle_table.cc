@@ -19,7 +19,7 @@
 #include <cassert>
 #include <new>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier::internal_pool {
 

@@ -38,7 +38,7 @@
 #include <thread>
 
 #include "platform/cpu_relax.h"
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier {
 

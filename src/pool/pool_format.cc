@@ -12,7 +12,7 @@
 // ours (the kernel's merge rule differs slightly, see size_class.cc).
 #include <cstdio>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier {
 

@@ -33,7 +33,7 @@
 #include <new>
 #include <string>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier::internal_pool {
 namespace {

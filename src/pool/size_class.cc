@@ -12,7 +12,7 @@
 // watermark is the same: 3632 bytes at chain 8.
 #include <cassert>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier::internal_pool {
 

@@ -20,7 +20,7 @@
 #include <new>
 #include <thread>
 
-#include "pool/pool_internal.h"
+#include "pool_internal.h"
 
 namespace ztier::internal_pool {
 

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "store/page_store_impl.h"
-#include "store/page_store_test_peer.h"
+#include "page_store_impl.h"
+#include "page_store_test_peer.h"
 
 namespace ztier {
 

@@ -12,8 +12,8 @@
 
 #include "platform/clock.h"
 #include "platform/sharded_counter.h"
-#include "store/slot_table.h"
-#include "store/stream_pool.h"
+#include "slot_table.h"
+#include "stream_pool.h"
 #include "ztier/page_store.h"
 #include "ztier/worker_pool.h"
 

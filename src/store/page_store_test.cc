@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/page_store_test_peer.h"
+#include "page_store_test_peer.h"
 #include "testing/test_util.h"
 
 namespace ztier {

@@ -2,7 +2,7 @@
 #ifndef ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
 #define ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
 
-#include "store/stream_pool.h"
+#include "stream_pool.h"
 #include "ztier/page_store.h"
 
 namespace ztier {

@@ -1,5 +1,5 @@
 // slot_table.cc: the slot table's mapping and the per-slot bit lock.
-#include "store/slot_table.h"
+#include "slot_table.h"
 
 #include <climits>
 #include <utility>

@@ -1,5 +1,5 @@
 // stream_pool.cc: see stream_pool.h for the policy.
-#include "store/stream_pool.h"
+#include "stream_pool.h"
 
 #include <sched.h>
 

@@ -1,6 +1,6 @@
 // stream_pool_test.cc: the stream policy: never sleep on a held stream while
 // another or a reserve one is free.
-#include "store/stream_pool.h"
+#include "stream_pool.h"
 
 #include <gtest/gtest.h>
 

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/page_store_impl.h"
+#include "page_store_impl.h"
 
 namespace ztier {
 namespace {

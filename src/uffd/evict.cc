@@ -31,7 +31,7 @@
 #include <functional>
 #include <vector>
 
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 
 #if defined(__SANITIZE_THREAD__)
 extern "C" void AnnotateIgnoreReadsBegin(const char* file, int line);

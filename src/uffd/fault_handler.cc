@@ -38,7 +38,7 @@
 
 #include "platform/clock.h"
 #include "platform/cpu_relax.h"
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 
 namespace ztier {
 

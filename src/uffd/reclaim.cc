@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 
 namespace ztier {
 

@@ -55,7 +55,7 @@
 #include <string>
 #include <vector>
 
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 
 namespace ztier {
 namespace {

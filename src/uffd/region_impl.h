@@ -23,9 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "page_map.h"
 #include "platform/mapping.h"
 #include "platform/userfaultfd.h"
-#include "uffd/page_map.h"
 #include "ztier/page.h"
 #include "ztier/page_store.h"
 #include "ztier/region.h"

@@ -15,14 +15,15 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
 #include "platform/faulty_userfaultfd.h"
+#include "region_test_peer.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
-#include "uffd/region_test_peer.h"
 #include "ztier/backing_store.h"
 
 namespace ztier {
@@ -127,22 +128,16 @@ std::unique_ptr<Region> MakeRegion(const RegionOptions& o) {
   return r.has_value() ? std::move(*r) : nullptr;
 }
 
-// Stats once the reclaimer has finished: the same figures twice, 20 ms
-// apart (at most 10 s). The last fault's batch may start an eviction that
-// is still running when the faulting thread goes on, and counters read
-// during one are not a snapshot (stored is counted before the zap).
+// Stats once the reclaimer has finished, for a test whose threads have
+// stopped touching the region: the handler resolves a fault and runs the
+// reclaimer after it in one hold of its mutex, so once the mutex is free
+// the last batch's eviction is done. (The last fault's batch may start an
+// eviction that is still running when the faulting thread goes on, and
+// counters read during one are not a snapshot: stored is counted before
+// the zap.) Read under the mutex, so that no batch runs meanwhile.
 RegionStats Settled(const Region& r) {
-  RegionStats s = r.Stats();
-  for (int i = 0; i < 500; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    const RegionStats t = r.Stats();
-    if (t.zswpout == s.zswpout && t.resident_pages == s.resident_pages &&
-        t.stored_pages == s.stored_pages && t.evictions == s.evictions) {
-      return t;
-    }
-    s = t;
-  }
-  return s;
+  std::lock_guard lock(RegionTestPeer::HandlerMutex(r));
+  return r.Stats();
 }
 
 std::shared_ptr<BackingStore> MakeBacking(const ScopedTempDir& dir,
@@ -246,17 +241,25 @@ INSTANTIATE_TEST_SUITE_P(BatchStores, PageoutTest, ::testing::Bool(),
                            return p.param ? "Batched" : "OneByOne";
                          });
 
+// A region of `pages` pages with a budget of `budget` resident pages (and
+// a pool as large as the region), filled once with version 0.
+std::unique_ptr<Region> FilledWithBudget(std::size_t pages, std::size_t budget,
+                                         bool random) {
+  RegionOptions o;
+  o.size = pages * kPageSize;
+  o.budget = budget * kPageSize;
+  o.max_pool_bytes = o.size;
+  auto r = MakeRegion(o);
+  if (r != nullptr) Fill(*r, 0, pages, 0, random);
+  return r;
+}
+
 TEST(RegionTest, BudgetKeepsResidentPagesDown) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 4096;
   constexpr std::size_t kBudget = 1024;
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.budget = kBudget * kPageSize;
-  o.max_pool_bytes = o.size;
-  auto r = MakeRegion(o);
+  auto r = FilledWithBudget(kPages, kBudget, false);
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, false);
   RegionStats s = Settled(*r);
   // The reclaimer may not have seen the last zero-filled run yet.
   EXPECT_LE(s.resident_pages, kBudget + 64);
@@ -301,13 +304,8 @@ TEST(RegionTest, BudgetWithIncompressiblePagesSplitsUnits) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 2048;
   constexpr std::size_t kBudget = 1024;
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.budget = kBudget * kPageSize;
-  o.max_pool_bytes = o.size;
-  auto r = MakeRegion(o);
+  auto r = FilledWithBudget(kPages, kBudget, true);
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, true);
   const RegionStats s = Settled(*r);
   EXPECT_GT(s.swpout_fallback, 0u);
   EXPECT_GT(s.reject_compress_poor, 0u);

@@ -1,15 +1,17 @@
 // region_test_peer.h: what region tests may do that the public API does not
 // offer: create a Region whose userfaultfd is wrapped (a FaultyUserfaultfd),
-// to reach the error paths of the fault handler and of eviction. For tests
-// only; the Region behaves as one from Region::Create otherwise.
+// to reach the error paths of the fault handler and of eviction, and reach
+// the fault handler's mutex. For tests only; the Region behaves as one from
+// Region::Create otherwise.
 #ifndef ZTIER_UFFD_REGION_TEST_PEER_H_
 #define ZTIER_UFFD_REGION_TEST_PEER_H_
 
 #include <memory>
+#include <mutex>
 #include <utility>
 
 #include "platform/faulty_userfaultfd.h"
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 #include "ztier/region.h"
 
 namespace ztier {
@@ -28,6 +30,10 @@ class RegionTestPeer {
         }));
     return region;
   }
+
+  // The handler's mutex: it holds it for each batch of faults it resolves
+  // and the reclaim that follows the batch.
+  static std::mutex& HandlerMutex(const Region& r) { return r.impl_->mu; }
 };
 
 }  // namespace ztier

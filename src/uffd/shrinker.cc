@@ -19,7 +19,7 @@
 // failed, goes back in the FIFO.
 #include <vector>
 
-#include "uffd/region_impl.h"
+#include "region_impl.h"
 
 namespace ztier {
 

@@ -95,20 +95,26 @@ for f in "$ROOT/etc/ztier/ztier.conf.example" "$ROOT/share/doc/ztier/ztier.conf.
 done
 [ ! -e "$ROOT/etc/ztier/ztier.conf" ] || fail "install wrote etc/ztier/ztier.conf itself"
 
-for h in "$SRC"/include/ztier/*.h; do
+# Every engine layer's installed API (src/LAYER/include/ztier/), and no
+# other layer's headers.
+for h in "$SRC"/src/*/include/ztier/*.h; do
   need_file "$ROOT/include/ztier/$(basename "$h")"
   cmp -s "$h" "$ROOT/include/ztier/$(basename "$h")" || fail "header $(basename "$h") differs"
 done
+for d in platform nbd ctl corpus uffd; do
+  [ ! -e "$ROOT/include/$d" ] || fail "installed a layer's internal headers: include/$d"
+done
 
 need_file "$LIB/libztier.a"
-# The engine only: the Region and PageStore are in, the NBD server, TLS and
-# the control socket are not, and nothing in it calls GnuTLS.
+# The engine only: the Region and PageStore are in, the NBD server, TLS,
+# the control socket and the corpus loader are not, and nothing in it calls
+# GnuTLS.
 ar t "$LIB/libztier.a" >"$TMP/members"
 for m in region.cc.o region_c.cc.o page_store.cc.o device.cc.o; do
   grep -qx "$m" "$TMP/members" || fail "libztier.a lacks $m"
 done
-for m in nbd_server.cc.o tls.cc.o tls_none.cc.o handshake.cc.o control_server.cc.o; do
-  if grep -qx "$m" "$TMP/members"; then fail "libztier.a holds $m (a server front end)"; fi
+for m in nbd_server.cc.o tls.cc.o tls_none.cc.o handshake.cc.o control_server.cc.o corpus.cc.o capture.cc.o; do
+  if grep -qx "$m" "$TMP/members"; then fail "libztier.a holds $m (a server front end or the corpus loader)"; fi
 done
 if nm -A "$LIB/libztier.a" 2>/dev/null | grep -i gnutls; then fail "libztier.a refers to GnuTLS"; fi
 

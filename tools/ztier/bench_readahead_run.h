@@ -95,7 +95,7 @@ Result<FaultLatencySample> RunFaultLatency(const FaultLatencyConfig& config,
 
 // The baseline measured in the same conditions: plain anonymous memory
 // (MADV_NOHUGEPAGE) of config.pages pages registered with a userfaultfd
-// (src/platform/userfaultfd.h), a handler thread that only poll()s, read()s and
+// (src/platform/include/platform/userfaultfd.h), a handler thread that only poll()s, read()s and
 // answers each missing fault with one 4 KiB UFFDIO_COPY of the page's
 // corpus page, and the same random touches timed the same way. It repeats
 // the "MISSING read, UFFDIO_COPY 4K" measurement made earlier on the

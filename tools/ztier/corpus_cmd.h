@@ -10,7 +10,7 @@
 // The second form starts COMMAND (its output goes where ztier's does),
 // waits SECONDS (default 1; fractions allowed), captures it and then stops
 // it (SIGTERM, SIGKILL after 5 s). What is read and how the pages are
-// chosen: src/corpus/capture.h. Flags: --mappings anon|file|all (default
+// chosen: tools/corpus/include/corpus/capture.h. Flags: --mappings anon|file|all (default
 // anon), --max-pages N (default 4096), --level N (zstd level of the file,
 // default 9; 19 writes the smallest files, in about 10 s for 4096 pages).
 //

@@ -1,7 +1,7 @@
 // File: tools/ztier/ctl_cmd.h
 //
 // `ztier ctl`: read or write one of zram's attributes of a running
-// `ztier serve`, through its control socket (src/ctl/control_server.h).
+// `ztier serve`, through its control socket (src/ctl/include/ctl/control_server.h).
 //
 //   ztier ctl [--ctl PATH] [--device NAME] ATTRIBUTE [VALUE]
 //   ztier ctl disksize 1G          # store (like echo 1G > .../disksize)

@@ -7,7 +7,7 @@
 //   ztier estimate --corpus FILE [--corpus FILE]...
 //   flags for both: [--codec NAME[:LEVEL]]... [--runs N] [--json FILE]
 //
-// --pid captures the process's pages in memory (src/corpus/capture.h: its
+// --pid captures the process's pages in memory (tools/corpus/include/corpus/capture.h: its
 // private anonymous memory by default, at most 4096 pages spread over it);
 // --corpus reads page corpora (`ztier corpus capture`, testdata/).
 //

@@ -2,13 +2,23 @@
 //
 // The `ztier` command: one binary, subcommands found in small tables.
 //
-//   ztier bench engine [flags]   codec and store throughput and memory
-//   ztier corpus capture [flags] a page corpus from a running process
-//   ztier estimate [flags]       what compressed memory would save, per codec
-//   ztier bench readahead [flags] region readahead and fault-in latency
-//   ztier usemem [flags]         the usemem workload on a region
-//   ztier help [COMMAND]         usage (also: ztier --help, ztier -h)
+//   ztier serve [flags]               zram devices over NBD (userspace zram)
+//   ztier ctl [flags] ATTR [VALUE]    show or store an attribute of `serve`
+//   ztier status [flags]              the devices of `serve`, as zramctl
+//   ztier estimate [flags]            what compressed memory would save
+//   ztier corpus capture [flags]      a page corpus from a running process
+//   ztier usemem [flags]              the usemem workload on a region
+//   ztier bench engine [flags]        codec and store throughput and memory
+//   ztier bench latency [flags]       slowest high-priority load/store
+//   ztier bench nbd [flags]           `serve` vs nbdkit memory over NBD
+//   ztier bench readahead [flags]     region readahead and fault-in latency
+//   ztier bench writeback [flags]     writeback one page at a time vs batched
+//   ztier bench zram-compare [flags]  the kernel's zram vs ztier
+//   ztier help [COMMAND]              usage (also: ztier --help, ztier -h)
 //   ztier --version
+//
+// Each command's usage line and flags: its --help, and README.md's
+// "Command reference".
 //
 // Exit status: what the subcommand returns (0 success, 1 runtime failure);
 // 2 for bad usage: no or an unknown subcommand, or an unknown flag, reported

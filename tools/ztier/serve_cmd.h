@@ -2,7 +2,7 @@
 //
 // `ztier serve`: zram devices in this process, exported over NBD (a Unix
 // socket, optionally TCP) with a control socket for their attributes, and
-// optionally Prometheus metrics (src/ctl/metrics_server.h). Runs until
+// optionally Prometheus metrics (src/ctl/include/ctl/metrics_server.h). Runs until
 // SIGINT or SIGTERM, then stops cleanly (socket files removed) and returns
 // 0; 1 when it cannot start (socket path in use, a device that cannot be
 // made); 2 for bad usage or a bad configuration file.

@@ -10,7 +10,7 @@
 // Sizes as zramctl ("0B", "4K", "4.5M", "1G"); uninitialised devices are
 // listed too (DISKSIZE 0B), unlike zramctl; nothing is printed when there
 // are no devices. --json prints the server's report unchanged (raw numbers
-// in bytes; format in src/ctl/status_report.h). Exit status: 0; 1 when the
+// in bytes; format in src/ctl/include/ctl/status_report.h). Exit status: 0; 1 when the
 // server cannot be reached or answers garbage; 2 for bad usage.
 //
 // Thread safety: runs on the calling thread only.

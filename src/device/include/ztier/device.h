@@ -28,14 +28,11 @@
 #ifndef ZTIER_DEVICE_H_
 #define ZTIER_DEVICE_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -100,7 +97,7 @@ class Device {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const;
 
   // ---- lifecycle and attributes (zram's names) ----
   // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set. With
@@ -161,9 +158,7 @@ class Device {
     ClientRef(ClientRef&& o) noexcept : d_(o.d_) { o.d_ = nullptr; }
     ClientRef(const ClientRef&) = delete;
     ClientRef& operator=(const ClientRef&) = delete;
-    ~ClientRef() {
-      if (d_ != nullptr) d_->clients_.fetch_sub(1);
-    }
+    ~ClientRef();
 
    private:
     Device* d_;
@@ -172,7 +167,7 @@ class Device {
   // device is not initialised (an NBD client cannot use it yet), kNotFound
   // once it has been removed from its registry.
   Result<ClientRef> Attach();
-  int clients() const { return clients_.load(); }
+  int clients() const;
 
   // ---- IO (byte granular; kOutOfRange past disksize) ----
   Status Read(std::uint64_t offset, std::span<std::byte> out);
@@ -200,40 +195,22 @@ class Device {
   std::map<std::string, std::string> notes() const;
 
  private:
-  const std::string name_;
-  const DeviceDefaults defaults_;
-  mutable std::shared_mutex mu_;  // guards everything below
-  std::string comp_algorithm_;
-  std::string algorithm_params_;
-  std::uint64_t mem_limit_ = 0;
-  std::uint64_t disksize_ = 0;
-  std::string backing_dev_;  // empty: none
-  std::shared_ptr<BackingStore> backing_;
-  bool compressed_writeback_ = false;
-  std::atomic<std::uint64_t> writeback_batch_size_{32};
-  WritebackBudget budget_;
-  std::unique_ptr<PageStore> store_;
-  bool retired_ = false;  // removed from the registry: no new clients
-  std::map<std::string, std::string> notes_;
-  std::atomic<bool> at_mem_limit_{false};  // logged; see NoteMemLimit
-  std::atomic<std::uint64_t> mem_limit_checked_ns_{0};
-  std::atomic<int> clients_{0};
-
-  // Logs reaching mem_limit (the store refusing a page for it) and leaving
-  // it (a store that succeeds once the pool is under 90% of the limit,
-  // looked at most once a second), once each. Under mu_ (shared).
-  void NoteMemLimit(const Status& s);
-
   friend class DeviceRegistry;
   // Marks the device removed unless a client is attached (then kBusy).
   Status Retire();
+
+  struct Impl;  // device_impl.h
+  std::unique_ptr<Impl> impl_;
 };
 
 // The devices of one process, by name (zram0, zram1, ...). hot_add picks the
 // lowest free zramN name.
 class DeviceRegistry {
  public:
-  explicit DeviceRegistry(DeviceDefaults defaults) : defaults_(defaults) {}
+  explicit DeviceRegistry(DeviceDefaults defaults);
+  ~DeviceRegistry();
+  DeviceRegistry(const DeviceRegistry&) = delete;
+  DeviceRegistry& operator=(const DeviceRegistry&) = delete;
 
   // Adds a device (uninitialised). kInvalidArgument for a bad name (empty,
   // longer than 64, or not [A-Za-z0-9_.-]); kBusy if it exists.
@@ -246,9 +223,8 @@ class DeviceRegistry {
   std::vector<std::shared_ptr<Device>> List() const;  // sorted by name
 
  private:
-  const DeviceDefaults defaults_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Device>, std::less<>> devices_;
+  struct Impl;  // device.cc
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace ztier

@@ -143,6 +143,8 @@ struct RegionStats {
   std::uint64_t swpout_fallback = 0;
 };
 
+class RegionTestPeer;
+
 class Region {
  public:
   // Maps the memory, registers it with userfaultfd, starts the handler.
@@ -168,7 +170,7 @@ class Region {
   RegionStats Stats() const;
 
  private:
-  friend class RegionTestPeer;
+  friend class RegionTestPeer;  // region_test.cc
   Region();
   struct Impl;
   std::unique_ptr<Impl> impl_;

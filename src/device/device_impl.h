@@ -1,0 +1,96 @@
+// device_impl.h: Device's state and the methods that implement it
+// (device.cc); Device (ztier/device.h) forwards each public method to its
+// Impl. Not part of the public API.
+//
+// Thread safety: as Device's; mu_ guards the fields after it except the
+// atomics.
+#ifndef ZTIER_DEVICE_DEVICE_IMPL_H_
+#define ZTIER_DEVICE_DEVICE_IMPL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "ztier/device.h"
+
+namespace ztier {
+
+struct Device::Impl {
+  Impl(std::string name, DeviceDefaults defaults);
+
+  Status SetDisksize(std::uint64_t bytes);
+  std::uint64_t disksize() const;
+  bool initialized() const;
+  Status Reset();
+  Status SetCompAlgorithm(std::string_view name);
+  std::string ShowCompAlgorithm() const;
+  Status SetAlgorithmParams(std::string_view params);
+  Status SetMemLimit(std::uint64_t bytes);
+  Status ResetMemUsedMax(std::string_view value);
+  Status MarkIdle(std::string_view value);
+  Status SetBackingDev(std::string_view path);
+  std::string ShowBackingDev() const;
+  Status Writeback(std::string_view tokens, WritebackResult* result);
+  Status SetWritebackLimitEnable(bool enable);
+  bool writeback_limit_enable() const;
+  Status SetWritebackLimit(std::uint64_t pages);
+  std::uint64_t writeback_limit() const;
+  Status SetWritebackBatchSize(std::uint64_t n);
+  std::uint64_t writeback_batch_size() const;
+  Status SetCompressedWriteback(bool on);
+  bool compressed_writeback() const;
+  std::string ShowBdStat() const;
+  Status Compact();
+  std::string ShowMmStat() const;
+  std::string ShowIoStat() const;
+  std::string ShowDebugStat() const;
+  Status Read(std::uint64_t offset, std::span<std::byte> out);
+  Status Write(std::uint64_t offset, std::span<const std::byte> data);
+  Status Trim(std::uint64_t offset, std::uint64_t length);
+  Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
+  Status Flush();
+  Status PageStates(std::uint64_t first_page, std::span<SlotState> out) const;
+  PageStoreStats Stats() const;
+  std::string algorithm() const;
+  std::size_t streams() const;
+  void SetNote(std::string key, std::string value);
+  void SetNotes(std::map<std::string, std::string> notes);
+  std::map<std::string, std::string> notes() const;
+  // Counts a client in (Device::Attach makes the ClientRef): kNotFound
+  // once retired, kFailedPrecondition before init.
+  Status Attach();
+  Status Retire();
+
+  const std::string name_;
+  const DeviceDefaults defaults_;
+  mutable std::shared_mutex mu_;  // guards everything below
+  std::string comp_algorithm_;
+  std::string algorithm_params_;
+  std::uint64_t mem_limit_ = 0;
+  std::uint64_t disksize_ = 0;
+  std::string backing_dev_;  // empty: none
+  std::shared_ptr<BackingStore> backing_;
+  bool compressed_writeback_ = false;
+  std::atomic<std::uint64_t> writeback_batch_size_{32};
+  WritebackBudget budget_;
+  std::unique_ptr<PageStore> store_;
+  bool retired_ = false;  // removed from the registry: no new clients
+  std::map<std::string, std::string> notes_;
+  std::atomic<bool> at_mem_limit_{false};  // logged; see NoteMemLimit
+  std::atomic<std::uint64_t> mem_limit_checked_ns_{0};
+  std::atomic<int> clients_{0};
+
+  // Logs reaching mem_limit (the store refusing a page for it) and leaving
+  // it (a store that succeeds once the pool is under 90% of the limit,
+  // looked at most once a second), once each. Under mu_ (shared).
+  void NoteMemLimit(const Status& s);
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_DEVICE_DEVICE_IMPL_H_
