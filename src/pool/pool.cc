@@ -410,15 +410,20 @@ void Pool::Impl::FreeLocked(SizeClass& sc, Handle h, ip::RunReleases* later) {
   m.objects.Sub(1);
   m.object_bytes.Sub(ip::EntrySize(e));
   m.handles.Free(&sc.handle_cache, hidx);
-  if (d->inuse == 0) {
+  if (d->inuse == 0 && id != sc.discarding) {
     m.GroupRemove(sc, d);
-    if (sc.spare == ip::kNoId) {
-      sc.spare = id;
-    } else {
-      m.FreeZspage(sc, id, d, later);
-    }
+    m.ReleaseEmpty(sc, id, d, later);
   } else {
-    m.Regroup(sc, id, d);
+    m.Regroup(sc, id, d);  // (an emptied zspage being discarded: group 0)
+  }
+}
+
+void Pool::Impl::ReleaseEmpty(SizeClass& sc, std::uint32_t id, ZspageDesc* d,
+                              ip::RunReleases* later) {
+  if (sc.spare == ip::kNoId) {
+    sc.spare = id;
+  } else {
+    FreeZspage(sc, id, d, later);
   }
 }
 

@@ -10,7 +10,7 @@
 //   handle_table.cc the pool's handle table: handle -> location entries,
 //                  free indexes cached per class.
 //   pool.cc        Malloc / Free / Read / Write.
-//   compact.cc     Compact().
+//   compact.cc     Compact(), in bounded holds of each class lock.
 //   pool_format.cc Stats, ClassStats, FormatClasses.
 //
 // Handle bit budget (64 bits):
@@ -26,8 +26,8 @@
 // Compaction rewrites the zspage id and object index of a live entry; the
 // size never changes while the handle lives.
 //
-// Locking (outermost first): SizeClass::mu (Malloc, Free, Compact of that
-// class) -> one of DescTable::mu_ (descriptor ids), HandleTable::mu_ (its
+// Locking (outermost first): Impl::compact_mu (one Compact at a time) ->
+// SizeClass::mu (Malloc, Free, Compact of that class) -> one of DescTable::mu_ (descriptor ids), HandleTable::mu_ (its
 // shared free list) or Arena::mu_ (runs); none of those three is held while
 // another is taken. Readers and writers of object bytes take no mutex: they
 // pin the zspage (Pin below). The mutexes are capabilities (platform/
@@ -509,6 +509,10 @@ struct SizeClass {
   // Not in any fullness group; counted in zspages and touched_pages.
   std::uint32_t spare ZT_GUARDED_BY(mu) = kNoId;
   HandleCache handle_cache ZT_GUARDED_BY(mu);
+  // The zspage whose tail compaction is discarding without the lock, or
+  // kNoId: a Free that empties it leaves it in group 0 for the compactor
+  // to free (compact.cc).
+  std::uint32_t discarding ZT_GUARDED_BY(mu) = kNoId;
 
   // (Before any other thread can see the class.)
   SizeClass() ZT_NO_THREAD_SAFETY_ANALYSIS { group_head.fill(kNoId); }
@@ -582,8 +586,16 @@ struct Pool::Impl {
   void FreeDesc(internal_pool::SizeClass& sc, std::uint32_t id) {
     descs.Free(id, sc.geo.objs, arena.reserve() == nullptr);
   }
-  // Frees sc's spare zspage, if any; returns its pages. REQUIRES: sc.mu.
-  std::size_t ReleaseSpare(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
+  // Frees sc's spare zspage, if any, its run queued on `later`; returns
+  // its pages. REQUIRES: sc.mu.
+  std::size_t ReleaseSpare(internal_pool::SizeClass& sc,
+                           internal_pool::RunReleases* later)
+      ZT_REQUIRES(sc.mu);
+  // An emptied zspage, unlinked from its group: the class's spare if it
+  // has none, else freed (FreeZspage, queued on `later`).
+  void ReleaseEmpty(internal_pool::SizeClass& sc, std::uint32_t id,
+                    internal_pool::ZspageDesc* d,
+                    internal_pool::RunReleases* later) ZT_REQUIRES(sc.mu);
   // Unlinks an empty zspage; its pages are discarded and its run returned
   // now, or queued on `later` when given. Returns its pages.
   std::size_t FreeZspage(internal_pool::SizeClass& sc, std::uint32_t id,
@@ -598,14 +610,26 @@ struct Pool::Impl {
     d->pin.fetch_sub(1, std::memory_order_release);
   }
 
-  std::size_t CompactClass(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
-  // CompactClass's reverse map and its two phases (compact.cc); each
-  // returns the pages it freed.
+  // One Compact() at a time (compact.cc); taken before any class lock.
+  internal::Mutex compact_mu;
+  // Compacts one class in holds of its lock; returns the pages freed.
+  std::size_t CompactClass(internal_pool::SizeClass& sc) ZT_EXCLUDES(sc.mu)
+      ZT_REQUIRES(compact_mu);
+  std::size_t NonFullZspages(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
+  // CompactClass's reverse map and one hold of each of its two phases
+  // (compact.cc); each adds the pages it freed to *freed and says what is
+  // left to do.
   struct Compaction;
-  std::size_t MergeNonFull(internal_pool::SizeClass& sc, Compaction& c,
-                           std::size_t nonfull) ZT_REQUIRES(sc.mu);
-  std::size_t PackLast(internal_pool::SizeClass& sc, Compaction& c)
+  enum class CompactNext;
+  CompactNext MergeNonFull(internal_pool::SizeClass& sc, Compaction& c,
+                           std::size_t* freed,
+                           internal_pool::RunReleases* later)
       ZT_REQUIRES(sc.mu);
+  CompactNext PackLast(internal_pool::SizeClass& sc, Compaction& c,
+                       std::size_t* freed) ZT_REQUIRES(sc.mu);
+  // Discards the tail PackLast left held, without the class lock.
+  void FinishDiscard(internal_pool::SizeClass& sc, Compaction& c)
+      ZT_EXCLUDES(sc.mu);
 
   // Malloc's two halves (pool.cc). LockClassFor returns a class that fits
   // `size` (its own class, else a larger one), locked; the analysis cannot

@@ -231,8 +231,9 @@ struct PageStore::Impl {
   // (compressed or raw) within mem_limit. On failure nothing is allocated
   // and the error is counted.
   // A stream is taken for the compression only. REQUIRES: no slot lock
-  // held (the lock order).
-  Status Prepare(ConstPage page, Pending* p) {
+  // held (the lock order), and no stream (a second one could sleep while
+  // holding the first).
+  Status Prepare(ConstPage page, Pending* p) ZT_EXCLUDES(*streams) {
     std::uint64_t fill;
     if (IsSameFilled(page.data(), &fill)) {
       p->value = fill;

@@ -29,8 +29,13 @@
 // benchmark reproduces it around the store, tools/ztier/shared_stream.h.)
 //
 // Lock order: a stream is taken before any slot lock (docs/architecture.md,
-// "Lock order"): a Lease is a capability, held while its holder takes slot
-// and class locks, never taken under one.
+// "Lock order"), held while its holder takes slot and class locks, never
+// taken under one. For Clang's analysis the StreamPool is a capability and
+// a Lease a scoped one: Acquire() acquires it, the Lease's destructor
+// releases it, so `make check-locks` rejects a second Acquire() while a
+// Lease is held, or a call to a function marked ZT_EXCLUDES(the pool) (one
+// that takes a stream itself). A Lease that is moved (rather than returned
+// from Acquire()) is not followed: the code moves none.
 //
 // Thread safety: Acquire and the Lease's release may be called from any
 // thread.
@@ -44,6 +49,7 @@
 #include <mutex>
 #include <vector>
 
+#include "platform/thread_annotations.h"
 #include "ztier/batch_codec.h"
 #include "ztier/codec.h"
 #include "ztier/page.h"
@@ -61,20 +67,22 @@ struct Stream {
   }
 };
 
-class StreamPool {
+// A capability ("stream"): holding a Lease from it is holding the pool's
+// stream capability, which the analysis then tracks like a lock.
+class ZT_CAPABILITY("stream") StreamPool {
  public:
   // Creates `count` regular streams (count >= 1) and `reserve` reserve ones.
   static Result<std::unique_ptr<StreamPool>> Create(
       std::shared_ptr<const Codec> codec, const BatchOptions& options,
       std::size_t count, std::size_t reserve);
 
-  class Lease {
+  class ZT_SCOPED_CAPABILITY Lease {
    public:
-    Lease(StreamPool* pool, Stream* s) : pool_(pool), s_(s) {}
+    Lease(StreamPool* pool, Stream* s) ZT_ACQUIRE(pool) : pool_(pool), s_(s) {}
     Lease(Lease&& o) noexcept : pool_(o.pool_), s_(o.s_) { o.s_ = nullptr; }
     Lease(const Lease&) = delete;
     Lease& operator=(const Lease&) = delete;
-    ~Lease() {
+    ~Lease() ZT_RELEASE() {
       if (s_ != nullptr) pool_->Release(s_);
     }
     Stream* operator->() const { return s_; }
@@ -87,7 +95,7 @@ class StreamPool {
 
   // Takes a stream by the policy above. Never fails: if a reserve stream
   // cannot be created, it waits for a release instead.
-  Lease Acquire();
+  Lease Acquire() ZT_ACQUIRE();
 
   std::size_t count() const { return regular_.size(); }
   std::size_t reserve_count() const { return reserve_.size(); }

@@ -48,7 +48,9 @@
 // into the fullest, frees emptied zspages, then packs the last partial zspage
 // toward its front; every page freed goes back to the OS with
 // madvise(MADV_DONTNEED) (not with a reserve: see below) and is counted in
-// pages_compacted.
+// pages_compacted. It holds a class's lock for a few dozen moves at a time,
+// so Malloc and Free of the class go on meanwhile; what they change under
+// it may leave a class less than fully compacted (best effort).
 //
 // Reserve (PoolOptions::prealloc_bytes > 0): at Create() the pool maps that
 // much memory and faults every page of it in (MADV_POPULATE_WRITE), and from
