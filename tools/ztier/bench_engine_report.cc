@@ -432,11 +432,9 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     w.String(r.codec);
     w.Key("corpus");
     w.String(r.corpus);
-    w.Key("cross_cpu_rtt_ns");
-    WriteMedianMinMaxJson(w, Summarize(r.cross_cpu_rtt_ns), 1);
+    WriteFigureJson(w, "cross_cpu_rtt_ns", r.cross_cpu_rtt_ns, 1);
     WriteSamplesJson(w, "cross_cpu_rtt_ns_samples", r.cross_cpu_rtt_ns, 1);
-    w.Key("populate_2mib_us");
-    WriteMedianMinMaxJson(w, Summarize(r.populate_2mib_us), 1);
+    WriteFigureJson(w, "populate_2mib_us", r.populate_2mib_us, 1);
     WriteSamplesJson(w, "populate_2mib_us_samples", r.populate_2mib_us, 1);
     w.EndObject();
   }
@@ -473,15 +471,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   w.EndArray();
   w.EndObject();
 
-  const std::string text = w.Take();
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return PosixError("open " + path, errno);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    return PosixError("write " + path, wrote ? errno : write_errno);
-  }
-  return Status::Ok();
+  return WriteJsonFile(path, w);
 }
 
 }  // namespace ztier::tool

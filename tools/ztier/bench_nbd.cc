@@ -53,10 +53,6 @@ constexpr const char kAbout[] =
     "it takes, and ratios against targets.\nNeeds fio, nbdcopy and "
     "nbdkit on PATH; a missing one skips its part.";
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
 struct RunningServer {
   const ServerSpec* spec = nullptr;
   std::string uri;
@@ -270,7 +266,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   cfg.runs = static_cast<std::size_t>(runs);
@@ -281,19 +277,19 @@ int RunBenchNbd(std::span<const std::string_view> args) {
 
   if (codec_flags.empty()) codec_flags.push_back("lz4");
   if (Status s = AddCodecs(codec_flags, &cfg.codecs); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
 
   // Tools.
   auto dir = TempDir::Create("ztier-bench-nbd");
   if (!dir.has_value()) {
-    PrintError(dir.error().ToString());
+    PrintError(kCommand, dir.error().ToString());
     return 1;
   }
   cfg.ztier.path = SelfExecutable();
   if (cfg.ztier.path.empty()) {
-    PrintError("cannot find this binary (/proc/self/exe)");
+    PrintError(kCommand, "cannot find this binary (/proc/self/exe)");
     return 1;
   }
   cfg.ztier.version = ToolVersion(cfg.ztier.path, dir->path());
@@ -335,7 +331,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
     if (!found.has_value() || found->empty()) {
       std::error_code ec;
       const fs::path abs = fs::absolute(corpus_dir, ec);
-      PrintError("no corpus: the corpus folder '" + corpus_dir + "'" +
+      PrintError(kCommand, "no corpus: the corpus folder '" + corpus_dir + "'" +
                  (ec ? "" : " (" + abs.lexically_normal().string() + ")") +
                  " is missing or holds no *.pages.zst files. Pass a folder "
                  "of *.pages.zst files with --corpus-dir DIR.");
@@ -344,7 +340,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
     for (const std::string& path : *found) {
       auto set = corpus::LoadPageSet(path);
       if (!set.has_value()) {
-        PrintError("cannot load corpus " + path + ": " +
+        PrintError(kCommand, "cannot load corpus " + path + ": " +
                    set.error().ToString());
         return 1;
       }
@@ -354,7 +350,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
                 static_cast<std::streamsize>(set->bytes().size()));
       out.close();
       if (!out) {
-        PrintError("cannot write " + raw);
+        PrintError(kCommand, "cannot write " + raw);
         return 1;
       }
       cfg.corpora.push_back({set->name(), path, set->bytes().size()});
@@ -367,7 +363,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
   std::fflush(stdout);
   for (const std::string& n : cfg.notes) {
-    if (n.find("not found") != std::string::npos) PrintError(n);
+    if (n.find("not found") != std::string::npos) PrintError(kCommand, n);
   }
 
   NbdResults results = NbdResults::For(cfg);
@@ -382,7 +378,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
     }
     if (!s.ok()) {
       progress.Clear();
-      PrintError("FATAL: run " + std::to_string(run + 1) + ": " +
+      PrintError(kCommand, "FATAL: run " + std::to_string(run + 1) + ": " +
                  s.ToString());
       return 1;
     }
@@ -397,7 +393,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   if (!cfg.json_path.empty()) {
     if (Status s = WriteNbdJson(cfg.json_path, machine, cfg, results, ratios);
         !s.ok()) {
-      PrintError(s.ToString());
+      PrintError(kCommand, s.ToString());
       return 1;
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());

@@ -37,23 +37,6 @@ SampleStats Stats(const std::vector<double>& v) {
   return s;
 }
 
-void JsonStats(JsonWriter& w, std::string_view prefix, const SampleStats& s,
-               int decimals) {
-  const std::string p(prefix);
-  w.Key(p + "_median");
-  w.Double(s.median, decimals);
-  w.Key(p + "_min");
-  w.Double(s.min, decimals);
-  w.Key(p + "_max");
-  w.Double(s.max, decimals);
-  w.Key(p + "_mean");
-  w.Double(s.mean, decimals);
-  w.Key(p + "_stddev");
-  w.Double(s.stddev, decimals);
-  w.Key(p + "_cv");
-  w.Double(s.n > 0 ? s.cv_percent : kNaN, 2);
-}
-
 void JsonServer(JsonWriter& w, const ServerSpec& s) {
   w.Key("server");
   w.String(ServerName(s.kind));
@@ -415,14 +398,14 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       w.BeginObject();
       JsonServer(w, cfg.servers[s]);
       WriteJobKeysJson(w, jobs[j]);
-      JsonStats(w, "iops", Stats(iops), 1);
-      JsonStats(w, "mb_s", Stats(results.mb_s[j][s]), 2);
+      WriteFigureJson(w, "iops", iops, 1);
+      WriteFigureJson(w, "mb_s", results.mb_s[j][s], 2);
       w.Key("runs");
       w.Uint(iops.size());
       WriteSamplesJson(w, "iops_samples", iops, 1);
       WriteSamplesJson(w, "mb_s_samples", results.mb_s[j][s], 2);
       if (!results.fio_cpu[j][s].empty()) {
-        JsonStats(w, "fio_cpu_percent", Stats(results.fio_cpu[j][s]), 1);
+        WriteFigureJson(w, "fio_cpu_percent", results.fio_cpu[j][s], 1);
       }
       w.EndObject();
     }
@@ -441,8 +424,8 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       w.String(cfg.corpora[c].name);
       w.Key("bytes");
       w.Uint(cfg.corpora[c].bytes);
-      JsonStats(w, "in_mb_s", Stats(cs.in_mb_s), 2);
-      JsonStats(w, "out_mb_s", Stats(cs.out_mb_s), 2);
+      WriteFigureJson(w, "in_mb_s", cs.in_mb_s, 2);
+      WriteFigureJson(w, "out_mb_s", cs.out_mb_s, 2);
       w.Key("runs");
       w.Uint(cs.in_mb_s.size());
       w.EndObject();
@@ -500,12 +483,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
     w.String(d.denominator);
     w.Key("job");
     w.String(d.job);
-    w.Key("value");
-    w.Double(d.median, 4);
-    w.Key("min");
-    w.Double(d.min, 4);
-    w.Key("max");
-    w.Double(d.max, 4);
+    WriteRatiosJson(w, "ratio", d.per_run);
     w.Key("target");
     w.Double(d.target, 2);
     w.Key("met");
@@ -520,15 +498,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   w.EndArray();
   w.EndObject();
 
-  const std::string text = w.Take();
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return PosixError("open " + path, errno);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    return PosixError("write " + path, wrote ? errno : write_errno);
-  }
-  return Status::Ok();
+  return WriteJsonFile(path, w);
 }
 
 }  // namespace ztier::tool::nbdbench

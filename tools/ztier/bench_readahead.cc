@@ -55,10 +55,6 @@ constexpr double kBareP50Us = 14.0;
 constexpr double kBareP99Us = 27.6;
 constexpr double kBarePinnedP50Us = 7.55;
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
 struct Config {
   std::string corpus_path;
   std::string corpus_name;
@@ -118,11 +114,11 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
 int CheckFlags(const Flags& f, Config* cfg) {
   auto size = ParseSizeFlag(f.size, kPageSize, "4K");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
   cfg->corpus_path = f.corpus;
@@ -181,20 +177,13 @@ struct Percentiles {
   double max_us = 0;
 };
 
-// Nearest rank: the smallest value with at least q of the samples at or
-// below it.
+// By bench_stats.h's percentile rule.
 Percentiles LatencyPercentiles(std::vector<std::uint32_t> ns) {
   Percentiles p;
   p.n = ns.size();
   if (ns.empty()) return p;
   std::sort(ns.begin(), ns.end());
-  auto at = [&](double q) {
-    const double exact = q * static_cast<double>(ns.size());
-    std::size_t rank = static_cast<std::size_t>(exact);
-    if (static_cast<double>(rank) < exact) ++rank;  // ceil
-    rank = std::clamp<std::size_t>(rank, 1, ns.size());
-    return ns[rank - 1] / 1000.0;
-  };
+  auto at = [&](double q) { return ns[PercentileIndex(ns.size(), q)] / 1000.0; };
   p.median_us = at(0.5);
   p.p90_us = at(0.9);
   p.p99_us = at(0.99);
@@ -494,8 +483,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
       WriteStatsJson(j, "mb_s", Summarize(s.mb_s), 2);
       j.EndObject();
     }
-    j.Key("ratio_pages_s");
-    WriteMedianMinMaxJson(j, Summarize(Ratios(runs, cfg.page_cluster)), 4);
+    WriteRatiosJson(j, "ratio_pages_s", Ratios(runs, cfg.page_cluster));
     j.EndObject();
     j.EndObject();
   }
@@ -541,7 +529,7 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
   if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
   auto corpus = LoadCorpus(cfg.corpus_path);
   if (!corpus.has_value()) {
-    PrintError(corpus.error().message());
+    PrintError(kCommand, corpus.error().message());
     return 1;
   }
   cfg.corpus_name = corpus->name();
@@ -569,12 +557,12 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
                                  *corpus);
       if (!s.has_value()) {
         progress.Clear();
-        PrintError("FATAL: " + label + ": " + s.error().ToString());
+        PrintError(kCommand, "FATAL: " + label + ": " + s.error().ToString());
         return 1;
       }
       if (s->mismatches > 0) {
         progress.Clear();
-        PrintError("FATAL: " + label + ": " + std::to_string(s->mismatches) +
+        PrintError(kCommand, "FATAL: " + label + ": " + std::to_string(s->mismatches) +
                    " of " + std::to_string(s->pages) +
                    " pages read back wrong");
         return 1;
@@ -597,12 +585,12 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
         *corpus);
     progress.Clear();
     if (!s.has_value()) {
-      PrintError("FATAL: fault-in latency: " + s.error().ToString());
+      PrintError(kCommand, "FATAL: fault-in latency: " + s.error().ToString());
       return 1;
     }
     if (s->stored.mismatches + s->first_touch.mismatches + s->bare.mismatches >
         0) {
-      PrintError(
+      PrintError(kCommand, 
           "FATAL: fault-in latency: " + std::to_string(s->stored.mismatches) +
           " stored, " + std::to_string(s->first_touch.mismatches) +
           " first-touch and " + std::to_string(s->bare.mismatches) +
@@ -618,7 +606,7 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     if (Status s = WriteJson(cfg.json_path, machine, cfg, runs,
                              latency.has_value() ? &*latency : nullptr);
         !s.ok()) {
-      PrintError(s.ToString());
+      PrintError(kCommand, s.ToString());
       return 1;
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());

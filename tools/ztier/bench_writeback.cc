@@ -47,10 +47,6 @@ constexpr const char kAbout[] =
     "--dir should be on the file system under test. Without fio on PATH "
     "the fio\npart is skipped.";
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
 // ---- the files in --dir, removed at the end, on error and on a signal ----
 
 char g_signal_paths[2][4096];
@@ -144,16 +140,16 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
 int CheckFlags(const Flags& f, WritebackBenchConfig* cfg) {
   auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
   std::error_code ec;
   if (!fs::is_directory(f.dir, ec)) {
-    PrintError("--dir " + f.dir + AbsoluteNote(f.dir) +
+    PrintError(kCommand, "--dir " + f.dir + AbsoluteNote(f.dir) +
                ": no such folder. Pass a folder on the file system under "
                "test with --dir DIR.");
     return 1;
@@ -251,12 +247,12 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   WritebackBenchConfig cfg;
   if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
   if (Status s = CheckFreeSpace(cfg); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 1;
   }
   auto corpus = LoadCorpus(cfg.corpus_path);
   if (!corpus.has_value()) {
-    PrintError(corpus.error().message());
+    PrintError(kCommand, corpus.error().message());
     return 1;
   }
   cfg.corpus_name = corpus->name();
@@ -264,7 +260,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
 
   BenchFiles files(cfg.image_path, cfg.fio_file_path);
   if (Status s = files.MakeScratch(); !s.ok()) {
-    PrintError(s.ToString());
+    PrintError(kCommand, s.ToString());
     return 1;
   }
   cfg.fio_path = nbdbench::FindExecutable("fio");
@@ -280,7 +276,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
               WritebackConfigText(cfg).c_str());
   std::fflush(stdout);
   if (cfg.fio_path.empty()) {
-    PrintError(
+    PrintError(kCommand, 
         "fio not found on PATH: the fio sequential write is not "
         "measured");
   }
@@ -293,7 +289,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     Status s = MeasureRun(cfg, *corpus, run, files.scratch(), &progress, &fig);
     if (!s.ok()) {
       progress.Clear();
-      PrintError(
+      PrintError(kCommand, 
           "FATAL: " +
           (run == 0 ? std::string("warm-up") : "run " + std::to_string(run)) +
           ": " + s.ToString());
@@ -308,7 +304,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   if (!cfg.json_path.empty()) {
     if (Status s = WriteWritebackJson(cfg.json_path, machine, cfg, runs);
         !s.ok()) {
-      PrintError(s.ToString());
+      PrintError(kCommand, s.ToString());
       return 1;
     }
     std::printf("\nwrote %s\n", cfg.json_path.c_str());

@@ -377,10 +377,8 @@ Status WriteWritebackJson(const std::string& path, const MachineInfo& machine,
     j.Key(WbVariantName(v));
     WriteSeriesSummary(j, Collect(runs, v));
   }
-  j.Key("batched_over_sync");
-  WriteRatiosJson(j, Ratios(runs, WbVariant::kSync));
-  j.Key("batched_over_fio");
-  WriteRatiosJson(j, Ratios(runs, WbVariant::kFio));
+  WriteRatiosJson(j, "batched_over_sync", Ratios(runs, WbVariant::kSync));
+  WriteRatiosJson(j, "batched_over_fio", Ratios(runs, WbVariant::kFio));
   j.EndObject();
   j.EndObject();
   return WriteJsonFile(path, j);

@@ -130,8 +130,7 @@ void JsonRatio(JsonWriter& w, const IoCase& c, const CodecPair& pair,
   w.String(IoPathName(den));
   w.Key("metric");
   w.String(metric);
-  w.Key("ratio");
-  WriteRatiosJson(w, ratios);
+  WriteRatiosJson(w, "ratio", ratios);
   WriteSamplesJson(w, "per_run", ratios, 4);
   w.EndObject();
 }

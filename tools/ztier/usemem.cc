@@ -46,10 +46,6 @@ constexpr const char kAbout[] =
     "and\nends with the line `batched / one-at-a-time: X.XXx`.\n"
     "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).";
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
 struct Flags {
   std::int64_t workers = 4;
   std::string size = "256M";
@@ -149,11 +145,11 @@ Result<double> ParseSeconds(const std::string& text) {
 int CheckFlags(const Flags& f, bool runs_given, UsememConfig* cfg) {
   auto size = ParseSizeFlag(f.size, kPageSize, "4K");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
   UsememRunConfig& r = cfg->run;
@@ -161,12 +157,12 @@ int CheckFlags(const Flags& f, bool runs_given, UsememConfig* cfg) {
   r.worker_bytes = *size;
   auto budget = ParseBudget(f.budget, r.workers * r.worker_bytes);
   if (!budget.has_value()) {
-    PrintError(budget.error().message());
+    PrintError(kCommand, budget.error().message());
     return 2;
   }
   auto sleep = ParseSeconds(f.sleep);
   if (!sleep.has_value()) {
-    PrintError(sleep.error().message());
+    PrintError(kCommand, sleep.error().message());
     return 2;
   }
   r.budget_bytes = *budget;
@@ -194,7 +190,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (int rc = CheckFlags(f, flags.WasSet("runs"), &cfg); rc != 0) return rc;
   auto corpus = LoadCorpus(cfg.corpus_path);
   if (!corpus.has_value()) {
-    PrintError(corpus.error().message());
+    PrintError(kCommand, corpus.error().message());
     return 1;
   }
   cfg.corpus_name = corpus->name();
@@ -220,14 +216,14 @@ int RunUsemem(std::span<const std::string_view> args) {
       auto result = RunUsememOnce(rc, *corpus);
       if (!result.has_value()) {
         progress.Clear();
-        PrintError("FATAL: " + label + ": " + result.error().ToString());
+        PrintError(kCommand, "FATAL: " + label + ": " + result.error().ToString());
         return 1;
       }
       UsememRun r{.run = run + 1, .order = k, .result = std::move(*result)};
       if (r.result.mismatches > 0) {
         progress.Clear();
         std::fprintf(stderr, "%s", UsememMismatchText(r).c_str());
-        PrintError("FATAL: " + label + ": " +
+        PrintError(kCommand, "FATAL: " + label + ": " +
                    std::to_string(r.result.mismatches) + " of " +
                    std::to_string(r.result.pages_verified) +
                    " pages read back wrong");
@@ -243,7 +239,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (!cfg.json_path.empty()) {
     if (Status s = WriteUsememJson(cfg.json_path, machine, cfg, runs);
         !s.ok()) {
-      PrintError(s.ToString());
+      PrintError(kCommand, s.ToString());
       return 1;
     }
     // On stderr: the ratio line stays the last line of stdout.

@@ -451,8 +451,7 @@ Status WriteUsememJson(const std::string& path, const MachineInfo& machine,
   WriteSummaryJson(j, Collect(runs, false));
   j.Key("batched");
   WriteSummaryJson(j, Collect(runs, true));
-  j.Key("batched_over_one_at_a_time");
-  WriteRatiosJson(j, Ratios(runs));
+  WriteRatiosJson(j, "batched_over_one_at_a_time", Ratios(runs));
   std::uint64_t verified = 0;
   std::uint64_t mismatches = 0;
   for (const UsememRun& r : runs) {
