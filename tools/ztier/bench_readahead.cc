@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_readahead_run.h"
 #include "bench_stats.h"
 #include "corpus/corpus.h"
@@ -27,7 +28,6 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier bench readahead";
-constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--codec NAME] [--runs N] "
     "[--page-cluster N] [--fault-pages N] [--json FILE] [--plot DIR]";
@@ -76,7 +76,7 @@ struct SeqRun {
 // ---- flags ----
 
 struct Flags {
-  std::string corpus = kDefaultCorpus;
+  std::string corpus = kDefaultCorpusFile;
   std::string size = "256M";
   std::string codec = "lz4";
   std::int64_t runs = 5;
@@ -87,10 +87,8 @@ struct Flags {
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
-  flags.AddString("corpus", &f->corpus, "FILE",
-                  "pages to fill the regions with, repeated as needed "
-                  "(default " +
-                      std::string(kDefaultCorpus) + ")");
+  AddCorpusFileFlag(flags, &f->corpus,
+                    "pages to fill the regions with, repeated as needed");
   flags.AddString("size", &f->size, "SIZE",
                   "region of the readahead section (default 256M; K/M/G "
                   "suffixes)");
@@ -106,9 +104,8 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "pages touched in the fault-in latency section (default "
                "16384; 0 skips it)",
                0, 1 << 22);
-  flags.AddString("json", &f->json, "FILE",
-                  "also write every figure as JSON to FILE");
-  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
+  AddJsonFlag(flags, &f->json);
+  AddPlotFlag(flags, &f->plot);
 }
 
 int CheckFlags(const Flags& f, Config* cfg) {
@@ -602,14 +599,11 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     std::fflush(stdout);
   }
 
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteJson(cfg.json_path, machine, cfg, runs,
-                             latency.has_value() ? &*latency : nullptr);
-        !s.ok()) {
-      PrintError(kCommand, s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  if (int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
+        return WriteJson(p, machine, cfg, runs,
+                         latency.has_value() ? &*latency : nullptr);
+      })) {
+    return rc;
   }
   std::vector<Chart> drawn;
   if (!runs.empty()) drawn.push_back(SeqChart(cfg, runs));

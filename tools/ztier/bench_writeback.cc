@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_nbd_proc.h"
 #include "bench_writeback_report.h"
 #include "corpus/corpus.h"
@@ -32,7 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char kCommand[] = "ztier bench writeback";
-constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kImageName[] = "ztier-bench-writeback.img";
 constexpr const char kFioFileName[] = "ztier-bench-fio.img";
 constexpr const char kSynopsis[] =
@@ -98,7 +98,7 @@ class BenchFiles {
 // ---- flags ----
 
 struct Flags {
-  std::string corpus = kDefaultCorpus;
+  std::string corpus = kDefaultCorpusFile;
   std::string size = "1G";
   std::string dir = "/var/tmp";
   std::int64_t runs = 5;
@@ -110,10 +110,8 @@ struct Flags {
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
-  flags.AddString("corpus", &f->corpus, "FILE",
-                  "pages to fill the store with, repeated as needed (a "
-                  ".pages.zst file or any plain file read as pages; default " +
-                      std::string(kDefaultCorpus) + ")");
+  AddCorpusFileFlag(flags, &f->corpus,
+                    "pages to fill the store with, repeated as needed");
   flags.AddString("size", &f->size, "SIZE",
                   "store and backing file size (default 1G; K/M/G suffixes; "
                   "at least 1M)");
@@ -130,9 +128,8 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "IOs in flight for the batched variant (default 32)", 1, 1024);
   flags.AddBool("compressed", &f->compressed,
                 "compressed writeback: write the compressed objects");
-  flags.AddString("json", &f->json, "FILE",
-                  "also write every figure as JSON to FILE");
-  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
+  AddJsonFlag(flags, &f->json);
+  AddPlotFlag(flags, &f->plot);
 }
 
 // Checks the flag values and fills *cfg from them. Returns 0 when all is
@@ -301,13 +298,10 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
 
   std::printf("\n%s", WritebackResultText(cfg, runs).c_str());
   std::fflush(stdout);
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteWritebackJson(cfg.json_path, machine, cfg, runs);
-        !s.ok()) {
-      PrintError(kCommand, s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  if (int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
+        return WriteWritebackJson(p, machine, cfg, runs);
+      })) {
+    return rc;
   }
   const Chart chart = WritebackChart(cfg, runs);
   return charts.Write({&chart, 1}) ? 0 : 1;

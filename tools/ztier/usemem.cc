@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "corpus/corpus.h"
 #include "flags.h"
 #include "machine_info.h"
@@ -27,7 +28,6 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier usemem";
-constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kSynopsis[] =
     "[--workers N] [--size BYTES] [--budget PERCENT|BYTES] [--corpus FILE] "
     "[--codec NAME] [--compare-batching] [--runs N] [--json FILE] "
@@ -50,7 +50,7 @@ struct Flags {
   std::int64_t workers = 4;
   std::string size = "256M";
   std::string budget = "60%";
-  std::string corpus = kDefaultCorpus;
+  std::string corpus = kDefaultCorpusFile;
   std::string codec = "lz4";
   bool compare = false;
   std::int64_t runs = 1;
@@ -70,10 +70,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
   flags.AddString("budget", &f->budget, "PERCENT|BYTES",
                   "resident memory before the reclaimer runs: a percent of "
                   "the region (\"60%\", the default) or bytes (\"600M\")");
-  flags.AddString("corpus", &f->corpus, "FILE",
-                  "pages the workers copy in, cyclically (a .pages.zst file "
-                  "or any plain file read as pages; default " +
-                      std::string(kDefaultCorpus) + ")");
+  AddCorpusFileFlag(flags, &f->corpus, "pages the workers copy in, cyclically");
   flags.AddString("codec", &f->codec, "NAME", "region codec (default lz4)");
   flags.AddBool("compare-batching", &f->compare,
                 "run one-at-a-time and batched stores alternately and "
@@ -81,8 +78,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
   flags.AddInt("runs", &f->runs, "N",
                "runs per variant (default 3 with --compare-batching, else 1)",
                1, 1000);
-  flags.AddString("json", &f->json, "FILE",
-                  "also write every figure as JSON to FILE");
+  AddJsonFlag(flags, &f->json);
   flags.AddInt("page-cluster", &f->page_cluster, "N",
                "readahead window 2^N pages on fault-in (default 3, as "
                "vm.page-cluster)", 0, 5);
@@ -94,7 +90,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "would bind here, unlike in the zswap store batching series, "
                "and leave pages resident over the budget)",
                1, 100);
-  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
+  AddPlotFlag(flags, &f->plot);
 }
 
 // "60%" or "62.5%" -> a fraction of `region`; else a size with K/M/G.
