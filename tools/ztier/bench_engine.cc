@@ -146,7 +146,8 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   cfg->parallel_workers =
       std::max<std::size_t>(1, cfg->thread_counts.back() - 1);
   auto found = FindCorpora(flags, corpus_files, corpus_dir);
-  if (!found.has_value()) return ReportFailure(kCommand, found.error().message());
+  if (!found.has_value())
+    return ReportFailure(kCommand, found.error().message());
   *paths = std::move(*found);
   return std::nullopt;
 }
@@ -179,8 +180,7 @@ Status MeasureCase(const BenchConfig& cfg, std::shared_ptr<const Codec> codec,
   std::vector<OpSample> samples;
   for (std::size_t run = 0; run <= cfg.runs; ++run) {
     for (const Variant& v : variants) {
-      progress.Update(label + RunLabel(run, cfg.runs) + ": " +
-                      VariantLabel(v));
+      progress.Update(label + RunLabel(run, cfg.runs) + ": " + VariantLabel(v));
       samples.clear();
       ZT_RETURN_IF_ERROR(measurer->Measure(v, &samples));
       if (run > 0) AddSamples(v, samples, result);
@@ -226,8 +226,8 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   for (const std::string& codec_name : cfg.codecs) {
     auto codec = MakeCodec(codec_name);
     if (!codec.has_value()) {
-      return ReportFailure(kCommand, "codec " + codec_name + ": " +
-                                         codec.error().ToString());
+      return ReportFailure(
+          kCommand, "codec " + codec_name + ": " + codec.error().ToString());
     }
     for (const corpus::PageSet& set : corpora) {
       CaseResult result = NewCaseResult(codec_name, set, variants);

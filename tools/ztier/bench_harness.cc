@@ -27,15 +27,14 @@ void AddCorpusFileFlag(FlagSet& flags, std::string* file,
   flags.AddString("corpus", file, "FILE",
                   std::string(purpose) +
                       " (a .pages.zst file or any plain file read as pages; "
-                      "default " + kDefaultCorpusFile + ")");
+                      "default " +
+                      kDefaultCorpusFile + ")");
 }
 
-void AddCorpusDirFlag(FlagSet& flags, std::string* dir,
-                      std::string_view when) {
+void AddCorpusDirFlag(FlagSet& flags, std::string* dir, std::string_view when) {
   flags.AddString("corpus-dir", dir, "DIR",
                   "every *.pages.zst in DIR (default " +
-                      std::string(kDefaultCorpusDir) + std::string(when) +
-                      ")");
+                      std::string(kDefaultCorpusDir) + std::string(when) + ")");
 }
 
 Result<std::vector<std::string>> FindCorpusDir(const std::string& dir,

@@ -146,18 +146,14 @@ void WriteSeries(JsonWriter& j, const char* noun, const SeriesSummary& s) {
   j.BeginArray();
   for (double x : s.slowest_us) j.Double(x, 1);
   j.EndArray();
-  j.Key("p99_" + n + "_us");
-  j.Double(s.p99_us, 1);
-  j.Key("p999_" + n + "_us");
-  j.Double(s.p999_us, 1);
-  j.Key(n + "s_over_10ms");
-  j.Uint(static_cast<std::uint64_t>(over.max));
+  j.DoubleField("p99_" + n + "_us", s.p99_us, 1);
+  j.DoubleField("p999_" + n + "_us", s.p999_us, 1);
+  j.UintField(n + "s_over_10ms", static_cast<std::uint64_t>(over.max));
   j.Key(n + "s_over_10ms_per_run");
   j.BeginArray();
   for (double x : s.over_10ms) j.Uint(static_cast<std::uint64_t>(x));
   j.EndArray();
-  j.Key(n + "s_timed");
-  j.Uint(s.count);
+  j.UintField(n + "s_timed", s.count);
 }
 
 struct Flags {
@@ -221,14 +217,15 @@ Status RunModes(const Flags& f, const corpus::PageSet& pages,
   Progress progress;
   for (std::int64_t r = 0; r < f.runs; ++r) {
     for (std::size_t m = 0; m < n; ++m) {
-      progress.Update("[" + RunLabel(r + 1, f.runs) + "] " + f.modes[m] +
-                      ", " + std::to_string(f.seconds) + " s");
+      progress.Update("[" + RunLabel(r + 1, f.runs) + "] " + f.modes[m] + ", " +
+                      std::to_string(f.seconds) + " s");
       LatencyConfig cfg;
       cfg.shared = f.modes[m] == "shared";
       cfg.cpus = static_cast<std::size_t>(f.cpus);
       cfg.seconds = static_cast<double>(f.seconds);
       cfg.codec = f.codec;
-      ZT_ASSIGN_OR_RETURN(const LatencyRunResult run, RunLatencyOnce(cfg, pages));
+      ZT_ASSIGN_OR_RETURN(const LatencyRunResult run,
+                          RunLatencyOnce(cfg, pages));
       ModeResult& mr = (*results)[m];
       mr.mode = f.modes[m];
       AddRun(run.read_ns, &mr.reads, &pooled_reads[m]);
@@ -302,40 +299,30 @@ Status WriteLatencyJson(const std::string& path, const MachineInfo& machine,
                         const std::vector<ModeResult>& results,
                         std::uint64_t mismatches) {
   JsonWriter j;
-  j.BeginObject();
-  j.Key("machine");
-  WriteMachineJson(machine, j);
+  BeginResultJson(j, "ztier bench latency", machine);
   j.Key("config");
   j.BeginObject();
-  j.Key("cpus");
-  j.Int(f.cpus);
-  j.Key("seconds");
-  j.Int(f.seconds);
-  j.Key("runs");
-  j.Int(f.runs);
-  j.Key("codec");
-  j.String(f.codec);
-  j.Key("corpus");
-  j.String(f.corpus);
-  j.Key("priorities_applied");
-  j.Bool(priorities);
+  j.IntField("cpus", f.cpus);
+  j.IntField("seconds", f.seconds);
+  j.IntField("runs", f.runs);
+  j.StringField("codec", f.codec);
+  j.StringField("corpus", f.corpus);
+  j.BoolField("priorities_applied", priorities);
   j.EndObject();
   j.Key("modes");
   j.BeginArray();
   for (const ModeResult& mr : results) {
     j.BeginObject();
-    j.Key("mode");
-    j.String(mr.mode);
+    j.StringField("mode", mr.mode);
     WriteSeries(j, "read", mr.reads);
     WriteSeries(j, "store", mr.stores);
     WriteFigureJson(j, "worker_ops_per_s", mr.worker_ops_per_s, 0);
-    j.Key("worker_ops_per_cpu_s_median");
-    j.Double(Summarize(mr.worker_ops_per_cpu_s).median, 0);
+    j.DoubleField("worker_ops_per_cpu_s_median",
+                  Summarize(mr.worker_ops_per_cpu_s).median, 0);
     j.EndObject();
   }
   j.EndArray();
-  j.Key("mismatches");
-  j.Uint(mismatches);
+  j.UintField("mismatches", mismatches);
   j.EndObject();
   return WriteJsonFile(path, j);
 }
@@ -346,7 +333,8 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   Flags f;
   if (auto rc = ParseFlags(args, &f)) return *rc;
   auto pages = LoadCorpus(f.corpus);
-  if (!pages.has_value()) return ReportFailure(kCommand, pages.error().message());
+  if (!pages.has_value())
+    return ReportFailure(kCommand, pages.error().message());
 
   const MachineInfo machine = GetMachineInfo();
   std::printf("%s\n", MachineLine(machine).c_str());
@@ -369,8 +357,8 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   }
   const bool priorities = PrintResults(results);
   if (mismatches != 0) {
-    PrintError(kCommand, std::to_string(mismatches) +
-                             " loads returned wrong data");
+    PrintError(kCommand,
+               std::to_string(mismatches) + " loads returned wrong data");
   }
   const int rc = FinishJson(kCommand, f.json, [&](const std::string& path) {
     return WriteLatencyJson(path, machine, f, priorities, results, mismatches);

@@ -261,7 +261,8 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   AddPlotFlag(flags, plot_dir);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
-  if (!size.has_value()) return ReportUsageError(kCommand, size.error().message());
+  if (!size.has_value())
+    return ReportUsageError(kCommand, size.error().message());
   cfg->runs = static_cast<std::size_t>(runs);
   cfg->seconds = seconds;
   cfg->size_bytes = *size;

@@ -180,7 +180,9 @@ Percentiles LatencyPercentiles(std::vector<std::uint32_t> ns) {
   p.n = ns.size();
   if (ns.empty()) return p;
   std::sort(ns.begin(), ns.end());
-  auto at = [&](double q) { return ns[PercentileIndex(ns.size(), q)] / 1000.0; };
+  auto at = [&](double q) {
+    return ns[PercentileIndex(ns.size(), q)] / 1000.0;
+  };
   p.median_us = at(0.5);
   p.p90_us = at(0.9);
   p.p99_us = at(0.99);
@@ -368,18 +370,12 @@ Chart FaultChart(const Config& cfg, const FaultLatencySample& s) {
 
 void WriteSeqSample(JsonWriter& j, const SeqReadSample& x) {
   j.BeginObject();
-  j.Key("page_cluster");
-  j.Uint(x.page_cluster);
-  j.Key("pages");
-  j.Uint(x.pages);
-  j.Key("seconds");
-  j.Double(x.seconds, 6);
-  j.Key("pages_s");
-  j.Double(x.pages_s, 0);
-  j.Key("mb_s");
-  j.Double(x.mb_s, 2);
-  j.Key("mismatches");
-  j.Uint(x.mismatches);
+  j.UintField("page_cluster", x.page_cluster);
+  j.UintField("pages", x.pages);
+  j.DoubleField("seconds", x.seconds, 6);
+  j.DoubleField("pages_s", x.pages_s, 0);
+  j.DoubleField("mb_s", x.mb_s, 2);
+  j.UintField("mismatches", x.mismatches);
   j.Key("stats_after_pageout");
   WriteRegionStatsJson(j, x.after_pageout);
   j.Key("stats_after_read");
@@ -389,16 +385,11 @@ void WriteSeqSample(JsonWriter& j, const SeqReadSample& x) {
 
 void WritePercentiles(JsonWriter& j, const Percentiles& p) {
   j.BeginObject();
-  j.Key("n");
-  j.Uint(p.n);
-  j.Key("median_us");
-  j.Double(p.median_us, 3);
-  j.Key("p90_us");
-  j.Double(p.p90_us, 3);
-  j.Key("p99_us");
-  j.Double(p.p99_us, 3);
-  j.Key("max_us");
-  j.Double(p.max_us, 3);
+  j.UintField("n", p.n);
+  j.DoubleField("median_us", p.median_us, 3);
+  j.DoubleField("p90_us", p.p90_us, 3);
+  j.DoubleField("p99_us", p.p99_us, 3);
+  j.DoubleField("max_us", p.max_us, 3);
   j.EndObject();
 }
 
@@ -412,8 +403,7 @@ void WriteTouchSeries(JsonWriter& j, const TouchSeries& t) {
   all.insert(all.end(), t.hit_ns.begin(), t.hit_ns.end());
   j.Key("all");
   WritePercentiles(j, LatencyPercentiles(all));
-  j.Key("mismatches");
-  j.Uint(t.mismatches);
+  j.UintField("mismatches", t.mismatches);
   j.Key("stats_before");
   WriteRegionStatsJson(j, t.before);
   j.Key("stats_after");
@@ -425,29 +415,18 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
                  const Config& cfg, const std::vector<SeqRun>& runs,
                  const FaultLatencySample* latency) {
   JsonWriter j;
-  j.BeginObject();
-  j.Key("machine");
-  WriteMachineJson(machine, j);
+  BeginResultJson(j, "ztier bench readahead", machine);
   j.Key("config");
   j.BeginObject();
-  j.Key("corpus");
-  j.String(cfg.corpus_path);
-  j.Key("corpus_name");
-  j.String(cfg.corpus_name);
-  j.Key("corpus_pages");
-  j.Uint(cfg.corpus_pages);
-  j.Key("codec");
-  j.String(cfg.codec);
-  j.Key("size_bytes");
-  j.Uint(cfg.size_bytes);
-  j.Key("runs");
-  j.Uint(cfg.runs);
-  j.Key("page_cluster");
-  j.Uint(cfg.page_cluster);
-  j.Key("fault_pages");
-  j.Uint(cfg.fault_pages);
-  j.Key("seed");
-  j.Uint(cfg.seed);
+  j.StringField("corpus", cfg.corpus_path);
+  j.StringField("corpus_name", cfg.corpus_name);
+  j.UintField("corpus_pages", cfg.corpus_pages);
+  j.StringField("codec", cfg.codec);
+  j.UintField("size_bytes", cfg.size_bytes);
+  j.UintField("runs", cfg.runs);
+  j.UintField("page_cluster", cfg.page_cluster);
+  j.UintField("fault_pages", cfg.fault_pages);
+  j.UintField("seed", cfg.seed);
   j.EndObject();
 
   j.Key("readahead");
@@ -459,8 +438,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     j.BeginArray();
     for (const SeqRun& r : runs) {
       j.BeginObject();
-      j.Key("run");
-      j.Uint(r.run);
+      j.UintField("run", r.run);
       j.Key("samples");
       j.BeginArray();
       for (const SeqReadSample& x : r.samples) WriteSeqSample(j, x);
@@ -474,8 +452,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
       const Series s = Collect(runs, pc);
       j.Key("page_cluster_" + std::to_string(pc));
       j.BeginObject();
-      j.Key("runs");
-      j.Uint(s.pages_s.size());
+      j.UintField("runs", s.pages_s.size());
       WriteStatsJson(j, "pages_s", Summarize(s.pages_s), 0);
       WriteStatsJson(j, "mb_s", Summarize(s.mb_s), 2);
       j.EndObject();
@@ -502,12 +479,9 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     j.String(
         "bare UFFDIO_COPY 4K fault measured on the 2-vCPU development "
         "machine");
-    j.Key("p50_us");
-    j.Double(kBareP50Us, 2);
-    j.Key("p99_us");
-    j.Double(kBareP99Us, 2);
-    j.Key("same_vcpu_p50_us");
-    j.Double(kBarePinnedP50Us, 2);
+    j.DoubleField("p50_us", kBareP50Us, 2);
+    j.DoubleField("p99_us", kBareP99Us, 2);
+    j.DoubleField("same_vcpu_p50_us", kBarePinnedP50Us, 2);
     j.EndObject();
     j.EndObject();
   }
@@ -559,9 +533,10 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
       }
       if (s->mismatches > 0) {
         progress.Clear();
-        PrintError(kCommand, "FATAL: " + label + ": " + std::to_string(s->mismatches) +
-                   " of " + std::to_string(s->pages) +
-                   " pages read back wrong");
+        PrintError(kCommand, "FATAL: " + label + ": " +
+                                 std::to_string(s->mismatches) + " of " +
+                                 std::to_string(s->pages) +
+                                 " pages read back wrong");
         return 1;
       }
       r.samples.push_back(std::move(*s));
@@ -587,11 +562,12 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     }
     if (s->stored.mismatches + s->first_touch.mismatches + s->bare.mismatches >
         0) {
-      PrintError(kCommand, 
+      PrintError(
+          kCommand,
           "FATAL: fault-in latency: " + std::to_string(s->stored.mismatches) +
-          " stored, " + std::to_string(s->first_touch.mismatches) +
-          " first-touch and " + std::to_string(s->bare.mismatches) +
-          " bare pages read back wrong");
+              " stored, " + std::to_string(s->first_touch.mismatches) +
+              " first-touch and " + std::to_string(s->bare.mismatches) +
+              " bare pages read back wrong");
       return 1;
     }
     latency = std::move(*s);

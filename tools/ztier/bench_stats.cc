@@ -40,7 +40,8 @@ std::size_t PercentileIndex(std::size_t n, double q) {
   // 100) from rounding up past it.
   const double rank = std::ceil(q * static_cast<double>(n) - 1e-9);
   return std::clamp<std::size_t>(static_cast<std::size_t>(std::max(rank, 1.0)),
-                                 1, n) - 1;
+                                 1, n) -
+         1;
 }
 
 std::string FormatDouble(double v, int decimals) {
@@ -220,6 +221,31 @@ void JsonWriter::Null() {
   out_ += "null";
 }
 
+void JsonWriter::StringField(std::string_view key, std::string_view value) {
+  Key(key);
+  String(value);
+}
+
+void JsonWriter::IntField(std::string_view key, std::int64_t value) {
+  Key(key);
+  Int(value);
+}
+
+void JsonWriter::UintField(std::string_view key, std::uint64_t value) {
+  Key(key);
+  Uint(value);
+}
+
+void JsonWriter::DoubleField(std::string_view key, double value, int decimals) {
+  Key(key);
+  Double(value, decimals);
+}
+
+void JsonWriter::BoolField(std::string_view key, bool value) {
+  Key(key);
+  Bool(value);
+}
+
 std::string JsonWriter::Take() {
   assert(has_element_.empty());
   out_ += '\n';
@@ -233,8 +259,10 @@ void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
     const char* suffix;
     double value;
     int decimals;
-  } keys[] = {{"_median", s.median, decimals}, {"_min", s.min, decimals},
-              {"_max", s.max, decimals},       {"_stddev", s.stddev, decimals},
+  } keys[] = {{"_median", s.median, decimals},
+              {"_min", s.min, decimals},
+              {"_max", s.max, decimals},
+              {"_stddev", s.stddev, decimals},
               {"_cv", s.cv_percent, 2}};
   for (const auto& k : keys) {
     w.Key(n + k.suffix);
@@ -263,12 +291,9 @@ void WriteCorpusJson(JsonWriter& w, std::string_view name,
                      std::string_view path, std::string_view size_key,
                      std::uint64_t size) {
   w.BeginObject();
-  w.Key("name");
-  w.String(name);
-  w.Key("path");
-  w.String(path);
-  w.Key(size_key);
-  w.Uint(size);
+  w.StringField("name", name);
+  w.StringField("path", path);
+  w.UintField(size_key, size);
   w.EndObject();
 }
 

@@ -65,7 +65,8 @@ std::size_t PercentileIndex(std::size_t n, double q);
 // REQUIRES: !v.empty().
 template <typename T>
 T Percentile(std::vector<T>& v, double q) {
-  auto at = v.begin() + static_cast<std::ptrdiff_t>(PercentileIndex(v.size(), q));
+  auto at =
+      v.begin() + static_cast<std::ptrdiff_t>(PercentileIndex(v.size(), q));
   std::nth_element(v.begin(), at, v.end());
   return *at;
 }
@@ -102,7 +103,7 @@ class TextTable {
 //
 //   JsonWriter w;
 //   w.BeginObject();
-//   w.Key("runs"); w.Int(5);
+//   w.IntField("runs", 5);
 //   w.Key("codecs"); w.BeginArray(); w.String("lz4"); w.EndArray();
 //   w.EndObject();
 //   std::string text = w.Take();
@@ -123,6 +124,13 @@ class JsonWriter {
   void Double(double value, int decimals = 3);
   void Bool(bool value);
   void Null();
+
+  // Key(key) and then the value: one member of the open object.
+  void StringField(std::string_view key, std::string_view value);
+  void IntField(std::string_view key, std::int64_t value);
+  void UintField(std::string_view key, std::uint64_t value);
+  void DoubleField(std::string_view key, double value, int decimals = 3);
+  void BoolField(std::string_view key, bool value);
 
   // The document, newline-terminated.
   std::string Take();

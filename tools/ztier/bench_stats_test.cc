@@ -94,12 +94,11 @@ TEST(BenchStatsTest, CompareRunsReadsTheSchema) {
   // a agrees (10.5 lies in 9-11); b does not (20 vs 30-32).
   WriteRun(dir.File("one/x.json"), {10, 9, 11}, {20, 19, 21});
   WriteRun(dir.File("two/x.json"), {10.5, 10, 11}, {31, 30, 32});
-  const auto r = ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS
-                                    "' '" + dir.File("one") + "' '" +
-                                    dir.File("two") + "'");
+  const auto r =
+      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
+                         dir.File("one") + "' '" + dir.File("two") + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("x: 1 of 2 medians agree"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("x: 1 of 2 medians agree"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("measurements / lz4 1 / b: 20 (19-21) vs 31 (30-32)"),
             std::string::npos)
       << r.out;

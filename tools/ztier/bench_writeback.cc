@@ -146,9 +146,10 @@ int CheckFlags(const Flags& f, WritebackBenchConfig* cfg) {
   }
   std::error_code ec;
   if (!fs::is_directory(f.dir, ec)) {
-    PrintError(kCommand, "--dir " + f.dir + AbsoluteNote(f.dir) +
-               ": no such folder. Pass a folder on the file system under "
-               "test with --dir DIR.");
+    PrintError(kCommand,
+               "--dir " + f.dir + AbsoluteNote(f.dir) +
+                   ": no such folder. Pass a folder on the file system under "
+                   "test with --dir DIR.");
     return 1;
   }
   cfg->size_bytes = *size;
@@ -273,9 +274,9 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
               WritebackConfigText(cfg).c_str());
   std::fflush(stdout);
   if (cfg.fio_path.empty()) {
-    PrintError(kCommand, 
-        "fio not found on PATH: the fio sequential write is not "
-        "measured");
+    PrintError(kCommand,
+               "fio not found on PATH: the fio sequential write is not "
+               "measured");
   }
 
   ChartWriter charts(kCommand, f.plot);
@@ -286,10 +287,10 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     Status s = MeasureRun(cfg, *corpus, run, files.scratch(), &progress, &fig);
     if (!s.ok()) {
       progress.Clear();
-      PrintError(kCommand, 
-          "FATAL: " +
-          (run == 0 ? std::string("warm-up") : "run " + std::to_string(run)) +
-          ": " + s.ToString());
+      PrintError(kCommand, "FATAL: " +
+                               (run == 0 ? std::string("warm-up")
+                                         : "run " + std::to_string(run)) +
+                               ": " + s.ToString());
       return 1;
     }
     if (run > 0) runs.push_back(std::move(fig));

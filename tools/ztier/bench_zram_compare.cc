@@ -361,13 +361,13 @@ Status IoRun(const Bench& b, std::size_t run) {
 // (each kept in `known`'s order): kInvalidArgument "unknown WHAT 'NAME'".
 template <typename T, typename Name>
 Result<std::vector<T>> Select(std::span<const T> known,
-                              const std::vector<std::string>& flags,
-                              Name name, std::string_view what) {
+                              const std::vector<std::string>& flags, Name name,
+                              std::string_view what) {
   for (const std::string& f : flags) {
     if (std::none_of(known.begin(), known.end(),
                      [&](const T& k) { return name(k) == f; })) {
-      return Err(Status::InvalidArgument("unknown " + std::string(what) +
-                                         " '" + f + "' (see --help)"));
+      return Err(Status::InvalidArgument("unknown " + std::string(what) + " '" +
+                                         f + "' (see --help)"));
     }
   }
   std::vector<T> out;
@@ -419,9 +419,9 @@ Status ParseCases(const std::vector<std::string>& job_flags,
   }
   ZT_ASSIGN_OR_RETURN(
       cfg->paths,
-      Select<IoPath>(kIoPaths, path_flags,
-                     [](IoPath p) { return std::string(IoPathName(p)); },
-                     "path"));
+      Select<IoPath>(
+          kIoPaths, path_flags,
+          [](IoPath p) { return std::string(IoPathName(p)); }, "path"));
   ZT_ASSIGN_OR_RETURN(const std::uint64_t size,
                       ParseSizeFlag(size_text, 1u << 20, "1M"));
   const std::uint64_t unit = kBlock * thread_counts.back();
@@ -489,8 +489,8 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
 void FindTools(const std::string& dir, ZramCompareConfig* cfg) {
   cfg->ztier.path = nbdbench::SelfExecutable();
   cfg->ztier.version = nbdbench::ToolVersion(cfg->ztier.path, dir);
-  for (auto [name, tool] : {std::pair{"fio", &cfg->fio},
-                            std::pair{"nbdcopy", &cfg->nbdcopy}}) {
+  for (auto [name, tool] :
+       {std::pair{"fio", &cfg->fio}, std::pair{"nbdcopy", &cfg->nbdcopy}}) {
     tool->path = nbdbench::FindExecutable(name);
     if (tool->path.empty()) {
       cfg->notes.push_back(std::string(name) +
@@ -594,7 +594,8 @@ void PrintTables(const ZramCompareConfig& cfg,
           "(b) library path, corpus data, synchronous calls on both sides");
     table(IoPath::kKernelFio, IoPath::kZtierNbd,
           "(b) NBD path, fio on both sides");
-    if (cfg.Measures(IoPath::kKernelUring) && cfg.Measures(IoPath::kKernelFio)) {
+    if (cfg.Measures(IoPath::kKernelUring) &&
+        cfg.Measures(IoPath::kKernelFio)) {
       std::printf("\n%s", DriverCheckTable(cfg, results).c_str());
     }
   }
@@ -608,7 +609,8 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
   ZramCompareConfig cfg;
   if (auto rc = ParseFlags(args, machine.cores, &cfg)) return *rc;
   auto temp = TempDir::Create("ztier-bench-zram-compare");
-  if (!temp.has_value()) return ReportFailure(kCommand, temp.error().ToString());
+  if (!temp.has_value())
+    return ReportFailure(kCommand, temp.error().ToString());
   const TempDir& dir = *temp;
   FindTools(dir.path(), &cfg);
   Corpora corpora;

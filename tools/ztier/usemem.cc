@@ -212,7 +212,8 @@ int RunUsemem(std::span<const std::string_view> args) {
       auto result = RunUsememOnce(rc, *corpus);
       if (!result.has_value()) {
         progress.Clear();
-        PrintError(kCommand, "FATAL: " + label + ": " + result.error().ToString());
+        PrintError(kCommand,
+                   "FATAL: " + label + ": " + result.error().ToString());
         return 1;
       }
       UsememRun r{.run = run + 1, .order = k, .result = std::move(*result)};
@@ -220,9 +221,9 @@ int RunUsemem(std::span<const std::string_view> args) {
         progress.Clear();
         std::fprintf(stderr, "%s", UsememMismatchText(r).c_str());
         PrintError(kCommand, "FATAL: " + label + ": " +
-                   std::to_string(r.result.mismatches) + " of " +
-                   std::to_string(r.result.pages_verified) +
-                   " pages read back wrong");
+                                 std::to_string(r.result.mismatches) + " of " +
+                                 std::to_string(r.result.pages_verified) +
+                                 " pages read back wrong");
         return 1;
       }
       runs.push_back(std::move(r));
