@@ -518,9 +518,8 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     std::vector<unsigned> order = {0, cfg.page_cluster};
     if (run % 2 == 1) std::reverse(order.begin(), order.end());
     for (unsigned pc : order) {
-      const std::string label = "[run " + std::to_string(run + 1) + "/" +
-                                std::to_string(cfg.runs) + "] page_cluster " +
-                                std::to_string(pc);
+      const std::string label = "[" + RunLabel(run + 1, cfg.runs) +
+                                "] page_cluster " + std::to_string(pc);
       progress.Update(label);
       auto s = RunSequentialRead({.size_bytes = cfg.size_bytes,
                                   .codec = cfg.codec,

@@ -225,9 +225,7 @@ Status MeasureRun(const WritebackBenchConfig& cfg,
   const bool warm_up = run == 0;
   out->run = run;
   out->order = RunOrder(warm_up ? 0 : run - 1, !cfg.fio_path.empty());
-  const std::string label = warm_up ? "[warm-up] "
-                                    : "[run " + std::to_string(run) + "/" +
-                                          std::to_string(cfg.runs) + "] ";
+  const std::string label = "[" + RunLabel(run, cfg.runs) + "] ";
   for (WbVariant v : out->order) {
     ZT_RETURN_IF_ERROR(
         MeasureVariant(cfg, corpus, v, scratch, label, progress, out));
@@ -287,11 +285,8 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     Status s = MeasureRun(cfg, *corpus, run, files.scratch(), &progress, &fig);
     if (!s.ok()) {
       progress.Clear();
-      PrintError(kCommand, "FATAL: " +
-                               (run == 0 ? std::string("warm-up")
-                                         : "run " + std::to_string(run)) +
-                               ": " + s.ToString());
-      return 1;
+      return ReportFailure(
+          kCommand, "FATAL: " + RunLabel(run, cfg.runs) + ": " + s.ToString());
     }
     if (run > 0) runs.push_back(std::move(fig));
   }

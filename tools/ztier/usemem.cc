@@ -203,8 +203,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   for (std::size_t run = 0; run < cfg.runs; ++run) {
     const std::vector<bool> order = UsememRunOrder(run, cfg.compare);
     for (std::size_t k = 0; k < order.size(); ++k) {
-      const std::string label = "[run " + std::to_string(run + 1) + "/" +
-                                std::to_string(cfg.runs) + "] " +
+      const std::string label = "[" + RunLabel(run + 1, cfg.runs) + "] " +
                                 UsememVariantName(order[k]);
       progress.Update(label);
       UsememRunConfig rc = cfg.run;
