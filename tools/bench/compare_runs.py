@@ -5,10 +5,10 @@ results with the other's spread.
   tools/bench/compare_runs.py [--all] FIRST_RESULTS_DIR SECOND_RESULTS_DIR
 
 Each directory holds the NAME.json files of one `make bench` (its
-BENCH_RESULTS). In every experiment present in both, each figure reported as
-a median with a min and a max (keys X_median, X_min, X_max, or an object
-with median, min and max) is found in both runs by its place in the
-document; list items are matched by their identifying fields (the string,
+BENCH_RESULTS). In every experiment present in both, each figure (the keys
+X_median, X_min and X_max of an object: the one shape in which every
+experiment writes a figure, tools/ztier/bench_stats.h) is found in both runs
+by its place in the document; list items are matched by their identifying fields (the string,
 integer and boolean values beside the figures: codec, corpus, job, threads,
 ...). A figure agrees when either run's median lies within the other's
 [min, max]: the second run's median is inside the first's spread, or the
@@ -27,7 +27,9 @@ Exit status: 0 (a report, agreeing or not); 2 bad usage or unreadable input.
 """
 
 import json
+import math
 import os
+import statistics
 import sys
 
 
@@ -57,8 +59,6 @@ def identity(item):
 def triplets(node, path, out):
     """Collects path -> (median, min, max) for every figure under node."""
     if isinstance(node, dict):
-        if all(isinstance(node.get(k), (int, float)) for k in ("median", "min", "max")):
-            out[path] = (node["median"], node["min"], node["max"])
         for k, v in node.items():
             if k.endswith("_median"):
                 base = k[: -len("_median")]
@@ -110,7 +110,7 @@ def condition_lines(docs, common, bad):
         return lines
     same = set()
     for k in cases:
-        r = [conds[i][k].get("cross_cpu_rtt_ns", {}).get("median") for i in (0, 1)]
+        r = [conds[i][k].get("cross_cpu_rtt_ns_median") for i in (0, 1)]
         if all(isinstance(x, (int, float)) and x > 0 for x in r):
             if max(r) / min(r) < 2:
                 same.add(k)
@@ -140,6 +140,14 @@ def label(path):
         else:
             parts.append(str(p))
     return " / ".join(x for x in parts if x)
+
+
+def percentile(ascending, q):
+    """The q-quantile by nearest rank, the rule of tools/ztier/bench_stats.h
+    (PercentileIndex): the smallest value with at least q of them at or
+    below it."""
+    rank = math.ceil(q * len(ascending) - 1e-9)
+    return ascending[min(max(rank, 1), len(ascending)) - 1]
 
 
 def fmt(t):
@@ -192,8 +200,8 @@ def main(argv):
             if a[p][0])
         spread = ""
         if apart:
-            spread = (f"; medians apart: median {apart[len(apart) // 2]:.1f}%,"
-                      f" 90th percentile {apart[int(len(apart) * 0.9)]:.1f}%,"
+            spread = (f"; medians apart: median {statistics.median(apart):.1f}%,"
+                      f" 90th percentile {percentile(apart, 0.9):.1f}%,"
                       f" max {apart[-1]:.1f}%")
         print(f"{name[:-5]}: {agree} of {len(common)} medians agree{spread}")
         for line in condition_lines(docs, common, {p for _, p in bad}):

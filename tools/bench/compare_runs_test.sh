@@ -1,6 +1,7 @@
 #!/bin/sh
 # Test of compare_runs.py (run by CTest): two made-up runs, with figures that
-# agree, one that does not, conditions it must leave out of the comparison,
+# agree, one that does not, conditions and a figure not in the one schema
+# (an object with median, min and max) it must leave out of the comparison,
 # and the per-placement count; then bad usage.
 #   compare_runs_test.sh PATH/TO/compare_runs.py
 set -eu
@@ -17,10 +18,13 @@ run() {
   {"codec": "lz4", "corpus": "a", "op": "store", "threads": 1,
    "mb_s_median": $4, "mb_s_min": $(($4 - 5)), "mb_s_max": $(($4 + 5))},
   {"codec": "lz4", "corpus": "b", "op": "store", "threads": 1,
-   "mb_s_median": 200, "mb_s_min": 190, "mb_s_max": 210}],
+   "mb_s_median": 200, "mb_s_min": 190, "mb_s_max": 210,
+   "old_shape": {"median": 1, "min": 0, "max": 2}}],
  "conditions": [
-  {"codec": "lz4", "corpus": "a", "cross_cpu_rtt_ns": {"median": $2, "min": 1, "max": 900}},
-  {"codec": "lz4", "corpus": "b", "cross_cpu_rtt_ns": {"median": $3, "min": 1, "max": 900}}]}
+  {"codec": "lz4", "corpus": "a", "cross_cpu_rtt_ns_median": $2,
+   "cross_cpu_rtt_ns_min": 1, "cross_cpu_rtt_ns_max": 900},
+  {"codec": "lz4", "corpus": "b", "cross_cpu_rtt_ns_median": $3,
+   "cross_cpu_rtt_ns_min": 1, "cross_cpu_rtt_ns_max": 900}]}
 J
 }
 run "$dir/one" 55 60 100

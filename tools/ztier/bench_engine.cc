@@ -9,13 +9,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_engine_charts.h"
 #include "bench_engine_report.h"
+#include "bench_harness.h"
 #include "corpus/corpus.h"
 #include "engine_measure.h"
 #include "flags.h"
@@ -31,39 +33,22 @@ namespace {
 
 constexpr const char kCommand[] = "ztier bench engine";
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
-// Fills *paths with the corpus files to use: the --corpus files, plus those
-// of the corpus folder when no --corpus was given or --corpus-dir was. False
-// (with the message printed) when the folder is missing or empty.
-bool FindCorpora(const FlagSet& flags, const std::vector<std::string>& files,
-                 const std::string& dir, std::vector<std::string>* paths) {
-  *paths = files;
-  if (!files.empty() && !flags.WasSet("corpus-dir")) return true;
-  std::error_code ec;
-  const std::filesystem::path abs = std::filesystem::absolute(dir, ec);
-  const std::string shown =
-      "'" + dir + "'" +
-      (ec ? "" : " (" + abs.lexically_normal().string() + ")");
-  const char* hint =
-      "Pass corpus files with --corpus FILE (a .pages.zst file, or any plain "
-      "file read as 4096-byte pages; repeatable), or a folder of *.pages.zst "
-      "files with --corpus-dir DIR.";
-  if (!std::filesystem::is_directory(dir, ec)) {
-    PrintError("no corpus: the corpus folder " + shown +
-               " is missing (or not a folder).\n" + hint);
-    return false;
-  }
-  auto found = corpus::FindCorpusFiles(dir);
-  if (!found.has_value() || found->empty()) {
-    PrintError("no corpus: the corpus folder " + shown +
-               " holds no *.pages.zst files.\n" + hint);
-    return false;
-  }
-  paths->insert(paths->end(), found->begin(), found->end());
-  return true;
+// The corpus files to use: the --corpus files, plus those of the corpus
+// folder when no --corpus was given or --corpus-dir was.
+Result<std::vector<std::string>> FindCorpora(
+    const FlagSet& flags, const std::vector<std::string>& files,
+    const std::string& dir) {
+  std::vector<std::string> paths = files;
+  if (!files.empty() && !flags.WasSet("corpus-dir")) return paths;
+  ZT_ASSIGN_OR_RETURN(
+      const std::vector<std::string> found,
+      FindCorpusDir(dir,
+                    "Pass corpus files with --corpus FILE (a .pages.zst "
+                    "file, or any plain file read as 4096-byte pages; "
+                    "repeatable), or a folder of *.pages.zst files with "
+                    "--corpus-dir DIR."));
+  paths.insert(paths.end(), found.begin(), found.end());
+  return paths;
 }
 
 // The default thread counts: 1, 2, 4, ... up to `cores`, and `cores`.
@@ -108,23 +93,21 @@ constexpr const char kAbout[] =
     "codec and store throughput (MB/s of uncompressed pages) and "
     "memory use, per codec and corpus.";
 
-}  // namespace
-
-int RunBenchEngine(std::span<const std::string_view> args) {
-  const MachineInfo machine = GetMachineInfo();
-  BenchConfig cfg;
+// The command line into *cfg and *paths (the corpus files); the exit status
+// when it is bad (2), names no corpus (1), or asked for --help (0).
+std::optional<int> ParseFlags(std::span<const std::string_view> args,
+                              unsigned cores, BenchConfig* cfg,
+                              std::string* plot_dir,
+                              std::vector<std::string>* paths) {
   std::vector<std::string> corpus_files;
   std::string corpus_dir = kDefaultCorpusDir;
   std::vector<std::string> codec_flags;
   std::int64_t runs = 5;
   std::vector<std::string> thread_flags;
-  std::string plot_dir;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddList("corpus", &corpus_files, "FILE",
                 "corpus file (.pages.zst or plain pages); repeatable");
-  flags.AddString("corpus-dir", &corpus_dir, "DIR",
-                  "use every *.pages.zst in DIR (default " + std::string(kDefaultCorpusDir) + "; "
-                  "used when no --corpus is given)");
+  AddCorpusDirFlag(flags, &corpus_dir, "; used when no --corpus is given");
   flags.AddList("codec", &codec_flags, "NAME",
                 "codec to measure; repeatable, or a comma list (default: "
                 "every registered codec)");
@@ -136,46 +119,98 @@ int RunBenchEngine(std::span<const std::string_view> args) {
                 "thread counts for the batch-1 (and batch-8 serial) "
                 "variants, a comma list; 1 is always measured (default: 1, "
                 "2, 4, ... up to the online cores, and the online cores)");
-  flags.AddString("json", &cfg.json_path, "FILE",
-                  "also write every figure as JSON to FILE");
-  flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
+  AddJsonFlag(flags, &cfg->json_path);
+  AddPlotFlag(flags, plot_dir);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (thread_flags.empty()) {
-    cfg.thread_counts = DefaultThreadCounts(machine.cores);
+    cfg->thread_counts = DefaultThreadCounts(cores);
   } else {
     auto counts = ParseThreadCounts(thread_flags);
     if (!counts.has_value()) {
-      PrintError(counts.error().message());
-      return 2;
+      return ReportUsageError(kCommand, counts.error().message());
     }
-    cfg.thread_counts = std::move(*counts);
+    cfg->thread_counts = std::move(*counts);
   }
-
   // Codecs: as given (deduplicated, in order), else every registered one.
   if (codec_flags.empty()) {
     const std::vector<std::string_view> known = CodecNames();
     codec_flags.assign(known.begin(), known.end());
   }
-  if (Status s = AddCodecs(codec_flags, &cfg.codecs); !s.ok()) {
-    PrintError(s.message());
-    return 2;
+  if (Status s = AddCodecs(codec_flags, &cfg->codecs); !s.ok()) {
+    return ReportUsageError(kCommand, s.message());
   }
-  cfg.runs = static_cast<std::size_t>(runs);
+  cfg->runs = static_cast<std::size_t>(runs);
   // "threads - 1" helpers plus the caller (by default the cores, as the
   // store's parallel backend defaults to); at least one so that "parallel"
   // differs from "serial".
-  const std::size_t most_threads = cfg.thread_counts.back();
-  cfg.parallel_workers = std::max<std::size_t>(1, most_threads - 1);
+  cfg->parallel_workers =
+      std::max<std::size_t>(1, cfg->thread_counts.back() - 1);
+  auto found = FindCorpora(flags, corpus_files, corpus_dir);
+  if (!found.has_value())
+    return ReportFailure(kCommand, found.error().message());
+  *paths = std::move(*found);
+  return std::nullopt;
+}
 
+// "store+load threads=1 batch=8 serial": what the progress line shows of
+// variant `v`.
+std::string VariantLabel(const Variant& v) {
+  return std::string(BenchPathName(v.path)) + " " +
+         (v.path == BenchPath::kStore ? std::string("store+load")
+                                      : std::string(BenchOpName(v.op))) +
+         " threads=" + std::to_string(v.threads) +
+         " batch=" + std::to_string(v.batch) + " " +
+         std::string(BatchBackendName(v.backend));
+}
+
+// One codec on one corpus: a warm-up run and cfg.runs measured runs of
+// every variant, in turn, then the sizes.
+Status MeasureCase(const BenchConfig& cfg, std::shared_ptr<const Codec> codec,
+                   const corpus::PageSet& set,
+                   const std::vector<Variant>& variants, WorkerPool& pool,
+                   Progress& progress, CaseResult* result) {
+  const std::string label = "[" + result->codec + " " + set.name() + "] ";
+  progress.Update(label + "preparing");
+  ZT_ASSIGN_OR_RETURN(
+      auto measurer,
+      EngineMeasurer::Create(std::move(codec), set,
+                             {.all_threads = cfg.thread_counts.back(),
+                              .pool = &pool,
+                              .parallel_workers = cfg.parallel_workers}));
+  std::vector<OpSample> samples;
+  for (std::size_t run = 0; run <= cfg.runs; ++run) {
+    for (const Variant& v : variants) {
+      progress.Update(label + RunLabel(run, cfg.runs) + ": " + VariantLabel(v));
+      samples.clear();
+      ZT_RETURN_IF_ERROR(measurer->Measure(v, &samples));
+      if (run > 0) AddSamples(v, samples, result);
+    }
+    if (run > 0) {
+      result->cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
+      for (double us : FreshMemoryPopulateUs(kPopulateProbeBytes)) {
+        result->populate_2mib_us.push_back(us);
+      }
+    }
+  }
+  progress.Update(label + "sizes");
+  ZT_ASSIGN_OR_RETURN(result->sizes, measurer->MeasureSizes());
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunBenchEngine(std::span<const std::string_view> args) {
+  const MachineInfo machine = GetMachineInfo();
+  BenchConfig cfg;
+  std::string plot_dir;
   std::vector<std::string> paths;
-  if (!FindCorpora(flags, corpus_files, corpus_dir, &paths)) return 1;
+  if (auto rc = ParseFlags(args, machine.cores, &cfg, &plot_dir, &paths)) {
+    return *rc;
+  }
   std::vector<corpus::PageSet> corpora;
   for (const std::string& path : paths) {
-    auto set = corpus::LoadPageSet(path);
-    if (!set.has_value()) {
-      PrintError("cannot load corpus " + path + ": " + set.error().ToString());
-      return 1;
-    }
+    auto set = LoadCorpus(path);
+    if (!set.has_value()) return ReportFailure(kCommand, set.error().message());
     cfg.corpora.push_back({set->name(), path, set->size()});
     corpora.push_back(std::move(*set));
   }
@@ -184,7 +219,6 @@ int RunBenchEngine(std::span<const std::string_view> args) {
               ConfigText(cfg).c_str());
   std::fflush(stdout);
   ChartWriter charts(kCommand, plot_dir);
-
   WorkerPool pool(cfg.parallel_workers);
   const std::vector<Variant> variants = StandardVariants(cfg.thread_counts);
   std::vector<CaseResult> results;
@@ -192,59 +226,18 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   for (const std::string& codec_name : cfg.codecs) {
     auto codec = MakeCodec(codec_name);
     if (!codec.has_value()) {
-      progress.Clear();
-      PrintError("codec " + codec_name + ": " + codec.error().ToString());
-      return 1;
+      return ReportFailure(
+          kCommand, "codec " + codec_name + ": " + codec.error().ToString());
     }
     for (const corpus::PageSet& set : corpora) {
       CaseResult result = NewCaseResult(codec_name, set, variants);
-      progress.Update("[" + codec_name + " " + set.name() + "] preparing");
-      auto measurer =
-          EngineMeasurer::Create(*codec, set,
-                                 {.all_threads = most_threads,
-                                  .pool = &pool,
-                                  .parallel_workers = cfg.parallel_workers});
-      Status status = measurer.has_value() ? Status::Ok() : measurer.error();
-      std::vector<OpSample> samples;
-      for (std::size_t run = 0; status.ok() && run <= cfg.runs; ++run) {
-        for (const Variant& v : variants) {
-          progress.Update("[" + codec_name + " " + set.name() + "] " +
-                          (run == 0 ? std::string("warm-up")
-                                    : "run " + std::to_string(run) + "/" +
-                                          std::to_string(cfg.runs)) +
-                          ": " + std::string(BenchPathName(v.path)) + " " +
-                          (v.path == BenchPath::kStore
-                               ? std::string("store+load")
-                               : std::string(BenchOpName(v.op))) +
-                          " threads=" + std::to_string(v.threads) +
-                          " batch=" + std::to_string(v.batch) + " " +
-                          std::string(BatchBackendName(v.backend)));
-          samples.clear();
-          status = (*measurer)->Measure(v, &samples);
-          if (!status.ok()) break;
-          if (run > 0) AddSamples(v, samples, &result);
-        }
-        if (status.ok() && run > 0) {
-          result.cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
-          for (double us : FreshMemoryPopulateUs(kPopulateProbeBytes)) {
-            result.populate_2mib_us.push_back(us);
-          }
-        }
-      }
-      if (status.ok()) {
-        progress.Update("[" + codec_name + " " + set.name() + "] sizes");
-        auto sizes = (*measurer)->MeasureSizes();
-        if (sizes.has_value()) {
-          result.sizes = *sizes;
-        } else {
-          status = sizes.error();
-        }
-      }
+      const Status s =
+          MeasureCase(cfg, *codec, set, variants, pool, progress, &result);
       progress.Clear();
-      if (!status.ok()) {
-        PrintError("FATAL: codec " + codec_name + ", corpus " + set.name() +
-                   ": " + status.ToString());
-        return 1;
+      if (!s.ok()) {
+        return ReportFailure(kCommand, "FATAL: codec " + codec_name +
+                                           ", corpus " + set.name() + ": " +
+                                           s.ToString());
       }
       std::printf("\n%s", CaseTable(result).c_str());
       if (const std::string scaling = ScalingTable(result); !scaling.empty()) {
@@ -258,14 +251,10 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   std::printf("\n%s\n%s", SizeTable(results).c_str(),
               DerivedTable(results).c_str());
   std::fflush(stdout);
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteJson(cfg.json_path, machine, cfg, results); !s.ok()) {
-      PrintError(s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
-  }
-  return charts.Write(EngineCharts(cfg, results)) ? 0 : 1;
+  const int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
+    return WriteJson(p, machine, cfg, results);
+  });
+  return rc != 0 ? rc : charts.Write(EngineCharts(cfg, results)) ? 0 : 1;
 }
 
 }  // namespace ztier::tool

@@ -295,28 +295,21 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
                  const BenchConfig& cfg,
                  const std::vector<CaseResult>& results) {
   JsonWriter w;
-  w.BeginObject();
-  w.Key("machine");
-  WriteMachineJson(machine, w);
+  BeginResultJson(w, "ztier bench engine", machine);
 
   w.Key("config");
   w.BeginObject();
-  w.Key("runs");
-  w.Uint(cfg.runs);
-  w.Key("warmup_runs");
-  w.Uint(1);
-  w.Key("threads");
-  w.Uint(cfg.thread_counts.empty() ? 1 : cfg.thread_counts.back());
+  w.UintField("runs", cfg.runs);
+  w.UintField("warmup_runs", 1);
+  w.UintField("threads",
+              cfg.thread_counts.empty() ? 1 : cfg.thread_counts.back());
   w.Key("thread_counts");
   w.BeginArray();
   for (std::size_t n : cfg.thread_counts) w.Uint(n);
   w.EndArray();
-  w.Key("parallel_workers");
-  w.Uint(cfg.parallel_workers);
-  w.Key("batch");
-  w.Uint(kMaxBatchSize);
-  w.Key("unit");
-  w.String("MB/s = 1e6 bytes of uncompressed pages per second");
+  w.UintField("parallel_workers", cfg.parallel_workers);
+  w.UintField("batch", kMaxBatchSize);
+  w.StringField("unit", "MB/s = 1e6 bytes of uncompressed pages per second");
   w.Key("codecs");
   w.BeginArray();
   for (const std::string& c : cfg.codecs) w.String(c);
@@ -325,12 +318,9 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   w.BeginArray();
   for (const BenchConfig::Corpus& c : cfg.corpora) {
     w.BeginObject();
-    w.Key("name");
-    w.String(c.name);
-    w.Key("path");
-    w.String(c.path);
-    w.Key("pages");
-    w.Uint(c.pages);
+    w.StringField("name", c.name);
+    w.StringField("path", c.path);
+    w.UintField("pages", c.pages);
     w.EndObject();
   }
   w.EndArray();
@@ -342,34 +332,20 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     for (const Series& s : r.series) {
       const SampleStats st = Summarize(s.samples);
       w.BeginObject();
-      w.Key("codec");
-      w.String(r.codec);
-      w.Key("corpus");
-      w.String(r.corpus);
-      w.Key("path");
-      w.String(BenchPathName(s.variant.path));
-      w.Key("op");
-      w.String(BenchOpName(s.variant.op));
-      w.Key("threads");
-      w.Uint(s.variant.threads);
-      w.Key("batch");
-      w.Uint(s.variant.batch);
-      w.Key("backend");
-      w.String(BatchBackendName(s.variant.backend));
-      w.Key("mb_s_median");
-      w.Double(st.median);
-      w.Key("mb_s_min");
-      w.Double(st.min);
-      w.Key("mb_s_max");
-      w.Double(st.max);
-      w.Key("mb_s_mean");
-      w.Double(st.mean);
-      w.Key("mb_s_stddev");
-      w.Double(st.stddev);
-      w.Key("mb_s_cv");
-      w.Double(st.cv_percent);
-      w.Key("runs");
-      w.Uint(st.n);
+      w.StringField("codec", r.codec);
+      w.StringField("corpus", r.corpus);
+      w.StringField("path", BenchPathName(s.variant.path));
+      w.StringField("op", BenchOpName(s.variant.op));
+      w.UintField("threads", s.variant.threads);
+      w.UintField("batch", s.variant.batch);
+      w.StringField("backend", BatchBackendName(s.variant.backend));
+      w.DoubleField("mb_s_median", st.median);
+      w.DoubleField("mb_s_min", st.min);
+      w.DoubleField("mb_s_max", st.max);
+      w.DoubleField("mb_s_mean", st.mean);
+      w.DoubleField("mb_s_stddev", st.stddev);
+      w.DoubleField("mb_s_cv", st.cv_percent);
+      w.UintField("runs", st.n);
       w.Key("samples");
       w.BeginArray();
       for (double v : s.samples) w.Double(v);
@@ -384,40 +360,26 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   for (const CaseResult& r : results) {
     const SizeFigures& f = r.sizes;
     w.BeginObject();
-    w.Key("codec");
-    w.String(r.codec);
-    w.Key("corpus");
-    w.String(r.corpus);
-    w.Key("pages");
-    w.Uint(r.pages);
-    w.Key("orig_bytes");
-    w.Uint(f.orig_bytes);
-    w.Key("ratio");
-    w.Double(f.ratio, 4);
-    w.Key("compressed_bytes");
-    w.Uint(f.compressed_bytes);
-    w.Key("mem_used_total");
-    w.Uint(f.mem_used_total);
-    w.Key("mem_used_total_over_compressed");
-    w.Double(f.mem_used_total_over_compressed, 4);
-    w.Key("metadata_bytes_per_page");
-    w.Double(f.metadata_bytes_per_page, 2);
-    w.Key("same_pages");
-    w.Uint(f.same_pages);
-    w.Key("huge_pages");
-    w.Uint(f.huge_pages);
-    w.Key("discarded_pages");
-    w.Uint(f.discarded_pages);
-    w.Key("compressed_bytes_after_discard");
-    w.Uint(f.compressed_bytes_after_discard);
-    w.Key("mem_used_total_after_discard");
-    w.Uint(f.mem_used_total_after_discard);
-    w.Key("mem_used_total_after_compact");
-    w.Uint(f.mem_used_total_after_compact);
-    w.Key("mem_used_total_after_compact_over_compressed");
-    w.Double(f.mem_used_total_after_compact_over_compressed, 4);
-    w.Key("pages_compacted");
-    w.Uint(f.pages_compacted);
+    w.StringField("codec", r.codec);
+    w.StringField("corpus", r.corpus);
+    w.UintField("pages", r.pages);
+    w.UintField("orig_bytes", f.orig_bytes);
+    w.DoubleField("ratio", f.ratio, 4);
+    w.UintField("compressed_bytes", f.compressed_bytes);
+    w.UintField("mem_used_total", f.mem_used_total);
+    w.DoubleField("mem_used_total_over_compressed",
+                  f.mem_used_total_over_compressed, 4);
+    w.DoubleField("metadata_bytes_per_page", f.metadata_bytes_per_page, 2);
+    w.UintField("same_pages", f.same_pages);
+    w.UintField("huge_pages", f.huge_pages);
+    w.UintField("discarded_pages", f.discarded_pages);
+    w.UintField("compressed_bytes_after_discard",
+                f.compressed_bytes_after_discard);
+    w.UintField("mem_used_total_after_discard", f.mem_used_total_after_discard);
+    w.UintField("mem_used_total_after_compact", f.mem_used_total_after_compact);
+    w.DoubleField("mem_used_total_after_compact_over_compressed",
+                  f.mem_used_total_after_compact_over_compressed, 4);
+    w.UintField("pages_compacted", f.pages_compacted);
     w.EndObject();
   }
   w.EndArray();
@@ -428,15 +390,11 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   w.BeginArray();
   for (const CaseResult& r : results) {
     w.BeginObject();
-    w.Key("codec");
-    w.String(r.codec);
-    w.Key("corpus");
-    w.String(r.corpus);
-    w.Key("cross_cpu_rtt_ns");
-    WriteMedianMinMaxJson(w, Summarize(r.cross_cpu_rtt_ns), 1);
+    w.StringField("codec", r.codec);
+    w.StringField("corpus", r.corpus);
+    WriteFigureJson(w, "cross_cpu_rtt_ns", r.cross_cpu_rtt_ns, 1);
     WriteSamplesJson(w, "cross_cpu_rtt_ns_samples", r.cross_cpu_rtt_ns, 1);
-    w.Key("populate_2mib_us");
-    WriteMedianMinMaxJson(w, Summarize(r.populate_2mib_us), 1);
+    WriteFigureJson(w, "populate_2mib_us", r.populate_2mib_us, 1);
     WriteSamplesJson(w, "populate_2mib_us_samples", r.populate_2mib_us, 1);
     w.EndObject();
   }
@@ -447,14 +405,10 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   for (const CaseResult& r : results) {
     for (const Derived& d : DeriveRatios(r)) {
       w.BeginObject();
-      w.Key("codec");
-      w.String(r.codec);
-      w.Key("corpus");
-      w.String(r.corpus);
-      w.Key("name");
-      w.String(d.name);
-      w.Key("value");
-      w.Double(d.value, 4);
+      w.StringField("codec", r.codec);
+      w.StringField("corpus", r.corpus);
+      w.StringField("name", d.name);
+      w.DoubleField("value", d.value, 4);
       w.Key("target");
       if (d.target) {
         w.Double(*d.target, 2);
@@ -473,15 +427,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
   w.EndArray();
   w.EndObject();
 
-  const std::string text = w.Take();
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return PosixError("open " + path, errno);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    return PosixError("write " + path, wrote ? errno : write_errno);
-  }
-  return Status::Ok();
+  return WriteJsonFile(path, w);
 }
 
 }  // namespace ztier::tool

@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_stats.h"
 #include "flags.h"
 #include "latency_run.h"
@@ -60,11 +62,10 @@ struct ModeResult {
   bool priorities_applied = true;
 };
 
-double Percentile(std::vector<std::uint32_t>& v, double q) {
-  if (v.empty()) return 0;
-  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(q * v.size()));
-  std::nth_element(v.begin(), v.begin() + k, v.end());
-  return v[k] / 1000.0;
+// The q-quantile of `ns` in microseconds (bench_stats.h's rule), 0 for
+// none; reorders `ns`.
+double PercentileUs(std::vector<std::uint32_t>& ns, double q) {
+  return ns.empty() ? 0 : Percentile(ns, q) / 1000.0;
 }
 
 void AddRun(const std::vector<std::uint32_t>& ns, SeriesSummary* s,
@@ -72,7 +73,7 @@ void AddRun(const std::vector<std::uint32_t>& ns, SeriesSummary* s,
   if (!ns.empty()) {
     std::vector<std::uint32_t> copy = ns;
     for (std::size_t l = 0; l < kNumLevels; ++l) {
-      s->level_us[l].push_back(Percentile(copy, kLevels[l].q));
+      s->level_us[l].push_back(PercentileUs(copy, kLevels[l].q));
     }
   }
   std::uint32_t slowest = 0;
@@ -131,16 +132,7 @@ void WriteSeries(JsonWriter& j, const char* noun, const SeriesSummary& s) {
   const SampleStats slow = Summarize(s.slowest_us);
   const SampleStats over = Summarize(s.over_10ms);
   const std::string n(noun);
-  j.Key("slowest_" + n + "_us_median");
-  j.Double(slow.median, 1);
-  j.Key("slowest_" + n + "_us_min");
-  j.Double(slow.min, 1);
-  j.Key("slowest_" + n + "_us_max");
-  j.Double(slow.max, 1);
-  j.Key("slowest_" + n + "_us_stddev");
-  j.Double(slow.stddev, 1);
-  j.Key("slowest_" + n + "_us_cv");
-  j.Double(slow.cv_percent, 2);
+  WriteStatsJson(j, "slowest_" + n + "_us", slow, 1);
   j.Key(n + "_percentiles_us_per_run");
   j.BeginObject();
   for (std::size_t l = 0; l < kNumLevels; ++l) {
@@ -154,128 +146,136 @@ void WriteSeries(JsonWriter& j, const char* noun, const SeriesSummary& s) {
   j.BeginArray();
   for (double x : s.slowest_us) j.Double(x, 1);
   j.EndArray();
-  j.Key("p99_" + n + "_us");
-  j.Double(s.p99_us, 1);
-  j.Key("p999_" + n + "_us");
-  j.Double(s.p999_us, 1);
-  j.Key(n + "s_over_10ms");
-  j.Uint(static_cast<std::uint64_t>(over.max));
+  j.DoubleField("p99_" + n + "_us", s.p99_us, 1);
+  j.DoubleField("p999_" + n + "_us", s.p999_us, 1);
+  j.UintField(n + "s_over_10ms", static_cast<std::uint64_t>(over.max));
   j.Key(n + "s_over_10ms_per_run");
   j.BeginArray();
   for (double x : s.over_10ms) j.Uint(static_cast<std::uint64_t>(x));
   j.EndArray();
-  j.Key(n + "s_timed");
-  j.Uint(s.count);
+  j.UintField(n + "s_timed", s.count);
 }
 
-}  // namespace
-
-int RunBenchLatency(std::span<const std::string_view> args) {
+struct Flags {
   std::int64_t cpus = 1;
   std::int64_t seconds = 12;
   std::int64_t runs = 5;
   std::string mode = "both";
   std::string codec = "zstd";
-  std::string corpus_path = kDefaultCorpusFile;
-  std::string json_path;
-  std::string plot_dir;
+  std::string corpus = kDefaultCorpusFile;
+  std::string json;
+  std::string plot;
+  std::vector<std::string> modes;  // from `mode`, in the order they run
+};
+
+// The command line into *f; the exit status when it is bad (2) or asked for
+// --help (0).
+std::optional<int> ParseFlags(std::span<const std::string_view> args,
+                              Flags* f) {
   FlagSet flags(kCommand,
                 "[--cpus N] [--seconds S] [--runs R] [--mode shared|separate|both] "
                 "[--codec NAME] [--corpus FILE] [--json FILE] [--plot DIR]");
-  flags.AddInt("cpus", &cpus, "N",
+  flags.AddInt("cpus", &f->cpus, "N",
                "CPUs used, 0..N-1; each gets 2 workers (nice +10), a spinner "
                "(nice 0), a reader and a storer (nice -19), pinned to it "
                "(default 1)",
                1, 1024);
-  flags.AddInt("seconds", &seconds, "S", "seconds per run and mode (default 12)",
-               1, 3600);
-  flags.AddInt("runs", &runs, "R", "runs; modes alternate within each (default 5)",
-               1, 1000);
-  flags.AddString("mode", &mode, "MODE",
+  flags.AddInt("seconds", &f->seconds, "S",
+               "seconds per run and mode (default 12)", 1, 3600);
+  flags.AddInt("runs", &f->runs, "R",
+               "runs; modes alternate within each (default 5)", 1, 1000);
+  flags.AddString("mode", &f->mode, "MODE",
                   "shared (the baseline: one mutex per CPU stream for stores "
                   "and loads), separate (ztier's paths), or both (default)");
-  flags.AddString("codec", &codec, "NAME", "codec (default zstd, as the zswap load contention series)");
-  flags.AddString("corpus", &corpus_path, "FILE",
-                  "pages to store (default " + std::string(kDefaultCorpusFile) + ")");
-  flags.AddString("json", &json_path, "FILE", "also write the results as JSON");
-  flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
+  flags.AddString("codec", &f->codec, "NAME",
+                  "codec (default zstd, as the zswap load contention series)");
+  AddCorpusFileFlag(flags, &f->corpus, "pages to store");
+  AddJsonFlag(flags, &f->json);
+  AddPlotFlag(flags, &f->plot);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  std::vector<std::string> modes;
-  if (mode == "both") {
-    modes = {"shared", "separate"};
-  } else if (mode == "shared" || mode == "separate") {
-    modes = {mode};
+  if (f->mode == "both") {
+    f->modes = {"shared", "separate"};
+  } else if (f->mode == "shared" || f->mode == "separate") {
+    f->modes = {f->mode};
   } else {
-    std::fprintf(stderr, "%s: --mode must be shared, separate or both\n",
-                 kCommand);
-    return 2;
+    return ReportUsageError(kCommand,
+                            "--mode must be shared, separate or both");
   }
-  if (!MakeCodec(codec).has_value()) {
-    std::fprintf(stderr, "%s: unknown codec '%s'\n", kCommand, codec.c_str());
-    return 2;
+  if (!MakeCodec(f->codec).has_value()) {
+    return ReportUsageError(kCommand, "unknown codec '" + f->codec + "'");
   }
-  auto pages = corpus::LoadPageSet(corpus_path);
-  if (!pages.has_value()) {
-    std::fprintf(stderr, "%s: %s\nPass --corpus FILE (any file, read as pages).\n",
-                 kCommand, pages.error().ToString().c_str());
-    return 1;
-  }
+  return std::nullopt;
+}
 
-  const MachineInfo machine = GetMachineInfo();
-  std::printf("%s\n", MachineLine(machine).c_str());
-  std::printf(
-      "config: cpus=%lld seconds=%lld runs=%lld mode=%s codec=%s corpus=%s; "
-      "per CPU: 2 workers nice +10, 1 spinner nice 0, 1 reader and 1 storer "
-      "nice -19, %zu-page buffers, a timed round every %u us\n",
-      static_cast<long long>(cpus), static_cast<long long>(seconds),
-      static_cast<long long>(runs), mode.c_str(), codec.c_str(),
-      corpus_path.c_str(), LatencyConfig{}.buffer_pages,
-      LatencyConfig{}.round_period_us);
-  std::fflush(stdout);
-  ChartWriter charts(kCommand, plot_dir);
-
-  std::vector<ModeResult> results(modes.size());
-  std::vector<std::vector<std::uint32_t>> pooled_reads(modes.size());
-  std::vector<std::vector<std::uint32_t>> pooled_stores(modes.size());
+// Every run, the modes alternating within each, into *results (one per
+// mode); the loads that returned wrong data go to *mismatches.
+Status RunModes(const Flags& f, const corpus::PageSet& pages,
+                std::vector<ModeResult>* results, std::uint64_t* mismatches) {
+  const std::size_t n = f.modes.size();
+  results->assign(n, ModeResult{});
+  std::vector<std::vector<std::uint32_t>> pooled_reads(n), pooled_stores(n);
   Progress progress;
-  std::uint64_t mismatches = 0;
-  for (std::int64_t r = 0; r < runs; ++r) {
-    for (std::size_t m = 0; m < modes.size(); ++m) {
-      progress.Update("[run " + std::to_string(r + 1) + "/" +
-                      std::to_string(runs) + "] " + modes[m] + ", " +
-                      std::to_string(seconds) + " s");
+  for (std::int64_t r = 0; r < f.runs; ++r) {
+    for (std::size_t m = 0; m < n; ++m) {
+      progress.Update("[" + RunLabel(r + 1, f.runs) + "] " + f.modes[m] + ", " +
+                      std::to_string(f.seconds) + " s");
       LatencyConfig cfg;
-      cfg.shared = modes[m] == "shared";
-      cfg.cpus = static_cast<std::size_t>(cpus);
-      cfg.seconds = static_cast<double>(seconds);
-      cfg.codec = codec;
-      auto run = RunLatencyOnce(cfg, *pages);
-      if (!run.has_value()) {
-        progress.Clear();
-        std::fprintf(stderr, "%s: %s\n", kCommand,
-                     run.error().ToString().c_str());
-        return run.error().code() == StatusCode::kInvalidArgument ? 2 : 1;
-      }
-      ModeResult& mr = results[m];
-      mr.mode = modes[m];
-      AddRun(run->read_ns, &mr.reads, &pooled_reads[m]);
-      AddRun(run->store_ns, &mr.stores, &pooled_stores[m]);
-      mr.worker_ops_per_s.push_back(run->worker_ops / run->seconds);
+      cfg.shared = f.modes[m] == "shared";
+      cfg.cpus = static_cast<std::size_t>(f.cpus);
+      cfg.seconds = static_cast<double>(f.seconds);
+      cfg.codec = f.codec;
+      ZT_ASSIGN_OR_RETURN(const LatencyRunResult run,
+                          RunLatencyOnce(cfg, pages));
+      ModeResult& mr = (*results)[m];
+      mr.mode = f.modes[m];
+      AddRun(run.read_ns, &mr.reads, &pooled_reads[m]);
+      AddRun(run.store_ns, &mr.stores, &pooled_stores[m]);
+      mr.worker_ops_per_s.push_back(run.worker_ops / run.seconds);
       mr.worker_ops_per_cpu_s.push_back(
-          run->worker_cpu_seconds > 0 ? run->worker_ops / run->worker_cpu_seconds
-                                      : 0);
-      mr.priorities_applied = mr.priorities_applied && run->priorities_applied;
-      mismatches += run->mismatches;
+          run.worker_cpu_seconds > 0 ? run.worker_ops / run.worker_cpu_seconds
+                                     : 0);
+      mr.priorities_applied = mr.priorities_applied && run.priorities_applied;
+      *mismatches += run.mismatches;
     }
   }
-  progress.Clear();
-  for (std::size_t m = 0; m < modes.size(); ++m) {
-    results[m].reads.p99_us = Percentile(pooled_reads[m], 0.99);
-    results[m].reads.p999_us = Percentile(pooled_reads[m], 0.999);
-    results[m].stores.p99_us = Percentile(pooled_stores[m], 0.99);
-    results[m].stores.p999_us = Percentile(pooled_stores[m], 0.999);
+  for (std::size_t m = 0; m < n; ++m) {
+    (*results)[m].reads.p99_us = PercentileUs(pooled_reads[m], 0.99);
+    (*results)[m].reads.p999_us = PercentileUs(pooled_reads[m], 0.999);
+    (*results)[m].stores.p99_us = PercentileUs(pooled_stores[m], 0.99);
+    (*results)[m].stores.p999_us = PercentileUs(pooled_stores[m], 0.999);
   }
+  return Status::Ok();
+}
 
+// The separate mode against the shared one, same runs, with the targets.
+void PrintComparison(const ModeResult& sh, const ModeResult& se) {
+  auto ratio = [](const std::vector<double>& a, const std::vector<double>& b) {
+    const double d = Summarize(b).median;
+    return d > 0 ? Summarize(a).median / d : 0.0;
+  };
+  const double rr = ratio(se.reads.slowest_us, sh.reads.slowest_us);
+  const double sr = ratio(se.stores.slowest_us, sh.stores.slowest_us);
+  const double tp = ratio(se.worker_ops_per_s, sh.worker_ops_per_s);
+  const double tpc = ratio(se.worker_ops_per_cpu_s, sh.worker_ops_per_cpu_s);
+  const double r_over = Summarize(se.reads.over_10ms).max;
+  const double s_over = Summarize(se.stores.over_10ms).max;
+  std::printf("\nseparate against shared, same run (targets of issue P4):\n");
+  std::printf("  slowest read, median       %.3f x  (<= 0.1: %s)\n", rr,
+              rr <= 0.1 ? "yes" : "NO");
+  std::printf("  reads over 10 ms, any run  %.0f      (0: %s)\n", r_over,
+              r_over == 0 ? "yes" : "NO");
+  std::printf("  slowest store, median      %.3f x  (<= 0.1: %s)\n", sr,
+              sr <= 0.1 ? "yes" : "NO");
+  std::printf("  stores over 10 ms, any run %.0f      (0: %s)\n", s_over,
+              s_over == 0 ? "yes" : "NO");
+  std::printf("  worker throughput          %.3f x  (>= 0.95: %s)\n", tp,
+              tp >= 0.95 ? "yes" : "NO");
+  std::printf("  worker ops per CPU-second  %.3f x\n", tpc);
+}
+
+// Every mode's figures, then the comparison of the two; false when nice
+// values or pinning could not be applied in some run.
+bool PrintResults(const std::vector<ModeResult>& results) {
   bool priorities = true;
   for (const ModeResult& mr : results) {
     std::printf("\n%s:\n", mr.mode.c_str());
@@ -290,93 +290,83 @@ int RunBenchLatency(std::span<const std::string_view> args) {
     std::printf("\nWARNING: nice values or CPU pinning could not be applied "
                 "(run as root); these figures do not show the effect.\n");
   }
-  if (results.size() == 2) {
-    const ModeResult& sh = results[0];
-    const ModeResult& se = results[1];
-    auto ratio = [](const std::vector<double>& a, const std::vector<double>& b) {
-      const double d = Summarize(b).median;
-      return d > 0 ? Summarize(a).median / d : 0.0;
-    };
-    const double rr = ratio(se.reads.slowest_us, sh.reads.slowest_us);
-    const double sr = ratio(se.stores.slowest_us, sh.stores.slowest_us);
-    const double tp = ratio(se.worker_ops_per_s, sh.worker_ops_per_s);
-    const double tpc = ratio(se.worker_ops_per_cpu_s, sh.worker_ops_per_cpu_s);
-    const double r_over = Summarize(se.reads.over_10ms).max;
-    const double s_over = Summarize(se.stores.over_10ms).max;
-    std::printf("\nseparate against shared, same run (targets of issue P4):\n");
-    std::printf("  slowest read, median       %.3f x  (<= 0.1: %s)\n", rr,
-                rr <= 0.1 ? "yes" : "NO");
-    std::printf("  reads over 10 ms, any run  %.0f      (0: %s)\n", r_over,
-                r_over == 0 ? "yes" : "NO");
-    std::printf("  slowest store, median      %.3f x  (<= 0.1: %s)\n", sr,
-                sr <= 0.1 ? "yes" : "NO");
-    std::printf("  stores over 10 ms, any run %.0f      (0: %s)\n", s_over,
-                s_over == 0 ? "yes" : "NO");
-    std::printf("  worker throughput          %.3f x  (>= 0.95: %s)\n", tp,
-                tp >= 0.95 ? "yes" : "NO");
-    std::printf("  worker ops per CPU-second  %.3f x\n", tpc);
-  }
-  if (mismatches != 0) {
-    std::fprintf(stderr, "%s: %llu loads returned wrong data\n", kCommand,
-                 static_cast<unsigned long long>(mismatches));
-  }
+  if (results.size() == 2) PrintComparison(results[0], results[1]);
+  return priorities;
+}
 
-  if (!json_path.empty()) {
-    JsonWriter j;
+Status WriteLatencyJson(const std::string& path, const MachineInfo& machine,
+                        const Flags& f, bool priorities,
+                        const std::vector<ModeResult>& results,
+                        std::uint64_t mismatches) {
+  JsonWriter j;
+  BeginResultJson(j, "ztier bench latency", machine);
+  j.Key("config");
+  j.BeginObject();
+  j.IntField("cpus", f.cpus);
+  j.IntField("seconds", f.seconds);
+  j.IntField("runs", f.runs);
+  j.StringField("codec", f.codec);
+  j.StringField("corpus", f.corpus);
+  j.BoolField("priorities_applied", priorities);
+  j.EndObject();
+  j.Key("modes");
+  j.BeginArray();
+  for (const ModeResult& mr : results) {
     j.BeginObject();
-    j.Key("machine");
-    WriteMachineJson(machine, j);
-    j.Key("config");
-    j.BeginObject();
-    j.Key("cpus");
-    j.Int(cpus);
-    j.Key("seconds");
-    j.Int(seconds);
-    j.Key("runs");
-    j.Int(runs);
-    j.Key("codec");
-    j.String(codec);
-    j.Key("corpus");
-    j.String(corpus_path);
-    j.Key("priorities_applied");
-    j.Bool(priorities);
+    j.StringField("mode", mr.mode);
+    WriteSeries(j, "read", mr.reads);
+    WriteSeries(j, "store", mr.stores);
+    WriteFigureJson(j, "worker_ops_per_s", mr.worker_ops_per_s, 0);
+    j.DoubleField("worker_ops_per_cpu_s_median",
+                  Summarize(mr.worker_ops_per_cpu_s).median, 0);
     j.EndObject();
-    j.Key("modes");
-    j.BeginArray();
-    for (const ModeResult& mr : results) {
-      j.BeginObject();
-      j.Key("mode");
-      j.String(mr.mode);
-      WriteSeries(j, "read", mr.reads);
-      WriteSeries(j, "store", mr.stores);
-      const SampleStats tp = Summarize(mr.worker_ops_per_s);
-      j.Key("worker_ops_per_s_median");
-      j.Double(tp.median, 0);
-      j.Key("worker_ops_per_s_min");
-      j.Double(tp.min, 0);
-      j.Key("worker_ops_per_s_max");
-      j.Double(tp.max, 0);
-      j.Key("worker_ops_per_s_stddev");
-      j.Double(tp.stddev, 0);
-      j.Key("worker_ops_per_s_cv");
-      j.Double(tp.cv_percent, 2);
-      j.Key("worker_ops_per_cpu_s_median");
-      j.Double(Summarize(mr.worker_ops_per_cpu_s).median, 0);
-      j.EndObject();
-    }
-    j.EndArray();
-    j.Key("mismatches");
-    j.Uint(mismatches);
-    j.EndObject();
-    if (Status s = WriteJsonFile(json_path, j); !s.ok()) {
-      std::fprintf(stderr, "%s: %s\n", kCommand, s.message().c_str());
-      return 1;
-    }
   }
-  const Chart latency_charts[] = {LatencyChart(cpus, runs, true, results),
-                                  LatencyChart(cpus, runs, false, results)};
+  j.EndArray();
+  j.UintField("mismatches", mismatches);
+  j.EndObject();
+  return WriteJsonFile(path, j);
+}
+
+}  // namespace
+
+int RunBenchLatency(std::span<const std::string_view> args) {
+  Flags f;
+  if (auto rc = ParseFlags(args, &f)) return *rc;
+  auto pages = LoadCorpus(f.corpus);
+  if (!pages.has_value())
+    return ReportFailure(kCommand, pages.error().message());
+
+  const MachineInfo machine = GetMachineInfo();
+  std::printf("%s\n", MachineLine(machine).c_str());
+  std::printf(
+      "config: cpus=%lld seconds=%lld runs=%lld mode=%s codec=%s corpus=%s; "
+      "per CPU: 2 workers nice +10, 1 spinner nice 0, 1 reader and 1 storer "
+      "nice -19, %zu-page buffers, a timed round every %u us\n",
+      static_cast<long long>(f.cpus), static_cast<long long>(f.seconds),
+      static_cast<long long>(f.runs), f.mode.c_str(), f.codec.c_str(),
+      f.corpus.c_str(), LatencyConfig{}.buffer_pages,
+      LatencyConfig{}.round_period_us);
+  std::fflush(stdout);
+  ChartWriter charts(kCommand, f.plot);
+
+  std::vector<ModeResult> results;
+  std::uint64_t mismatches = 0;
+  if (Status s = RunModes(f, *pages, &results, &mismatches); !s.ok()) {
+    PrintError(kCommand, s.ToString());
+    return s.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  const bool priorities = PrintResults(results);
+  if (mismatches != 0) {
+    PrintError(kCommand,
+               std::to_string(mismatches) + " loads returned wrong data");
+  }
+  const int rc = FinishJson(kCommand, f.json, [&](const std::string& path) {
+    return WriteLatencyJson(path, machine, f, priorities, results, mismatches);
+  });
+  const Chart latency_charts[] = {LatencyChart(f.cpus, f.runs, true, results),
+                                  LatencyChart(f.cpus, f.runs, false, results)};
   const bool drawn = charts.Write(latency_charts);
-  return mismatches == 0 && drawn ? 0 : 1;
+  return mismatches == 0 && drawn && rc == 0 ? 0 : 1;
 }
 
 }  // namespace ztier::tool

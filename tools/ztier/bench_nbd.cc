@@ -11,12 +11,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_nbd_fio.h"
 #include "bench_nbd_proc.h"
 #include "bench_nbd_report.h"
@@ -31,7 +32,6 @@
 namespace ztier::tool {
 namespace {
 
-namespace fs = std::filesystem;
 using namespace nbdbench;  // NOLINT: this file is the benchmark's driver
 using std::chrono::milliseconds;
 
@@ -52,10 +52,6 @@ constexpr const char kAbout[] =
     "write and read at QD8), nbdcopy\nMB/s of each corpus and the memory "
     "it takes, and ratios against targets.\nNeeds fio, nbdcopy and "
     "nbdkit on PATH; a missing one skips its part.";
-
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
 
 struct RunningServer {
   const ServerSpec* spec = nullptr;
@@ -233,15 +229,15 @@ Status CopyRun(const NbdBenchConfig& cfg, const std::string& dir,
   return Status::Ok();
 }
 
-}  // namespace
-
-int RunBenchNbd(std::span<const std::string_view> args) {
-  NbdBenchConfig cfg;
+// The command line into *cfg; the exit status when it is bad (2) or asked
+// for --help (0).
+std::optional<int> ParseFlags(std::span<const std::string_view> args,
+                              NbdBenchConfig* cfg, std::string* plot_dir) {
   std::vector<std::string> codec_flags;
-  std::string corpus_dir = kDefaultCorpusDir;
   std::string size_text = "1G";
   std::int64_t runs = 5;
   std::int64_t seconds = 3;
+  cfg->corpus_dir = kDefaultCorpusDir;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("runs", &runs, "N",
                "runs; in each, every job and copy on every server (default 5)",
@@ -258,116 +254,112 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   flags.AddList("codec", &codec_flags, "NAME",
                 "ztier codec; each one is a ztier variant (repeatable, or a "
                 "comma list; default lz4)");
-  flags.AddString("corpus-dir", &corpus_dir, "DIR",
-                  "copy every *.pages.zst in DIR with nbdcopy (default " +
-                      std::string(kDefaultCorpusDir) + ")");
-  flags.AddBool("no-nbdkit", &cfg.no_nbdkit,
+  AddCorpusDirFlag(flags, &cfg->corpus_dir, ", each copied with nbdcopy");
+  flags.AddBool("no-nbdkit", &cfg->no_nbdkit,
                 "measure ztier alone (no nbdkit peers, no ratios)");
-  flags.AddString("json", &cfg.json_path, "FILE",
-                  "also write every figure as JSON to FILE");
-  std::string plot_dir;
-  flags.AddString("plot", &plot_dir, "DIR", kPlotFlagHelp);
+  AddJsonFlag(flags, &cfg->json_path);
+  AddPlotFlag(flags, plot_dir);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
-  if (!size.has_value()) {
-    PrintError(size.error().message());
-    return 2;
-  }
-  cfg.runs = static_cast<std::size_t>(runs);
-  cfg.seconds = seconds;
-  cfg.size_bytes = *size;
-  cfg.area_bytes = std::min(cfg.size_bytes, kMaxArea);
-  cfg.corpus_dir = corpus_dir;
-
+  if (!size.has_value())
+    return ReportUsageError(kCommand, size.error().message());
+  cfg->runs = static_cast<std::size_t>(runs);
+  cfg->seconds = seconds;
+  cfg->size_bytes = *size;
+  cfg->area_bytes = std::min(cfg->size_bytes, kMaxArea);
   if (codec_flags.empty()) codec_flags.push_back("lz4");
-  if (Status s = AddCodecs(codec_flags, &cfg.codecs); !s.ok()) {
-    PrintError(s.message());
-    return 2;
+  if (Status s = AddCodecs(codec_flags, &cfg->codecs); !s.ok()) {
+    return ReportUsageError(kCommand, s.message());
   }
+  return std::nullopt;
+}
 
-  // Tools.
-  auto dir = TempDir::Create("ztier-bench-nbd");
-  if (!dir.has_value()) {
-    PrintError(dir.error().ToString());
-    return 1;
+// ztier, fio, nbdcopy and nbdkit, what is skipped without them, and the
+// servers to measure.
+Status FindTools(const std::string& dir, NbdBenchConfig* cfg) {
+  cfg->ztier.path = SelfExecutable();
+  if (cfg->ztier.path.empty()) {
+    return Status::NotFound("cannot find this binary (/proc/self/exe)");
   }
-  cfg.ztier.path = SelfExecutable();
-  if (cfg.ztier.path.empty()) {
-    PrintError("cannot find this binary (/proc/self/exe)");
-    return 1;
-  }
-  cfg.ztier.version = ToolVersion(cfg.ztier.path, dir->path());
+  cfg->ztier.version = ToolVersion(cfg->ztier.path, dir);
   const auto find_tool = [&](const char* name, ToolInfo* t) {
     t->path = FindExecutable(name);
-    if (!t->path.empty()) t->version = ToolVersion(t->path, dir->path());
+    if (!t->path.empty()) t->version = ToolVersion(t->path, dir);
   };
-  find_tool("fio", &cfg.fio);
-  find_tool("nbdcopy", &cfg.nbdcopy);
-  if (!cfg.no_nbdkit) find_tool("nbdkit", &cfg.nbdkit);
-  if (cfg.fio.path.empty()) {
-    cfg.fio_part = false;
-    cfg.notes.push_back("fio not found on PATH: the fio jobs are skipped");
+  find_tool("fio", &cfg->fio);
+  find_tool("nbdcopy", &cfg->nbdcopy);
+  if (!cfg->no_nbdkit) find_tool("nbdkit", &cfg->nbdkit);
+  if (cfg->fio.path.empty()) {
+    cfg->fio_part = false;
+    cfg->notes.push_back("fio not found on PATH: the fio jobs are skipped");
   }
-  if (cfg.nbdcopy.path.empty()) {
-    cfg.copy_part = false;
-    cfg.notes.push_back(
+  if (cfg->nbdcopy.path.empty()) {
+    cfg->copy_part = false;
+    cfg->notes.push_back(
         "nbdcopy not found on PATH: the corpus copies are skipped");
   }
-  if (cfg.no_nbdkit) {
-    cfg.notes.push_back("--no-nbdkit: ztier alone, no nbdkit peers, no ratios");
-  } else if (cfg.nbdkit.path.empty()) {
-    cfg.notes.push_back(
+  if (cfg->no_nbdkit) {
+    cfg->notes.push_back(
+        "--no-nbdkit: ztier alone, no nbdkit peers, no ratios");
+  } else if (cfg->nbdkit.path.empty()) {
+    cfg->notes.push_back(
         "nbdkit not found on PATH: ztier alone, no nbdkit peers, no ratios");
   }
-  for (const std::string& codec : cfg.codecs) {
-    cfg.servers.push_back({ServerKind::kZtier, codec, "ztier-" + codec});
+  for (const std::string& codec : cfg->codecs) {
+    cfg->servers.push_back({ServerKind::kZtier, codec, "ztier-" + codec});
   }
-  if (!cfg.nbdkit.path.empty()) {
-    cfg.servers.push_back({ServerKind::kNbdkit, "sparse", "nbdkit"});
-    cfg.servers.push_back({ServerKind::kNbdkitZstd, "zstd", "nbdkit-zstd"});
+  if (!cfg->nbdkit.path.empty()) {
+    cfg->servers.push_back({ServerKind::kNbdkit, "sparse", "nbdkit"});
+    cfg->servers.push_back({ServerKind::kNbdkitZstd, "zstd", "nbdkit-zstd"});
   }
+  return Status::Ok();
+}
 
-  // Corpora, decompressed into the temporary folder.
+// The corpora of --corpus-dir, each also decompressed into `dir` (its path
+// in *raw_paths) for nbdcopy.
+Status LoadCorpora(const std::string& dir, NbdBenchConfig* cfg,
+                   std::vector<corpus::PageSet>* corpora,
+                   std::vector<std::string>* raw_paths) {
+  ZT_ASSIGN_OR_RETURN(const std::vector<std::string> found,
+                      FindCorpusDir(cfg->corpus_dir, kCorpusDirHint));
+  for (const std::string& path : found) {
+    ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
+    const std::string raw = dir + "/" + set.name();
+    std::ofstream out(raw, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(set.bytes().data()),
+              static_cast<std::streamsize>(set.bytes().size()));
+    out.close();
+    if (!out) return Status::IoError("cannot write " + raw);
+    cfg->corpora.push_back({set.name(), path, set.bytes().size()});
+    raw_paths->push_back(raw);
+    corpora->push_back(std::move(set));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+int RunBenchNbd(std::span<const std::string_view> args) {
+  NbdBenchConfig cfg;
+  std::string plot_dir;
+  if (auto rc = ParseFlags(args, &cfg, &plot_dir)) return *rc;
+  auto dir = TempDir::Create("ztier-bench-nbd");
+  if (!dir.has_value()) return ReportFailure(kCommand, dir.error().ToString());
+  if (Status s = FindTools(dir->path(), &cfg); !s.ok()) {
+    return ReportFailure(kCommand, s.message());
+  }
   std::vector<corpus::PageSet> corpora;
   std::vector<std::string> raw_paths;
   if (cfg.copy_part) {
-    auto found = corpus::FindCorpusFiles(corpus_dir);
-    if (!found.has_value() || found->empty()) {
-      std::error_code ec;
-      const fs::path abs = fs::absolute(corpus_dir, ec);
-      PrintError("no corpus: the corpus folder '" + corpus_dir + "'" +
-                 (ec ? "" : " (" + abs.lexically_normal().string() + ")") +
-                 " is missing or holds no *.pages.zst files. Pass a folder "
-                 "of *.pages.zst files with --corpus-dir DIR.");
-      return 1;
-    }
-    for (const std::string& path : *found) {
-      auto set = corpus::LoadPageSet(path);
-      if (!set.has_value()) {
-        PrintError("cannot load corpus " + path + ": " +
-                   set.error().ToString());
-        return 1;
-      }
-      const std::string raw = dir->path() + "/" + set->name();
-      std::ofstream out(raw, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(set->bytes().data()),
-                static_cast<std::streamsize>(set->bytes().size()));
-      out.close();
-      if (!out) {
-        PrintError("cannot write " + raw);
-        return 1;
-      }
-      cfg.corpora.push_back({set->name(), path, set->bytes().size()});
-      raw_paths.push_back(raw);
-      corpora.push_back(std::move(*set));
-    }
+    Status s = LoadCorpora(dir->path(), &cfg, &corpora, &raw_paths);
+    if (!s.ok()) return ReportFailure(kCommand, s.message());
   }
 
   const MachineInfo machine = GetMachineInfo();
   std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
   std::fflush(stdout);
   for (const std::string& n : cfg.notes) {
-    if (n.find("not found") != std::string::npos) PrintError(n);
+    if (n.find("not found") != std::string::npos) PrintError(kCommand, n);
   }
 
   NbdResults results = NbdResults::For(cfg);
@@ -382,9 +374,8 @@ int RunBenchNbd(std::span<const std::string_view> args) {
     }
     if (!s.ok()) {
       progress.Clear();
-      PrintError("FATAL: run " + std::to_string(run + 1) + ": " +
-                 s.ToString());
-      return 1;
+      return ReportFailure(kCommand, "FATAL: run " + std::to_string(run + 1) +
+                                         ": " + s.ToString());
     }
   }
   progress.Clear();
@@ -394,13 +385,10 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   if (cfg.copy_part) std::printf("\n%s", CopyTable(cfg, results).c_str());
   if (cfg.fio_part && !ratios.empty()) std::printf("\n%s", DerivedTable(ratios).c_str());
   std::fflush(stdout);
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteNbdJson(cfg.json_path, machine, cfg, results, ratios);
-        !s.ok()) {
-      PrintError(s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  if (int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
+        return WriteNbdJson(p, machine, cfg, results, ratios);
+      })) {
+    return rc;
   }
   if (!cfg.fio_part) return 0;
   const std::vector<Chart> charts = NbdCharts(cfg, results);

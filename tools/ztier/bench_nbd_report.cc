@@ -37,30 +37,10 @@ SampleStats Stats(const std::vector<double>& v) {
   return s;
 }
 
-void JsonStats(JsonWriter& w, std::string_view prefix, const SampleStats& s,
-               int decimals) {
-  const std::string p(prefix);
-  w.Key(p + "_median");
-  w.Double(s.median, decimals);
-  w.Key(p + "_min");
-  w.Double(s.min, decimals);
-  w.Key(p + "_max");
-  w.Double(s.max, decimals);
-  w.Key(p + "_mean");
-  w.Double(s.mean, decimals);
-  w.Key(p + "_stddev");
-  w.Double(s.stddev, decimals);
-  w.Key(p + "_cv");
-  w.Double(s.n > 0 ? s.cv_percent : kNaN, 2);
-}
-
 void JsonServer(JsonWriter& w, const ServerSpec& s) {
-  w.Key("server");
-  w.String(ServerName(s.kind));
-  w.Key("codec");
-  w.String(s.codec);
-  w.Key("label");
-  w.String(s.label);
+  w.StringField("server", ServerName(s.kind));
+  w.StringField("codec", s.codec);
+  w.StringField("label", s.label);
 }
 
 void JsonTool(JsonWriter& w, std::string_view key, const ToolInfo& t) {
@@ -322,36 +302,24 @@ std::string DerivedTable(const std::vector<DerivedRatio>& ratios) {
 }
 
 void WriteJobKeysJson(JsonWriter& w, const NbdJob& job) {
-  w.Key("job");
-  w.String(job.name);
-  w.Key("rw");
-  w.String(job.rw);
-  w.Key("block_size");
-  w.Uint(job.block_size);
-  w.Key("iodepth");
-  w.Uint(job.iodepth);
+  w.StringField("job", job.name);
+  w.StringField("rw", job.rw);
+  w.UintField("block_size", job.block_size);
+  w.UintField("iodepth", job.iodepth);
 }
 
 Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
                     const NbdBenchConfig& cfg, const NbdResults& results,
                     const std::vector<DerivedRatio>& ratios) {
   JsonWriter w;
-  w.BeginObject();
-  w.Key("benchmark");
-  w.String("ztier bench nbd");
-  w.Key("machine");
-  WriteMachineJson(machine, w);
+  BeginResultJson(w, "ztier bench nbd", machine);
 
   w.Key("config");
   w.BeginObject();
-  w.Key("runs");
-  w.Uint(cfg.runs);
-  w.Key("seconds");
-  w.Int(cfg.seconds);
-  w.Key("size_bytes");
-  w.Uint(cfg.size_bytes);
-  w.Key("area_bytes");
-  w.Uint(cfg.area_bytes);
+  w.UintField("runs", cfg.runs);
+  w.IntField("seconds", cfg.seconds);
+  w.UintField("size_bytes", cfg.size_bytes);
+  w.UintField("area_bytes", cfg.area_bytes);
   w.Key("fill");
   w.String("write 128k QD8, one pass over the area, untimed, before the "
            "jobs of every run on every server");
@@ -393,8 +361,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   JsonTool(w, "nbdkit", cfg.nbdkit);
   JsonTool(w, "nbdcopy", cfg.nbdcopy);
   w.EndObject();
-  w.Key("no_nbdkit");
-  w.Bool(cfg.no_nbdkit);
+  w.BoolField("no_nbdkit", cfg.no_nbdkit);
   w.Key("units");
   w.String("iops: I/Os per second; mb_s: 10^6 bytes per second; bytes: "
            "bytes");
@@ -415,14 +382,13 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       w.BeginObject();
       JsonServer(w, cfg.servers[s]);
       WriteJobKeysJson(w, jobs[j]);
-      JsonStats(w, "iops", Stats(iops), 1);
-      JsonStats(w, "mb_s", Stats(results.mb_s[j][s]), 2);
-      w.Key("runs");
-      w.Uint(iops.size());
+      WriteFigureJson(w, "iops", iops, 1);
+      WriteFigureJson(w, "mb_s", results.mb_s[j][s], 2);
+      w.UintField("runs", iops.size());
       WriteSamplesJson(w, "iops_samples", iops, 1);
       WriteSamplesJson(w, "mb_s_samples", results.mb_s[j][s], 2);
       if (!results.fio_cpu[j][s].empty()) {
-        JsonStats(w, "fio_cpu_percent", Stats(results.fio_cpu[j][s]), 1);
+        WriteFigureJson(w, "fio_cpu_percent", results.fio_cpu[j][s], 1);
       }
       w.EndObject();
     }
@@ -437,14 +403,11 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       if (cs.in_mb_s.empty()) continue;
       w.BeginObject();
       JsonServer(w, cfg.servers[s]);
-      w.Key("corpus");
-      w.String(cfg.corpora[c].name);
-      w.Key("bytes");
-      w.Uint(cfg.corpora[c].bytes);
-      JsonStats(w, "in_mb_s", Stats(cs.in_mb_s), 2);
-      JsonStats(w, "out_mb_s", Stats(cs.out_mb_s), 2);
-      w.Key("runs");
-      w.Uint(cs.in_mb_s.size());
+      w.StringField("corpus", cfg.corpora[c].name);
+      w.UintField("bytes", cfg.corpora[c].bytes);
+      WriteFigureJson(w, "in_mb_s", cs.in_mb_s, 2);
+      WriteFigureJson(w, "out_mb_s", cs.out_mb_s, 2);
+      w.UintField("runs", cs.in_mb_s.size());
       w.EndObject();
     }
   }
@@ -459,19 +422,17 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       const SampleStats stored = Stats(cs.stored_bytes);
       w.BeginObject();
       JsonServer(w, cfg.servers[s]);
-      w.Key("corpus");
-      w.String(cfg.corpora[c].name);
+      w.StringField("corpus", cfg.corpora[c].name);
       w.Key("metric");
       w.String(cfg.servers[s].kind == ServerKind::kZtier ? "mem_used_total"
                                                          : "rss_growth");
-      w.Key("bytes");
-      w.Uint(static_cast<std::uint64_t>(std::llround(stored.median)));
-      w.Key("bytes_min");
-      w.Uint(static_cast<std::uint64_t>(std::llround(stored.min)));
-      w.Key("bytes_max");
-      w.Uint(static_cast<std::uint64_t>(std::llround(stored.max)));
-      w.Key("orig_bytes");
-      w.Uint(cfg.corpora[c].bytes);
+      w.UintField("bytes",
+                  static_cast<std::uint64_t>(std::llround(stored.median)));
+      w.UintField("bytes_min",
+                  static_cast<std::uint64_t>(std::llround(stored.min)));
+      w.UintField("bytes_max",
+                  static_cast<std::uint64_t>(std::llround(stored.max)));
+      w.UintField("orig_bytes", cfg.corpora[c].bytes);
       w.Key("orig_over_stored");
       w.Double(stored.median > 0
                    ? static_cast<double>(cfg.corpora[c].bytes) / stored.median
@@ -480,8 +441,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
       w.Key("rss_growth_bytes");
       w.Uint(static_cast<std::uint64_t>(
           std::llround(Stats(cs.rss_growth_bytes).median)));
-      w.Key("runs");
-      w.Uint(cs.stored_bytes.size());
+      w.UintField("runs", cs.stored_bytes.size());
       WriteSamplesJson(w, "samples", cs.stored_bytes, 0);
       w.EndObject();
     }
@@ -492,22 +452,12 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   w.BeginArray();
   for (const DerivedRatio& d : ratios) {
     w.BeginObject();
-    w.Key("name");
-    w.String(d.name);
-    w.Key("numerator");
-    w.String(d.numerator);
-    w.Key("denominator");
-    w.String(d.denominator);
-    w.Key("job");
-    w.String(d.job);
-    w.Key("value");
-    w.Double(d.median, 4);
-    w.Key("min");
-    w.Double(d.min, 4);
-    w.Key("max");
-    w.Double(d.max, 4);
-    w.Key("target");
-    w.Double(d.target, 2);
+    w.StringField("name", d.name);
+    w.StringField("numerator", d.numerator);
+    w.StringField("denominator", d.denominator);
+    w.StringField("job", d.job);
+    WriteRatiosJson(w, "ratio", d.per_run);
+    w.DoubleField("target", d.target, 2);
     w.Key("met");
     if (d.per_run.empty()) {
       w.Null();
@@ -520,15 +470,7 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   w.EndArray();
   w.EndObject();
 
-  const std::string text = w.Take();
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return PosixError("open " + path, errno);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    return PosixError("write " + path, wrote ? errno : write_errno);
-  }
-  return Status::Ok();
+  return WriteJsonFile(path, w);
 }
 
 }  // namespace ztier::tool::nbdbench

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_readahead_run.h"
 #include "bench_stats.h"
 #include "corpus/corpus.h"
@@ -27,7 +28,6 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier bench readahead";
-constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--codec NAME] [--runs N] "
     "[--page-cluster N] [--fault-pages N] [--json FILE] [--plot DIR]";
@@ -55,10 +55,6 @@ constexpr double kBareP50Us = 14.0;
 constexpr double kBareP99Us = 27.6;
 constexpr double kBarePinnedP50Us = 7.55;
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
 struct Config {
   std::string corpus_path;
   std::string corpus_name;
@@ -80,7 +76,7 @@ struct SeqRun {
 // ---- flags ----
 
 struct Flags {
-  std::string corpus = kDefaultCorpus;
+  std::string corpus = kDefaultCorpusFile;
   std::string size = "256M";
   std::string codec = "lz4";
   std::int64_t runs = 5;
@@ -91,10 +87,8 @@ struct Flags {
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
-  flags.AddString("corpus", &f->corpus, "FILE",
-                  "pages to fill the regions with, repeated as needed "
-                  "(default " +
-                      std::string(kDefaultCorpus) + ")");
+  AddCorpusFileFlag(flags, &f->corpus,
+                    "pages to fill the regions with, repeated as needed");
   flags.AddString("size", &f->size, "SIZE",
                   "region of the readahead section (default 256M; K/M/G "
                   "suffixes)");
@@ -110,19 +104,18 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "pages touched in the fault-in latency section (default "
                "16384; 0 skips it)",
                0, 1 << 22);
-  flags.AddString("json", &f->json, "FILE",
-                  "also write every figure as JSON to FILE");
-  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
+  AddJsonFlag(flags, &f->json);
+  AddPlotFlag(flags, &f->plot);
 }
 
 int CheckFlags(const Flags& f, Config* cfg) {
   auto size = ParseSizeFlag(f.size, kPageSize, "4K");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
   cfg->corpus_path = f.corpus;
@@ -181,19 +174,14 @@ struct Percentiles {
   double max_us = 0;
 };
 
-// Nearest rank: the smallest value with at least q of the samples at or
-// below it.
+// By bench_stats.h's percentile rule.
 Percentiles LatencyPercentiles(std::vector<std::uint32_t> ns) {
   Percentiles p;
   p.n = ns.size();
   if (ns.empty()) return p;
   std::sort(ns.begin(), ns.end());
   auto at = [&](double q) {
-    const double exact = q * static_cast<double>(ns.size());
-    std::size_t rank = static_cast<std::size_t>(exact);
-    if (static_cast<double>(rank) < exact) ++rank;  // ceil
-    rank = std::clamp<std::size_t>(rank, 1, ns.size());
-    return ns[rank - 1] / 1000.0;
+    return ns[PercentileIndex(ns.size(), q)] / 1000.0;
   };
   p.median_us = at(0.5);
   p.p90_us = at(0.9);
@@ -382,18 +370,12 @@ Chart FaultChart(const Config& cfg, const FaultLatencySample& s) {
 
 void WriteSeqSample(JsonWriter& j, const SeqReadSample& x) {
   j.BeginObject();
-  j.Key("page_cluster");
-  j.Uint(x.page_cluster);
-  j.Key("pages");
-  j.Uint(x.pages);
-  j.Key("seconds");
-  j.Double(x.seconds, 6);
-  j.Key("pages_s");
-  j.Double(x.pages_s, 0);
-  j.Key("mb_s");
-  j.Double(x.mb_s, 2);
-  j.Key("mismatches");
-  j.Uint(x.mismatches);
+  j.UintField("page_cluster", x.page_cluster);
+  j.UintField("pages", x.pages);
+  j.DoubleField("seconds", x.seconds, 6);
+  j.DoubleField("pages_s", x.pages_s, 0);
+  j.DoubleField("mb_s", x.mb_s, 2);
+  j.UintField("mismatches", x.mismatches);
   j.Key("stats_after_pageout");
   WriteRegionStatsJson(j, x.after_pageout);
   j.Key("stats_after_read");
@@ -403,16 +385,11 @@ void WriteSeqSample(JsonWriter& j, const SeqReadSample& x) {
 
 void WritePercentiles(JsonWriter& j, const Percentiles& p) {
   j.BeginObject();
-  j.Key("n");
-  j.Uint(p.n);
-  j.Key("median_us");
-  j.Double(p.median_us, 3);
-  j.Key("p90_us");
-  j.Double(p.p90_us, 3);
-  j.Key("p99_us");
-  j.Double(p.p99_us, 3);
-  j.Key("max_us");
-  j.Double(p.max_us, 3);
+  j.UintField("n", p.n);
+  j.DoubleField("median_us", p.median_us, 3);
+  j.DoubleField("p90_us", p.p90_us, 3);
+  j.DoubleField("p99_us", p.p99_us, 3);
+  j.DoubleField("max_us", p.max_us, 3);
   j.EndObject();
 }
 
@@ -426,8 +403,7 @@ void WriteTouchSeries(JsonWriter& j, const TouchSeries& t) {
   all.insert(all.end(), t.hit_ns.begin(), t.hit_ns.end());
   j.Key("all");
   WritePercentiles(j, LatencyPercentiles(all));
-  j.Key("mismatches");
-  j.Uint(t.mismatches);
+  j.UintField("mismatches", t.mismatches);
   j.Key("stats_before");
   WriteRegionStatsJson(j, t.before);
   j.Key("stats_after");
@@ -439,29 +415,18 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
                  const Config& cfg, const std::vector<SeqRun>& runs,
                  const FaultLatencySample* latency) {
   JsonWriter j;
-  j.BeginObject();
-  j.Key("machine");
-  WriteMachineJson(machine, j);
+  BeginResultJson(j, "ztier bench readahead", machine);
   j.Key("config");
   j.BeginObject();
-  j.Key("corpus");
-  j.String(cfg.corpus_path);
-  j.Key("corpus_name");
-  j.String(cfg.corpus_name);
-  j.Key("corpus_pages");
-  j.Uint(cfg.corpus_pages);
-  j.Key("codec");
-  j.String(cfg.codec);
-  j.Key("size_bytes");
-  j.Uint(cfg.size_bytes);
-  j.Key("runs");
-  j.Uint(cfg.runs);
-  j.Key("page_cluster");
-  j.Uint(cfg.page_cluster);
-  j.Key("fault_pages");
-  j.Uint(cfg.fault_pages);
-  j.Key("seed");
-  j.Uint(cfg.seed);
+  j.StringField("corpus", cfg.corpus_path);
+  j.StringField("corpus_name", cfg.corpus_name);
+  j.UintField("corpus_pages", cfg.corpus_pages);
+  j.StringField("codec", cfg.codec);
+  j.UintField("size_bytes", cfg.size_bytes);
+  j.UintField("runs", cfg.runs);
+  j.UintField("page_cluster", cfg.page_cluster);
+  j.UintField("fault_pages", cfg.fault_pages);
+  j.UintField("seed", cfg.seed);
   j.EndObject();
 
   j.Key("readahead");
@@ -473,8 +438,7 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     j.BeginArray();
     for (const SeqRun& r : runs) {
       j.BeginObject();
-      j.Key("run");
-      j.Uint(r.run);
+      j.UintField("run", r.run);
       j.Key("samples");
       j.BeginArray();
       for (const SeqReadSample& x : r.samples) WriteSeqSample(j, x);
@@ -488,14 +452,12 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
       const Series s = Collect(runs, pc);
       j.Key("page_cluster_" + std::to_string(pc));
       j.BeginObject();
-      j.Key("runs");
-      j.Uint(s.pages_s.size());
+      j.UintField("runs", s.pages_s.size());
       WriteStatsJson(j, "pages_s", Summarize(s.pages_s), 0);
       WriteStatsJson(j, "mb_s", Summarize(s.mb_s), 2);
       j.EndObject();
     }
-    j.Key("ratio_pages_s");
-    WriteMedianMinMaxJson(j, Summarize(Ratios(runs, cfg.page_cluster)), 4);
+    WriteRatiosJson(j, "ratio_pages_s", Ratios(runs, cfg.page_cluster));
     j.EndObject();
     j.EndObject();
   }
@@ -517,12 +479,9 @@ Status WriteJson(const std::string& path, const MachineInfo& machine,
     j.String(
         "bare UFFDIO_COPY 4K fault measured on the 2-vCPU development "
         "machine");
-    j.Key("p50_us");
-    j.Double(kBareP50Us, 2);
-    j.Key("p99_us");
-    j.Double(kBareP99Us, 2);
-    j.Key("same_vcpu_p50_us");
-    j.Double(kBarePinnedP50Us, 2);
+    j.DoubleField("p50_us", kBareP50Us, 2);
+    j.DoubleField("p99_us", kBareP99Us, 2);
+    j.DoubleField("same_vcpu_p50_us", kBarePinnedP50Us, 2);
     j.EndObject();
     j.EndObject();
   }
@@ -541,7 +500,7 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
   if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
   auto corpus = LoadCorpus(cfg.corpus_path);
   if (!corpus.has_value()) {
-    PrintError(corpus.error().message());
+    PrintError(kCommand, corpus.error().message());
     return 1;
   }
   cfg.corpus_name = corpus->name();
@@ -559,9 +518,8 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     std::vector<unsigned> order = {0, cfg.page_cluster};
     if (run % 2 == 1) std::reverse(order.begin(), order.end());
     for (unsigned pc : order) {
-      const std::string label = "[run " + std::to_string(run + 1) + "/" +
-                                std::to_string(cfg.runs) + "] page_cluster " +
-                                std::to_string(pc);
+      const std::string label = "[" + RunLabel(run + 1, cfg.runs) +
+                                "] page_cluster " + std::to_string(pc);
       progress.Update(label);
       auto s = RunSequentialRead({.size_bytes = cfg.size_bytes,
                                   .codec = cfg.codec,
@@ -569,14 +527,15 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
                                  *corpus);
       if (!s.has_value()) {
         progress.Clear();
-        PrintError("FATAL: " + label + ": " + s.error().ToString());
+        PrintError(kCommand, "FATAL: " + label + ": " + s.error().ToString());
         return 1;
       }
       if (s->mismatches > 0) {
         progress.Clear();
-        PrintError("FATAL: " + label + ": " + std::to_string(s->mismatches) +
-                   " of " + std::to_string(s->pages) +
-                   " pages read back wrong");
+        PrintError(kCommand, "FATAL: " + label + ": " +
+                                 std::to_string(s->mismatches) + " of " +
+                                 std::to_string(s->pages) +
+                                 " pages read back wrong");
         return 1;
       }
       r.samples.push_back(std::move(*s));
@@ -597,16 +556,17 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
         *corpus);
     progress.Clear();
     if (!s.has_value()) {
-      PrintError("FATAL: fault-in latency: " + s.error().ToString());
+      PrintError(kCommand, "FATAL: fault-in latency: " + s.error().ToString());
       return 1;
     }
     if (s->stored.mismatches + s->first_touch.mismatches + s->bare.mismatches >
         0) {
       PrintError(
+          kCommand,
           "FATAL: fault-in latency: " + std::to_string(s->stored.mismatches) +
-          " stored, " + std::to_string(s->first_touch.mismatches) +
-          " first-touch and " + std::to_string(s->bare.mismatches) +
-          " bare pages read back wrong");
+              " stored, " + std::to_string(s->first_touch.mismatches) +
+              " first-touch and " + std::to_string(s->bare.mismatches) +
+              " bare pages read back wrong");
       return 1;
     }
     latency = std::move(*s);
@@ -614,14 +574,11 @@ int RunBenchReadahead(std::span<const std::string_view> args) {
     std::fflush(stdout);
   }
 
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteJson(cfg.json_path, machine, cfg, runs,
-                             latency.has_value() ? &*latency : nullptr);
-        !s.ok()) {
-      PrintError(s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  if (int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
+        return WriteJson(p, machine, cfg, runs,
+                         latency.has_value() ? &*latency : nullptr);
+      })) {
+    return rc;
   }
   std::vector<Chart> drawn;
   if (!runs.empty()) drawn.push_back(SeqChart(cfg, runs));

@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <utility>
 
 namespace ztier::tool {
@@ -32,6 +32,16 @@ SampleStats Summarize(std::span<const double> samples) {
   }
   s.cv_percent = s.mean != 0 ? 100.0 * s.stddev / s.mean : 0.0;
   return s;
+}
+
+std::size_t PercentileIndex(std::size_t n, double q) {
+  assert(n > 0 && q >= 0 && q <= 1);
+  // The epsilon keeps q * n that is an integer in exact arithmetic (0.99 *
+  // 100) from rounding up past it.
+  const double rank = std::ceil(q * static_cast<double>(n) - 1e-9);
+  return std::clamp<std::size_t>(static_cast<std::size_t>(std::max(rank, 1.0)),
+                                 1, n) -
+         1;
 }
 
 std::string FormatDouble(double v, int decimals) {
@@ -211,6 +221,31 @@ void JsonWriter::Null() {
   out_ += "null";
 }
 
+void JsonWriter::StringField(std::string_view key, std::string_view value) {
+  Key(key);
+  String(value);
+}
+
+void JsonWriter::IntField(std::string_view key, std::int64_t value) {
+  Key(key);
+  Int(value);
+}
+
+void JsonWriter::UintField(std::string_view key, std::uint64_t value) {
+  Key(key);
+  Uint(value);
+}
+
+void JsonWriter::DoubleField(std::string_view key, double value, int decimals) {
+  Key(key);
+  Double(value, decimals);
+}
+
+void JsonWriter::BoolField(std::string_view key, bool value) {
+  Key(key);
+  Bool(value);
+}
+
 std::string JsonWriter::Take() {
   assert(has_element_.empty());
   out_ += '\n';
@@ -220,16 +255,28 @@ std::string JsonWriter::Take() {
 void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
                     int decimals) {
   const std::string n(name);
-  w.Key(n + "_median");
-  w.Double(s.median, decimals);
-  w.Key(n + "_min");
-  w.Double(s.min, decimals);
-  w.Key(n + "_max");
-  w.Double(s.max, decimals);
-  w.Key(n + "_stddev");
-  w.Double(s.stddev, decimals);
-  w.Key(n + "_cv");
-  w.Double(s.cv_percent, 2);
+  const struct {
+    const char* suffix;
+    double value;
+    int decimals;
+  } keys[] = {{"_median", s.median, decimals},
+              {"_min", s.min, decimals},
+              {"_max", s.max, decimals},
+              {"_stddev", s.stddev, decimals},
+              {"_cv", s.cv_percent, 2}};
+  for (const auto& k : keys) {
+    w.Key(n + k.suffix);
+    if (s.n == 0) {
+      w.Null();
+    } else {
+      w.Double(k.value, k.decimals);
+    }
+  }
+}
+
+void WriteFigureJson(JsonWriter& w, std::string_view name,
+                     std::span<const double> samples, int decimals) {
+  WriteStatsJson(w, name, Summarize(samples), decimals);
 }
 
 void WriteSamplesJson(JsonWriter& w, std::string_view key,
@@ -244,39 +291,26 @@ void WriteCorpusJson(JsonWriter& w, std::string_view name,
                      std::string_view path, std::string_view size_key,
                      std::uint64_t size) {
   w.BeginObject();
-  w.Key("name");
-  w.String(name);
-  w.Key("path");
-  w.String(path);
-  w.Key(size_key);
-  w.Uint(size);
+  w.StringField("name", name);
+  w.StringField("path", path);
+  w.UintField(size_key, size);
   w.EndObject();
 }
 
-void WriteMedianMinMaxJson(JsonWriter& w, const SampleStats& s, int decimals) {
-  w.BeginObject();
-  w.Key("median");
-  w.Double(s.median, decimals);
-  w.Key("min");
-  w.Double(s.min, decimals);
-  w.Key("max");
-  w.Double(s.max, decimals);
-  w.EndObject();
-}
-
-void WriteRatiosJson(JsonWriter& w, std::span<const double> ratios) {
-  if (ratios.empty()) {
-    w.Null();
-    return;
-  }
-  WriteMedianMinMaxJson(w, Summarize(ratios), 4);
+void WriteRatiosJson(JsonWriter& w, std::string_view name,
+                     std::span<const double> ratios) {
+  WriteFigureJson(w, name, ratios, 4);
 }
 
 Status WriteJsonFile(const std::string& path, JsonWriter& w) {
-  std::ofstream f(path);
-  f << w.Take();
-  f.close();
-  if (!f) return Status::IoError("cannot write " + path);
+  const std::string text = w.Take();
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return PosixError("open " + path, errno);
+  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !wrote) {
+    return PosixError("write " + path, wrote ? errno : write_errno);
+  }
   return Status::Ok();
 }
 

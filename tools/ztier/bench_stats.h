@@ -1,8 +1,8 @@
 // File: tools/ztier/bench_stats.h
 //
-// Summary statistics of repeated benchmark samples, a plain-text table
-// printer, and a small JSON writer: the pieces every `ztier bench` experiment
-// reports with.
+// The result model of every `ztier bench` experiment: summary statistics of
+// repeated samples, the one percentile rule, a plain-text table printer, and
+// a small JSON writer with the one way a figure is written (WriteStatsJson).
 //
 //   SampleStats s = Summarize({512.1, 498.7, 505.0});
 //   // s.median 505.0, s.min 498.7, s.max 512.1, s.stddev, s.cv_percent
@@ -15,6 +15,15 @@
 // The standard deviation is the sample one (n - 1 in the denominator; 0 for a
 // single sample); CV is stddev / mean in percent (0 when the mean is 0).
 //
+// Percentiles are nearest rank (PercentileIndex): the q-quantile of n samples
+// is the smallest one with at least q of them at or below it, so p50 of
+// {1, 2, 3, 4} is 2 and p99 of 100 samples is the 99th smallest.
+//
+// JSON schema: every figure is written as NAME_median, NAME_min, NAME_max,
+// NAME_stddev and NAME_cv keys of the object that describes it (null when
+// there are no samples), beside the string and integer fields that identify
+// it; tools/bench/compare_runs.py reads exactly that shape.
+//
 // FormatSpread, FormatMiB, the Write*Json helpers and WriteJsonFile are the
 // report pieces and JSON keys that several experiments share.
 //
@@ -22,6 +31,7 @@
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -45,6 +55,21 @@ struct SampleStats {
 
 // REQUIRES: nothing; an empty sample gives all zeros.
 SampleStats Summarize(std::span<const double> samples);
+
+// The index, in ascending order, of the q-quantile of `n` samples by nearest
+// rank: ceil(q * n) - 1, clamped to [0, n - 1]. q = 1 gives the largest.
+// REQUIRES: n > 0, 0 <= q <= 1.
+std::size_t PercentileIndex(std::size_t n, double q);
+
+// The q-quantile of `v` by PercentileIndex; reorders `v` (nth_element).
+// REQUIRES: !v.empty().
+template <typename T>
+T Percentile(std::vector<T>& v, double q) {
+  auto at =
+      v.begin() + static_cast<std::ptrdiff_t>(PercentileIndex(v.size(), q));
+  std::nth_element(v.begin(), at, v.end());
+  return *at;
+}
 
 // printf("%.*f") into a std::string.
 std::string FormatDouble(double v, int decimals);
@@ -78,7 +103,7 @@ class TextTable {
 //
 //   JsonWriter w;
 //   w.BeginObject();
-//   w.Key("runs"); w.Int(5);
+//   w.IntField("runs", 5);
 //   w.Key("codecs"); w.BeginArray(); w.String("lz4"); w.EndArray();
 //   w.EndObject();
 //   std::string text = w.Take();
@@ -99,6 +124,13 @@ class JsonWriter {
   void Double(double value, int decimals = 3);
   void Bool(bool value);
   void Null();
+
+  // Key(key) and then the value: one member of the open object.
+  void StringField(std::string_view key, std::string_view value);
+  void IntField(std::string_view key, std::int64_t value);
+  void UintField(std::string_view key, std::uint64_t value);
+  void DoubleField(std::string_view key, double value, int decimals = 3);
+  void BoolField(std::string_view key, bool value);
 
   // The document, newline-terminated.
   std::string Take();
@@ -121,7 +153,9 @@ class JsonWriter {
 std::string JsonQuote(std::string_view s);
 
 // NAME_median, NAME_min, NAME_max and NAME_stddev of `s` with `decimals`
-// decimals, and NAME_cv (percent, 2 decimals), as keys of the open object.
+// decimals, and NAME_cv (percent, 2 decimals), as keys of the open object;
+// each null when s.n is 0. The one shape of a figure in every experiment's
+// JSON.
 void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
                     int decimals);
 
@@ -136,16 +170,16 @@ void WriteCorpusJson(JsonWriter& w, std::string_view name,
                      std::string_view path, std::string_view size_key,
                      std::uint64_t size);
 
-// {"median", "min", "max"} of `s`, `decimals` each, where `w` expects a
-// value.
-void WriteMedianMinMaxJson(JsonWriter& w, const SampleStats& s, int decimals);
+// WriteStatsJson of `samples` as NAME, `decimals` each.
+void WriteFigureJson(JsonWriter& w, std::string_view name,
+                     std::span<const double> samples, int decimals);
 
-// WriteMedianMinMaxJson of per-run `ratios` with 4 decimals; null when
-// there are none.
-void WriteRatiosJson(JsonWriter& w, std::span<const double> ratios);
+// WriteFigureJson of per-run `ratios` as NAME, with 4 decimals.
+void WriteRatiosJson(JsonWriter& w, std::string_view name,
+                     std::span<const double> ratios);
 
-// Writes `w`'s document (Take()) to `path`; kIoError "cannot write PATH"
-// when the file cannot be opened or written.
+// Writes `w`'s document (Take()) to `path`; PosixError "open PATH" or
+// "write PATH" when the file cannot be opened or written.
 Status WriteJsonFile(const std::string& path, JsonWriter& w);
 
 }  // namespace ztier::tool

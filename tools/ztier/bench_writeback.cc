@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_nbd_proc.h"
 #include "bench_writeback_report.h"
 #include "corpus/corpus.h"
@@ -32,7 +33,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char kCommand[] = "ztier bench writeback";
-constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kImageName[] = "ztier-bench-writeback.img";
 constexpr const char kFioFileName[] = "ztier-bench-fio.img";
 constexpr const char kSynopsis[] =
@@ -46,10 +46,6 @@ constexpr const char kAbout[] =
     "limit.\n"
     "--dir should be on the file system under test. Without fio on PATH "
     "the fio\npart is skipped.";
-
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
 
 // ---- the files in --dir, removed at the end, on error and on a signal ----
 
@@ -102,7 +98,7 @@ class BenchFiles {
 // ---- flags ----
 
 struct Flags {
-  std::string corpus = kDefaultCorpus;
+  std::string corpus = kDefaultCorpusFile;
   std::string size = "1G";
   std::string dir = "/var/tmp";
   std::int64_t runs = 5;
@@ -114,10 +110,8 @@ struct Flags {
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
-  flags.AddString("corpus", &f->corpus, "FILE",
-                  "pages to fill the store with, repeated as needed (a "
-                  ".pages.zst file or any plain file read as pages; default " +
-                      std::string(kDefaultCorpus) + ")");
+  AddCorpusFileFlag(flags, &f->corpus,
+                    "pages to fill the store with, repeated as needed");
   flags.AddString("size", &f->size, "SIZE",
                   "store and backing file size (default 1G; K/M/G suffixes; "
                   "at least 1M)");
@@ -134,9 +128,8 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "IOs in flight for the batched variant (default 32)", 1, 1024);
   flags.AddBool("compressed", &f->compressed,
                 "compressed writeback: write the compressed objects");
-  flags.AddString("json", &f->json, "FILE",
-                  "also write every figure as JSON to FILE");
-  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
+  AddJsonFlag(flags, &f->json);
+  AddPlotFlag(flags, &f->plot);
 }
 
 // Checks the flag values and fills *cfg from them. Returns 0 when all is
@@ -144,18 +137,19 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
 int CheckFlags(const Flags& f, WritebackBenchConfig* cfg) {
   auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
   std::error_code ec;
   if (!fs::is_directory(f.dir, ec)) {
-    PrintError("--dir " + f.dir + AbsoluteNote(f.dir) +
-               ": no such folder. Pass a folder on the file system under "
-               "test with --dir DIR.");
+    PrintError(kCommand,
+               "--dir " + f.dir + AbsoluteNote(f.dir) +
+                   ": no such folder. Pass a folder on the file system under "
+                   "test with --dir DIR.");
     return 1;
   }
   cfg->size_bytes = *size;
@@ -231,9 +225,7 @@ Status MeasureRun(const WritebackBenchConfig& cfg,
   const bool warm_up = run == 0;
   out->run = run;
   out->order = RunOrder(warm_up ? 0 : run - 1, !cfg.fio_path.empty());
-  const std::string label = warm_up ? "[warm-up] "
-                                    : "[run " + std::to_string(run) + "/" +
-                                          std::to_string(cfg.runs) + "] ";
+  const std::string label = "[" + RunLabel(run, cfg.runs) + "] ";
   for (WbVariant v : out->order) {
     ZT_RETURN_IF_ERROR(
         MeasureVariant(cfg, corpus, v, scratch, label, progress, out));
@@ -251,12 +243,12 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   WritebackBenchConfig cfg;
   if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
   if (Status s = CheckFreeSpace(cfg); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 1;
   }
   auto corpus = LoadCorpus(cfg.corpus_path);
   if (!corpus.has_value()) {
-    PrintError(corpus.error().message());
+    PrintError(kCommand, corpus.error().message());
     return 1;
   }
   cfg.corpus_name = corpus->name();
@@ -264,7 +256,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
 
   BenchFiles files(cfg.image_path, cfg.fio_file_path);
   if (Status s = files.MakeScratch(); !s.ok()) {
-    PrintError(s.ToString());
+    PrintError(kCommand, s.ToString());
     return 1;
   }
   cfg.fio_path = nbdbench::FindExecutable("fio");
@@ -280,9 +272,9 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
               WritebackConfigText(cfg).c_str());
   std::fflush(stdout);
   if (cfg.fio_path.empty()) {
-    PrintError(
-        "fio not found on PATH: the fio sequential write is not "
-        "measured");
+    PrintError(kCommand,
+               "fio not found on PATH: the fio sequential write is not "
+               "measured");
   }
 
   ChartWriter charts(kCommand, f.plot);
@@ -293,11 +285,8 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     Status s = MeasureRun(cfg, *corpus, run, files.scratch(), &progress, &fig);
     if (!s.ok()) {
       progress.Clear();
-      PrintError(
-          "FATAL: " +
-          (run == 0 ? std::string("warm-up") : "run " + std::to_string(run)) +
-          ": " + s.ToString());
-      return 1;
+      return ReportFailure(
+          kCommand, "FATAL: " + RunLabel(run, cfg.runs) + ": " + s.ToString());
     }
     if (run > 0) runs.push_back(std::move(fig));
   }
@@ -305,13 +294,10 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
 
   std::printf("\n%s", WritebackResultText(cfg, runs).c_str());
   std::fflush(stdout);
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteWritebackJson(cfg.json_path, machine, cfg, runs);
-        !s.ok()) {
-      PrintError(s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+  if (int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
+        return WriteWritebackJson(p, machine, cfg, runs);
+      })) {
+    return rc;
   }
   const Chart chart = WritebackChart(cfg, runs);
   return charts.Write({&chart, 1}) ? 0 : 1;

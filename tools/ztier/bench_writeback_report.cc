@@ -86,39 +86,26 @@ std::string BdText(const BdStat& b) {
 void WriteBd(JsonWriter& j, std::string_view key, const BdStat& b) {
   j.Key(key);
   j.BeginObject();
-  j.Key("bd_count");
-  j.Uint(b.count);
-  j.Key("bd_reads");
-  j.Uint(b.reads);
-  j.Key("bd_writes");
-  j.Uint(b.writes);
+  j.UintField("bd_count", b.count);
+  j.UintField("bd_reads", b.reads);
+  j.UintField("bd_writes", b.writes);
   j.EndObject();
 }
 
 void WriteSample(JsonWriter& j, const WritebackSample& s) {
   j.BeginObject();
-  j.Key("slots");
-  j.Uint(s.slots);
-  j.Key("candidates");
-  j.Uint(s.candidates);
-  j.Key("pages");
-  j.Uint(s.written);
-  j.Key("seconds");
-  j.Double(s.seconds, 6);
-  j.Key("mb_s");
-  j.Double(s.mb_s, 2);
+  j.UintField("slots", s.slots);
+  j.UintField("candidates", s.candidates);
+  j.UintField("pages", s.written);
+  j.DoubleField("seconds", s.seconds, 6);
+  j.DoubleField("mb_s", s.mb_s, 2);
   WriteBd(j, "bd_stat_before", s.bd_before);
   WriteBd(j, "bd_stat_after", s.bd_after);
-  j.Key("mem_used_total_before");
-  j.Uint(s.mem_used_before);
-  j.Key("mem_used_total_after");
-  j.Uint(s.mem_used_after);
-  j.Key("verified_slots");
-  j.Uint(s.verified);
-  j.Key("verified_written_back");
-  j.Uint(s.verified_from_disk);
-  j.Key("backing_direct");
-  j.Bool(s.direct);
+  j.UintField("mem_used_total_before", s.mem_used_before);
+  j.UintField("mem_used_total_after", s.mem_used_after);
+  j.UintField("verified_slots", s.verified);
+  j.UintField("verified_written_back", s.verified_from_disk);
+  j.BoolField("backing_direct", s.direct);
   j.EndObject();
 }
 
@@ -128,16 +115,11 @@ void WriteFio(JsonWriter& j, const std::optional<FioSample>& f) {
     return;
   }
   j.BeginObject();
-  j.Key("pages");
-  j.Uint(f->io_bytes / kPageSize);
-  j.Key("io_bytes");
-  j.Uint(f->io_bytes);
-  j.Key("bw_bytes");
-  j.Double(f->bw_bytes, 0);
-  j.Key("seconds");
-  j.Double(f->seconds, 6);
-  j.Key("mb_s");
-  j.Double(f->mb_s, 2);
+  j.UintField("pages", f->io_bytes / kPageSize);
+  j.UintField("io_bytes", f->io_bytes);
+  j.DoubleField("bw_bytes", f->bw_bytes, 0);
+  j.DoubleField("seconds", f->seconds, 6);
+  j.DoubleField("mb_s", f->mb_s, 2);
   j.EndObject();
 }
 
@@ -155,10 +137,8 @@ void WriteSeriesSummary(JsonWriter& j, const VariantSeries& s) {
     return;
   }
   j.BeginObject();
-  j.Key("runs");
-  j.Uint(s.mb_s.size());
-  j.Key("pages");
-  j.Double(Summarize(s.pages).median, 0);
+  j.UintField("runs", s.mb_s.size());
+  j.DoubleField("pages", Summarize(s.pages).median, 0);
   WriteStatsJson(j, "seconds", Summarize(s.seconds), 6);
   WriteStatsJson(j, "mb_s", Summarize(s.mb_s), 2);
   j.EndObject();
@@ -166,43 +146,27 @@ void WriteSeriesSummary(JsonWriter& j, const VariantSeries& s) {
 
 void WriteConfig(JsonWriter& j, const WritebackBenchConfig& cfg) {
   j.BeginObject();
-  j.Key("corpus");
-  j.String(cfg.corpus_path);
-  j.Key("corpus_name");
-  j.String(cfg.corpus_name);
-  j.Key("corpus_pages");
-  j.Uint(cfg.corpus_pages);
-  j.Key("size_bytes");
-  j.Uint(cfg.size_bytes);
-  j.Key("slots");
-  j.Uint(cfg.size_bytes / kPageSize);
-  j.Key("dir");
-  j.String(cfg.dir);
-  j.Key("runs");
-  j.Uint(cfg.runs);
-  j.Key("warmup_runs");
-  j.Uint(1);
-  j.Key("codec");
-  j.String(cfg.codec);
-  j.Key("batch_size");
-  j.Uint(cfg.batch_size);
-  j.Key("max_io_pages");
-  j.Uint(cfg.max_io_pages);
-  j.Key("compressed");
-  j.Bool(cfg.compressed);
-  j.Key("verify_stride");
-  j.Uint(WritebackRunConfig{}.verify_stride);
+  j.StringField("corpus", cfg.corpus_path);
+  j.StringField("corpus_name", cfg.corpus_name);
+  j.UintField("corpus_pages", cfg.corpus_pages);
+  j.UintField("size_bytes", cfg.size_bytes);
+  j.UintField("slots", cfg.size_bytes / kPageSize);
+  j.StringField("dir", cfg.dir);
+  j.UintField("runs", cfg.runs);
+  j.UintField("warmup_runs", 1);
+  j.StringField("codec", cfg.codec);
+  j.UintField("batch_size", cfg.batch_size);
+  j.UintField("max_io_pages", cfg.max_io_pages);
+  j.BoolField("compressed", cfg.compressed);
+  j.UintField("verify_stride", WritebackRunConfig{}.verify_stride);
   j.Key("fio");
   if (cfg.fio_path.empty()) {
     j.Null();
   } else {
     j.BeginObject();
-    j.Key("path");
-    j.String(cfg.fio_path);
-    j.Key("version");
-    j.String(cfg.fio_version);
-    j.Key("command");
-    j.String(nbdbench::CommandLine(cfg.fio_args));
+    j.StringField("path", cfg.fio_path);
+    j.StringField("version", cfg.fio_version);
+    j.StringField("command", nbdbench::CommandLine(cfg.fio_args));
     j.EndObject();
   }
   j.EndObject();
@@ -343,17 +307,14 @@ Status WriteWritebackJson(const std::string& path, const MachineInfo& machine,
                           const WritebackBenchConfig& cfg,
                           const std::vector<WritebackRunFigures>& runs) {
   JsonWriter j;
-  j.BeginObject();
-  j.Key("machine");
-  WriteMachineJson(machine, j);
+  BeginResultJson(j, "ztier bench writeback", machine);
   j.Key("config");
   WriteConfig(j, cfg);
   j.Key("runs");
   j.BeginArray();
   for (const WritebackRunFigures& r : runs) {
     j.BeginObject();
-    j.Key("run");
-    j.Uint(r.run);
+    j.UintField("run", r.run);
     j.Key("order");
     j.BeginArray();
     for (WbVariant v : r.order) j.String(WbVariantName(v));
@@ -377,10 +338,8 @@ Status WriteWritebackJson(const std::string& path, const MachineInfo& machine,
     j.Key(WbVariantName(v));
     WriteSeriesSummary(j, Collect(runs, v));
   }
-  j.Key("batched_over_sync");
-  WriteRatiosJson(j, Ratios(runs, WbVariant::kSync));
-  j.Key("batched_over_fio");
-  WriteRatiosJson(j, Ratios(runs, WbVariant::kFio));
+  WriteRatiosJson(j, "batched_over_sync", Ratios(runs, WbVariant::kSync));
+  WriteRatiosJson(j, "batched_over_fio", Ratios(runs, WbVariant::kFio));
   j.EndObject();
   j.EndObject();
   return WriteJsonFile(path, j);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "bench_nbd_fio.h"
 #include "bench_nbd_proc.h"
 #include "bench_zram_compare_io.h"
@@ -59,10 +60,6 @@ constexpr const char kAbout[] =
     "kernel device,\nthrough ztier's library and through `ztier serve` over "
     "NBD. A missing or\nbusy kernel device is left alone (ztier is measured "
     "alone). Run as root.";
-
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
 
 // SIGINT or SIGTERM: the runs stop after the measurement in progress, so
 // that the kernel device is still reset and the servers stopped.
@@ -115,9 +112,7 @@ Status StatusOf(const Result<T>& r) {
 }
 
 std::string RunPrefix(const ZramCompareConfig& cfg, std::size_t run) {
-  return run == 0 ? std::string("[warm-up] ")
-                  : "[run " + std::to_string(run) + "/" +
-                        std::to_string(cfg.runs) + "] ";
+  return "[" + RunLabel(run, cfg.runs) + "] ";
 }
 
 IoPattern FillPattern(std::uint64_t area_bytes, std::size_t threads) {
@@ -362,17 +357,91 @@ Status IoRun(const Bench& b, std::size_t run) {
   return Status::Ok();
 }
 
-}  // namespace
+// `flags` items that `known` lacks, checked against the names of `known`
+// (each kept in `known`'s order): kInvalidArgument "unknown WHAT 'NAME'".
+template <typename T, typename Name>
+Result<std::vector<T>> Select(std::span<const T> known,
+                              const std::vector<std::string>& flags, Name name,
+                              std::string_view what) {
+  for (const std::string& f : flags) {
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const T& k) { return name(k) == f; })) {
+      return Err(Status::InvalidArgument("unknown " + std::string(what) + " '" +
+                                         f + "' (see --help)"));
+    }
+  }
+  std::vector<T> out;
+  for (const T& k : known) {
+    if (flags.empty() ||
+        std::find(flags.begin(), flags.end(), name(k)) != flags.end()) {
+      out.push_back(k);
+    }
+  }
+  return out;
+}
 
-int RunBenchZramCompare(std::span<const std::string_view> args) {
-  const MachineInfo machine = GetMachineInfo();
-  ZramCompareConfig cfg;
+// --codec: the kernel codecs, each with its ztier counterpart, once each.
+Status ParsePairs(const std::vector<std::string>& codec_flags,
+                  ZramCompareConfig* cfg) {
+  for (const std::string& k : codec_flags) {
+    const std::string z = k == "lzo-rle" ? "lzo" : k;
+    if (k != "lz4" && k != "lzo-rle" && k != "lzo") {
+      return Status::InvalidArgument("unknown kernel codec '" + k +
+                                     "' (known: lz4, lzo-rle, lzo)");
+    }
+    ZT_RETURN_IF_ERROR(CheckCodecName(z));
+    if (std::none_of(cfg->pairs.begin(), cfg->pairs.end(),
+                     [&](const CodecPair& p) { return p.kernel == k; })) {
+      cfg->pairs.push_back({k, z});
+    }
+  }
+  return Status::Ok();
+}
+
+// --jobs, --threads, --paths and --size into cfg's cases, paths and area.
+Status ParseCases(const std::vector<std::string>& job_flags,
+                  const std::vector<std::string>& path_flags,
+                  std::int64_t threads, const std::string& size_text,
+                  ZramCompareConfig* cfg) {
+  const std::span<const nbdbench::NbdJob> standard = nbdbench::StandardJobs();
+  ZT_ASSIGN_OR_RETURN(
+      std::vector<nbdbench::NbdJob> jobs,
+      Select<nbdbench::NbdJob>(
+          standard, job_flags,
+          [](const nbdbench::NbdJob& j) { return std::string(j.name); },
+          "job"));
+  std::stable_partition(jobs.begin(), jobs.end(),
+                        [](const nbdbench::NbdJob& j) { return !j.writes; });
+  std::vector<std::size_t> thread_counts = {1};
+  if (threads > 1) thread_counts.push_back(static_cast<std::size_t>(threads));
+  for (const nbdbench::NbdJob& j : jobs) {
+    for (std::size_t t : thread_counts) cfg->cases.push_back({j, t});
+  }
+  ZT_ASSIGN_OR_RETURN(
+      cfg->paths,
+      Select<IoPath>(
+          kIoPaths, path_flags,
+          [](IoPath p) { return std::string(IoPathName(p)); }, "path"));
+  ZT_ASSIGN_OR_RETURN(const std::uint64_t size,
+                      ParseSizeFlag(size_text, 1u << 20, "1M"));
+  const std::uint64_t unit = kBlock * thread_counts.back();
+  cfg->area_bytes = size / unit * unit;
+  if (cfg->area_bytes == 0) {
+    return Status::InvalidArgument("--size " + size_text +
+                                   " is less than 128 KiB per thread");
+  }
+  return Status::Ok();
+}
+
+// The command line into *cfg; the exit status when it is bad (2) or asked
+// for --help (0).
+std::optional<int> ParseFlags(std::span<const std::string_view> args,
+                              unsigned cores, ZramCompareConfig* cfg) {
   std::vector<std::string> codec_flags, job_flags, path_flags;
   std::string size_text = "256M";
-  std::int64_t runs = 5, seconds = 1, threads = machine.cores,
-               corpus_pages = 0;
-  cfg.corpus_dir = kDefaultCorpusDir;
-  cfg.zram_dev = kDefaultDevice;
+  std::int64_t runs = 5, seconds = 1, threads = cores, corpus_pages = 0;
+  cfg->corpus_dir = kDefaultCorpusDir;
+  cfg->zram_dev = kDefaultDevice;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("runs", &runs, "N",
                "measured runs, after one warm-up run (default 5)", 1, 1000);
@@ -396,218 +465,120 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
                "the \"all cores\" thread count (default: online cores); "
                "1 runs one thread only",
                1, 1024);
-  flags.AddString("corpus-dir", &cfg.corpus_dir, "DIR",
-                  "every *.pages.zst in DIR (default " + std::string(kDefaultCorpusDir) + ")");
+  AddCorpusDirFlag(flags, &cfg->corpus_dir);
   flags.AddInt("corpus-pages", &corpus_pages, "N",
                "use the first N pages of each corpus (rounded down to 32; "
                "default 0: all)",
                0, INT64_MAX);
-  flags.AddString("zram-dev", &cfg.zram_dev, "PATH",
+  flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
                   "the kernel device (default /dev/zram0; its sysfs folder "
                   "is /sys/block/NAME)");
-  flags.AddString("json", &cfg.json_path, "FILE",
-                  "also write every figure as JSON to FILE");
+  AddJsonFlag(flags, &cfg->json_path);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  cfg.runs = static_cast<std::size_t>(runs);
-  cfg.seconds = seconds;
-  cfg.corpus_pages = static_cast<std::size_t>(corpus_pages);
-
-  // Codec pairs, jobs, paths.
+  cfg->runs = static_cast<std::size_t>(runs);
+  cfg->seconds = seconds;
+  cfg->corpus_pages = static_cast<std::size_t>(corpus_pages);
   if (codec_flags.empty()) codec_flags = {"lz4", "lzo-rle", "lzo"};
-  for (const std::string& k : codec_flags) {
-    const std::string z = k == "lzo-rle" ? "lzo" : k;
-    if (k != "lz4" && k != "lzo-rle" && k != "lzo") {
-      PrintError("unknown kernel codec '" + k + "' (known: lz4, lzo-rle, lzo)");
-      return 2;
-    }
-    if (Status s = CheckCodecName(z); !s.ok()) {
-      PrintError(s.message());
-      return 2;
-    }
-    if (std::none_of(cfg.pairs.begin(), cfg.pairs.end(),
-                     [&](const CodecPair& p) { return p.kernel == k; })) {
-      cfg.pairs.push_back({k, z});
-    }
-  }
-  std::vector<nbdbench::NbdJob> jobs;
-  for (const nbdbench::NbdJob& j : nbdbench::StandardJobs()) {
-    if (job_flags.empty() || std::find(job_flags.begin(), job_flags.end(),
-                                       j.name) != job_flags.end()) {
-      jobs.push_back(j);
-    }
-  }
-  for (const std::string& name : job_flags) {
-    if (std::none_of(jobs.begin(), jobs.end(), [&](const nbdbench::NbdJob& j) {
-          return j.name == name;
-        })) {
-      PrintError("unknown job '" + name + "' (see --help)");
-      return 2;
-    }
-  }
-  std::stable_partition(jobs.begin(), jobs.end(),
-                        [](const nbdbench::NbdJob& j) { return !j.writes; });
-  std::vector<std::size_t> thread_counts = {1};
-  if (threads > 1) thread_counts.push_back(static_cast<std::size_t>(threads));
-  for (const nbdbench::NbdJob& j : jobs) {
-    for (std::size_t t : thread_counts) cfg.cases.push_back({j, t});
-  }
-  for (IoPath p : kIoPaths) {
-    if (path_flags.empty() || std::find(path_flags.begin(), path_flags.end(),
-                                        IoPathName(p)) != path_flags.end()) {
-      cfg.paths.push_back(p);
-    }
-  }
-  for (const std::string& name : path_flags) {
-    if (std::none_of(std::begin(kIoPaths), std::end(kIoPaths),
-                     [&](IoPath p) { return IoPathName(p) == name; })) {
-      PrintError("unknown path '" + name + "' (see --help)");
-      return 2;
-    }
-  }
-  auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
-  if (!size.has_value()) {
-    PrintError(size.error().message());
-    return 2;
-  }
-  const std::uint64_t unit = kBlock * thread_counts.back();
-  cfg.area_bytes = *size / unit * unit;
-  if (cfg.area_bytes == 0) {
-    PrintError("--size " + size_text + " is less than 128 KiB per thread");
-    return 2;
-  }
+  Status s = ParsePairs(codec_flags, cfg);
+  if (s.ok()) s = ParseCases(job_flags, path_flags, threads, size_text, cfg);
+  if (!s.ok()) return ReportUsageError(kCommand, s.message());
+  return std::nullopt;
+}
 
-  // Temporary folder and tools.
-  auto temp = TempDir::Create("ztier-bench-zram-compare");
-  if (!temp.has_value()) {
-    PrintError(temp.error().ToString());
-    return 1;
-  }
-  const TempDir& dir = *temp;
-  cfg.ztier.path = nbdbench::SelfExecutable();
-  cfg.ztier.version = nbdbench::ToolVersion(cfg.ztier.path, dir.path());
-  for (auto [name, tool] : {std::pair{"fio", &cfg.fio},
-                            std::pair{"nbdcopy", &cfg.nbdcopy}}) {
+// The versions of ztier, fio and nbdcopy; a note for each one missing.
+void FindTools(const std::string& dir, ZramCompareConfig* cfg) {
+  cfg->ztier.path = nbdbench::SelfExecutable();
+  cfg->ztier.version = nbdbench::ToolVersion(cfg->ztier.path, dir);
+  for (auto [name, tool] :
+       {std::pair{"fio", &cfg->fio}, std::pair{"nbdcopy", &cfg->nbdcopy}}) {
     tool->path = nbdbench::FindExecutable(name);
     if (tool->path.empty()) {
-      cfg.notes.push_back(std::string(name) +
-                          " not found on PATH: the paths that need it are "
-                          "skipped");
-      PrintError(cfg.notes.back());
+      cfg->notes.push_back(std::string(name) +
+                           " not found on PATH: the paths that need it are "
+                           "skipped");
+      PrintError(kCommand, cfg->notes.back());
     } else {
-      tool->version = nbdbench::ToolVersion(tool->path, dir.path());
+      tool->version = nbdbench::ToolVersion(tool->path, dir);
     }
   }
+}
 
-  // Corpora.
-  auto found = corpus::FindCorpusFiles(cfg.corpus_dir);
-  if (!found.has_value() || found->empty()) {
-    PrintError("no corpus: the corpus folder '" + cfg.corpus_dir + "'" +
-               AbsoluteNote(cfg.corpus_dir) +
-               " is missing or holds no *.pages.zst files. Pass a folder of "
-               "*.pages.zst files with --corpus-dir DIR.");
-    return 1;
-  }
-  std::vector<corpus::PageSet> corpora;
-  std::vector<DataPages> corpus_data;
-  for (const std::string& path : *found) {
-    auto set = LoadCorpus(path);
-    if (!set.has_value()) {
-      PrintError(set.error().message());
-      return 1;
-    }
-    const corpus::PageSet* one[] = {&*set};
-    auto data = DataPages::From(one, cfg.corpus_pages);
+// The corpora of --corpus-dir, and the data of part (a) (one per corpus)
+// and of part (b) (all of them).
+struct Corpora {
+  std::vector<corpus::PageSet> sets;
+  std::vector<DataPages> each;
+  std::optional<DataPages> all;
+};
+
+Status LoadCorpora(ZramCompareConfig* cfg, Corpora* c) {
+  ZT_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
+                      FindCorpusDir(cfg->corpus_dir, kCorpusDirHint));
+  for (const std::string& path : paths) {
+    ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
+    const corpus::PageSet* one[] = {&set};
+    auto data = DataPages::From(one, cfg->corpus_pages);
     if (!data.has_value()) {
-      PrintError("corpus " + path + ": " + data.error().message());
-      return 1;
+      return Status::InvalidArgument("corpus " + path + ": " +
+                                     data.error().message());
     }
-    cfg.corpora.push_back({set->name(), path, data->count()});
-    corpus_data.push_back(std::move(*data));
-    corpora.push_back(std::move(*set));
+    cfg->corpora.push_back({set.name(), path, data->count()});
+    c->each.push_back(std::move(*data));
+    c->sets.push_back(std::move(set));
   }
   std::vector<const corpus::PageSet*> all;
-  for (const corpus::PageSet& s : corpora) all.push_back(&s);
-  auto data = DataPages::From(all, cfg.corpus_pages);
-  if (!data.has_value()) {
-    PrintError(data.error().message());
-    return 1;
-  }
-  cfg.data_pages = data->count();
+  for (const corpus::PageSet& s : c->sets) all.push_back(&s);
+  ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(all, cfg->corpus_pages));
+  cfg->data_pages = data.count();
+  c->all.emplace(std::move(data));
+  return Status::Ok();
+}
 
-  // The kernel device.
-  std::optional<KernelZram> zram;
-  if (auto z = KernelZram::Open(cfg.zram_dev); z.has_value()) {
-    cfg.kernel_state = "used";
-    cfg.kernel_algorithms = z->algorithms();
-    zram.emplace(std::move(*z));
-    for (CodecPair& p : cfg.pairs) {
-      p.kernel_offered =
-          std::find(cfg.kernel_algorithms.begin(), cfg.kernel_algorithms.end(),
-                    p.kernel) != cfg.kernel_algorithms.end();
-      if (!p.kernel_offered) {
-        cfg.notes.push_back("the kernel's zram does not offer " + p.kernel +
-                            ": ztier " + p.ztier + " is measured alone");
-        PrintError(cfg.notes.back());
-      }
-    }
-  } else {
+// The kernel device when it can be used; else its state and a note.
+std::optional<KernelZram> OpenKernel(ZramCompareConfig* cfg) {
+  auto z = KernelZram::Open(cfg->zram_dev);
+  if (!z.has_value()) {
     const StatusCode code = z.error().code();
-    cfg.kernel_state = code == StatusCode::kNotFound ? "missing"
-                       : code == StatusCode::kBusy   ? "busy"
-                                                     : "unusable";
-    cfg.kernel_message = z.error().message();
-    cfg.notes.push_back(cfg.zram_dev + " " + cfg.kernel_state + ": " +
-                        cfg.kernel_message +
-                        "; the kernel side is skipped, ztier is measured "
-                        "alone");
-    PrintError(cfg.notes.back());
+    cfg->kernel_state = code == StatusCode::kNotFound ? "missing"
+                        : code == StatusCode::kBusy   ? "busy"
+                                                      : "unusable";
+    cfg->kernel_message = z.error().message();
+    cfg->notes.push_back(cfg->zram_dev + " " + cfg->kernel_state + ": " +
+                         cfg->kernel_message +
+                         "; the kernel side is skipped, ztier is measured "
+                         "alone");
+    PrintError(kCommand, cfg->notes.back());
+    return std::nullopt;
   }
-
-  // Part (b)'s fill as a file, for nbdcopy.
-  std::string area_file;
-  if (cfg.Measures(IoPath::kZtierNbd)) {
-    area_file = dir.path() + "/area.pages";
-    std::ofstream out(area_file, std::ios::binary);
-    for (std::uint64_t p = 0; p < cfg.area_bytes / kPageSize; ++p) {
-      out.write(reinterpret_cast<const char*>(data->ForAreaPage(p)),
-                kPageSize);
-    }
-    out.close();
-    if (!out) {
-      PrintError("cannot write " + area_file);
-      return 1;
+  cfg->kernel_state = "used";
+  cfg->kernel_algorithms = z->algorithms();
+  for (CodecPair& p : cfg->pairs) {
+    p.kernel_offered =
+        std::find(cfg->kernel_algorithms.begin(), cfg->kernel_algorithms.end(),
+                  p.kernel) != cfg->kernel_algorithms.end();
+    if (!p.kernel_offered) {
+      cfg->notes.push_back("the kernel's zram does not offer " + p.kernel +
+                           ": ztier " + p.ztier + " is measured alone");
+      PrintError(kCommand, cfg->notes.back());
     }
   }
+  return std::move(*z);
+}
 
-  std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
-  std::fflush(stdout);
-
-  ZramCompareResults results = ZramCompareResults::For(cfg);
-  Progress progress;
-  const SignalGuard signals;
-  const Bench bench{.cfg = cfg,
-                    .zram = &zram,
-                    .corpora = corpora,
-                    .corpus_data = corpus_data,
-                    .data = *data,
-                    .dir = dir.path(),
-                    .area_file = area_file,
-                    .progress = &progress,
-                    .results = &results};
-  for (std::size_t run = 0; run <= cfg.runs; ++run) {
-    Status s = MmRun(bench, run);
-    if (s.ok() && !cfg.cases.empty()) s = IoRun(bench, run);
-    if (!s.ok()) {
-      progress.Clear();
-      PrintError("FATAL: " + RunPrefix(cfg, run) + s.ToString());
-      return 1;
-    }
+// Part (b)'s fill as the file `path`, for nbdcopy.
+Status WriteAreaFile(const std::string& path, std::uint64_t area_bytes,
+                     const DataPages& data) {
+  std::ofstream out(path, std::ios::binary);
+  for (std::uint64_t p = 0; p < area_bytes / kPageSize; ++p) {
+    out.write(reinterpret_cast<const char*>(data.ForAreaPage(p)), kPageSize);
   }
-  progress.Clear();
-  if (zram.has_value()) {
-    if (Status s = zram->Reset(); !s.ok()) PrintError(s.ToString());
-  }
+  out.close();
+  return out ? Status::Ok() : Status::IoError("cannot write " + path);
+}
 
+// The tables of part (a) and, for each pair of paths measured, part (b).
+void PrintTables(const ZramCompareConfig& cfg,
+                 const ZramCompareResults& results) {
   std::printf("\n%s", MmTable(cfg, results).c_str());
   if (!cfg.cases.empty()) {
     // A table when at least one of its two paths was measured.
@@ -623,20 +594,68 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
           "(b) library path, corpus data, synchronous calls on both sides");
     table(IoPath::kKernelFio, IoPath::kZtierNbd,
           "(b) NBD path, fio on both sides");
-    if (cfg.Measures(IoPath::kKernelUring) && cfg.Measures(IoPath::kKernelFio)) {
+    if (cfg.Measures(IoPath::kKernelUring) &&
+        cfg.Measures(IoPath::kKernelFio)) {
       std::printf("\n%s", DriverCheckTable(cfg, results).c_str());
     }
   }
   std::fflush(stdout);
-  if (!cfg.json_path.empty()) {
-    if (Status s = WriteZramCompareJson(cfg.json_path, machine, cfg, results);
-        !s.ok()) {
-      PrintError(s.ToString());
-      return 1;
-    }
-    std::printf("\nwrote %s\n", cfg.json_path.c_str());
+}
+
+}  // namespace
+
+int RunBenchZramCompare(std::span<const std::string_view> args) {
+  const MachineInfo machine = GetMachineInfo();
+  ZramCompareConfig cfg;
+  if (auto rc = ParseFlags(args, machine.cores, &cfg)) return *rc;
+  auto temp = TempDir::Create("ztier-bench-zram-compare");
+  if (!temp.has_value())
+    return ReportFailure(kCommand, temp.error().ToString());
+  const TempDir& dir = *temp;
+  FindTools(dir.path(), &cfg);
+  Corpora corpora;
+  if (Status s = LoadCorpora(&cfg, &corpora); !s.ok()) {
+    return ReportFailure(kCommand, s.message());
   }
-  return 0;
+  std::optional<KernelZram> zram = OpenKernel(&cfg);
+  std::string area_file;
+  if (cfg.Measures(IoPath::kZtierNbd)) {
+    area_file = dir.path() + "/area.pages";
+    Status s = WriteAreaFile(area_file, cfg.area_bytes, *corpora.all);
+    if (!s.ok()) return ReportFailure(kCommand, s.message());
+  }
+  std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
+  std::fflush(stdout);
+
+  ZramCompareResults results = ZramCompareResults::For(cfg);
+  Progress progress;
+  const SignalGuard signals;
+  const Bench bench{.cfg = cfg,
+                    .zram = &zram,
+                    .corpora = corpora.sets,
+                    .corpus_data = corpora.each,
+                    .data = *corpora.all,
+                    .dir = dir.path(),
+                    .area_file = area_file,
+                    .progress = &progress,
+                    .results = &results};
+  for (std::size_t run = 0; run <= cfg.runs; ++run) {
+    Status s = MmRun(bench, run);
+    if (s.ok() && !cfg.cases.empty()) s = IoRun(bench, run);
+    if (!s.ok()) {
+      progress.Clear();
+      return ReportFailure(kCommand,
+                           "FATAL: " + RunPrefix(cfg, run) + s.ToString());
+    }
+  }
+  progress.Clear();
+  if (zram.has_value()) {
+    if (Status s = zram->Reset(); !s.ok()) PrintError(kCommand, s.ToString());
+  }
+  PrintTables(cfg, results);
+  return FinishJson(kCommand, cfg.json_path, [&](const std::string& path) {
+    return WriteZramCompareJson(path, machine, cfg, results);
+  });
 }
 
 }  // namespace ztier::tool

@@ -88,12 +88,11 @@ void JsonMmSide(JsonWriter& w, const std::vector<MmStat>& v,
   const auto put = [&](std::string_view key, auto f) {
     const std::vector<double> x = Field(v, f);
     const SampleStats s = Summarize(x);
-    w.Key(key);
-    w.Uint(static_cast<std::uint64_t>(std::llround(s.median)));
-    w.Key(std::string(key) + "_min");
-    w.Uint(static_cast<std::uint64_t>(std::llround(s.min)));
-    w.Key(std::string(key) + "_max");
-    w.Uint(static_cast<std::uint64_t>(std::llround(s.max)));
+    w.UintField(key, static_cast<std::uint64_t>(std::llround(s.median)));
+    w.UintField(std::string(key) + "_min",
+                static_cast<std::uint64_t>(std::llround(s.min)));
+    w.UintField(std::string(key) + "_max",
+                static_cast<std::uint64_t>(std::llround(s.max)));
   };
   put("orig_data_size", [](const MmStat& m) { return m.orig_data_size; });
   put("compr_data_size", [](const MmStat& m) { return m.compr_data_size; });
@@ -101,18 +100,17 @@ void JsonMmSide(JsonWriter& w, const std::vector<MmStat>& v,
   put("same_pages", [](const MmStat& m) { return m.same_pages; });
   put("huge_pages", [](const MmStat& m) { return m.huge_pages; });
   if (pool_metadata != nullptr) {
-    w.Key("pool_metadata_bytes");
-    w.Uint(static_cast<std::uint64_t>(std::llround(Median(*pool_metadata))));
+    w.UintField(
+        "pool_metadata_bytes",
+        static_cast<std::uint64_t>(std::llround(Median(*pool_metadata))));
   }
-  w.Key("runs");
-  w.Uint(v.size());
+  w.UintField("runs", v.size());
   w.EndObject();
 }
 
 void JsonCase(JsonWriter& w, const IoCase& c) {
   nbdbench::WriteJobKeysJson(w, c.job);
-  w.Key("threads");
-  w.Uint(c.threads);
+  w.UintField("threads", c.threads);
 }
 
 void JsonRatio(JsonWriter& w, const IoCase& c, const CodecPair& pair,
@@ -120,18 +118,12 @@ void JsonRatio(JsonWriter& w, const IoCase& c, const CodecPair& pair,
                std::string_view metric) {
   w.BeginObject();
   JsonCase(w, c);
-  w.Key("kernel_codec");
-  w.String(pair.kernel);
-  w.Key("ztier_codec");
-  w.String(pair.ztier);
-  w.Key("numerator");
-  w.String(IoPathName(num));
-  w.Key("denominator");
-  w.String(IoPathName(den));
-  w.Key("metric");
-  w.String(metric);
-  w.Key("ratio");
-  WriteRatiosJson(w, ratios);
+  w.StringField("kernel_codec", pair.kernel);
+  w.StringField("ztier_codec", pair.ztier);
+  w.StringField("numerator", IoPathName(num));
+  w.StringField("denominator", IoPathName(den));
+  w.StringField("metric", metric);
+  WriteRatiosJson(w, "ratio", ratios);
   WriteSamplesJson(w, "per_run", ratios, 4);
   w.EndObject();
 }
@@ -377,30 +369,20 @@ Status WriteZramCompareJson(const std::string& path,
                             const ZramCompareConfig& cfg,
                             const ZramCompareResults& results) {
   JsonWriter w;
-  w.BeginObject();
-  w.Key("benchmark");
-  w.String("ztier bench zram-compare");
-  w.Key("machine");
-  WriteMachineJson(machine, w);
+  BeginResultJson(w, "ztier bench zram-compare", machine);
 
   w.Key("config");
   w.BeginObject();
-  w.Key("runs");
-  w.Uint(cfg.runs);
-  w.Key("warmup_runs");
-  w.Uint(1);
-  w.Key("seconds");
-  w.Int(cfg.seconds);
-  w.Key("area_bytes");
-  w.Uint(cfg.area_bytes);
+  w.UintField("runs", cfg.runs);
+  w.UintField("warmup_runs", 1);
+  w.IntField("seconds", cfg.seconds);
+  w.UintField("area_bytes", cfg.area_bytes);
   w.Key("codec_pairs");
   w.BeginArray();
   for (const CodecPair& p : cfg.pairs) {
     w.BeginObject();
-    w.Key("kernel");
-    w.String(p.kernel);
-    w.Key("ztier");
-    w.String(p.ztier);
+    w.StringField("kernel", p.kernel);
+    w.StringField("ztier", p.ztier);
     w.EndObject();
   }
   w.EndArray();
@@ -408,10 +390,8 @@ Status WriteZramCompareJson(const std::string& path,
   w.BeginArray();
   for (IoPath p : cfg.paths) {
     w.BeginObject();
-    w.Key("path");
-    w.String(IoPathName(p));
-    w.Key("measured");
-    w.Bool(cfg.Measures(p));
+    w.StringField("path", IoPathName(p));
+    w.BoolField("measured", cfg.Measures(p));
     w.EndObject();
   }
   w.EndArray();
@@ -431,18 +411,15 @@ Status WriteZramCompareJson(const std::string& path,
     w.EndObject();
   }
   w.EndArray();
-  w.Key("corpus_dir");
-  w.String(cfg.corpus_dir);
-  w.Key("corpus_pages");
-  w.Uint(cfg.corpus_pages);
+  w.StringField("corpus_dir", cfg.corpus_dir);
+  w.UintField("corpus_pages", cfg.corpus_pages);
   w.Key("corpora");
   w.BeginArray();
   for (const ZramCompareConfig::Corpus& c : cfg.corpora) {
     WriteCorpusJson(w, c.name, c.path, "pages", c.pages);
   }
   w.EndArray();
-  w.Key("data_pages");
-  w.Uint(cfg.data_pages);
+  w.UintField("data_pages", cfg.data_pages);
   w.Key("tools");
   w.BeginObject();
   for (const auto& [key, tool] :
@@ -463,12 +440,9 @@ Status WriteZramCompareJson(const std::string& path,
 
   w.Key("kernel");
   w.BeginObject();
-  w.Key("device");
-  w.String(cfg.zram_dev);
-  w.Key("state");
-  w.String(cfg.kernel_state);
-  w.Key("message");
-  w.String(cfg.kernel_message);
+  w.StringField("device", cfg.zram_dev);
+  w.StringField("state", cfg.kernel_state);
+  w.StringField("message", cfg.kernel_message);
   w.Key("algorithms");
   w.BeginArray();
   for (const std::string& a : cfg.kernel_algorithms) w.String(a);
@@ -487,14 +461,10 @@ Status WriteZramCompareJson(const std::string& path,
       const MmCase& m = results.mm[c][p];
       if (m.kernel.empty() && m.ztier.empty()) continue;
       w.BeginObject();
-      w.Key("corpus");
-      w.String(cfg.corpora[c].name);
-      w.Key("kernel_codec");
-      w.String(cfg.pairs[p].kernel);
-      w.Key("ztier_codec");
-      w.String(cfg.pairs[p].ztier);
-      w.Key("orig_bytes");
-      w.Uint(cfg.corpora[c].pages * 4096);
+      w.StringField("corpus", cfg.corpora[c].name);
+      w.StringField("kernel_codec", cfg.pairs[p].kernel);
+      w.StringField("ztier_codec", cfg.pairs[p].ztier);
+      w.UintField("orig_bytes", cfg.corpora[c].pages * 4096);
       w.Key("kernel");
       JsonMmSide(w, m.kernel, nullptr);
       w.Key("ztier");
@@ -502,10 +472,11 @@ Status WriteZramCompareJson(const std::string& path,
       const auto ratio = [&](auto f) {
         return Median(Field(m.ztier, f)) / Median(Field(m.kernel, f));
       };
-      w.Key("compr_data_size_ztier_over_kernel");
-      w.Double(ratio([](const MmStat& s) { return s.compr_data_size; }), 4);
-      w.Key("mem_used_total_ztier_over_kernel");
-      w.Double(ratio([](const MmStat& s) { return s.mem_used_total; }), 4);
+      w.DoubleField("compr_data_size_ztier_over_kernel",
+                    ratio([](const MmStat& s) { return s.compr_data_size; }),
+                    4);
+      w.DoubleField("mem_used_total_ztier_over_kernel",
+                    ratio([](const MmStat& s) { return s.mem_used_total; }), 4);
       w.EndObject();
     }
   }
@@ -516,14 +487,10 @@ Status WriteZramCompareJson(const std::string& path,
   for (const IoSeries& s : results.io) {
     w.BeginObject();
     JsonCase(w, cfg.cases[s.io_case]);
-    w.Key("path");
-    w.String(IoPathName(s.path));
-    w.Key("side");
-    w.String(IsKernelPath(s.path) ? "kernel" : "ztier");
-    w.Key("codec");
-    w.String(s.codec);
-    w.Key("runs");
-    w.Uint(s.iops.size());
+    w.StringField("path", IoPathName(s.path));
+    w.StringField("side", IsKernelPath(s.path) ? "kernel" : "ztier");
+    w.StringField("codec", s.codec);
+    w.UintField("runs", s.iops.size());
     WriteStatsJson(w, "iops", Summarize(s.iops), 1);
     WriteStatsJson(w, "mb_s", Summarize(s.mb_s), 2);
     WriteSamplesJson(w, "iops_samples", s.iops, 1);

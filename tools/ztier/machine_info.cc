@@ -168,26 +168,25 @@ std::string MachineLine(const MachineInfo& m) {
               : "");
 }
 
+void BeginResultJson(JsonWriter& w, std::string_view command,
+                     const MachineInfo& m) {
+  w.BeginObject();
+  w.StringField("benchmark", command);
+  w.Key("machine");
+  WriteMachineJson(m, w);
+}
+
 void WriteMachineJson(const MachineInfo& m, JsonWriter& w) {
   w.BeginObject();
-  w.Key("cpu_model");
-  w.String(m.cpu_model);
-  w.Key("cores");
-  w.Uint(m.cores);
-  w.Key("kernel");
-  w.String(m.kernel);
-  w.Key("compiler");
-  w.String(m.compiler);
-  w.Key("lz4");
-  w.String(m.lz4);
-  w.Key("zstd");
-  w.String(m.zstd);
-  w.Key("libdeflate");
-  w.String(m.deflate);
-  w.Key("lzo");
-  w.String(m.lzo);
-  w.Key("cross_cpu_rtt_ns");
-  w.Double(m.cross_cpu_rtt_ns, 1);
+  w.StringField("cpu_model", m.cpu_model);
+  w.UintField("cores", m.cores);
+  w.StringField("kernel", m.kernel);
+  w.StringField("compiler", m.compiler);
+  w.StringField("lz4", m.lz4);
+  w.StringField("zstd", m.zstd);
+  w.StringField("libdeflate", m.deflate);
+  w.StringField("lzo", m.lzo);
+  w.DoubleField("cross_cpu_rtt_ns", m.cross_cpu_rtt_ns, 1);
   w.EndObject();
 }
 

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ztier::tool {
@@ -62,6 +63,12 @@ std::string MachineLine(const MachineInfo& m);
 // Writes m as one JSON object (cpu_model, cores, kernel, compiler, the
 // codec library versions and cross_cpu_rtt_ns) where `w` expects a value.
 void WriteMachineJson(const MachineInfo& m, JsonWriter& w);
+
+// Opens the document of an experiment's results, the same in every one:
+// {"benchmark": COMMAND, "machine": WriteMachineJson(m), ... the caller's
+// keys, then its EndObject().
+void BeginResultJson(JsonWriter& w, std::string_view command,
+                     const MachineInfo& m);
 
 }  // namespace ztier::tool
 

@@ -301,20 +301,32 @@ std::string NbdUnixUri(const std::string& device,
   return "nbd+unix:///" + device + "?socket=" + Absolute(socket_path);
 }
 
-int RunServe(std::span<const std::string_view> raw_args) {
-  // -v and -q are the short forms of --verbose and --quiet.
+namespace {
+
+// The checked settings: what the flags' texts mean.
+struct Checked {
+  std::uint64_t max_request = 0;
+  std::uint64_t max_in_flight_bytes = 0;
+  std::uint64_t mem_limit = 0;
+  bool prealloc = false;
+  std::unique_ptr<nbd::TlsContext> tls;
+  std::vector<DeviceSpec> specs;  // without --config
+};
+
+// The command line (with -v and -q as --verbose and --quiet) and the
+// --config file into *s and *config; the exit status when it is bad or
+// asked for --help.
+std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
+                             FlagSet& flags, ServeSettings* s,
+                             std::optional<ServiceConfig>* config) {
   std::vector<std::string_view> args(raw_args.begin(), raw_args.end());
   for (std::string_view& a : args) {
     if (a == "-v") a = "--verbose";
     if (a == "-q") a = "--quiet";
   }
-  ServeSettings s;
-  FlagSet flags(kCommand, kSynopsis);
-  DefineFlags(flags, &s);
+  DefineFlags(flags, s);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-
-  std::optional<ServiceConfig> config;
-  if (!s.config.empty()) {
+  if (!s->config.empty()) {
     for (const char* per_device : {"device", "comp-algorithm",
                                    "algorithm-params", "mem-limit",
                                    "backing-dev"}) {
@@ -325,27 +337,24 @@ int RunServe(std::span<const std::string_view> raw_args) {
                           "[zramN] sections set each device");
       }
     }
-    auto loaded = LoadServiceConfig(s.config);
+    auto loaded = LoadServiceConfig(s->config);
     if (!loaded.has_value()) return UsageFail(loaded.error().message());
-    config = std::move(*loaded);
-    for (const std::string& w : config->warnings) Log(LogLevel::kWarning, w);
-    if (Status st = ApplyZtierSection(*config, flags, &s); !st.ok()) {
+    *config = std::move(*loaded);
+    for (const std::string& w : (*config)->warnings) {
+      Log(LogLevel::kWarning, w);
+    }
+    if (Status st = ApplyZtierSection(**config, flags, s); !st.ok()) {
       return UsageFail(st.message());
     }
   }
-  if (Status st = SetUpLog(s); !st.ok()) return ReportUsageError(kCommand, st.message());
+  if (Status st = SetUpLog(*s); !st.ok()) {
+    return ReportUsageError(kCommand, st.message());
+  }
+  return std::nullopt;
+}
 
-  auto max_request = ParseSize(s.max_request);
-  if (!max_request.has_value() || *max_request < 4096 ||
-      *max_request > (256u << 20)) {
-    return ReportUsageError(kCommand, "--max-request-size: want 4K to 256M, "
-                                      "not '" + s.max_request + "'");
-  }
-  auto max_in_flight_bytes = ParseSize(s.max_in_flight_bytes);
-  if (!max_in_flight_bytes.has_value() || *max_in_flight_bytes == 0) {
-    return ReportUsageError(kCommand, "--max-in-flight-bytes: want a size, "
-                                      "not '" + s.max_in_flight_bytes + "'");
-  }
+// --tls, --tls-cert and --tls-key into c->tls.
+std::optional<int> CheckTls(ServeSettings& s, Checked* c) {
   if (s.tls.empty()) s.tls = s.tls_cert.empty() ? "off" : "on";
   if (s.tls != "off" && s.tls != "on" && s.tls != "require") {
     return ReportUsageError(kCommand, "--tls takes off, on or require, not '" +
@@ -355,14 +364,38 @@ int RunServe(std::span<const std::string_view> raw_args) {
     return ReportUsageError(kCommand, "--tls=" + s.tls +
                                           " needs --tls-cert and --tls-key");
   }
-  std::unique_ptr<nbd::TlsContext> tls;
   if (s.tls != "off") {
     auto loaded = nbd::TlsContext::Load(s.tls_cert, s.tls_key);
     if (!loaded.has_value()) {
       return UsageFail("TLS: " + loaded.error().message());
     }
-    tls = std::move(*loaded);
+    c->tls = std::move(*loaded);
   }
+  return std::nullopt;
+}
+
+// The settings' texts into *c, and the socket paths' defaults; the exit
+// status when one is bad.
+std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
+                                 Checked* c) {
+  auto max_request = ParseSize(s.max_request);
+  if (!max_request.has_value() || *max_request < 4096 ||
+      *max_request > (256u << 20)) {
+    return ReportUsageError(kCommand,
+                            "--max-request-size: want 4K to 256M, "
+                            "not '" +
+                                s.max_request + "'");
+  }
+  c->max_request = *max_request;
+  auto max_in_flight_bytes = ParseSize(s.max_in_flight_bytes);
+  if (!max_in_flight_bytes.has_value() || *max_in_flight_bytes == 0) {
+    return ReportUsageError(kCommand,
+                            "--max-in-flight-bytes: want a size, "
+                            "not '" +
+                                s.max_in_flight_bytes + "'");
+  }
+  c->max_in_flight_bytes = *max_in_flight_bytes;
+  if (auto rc = CheckTls(s, c)) return rc;
   if (Status st = CheckCodecName(CanonicalCodecName(s.comp_algorithm),
                                  "--comp-algorithm");
       !st.ok()) {
@@ -372,25 +405,25 @@ int RunServe(std::span<const std::string_view> raw_args) {
   if (!mem_limit.has_value()) {
     return ReportUsageError(kCommand, "--mem-limit: " + mem_limit.error().message());
   }
+  c->mem_limit = *mem_limit;
   // Locked memory must be bounded: an unlimited device could lock the
   // host's RAM away. The reserve is that bound.
-  const bool prealloc = s.prealloc || s.mlock;
-  if (prealloc && *mem_limit == 0 && !config.has_value()) {
+  c->prealloc = s.prealloc || s.mlock;
+  if (c->prealloc && c->mem_limit == 0 && !have_config) {
     return ReportUsageError(
         kCommand, std::string(s.mlock ? "--mlock" : "--prealloc") +
                       " needs --mem-limit SIZE: every device preallocates "
                       "(and with --mlock locks) that much, and unbounded "
                       "locked memory could take the host down");
   }
-  std::vector<DeviceSpec> specs;
-  if (!config.has_value()) {
+  if (!have_config) {
     if (s.devices.empty()) s.devices.push_back("zram0:1G");
     for (const std::string& text : s.devices) {
       auto spec = ParseDeviceSpec(text);
       if (!spec.has_value()) {
         return ReportUsageError(kCommand, spec.error().message());
       }
-      specs.push_back(*spec);
+      c->specs.push_back(*spec);
     }
   }
   // The sockets: the default directory unless both are given.
@@ -404,30 +437,28 @@ int RunServe(std::span<const std::string_view> raw_args) {
     if (s.unix_path.empty()) s.unix_path = *dir + "/ztier.sock";
     if (s.ctl_path.empty()) s.ctl_path = *dir + "/ztier.ctl";
   }
+  return std::nullopt;
+}
 
-  DeviceDefaults defaults;
-  defaults.comp_algorithm = std::string(CanonicalCodecName(s.comp_algorithm));
-  defaults.algorithm_params = s.algorithm_params;
-  defaults.mem_limit = *mem_limit;
-  defaults.backing_encrypt = s.backing_encrypt;
-  defaults.prealloc = prealloc;
-  defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
-  DeviceRegistry registry(defaults);
+// The devices of the --config file or of --device, in *registry.
+std::optional<int> CreateDevices(const ServeSettings& s,
+                                 const std::optional<ServiceConfig>& config,
+                                 const Checked& c, DeviceRegistry* registry) {
   if (config.has_value()) {
-    if (Status st = CreateConfiguredDevices(*config, prealloc, &registry);
+    if (Status st = CreateConfiguredDevices(*config, c.prealloc, registry);
         !st.ok()) {
       return Fail(st.message());
     }
     Log(LogLevel::kInfo, "configuration applied from " + Absolute(config->path));
   }
-  for (const DeviceSpec& spec : specs) {
-    auto device = registry.Add(spec.name);
+  for (const DeviceSpec& spec : c.specs) {
+    auto device = registry->Add(spec.name);
     if (!device.has_value()) {
       return Fail("device " + spec.name + ": " + device.error().message());
     }
     if (spec.size == 0) continue;  // uninitialised, as zram's hot_add
     // backing_dev is set before disksize, as zram requires.
-    if (&spec == &specs.front() && !s.backing_dev.empty()) {
+    if (&spec == &c.specs.front() && !s.backing_dev.empty()) {
       if (Status st = (*device)->SetBackingDev(s.backing_dev); !st.ok()) {
         return Fail("--backing-dev: " + ErrnoText(st));
       }
@@ -436,87 +467,94 @@ int RunServe(std::span<const std::string_view> raw_args) {
       return Fail("device " + spec.name + ": " + ErrnoText(st));
     }
   }
-  // The devices' memory is made (preallocated); lock it and all else
-  // before any thread serves.
-  MemoryLockReport locked;
-  if (s.mlock) {
-    auto r = LockProcessMemory();
-    if (!r.has_value()) return Fail("--mlock: " + r.error().message());
-    locked = *r;
+  return std::nullopt;
+}
+
+// The NBD, control and metrics servers, each serving once started.
+struct Servers {
+  std::unique_ptr<nbd::NbdServer> nbd;
+  std::unique_ptr<ctl::ControlServer> ctl;
+  std::unique_ptr<ctl::MetricsServer> metrics;
+
+  void Stop() {
+    if (metrics != nullptr) metrics->Stop();
+    if (ctl != nullptr) ctl->Stop();
+    if (nbd != nullptr) nbd->Stop();
   }
+};
 
-  // Every thread started from here on inherits this mask, so the signals
-  // reach only sigtimedwait() below. A vanished client must not kill us.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);  // never fatal: see the loop at the end
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
-
+std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
+                                DeviceRegistry* registry, Servers* servers) {
   nbd::NbdServerOptions options;
   options.unix_path = s.unix_path;
   options.listen = s.listen;
   options.max_connections = static_cast<std::size_t>(s.max_connections);
   options.workers = static_cast<std::size_t>(s.workers);
-  options.max_request_bytes = static_cast<std::uint32_t>(*max_request);
+  options.max_request_bytes = static_cast<std::uint32_t>(c.max_request);
   options.max_in_flight = static_cast<std::size_t>(s.max_in_flight);
-  options.max_in_flight_bytes = *max_in_flight_bytes;
+  options.max_in_flight_bytes = c.max_in_flight_bytes;
   options.handshake_timeout_ms =
       s.handshake_timeout == 0 ? -1 : static_cast<int>(s.handshake_timeout * 1000);
   options.io_timeout_ms =
       s.io_timeout == 0 ? -1 : static_cast<int>(s.io_timeout * 1000);
-  options.tls = tls.get();
+  options.tls = c.tls.get();
   options.tls_required = s.tls == "require";
-  options.preallocate = prealloc;
+  options.preallocate = c.prealloc;
   options.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
-  auto nbd_server = nbd::NbdServer::Start(options, &registry);
+  auto nbd_server = nbd::NbdServer::Start(options, registry);
   if (!nbd_server.has_value()) {
     return Fail("cannot serve NBD: " + ErrnoText(nbd_server.error()));
   }
-  auto ctl_server = ctl::ControlServer::Start(s.ctl_path, &registry);
+  servers->nbd = std::move(*nbd_server);
+  auto ctl_server = ctl::ControlServer::Start(s.ctl_path, registry);
   if (!ctl_server.has_value()) {
-    (*nbd_server)->Stop();
+    servers->Stop();
     return Fail("cannot open the control socket: " +
                 ErrnoText(ctl_server.error()));
   }
-  std::unique_ptr<ctl::MetricsServer> metrics;
+  servers->ctl = std::move(*ctl_server);
   if (!s.metrics_listen.empty() || !s.metrics_unix.empty()) {
     ctl::MetricsServerOptions mo;
     mo.listen = s.metrics_listen;
     mo.unix_path = s.metrics_unix;
-    auto started = ctl::MetricsServer::Start(mo, &registry, nbd_server->get());
+    auto started = ctl::MetricsServer::Start(mo, registry, servers->nbd.get());
     if (!started.has_value()) {
-      (*ctl_server)->Stop();
-      (*nbd_server)->Stop();
+      servers->Stop();
       return Fail("cannot serve metrics: " + ErrnoText(started.error()));
     }
-    metrics = std::move(*started);
+    servers->metrics = std::move(*started);
   }
+  return std::nullopt;
+}
 
-  // The banner, on stdout.
+// nbd+unix:// for `device`, nbds+unix:// with TLS.
+std::string ShownUri(const std::string& device, const ServeSettings& s,
+                     const Checked& c) {
+  std::string uri = NbdUnixUri(device, s.unix_path);
+  if (c.tls != nullptr) uri.insert(3, "s");
+  return uri;
+}
+
+// The devices, their URIs, TLS and memory: the first part of the banner.
+void PrintDevices(const ServeSettings& s,
+                  const std::optional<ServiceConfig>& config, const Checked& c,
+                  const DeviceRegistry& registry, const Servers& servers,
+                  const MemoryLockReport& locked) {
   const std::vector<std::shared_ptr<Device>> devices = registry.List();
   const std::string first = devices.empty() ? "zram0" : devices.front()->name();
-  // With TLS the URIs say so (nbds+unix://, nbds://).
-  const auto shown = [&](std::string u) {
-    if (tls != nullptr) u.insert(3, "s");
-    return u;
-  };
-  const std::string uri = shown(NbdUnixUri(first, s.unix_path));
   std::printf("ztier serve: %zu device(s)%s%s\n", devices.size(),
               config.has_value() ? ", from " : ", ",
-              config.has_value() ? Absolute(config->path).c_str()
-                                 : defaults.comp_algorithm.c_str());
+              config.has_value()
+                  ? Absolute(config->path).c_str()
+                  : std::string(CanonicalCodecName(s.comp_algorithm)).c_str());
   for (const auto& d : devices) {
     std::printf("  %-8s %llu bytes  %-5s %s\n", d->name().c_str(),
                 static_cast<unsigned long long>(d->disksize()),
-                d->algorithm().c_str(),
-                shown(NbdUnixUri(d->name(), s.unix_path)).c_str());
+                d->algorithm().c_str(), ShownUri(d->name(), s, c).c_str());
   }
   if (!s.listen.empty()) {
-    std::printf("  TCP: %s://%s:%d/%s\n", tls != nullptr ? "nbds" : "nbd",
-                UriHost(s.listen).c_str(), (*nbd_server)->tcp_port(),
+    std::printf("  TCP: %s://%s:%d/%s\n", c.tls != nullptr ? "nbds" : "nbd",
+                UriHost(s.listen).c_str(), servers.nbd->tcp_port(),
                 first.c_str());
   }
   for (const auto& d : devices) {
@@ -527,7 +565,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
                   s.backing_encrypt ? " (encrypted)" : "");
     }
   }
-  if (tls != nullptr) {
+  if (c.tls != nullptr) {
     std::printf("  TLS: %s, certificate %s (clients add "
                 "&tls-certificates=DIR holding ca-cert.pem)\n",
                 s.tls == "require" ? "required" : "offered",
@@ -535,24 +573,33 @@ int RunServe(std::span<const std::string_view> raw_args) {
   }
   // What each device preallocated: --mem-limit, or each zram-resident-limit.
   const std::string each =
-      config.has_value()
-          ? std::string("each device's zram-resident-limit")
-          : std::to_string(*mem_limit >> 20) + " MiB";
+      config.has_value() ? std::string("each device's zram-resident-limit")
+                         : std::to_string(c.mem_limit >> 20) + " MiB";
   if (s.mlock) {
     std::printf("  memory: locked (mlockall, on fault), %.1f MiB resident, "
                 "%s preallocated%s\n",
                 static_cast<double>(locked.resident_bytes) / (1 << 20),
                 each.c_str(), config.has_value() ? "" : " a device");
     if (!locked.warning.empty()) Log(LogLevel::kWarning, locked.warning);
-  } else if (prealloc) {
+  } else if (c.prealloc) {
     std::printf("  memory: %s preallocated%s (not locked)\n", each.c_str(),
                 config.has_value() ? "" : " a device");
   }
+}
+
+// The control and metrics sockets and how to connect: the banner's end.
+void PrintConnect(const ServeSettings& s,
+                  const std::optional<ServiceConfig>& config, const Checked& c,
+                  const DeviceRegistry& registry, const Servers& servers) {
+  const std::vector<std::shared_ptr<Device>> devices = registry.List();
+  const std::string first = devices.empty() ? "zram0" : devices.front()->name();
+  const std::string uri = ShownUri(first, s, c);
   std::printf("  control socket: %s\n", Absolute(s.ctl_path).c_str());
-  if (metrics != nullptr) {
-    if (metrics->tcp_port() != 0) {
+  if (servers.metrics != nullptr) {
+    if (servers.metrics->tcp_port() != 0) {
       std::printf("  metrics: http://%s:%d/metrics\n",
-                  UriHost(s.metrics_listen).c_str(), metrics->tcp_port());
+                  UriHost(s.metrics_listen).c_str(),
+                  servers.metrics->tcp_port());
     }
     if (!s.metrics_unix.empty()) {
       std::printf("  metrics: unix socket %s (curl --unix-socket %s "
@@ -586,75 +633,130 @@ int RunServe(std::span<const std::string_view> raw_args) {
               config.has_value() ? "re-reads the configuration"
                                  : "keeps it running");
   std::fflush(stdout);
+}
 
-  // Every socket accepts now: tell the service manager.
+// SIGHUP with a --config file: re-reads it and applies what can change
+// while serving; *config becomes the file read, unless it is unreadable.
+void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
+            std::optional<ServiceConfig>* config) {
+  auto reread = LoadServiceConfig((*config)->path);
+  if (!reread.has_value()) {
+    Log(LogLevel::kError, "SIGHUP: " + reread.error().message() +
+                              "; nothing changed, serving on");
+    return;
+  }
+  for (const std::string& w : reread->warnings) Log(LogLevel::kWarning, w);
+  const ReloadCounts counts =
+      ApplyReloadedConfig(**config, *reread, prealloc, registry);
+  // [ztier] settings apply at the next start, but for the log level.
+  for (const ConfigEntry& e : reread->ztier) {
+    bool same = false;
+    for (const ConfigEntry& o : (*config)->ztier) {
+      same = same || (o.key == e.key && o.value == e.value);
+    }
+    if (same || flags.WasSet(e.key)) continue;
+    if (e.key == "log-level" &&
+        (flags.WasSet("verbose") || flags.WasSet("quiet"))) {
+      continue;  // the command line's -v or -q stands
+    }
+    if (e.key == "log-level" && ParseLogLevel(e.value).has_value()) {
+      SetLogLevel(*ParseLogLevel(e.value));
+      Log(LogLevel::kInfo, "log-level is now " + e.value);
+      continue;
+    }
+    Log(LogLevel::kWarning, "[ztier] " + e.key +
+                                " changed, not applied: it takes effect "
+                                "at the next start");
+  }
+  Log(LogLevel::kInfo,
+      "SIGHUP: configuration re-read from " + Absolute((*config)->path) + ": " +
+          std::to_string(counts.applied) + " change(s) applied, " +
+          std::to_string(counts.not_applied) + " not");
+  *config = std::move(*reread);
+}
+
+// Tells the service manager the server is ready, then waits for SIGINT or
+// SIGTERM (returned), updating the status every 10 s. SIGHUP (`systemctl
+// reload`, or a closed terminal) must never stop a server that may hold a
+// kernel's swap: it re-reads the file, or without one is logged, and the
+// devices and their pages stay.
+int WaitForStop(const sigset_t& signals, const FlagSet& flags, bool prealloc,
+                DeviceRegistry* registry, const nbd::NbdServer& nbd,
+                std::optional<ServiceConfig>* config) {
   const ServiceNotifier notifier;
-  Notify(notifier, "READY=1\nSTATUS=" + Summary(registry, **nbd_server));
-
-  // SIGHUP (`systemctl reload`, or a closed terminal) must never stop a
-  // server that may hold a kernel's swap: it re-reads the file, or without
-  // one is logged, and the devices and their pages stay.
-  int sig = 0;
+  Notify(notifier, "READY=1\nSTATUS=" + Summary(*registry, nbd));
   for (;;) {
     const timespec status_every{10, 0};
-    sig = sigtimedwait(&signals, nullptr, &status_every);
+    const int sig = sigtimedwait(&signals, nullptr, &status_every);
     if (sig < 0) {
       if (notifier.enabled()) {
-        Notify(notifier, "STATUS=" + Summary(registry, **nbd_server));
+        Notify(notifier, "STATUS=" + Summary(*registry, nbd));
       }
       continue;
     }
-    if (sig != SIGHUP) break;
-    if (!config.has_value()) {
+    if (sig != SIGHUP) {
+      Notify(notifier, "STOPPING=1\nSTATUS=stopping");
+      return sig;
+    }
+    if (!config->has_value()) {
       Log(LogLevel::kInfo, "SIGHUP: nothing to reload (no --config file); "
                            "serving on, every device and page kept");
       continue;
     }
     Notify(notifier, "RELOADING=1");
-    auto reread = LoadServiceConfig(config->path);
-    if (!reread.has_value()) {
-      Log(LogLevel::kError, "SIGHUP: " + reread.error().message() +
-                                "; nothing changed, serving on");
-    } else {
-      for (const std::string& w : reread->warnings) {
-        Log(LogLevel::kWarning, w);
-      }
-      const ReloadCounts counts =
-          ApplyReloadedConfig(*config, *reread, prealloc, &registry);
-      // [ztier] settings apply at the next start, but for the log level.
-      for (const ConfigEntry& e : reread->ztier) {
-        bool same = false;
-        for (const ConfigEntry& o : config->ztier) {
-          same = same || (o.key == e.key && o.value == e.value);
-        }
-        if (same || flags.WasSet(e.key)) continue;
-        if (e.key == "log-level" &&
-            (flags.WasSet("verbose") || flags.WasSet("quiet"))) {
-          continue;  // the command line's -v or -q stands
-        }
-        if (e.key == "log-level" && ParseLogLevel(e.value).has_value()) {
-          SetLogLevel(*ParseLogLevel(e.value));
-          Log(LogLevel::kInfo, "log-level is now " + e.value);
-          continue;
-        }
-        Log(LogLevel::kWarning, "[ztier] " + e.key +
-                                    " changed, not applied: it takes effect "
-                                    "at the next start");
-      }
-      Log(LogLevel::kInfo,
-          "SIGHUP: configuration re-read from " + Absolute(config->path) +
-              ": " + std::to_string(counts.applied) + " change(s) applied, " +
-              std::to_string(counts.not_applied) + " not");
-      config = std::move(*reread);
-    }
-    Notify(notifier, "READY=1\nSTATUS=" + Summary(registry, **nbd_server));
+    Reload(flags, prealloc, registry, config);
+    Notify(notifier, "READY=1\nSTATUS=" + Summary(*registry, nbd));
   }
-  Notify(notifier, "STOPPING=1\nSTATUS=stopping");
+}
+
+}  // namespace
+
+int RunServe(std::span<const std::string_view> raw_args) {
+  ServeSettings s;
+  FlagSet flags(kCommand, kSynopsis);
+  std::optional<ServiceConfig> config;
+  if (auto rc = ParseArgs(raw_args, flags, &s, &config)) return *rc;
+  Checked c;
+  if (auto rc = CheckSettings(s, config.has_value(), &c)) return *rc;
+
+  DeviceDefaults defaults;
+  defaults.comp_algorithm = std::string(CanonicalCodecName(s.comp_algorithm));
+  defaults.algorithm_params = s.algorithm_params;
+  defaults.mem_limit = c.mem_limit;
+  defaults.backing_encrypt = s.backing_encrypt;
+  defaults.prealloc = c.prealloc;
+  defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
+  DeviceRegistry registry(defaults);
+  if (auto rc = CreateDevices(s, config, c, &registry)) return *rc;
+  // The devices' memory is made (preallocated); lock it and all else
+  // before any thread serves.
+  MemoryLockReport locked;
+  if (s.mlock) {
+    auto r = LockProcessMemory();
+    if (!r.has_value()) return Fail("--mlock: " + r.error().message());
+    locked = *r;
+  }
+
+  // Every thread started from here on inherits this mask, so the signals
+  // reach only sigtimedwait() in WaitForStop. A vanished client must not
+  // kill us.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // never fatal: see WaitForStop
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  Servers servers;
+  if (auto rc = StartServers(s, c, &registry, &servers)) return *rc;
+  PrintDevices(s, config, c, registry, servers, locked);
+  PrintConnect(s, config, c, registry, servers);
+  const int sig =
+      WaitForStop(signals, flags, c.prealloc, &registry, *servers.nbd, &config);
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
-  if (metrics != nullptr) metrics->Stop();
-  (*ctl_server)->Stop();
-  (*nbd_server)->Stop();
+  servers.Stop();
   return 0;
 }
 

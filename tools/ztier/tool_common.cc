@@ -20,9 +20,13 @@ std::string ErrnoText(const Status& s) {
   return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
 }
 
-int ReportFailure(std::string_view command, const std::string& message) {
+void PrintError(std::string_view command, const std::string& message) {
   std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(command.size()),
                command.data(), message.c_str());
+}
+
+int ReportFailure(std::string_view command, const std::string& message) {
+  PrintError(command, message);
   return 1;
 }
 

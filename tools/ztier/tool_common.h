@@ -36,8 +36,10 @@ inline constexpr char kDefaultCorpusFile[] =
 // name (StatusCodeErrnoName).
 std::string ErrnoText(const Status& s);
 
-// Prints "<command>: <message>" on stderr and returns 1, the exit status of
-// a runtime failure.
+// Prints "<command>: <message>" on stderr.
+void PrintError(std::string_view command, const std::string& message);
+
+// PrintError, then returns 1, the exit status of a runtime failure.
 int ReportFailure(std::string_view command, const std::string& message);
 
 // Prints "<command>: <message>\nRun '<command> --help' for usage." on

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "corpus/corpus.h"
 #include "flags.h"
 #include "machine_info.h"
@@ -27,7 +28,6 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier usemem";
-constexpr const char* kDefaultCorpus = kDefaultCorpusFile;
 constexpr const char kSynopsis[] =
     "[--workers N] [--size BYTES] [--budget PERCENT|BYTES] [--corpus FILE] "
     "[--codec NAME] [--compare-batching] [--runs N] [--json FILE] "
@@ -46,15 +46,11 @@ constexpr const char kAbout[] =
     "and\nends with the line `batched / one-at-a-time: X.XXx`.\n"
     "Needs userfaultfd (root, or vm.unprivileged_userfaultfd=1).";
 
-void PrintError(const std::string& text) {
-  std::fprintf(stderr, "%s: %s\n", kCommand, text.c_str());
-}
-
 struct Flags {
   std::int64_t workers = 4;
   std::string size = "256M";
   std::string budget = "60%";
-  std::string corpus = kDefaultCorpus;
+  std::string corpus = kDefaultCorpusFile;
   std::string codec = "lz4";
   bool compare = false;
   std::int64_t runs = 1;
@@ -74,10 +70,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
   flags.AddString("budget", &f->budget, "PERCENT|BYTES",
                   "resident memory before the reclaimer runs: a percent of "
                   "the region (\"60%\", the default) or bytes (\"600M\")");
-  flags.AddString("corpus", &f->corpus, "FILE",
-                  "pages the workers copy in, cyclically (a .pages.zst file "
-                  "or any plain file read as pages; default " +
-                      std::string(kDefaultCorpus) + ")");
+  AddCorpusFileFlag(flags, &f->corpus, "pages the workers copy in, cyclically");
   flags.AddString("codec", &f->codec, "NAME", "region codec (default lz4)");
   flags.AddBool("compare-batching", &f->compare,
                 "run one-at-a-time and batched stores alternately and "
@@ -85,8 +78,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
   flags.AddInt("runs", &f->runs, "N",
                "runs per variant (default 3 with --compare-batching, else 1)",
                1, 1000);
-  flags.AddString("json", &f->json, "FILE",
-                  "also write every figure as JSON to FILE");
+  AddJsonFlag(flags, &f->json);
   flags.AddInt("page-cluster", &f->page_cluster, "N",
                "readahead window 2^N pages on fault-in (default 3, as "
                "vm.page-cluster)", 0, 5);
@@ -98,7 +90,7 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "would bind here, unlike in the zswap store batching series, "
                "and leave pages resident over the budget)",
                1, 100);
-  flags.AddString("plot", &f->plot, "DIR", kPlotFlagHelp);
+  AddPlotFlag(flags, &f->plot);
 }
 
 // "60%" or "62.5%" -> a fraction of `region`; else a size with K/M/G.
@@ -149,11 +141,11 @@ Result<double> ParseSeconds(const std::string& text) {
 int CheckFlags(const Flags& f, bool runs_given, UsememConfig* cfg) {
   auto size = ParseSizeFlag(f.size, kPageSize, "4K");
   if (!size.has_value()) {
-    PrintError(size.error().message());
+    PrintError(kCommand, size.error().message());
     return 2;
   }
   if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(s.message());
+    PrintError(kCommand, s.message());
     return 2;
   }
   UsememRunConfig& r = cfg->run;
@@ -161,12 +153,12 @@ int CheckFlags(const Flags& f, bool runs_given, UsememConfig* cfg) {
   r.worker_bytes = *size;
   auto budget = ParseBudget(f.budget, r.workers * r.worker_bytes);
   if (!budget.has_value()) {
-    PrintError(budget.error().message());
+    PrintError(kCommand, budget.error().message());
     return 2;
   }
   auto sleep = ParseSeconds(f.sleep);
   if (!sleep.has_value()) {
-    PrintError(sleep.error().message());
+    PrintError(kCommand, sleep.error().message());
     return 2;
   }
   r.budget_bytes = *budget;
@@ -194,7 +186,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (int rc = CheckFlags(f, flags.WasSet("runs"), &cfg); rc != 0) return rc;
   auto corpus = LoadCorpus(cfg.corpus_path);
   if (!corpus.has_value()) {
-    PrintError(corpus.error().message());
+    PrintError(kCommand, corpus.error().message());
     return 1;
   }
   cfg.corpus_name = corpus->name();
@@ -211,8 +203,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   for (std::size_t run = 0; run < cfg.runs; ++run) {
     const std::vector<bool> order = UsememRunOrder(run, cfg.compare);
     for (std::size_t k = 0; k < order.size(); ++k) {
-      const std::string label = "[run " + std::to_string(run + 1) + "/" +
-                                std::to_string(cfg.runs) + "] " +
+      const std::string label = "[" + RunLabel(run + 1, cfg.runs) + "] " +
                                 UsememVariantName(order[k]);
       progress.Update(label);
       UsememRunConfig rc = cfg.run;
@@ -220,17 +211,18 @@ int RunUsemem(std::span<const std::string_view> args) {
       auto result = RunUsememOnce(rc, *corpus);
       if (!result.has_value()) {
         progress.Clear();
-        PrintError("FATAL: " + label + ": " + result.error().ToString());
+        PrintError(kCommand,
+                   "FATAL: " + label + ": " + result.error().ToString());
         return 1;
       }
       UsememRun r{.run = run + 1, .order = k, .result = std::move(*result)};
       if (r.result.mismatches > 0) {
         progress.Clear();
         std::fprintf(stderr, "%s", UsememMismatchText(r).c_str());
-        PrintError("FATAL: " + label + ": " +
-                   std::to_string(r.result.mismatches) + " of " +
-                   std::to_string(r.result.pages_verified) +
-                   " pages read back wrong");
+        PrintError(kCommand, "FATAL: " + label + ": " +
+                                 std::to_string(r.result.mismatches) + " of " +
+                                 std::to_string(r.result.pages_verified) +
+                                 " pages read back wrong");
         return 1;
       }
       runs.push_back(std::move(r));
@@ -243,7 +235,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (!cfg.json_path.empty()) {
     if (Status s = WriteUsememJson(cfg.json_path, machine, cfg, runs);
         !s.ok()) {
-      PrintError(s.ToString());
+      PrintError(kCommand, s.ToString());
       return 1;
     }
     // On stderr: the ratio line stays the last line of stdout.

@@ -93,36 +93,23 @@ constexpr Counter kCounters[] = {
 void WriteRunJson(JsonWriter& j, const UsememRun& r) {
   const UsememRunResult& x = r.result;
   j.BeginObject();
-  j.Key("run");
-  j.Uint(r.run);
-  j.Key("variant");
-  j.String(UsememVariantName(x.batched));
-  j.Key("order");
-  j.Uint(r.order);
-  j.Key("avg_kb_s");
-  j.Double(x.avg_kb_s, 1);
-  j.Key("total_kb_s");
-  j.Double(x.total_kb_s, 1);
-  j.Key("time_to_free_usecs");
-  j.Double(x.free_usecs, 1);
-  j.Key("wall_seconds");
-  j.Double(x.wall_seconds, 3);
-  j.Key("pages_verified");
-  j.Uint(x.pages_verified);
-  j.Key("mismatches");
-  j.Uint(x.mismatches);
+  j.UintField("run", r.run);
+  j.StringField("variant", UsememVariantName(x.batched));
+  j.UintField("order", r.order);
+  j.DoubleField("avg_kb_s", x.avg_kb_s, 1);
+  j.DoubleField("total_kb_s", x.total_kb_s, 1);
+  j.DoubleField("time_to_free_usecs", x.free_usecs, 1);
+  j.DoubleField("wall_seconds", x.wall_seconds, 3);
+  j.UintField("pages_verified", x.pages_verified);
+  j.UintField("mismatches", x.mismatches);
   j.Key("workers");
   j.BeginArray();
   for (const UsememWorkerResult& w : x.workers) {
     j.BeginObject();
-    j.Key("fill_seconds");
-    j.Double(w.fill_seconds, 6);
-    j.Key("write_seconds");
-    j.Double(w.write_seconds, 6);
-    j.Key("read_seconds");
-    j.Double(w.read_seconds, 6);
-    j.Key("kb_s");
-    j.Double(w.kb_s, 1);
+    j.DoubleField("fill_seconds", w.fill_seconds, 6);
+    j.DoubleField("write_seconds", w.write_seconds, 6);
+    j.DoubleField("read_seconds", w.read_seconds, 6);
+    j.DoubleField("kb_s", w.kb_s, 1);
     j.EndObject();
   }
   j.EndArray();
@@ -137,8 +124,7 @@ void WriteSummaryJson(JsonWriter& j, const Series& s) {
     return;
   }
   j.BeginObject();
-  j.Key("runs");
-  j.Uint(s.total_kb_s.size());
+  j.UintField("runs", s.total_kb_s.size());
   WriteStatsJson(j, "avg_kb_s", Summarize(s.avg_kb_s), 1);
   WriteStatsJson(j, "total_kb_s", Summarize(s.total_kb_s), 1);
   WriteStatsJson(j, "time_to_free_usecs", Summarize(s.free_usecs), 1);
@@ -150,48 +136,30 @@ void WriteVariantJson(JsonWriter& j, const UsememConfig& cfg, bool batched) {
   rc.batched = batched;
   const RegionOptions o = UsememRegionOptions(rc);
   j.BeginObject();
-  j.Key("name");
-  j.String(UsememVariantName(batched));
-  j.Key("batch_stores");
-  j.Bool(o.batch_stores);
-  j.Key("batch_backend");
-  j.String(BatchBackendName(o.batch_backend));
-  j.Key("batch_size");
-  j.Uint(o.batch_size);
+  j.StringField("name", UsememVariantName(batched));
+  j.BoolField("batch_stores", o.batch_stores);
+  j.StringField("batch_backend", BatchBackendName(o.batch_backend));
+  j.UintField("batch_size", o.batch_size);
   j.EndObject();
 }
 
 void WriteConfigJson(JsonWriter& j, const UsememConfig& cfg) {
   const UsememRunConfig& r = cfg.run;
   j.BeginObject();
-  j.Key("workers");
-  j.Uint(r.workers);
-  j.Key("size_per_worker_bytes");
-  j.Uint(r.worker_bytes);
-  j.Key("region_bytes");
-  j.Uint(r.workers * r.worker_bytes);
-  j.Key("budget");
-  j.String(cfg.budget_text);
-  j.Key("budget_bytes");
-  j.Uint(r.budget_bytes);
-  j.Key("codec");
-  j.String(r.codec);
-  j.Key("page_cluster");
-  j.Uint(r.page_cluster);
-  j.Key("max_pool_percent");
-  j.Uint(r.max_pool_percent);
-  j.Key("sleep_seconds");
-  j.Double(r.sleep_seconds, 3);
-  j.Key("corpus");
-  j.String(cfg.corpus_path);
-  j.Key("corpus_name");
-  j.String(cfg.corpus_name);
-  j.Key("corpus_pages");
-  j.Uint(cfg.corpus_pages);
-  j.Key("runs");
-  j.Uint(cfg.runs);
-  j.Key("compare_batching");
-  j.Bool(cfg.compare);
+  j.UintField("workers", r.workers);
+  j.UintField("size_per_worker_bytes", r.worker_bytes);
+  j.UintField("region_bytes", r.workers * r.worker_bytes);
+  j.StringField("budget", cfg.budget_text);
+  j.UintField("budget_bytes", r.budget_bytes);
+  j.StringField("codec", r.codec);
+  j.UintField("page_cluster", r.page_cluster);
+  j.UintField("max_pool_percent", r.max_pool_percent);
+  j.DoubleField("sleep_seconds", r.sleep_seconds, 3);
+  j.StringField("corpus", cfg.corpus_path);
+  j.StringField("corpus_name", cfg.corpus_name);
+  j.UintField("corpus_pages", cfg.corpus_pages);
+  j.UintField("runs", cfg.runs);
+  j.BoolField("compare_batching", cfg.compare);
   j.Key("variants");
   j.BeginArray();
   if (cfg.compare) WriteVariantJson(j, cfg, false);
@@ -263,8 +231,7 @@ void WriteRegionStatsJson(JsonWriter& j, const RegionStats& s) {
       {"evictions", s.evictions},
   };
   for (const auto& [name, value] : fields) {
-    j.Key(name);
-    j.Uint(value);
+    j.UintField(name, value);
   }
   j.EndObject();
 }
@@ -436,9 +403,7 @@ Status WriteUsememJson(const std::string& path, const MachineInfo& machine,
                        const UsememConfig& cfg,
                        const std::vector<UsememRun>& runs) {
   JsonWriter j;
-  j.BeginObject();
-  j.Key("machine");
-  WriteMachineJson(machine, j);
+  BeginResultJson(j, "ztier usemem", machine);
   j.Key("config");
   WriteConfigJson(j, cfg);
   j.Key("runs");
@@ -451,18 +416,15 @@ Status WriteUsememJson(const std::string& path, const MachineInfo& machine,
   WriteSummaryJson(j, Collect(runs, false));
   j.Key("batched");
   WriteSummaryJson(j, Collect(runs, true));
-  j.Key("batched_over_one_at_a_time");
-  WriteRatiosJson(j, Ratios(runs));
+  WriteRatiosJson(j, "batched_over_one_at_a_time", Ratios(runs));
   std::uint64_t verified = 0;
   std::uint64_t mismatches = 0;
   for (const UsememRun& r : runs) {
     verified += r.result.pages_verified;
     mismatches += r.result.mismatches;
   }
-  j.Key("pages_verified");
-  j.Uint(verified);
-  j.Key("mismatches");
-  j.Uint(mismatches);
+  j.UintField("pages_verified", verified);
+  j.UintField("mismatches", mismatches);
   j.EndObject();
   j.EndObject();
   return WriteJsonFile(path, j);
