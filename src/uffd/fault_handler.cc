@@ -48,7 +48,7 @@ using internal::PageState;
 void Region::Impl::HandlerLoop() {
   constexpr std::size_t kMaxMsgs = 64;
   uffd_msg msgs[kMaxMsgs];
-  pollfd fds[2] = {{uffd->poll_fd(), POLLIN, 0}, {stop_fd, POLLIN, 0}};
+  pollfd fds[2] = {{uffd->poll_fd(), POLLIN, 0}, {stop.fd(), POLLIN, 0}};
   for (;;) {
     // Spin a little on the (non-blocking) userfaultfd before sleeping: on a
     // VM, waking a sleeping handler on another CPU costs tens of

@@ -45,7 +45,6 @@
 //   the map thinks resident maps zeros. The handler never touches absent region
 //   memory, so it cannot deadlock on a fault of its own.
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -89,9 +88,8 @@ Region::~Region() = default;
 
 Region::Impl::~Impl() {
   if (handler.joinable()) {
-    const std::uint64_t one = 1;
     stop_requested.store(true, std::memory_order_relaxed);
-    if (::write(stop_fd, &one, sizeof(one)) != sizeof(one)) std::abort();
+    stop.Signal();
     handler.join();
   }
   if (registered) {
@@ -99,7 +97,6 @@ Region::Impl::~Impl() {
     st.IgnoreError();  // munmap below unregisters too
   }
   uffd.reset();
-  if (stop_fd >= 0) ::close(stop_fd);
   if (pagemap_fd >= 0) ::close(pagemap_fd);
   mapping = platform::Mapping();  // unmapped before the store goes
   // Frees every pool object, and gives the written-back blocks back to the
@@ -170,8 +167,7 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   if (wrap) m.uffd = wrap(std::move(m.uffd));
   ZT_RETURN_IF_ERROR(m.uffd->Register(m.base, m.size));
   m.registered = true;
-  m.stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (m.stop_fd < 0) return PosixError("eventfd", errno);
+  ZT_ASSIGN_OR_RETURN(m.stop, platform::EventFd::Create());
   // Without it (no /proc) eviction trusts the page map (evict.cc).
   m.pagemap_fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
   m.handler = std::thread([&m] { m.HandlerLoop(); });

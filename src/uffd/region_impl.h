@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "page_map.h"
+#include "platform/event_fd.h"
 #include "platform/mapping.h"
 #include "platform/userfaultfd.h"
 #include "ztier/page.h"
@@ -85,8 +86,8 @@ struct Region::Impl {
 
   std::unique_ptr<internal::Userfaultfd> uffd;  // set once Init opens it
   bool registered = false;
-  int stop_fd = -1;  // eventfd: the handler stops when it is readable
-  std::atomic<bool> stop_requested{false};  // set with stop_fd, for the spin
+  platform::EventFd stop;  // the handler stops when it is readable
+  std::atomic<bool> stop_requested{false};  // set with stop, for the spin
   // How long the handler polls the userfaultfd before it sleeps in poll().
   static constexpr std::chrono::microseconds kHandlerSpin{50};
   int pagemap_fd = -1;  // /proc/self/pagemap, or -1 (see evict.cc)

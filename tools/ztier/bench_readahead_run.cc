@@ -5,8 +5,7 @@
 #include "bench_readahead_run.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
+#include <sys/mman.h>  // mincore
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,8 @@
 #include <random>
 #include <thread>
 
+#include "platform/event_fd.h"
+#include "platform/mapping.h"
 #include "platform/userfaultfd.h"  // internal: the bare baseline uses it
 #include "ztier/page.h"
 
@@ -226,24 +227,20 @@ Result<TouchSeries> RunBareCopyFaults(const FaultLatencyConfig& config,
                                       const corpus::PageSet& corpus) {
   assert(config.pages > 0 && corpus.size() > 0);
   const std::size_t len = config.pages * kPageSize;
-  void* mem = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) return Err(PosixError("mmap bare region", errno));
-  struct Unmap {
-    void* p;
-    std::size_t n;
-    ~Unmap() { ::munmap(p, n); }
-  } unmap{mem, len};
-  ::madvise(mem, len, MADV_NOHUGEPAGE);  // 4 KiB faults, as the reference
-  const std::byte* base = static_cast<const std::byte*>(mem);
+  ZT_ASSIGN_OR_RETURN(const platform::Mapping map,
+                      platform::Mapping::Anonymous(len, platform::Commit::kCharged,
+                                                   "mmap bare region"));
+  std::byte* const mem = map.data();
+  // 4 KiB faults, as the reference.
+  platform::Advise(mem, len, platform::Advice::kNoHugePages).IgnoreError();
+  const std::byte* base = mem;
 
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<internal::Userfaultfd> uffd,
                       internal::OpenUserfaultfd());
   ZT_RETURN_IF_ERROR(uffd->Register(mem, len));
-  const int stop_fd = ::eventfd(0, EFD_CLOEXEC);
-  if (stop_fd < 0) return Err(PosixError("eventfd", errno));
+  ZT_ASSIGN_OR_RETURN(const platform::EventFd stop, platform::EventFd::Create());
   std::atomic<bool> failed{false};
-  std::thread handler(BareHandler, uffd.get(), stop_fd, base, &corpus, &failed);
+  std::thread handler(BareHandler, uffd.get(), stop.fd(), base, &corpus, &failed);
 
   TouchSeries s;
   std::uint64_t sink = 0;
@@ -255,12 +252,8 @@ Result<TouchSeries> RunBareCopyFaults(const FaultLatencyConfig& config,
     }
   }
 
-  const std::uint64_t one = 1;
-  const bool stopped = ::write(stop_fd, &one, sizeof(one)) == sizeof(one);
-  assert(stopped);
-  static_cast<void>(stopped);
+  stop.Signal();
   handler.join();
-  ::close(stop_fd);
   Status u = uffd->Unregister(mem, len);
   u.IgnoreError();
   if (failed.load()) {

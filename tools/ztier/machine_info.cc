@@ -12,7 +12,6 @@
 #include <sched.h>
 #include <lz4.h>
 #include <lzo/lzoconf.h>
-#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -24,6 +23,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "platform/mapping.h"
 
 namespace ztier::tool {
 namespace {
@@ -111,15 +112,17 @@ std::vector<double> FreshMemoryPopulateUs(std::size_t bytes) {
   std::vector<double> us;
   if (len == 0) return us;
   // One chunk more, to start on a 2 MiB boundary as huge pages need.
-  void* map = mmap(nullptr, len + kChunk, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (map == MAP_FAILED) return us;
+  Result<platform::Mapping> map = platform::Mapping::Anonymous(
+      len + kChunk, platform::Commit::kOnTouch, "mmap");
+  if (!map.has_value()) return us;
   auto* base = reinterpret_cast<std::byte*>(
-      (reinterpret_cast<std::uintptr_t>(map) + kChunk - 1) & ~(kChunk - 1));
-  (void)madvise(base, len, MADV_HUGEPAGE);
+      (reinterpret_cast<std::uintptr_t>(map->data()) + kChunk - 1) &
+      ~(kChunk - 1));
+  platform::Advise(base, len, platform::Advice::kHugePages).IgnoreError();
   for (std::size_t off = 0; off < len; off += kChunk) {
     const auto start = std::chrono::steady_clock::now();
-    if (madvise(base + off, kChunk, MADV_POPULATE_WRITE) != 0) {
+    if (!platform::Advise(base + off, kChunk, platform::Advice::kPopulateWrite)
+             .ok()) {
       us.clear();
       break;
     }
@@ -127,7 +130,6 @@ std::vector<double> FreshMemoryPopulateUs(std::size_t bytes) {
         std::chrono::steady_clock::now() - start;
     us.push_back(took.count());
   }
-  munmap(map, len + kChunk);
   return us;
 }
 
