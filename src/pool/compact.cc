@@ -182,12 +182,16 @@ std::size_t Pool::Impl::NonFullZspages(SizeClass& sc) {
 
 std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
   Compaction c{*this};
+  std::size_t nonfull = 0;
   {
     internal::MutexLock lock(sc.mu);
-    const std::size_t nonfull = NonFullZspages(sc);
-    if (nonfull == 0) return 0;
+    nonfull = NonFullZspages(sc);
     c.holds_left = nonfull * (sc.geo.objs / kMovesPerHold + 2);
   }
+  // Every lock holder sweeps after it unlocks (pool.cc): a Free deferred
+  // during that hold would otherwise wait for the class's next user.
+  SweepDeferred(sc);
+  if (nonfull == 0) return 0;
   std::size_t freed = 0;
   // Phase 1, then (its budget set afresh) phase 2.
   for (int phase = 1; phase <= 2; ++phase) {

@@ -22,6 +22,13 @@
 #include "page_store_test_peer.h"
 
 namespace ztier {
+namespace {
+
+// Optimistic attempts of a StorePartial (compressing without the slot
+// lock) before it takes the locked path.
+constexpr int kPartialTries = 4;
+
+}  // namespace
 
 PageStore::PageStore() : impl_(std::make_unique<Impl>()) {}
 
@@ -130,29 +137,49 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   alignas(8) std::byte page[kPageSize];
   // Lock order (docs/architecture.md): no stream is taken under a slot
   // lock. So the old page is read under the lock, merged and compressed
-  // without it, and installed under it again only if the slot's Version is
-  // unchanged; otherwise a concurrent write came in between (a partial
-  // write of another part of the page, say), and the merge is redone from
-  // the newer content so that neither write is lost.
-  for (;;) {
-    internal::SlotVersion seen;
+  // without it, and installed under it again only if the slot still holds
+  // the content the merge started from; otherwise a concurrent write came
+  // in between (a partial write of another part of the page, say), and the
+  // merge is redone from the newer content so that neither write is lost.
+  //
+  // "Still holds" is decided soundly, not by the Version alone (its SEQ is
+  // 8 bits, and a hot page's handle comes back as the pool reuses freed
+  // indexes): an equal Version and, for a pool object, equal object bytes
+  // mean equal content. A written-back page cannot be compared without
+  // reading the disk again, and a page that keeps changing under us would
+  // retry without end; both take the locked path instead, which holds a
+  // stream first and then the slot lock from read to install (stream before
+  // slot, as the lock order allows).
+  alignas(8) std::byte seen_object[kPageSize];
+  for (int attempt = 0; attempt < kPartialTries; ++attempt) {
+    Impl::SeenContent seen;
     {
       SlotLock lock(s);
+      if (SlotTable::Flags(s) & slot::kWb) break;  // the locked path
       ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
-      seen = SlotTable::Version(s);
+      seen = m.SeeLocked(s, seen_object);
     }
     std::memcpy(page + offset, data.data(), data.size());
     Pending p;
     ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p));
     {
       SlotLock lock(s);
-      if (SlotTable::Version(s) == seen) {
+      if (m.StillSeesLocked(s, seen, seen_object)) {
         m.InstallLocked(s, p, m.Now());
-        break;
+        Add(m.stores);
+        return Status::Ok();
       }
     }
     m.DropPending(p);
   }
+  // The locked path: a stream, then the slot lock from read to install.
+  internal::StreamPool::Lease lease = m.streams->Acquire();
+  SlotLock lock(s);
+  ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+  std::memcpy(page + offset, data.data(), data.size());
+  Pending p;
+  ZT_RETURN_IF_ERROR(m.PrepareWith(lease, ConstPage(page, kPageSize), &p));
+  m.InstallLocked(s, p, m.Now());
   Add(m.stores);
   return Status::Ok();
 }

@@ -240,14 +240,24 @@ struct PageStore::Impl {
       p->content = slot::kSame;
       return Status::Ok();
     }
-    Status st;
-    bool poor = false;
-    {
-      internal::StreamPool::Lease lease = streams->Acquire();
-      BatchItem item{page, lease->buffer(0)};
-      lease->batch->Compress(std::span<BatchItem>(&item, 1));
-      st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
+    internal::StreamPool::Lease lease = streams->Acquire();
+    return PrepareWith(lease, page, p);
+  }
+
+  // Prepare, compressing with the stream the caller holds (which may hold
+  // slot locks taken after it: stream before slot).
+  Status PrepareWith(internal::StreamPool::Lease& lease, ConstPage page,
+                     Pending* p) ZT_REQUIRES(*streams) {
+    std::uint64_t fill;
+    if (IsSameFilled(page.data(), &fill)) {
+      p->value = fill;
+      p->content = slot::kSame;
+      return Status::Ok();
     }
+    BatchItem item{page, lease->buffer(0)};
+    lease->batch->Compress(std::span<BatchItem>(&item, 1));
+    bool poor = false;
+    Status st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
     if (st.ok()) {
       st = CheckLimitAfterAlloc();
       if (!st.ok()) {
@@ -257,6 +267,50 @@ struct PageStore::Impl {
     }
     if (!st.ok() && !poor) Add(failed_writes);
     return st;
+  }
+
+  // The slot bits that say what its content is (not its idle or writeback
+  // state).
+  static constexpr std::uint32_t kContentBits =
+      slot::kSizeMask | slot::kSame | slot::kWb | slot::kHuge;
+
+  // What StorePartial remembers of the content it merged from: its Version,
+  // its content bits, and for a pool object (neither same-filled nor written
+  // back) the object's bytes, copied into `object` (kPageSize bytes).
+  struct SeenContent {
+    internal::SlotVersion version;
+    std::uint32_t content = 0;
+    std::size_t object_bytes = 0;
+  };
+  SeenContent SeeLocked(const Slot& s, std::byte* object) const
+      ZT_REQUIRES(s) {
+    SeenContent seen{SlotTable::Version(s), SlotTable::Flags(s) & kContentBits,
+                     0};
+    if (IsPoolObject(seen.content)) {
+      seen.object_bytes = pool->ReadInto(
+          s.value.load(std::memory_order_relaxed),
+          std::span<std::byte>(object, kPageSize));
+    }
+    return seen;
+  }
+  // Whether s still holds the content `seen` describes: the same Version
+  // and content bits, and for a pool object the same bytes (equal objects
+  // decompress to equal pages, whatever happened in between).
+  bool StillSeesLocked(const Slot& s, const SeenContent& seen,
+                       const std::byte* object) const ZT_REQUIRES(s) {
+    if (!(SlotTable::Version(s) == seen.version) ||
+        (SlotTable::Flags(s) & kContentBits) != seen.content) {
+      return false;
+    }
+    if (!IsPoolObject(seen.content)) return true;
+    alignas(8) std::byte now[kPageSize];
+    const std::size_t n =
+        pool->ReadInto(s.value.load(std::memory_order_relaxed),
+                       std::span<std::byte>(now, kPageSize));
+    return n == seen.object_bytes && std::memcmp(now, object, n) == 0;
+  }
+  static bool IsPoolObject(std::uint32_t content) {
+    return Allocated(content) && (content & (slot::kSame | slot::kWb)) == 0;
   }
 
   void DropPending(const Pending& p) {

@@ -17,15 +17,16 @@
 // and written only by the thread holding the slot's LOCK bit (zram: "flag
 // operations require table entry lock being held"). Because waiters set
 // WAITERS concurrently, the holder changes flags only with atomic
-// read-modify-write operations (SetFlags/ClearFlags/SetSize), never a plain
+// read-modify-write operations (SetFlags/ClearFlags/SetContent), never a plain
 // store. A lock waiter spins briefly, then sleeps on a futex on `flags`.
 //
-// SEQ counts content replacements (SetContent), modulo 256. With `value` it
-// is the slot's Version: a writer that read the slot, dropped the lock to
-// compress, and locked it again installs only if the Version is unchanged
-// (PageStore::StorePartial). A change goes unnoticed only if exactly a
-// multiple of 256 replacements happened meanwhile and the last left the
-// same value.
+// SEQ counts content changes (SetContent, which freeing the old content and
+// installing the new each call), modulo 256. With `value` it is the slot's
+// Version, the cheap first test of PageStore::StorePartial, which read the
+// slot, dropped the lock to compress, and locked it again: an unequal
+// Version means the content changed. An equal one does not prove it did
+// not (128 overwrites wrap SEQ, and the pool hands a freed handle out
+// again), so StorePartial compares the object's bytes too.
 //
 // Each Slot is a capability (platform/thread_annotations.h): Lock, TryLock
 // and SlotLock acquire it, and the accessors below that read or change
@@ -80,7 +81,7 @@ inline constexpr std::uint32_t kContentMask =
 }  // namespace slot
 
 // What a slot holds, as far as a writer that let go of its lock must know:
-// equal Versions mean no SetContent happened in between (see SEQ above).
+// unequal Versions mean a SetContent happened in between (see SEQ above).
 struct SlotVersion {
   std::uint64_t value = 0;
   std::uint32_t seq = 0;
