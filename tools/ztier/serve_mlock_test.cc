@@ -50,8 +50,11 @@ class Server {
  public:
   explicit Server(const std::vector<std::string>& flags)
       : proc_(ZTIER_BIN, WithSockets(flags), dir_.File("serve.log")) {
-    // Until both sockets accept, or it exits (an error), for up to 20 s.
-    proc_.WaitForSockets({Ctl(), Sock()});
+    // Until both sockets accept, or it exits (an error), for up to 20 s;
+    // then until its banner is out (it is printed once they accept).
+    if (proc_.WaitForSockets({Ctl(), Sock()})) {
+      proc_.WaitForLog("Stop with Ctrl-C");
+    }
   }
 
   // SIGTERM, then its exit code.
