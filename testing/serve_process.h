@@ -21,6 +21,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "testing/test_util.h"
@@ -101,6 +102,57 @@ class ServeProcess {
   std::string log_;
   pid_t pid_ = -1;
   int exit_code_ = -1;
+};
+
+// `ztier serve` on a Unix NBD socket and a control socket in a temporary
+// folder of its own, with its log there: what the tests that drive the
+// binary over both sockets share. The constructor returns once both
+// sockets accept and the banner is out, or the server has exited (an
+// error: pid() < 0, the reason in Log()), for up to 20 s.
+class ServeOnSockets {
+ public:
+  ServeOnSockets(std::string bin, const std::vector<std::string>& flags)
+      : bin_(std::move(bin)),
+        proc_(bin_, WithSockets(flags), dir_.File("serve.log")) {
+    // The banner is printed once the sockets accept.
+    if (proc_.WaitForSockets({Ctl(), Sock()})) {
+      proc_.WaitForLog("Stop with Ctrl-C");
+    }
+  }
+
+  // SIGTERM, then its exit code.
+  int Stop() { return proc_.Stop(); }
+  pid_t pid() const { return proc_.pid(); }
+  int exit_code() const { return proc_.exit_code(); }
+  bool running() { return proc_.running(); }
+  std::string Sock() const { return dir_.File("nbd.sock"); }
+  std::string Ctl() const { return dir_.File("ctl.sock"); }
+  std::string Uri(const std::string& dev = "zram0") const {
+    return "'nbd+unix:///" + dev + "?socket=" + Sock() + "'";
+  }
+  std::string File(const std::string& name) const { return dir_.File(name); }
+  std::string Log() const { return proc_.Log(); }
+
+  // `ztier ctl --device DEV ATTR [VALUE]`.
+  Shell Ctl(const std::string& attr, const std::string& value = "",
+            const std::string& dev = "zram0") const {
+    std::string cmd = "'" + bin_ + "' ctl --ctl " + Ctl() + " --device " +
+                      dev + " " + attr;
+    if (!value.empty()) cmd += " '" + value + "'";
+    return Sh(cmd);
+  }
+
+ private:
+  std::vector<std::string> WithSockets(
+      const std::vector<std::string>& flags) const {
+    std::vector<std::string> args = {"--unix", Sock(), "--ctl", Ctl()};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return args;
+  }
+
+  const std::string bin_;
+  ScopedTempDir dir_;  // before proc_: the sockets and the log are in it
+  ServeProcess proc_;
 };
 
 }  // namespace ztier::testing

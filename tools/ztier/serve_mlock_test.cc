@@ -46,43 +46,10 @@ long long StatusBytes(pid_t pid, const std::string& key) {
 
 // `ztier serve FLAGS` in the background, with its sockets in a temporary
 // folder; the log holds stdout and stderr.
-class Server {
+class Server : public ztier::testing::ServeOnSockets {
  public:
   explicit Server(const std::vector<std::string>& flags)
-      : proc_(ZTIER_BIN, WithSockets(flags), dir_.File("serve.log")) {
-    // Until both sockets accept, or it exits (an error), for up to 20 s;
-    // then until its banner is out (it is printed once they accept).
-    if (proc_.WaitForSockets({Ctl(), Sock()})) {
-      proc_.WaitForLog("Stop with Ctrl-C");
-    }
-  }
-
-  // SIGTERM, then its exit code.
-  int Stop() { return proc_.Stop(); }
-
-  pid_t pid() const { return proc_.pid(); }
-  int exit_code() const { return proc_.exit_code(); }
-  std::string Sock() const { return dir_.File("nbd.sock"); }
-  std::string Ctl() const { return dir_.File("ctl.sock"); }
-  std::string Uri() const {
-    return "'nbd+unix:///zram0?socket=" + Sock() + "'";
-  }
-  std::string File(const std::string& name) const { return dir_.File(name); }
-  std::string Log() const { return proc_.Log(); }
-  Shell CtlGet(const std::string& attr) const {
-    return Sh(std::string("'") + ZTIER_BIN + "' ctl --ctl " + Ctl() +
-              " --device zram0 " + attr);
-  }
-
- private:
-  std::vector<std::string> WithSockets(const std::vector<std::string>& flags) const {
-    std::vector<std::string> args = {"--unix", Sock(), "--ctl", Ctl()};
-    args.insert(args.end(), flags.begin(), flags.end());
-    return args;
-  }
-
-  ScopedTempDir dir_;  // before proc_: the sockets and the log are in it
-  ztier::testing::ServeProcess proc_;
+      : ServeOnSockets(ZTIER_BIN, flags) {}
 };
 
 bool LacksMlockPrivilege(const std::string& log) {
@@ -171,7 +138,7 @@ TEST(ServeMlockTest, LockedServerHoldsItsReserveAndServes) {
     EXPECT_NE(w.exit_code, 0);
     EXPECT_NE(w.out.find("No space left on device"), std::string::npos)
         << w.out;
-    const Shell mm = s.CtlGet("mm_stat");
+    const Shell mm = s.Ctl("mm_stat");
     std::istringstream fields(mm.out);
     long long orig = 0, compr = 0, used = 0, limit = 0;
     fields >> orig >> compr >> used >> limit;
@@ -246,7 +213,7 @@ TEST(ServeTest, NegativeValuesAreValuesAndEinval) {
   ASSERT_GT(s.pid(), 0) << s.Log();
   for (const char* attr : {"disksize -5", "mem_limit -1", "reset -1",
                            "writeback_limit -3"}) {
-    const Shell r = s.CtlGet(attr);
+    const Shell r = s.Ctl(attr);
     EXPECT_EQ(r.exit_code, 1) << attr << ": " << r.out;
     EXPECT_NE(r.out.find("ztier ctl: EINVAL"), std::string::npos)
         << attr << ": " << r.out;
@@ -257,13 +224,13 @@ TEST(ServeTest, NegativeValuesAreValuesAndEinval) {
 TEST(ServeTest, RelativeBackingDevIsTheCallersPath) {
   Server s({"--device", "zram0:16M"});
   ASSERT_GT(s.pid(), 0) << s.Log();
-  ASSERT_EQ(s.CtlGet("reset 1").exit_code, 0);
+  ASSERT_EQ(s.Ctl("reset 1").exit_code, 0);
   ScopedTempDir caller;
   const Shell set = Sh("cd " + caller.path() + " && '" + ZTIER_BIN +
                        "' ctl --ctl " + s.Ctl() + " backing_dev wb.img");
   ASSERT_EQ(set.exit_code, 0) << set.out;
-  EXPECT_EQ(s.CtlGet("backing_dev").out, caller.File("wb.img") + "\n");
-  const Shell null = s.CtlGet("backing_dev /dev/null");
+  EXPECT_EQ(s.Ctl("backing_dev").out, caller.File("wb.img") + "\n");
+  const Shell null = s.Ctl("backing_dev /dev/null");
   EXPECT_EQ(null.exit_code, 1);
   EXPECT_NE(null.out.find("EINVAL"), std::string::npos) << null.out;
   EXPECT_EQ(s.Stop(), 0) << s.Log();

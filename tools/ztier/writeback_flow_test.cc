@@ -41,40 +41,10 @@ std::vector<std::uint64_t> Numbers(const std::string& text) {
 }
 
 // `ztier serve` in the background, in a temporary folder.
-class Server {
+class Server : public ztier::testing::ServeOnSockets {
  public:
   explicit Server(const std::vector<std::string>& flags)
-      : proc_(ZTIER_BIN, WithSockets(flags), dir_.File("serve.log")) {
-    proc_.WaitForSockets({Ctl(), Sock()});
-  }
-
-  bool running() { return proc_.running(); }
-  std::string Sock() const { return dir_.File("nbd.sock"); }
-  std::string Ctl() const { return dir_.File("ctl.sock"); }
-  std::string Uri(const std::string& dev = "zram0") const {
-    return "'nbd+unix:///" + dev + "?socket=" + Sock() + "'";
-  }
-  std::string File(const std::string& name) const { return dir_.File(name); }
-  std::string Log() const { return proc_.Log(); }
-
-  // `ztier ctl [--device DEV] ATTR [VALUE]`.
-  Shell Ctl(const std::string& attr, const std::string& value = "",
-            const std::string& dev = "zram0") const {
-    std::string cmd = std::string("'") + ZTIER_BIN + "' ctl --ctl " + Ctl() +
-                      " --device " + dev + " " + attr;
-    if (!value.empty()) cmd += " '" + value + "'";
-    return Sh(cmd);
-  }
-
- private:
-  std::vector<std::string> WithSockets(const std::vector<std::string>& flags) const {
-    std::vector<std::string> args = {"--unix", Sock(), "--ctl", Ctl()};
-    args.insert(args.end(), flags.begin(), flags.end());
-    return args;
-  }
-
-  ScopedTempDir dir_;  // before proc_: the sockets and the log are in it
-  ztier::testing::ServeProcess proc_;
+      : ServeOnSockets(ZTIER_BIN, flags) {}
 };
 
 std::string Sha256(const std::string& path) {
