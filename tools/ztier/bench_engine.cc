@@ -154,7 +154,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
 
 // "store+load threads=1 batch=8 serial": what the progress line shows of
 // variant `v`.
-std::string VariantLabel(const Variant& v) {
+std::string VariantLabel(const EngineVariant& v) {
   return std::string(BenchPathName(v.path)) + " " +
          (v.path == BenchPath::kStore ? std::string("store+load")
                                       : std::string(BenchOpName(v.op))) +
@@ -167,7 +167,7 @@ std::string VariantLabel(const Variant& v) {
 // every variant, in turn, then the sizes.
 Status MeasureCase(const BenchConfig& cfg, std::shared_ptr<const Codec> codec,
                    const corpus::PageSet& set,
-                   const std::vector<Variant>& variants, WorkerPool& pool,
+                   const std::vector<EngineVariant>& variants, WorkerPool& pool,
                    Progress& progress, CaseResult* result) {
   const std::string label = "[" + result->codec + " " + set.name() + "] ";
   progress.Update(label + "preparing");
@@ -179,7 +179,7 @@ Status MeasureCase(const BenchConfig& cfg, std::shared_ptr<const Codec> codec,
                               .parallel_workers = cfg.parallel_workers}));
   std::vector<OpSample> samples;
   for (std::size_t run = 0; run <= cfg.runs; ++run) {
-    for (const Variant& v : variants) {
+    for (const EngineVariant& v : variants) {
       progress.Update(label + RunLabel(run, cfg.runs) + ": " + VariantLabel(v));
       samples.clear();
       ZT_RETURN_IF_ERROR(measurer->Measure(v, &samples));
@@ -220,7 +220,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   std::fflush(stdout);
   ChartWriter charts(kCommand, plot_dir);
   WorkerPool pool(cfg.parallel_workers);
-  const std::vector<Variant> variants = StandardVariants(cfg.thread_counts);
+  const std::vector<EngineVariant> variants = StandardVariants(cfg.thread_counts);
   std::vector<CaseResult> results;
   Progress progress;
   for (const std::string& codec_name : cfg.codecs) {

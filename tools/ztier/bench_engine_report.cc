@@ -17,19 +17,19 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-auto SortKey(const Variant& v) {
+auto SortKey(const EngineVariant& v) {
   return std::make_tuple(static_cast<int>(v.path), static_cast<int>(v.op),
                          v.threads, v.batch, static_cast<int>(v.backend));
 }
 
-bool SameSeries(const Variant& a, const Variant& b) {
+bool SameSeries(const EngineVariant& a, const EngineVariant& b) {
   return SortKey(a) == SortKey(b);
 }
 
 const Series* FindSeries(const CaseResult& r, BenchPath path, BenchOp op,
                          std::size_t threads, std::size_t batch,
                          BatchBackend backend) {
-  const Variant want{path, op, threads, batch, backend};
+  const EngineVariant want{path, op, threads, batch, backend};
   for (const Series& s : r.series) {
     if (SameSeries(s.variant, want)) return &s;
   }
@@ -66,20 +66,20 @@ std::string MiB(std::uint64_t bytes) {
 
 CaseResult NewCaseResult(const std::string& codec,
                          const corpus::PageSet& corpus,
-                         const std::vector<Variant>& variants) {
+                         const std::vector<EngineVariant>& variants) {
   CaseResult r;
   r.codec = codec;
   r.corpus = corpus.name();
   r.pages = corpus.size();
-  for (const Variant& v : variants) {
+  for (const EngineVariant& v : variants) {
     if (v.path == BenchPath::kCodec) {
       r.series.push_back({v, {}});
     } else {
-      Variant store = v;
+      EngineVariant store = v;
       store.op = BenchOp::kStore;
-      Variant load = v;
+      EngineVariant load = v;
       load.op = BenchOp::kLoad;
-      Variant overwrite = v;
+      EngineVariant overwrite = v;
       overwrite.op = BenchOp::kOverwrite;
       r.series.push_back({store, {}});
       r.series.push_back({load, {}});
@@ -93,10 +93,10 @@ CaseResult NewCaseResult(const std::string& codec,
   return r;
 }
 
-void AddSamples(const Variant& v, const std::vector<OpSample>& samples,
+void AddSamples(const EngineVariant& v, const std::vector<OpSample>& samples,
                 CaseResult* result) {
   for (const OpSample& s : samples) {
-    Variant key = v;
+    EngineVariant key = v;
     key.op = s.op;
     for (Series& series : result->series) {
       if (SameSeries(series.variant, key)) series.samples.push_back(s.mb_s);

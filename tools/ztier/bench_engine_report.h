@@ -55,7 +55,7 @@ struct BenchConfig {
 };
 
 struct Series {
-  Variant variant;  // op is the series' own op (kStore, kLoad or kOverwrite for store)
+  EngineVariant variant;  // op is the series' own op (kStore, kLoad or kOverwrite for store)
   std::vector<double> samples;  // MB/s, one per measured run
 };
 
@@ -83,10 +83,10 @@ struct Derived {
 // An empty result with one series per (variant, op), sorted for printing.
 CaseResult NewCaseResult(const std::string& codec,
                          const corpus::PageSet& corpus,
-                         const std::vector<Variant>& variants);
+                         const std::vector<EngineVariant>& variants);
 
 // Appends the samples of one Measure(v) call to the matching series.
-void AddSamples(const Variant& v, const std::vector<OpSample>& samples,
+void AddSamples(const EngineVariant& v, const std::vector<OpSample>& samples,
                 CaseResult* result);
 
 std::vector<Derived> DeriveRatios(const CaseResult& r);

@@ -1,9 +1,10 @@
 // File: tools/ztier/bench_harness.cc
 //
-// The flags, corpus folder, run labels and JSON ending shared by the
-// `ztier bench` experiments (bench_harness.h).
+// The flags, corpus folder and run loop shared by the `ztier bench`
+// experiments (bench_harness.h).
 #include "bench_harness.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -12,6 +13,110 @@
 #include "tool_common.h"
 
 namespace ztier::tool {
+
+void AddBenchFlags(FlagSet& flags, BenchFlags* f) {
+  flags.AddInt("runs", &f->runs, "N", "measured runs, after one warm-up run",
+               1, 1000);
+  AddJsonFlag(flags, &f->json);
+  AddPlotFlag(flags, &f->plot);
+}
+
+void Samples::Add(std::string_view figure, double value) {
+  for (auto& [name, v] : values_) {
+    if (name == figure) {
+      v = value;
+      return;
+    }
+  }
+  values_.emplace_back(std::string(figure), value);
+}
+
+const Measurements::Entry* Measurements::Find(std::string_view variant,
+                                              std::string_view figure) const {
+  for (const Entry& e : entries_) {
+    if (e.variant == variant && e.figure == figure) return &e;
+  }
+  return nullptr;
+}
+
+void Measurements::Record(std::string_view variant, std::size_t run,
+                          const Samples& s) {
+  for (const auto& [figure, value] : s.values()) {
+    Entry* e = const_cast<Entry*>(Find(variant, figure));
+    if (e == nullptr) {
+      e = &entries_.emplace_back(
+          Entry{std::string(variant), figure, {}});
+    }
+    if (e->by_run.size() < run) e->by_run.resize(run);
+    e->by_run[run - 1] = value;
+  }
+}
+
+std::vector<double> Measurements::Of(std::string_view variant,
+                                     std::string_view figure) const {
+  std::vector<double> out;
+  if (const Entry* e = Find(variant, figure)) {
+    for (const std::optional<double>& v : e->by_run) {
+      if (v.has_value()) out.push_back(*v);
+    }
+  }
+  return out;
+}
+
+std::optional<double> Measurements::At(std::string_view variant,
+                                       std::string_view figure,
+                                       std::size_t run) const {
+  const Entry* e = Find(variant, figure);
+  if (e == nullptr || run == 0 || run > e->by_run.size()) return std::nullopt;
+  return e->by_run[run - 1];
+}
+
+std::vector<double> Measurements::Ratios(std::string_view num_variant,
+                                         std::string_view num_figure,
+                                         std::string_view den_variant,
+                                         std::string_view den_figure) const {
+  std::vector<double> out;
+  const Entry* num = Find(num_variant, num_figure);
+  const Entry* den = Find(den_variant, den_figure);
+  if (num == nullptr || den == nullptr) return out;
+  const std::size_t n = std::min(num->by_run.size(), den->by_run.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    if (num->by_run[i].has_value() && den->by_run[i].has_value() &&
+        *den->by_run[i] != 0) {
+      out.push_back(*num->by_run[i] / *den->by_run[i]);
+    }
+  }
+  return out;
+}
+
+Result<Measurements> RunVariants(const RunPlan& plan,
+                                 std::span<const Variant> variants,
+                                 Progress& progress) {
+  Measurements m;
+  const std::string prefix = plan.label.empty() ? "" : plan.label + ": ";
+  const std::size_t total = plan.warmups + plan.runs;
+  for (std::size_t i = 0; i < total; ++i) {
+    const bool warmup = i < plan.warmups;
+    const std::size_t run = warmup ? 0 : i - plan.warmups + 1;
+    const std::string label =
+        warmup ? std::string("warm-up")
+               : "run " + std::to_string(run) + "/" + std::to_string(plan.runs);
+    std::vector<const Variant*> order;
+    for (const Variant& v : variants) order.push_back(&v);
+    if (plan.alternate && i % 2 == 1) std::reverse(order.begin(), order.end());
+    for (const Variant* v : order) {
+      progress.Update(prefix + label + ": " + v->name);
+      Samples s;
+      if (Status st = v->run(run, s); !st.ok()) {
+        return Err(Status(st.code(), v->name + ", " + label + ": " +
+                                         st.message()));
+      }
+      if (!warmup) m.Record(v->name, run, s);
+    }
+  }
+  progress.Clear();
+  return m;
+}
 
 void AddJsonFlag(FlagSet& flags, std::string* path) {
   flags.AddString("json", path, "FILE",

@@ -1,38 +1,130 @@
 // File: tools/ztier/bench_harness.h
 //
 // What every `ztier bench` experiment shares around its own measurements:
-// the common flags, spelled one way (--json FILE, --plot DIR, --corpus FILE,
-// --corpus-dir DIR), finding a folder's corpora, the label of each
-// repetition (one warm-up run, then --runs measured runs, every variant in
-// each, so that variants alternate), and writing the JSON at the end. The
-// result model the experiments report with is bench_stats.h; the machine
-// line is machine_info.h; the progress line is progress.h.
+// the common flags, spelled one way (--runs N, --json FILE, --plot DIR,
+// --corpus FILE, --corpus-dir DIR), finding a folder's corpora, and the run
+// loop. An experiment declares its variants, each a function that runs it
+// once and returns its samples; RunVariants runs the warm-up and then the
+// measured runs, every variant in each, alternating their order, with the
+// progress line, and hands back every sample. The experiment derives its
+// ratios from them (Measurements::Ratios) and reports through
+// bench_report.h.
 //
-//   AddCorpusFileFlag(flags, &corpus, "pages to store");
-//   AddJsonFlag(flags, &json_path);
+//   BenchFlags common{.runs = 5};
+//   AddBenchFlags(flags, &common);
 //   ...
-//   for (std::size_t run = 0; run <= runs; ++run) {
-//     progress.Update(RunLabel(run, runs) + ": " + variant);
-//     ...
-//   }
-//   return FinishJson(kCommand, json_path, [&](const std::string& path) {
-//     return WriteMyJson(path, ...);
-//   });
+//   std::vector<Variant> variants = {
+//       {"sync", [&](std::size_t, Samples& s) -> Status {
+//          ...; s.Add("mb_s", mb_s); return Status::Ok(); }},
+//       {"batched", ...}};
+//   Progress progress;
+//   auto m = RunVariants({.runs = common.runs, .label = "lz4"}, variants,
+//                        progress);
+//   if (!m.has_value()) return ReportFailure(kCommand, ...);
+//   std::vector<double> speedup =
+//       m->Ratios("batched", "mb_s", "sync", "mb_s");
 //
-// Thread safety: plain functions; no shared state.
+// Thread safety: plain functions and values; no shared state. A variant's
+// function runs on the calling thread.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_HARNESS_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_HARNESS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "flags.h"
+#include "progress.h"
 #include "ztier/status.h"
 
 namespace ztier::tool {
+
+// The flags every experiment has.
+struct BenchFlags {
+  std::int64_t runs = 5;  // measured runs; the default is the caller's
+  std::string json;       // --json FILE; empty: none
+  std::string plot;       // --plot DIR; empty: none
+};
+
+// --runs N (N >= 1, "measured runs, after one warm-up run"), --json FILE and
+// --plot DIR into *f; f->runs holds the default before parsing.
+void AddBenchFlags(FlagSet& flags, BenchFlags* f);
+
+// The samples of one run of one variant: each figure's value by name, in
+// the order added. Adding a name again replaces its value.
+class Samples {
+ public:
+  void Add(std::string_view figure, double value);
+  const std::vector<std::pair<std::string, double>>& values() const {
+    return values_;
+  }
+
+ private:
+  std::vector<std::pair<std::string, double>> values_;
+};
+
+// One variant of an experiment: a name (shown on the progress line and
+// used to find its samples) and the function that runs it once. `run` is 0
+// for a warm-up run, else 1..runs. A variant's function may also keep
+// whatever else it wants to report from its last run.
+struct Variant {
+  std::string name;
+  std::function<Status(std::size_t run, Samples& out)> run;
+};
+
+struct RunPlan {
+  std::size_t runs = 5;     // measured runs
+  std::size_t warmups = 1;  // runs before them whose samples are dropped
+  // Reverse the order of the variants in every other run, so that no
+  // variant always runs first (after a quiet period) or last.
+  bool alternate = true;
+  std::string label;  // the progress line's prefix ("lz4 anon-python")
+};
+
+// Every sample of every variant over the measured runs.
+class Measurements {
+ public:
+  // The samples of `figure` of `variant`, in run order, over the runs that
+  // gave one; empty when none did.
+  std::vector<double> Of(std::string_view variant,
+                         std::string_view figure) const;
+  // Per run: num's figure over den's, for each measured run in which both
+  // gave one and den's is not 0.
+  std::vector<double> Ratios(std::string_view num_variant,
+                             std::string_view num_figure,
+                             std::string_view den_variant,
+                             std::string_view den_figure) const;
+  // The value of `figure` of `variant` in measured run `run` (1-based).
+  std::optional<double> At(std::string_view variant, std::string_view figure,
+                           std::size_t run) const;
+
+  // Used by RunVariants.
+  void Record(std::string_view variant, std::size_t run, const Samples& s);
+
+ private:
+  struct Entry {
+    std::string variant;
+    std::string figure;
+    std::vector<std::optional<double>> by_run;  // index run - 1
+  };
+  const Entry* Find(std::string_view variant, std::string_view figure) const;
+  std::vector<Entry> entries_;
+};
+
+// Runs plan.warmups warm-up runs and then plan.runs measured runs of every
+// variant, in declaration order, reversed in every other run when
+// plan.alternate, updating `progress` with "LABEL: warm-up: NAME" or
+// "LABEL: run R/RUNS: NAME" before each. Stops at the first error, which it
+// returns with "NAME, run R: " in front.
+Result<Measurements> RunVariants(const RunPlan& plan,
+                                 std::span<const Variant> variants,
+                                 Progress& progress);
 
 // --json FILE: "also write every figure as JSON to FILE".
 void AddJsonFlag(FlagSet& flags, std::string* path);
@@ -66,7 +158,8 @@ std::string RunLabel(std::size_t run, std::size_t runs);
 
 // With a `path`: write(path), then prints "\nwrote PATH" on stdout. Returns
 // the command's exit status: 0, or 1 with "COMMAND: error" printed on
-// stderr when write fails. 0 without a path.
+// stderr when write fails. 0 without a path. (Report::Finish does this for
+// the experiments that report through bench_report.h.)
 int FinishJson(std::string_view command, const std::string& path,
                const std::function<Status(const std::string&)>& write);
 

@@ -2,7 +2,7 @@
 //
 // `ztier bench nbd` (see bench_nbd.h): parses flags, finds the tools and
 // corpora, runs the servers and clients as subprocesses in a private
-// temporary folder (bench_nbd_proc.h), and reports (bench_nbd_report.h).
+// temporary folder (bench_proc.h), and reports (bench_nbd_report.h).
 #include "bench_nbd.h"
 
 #include <unistd.h>
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "bench_harness.h"
-#include "bench_nbd_fio.h"
-#include "bench_nbd_proc.h"
+#include "bench_fio.h"
+#include "bench_proc.h"
 #include "bench_nbd_report.h"
 #include "corpus/corpus.h"
 #include "ctl/control_server.h"
@@ -32,7 +32,7 @@
 namespace ztier::tool {
 namespace {
 
-using namespace nbdbench;  // NOLINT: this file is the benchmark's driver
+using namespace bench;  // NOLINT: this file is the benchmark's driver
 using std::chrono::milliseconds;
 
 constexpr const char kCommand[] = "ztier bench nbd";
@@ -93,7 +93,7 @@ void StopServer(RunningServer* server) {
 // Runs nbdcopy SRC DST; returns its wall time in seconds.
 Result<double> RunNbdcopy(const NbdBenchConfig& cfg, const std::string& src,
                           const std::string& dst, const std::string& dir) {
-  return nbdbench::RunNbdcopy(cfg.nbdcopy.path, src, dst, dir, kCopyTimeout);
+  return bench::RunNbdcopy(cfg.nbdcopy.path, src, dst, dir, kCopyTimeout);
 }
 
 // ztier's mem_used_total: column 3 of mm_stat.

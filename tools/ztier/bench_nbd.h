@@ -15,7 +15,7 @@
 //   nbdkit       `nbdkit --foreground --unix S memory SIZE` (sparse)
 //   nbdkit-zstd  `nbdkit --foreground --unix S memory SIZE allocator=zstd`
 //
-// Part 1, fio (bench_nbd_fio.h has the command lines). In each run all
+// Part 1, fio (bench_fio.h has the command lines). In each run all
 // servers are started, each area is filled (one untimed 128 KiB sequential
 // write pass over the first min(SIZE, 256 MiB), the "area"), then each job
 // runs for S seconds on every server in turn (job 1 on ztier, nbdkit,

@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <limits>
 
-#include "bench_nbd_fio.h"
+#include "bench_fio.h"
 #include "bench_stats.h"
 
-namespace ztier::tool::nbdbench {
+namespace ztier::tool::bench {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -473,4 +473,4 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
   return WriteJsonFile(path, w);
 }
 
-}  // namespace ztier::tool::nbdbench
+}  // namespace ztier::tool::bench

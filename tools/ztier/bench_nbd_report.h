@@ -26,7 +26,7 @@ namespace ztier::tool {
 class JsonWriter;
 }  // namespace ztier::tool
 
-namespace ztier::tool::nbdbench {
+namespace ztier::tool::bench {
 
 struct NbdJob;
 
@@ -126,6 +126,6 @@ Status WriteNbdJson(const std::string& path, const MachineInfo& machine,
                     const NbdBenchConfig& cfg, const NbdResults& results,
                     const std::vector<DerivedRatio>& ratios);
 
-}  // namespace ztier::tool::nbdbench
+}  // namespace ztier::tool::bench
 
 #endif  // ZTIER_TOOLS_ZTIER_BENCH_NBD_REPORT_H_

@@ -16,15 +16,15 @@
 #include <sstream>
 #include <string>
 
-#include "bench_nbd_fio.h"
-#include "bench_nbd_proc.h"
+#include "bench_fio.h"
+#include "bench_proc.h"
 #include "bench_nbd_report.h"
 #include "testing/test_util.h"
 
 namespace {
 
 namespace fs = std::filesystem;
-using namespace ztier::tool::nbdbench;  // NOLINT
+using namespace ztier::tool::bench;  // NOLINT
 
 std::string ReadFile(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_harness.h"
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 #include "bench_writeback_report.h"
 #include "corpus/corpus.h"
 #include "flags.h"
@@ -259,9 +259,9 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     PrintError(kCommand, s.ToString());
     return 1;
   }
-  cfg.fio_path = nbdbench::FindExecutable("fio");
+  cfg.fio_path = bench::FindExecutable("fio");
   if (!cfg.fio_path.empty()) {
-    cfg.fio_version = nbdbench::ToolVersion(cfg.fio_path, files.scratch());
+    cfg.fio_version = bench::ToolVersion(cfg.fio_path, files.scratch());
     cfg.fio_args = FioSeqWriteArgs({.fio_path = cfg.fio_path,
                                     .file_path = cfg.fio_file_path,
                                     .size_bytes = cfg.size_bytes});

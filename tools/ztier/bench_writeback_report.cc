@@ -8,7 +8,7 @@
 #include <iterator>
 #include <utility>
 
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 #include "bench_stats.h"
 #include "ztier/page.h"
 
@@ -166,7 +166,7 @@ void WriteConfig(JsonWriter& j, const WritebackBenchConfig& cfg) {
     j.BeginObject();
     j.StringField("path", cfg.fio_path);
     j.StringField("version", cfg.fio_version);
-    j.StringField("command", nbdbench::CommandLine(cfg.fio_args));
+    j.StringField("command", bench::CommandLine(cfg.fio_args));
     j.EndObject();
   }
   j.EndObject();
@@ -217,7 +217,7 @@ std::string WritebackConfigText(const WritebackBenchConfig& cfg) {
     t += "  fio      not measured: fio not found on PATH\n";
   } else {
     t += "  fio      " + cfg.fio_version + ": " +
-         nbdbench::CommandLine(cfg.fio_args) + "\n";
+         bench::CommandLine(cfg.fio_args) + "\n";
   }
   t += "  timed: the Writeback() call alone (fill, idle marking and the "
        "check of every " +

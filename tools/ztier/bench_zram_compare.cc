@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "bench_harness.h"
-#include "bench_nbd_fio.h"
-#include "bench_nbd_proc.h"
+#include "bench_fio.h"
+#include "bench_proc.h"
 #include "bench_zram_compare_io.h"
 #include "bench_zram_compare_kernel.h"
 #include "bench_zram_compare_report.h"
@@ -225,7 +225,7 @@ Status MmRun(const Bench& b, std::size_t run) {
 struct PairDevices {
   bool kernel = false;
   std::unique_ptr<Device> lib;
-  std::optional<nbdbench::ServerProcess> nbd;
+  std::optional<bench::ServerProcess> nbd;
   std::string uri;
 };
 
@@ -257,13 +257,13 @@ Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
     const std::string sock = b.dir + "/serve.sock";
     const std::string ctl = b.dir + "/serve.ctl";
     ZT_ASSIGN_OR_RETURN(
-        d->nbd, nbdbench::StartServerProcess(
-                    nbdbench::ZtierServeArgs(cfg.ztier.path, cfg.area_bytes,
+        d->nbd, bench::StartServerProcess(
+                    bench::ZtierServeArgs(cfg.ztier.path, cfg.area_bytes,
                                              pair.ztier, sock, ctl),
                     "ztier-nbd " + pair.ztier, sock, ctl, b.dir + "/serve.log",
                     b.dir, kStartTimeout));
     d->uri = NbdUnixUri("zram0", sock);
-    ZT_RETURN_IF_ERROR(StatusOf(nbdbench::RunNbdcopy(
+    ZT_RETURN_IF_ERROR(StatusOf(bench::RunNbdcopy(
         cfg.nbdcopy.path, b.area_file, d->uri, b.dir, kCopyTimeout)));
   }
   return Status::Ok();
@@ -271,7 +271,7 @@ Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
 
 void TearDownPair(const Bench& b, PairDevices* d, Status* status) {
   if (d->nbd.has_value()) {
-    nbdbench::StopServerProcess(&*d->nbd, kStopGrace, kCommand);
+    bench::StopServerProcess(&*d->nbd, kStopGrace, kCommand);
   }
   d->lib.reset();
   if (d->kernel) {
@@ -304,9 +304,9 @@ Result<Figures> Measure(const Bench& b, const PairDevices& d, IoPath path,
           : NbdFioArgs(cfg.fio.path, c.job, c.threads, cfg.area_bytes,
                        cfg.seconds, d.uri);
   ZT_ASSIGN_OR_RETURN(
-      nbdbench::FioFigures fig,
-      nbdbench::RunFio(argv, b.dir, milliseconds((cfg.seconds + 120) * 1000)));
-  const nbdbench::FioDirection& dir = c.job.writes ? fig.write : fig.read;
+      bench::FioFigures fig,
+      bench::RunFio(argv, b.dir, milliseconds((cfg.seconds + 120) * 1000)));
+  const bench::FioDirection& dir = c.job.writes ? fig.write : fig.read;
   return Figures{dir.iops, dir.bw_bytes / 1e6};
 }
 
@@ -334,7 +334,7 @@ Status IoRun(const Bench& b, std::size_t run) {
         const bool is_kernel = IsKernelPath(path);
         if (!cfg.Measures(path) || (is_kernel ? !kernel : !ztier)) continue;
         const std::string& codec = is_kernel ? pair.kernel : pair.ztier;
-        b.progress->Update(prefix + nbdbench::JobTitle(cfg.cases[c].job) +
+        b.progress->Update(prefix + bench::JobTitle(cfg.cases[c].job) +
                            " x" + std::to_string(cfg.cases[c].threads) +
                            " on " + std::string(IoPathName(path)));
         auto r = Measure(b, d, path, cfg.cases[c]);
@@ -403,18 +403,18 @@ Status ParseCases(const std::vector<std::string>& job_flags,
                   const std::vector<std::string>& path_flags,
                   std::int64_t threads, const std::string& size_text,
                   ZramCompareConfig* cfg) {
-  const std::span<const nbdbench::NbdJob> standard = nbdbench::StandardJobs();
+  const std::span<const bench::NbdJob> standard = bench::StandardJobs();
   ZT_ASSIGN_OR_RETURN(
-      std::vector<nbdbench::NbdJob> jobs,
-      Select<nbdbench::NbdJob>(
+      std::vector<bench::NbdJob> jobs,
+      Select<bench::NbdJob>(
           standard, job_flags,
-          [](const nbdbench::NbdJob& j) { return std::string(j.name); },
+          [](const bench::NbdJob& j) { return std::string(j.name); },
           "job"));
   std::stable_partition(jobs.begin(), jobs.end(),
-                        [](const nbdbench::NbdJob& j) { return !j.writes; });
+                        [](const bench::NbdJob& j) { return !j.writes; });
   std::vector<std::size_t> thread_counts = {1};
   if (threads > 1) thread_counts.push_back(static_cast<std::size_t>(threads));
-  for (const nbdbench::NbdJob& j : jobs) {
+  for (const bench::NbdJob& j : jobs) {
     for (std::size_t t : thread_counts) cfg->cases.push_back({j, t});
   }
   ZT_ASSIGN_OR_RETURN(
@@ -487,18 +487,18 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
 
 // The versions of ztier, fio and nbdcopy; a note for each one missing.
 void FindTools(const std::string& dir, ZramCompareConfig* cfg) {
-  cfg->ztier.path = nbdbench::SelfExecutable();
-  cfg->ztier.version = nbdbench::ToolVersion(cfg->ztier.path, dir);
+  cfg->ztier.path = bench::SelfExecutable();
+  cfg->ztier.version = bench::ToolVersion(cfg->ztier.path, dir);
   for (auto [name, tool] :
        {std::pair{"fio", &cfg->fio}, std::pair{"nbdcopy", &cfg->nbdcopy}}) {
-    tool->path = nbdbench::FindExecutable(name);
+    tool->path = bench::FindExecutable(name);
     if (tool->path.empty()) {
       cfg->notes.push_back(std::string(name) +
                            " not found on PATH: the paths that need it are "
                            "skipped");
       PrintError(kCommand, cfg->notes.back());
     } else {
-      tool->version = nbdbench::ToolVersion(tool->path, dir);
+      tool->version = bench::ToolVersion(tool->path, dir);
     }
   }
 }

@@ -380,7 +380,7 @@ Result<PageReader> KernelPageReader(const std::string& dev_path) {
   });
 }
 
-IoPattern PatternFor(const nbdbench::NbdJob& job, std::size_t threads,
+IoPattern PatternFor(const bench::NbdJob& job, std::size_t threads,
                      std::uint64_t area_bytes, std::int64_t seconds) {
   return {.random = job.rw.starts_with("rand"),
           .writes = job.writes,
@@ -392,7 +392,7 @@ IoPattern PatternFor(const nbdbench::NbdJob& job, std::size_t threads,
 }
 
 std::vector<std::string> NbdFioArgs(const std::string& fio_path,
-                                    const nbdbench::NbdJob& job,
+                                    const bench::NbdJob& job,
                                     std::size_t threads,
                                     std::uint64_t area_bytes,
                                     std::int64_t seconds,
@@ -400,14 +400,14 @@ std::vector<std::string> NbdFioArgs(const std::string& fio_path,
   const std::uint64_t share =
       ShareBytes(PatternFor(job, threads, area_bytes, seconds));
   std::vector<std::string> argv =
-      nbdbench::FioJobArgs(fio_path, job, uri, share, seconds);
+      bench::FioJobArgs(fio_path, job, uri, share, seconds);
   argv.push_back("--numjobs=" + std::to_string(threads));
   argv.push_back("--offset_increment=" + std::to_string(share));
   return argv;
 }
 
 std::vector<std::string> KernelFioArgs(const std::string& fio_path,
-                                       const nbdbench::NbdJob& job,
+                                       const bench::NbdJob& job,
                                        std::size_t threads,
                                        std::uint64_t area_bytes,
                                        std::int64_t seconds,

@@ -5,7 +5,7 @@
 // through io_uring or pread/pwrite (O_DIRECT), RunLibraryIo on a ztier
 // Device through the library (Device::Write/Read, what `ztier serve` calls
 // per NBD request).
-// fio (bench_nbd_fio.h) is the third driver, for reference.
+// fio (bench_fio.h) is the third driver, for reference.
 //
 //   auto data = DataPages::From({&corpus}, 0);
 //   IoPattern p{.random = true, .block_bytes = 4096, .depth = 32,
@@ -51,7 +51,7 @@
 #include <string>
 #include <vector>
 
-#include "bench_nbd_fio.h"
+#include "bench_fio.h"
 #include "corpus/corpus.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
@@ -140,7 +140,7 @@ Status VerifyArea(const PageReader& read, std::uint64_t area_bytes,
 Result<PageReader> KernelPageReader(const std::string& dev_path);
 
 // The pattern of fio job `job` on `threads` threads for `seconds`.
-IoPattern PatternFor(const nbdbench::NbdJob& job, std::size_t threads,
+IoPattern PatternFor(const bench::NbdJob& job, std::size_t threads,
                      std::uint64_t area_bytes, std::int64_t seconds);
 
 // fio's command line for the same pattern: `job` with --numjobs=THREADS,
@@ -149,13 +149,13 @@ IoPattern PatternFor(const nbdbench::NbdJob& job, std::size_t threads,
 // `uri`, fio's half-compressible buffers). KernelFioArgs: that line with
 // the engine swapped for --ioengine=io_uring --direct=1 --filename=DEV.
 std::vector<std::string> NbdFioArgs(const std::string& fio_path,
-                                    const nbdbench::NbdJob& job,
+                                    const bench::NbdJob& job,
                                     std::size_t threads,
                                     std::uint64_t area_bytes,
                                     std::int64_t seconds,
                                     const std::string& uri);
 std::vector<std::string> KernelFioArgs(const std::string& fio_path,
-                                       const nbdbench::NbdJob& job,
+                                       const bench::NbdJob& job,
                                        std::size_t threads,
                                        std::uint64_t area_bytes,
                                        std::int64_t seconds,

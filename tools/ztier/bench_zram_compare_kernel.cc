@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 
 namespace ztier::tool {
 namespace {
@@ -29,7 +29,7 @@ constexpr const char* kAttrs[] = {"disksize", "comp_algorithm", "mm_stat",
 // /proc/mounts) names `dev` or `real` (the node's resolved path).
 bool ListedIn(const std::string& table, const std::string& dev,
               const std::string& real) {
-  std::istringstream lines(nbdbench::ReadFileText(table));
+  std::istringstream lines(bench::ReadFileText(table));
   std::string line;
   while (std::getline(lines, line)) {
     std::istringstream fields(line);

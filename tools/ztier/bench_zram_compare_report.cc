@@ -8,7 +8,7 @@
 #include <cmath>
 #include <limits>
 
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 #include "bench_stats.h"
 #include "bench_zram_compare_io.h"
 
@@ -67,7 +67,7 @@ void AddSpreadCells(const std::vector<double>* v, int decimals,
 }
 
 std::string CaseTitle(const IoCase& c) {
-  return nbdbench::JobTitle(c.job) + " x" + std::to_string(c.threads);
+  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
 }
 
 // One field of every MmStat, as doubles.
@@ -109,7 +109,7 @@ void JsonMmSide(JsonWriter& w, const std::vector<MmStat>& v,
 }
 
 void JsonCase(JsonWriter& w, const IoCase& c) {
-  nbdbench::WriteJobKeysJson(w, c.job);
+  bench::WriteJobKeysJson(w, c.job);
   w.UintField("threads", c.threads);
 }
 
@@ -186,14 +186,14 @@ std::string ConfigText(const ZramCompareConfig& cfg) {
   }
   for (const IoCase& c : cfg.cases) {
     if (c.threads == cfg.cases.front().threads) {
-      jobs += (jobs.empty() ? "" : ", ") + nbdbench::JobTitle(c.job);
+      jobs += (jobs.empty() ? "" : ", ") + bench::JobTitle(c.job);
     }
     const std::string t = std::to_string(c.threads);
     if (threads.find(t) == std::string::npos) {
       threads += (threads.empty() ? "" : " and ") + t;
     }
   }
-  const auto version = [](const nbdbench::ToolInfo& t) {
+  const auto version = [](const bench::ToolInfo& t) {
     return t.path.empty() ? std::string("not found")
                           : t.version + " (" + t.path + ")";
   };
@@ -240,11 +240,11 @@ std::string ConfigText(const ZramCompareConfig& cfg) {
   if (!cfg.cases.empty()) {
     const IoCase& c = cfg.cases.front();
     text += "  kernel-fio, e.g.: " +
-            nbdbench::CommandLine(KernelFioArgs("fio", c.job, c.threads,
+            bench::CommandLine(KernelFioArgs("fio", c.job, c.threads,
                                                 cfg.area_bytes, cfg.seconds,
                                                 cfg.zram_dev)) +
             "\n  ztier-nbd, e.g.: " +
-            nbdbench::CommandLine(NbdFioArgs("fio", c.job, c.threads,
+            bench::CommandLine(NbdFioArgs("fio", c.job, c.threads,
                                              cfg.area_bytes, cfg.seconds,
                                              "URI")) +
             "\n  fio writes its own buffers (half compressible, new for "

@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "bench_nbd_fio.h"
+#include "bench_fio.h"
 #include "bench_nbd_report.h"
 #include "bench_zram_compare_kernel.h"
 #include "machine_info.h"
@@ -57,7 +57,7 @@ bool IsKernelPath(IoPath p);
 
 // One fio-style job at one thread count.
 struct IoCase {
-  nbdbench::NbdJob job;
+  bench::NbdJob job;
   std::size_t threads = 1;
 };
 
@@ -83,7 +83,7 @@ struct ZramCompareConfig {
   std::string kernel_state;
   std::string kernel_message;
   std::vector<std::string> kernel_algorithms;
-  nbdbench::ToolInfo ztier, fio, nbdcopy;
+  bench::ToolInfo ztier, fio, nbdcopy;
   std::vector<std::string> notes;  // what was skipped, and why
   std::string json_path;
 

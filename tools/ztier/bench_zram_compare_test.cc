@@ -18,7 +18,7 @@
 #include <sstream>
 #include <string>
 
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 #include "bench_zram_compare_io.h"
 #include "bench_zram_compare_kernel.h"
 #include "corpus/corpus.h"
@@ -314,8 +314,8 @@ TEST_F(ZramCompareCliTest, RealKernelDeviceIsComparedAndResetAfter) {
   if (std::strtoull(ReadText(disksize).c_str(), nullptr, 10) != 0) {
     GTEST_SKIP() << "/dev/zram0 is in use";
   }
-  if (nbdbench::FindExecutable("fio").empty() ||
-      nbdbench::FindExecutable("nbdcopy").empty()) {
+  if (bench::FindExecutable("fio").empty() ||
+      bench::FindExecutable("nbdcopy").empty()) {
     GTEST_SKIP() << "fio or nbdcopy is not on PATH";
   }
   ASSERT_EQ(Run("--runs 1 --seconds 1 --size 8M --corpus-pages 64 "

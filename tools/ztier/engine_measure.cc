@@ -87,7 +87,7 @@ Status FirstError(std::vector<Status>& errors) {
   return Status::Ok();
 }
 
-std::string VariantLabel(const Variant& v) {
+std::string VariantLabel(const EngineVariant& v) {
   return std::string(BenchPathName(v.path)) +
          " threads=" + std::to_string(v.threads) +
          " batch=" + std::to_string(v.batch) +
@@ -116,11 +116,11 @@ std::string_view BenchOpName(BenchOp op) {
   return "?";
 }
 
-std::vector<Variant> StandardVariants(std::size_t all_threads) {
+std::vector<EngineVariant> StandardVariants(std::size_t all_threads) {
   return StandardVariants(std::vector<std::size_t>{1, all_threads});
 }
 
-std::vector<Variant> StandardVariants(
+std::vector<EngineVariant> StandardVariants(
     const std::vector<std::size_t>& thread_counts) {
   using B = BatchBackend;
   const BenchPath kC = BenchPath::kCodec;
@@ -131,7 +131,7 @@ std::vector<Variant> StandardVariants(
   const std::size_t kB = kMaxBatchSize;
   // Each store variant sits next to the codec variants it is compared with,
   // so the figures of one comparison are measured close together in time.
-  std::vector<Variant> v = {
+  std::vector<EngineVariant> v = {
       {kC, kComp, 1, 1, B::kSerial},    {kC, kDec, 1, 1, B::kSerial},
       {kS, kSt, 1, 1, B::kSerial},      {kC, kComp, 1, kB, B::kSerial},
       {kC, kComp, 1, kB, B::kParallel}, {kC, kDec, 1, kB, B::kSerial},
@@ -192,10 +192,10 @@ struct EngineMeasurer::Impl {
 
   Status Prepare();
   Status CheckOutput(std::string_view what) const;
-  Status MeasureCompress(const Variant& v, double* seconds);
-  Status MeasureDecompress(const Variant& v, double* seconds);
-  Status MeasureStore(const Variant& v, std::vector<OpSample>* samples);
-  Result<std::unique_ptr<PageStore>> NewStore(const Variant& v) const;
+  Status MeasureCompress(const EngineVariant& v, double* seconds);
+  Status MeasureDecompress(const EngineVariant& v, double* seconds);
+  Status MeasureStore(const EngineVariant& v, std::vector<OpSample>* samples);
+  Result<std::unique_ptr<PageStore>> NewStore(const EngineVariant& v) const;
 };
 
 Status EngineMeasurer::Impl::Prepare() {
@@ -262,7 +262,7 @@ Status EngineMeasurer::Impl::CheckOutput(std::string_view what) const {
   return Status::Ok();
 }
 
-Status EngineMeasurer::Impl::MeasureCompress(const Variant& v,
+Status EngineMeasurer::Impl::MeasureCompress(const EngineVariant& v,
                                              double* seconds) {
   if (v.batch == 1) {
     std::vector<std::unique_ptr<Compressor>> comps(v.threads);
@@ -310,7 +310,7 @@ Status EngineMeasurer::Impl::MeasureCompress(const Variant& v,
   return Status::Ok();
 }
 
-Status EngineMeasurer::Impl::MeasureDecompress(const Variant& v,
+Status EngineMeasurer::Impl::MeasureDecompress(const EngineVariant& v,
                                                double* seconds) {
   std::memset(out.data(), kPoison, out.size());
   const Codec& c = *codec;
@@ -367,7 +367,7 @@ Status EngineMeasurer::Impl::MeasureDecompress(const Variant& v,
 }
 
 Result<std::unique_ptr<PageStore>> EngineMeasurer::Impl::NewStore(
-    const Variant& v) const {
+    const EngineVariant& v) const {
   PageStoreOptions o;
   o.num_pages = n;
   o.codec = std::string(codec->name());
@@ -384,7 +384,7 @@ Result<std::unique_ptr<PageStore>> EngineMeasurer::Impl::NewStore(
   return store;
 }
 
-Status EngineMeasurer::Impl::MeasureStore(const Variant& v,
+Status EngineMeasurer::Impl::MeasureStore(const EngineVariant& v,
                                           std::vector<OpSample>* samples) {
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store, NewStore(v));
   const std::span<const std::byte> pages = corpus->bytes();
@@ -467,7 +467,7 @@ Result<std::unique_ptr<EngineMeasurer>> EngineMeasurer::Create(
   return std::unique_ptr<EngineMeasurer>(new EngineMeasurer(std::move(impl)));
 }
 
-Status EngineMeasurer::Measure(const Variant& v, std::vector<OpSample>* out) {
+Status EngineMeasurer::Measure(const EngineVariant& v, std::vector<OpSample>* out) {
   Impl& m = *impl_;
   if (v.threads == 0 || v.threads > m.options.all_threads ||
       (v.batch != 1 && v.batch != kMaxBatchSize) ||

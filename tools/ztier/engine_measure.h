@@ -6,7 +6,7 @@
 //
 //   auto m = EngineMeasurer::Create(codec, corpus, {.all_threads = 2,
 //                                                   .pool = &workers});
-//   for (const Variant& v : StandardVariants(2))
+//   for (const EngineVariant& v : StandardVariants(2))
 //     ZT_RETURN_IF_ERROR((*m)->Measure(v, &samples));   // one run
 //   auto sizes = (*m)->MeasureSizes();
 //
@@ -66,7 +66,7 @@ std::string_view BenchOpName(BenchOp op);     // "compress" ... "load"
 // the OS must fault in), kLoad (reads what the store wrote) and kOverwrite
 // (a second store of the same pages into the filled store: the steady state
 // of a device in use, where freed objects' pages are reused).
-struct Variant {
+struct EngineVariant {
   BenchPath path = BenchPath::kCodec;
   BenchOp op = BenchOp::kCompress;  // kStore for store variants
   std::size_t threads = 1;
@@ -79,9 +79,9 @@ struct Variant {
 // each count of `thread_counts` above 1 (ascending, each once), codec
 // compress and decompress, store batch 1 and store batch 8 (serial) on that
 // many threads. The one-count form means {1, all_threads}.
-std::vector<Variant> StandardVariants(
+std::vector<EngineVariant> StandardVariants(
     const std::vector<std::size_t>& thread_counts);
-std::vector<Variant> StandardVariants(std::size_t all_threads);
+std::vector<EngineVariant> StandardVariants(std::size_t all_threads);
 
 // One figure from one Measure() call.
 struct OpSample {
@@ -131,7 +131,7 @@ class EngineMeasurer {
   // Runs `v` once and appends its figures (one for codec variants, store
   // then load for store variants). Any store/load error or a page that does
   // not read back equal is returned.
-  Status Measure(const Variant& v, std::vector<OpSample>* out);
+  Status Measure(const EngineVariant& v, std::vector<OpSample>* out);
 
   // The size figures (not timed).
   Result<SizeFigures> MeasureSizes();

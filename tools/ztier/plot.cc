@@ -14,7 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 
 namespace ztier::tool {
 namespace {
@@ -275,7 +275,7 @@ std::string MedianOfRuns(std::size_t runs) {
 }
 
 Result<Plotter> Plotter::Create(std::string dir) {
-  const std::string gnuplot = nbdbench::FindExecutable("gnuplot");
+  const std::string gnuplot = bench::FindExecutable("gnuplot");
   if (gnuplot.empty()) {
     return Err(Status::NotFound(
         "gnuplot not found on PATH (install it: apt-get install "
@@ -295,11 +295,11 @@ Result<Plotter> Plotter::Create(std::string dir) {
   const std::string list =
       (fs::path(abs) / (".gnuplot-terminals." + std::to_string(::getpid())))
           .string();
-  auto r = nbdbench::RunToCompletion(
+  auto r = bench::RunToCompletion(
       {gnuplot, "-e", "set terminal"},
       {.cwd = abs, .stdout_path = list, .stderr_path = list},
       kGnuplotTimeout);
-  const std::string text = nbdbench::ReadFileText(list);
+  const std::string text = bench::ReadFileText(list);
   ::unlink(list.c_str());
   if (!r.has_value()) return Err(r.error());
   std::string terminal;
@@ -325,12 +325,12 @@ Result<std::string> Plotter::Render(const Chart& chart) const {
       WriteText(base.string() + ".gp", GnuplotScript(chart, terminal_)));
   std::error_code ec;
   fs::remove(png, ec);  // a stale picture must not pass the check below
-  auto r = nbdbench::RunToCompletion(
+  auto r = bench::RunToCompletion(
       {gnuplot_, chart.name + ".gp"},
       {.cwd = abs_dir_, .stdout_path = log.string(),
        .stderr_path = log.string()},
       kGnuplotTimeout);
-  const std::string output = nbdbench::ReadFileText(log.string());
+  const std::string output = bench::ReadFileText(log.string());
   fs::remove(log, ec);
   if (!r.has_value()) return Err(r.error());
   if (!r->ok()) {

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <memory>
 
-#include "bench_nbd_fio.h"
-#include "bench_nbd_proc.h"
+#include "bench_fio.h"
+#include "bench_proc.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
@@ -187,26 +187,26 @@ Result<FioSample> RunFioSeqWrite(const FioRunConfig& config) {
   const std::vector<std::string> argv = FioSeqWriteArgs(config);
   // At least 1 MB/s, plus two minutes for fio's start and layout.
   const std::chrono::milliseconds timeout(120'000 + config.size_bytes / 1000);
-  auto e = nbdbench::RunToCompletion(
+  auto e = bench::RunToCompletion(
       argv, {.cwd = config.scratch_dir, .stdout_path = out, .stderr_path = err},
       timeout);
   if (!e.has_value()) return Err(e.error());
   if (!e->ok()) {
-    return Err(Status::IoError(nbdbench::CommandLine(argv) + ": " +
+    return Err(Status::IoError(bench::CommandLine(argv) + ": " +
                                e->Describe() + "; stderr:\n" +
-                               nbdbench::ReadFileText(err, 4096)));
+                               bench::ReadFileText(err, 4096)));
   }
-  auto fig = nbdbench::ParseFioJson(nbdbench::ReadFileText(out));
+  auto fig = bench::ParseFioJson(bench::ReadFileText(out));
   if (!fig.has_value()) {
-    return Err(Status::Corruption(nbdbench::CommandLine(argv) + ": " +
+    return Err(Status::Corruption(bench::CommandLine(argv) + ": " +
                                   fig.error().message()));
   }
   if (fig->error != 0 || fig->write.bw_bytes <= 0) {
     return Err(Status::IoError(
-        nbdbench::CommandLine(argv) + ": fio job error " +
+        bench::CommandLine(argv) + ": fio job error " +
         std::to_string(fig->error) + " (write bw " +
         std::to_string(fig->write.bw_bytes) + " B/s); stderr:\n" +
-        nbdbench::ReadFileText(err, 4096)));
+        bench::ReadFileText(err, 4096)));
   }
   FioSample s;
   s.bw_bytes = fig->write.bw_bytes;

@@ -1,4 +1,4 @@
-// File: tools/ztier/bench_nbd_proc.h
+// File: tools/ztier/bench_proc.h
 //
 // Subprocesses for `ztier bench nbd` (and `ztier bench zram-compare`):
 // finding a tool on PATH and its version, starting a server (waiting until
@@ -19,8 +19,8 @@
 // Thread safety: a Process is used by one thread. Spawn() forks; call it
 // from a process without other threads running (the tool is single-threaded
 // while it benchmarks).
-#ifndef ZTIER_TOOLS_ZTIER_BENCH_NBD_PROC_H_
-#define ZTIER_TOOLS_ZTIER_BENCH_NBD_PROC_H_
+#ifndef ZTIER_TOOLS_ZTIER_BENCH_PROC_H_
+#define ZTIER_TOOLS_ZTIER_BENCH_PROC_H_
 
 #include <sys/types.h>
 
@@ -32,7 +32,7 @@
 
 #include "ztier/status.h"
 
-namespace ztier::tool::nbdbench {
+namespace ztier::tool::bench {
 
 // The full path of executable `name` found on $PATH (or `name` itself if it
 // holds a '/' and is executable); empty when there is none.
@@ -163,6 +163,6 @@ std::string ToolVersion(const std::string& tool_path,
 // for messages and the printed configuration.
 std::string CommandLine(const std::vector<std::string>& argv);
 
-}  // namespace ztier::tool::nbdbench
+}  // namespace ztier::tool::bench
 
-#endif  // ZTIER_TOOLS_ZTIER_BENCH_NBD_PROC_H_
+#endif  // ZTIER_TOOLS_ZTIER_BENCH_PROC_H_

@@ -1,4 +1,4 @@
-// File: tools/ztier/bench_nbd_fio.h
+// File: tools/ztier/bench_fio.h
 //
 // The fio side of `ztier bench nbd`: the six measured jobs, the untimed fill
 // job, the fio command lines for them, and a small parser of fio's JSON
@@ -18,9 +18,9 @@
 // read jobs read data the fill wrote.
 //
 // Thread safety: plain values and functions; RunFio forks (see
-// bench_nbd_proc.h).
-#ifndef ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
-#define ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
+// bench_proc.h).
+#ifndef ZTIER_TOOLS_ZTIER_BENCH_FIO_H_
+#define ZTIER_TOOLS_ZTIER_BENCH_FIO_H_
 
 #include <chrono>
 #include <cstdint>
@@ -31,7 +31,7 @@
 
 #include "ztier/status.h"
 
-namespace ztier::tool::nbdbench {
+namespace ztier::tool::bench {
 
 struct NbdJob {
   std::string_view name;     // "randread-4k-qd32": JSON and table key
@@ -92,6 +92,6 @@ Result<FioFigures> RunFio(const std::vector<std::string>& argv,
                           const std::string& dir,
                           std::chrono::milliseconds timeout);
 
-}  // namespace ztier::tool::nbdbench
+}  // namespace ztier::tool::bench
 
-#endif  // ZTIER_TOOLS_ZTIER_BENCH_NBD_FIO_H_
+#endif  // ZTIER_TOOLS_ZTIER_BENCH_FIO_H_

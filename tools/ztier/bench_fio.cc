@@ -1,16 +1,16 @@
-// File: tools/ztier/bench_nbd_fio.cc
+// File: tools/ztier/bench_fio.cc
 //
 // fio jobs, command lines and JSON parsing for `ztier bench nbd`
-// (bench_nbd_fio.h). The parser is a small recursive-descent JSON reader
+// (bench_fio.h). The parser is a small recursive-descent JSON reader
 // into a tree; fio's documents are a few tens of KiB.
-#include "bench_nbd_fio.h"
+#include "bench_fio.h"
 
 #include <cstdlib>
 #include <optional>
 
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 
-namespace ztier::tool::nbdbench {
+namespace ztier::tool::bench {
 namespace {
 
 constexpr NbdJob kJobs[] = {
@@ -337,4 +337,4 @@ Result<FioFigures> RunFio(const std::vector<std::string>& argv,
   return *fig;
 }
 
-}  // namespace ztier::tool::nbdbench
+}  // namespace ztier::tool::bench

@@ -1,9 +1,9 @@
-// File: tools/ztier/bench_nbd_proc.cc
+// File: tools/ztier/bench_proc.cc
 //
-// Subprocess helpers of `ztier bench nbd` (bench_nbd_proc.h). Waiting uses a
+// Subprocess helpers of `ztier bench nbd` (bench_proc.h). Waiting uses a
 // pidfd where the kernel has one (no polling delay in timed runs), else
 // waitpid(WNOHANG) every millisecond.
-#include "bench_nbd_proc.h"
+#include "bench_proc.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -24,7 +24,7 @@
 
 #include "platform/socket.h"
 
-namespace ztier::tool::nbdbench {
+namespace ztier::tool::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -406,4 +406,4 @@ std::string CommandLine(const std::vector<std::string>& argv) {
   return line;
 }
 
-}  // namespace ztier::tool::nbdbench
+}  // namespace ztier::tool::bench

@@ -1,0 +1,123 @@
+// File: tools/ztier/bench_report_test.cc
+//
+// The benchmark harness: the run loop (bench_harness.h) and the result
+// model's text and JSON (bench_report.h), read back by compare_runs.py.
+#include "bench_report.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench_harness.h"
+#include "testing/test_util.h"
+
+namespace ztier::tool {
+namespace {
+
+TEST(BenchReportTest, JsonKeyFoldsPunctuationAndCase) {
+  EXPECT_EQ(JsonKey("MB/s"), "mb_s");
+  EXPECT_EQ(JsonKey(" compr_MiB "), "compr_mib");
+  EXPECT_EQ(JsonKey("load/(decompress+copy)"), "load_decompress_copy");
+}
+
+TEST(BenchReportTest, RunVariantsAlternatesAndDropsTheWarmUp) {
+  std::vector<std::string> order;
+  int calls = 0;
+  auto variant = [&](std::string name, double value) {
+    return Variant{name, [&order, &calls, name, value](std::size_t run,
+                                                       Samples& s) {
+                     order.push_back(name + std::to_string(run));
+                     s.Add("x", value * (run + 1));
+                     ++calls;
+                     return Status::Ok();
+                   }};
+  };
+  const std::vector<Variant> variants = {variant("a", 1), variant("b", 10)};
+  Progress progress;
+  auto m = RunVariants({.runs = 3, .label = "t"}, variants, progress);
+  ASSERT_TRUE(m.has_value()) << m.error().ToString();
+  EXPECT_EQ(order, (std::vector<std::string>{"a0", "b0", "b1", "a1", "a2",
+                                             "b2", "b3", "a3"}));
+  EXPECT_EQ(m->Of("a", "x"), (std::vector<double>{2, 3, 4}));
+  EXPECT_EQ(m->Ratios("b", "x", "a", "x"), (std::vector<double>{10, 10, 10}));
+  EXPECT_TRUE(m->Of("a", "y").empty());
+  EXPECT_EQ(m->At("b", "x", 2), 30);
+}
+
+TEST(BenchReportTest, RunVariantsNamesTheFailingVariantAndRun) {
+  const std::vector<Variant> variants = {
+      {"ok", [](std::size_t, Samples&) { return Status::Ok(); }},
+      {"bad", [](std::size_t run, Samples&) {
+         return run == 2 ? Status::IoError("disk") : Status::Ok();
+       }}};
+  Progress progress;
+  auto m = RunVariants({.runs = 3}, variants, progress);
+  ASSERT_FALSE(m.has_value());
+  EXPECT_EQ(m.error().code(), StatusCode::kIoError);
+  EXPECT_EQ(m.error().message(), "bad, run 2/3: disk");
+}
+
+Report SampleReport(std::vector<double> mb_s) {
+  Report r("bench test", MachineInfo{.cpu_model = "cpu", .cores = 2});
+  r.Condition("codec", "lz4");
+  r.Line("config: one line");
+  Table& t = r.AddTable("variants", "variants (MB/s)");
+  t.AddRow().Text("variant", "sync").Int("pages", 7).Figure(
+      "MB/s", mb_s, 1, kRange | kCv);
+  t.AddRow().Text("variant", "batched").Number("ratio", 1.5, 2).Bool("met",
+                                                                     true);
+  return r;
+}
+
+TEST(BenchReportTest, TextPadsColumnsUnderTheTitle) {
+  const std::string text = SampleReport({10, 9, 11}).Text();
+  EXPECT_NE(text.find("machine: cpu, 2 cores"), std::string::npos) << text;
+  EXPECT_NE(text.find("config: one line\n== variants (MB/s) ==\n"
+                      "variant  pages  MB/s median (min-max)   cv%  ratio  "
+                      "met\n"
+                      "sync         7        10.0 (9.0-11.0)  10.0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("batched                                       1.50  "
+                      "yes\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(BenchReportTest, JsonHasOneShapeAndCompareRunsReadsIt) {
+  const std::string json = SampleReport({10, 9, 11}).Json();
+  for (const char* key :
+       {"\"benchmark\": \"bench test\"", "\"conditions\"",
+        "\"codec\": \"lz4\"", "\"tables\"", "\"variants\": [",
+        "\"mb_s_median\": 10.0", "\"mb_s_min\": 9.0", "\"mb_s_cv\": 10.00",
+        "\"pages\": 7", "\"ratio\": 1.50", "\"met\": true"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+  ztier::testing::ScopedTempDir dir;
+  ASSERT_EQ(ztier::testing::Sh("mkdir '" + dir.File("one") + "' '" +
+                               dir.File("two") + "'")
+                .exit_code,
+            0);
+  BenchFlags one{.json = dir.File("one/x.json")};
+  BenchFlags two{.json = dir.File("two/x.json")};
+  ASSERT_EQ(SampleReport({10, 9, 11}).Finish("bench test", one), 0);
+  ASSERT_EQ(SampleReport({30, 29, 31}).Finish("bench test", two), 0);
+  const auto r =
+      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
+                         dir.File("one") + "' '" + dir.File("two") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("x: 0 of 1 medians agree"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tables / variants / 7 sync / mb_s: 10 (9-11) vs 30 "
+                       "(29-31)"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(BenchReportTest, FinishFailsWhenTheJsonCannotBeWritten) {
+  BenchFlags f{.json = "/nonexistent-dir/x.json"};
+  EXPECT_EQ(SampleReport({1}).Finish("bench test", f), 1);
+}
+
+}  // namespace
+}  // namespace ztier::tool
