@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace ztier::corpus {
 namespace {
@@ -227,58 +229,71 @@ bool InMappingSet(const CapturedMapping& m, MappingSet set) {
   return false;
 }
 
-Result<Capture> CaptureProcess(pid_t pid, const CaptureOptions& options) {
-  if (options.max_pages == 0) {
-    return Err(Status::InvalidArgument("max_pages must be at least 1"));
-  }
-  if (pid <= 0) {
-    return Err(Status::InvalidArgument("bad process id " +
-                                       std::to_string(pid)));
-  }
-  const std::string who = "process " + std::to_string(pid);
-  // Permission first, as process_vm_readv() checks it: one byte at address
-  // 0 fails with ESRCH (no process), EPERM (not permitted) or, for a process
-  // we may read, EFAULT (nothing mapped there).
-  {
-    char byte;
-    iovec local{&byte, 1};
-    iovec remote{nullptr, 1};
-    if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) < 0) {
-      if (errno == ESRCH) {
-        return Err(Status::NotFound("ESRCH: no " + who));
-      }
-      if (errno == EPERM) {
-        return Err(NotPermitted(pid, "process_vm_readv: Operation not "
-                                     "permitted"));
-      }
-      if (errno == ENOSYS) {
-        return Err(Status::Unsupported(
-            "ENOSYS: process_vm_readv is not available on this kernel"));
-      }
-    }
-  }
+namespace {
 
-  Capture c;
-  c.pid = pid;
-  c.mappings = options.mappings;
+// A file descriptor closed when it goes out of scope; -1 when none.
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// Whether `pid` exists and we may read its memory, as process_vm_readv()
+// checks it: one byte at address 0 fails with ESRCH (no process), EPERM
+// (not permitted) or, for a process we may read, EFAULT (nothing there).
+Status CheckReadable(pid_t pid) {
+  char byte;
+  iovec local{&byte, 1};
+  iovec remote{nullptr, 1};
+  if (::process_vm_readv(pid, &local, 1, &remote, 1, 0) >= 0) {
+    return Status::Ok();
+  }
+  if (errno == ESRCH) {
+    return Status::NotFound("ESRCH: no process " + std::to_string(pid));
+  }
+  if (errno == EPERM) {
+    return NotPermitted(pid, "process_vm_readv: Operation not permitted");
+  }
+  if (errno == ENOSYS) {
+    return Status::Unsupported(
+        "ENOSYS: process_vm_readv is not available on this kernel");
+  }
+  return Status::Ok();
+}
+
+// The error of a /proc/PID file that could not be opened or read.
+Status ProcFileError(pid_t pid, const char* what, int err, Status error) {
+  if (err == ENOENT || err == ESRCH) return Exited(pid);
+  if (err == EACCES || err == EPERM) {
+    return NotPermitted(pid, std::string("open /proc/PID/") + what + ": " +
+                                 std::strerror(err));
+  }
+  return error;
+}
+
+// c->comm, c->cmdline, and the mappings of `set` from /proc/PID/maps.
+Status ReadMappings(pid_t pid, MappingSet set, Capture* c) {
   int err = 0;
   if (auto comm = ReadSmallFile(Proc(pid, "comm"), &err); comm.has_value()) {
-    c.comm = comm->substr(0, comm->find('\n'));
+    c->comm = comm->substr(0, comm->find('\n'));
   }
   if (auto cmd = ReadSmallFile(Proc(pid, "cmdline"), &err); cmd.has_value()) {
-    c.cmdline = *cmd;
-    while (!c.cmdline.empty() && c.cmdline.back() == '\0') c.cmdline.pop_back();
-    std::replace(c.cmdline.begin(), c.cmdline.end(), '\0', ' ');
+    c->cmdline = *cmd;
+    while (!c->cmdline.empty() && c->cmdline.back() == '\0') {
+      c->cmdline.pop_back();
+    }
+    std::replace(c->cmdline.begin(), c->cmdline.end(), '\0', ' ');
   }
   auto maps = ReadSmallFile(Proc(pid, "maps"), &err);
-  if (!maps.has_value()) {
-    if (err == ENOENT || err == ESRCH) return Err(Exited(pid));
-    if (err == EACCES || err == EPERM) {
-      return Err(NotPermitted(pid, "open /proc/PID/maps: " +
-                                       std::string(std::strerror(err))));
-    }
-    return Err(maps.error());
-  }
+  if (!maps.has_value()) return ProcFileError(pid, "maps", err, maps.error());
   std::string_view text = *maps;
   while (!text.empty()) {
     const auto nl = text.find('\n');
@@ -287,99 +302,124 @@ Result<Capture> CaptureProcess(pid_t pid, const CaptureOptions& options) {
     CapturedMapping m;
     if (line.empty()) continue;
     if (!ParseMapsLine(line, &m)) {
-      return Err(Status::IoError(Proc(pid, "maps") + ": unexpected line '" +
-                                 std::string(line) + "'"));
+      return Status::IoError(Proc(pid, "maps") + ": unexpected line '" +
+                             std::string(line) + "'");
     }
-    if (InMappingSet(m, options.mappings)) c.considered.push_back(std::move(m));
+    if (InMappingSet(m, set)) c->considered.push_back(std::move(m));
   }
-  if (c.considered.empty() && maps->empty()) return Err(Exited(pid));
+  if (c->considered.empty() && maps->empty()) return Exited(pid);
+  return Status::Ok();
+}
 
-  // pagemap: which pages are there.
-  const std::string pagemap_path = Proc(pid, "pagemap");
-  const int pm = ::open(pagemap_path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (pm < 0) {
-    const int e = errno;
-    if (e == ENOENT || e == ESRCH) return Err(Exited(pid));
-    if (e == EACCES || e == EPERM) {
-      return Err(NotPermitted(pid, "open /proc/PID/pagemap: " +
-                                       std::string(std::strerror(e))));
-    }
-    return Err(Errno("open " + pagemap_path, e));
+// Counts one present page at pfn as the kernel's zero page (through
+// /proc/kpageflags, when readable): true when it is one.
+bool CountZeroPage(int kpf, std::uint64_t pfn, CapturedMapping* m,
+                   Capture* c) {
+  std::uint64_t flags = 0;
+  if (pfn == 0 || kpf < 0 ||
+      ReadFull(kpf, &flags, sizeof(flags),
+               static_cast<off_t>(pfn * sizeof(flags))) != 0) {
+    return false;
   }
-  const int kpf = ::open("/proc/kpageflags", O_RDONLY | O_CLOEXEC);
+  c->zero_page_known = true;
+  if ((flags & kKpfZeroPage) == 0) return false;
+  ++m->zero_page;
+  ++c->zero_page;
+  return true;
+}
+
+// The pages of the considered mappings that are in memory or swap (and not
+// the zero page), from /proc/PID/pagemap, counting the others in *c.
+Result<std::vector<Eligible>> ScanPagemap(pid_t pid, Capture* c) {
+  const std::string path = Proc(pid, "pagemap");
+  const Fd pm(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (pm.get() < 0) {
+    const int e = errno;
+    return Err(ProcFileError(pid, "pagemap", e, Errno("open " + path, e)));
+  }
+  const Fd kpf(::open("/proc/kpageflags", O_RDONLY | O_CLOEXEC));
   std::vector<Eligible> eligible;
   std::vector<std::uint64_t> entries;
-  Status pm_error;
-  for (std::uint32_t mi = 0; mi < c.considered.size() && pm_error.ok(); ++mi) {
-    CapturedMapping& m = c.considered[mi];
+  for (std::uint32_t mi = 0; mi < c->considered.size(); ++mi) {
+    CapturedMapping& m = c->considered[mi];
     const std::uint64_t n = (m.end - m.start) / kPageSize;
     // In slices, so that a huge sparse mapping needs no huge buffer.
     constexpr std::uint64_t kSlice = 1 << 16;
     for (std::uint64_t first = 0; first < n; first += kSlice) {
       const std::uint64_t count = std::min(kSlice, n - first);
       entries.resize(count);
-      const off_t off =
-          static_cast<off_t>((m.start / kPageSize + first) * sizeof(std::uint64_t));
-      if (const int e = ReadFull(pm, entries.data(),
+      const off_t off = static_cast<off_t>((m.start / kPageSize + first) *
+                                           sizeof(std::uint64_t));
+      if (const int e = ReadFull(pm.get(), entries.data(),
                                  count * sizeof(std::uint64_t), off);
           e != 0) {
-        ::close(pm);
-        if (kpf >= 0) ::close(kpf);
         if (e == ESRCH || e == ENODATA || ProcessGone(pid)) {
           return Err(Exited(pid));
         }
-        return Err(Errno("read " + pagemap_path, e));
+        return Err(Errno("read " + path, e));
       }
       for (std::uint64_t i = 0; i < count; ++i) {
         const std::uint64_t e = entries[i];
-        const std::uint64_t addr = m.start + (first + i) * kPageSize;
         if ((e & (kPmPresent | kPmSwapped)) == 0) {
-          ++c.untouched;
+          ++c->untouched;
           continue;
         }
         if (e & kPmSwapped) {
           ++m.swapped;
         } else {
           ++m.present;
-          const std::uint64_t pfn = e & kPmPfnMask;
-          if (pfn != 0 && kpf >= 0) {
-            std::uint64_t flags = 0;
-            if (ReadFull(kpf, &flags, sizeof(flags),
-                         static_cast<off_t>(pfn * sizeof(flags))) == 0) {
-              c.zero_page_known = true;
-              if (flags & kKpfZeroPage) {
-                ++m.zero_page;
-                ++c.zero_page;
-                continue;
-              }
-            }
-          }
+          if (CountZeroPage(kpf.get(), e & kPmPfnMask, &m, c)) continue;
         }
-        eligible.push_back({addr, mi});
+        eligible.push_back({m.start + (first + i) * kPageSize, mi});
       }
     }
   }
-  ::close(pm);
-  if (kpf >= 0) ::close(kpf);
-  c.eligible = eligible.size();
-  if (eligible.empty()) {
-    if (ProcessGone(pid)) return Err(Exited(pid));
-    return Err(Status::InvalidArgument(
-        who + " has no " + std::string(MappingSetName(options.mappings)) +
-        " pages in memory or swap to capture"));
-  }
+  return eligible;
+}
 
-  // The sample: a fixed fractional stride over the eligible pages.
-  const std::size_t want = std::min<std::size_t>(options.max_pages,
-                                                 eligible.size());
+// A fixed fractional stride of `want` pages over `eligible`.
+std::vector<Eligible> Sample(const std::vector<Eligible>& eligible,
+                             std::size_t want) {
   std::vector<Eligible> chosen(want);
   for (std::size_t i = 0; i < want; ++i) {
     chosen[i] = eligible[static_cast<std::size_t>(
         static_cast<std::uint64_t>(i) * eligible.size() / want)];
   }
-  eligible = {};
-  if (options.on_progress) options.on_progress("pagemap", 0, want);
+  return chosen;
+}
 
+// Reads chosen[first, first + count) into `out`, one page at a time,
+// skipping those that went away (EFAULT) since pagemap. Returns the pages
+// read.
+Result<std::size_t> ReadOneByOne(pid_t pid, std::span<const Eligible> chosen,
+                                 std::byte* out, Capture* c) {
+  std::size_t kept = 0;
+  for (const Eligible& page : chosen) {
+    iovec local{out + kept * kPageSize, kPageSize};
+    iovec remote{reinterpret_cast<void*>(page.addr), kPageSize};
+    const ssize_t r = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (r < 0 && errno == ESRCH) return Err(Exited(pid));
+    if (r == static_cast<ssize_t>(kPageSize)) {
+      ++c->considered[page.mapping].taken;
+      ++kept;
+    } else if (r < 0 && errno != EFAULT && errno != ENOMEM) {
+      return Err(Errno("process_vm_readv process " + std::to_string(pid),
+                       errno));
+    } else {
+      ++c->vanished;
+    }
+  }
+  return kept;
+}
+
+// Reads the chosen pages, kReadBatch to a process_vm_readv() call (adjacent
+// pages share an iovec). Returns their bytes, the pages that went away
+// left out.
+Result<std::vector<std::byte>> ReadPages(pid_t pid,
+                                         const std::vector<Eligible>& chosen,
+                                         const CaptureOptions& options,
+                                         Capture* c) {
+  const std::size_t want = chosen.size();
   std::vector<std::byte> bytes(want * kPageSize);
   std::size_t kept = 0;  // pages in bytes so far
   for (std::size_t first = 0; first < want; first += kReadBatch) {
@@ -396,46 +436,68 @@ Result<Capture> CaptureProcess(pid_t pid, const CaptureOptions& options) {
       }
     }
     iovec local{bytes.data() + kept * kPageSize, count * kPageSize};
-    ssize_t r = ::process_vm_readv(pid, &local, 1, remote.data(),
-                                   remote.size(), 0);
+    const ssize_t r = ::process_vm_readv(pid, &local, 1, remote.data(),
+                                         remote.size(), 0);
     if (r < 0 && errno == ESRCH) return Err(Exited(pid));
     if (r < 0 && errno == EPERM) {
       return Err(NotPermitted(pid, "process_vm_readv: Operation not permitted"));
     }
     if (r == static_cast<ssize_t>(count * kPageSize)) {
       for (std::size_t i = first; i < first + count; ++i) {
-        ++c.considered[chosen[i].mapping].taken;
+        ++c->considered[chosen[i].mapping].taken;
       }
       kept += count;
     } else {
-      // Some page went away since pagemap: read one page at a time and
-      // skip those that fail with EFAULT.
-      for (std::size_t i = first; i < first + count; ++i) {
-        iovec one_local{bytes.data() + kept * kPageSize, kPageSize};
-        iovec one_remote{reinterpret_cast<void*>(chosen[i].addr), kPageSize};
-        r = ::process_vm_readv(pid, &one_local, 1, &one_remote, 1, 0);
-        if (r < 0 && errno == ESRCH) return Err(Exited(pid));
-        if (r == static_cast<ssize_t>(kPageSize)) {
-          ++c.considered[chosen[i].mapping].taken;
-          ++kept;
-        } else if (r < 0 && errno != EFAULT && errno != ENOMEM) {
-          return Err(Errno("process_vm_readv " + who, errno));
-        } else {
-          ++c.vanished;
-        }
-      }
+      ZT_ASSIGN_OR_RETURN(
+          const std::size_t n,
+          ReadOneByOne(pid, std::span(chosen).subspan(first, count),
+                       bytes.data() + kept * kPageSize, c));
+      kept += n;
     }
     if (options.on_progress) options.on_progress("read", first + count, want);
   }
+  bytes.resize(kept * kPageSize);
+  return bytes;
+}
+
+}  // namespace
+
+Result<Capture> CaptureProcess(pid_t pid, const CaptureOptions& options) {
+  if (options.max_pages == 0) {
+    return Err(Status::InvalidArgument("max_pages must be at least 1"));
+  }
+  if (pid <= 0) {
+    return Err(Status::InvalidArgument("bad process id " +
+                                       std::to_string(pid)));
+  }
+  const std::string who = "process " + std::to_string(pid);
+  ZT_RETURN_IF_ERROR(CheckReadable(pid));
+  Capture c;
+  c.pid = pid;
+  c.mappings = options.mappings;
+  ZT_RETURN_IF_ERROR(ReadMappings(pid, options.mappings, &c));
+  ZT_ASSIGN_OR_RETURN(std::vector<Eligible> eligible, ScanPagemap(pid, &c));
+  c.eligible = eligible.size();
+  if (eligible.empty()) {
+    if (ProcessGone(pid)) return Err(Exited(pid));
+    return Err(Status::InvalidArgument(
+        who + " has no " + std::string(MappingSetName(options.mappings)) +
+        " pages in memory or swap to capture"));
+  }
+  const std::vector<Eligible> chosen = Sample(
+      eligible, std::min<std::size_t>(options.max_pages, eligible.size()));
+  eligible = {};
+  if (options.on_progress) options.on_progress("pagemap", 0, chosen.size());
+  ZT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
+                      ReadPages(pid, chosen, options, &c));
   // A process that has exited is gone whatever we read: its last pages may
   // have come from a dying address space.
   if (ProcessGone(pid)) return Err(Exited(pid));
-  if (kept == 0) {
+  if (bytes.empty()) {
     return Err(Status::InvalidArgument(who + ": every chosen page was "
                                        "unmapped before it could be read"));
   }
-  bytes.resize(kept * kPageSize);
-  for (std::size_t i = 0; i < kept; ++i) {
+  for (std::size_t i = 0; i < bytes.size() / kPageSize; ++i) {
     bool zero = false;
     if (SameFilled(bytes.data() + i * kPageSize, &zero)) {
       ++(zero ? c.zero_filled : c.same_filled);
