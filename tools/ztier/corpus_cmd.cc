@@ -201,26 +201,34 @@ constexpr const char kAbout[] =
     "right to read its memory\n(the same user under Yama ptrace_scope 0, "
     "or root).";
 
-int RunCapture(std::span<const std::string_view> all_args) {
+// What `ztier corpus capture` was asked to do.
+struct CaptureArgs {
+  std::int64_t pid = 0;
+  std::string output;
+  std::span<const std::string_view> command;  // after `--`
+  double after = 1;
+  corpus::MappingSet mappings = corpus::MappingSet::kAnon;
+  std::int64_t max_pages = 4096;
+  std::int64_t level = 9;
+};
+
+// Parses the words; nullopt: carry on; else the exit status (usage, --help).
+std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
+                                    CaptureArgs* a) {
   // Words after `--` are the command to start; `-o` is --output.
   std::vector<std::string_view> args;
-  std::span<const std::string_view> command;
   for (std::size_t i = 0; i < all_args.size(); ++i) {
     if (all_args[i] == "--") {
-      command = all_args.subspan(i + 1);
+      a->command = all_args.subspan(i + 1);
       break;
     }
     args.push_back(all_args[i] == "-o" ? "--output" : all_args[i]);
   }
-  std::int64_t pid = 0;
-  std::string output;
   std::string after_text;
   std::string mappings_text = "anon";
-  std::int64_t max_pages = 4096;
-  std::int64_t level = 9;
   FlagSet flags(kCommand, kSynopsis);
-  flags.AddInt("pid", &pid, "PID", "the process to capture", 1, INT32_MAX);
-  flags.AddString("output", &output, "FILE",
+  flags.AddInt("pid", &a->pid, "PID", "the process to capture", 1, INT32_MAX);
+  flags.AddString("output", &a->output, "FILE",
                   "the corpus to write (-o); FILE.json is written beside it");
   flags.AddString("after", &after_text, "SECONDS",
                   "with -- COMMAND: how long the command runs before the "
@@ -228,85 +236,93 @@ int RunCapture(std::span<const std::string_view> all_args) {
   flags.AddString("mappings", &mappings_text, "anon|file|all",
                   "which mappings: private anonymous (default), files, or "
                   "both");
-  flags.AddInt("max-pages", &max_pages, "N",
+  flags.AddInt("max-pages", &a->max_pages, "N",
                "the most pages to take, spread evenly (default 4096)", 1,
                std::int64_t{1} << 24);
-  flags.AddInt("level", &level, "N", "zstd level of FILE, 1-22 (default 9; 19 makes the smallest files, slowly)", 1, 22);
+  flags.AddInt("level", &a->level, "N", "zstd level of FILE, 1-22 (default 9; 19 makes the smallest files, slowly)", 1, 22);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  if (output.empty()) return UsageError("-o FILE is required");
-  if ((pid != 0) == !command.empty()) {
+  if (a->output.empty()) return UsageError("-o FILE is required");
+  if ((a->pid != 0) == !a->command.empty()) {
     return UsageError("give either --pid PID or -- COMMAND ARGS...");
   }
-  if (!after_text.empty() && command.empty()) {
+  if (!after_text.empty() && a->command.empty()) {
     return UsageError("--after goes with -- COMMAND");
   }
   auto mappings = corpus::ParseMappingSet(mappings_text);
   if (!mappings.has_value()) {
     return UsageError("--mappings: " + mappings.error().message());
   }
-  double after = 1;
+  a->mappings = *mappings;
   if (!after_text.empty()) {
     auto s = ParseSeconds(after_text);
     if (!s.has_value()) return UsageError(s.error().message());
-    after = *s;
+    a->after = *s;
   }
+  return std::nullopt;
+}
 
-  std::optional<Child> child;
-  if (!command.empty()) {
-    auto started = Child::Start(command);
-    if (!started.has_value()) return Fail(started.error().message());
-    child.emplace(std::move(*started));
-    pid = child->pid();
-    std::this_thread::sleep_for(std::chrono::duration<double>(after));
-    int status = 0;
-    if (child->Exited(&status)) {
-      return Fail("ESRCH: " + std::string(command[0]) + " exited (" +
-                  ExitText(status) + ") before the capture; no corpus written");
-    }
-  }
-
-  Progress progress;
-  corpus::CaptureOptions options;
-  options.mappings = *mappings;
-  options.max_pages = static_cast<std::size_t>(max_pages);
-  options.on_progress = [&](std::string_view stage, std::size_t done,
-                            std::size_t total) {
-    progress.Update("capture " + std::to_string(pid) + ": " +
-                    std::string(stage) + " " + std::to_string(done) + "/" +
-                    std::to_string(total) + " pages");
-  };
-  auto c = corpus::CaptureProcess(static_cast<pid_t>(pid), options);
-  progress.Clear();
-  if (child.has_value()) child->Stop();
-  if (!c.has_value()) return Fail(c.error().message());
-
+// Writes FILE.json and then FILE; prints the summary line. The exit status.
+int WriteCapture(const corpus::Capture& c, const CaptureArgs& a) {
   // The sidecar first: if it cannot be written, neither file appears.
-  const std::string sidecar = output + ".json";
+  const std::string sidecar = a.output + ".json";
   const std::string json =
-      SidecarJson(*c, output, static_cast<std::size_t>(max_pages));
+      SidecarJson(c, a.output, static_cast<std::size_t>(a.max_pages));
   if (Status s = corpus::WriteFileAtomically(
           sidecar, std::as_bytes(std::span(json.data(), json.size())));
       !s.ok()) {
     return Fail("cannot write " + sidecar + ": " + s.message());
   }
-  if (Status s = corpus::WritePageSet(output, c->pages.bytes(),
-                                      static_cast<int>(level));
+  if (Status s = corpus::WritePageSet(a.output, c.pages.bytes(),
+                                      static_cast<int>(a.level));
       !s.ok()) {
     ::unlink(sidecar.c_str());
-    return Fail("cannot write " + output + ": " + s.message());
+    return Fail("cannot write " + a.output + ": " + s.message());
   }
   std::printf(
       "%s: %zu pages of process %d (%s), %s mappings: %llu eligible "
       "(present or swapped), %llu never touched, %s on the shared zero "
       "page; %llu zero-filled and %llu same-filled among those taken\n",
-      output.c_str(), c->pages.size(), c->pid, c->comm.c_str(),
-      std::string(corpus::MappingSetName(c->mappings)).c_str(),
-      static_cast<unsigned long long>(c->eligible),
-      static_cast<unsigned long long>(c->untouched),
-      c->zero_page_known ? std::to_string(c->zero_page).c_str() : "unknown",
-      static_cast<unsigned long long>(c->zero_filled),
-      static_cast<unsigned long long>(c->same_filled));
+      a.output.c_str(), c.pages.size(), c.pid, c.comm.c_str(),
+      std::string(corpus::MappingSetName(c.mappings)).c_str(),
+      static_cast<unsigned long long>(c.eligible),
+      static_cast<unsigned long long>(c.untouched),
+      c.zero_page_known ? std::to_string(c.zero_page).c_str() : "unknown",
+      static_cast<unsigned long long>(c.zero_filled),
+      static_cast<unsigned long long>(c.same_filled));
   return 0;
+}
+
+int RunCapture(std::span<const std::string_view> all_args) {
+  CaptureArgs a;
+  if (auto rc = ParseCaptureArgs(all_args, &a)) return *rc;
+  std::optional<Child> child;
+  if (!a.command.empty()) {
+    auto started = Child::Start(a.command);
+    if (!started.has_value()) return Fail(started.error().message());
+    child.emplace(std::move(*started));
+    a.pid = child->pid();
+    std::this_thread::sleep_for(std::chrono::duration<double>(a.after));
+    int status = 0;
+    if (child->Exited(&status)) {
+      return Fail("ESRCH: " + std::string(a.command[0]) + " exited (" +
+                  ExitText(status) + ") before the capture; no corpus written");
+    }
+  }
+  Progress progress;
+  corpus::CaptureOptions options;
+  options.mappings = a.mappings;
+  options.max_pages = static_cast<std::size_t>(a.max_pages);
+  options.on_progress = [&](std::string_view stage, std::size_t done,
+                            std::size_t total) {
+    progress.Update("capture " + std::to_string(a.pid) + ": " +
+                    std::string(stage) + " " + std::to_string(done) + "/" +
+                    std::to_string(total) + " pages");
+  };
+  auto c = corpus::CaptureProcess(static_cast<pid_t>(a.pid), options);
+  progress.Clear();
+  if (child.has_value()) child->Stop();
+  if (!c.has_value()) return Fail(c.error().message());
+  return WriteCapture(*c, a);
 }
 
 }  // namespace

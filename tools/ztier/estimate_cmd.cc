@@ -227,6 +227,73 @@ Recommendation Recommend(const std::vector<EstimateRow>& rows) {
   return rec;
 }
 
+// The pages to estimate: process `pid`'s (a capture) or the corpus files.
+Result<std::vector<corpus::PageSet>> LoadSets(
+    std::int64_t pid, corpus::MappingSet mappings, std::int64_t max_pages,
+    const std::vector<std::string>& corpus_files, Progress& progress) {
+  std::vector<corpus::PageSet> sets;
+  if (pid == 0) {
+    for (const std::string& path : corpus_files) {
+      ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
+      sets.push_back(std::move(set));
+    }
+    return sets;
+  }
+  progress.Update("capturing process " + std::to_string(pid));
+  auto c = corpus::CaptureProcess(
+      static_cast<pid_t>(pid),
+      {.mappings = mappings, .max_pages = static_cast<std::size_t>(max_pages)});
+  progress.Clear();
+  if (!c.has_value()) return Err(c.error());
+  std::printf("process %d (%s): %zu pages of %llu eligible (%s mappings)\n",
+              c->pid, c->comm.c_str(), c->pages.size(),
+              static_cast<unsigned long long>(c->eligible),
+              std::string(corpus::MappingSetName(c->mappings)).c_str());
+  sets.push_back(std::move(c->pages));
+  return sets;
+}
+
+// Measures every codec on `set`, prints its table and recommendation, and
+// adds its object to `w`'s "corpora" array.
+Status EstimateSet(const corpus::PageSet& set,
+                   const std::vector<std::string>& codecs,
+                   const std::vector<CodecSpec>& specs, std::size_t runs,
+                   Progress& progress, JsonWriter& w) {
+  std::vector<EstimateRow> rows;
+  for (std::size_t i = 0; i < codecs.size(); ++i) {
+    progress.Update(set.name() + ": " + codecs[i] + " (" +
+                    std::to_string(i + 1) + "/" +
+                    std::to_string(codecs.size()) + ")");
+    auto row = Measure(specs[i], set, runs);
+    if (!row.has_value()) {
+      progress.Clear();
+      return Status(row.error().code(), set.name() + ", " + codecs[i] + ": " +
+                                            row.error().ToString());
+    }
+    rows.push_back(std::move(*row));
+  }
+  progress.Clear();
+  const Recommendation rec = Recommend(rows);
+  std::printf("\n== %s: %zu pages (%s)\n%s\n%s: %s\n", set.name().c_str(),
+              set.size(), FormatMiB(set.size() * kPageSize).c_str(),
+              Table(rows).c_str(), rec.helps ? "recommended" : "advice",
+              rec.reason.c_str());
+  std::fflush(stdout);
+  w.BeginObject();
+  w.StringField("name", set.name());
+  w.UintField("pages", set.size());
+  w.Key("results");
+  w.BeginArray();
+  for (const EstimateRow& r : rows) WriteRowJson(w, r);
+  w.EndArray();
+  w.BoolField("helps", rec.helps);
+  w.StringField("recommended", rows[rec.recommended].codec);
+  w.StringField("smallest", rows[rec.smallest].codec);
+  w.StringField("reason", rec.reason);
+  w.EndObject();
+  return Status::Ok();
+}
+
 int RunEstimate(std::span<const std::string_view> args) {
   std::int64_t pid = 0;
   std::vector<std::string> corpus_files;
@@ -266,75 +333,24 @@ int RunEstimate(std::span<const std::string_view> args) {
     specs.push_back(std::move(*c));
   }
 
-  Progress progress;
-  std::vector<corpus::PageSet> sets;
-  if (pid != 0) {
-    auto mappings = corpus::ParseMappingSet(mappings_text);
-    if (!mappings.has_value()) {
-      return UsageError("--mappings: " + mappings.error().message());
-    }
-    progress.Update("capturing process " + std::to_string(pid));
-    auto c = corpus::CaptureProcess(
-        static_cast<pid_t>(pid),
-        {.mappings = *mappings, .max_pages = static_cast<std::size_t>(max_pages)});
-    progress.Clear();
-    if (!c.has_value()) return Fail(c.error().message());
-    std::printf("process %d (%s): %zu pages of %llu eligible (%s mappings)\n",
-                c->pid, c->comm.c_str(), c->pages.size(),
-                static_cast<unsigned long long>(c->eligible),
-                std::string(corpus::MappingSetName(c->mappings)).c_str());
-    sets.push_back(std::move(c->pages));
-  } else {
-    for (const std::string& path : corpus_files) {
-      auto set = LoadCorpus(path);
-      if (!set.has_value()) return Fail(set.error().message());
-      sets.push_back(std::move(*set));
-    }
+  auto mappings = corpus::ParseMappingSet(mappings_text);
+  if (!mappings.has_value()) {
+    return UsageError("--mappings: " + mappings.error().message());
   }
+  Progress progress;
+  auto sets = LoadSets(pid, *mappings, max_pages, corpus_files, progress);
+  if (!sets.has_value()) return Fail(sets.error().message());
 
   JsonWriter w;
   w.BeginObject();
   w.Key("corpora");
   w.BeginArray();
-  for (const corpus::PageSet& set : sets) {
-    std::vector<EstimateRow> rows;
-    for (std::size_t i = 0; i < codecs.size(); ++i) {
-      progress.Update(set.name() + ": " + codecs[i] + " (" +
-                      std::to_string(i + 1) + "/" +
-                      std::to_string(codecs.size()) + ")");
-      auto row = Measure(specs[i], set, static_cast<std::size_t>(runs));
-      if (!row.has_value()) {
-        progress.Clear();
-        return Fail(set.name() + ", " + codecs[i] + ": " +
-                    row.error().ToString());
-      }
-      rows.push_back(std::move(*row));
+  for (const corpus::PageSet& set : *sets) {
+    if (Status st = EstimateSet(set, codecs, specs,
+                                static_cast<std::size_t>(runs), progress, w);
+        !st.ok()) {
+      return Fail(st.message());
     }
-    progress.Clear();
-    const Recommendation rec = Recommend(rows);
-    std::printf("\n== %s: %zu pages (%s)\n%s\n%s: %s\n", set.name().c_str(),
-                set.size(), FormatMiB(set.size() * kPageSize).c_str(),
-                Table(rows).c_str(),
-                rec.helps ? "recommended" : "advice", rec.reason.c_str());
-    std::fflush(stdout);
-    w.BeginObject();
-    w.Key("name");
-    w.String(set.name());
-    w.Key("pages");
-    w.Uint(set.size());
-    w.Key("results");
-    w.BeginArray();
-    for (const EstimateRow& r : rows) WriteRowJson(w, r);
-    w.EndArray();
-    w.Key("helps");
-    w.Bool(rec.helps);
-    w.Key("recommended");
-    w.String(rows[rec.recommended].codec);
-    w.Key("smallest");
-    w.String(rows[rec.smallest].codec);
-    w.Key("reason");
-    w.String(rec.reason);
-    w.EndObject();
   }
   w.EndArray();
   w.EndObject();
