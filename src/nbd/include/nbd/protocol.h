@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string_view>
+#include <type_traits>
 
 #include "ztier/status.h"
 
@@ -33,16 +34,18 @@ inline constexpr std::uint16_t kFlagNoZeroes = 1 << 1;
 inline constexpr std::uint32_t kClientFlagFixedNewstyle = 1 << 0;
 inline constexpr std::uint32_t kClientFlagNoZeroes = 1 << 1;
 
-// Options (client -> server).
-inline constexpr std::uint32_t kOptExportName = 1;
-inline constexpr std::uint32_t kOptAbort = 2;
-inline constexpr std::uint32_t kOptList = 3;
-inline constexpr std::uint32_t kOptStartTls = 5;
-inline constexpr std::uint32_t kOptInfo = 6;
-inline constexpr std::uint32_t kOptGo = 7;
-inline constexpr std::uint32_t kOptStructuredReply = 8;
-inline constexpr std::uint32_t kOptListMetaContext = 9;
-inline constexpr std::uint32_t kOptSetMetaContext = 10;
+// Options (client -> server), as the 32-bit integers they are on the wire.
+enum : std::uint32_t {
+  kOptExportName = 1,
+  kOptAbort = 2,
+  kOptList = 3,
+  kOptStartTls = 5,
+  kOptInfo = 6,
+  kOptGo = 7,
+  kOptStructuredReply = 8,
+  kOptListMetaContext = 9,
+  kOptSetMetaContext = 10,
+};
 
 // Option reply types (server -> client). Errors have bit 31 set.
 inline constexpr std::uint32_t kRepAck = 1;
@@ -127,14 +130,16 @@ inline constexpr std::uint16_t kReplyTypeError = (1 << 15) + 1;
 inline constexpr std::uint16_t kReplyTypeErrorOffset = (1 << 15) + 2;
 
 // Commands.
-inline constexpr std::uint16_t kCmdRead = 0;
-inline constexpr std::uint16_t kCmdWrite = 1;
-inline constexpr std::uint16_t kCmdDisc = 2;
-inline constexpr std::uint16_t kCmdFlush = 3;
-inline constexpr std::uint16_t kCmdTrim = 4;
-inline constexpr std::uint16_t kCmdCache = 5;
-inline constexpr std::uint16_t kCmdWriteZeroes = 6;
-inline constexpr std::uint16_t kCmdBlockStatus = 7;
+enum : std::uint16_t {
+  kCmdRead = 0,
+  kCmdWrite = 1,
+  kCmdDisc = 2,
+  kCmdFlush = 3,
+  kCmdTrim = 4,
+  kCmdCache = 5,
+  kCmdWriteZeroes = 6,
+  kCmdBlockStatus = 7,
+};
 
 // Command flags.
 inline constexpr std::uint16_t kCmdFlagFua = 1 << 0;
@@ -261,16 +266,19 @@ static_assert(sizeof(BlockDescriptor) == 8);
 
 // ---- Byte order ----
 
+// An enumerator (kOpt*, kCmd*) is swapped as its underlying integer.
 template <typename T>
-constexpr T ToBig(T v) {
-  if constexpr (std::endian::native == std::endian::little) {
+constexpr auto ToBig(T v) {
+  if constexpr (std::is_enum_v<T>) {
+    return ToBig(static_cast<std::underlying_type_t<T>>(v));
+  } else if constexpr (std::endian::native == std::endian::little) {
     return std::byteswap(v);
   } else {
     return v;
   }
 }
 template <typename T>
-constexpr T FromBig(T v) {
+constexpr auto FromBig(T v) {
   return ToBig(v);
 }
 
