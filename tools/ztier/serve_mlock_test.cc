@@ -148,10 +148,13 @@ TEST(ServeMlockTest, LockedServerHoldsItsReserveAndServes) {
     // could not give back (metadata, a shared page).
     EXPECT_GT(used, kLimit * 9 / 10) << mm.out;
     EXPECT_LE(used, kLimit + (1 << 20)) << mm.out;
-    // Connection buffers and thread stacks come and go (nbdcopy opens four
-    // connections, each with 4.5 MiB of preallocated buffers, which the
-    // heap may keep); the pool's 32 MiB did not come on top.
-    EXPECT_LT(StatusBytes(s.pid(), "VmRSS"), rss0 + kLimit * 3 / 4);
+    // The pool's memory came from the reserve, not on top of it. What RSS
+    // gains is the connections' buffers and thread stacks (nbdcopy opens
+    // four connections, each with 4.5 MiB of preallocated buffers, which
+    // the heap may keep): up to 25 MiB seen on a loaded machine. Had the
+    // pool's `used` (over 0.9 x 32 MiB, checked above) come on top, RSS
+    // would gain that as well, over kLimit in all.
+    EXPECT_LT(StatusBytes(s.pid(), "VmRSS"), rss0 + kLimit);
   }
   EXPECT_EQ(s.Stop(), 0) << s.Log();
   EXPECT_NE(s.Log().find("SIGTERM, stopping"), std::string::npos) << s.Log();
