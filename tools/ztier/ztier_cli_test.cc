@@ -351,9 +351,11 @@ TEST_F(ZtierCliTest, BenchReadaheadReportsTheRatioAndTheLatency) {
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
   for (const char* key :
-       {"\"readahead\"", "\"page_cluster_0\"", "\"page_cluster_3\"",
-        "\"ratio_pages_s_median\"", "\"fault_latency\"", "\"first_touch\"",
-        "\"p99_us\"", "\"swap_ra\"", "\"bare_uffdio_copy\""}) {
+       {"\"readahead\": [", "\"variant\": \"page_cluster 0\"",
+        "\"variant\": \"page_cluster 3\"", "\"ratio_pages_s_median\"",
+        "\"mb_s_cv\"", "\"swap_ra\"", "\"fault_latency\": [",
+        "\"touches\": \"first touch, faulted\"", "\"p99\"",
+        "\"touches\": \"bare UFFDIO_COPY, faulted (measured now)\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
 }
