@@ -6,12 +6,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <latch>
 #include <thread>
 
+#include "bench_stats.h"
 #include "shared_stream.h"
 
 namespace ztier::tool {
@@ -42,25 +44,46 @@ std::uint32_t NanosSince(Clock::time_point t0) {
   return ns > UINT32_MAX ? UINT32_MAX : static_cast<std::uint32_t>(ns);
 }
 
-}  // namespace
-
-Result<LatencyRunResult> RunLatencyOnce(const LatencyConfig& config,
-                                        const corpus::PageSet& pages) {
+// The store of a run: per CPU 4 buffers (2 workers', the reader's and the
+// storer's) and one stream, as zram/zswap have.
+Result<std::unique_ptr<PageStore>> CreateStore(const LatencyConfig& config,
+                                               const corpus::PageSet& pages) {
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   if (config.cpus == 0 || static_cast<long>(config.cpus) > online) {
     return Err(Status::InvalidArgument(
         "--cpus must be 1.." + std::to_string(online) + " (online CPUs)"));
   }
-  const std::size_t bp = config.buffer_pages;
-  if (pages.size() < bp) {
+  if (pages.size() < config.buffer_pages) {
     return Err(Status::InvalidArgument("corpus has fewer pages than a buffer"));
   }
-  // Per CPU 4 buffers: 2 workers', the reader's and the storer's.
-  PageStoreOptions o;
-  o.num_pages = config.cpus * 4 * bp;
-  o.codec = config.codec;
-  o.streams = config.cpus;  // one per CPU, as zram/zswap have
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> engine, PageStore::Create(o));
+  return PageStore::Create({.num_pages = config.cpus * 4 * config.buffer_pages,
+                            .codec = config.codec,
+                            .streams = config.cpus});
+}
+
+// "SERIES timed", "SERIES over 10 ms" and "SERIES LEVEL" of the timings of
+// every CPU.
+void AddSeries(const std::string& series,
+               const std::vector<std::vector<std::uint32_t>>& per_cpu,
+               Samples& out) {
+  std::vector<std::uint32_t> ns;
+  for (const auto& v : per_cpu) ns.insert(ns.end(), v.begin(), v.end());
+  out.Add(series + " timed", static_cast<double>(ns.size()));
+  out.Add(series + " over 10 ms",
+          std::count_if(ns.begin(), ns.end(),
+                        [](std::uint32_t x) { return x > 10'000'000; }));
+  for (auto [q, level] : kLatencyLevels) {
+    if (!ns.empty()) out.Add(series + " " + level, Percentile(ns, q) / 1000.0);
+  }
+}
+
+}  // namespace
+
+Status RunLatencyOnce(const LatencyConfig& config, const corpus::PageSet& pages,
+                      Samples& out) {
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> engine,
+                      CreateStore(config, pages));
+  const std::size_t bp = config.buffer_pages;
   SharedStreamStore store(*engine, config.shared, config.cpus);
 
   std::atomic<bool> stop{false}, failed{false}, priorities{true};
@@ -73,9 +96,9 @@ Result<LatencyRunResult> RunLatencyOnce(const LatencyConfig& config,
     if (!store.Store(slot, page(data)).ok()) failed = true;
   };
   auto get = [&](std::size_t slot, std::size_t data) {
-    alignas(64) std::byte out[kPageSize];
-    if (!store.Load(slot, MutablePage(out, kPageSize)).ok()) failed = true;
-    if (std::memcmp(page(data).data(), out, kPageSize) != 0) ++mismatches;
+    alignas(64) std::byte got[kPageSize];
+    if (!store.Load(slot, MutablePage(got, kPageSize)).ok()) failed = true;
+    if (std::memcmp(page(data).data(), got, kPageSize) != 0) ++mismatches;
   };
   auto set_up = [&](std::size_t cpu, int nice) {
     if (!PinAndNice(cpu, nice)) priorities = false;
@@ -137,17 +160,21 @@ Result<LatencyRunResult> RunLatencyOnce(const LatencyConfig& config,
   std::this_thread::sleep_for(std::chrono::duration<double>(config.seconds));
   stop = true;
   for (auto& t : threads) t.join();
-  LatencyRunResult r;
-  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (failed) return Err(Status::IoError("a store or load failed"));
-  for (auto& v : read_ns) r.read_ns.insert(r.read_ns.end(), v.begin(), v.end());
-  for (auto& v : store_ns)
-    r.store_ns.insert(r.store_ns.end(), v.begin(), v.end());
-  r.worker_ops = worker_ops;
-  r.worker_cpu_seconds = static_cast<double>(worker_cpu_ns.load()) * 1e-9;
-  r.mismatches = mismatches;
-  r.priorities_applied = priorities;
-  return r;
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - t0).count();
+  if (failed) return Status::IoError("a store or load failed");
+  if (mismatches > 0) {
+    return Status::Corruption(std::to_string(mismatches.load()) +
+                              " loads returned wrong data");
+  }
+  AddSeries("reads", read_ns, out);
+  AddSeries("stores", store_ns, out);
+  const auto ops = static_cast<double>(worker_ops.load());
+  out.Add("ops_s", ops / seconds);
+  out.Add("ops_cpu_s",
+          worker_cpu_ns > 0 ? ops * 1e9 / worker_cpu_ns.load() : 0);
+  out.Add("priorities", priorities ? 1 : 0);
+  return Status::Ok();
 }
 
 }  // namespace ztier::tool

@@ -25,8 +25,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
+#include <utility>
 
+#include "bench_harness.h"
 #include "corpus/corpus.h"
 #include "ztier/status.h"
 
@@ -41,20 +42,22 @@ struct LatencyConfig {
   unsigned round_period_us = 2000;  // the reader's and the storer's rounds
 };
 
-struct LatencyRunResult {
-  std::vector<std::uint32_t> read_ns;   // every timed high-priority load
-  std::vector<std::uint32_t> store_ns;  // every timed high-priority store
-  std::uint64_t worker_ops = 0;         // the workers' stores + loads
-  double worker_cpu_seconds = 0;
-  double seconds = 0;              // wall time
-  std::uint64_t mismatches = 0;    // loads that returned wrong data
-  bool priorities_applied = true;  // every nice value and pinning
-};
+// The latency levels of each run: the q-quantile (bench_stats.h's
+// Percentile) of its timed reads or stores; q = 1 is the slowest.
+inline constexpr std::pair<double, const char*> kLatencyLevels[] = {
+    {0.5, "p50"},     {0.9, "p90"},       {0.99, "p99"},
+    {0.999, "p99.9"}, {0.9999, "p99.99"}, {1.0, "max"}};
 
-// Errors: more CPUs than online, fewer corpus pages than a buffer
-// (kInvalidArgument), or a store or load that failed.
-Result<LatencyRunResult> RunLatencyOnce(const LatencyConfig& config,
-                                        const corpus::PageSet& pages);
+// Runs one mode for config.seconds, storing `pages`, into `out`: for
+// SERIES "reads" and "stores", "SERIES LEVEL" in microseconds (when any
+// was timed), "SERIES timed" and "SERIES over 10 ms" (counts); "ops_s" and
+// "ops_cpu_s", the workers' stores + loads per second of wall time and of
+// their own CPU time; "priorities", 1 if every nice value and pinning
+// applied, else 0. Errors: more CPUs than online or fewer corpus pages than
+// a buffer (kInvalidArgument), a store or load that failed (kIoError), a
+// load that returned wrong data (kCorruption).
+Status RunLatencyOnce(const LatencyConfig& config, const corpus::PageSet& pages,
+                      Samples& out);
 
 }  // namespace ztier::tool
 
