@@ -35,6 +35,13 @@ bool Differs(const std::byte* p, std::size_t i, const corpus::PageSet& c) {
   return std::memcmp(p, c.page(i % c.size()).data(), kPageSize) != 0;
 }
 
+// kCorruption "BAD of N WHAT read back wrong" unless bad is 0.
+Status Check(std::uint64_t bad, std::size_t n, const char* what) {
+  if (bad == 0) return Status::Ok();
+  return Status::Corruption(std::to_string(bad) + " of " + std::to_string(n) +
+                            " " + what + " read back wrong");
+}
+
 std::uint64_t CountMismatches(const std::byte* base, std::size_t pages,
                               const corpus::PageSet& corpus) {
   std::uint64_t bad = 0;
@@ -131,36 +138,44 @@ Status BareCopyFaults(const std::vector<std::size_t>& order,
                       &failed);
   std::uint64_t sink = 0;
   TimedTouches(mem, order, s, &sink);
-  s->mismatches = CountMismatches(mem, order.size(), corpus);
+  const std::uint64_t bad = CountMismatches(mem, order.size(), corpus);
   stop.Signal();
   handler.join();
   uffd->Unregister(mem, len).IgnoreError();
-  if (!failed) return Status::Ok();
-  return Status::IoError("the bare userfaultfd handler failed");
+  if (failed) return Status::IoError("the bare userfaultfd handler failed");
+  return Check(bad, order.size(), "bare pages");
 }
 
 }  // namespace
 
-Result<SeqReadSample> RunSequentialRead(std::size_t size_bytes,
-                                        const std::string& codec,
-                                        unsigned page_cluster,
-                                        const corpus::PageSet& corpus) {
+Status RunSequentialRead(std::size_t size_bytes, const std::string& codec,
+                         unsigned page_cluster, const corpus::PageSet& corpus,
+                         Samples& out) {
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<Region> r,
                       MakeRegion({.size = size_bytes,
                                   .codec = codec,
                                   .page_cluster = page_cluster,
                                   .count_ra_hits = true},  // swap_ra_hit
                                  true, corpus));
-  SeqReadSample s{.pages = r->size() / kPageSize, .after_pageout = r->Stats()};
+  const std::size_t pages = r->size() / kPageSize;
+  const RegionStats before = r->Stats();
+  std::uint64_t bad = 0;
   const Clock::time_point t0 = Clock::now();
-  for (std::size_t i = 0; i < s.pages; ++i) {
+  for (std::size_t i = 0; i < pages; ++i) {
     const std::byte* p = r->data() + i * kPageSize;
     static_cast<void>(Touch(p));  // the fault, as a program's first load
-    s.mismatches += Differs(p, i, corpus);
+    bad += Differs(p, i, corpus);
   }
-  s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  s.after_read = r->Stats();
-  return s;
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  const RegionStats after = r->Stats();
+  ZT_RETURN_IF_ERROR(Check(bad, pages, "pages"));
+  out.Add("pages_s", static_cast<double>(pages) / s);
+  out.Add("mb_s", static_cast<double>(pages * kPageSize) / s / 1e6);
+  out.Add("stored", static_cast<double>(before.stored_pages));
+  out.Add("faults", static_cast<double>(after.faults - before.faults));
+  out.Add("swap_ra", static_cast<double>(after.swap_ra));
+  out.Add("swap_ra_hit", static_cast<double>(after.swap_ra_hit));
+  return Status::Ok();
 }
 
 Result<FaultLatencySample> RunFaultLatency(std::size_t pages,
@@ -183,16 +198,18 @@ Result<FaultLatencySample> RunFaultLatency(std::size_t pages,
     TimedTouches(r->data(), order, t, &sink);
     t->after = r->Stats();
     if (stored) {
-      t->mismatches = CountMismatches(r->data(), pages, corpus);
+      ZT_RETURN_IF_ERROR(Check(CountMismatches(r->data(), pages, corpus), pages,
+                               "stored pages"));
       continue;
     }
     // Every value read was 0 (their XOR too), and so is every page.
-    t->mismatches = sink != 0;
+    std::uint64_t bad = sink != 0;
     for (std::size_t i = 0; i < pages; ++i) {
       const std::byte* p = r->data() + i * kPageSize;
-      t->mismatches += std::any_of(
-          p, p + kPageSize, [](std::byte b) { return b != std::byte{}; });
+      bad += std::any_of(p, p + kPageSize,
+                         [](std::byte b) { return b != std::byte{}; });
     }
+    ZT_RETURN_IF_ERROR(Check(bad, pages, "first-touch pages"));
   }
   ZT_RETURN_IF_ERROR(BareCopyFaults(order, corpus, &s.bare));
   return s;

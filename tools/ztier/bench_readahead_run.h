@@ -21,8 +21,8 @@
 //                handler thread only answers each fault with one 4 KiB
 //                UFFDIO_COPY of the corpus page: what a fault costs alone
 //
-// Errors: Region::Create's, Pageout's, userfaultfd's, and kIoError when the
-// bare handler failed. Mismatches are counted, not errors.
+// Errors: Region::Create's, Pageout's, userfaultfd's, kIoError when the
+// bare handler failed, kCorruption when a page read back wrong.
 //
 // Thread safety: plain functions; each creates and destroys its regions.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_READAHEAD_RUN_H_
@@ -33,31 +33,25 @@
 #include <string>
 #include <vector>
 
+#include "bench_harness.h"
 #include "corpus/corpus.h"
 #include "ztier/region.h"
 #include "ztier/status.h"
 
 namespace ztier::tool {
 
-struct SeqReadSample {
-  std::uint64_t pages = 0;    // pages read
-  double seconds = 0;         // the read pass alone
-  RegionStats after_pageout;  // stored_pages: the pages read from the pool
-  RegionStats after_read;
-  std::uint64_t mismatches = 0;
-};
-
-Result<SeqReadSample> RunSequentialRead(std::size_t size_bytes,
-                                        const std::string& codec,
-                                        unsigned page_cluster,
-                                        const corpus::PageSet& corpus);
+// One run into `out`: "pages_s" and "mb_s" (pages * 4096 / seconds / 1e6)
+// of the read pass, "stored" (the pages Pageout stored), and "faults",
+// "swap_ra" and "swap_ra_hit" during the read (RegionStats).
+Status RunSequentialRead(std::size_t size_bytes, const std::string& codec,
+                         unsigned page_cluster, const corpus::PageSet& corpus,
+                         Samples& out);
 
 // One phase's touches, in nanoseconds.
 struct TouchSeries {
   std::vector<std::uint32_t> fault_ns;  // touches of unmapped pages
   std::vector<std::uint32_t> hit_ns;    // touches of mapped pages
   RegionStats before, after;            // around the touches (not bare)
-  std::uint64_t mismatches = 0;
 };
 
 struct FaultLatencySample {
