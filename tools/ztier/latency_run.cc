@@ -89,15 +89,22 @@ Status RunLatencyOnce(const LatencyConfig& config, const corpus::PageSet& pages,
   std::atomic<bool> stop{false}, failed{false}, priorities{true};
   std::atomic<std::uint64_t> worker_ops{0}, worker_cpu_ns{0}, mismatches{0};
   std::latch start(1);
-  std::vector<std::vector<std::uint32_t>> read_ns(config.cpus);
-  std::vector<std::vector<std::uint32_t>> store_ns(config.cpus);
+  std::vector<std::vector<std::uint32_t>> read_ns(config.cpus),
+      store_ns(config.cpus);
   auto page = [&](std::size_t i) { return pages.page(i % pages.size()); };
-  auto put = [&](std::size_t slot, std::size_t data) {
+  // Stores corpus page `data` into `slot` (get: loads and checks it); with
+  // `lat`, times the Store (Load) alone into it.
+  using Lat = std::vector<std::uint32_t>;
+  auto put = [&](std::size_t slot, std::size_t data, Lat* lat = nullptr) {
+    const auto t0 = lat ? Clock::now() : Clock::time_point{};
     if (!store.Store(slot, page(data)).ok()) failed = true;
+    if (lat) lat->push_back(NanosSince(t0));
   };
-  auto get = [&](std::size_t slot, std::size_t data) {
+  auto get = [&](std::size_t slot, std::size_t data, Lat* lat = nullptr) {
     alignas(64) std::byte got[kPageSize];
+    const auto t0 = lat ? Clock::now() : Clock::time_point{};
     if (!store.Load(slot, MutablePage(got, kPageSize)).ok()) failed = true;
+    if (lat) lat->push_back(NanosSince(t0));
     if (std::memcmp(page(data).data(), got, kPageSize) != 0) ++mismatches;
   };
   auto set_up = [&](std::size_t cpu, int nice) {
@@ -112,15 +119,13 @@ Status RunLatencyOnce(const LatencyConfig& config, const corpus::PageSet& pages,
       if (load) get(first + p, p);
     }
     start.wait();
-    std::vector<std::uint32_t>& lat = (load ? read_ns : store_ns)[cpu];
+    Lat& lat = (load ? read_ns : store_ns)[cpu];
     lat.reserve(1 << 20);
     const std::chrono::microseconds period(config.round_period_us);
     auto next = Clock::now();
     for (std::size_t iter = 1; !stop.load(std::memory_order_relaxed); ++iter) {
       for (std::size_t p = 0; p < bp; ++p) {
-        const auto t0 = Clock::now();
-        load ? get(first + p, p) : put(first + p, iter + p);
-        lat.push_back(NanosSince(t0));
+        load ? get(first + p, p, &lat) : put(first + p, iter + p, &lat);
       }
       next += period;
       if (next < Clock::now()) next = Clock::now() + period;
