@@ -100,7 +100,7 @@ check-locks: deps
 # alone. Run it on a quiet machine: other load moves every figure.
 #
 # Estimated durations on the 2-vCPU development machine, from each
-# experiment's configuration (--help), about 27 minutes in all plus the
+# experiment's configuration (--help), about 28 minutes in all plus the
 # build; keep it under 30:
 #   bench-engine     ~2 min: 5 codecs x 3 corpora x (1 warm-up + 5 runs) x
 #                    13 variants of 4096 pages (took 1 min 50 s before)
@@ -108,8 +108,9 @@ check-locks: deps
 #                    and zstd, nbdkit, nbdkit zstd) x 3 s = 6 min, plus
 #                    fills, server starts and nbdcopy of 3 corpora (3
 #                    servers took 5.2 min)
-#   bench-latency-1  ~2.2 min: 5 runs x 2 modes x 12 s, plus set-up
-#   bench-latency-2  ~2.2 min: the same on 2 CPUs
+#   bench-latency-1  ~2.6 min: (1 warm-up + 5 runs) x 2 modes x 12 s, plus
+#                    set-up
+#   bench-latency-2  ~2.6 min: the same on 2 CPUs
 #   bench-writeback  ~2.5 min: 6 runs (1 warm-up) of a 1 GiB store: sync
 #                    ~15 s, batched ~0.6 s, fio ~0.5 s, 2 fills ~5 s
 #   usemem           ~1.5 min: 5 runs x 2 variants of 4 x 256 MiB, ~6 s each

@@ -1,50 +1,57 @@
 // File: tools/ztier/shared_stream.h
 //
-// The shared-stream baseline of the latency experiment (latency_run.h): the
+// The shared-stream baseline of `ztier bench latency` (latency_run.h): the
 // design before the zswap load contention series (docs/references.md),
-// which `ztier bench latency --mode shared` measures against the engine's.
-// It is injected around a PageStore by the benchmark, so the engine's hot
-// path carries nothing of it.
-//
-// The baseline has one stream per CPU, each guarded by one mutex that
-// stores AND loads take, the stream chosen by the CPU the caller runs on; a
-// caller that finds it held sleeps on the mutex. A load then waits for
-// whatever store holds its CPU's stream, even one that was preempted
-// holding it. Here each CPU's mutex is held around the whole Store or Load
-// (the engine's own stream is free whenever its CPU's mutex is held, with
-// one engine stream per CPU).
-//
-// With `shared` false, Store and Load go straight to the store: the
+// injected around a PageStore so that the engine's hot path carries
+// nothing of it. One stream per CPU, each guarded by one mutex that stores
+// AND loads take, chosen by the CPU the caller runs on; a caller that finds
+// it held sleeps on it, so a load waits for whatever store holds its CPU's
+// stream, even a preempted one. The mutex is held around the whole Store or
+// Load. With `shared` false, Store and Load go straight to the store: the
 // engine's own policy (stream_pool.h), where a load takes no stream.
 //
-// Thread safety: Store, Load and HoldThisCpu may be called from any
-// thread; the PageStore must outlive this object.
+// Thread safety: every method may be called from any thread; the PageStore
+// must outlive this object.
 #ifndef ZTIER_TOOLS_ZTIER_SHARED_STREAM_H_
 #define ZTIER_TOOLS_ZTIER_SHARED_STREAM_H_
+
+#include <sched.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 
-#include "ztier/page.h"
 #include "ztier/page_store.h"
-#include "ztier/status.h"
 
 namespace ztier::tool {
 
 class SharedStreamStore {
  public:
   // `cpus`: how many per-CPU streams (>= 1; a CPU past them shares one).
-  SharedStreamStore(PageStore& store, bool shared, std::size_t cpus);
+  SharedStreamStore(PageStore& store, bool shared, std::size_t cpus)
+      : store_(store),
+        shared_(shared),
+        cpus_(cpus == 0 ? 1 : cpus),
+        streams_(shared ? std::make_unique<std::mutex[]>(cpus_) : nullptr) {}
 
-  Status Store(std::uint64_t index, ConstPage page);
-  Status Load(std::uint64_t index, MutablePage out);
-
-  // Takes the stream of the CPU this thread runs on (sleeping while it is
-  // held), as a Store or Load here does, until the lock goes away.
-  // REQUIRES: shared.
-  std::unique_lock<std::mutex> HoldThisCpu();
+  Status Store(std::uint64_t index, ConstPage page) {
+    if (!shared_) return store_.Store(index, page);
+    auto held = HoldThisCpu();
+    return store_.Store(index, page);
+  }
+  Status Load(std::uint64_t index, MutablePage out) {
+    if (!shared_) return store_.Load(index, out);
+    auto held = HoldThisCpu();
+    return store_.Load(index, out);
+  }
+  // Takes this CPU's stream (sleeping while it is held), as a Store or
+  // Load does, until the lock goes away. REQUIRES: shared.
+  std::unique_lock<std::mutex> HoldThisCpu() {
+    const int cpu = sched_getcpu();
+    return std::unique_lock<std::mutex>(
+        streams_[cpu < 0 ? 0 : static_cast<std::size_t>(cpu) % cpus_]);
+  }
 
  private:
   PageStore& store_;

@@ -351,11 +351,46 @@ TEST_F(ZtierCliTest, BenchReadaheadReportsTheRatioAndTheLatency) {
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
   for (const char* key :
-       {"\"readahead\"", "\"page_cluster_0\"", "\"page_cluster_3\"",
-        "\"ratio_pages_s_median\"", "\"fault_latency\"", "\"first_touch\"",
-        "\"p99_us\"", "\"swap_ra\"", "\"bare_uffdio_copy\""}) {
+       {"\"readahead\": [", "\"variant\": \"page_cluster 0\"",
+        "\"variant\": \"page_cluster 3\"", "\"ratio_pages_s_median\"",
+        "\"mb_s_cv\"", "\"swap_ra\"", "\"fault_latency\": [",
+        "\"touches\": \"first touch, faulted\"", "\"p99\"",
+        "\"touches\": \"bare UFFDIO_COPY, faulted (measured now)\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
+}
+
+TEST_F(ZtierCliTest, BenchLatencyComparesTheModesRunByRun) {
+  MakeCorpus(37);
+  const RunResult r = Run(
+      "bench latency --runs 1 --seconds 1 --codec lz4 --corpus small.pages "
+      "--json out.json");
+  ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
+  for (const char* text :
+       {"== high-priority latency (us) ==", "slowest median (min-max)",
+        "== workers: stores + loads ==", "== separate against shared",
+        "slowest read", "reads over 10 ms, any run"}) {
+    EXPECT_NE(r.out.find(text), std::string::npos) << text << " in\n" << r.out;
+  }
+  const std::string json = ReadFile(dir_ / "out.json");
+  EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
+  for (const char* key :
+       {"\"benchmark\": \"ztier bench latency\"", "\"latency\": [",
+        "\"mode\": \"shared\"", "\"mode\": \"separate\"",
+        "\"series\": \"stores\"", "\"p99_9_median\"",
+        "\"slowest_cv\"", "\"per_cpu_second_median\"",
+        "\"separate_vs_shared\": [", "\"ratio_median\"", "\"met\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
+  EXPECT_EQ(json.find("nan"), std::string::npos) << json;
+}
+
+TEST_F(ZtierCliTest, BenchLatencyRejectsMoreCpusThanOnline) {
+  MakeCorpus(37);
+  const RunResult r =
+      Run("bench latency --runs 1 --seconds 1 --cpus 1024 --corpus small.pages");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--cpus must be 1.."), std::string::npos) << r.err;
 }
 
 TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
