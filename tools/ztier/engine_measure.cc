@@ -116,10 +116,6 @@ std::string_view BenchOpName(BenchOp op) {
   return "?";
 }
 
-std::vector<EngineVariant> StandardVariants(std::size_t all_threads) {
-  return StandardVariants(std::vector<std::size_t>{1, all_threads});
-}
-
 std::vector<EngineVariant> StandardVariants(
     const std::vector<std::size_t>& thread_counts) {
   using B = BatchBackend;
@@ -519,10 +515,6 @@ Result<SizeFigures> EngineMeasurer::MeasureSizes() {
     ZT_RETURN_IF_ERROR(store->Discard(order[k]));
     discarded[order[k]] = 1;
   }
-  f.discarded_pages = m.n / 2;
-  const PageStoreStats d = store->Stats();
-  f.compressed_bytes_after_discard = d.compr_data_size;
-  f.mem_used_total_after_discard = d.mem_used_total;
   f.pages_compacted = store->Compact();
   const PageStoreStats c = store->Stats();
   f.mem_used_total_after_compact = c.mem_used_total;
