@@ -5,24 +5,11 @@
 // (bench_harness.h), and reports (bench_engine_report.h).
 #include "bench_engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <memory>
+#include <charconv>
 #include <optional>
-#include <string>
-#include <thread>
-#include <vector>
 
 #include "bench_engine_report.h"
-#include "bench_harness.h"
-#include "corpus/corpus.h"
-#include "engine_measure.h"
-#include "flags.h"
-#include "machine_info.h"
-#include "plot.h"
-#include "progress.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
 #include "ztier/worker_pool.h"
@@ -50,27 +37,21 @@ Result<std::vector<std::string>> FindCorpora(
   return paths;
 }
 
-// The default thread counts: 1, 2, 4, ... up to `cores`, and `cores`.
-std::vector<std::size_t> DefaultThreadCounts(std::size_t cores) {
-  std::vector<std::size_t> counts;
-  for (std::size_t n = 1; n < cores; n *= 2) counts.push_back(n);
-  counts.push_back(std::max<std::size_t>(1, cores));
-  return counts;
-}
-
 // --threads "1,2,4" -> {1, 2, 4}: each in [1, 1024], sorted, each once, and
-// 1 always (the batch variants and the ideal line start from it).
-Result<std::vector<std::size_t>> ParseThreadCounts(
-    const std::vector<std::string>& items) {
+// 1 always (the batch variants and the ideal line start from it). None
+// given: 1, 2, 4, ... up to `cores`, and `cores`.
+Result<std::vector<std::size_t>> ThreadCounts(
+    const std::vector<std::string>& items, std::size_t cores) {
   std::vector<std::size_t> counts = {1};
+  for (std::size_t n = 2; items.empty() && n < cores; n *= 2) {
+    counts.push_back(n);
+  }
+  if (items.empty()) counts.push_back(std::max<std::size_t>(1, cores));
   for (const std::string& item : items) {
     std::size_t n = 0;
-    bool ok = !item.empty() && item.size() <= 4;
-    for (char c : item) {
-      ok = ok && c >= '0' && c <= '9';
-      if (ok) n = n * 10 + static_cast<std::size_t>(c - '0');
-    }
-    if (!ok || n < 1 || n > 1024) {
+    const char* end = item.data() + item.size();
+    if (std::from_chars(item.data(), end, n).ptr != end || item.empty() ||
+        n < 1 || n > 1024) {
       return Err(Status::InvalidArgument(
           "--threads " + item +
           ": each thread count must be a number from 1 to 1024"));
@@ -121,14 +102,11 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   cfg->common.runs = 5;
   AddBenchFlags(flags, &cfg->common);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  cfg->thread_counts = DefaultThreadCounts(cores);
-  if (!thread_flags.empty()) {
-    auto counts = ParseThreadCounts(thread_flags);
-    if (!counts.has_value()) {
-      return ReportUsageError(kCommand, counts.error().message());
-    }
-    cfg->thread_counts = std::move(*counts);
+  auto counts = ThreadCounts(thread_flags, cores);
+  if (!counts.has_value()) {
+    return ReportUsageError(kCommand, counts.error().message());
   }
+  cfg->thread_counts = std::move(*counts);
   // Codecs: as given (deduplicated, in order), else every registered one.
   if (codec_flags.empty()) {
     const std::vector<std::string_view> known = CodecNames();
@@ -156,19 +134,21 @@ Status MeasureCase(const Config& cfg, const MeasureOptions& options,
                       EngineMeasurer::Create(std::move(codec), set, options));
   std::vector<Variant> variants;
   for (const EngineVariant& v : c->variants) {
-    variants.push_back({VariantName(v), [&, v](std::size_t, Samples& out) -> Status {
-                          std::vector<OpSample> s;
-                          ZT_RETURN_IF_ERROR(measurer->Measure(v, &s));
-                          for (const OpSample& o : s) {
-                            out.Add(BenchOpName(o.op), o.mb_s);
-                          }
-                          return Status::Ok();
-                        }});
+    variants.push_back(
+        {VariantName(v), [&, v](std::size_t, Samples& out) -> Status {
+           std::vector<OpSample> s;
+           ZT_RETURN_IF_ERROR(measurer->Measure(v, &s));
+           for (const OpSample& o : s) {
+             out.Add(BenchOpName(o.op), o.mb_s);
+           }
+           return Status::Ok();
+         }});
   }
   variants.push_back({"conditions", [&](std::size_t run, Samples&) -> Status {
                         if (run == 0) return Status::Ok();
                         c->cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
-                        for (double us : FreshMemoryPopulateUs(kPopulateProbeBytes)) {
+                        for (double us :
+                             FreshMemoryPopulateUs(kPopulateProbeBytes)) {
                           c->populate_2mib_us.push_back(us);
                         }
                         return Status::Ok();
@@ -185,19 +165,18 @@ Status MeasureCase(const Config& cfg, const MeasureOptions& options,
 std::string ConfigText(const Config& cfg, std::size_t workers,
                        const std::vector<corpus::PageSet>& corpora) {
   std::string codecs, threads;
-  for (const std::string& c : cfg.codecs) codecs += (codecs.empty() ? "" : ",") + c;
-  for (std::size_t n : cfg.thread_counts) {
-    threads += (threads.empty() ? "" : ",") + std::to_string(n);
-  }
-  std::string text = "config: runs=" + std::to_string(cfg.common.runs) +
-                     " (+1 warm-up, not counted), threads=" + threads +
-                     ", parallel backend workers=" + std::to_string(workers) +
-                     " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
-                     ", codecs=" + codecs + "\n";
+  for (const std::string& c : cfg.codecs) codecs += "," + c;
+  for (std::size_t n : cfg.thread_counts) threads += "," + std::to_string(n);
+  std::string text =
+      "config: runs=" + std::to_string(cfg.common.runs) +
+      " (+1 warm-up, not counted), threads=" + threads.erase(0, 1) +
+      ", parallel backend workers=" + std::to_string(workers) +
+      " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
+      ", codecs=" + codecs.erase(0, 1) + "\n";
   for (std::size_t i = 0; i < corpora.size(); ++i) {
     text += "corpus: " + corpora[i].name() + " (" +
-            std::to_string(corpora[i].size()) + " pages) from " +
-            cfg.paths[i] + "\n";
+            std::to_string(corpora[i].size()) + " pages) from " + cfg.paths[i] +
+            "\n";
   }
   return text +
          "MB/s = 10^6 bytes of uncompressed pages per second; median, min "

@@ -61,7 +61,8 @@ void AddThroughput(Report& report, const EngineCase& c) {
   for (const EngineVariant& v : c.variants) {
     if (v.path == BenchPath::kCodec) rows.push_back(v);
     for (BenchOp op : {BenchOp::kStore, BenchOp::kLoad, BenchOp::kOverwrite}) {
-      if (v.path == BenchPath::kStore) rows.push_back({v.path, op, v.threads, v.batch, v.backend});
+      if (v.path == BenchPath::kStore)
+        rows.push_back({v.path, op, v.threads, v.batch, v.backend});
     }
   }
   auto order = [](const Key& v) {
@@ -136,7 +137,8 @@ Chart ThreadsChart(const EngineCase& c, std::size_t runs) {
     const Key& k = kLines[i];
     PlotSeries line{.title = OpTitle(k), .color = i + 1};
     PlotSeries ideal{.title = "ideal: " + OpTitle(k) + " x threads",
-                     .dashed = true, .color = i + 1};
+                     .dashed = true,
+                     .color = i + 1};
     const std::vector<double> one = Of(c, k.path, k.op, 1);
     for (std::size_t n : counts) {
       const std::vector<double> s = Of(c, k.path, k.op, n);
@@ -156,7 +158,8 @@ Chart BatchChart(const EngineCase& c, std::size_t runs) {
   Chart chart{.name = "engine-batch-" + c.codec,
               .title = c.codec + " on " + c.corpus +
                        ": throughput against batch size and backend (1 "
-                       "thread; " + MedianOfRuns(runs) + ")",
+                       "thread; " +
+                       MedianOfRuns(runs) + ")",
               .x_label = "batch size (pages) and batch backend",
               .y_label = "throughput (MB/s of uncompressed pages)",
               .style = PlotStyle::kBars};
@@ -182,15 +185,6 @@ Chart BatchChart(const EngineCase& c, std::size_t runs) {
 
 }  // namespace
 
-std::string VariantName(const EngineVariant& v) {
-  return std::string(BenchPathName(v.path)) + " " +
-         (v.path == BenchPath::kStore ? std::string("store+load")
-                                      : std::string(BenchOpName(v.op))) +
-         " threads=" + std::to_string(v.threads) +
-         " batch=" + std::to_string(v.batch) + " " +
-         std::string(BatchBackendName(v.backend));
-}
-
 void AddCase(Report& report, const EngineCase& c, bool charts,
              std::size_t runs) {
   AddThroughput(report, c);
@@ -209,7 +203,9 @@ void AddSummary(Report& report, std::span<const EngineCase> cases) {
   const auto mib = [](std::uint64_t b) { return b / 1048576.0; };
   for (const EngineCase& c : cases) {
     const SizeFigures& f = c.sizes;
-    sizes.AddRow().Text("codec", c.codec).Text("corpus", c.corpus)
+    sizes.AddRow()
+        .Text("codec", c.codec)
+        .Text("corpus", c.corpus)
         .Number("ratio", f.ratio, 3)
         .Number("compr_MiB", mib(f.compressed_bytes), 2)
         .Number("mem_used_MiB", mib(f.mem_used_total), 2)
@@ -218,7 +214,8 @@ void AddSummary(Report& report, std::span<const EngineCase> cases) {
         .Int("huge", static_cast<std::int64_t>(f.huge_pages))
         .Int("same", static_cast<std::int64_t>(f.same_pages))
         .Number("after_compact_MiB", mib(f.mem_used_total_after_compact), 2)
-        .Number("after/compr", f.mem_used_total_after_compact_over_compressed, 3)
+        .Number("after/compr", f.mem_used_total_after_compact_over_compressed,
+                3)
         .Int("pages_compacted", static_cast<std::int64_t>(f.pages_compacted));
   }
   Table& d = report.AddTable(
@@ -233,15 +230,27 @@ void AddSummary(Report& report, std::span<const EngineCase> cases) {
     const double lz4 = c.codec == "lz4" ? 0.85 : 0;
     const double cc1 = lz4 && c.corpus.starts_with("anon-cc1plus") ? 1.6 : 0;
     const std::tuple<const char*, double, double> ratios[] = {
-        {"store/compress", Median(Of(c, P::kStore, O::kStore, 1)) / compress, lz4},
-        {"overwrite/compress", Median(Of(c, P::kStore, O::kOverwrite, 1)) / compress, lz4},
-        {"load/(decompress+copy)", Median(Of(c, P::kStore, O::kLoad, 1)) / Median(Of(c, P::kCodec, O::kDecompress, 1)), 0.80},
-        {"batch8 store parallel/serial", Median(Of(c, P::kStore, O::kStore, 1, kMaxBatchSize, kPar)) / Median(Of(c, P::kStore, O::kStore, 1, kMaxBatchSize)), cc1}};
+        {"store/compress", Median(Of(c, P::kStore, O::kStore, 1)) / compress,
+         lz4},
+        {"overwrite/compress",
+         Median(Of(c, P::kStore, O::kOverwrite, 1)) / compress, lz4},
+        {"load/(decompress+copy)",
+         Median(Of(c, P::kStore, O::kLoad, 1)) /
+             Median(Of(c, P::kCodec, O::kDecompress, 1)),
+         0.80},
+        {"batch8 store parallel/serial",
+         Median(Of(c, P::kStore, O::kStore, 1, kMaxBatchSize, kPar)) /
+             Median(Of(c, P::kStore, O::kStore, 1, kMaxBatchSize)),
+         cc1}};
     for (const auto& [name, value, target] : ratios) {
-      Row& row = d.AddRow().Text("codec", c.codec).Text("corpus", c.corpus)
-                     .Text("ratio", name).Number("value", value, 3);
+      Row& row = d.AddRow()
+                     .Text("codec", c.codec)
+                     .Text("corpus", c.corpus)
+                     .Text("ratio", name)
+                     .Number("value", value, 3);
       if (target > 0) {
-        row.Number("target >=", target, 2).Text("met", value >= target ? "yes" : "NO");
+        row.Number("target >=", target, 2)
+            .Text("met", value >= target ? "yes" : "NO");
       }
     }
   }

@@ -46,10 +46,6 @@ struct EngineCase {
   SizeFigures sizes;
 };
 
-// "store store+load threads=1 batch=8 serial", "codec compress threads=2
-// batch=1 serial": the name of `v` in RunVariants and Measurements.
-std::string VariantName(const EngineVariant& v);
-
 // The tables of one case, and its charts when `charts`.
 void AddCase(Report& report, const EngineCase& c, bool charts,
              std::size_t runs);

@@ -58,7 +58,7 @@ enum class BenchPath { kCodec, kStore };
 enum class BenchOp { kCompress, kDecompress, kStore, kLoad, kOverwrite };
 
 std::string_view BenchPathName(BenchPath p);  // "codec" / "store"
-std::string_view BenchOpName(BenchOp op);     // "compress" ... "load"
+std::string_view BenchOpName(BenchOp op);     // "compress" ... "overwrite"
 
 // One way of running the corpus through the codec or the store. A codec
 // variant measures `op` (kCompress or kDecompress); a store variant always
@@ -73,6 +73,10 @@ struct EngineVariant {
   std::size_t batch = 1;
   BatchBackend backend = BatchBackend::kSerial;
 };
+
+// "store store+load threads=1 batch=8 serial", "codec compress threads=2
+// batch=1 serial": the name of `v` (bench engine's variant names).
+std::string VariantName(const EngineVariant& v);
 
 // The variants of one run, in the order they alternate: the threads=1
 // ones first (batch 1, batch 8 serial and parallel); then, for each count of
