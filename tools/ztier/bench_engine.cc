@@ -161,28 +161,35 @@ Status MeasureCase(const Config& cfg, const MeasureOptions& options,
   return Status::Ok();
 }
 
-// "config: runs=5 (+1 warm-up) ..." and the corpus lines.
-std::string ConfigText(const Config& cfg, std::size_t workers,
-                       const std::vector<corpus::PageSet>& corpora) {
+// The configuration: the report's conditions, and its lines ("config:
+// runs=5 (+1 warm-up) ...", the corpus lines).
+void AddConfig(Report& report, const Config& cfg, std::size_t workers,
+               const std::vector<corpus::PageSet>& corpora) {
   std::string codecs, threads;
   for (const std::string& c : cfg.codecs) codecs += "," + c;
   for (std::size_t n : cfg.thread_counts) threads += "," + std::to_string(n);
-  std::string text =
-      "config: runs=" + std::to_string(cfg.common.runs) +
-      " (+1 warm-up, not counted), threads=" + threads.erase(0, 1) +
-      ", parallel backend workers=" + std::to_string(workers) +
-      " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
-      ", codecs=" + codecs.erase(0, 1) + "\n";
+  codecs.erase(0, 1);
+  threads.erase(0, 1);
+  report.Condition("runs", std::to_string(cfg.common.runs));
+  report.Condition("thread_counts", threads);
+  report.Condition("parallel_workers", std::to_string(workers));
+  report.Condition("batch", std::to_string(kMaxBatchSize));
+  report.Condition("codecs", codecs);
+  std::string text = "config: runs=" + std::to_string(cfg.common.runs) +
+                     " (+1 warm-up, not counted), threads=" + threads +
+                     ", parallel backend workers=" + std::to_string(workers) +
+                     " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
+                     ", codecs=" + codecs + "\n";
   for (std::size_t i = 0; i < corpora.size(); ++i) {
     text += "corpus: " + corpora[i].name() + " (" +
             std::to_string(corpora[i].size()) + " pages) from " + cfg.paths[i] +
             "\n";
   }
-  return text +
-         "MB/s = 10^6 bytes of uncompressed pages per second; median, min "
-         "and max over the runs; cv% = stddev/mean.\n"
-         "decompress = decompress + one 4096-byte copy (the load path's "
-         "limit).\n";
+  report.Line(text +
+              "MB/s = 10^6 bytes of uncompressed pages per second; median, "
+              "min and max over the runs; cv% = stddev/mean.\n"
+              "decompress = decompress + one 4096-byte copy (the load path's "
+              "limit).\n");
 }
 
 }  // namespace
@@ -207,9 +214,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
                                .pool = &pool,
                                .parallel_workers = workers};
   Report report(kCommand, machine);
-  report.Condition("runs", std::to_string(cfg.common.runs));
-  report.Condition("parallel_workers", std::to_string(workers));
-  report.Line(ConfigText(cfg, workers, corpora));
+  AddConfig(report, cfg, workers, corpora);
   std::vector<EngineCase> cases;
   Progress progress;
   for (const std::string& codec_name : cfg.codecs) {
