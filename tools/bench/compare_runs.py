@@ -20,7 +20,7 @@ medians are (median, 90th percentile and largest relative difference),
 then the five figures that disagree most (--all: every one), with both
 runs' median (min-max). Where the results record the conditions of their
 runs (the machine's cross-CPU round trip; bench engine's per-case
-"conditions"), it prints them too, and how many figures agree among the
+tables "CODEC CORPUS conditions"), it prints them too, and how many figures agree among the
 cases that ran in the same vCPU placement in both runs and among the
 others.
 Exit status: 0 (a report, agreeing or not); 2 bad usage or unreadable input.
@@ -37,6 +37,12 @@ import sys
 # the machine (cross_cpu_rtt_ns) and what an experiment measured of it
 # during its runs.
 CONDITION_KEYS = {"machine", "conditions"}
+
+
+def is_condition(key):
+    """A key whose figures are conditions: those above, and bench engine's
+    per-case tables "CODEC CORPUS conditions"."""
+    return key in CONDITION_KEYS or key.endswith(" conditions")
 
 # Integer fields that name a measurement (the others are results).
 ID_INTS = {"threads", "batch", "iodepth", "block_size", "cpus", "workers",
@@ -66,7 +72,7 @@ def triplets(node, path, out):
                 if all(isinstance(x, (int, float)) and not isinstance(x, bool)
                        for x in (v, lo, hi)):
                     out[path + (base,)] = (v, lo, hi)
-            elif isinstance(v, (dict, list)) and k not in CONDITION_KEYS:
+            elif isinstance(v, (dict, list)) and not is_condition(k):
                 triplets(v, path + (k,), out)
     elif isinstance(node, list):
         seen = {}
@@ -79,13 +85,33 @@ def triplets(node, path, out):
 
 
 def case_of(path):
-    """The (codec, corpus) a figure's path names, or None."""
+    """The (codec, corpus) a figure's path names, or None: a list item's
+    codec and corpus fields, or bench engine's table "CODEC CORPUS ..."."""
     for p in path:
         if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], tuple):
             d = dict(p[0])
             if "codec" in d and "corpus" in d:
                 return (d["codec"], d["corpus"])
+    if len(path) > 1 and path[0] == "tables" and isinstance(path[1], str):
+        words = path[1].split(" ")
+        if len(words) >= 2:
+            return (words[0], words[1])
     return None
+
+
+def case_conditions(doc):
+    """(codec, corpus) -> the object of its conditions: an item of a list
+    "conditions" with codec and corpus, or the row of bench engine's table
+    "CODEC CORPUS conditions"."""
+    c = {}
+    for item in doc.get("conditions", []) or []:
+        if isinstance(item, dict) and "codec" in item and "corpus" in item:
+            c[(item["codec"], item["corpus"])] = item
+    for name, rows in (doc.get("tables", {}) or {}).items():
+        words = name.split(" ")
+        if len(words) == 3 and words[2] == "conditions" and rows:
+            c[(words[0], words[1])] = rows[0]
+    return c
 
 
 def condition_lines(docs, common, bad):
@@ -98,13 +124,7 @@ def condition_lines(docs, common, bad):
     if all(isinstance(r, (int, float)) and r > 0 for r in rtts):
         lines.append(f"cross-CPU round trip at the start: {rtts[0]:.0f} vs "
                      f"{rtts[1]:.0f} ns")
-    conds = []
-    for d in docs:
-        c = {}
-        for item in d.get("conditions", []) or []:
-            if isinstance(item, dict) and "codec" in item and "corpus" in item:
-                c[(item["codec"], item["corpus"])] = item
-        conds.append(c)
+    conds = [case_conditions(d) for d in docs]
     cases = [k for k in conds[0] if k in conds[1]]
     if not cases:
         return lines

@@ -41,6 +41,34 @@ check "conditions are not compared, and split the count" \
   has "within 2x): 1 of 2; their figures agree 1 of 1, the others' 0 of 1"
 check "the total" has '^all: 1 of 2 medians agree (50.0%)'
 
+# The same in the one schema of tools/ztier/bench_report.h: bench engine's
+# per-case tables "CODEC CORPUS" and "CODEC CORPUS conditions".
+tables() {
+  mkdir -p "$1"
+  cat > "$1/bench-engine.json" <<J
+{"benchmark": "ztier bench engine", "machine": {"cross_cpu_rtt_ns": $2},
+ "conditions": {"runs": "5"},
+ "tables": {
+  "lz4 a": [{"op": "store", "threads": 1, "mb_s_median": $4,
+             "mb_s_min": $(($4 - 5)), "mb_s_max": $(($4 + 5))}],
+  "lz4 a conditions": [{"cross_cpu_rtt_ns_median": $2,
+                        "cross_cpu_rtt_ns_min": 1, "cross_cpu_rtt_ns_max": 900}],
+  "lz4 b": [{"op": "store", "threads": 1, "mb_s_median": 200,
+             "mb_s_min": 190, "mb_s_max": 210}],
+  "lz4 b conditions": [{"cross_cpu_rtt_ns_median": $3,
+                        "cross_cpu_rtt_ns_min": 1, "cross_cpu_rtt_ns_max": 900}]}}
+J
+}
+tables "$dir/t1" 55 60 100
+tables "$dir/t2" 320 58 150
+python3 "$compare" "$dir/t1" "$dir/t2" > "$dir/out"
+cat "$dir/out"
+check "tables: one of two figures agrees" has '^bench-engine: 1 of 2 medians agree'
+check "tables: the disagreeing figure is named" \
+  has 'tables / lz4 a / store 1 / mb_s: 100 (95-105) vs 150 (145-155)'
+check "tables: conditions are not compared, and split the count" \
+  has "within 2x): 1 of 2; their figures agree 1 of 1, the others' 0 of 1"
+
 status=0
 python3 "$compare" "$dir/one" >/dev/null 2>&1 || status=$?
 check "bad usage exits 2" test "$status" -eq 2

@@ -1,29 +1,15 @@
 // File: tools/ztier/bench_engine.cc
 //
 // `ztier bench engine` (see bench_engine.h): parses flags, finds and loads
-// the corpora, runs the alternating measurement loop of engine_measure.h,
-// and reports (bench_engine_report.h).
+// the corpora, runs the variants of engine_measure.h through RunVariants
+// (bench_harness.h), and reports (bench_engine_report.h).
 #include "bench_engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdio>
-#include <memory>
+#include <charconv>
 #include <optional>
-#include <string>
-#include <thread>
-#include <vector>
 
-#include "bench_engine_charts.h"
 #include "bench_engine_report.h"
-#include "bench_harness.h"
-#include "corpus/corpus.h"
-#include "engine_measure.h"
-#include "flags.h"
-#include "machine_info.h"
-#include "plot.h"
-#include "progress.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
 #include "ztier/worker_pool.h"
@@ -51,27 +37,21 @@ Result<std::vector<std::string>> FindCorpora(
   return paths;
 }
 
-// The default thread counts: 1, 2, 4, ... up to `cores`, and `cores`.
-std::vector<std::size_t> DefaultThreadCounts(std::size_t cores) {
-  std::vector<std::size_t> counts;
-  for (std::size_t n = 1; n < cores; n *= 2) counts.push_back(n);
-  counts.push_back(std::max<std::size_t>(1, cores));
-  return counts;
-}
-
 // --threads "1,2,4" -> {1, 2, 4}: each in [1, 1024], sorted, each once, and
-// 1 always (the batch variants and the ideal line start from it).
-Result<std::vector<std::size_t>> ParseThreadCounts(
-    const std::vector<std::string>& items) {
+// 1 always (the batch variants and the ideal line start from it). None
+// given: 1, 2, 4, ... up to `cores`, and `cores`.
+Result<std::vector<std::size_t>> ThreadCounts(
+    const std::vector<std::string>& items, std::size_t cores) {
   std::vector<std::size_t> counts = {1};
+  for (std::size_t n = 2; items.empty() && n < cores; n *= 2) {
+    counts.push_back(n);
+  }
+  if (items.empty()) counts.push_back(std::max<std::size_t>(1, cores));
   for (const std::string& item : items) {
     std::size_t n = 0;
-    bool ok = !item.empty() && item.size() <= 4;
-    for (char c : item) {
-      ok = ok && c >= '0' && c <= '9';
-      if (ok) n = n * 10 + static_cast<std::size_t>(c - '0');
-    }
-    if (!ok || n < 1 || n > 1024) {
+    const char* end = item.data() + item.size();
+    if (std::from_chars(item.data(), end, n).ptr != end || item.empty() ||
+        n < 1 || n > 1024) {
       return Err(Status::InvalidArgument(
           "--threads " + item +
           ": each thread count must be a number from 1 to 1024"));
@@ -93,16 +73,20 @@ constexpr const char kAbout[] =
     "codec and store throughput (MB/s of uncompressed pages) and "
     "memory use, per codec and corpus.";
 
-// The command line into *cfg and *paths (the corpus files); the exit status
-// when it is bad (2), names no corpus (1), or asked for --help (0).
+struct Config {
+  BenchFlags common;
+  std::vector<std::size_t> thread_counts;  // ascending, 1 first
+  std::vector<std::string> codecs;
+  std::vector<std::string> paths;  // corpus files
+};
+
+// The command line into *cfg; the exit status when it is bad (2), names no
+// corpus (1), or asked for --help (0).
 std::optional<int> ParseFlags(std::span<const std::string_view> args,
-                              unsigned cores, BenchConfig* cfg,
-                              std::string* plot_dir,
-                              std::vector<std::string>* paths) {
+                              unsigned cores, Config* cfg) {
   std::vector<std::string> corpus_files;
   std::string corpus_dir = kDefaultCorpusDir;
   std::vector<std::string> codec_flags;
-  std::int64_t runs = 5;
   std::vector<std::string> thread_flags;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddList("corpus", &corpus_files, "FILE",
@@ -111,26 +95,18 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   flags.AddList("codec", &codec_flags, "NAME",
                 "codec to measure; repeatable, or a comma list (default: "
                 "every registered codec)");
-  flags.AddInt("runs", &runs, "N",
-               "measured runs per codec and corpus, after one warm-up run "
-               "(default 5)",
-               1, 1000);
   flags.AddList("threads", &thread_flags, "N,N,...",
                 "thread counts for the batch-1 (and batch-8 serial) "
                 "variants, a comma list; 1 is always measured (default: 1, "
                 "2, 4, ... up to the online cores, and the online cores)");
-  AddJsonFlag(flags, &cfg->json_path);
-  AddPlotFlag(flags, plot_dir);
+  cfg->common.runs = 5;
+  AddBenchFlags(flags, &cfg->common);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  if (thread_flags.empty()) {
-    cfg->thread_counts = DefaultThreadCounts(cores);
-  } else {
-    auto counts = ParseThreadCounts(thread_flags);
-    if (!counts.has_value()) {
-      return ReportUsageError(kCommand, counts.error().message());
-    }
-    cfg->thread_counts = std::move(*counts);
+  auto counts = ThreadCounts(thread_flags, cores);
+  if (!counts.has_value()) {
+    return ReportUsageError(kCommand, counts.error().message());
   }
+  cfg->thread_counts = std::move(*counts);
   // Codecs: as given (deduplicated, in order), else every registered one.
   if (codec_flags.empty()) {
     const std::vector<std::string_view> known = CodecNames();
@@ -139,89 +115,107 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   if (Status s = AddCodecs(codec_flags, &cfg->codecs); !s.ok()) {
     return ReportUsageError(kCommand, s.message());
   }
-  cfg->runs = static_cast<std::size_t>(runs);
-  // "threads - 1" helpers plus the caller (by default the cores, as the
-  // store's parallel backend defaults to); at least one so that "parallel"
-  // differs from "serial".
-  cfg->parallel_workers =
-      std::max<std::size_t>(1, cfg->thread_counts.back() - 1);
   auto found = FindCorpora(flags, corpus_files, corpus_dir);
   if (!found.has_value())
     return ReportFailure(kCommand, found.error().message());
-  *paths = std::move(*found);
+  cfg->paths = std::move(*found);
   return std::nullopt;
 }
 
-// "store+load threads=1 batch=8 serial": what the progress line shows of
-// variant `v`.
-std::string VariantLabel(const EngineVariant& v) {
-  return std::string(BenchPathName(v.path)) + " " +
-         (v.path == BenchPath::kStore ? std::string("store+load")
-                                      : std::string(BenchOpName(v.op))) +
-         " threads=" + std::to_string(v.threads) +
-         " batch=" + std::to_string(v.batch) + " " +
-         std::string(BatchBackendName(v.backend));
+// One codec on one corpus: RunVariants over its variants, with the
+// machine's conditions probed once in every measured run, then the sizes.
+Status MeasureCase(const Config& cfg, const MeasureOptions& options,
+                   std::shared_ptr<const Codec> codec,
+                   const corpus::PageSet& set, Progress& progress,
+                   EngineCase* c) {
+  const std::string label = "[" + c->codec + " " + set.name() + "]";
+  progress.Update(label + " preparing");
+  ZT_ASSIGN_OR_RETURN(auto measurer,
+                      EngineMeasurer::Create(std::move(codec), set, options));
+  std::vector<Variant> variants;
+  for (const EngineVariant& v : c->variants) {
+    variants.push_back(
+        {VariantName(v), [&, v](std::size_t, Samples& out) -> Status {
+           std::vector<OpSample> s;
+           ZT_RETURN_IF_ERROR(measurer->Measure(v, &s));
+           for (const OpSample& o : s) {
+             out.Add(BenchOpName(o.op), o.mb_s);
+           }
+           return Status::Ok();
+         }});
+  }
+  variants.push_back({"conditions", [&](std::size_t run, Samples&) -> Status {
+                        if (run == 0) return Status::Ok();
+                        c->cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
+                        for (double us :
+                             FreshMemoryPopulateUs(kPopulateProbeBytes)) {
+                          c->populate_2mib_us.push_back(us);
+                        }
+                        return Status::Ok();
+                      }});
+  const RunPlan plan{.runs = static_cast<std::size_t>(cfg.common.runs),
+                     .label = label};
+  ZT_ASSIGN_OR_RETURN(c->m, RunVariants(plan, variants, progress));
+  progress.Update(label + " sizes");
+  ZT_ASSIGN_OR_RETURN(c->sizes, measurer->MeasureSizes());
+  return Status::Ok();
 }
 
-// One codec on one corpus: a warm-up run and cfg.runs measured runs of
-// every variant, in turn, then the sizes.
-Status MeasureCase(const BenchConfig& cfg, std::shared_ptr<const Codec> codec,
-                   const corpus::PageSet& set,
-                   const std::vector<EngineVariant>& variants, WorkerPool& pool,
-                   Progress& progress, CaseResult* result) {
-  const std::string label = "[" + result->codec + " " + set.name() + "] ";
-  progress.Update(label + "preparing");
-  ZT_ASSIGN_OR_RETURN(
-      auto measurer,
-      EngineMeasurer::Create(std::move(codec), set,
-                             {.all_threads = cfg.thread_counts.back(),
-                              .pool = &pool,
-                              .parallel_workers = cfg.parallel_workers}));
-  std::vector<OpSample> samples;
-  for (std::size_t run = 0; run <= cfg.runs; ++run) {
-    for (const EngineVariant& v : variants) {
-      progress.Update(label + RunLabel(run, cfg.runs) + ": " + VariantLabel(v));
-      samples.clear();
-      ZT_RETURN_IF_ERROR(measurer->Measure(v, &samples));
-      if (run > 0) AddSamples(v, samples, result);
-    }
-    if (run > 0) {
-      result->cross_cpu_rtt_ns.push_back(CrossCpuRoundTripNs());
-      for (double us : FreshMemoryPopulateUs(kPopulateProbeBytes)) {
-        result->populate_2mib_us.push_back(us);
-      }
-    }
+// The configuration: the report's conditions, and its lines ("config:
+// runs=5 (+1 warm-up) ...", the corpus lines).
+void AddConfig(Report& report, const Config& cfg, std::size_t workers,
+               const std::vector<corpus::PageSet>& corpora) {
+  std::string codecs, threads;
+  for (const std::string& c : cfg.codecs) codecs += "," + c;
+  for (std::size_t n : cfg.thread_counts) threads += "," + std::to_string(n);
+  codecs.erase(0, 1);
+  threads.erase(0, 1);
+  report.Condition("runs", std::to_string(cfg.common.runs));
+  report.Condition("thread_counts", threads);
+  report.Condition("parallel_workers", std::to_string(workers));
+  report.Condition("batch", std::to_string(kMaxBatchSize));
+  report.Condition("codecs", codecs);
+  std::string text = "config: runs=" + std::to_string(cfg.common.runs) +
+                     " (+1 warm-up, not counted), threads=" + threads +
+                     ", parallel backend workers=" + std::to_string(workers) +
+                     " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
+                     ", codecs=" + codecs + "\n";
+  for (std::size_t i = 0; i < corpora.size(); ++i) {
+    text += "corpus: " + corpora[i].name() + " (" +
+            std::to_string(corpora[i].size()) + " pages) from " + cfg.paths[i] +
+            "\n";
   }
-  progress.Update(label + "sizes");
-  ZT_ASSIGN_OR_RETURN(result->sizes, measurer->MeasureSizes());
-  return Status::Ok();
+  report.Line(text +
+              "MB/s = 10^6 bytes of uncompressed pages per second; median, "
+              "min and max over the runs; cv% = stddev/mean.\n"
+              "decompress = decompress + one 4096-byte copy (the load path's "
+              "limit).\n");
 }
 
 }  // namespace
 
 int RunBenchEngine(std::span<const std::string_view> args) {
   const MachineInfo machine = GetMachineInfo();
-  BenchConfig cfg;
-  std::string plot_dir;
-  std::vector<std::string> paths;
-  if (auto rc = ParseFlags(args, machine.cores, &cfg, &plot_dir, &paths)) {
-    return *rc;
-  }
+  Config cfg;
+  if (auto rc = ParseFlags(args, machine.cores, &cfg)) return *rc;
   std::vector<corpus::PageSet> corpora;
-  for (const std::string& path : paths) {
+  for (const std::string& path : cfg.paths) {
     auto set = LoadCorpus(path);
     if (!set.has_value()) return ReportFailure(kCommand, set.error().message());
-    cfg.corpora.push_back({set->name(), path, set->size()});
     corpora.push_back(std::move(*set));
   }
-
-  std::printf("%s\n%s\n", MachineLine(machine).c_str(),
-              ConfigText(cfg).c_str());
-  std::fflush(stdout);
-  ChartWriter charts(kCommand, plot_dir);
-  WorkerPool pool(cfg.parallel_workers);
-  const std::vector<EngineVariant> variants = StandardVariants(cfg.thread_counts);
-  std::vector<CaseResult> results;
+  // "threads - 1" helpers plus the caller (by default the cores, as the
+  // store's parallel backend defaults to); at least one so that "parallel"
+  // differs from "serial".
+  const std::size_t workers =
+      std::max<std::size_t>(1, cfg.thread_counts.back() - 1);
+  WorkerPool pool(workers);
+  const MeasureOptions options{.all_threads = cfg.thread_counts.back(),
+                               .pool = &pool,
+                               .parallel_workers = workers};
+  Report report(kCommand, machine);
+  AddConfig(report, cfg, workers, corpora);
+  std::vector<EngineCase> cases;
   Progress progress;
   for (const std::string& codec_name : cfg.codecs) {
     auto codec = MakeCodec(codec_name);
@@ -230,31 +224,23 @@ int RunBenchEngine(std::span<const std::string_view> args) {
           kCommand, "codec " + codec_name + ": " + codec.error().ToString());
     }
     for (const corpus::PageSet& set : corpora) {
-      CaseResult result = NewCaseResult(codec_name, set, variants);
-      const Status s =
-          MeasureCase(cfg, *codec, set, variants, pool, progress, &result);
+      EngineCase& c = cases.emplace_back();
+      c.codec = codec_name;
+      c.corpus = set.name();
+      c.pages = set.size();
+      c.variants = StandardVariants(cfg.thread_counts);
+      const Status s = MeasureCase(cfg, options, *codec, set, progress, &c);
       progress.Clear();
       if (!s.ok()) {
         return ReportFailure(kCommand, "FATAL: codec " + codec_name +
                                            ", corpus " + set.name() + ": " +
                                            s.ToString());
       }
-      std::printf("\n%s", CaseTable(result).c_str());
-      if (const std::string scaling = ScalingTable(result); !scaling.empty()) {
-        std::printf("\n%s", scaling.c_str());
-      }
-      std::fflush(stdout);
-      results.push_back(std::move(result));
+      AddCase(report, c, &set == &corpora.front(), cfg.common.runs);
     }
   }
-
-  std::printf("\n%s\n%s", SizeTable(results).c_str(),
-              DerivedTable(results).c_str());
-  std::fflush(stdout);
-  const int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
-    return WriteJson(p, machine, cfg, results);
-  });
-  return rc != 0 ? rc : charts.Write(EngineCharts(cfg, results)) ? 0 : 1;
+  AddSummary(report, cases);
+  return report.Finish(kCommand, cfg.common);
 }
 
 }  // namespace ztier::tool

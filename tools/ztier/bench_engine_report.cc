@@ -1,433 +1,259 @@
 // File: tools/ztier/bench_engine_report.cc
 //
-// Tables and JSON for `ztier bench engine` (bench_engine_report.h).
+// Tables and charts of `ztier bench engine` (bench_engine_report.h).
 #include "bench_engine_report.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <limits>
+#include <iterator>
 #include <tuple>
 
 #include "bench_stats.h"
+#include "plot.h"
 
 namespace ztier::tool {
 namespace {
 
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr BatchBackend kSer = BatchBackend::kSerial;
+constexpr BatchBackend kPar = BatchBackend::kParallel;
 
-auto SortKey(const EngineVariant& v) {
-  return std::make_tuple(static_cast<int>(v.path), static_cast<int>(v.op),
-                         v.threads, v.batch, static_cast<int>(v.backend));
+// A row of the tables: `op` is the figure (store variants give three).
+using Key = EngineVariant;
+
+std::vector<double> Of(const EngineCase& c, const Key& k) {
+  Key v = k;
+  if (v.path == BenchPath::kStore) v.op = BenchOp::kStore;
+  return c.m.Of(VariantName(v), BenchOpName(k.op));
 }
 
-bool SameSeries(const EngineVariant& a, const EngineVariant& b) {
-  return SortKey(a) == SortKey(b);
+std::vector<double> Of(const EngineCase& c, BenchPath p, BenchOp op,
+                       std::size_t threads, std::size_t batch = 1,
+                       BatchBackend b = kSer) {
+  return Of(c, {p, op, threads, batch, b});
 }
 
-const Series* FindSeries(const CaseResult& r, BenchPath path, BenchOp op,
-                         std::size_t threads, std::size_t batch,
-                         BatchBackend backend) {
-  const EngineVariant want{path, op, threads, batch, backend};
-  for (const Series& s : r.series) {
-    if (SameSeries(s.variant, want)) return &s;
+double Median(const std::vector<double>& s) { return Summarize(s).median; }
+
+std::string OpTitle(const Key& k) {
+  return std::string(BenchPathName(k.path)) + " " +
+         std::string(BenchOpName(k.op));
+}
+
+// The batch-1 serial lines of the scaling table and chart.
+constexpr Key kLines[] = {{BenchPath::kCodec, BenchOp::kCompress},
+                          {BenchPath::kCodec, BenchOp::kDecompress},
+                          {BenchPath::kStore, BenchOp::kStore},
+                          {BenchPath::kStore, BenchOp::kLoad},
+                          {BenchPath::kStore, BenchOp::kOverwrite}};
+
+// Thread counts above 1 that the case measured, ascending.
+std::vector<std::size_t> Counts(const EngineCase& c) {
+  std::vector<std::size_t> n = {1};
+  for (const EngineVariant& v : c.variants) {
+    if (v.threads > 1 && v.op == BenchOp::kCompress && v.batch == 1) {
+      n.push_back(v.threads);
+    }
   }
-  return nullptr;
+  return n;
 }
 
-// The batch-1 serial series of the scaling table, in print order.
-struct ScalingOp {
-  BenchPath path;
-  BenchOp op;
-};
-constexpr ScalingOp kScalingOps[] = {
-    {BenchPath::kCodec, BenchOp::kCompress},
-    {BenchPath::kCodec, BenchOp::kDecompress},
-    {BenchPath::kStore, BenchOp::kStore},
-    {BenchPath::kStore, BenchOp::kLoad},
-    {BenchPath::kStore, BenchOp::kOverwrite},
-};
-
-double Median(const Series* s) {
-  if (s == nullptr || s->samples.empty()) return kNaN;
-  return Summarize(s->samples).median;
+void AddThroughput(Report& report, const EngineCase& c) {
+  std::vector<Key> rows;
+  for (const EngineVariant& v : c.variants) {
+    if (v.path == BenchPath::kCodec) rows.push_back(v);
+    for (BenchOp op : {BenchOp::kStore, BenchOp::kLoad, BenchOp::kOverwrite}) {
+      if (v.path == BenchPath::kStore)
+        rows.push_back({v.path, op, v.threads, v.batch, v.backend});
+    }
+  }
+  auto order = [](const Key& v) {
+    return std::make_tuple(v.path, v.op, v.threads, v.batch, v.backend);
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Key& a, const Key& b) {
+    return order(a) < order(b);
+  });
+  Table& t = report.AddTable(c.codec + " " + c.corpus,
+                             c.codec + " / " + c.corpus + " (" +
+                                 std::to_string(c.pages) + " pages), MB/s");
+  for (const Key& k : rows) {
+    t.AddRow()
+        .Text("path", std::string(BenchPathName(k.path)))
+        .Text("op", std::string(BenchOpName(k.op)))
+        .Int("threads", static_cast<std::int64_t>(k.threads))
+        .Int("batch", static_cast<std::int64_t>(k.batch))
+        .Text("backend", std::string(BatchBackendName(k.backend)))
+        .Figure("MB/s", Of(c, k), 1, kRange | kCv);
+  }
 }
 
-std::string Fixed(double v, int decimals) {
-  return std::isfinite(v) ? FormatDouble(v, decimals) : "-";
+void AddScaling(Report& report, const EngineCase& c) {
+  Table& t = report.AddTable(
+      c.codec + " " + c.corpus + " scaling",
+      c.codec + " / " + c.corpus +
+          ": throughput against threads (batch 1, serial), MB/s; ideal = "
+          "threads x the 1-thread median");
+  for (const Key& line : kLines) {
+    const double one = Median(Of(c, line.path, line.op, 1));
+    for (std::size_t n : Counts(c)) {
+      const double ideal = one * static_cast<double>(n);
+      const std::vector<double> s = Of(c, line.path, line.op, n);
+      t.AddRow()
+          .Text("path", std::string(BenchPathName(line.path)))
+          .Text("op", std::string(BenchOpName(line.op)))
+          .Int("threads", static_cast<std::int64_t>(n))
+          .Figure("MB/s", s, 1, kRange | kCv)
+          .Number("ideal", ideal, 1)
+          .Text("of ideal", FormatDouble(100.0 * Median(s) / ideal, 0) + "%");
+    }
+  }
 }
 
-std::string MiB(std::uint64_t bytes) {
-  return FormatDouble(static_cast<double>(bytes) / (1024.0 * 1024.0), 2);
+void AddConditions(Report& report, const EngineCase& c) {
+  std::vector<double> steps = c.populate_2mib_us;
+  Table& t = report.AddTable(
+      c.codec + " " + c.corpus + " conditions",
+      c.codec + " / " + c.corpus + ": the machine after each run");
+  t.AddRow()
+      .Figure("cross-CPU rtt ns", c.cross_cpu_rtt_ns, 0)
+      .Int("2 MiB steps", static_cast<std::int64_t>(steps.size()))
+      .Figure("fresh 2 MiB us", steps, 0)
+      .Number("fresh p90", steps.empty() ? 0 : Percentile(steps, 0.9), 0);
+}
+
+Chart ThreadsChart(const EngineCase& c, std::size_t runs) {
+  Chart chart{.name = "engine-threads-" + c.codec,
+              .title = c.codec + " on " + c.corpus +
+                       ": throughput against threads (batch 1, serial; " +
+                       MedianOfRuns(runs) + ")",
+              .x_label = "threads",
+              .y_label = "throughput (MB/s of uncompressed pages)"};
+  const std::vector<std::size_t> counts = Counts(c);
+  chart.log_x = counts.back() >= 4;
+  for (std::size_t n : counts) {
+    chart.x_tics.push_back({static_cast<double>(n), std::to_string(n)});
+  }
+  // The measured lines first, then each one's ideal, dashed, in its colour.
+  std::vector<PlotSeries> ideals;
+  for (int i = 0; i < 4; ++i) {
+    const Key& k = kLines[i];
+    PlotSeries line{.title = OpTitle(k), .color = i + 1};
+    PlotSeries ideal{.title = "ideal: " + OpTitle(k) + " x threads",
+                     .dashed = true,
+                     .color = i + 1};
+    const std::vector<double> one = Of(c, k.path, k.op, 1);
+    for (std::size_t n : counts) {
+      const std::vector<double> s = Of(c, k.path, k.op, n);
+      if (s.empty() || one.empty()) continue;
+      const double x = static_cast<double>(n);
+      line.points.push_back(SpreadPoint(x, s));
+      ideal.points.push_back({x, Median(one) * x});
+    }
+    chart.series.push_back(std::move(line));
+    ideals.push_back(std::move(ideal));
+  }
+  for (PlotSeries& s : ideals) chart.series.push_back(std::move(s));
+  return chart;
+}
+
+Chart BatchChart(const EngineCase& c, std::size_t runs) {
+  Chart chart{.name = "engine-batch-" + c.codec,
+              .title = c.codec + " on " + c.corpus +
+                       ": throughput against batch size and backend (1 "
+                       "thread; " +
+                       MedianOfRuns(runs) + ")",
+              .x_label = "batch size (pages) and batch backend",
+              .y_label = "throughput (MB/s of uncompressed pages)",
+              .style = PlotStyle::kBars};
+  const std::pair<std::size_t, BatchBackend> columns[] = {
+      {1, kSer}, {kMaxBatchSize, kSer}, {kMaxBatchSize, kPar}};
+  for (std::size_t i = 0; i < std::size(columns); ++i) {
+    chart.x_tics.push_back(
+        {static_cast<double>(i),
+         "batch " + std::to_string(columns[i].first) + ", " +
+             std::string(BatchBackendName(columns[i].second))});
+  }
+  for (const Key& k : kLines) {
+    PlotSeries bars{.title = OpTitle(k)};
+    for (std::size_t i = 0; i < std::size(columns); ++i) {
+      const std::vector<double> s =
+          Of(c, k.path, k.op, 1, columns[i].first, columns[i].second);
+      if (!s.empty()) bars.points.push_back(SpreadPoint(i, s));
+    }
+    chart.series.push_back(std::move(bars));
+  }
+  return chart;
 }
 
 }  // namespace
 
-CaseResult NewCaseResult(const std::string& codec,
-                         const corpus::PageSet& corpus,
-                         const std::vector<EngineVariant>& variants) {
-  CaseResult r;
-  r.codec = codec;
-  r.corpus = corpus.name();
-  r.pages = corpus.size();
-  for (const EngineVariant& v : variants) {
-    if (v.path == BenchPath::kCodec) {
-      r.series.push_back({v, {}});
-    } else {
-      EngineVariant store = v;
-      store.op = BenchOp::kStore;
-      EngineVariant load = v;
-      load.op = BenchOp::kLoad;
-      EngineVariant overwrite = v;
-      overwrite.op = BenchOp::kOverwrite;
-      r.series.push_back({store, {}});
-      r.series.push_back({load, {}});
-      r.series.push_back({overwrite, {}});
-    }
-  }
-  std::stable_sort(r.series.begin(), r.series.end(),
-                   [](const Series& a, const Series& b) {
-                     return SortKey(a.variant) < SortKey(b.variant);
-                   });
-  return r;
+void AddCase(Report& report, const EngineCase& c, bool charts,
+             std::size_t runs) {
+  AddThroughput(report, c);
+  if (Counts(c).size() > 1) AddScaling(report, c);
+  AddConditions(report, c);
+  if (!charts) return;
+  if (Counts(c).size() > 1) report.AddChart(ThreadsChart(c, runs));
+  report.AddChart(BatchChart(c, runs));
 }
 
-void AddSamples(const EngineVariant& v, const std::vector<OpSample>& samples,
-                CaseResult* result) {
-  for (const OpSample& s : samples) {
-    EngineVariant key = v;
-    key.op = s.op;
-    for (Series& series : result->series) {
-      if (SameSeries(series.variant, key)) series.samples.push_back(s.mb_s);
-    }
+void AddSummary(Report& report, std::span<const EngineCase> cases) {
+  Table& sizes = report.AddTable(
+      "sizes",
+      "sizes (threads=1 batch=1 store; after_compact: a random half "
+      "discarded, then Compact())");
+  const auto mib = [](std::uint64_t b) { return b / 1048576.0; };
+  for (const EngineCase& c : cases) {
+    const SizeFigures& f = c.sizes;
+    sizes.AddRow()
+        .Text("codec", c.codec)
+        .Text("corpus", c.corpus)
+        .Number("ratio", f.ratio, 3)
+        .Number("compr_MiB", mib(f.compressed_bytes), 2)
+        .Number("mem_used_MiB", mib(f.mem_used_total), 2)
+        .Number("mem/compr", f.mem_used_total_over_compressed, 3)
+        .Number("meta_B/page", f.metadata_bytes_per_page, 1)
+        .Int("huge", static_cast<std::int64_t>(f.huge_pages))
+        .Int("same", static_cast<std::int64_t>(f.same_pages))
+        .Number("after_compact_MiB", mib(f.mem_used_total_after_compact), 2)
+        .Number("after/compr", f.mem_used_total_after_compact_over_compressed,
+                3)
+        .Int("pages_compacted", static_cast<std::int64_t>(f.pages_compacted));
   }
-}
-
-std::vector<Derived> DeriveRatios(const CaseResult& r) {
+  Table& d = report.AddTable(
+      "derived",
+      "derived ratios of medians (same run; targets: store/compress lz4 >= "
+      "0.85, load/(decompress+copy) >= 0.80, batch8 par/ser lz4 anon-cc1plus "
+      ">= 1.6 on 2 cores)");
   using P = BenchPath;
   using O = BenchOp;
-  const BatchBackend kSer = BatchBackend::kSerial;
-  const BatchBackend kPar = BatchBackend::kParallel;
-  const std::size_t kB = kMaxBatchSize;
-  std::vector<Derived> d;
-  const double store = Median(FindSeries(r, P::kStore, O::kStore, 1, 1, kSer));
-  const double compress =
-      Median(FindSeries(r, P::kCodec, O::kCompress, 1, 1, kSer));
-  const double load = Median(FindSeries(r, P::kStore, O::kLoad, 1, 1, kSer));
-  const double overwrite =
-      Median(FindSeries(r, P::kStore, O::kOverwrite, 1, 1, kSer));
-  const double decompress =
-      Median(FindSeries(r, P::kCodec, O::kDecompress, 1, 1, kSer));
-  const double par = Median(FindSeries(r, P::kStore, O::kStore, 1, kB, kPar));
-  const double ser = Median(FindSeries(r, P::kStore, O::kStore, 1, kB, kSer));
-  d.push_back({"store/compress", store / compress,
-               r.codec == "lz4" ? std::optional<double>(0.85) : std::nullopt});
-  d.push_back({"overwrite/compress", overwrite / compress,
-               r.codec == "lz4" ? std::optional<double>(0.85) : std::nullopt});
-  d.push_back({"load/(decompress+copy)", load / decompress, 0.80});
-  const bool cc1plus = r.corpus.starts_with("anon-cc1plus");
-  d.push_back({"batch8 store parallel/serial", par / ser,
-               r.codec == "lz4" && cc1plus ? std::optional<double>(1.6)
-                                           : std::nullopt});
-  return d;
-}
-
-std::string ConfigText(const BenchConfig& cfg) {
-  std::string codecs;
-  for (const std::string& c : cfg.codecs) {
-    codecs += (codecs.empty() ? "" : ",") + c;
-  }
-  std::string threads;
-  for (std::size_t n : cfg.thread_counts) {
-    threads += (threads.empty() ? "" : ",") + std::to_string(n);
-  }
-  std::string text =
-      "config: runs=" + std::to_string(cfg.runs) +
-      " (+1 warm-up, not counted), threads=" + threads +
-      ", parallel backend workers=" + std::to_string(cfg.parallel_workers) +
-      " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
-      ", codecs=" + codecs + "\n";
-  for (const BenchConfig::Corpus& c : cfg.corpora) {
-    text += "corpus: " + c.name + " (" + std::to_string(c.pages) +
-            " pages) from " + c.path + "\n";
-  }
-  text +=
-      "MB/s = 10^6 bytes of uncompressed pages per second; median, min and "
-      "max over the runs; cv% = stddev/mean.\n"
-      "decompress = decompress + one 4096-byte copy (the load path's "
-      "limit).";
-  return text;
-}
-
-std::string CaseTable(const CaseResult& r) {
-  TextTable t(
-      {"path", "op", "threads", "batch", "backend", "median", "min", "max",
-       "cv%"},
-      {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight, Align::kLeft,
-       Align::kRight, Align::kRight, Align::kRight, Align::kRight});
-  for (const Series& s : r.series) {
-    const SampleStats st = Summarize(s.samples);
-    t.AddRow({std::string(BenchPathName(s.variant.path)),
-              std::string(BenchOpName(s.variant.op)),
-              std::to_string(s.variant.threads),
-              std::to_string(s.variant.batch),
-              std::string(BatchBackendName(s.variant.backend)),
-              FormatDouble(st.median, 1), FormatDouble(st.min, 1),
-              FormatDouble(st.max, 1), FormatDouble(st.cv_percent, 1)});
-  }
-  // What the runs saw of the machine; median and max as in the JSON.
-  std::string conditions;
-  if (!r.cross_cpu_rtt_ns.empty()) {
-    const SampleStats st = Summarize(r.cross_cpu_rtt_ns);
-    conditions = "cross-CPU round trip after each run, ns: median " +
-                 FormatDouble(st.median, 0) + ", min " +
-                 FormatDouble(st.min, 0) + ", max " + FormatDouble(st.max, 0) +
-                 "\n";
-  }
-  if (!r.populate_2mib_us.empty()) {
-    const SampleStats st = Summarize(r.populate_2mib_us);
-    std::vector<double> sorted = r.populate_2mib_us;
-    std::sort(sorted.begin(), sorted.end());
-    // Nearest rank: the smallest value with 90% of the steps at or below.
-    const std::size_t rank = (sorted.size() * 9 + 9) / 10;
-    conditions += "fresh memory after each run, us per 2 MiB populated (" +
-                  std::to_string(st.n) + "): median " +
-                  FormatDouble(st.median, 0) + ", p90 " +
-                  FormatDouble(sorted[rank - 1], 0) + ", max " +
-                  FormatDouble(st.max, 0) + "\n";
-  }
-  return "== " + r.codec + " / " + r.corpus + " (" + std::to_string(r.pages) +
-         " pages), MB/s ==\n" + t.Render() + conditions;
-}
-
-const Series* FindCaseSeries(const CaseResult& r, BenchPath path, BenchOp op,
-                             std::size_t threads, std::size_t batch,
-                             BatchBackend backend) {
-  const Series* s = FindSeries(r, path, op, threads, batch, backend);
-  return s != nullptr && !s->samples.empty() ? s : nullptr;
-}
-
-std::string ScalingTable(const CaseResult& r) {
-  std::vector<std::size_t> counts;
-  for (const Series& s : r.series) {
-    if (s.variant.batch == 1 && s.variant.threads > 1 && !s.samples.empty()) {
-      counts.push_back(s.variant.threads);
-    }
-  }
-  if (counts.empty()) return "";
-  counts.push_back(1);
-  std::sort(counts.begin(), counts.end());
-  counts.erase(std::unique(counts.begin(), counts.end()), counts.end());
-  TextTable t({"path", "op", "threads", "median", "min", "max", "cv%", "ideal",
-               "of ideal"},
-              {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight,
-               Align::kRight, Align::kRight, Align::kRight, Align::kRight,
-               Align::kRight});
-  const BatchBackend kSer = BatchBackend::kSerial;
-  for (const ScalingOp& o : kScalingOps) {
-    const double one = Median(FindCaseSeries(r, o.path, o.op, 1, 1, kSer));
-    for (std::size_t n : counts) {
-      const Series* s = FindCaseSeries(r, o.path, o.op, n, 1, kSer);
-      if (s == nullptr) continue;
-      const SampleStats st = Summarize(s->samples);
-      const double ideal = one * static_cast<double>(n);
-      t.AddRow({std::string(BenchPathName(o.path)),
-                std::string(BenchOpName(o.op)), std::to_string(n),
-                FormatDouble(st.median, 1), FormatDouble(st.min, 1),
-                FormatDouble(st.max, 1), FormatDouble(st.cv_percent, 1),
-                Fixed(ideal, 1),
-                std::isfinite(ideal) && ideal > 0
-                    ? FormatDouble(100.0 * st.median / ideal, 0) + "%"
-                    : "-"});
-    }
-  }
-  return "== " + r.codec + " / " + r.corpus +
-         ": throughput against threads (batch 1, serial), MB/s; ideal = "
-         "threads x the 1-thread median ==\n" +
-         t.Render();
-}
-
-std::string SizeTable(const std::vector<CaseResult>& results) {
-  TextTable t({"codec", "corpus", "ratio", "compr_MiB", "mem_used_MiB",
-               "mem/compr", "meta_B/page", "huge", "same", "after_compact_MiB",
-               "after/compr", "pages_compacted"},
-              {Align::kLeft, Align::kLeft, Align::kRight, Align::kRight,
-               Align::kRight, Align::kRight, Align::kRight, Align::kRight,
-               Align::kRight, Align::kRight, Align::kRight, Align::kRight});
-  for (const CaseResult& r : results) {
-    const SizeFigures& f = r.sizes;
-    t.AddRow({r.codec, r.corpus, Fixed(f.ratio, 3), MiB(f.compressed_bytes),
-              MiB(f.mem_used_total), Fixed(f.mem_used_total_over_compressed, 3),
-              Fixed(f.metadata_bytes_per_page, 1), std::to_string(f.huge_pages),
-              std::to_string(f.same_pages), MiB(f.mem_used_total_after_compact),
-              Fixed(f.mem_used_total_after_compact_over_compressed, 3),
-              std::to_string(f.pages_compacted)});
-  }
-  return "== sizes (threads=1 batch=1 store; after_compact: a random half "
-         "discarded, then Compact()) ==\n" +
-         t.Render();
-}
-
-std::string DerivedTable(const std::vector<CaseResult>& results) {
-  TextTable t({"codec", "corpus", "ratio", "value", "target", "met"},
-              {Align::kLeft, Align::kLeft, Align::kLeft, Align::kRight,
-               Align::kRight, Align::kLeft});
-  for (const CaseResult& r : results) {
-    for (const Derived& d : DeriveRatios(r)) {
-      std::string met = "";
-      if (d.target.has_value()) {
-        met = !std::isfinite(d.value) ? "?"
-              : d.value >= *d.target  ? "yes"
-                                      : "NO";
+  for (const EngineCase& c : cases) {
+    const double compress = Median(Of(c, P::kCodec, O::kCompress, 1));
+    const double lz4 = c.codec == "lz4" ? 0.85 : 0;
+    const double cc1 = lz4 && c.corpus.starts_with("anon-cc1plus") ? 1.6 : 0;
+    const std::tuple<const char*, double, double> ratios[] = {
+        {"store/compress", Median(Of(c, P::kStore, O::kStore, 1)) / compress,
+         lz4},
+        {"overwrite/compress",
+         Median(Of(c, P::kStore, O::kOverwrite, 1)) / compress, lz4},
+        {"load/(decompress+copy)",
+         Median(Of(c, P::kStore, O::kLoad, 1)) /
+             Median(Of(c, P::kCodec, O::kDecompress, 1)),
+         0.80},
+        {"batch8 store parallel/serial",
+         Median(Of(c, P::kStore, O::kStore, 1, kMaxBatchSize, kPar)) /
+             Median(Of(c, P::kStore, O::kStore, 1, kMaxBatchSize)),
+         cc1}};
+    for (const auto& [name, value, target] : ratios) {
+      Row& row = d.AddRow()
+                     .Text("codec", c.codec)
+                     .Text("corpus", c.corpus)
+                     .Text("ratio", name)
+                     .Number("value", value, 3);
+      if (target > 0) {
+        row.Number("target >=", target, 2)
+            .Text("met", value >= target ? "yes" : "NO");
       }
-      t.AddRow({r.codec, r.corpus, d.name, Fixed(d.value, 3),
-                d.target ? ">= " + FormatDouble(*d.target, 2) : "", met});
     }
   }
-  return "\n== derived ratios of medians (same run; targets: store/compress "
-         "lz4 >= 0.85, load/(decompress+copy) >= 0.80, batch8 par/ser lz4 "
-         "anon-cc1plus >= 1.6 on 2 cores) ==\n" +
-         t.Render();
-}
-
-Status WriteJson(const std::string& path, const MachineInfo& machine,
-                 const BenchConfig& cfg,
-                 const std::vector<CaseResult>& results) {
-  JsonWriter w;
-  BeginResultJson(w, "ztier bench engine", machine);
-
-  w.Key("config");
-  w.BeginObject();
-  w.UintField("runs", cfg.runs);
-  w.UintField("warmup_runs", 1);
-  w.UintField("threads",
-              cfg.thread_counts.empty() ? 1 : cfg.thread_counts.back());
-  w.Key("thread_counts");
-  w.BeginArray();
-  for (std::size_t n : cfg.thread_counts) w.Uint(n);
-  w.EndArray();
-  w.UintField("parallel_workers", cfg.parallel_workers);
-  w.UintField("batch", kMaxBatchSize);
-  w.StringField("unit", "MB/s = 1e6 bytes of uncompressed pages per second");
-  w.Key("codecs");
-  w.BeginArray();
-  for (const std::string& c : cfg.codecs) w.String(c);
-  w.EndArray();
-  w.Key("corpora");
-  w.BeginArray();
-  for (const BenchConfig::Corpus& c : cfg.corpora) {
-    w.BeginObject();
-    w.StringField("name", c.name);
-    w.StringField("path", c.path);
-    w.UintField("pages", c.pages);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-
-  w.Key("measurements");
-  w.BeginArray();
-  for (const CaseResult& r : results) {
-    for (const Series& s : r.series) {
-      const SampleStats st = Summarize(s.samples);
-      w.BeginObject();
-      w.StringField("codec", r.codec);
-      w.StringField("corpus", r.corpus);
-      w.StringField("path", BenchPathName(s.variant.path));
-      w.StringField("op", BenchOpName(s.variant.op));
-      w.UintField("threads", s.variant.threads);
-      w.UintField("batch", s.variant.batch);
-      w.StringField("backend", BatchBackendName(s.variant.backend));
-      w.DoubleField("mb_s_median", st.median);
-      w.DoubleField("mb_s_min", st.min);
-      w.DoubleField("mb_s_max", st.max);
-      w.DoubleField("mb_s_mean", st.mean);
-      w.DoubleField("mb_s_stddev", st.stddev);
-      w.DoubleField("mb_s_cv", st.cv_percent);
-      w.UintField("runs", st.n);
-      w.Key("samples");
-      w.BeginArray();
-      for (double v : s.samples) w.Double(v);
-      w.EndArray();
-      w.EndObject();
-    }
-  }
-  w.EndArray();
-
-  w.Key("sizes");
-  w.BeginArray();
-  for (const CaseResult& r : results) {
-    const SizeFigures& f = r.sizes;
-    w.BeginObject();
-    w.StringField("codec", r.codec);
-    w.StringField("corpus", r.corpus);
-    w.UintField("pages", r.pages);
-    w.UintField("orig_bytes", f.orig_bytes);
-    w.DoubleField("ratio", f.ratio, 4);
-    w.UintField("compressed_bytes", f.compressed_bytes);
-    w.UintField("mem_used_total", f.mem_used_total);
-    w.DoubleField("mem_used_total_over_compressed",
-                  f.mem_used_total_over_compressed, 4);
-    w.DoubleField("metadata_bytes_per_page", f.metadata_bytes_per_page, 2);
-    w.UintField("same_pages", f.same_pages);
-    w.UintField("huge_pages", f.huge_pages);
-    w.UintField("discarded_pages", f.discarded_pages);
-    w.UintField("compressed_bytes_after_discard",
-                f.compressed_bytes_after_discard);
-    w.UintField("mem_used_total_after_discard", f.mem_used_total_after_discard);
-    w.UintField("mem_used_total_after_compact", f.mem_used_total_after_compact);
-    w.DoubleField("mem_used_total_after_compact_over_compressed",
-                  f.mem_used_total_after_compact_over_compressed, 4);
-    w.UintField("pages_compacted", f.pages_compacted);
-    w.EndObject();
-  }
-  w.EndArray();
-
-  // What the runs saw of the machine (not results: compare_runs.py skips
-  // them).
-  w.Key("conditions");
-  w.BeginArray();
-  for (const CaseResult& r : results) {
-    w.BeginObject();
-    w.StringField("codec", r.codec);
-    w.StringField("corpus", r.corpus);
-    WriteFigureJson(w, "cross_cpu_rtt_ns", r.cross_cpu_rtt_ns, 1);
-    WriteSamplesJson(w, "cross_cpu_rtt_ns_samples", r.cross_cpu_rtt_ns, 1);
-    WriteFigureJson(w, "populate_2mib_us", r.populate_2mib_us, 1);
-    WriteSamplesJson(w, "populate_2mib_us_samples", r.populate_2mib_us, 1);
-    w.EndObject();
-  }
-  w.EndArray();
-
-  w.Key("derived");
-  w.BeginArray();
-  for (const CaseResult& r : results) {
-    for (const Derived& d : DeriveRatios(r)) {
-      w.BeginObject();
-      w.StringField("codec", r.codec);
-      w.StringField("corpus", r.corpus);
-      w.StringField("name", d.name);
-      w.DoubleField("value", d.value, 4);
-      w.Key("target");
-      if (d.target) {
-        w.Double(*d.target, 2);
-      } else {
-        w.Null();
-      }
-      w.Key("met");
-      if (d.target && std::isfinite(d.value)) {
-        w.Bool(d.value >= *d.target);
-      } else {
-        w.Null();
-      }
-      w.EndObject();
-    }
-  }
-  w.EndArray();
-  w.EndObject();
-
-  return WriteJsonFile(path, w);
 }
 
 }  // namespace ztier::tool

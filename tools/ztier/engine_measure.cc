@@ -87,13 +87,6 @@ Status FirstError(std::vector<Status>& errors) {
   return Status::Ok();
 }
 
-std::string VariantLabel(const EngineVariant& v) {
-  return std::string(BenchPathName(v.path)) +
-         " threads=" + std::to_string(v.threads) +
-         " batch=" + std::to_string(v.batch) +
-         " backend=" + std::string(BatchBackendName(v.backend));
-}
-
 }  // namespace
 
 std::string_view BenchPathName(BenchPath p) {
@@ -101,23 +94,18 @@ std::string_view BenchPathName(BenchPath p) {
 }
 
 std::string_view BenchOpName(BenchOp op) {
-  switch (op) {
-    case BenchOp::kCompress:
-      return "compress";
-    case BenchOp::kDecompress:
-      return "decompress";
-    case BenchOp::kStore:
-      return "store";
-    case BenchOp::kLoad:
-      return "load";
-    case BenchOp::kOverwrite:
-      return "overwrite";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"compress", "decompress", "store",
+                                         "load", "overwrite"};
+  return kNames[static_cast<int>(op)];
 }
 
-std::vector<EngineVariant> StandardVariants(std::size_t all_threads) {
-  return StandardVariants(std::vector<std::size_t>{1, all_threads});
+std::string VariantName(const EngineVariant& v) {
+  return std::string(BenchPathName(v.path)) + " " +
+         (v.path == BenchPath::kStore ? std::string("store+load")
+                                      : std::string(BenchOpName(v.op))) +
+         " threads=" + std::to_string(v.threads) +
+         " batch=" + std::to_string(v.batch) + " " +
+         std::string(BatchBackendName(v.backend));
 }
 
 std::vector<EngineVariant> StandardVariants(
@@ -363,7 +351,7 @@ Status EngineMeasurer::Impl::MeasureDecompress(const EngineVariant& v,
         });
     ZT_RETURN_IF_ERROR(error);
   }
-  return CheckOutput("codec/decompress " + VariantLabel(v));
+  return CheckOutput(VariantName(v));
 }
 
 Result<std::unique_ptr<PageStore>> EngineMeasurer::Impl::NewStore(
@@ -389,62 +377,54 @@ Status EngineMeasurer::Impl::MeasureStore(const EngineVariant& v,
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store, NewStore(v));
   const std::span<const std::byte> pages = corpus->bytes();
   std::vector<Status> errors(v.threads);
-  // Stores every page of the corpus (batch 1 or v.batch), split among the
-  // threads; returns the seconds taken.
-  auto store_pass = [&](const char* what) {
-    return TimeTeam(
-        v.threads, [](std::size_t) {},
-        [&](std::size_t t) {
-          const Range r = Share(n, t, v.threads, v.batch);
-          for (std::size_t i = r.begin; i < r.end; i += v.batch) {
-            const std::size_t count = std::min(v.batch, r.end - i);
-            Status s = v.batch == 1
-                           ? store->Store(i, corpus->page(i))
-                           : store->StoreBatch(i, pages.subspan(
-                                                      i * kPageSize,
-                                                      count * kPageSize));
-            if (!s.ok()) {
-              errors[t] = Status(s.code(), std::string(what) + " of page " +
-                                               std::to_string(i) + ": " +
-                                               s.message());
-              return;
-            }
-          }
-        });
+  // Runs op(i, count) over every page (batch 1 or v.batch), split among
+  // the threads after setup(t); returns the seconds taken.
+  auto pass = [&](const char* what,
+                  const std::function<void(std::size_t)>& setup, auto op) {
+    return TimeTeam(v.threads, setup, [&](std::size_t t) {
+      const Range r = Share(n, t, v.threads, v.batch);
+      for (std::size_t i = r.begin; i < r.end; i += v.batch) {
+        Status s = op(i, std::min(v.batch, r.end - i));
+        if (!s.ok()) {
+          errors[t] =
+              Status(s.code(), std::string(what) + " of page " +
+                                   std::to_string(i) + ": " + s.message());
+          return;
+        }
+      }
+    });
   };
-  const double store_s = store_pass("store");
+  const auto store_op = [&](std::size_t i, std::size_t count) {
+    return v.batch == 1
+               ? store->Store(i, corpus->page(i))
+               : store->StoreBatch(
+                     i, pages.subspan(i * kPageSize, count * kPageSize));
+  };
+  const double store_s = pass(
+      "store", [](std::size_t) {}, store_op);
   ZT_RETURN_IF_ERROR(FirstError(errors));
 
   std::memset(out.data(), kPoison, out.size());
   const std::span<std::byte> out_bytes(out);
-  const double load_s = TimeTeam(
-      v.threads, [&](std::size_t) { (void)LocalDecompressor(store->codec()); },
-      [&](std::size_t t) {
-        const Range r = Share(n, t, v.threads, v.batch);
-        for (std::size_t i = r.begin; i < r.end; i += v.batch) {
-          const std::size_t count = std::min(v.batch, r.end - i);
-          Status s =
-              v.batch == 1
-                  ? store->Load(i, OutPage(i))
-                  : store->LoadBatch(
-                        i, out_bytes.subspan(i * kPageSize, count * kPageSize));
-          if (!s.ok()) {
-            errors[t] = Status(s.code(), "load of page " + std::to_string(i) +
-                                             ": " + s.message());
-            return;
-          }
-        }
+  const double load_s = pass(
+      "load", [&](std::size_t) { (void)LocalDecompressor(store->codec()); },
+      [&](std::size_t i, std::size_t count) {
+        return v.batch == 1
+                   ? store->Load(i, OutPage(i))
+                   : store->LoadBatch(i, out_bytes.subspan(i * kPageSize,
+                                                           count * kPageSize));
       });
   ZT_RETURN_IF_ERROR(FirstError(errors));
-  ZT_RETURN_IF_ERROR(CheckOutput("store/load " + VariantLabel(v)));
+  ZT_RETURN_IF_ERROR(CheckOutput("load of " + VariantName(v)));
   // The same pages again, into the filled store (steady state).
-  const double overwrite_s = store_pass("overwrite");
+  const double overwrite_s = pass(
+      "overwrite", [](std::size_t) {}, store_op);
   ZT_RETURN_IF_ERROR(FirstError(errors));
   std::memset(out.data(), kPoison, out.size());
   for (std::size_t i = 0; i < n; ++i) {
     ZT_RETURN_IF_ERROR(store->Load(i, OutPage(i)));
   }
-  ZT_RETURN_IF_ERROR(CheckOutput("overwrite " + VariantLabel(v)));
+  ZT_RETURN_IF_ERROR(CheckOutput("overwrite of " + VariantName(v)));
   samples->push_back({BenchOp::kStore, MbPerSecond(store_s)});
   samples->push_back({BenchOp::kLoad, MbPerSecond(load_s)});
   samples->push_back({BenchOp::kOverwrite, MbPerSecond(overwrite_s)});
@@ -467,13 +447,14 @@ Result<std::unique_ptr<EngineMeasurer>> EngineMeasurer::Create(
   return std::unique_ptr<EngineMeasurer>(new EngineMeasurer(std::move(impl)));
 }
 
-Status EngineMeasurer::Measure(const EngineVariant& v, std::vector<OpSample>* out) {
+Status EngineMeasurer::Measure(const EngineVariant& v,
+                               std::vector<OpSample>* out) {
   Impl& m = *impl_;
   if (v.threads == 0 || v.threads > m.options.all_threads ||
       (v.batch != 1 && v.batch != kMaxBatchSize) ||
       (v.batch == kMaxBatchSize && v.backend == BatchBackend::kParallel &&
        v.threads != 1)) {
-    return Status::InvalidArgument("unsupported variant: " + VariantLabel(v));
+    return Status::InvalidArgument("unsupported variant: " + VariantName(v));
   }
   if (v.path == BenchPath::kStore) return m.MeasureStore(v, out);
   double seconds = 0;
@@ -519,10 +500,6 @@ Result<SizeFigures> EngineMeasurer::MeasureSizes() {
     ZT_RETURN_IF_ERROR(store->Discard(order[k]));
     discarded[order[k]] = 1;
   }
-  f.discarded_pages = m.n / 2;
-  const PageStoreStats d = store->Stats();
-  f.compressed_bytes_after_discard = d.compr_data_size;
-  f.mem_used_total_after_discard = d.mem_used_total;
   f.pages_compacted = store->Compact();
   const PageStoreStats c = store->Stats();
   f.mem_used_total_after_compact = c.mem_used_total;

@@ -6,7 +6,7 @@
 //
 //   auto m = EngineMeasurer::Create(codec, corpus, {.all_threads = 2,
 //                                                   .pool = &workers});
-//   for (const EngineVariant& v : StandardVariants(2))
+//   for (const EngineVariant& v : StandardVariants({1, 2}))
 //     ZT_RETURN_IF_ERROR((*m)->Measure(v, &samples));   // one run
 //   auto sizes = (*m)->MeasureSizes();
 //
@@ -58,7 +58,7 @@ enum class BenchPath { kCodec, kStore };
 enum class BenchOp { kCompress, kDecompress, kStore, kLoad, kOverwrite };
 
 std::string_view BenchPathName(BenchPath p);  // "codec" / "store"
-std::string_view BenchOpName(BenchOp op);     // "compress" ... "load"
+std::string_view BenchOpName(BenchOp op);     // "compress" ... "overwrite"
 
 // One way of running the corpus through the codec or the store. A codec
 // variant measures `op` (kCompress or kDecompress); a store variant always
@@ -74,14 +74,16 @@ struct EngineVariant {
   BatchBackend backend = BatchBackend::kSerial;
 };
 
-// The variants of one run, in the order they alternate: see
-// bench_engine.h for the list. The threads=1 variants come first; then, for
-// each count of `thread_counts` above 1 (ascending, each once), codec
-// compress and decompress, store batch 1 and store batch 8 (serial) on that
-// many threads. The one-count form means {1, all_threads}.
+// "store store+load threads=1 batch=8 serial", "codec compress threads=2
+// batch=1 serial": the name of `v` (bench engine's variant names).
+std::string VariantName(const EngineVariant& v);
+
+// The variants of one run, in the order they alternate: the threads=1
+// ones first (batch 1, batch 8 serial and parallel); then, for each count of
+// `thread_counts` above 1 (ascending, each once), codec compress and
+// decompress, store batch 1 and store batch 8 (serial) on that many threads.
 std::vector<EngineVariant> StandardVariants(
     const std::vector<std::size_t>& thread_counts);
-std::vector<EngineVariant> StandardVariants(std::size_t all_threads);
 
 // One figure from one Measure() call.
 struct OpSample {
@@ -100,9 +102,6 @@ struct SizeFigures {
   double mem_used_total_over_compressed = 0;
   double metadata_bytes_per_page = 0;  // MetadataBytes() / num_pages
   // After discarding a random half of the slots (fixed seed) and Compact().
-  std::uint64_t discarded_pages = 0;
-  std::uint64_t compressed_bytes_after_discard = 0;
-  std::uint64_t mem_used_total_after_discard = 0;  // before compaction
   std::uint64_t mem_used_total_after_compact = 0;
   std::uint64_t pages_compacted = 0;
   double mem_used_total_after_compact_over_compressed = 0;

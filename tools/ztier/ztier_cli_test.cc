@@ -114,10 +114,14 @@ TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
 
   const std::string json = ReadFile(dir_ / "out.json");
   ASSERT_FALSE(json.empty());
-  for (const char* key : {"\"machine\"",
-                          "\"config\"",
-                          "\"measurements\"",
-                          "\"sizes\"",
+  for (const char* key : {"\"benchmark\": \"ztier bench engine\"",
+                          "\"machine\"",
+                          "\"conditions\"",
+                          "\"tables\"",
+                          "\"lz4 small.pages\": [",
+                          "\"lz4 small.pages conditions\": [",
+                          "\"sizes\": [",
+                          "\"derived\": [",
                           "\"codec\": \"lz4\"",
                           "\"corpus\": \"small.pages\"",
                           "\"path\": \"codec\"",
@@ -126,7 +130,8 @@ TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
                           "\"op\": \"decompress\"",
                           "\"op\": \"store\"",
                           "\"op\": \"load\"",
-                          "\"threads\"",
+                          "\"op\": \"overwrite\"",
+                          "\"threads\": 1",
                           "\"batch\": 8",
                           "\"backend\": \"serial\"",
                           "\"backend\": \"parallel\"",
@@ -135,14 +140,18 @@ TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
                           "\"mb_s_max\"",
                           "\"mb_s_stddev\"",
                           "\"mb_s_cv\"",
-                          "\"runs\": 1",
+                          "\"cross_cpu_rtt_ns_median\"",
+                          "\"fresh_p90\"",
                           "\"ratio\"",
-                          "\"mem_used_total\"",
-                          "\"compressed_bytes\"",
-                          "\"metadata_bytes_per_page\"",
-                          "\"mem_used_total_over_compressed\"",
-                          "\"mem_used_total_after_compact\"",
-                          "\"mem_used_total_after_compact_over_compressed\""}) {
+                          "\"mem_used_mib\"",
+                          "\"compr_mib\"",
+                          "\"meta_b_page\"",
+                          "\"mem_compr\"",
+                          "\"after_compact_mib\"",
+                          "\"after_compr\"",
+                          "\"ratio\": \"store/compress\"",
+                          "\"target\": 0.85",
+                          "\"met\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
