@@ -246,34 +246,20 @@ TEST_F(ZtierCliTest, BenchWritebackReportsBothVariantsAndTheRatio) {
   EXPECT_FALSE(fs::exists(dir_ / "ztier-bench-writeback.img"));
   EXPECT_FALSE(fs::exists(dir_ / "ztier-bench-fio.img"));
 
+  EXPECT_NE(r.out.find("\n== last run: "), std::string::npos) << r.out;
+
+  // bench_report.h's schema: every figure of the text, the ratios too.
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
-  for (const char* key : {"\"machine\"",
-                          "\"config\"",
-                          "\"size_bytes\": 8388608",
-                          "\"slots\": 2048",
-                          "\"codec\": \"lz4\"",
-                          "\"batch_size\": 32",
-                          "\"runs\": 1",
-                          "\"warmup_runs\": 1",
-                          "\"runs\": [",
-                          "\"order\": [",
-                          "\"sync\": {",
-                          "\"batched\": {",
-                          "\"fio\"",
-                          "\"pages\"",
-                          "\"seconds\"",
-                          "\"mb_s\"",
-                          "\"bd_stat_before\"",
-                          "\"bd_stat_after\"",
-                          "\"mem_used_total_before\"",
-                          "\"mem_used_total_after\"",
-                          "\"verified_slots\": 32",
-                          "\"batched_over_sync_median\"",
-                          "\"batched_over_fio_median\"",
-                          "\"summary\"",
-                          "\"mb_s_median\"",
-                          "\"mb_s_cv\""}) {
+  for (const char* key :
+       {"\"benchmark\": \"ztier bench writeback\"", "\"machine\"",
+        "\"conditions\"", "\"size_bytes\": \"8388608\"",
+        "\"codec\": \"lz4\"", "\"batch_size\": \"32\"", "\"runs\": \"1\"",
+        "\"variants\": [", "\"variant\": \"sync\"",
+        "\"variant\": \"batched\"", "\"pages\": ", "\"seconds_median\"",
+        "\"mb_s_median\"", "\"mb_s_cv\"", "\"last_run\": [",
+        "\"bd_writes\": ", "\"checked\": 32", "\"ratios\": [",
+        "\"ratio\": \"batched / one-at-a-time\"", "\"x_median\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   // Every figure in the one shape (bench_stats.h): no {"median": ...}.
