@@ -241,9 +241,8 @@ Variant StoreVariant(Bench& b, const corpus::PageSet& corpus, bool sync) {
           [&b, &corpus, sync](std::size_t, Samples& out) -> Status {
             WritebackRunConfig rc = b.run;
             if (sync) rc.in_flight = rc.max_io_pages = 1;
-            ZT_ASSIGN_OR_RETURN(b.last[sync ? 0 : 1],
-                                RunStoreWriteback(rc, corpus));
-            const WritebackSample& s = b.last[sync ? 0 : 1];
+            WritebackSample& s = b.last[sync ? 0 : 1];
+            ZT_ASSIGN_OR_RETURN(s, RunStoreWriteback(rc, corpus));
             b.direct = b.direct && s.direct;
             out.Add("pages", static_cast<double>(s.written));
             out.Add("seconds", s.seconds);
@@ -274,9 +273,8 @@ Variant FioVariant(const Bench& b) {
             ::unlink(b.fio_file.c_str());
             if (!fig) return fig.error();
             const double bw = fig->write.bw_bytes;
-            const double bytes = fig->write.io_bytes != 0
-                                     ? static_cast<double>(fig->write.io_bytes)
-                                     : static_cast<double>(b.run.size_bytes);
+            const double bytes = static_cast<double>(
+                fig->write.io_bytes ? fig->write.io_bytes : b.run.size_bytes);
             if (bw <= 0) return Status::IoError("fio wrote nothing");
             out.Add("pages", bytes / kPageSize);
             out.Add("seconds", bytes / bw);
@@ -301,26 +299,24 @@ void Describe(Report& r, const Bench& b, std::size_t corpus_pages) {
   r.Condition("batch_size", qd);
   r.Condition("compressed", c.compressed ? "yes" : "no");
   r.Condition("fio", fio);
-  r.Line("config: corpus=" + b.f.corpus + " (" + b.corpus_name + ", " +
-         std::to_string(corpus_pages) + " pages, repeated to fill) size=" +
-         std::to_string(c.size_bytes) + " (" +
-         std::to_string(c.size_bytes / kPageSize) + " slots) codec=" + c.codec +
-         " compressed=" + (c.compressed ? "yes" : "no") + " runs=" +
-         std::to_string(b.f.common.runs) + " (+1 warm-up, not counted)\n" +
-         "  files: " + c.image_path + " (backing), " + b.fio_file +
-         " (fio)\n  sync     PageStore::Writeback in_flight=1 "
-         "max_io_pages=1: one synchronous 4 KiB pwrite per page (zram before "
-         "its writeback batching series)\n  batched  PageStore::Writeback "
-         "in_flight=" +
-         qd + " max_io_pages=" + std::to_string(c.max_io_pages) +
-         ": io_uring, up to " + qd + " IOs of up to " +
-         std::to_string(c.max_io_pages * kPageSize / 1024) + " KiB\n" +
-         "  fio      " + fio +
-         "\n  timed: the Writeback() call alone (fill, "
-         "idle marking and the check of every " +
-         std::to_string(kVerifyStride) +
-         "th slot are not); variants "
-         "alternate: sync, batched, fio / fio, batched, sync\n");
+  r.Line(
+      "config: corpus=" + b.f.corpus + " (" + b.corpus_name + ", " +
+      std::to_string(corpus_pages) +
+      " pages, repeated to fill) size=" + std::to_string(c.size_bytes) + " (" +
+      std::to_string(c.size_bytes / kPageSize) + " slots) codec=" + c.codec +
+      " compressed=" + (c.compressed ? "yes" : "no") + " runs=" +
+      std::to_string(b.f.common.runs) + " (+1 warm-up, not counted)\n" +
+      "  files: " + c.image_path + " (backing), " + b.fio_file +
+      " (fio)\n  sync     PageStore::Writeback in_flight=1 max_io_pages=1: "
+      "one synchronous 4 KiB pwrite per page (zram before its writeback "
+      "batching series)\n  batched  PageStore::Writeback in_flight=" +
+      qd + " max_io_pages=" + std::to_string(c.max_io_pages) +
+      ": io_uring, up to " + qd + " IOs of up to " +
+      std::to_string(c.max_io_pages * kPageSize / 1024) + " KiB\n" +
+      "  fio      " + fio + "\n  timed: the Writeback() call alone (fill, " +
+      "idle marking and the check of every " + std::to_string(kVerifyStride) +
+      "th slot are not); variants alternate: sync, batched, fio / fio, "
+      "batched, sync\n");
 }
 
 // The variants table, the last run's lines, the ratios and the chart.

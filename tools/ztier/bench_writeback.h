@@ -24,15 +24,14 @@
 // and checks every 64th slot. fio writes DIR/ztier-bench-fio.img. Each file
 // is removed after its measurement, on error and on SIGINT/SIGTERM/SIGHUP.
 //
-// Output (bench_report.h): the configuration; the table "variants" (pages,
-// seconds, MB/s); the last run's mem_used_total and bd_stat; the ratios
+// Output (bench_report.h): the configuration, the table "variants" (pages,
+// seconds, MB/s), the last run's mem_used_total and bd_stat, the ratios
 // batched / one-at-a-time and batched / fio sequential write (medians of
-// per-run ratios). `--plot DIR` draws writeback.png: MB/s of each variant.
+// per-run ratios); --plot DIR: writeback.png, MB/s of each variant.
 //
-// Exit status: 0 done (also when fio is missing); 1 a runtime failure (no
-// corpus, a writeback that fails or does not write every candidate, data
-// that reads back wrong, fio failing; --plot given and the chart not
-// drawn); 2 bad usage.
+// Exit status: 0 done (also without fio); 1 a runtime failure (no corpus,
+// a writeback that fails or does not write every candidate, data that
+// reads back wrong, fio failing, --plot given and no chart); 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_WRITEBACK_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_WRITEBACK_H_
 
