@@ -7,21 +7,16 @@
 //   auto r = RunUsememOnce({.workers = 4, .worker_bytes = 256 << 20,
 //                           .budget_bytes = 614 << 20}, corpus);
 //
-// RunUsememOnce creates a Region of workers * worker_bytes with the budget,
-// codec, page_cluster and store path of the config (batched: batch_stores,
-// parallel backend, batch 8; else batch_stores false, serial backend) and
-// starts the workers together. Worker w owns the slice [w * worker_bytes,
-// (w + 1) * worker_bytes) and, timed, copies corpus page i % corpus.size()
-// to its page i (fill, as usemem --read-silesia from a pre-loaded buffer)
-// and adds a key of its own to every 8-byte word (write); sleeps
-// sleep_seconds; then, timed, reads every word back and compares each page
-// with corpus page + key (read; a page that differs is a mismatch). Then it
-// takes the region's counters and times its destruction (the time to free).
-// A worker's throughput is worker_bytes / (fill + write + read) in KB/s
-// (1 KB = 1024 bytes, as usemem prints); the total is their sum.
-//
-// Errors: Region::Create's (kUnsupported without userfaultfd). Mismatches
-// are counted in the result, not errors.
+// RunUsememOnce creates a Region of workers * worker_bytes (batched:
+// batch_stores, parallel backend, batch 8; else the serial backend, one page
+// at a time) and starts the workers together. Worker w, on its slice of
+// worker_bytes: copies corpus page i % corpus.size() to its page i (fill)
+// and adds a key of its own to every 8-byte word (write), timed; sleeps;
+// reads every page back and compares it with corpus page + key (read,
+// timed; a page that differs is a mismatch, counted, not an error). Then
+// the region's counters, and its destruction timed (the time to free). A
+// worker's KB/s is worker_bytes / 1024 / (fill + write + read).
+// Errors: Region::Create's (kUnsupported without userfaultfd).
 //
 // Thread safety: starts and joins its own threads; call it from one thread.
 #ifndef ZTIER_TOOLS_ZTIER_USEMEM_RUN_H_
