@@ -156,6 +156,22 @@ void Report::Condition(std::string_view key, std::string value) {
 
 void Report::Line(std::string text) { blocks_.emplace_back(std::move(text)); }
 
+void Report::Ratio(std::string what, std::span<const double> ratios,
+                   std::string_view missing, std::string_view note) {
+  auto it = std::find_if(tables_.begin(), tables_.end(),
+                         [](const Table& t) { return t.name == "ratios"; });
+  Table& t = it != tables_.end() ? *it : AddTable("ratios", "");
+  t.text = false;
+  t.AddRow().Text("ratio", what).Figure("x", ratios, 2);
+  if (ratios.empty()) {
+    Line(what + ": not measured (" + std::string(missing) + ")");
+    return;
+  }
+  const SampleStats s = Summarize(ratios);
+  Line(what + ": " + FormatDouble(s.median, 2) + "x (" + std::string(note) +
+       ", " + FormatDouble(s.min, 2) + "-" + FormatDouble(s.max, 2) + ")");
+}
+
 Table& Report::AddTable(std::string name, std::string title) {
   blocks_.emplace_back(tables_.size());
   return tables_.emplace_back(Table{std::move(name), std::move(title), {}});
@@ -168,8 +184,8 @@ std::string Report::Text() const {
   for (const auto& b : blocks_) {
     if (const auto* line = std::get_if<std::string>(&b)) {
       out += *line + "\n";
-    } else {
-      out += TableText(tables_[std::get<std::size_t>(b)]);
+    } else if (const Table& t = tables_[std::get<std::size_t>(b)]; t.text) {
+      out += TableText(t);
     }
   }
   return out;

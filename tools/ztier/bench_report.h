@@ -107,6 +107,9 @@ struct Table {
   std::string name;   // the key under "tables" in the JSON
   std::string title;  // the "== TITLE ==" heading; empty: none
   std::vector<Row> rows;
+  // false: in the JSON only, left out of the text (figures the text gives
+  // in a Line of its own, e.g. "batched / sync: 4.10x (...)").
+  bool text = true;
 
   Row& AddRow() { return rows.emplace_back(); }
 };
@@ -125,6 +128,13 @@ class Report {
   // The reference stays valid until the next AddTable.
   Table& AddTable(std::string name, std::string title);
   void AddChart(Chart chart);
+  // A Line "WHAT: M.MMx (NOTE, MIN-MAX)", M the median of `ratios` (per-run
+  // ratios, Measurements::Ratios), or "WHAT: not measured (MISSING)" when
+  // there are none; and a row of the JSON-only table "ratios" (created on
+  // first use): "ratio" WHAT and the Figure "x" of `ratios`.
+  void Ratio(std::string what, std::span<const double> ratios,
+             std::string_view missing,
+             std::string_view note = "median of per-run ratios");
 
   // The text described above.
   std::string Text() const;

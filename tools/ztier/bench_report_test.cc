@@ -85,6 +85,38 @@ TEST(BenchReportTest, TextPadsColumnsUnderTheTitle) {
       << text;
 }
 
+TEST(BenchReportTest, AJsonOnlyTableIsLeftOutOfTheText) {
+  Report report("bench t", MachineInfo{});
+  report.Line("batched / sync: 2.00x");
+  Table& t = report.AddTable("ratios", "ratios");
+  t.text = false;
+  t.AddRow().Text("ratio", "batched / sync").Figure("x", {{2.0, 2.5}}, 2);
+  const std::string text = report.Text();
+  EXPECT_NE(text.find("batched / sync: 2.00x\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("== ratios"), std::string::npos) << text;
+  const std::string json = report.Json();
+  EXPECT_NE(json.find("\"ratios\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"x_max\": 2.50"), std::string::npos) << json;
+}
+
+TEST(BenchReportTest, RatioPrintsALineAndKeepsTheSamplesInTheJson) {
+  Report report("bench t", MachineInfo{});
+  const std::vector<double> ratios = {4.0, 3.0, 5.0};
+  report.Ratio("batched / sync", ratios, "no runs");
+  report.Ratio("batched / fio", {}, "fio not found on PATH", "");
+  const std::string text = report.Text();
+  EXPECT_NE(text.find("batched / sync: 4.00x (median of per-run ratios, "
+                      "3.00-5.00)\nbatched / fio: not measured (fio not "
+                      "found on PATH)\n"),
+            std::string::npos)
+      << text;
+  const std::string json = report.Json();
+  EXPECT_NE(json.find("\"ratio\": \"batched / sync\""), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"x_median\": 4.00"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"x_median\": null"), std::string::npos) << json;
+}
+
 TEST(BenchReportTest, JsonHasOneShapeAndCompareRunsReadsIt) {
   const std::string json = SampleReport({10, 9, 11}).Json();
   for (const char* key :

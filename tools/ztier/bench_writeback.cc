@@ -1,40 +1,37 @@
 // File: tools/ztier/bench_writeback.cc
 //
-// `ztier bench writeback` (see bench_writeback.h): parses flags, loads the
-// corpus, finds fio, runs the alternating measurement loop (one measurement
-// is writeback_run.h's), and reports (bench_writeback_report.h).
+// `ztier bench writeback` (see bench_writeback.h): flags, the store and fio
+// measurements, the variants (bench_harness.h) and the report
+// (bench_report.h).
 #include "bench_writeback.h"
 
 #include <signal.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "bench_fio.h"
 #include "bench_harness.h"
 #include "bench_proc.h"
-#include "bench_writeback_report.h"
-#include "corpus/corpus.h"
-#include "flags.h"
-#include "machine_info.h"
-#include "plot.h"
-#include "progress.h"
+#include "bench_report.h"
+#include "bench_stats.h"
 #include "tool_common.h"
-#include "writeback_run.h"
+#include "ztier/backing_store.h"
+#include "ztier/page.h"
+#include "ztier/page_store.h"
 
 namespace ztier::tool {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr const char kCommand[] = "ztier bench writeback";
-constexpr const char kImageName[] = "ztier-bench-writeback.img";
-constexpr const char kFioFileName[] = "ztier-bench-fio.img";
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--dir DIR] [--runs N] [--codec NAME] "
     "[--batch-size N] [--compressed] [--json FILE] [--plot DIR]";
@@ -43,70 +40,19 @@ constexpr const char kAbout[] =
     "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
     "its writeback batching series) against batched io_uring writeback,\n"
     "with fio's sequential-write bandwidth on the same file system as the "
-    "limit.\n"
-    "--dir should be on the file system under test. Without fio on PATH "
-    "the fio\npart is skipped.";
+    "limit.\n--dir should be on the file system under test. Without fio on "
+    "PATH the fio\npart is skipped.";
 
-// ---- the files in --dir, removed at the end, on error and on a signal ----
-
-char g_signal_paths[2][4096];
-
-void RemoveFilesAndDie(int sig) {
-  for (const char* p : g_signal_paths) {
-    if (p[0] != '\0') ::unlink(p);
-  }
-  ::signal(sig, SIG_DFL);
-  ::raise(sig);
-}
-
-class BenchFiles {
- public:
-  BenchFiles(const std::string& image, const std::string& fio)
-      : image_(image), fio_(fio) {
-    std::snprintf(g_signal_paths[0], sizeof(g_signal_paths[0]), "%s",
-                  image.c_str());
-    std::snprintf(g_signal_paths[1], sizeof(g_signal_paths[1]), "%s",
-                  fio.c_str());
-    struct sigaction sa {};
-    sa.sa_handler = RemoveFilesAndDie;
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
-  }
-  ~BenchFiles() {
-    ::unlink(image_.c_str());
-    ::unlink(fio_.c_str());
-    if (!scratch_.empty()) {
-      std::error_code ec;
-      fs::remove_all(scratch_, ec);
-    }
-  }
-  BenchFiles(const BenchFiles&) = delete;
-  BenchFiles& operator=(const BenchFiles&) = delete;
-
-  // A private folder in the system's temporary folder for fio's output.
-  Status MakeScratch() {
-    ZT_ASSIGN_OR_RETURN(scratch_, MakeTempDir("ztier-bench-writeback"));
-    return Status::Ok();
-  }
-  const std::string& scratch() const { return scratch_; }
-
- private:
-  std::string image_;
-  std::string fio_;
-  std::string scratch_;
-};
-
-// ---- flags ----
+constexpr const char* kVariants[] = {"sync", "batched", "fio"};
 
 struct Flags {
+  BenchFlags common{.runs = 5};
   std::string corpus = kDefaultCorpusFile;
   std::string size = "1G";
   std::string dir = "/var/tmp";
-  std::int64_t runs = 5;
   std::string codec = "lz4";
   std::int64_t batch_size = 32;
   bool compressed = false;
-  std::string json;
-  std::string plot;
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
@@ -119,118 +65,314 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                   "where the backing file and fio's file go; put it on the "
                   "file system under test (default /var/tmp; needs SIZE "
                   "free; the files are removed at the end)");
-  flags.AddInt("runs", &f->runs, "N",
-               "measured runs, after one warm-up run; variants alternate "
-               "within each (default 5)",
-               1, 1000);
+  AddBenchFlags(flags, &f->common);
   flags.AddString("codec", &f->codec, "NAME", "store codec (default lz4)");
   flags.AddInt("batch-size", &f->batch_size, "N",
                "IOs in flight for the batched variant (default 32)", 1, 1024);
   flags.AddBool("compressed", &f->compressed,
                 "compressed writeback: write the compressed objects");
-  AddJsonFlag(flags, &f->json);
-  AddPlotFlag(flags, &f->plot);
 }
 
-// Checks the flag values and fills *cfg from them. Returns 0 when all is
-// well, else the exit status (the message printed).
-int CheckFlags(const Flags& f, WritebackBenchConfig* cfg) {
-  auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
-  if (!size.has_value()) {
-    PrintError(kCommand, size.error().message());
-    return 2;
-  }
-  if (Status s = CheckCodecName(f.codec); !s.ok()) {
-    PrintError(kCommand, s.message());
-    return 2;
-  }
-  std::error_code ec;
-  if (!fs::is_directory(f.dir, ec)) {
-    PrintError(kCommand,
-               "--dir " + f.dir + AbsoluteNote(f.dir) +
-                   ": no such folder. Pass a folder on the file system under "
-                   "test with --dir DIR.");
-    return 1;
-  }
-  cfg->size_bytes = *size;
-  cfg->dir = f.dir;
-  cfg->image_path = (fs::path(f.dir) / kImageName).string();
-  cfg->fio_file_path = (fs::path(f.dir) / kFioFileName).string();
-  cfg->runs = static_cast<std::size_t>(f.runs);
-  cfg->codec = f.codec;
-  cfg->batch_size = static_cast<std::size_t>(f.batch_size);
-  cfg->compressed = f.compressed;
-  cfg->corpus_path = f.corpus;
-  cfg->json_path = f.json;
-  return 0;
+// The two files in --dir, removed on SIGINT/SIGTERM/SIGHUP too.
+char g_files[2][4096];
+
+void RemoveFilesAndDie(int sig) {
+  for (const char* p : g_files) ::unlink(p);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
-// The backing file and fio's file exist one at a time: SIZE must be free.
-Status CheckFreeSpace(const WritebackBenchConfig& cfg) {
+void RemoveFilesOnSignal(const std::string& image, const std::string& fio) {
+  std::snprintf(g_files[0], sizeof(g_files[0]), "%s", image.c_str());
+  std::snprintf(g_files[1], sizeof(g_files[1]), "%s", fio.c_str());
+  struct sigaction sa {};
+  sa.sa_handler = RemoveFilesAndDie;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+// --dir must exist and hold SIZE free (the two files exist one at a time).
+Status CheckDir(const std::string& dir, std::uint64_t size) {
   struct statvfs st {};
-  if (::statvfs(cfg.dir.c_str(), &st) != 0) {
-    return PosixError("statvfs --dir " + cfg.dir, errno);
+  if (!std::filesystem::is_directory(dir) || ::statvfs(dir.c_str(), &st)) {
+    return Status::NotFound("--dir " + dir + AbsoluteNote(dir) +
+                            ": no such folder. Pass a folder on the file "
+                            "system under test with --dir DIR.");
   }
-  const std::uint64_t avail =
-      static_cast<std::uint64_t>(st.f_bavail) * st.f_frsize;
-  if (avail < cfg.size_bytes) {
-    return Status::ResourceExhausted(
-        "--dir " + cfg.dir + " has " + std::to_string(avail >> 20) +
-        " MiB free; the benchmark needs --size (" +
-        std::to_string(cfg.size_bytes >> 20) + " MiB)");
+  const std::uint64_t avail = std::uint64_t{st.f_bavail} * st.f_frsize;
+  if (avail >= size) return Status::Ok();
+  return Status::ResourceExhausted("--dir " + dir + " has " +
+                                   std::to_string(avail >> 20) +
+                                   " MiB free; the benchmark needs --size (" +
+                                   std::to_string(size >> 20) + " MiB)");
+}
+
+struct WritebackRunConfig {
+  std::string image_path;
+  std::uint64_t size_bytes = 0;  // a multiple of 4096
+  std::string codec = "lz4";
+  std::size_t in_flight = 32;     // IOs at once (1: synchronous)
+  std::size_t max_io_pages = 32;  // pages per IO
+  bool compressed = false;        // write the compressed objects
+};
+
+constexpr std::size_t kVerifyStride = 64;  // every 64th slot is checked
+
+struct WritebackSample {
+  std::uint64_t written = 0;             // pages
+  double seconds = 0;                    // the Writeback() call alone
+  double mb_s = 0;                       // written * 4096 / seconds / 1e6
+  PageStoreStats before, after;          // around the Writeback() call
+  std::uint64_t verified = 0;            // slots read back and compared
+  std::uint64_t verified_from_disk = 0;  // of them, written-back slots
+  bool direct = false;                   // the file was opened O_DIRECT
+};
+
+// Deletes the file when it goes out of scope (also on error).
+struct Unlinker {
+  const std::string& path;
+  ~Unlinker() { ::unlink(path.c_str()); }
+};
+
+// Slot i holds corpus page i % corpus.size(), stored in runs of up to 256
+// consecutive corpus pages.
+Status Fill(PageStore& store, const corpus::PageSet& corpus) {
+  const std::uint64_t n = store.num_pages();
+  for (std::uint64_t slot = 0; slot < n;) {
+    const std::size_t first = slot % corpus.size();
+    const std::size_t count = static_cast<std::size_t>(
+        std::min<std::uint64_t>({n - slot, corpus.size() - first, 256}));
+    ZT_RETURN_IF_ERROR(store.StoreBatch(
+        slot, corpus.bytes().subspan(first * kPageSize, count * kPageSize)));
+    slot += count;
   }
   return Status::Ok();
 }
 
-// ---- measuring ----
-
-Status MeasureVariant(const WritebackBenchConfig& cfg,
-                      const corpus::PageSet& corpus, WbVariant v,
-                      const std::string& scratch, const std::string& label,
-                      Progress* progress, WritebackRunFigures* out) {
-  const std::string name(WbVariantName(v));
-  if (v == WbVariant::kFio) {
-    progress->Update(label + "fio sequential write");
-    auto f = RunFioSeqWrite({.fio_path = cfg.fio_path,
-                             .file_path = cfg.fio_file_path,
-                             .size_bytes = cfg.size_bytes,
-                             .scratch_dir = scratch});
-    if (!f.has_value()) return f.error();
-    out->fio = *f;
-    return Status::Ok();
+// Times one writeback of every idle slot; an error unless all went.
+Status TimedWriteback(PageStore& store, const WritebackRunConfig& config,
+                      WritebackSample* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ZT_ASSIGN_OR_RETURN(
+      WritebackResult r,
+      store.Writeback({.scans = {{kWritebackIdle, 0, store.num_pages()}},
+                       .in_flight = config.in_flight,
+                       .max_io_pages = config.max_io_pages,
+                       .compressed = config.compressed}));
+  out->seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  out->written = r.written;
+  if (r.candidates == 0) {
+    return Status::InvalidArgument(
+        "writeback found no page to write: every corpus page is "
+        "same-filled (kept as one word, never written back)");
   }
-  const bool sync = v == WbVariant::kSync;
-  WritebackRunConfig rc{.image_path = cfg.image_path,
-                        .size_bytes = cfg.size_bytes,
-                        .codec = cfg.codec,
-                        .in_flight = sync ? 1 : cfg.batch_size,
-                        .max_io_pages = sync ? 1 : cfg.max_io_pages,
-                        .compressed = cfg.compressed};
-  auto s = RunStoreWriteback(rc, corpus, [&](std::string_view phase) {
-    progress->Update(label + name + ": " + std::string(phase));
-  });
-  if (!s.has_value()) {
-    return Status(s.error().code(),
-                  name + " writeback: " + s.error().message());
+  if (!r.status.ok() || r.written != r.candidates) {
+    return Status::IoError(
+        "writeback wrote " + std::to_string(r.written) + " of " +
+        std::to_string(r.candidates) + " candidate pages (changed " +
+        std::to_string(r.changed) + ", failed " + std::to_string(r.failed) +
+        "): " + r.status.ToString());
   }
-  (sync ? out->sync : out->batched) = *s;
+  out->mb_s = static_cast<double>(r.written) * kPageSize /
+              std::max(out->seconds, 1e-9) / 1e6;
   return Status::Ok();
 }
 
-// One run (run 0: the warm-up): every variant in this run's order.
-Status MeasureRun(const WritebackBenchConfig& cfg,
-                  const corpus::PageSet& corpus, std::size_t run,
-                  const std::string& scratch, Progress* progress,
-                  WritebackRunFigures* out) {
-  const bool warm_up = run == 0;
-  out->run = run;
-  out->order = RunOrder(warm_up ? 0 : run - 1, !cfg.fio_path.empty());
-  const std::string label = "[" + RunLabel(run, cfg.runs) + "] ";
-  for (WbVariant v : out->order) {
-    ZT_RETURN_IF_ERROR(
-        MeasureVariant(cfg, corpus, v, scratch, label, progress, out));
+// Reads back every kVerifyStride-th slot and compares it with its corpus page.
+Status Verify(PageStore& store, const corpus::PageSet& corpus,
+              WritebackSample* out) {
+  alignas(kPageSize) std::byte page[kPageSize];
+  for (std::uint64_t slot = 0; slot < store.num_pages();
+       slot += kVerifyStride) {
+    const bool wb = store.Inspect(slot).wb;
+    ZT_RETURN_IF_ERROR(store.Load(slot, MutablePage(page, kPageSize)));
+    const std::size_t want = slot % corpus.size();
+    if (std::memcmp(page, corpus.page(want).data(), kPageSize) != 0) {
+      return Status::Corruption(
+          "slot " + std::to_string(slot) + (wb ? " (written back)" : "") +
+          " reads back different from corpus page " + std::to_string(want));
+    }
+    ++out->verified;
+    out->verified_from_disk += wb;
   }
   return Status::Ok();
+}
+
+// One store measurement (bench_writeback.h).
+Result<WritebackSample> RunStoreWriteback(const WritebackRunConfig& config,
+                                          const corpus::PageSet& corpus) {
+  if (corpus.size() == 0) return Err(Status::InvalidArgument("empty corpus"));
+  ::unlink(config.image_path.c_str());
+  Unlinker remove{config.image_path};
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<BackingStore> backing,
+                      BackingStore::Open({.path = config.image_path,
+                                          .size_bytes = config.size_bytes}));
+  WritebackSample out{.direct = backing->direct()};
+  PageStoreOptions options;
+  options.num_pages = config.size_bytes / kPageSize;
+  options.codec = config.codec;
+  options.backing = std::move(backing);
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
+                      PageStore::Create(options));
+  ZT_RETURN_IF_ERROR(Fill(*store, corpus));
+  store->MarkIdleAll();
+  out.before = store->Stats();
+  ZT_RETURN_IF_ERROR(TimedWriteback(*store, config, &out));
+  out.after = store->Stats();
+  ZT_RETURN_IF_ERROR(Verify(*store, corpus, &out));
+  return out;
+}
+
+struct Bench {
+  const Flags& f;
+  WritebackRunConfig run;
+  std::string fio;       // fio's path; empty: not on PATH
+  std::string fio_file;  // DIR/ztier-bench-fio.img
+  std::string scratch;   // fio's output
+  std::string corpus_name;
+  WritebackSample last[2];  // sync's and batched's last run
+  bool direct = true;       // every run's backing file was O_DIRECT
+};
+
+// sync or batched: a store's writeback, its figures in `out`.
+Variant StoreVariant(Bench& b, const corpus::PageSet& corpus, bool sync) {
+  return {sync ? "sync" : "batched",
+          [&b, &corpus, sync](std::size_t, Samples& out) -> Status {
+            WritebackRunConfig rc = b.run;
+            if (sync) rc.in_flight = rc.max_io_pages = 1;
+            WritebackSample& s = b.last[sync ? 0 : 1];
+            ZT_ASSIGN_OR_RETURN(s, RunStoreWriteback(rc, corpus));
+            b.direct = b.direct && s.direct;
+            out.Add("pages", static_cast<double>(s.written));
+            out.Add("seconds", s.seconds);
+            out.Add("mb_s", s.mb_s);
+            return Status::Ok();
+          }};
+}
+
+// fio's sequential write of --size bytes to DIR/ztier-bench-fio.img.
+std::vector<std::string> FioArgs(const Bench& b) {
+  std::vector<std::string> a = {b.fio, "--name=seqwrite",
+                                "--filename=" + b.fio_file,
+                                "--size=" + std::to_string(b.run.size_bytes)};
+  for (const char* x : {"--rw=write", "--bs=128k", "--ioengine=io_uring",
+                        "--direct=1", "--iodepth=32", "--output-format=json"}) {
+    a.push_back(x);
+  }
+  return a;
+}
+
+Variant FioVariant(const Bench& b) {
+  return {"fio", [&b](std::size_t, Samples& out) -> Status {
+            ::unlink(b.fio_file.c_str());
+            // At least 1 MB/s, plus two minutes for fio's start and layout.
+            auto fig = bench::RunFio(
+                FioArgs(b), b.scratch,
+                std::chrono::milliseconds(120'000 + b.run.size_bytes / 1000));
+            ::unlink(b.fio_file.c_str());
+            if (!fig) return fig.error();
+            const double bw = fig->write.bw_bytes;
+            const double bytes = static_cast<double>(
+                fig->write.io_bytes ? fig->write.io_bytes : b.run.size_bytes);
+            if (bw <= 0) return Status::IoError("fio wrote nothing");
+            out.Add("pages", bytes / kPageSize);
+            out.Add("seconds", bytes / bw);
+            out.Add("mb_s", bw / 1e6);
+            return Status::Ok();
+          }};
+}
+
+// The configuration: conditions and the "config:" lines.
+void Describe(Report& r, const Bench& b, std::size_t corpus_pages) {
+  const WritebackRunConfig& c = b.run;
+  const std::string qd = std::to_string(c.in_flight);
+  const std::string fio = b.fio.empty()
+                              ? "not measured: fio not found on PATH"
+                              : bench::ToolVersion(b.fio, b.scratch) + ": " +
+                                    bench::CommandLine(FioArgs(b));
+  r.Condition("corpus", b.f.corpus);
+  r.Condition("size_bytes", std::to_string(c.size_bytes));
+  r.Condition("dir", b.f.dir);
+  r.Condition("runs", std::to_string(b.f.common.runs));
+  r.Condition("codec", c.codec);
+  r.Condition("batch_size", qd);
+  r.Condition("compressed", c.compressed ? "yes" : "no");
+  r.Condition("fio", fio);
+  r.Line(
+      "config: corpus=" + b.f.corpus + " (" + b.corpus_name + ", " +
+      std::to_string(corpus_pages) +
+      " pages, repeated to fill) size=" + std::to_string(c.size_bytes) + " (" +
+      std::to_string(c.size_bytes / kPageSize) + " slots) codec=" + c.codec +
+      " compressed=" + (c.compressed ? "yes" : "no") + " runs=" +
+      std::to_string(b.f.common.runs) + " (+1 warm-up, not counted)\n" +
+      "  files: " + c.image_path + " (backing), " + b.fio_file +
+      " (fio)\n  sync     PageStore::Writeback in_flight=1 max_io_pages=1: "
+      "one synchronous 4 KiB pwrite per page (zram before its writeback "
+      "batching series)\n  batched  PageStore::Writeback in_flight=" +
+      qd + " max_io_pages=" + std::to_string(c.max_io_pages) +
+      ": io_uring, up to " + qd + " IOs of up to " +
+      std::to_string(c.max_io_pages * kPageSize / 1024) + " KiB\n" +
+      "  fio      " + fio + "\n  timed: the Writeback() call alone (fill, " +
+      "idle marking and the check of every " + std::to_string(kVerifyStride) +
+      "th slot are not); variants alternate: sync, batched, fio / fio, "
+      "batched, sync\n");
+}
+
+// The variants table, the last run's lines, the ratios and the chart.
+void Results(Report& r, const Bench& b, const Measurements& m) {
+  Table& t = r.AddTable("variants", "");
+  for (const char* v : kVariants) {
+    Row& row = t.AddRow().Text("variant", v);
+    if (auto pages = m.At(v, "pages", 1)) row.Int("pages", *pages);
+    row.Figure("seconds", m.Of(v, "seconds"), 3)
+        .Figure("MB/s", m.Of(v, "mb_s"), 1, kRange | kCv);
+  }
+  Table& l = r.AddTable("last_run",
+                        "last run: mem_used_total before and after writeback, "
+                        "bd_stat after, slots read back");
+  for (int i = 0; i < 2; ++i) {
+    const WritebackSample& w = b.last[i];
+    l.AddRow()
+        .Text("variant", kVariants[i])
+        .Number("MiB before", w.before.mem_used_total / 1048576.0, 1)
+        .Number("MiB after", w.after.mem_used_total / 1048576.0, 1)
+        .Int("bd_count", w.after.bd_count)
+        .Int("bd_reads", w.after.bd_reads)
+        .Int("bd_writes", w.after.bd_writes)
+        .Int("checked", w.verified)
+        .Int("from the file", w.verified_from_disk);
+  }
+  if (!b.direct) {
+    r.Line("NOTE: the file system refused O_DIRECT for " + b.run.image_path +
+           ": writeback went through the page cache, while fio uses "
+           "--direct=1.\n");
+  }
+  r.Ratio("batched / one-at-a-time",
+          m.Ratios("batched", "mb_s", "sync", "mb_s"), "no runs");
+  r.Ratio("batched / fio sequential write",
+          m.Ratios("batched", "mb_s", "fio", "mb_s"), "fio not found on PATH");
+  Chart c{.name = "writeback",
+          .title = "Writeback of " + FormatMiB(b.run.size_bytes) + " (" +
+                   b.run.codec + ", " + b.corpus_name +
+                   "): one page at a time vs batched vs fio (" +
+                   MedianOfRuns(b.f.common.runs) + ")",
+          .x_label = "variant",
+          .y_label = "throughput (MB/s written, log scale)",
+          .style = PlotStyle::kBars,
+          .log_y = true,
+          .x_tics = {{0, "sync (a 4 KiB pwrite per page)"},
+                     {1, "batched (io_uring)"},
+                     {2, "fio (the disk's limit)"}}};
+  PlotSeries bars{.title = "MB/s"};
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<double> x = m.Of(kVariants[i], "mb_s");
+    // A log axis has no 0: a variant that wrote nothing is left out.
+    if (!x.empty() && Summarize(x).min > 0)
+      bars.points.push_back(SpreadPoint(i, x));
+  }
+  c.series.push_back(std::move(bars));
+  r.AddChart(std::move(c));
 }
 
 }  // namespace
@@ -240,67 +382,51 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   FlagSet flags(kCommand, kSynopsis);
   DeclareFlags(flags, &f);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  WritebackBenchConfig cfg;
-  if (int rc = CheckFlags(f, &cfg); rc != 0) return rc;
-  if (Status s = CheckFreeSpace(cfg); !s.ok()) {
-    PrintError(kCommand, s.message());
-    return 1;
+  auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
+  Status codec = CheckCodecName(f.codec);
+  if (!size.has_value() || !codec.ok()) {
+    PrintError(kCommand, size ? codec.message() : size.error().message());
+    return 2;
   }
-  auto corpus = LoadCorpus(cfg.corpus_path);
-  if (!corpus.has_value()) {
-    PrintError(kCommand, corpus.error().message());
-    return 1;
+  if (Status s = CheckDir(f.dir, *size); !s.ok()) {
+    return ReportFailure(kCommand, s.message());
   }
-  cfg.corpus_name = corpus->name();
-  cfg.corpus_pages = corpus->size();
-
-  BenchFiles files(cfg.image_path, cfg.fio_file_path);
-  if (Status s = files.MakeScratch(); !s.ok()) {
-    PrintError(kCommand, s.ToString());
-    return 1;
+  auto corpus = LoadCorpus(f.corpus);
+  auto scratch = TempDir::Create("ztier-bench-writeback");
+  if (!corpus || !scratch) {
+    return ReportFailure(
+        kCommand, (corpus ? scratch.error() : corpus.error()).ToString());
   }
-  cfg.fio_path = bench::FindExecutable("fio");
-  if (!cfg.fio_path.empty()) {
-    cfg.fio_version = bench::ToolVersion(cfg.fio_path, files.scratch());
-    cfg.fio_args = FioSeqWriteArgs({.fio_path = cfg.fio_path,
-                                    .file_path = cfg.fio_file_path,
-                                    .size_bytes = cfg.size_bytes});
-  }
-
-  const MachineInfo machine = GetMachineInfo();
-  std::printf("%s\n%s", MachineLine(machine).c_str(),
-              WritebackConfigText(cfg).c_str());
-  std::fflush(stdout);
-  if (cfg.fio_path.empty()) {
+  const std::string dir = f.dir + "/";
+  Bench b{.f = f,
+          .run = {.image_path = dir + "ztier-bench-writeback.img",
+                  .size_bytes = *size,
+                  .codec = f.codec,
+                  .in_flight = static_cast<std::size_t>(f.batch_size),
+                  .compressed = f.compressed},
+          .fio = bench::FindExecutable("fio"),
+          .fio_file = dir + "ztier-bench-fio.img",
+          .scratch = scratch->path(),
+          .corpus_name = corpus->name()};
+  RemoveFilesOnSignal(b.run.image_path, b.fio_file);
+  Report report(kCommand, GetMachineInfo());
+  Describe(report, b, corpus->size());
+  std::vector<Variant> variants = {StoreVariant(b, *corpus, true),
+                                   StoreVariant(b, *corpus, false)};
+  if (b.fio.empty()) {
     PrintError(kCommand,
                "fio not found on PATH: the fio sequential write is not "
                "measured");
+  } else {
+    variants.push_back(FioVariant(b));
   }
-
-  ChartWriter charts(kCommand, f.plot);
-  std::vector<WritebackRunFigures> runs;
   Progress progress;
-  for (std::size_t run = 0; run <= cfg.runs; ++run) {
-    WritebackRunFigures fig;
-    Status s = MeasureRun(cfg, *corpus, run, files.scratch(), &progress, &fig);
-    if (!s.ok()) {
-      progress.Clear();
-      return ReportFailure(
-          kCommand, "FATAL: " + RunLabel(run, cfg.runs) + ": " + s.ToString());
-    }
-    if (run > 0) runs.push_back(std::move(fig));
-  }
+  auto m = RunVariants({.runs = static_cast<std::size_t>(f.common.runs)},
+                       variants, progress);
   progress.Clear();
-
-  std::printf("\n%s", WritebackResultText(cfg, runs).c_str());
-  std::fflush(stdout);
-  if (int rc = FinishJson(kCommand, cfg.json_path, [&](const std::string& p) {
-        return WriteWritebackJson(p, machine, cfg, runs);
-      })) {
-    return rc;
-  }
-  const Chart chart = WritebackChart(cfg, runs);
-  return charts.Write({&chart, 1}) ? 0 : 1;
+  if (!m) return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
+  Results(report, b, *m);
+  return report.Finish(kCommand, f.common);
 }
 
 }  // namespace ztier::tool

@@ -11,33 +11,27 @@
 //                         [--runs N] [--codec NAME] [--batch-size N]
 //                         [--compressed] [--json FILE] [--plot DIR]
 //
-// Variants, measured in every run in an order that alternates between runs
-// (sync, batched, fio; then fio, batched, sync; ...), after one warm-up run
-// that is not counted:
+// Variants (bench_harness.h's RunVariants: one warm-up run, then --runs
+// runs, the order reversed in every other run):
 //   sync     PageStore::Writeback with in_flight 1, max_io_pages 1
 //   batched  in_flight --batch-size (default 32), max_io_pages 32 (128 KiB)
 //   fio      fio --rw=write --bs=128k --ioengine=io_uring --direct=1
-//            --iodepth=32 over a file of --size bytes (skipped, with a note,
-//            when fio is not on PATH)
-// writeback_run.h has what one sync or batched measurement does: a fresh
-// store and backing file (DIR/ztier-bench-writeback.img) filled with the
-// corpus, every slot marked idle, then only the Writeback() call timed, and
-// every 64th slot read back and checked afterwards. fio writes
-// DIR/ztier-bench-fio.img. Both files are removed at the end, on error and
-// on SIGINT/SIGTERM/SIGHUP.
+//            --iodepth=32 of --size bytes (skipped when fio is not on PATH)
+// A store measurement opens DIR/ztier-bench-writeback.img (BackingStore,
+// O_DIRECT where the file system allows it), fills a store of --size with
+// the corpus and marks every slot idle (untimed), times one Writeback() of
+// every slot (an error unless it writes every candidate), then reads back
+// and checks every 64th slot. fio writes DIR/ztier-bench-fio.img. Each file
+// is removed after its measurement, on error and on SIGINT/SIGTERM/SIGHUP.
 //
-// Output (stdout): the machine line, the configuration, a table per variant
-// of pages, seconds and MB/s (median (min-max) over the runs, cv%), and the
-// ratios batched / one-at-a-time and batched / fio, each the median of the
-// ratios taken within one run. A progress line goes to stderr when it is a
-// terminal. `--json FILE` writes the configuration, every run's figures
-// and the summaries. `--plot DIR` draws writeback.png (plot.h): MB/s of
-// each variant, median with min-max bars.
+// Output (bench_report.h): the configuration, the table "variants" (pages,
+// seconds, MB/s), the last run's mem_used_total and bd_stat, the ratios
+// batched / one-at-a-time and batched / fio sequential write (medians of
+// per-run ratios); --plot DIR: writeback.png, MB/s of each variant.
 //
-// Exit status: 0 done (also when fio is missing); 1 a runtime failure (no
-// corpus, a writeback that fails or does not write every candidate, data
-// that reads back wrong, fio failing; --plot given and the chart not
-// drawn, after the tables); 2 bad usage.
+// Exit status: 0 done (also without fio); 1 a runtime failure (no corpus,
+// a writeback that fails or does not write every candidate, data that
+// reads back wrong, fio failing, --plot given and no chart); 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_WRITEBACK_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_WRITEBACK_H_
 

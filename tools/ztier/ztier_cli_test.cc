@@ -255,34 +255,20 @@ TEST_F(ZtierCliTest, BenchWritebackReportsBothVariantsAndTheRatio) {
   EXPECT_FALSE(fs::exists(dir_ / "ztier-bench-writeback.img"));
   EXPECT_FALSE(fs::exists(dir_ / "ztier-bench-fio.img"));
 
+  EXPECT_NE(r.out.find("\n== last run: "), std::string::npos) << r.out;
+
+  // bench_report.h's schema: every figure of the text, the ratios too.
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
-  for (const char* key : {"\"machine\"",
-                          "\"config\"",
-                          "\"size_bytes\": 8388608",
-                          "\"slots\": 2048",
-                          "\"codec\": \"lz4\"",
-                          "\"batch_size\": 32",
-                          "\"runs\": 1",
-                          "\"warmup_runs\": 1",
-                          "\"runs\": [",
-                          "\"order\": [",
-                          "\"sync\": {",
-                          "\"batched\": {",
-                          "\"fio\"",
-                          "\"pages\"",
-                          "\"seconds\"",
-                          "\"mb_s\"",
-                          "\"bd_stat_before\"",
-                          "\"bd_stat_after\"",
-                          "\"mem_used_total_before\"",
-                          "\"mem_used_total_after\"",
-                          "\"verified_slots\": 32",
-                          "\"batched_over_sync_median\"",
-                          "\"batched_over_fio_median\"",
-                          "\"summary\"",
-                          "\"mb_s_median\"",
-                          "\"mb_s_cv\""}) {
+  for (const char* key :
+       {"\"benchmark\": \"ztier bench writeback\"", "\"machine\"",
+        "\"conditions\"", "\"size_bytes\": \"8388608\"",
+        "\"codec\": \"lz4\"", "\"batch_size\": \"32\"", "\"runs\": \"1\"",
+        "\"variants\": [", "\"variant\": \"sync\"",
+        "\"variant\": \"batched\"", "\"pages\": ", "\"seconds_median\"",
+        "\"mb_s_median\"", "\"mb_s_cv\"", "\"last_run\": [",
+        "\"bd_writes\": ", "\"checked\": 32", "\"ratios\": [",
+        "\"ratio\": \"batched / one-at-a-time\"", "\"x_median\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   // Every figure in the one shape (bench_stats.h): no {"median": ...}.
@@ -321,22 +307,28 @@ TEST_F(ZtierCliTest, UsememComparesBatchingAndEndsWithTheRatio) {
   // 2 workers x 1024 pages, two runs (one per variant), every page checked.
   EXPECT_NE(r.out.find("verified: 4096 pages"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" 0 mismatches"), std::string::npos) << r.out;
-  const std::string last = LastLine(r.out);
+  // The ratio line ends the text; only "wrote out.json" follows it.
+  const std::size_t wrote = r.out.rfind("\n\nwrote out.json");
+  ASSERT_NE(wrote, std::string::npos) << r.out;
+  const std::string last = LastLine(r.out.substr(0, wrote));
   EXPECT_EQ(last.rfind("batched / one-at-a-time: ", 0), 0u) << r.out;
   EXPECT_NE(last.find("x (total throughput; median of per-run ratios"),
             std::string::npos)
       << last;
 
+  // bench_report.h's schema, with every worker of every run.
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
   for (const char* key :
-       {"\"machine\"", "\"config\"", "\"workers\": 2",
-        "\"region_bytes\": 8388608", "\"budget_bytes\": 4194304",
-        "\"compare_batching\": true", "\"runs\": [", "\"variant\": \"batched\"",
-        "\"variant\": \"one-at-a-time\"", "\"total_kb_s\"",
-        "\"time_to_free_usecs\"", "\"zswpout\"", "\"summary\"",
-        "\"total_kb_s_median\"", "\"batched_over_one_at_a_time_median\"",
-        "\"pages_verified\": 4096", "\"mismatches\": 0"}) {
+       {"\"benchmark\": \"ztier usemem\"", "\"machine\"",
+        "\"workers\": \"2\"", "\"region_bytes\": \"8388608\"",
+        "\"budget_bytes\": \"4194304\"", "\"compare_batching\": \"yes\"",
+        "\"figure\": \"Total Throughput (KB/s)\"", "\"batched_median\"",
+        "\"one_at_a_time_median\"", "\"counter\": \"zswpout\"",
+        "\"ratio\": \"batched / one-at-a-time\"", "\"x_median\"",
+        "\"workers\": [", "\"variant\": \"one-at-a-time\"",
+        "\"worker\": 1", "\"kb_s\"", "\"pages_verified\": 4096",
+        "\"mismatches\": 0"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
