@@ -43,13 +43,15 @@
 // rows compare fio's data on both sides; the driver rows compare corpus
 // data. bench_zram_compare_io.h has how queue depth maps to a library call.
 //
-// Every run repeats parts (a) and (b); one warm-up run comes first and is
-// not counted. Figures: median, min, max and CV over the runs, and ratios
-// ztier/kernel taken within each run. Output (stdout): the machine line, the
-// exact configuration, the mm_stat table, the three IO tables (ztier-lib
-// against kernel-io_uring and against kernel-psync, ztier-nbd against
-// kernel-fio) and a check of the io_uring driver against fio. A progress line goes to stderr when it is
-// a terminal. --json FILE writes everything as JSON.
+// Through RunVariants (bench_harness.h): variant "mm_stat" is part (a),
+// one variant per codec pair is part (b); one warm-up run comes first and
+// is not counted, and the variants alternate their order run by run.
+// Figures: median, min, max and CV over the runs, and ratios ztier/kernel
+// taken within each run. The output is one Report (bench_report.h): the
+// machine line, the exact configuration, the mm_stat table, the three IO
+// tables (ztier-lib against kernel-io_uring and against kernel-psync,
+// ztier-nbd against kernel-fio) and a check of the io_uring driver against
+// fio; --json FILE writes it in the Report schema.
 //
 // The kernel device: if it is missing, or busy (initialised by someone
 // else, mounted, swapped on, or held open), the command says so on stderr
