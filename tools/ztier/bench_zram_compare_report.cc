@@ -72,33 +72,12 @@ void AddConfig(Report& r, const ZramCompareConfig& cfg) {
     r.Line("  kernel comp_algorithm offers: " +
            Joined(cfg.kernel_algorithms, " "));
   }
-  r.Line(
-      "part (a): each corpus on a fresh device of its size, per codec pair: "
-      "kernel: reset, comp_algorithm, disksize, written in 128 KiB O_DIRECT "
-      "writes, mm_stat, read back and compared, reset; ztier: a PageStore of "
-      "as many slots, Store() page by page (what a Device write does), "
-      "mm_stat (Stats()), read back and compared\n"
-      "part (b): paths, alternating in this order for every job: " +
-      Joined(paths, ", ") +
-      "\n  jobs (reads first, so every read reads corpus data): " +
-      Joined(jobs, ", ") +
-      "\n  devices: fresh per codec and run, disksize = area; kernel: "
-      "reset, comp_algorithm, disksize (reset after); ztier-lib: a Device "
-      "(streams: one per core); ztier-nbd: ztier serve --device zram0:AREA "
-      "--comp-algorithm CODEC --unix S --ctl C\n"
-      "  fill (untimed): area page p = data page p % " +
-      std::to_string(cfg.data_pages) +
-      " (the corpus pages in order); kernel and ztier-lib: one sequential "
-      "128 KiB pass over each thread's share by the drivers below, then "
-      "every 61st page read back and compared; ztier-nbd: nbdcopy of the "
-      "same bytes\n"
-      "  kernel-io_uring: per thread one O_DIRECT fd and one io_uring of "
-      "QD entries, QD IOs in flight; kernel-psync: per thread one O_DIRECT "
-      "fd, one pread/pwrite after another; ztier-lib: per thread "
-      "synchronous Device::Write/Read calls, one after another (QD has no "
-      "meaning for a synchronous call: psync and lib rows at QD32 repeat "
-      "QD1); all three draw the same blocks (splitmix64 seeded per thread) "
-      "and write what the fill wrote there (corpus data)");
+  r.Line("part (b): paths, alternating in this order for every job: " +
+         Joined(paths, ", ") + "\n  jobs (reads first): " +
+         Joined(jobs, ", ") + "\n  fill (untimed): area page p = data page "
+         "p % " + std::to_string(cfg.data_pages) + ", every 61st page read "
+         "back and compared; psync and lib rows at QD32 repeat QD1 (a "
+         "synchronous call has no queue)");
   if (!cfg.cases.empty()) {
     const IoCase& c = cfg.cases.front();
     r.Line("  kernel-fio, e.g.: " +
@@ -108,9 +87,8 @@ void AddConfig(Report& r, const ZramCompareConfig& cfg) {
            "\n  ztier-nbd, e.g.: " +
            bench::CommandLine(NbdFioArgs("fio", c.job, c.threads,
                                          cfg.area_bytes, cfg.seconds, "URI")) +
-           "\n  fio writes its own buffers (half compressible, new for every "
-           "write), not corpus data: fio rows compare fio's data on both "
-           "sides");
+           "\n  fio writes its own buffers, not corpus data: fio rows compare "
+           "fio's data on both sides");
   }
   r.Line("tools: ztier " + version(cfg.ztier) + "; fio " + version(cfg.fio) +
          "; nbdcopy " + version(cfg.nbdcopy));
