@@ -1,16 +1,12 @@
 // File: tools/ztier/bench_zram_compare_report.h
 //
-// What `ztier bench zram-compare` measures (ZramCompareConfig, the paths
-// and cases) and how it reports it through bench_report.h: the
-// configuration lines, the mm_stat table (part a), the IO tables (part b:
-// the library path against the kernel through io_uring and through
-// pread/pwrite, the NBD path against the kernel through fio) and the
-// io_uring driver against fio on the kernel device, a check of the driver.
-//
-// The samples come from RunVariants (bench_harness.h): variant "mm_stat"
-// holds part (a) as MmFigure names, and one variant per codec pair (its
-// PairName) holds part (b) as IoFigure names; ratios ztier/kernel are
-// taken within each run (Measurements::Ratios), then the median.
+// What `ztier bench zram-compare` measures (ZramCompareConfig, paths,
+// cases) and its report (bench_report.h): the configuration lines, the
+// mm_stat table, the IO tables and the io_uring driver against fio. The
+// samples come from RunVariants: variant "mm_stat" holds part (a) under
+// MmFigure names, one variant per codec pair (PairName) part (b) under
+// IoFigure names; ratios are per run (Measurements::Ratios), then the
+// median.
 //
 // Thread safety: plain values and functions.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_REPORT_H_
