@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "bench_proc.h"
 #include "bench_stats.h"
 #include "bench_zram_compare_io.h"
 

@@ -20,7 +20,6 @@
 
 #include "bench_fio.h"
 #include "bench_harness.h"
-#include "bench_proc.h"
 #include "bench_report.h"
 
 namespace ztier::tool::zramcmp {
