@@ -33,8 +33,8 @@ void CellColumns(const Cell& c, std::vector<std::string>* heads,
       heads->push_back(c.column);
       texts->push_back(any ? FormatDouble(s.median, f->decimals) : "-");
     }
-    if (f->show & kCv) {
-      heads->push_back("cv%");
+    if (f->show & (kCv | kOwnCv)) {
+      heads->push_back(f->show & kOwnCv ? c.column + " cv%" : "cv%");
       texts->push_back(any ? FormatDouble(s.cv_percent, 1) : "-");
     }
     return;

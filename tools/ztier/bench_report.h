@@ -25,7 +25,8 @@
 //
 // A Figure cell is a sample over runs, shown as its median; with kRange as
 // "median (min-max)", under the heading "COLUMN median (min-max)"; with kCv
-// followed by a column "cv%" (percent, 1 decimal).
+// followed by a column "cv%" (percent, 1 decimal); with kOwnCv by a column
+// "COLUMN cv%".
 //
 // JSON (one schema for every experiment; tools/bench/compare_runs.py reads
 // it):
@@ -63,6 +64,9 @@ enum FigureShow : unsigned {
   kMedian = 0,     // the median alone
   kRange = 1 << 0,  // "median (min-max)"
   kCv = 1 << 1,     // and a "cv%" column after it
+  // and a column "COLUMN cv%" after it: for rows with several figures
+  // that each show their cv (a plain "cv%" heading is one column).
+  kOwnCv = 1 << 2,
 };
 
 // "MB/s median" -> "mb_s_median": lower case, each run of characters other

@@ -117,6 +117,18 @@ TEST(BenchReportTest, RatioPrintsALineAndKeepsTheSamplesInTheJson) {
   EXPECT_NE(json.find("\"x_median\": null"), std::string::npos) << json;
 }
 
+TEST(BenchReportTest, OwnCvGivesEachFigureItsCvColumn) {
+  Report r("bench test", MachineInfo{.cpu_model = "cpu", .cores = 2});
+  r.AddTable("t", "").AddRow().Figure("k", {{10, 9, 11}}, 1, kOwnCv).Figure(
+      "z", {{20, 20, 20}}, 1, kRange | kOwnCv);
+  const std::string text = r.Text();
+  EXPECT_NE(text.find("   k  k cv%  z median (min-max)  z cv%\n"
+                      "10.0   10.0    20.0 (20.0-20.0)    0.0\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(r.Json().find("\"z_cv\": 0.00"), std::string::npos) << r.Json();
+}
+
 TEST(BenchReportTest, JsonHasOneShapeAndCompareRunsReadsIt) {
   const std::string json = SampleReport({10, 9, 11}).Json();
   for (const char* key :

@@ -1,27 +1,23 @@
 // File: tools/ztier/bench_zram_compare.cc
 //
 // `ztier bench zram-compare` (see bench_zram_compare.h): parses flags, finds
-// the kernel device, the tools and the corpora, runs parts (a) and (b) in
-// every run, alternating kernel and ztier, and reports
-// (bench_zram_compare_report.h).
+// the kernel device, the tools and the corpora, runs part (a) and one
+// variant per codec pair of part (b) through RunVariants (bench_harness.h),
+// and reports (bench_zram_compare_report.h).
 #include "bench_zram_compare.h"
-
-#include <signal.h>
 
 #include <algorithm>
 #include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <vector>
 
-#include "bench_harness.h"
 #include "bench_fio.h"
+#include "bench_harness.h"
 #include "bench_proc.h"
+#include "bench_report.h"
 #include "bench_zram_compare_io.h"
 #include "bench_zram_compare_kernel.h"
 #include "bench_zram_compare_report.h"
@@ -41,7 +37,6 @@ using namespace zramcmp;  // NOLINT: this file is the benchmark's driver
 using std::chrono::milliseconds;
 
 constexpr const char kCommand[] = "ztier bench zram-compare";
-constexpr const char kDefaultDevice[] = "/dev/zram0";
 constexpr std::uint64_t kBlock = kMaxBlockPages * kPageSize;
 constexpr std::uint64_t kVerifyStride = 61;  // pages between checked pages
 constexpr milliseconds kStartTimeout{15'000};
@@ -65,33 +60,11 @@ constexpr const char kAbout[] =
 // that the kernel device is still reset and the servers stopped.
 volatile std::sig_atomic_t g_interrupted = 0;
 
-void OnSignal(int) { g_interrupted = 1; }
-
 Status CheckInterrupted() {
   return g_interrupted != 0
              ? Status::FailedPrecondition("interrupted by a signal")
              : Status::Ok();
 }
-
-// Installs OnSignal for SIGINT and SIGTERM while it lives.
-class SignalGuard {
- public:
-  SignalGuard() {
-    struct sigaction sa {};
-    sa.sa_handler = OnSignal;
-    sigemptyset(&sa.sa_mask);
-    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &sa, &old_[i]);
-  }
-  SignalGuard(const SignalGuard&) = delete;
-  SignalGuard& operator=(const SignalGuard&) = delete;
-  ~SignalGuard() {
-    for (int i = 0; i < 2; ++i) ::sigaction(kSignals[i], &old_[i], nullptr);
-  }
-
- private:
-  static constexpr int kSignals[2] = {SIGINT, SIGTERM};
-  struct sigaction old_[2];
-};
 
 // Everything one run needs.
 struct Bench {
@@ -103,7 +76,6 @@ struct Bench {
   std::string dir;                            // the temporary folder
   std::string area_file;  // part (b)'s fill as a file, for nbdcopy
   Progress* progress;
-  ZramCompareResults* results;
 };
 
 template <typename T>
@@ -111,43 +83,28 @@ Status StatusOf(const Result<T>& r) {
   return r.has_value() ? Status::Ok() : r.error();
 }
 
-std::string RunPrefix(const ZramCompareConfig& cfg, std::size_t run) {
-  return "[" + RunLabel(run, cfg.runs) + "] ";
-}
-
 IoPattern FillPattern(std::uint64_t area_bytes, std::size_t threads) {
-  return {.random = false,
-          .writes = true,
-          .block_bytes = static_cast<std::uint32_t>(kBlock),
-          .depth = 8,
-          .threads = threads,
-          .area_bytes = area_bytes,
-          .seconds = 0};
+  return {.random = false, .writes = true,
+          .block_bytes = static_cast<std::uint32_t>(kBlock), .depth = 8,
+          .threads = threads, .area_bytes = area_bytes, .seconds = 0};
 }
 
-PageReader DeviceReader(Device& device) {
-  return [&device](std::uint64_t offset, std::span<std::byte> out) {
-    return device.Read(offset, out);
-  };
+// The mm_stat figures of one side into `s`.
+void AddMm(Samples& s, std::size_t c, std::size_t p, char side,
+           std::uint64_t compr, std::uint64_t used, std::uint64_t huge,
+           std::uint64_t same) {
+  const std::pair<const char*, std::uint64_t> f[] = {
+      {"compr", compr}, {"used", used}, {"huge", huge}, {"same", same}};
+  for (const auto& [name, v] : f) {
+    s.Add(MmFigure(c, p, side, name), static_cast<double>(v));
+  }
 }
 
-MmStat ToMmStat(const PageStoreStats& s) {
-  return {.orig_data_size = s.orig_data_size,
-          .compr_data_size = s.compr_data_size,
-          .mem_used_total = s.mem_used_total,
-          .mem_limit = s.mem_limit,
-          .mem_used_max = s.mem_used_max,
-          .same_pages = s.same_pages,
-          .pages_compacted = s.pages_compacted,
-          .huge_pages = s.huge_pages};
-}
-
-// Part (a), kernel: corpus `c` on a fresh device with `codec`.
-Result<MmStat> KernelMm(const Bench& b, std::size_t c,
-                        const std::string& codec) {
+// Part (a), kernel: corpus `c` on a fresh device with pair `p`'s codec.
+Status KernelMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
   KernelZram& zram = **b.zram;
   const std::uint64_t bytes = b.cfg.corpora[c].pages * kPageSize;
-  ZT_RETURN_IF_ERROR(zram.Init(codec, bytes));
+  ZT_RETURN_IF_ERROR(zram.Init(b.cfg.pairs[p].kernel, bytes));
   ZT_RETURN_IF_ERROR(StatusOf(RunKernelIo(
       zram.dev_path(), FillPattern(bytes, 1), b.corpus_data[c])));
   ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
@@ -155,90 +112,90 @@ Result<MmStat> KernelMm(const Bench& b, std::size_t c,
     ZT_ASSIGN_OR_RETURN(PageReader read, KernelPageReader(zram.dev_path()));
     ZT_RETURN_IF_ERROR(VerifyArea(read, bytes, b.corpus_data[c], 1));
   }
-  ZT_RETURN_IF_ERROR(zram.Reset());
-  return mm;
+  AddMm(s, c, p, 'k', mm.compr_data_size, mm.mem_used_total, mm.huge_pages,
+        mm.same_pages);
+  return zram.Reset();
 }
 
-// Part (a), ztier: corpus `c` in a fresh PageStore with `codec`; the pool's
-// metadata bytes go to *metadata.
-Result<MmStat> ZtierMm(const Bench& b, std::size_t c, const std::string& codec,
-                       double* metadata) {
+// Part (a), ztier: corpus `c` in a fresh PageStore with pair `p`'s codec,
+// its figures for every pair with that codec.
+Status ZtierMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
   const std::size_t pages = b.cfg.corpora[c].pages;
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
-                      PageStore::Create({.num_pages = pages, .codec = codec}));
+                      PageStore::Create({.num_pages = pages,
+                                         .codec = b.cfg.pairs[p].ztier}));
   for (std::size_t i = 0; i < pages; ++i) {
     ZT_RETURN_IF_ERROR(store->Store(i, b.corpora[c].page(i)));
   }
-  const MmStat mm = ToMmStat(store->Stats());
-  *metadata = static_cast<double>(store->pool().Stats().metadata_bytes);
+  const PageStoreStats st = store->Stats();
+  const double meta = static_cast<double>(store->pool().Stats().metadata_bytes);
   alignas(8) std::byte out[kPageSize];
   for (std::size_t i = 0; i < pages; ++i) {
     ZT_RETURN_IF_ERROR(store->Load(i, MutablePage(out, kPageSize)));
     if (std::memcmp(out, b.corpora[c].page(i).data(), kPageSize) != 0) {
-      return Err(Status::Corruption("page " + std::to_string(i) +
-                                    " reads back different"));
+      return Status::Corruption("page " + std::to_string(i) +
+                                " reads back different");
     }
   }
-  return mm;
+  for (std::size_t q = p; q < b.cfg.pairs.size(); ++q) {
+    if (b.cfg.pairs[q].ztier != b.cfg.pairs[p].ztier) continue;
+    AddMm(s, c, q, 'z', st.compr_data_size, st.mem_used_total, st.huge_pages,
+          st.same_pages);
+    s.Add(MmFigure(c, q, 'z', "meta"), meta);
+  }
+  return Status::Ok();
 }
 
 // Part (a) of one run: every corpus, every pair; ztier once per codec.
-Status MmRun(const Bench& b, std::size_t run) {
+Status MmRun(const Bench& b, std::size_t run, Samples& s) {
   for (std::size_t c = 0; c < b.cfg.corpora.size(); ++c) {
-    ZT_RETURN_IF_ERROR(CheckInterrupted());
-    std::map<std::string, std::pair<MmStat, double>> ztier;
     for (std::size_t p = 0; p < b.cfg.pairs.size(); ++p) {
       const CodecPair& pair = b.cfg.pairs[p];
-      const std::string what = b.cfg.corpora[c].name + " ";
-      MmCase& out = b.results->mm[c][p];
-      if (b.zram->has_value() && pair.kernel_offered) {
-        b.progress->Update(RunPrefix(b.cfg, run) + "mm_stat " + what +
-                           "kernel " + pair.kernel);
-        auto mm = KernelMm(b, c, pair.kernel);
-        if (!mm.has_value()) {
+      const std::string what = RunLabel(run, b.cfg.bench.runs) + ": mm_stat " +
+                               b.cfg.corpora[c].name + " ";
+      Status st = CheckInterrupted();
+      if (st.ok() && b.zram->has_value() && pair.kernel_offered) {
+        b.progress->Update(what + "kernel " + pair.kernel);
+        if (st = KernelMm(b, c, p, s); !st.ok()) {
           return Status::IoError("part (a), " + what + "kernel " +
-                                 pair.kernel + ": " + mm.error().ToString());
+                                 pair.kernel + ": " + st.ToString());
         }
-        if (run > 0) out.kernel.push_back(*mm);
       }
-      if (!ztier.contains(pair.ztier)) {
-        b.progress->Update(RunPrefix(b.cfg, run) + "mm_stat " + what +
-                           "ztier " + pair.ztier);
-        double metadata = 0;
-        auto mm = ZtierMm(b, c, pair.ztier, &metadata);
-        if (!mm.has_value()) {
+      if (st.ok() && b.cfg.MeasuresZtier(p)) {
+        b.progress->Update(what + "ztier " + pair.ztier);
+        if (st = ZtierMm(b, c, p, s); !st.ok()) {
           return Status::IoError("part (a), " + what + "ztier " + pair.ztier +
-                                 ": " + mm.error().ToString());
+                                 ": " + st.ToString());
         }
-        ztier[pair.ztier] = {*mm, metadata};
       }
-      if (run > 0) {
-        out.ztier.push_back(ztier[pair.ztier].first);
-        out.ztier_pool_metadata.push_back(ztier[pair.ztier].second);
-      }
+      ZT_RETURN_IF_ERROR(st);
     }
   }
   return Status::Ok();
 }
 
-// The devices of one codec pair in part (b).
+// The devices of one codec pair in part (b); torn down when destroyed.
 struct PairDevices {
-  bool kernel = false;
+  std::optional<KernelZram>* zram = nullptr;  // set once initialised
   std::unique_ptr<Device> lib;
   std::optional<bench::ServerProcess> nbd;
   std::string uri;
+  ~PairDevices() {
+    if (nbd.has_value()) bench::StopServerProcess(&*nbd, kStopGrace, kCommand);
+    lib.reset();
+    if (zram != nullptr) (void)(**zram).Reset();
+  }
 };
 
 Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
                  bool ztier, const std::string& prefix, PairDevices* d) {
   const ZramCompareConfig& cfg = b.cfg;
-  const std::size_t fill_threads = cfg.cases.back().threads;
-  const IoPattern fill = FillPattern(cfg.area_bytes, fill_threads);
+  const IoPattern fill = FillPattern(cfg.area_bytes, cfg.cases.back().threads);
   if (kernel) {
     b.progress->Update(prefix + "fill kernel " + pair.kernel);
     KernelZram& zram = **b.zram;
+    d->zram = b.zram;
     ZT_RETURN_IF_ERROR(zram.Init(pair.kernel, cfg.area_bytes));
-    d->kernel = true;
     ZT_RETURN_IF_ERROR(StatusOf(RunKernelIo(zram.dev_path(), fill, b.data)));
     ZT_ASSIGN_OR_RETURN(PageReader read, KernelPageReader(zram.dev_path()));
     ZT_RETURN_IF_ERROR(VerifyArea(read, cfg.area_bytes, b.data, kVerifyStride));
@@ -249,17 +206,20 @@ Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
         "zram0", DeviceDefaults{.comp_algorithm = pair.ztier});
     ZT_RETURN_IF_ERROR(d->lib->SetDisksize(cfg.area_bytes));
     ZT_RETURN_IF_ERROR(StatusOf(RunLibraryIo(*d->lib, fill, b.data)));
-    ZT_RETURN_IF_ERROR(VerifyArea(DeviceReader(*d->lib), cfg.area_bytes,
-                                  b.data, kVerifyStride));
+    Device& dev = *d->lib;
+    ZT_RETURN_IF_ERROR(VerifyArea(
+        [&dev](std::uint64_t off, std::span<std::byte> out) {
+          return dev.Read(off, out);
+        },
+        cfg.area_bytes, b.data, kVerifyStride));
   }
   if (ztier && cfg.Measures(IoPath::kZtierNbd)) {
     b.progress->Update(prefix + "fill ztier-nbd " + pair.ztier);
-    const std::string sock = b.dir + "/serve.sock";
-    const std::string ctl = b.dir + "/serve.ctl";
+    const std::string sock = b.dir + "/serve.sock", ctl = b.dir + "/serve.ctl";
     ZT_ASSIGN_OR_RETURN(
         d->nbd, bench::StartServerProcess(
                     bench::ZtierServeArgs(cfg.ztier.path, cfg.area_bytes,
-                                             pair.ztier, sock, ctl),
+                                          pair.ztier, sock, ctl),
                     "ztier-nbd " + pair.ztier, sock, ctl, b.dir + "/serve.log",
                     b.dir, kStartTimeout));
     d->uri = NbdUnixUri("zram0", sock);
@@ -269,92 +229,81 @@ Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
   return Status::Ok();
 }
 
-void TearDownPair(const Bench& b, PairDevices* d, Status* status) {
-  if (d->nbd.has_value()) {
-    bench::StopServerProcess(&*d->nbd, kStopGrace, kCommand);
-  }
-  d->lib.reset();
-  if (d->kernel) {
-    if (Status s = (*b.zram)->Reset(); !s.ok() && status->ok()) *status = s;
-  }
-}
-
-struct Figures {
-  double iops = 0;
-  double mb_s = 0;
-};
-
-// One measurement of case `c` on `path`.
-Result<Figures> Measure(const Bench& b, const PairDevices& d, IoPath path,
-                        const IoCase& c) {
+// One measurement of case `c` on `path`: its iops and mb_s into `s`.
+Status Measure(const Bench& b, const PairDevices& d, IoPath path,
+               std::size_t c, Samples& s) {
   const ZramCompareConfig& cfg = b.cfg;
-  IoPattern p = PatternFor(c.job, c.threads, cfg.area_bytes, cfg.seconds);
+  const IoCase& io = cfg.cases[c];
+  double iops, mb_s;
   if (path != IoPath::kKernelFio && path != IoPath::kZtierNbd) {
+    IoPattern p = PatternFor(io.job, io.threads, cfg.area_bytes, cfg.seconds);
     p.sync = path == IoPath::kKernelSync;
     ZT_ASSIGN_OR_RETURN(IoResult r,
                         path == IoPath::kZtierLib
                             ? RunLibraryIo(*d.lib, p, b.data)
                             : RunKernelIo((*b.zram)->dev_path(), p, b.data));
-    return Figures{r.iops(), r.mb_s()};
+    iops = r.iops();
+    mb_s = r.mb_s();
+  } else {
+    const std::vector<std::string> argv =
+        path == IoPath::kKernelFio
+            ? KernelFioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
+                            cfg.seconds, (*b.zram)->dev_path())
+            : NbdFioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
+                         cfg.seconds, d.uri);
+    ZT_ASSIGN_OR_RETURN(
+        bench::FioFigures fig,
+        bench::RunFio(argv, b.dir, milliseconds((cfg.seconds + 120) * 1000)));
+    const bench::FioDirection& dir = io.job.writes ? fig.write : fig.read;
+    iops = dir.iops;
+    mb_s = dir.bw_bytes / 1e6;
   }
-  const std::vector<std::string> argv =
-      path == IoPath::kKernelFio
-          ? KernelFioArgs(cfg.fio.path, c.job, c.threads, cfg.area_bytes,
-                          cfg.seconds, (*b.zram)->dev_path())
-          : NbdFioArgs(cfg.fio.path, c.job, c.threads, cfg.area_bytes,
-                       cfg.seconds, d.uri);
-  ZT_ASSIGN_OR_RETURN(
-      bench::FioFigures fig,
-      bench::RunFio(argv, b.dir, milliseconds((cfg.seconds + 120) * 1000)));
-  const bench::FioDirection& dir = c.job.writes ? fig.write : fig.read;
-  return Figures{dir.iops, dir.bw_bytes / 1e6};
+  s.Add(IoFigure(c, path, "iops"), iops);
+  s.Add(IoFigure(c, path, "mb_s"), mb_s);
+  return Status::Ok();
 }
 
-// Part (b) of one run: per codec pair, fresh devices, then every case on
-// every path in turn.
-Status IoRun(const Bench& b, std::size_t run) {
+bool PairKernel(const Bench& b, std::size_t p) {
+  return b.zram->has_value() && b.cfg.pairs[p].kernel_offered &&
+         std::any_of(std::begin(kIoPaths), std::end(kIoPaths), [&](IoPath x) {
+           return IsKernelPath(x) && b.cfg.Measures(x);
+         });
+}
+
+bool PairZtier(const Bench& b, std::size_t p) {
+  return b.cfg.MeasuresZtier(p) && (b.cfg.Measures(IoPath::kZtierLib) ||
+                                    b.cfg.Measures(IoPath::kZtierNbd));
+}
+
+// Part (b) of one run for pair `p`: fresh devices, then every case on every
+// path in turn.
+Status PairRun(const Bench& b, std::size_t p, std::size_t run, Samples& s) {
   const ZramCompareConfig& cfg = b.cfg;
-  std::set<std::string> ztier_done;
-  for (const CodecPair& pair : cfg.pairs) {
-    const bool kernel = b.zram->has_value() && pair.kernel_offered &&
-                        (cfg.Measures(IoPath::kKernelUring) ||
-                         cfg.Measures(IoPath::kKernelSync) ||
-                         cfg.Measures(IoPath::kKernelFio));
-    const bool ztier = ztier_done.insert(pair.ztier).second &&
-                       (cfg.Measures(IoPath::kZtierLib) ||
-                        cfg.Measures(IoPath::kZtierNbd));
-    if (!kernel && !ztier) continue;
-    const std::string prefix =
-        RunPrefix(cfg, run) + pair.kernel + "/" + pair.ztier + ": ";
-    PairDevices d;
-    Status status = SetUpPair(b, pair, kernel, ztier, prefix, &d);
-    for (std::size_t c = 0; status.ok() && c < cfg.cases.size(); ++c) {
-      for (IoPath path : kIoPaths) {
-        if (status = CheckInterrupted(); !status.ok()) break;
-        const bool is_kernel = IsKernelPath(path);
-        if (!cfg.Measures(path) || (is_kernel ? !kernel : !ztier)) continue;
-        const std::string& codec = is_kernel ? pair.kernel : pair.ztier;
-        b.progress->Update(prefix + bench::JobTitle(cfg.cases[c].job) +
-                           " x" + std::to_string(cfg.cases[c].threads) +
-                           " on " + std::string(IoPathName(path)));
-        auto r = Measure(b, d, path, cfg.cases[c]);
-        if (!r.has_value()) {
-          status = Status::IoError(std::string(cfg.cases[c].job.name) + " x" +
-                                   std::to_string(cfg.cases[c].threads) +
-                                   " on " + std::string(IoPathName(path)) +
-                                   " " + codec + ": " + r.error().ToString());
-          break;
-        }
-        if (run == 0) continue;
-        IoSeries& s = b.results->Series(c, path, codec);
-        s.iops.push_back(r->iops);
-        s.mb_s.push_back(r->mb_s);
+  const CodecPair& pair = cfg.pairs[p];
+  const bool kernel = PairKernel(b, p), ztier = PairZtier(b, p);
+  const std::string prefix =
+      RunLabel(run, cfg.bench.runs) + ": " + PairName(pair) + ": ";
+  PairDevices d;
+  ZT_RETURN_IF_ERROR(SetUpPair(b, pair, kernel, ztier, prefix, &d));
+  for (std::size_t c = 0; c < cfg.cases.size(); ++c) {
+    for (IoPath path : kIoPaths) {
+      ZT_RETURN_IF_ERROR(CheckInterrupted());
+      const bool is_kernel = IsKernelPath(path);
+      if (!cfg.Measures(path) || (is_kernel ? !kernel : !ztier)) continue;
+      const std::string what = std::string(cfg.cases[c].job.name) + " x" +
+                               std::to_string(cfg.cases[c].threads) + " on " +
+                               std::string(IoPathName(path));
+      b.progress->Update(prefix + what);
+      if (Status st = Measure(b, d, path, c, s); !st.ok()) {
+        return Status::IoError(what + " " +
+                               (is_kernel ? pair.kernel : pair.ztier) + ": " +
+                               st.ToString());
       }
     }
-    TearDownPair(b, &d, &status);
-    if (!status.ok()) return status;
   }
-  return Status::Ok();
+  if (d.zram == nullptr) return Status::Ok();
+  d.zram = nullptr;
+  return (**b.zram).Reset();
 }
 
 // `flags` items that `known` lacks, checked against the names of `known`
@@ -439,11 +388,11 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
                               unsigned cores, ZramCompareConfig* cfg) {
   std::vector<std::string> codec_flags, job_flags, path_flags;
   std::string size_text = "256M";
-  std::int64_t runs = 5, seconds = 1, threads = cores, corpus_pages = 0;
+  std::int64_t seconds = 1, threads = cores, corpus_pages = 0;
   cfg->corpus_dir = kDefaultCorpusDir;
-  cfg->zram_dev = kDefaultDevice;
+  cfg->zram_dev = "/dev/zram0";
   FlagSet flags(kCommand, kSynopsis);
-  flags.AddInt("runs", &runs, "N",
+  flags.AddInt("runs", &cfg->bench.runs, "N",
                "measured runs, after one warm-up run (default 5)", 1, 1000);
   flags.AddInt("seconds", &seconds, "S",
                "time of each IO job on each path (default 1; the defaults "
@@ -473,9 +422,8 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
                   "the kernel device (default /dev/zram0; its sysfs folder "
                   "is /sys/block/NAME)");
-  AddJsonFlag(flags, &cfg->json_path);
+  AddJsonFlag(flags, &cfg->bench.json);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  cfg->runs = static_cast<std::size_t>(runs);
   cfg->seconds = seconds;
   cfg->corpus_pages = static_cast<std::size_t>(corpus_pages);
   if (codec_flags.empty()) codec_flags = {"lz4", "lzo-rle", "lzo"};
@@ -576,30 +524,20 @@ Status WriteAreaFile(const std::string& path, std::uint64_t area_bytes,
   return out ? Status::Ok() : Status::IoError("cannot write " + path);
 }
 
-// The tables of part (a) and, for each pair of paths measured, part (b).
-void PrintTables(const ZramCompareConfig& cfg,
-                 const ZramCompareResults& results) {
-  std::printf("\n%s", MmTable(cfg, results).c_str());
-  if (!cfg.cases.empty()) {
-    // A table when at least one of its two paths was measured.
-    const auto table = [&](IoPath kernel, IoPath ztier, const char* title) {
-      if (!cfg.Measures(kernel) && !cfg.Measures(ztier)) return;
-      std::printf("\n%s", IoTable(cfg, results, kernel, ztier, title).c_str());
-    };
-    if (cfg.Measures(IoPath::kKernelUring)) {
-      table(IoPath::kKernelUring, IoPath::kZtierLib,
-            "(b) library path, corpus data");
-    }
-    table(IoPath::kKernelSync, IoPath::kZtierLib,
-          "(b) library path, corpus data, synchronous calls on both sides");
-    table(IoPath::kKernelFio, IoPath::kZtierNbd,
-          "(b) NBD path, fio on both sides");
-    if (cfg.Measures(IoPath::kKernelUring) &&
-        cfg.Measures(IoPath::kKernelFio)) {
-      std::printf("\n%s", DriverCheckTable(cfg, results).c_str());
-    }
+// The variants of one run: part (a), then part (b) per codec pair.
+std::vector<Variant> Variants(const Bench& b) {
+  std::vector<Variant> v = {{"mm_stat", [&b](std::size_t run, Samples& s) {
+                               return MmRun(b, run, s);
+                             }}};
+  for (std::size_t p = 0; !b.cfg.cases.empty() && p < b.cfg.pairs.size();
+       ++p) {
+    if (!PairKernel(b, p) && !PairZtier(b, p)) continue;
+    v.push_back({PairName(b.cfg.pairs[p]), [&b, p](std::size_t run,
+                                                   Samples& s) {
+                   return PairRun(b, p, run, s);
+                 }});
   }
-  std::fflush(stdout);
+  return v;
 }
 
 }  // namespace
@@ -609,10 +547,8 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
   ZramCompareConfig cfg;
   if (auto rc = ParseFlags(args, machine.cores, &cfg)) return *rc;
   auto temp = TempDir::Create("ztier-bench-zram-compare");
-  if (!temp.has_value())
-    return ReportFailure(kCommand, temp.error().ToString());
-  const TempDir& dir = *temp;
-  FindTools(dir.path(), &cfg);
+  if (!temp.has_value()) return ReportFailure(kCommand, temp.error().ToString());
+  FindTools(temp->path(), &cfg);
   Corpora corpora;
   if (Status s = LoadCorpora(&cfg, &corpora); !s.ok()) {
     return ReportFailure(kCommand, s.message());
@@ -620,42 +556,33 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
   std::optional<KernelZram> zram = OpenKernel(&cfg);
   std::string area_file;
   if (cfg.Measures(IoPath::kZtierNbd)) {
-    area_file = dir.path() + "/area.pages";
+    area_file = temp->path() + "/area.pages";
     Status s = WriteAreaFile(area_file, cfg.area_bytes, *corpora.all);
     if (!s.ok()) return ReportFailure(kCommand, s.message());
   }
-  std::printf("%s\n%s", MachineLine(machine).c_str(), ConfigText(cfg).c_str());
-  std::fflush(stdout);
-
-  ZramCompareResults results = ZramCompareResults::For(cfg);
   Progress progress;
-  const SignalGuard signals;
-  const Bench bench{.cfg = cfg,
-                    .zram = &zram,
-                    .corpora = corpora.sets,
-                    .corpus_data = corpora.each,
-                    .data = *corpora.all,
-                    .dir = dir.path(),
-                    .area_file = area_file,
-                    .progress = &progress,
-                    .results = &results};
-  for (std::size_t run = 0; run <= cfg.runs; ++run) {
-    Status s = MmRun(bench, run);
-    if (s.ok() && !cfg.cases.empty()) s = IoRun(bench, run);
-    if (!s.ok()) {
-      progress.Clear();
-      return ReportFailure(kCommand,
-                           "FATAL: " + RunPrefix(cfg, run) + s.ToString());
-    }
-  }
+  const Bench bench{.cfg = cfg, .zram = &zram, .corpora = corpora.sets,
+                    .corpus_data = corpora.each, .data = *corpora.all,
+                    .dir = temp->path(), .area_file = area_file,
+                    .progress = &progress};
+  const std::vector<Variant> variants = Variants(bench);
+  auto* const old_int = std::signal(SIGINT, [](int) { g_interrupted = 1; });
+  auto* const old_term = std::signal(SIGTERM, [](int) { g_interrupted = 1; });
+  auto m = RunVariants(
+      {.runs = static_cast<std::size_t>(cfg.bench.runs), .label = "zram"},
+      variants, progress);
+  std::signal(SIGINT, old_int);
+  std::signal(SIGTERM, old_term);
   progress.Clear();
   if (zram.has_value()) {
     if (Status s = zram->Reset(); !s.ok()) PrintError(kCommand, s.ToString());
   }
-  PrintTables(cfg, results);
-  return FinishJson(kCommand, cfg.json_path, [&](const std::string& path) {
-    return WriteZramCompareJson(path, machine, cfg, results);
-  });
+  if (!m.has_value()) {
+    return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
+  }
+  Report report(kCommand, machine);
+  AddZramCompareReport(report, cfg, *m);
+  return report.Finish(kCommand, cfg.bench);
 }
 
 }  // namespace ztier::tool

@@ -9,53 +9,37 @@
 //       [--corpus-dir DIR] [--corpus-pages N] [--zram-dev PATH]
 //       [--json FILE]
 //
-// Codecs come in pairs, a kernel codec and the ztier codec it is compared
-// with: lz4/lz4, lzo-rle/lzo, lzo/lzo (ztier's lzo is LZO1X-1, the
-// kernel's lzo; lzo-rle adds run-length coding of zero runs, which ztier
-// does not have). --codec names the kernel codecs (default all three).
+// Codec pairs (--codec names the kernel's; default all three): lz4/lz4,
+// lzo-rle/lzo, lzo/lzo (ztier's lzo is the kernel's LZO1X-1; ztier has no
+// run-length variant).
 //
-// Part (a), memory: each corpus (*.pages.zst in --corpus-dir, the first
-// --corpus-pages pages of each) is written to a fresh kernel device of its
-// size and to a fresh ztier PageStore, per codec pair; mm_stat's orig,
-// compr and mem_used_total (and same and huge pages) are compared, and both
-// are read back and checked.
+// Part (a), memory: each corpus of --corpus-dir (its first --corpus-pages
+// pages) on a fresh kernel device of its size and in a fresh ztier
+// PageStore, per pair: mm_stat's compr, mem_used_total, same and huge
+// pages, both read back and checked.
 //
-// Part (b), throughput: six fio-style jobs (4 KiB random read and write at
-// QD1 and QD32, 128 KiB sequential read and write at QD8; reads first), each
-// on one thread and on --threads threads (default: all cores), each thread
-// on its own share of a --size area, on five paths, alternating in this
-// order for every job:
-//   kernel-io_uring  this tool's io_uring driver on the kernel device
-//                    (O_DIRECT), writing corpus pages
-//   ztier-lib        this tool's driver calling a ztier Device (the
-//                    library path): the same blocks, the same data
-//   kernel-psync     this tool's driver on the kernel device with pread and
-//                    pwrite (O_DIRECT) instead of io_uring: the same blocks
-//                    and data, each IO done in the calling thread as a
-//                    library call is (io_uring hands zram's IOs to its
-//                    io-wq worker threads, as zram cannot take them
-//                    without blocking)
-//   kernel-fio       fio --ioengine=io_uring --direct=1 on the kernel device
-//   ztier-nbd        fio's nbd engine on `ztier serve` (the NBD path)
-// Every device is fresh per codec pair and run and filled with the corpus
-// pages first (untimed; read back in part and checked). fio writes its own
-// half-compressible buffers (it cannot write corpus data), so fio's write
-// rows compare fio's data on both sides; the driver rows compare corpus
-// data. bench_zram_compare_io.h has how queue depth maps to a library call.
+// Part (b), throughput: fio-style jobs (4 KiB random read and write at QD1
+// and QD32, 128 KiB sequential at QD8; reads first) on one thread and on
+// --threads, each thread on its own share of a --size area, on five paths
+// alternating in this order for every job: kernel-io_uring and
+// kernel-psync (this tool's drivers on the kernel device, O_DIRECT,
+// io_uring or pread/pwrite), ztier-lib (the same driver calling a ztier
+// Device: the same blocks and corpus data), kernel-fio (fio io_uring on the
+// kernel device) and ztier-nbd (fio's nbd engine on `ztier serve`; fio
+// writes its own buffers on both sides). Devices are fresh per pair and run,
+// filled with the corpus pages (untimed, checked).
 //
-// Every run repeats parts (a) and (b); one warm-up run comes first and is
-// not counted. Figures: median, min, max and CV over the runs, and ratios
-// ztier/kernel taken within each run. Output (stdout): the machine line, the
-// exact configuration, the mm_stat table, the three IO tables (ztier-lib
-// against kernel-io_uring and against kernel-psync, ztier-nbd against
-// kernel-fio) and a check of the io_uring driver against fio. A progress line goes to stderr when it is
-// a terminal. --json FILE writes everything as JSON.
+// Through RunVariants (bench_harness.h): variant "mm_stat" is part (a),
+// one variant per codec pair part (b), after one warm-up run. The output is
+// one Report (bench_report.h): the configuration, the mm_stat table, the
+// IO tables (ztier-lib against kernel-io_uring and kernel-psync, ztier-nbd
+// against kernel-fio; ratios within each run) and the io_uring driver
+// against fio; --json FILE writes it.
 //
-// The kernel device: if it is missing, or busy (initialised by someone
-// else, mounted, swapped on, or held open), the command says so on stderr
-// and in its output, and measures ztier alone; it never touches a device in
-// use. A device it uses is reset before and after every use, and at the end.
-// Missing fio skips kernel-fio and ztier-nbd; missing nbdcopy, ztier-nbd.
+// A missing or busy kernel device (initialised, or held open) is left
+// alone, said on stderr and in the output, and ztier measured alone; one it
+// uses is reset before and after every use. Missing fio skips kernel-fio
+// and ztier-nbd; missing nbdcopy, ztier-nbd.
 //
 // Exit status: 0 done (also with the kernel side or a path skipped); 1 a
 // runtime failure (no corpus, a failing IO, a page that reads back wrong, a

@@ -221,41 +221,15 @@ Status KernelWorker(const std::string& dev_path, const IoPattern& p,
   return status;
 }
 
-// One kernel thread with p.sync: one pread/pwrite after another until the
-// deadline.
-Status KernelSyncWorker(const std::string& dev_path, const IoPattern& p,
-                        const DataPages& data, std::size_t thread,
-                        const WaitForStart& wait, std::uint64_t* ops) {
-  ZT_ASSIGN_OR_RETURN(Fd fd, OpenDirect(dev_path,
-                                        p.writes ? O_WRONLY : O_RDONLY));
-  AlignedBuffer buffer = AllocAligned(p.block_bytes);
-  if (buffer == nullptr) return Status::ResourceExhausted("read buffer");
-  std::memset(buffer.get(), 0, p.block_bytes);
-  BlockSequence seq(p, thread);
-  const Clock::time_point deadline = wait();
-  std::uint64_t offset;
-  while (seq.Next(&offset)) {
-    const ssize_t n =
-        p.writes ? ::pwrite(fd.get(), data.ForAreaPage(offset / kPageSize),
-                            p.block_bytes, static_cast<off_t>(offset))
-                 : ::pread(fd.get(), buffer.get(), p.block_bytes,
-                           static_cast<off_t>(offset));
-    if (n != static_cast<ssize_t>(p.block_bytes)) {
-      return n < 0 ? PosixError((p.writes ? "pwrite " : "pread ") + dev_path,
-                                errno)
-                   : Status::IoError("short IO on " + dev_path);
-    }
-    ++*ops;
-    if (Clock::now() >= deadline) break;
-  }
-  return Status::Ok();
-}
+// One synchronous IO at `offset`: a write of `src` or a read into `out`.
+using SyncIo = std::function<Status(std::uint64_t offset, const std::byte* src,
+                                    std::span<std::byte> out)>;
 
-// One library thread: one synchronous call after another until the
-// deadline.
-Status LibraryWorker(Device& device, const IoPattern& p, const DataPages& data,
-                     std::size_t thread, const WaitForStart& wait,
-                     std::uint64_t* ops) {
+// One thread of synchronous calls, one after another until the deadline
+// (pread/pwrite, or a library call).
+Status SyncWorker(const IoPattern& p, const DataPages& data,
+                  std::size_t thread, const WaitForStart& wait,
+                  std::uint64_t* ops, const SyncIo& io) {
   AlignedBuffer buffer = AllocAligned(p.block_bytes);
   if (buffer == nullptr) return Status::ResourceExhausted("read buffer");
   std::memset(buffer.get(), 0, p.block_bytes);
@@ -264,17 +238,37 @@ Status LibraryWorker(Device& device, const IoPattern& p, const DataPages& data,
   const Clock::time_point deadline = wait();
   std::uint64_t offset;
   while (seq.Next(&offset)) {
-    const Status s =
-        p.writes
-            ? device.Write(offset, std::span<const std::byte>(
-                                       data.ForAreaPage(offset / kPageSize),
-                                       p.block_bytes))
-            : device.Read(offset, out);
-    if (!s.ok()) return s;
+    ZT_RETURN_IF_ERROR(io(offset,
+                          p.writes ? data.ForAreaPage(offset / kPageSize)
+                                   : nullptr,
+                          out));
     ++*ops;
     if (Clock::now() >= deadline) break;
   }
   return Status::Ok();
+}
+
+// pread/pwrite on `dev_path` for SyncWorker.
+Status KernelSyncWorker(const std::string& dev_path, const IoPattern& p,
+                        const DataPages& data, std::size_t thread,
+                        const WaitForStart& wait, std::uint64_t* ops) {
+  ZT_ASSIGN_OR_RETURN(Fd fd, OpenDirect(dev_path,
+                                        p.writes ? O_WRONLY : O_RDONLY));
+  return SyncWorker(p, data, thread, wait, ops,
+                    [&](std::uint64_t off, const std::byte* src,
+                        std::span<std::byte> out) -> Status {
+                      const ssize_t n =
+                          src != nullptr
+                              ? ::pwrite(fd.get(), src, out.size(),
+                                         static_cast<off_t>(off))
+                              : ::pread(fd.get(), out.data(), out.size(),
+                                        static_cast<off_t>(off));
+                      if (n == static_cast<ssize_t>(out.size())) {
+                        return Status::Ok();
+                      }
+                      return n < 0 ? PosixError("IO on " + dev_path, errno)
+                                   : Status::IoError("short IO on " + dev_path);
+                    });
 }
 
 Status CheckPattern(const IoPattern& p) {
@@ -347,7 +341,13 @@ Result<IoResult> RunLibraryIo(Device& device, const IoPattern& p,
   ZT_RETURN_IF_ERROR(CheckPattern(p));
   return RunThreads(p, [&](std::size_t t, const WaitForStart& wait,
                            std::uint64_t* ops) {
-    return LibraryWorker(device, p, data, t, wait, ops);
+    return SyncWorker(p, data, t, wait, ops,
+                      [&](std::uint64_t off, const std::byte* src,
+                          std::span<std::byte> out) {
+                        return src != nullptr
+                                   ? device.Write(off, {src, out.size()})
+                                   : device.Read(off, out);
+                      });
   });
 }
 

@@ -15,8 +15,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "bench_proc.h"
-
 namespace ztier::tool {
 namespace {
 
@@ -24,20 +22,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* kAttrs[] = {"disksize", "comp_algorithm", "mm_stat",
                                   "reset"};
-
-// Whether the first column of a line of `table` (/proc/swaps or
-// /proc/mounts) names `dev` or `real` (the node's resolved path).
-bool ListedIn(const std::string& table, const std::string& dev,
-              const std::string& real) {
-  std::istringstream lines(bench::ReadFileText(table));
-  std::string line;
-  while (std::getline(lines, line)) {
-    std::istringstream fields(line);
-    std::string first;
-    if (fields >> first && (first == dev || first == real)) return true;
-  }
-  return false;
-}
 
 }  // namespace
 
@@ -89,13 +73,8 @@ Result<KernelZram> KernelZram::Open(const std::string& dev_path,
         "): someone else's device, left untouched (if an interrupted run of "
         "this command left it so, `echo 1 > " + dir + "/reset` frees it)"));
   }
-  const std::string real = fs::canonical(dev_path, ec).string();
-  if (ListedIn("/proc/swaps", dev_path, real)) {
-    return Err(Status::Busy(dev_path + " is in use as swap (/proc/swaps)"));
-  }
-  if (ListedIn("/proc/mounts", dev_path, real)) {
-    return Err(Status::Busy(dev_path + " is mounted (/proc/mounts)"));
-  }
+  // A swapped-on or mounted zram device has a disksize; one held open
+  // (with disksize 0) fails O_EXCL.
   const int fd = ::open(dev_path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;

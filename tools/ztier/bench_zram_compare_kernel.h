@@ -10,21 +10,16 @@
 //   auto mm = zram->ReadMmStat();
 //   ZT_RETURN_IF_ERROR(zram->Reset());
 //
-// Open() decides whether the device may be used at all, and never changes
-// it:
-//   kNotFound  no device node, no sysfs folder, or the folder lacks one of
-//              disksize, comp_algorithm, mm_stat, reset;
-//   kBusy      someone else's: a nonzero disksize (initialised: its data is
-//              not ours to reset), listed in /proc/swaps or /proc/mounts, or
-//              held open exclusively (open O_EXCL fails with EBUSY);
-//   kIoError   anything else that fails (a sysfs file that cannot be read).
-// Init() resets, sets comp_algorithm, then disksize; Reset() writes 1 to
-// reset. Both only ever run on a device that Open() found free, so no data
-// of anyone else is lost. A KernelZram that initialised the device resets it
-// when destroyed, so the device is left as it was found.
+// Open() never changes the device, and refuses it with kNotFound (no node,
+// or its sysfs folder lacks disksize, comp_algorithm, mm_stat or reset),
+// kBusy (someone else's: a nonzero disksize, which a device in use as swap
+// or mounted has, or held open: O_EXCL fails) or kIoError. Init() resets,
+// sets comp_algorithm, then disksize; Reset() writes 1 to reset; both run
+// only on a device Open() found free. A KernelZram that initialised the
+// device resets it when destroyed.
 //
-// Thread safety: one thread uses a KernelZram. Other threads may do IO on
-// the device node between Init() and Reset().
+// Thread safety: one thread uses a KernelZram; others may do IO on the
+// device node between Init() and Reset().
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_KERNEL_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_KERNEL_H_
 
@@ -38,9 +33,8 @@
 
 namespace ztier::tool {
 
-// The first columns of zram's mm_stat (the kernel's Documentation/
-// admin-guide/blockdev/zram.rst), in bytes or pages as the kernel prints
-// them.
+// The first columns of zram's mm_stat (the kernel's zram.rst), in bytes or
+// pages as the kernel prints them.
 struct MmStat {
   std::uint64_t orig_data_size = 0;
   std::uint64_t compr_data_size = 0;
@@ -62,8 +56,7 @@ std::vector<std::string> ParseCompAlgorithms(std::string_view text);
 
 class KernelZram {
  public:
-  // `dev_path`: the device node; `sysfs_dir`: its folder, by default
-  // /sys/block/<basename of dev_path>. See above for the errors.
+  // `sysfs_dir` defaults to /sys/block/<basename of dev_path>.
   static Result<KernelZram> Open(const std::string& dev_path,
                                  std::optional<std::string> sysfs_dir = {});
 
@@ -76,22 +69,19 @@ class KernelZram {
   const std::string& dev_path() const { return dev_path_; }
   const std::string& sysfs_dir() const { return sysfs_dir_; }
 
-  // The algorithms the kernel offers (comp_algorithm), read at Open().
+  // comp_algorithm's names, read at Open().
   const std::vector<std::string>& algorithms() const { return algorithms_; }
 
-  // Resets the device, selects `codec` and sets disksize to `bytes`.
-  // kUnsupported when the kernel does not offer `codec`; kIoError (with the
-  // errno) when a sysfs write fails.
+  // kUnsupported when the kernel does not offer `codec`; kIoError when a
+  // sysfs write fails.
   Status Init(std::string_view codec, std::uint64_t bytes);
 
-  // Writes 1 to reset (all data freed, disksize 0). kIoError when it fails,
-  // e.g. EBUSY while someone holds the device open.
+  // kIoError when it fails (EBUSY while someone holds the device open).
   Status Reset();
 
-  // The device's mm_stat now.
   Result<MmStat> ReadMmStat() const;
 
-  // The text of sysfs attribute `name` (trailing newline kept).
+  // The text of sysfs attribute `name`.
   Result<std::string> ReadAttr(std::string_view name) const;
 
  private:

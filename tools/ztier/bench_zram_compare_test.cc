@@ -283,17 +283,17 @@ TEST_F(ZramCompareCliTest, MissingKernelDeviceIsSkippedWithAMessage) {
                   "== (b) library path", "randread 4k QD32 x1",
                   "kernel-io_uring (skipped)"});
   ExpectIn(json_, {"\"benchmark\": \"ztier bench zram-compare\"",
-                   "\"machine\"", "\"config\"", "\"kernel\"",
-                   "\"state\": \"missing\"", "\"mm_stat\"", "\"io\"",
-                   "\"ratios\"", "\"path\": \"ztier-lib\"",
-                   "\"compr_data_size\"", "\"mem_used_total\"",
-                   "\"pool_metadata_bytes\"", "\"iops_median\"",
-                   "\"iops_cv\"", "\"mb_s_median\""});
-  EXPECT_EQ(json_.find("\"side\": \"kernel\""), std::string::npos) << json_;
-  const std::size_t skipped = json_.find("\"path\": \"kernel-io_uring\"");
-  ASSERT_NE(skipped, std::string::npos) << json_;
-  EXPECT_EQ(json_.find("\"measured\"", skipped),
-            json_.find("\"measured\": false", skipped));
+                   "\"machine\"", "\"conditions\"",
+                   "\"kernel_device\": \"/nonexistent/zram9: missing\"",
+                   "kernel-io_uring (skipped)", "\"mm_stat\": [",
+                   "\"library_psync\": [", "\"compr_z_median\"",
+                   "\"mem_used_z_median\"", "\"z_pool_meta_kib_median\"",
+                   "\"ztier_median\"", "\"ztier_cv\"",
+                   "\"compr_k_median\": null", "\"kernel_median\": null"});
+  // The kernel side is empty, ztier's is not.
+  EXPECT_EQ(json_.find("\"ztier_median\": null"), std::string::npos) << json_;
+  EXPECT_EQ(json_.find("\"compr_z_median\": null"), std::string::npos);
+  EXPECT_EQ(json_.find("\"library_io_uring\""), std::string::npos);
   EXPECT_EQ(json_.find("nan"), std::string::npos) << json_;
 }
 
@@ -328,15 +328,14 @@ TEST_F(ZramCompareCliTest, RealKernelDeviceIsComparedAndResetAfter) {
                   "== (b) library path", "synchronous calls on both sides",
                   "== (b) NBD path",
                   "io_uring driver / fio"});
-  ExpectIn(json_, {"\"state\": \"used\"", "\"path\": \"kernel-io_uring\"",
-                   "\"path\": \"kernel-psync\"",
-                   "\"denominator\": \"kernel-psync\"",
-                   "\"path\": \"kernel-fio\"", "\"path\": \"ztier-nbd\"",
-                   "\"numerator\": \"ztier-lib\"",
-                   "\"denominator\": \"kernel-io_uring\"",
-                   "\"mem_used_total_ztier_over_kernel\""});
+  ExpectIn(json_, {"\"kernel_device\": \"/dev/zram0: used\"",
+                   "\"library_io_uring\": [", "\"library_psync\": [",
+                   "\"nbd\": [", "\"driver_check\": [",
+                   "\"ztier_kernel_median\"", "\"mem_used_z_k_median\"",
+                   "\"io_uring_driver_fio_median\""});
+  // Every figure of both sides was measured.
+  EXPECT_EQ(json_.find("null"), std::string::npos) << json_;
   EXPECT_EQ(json_.find("nan"), std::string::npos) << json_;
-  EXPECT_EQ(json_.find("\"kernel\": null"), std::string::npos) << json_;
   EXPECT_EQ(std::strtoull(ReadText(disksize).c_str(), nullptr, 10), 0u)
       << "/dev/zram0 was not reset";
 }
