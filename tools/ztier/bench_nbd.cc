@@ -1,17 +1,14 @@
 // File: tools/ztier/bench_nbd.cc
 //
-// `ztier bench nbd` (bench_nbd.h): parses flags, finds the tools and
-// corpora, and runs one variant per server (bench_harness.h) whose run
-// starts the server as a subprocess in a private temporary folder
-// (bench_proc.h), runs the fio jobs and the copies against it, and gives
-// their samples; bench_nbd_report.h reports them.
+// `ztier bench nbd` (bench_nbd.h): flags, tools, corpora, and a variant per
+// server (bench_harness.h) that runs it (bench_proc.h) under fio and nbdcopy
+// and gives the samples bench_nbd_report.h reports.
 #include "bench_nbd.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
-#include <optional>
 #include <sstream>
 
 #include "bench_nbd_report.h"
@@ -28,28 +25,22 @@ using std::chrono::milliseconds;
 
 constexpr const char kCommand[] = "ztier bench nbd";
 constexpr std::uint64_t kMaxArea = 256ull << 20;
-constexpr milliseconds kStartTimeout{15'000};
-constexpr milliseconds kStopGrace{10'000};
-constexpr milliseconds kFillTimeout{600'000};
-constexpr milliseconds kCopyTimeout{300'000};
+constexpr milliseconds kStart{15'000}, kStop{10'000}, kFill{600'000},
+    kCopy{300'000};  // timeouts
 constexpr double kMiB = 1024.0 * 1024.0;
 
 constexpr const char kSynopsis[] =
     "[--runs N] [--seconds S] [--size SIZE] [--codec NAME]... "
     "[--corpus-dir DIR] [--no-nbdkit] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
-    "`ztier serve` vs. nbdkit's memory plugin (sparse and "
-    "allocator=zstd)\nover NBD on Unix sockets: fio IOPS and MB/s of six "
-    "jobs (4k randwrite and\nrandread at QD1 and QD32, 128k sequential "
-    "write and read at QD8), nbdcopy\nMB/s of each corpus and the memory "
-    "it takes, and ratios against targets.\nNeeds fio, nbdcopy and "
-    "nbdkit on PATH; a missing one skips its part.";
+    "`ztier serve` vs. nbdkit's memory plugin (sparse and allocator=zstd) "
+    "over NBD:\nfio IOPS and MB/s of six jobs, nbdcopy MB/s and the memory "
+    "of each corpus,\nand ratios against targets. Needs fio, nbdcopy and "
+    "nbdkit; a missing one skips\nits part.";
 
 struct Bench {
   const NbdBenchConfig* cfg;
-  std::string dir;
-  std::vector<corpus::PageSet> corpora;
-  std::vector<std::string> raw_paths;  // each corpus decompressed in `dir`
+  std::string dir;  // also holds each corpus decompressed, as DIR/NAME
   Progress* progress = nullptr;
 
   void Step(std::size_t run, const ServerSpec& s, const std::string& what) {
@@ -69,7 +60,7 @@ Result<ServerProcess> Start(const Bench& b, const ServerSpec& spec,
             : NbdkitMemoryArgs(b.cfg->nbdkit.path, size, base + ".sock",
                                spec.kind == ServerKind::kNbdkitZstd),
       spec.label, base + ".sock", ztier ? base + ".ctl" : "", base + ".log",
-      b.dir, kStartTimeout);
+      b.dir, kStart);
 }
 
 std::string Uri(const ServerProcess& s) {
@@ -87,22 +78,18 @@ Result<std::uint64_t> ZtierMemUsed(const ServerProcess& s) {
   return Err(Status::Corruption("mm_stat of " + s.label + ": '" + text + "'"));
 }
 
-// Compares `path` with `want`; an error names the first differing byte.
-Status CompareFile(const std::string& path, std::span<const std::byte> want) {
+// Compares file `path` with file `orig`; an error names the first
+// differing page.
+Status CompareFile(const std::string& path, const std::string& orig) {
+  const std::string want = ReadFileText(orig, 1ull << 40);
   const std::string got = ReadFileText(path, want.size() + 1);
-  const std::size_t n = std::min(got.size(), want.size());
-  const std::size_t at = static_cast<std::size_t>(
-      std::mismatch(got.begin(), got.begin() + n,
-                    reinterpret_cast<const char*>(want.data()))
-          .first -
-      got.begin());
-  if (at == n && got.size() == want.size()) return Status::Ok();
-  return Status::Corruption(
-      "copied-out " + path + " (" + std::to_string(got.size()) + " of " +
-      std::to_string(want.size()) +
-      " bytes) differs from the original at "
-      "byte " +
-      std::to_string(at) + " (page " + std::to_string(at / 4096) + ")");
+  if (got == want) return Status::Ok();
+  std::size_t at = 0;
+  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+  return Status::Corruption("copied-out " + path + " (" +
+                            std::to_string(got.size()) + " bytes) differs " +
+                            "from the original in page " +
+                            std::to_string(at / 4096));
 }
 
 // The fio part of one run on `spec`: fill, then each job.
@@ -113,7 +100,7 @@ Status FioPart(Bench& b, const ServerSpec& spec, std::size_t run,
                       Start(b, spec, "fio", cfg.size_bytes));
   b.Step(run, spec, "fill");
   auto fill = RunFio(FioFillArgs(cfg.fio.path, Uri(server), cfg.area_bytes),
-                     b.dir, kFillTimeout);
+                     b.dir, kFill);
   if (!fill.has_value()) return fill.error();
   for (const NbdJob& job : StandardJobs()) {
     b.Step(run, spec, JobTitle(job));
@@ -128,25 +115,24 @@ Status FioPart(Bench& b, const ServerSpec& spec, std::size_t run,
     if (fig.cpu_percent >= 0)
       out.Add(SampleName(job.name, "cpu"), fig.cpu_percent);
   }
-  StopServerProcess(&server, kStopGrace, kCommand);
+  StopServerProcess(&server, kStop, kCommand);
   return Status::Ok();
 }
 
 // Corpus `c` copied in and out of `spec`, checked, and its memory.
 Status CopyPart(Bench& b, const ServerSpec& spec, std::size_t c,
                 std::size_t run, Samples& out) {
-  const std::string& name = b.corpora[c].name();
-  const double bytes = static_cast<double>(b.corpora[c].bytes().size());
+  const std::string& name = b.cfg->corpora[c].name;
+  const double bytes = static_cast<double>(b.cfg->corpora[c].bytes);
   const std::string& nbdcopy = b.cfg->nbdcopy.path;
-  const std::string copy = b.dir + "/copied-out.pages";
+  const std::string raw = b.dir + "/" + name, copy = b.dir + "/copied-out";
   b.Step(run, spec, "nbdcopy " + name);
   ZT_ASSIGN_OR_RETURN(ServerProcess server,
-                      Start(b, spec, "copy", b.corpora[c].bytes().size()));
+                      Start(b, spec, "copy", b.cfg->corpora[c].bytes));
   ZT_ASSIGN_OR_RETURN(std::uint64_t rss0,
                       ProcessRssBytes(server.process.pid()));
-  ZT_ASSIGN_OR_RETURN(
-      double in_s,
-      RunNbdcopy(nbdcopy, b.raw_paths[c], Uri(server), b.dir, kCopyTimeout));
+  ZT_ASSIGN_OR_RETURN(double in_s,
+                      RunNbdcopy(nbdcopy, raw, Uri(server), b.dir, kCopy));
   ZT_ASSIGN_OR_RETURN(std::uint64_t rss1,
                       ProcessRssBytes(server.process.pid()));
   const double growth = rss1 > rss0 ? static_cast<double>(rss1 - rss0) : 0;
@@ -156,10 +142,10 @@ Status CopyPart(Bench& b, const ServerSpec& spec, std::size_t c,
     stored = static_cast<double>(used);
   }
   ::unlink(copy.c_str());
-  ZT_ASSIGN_OR_RETURN(double out_s, RunNbdcopy(nbdcopy, Uri(server), copy,
-                                               b.dir, kCopyTimeout));
-  StopServerProcess(&server, kStopGrace, kCommand);
-  ZT_RETURN_IF_ERROR(CompareFile(copy, b.corpora[c].bytes()));
+  ZT_ASSIGN_OR_RETURN(double out_s,
+                      RunNbdcopy(nbdcopy, Uri(server), copy, b.dir, kCopy));
+  StopServerProcess(&server, kStop, kCommand);
+  ZT_RETURN_IF_ERROR(CompareFile(copy, raw));
   ::unlink(copy.c_str());
   out.Add(SampleName(name, "in_mb_s"), bytes / 1e6 / in_s);
   out.Add(SampleName(name, "out_mb_s"), bytes / 1e6 / out_s);
@@ -174,25 +160,19 @@ Status CopyPart(Bench& b, const ServerSpec& spec, std::size_t c,
 std::optional<int> ParseFlags(std::span<const std::string_view> args,
                               NbdBenchConfig* cfg) {
   std::string size_text = "1G";
+  std::vector<std::string> codecs;
   cfg->corpus_dir = kDefaultCorpusDir;
   FlagSet flags(kCommand, kSynopsis);
-  // No warm-up run: every run starts each server afresh, so one would warm
-  // nothing that the runs after it keep.
+  // No warm-up run: every run starts each server afresh.
   flags.AddInt("runs", &cfg->common.runs, "N",
-               "runs; in each, every job and copy on every server (default 5)",
-               1, 1000);
+               "runs, each of every job and copy (default 5)", 1, 1000);
   flags.AddInt("seconds", &cfg->seconds, "S",
-               "fio runtime of each job (default 3; the defaults take ~5-6 "
-               "min: 5 runs x 6 jobs x 3 servers x 3 s of fio, plus fills, "
-               "copies and server starts)",
-               1, 3600);
+               "fio runtime of each job (default 3)", 1, 3600);
   flags.AddString("size", &size_text, "SIZE",
-                  "device/export size for the fio part (default 1G; K/M/G "
-                  "suffixes); jobs and the fill cover the first min(SIZE, "
-                  "256M)");
-  flags.AddList("codec", &cfg->codecs, "NAME",
-                "ztier codec; each one is a ztier variant (repeatable, or a "
-                "comma list; default lz4)");
+                  "export size of the fio part (default 1G); its jobs cover "
+                  "the first min(SIZE, 256M)");
+  flags.AddList("codec", &codecs, "NAME",
+                "a ztier variant's codec (repeatable; default lz4)");
   AddCorpusDirFlag(flags, &cfg->corpus_dir, ", each copied with nbdcopy");
   flags.AddBool("no-nbdkit", &cfg->no_nbdkit,
                 "measure ztier alone (no nbdkit peers, no ratios)");
@@ -200,16 +180,11 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   AddPlotFlag(flags, &cfg->common.plot);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto size = ParseSizeFlag(size_text, 1u << 20, "1M");
-  if (!size.has_value())
-    return ReportUsageError(kCommand, size.error().message());
+  if (codecs.empty()) codecs.push_back("lz4");
+  Status s = size.has_value() ? AddCodecs(codecs, &cfg->codecs) : size.error();
+  if (!s.ok()) return ReportUsageError(kCommand, s.message());
   cfg->size_bytes = *size;
   cfg->area_bytes = std::min(cfg->size_bytes, kMaxArea);
-  std::vector<std::string> codecs = cfg->codecs;
-  if (codecs.empty()) codecs.push_back("lz4");
-  cfg->codecs.clear();
-  if (Status s = AddCodecs(codecs, &cfg->codecs); !s.ok()) {
-    return ReportUsageError(kCommand, s.message());
-  }
   return std::nullopt;
 }
 
@@ -224,17 +199,17 @@ Status FindTools(const std::string& dir, NbdBenchConfig* cfg) {
   cfg->fio = FindTool("fio", dir);
   cfg->nbdcopy = FindTool("nbdcopy", dir);
   if (!cfg->no_nbdkit) cfg->nbdkit = FindTool("nbdkit", dir);
-  if (cfg->fio.path.empty()) {
-    cfg->notes.push_back("fio not found on PATH: the fio jobs are skipped");
-  }
-  if (cfg->nbdcopy.path.empty()) {
-    cfg->notes.push_back(
-        "nbdcopy not found on PATH: the corpus copies are skipped");
+  for (auto [t, note] :
+       {std::pair{&cfg->fio, "fio jobs"}, {&cfg->nbdcopy, "corpus copies"}}) {
+    if (t->path.empty()) {
+      cfg->notes.push_back(std::string(t == &cfg->fio ? "fio" : "nbdcopy") +
+                           " not found on PATH: the " + note + " are skipped");
+    }
   }
   if (cfg->no_nbdkit || cfg->nbdkit.path.empty()) {
-    cfg->notes.push_back(std::string(cfg->no_nbdkit ? "--no-nbdkit"
-                                                    : "nbdkit not found on "
-                                                      "PATH") +
+    cfg->notes.push_back(std::string(cfg->no_nbdkit
+                                         ? "--no-nbdkit"
+                                         : "nbdkit not found on PATH") +
                          ": ztier alone, no nbdkit peers, no ratios");
   }
   for (const std::string& codec : cfg->codecs) {
@@ -247,21 +222,19 @@ Status FindTools(const std::string& dir, NbdBenchConfig* cfg) {
   return Status::Ok();
 }
 
-// The corpora of --corpus-dir, each also decompressed into b->dir.
-Status LoadCorpora(Bench* b, NbdBenchConfig* cfg) {
+// The corpora of --corpus-dir, each decompressed into `dir`.
+Status LoadCorpora(const std::string& dir, NbdBenchConfig* cfg) {
   ZT_ASSIGN_OR_RETURN(const std::vector<std::string> found,
                       FindCorpusDir(cfg->corpus_dir, kCorpusDirHint));
   for (const std::string& path : found) {
     ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
-    const std::string raw = b->dir + "/" + set.name();
+    const std::string raw = dir + "/" + set.name();
     std::ofstream out(raw, std::ios::binary);
     out.write(reinterpret_cast<const char*>(set.bytes().data()),
               static_cast<std::streamsize>(set.bytes().size()));
     out.close();
     if (!out) return Status::IoError("cannot write " + raw);
     cfg->corpora.push_back({set.name(), path, set.bytes().size()});
-    b->raw_paths.push_back(raw);
-    b->corpora.push_back(std::move(set));
   }
   return Status::Ok();
 }
@@ -276,22 +249,23 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   Progress progress;
   Bench b{.cfg = &cfg, .dir = dir->path(), .progress = &progress};
   Status s = FindTools(b.dir, &cfg);
-  if (s.ok() && !cfg.nbdcopy.path.empty()) s = LoadCorpora(&b, &cfg);
+  if (s.ok() && !cfg.nbdcopy.path.empty()) s = LoadCorpora(b.dir, &cfg);
   if (!s.ok()) return ReportFailure(kCommand, s.message());
   for (const std::string& n : cfg.notes) {
     if (n.find("not found") != std::string::npos) PrintError(kCommand, n);
   }
   std::vector<Variant> variants;
   for (const ServerSpec& spec : cfg.servers) {
-    variants.push_back({spec.label, [&](std::size_t run, Samples& out) -> Status {
-                          if (!cfg.fio.path.empty()) {
-                            ZT_RETURN_IF_ERROR(FioPart(b, spec, run, out));
-                          }
-                          for (std::size_t c = 0; c < b.corpora.size(); ++c) {
-                            ZT_RETURN_IF_ERROR(CopyPart(b, spec, c, run, out));
-                          }
-                          return Status::Ok();
-                        }});
+    variants.push_back(
+        {spec.label, [&](std::size_t run, Samples& out) -> Status {
+           if (!cfg.fio.path.empty()) {
+             ZT_RETURN_IF_ERROR(FioPart(b, spec, run, out));
+           }
+           for (std::size_t c = 0; c < cfg.corpora.size(); ++c) {
+             ZT_RETURN_IF_ERROR(CopyPart(b, spec, c, run, out));
+           }
+           return Status::Ok();
+         }});
   }
   auto m = RunVariants(
       {.runs = static_cast<std::size_t>(cfg.common.runs), .warmups = 0},

@@ -3,24 +3,24 @@
 // The Report of `ztier bench nbd` (bench_nbd_report.h).
 #include "bench_nbd_report.h"
 
-#include <algorithm>
-
 #include "bench_stats.h"
 
 namespace ztier::tool::bench {
 namespace {
 
+// The IOPS of a ztier variant over a peer's in job StandardJobs()[job], and
+// its target.
 struct RatioDef {
-  std::string_view job;
-  ServerKind peer;
+  std::size_t job;
+  const char* peer;
   double target;
 };
 
 constexpr RatioDef kRatios[] = {
-    {"randread-4k-qd32", ServerKind::kNbdkit, 1.0},
-    {"randwrite-4k-qd32", ServerKind::kNbdkit, 0.75},
-    {"randread-4k-qd32", ServerKind::kNbdkitZstd, 5.0},
-    {"randwrite-4k-qd32", ServerKind::kNbdkitZstd, 5.0},
+    {3, "nbdkit", 1.0},       // randread 4k QD32
+    {1, "nbdkit", 0.75},      // randwrite 4k QD32
+    {3, "nbdkit-zstd", 5.0},  // randread 4k QD32
+    {1, "nbdkit-zstd", 5.0},  // randwrite 4k QD32
 };
 
 std::string SizeText(std::uint64_t bytes) {
@@ -40,9 +40,8 @@ std::string Joined(const std::vector<std::string>& words,
 }
 
 std::string ConfigText(const NbdBenchConfig& cfg) {
-  std::vector<std::string> servers, jobs;
+  std::vector<std::string> servers;
   for (const ServerSpec& s : cfg.servers) servers.push_back(s.label);
-  for (const NbdJob& j : StandardJobs()) jobs.push_back(JobTitle(j));
   const auto tool = [](const char* name, const ToolInfo& t) {
     return std::string(name) + " " +
            (t.path.empty() ? "not found" : t.version + " (" + t.path + ")");
@@ -52,41 +51,21 @@ std::string ConfigText(const NbdBenchConfig& cfg) {
       ", fio seconds per job=" + std::to_string(cfg.seconds) +
       ", size=" + SizeText(cfg.size_bytes) + " (jobs and fill on the first " +
       SizeText(cfg.area_bytes) + "), codecs=" + Joined(cfg.codecs, ",") +
-      "\nservers (one at a time, in alternating order per run; each started "
-      "fresh for its fio jobs and for each copy): " +
-      Joined(servers, ", ") +
-      "\n  ztier-CODEC: ztier serve --device zram0:SIZE --comp-algorithm "
-      "CODEC --unix S --ctl C\n" +
-      (cfg.nbdkit.path.empty()
-           ? ""
-           : "  nbdkit: nbdkit --foreground --unix S memory SIZE\n"
-             "  nbdkit-zstd: nbdkit --foreground --unix S memory SIZE "
-             "allocator=zstd\n") +
-      "tools: " + tool("ztier", cfg.ztier) + "; " + tool("fio", cfg.fio) +
-      "; " + tool("nbdkit", cfg.nbdkit) + "; " + tool("nbdcopy", cfg.nbdcopy);
+      "\nservers (one at a time, the order reversed every other run; each "
+      "started fresh for its fio jobs and for each copy): " +
+      Joined(servers, ", ") + "\ntools: " + tool("ztier", cfg.ztier) + "; " +
+      tool("fio", cfg.fio) + "; " + tool("nbdkit", cfg.nbdkit) + "; " +
+      tool("nbdcopy", cfg.nbdcopy);
   if (!cfg.fio.path.empty()) {
     text += "\nfio: " + Joined(FioCommonFlags(), " ") +
             " --uri=URI --size=" + std::to_string(cfg.area_bytes) +
             " --time_based --runtime=" + std::to_string(cfg.seconds) +
-            "\n  jobs: " + Joined(jobs, ", ") +
-            "\n  fill (untimed, first on every server in every run): write "
-            "128k QD8, one pass over the area\n  fio time: " +
-            std::to_string(cfg.common.runs) + " runs x " +
-            std::to_string(jobs.size()) + " jobs x " +
-            std::to_string(servers.size()) + " servers x " +
-            std::to_string(cfg.seconds) + " s = " +
-            std::to_string(cfg.common.runs * jobs.size() * servers.size() *
-                           cfg.seconds) +
-            " s";
+            "\n  fill (untimed, first on every server): write 128k QD8, one "
+            "pass over the area";
   }
   for (const NbdBenchConfig::Corpus& c : cfg.corpora) {
     text += "\ncorpus: " + c.name + " (" + std::to_string(c.bytes) +
             " bytes) from " + c.path;
-  }
-  if (!cfg.nbdcopy.path.empty()) {
-    text +=
-        "\nnbdcopy: FILE -> URI and URI -> FILE2 on an export of the "
-        "file's size; MB/s = 10^6 bytes / wall time of the nbdcopy process";
   }
   for (const std::string& n : cfg.notes) text += "\nnote: " + n;
   return text + "\n";
@@ -139,33 +118,23 @@ void CopyTable(const NbdBenchConfig& cfg, const Measurements& m, Report& r) {
 }
 
 void RatioTable(const NbdBenchConfig& cfg, const Measurements& m, Report& r) {
-  Table* t = nullptr;
-  for (const ServerSpec& z : cfg.servers) {
-    for (const RatioDef& def : kRatios) {
-      auto peer =
-          std::find_if(cfg.servers.begin(), cfg.servers.end(),
-                       [&](const ServerSpec& s) { return s.kind == def.peer; });
-      if (z.kind != ServerKind::kZtier || peer == cfg.servers.end()) continue;
-      const NbdJob& job =
-          *std::find_if(StandardJobs().begin(), StandardJobs().end(),
-                        [&](const NbdJob& j) { return j.name == def.job; });
-      const std::string figure = SampleName(job.name, "iops");
-      const std::vector<double> v =
-          m.Ratios(z.label, figure, peer->label, figure);
-      if (t == nullptr) {
-        t = &r.AddTable("ratios",
+  if (cfg.nbdkit.path.empty()) return;
+  Table& t = r.AddTable("ratios",
                         "derived ratios (IOPS ratio within each "
                         "run, then median over runs)");
-      }
+  for (const ServerSpec& z : cfg.servers) {
+    for (const RatioDef& def : kRatios) {
+      if (z.kind != ServerKind::kZtier) continue;
+      const NbdJob& job = StandardJobs()[def.job];
+      const std::string figure = SampleName(job.name, "iops");
+      const std::vector<double> v = m.Ratios(z.label, figure, def.peer, figure);
       const bool met = !v.empty() && Summarize(v).median >= def.target;
-      t->AddRow()
+      t.AddRow()
           .Text("ratio",
-                z.label + "/" + peer->label + " " + JobTitle(job) + " IOPS")
+                z.label + "/" + def.peer + " " + JobTitle(job) + " IOPS")
           .Figure("IOPS ratio", v, 3)
           .Number("target >=", def.target, 2)
-          .Text("met", v.empty() ? "-"
-                       : met     ? "yes"
-                                 : "NO");
+          .Text("met", v.empty() ? "-" : (met ? "yes" : "NO"));
     }
   }
 }
@@ -215,23 +184,21 @@ std::string SampleName(std::string_view name, std::string_view figure) {
 Report NbdReport(const NbdBenchConfig& cfg, const Measurements& m,
                  MachineInfo machine) {
   Report r("ztier bench nbd", std::move(machine));
-  r.Condition("runs", std::to_string(cfg.common.runs));
-  r.Condition("seconds", std::to_string(cfg.seconds));
-  r.Condition("size_bytes", std::to_string(cfg.size_bytes));
-  r.Condition("area_bytes", std::to_string(cfg.area_bytes));
-  r.Condition("codecs", Joined(cfg.codecs, ","));
-  for (const auto& [name, t] : {std::pair{"fio", &cfg.fio},
-                                {"nbdkit", &cfg.nbdkit},
-                                {"nbdcopy", &cfg.nbdcopy}}) {
-    r.Condition(name, t->path.empty() ? "not found" : t->version);
+  for (const auto& [key, value] :
+       {std::pair{"runs", std::to_string(cfg.common.runs)},
+        {"seconds", std::to_string(cfg.seconds)},
+        {"size_bytes", std::to_string(cfg.size_bytes)},
+        {"area_bytes", std::to_string(cfg.area_bytes)},
+        {"codecs", Joined(cfg.codecs, ",")},
+        {"fio", cfg.fio.version},
+        {"nbdkit", cfg.nbdkit.version},
+        {"nbdcopy", cfg.nbdcopy.version}}) {
+    r.Condition(key, value);
   }
   r.Line(ConfigText(cfg));
   if (!cfg.fio.path.empty()) FioTable(cfg, m, r);
-  if (!cfg.nbdcopy.path.empty() && !cfg.corpora.empty()) CopyTable(cfg, m, r);
-  if (!cfg.fio.path.empty()) {
-    RatioTable(cfg, m, r);
-    Charts(cfg, m, r);
-  }
+  if (!cfg.corpora.empty()) CopyTable(cfg, m, r);
+  if (!cfg.fio.path.empty()) RatioTable(cfg, m, r), Charts(cfg, m, r);
   return r;
 }
 

@@ -116,6 +116,7 @@ TEST(NbdReportTest, ChartsTablesAndRatiosFromTheSamples) {
   cfg.common.runs = 3;
   cfg.seconds = 2;
   cfg.fio.path = "/usr/bin/fio";
+  cfg.nbdkit.path = "/usr/bin/nbdkit";
   cfg.servers = {{ServerKind::kZtier, "lz4", "ztier-lz4"},
                  {ServerKind::kNbdkit, "sparse", "nbdkit"}};
   ztier::tool::Measurements m;

@@ -327,9 +327,12 @@ Result<std::uint64_t> ProcessRssBytes(pid_t pid) {
 
 std::string ReadFileText(const std::string& path, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
-  std::string text(max_bytes, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
-  text.resize(in ? max_bytes : static_cast<std::size_t>(in.gcount()));
+  std::string text;
+  char buf[65536];
+  while (text.size() < max_bytes && in.read(buf, sizeof(buf)).gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+  }
+  if (text.size() > max_bytes) text.resize(max_bytes);
   return text;
 }
 
