@@ -1,19 +1,12 @@
 // File: tools/ztier/bench_fio.h
 //
-// fio for the benchmarks that drive an NBD export (`ztier bench nbd`,
-// `ztier bench zram-compare`, `ztier bench writeback`): the six measured
-// jobs, the untimed fill, their command lines, a small reader of fio's
-// JSON output (ztier takes no JSON dependency) and RunFio, which runs a job
-// and reads what it printed.
-//
-//   auto fig = RunFio(FioJobArgs(fio, StandardJobs()[3], uri, area, 3),
-//                     dir, std::chrono::seconds(120));
-//   double iops = fig->read.iops;
-//
-// Every job uses --ioengine=nbd on `uri`, --buffer_compress_percentage=50
-// --refill_buffers (data half compressible, new for every write) and
-// --size=AREA, so that all jobs and the fill cover the same bytes: the read
-// jobs read data the fill wrote.
+// fio for the benchmarks that drive NBD exports (bench nbd, zram-compare,
+// writeback): the six measured jobs, the untimed fill, their command lines,
+// a small reader of fio's JSON output (ztier takes no JSON dependency), and
+// RunFio, which runs a job and reads what it printed. Every job uses
+// --ioengine=nbd on `uri`, --buffer_compress_percentage=50 --refill_buffers
+// (data half compressible, new for every write) and --size=AREA, so that the
+// jobs and the fill cover the same bytes: reads read what the fill wrote.
 //
 // Thread safety: plain values and functions; RunFio forks (bench_proc.h).
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_FIO_H_
@@ -42,11 +35,8 @@ struct NbdJob {
   bool writes;  // whose figures count: write (else read)
 };
 
-// The measured jobs, in the order they run.
-std::span<const NbdJob> StandardJobs();
-
-// The job for a table: "randread 4k QD32".
-std::string JobTitle(const NbdJob& job);
+std::span<const NbdJob> StandardJobs();   // the measured jobs, in order
+std::string JobTitle(const NbdJob& job);  // "randread 4k QD32"
 
 // "job", "rw", "block_size" and "iodepth" of `job` as keys of the object
 // `w` has open.
@@ -69,14 +59,12 @@ std::vector<std::string> FioFillArgs(const std::string& fio_path,
                                      std::uint64_t area_bytes);
 
 struct FioDirection {
-  double iops = 0;
-  double bw_bytes = 0;  // bytes per second
+  double iops = 0, bw_bytes = 0;  // per second
   std::uint64_t io_bytes = 0;
 };
 
 struct FioFigures {
-  FioDirection read;
-  FioDirection write;
+  FioDirection read, write;
   std::int64_t error = 0;  // jobs[0].error
   // fio's own CPU use, jobs[0].usr_cpu + sys_cpu, in percent of one CPU
   // (-1: not reported). Near 100 at depth 32, the client is the limit.

@@ -147,36 +147,29 @@ bool Process::Running() {
 
 Result<ExitInfo> Process::Wait(milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
-#ifdef SYS_pidfd_open
   const int pidfd =
       pid_ > 0 ? static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0)) : -1;
-#else
-  const int pidfd = -1;
-#endif
-  Status error = Status::Ok();
-  while (pid_ > 0 && error.ok()) {
-    int st = 0;
-    const pid_t r = ::waitpid(pid_, &st, WNOHANG);
+  int st = 0, error = 0;
+  pid_t r = 0;
+  while (pid_ > 0 && (r = ::waitpid(pid_, &st, WNOHANG)) != pid_) {
     const auto left =
         std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-    if (r == pid_) {
-      Reaped(st);
-    } else if (r < 0 && errno != EINTR) {
-      error = PosixError("waitpid " + std::to_string(pid_), errno);
-    } else if (left.count() <= 0) {
-      error = Status::Busy("process " + std::to_string(pid_) +
-                           " still running after " +
-                           std::to_string(timeout.count()) + " ms");
-    } else if (pidfd >= 0) {
-      pollfd p{.fd = pidfd, .events = POLLIN, .revents = 0};
-      ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-    } else {
-      std::this_thread::sleep_for(milliseconds(1));
-    }
+    if (r < 0 && errno != EINTR) error = errno;
+    if (error != 0 || left.count() <= 0) break;
+    // Without a pidfd, poll() only sleeps for a millisecond.
+    pollfd p{.fd = pidfd, .events = POLLIN, .revents = 0};
+    ::poll(&p, 1,
+           pidfd < 0 ? 1 : static_cast<int>(std::min(left.count(), 1000L)));
   }
   if (pidfd >= 0) ::close(pidfd);
-  if (!error.ok()) return Err(error);
-  return exit_;
+  if (pid_ > 0 && r == pid_) Reaped(st);
+  if (pid_ <= 0) return exit_;
+  if (error != 0) {
+    return Err(PosixError("waitpid " + std::to_string(pid_), error));
+  }
+  return Err(Status::Busy("process " + std::to_string(pid_) +
+                          " still running after " +
+                          std::to_string(timeout.count()) + " ms"));
 }
 
 ExitInfo Process::Terminate(milliseconds grace) {
@@ -273,16 +266,9 @@ std::vector<std::string> ZtierServeArgs(const std::string& ztier_path,
                                         const std::string& codec,
                                         const std::string& sock,
                                         const std::string& ctl) {
-  return {ztier_path,
-          "serve",
-          "--device",
-          "zram0:" + std::to_string(size),
-          "--comp-algorithm",
-          codec,
-          "--unix",
-          sock,
-          "--ctl",
-          ctl};
+  const std::string device = "zram0:" + std::to_string(size);
+  return {ztier_path, "serve",  "--device", device,  "--comp-algorithm",
+          codec,      "--unix", sock,       "--ctl", ctl};
 }
 
 std::vector<std::string> NbdkitMemoryArgs(const std::string& nbdkit_path,

@@ -27,7 +27,6 @@ namespace ztier::tool::bench {
 // The full path of executable `name` on $PATH (or `name` itself if it holds
 // a '/' and is executable); empty when there is none.
 std::string FindExecutable(std::string_view name);
-
 // The path of the running binary (/proc/self/exe); empty if unreadable.
 std::string SelfExecutable();
 
@@ -141,7 +140,6 @@ Result<double> RunNbdcopy(const std::string& nbdcopy_path,
 
 // VmRSS of `pid` in bytes, from /proc/PID/status.
 Result<std::uint64_t> ProcessRssBytes(pid_t pid);
-
 // The file's contents, at most `max_bytes`; empty when it cannot be read.
 std::string ReadFileText(const std::string& path,
                          std::size_t max_bytes = 64 << 20);
