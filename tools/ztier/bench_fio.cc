@@ -6,6 +6,7 @@
 // of KiB.
 #include "bench_fio.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <map>
@@ -94,26 +95,6 @@ bool Walk(std::string_view s, std::size_t& i, const std::string& path,
   return true;
 }
 
-const double* Find(const Numbers& n, std::string_view key) {
-  auto it = n.find(key);
-  return it == n.end() ? nullptr : &it->second;
-}
-
-Result<FioDirection> Direction(const Numbers& n, const std::string& name) {
-  const double* iops = Find(n, ".jobs.0." + name + ".iops");
-  const double* bw = Find(n, ".jobs.0." + name + ".bw_bytes");
-  if (iops == nullptr || bw == nullptr) {
-    return Err(
-        Status::Corruption("fio JSON: no numeric iops and bw_bytes "
-                           "under jobs[0]." +
-                           name));
-  }
-  const double* io = Find(n, ".jobs.0." + name + ".io_bytes");
-  return FioDirection{
-      *iops, *bw,
-      io != nullptr && *io > 0 ? static_cast<std::uint64_t>(*io) : 0};
-}
-
 std::string Flag(std::string_view name, const std::string& value) {
   return "--" + std::string(name) + "=" + value;
 }
@@ -182,26 +163,33 @@ Result<FioFigures> ParseFioJson(std::string_view text) {
          (text[i] != '{' || (i > 0 && text[i - 1] != '\n'))) {
     ++i;
   }
+  Numbers n;
   if (i == text.size()) {
     return Err(Status::Corruption("fio printed no JSON document"));
   }
-  Numbers n;
   if (!Walk(text, i, "", 0, &n)) {
     return Err(Status::Corruption("fio JSON: malformed"));
   }
-  auto job = n.lower_bound(".jobs.0.");
-  if (job == n.end() || !job->first.starts_with(".jobs.0.")) {
-    return Err(Status::Corruption("fio JSON: no jobs[0]"));
-  }
+  const auto get = [&](const std::string& key, double missing) {
+    auto it = n.find(".jobs.0." + key);
+    return it == n.end() ? missing : it->second;
+  };
+  constexpr double kNone = -1;  // what no count or rate in fio's JSON is
   FioFigures fig;
-  ZT_ASSIGN_OR_RETURN(fig.read, Direction(n, "read"));
-  ZT_ASSIGN_OR_RETURN(fig.write, Direction(n, "write"));
-  if (const double* e = Find(n, ".jobs.0.error")) {
-    fig.error = static_cast<std::int64_t>(*e);
+  for (auto [d, name] : {std::pair{&fig.read, std::string("read")},
+                         {&fig.write, std::string("write")}}) {
+    d->iops = get(name + ".iops", kNone);
+    d->bw_bytes = get(name + ".bw_bytes", kNone);
+    d->io_bytes =
+        static_cast<std::uint64_t>(std::max(0.0, get(name + ".io_bytes", 0)));
+    if (d->iops == kNone || d->bw_bytes == kNone) {
+      return Err(Status::Corruption(
+          "fio JSON: no numeric iops and bw_bytes under jobs[0]." + name));
+    }
   }
-  const double* usr = Find(n, ".jobs.0.usr_cpu");
-  const double* sys = Find(n, ".jobs.0.sys_cpu");
-  if (usr != nullptr && sys != nullptr) fig.cpu_percent = *usr + *sys;
+  fig.error = static_cast<std::int64_t>(get("error", 0));
+  const double usr = get("usr_cpu", kNone), sys = get("sys_cpu", kNone);
+  if (usr != kNone && sys != kNone) fig.cpu_percent = usr + sys;
   return fig;
 }
 

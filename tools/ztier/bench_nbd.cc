@@ -199,19 +199,19 @@ Status FindTools(const std::string& dir, NbdBenchConfig* cfg) {
   cfg->fio = FindTool("fio", dir);
   cfg->nbdcopy = FindTool("nbdcopy", dir);
   if (!cfg->no_nbdkit) cfg->nbdkit = FindTool("nbdkit", dir);
-  for (auto [t, note] :
-       {std::pair{&cfg->fio, "fio jobs"}, {&cfg->nbdcopy, "corpus copies"}}) {
-    if (t->path.empty()) {
-      cfg->notes.push_back(std::string(t == &cfg->fio ? "fio" : "nbdcopy") +
-                           " not found on PATH: the " + note + " are skipped");
-    }
-  }
-  if (cfg->no_nbdkit || cfg->nbdkit.path.empty()) {
-    cfg->notes.push_back(std::string(cfg->no_nbdkit
-                                         ? "--no-nbdkit"
-                                         : "nbdkit not found on PATH") +
-                         ": ztier alone, no nbdkit peers, no ratios");
-  }
+  const auto skip = [&](bool missing, const std::string& note) {
+    if (!missing) return;
+    cfg->notes.push_back(note);
+    if (note.find("not found") != std::string::npos) PrintError(kCommand, note);
+  };
+  skip(cfg->fio.path.empty(),
+       "fio not found on PATH: the fio jobs are skipped");
+  skip(cfg->nbdcopy.path.empty(),
+       "nbdcopy not found on PATH: the corpus copies are skipped");
+  skip(
+      cfg->nbdkit.path.empty(),
+      std::string(cfg->no_nbdkit ? "--no-nbdkit" : "nbdkit not found on PATH") +
+          ": ztier alone, no nbdkit peers, no ratios");
   for (const std::string& codec : cfg->codecs) {
     cfg->servers.push_back({ServerKind::kZtier, codec, "ztier-" + codec});
   }
@@ -251,9 +251,6 @@ int RunBenchNbd(std::span<const std::string_view> args) {
   Status s = FindTools(b.dir, &cfg);
   if (s.ok() && !cfg.nbdcopy.path.empty()) s = LoadCorpora(b.dir, &cfg);
   if (!s.ok()) return ReportFailure(kCommand, s.message());
-  for (const std::string& n : cfg.notes) {
-    if (n.find("not found") != std::string::npos) PrintError(kCommand, n);
-  }
   std::vector<Variant> variants;
   for (const ServerSpec& spec : cfg.servers) {
     variants.push_back(
