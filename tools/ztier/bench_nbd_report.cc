@@ -184,12 +184,19 @@ std::string SampleName(std::string_view name, std::string_view figure) {
 Report NbdReport(const NbdBenchConfig& cfg, const Measurements& m,
                  MachineInfo machine) {
   Report r("ztier bench nbd", std::move(machine));
+  std::vector<std::string> servers, corpora;
+  for (const ServerSpec& s : cfg.servers) servers.push_back(s.label);
+  for (const auto& c : cfg.corpora) {
+    corpora.push_back(c.name + " (" + std::to_string(c.bytes) + " bytes)");
+  }
   for (const auto& [key, value] :
        {std::pair{"runs", std::to_string(cfg.common.runs)},
         {"seconds", std::to_string(cfg.seconds)},
         {"size_bytes", std::to_string(cfg.size_bytes)},
         {"area_bytes", std::to_string(cfg.area_bytes)},
         {"codecs", Joined(cfg.codecs, ",")},
+        {"servers", Joined(servers, ",")},
+        {"corpora", Joined(corpora, ", ")},
         {"fio", cfg.fio.version},
         {"nbdkit", cfg.nbdkit.version},
         {"nbdcopy", cfg.nbdcopy.version}}) {
