@@ -45,18 +45,6 @@ bool ReadString(std::string_view s, std::size_t& i, std::string* out) {
   return false;
 }
 
-bool ReadNumber(std::string_view s, std::size_t& i, double* out) {
-  const std::size_t start = i;
-  while (i < s.size() && std::string_view("+-0123456789.eE").find(s[i]) !=
-                             std::string_view::npos) {
-    ++i;
-  }
-  const std::string token(s.substr(start, i - start));
-  char* end = nullptr;
-  *out = std::strtod(token.c_str(), &end);
-  return !token.empty() && end == token.c_str() + token.size();
-}
-
 // The value at s[i], its numbers into *out under `path`; false when it is
 // not well-formed JSON.
 bool Walk(std::string_view s, std::size_t& i, const std::string& path,
@@ -89,10 +77,15 @@ bool Walk(std::string_view s, std::size_t& i, const std::string& path,
   for (std::string_view word : {"true", "false", "null"}) {
     if (s.substr(i, word.size()) == word) return i += word.size(), true;
   }
-  double v = 0;
-  if (!ReadNumber(s, i, &v)) return false;
-  (*out)[path] = v;
-  return true;
+  const std::size_t start = i;
+  while (i < s.size() && std::string_view("+-0123456789.eE").find(s[i]) !=
+                             std::string_view::npos) {
+    ++i;
+  }
+  const std::string token(s.substr(start, i - start));
+  char* end = nullptr;
+  (*out)[path] = std::strtod(token.c_str(), &end);
+  return !token.empty() && end == token.c_str() + token.size();
 }
 
 std::string Flag(std::string_view name, const std::string& value) {

@@ -142,37 +142,35 @@ void RatioTable(const NbdBenchConfig& cfg, const Measurements& m, Report& r) {
 // "nbd-4k", IOPS of the 4 KiB jobs in thousands, and "nbd-128k", MB/s of
 // the 128 KiB jobs: a bar per server at each job, median and min-max.
 void Charts(const NbdBenchConfig& cfg, const Measurements& m, Report& r) {
-  const std::string x_label =
-      "fio job (" + std::to_string(cfg.seconds) + " s each)";
-  const std::string runs = MedianOfRuns(cfg.common.runs);
-  Chart charts[2] = {
-      {.name = "nbd-4k",
-       .title = "fio over NBD, 4 KiB random I/O (" + runs + ")",
-       .x_label = x_label,
-       .y_label = "thousand I/Os per second",
-       .style = PlotStyle::kBars},
-      {.name = "nbd-128k",
-       .title = "fio over NBD, 128 KiB sequential I/O (" + runs + ")",
-       .x_label = x_label,
-       .y_label = "throughput (MB/s = 10^6 bytes/s)",
-       .style = PlotStyle::kBars}};
-  for (Chart& c : charts) {
+  const struct {
+    const char *name, *what, *y_label, *figure;
+    double unit;  // short bar labels
+  } kCharts[] = {
+      {"nbd-4k", "4 KiB random", "thousand I/Os per second", "iops", 1000},
+      {"nbd-128k", "128 KiB sequential", "throughput (MB/s = 10^6 bytes/s)",
+       "mb_s", 1}};
+  for (const auto& k : kCharts) {
+    Chart c{.name = k.name,
+            .title = "fio over NBD, " + std::string(k.what) + " I/O (" +
+                     MedianOfRuns(cfg.common.runs) + ")",
+            .x_label = "fio job (" + std::to_string(cfg.seconds) + " s each)",
+            .y_label = k.y_label,
+            .style = PlotStyle::kBars};
     for (const ServerSpec& s : cfg.servers)
       c.series.push_back({.title = s.label});
-  }
-  for (const NbdJob& job : StandardJobs()) {
-    const bool small = job.block_size <= 4096;
-    Chart& c = charts[small ? 0 : 1];
-    const double x = static_cast<double>(c.x_tics.size());
-    c.x_tics.push_back({x, JobTitle(job)});
-    for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
-      std::vector<double> v = m.Of(
-          cfg.servers[s].label, SampleName(job.name, small ? "iops" : "mb_s"));
-      for (double& y : v) y /= small ? 1000 : 1;  // short bar labels
-      if (!v.empty()) c.series[s].points.push_back(SpreadPoint(x, v));
+    for (const NbdJob& job : StandardJobs()) {
+      if ((job.block_size <= 4096) != (k.unit > 1)) continue;
+      const double x = static_cast<double>(c.x_tics.size());
+      c.x_tics.push_back({x, JobTitle(job)});
+      for (std::size_t s = 0; s < cfg.servers.size(); ++s) {
+        std::vector<double> v =
+            m.Of(cfg.servers[s].label, SampleName(job.name, k.figure));
+        for (double& y : v) y /= k.unit;
+        if (!v.empty()) c.series[s].points.push_back(SpreadPoint(x, v));
+      }
     }
+    r.AddChart(std::move(c));
   }
-  for (Chart& c : charts) r.AddChart(std::move(c));
 }
 
 }  // namespace
