@@ -1,14 +1,18 @@
 // File: tools/ztier/bench_fio.cc
 //
-// fio jobs, command lines and JSON parsing for `ztier bench nbd`
-// (bench_fio.h). The parser is a small recursive-descent JSON reader
-// into a tree; fio's documents are a few tens of KiB.
+// fio jobs, command lines and output for the benchmarks (bench_fio.h).
+// fio's JSON is read by a small recursive walk that keeps every number
+// under its dotted path ("jobs.0.read.iops"); the documents are a few tens
+// of KiB.
 #include "bench_fio.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
-#include <optional>
+#include <map>
 
 #include "bench_proc.h"
+#include "bench_stats.h"
 
 namespace ztier::tool::bench {
 namespace {
@@ -22,208 +26,88 @@ constexpr NbdJob kJobs[] = {
     {"read-128k-qd8", "read", 128 * 1024, 8, false},
 };
 
-// ---- a minimal JSON tree ----
+using Numbers = std::map<std::string, double, std::less<>>;
 
-struct JsonValue {
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  Type type = Type::kNull;
-  bool boolean = false;
-  double number = 0;
-  std::string text;
-  std::vector<JsonValue> items;                       // kArray
-  std::vector<std::pair<std::string, JsonValue>> members;  // kObject
-
-  const JsonValue* Get(std::string_view key) const {
-    if (type != Type::kObject) return nullptr;
-    for (const auto& [k, v] : members) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(std::string_view s) : s_(s) {}
-
-  std::optional<JsonValue> ParseDocument() {
-    JsonValue v;
-    if (!ParseValue(&v, 0)) return std::nullopt;
-    SkipSpace();
-    // Trailing text (fio may print notices after the document) is ignored.
-    return v;
-  }
-
- private:
-  static constexpr int kMaxDepth = 64;
-
-  void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' ||
-                                s_[pos_] == '\n' || s_[pos_] == '\r')) {
-      ++pos_;
-    }
-  }
-
-  bool Literal(std::string_view word) {
-    if (s_.substr(pos_, word.size()) != word) return false;
-    pos_ += word.size();
-    return true;
-  }
-
-  bool ParseValue(JsonValue* v, int depth) {
-    if (depth > kMaxDepth) return false;
-    SkipSpace();
-    if (pos_ >= s_.size()) return false;
-    const char c = s_[pos_];
-    if (c == '{') return ParseObject(v, depth);
-    if (c == '[') return ParseArray(v, depth);
-    if (c == '"') {
-      v->type = JsonValue::Type::kString;
-      return ParseString(&v->text);
-    }
-    if (Literal("true")) {
-      v->type = JsonValue::Type::kBool;
-      v->boolean = true;
-      return true;
-    }
-    if (Literal("false")) {
-      v->type = JsonValue::Type::kBool;
-      return true;
-    }
-    if (Literal("null")) return true;
-    return ParseNumber(v);
-  }
-
-  bool ParseNumber(JsonValue* v) {
-    const std::size_t start = pos_;
-    while (pos_ < s_.size() &&
-           std::string_view("+-0123456789.eE").find(s_[pos_]) !=
-               std::string_view::npos) {
-      ++pos_;
-    }
-    if (pos_ == start) return false;
-    const std::string token(s_.substr(start, pos_ - start));
-    char* end = nullptr;
-    v->number = std::strtod(token.c_str(), &end);
-    if (end != token.c_str() + token.size()) return false;
-    v->type = JsonValue::Type::kNumber;
-    return true;
-  }
-
-  bool ParseString(std::string* out) {
-    ++pos_;  // the opening quote
-    while (pos_ < s_.size()) {
-      const char c = s_[pos_++];
-      if (c == '"') return true;
-      if (c != '\\') {
-        out->push_back(c);
-        continue;
-      }
-      if (pos_ >= s_.size()) return false;
-      const char e = s_[pos_++];
-      switch (e) {
-        case 'n': out->push_back('\n'); break;
-        case 't': out->push_back('\t'); break;
-        case 'r': out->push_back('\r'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'u':
-          // Kept as a '?': no key or value the benchmark reads needs it.
-          if (pos_ + 4 > s_.size()) return false;
-          pos_ += 4;
-          out->push_back('?');
-          break;
-        default: out->push_back(e);  // '"', '\\', '/'
-      }
-    }
-    return false;
-  }
-
-  bool ParseArray(JsonValue* v, int depth) {
-    v->type = JsonValue::Type::kArray;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == ']') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      v->items.emplace_back();
-      if (!ParseValue(&v->items.back(), depth + 1)) return false;
-      SkipSpace();
-      if (pos_ >= s_.size()) return false;
-      if (s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (s_[pos_] == ']') {
-        ++pos_;
-        return true;
-      }
-      return false;
-    }
-  }
-
-  bool ParseObject(JsonValue* v, int depth) {
-    v->type = JsonValue::Type::kObject;
-    ++pos_;
-    SkipSpace();
-    if (pos_ < s_.size() && s_[pos_] == '}') {
-      ++pos_;
-      return true;
-    }
-    while (true) {
-      SkipSpace();
-      if (pos_ >= s_.size() || s_[pos_] != '"') return false;
-      std::string key;
-      if (!ParseString(&key)) return false;
-      SkipSpace();
-      if (pos_ >= s_.size() || s_[pos_] != ':') return false;
-      ++pos_;
-      v->members.emplace_back(std::move(key), JsonValue{});
-      if (!ParseValue(&v->members.back().second, depth + 1)) return false;
-      SkipSpace();
-      if (pos_ >= s_.size()) return false;
-      if (s_[pos_] == ',') {
-        ++pos_;
-        continue;
-      }
-      if (s_[pos_] == '}') {
-        ++pos_;
-        return true;
-      }
-      return false;
-    }
-  }
-
-  std::string_view s_;
-  std::size_t pos_ = 0;
-};
-
-Result<FioDirection> Direction(const JsonValue& job, std::string_view name) {
-  const JsonValue* d = job.Get(name);
-  if (d == nullptr || d->type != JsonValue::Type::kObject) {
-    return Err(Status::Corruption("fio JSON: no jobs[0]." + std::string(name)));
-  }
-  FioDirection out;
-  const JsonValue* iops = d->Get("iops");
-  const JsonValue* bw = d->Get("bw_bytes");
-  if (iops == nullptr || iops->type != JsonValue::Type::kNumber ||
-      bw == nullptr || bw->type != JsonValue::Type::kNumber) {
-    return Err(Status::Corruption("fio JSON: no numeric iops and bw_bytes "
-                                  "under jobs[0]." + std::string(name)));
-  }
-  out.iops = iops->number;
-  out.bw_bytes = bw->number;
-  if (const JsonValue* io = d->Get("io_bytes");
-      io != nullptr && io->type == JsonValue::Type::kNumber && io->number > 0) {
-    out.io_bytes = static_cast<std::uint64_t>(io->number);
-  }
-  return out;
+void SkipSpace(std::string_view s, std::size_t& i) {
+  while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
 }
 
-std::string Flag(std::string_view name, std::string_view value) {
-  return "--" + std::string(name) + "=" + std::string(value);
+// The string at s[i] into *out, escapes undone only as far as the escaped
+// character itself (no key or value the benchmarks read has one).
+bool ReadString(std::string_view s, std::size_t& i, std::string* out) {
+  if (i >= s.size() || s[i] != '"') return false;
+  out->clear();
+  for (++i; i < s.size(); ++i) {
+    if (s[i] == '"') return ++i, true;
+    if (s[i] == '\\') ++i;
+    if (i < s.size()) out->push_back(s[i]);
+  }
+  return false;
+}
+
+// The value at s[i], its numbers into *out under `path`; false when it is
+// not well-formed JSON.
+bool Walk(std::string_view s, std::size_t& i, const std::string& path,
+          int depth, Numbers* out) {
+  SkipSpace(s, i);
+  if (i >= s.size() || depth > 64) return false;
+  const char open = s[i];
+  if (open == '{' || open == '[') {
+    const char close = open == '{' ? '}' : ']';
+    SkipSpace(s, ++i);
+    if (i < s.size() && s[i] == close) return ++i, true;
+    for (std::size_t n = 0;; ++n) {
+      std::string key = std::to_string(n);
+      if (open == '{') {
+        SkipSpace(s, i);
+        if (!ReadString(s, i, &key)) return false;
+        SkipSpace(s, i);
+        if (i >= s.size() || s[i++] != ':') return false;
+      }
+      if (!Walk(s, i, path + "." + key, depth + 1, out)) return false;
+      SkipSpace(s, i);
+      if (i >= s.size()) return false;
+      const char sep = s[i++];
+      if (sep == close) return true;
+      if (sep != ',') return false;
+    }
+  }
+  std::string text;
+  if (open == '"') return ReadString(s, i, &text);
+  for (std::string_view word : {"true", "false", "null"}) {
+    if (s.substr(i, word.size()) == word) return i += word.size(), true;
+  }
+  const std::size_t start = i;
+  while (i < s.size() && std::string_view("+-0123456789.eE").find(s[i]) !=
+                             std::string_view::npos) {
+    ++i;
+  }
+  const std::string token(s.substr(start, i - start));
+  char* end = nullptr;
+  (*out)[path] = std::strtod(token.c_str(), &end);
+  return !token.empty() && end == token.c_str() + token.size();
+}
+
+std::string Flag(std::string_view name, const std::string& value) {
+  return "--" + std::string(name) + "=" + value;
+}
+
+// fio NAME COMMON --uri=URI --rw=RW --bs=BS --iodepth=D --size=AREA: --uri
+// is an option of the nbd engine, so it follows --ioengine.
+std::vector<std::string> Args(const std::string& fio, std::string_view name,
+                              const std::string& uri, std::string_view rw,
+                              std::uint32_t bs, std::uint32_t depth,
+                              std::uint64_t area) {
+  std::vector<std::string> argv = {fio, Flag("name", std::string(name))};
+  for (std::string& f : FioCommonFlags()) argv.push_back(std::move(f));
+  for (auto [k, v] : {std::pair{"uri", uri},
+                      {"rw", std::string(rw)},
+                      {"bs", std::to_string(bs)},
+                      {"iodepth", std::to_string(depth)},
+                      {"size", std::to_string(area)}}) {
+    argv.push_back(Flag(k, v));
+  }
+  return argv;
 }
 
 }  // namespace
@@ -234,8 +118,14 @@ std::string JobTitle(const NbdJob& job) {
   const std::string size = job.block_size % 1024 == 0
                                ? std::to_string(job.block_size / 1024) + "k"
                                : std::to_string(job.block_size);
-  return std::string(job.rw) + " " + size + " QD" +
-         std::to_string(job.iodepth);
+  return std::string(job.rw) + " " + size + " QD" + std::to_string(job.iodepth);
+}
+
+void WriteJobKeysJson(JsonWriter& w, const NbdJob& job) {
+  w.StringField("job", job.name);
+  w.StringField("rw", job.rw);
+  w.UintField("block_size", job.block_size);
+  w.UintField("iodepth", job.iodepth);
 }
 
 std::vector<std::string> FioCommonFlags() {
@@ -247,14 +137,8 @@ std::vector<std::string> FioJobArgs(const std::string& fio_path,
                                     const NbdJob& job, const std::string& uri,
                                     std::uint64_t area_bytes,
                                     std::int64_t seconds) {
-  // --uri is an option of the nbd engine: it must follow --ioengine.
-  std::vector<std::string> argv = {fio_path, Flag("name", job.name)};
-  for (std::string& f : FioCommonFlags()) argv.push_back(std::move(f));
-  argv.push_back(Flag("uri", uri));
-  argv.push_back(Flag("rw", job.rw));
-  argv.push_back(Flag("bs", std::to_string(job.block_size)));
-  argv.push_back(Flag("iodepth", std::to_string(job.iodepth)));
-  argv.push_back(Flag("size", std::to_string(area_bytes)));
+  std::vector<std::string> argv = Args(fio_path, job.name, uri, job.rw,
+                                       job.block_size, job.iodepth, area_bytes);
   argv.push_back("--time_based");
   argv.push_back(Flag("runtime", std::to_string(seconds)));
   return argv;
@@ -263,51 +147,42 @@ std::vector<std::string> FioJobArgs(const std::string& fio_path,
 std::vector<std::string> FioFillArgs(const std::string& fio_path,
                                      const std::string& uri,
                                      std::uint64_t area_bytes) {
-  std::vector<std::string> argv = {fio_path, "--name=fill"};
-  for (std::string& f : FioCommonFlags()) argv.push_back(std::move(f));
-  argv.push_back(Flag("uri", uri));
-  argv.push_back("--rw=write");
-  argv.push_back(Flag("bs", std::to_string(128 * 1024)));
-  argv.push_back("--iodepth=8");
-  argv.push_back(Flag("size", std::to_string(area_bytes)));
-  return argv;
+  return Args(fio_path, "fill", uri, "write", 128 * 1024, 8, area_bytes);
 }
 
 Result<FioFigures> ParseFioJson(std::string_view text) {
-  // The document starts at the first '{' at the start of a line.
-  std::size_t start = std::string_view::npos;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '{' && (i == 0 || text[i - 1] == '\n')) {
-      start = i;
-      break;
-    }
+  std::size_t i = 0;
+  while (i < text.size() &&
+         (text[i] != '{' || (i > 0 && text[i - 1] != '\n'))) {
+    ++i;
   }
-  if (start == std::string_view::npos) {
+  Numbers n;
+  if (i == text.size()) {
     return Err(Status::Corruption("fio printed no JSON document"));
   }
-  JsonParser parser(text.substr(start));
-  std::optional<JsonValue> doc = parser.ParseDocument();
-  if (!doc.has_value()) return Err(Status::Corruption("fio JSON: malformed"));
-  const JsonValue* jobs = doc->Get("jobs");
-  if (jobs == nullptr || jobs->type != JsonValue::Type::kArray ||
-      jobs->items.empty() ||
-      jobs->items[0].type != JsonValue::Type::kObject) {
-    return Err(Status::Corruption("fio JSON: no jobs[0]"));
+  if (!Walk(text, i, "", 0, &n)) {
+    return Err(Status::Corruption("fio JSON: malformed"));
   }
-  const JsonValue& job = jobs->items[0];
+  const auto get = [&](const std::string& key, double missing) {
+    auto it = n.find(".jobs.0." + key);
+    return it == n.end() ? missing : it->second;
+  };
+  constexpr double kNone = -1;  // what no count or rate in fio's JSON is
   FioFigures fig;
-  ZT_ASSIGN_OR_RETURN(fig.read, Direction(job, "read"));
-  ZT_ASSIGN_OR_RETURN(fig.write, Direction(job, "write"));
-  if (const JsonValue* e = job.Get("error");
-      e != nullptr && e->type == JsonValue::Type::kNumber) {
-    fig.error = static_cast<std::int64_t>(e->number);
+  for (auto [d, name] : {std::pair{&fig.read, std::string("read")},
+                         {&fig.write, std::string("write")}}) {
+    d->iops = get(name + ".iops", kNone);
+    d->bw_bytes = get(name + ".bw_bytes", kNone);
+    d->io_bytes =
+        static_cast<std::uint64_t>(std::max(0.0, get(name + ".io_bytes", 0)));
+    if (d->iops == kNone || d->bw_bytes == kNone) {
+      return Err(Status::Corruption(
+          "fio JSON: no numeric iops and bw_bytes under jobs[0]." + name));
+    }
   }
-  const JsonValue* usr = job.Get("usr_cpu");
-  const JsonValue* sys = job.Get("sys_cpu");
-  if (usr != nullptr && usr->type == JsonValue::Type::kNumber &&
-      sys != nullptr && sys->type == JsonValue::Type::kNumber) {
-    fig.cpu_percent = usr->number + sys->number;
-  }
+  fig.error = static_cast<std::int64_t>(get("error", 0));
+  const double usr = get("usr_cpu", kNone), sys = get("sys_cpu", kNone);
+  if (usr != kNone && sys != kNone) fig.cpu_percent = usr + sys;
   return fig;
 }
 
@@ -316,23 +191,19 @@ Result<FioFigures> RunFio(const std::vector<std::string>& argv,
                           std::chrono::milliseconds timeout) {
   const std::string out = dir + "/fio.json";
   const std::string err = dir + "/fio.err";
-  ZT_ASSIGN_OR_RETURN(ExitInfo e,
-                      RunToCompletion(argv, {.cwd = dir, .stdout_path = out,
-                                             .stderr_path = err},
-                                      timeout));
-  if (!e.ok()) {
-    return Err(Status::IoError(CommandLine(argv) + ": " + e.Describe() +
-                               "; stderr:\n" + ReadFileText(err, 4096)));
+  ZT_ASSIGN_OR_RETURN(
+      ExitInfo e,
+      RunToCompletion(
+          argv, {.cwd = dir, .stdout_path = out, .stderr_path = err}, timeout));
+  Result<FioFigures> fig = Err(Status::IoError(e.Describe()));
+  if (e.ok()) fig = ParseFioJson(ReadFileText(out));
+  if (fig.has_value() && fig->error != 0) {
+    fig = Err(Status::IoError("fio job error " + std::to_string(fig->error)));
   }
-  auto fig = ParseFioJson(ReadFileText(out));
   if (!fig.has_value()) {
-    return Err(Status::Corruption(CommandLine(argv) + ": " +
-                                  fig.error().message()));
-  }
-  if (fig->error != 0) {
-    return Err(Status::IoError(CommandLine(argv) + ": fio job error " +
-                               std::to_string(fig->error) + "; stderr:\n" +
-                               ReadFileText(err, 4096)));
+    return Err(Status(fig.error().code(),
+                      CommandLine(argv) + ": " + fig.error().message() +
+                          "; stderr:\n" + ReadFileText(err, 4096)));
   }
   return *fig;
 }

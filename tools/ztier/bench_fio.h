@@ -1,24 +1,14 @@
 // File: tools/ztier/bench_fio.h
 //
-// The fio side of `ztier bench nbd`: the six measured jobs, the untimed fill
-// job, the fio command lines for them, and a small parser of fio's JSON
-// output (ztier takes no JSON dependency) that picks out what the benchmark
-// reports: IOPS and bandwidth of jobs[0].read and jobs[0].write; and
-// RunFio, which runs a job and parses what it printed.
+// fio for the benchmarks that drive NBD exports (bench nbd, zram-compare,
+// writeback): the six measured jobs, the untimed fill, their command lines,
+// a small reader of fio's JSON output (ztier takes no JSON dependency), and
+// RunFio, which runs a job and reads what it printed. Every job uses
+// --ioengine=nbd on `uri`, --buffer_compress_percentage=50 --refill_buffers
+// (data half compressible, new for every write) and --size=AREA, so that the
+// jobs and the fill cover the same bytes: reads read what the fill wrote.
 //
-//   std::vector<std::string> argv = FioJobArgs(fio, kNbdJobs[3], uri,
-//                                              area_bytes, seconds);
-//   ... run it with stdout to fio.json ...
-//   auto fig = ParseFioJson(ReadFileText("fio.json"));
-//   double iops = fig->write.iops;
-//
-// Every job uses --ioengine=nbd on `uri`, --buffer_compress_percentage=50
-// --refill_buffers (data half compressible, new for every write), and
-// --size=AREA, so that all jobs and the fill cover the same bytes: the
-// read jobs read data the fill wrote.
-//
-// Thread safety: plain values and functions; RunFio forks (see
-// bench_proc.h).
+// Thread safety: plain values and functions; RunFio forks (bench_proc.h).
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_FIO_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_FIO_H_
 
@@ -31,23 +21,28 @@
 
 #include "ztier/status.h"
 
+namespace ztier::tool {
+class JsonWriter;
+}  // namespace ztier::tool
+
 namespace ztier::tool::bench {
 
 struct NbdJob {
-  std::string_view name;     // "randread-4k-qd32": JSON and table key
+  std::string_view name;     // "randread-4k-qd32"
   std::string_view rw;       // fio --rw
   std::uint32_t block_size;  // bytes
   std::uint32_t iodepth;
-  bool writes;               // whose figures count: write (else read)
+  bool writes;  // whose figures count: write (else read)
 };
 
-// The measured jobs, in the order they run within a run.
-std::span<const NbdJob> StandardJobs();
+std::span<const NbdJob> StandardJobs();   // the measured jobs, in order
+std::string JobTitle(const NbdJob& job);  // "randread 4k QD32"
 
-// fio's --rw name shortened for a table: "randread 4k QD32".
-std::string JobTitle(const NbdJob& job);
+// "job", "rw", "block_size" and "iodepth" of `job` as keys of the object
+// `w` has open.
+void WriteJobKeysJson(JsonWriter& w, const NbdJob& job);
 
-// The common flags of every job (also printed in the configuration).
+// The flags every job has (also printed in a configuration).
 std::vector<std::string> FioCommonFlags();
 
 // fio argv for a timed job (time_based, `seconds`) over the first
@@ -64,30 +59,27 @@ std::vector<std::string> FioFillArgs(const std::string& fio_path,
                                      std::uint64_t area_bytes);
 
 struct FioDirection {
-  double iops = 0;
-  double bw_bytes = 0;  // bytes per second
+  double iops = 0, bw_bytes = 0;  // per second
   std::uint64_t io_bytes = 0;
 };
 
 struct FioFigures {
-  FioDirection read;
-  FioDirection write;
+  FioDirection read, write;
   std::int64_t error = 0;  // jobs[0].error
   // fio's own CPU use, jobs[0].usr_cpu + sys_cpu, in percent of one CPU
   // (-1: not reported). Near 100 at depth 32, the client is the limit.
   double cpu_percent = -1;
 };
 
-// Parses fio's --output-format=json output. Text before the document (fio
-// prints some notices on stdout) is skipped: parsing starts at the first
-// '{' that begins a line. Errors (kCorruption): no document, malformed
-// JSON, no jobs[0], or no numeric iops / bw_bytes under its read or write.
+// Reads fio's --output-format=json output from the first '{' that begins a
+// line (fio prints notices on stdout before it); text after the document
+// is ignored. kCorruption: no document, malformed JSON, no jobs[0], or no
+// numeric iops and bw_bytes under its read or write.
 Result<FioFigures> ParseFioJson(std::string_view text);
 
 // Runs fio `argv` in `dir` (at most `timeout`), its output in DIR/fio.json
 // and DIR/fio.err, and parses it. Errors name the command line and carry
-// fio's stderr: fio failing or killed, no document (kCorruption), or a job
-// error.
+// fio's stderr: fio failing or killed, no document, or a job error.
 Result<FioFigures> RunFio(const std::vector<std::string>& argv,
                           const std::string& dir,
                           std::chrono::milliseconds timeout);

@@ -1,9 +1,9 @@
 // File: tools/ztier/bench_nbd_test.cc
 //
-// `ztier bench nbd`: unit tests of the fio JSON parser and the subprocess
-// helpers, and an end-to-end smoke test of the built binary (ZTIER_BIN): one
-// one-second run of ztier alone on a small generated corpus, with --json.
-// The smoke test skips when fio or nbdcopy is not on PATH.
+// `ztier bench nbd`: unit tests of the fio JSON parser, the subprocess
+// helpers and the report, and an end-to-end smoke test of the built binary
+// (ZTIER_BIN): one one-second run of ztier alone on a small generated corpus,
+// with --json. The smoke test skips when fio or nbdcopy is not on PATH.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,8 +17,8 @@
 #include <string>
 
 #include "bench_fio.h"
-#include "bench_proc.h"
 #include "bench_nbd_report.h"
+#include "bench_proc.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -82,7 +82,8 @@ TEST(FioJsonTest, RejectsWhatIsNotAFioDocument) {
   EXPECT_FALSE(ParseFioJson("{\"jobs\": []}").has_value());
   EXPECT_FALSE(ParseFioJson("{\"jobs\": [{\"read\": {\"iops\": 1}}]}")
                    .has_value());  // no bw_bytes, no write
-  EXPECT_FALSE(ParseFioJson("{\"jobs\": [{\"read\": {\"iops\": 1,").has_value());
+  EXPECT_FALSE(
+      ParseFioJson("{\"jobs\": [{\"read\": {\"iops\": 1,").has_value());
   const std::string ok =
       "{\"jobs\":[{\"error\":5,\"read\":{\"iops\":1,\"bw_bytes\":2},"
       "\"write\":{\"iops\":3,\"bw_bytes\":4}}]}";
@@ -109,23 +110,36 @@ TEST(FioJobsTest, SixJobsOnTheSameArea) {
   }
 }
 
-TEST(NbdChartsTest, FourKiBJobsInIopsAndSequentialInMbPerSecond) {
+// Two servers, three runs of every job, the second without the first job:
+// the report's charts, fio table and ratios.
+TEST(NbdReportTest, ChartsTablesAndRatiosFromTheSamples) {
   NbdBenchConfig cfg;
-  cfg.runs = 3;
+  cfg.common.runs = 3;
   cfg.seconds = 2;
+  cfg.fio.path = "/usr/bin/fio";
+  cfg.nbdkit.path = "/usr/bin/nbdkit";
   cfg.servers = {{ServerKind::kZtier, "lz4", "ztier-lz4"},
                  {ServerKind::kNbdkit, "sparse", "nbdkit"}};
-  NbdResults r = NbdResults::For(cfg);
+  ztier::tool::Measurements m;
   const auto jobs = StandardJobs();
-  for (std::size_t j = 0; j < jobs.size(); ++j) {
+  for (std::size_t run = 1; run <= 3; ++run) {
+    const double delta = run == 1 ? 0 : run == 2 ? 20 : -20;
     for (std::size_t s = 0; s < 2; ++s) {
-      const double base = 1000.0 * (j + 1) + s;
-      r.iops[j][s] = {base, base + 10, base - 10};
-      r.mb_s[j][s] = {base / 100, base / 100 + 1, base / 100 - 1};
+      ztier::tool::Samples samples;
+      for (std::size_t j = 0; j < jobs.size(); ++j) {
+        if (s == 1 && j == 0) continue;        // no bar
+        const double base = 1000.0 * (j + 1);  // nbdkit: half, steady
+        samples.Add(SampleName(jobs[j].name, "iops"),
+                    s == 1 ? base / 2 : base + delta);
+        samples.Add(SampleName(jobs[j].name, "mb_s"),
+                    s == 1 ? base / 100 + 0.01 : base / 100 + delta);
+      }
+      m.Record(cfg.servers[s].label, run, samples);
     }
   }
-  r.iops[0][1].clear();  // a server that did not run a job: no bar
-  const std::vector<ztier::tool::Chart> charts = NbdCharts(cfg, r);
+  const ztier::tool::Report report =
+      NbdReport(cfg, m, ztier::tool::MachineInfo{});
+  const std::vector<ztier::tool::Chart>& charts = report.charts();
   ASSERT_EQ(charts.size(), 2u);
   const ztier::tool::Chart& small = charts[0];
   EXPECT_EQ(small.name, "nbd-4k");
@@ -138,8 +152,8 @@ TEST(NbdChartsTest, FourKiBJobsInIopsAndSequentialInMbPerSecond) {
   const ztier::tool::PlotPoint& p = small.series[0].points[3];
   EXPECT_EQ(p.x, 3);
   EXPECT_DOUBLE_EQ(p.y, 4.0);  // thousands
-  EXPECT_DOUBLE_EQ(*p.y_min, 3.99);
-  EXPECT_DOUBLE_EQ(*p.y_max, 4.01);
+  EXPECT_DOUBLE_EQ(*p.y_min, 3.98);
+  EXPECT_DOUBLE_EQ(*p.y_max, 4.02);
   const ztier::tool::Chart& large = charts[1];
   EXPECT_EQ(large.name, "nbd-128k");
   ASSERT_EQ(large.x_tics.size(), 2u);
@@ -147,6 +161,24 @@ TEST(NbdChartsTest, FourKiBJobsInIopsAndSequentialInMbPerSecond) {
   ASSERT_EQ(large.series[1].points.size(), 2u);
   EXPECT_DOUBLE_EQ(large.series[1].points[0].y, 50.01);  // MB/s of job 5
   for (const auto& c : charts) EXPECT_TRUE(ztier::tool::ValidateChart(c).ok());
+
+  const std::string text = report.Text();
+  for (const char* want :
+       {"== fio over NBD (2 s per job, 3 runs;", "IOPS median (min-max)", "cv%",
+        "MB/s median (min-max)", "fio CPU%", "4000 (3980-4020)",
+        "== derived ratios", "ztier-lz4/nbdkit randread 4k QD32 IOPS",
+        "target >="}) {
+    EXPECT_NE(text.find(want), std::string::npos) << want << " in\n" << text;
+  }
+  // ztier-lz4/nbdkit randread 4k QD32, per run (4000 + d) / 2000.
+  EXPECT_NE(text.find("2.000 (1.990-2.010)"), std::string::npos) << text;
+  const std::string json = report.Json();
+  for (const char* key :
+       {"\"tables\"", "\"fio\"", "\"ratios\"", "\"iops_median\"", "\"iops_cv\"",
+        "\"mb_s_median\"", "\"iops_ratio_median\"", "\"target\"",
+        "\"met\": \"yes\"", "\"server\": \"nbdkit\""}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
+  }
 }
 
 TEST(ProcessTest, RunsWaitsAndTerminates) {
@@ -168,34 +200,9 @@ TEST(ProcessTest, RunsWaitsAndTerminates) {
   EXPECT_TRUE(FindExecutable("no-such-tool-anywhere").empty());
 }
 
-class BenchNbdSmokeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl =
-        (fs::temp_directory_path() / "ztier_bench_nbd_test.XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  int Run(const std::string& args) {
-    const std::string cmd = "cd '" + dir_.string() + "' && '" ZTIER_BIN "' " +
-                            args + " >out.txt 2>err.txt";
-    const int status = std::system(cmd.c_str());
-    out_ = ReadFile(dir_ / "out.txt");
-    err_ = ReadFile(dir_ / "err.txt");
-    return status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
-  fs::path dir_;
-  std::string out_;
-  std::string err_;
-};
-
-TEST_F(BenchNbdSmokeTest, OneShortRunOfZtierAlone) {
+TEST(BenchNbdSmokeTest, OneShortRunOfZtierAlone) {
+  const ztier::testing::ScopedTempDir tmp;
+  const fs::path dir_ = tmp.path();
   if (FindExecutable("fio").empty() || FindExecutable("nbdcopy").empty()) {
     GTEST_SKIP() << "fio or nbdcopy is not on PATH";
   }
@@ -224,10 +231,15 @@ TEST_F(BenchNbdSmokeTest, OneShortRunOfZtierAlone) {
                             .c_str()),
             0);
 
-  ASSERT_EQ(Run("bench nbd --runs 1 --seconds 1 --size 64M --no-nbdkit "
-                "--corpus-dir corpus --json out.json"),
-            0)
-      << "stdout:\n" << out_ << "\nstderr:\n" << err_;
+  const auto [rc, out_] =
+      ztier::testing::Sh("cd '" + tmp.path() +
+                         "' && '" ZTIER_BIN
+                         "' bench "
+                         "nbd --runs 1 --seconds 1 --size 64M --no-nbdkit "
+                         "--corpus-dir corpus --json out.json 2>err.txt");
+  ASSERT_EQ(rc, 0) << "stdout:\n"
+                   << out_ << "\nstderr:\n"
+                   << ReadFile(dir_ / "err.txt");
   EXPECT_NE(out_.find("machine: "), std::string::npos) << out_;
   EXPECT_NE(out_.find("fio-"), std::string::npos) << out_;
   EXPECT_NE(out_.find("== fio over NBD"), std::string::npos) << out_;
@@ -239,12 +251,12 @@ TEST_F(BenchNbdSmokeTest, OneShortRunOfZtierAlone) {
 
   const std::string json = ReadFile(dir_ / "out.json");
   for (const char* key :
-       {"\"machine\"", "\"config\"", "\"measurements\"", "\"memory\"",
-        "\"copies\"", "\"server\": \"ztier\"", "\"codec\": \"lz4\"",
-        "\"job\": \"randread-4k-qd32\"", "\"job\": \"write-128k-qd8\"",
+       {"\"machine\"", "\"conditions\"", "\"tables\"", "\"fio\"", "\"copies\"",
+        "\"server\": \"ztier-lz4\"", "\"runs\": \"1\"",
+        "\"job\": \"randread 4k QD32\"", "\"job\": \"write 128k QD8\"",
         "\"iops_median\"", "\"iops_min\"", "\"iops_max\"", "\"mb_s_median\"",
-        "\"runs\": 1", "\"corpus\": \"small.pages\"",
-        "\"metric\": \"mem_used_total\"", "\"bytes\""}) {
+        "\"corpus\": \"small.pages\"", "\"measured_as\": \"mem_used_total\"",
+        "\"stored_mib_median\"", "\"orig_stored_median\""}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
