@@ -48,6 +48,10 @@ def is_condition(key):
 ID_INTS = {"threads", "batch", "iodepth", "block_size", "cpus", "workers",
            "page_cluster", "pages", "run"}
 
+# Fields that state a result (whether a target was met), so they do not
+# identify a row: a verdict that flips between runs is the same row.
+VERDICT_KEYS = {"met"}
+
 
 def identity(item):
     """The identifying fields of a list item, as a sorted tuple."""
@@ -55,6 +59,8 @@ def identity(item):
         return None
     keys = []
     for k, v in item.items():
+        if k in VERDICT_KEYS:
+            continue
         if isinstance(v, bool) or isinstance(v, str):
             keys.append((k, v))
         elif isinstance(v, int) and k in ID_INTS:

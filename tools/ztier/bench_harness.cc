@@ -98,9 +98,7 @@ Result<Measurements> RunVariants(const RunPlan& plan,
   for (std::size_t i = 0; i < total; ++i) {
     const bool warmup = i < plan.warmups;
     const std::size_t run = warmup ? 0 : i - plan.warmups + 1;
-    const std::string label =
-        warmup ? std::string("warm-up")
-               : "run " + std::to_string(run) + "/" + std::to_string(plan.runs);
+    const std::string label = RunLabel(run, plan.runs);
     std::vector<const Variant*> order;
     for (const Variant& v : variants) order.push_back(&v);
     if (plan.alternate && i % 2 == 1) std::reverse(order.begin(), order.end());
@@ -163,16 +161,6 @@ Result<std::vector<std::string>> FindCorpusDir(const std::string& dir,
 std::string RunLabel(std::size_t run, std::size_t runs) {
   return run == 0 ? std::string("warm-up")
                   : "run " + std::to_string(run) + "/" + std::to_string(runs);
-}
-
-int FinishJson(std::string_view command, const std::string& path,
-               const std::function<Status(const std::string&)>& write) {
-  if (path.empty()) return 0;
-  if (Status s = write(path); !s.ok()) {
-    return ReportFailure(command, s.ToString());
-  }
-  std::printf("\nwrote %s\n", path.c_str());
-  return 0;
 }
 
 }  // namespace ztier::tool

@@ -156,13 +156,6 @@ inline constexpr char kCorpusDirHint[] =
 // "warm-up" for run 0, else "run R/RUNS".
 std::string RunLabel(std::size_t run, std::size_t runs);
 
-// With a `path`: write(path), then prints "\nwrote PATH" on stdout. Returns
-// the command's exit status: 0, or 1 with "COMMAND: error" printed on
-// stderr when write fails. 0 without a path. (Report::Finish does this for
-// the experiments that report through bench_report.h.)
-int FinishJson(std::string_view command, const std::string& path,
-               const std::function<Status(const std::string&)>& write);
-
 }  // namespace ztier::tool
 
 #endif  // ZTIER_TOOLS_ZTIER_BENCH_HARNESS_H_

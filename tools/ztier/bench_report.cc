@@ -198,7 +198,10 @@ std::string Report::Json() const {
 }
 
 void Report::BuildJson(JsonWriter& w) const {
-  BeginResultJson(w, benchmark_, machine_);
+  w.BeginObject();
+  w.StringField("benchmark", benchmark_);
+  w.Key("machine");
+  WriteMachineJson(machine_, w);
   w.Key("conditions");
   w.BeginObject();
   for (const auto& [k, v] : conditions_) w.StringField(k, v);
@@ -223,11 +226,16 @@ int Report::Finish(std::string_view command, const BenchFlags& flags) const {
   ChartWriter charts(std::string(command), flags.plot);
   std::fputs(Text().c_str(), stdout);
   std::fflush(stdout);
-  int status = FinishJson(command, flags.json, [&](const std::string& path) {
+  int status = 0;
+  if (!flags.json.empty()) {
     JsonWriter w;
     BuildJson(w);
-    return WriteJsonFile(path, w);
-  });
+    if (Status s = WriteJsonFile(flags.json, w); !s.ok()) {
+      status = ReportFailure(command, s.ToString());
+    } else {
+      std::printf("\nwrote %s\n", flags.json.c_str());
+    }
+  }
   if (!charts.Write(charts_)) status = 1;
   return status;
 }

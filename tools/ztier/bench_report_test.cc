@@ -158,6 +158,31 @@ TEST(BenchReportTest, JsonHasOneShapeAndCompareRunsReadsIt) {
       << r.out;
 }
 
+// A ratio row whose target is met in one run and missed in the other is
+// still the same row to compare_runs.py: "met" states a result.
+TEST(BenchReportTest, CompareRunsMatchesARowWhoseVerdictFlipped) {
+  ztier::testing::ScopedTempDir dir;
+  ASSERT_EQ(ztier::testing::Sh("mkdir '" + dir.File("one") + "' '" +
+                               dir.File("two") + "'")
+                .exit_code,
+            0);
+  for (const bool met : {true, false}) {
+    Report r("bench test", MachineInfo{});
+    r.AddTable("derived", "").AddRow().Text("ratio", "a/b").Figure(
+        "value", {{met ? 1.2 : 0.8}}, 2).Bool("met", met);
+    BenchFlags f{.json = dir.File(met ? "one/x.json" : "two/x.json")};
+    ASSERT_EQ(r.Finish("bench test", f), 0);
+  }
+  const auto r =
+      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
+                         dir.File("one") + "' '" + dir.File("two") + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("x: 0 of 1 medians agree"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a/b / value: 1.2 (1.2-1.2) vs 0.8 (0.8-0.8)"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(BenchReportTest, FinishFailsWhenTheJsonCannotBeWritten) {
   BenchFlags f{.json = "/nonexistent-dir/x.json"};
   EXPECT_EQ(SampleReport({1}).Finish("bench test", f), 1);

@@ -93,6 +93,9 @@ std::string TextTable::Render() const {
   return out;
 }
 
+namespace {
+
+// `s` as a JSON string literal, quotes included.
 std::string JsonQuote(std::string_view s) {
   std::string out = "\"";
   for (const char ch : s) {
@@ -125,6 +128,8 @@ std::string JsonQuote(std::string_view s) {
   }
   return out + "\"";
 }
+
+}  // namespace
 
 void JsonWriter::Newline() {
   if (has_element_.size() >= inline_from_) {
@@ -272,34 +277,6 @@ void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
       w.Double(k.value, k.decimals);
     }
   }
-}
-
-void WriteFigureJson(JsonWriter& w, std::string_view name,
-                     std::span<const double> samples, int decimals) {
-  WriteStatsJson(w, name, Summarize(samples), decimals);
-}
-
-void WriteSamplesJson(JsonWriter& w, std::string_view key,
-                      std::span<const double> samples, int decimals) {
-  w.Key(key);
-  w.BeginArray();
-  for (double x : samples) w.Double(x, decimals);
-  w.EndArray();
-}
-
-void WriteCorpusJson(JsonWriter& w, std::string_view name,
-                     std::string_view path, std::string_view size_key,
-                     std::uint64_t size) {
-  w.BeginObject();
-  w.StringField("name", name);
-  w.StringField("path", path);
-  w.UintField(size_key, size);
-  w.EndObject();
-}
-
-void WriteRatiosJson(JsonWriter& w, std::string_view name,
-                     std::span<const double> ratios) {
-  WriteFigureJson(w, name, ratios, 4);
 }
 
 Status WriteJsonFile(const std::string& path, JsonWriter& w) {

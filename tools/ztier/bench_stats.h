@@ -24,8 +24,8 @@
 // there are no samples), beside the string and integer fields that identify
 // it; tools/bench/compare_runs.py reads exactly that shape.
 //
-// FormatSpread, FormatMiB, the Write*Json helpers and WriteJsonFile are the
-// report pieces and JSON keys that several experiments share.
+// FormatSpread, FormatMiB and WriteJsonFile are the report pieces that
+// several commands share.
 //
 // Thread safety: plain values and functions; no shared state.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
@@ -149,34 +149,12 @@ class JsonWriter {
   std::size_t inline_from_ = SIZE_MAX;
 };
 
-// `s` as a JSON string literal, quotes included.
-std::string JsonQuote(std::string_view s);
-
 // NAME_median, NAME_min, NAME_max and NAME_stddev of `s` with `decimals`
 // decimals, and NAME_cv (percent, 2 decimals), as keys of the open object;
 // each null when s.n is 0. The one shape of a figure in every experiment's
 // JSON.
 void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
                     int decimals);
-
-// `key`: [samples...], each with `decimals` decimals, as a key of the open
-// object.
-void WriteSamplesJson(JsonWriter& w, std::string_view key,
-                      std::span<const double> samples, int decimals);
-
-// {"name", "path", SIZE_KEY} of one corpus where `w` expects a value
-// (SIZE_KEY: "pages" or "bytes", as the experiment counts it).
-void WriteCorpusJson(JsonWriter& w, std::string_view name,
-                     std::string_view path, std::string_view size_key,
-                     std::uint64_t size);
-
-// WriteStatsJson of `samples` as NAME, `decimals` each.
-void WriteFigureJson(JsonWriter& w, std::string_view name,
-                     std::span<const double> samples, int decimals);
-
-// WriteFigureJson of per-run `ratios` as NAME, with 4 decimals.
-void WriteRatiosJson(JsonWriter& w, std::string_view name,
-                     std::span<const double> ratios);
 
 // Writes `w`'s document (Take()) to `path`; PosixError "open PATH" or
 // "write PATH" when the file cannot be opened or written.

@@ -1,9 +1,8 @@
 // File: tools/ztier/bench_stats_test.cc
 //
-// The benchmarks' result model (bench_stats.h): Summarize and the one
-// percentile rule on known data, the one JSON shape of a figure, and that
-// shape read back by tools/bench/compare_runs.py (ZTIER_COMPARE_RUNS, run by
-// /usr/bin/python3) from two documents written with it.
+// The benchmarks' statistics (bench_stats.h): Summarize and the one
+// percentile rule on known data, and the one JSON shape of a figure
+// (compare_runs.py reads it back in bench_report_test.cc).
 #include "bench_stats.h"
 
 #include <cstdint>
@@ -50,8 +49,8 @@ TEST(BenchStatsTest, PercentileIsNearestRank) {
 TEST(BenchStatsTest, FigureJsonShape) {
   JsonWriter w;
   w.BeginObject();
-  WriteFigureJson(w, "mb_s", std::vector<double>{3, 1, 2}, 1);
-  WriteRatiosJson(w, "ratio", {});
+  WriteStatsJson(w, "mb_s", Summarize(std::vector<double>{3, 1, 2}), 1);
+  WriteStatsJson(w, "ratio", Summarize({}), 4);
   w.EndObject();
   const std::string text = w.Take();
   for (const char* key :
@@ -60,48 +59,6 @@ TEST(BenchStatsTest, FigureJsonShape) {
         "\"ratio_cv\": null"}) {
     EXPECT_NE(text.find(key), std::string::npos) << key << " in\n" << text;
   }
-}
-
-// One experiment's document: two figures of one item, `a` and `b`, and one
-// with no samples.
-void WriteRun(const std::string& path, std::vector<double> a,
-              std::vector<double> b) {
-  JsonWriter w;
-  w.BeginObject();
-  w.Key("measurements");
-  w.BeginArray();
-  w.BeginObject();
-  w.Key("codec");
-  w.String("lz4");
-  w.Key("threads");
-  w.Int(1);
-  WriteFigureJson(w, "a", a, 2);
-  WriteFigureJson(w, "b", b, 2);
-  WriteFigureJson(w, "none", {}, 2);
-  w.EndObject();
-  w.EndArray();
-  w.EndObject();
-  ASSERT_TRUE(WriteJsonFile(path, w).ok()) << path;
-}
-
-TEST(BenchStatsTest, CompareRunsReadsTheSchema) {
-  ASSERT_TRUE(ztier::testing::Have("/usr/bin/python3"));
-  ztier::testing::ScopedTempDir dir;
-  ASSERT_EQ(ztier::testing::Sh("mkdir '" + dir.File("one") + "' '" +
-                               dir.File("two") + "'")
-                .exit_code,
-            0);
-  // a agrees (10.5 lies in 9-11); b does not (20 vs 30-32).
-  WriteRun(dir.File("one/x.json"), {10, 9, 11}, {20, 19, 21});
-  WriteRun(dir.File("two/x.json"), {10.5, 10, 11}, {31, 30, 32});
-  const auto r =
-      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
-                         dir.File("one") + "' '" + dir.File("two") + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("x: 1 of 2 medians agree"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("measurements / lz4 1 / b: 20 (19-21) vs 31 (30-32)"),
-            std::string::npos)
-      << r.out;
 }
 
 TEST(BenchStatsTest, WriteJsonFileNamesAnUnwritablePath) {

@@ -170,14 +170,6 @@ std::string MachineLine(const MachineInfo& m) {
               : "");
 }
 
-void BeginResultJson(JsonWriter& w, std::string_view command,
-                     const MachineInfo& m) {
-  w.BeginObject();
-  w.StringField("benchmark", command);
-  w.Key("machine");
-  WriteMachineJson(m, w);
-}
-
 void WriteMachineJson(const MachineInfo& m, JsonWriter& w) {
   w.BeginObject();
   w.StringField("cpu_model", m.cpu_model);

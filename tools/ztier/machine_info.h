@@ -64,12 +64,6 @@ std::string MachineLine(const MachineInfo& m);
 // codec library versions and cross_cpu_rtt_ns) where `w` expects a value.
 void WriteMachineJson(const MachineInfo& m, JsonWriter& w);
 
-// Opens the document of an experiment's results, the same in every one:
-// {"benchmark": COMMAND, "machine": WriteMachineJson(m), ... the caller's
-// keys, then its EndObject().
-void BeginResultJson(JsonWriter& w, std::string_view command,
-                     const MachineInfo& m);
-
 }  // namespace ztier::tool
 
 #endif  // ZTIER_TOOLS_ZTIER_MACHINE_INFO_H_
