@@ -280,7 +280,10 @@ void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
 }
 
 Status WriteJsonFile(const std::string& path, JsonWriter& w) {
-  const std::string text = w.Take();
+  return WriteTextFile(path, w.Take());
+}
+
+Status WriteTextFile(const std::string& path, std::string_view text) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return PosixError("open " + path, errno);
   const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();

@@ -160,6 +160,9 @@ void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
 // "write PATH" when the file cannot be opened or written.
 Status WriteJsonFile(const std::string& path, JsonWriter& w);
 
+// Writes `text` to `path`, with the errors of WriteJsonFile.
+Status WriteTextFile(const std::string& path, std::string_view text);
+
 }  // namespace ztier::tool
 
 #endif  // ZTIER_TOOLS_ZTIER_BENCH_STATS_H_

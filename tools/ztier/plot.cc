@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "bench_proc.h"
+#include "bench_stats.h"
 
 namespace ztier::tool {
 namespace {
@@ -86,17 +87,6 @@ bool ValidName(std::string_view name) {
     if (!ok) return false;
   }
   return true;
-}
-
-Status WriteText(const fs::path& path, const std::string& text) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return PosixError("open " + path.string(), errno);
-  const bool wrote = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !wrote) {
-    return PosixError("write " + path.string(), wrote ? errno : write_errno);
-  }
-  return Status::Ok();
 }
 
 bool StartsWithPngSignature(const fs::path& path) {
@@ -320,9 +310,9 @@ Result<std::string> Plotter::Render(const Chart& chart) const {
   const fs::path base = fs::path(dir_) / chart.name;
   const fs::path png = base.string() + ".png";
   const fs::path log = (fs::path(abs_dir_) / chart.name).string() + ".log";
-  ZT_RETURN_IF_ERROR(WriteText(base.string() + ".dat", GnuplotData(chart)));
+  ZT_RETURN_IF_ERROR(WriteTextFile(base.string() + ".dat", GnuplotData(chart)));
   ZT_RETURN_IF_ERROR(
-      WriteText(base.string() + ".gp", GnuplotScript(chart, terminal_)));
+      WriteTextFile(base.string() + ".gp", GnuplotScript(chart, terminal_)));
   std::error_code ec;
   fs::remove(png, ec);  // a stale picture must not pass the check below
   auto r = bench::RunToCompletion(
