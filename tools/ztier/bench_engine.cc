@@ -1,8 +1,8 @@
 // File: tools/ztier/bench_engine.cc
 //
-// `ztier bench engine` (see bench_engine.h): parses flags, finds and loads
-// the corpora, runs the variants of engine_measure.h through RunVariants
-// (bench_harness.h), and reports (bench_engine_report.h).
+// `ztier bench engine` (bench_engine.h): parses the flags, loads the
+// corpora, runs each case's variants through RunVariants (bench_harness.h)
+// and reports them (bench_engine_report.h).
 #include "bench_engine.h"
 
 #include <algorithm>
@@ -18,28 +18,17 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier bench engine";
+constexpr const char kSynopsis[] =
+    "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME]... [--runs N] "
+    "[--threads N,N,...] [--json FILE] [--plot DIR]";
+constexpr const char kAbout[] =
+    "codec and store throughput (MB/s of uncompressed pages) and "
+    "memory use, per codec and corpus.";
+// Fresh memory probed after each run (machine_info.h): 16 steps of 2 MiB.
+constexpr std::size_t kPopulateProbeBytes = std::size_t{32} << 20;
 
-// The corpus files to use: the --corpus files, plus those of the corpus
-// folder when no --corpus was given or --corpus-dir was.
-Result<std::vector<std::string>> FindCorpora(
-    const FlagSet& flags, const std::vector<std::string>& files,
-    const std::string& dir) {
-  std::vector<std::string> paths = files;
-  if (!files.empty() && !flags.WasSet("corpus-dir")) return paths;
-  ZT_ASSIGN_OR_RETURN(
-      const std::vector<std::string> found,
-      FindCorpusDir(dir,
-                    "Pass corpus files with --corpus FILE (a .pages.zst "
-                    "file, or any plain file read as 4096-byte pages; "
-                    "repeatable), or a folder of *.pages.zst files with "
-                    "--corpus-dir DIR."));
-  paths.insert(paths.end(), found.begin(), found.end());
-  return paths;
-}
-
-// --threads "1,2,4" -> {1, 2, 4}: each in [1, 1024], sorted, each once, and
-// 1 always (the batch variants and the ideal line start from it). None
-// given: 1, 2, 4, ... up to `cores`, and `cores`.
+// --threads "1,2,4" -> {1, 2, 4}: each in [1, 1024], sorted, unique, and 1
+// always. None given: 1, 2, 4, ... up to `cores`, and `cores`.
 Result<std::vector<std::size_t>> ThreadCounts(
     const std::vector<std::string>& items, std::size_t cores) {
   std::vector<std::size_t> counts = {1};
@@ -63,62 +52,54 @@ Result<std::vector<std::size_t>> ThreadCounts(
   return counts;
 }
 
-// Fresh memory probed after each run (machine_info.h): 16 steps of 2 MiB.
-constexpr std::size_t kPopulateProbeBytes = std::size_t{32} << 20;
-
-constexpr const char kSynopsis[] =
-    "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME]... [--runs N] "
-    "[--threads N,N,...] [--json FILE] [--plot DIR]";
-constexpr const char kAbout[] =
-    "codec and store throughput (MB/s of uncompressed pages) and "
-    "memory use, per codec and corpus.";
-
 struct Config {
   BenchFlags common;
   std::vector<std::size_t> thread_counts;  // ascending, 1 first
   std::vector<std::string> codecs;
-  std::vector<std::string> paths;  // corpus files
+  std::vector<std::string> paths;  // the --corpus files, then --corpus-dir's
 };
 
 // The command line into *cfg; the exit status when it is bad (2), names no
 // corpus (1), or asked for --help (0).
 std::optional<int> ParseFlags(std::span<const std::string_view> args,
                               unsigned cores, Config* cfg) {
-  std::vector<std::string> corpus_files;
   std::string corpus_dir = kDefaultCorpusDir;
-  std::vector<std::string> codec_flags;
-  std::vector<std::string> thread_flags;
+  std::vector<std::string> codecs, threads;
   FlagSet flags(kCommand, kSynopsis);
-  flags.AddList("corpus", &corpus_files, "FILE",
+  flags.AddList("corpus", &cfg->paths, "FILE",
                 "corpus file (.pages.zst or plain pages); repeatable");
   AddCorpusDirFlag(flags, &corpus_dir, "; used when no --corpus is given");
-  flags.AddList("codec", &codec_flags, "NAME",
+  flags.AddList("codec", &codecs, "NAME",
                 "codec to measure; repeatable, or a comma list (default: "
                 "every registered codec)");
-  flags.AddList("threads", &thread_flags, "N,N,...",
+  flags.AddList("threads", &threads, "N,N,...",
                 "thread counts for the batch-1 (and batch-8 serial) "
                 "variants, a comma list; 1 is always measured (default: 1, "
                 "2, 4, ... up to the online cores, and the online cores)");
   cfg->common.runs = 5;
   AddBenchFlags(flags, &cfg->common);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  auto counts = ThreadCounts(thread_flags, cores);
+  auto counts = ThreadCounts(threads, cores);
   if (!counts.has_value()) {
     return ReportUsageError(kCommand, counts.error().message());
   }
   cfg->thread_counts = std::move(*counts);
-  // Codecs: as given (deduplicated, in order), else every registered one.
-  if (codec_flags.empty()) {
-    const std::vector<std::string_view> known = CodecNames();
-    codec_flags.assign(known.begin(), known.end());
+  if (codecs.empty()) {
+    for (std::string_view name : CodecNames()) codecs.emplace_back(name);
   }
-  if (Status s = AddCodecs(codec_flags, &cfg->codecs); !s.ok()) {
+  if (Status s = AddCodecs(codecs, &cfg->codecs); !s.ok()) {
     return ReportUsageError(kCommand, s.message());
   }
-  auto found = FindCorpora(flags, corpus_files, corpus_dir);
-  if (!found.has_value())
+  if (!cfg->paths.empty() && !flags.WasSet("corpus-dir")) return std::nullopt;
+  auto found = FindCorpusDir(
+      corpus_dir,
+      "Pass corpus files with --corpus FILE (a .pages.zst file, or any plain "
+      "file read as 4096-byte pages; repeatable), or a folder of *.pages.zst "
+      "files with --corpus-dir DIR.");
+  if (!found.has_value()) {
     return ReportFailure(kCommand, found.error().message());
-  cfg->paths = std::move(*found);
+  }
+  cfg->paths.insert(cfg->paths.end(), found->begin(), found->end());
   return std::nullopt;
 }
 
@@ -138,9 +119,7 @@ Status MeasureCase(const Config& cfg, const MeasureOptions& options,
         {VariantName(v), [&, v](std::size_t, Samples& out) -> Status {
            std::vector<OpSample> s;
            ZT_RETURN_IF_ERROR(measurer->Measure(v, &s));
-           for (const OpSample& o : s) {
-             out.Add(BenchOpName(o.op), o.mb_s);
-           }
+           for (const OpSample& o : s) out.Add(BenchOpName(o.op), o.mb_s);
            return Status::Ok();
          }});
   }
@@ -170,16 +149,18 @@ void AddConfig(Report& report, const Config& cfg, std::size_t workers,
   for (std::size_t n : cfg.thread_counts) threads += "," + std::to_string(n);
   codecs.erase(0, 1);
   threads.erase(0, 1);
-  report.Condition("runs", std::to_string(cfg.common.runs));
+  const std::string runs = std::to_string(cfg.common.runs);
+  const std::string batch = std::to_string(kMaxBatchSize);
+  report.Condition("runs", runs);
   report.Condition("thread_counts", threads);
   report.Condition("parallel_workers", std::to_string(workers));
-  report.Condition("batch", std::to_string(kMaxBatchSize));
+  report.Condition("batch", batch);
   report.Condition("codecs", codecs);
-  std::string text = "config: runs=" + std::to_string(cfg.common.runs) +
+  std::string text = "config: runs=" + runs +
                      " (+1 warm-up, not counted), threads=" + threads +
                      ", parallel backend workers=" + std::to_string(workers) +
-                     " (+ caller), batch=" + std::to_string(kMaxBatchSize) +
-                     ", codecs=" + codecs + "\n";
+                     " (+ caller), batch=" + batch + ", codecs=" + codecs +
+                     "\n";
   for (std::size_t i = 0; i < corpora.size(); ++i) {
     text += "corpus: " + corpora[i].name() + " (" +
             std::to_string(corpora[i].size()) + " pages) from " + cfg.paths[i] +
@@ -204,8 +185,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
     if (!set.has_value()) return ReportFailure(kCommand, set.error().message());
     corpora.push_back(std::move(*set));
   }
-  // "threads - 1" helpers plus the caller (by default the cores, as the
-  // store's parallel backend defaults to); at least one so that "parallel"
+  // "threads - 1" helpers plus the caller, at least one so that "parallel"
   // differs from "serial".
   const std::size_t workers =
       std::max<std::size_t>(1, cfg.thread_counts.back() - 1);
@@ -217,24 +197,21 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   AddConfig(report, cfg, workers, corpora);
   std::vector<EngineCase> cases;
   Progress progress;
-  for (const std::string& codec_name : cfg.codecs) {
-    auto codec = MakeCodec(codec_name);
+  for (const std::string& name : cfg.codecs) {
+    auto codec = MakeCodec(name);
     if (!codec.has_value()) {
-      return ReportFailure(
-          kCommand, "codec " + codec_name + ": " + codec.error().ToString());
+      return ReportFailure(kCommand,
+                           "codec " + name + ": " + codec.error().ToString());
     }
     for (const corpus::PageSet& set : corpora) {
-      EngineCase& c = cases.emplace_back();
-      c.codec = codec_name;
-      c.corpus = set.name();
-      c.pages = set.size();
-      c.variants = StandardVariants(cfg.thread_counts);
+      EngineCase& c = cases.emplace_back(
+          EngineCase{.codec = name, .corpus = set.name(), .pages = set.size(),
+                     .variants = StandardVariants(cfg.thread_counts)});
       const Status s = MeasureCase(cfg, options, *codec, set, progress, &c);
       progress.Clear();
       if (!s.ok()) {
-        return ReportFailure(kCommand, "FATAL: codec " + codec_name +
-                                           ", corpus " + set.name() + ": " +
-                                           s.ToString());
+        return ReportFailure(kCommand, "FATAL: codec " + name + ", corpus " +
+                                           set.name() + ": " + s.ToString());
       }
       AddCase(report, c, &set == &corpora.front(), cfg.common.runs);
     }
