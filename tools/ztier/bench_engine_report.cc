@@ -110,66 +110,59 @@ void AddTables(Report& report, const EngineCase& c) {
       .Number("fresh p90", steps.empty() ? 0 : Percentile(steps, 0.9), 0);
 }
 
-Chart CaseChart(const EngineCase& c, std::string kind, std::string what,
-                std::size_t runs) {
-  return {.name = "engine-" + kind + "-" + c.codec,
-          .title = c.codec + " on " + c.corpus + ": throughput against " +
-                   what + "; " + MedianOfRuns(runs) + ")",
-          .y_label = "throughput (MB/s of uncompressed pages)"};
-}
-
-Chart ThreadsChart(const EngineCase& c, std::size_t runs) {
-  Chart chart = CaseChart(c, "threads", "threads (batch 1, serial", runs);
-  chart.x_label = "threads";
+// engine-threads-CODEC (`threads`: batch 1 serial against threads, each line
+// with its dashed ideal) or engine-batch-CODEC (bars: batch 1 serial, batch
+// 8 serial and parallel, one thread).
+Chart CaseChart(const EngineCase& c, std::size_t runs, bool threads) {
   const std::vector<std::size_t> counts = Counts(c);
-  chart.log_x = counts.back() >= 4;
-  for (std::size_t n : counts) {
-    chart.x_tics.push_back({static_cast<double>(n), std::to_string(n)});
+  Chart chart{
+      .name = std::string("engine-") + (threads ? "threads-" : "batch-") +
+              c.codec,
+      .title = c.codec + " on " + c.corpus + ": throughput against " +
+               (threads ? "threads (batch 1, serial; "
+                        : "batch size and backend (1 thread; ") +
+               MedianOfRuns(runs) + ")",
+      .x_label = threads ? "threads" : "batch size (pages) and batch backend",
+      .y_label = "throughput (MB/s of uncompressed pages)",
+      .style = threads ? PlotStyle::kLines : PlotStyle::kBars,
+      .log_x = threads && counts.back() >= 4};
+  std::vector<EngineVariant> points;  // x: threads, or the bar's position
+  if (threads) {
+    for (std::size_t n : counts) {
+      points.push_back({P::kCodec, O::kCompress, n});
+      chart.x_tics.push_back({static_cast<double>(n), std::to_string(n)});
+    }
+  } else {
+    for (BatchBackend b : {kSer, kSer, kPar}) {
+      points.push_back({P::kCodec, O::kCompress, 1,
+                        points.empty() ? 1 : kMaxBatchSize, b});
+      chart.x_tics.push_back({points.size() - 1.0,
+                              "batch " + std::to_string(points.back().batch) +
+                                  ", " + std::string(BatchBackendName(b))});
+    }
   }
-  // The measured lines first, then each one's ideal, dashed, in its colour.
+  // The measured series first, then each one's ideal, dashed, in its colour.
   std::vector<PlotSeries> ideals;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < (threads ? 4 : 5); ++i) {
     const EngineVariant& k = kLines[i];
-    PlotSeries line{.title = OpTitle(k), .color = i + 1};
+    PlotSeries line{.title = OpTitle(k), .color = threads ? i + 1 : 0};
     PlotSeries ideal{.title = "ideal: " + OpTitle(k) + " x threads",
                      .dashed = true,
                      .color = i + 1};
     const std::vector<double> one = Of(c, k.path, k.op, 1);
-    for (std::size_t n : counts) {
-      const std::vector<double> s = Of(c, k.path, k.op, n);
+    for (std::size_t j = 0; j < points.size(); ++j) {
+      const EngineVariant& p = points[j];
+      const std::vector<double> s =
+          Of(c, k.path, k.op, p.threads, p.batch, p.backend);
       if (s.empty() || one.empty()) continue;
-      const double x = static_cast<double>(n);
+      const double x = threads ? static_cast<double>(p.threads) : j;
       line.points.push_back(SpreadPoint(x, s));
       ideal.points.push_back({x, Median(one) * x});
     }
     chart.series.push_back(std::move(line));
-    ideals.push_back(std::move(ideal));
+    if (threads) ideals.push_back(std::move(ideal));
   }
   std::move(ideals.begin(), ideals.end(), std::back_inserter(chart.series));
-  return chart;
-}
-
-Chart BatchChart(const EngineCase& c, std::size_t runs) {
-  Chart chart = CaseChart(c, "batch", "batch size and backend (1 thread", runs);
-  chart.x_label = "batch size (pages) and batch backend";
-  chart.style = PlotStyle::kBars;
-  const std::pair<std::size_t, BatchBackend> columns[] = {
-      {1, kSer}, {kMaxBatchSize, kSer}, {kMaxBatchSize, kPar}};
-  for (std::size_t i = 0; i < std::size(columns); ++i) {
-    chart.x_tics.push_back(
-        {static_cast<double>(i),
-         "batch " + std::to_string(columns[i].first) + ", " +
-             std::string(BatchBackendName(columns[i].second))});
-  }
-  for (const EngineVariant& k : kLines) {
-    PlotSeries bars{.title = OpTitle(k)};
-    for (std::size_t i = 0; i < std::size(columns); ++i) {
-      const std::vector<double> s =
-          Of(c, k.path, k.op, 1, columns[i].first, columns[i].second);
-      if (!s.empty()) bars.points.push_back(SpreadPoint(i, s));
-    }
-    chart.series.push_back(std::move(bars));
-  }
   return chart;
 }
 
@@ -179,8 +172,8 @@ void AddCase(Report& report, const EngineCase& c, bool charts,
              std::size_t runs) {
   AddTables(report, c);
   if (!charts) return;
-  if (Counts(c).size() > 1) report.AddChart(ThreadsChart(c, runs));
-  report.AddChart(BatchChart(c, runs));
+  if (Counts(c).size() > 1) report.AddChart(CaseChart(c, runs, true));
+  report.AddChart(CaseChart(c, runs, false));
 }
 
 void AddSummary(Report& report, std::span<const EngineCase> cases) {

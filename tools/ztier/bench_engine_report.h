@@ -1,14 +1,10 @@
 // File: tools/ztier/bench_engine_report.h
 //
-// The tables and charts of `ztier bench engine` (bench_engine.h) on one
-// Report (bench_report.h). Per codec and corpus (an EngineCase): "CODEC
-// CORPUS" (a row per path, op, threads, batch and backend), "CODEC CORPUS
-// scaling" (batch 1 serial against threads, with the ideal = threads x the
-// 1-thread median; more than one count only) and "CODEC CORPUS conditions"
-// (the machine after each run: machine_info.h); of all cases "sizes" and
-// "derived" (ratios of medians with their targets); per codec, of its first
-// corpus, the charts engine-threads-CODEC (more than one count only) and
-// engine-batch-CODEC.
+// The tables and charts of `ztier bench engine` on one Report
+// (bench_report.h): per codec and corpus the tables "CODEC CORPUS", "CODEC
+// CORPUS scaling" (more than one thread count only) and "CODEC CORPUS
+// conditions"; of all cases "sizes" and "derived"; per codec, of its first
+// corpus, the charts engine-threads-CODEC and engine-batch-CODEC.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ENGINE_REPORT_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_ENGINE_REPORT_H_
 
@@ -32,10 +28,9 @@ struct EngineCase {
   SizeFigures sizes;
 };
 
-// The tables of one case, and its charts when `charts`.
+// One case's tables, and its charts when `charts`.
 void AddCase(Report& report, const EngineCase& c, bool charts,
              std::size_t runs);
-// The "sizes" and "derived" tables of every case.
 void AddSummary(Report& report, std::span<const EngineCase> cases);
 
 }  // namespace ztier::tool
