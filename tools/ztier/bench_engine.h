@@ -8,11 +8,14 @@
 //                      [--plot DIR]
 //
 // Each codec on each corpus runs the variants of engine_measure.h through
-// RunVariants (bench_harness.h), the machine's conditions (machine_info.h)
-// probed after every measured run; --threads lists the thread counts
-// (default 1, 2, 4, ... up to the online cores, and the online cores). The
-// tables and charts are those of bench_engine_report.h, written by one
-// Report (bench_report.h): text on stdout, --json FILE, --plot DIR.
+// RunVariants (bench_harness.h), probing the machine (machine_info.h) after
+// every measured run; --threads gives the thread counts (default 1, 2, 4,
+// ... up to the online cores, and the online cores). One Report
+// (bench_report.h; stdout, --json FILE, --plot DIR) holds per codec and
+// corpus the tables "CODEC CORPUS", "CODEC CORPUS scaling" (with more than
+// one thread count) and "CODEC CORPUS conditions"; then "sizes" and
+// "derived" (ratios of medians and their targets); per codec, of its first
+// corpus, the charts engine-threads-CODEC and engine-batch-CODEC.
 //
 // Exit status: 0 done; 1 a runtime failure (no or unreadable corpus, a store
 // or load error, a page read back wrong, a chart not drawn); 2 bad usage.
