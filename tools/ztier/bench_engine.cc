@@ -41,7 +41,7 @@ constexpr BatchBackend kPar = BatchBackend::kParallel;
 struct EngineCase {
   std::string codec, corpus;
   std::size_t pages = 0;
-  std::vector<EngineVariant> variants;  // as run
+  std::vector<std::size_t> counts;      // thread counts, ascending, 1 first
   Measurements m;  // figure BenchOpName(op) of variant VariantName(v)
   std::vector<double> cross_cpu_rtt_ns;  // one per measured run
   std::vector<double> populate_2mib_us;  // FreshMemoryPopulateUs() of each
@@ -69,17 +69,6 @@ constexpr EngineVariant kLines[] = {{P::kCodec, O::kCompress},
                                     {P::kStore, O::kLoad},
                                     {P::kStore, O::kOverwrite}};
 
-// The thread counts the case measured, ascending, 1 first.
-std::vector<std::size_t> Counts(const EngineCase& c) {
-  std::vector<std::size_t> n = {1};
-  for (const EngineVariant& v : c.variants) {
-    if (v.threads > 1 && v.op == O::kCompress && v.batch == 1) {
-      n.push_back(v.threads);
-    }
-  }
-  return n;
-}
-
 // The start of every row of a case's tables.
 Row& KeyCells(Table& t, const EngineVariant& k) {
   return t.AddRow()
@@ -91,37 +80,30 @@ Row& KeyCells(Table& t, const EngineVariant& k) {
 void AddTables(Report& report, const EngineCase& c) {
   const std::string name = c.codec + " " + c.corpus;
   const std::string title = c.codec + " / " + c.corpus;
-  std::vector<EngineVariant> rows;
-  for (EngineVariant v : c.variants) {
-    if (v.path == P::kCodec) rows.push_back(v);
-    for (O op : {O::kStore, O::kLoad, O::kOverwrite}) {
-      if (v.path == P::kStore) rows.push_back({v.path, op, v.threads, v.batch,
-                                               v.backend});
-    }
-  }
-  auto order = [](const EngineVariant& v) {
-    return std::make_tuple(v.path, v.op, v.threads, v.batch, v.backend);
-  };
-  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
-    return order(a) < order(b);
-  });
   Table& t = report.AddTable(name, title + " (" + std::to_string(c.pages) +
                                        " pages), MB/s");
-  for (const EngineVariant& k : rows) {
-    KeyCells(t, k)
-        .Int("batch", static_cast<std::int64_t>(k.batch))
-        .Text("backend", std::string(BatchBackendName(k.backend)))
-        .Figure("MB/s", Of(c, k.path, k.op, k.threads, k.batch, k.backend), 1,
-                kRange | kCv);
+  // By op, then as run: StandardVariants orders threads, batch, backend.
+  for (const EngineVariant& line : kLines) {
+    for (const EngineVariant& v : StandardVariants(c.counts)) {
+      if (v.path != line.path || (v.path == P::kCodec && v.op != line.op)) {
+        continue;
+      }
+      KeyCells(t, {line.path, line.op, v.threads})
+          .Int("batch", static_cast<std::int64_t>(v.batch))
+          .Text("backend", std::string(BatchBackendName(v.backend)))
+          .Figure("MB/s", Of(c, line.path, line.op, v.threads, v.batch,
+                             v.backend),
+                  1, kRange | kCv);
+    }
   }
-  if (Counts(c).size() > 1) {
+  if (c.counts.size() > 1) {
     Table& s = report.AddTable(
         name + " scaling",
         title + ": throughput against threads (batch 1, serial), MB/s; "
                 "ideal = threads x the 1-thread median");
     for (const EngineVariant& line : kLines) {
       const double one = Median(Of(c, line.path, line.op, 1));
-      for (std::size_t n : Counts(c)) {
+      for (std::size_t n : c.counts) {
         const double ideal = one * static_cast<double>(n);
         const std::vector<double> f = Of(c, line.path, line.op, n);
         KeyCells(s, {line.path, line.op, n})
@@ -144,7 +126,7 @@ void AddTables(Report& report, const EngineCase& c) {
 // with its dashed ideal) or engine-batch-CODEC (bars: batch 1 serial, batch
 // 8 serial and parallel, one thread).
 Chart CaseChart(const EngineCase& c, std::size_t runs, bool threads) {
-  const std::vector<std::size_t> counts = Counts(c);
+  const std::vector<std::size_t>& counts = c.counts;
   Chart chart{
       .name = std::string("engine-") + (threads ? "threads-" : "batch-") +
               c.codec,
@@ -201,7 +183,7 @@ void AddCase(Report& report, const EngineCase& c, bool charts,
              std::size_t runs) {
   AddTables(report, c);
   if (!charts) return;
-  if (Counts(c).size() > 1) report.AddChart(CaseChart(c, runs, true));
+  if (c.counts.size() > 1) report.AddChart(CaseChart(c, runs, true));
   report.AddChart(CaseChart(c, runs, false));
 }
 
@@ -357,7 +339,7 @@ Status MeasureCase(const Config& cfg, const MeasureOptions& options,
   ZT_ASSIGN_OR_RETURN(auto measurer,
                       EngineMeasurer::Create(std::move(codec), set, options));
   std::vector<Variant> variants;
-  for (const EngineVariant& v : c->variants) {
+  for (const EngineVariant& v : StandardVariants(c->counts)) {
     variants.push_back(
         {VariantName(v), [&, v](std::size_t, Samples& out) -> Status {
            std::vector<OpSample> s;
@@ -449,7 +431,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
     for (const corpus::PageSet& set : corpora) {
       EngineCase& c = cases.emplace_back(
           EngineCase{.codec = name, .corpus = set.name(), .pages = set.size(),
-                     .variants = StandardVariants(cfg.thread_counts)});
+                     .counts = cfg.thread_counts});
       const Status s = MeasureCase(cfg, options, *codec, set, progress, &c);
       progress.Clear();
       if (!s.ok()) {

@@ -99,24 +99,19 @@ std::string VariantName(const EngineVariant& v) {
 
 std::vector<EngineVariant> StandardVariants(
     const std::vector<std::size_t>& thread_counts) {
-  constexpr BenchPath kC = BenchPath::kCodec, kS = BenchPath::kStore;
-  constexpr BenchOp kComp = BenchOp::kCompress, kDec = BenchOp::kDecompress,
-                    kSt = BenchOp::kStore;
-  constexpr BatchBackend kSer = BatchBackend::kSerial,
-                         kPar = BatchBackend::kParallel;
-  constexpr std::size_t kB = kMaxBatchSize;
-  std::vector<EngineVariant> v = {
-      {kC, kComp, 1, 1, kSer},  {kC, kDec, 1, 1, kSer},
-      {kS, kSt, 1, 1, kSer},    {kC, kComp, 1, kB, kSer},
-      {kC, kComp, 1, kB, kPar}, {kC, kDec, 1, kB, kSer},
-      {kC, kDec, 1, kB, kPar},  {kS, kSt, 1, kB, kSer},
-      {kS, kSt, 1, kB, kPar}};
+  constexpr std::pair<BenchPath, BenchOp> kOps[] = {
+      {BenchPath::kCodec, BenchOp::kCompress},
+      {BenchPath::kCodec, BenchOp::kDecompress},
+      {BenchPath::kStore, BenchOp::kStore}};
+  std::vector<EngineVariant> v;
   for (std::size_t t : thread_counts) {
-    if (t <= 1) continue;
-    v.insert(v.end(), {{kC, kComp, t, 1, kSer},
-                       {kC, kDec, t, 1, kSer},
-                       {kS, kSt, t, 1, kSer},
-                       {kS, kSt, t, kB, kSer}});
+    for (const auto& [path, op] : kOps) v.push_back({path, op, t});
+    for (const auto& [path, op] : kOps) {
+      for (BatchBackend b : {BatchBackend::kSerial, BatchBackend::kParallel}) {
+        if (t == 1 || (path == BenchPath::kStore && b == BatchBackend::kSerial))
+          v.push_back({path, op, t, kMaxBatchSize, b});
+      }
+    }
   }
   return v;
 }

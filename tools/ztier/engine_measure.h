@@ -11,15 +11,13 @@
 //   auto sizes = (*m)->MeasureSizes();
 //
 // Every figure is MB/s (10^6 bytes per second) of uncompressed page bytes,
-// timed from when every thread is set up until the last one finishes;
-// threads take contiguous shares of the pages. codec/compress compresses
-// each page (batch 8: BatchCompressor); codec/decompress decompresses each
-// object, compressed before any run, plus one 4096-byte copy (batch 8:
-// DecompressBatch); a store variant Store()s each page (StoreBatch()) into
-// a fresh PageStore, then Load()s (LoadBatch()) them, then stores them again
-// ("overwrite"). Outputs are checked against the corpus after the clock
-// stops; a mismatch is kCorruption naming the page.
-//
+// timed from when every thread is set up until the last one finishes. A
+// codec variant compresses each page (batch 8: BatchCompressor) or
+// decompresses each object, compressed before any run, plus one 4096-byte
+// copy (batch 8: DecompressBatch); a store variant Store()s (StoreBatch())
+// each page into a fresh PageStore, Load()s (LoadBatch()) them, and stores
+// them again ("overwrite"). Outputs are checked after the clock stops; a
+// mismatch is kCorruption naming the page.
 // Thread safety: one thread at a time; Measure() starts and joins its own.
 #ifndef ZTIER_TOOLS_ZTIER_ENGINE_MEASURE_H_
 #define ZTIER_TOOLS_ZTIER_ENGINE_MEASURE_H_
@@ -59,10 +57,9 @@ struct EngineVariant {
 // batch=1 serial".
 std::string VariantName(const EngineVariant& v);
 
-// The variants of one run: the threads=1 ones (batch 1, batch 8 serial and
-// parallel; each store variant next to the codec ones it is compared with),
-// then for each count above 1 of `thread_counts` (ascending, unique) the
-// batch-1 ones and store batch 8 serial.
+// The variants of one run for `thread_counts` (ascending, unique, 1 first),
+// in the order they alternate: per count the batch-1 ones, then with one
+// thread the batch-8 ones, with more store batch 8 serial.
 std::vector<EngineVariant> StandardVariants(
     const std::vector<std::size_t>& thread_counts);
 
