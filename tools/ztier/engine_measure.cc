@@ -119,62 +119,49 @@ std::vector<EngineVariant> StandardVariants(
 Result<std::unique_ptr<EngineMeasurer>> EngineMeasurer::Create(
     std::shared_ptr<const Codec> codec, const corpus::PageSet& corpus,
     const MeasureOptions& options) {
-  std::unique_ptr<EngineMeasurer> m(new EngineMeasurer());
-  const std::size_t n = m->n_ = corpus.size();
+  std::unique_ptr<EngineMeasurer> p(new EngineMeasurer());
+  EngineMeasurer& m = *p;
+  const std::size_t n = m.n_ = corpus.size();
   if (n == 0) return Err(Status::InvalidArgument(corpus.name() + ": no pages"));
-  m->codec_ = std::move(codec);
-  m->corpus_ = &corpus;
-  m->options_ = options;
-  m->options_.all_threads = std::max<std::size_t>(1, options.all_threads);
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Compressor> c,
-                      m->codec_->NewCompressor());
-  m->objects_.resize(n * kPageSize);
-  m->offset_.resize(n);
-  m->size_.resize(n);
-  m->raw_.resize(n);
+  m.codec_ = std::move(codec);
+  m.corpus_ = &corpus;
+  m.options_ = options;
+  m.options_.all_threads = std::max<std::size_t>(1, options.all_threads);
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<Compressor> c, m.codec_->NewCompressor());
+  m.objects_.resize(n * kPageSize);
   std::size_t used = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    std::span<std::byte> dst(m->objects_.data() + used, kPageSize);
-    std::size_t len = c->Compress(corpus.page(i), dst);
-    if (len == 0) {
-      std::memcpy(dst.data(), corpus.page(i).data(), kPageSize);
-      len = kPageSize;
-      m->raw_[i] = 1;
-    }
-    m->offset_[i] = used;
-    m->size_[i] = len;
-    used += len;
+    std::span<std::byte> dst(m.objects_.data() + used, kPageSize);
+    const std::size_t len = c->Compress(corpus.page(i), dst);
+    if (len == 0) std::memcpy(dst.data(), corpus.page(i).data(), kPageSize);
+    m.raw_.push_back(len == 0);
+    m.offset_.push_back(used);
+    m.size_.push_back(len == 0 ? kPageSize : len);
+    used += m.size_.back();
   }
-  m->objects_.resize(used);
-  m->objects_.shrink_to_fit();
-
-  m->out_.assign(n * kPageSize, std::byte{0});
-  m->scratch_.assign(m->options_.all_threads,
-                     std::vector<std::byte>(kPageSize));
-  m->batch_scratch_.assign(kMaxBatchSize * kPageSize, std::byte{0});
-  const auto batch_page = [&](std::size_t k) {
-    return std::span<std::byte>(m->batch_scratch_.data() + k * kPageSize,
-                                kPageSize);
-  };
-  m->compress_items_.resize(n);
+  m.objects_.resize(used);
+  m.objects_.shrink_to_fit();
+  m.out_.assign(n * kPageSize, std::byte{0});
+  m.scratch_.assign(m.options_.all_threads, std::vector<std::byte>(kPageSize));
+  m.batch_scratch_.assign(kMaxBatchSize * kPageSize, std::byte{0});
+  m.compress_items_.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    m->compress_items_[i].src = corpus.page(i);
-    m->compress_items_[i].dst = batch_page(i % kMaxBatchSize);
-  }
-  for (std::size_t g = 0; g < n; g += kMaxBatchSize) {
-    DecompressGroup& group = m->groups_.emplace_back();
-    for (std::size_t i = g; i < std::min(n, g + kMaxBatchSize); ++i) {
-      if (m->raw_[i]) {
-        group.raw_pages.push_back(i);
-        continue;
-      }
-      BatchItem& item = group.items.emplace_back();
-      item.src = m->Object(i);
-      item.dst = batch_page(i - g);
-      group.item_pages.push_back(i);
+    const std::span<std::byte> dst(
+        m.batch_scratch_.data() + (i % kMaxBatchSize) * kPageSize, kPageSize);
+    m.compress_items_[i].src = corpus.page(i);
+    m.compress_items_[i].dst = dst;
+    if (i % kMaxBatchSize == 0) m.groups_.emplace_back();
+    DecompressGroup& group = m.groups_.back();
+    if (m.raw_[i]) {
+      group.raw_pages.push_back(i);
+      continue;
     }
+    BatchItem& item = group.items.emplace_back();
+    item.src = m.Object(i);
+    item.dst = dst;
+    group.item_pages.push_back(i);
   }
-  return m;
+  return p;
 }
 
 double EngineMeasurer::MbPerSecond(double seconds) const {
@@ -225,12 +212,10 @@ Status EngineMeasurer::MeasureCompress(const EngineVariant& v,
         });
     return FirstError(errors);
   }
-  BatchOptions bo;
-  bo.backend = v.backend;
-  bo.max_batch = v.batch;
-  bo.pool = v.backend == BatchBackend::kParallel ? options_.pool : nullptr;
+  WorkerPool* pool =
+      v.backend == BatchBackend::kParallel ? options_.pool : nullptr;
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<BatchCompressor> bc,
-                      NewBatchCompressor(codec_, bo));
+                      NewBatchCompressor(codec_, {v.backend, v.batch, pool}));
   const std::size_t step = std::min(v.batch, bc->batch_size());
   const std::span<BatchItem> items(compress_items_);
   *seconds = TimeTeam(
@@ -304,14 +289,12 @@ Status EngineMeasurer::MeasureDecompress(const EngineVariant& v,
 
 Result<std::unique_ptr<PageStore>> EngineMeasurer::NewStore(
     const EngineVariant& v) const {
-  PageStoreOptions o;
-  o.num_pages = n_;
-  o.codec = std::string(codec_->name());
-  o.algorithm_params = options_.algorithm_params;
-  o.batch_backend = v.backend;
-  o.batch_size = v.batch;
-  o.parallel_workers = options_.parallel_workers;
-  return PageStore::Create(o);
+  return PageStore::Create({.num_pages = n_,
+                            .codec = std::string(codec_->name()),
+                            .algorithm_params = options_.algorithm_params,
+                            .batch_backend = v.backend,
+                            .batch_size = v.batch,
+                            .parallel_workers = options_.parallel_workers});
 }
 
 Status EngineMeasurer::MeasureStore(const EngineVariant& v,
