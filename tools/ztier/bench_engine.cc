@@ -57,11 +57,6 @@ std::vector<double> Of(const EngineCase& c, P p, O op, std::size_t threads,
 
 double Median(const std::vector<double>& s) { return Summarize(s).median; }
 
-std::string OpTitle(const EngineVariant& k) {
-  return std::string(BenchPathName(k.path)) + " " +
-         std::string(BenchOpName(k.op));
-}
-
 // The batch-1 serial lines of the scaling table and the charts.
 constexpr EngineVariant kLines[] = {{P::kCodec, O::kCompress},
                                     {P::kCodec, O::kDecompress},
@@ -77,7 +72,67 @@ Row& KeyCells(Table& t, const EngineVariant& k) {
       .Int("threads", static_cast<std::int64_t>(k.threads));
 }
 
-void AddTables(Report& report, const EngineCase& c) {
+// engine-threads-CODEC (`threads`: batch 1 serial against threads, each line
+// with its dashed ideal) or engine-batch-CODEC (bars: batch 1 serial, batch
+// 8 serial and parallel, one thread).
+Chart CaseChart(const EngineCase& c, std::size_t runs, bool threads) {
+  const std::vector<std::size_t>& counts = c.counts;
+  Chart chart{
+      .name = std::string("engine-") + (threads ? "threads-" : "batch-") +
+              c.codec,
+      .title = c.codec + " on " + c.corpus + ": throughput against " +
+               (threads ? "threads (batch 1, serial; "
+                        : "batch size and backend (1 thread; ") +
+               MedianOfRuns(runs) + ")",
+      .x_label = threads ? "threads" : "batch size (pages) and batch backend",
+      .y_label = "throughput (MB/s of uncompressed pages)",
+      .style = threads ? PlotStyle::kLines : PlotStyle::kBars,
+      .log_x = threads && counts.back() >= 4};
+  std::vector<EngineVariant> points;  // x: threads, or the bar's position
+  if (threads) {
+    for (std::size_t n : counts) {
+      points.push_back({P::kCodec, O::kCompress, n});
+      chart.x_tics.push_back({static_cast<double>(n), std::to_string(n)});
+    }
+  } else {
+    for (BatchBackend b : {kSer, kSer, kPar}) {
+      points.push_back({P::kCodec, O::kCompress, 1,
+                        points.empty() ? 1 : kMaxBatchSize, b});
+      chart.x_tics.push_back({points.size() - 1.0,
+                              "batch " + std::to_string(points.back().batch) +
+                                  ", " + std::string(BatchBackendName(b))});
+    }
+  }
+  // The measured series first, then each one's ideal, dashed, in its colour.
+  std::vector<PlotSeries> ideals;
+  for (int i = 0; i < (threads ? 4 : 5); ++i) {
+    const EngineVariant& k = kLines[i];
+    const std::string title = std::string(BenchPathName(k.path)) + " " +
+                              std::string(BenchOpName(k.op));
+    PlotSeries line{.title = title, .color = threads ? i + 1 : 0};
+    PlotSeries ideal{.title = "ideal: " + title + " x threads",
+                     .dashed = true,
+                     .color = i + 1};
+    const std::vector<double> one = Of(c, k.path, k.op, 1);
+    for (std::size_t j = 0; j < points.size(); ++j) {
+      const EngineVariant& p = points[j];
+      const std::vector<double> s =
+          Of(c, k.path, k.op, p.threads, p.batch, p.backend);
+      if (s.empty() || one.empty()) continue;
+      const double x = threads ? static_cast<double>(p.threads) : j;
+      line.points.push_back(SpreadPoint(x, s));
+      ideal.points.push_back({x, Median(one) * x});
+    }
+    chart.series.push_back(std::move(line));
+    if (threads) ideals.push_back(std::move(ideal));
+  }
+  std::move(ideals.begin(), ideals.end(), std::back_inserter(chart.series));
+  return chart;
+}
+
+// One case's tables, and its charts when `charts`.
+void AddCase(Report& report, const EngineCase& c, bool charts,
+             std::size_t runs) {
   const std::string name = c.codec + " " + c.corpus;
   const std::string title = c.codec + " / " + c.corpus;
   Table& t = report.AddTable(name, title + " (" + std::to_string(c.pages) +
@@ -120,68 +175,6 @@ void AddTables(Report& report, const EngineCase& c) {
       .Int("2 MiB steps", static_cast<std::int64_t>(steps.size()))
       .Figure("fresh 2 MiB us", steps, 0)
       .Number("fresh p90", steps.empty() ? 0 : Percentile(steps, 0.9), 0);
-}
-
-// engine-threads-CODEC (`threads`: batch 1 serial against threads, each line
-// with its dashed ideal) or engine-batch-CODEC (bars: batch 1 serial, batch
-// 8 serial and parallel, one thread).
-Chart CaseChart(const EngineCase& c, std::size_t runs, bool threads) {
-  const std::vector<std::size_t>& counts = c.counts;
-  Chart chart{
-      .name = std::string("engine-") + (threads ? "threads-" : "batch-") +
-              c.codec,
-      .title = c.codec + " on " + c.corpus + ": throughput against " +
-               (threads ? "threads (batch 1, serial; "
-                        : "batch size and backend (1 thread; ") +
-               MedianOfRuns(runs) + ")",
-      .x_label = threads ? "threads" : "batch size (pages) and batch backend",
-      .y_label = "throughput (MB/s of uncompressed pages)",
-      .style = threads ? PlotStyle::kLines : PlotStyle::kBars,
-      .log_x = threads && counts.back() >= 4};
-  std::vector<EngineVariant> points;  // x: threads, or the bar's position
-  if (threads) {
-    for (std::size_t n : counts) {
-      points.push_back({P::kCodec, O::kCompress, n});
-      chart.x_tics.push_back({static_cast<double>(n), std::to_string(n)});
-    }
-  } else {
-    for (BatchBackend b : {kSer, kSer, kPar}) {
-      points.push_back({P::kCodec, O::kCompress, 1,
-                        points.empty() ? 1 : kMaxBatchSize, b});
-      chart.x_tics.push_back({points.size() - 1.0,
-                              "batch " + std::to_string(points.back().batch) +
-                                  ", " + std::string(BatchBackendName(b))});
-    }
-  }
-  // The measured series first, then each one's ideal, dashed, in its colour.
-  std::vector<PlotSeries> ideals;
-  for (int i = 0; i < (threads ? 4 : 5); ++i) {
-    const EngineVariant& k = kLines[i];
-    PlotSeries line{.title = OpTitle(k), .color = threads ? i + 1 : 0};
-    PlotSeries ideal{.title = "ideal: " + OpTitle(k) + " x threads",
-                     .dashed = true,
-                     .color = i + 1};
-    const std::vector<double> one = Of(c, k.path, k.op, 1);
-    for (std::size_t j = 0; j < points.size(); ++j) {
-      const EngineVariant& p = points[j];
-      const std::vector<double> s =
-          Of(c, k.path, k.op, p.threads, p.batch, p.backend);
-      if (s.empty() || one.empty()) continue;
-      const double x = threads ? static_cast<double>(p.threads) : j;
-      line.points.push_back(SpreadPoint(x, s));
-      ideal.points.push_back({x, Median(one) * x});
-    }
-    chart.series.push_back(std::move(line));
-    if (threads) ideals.push_back(std::move(ideal));
-  }
-  std::move(ideals.begin(), ideals.end(), std::back_inserter(chart.series));
-  return chart;
-}
-
-// One case's tables, and its charts when `charts`.
-void AddCase(Report& report, const EngineCase& c, bool charts,
-             std::size_t runs) {
-  AddTables(report, c);
   if (!charts) return;
   if (c.counts.size() > 1) report.AddChart(CaseChart(c, runs, true));
   report.AddChart(CaseChart(c, runs, false));
