@@ -78,15 +78,16 @@ struct Bench {
   Progress* progress;
 };
 
-template <typename T>
-Status StatusOf(const Result<T>& r) {
-  return r.has_value() ? Status::Ok() : r.error();
-}
-
-IoPattern FillPattern(std::uint64_t area_bytes, std::size_t threads) {
-  return {.random = false, .writes = true,
-          .block_bytes = static_cast<std::uint32_t>(kBlock), .depth = 8,
-          .threads = threads, .area_bytes = area_bytes, .seconds = 0};
+// Fills the area of `t` with `data` (untimed), then checks every
+// `stride`-th page.
+Status Fill(const IoTarget& t, std::uint64_t area, std::size_t threads,
+            const DataPages& data, std::uint64_t stride) {
+  auto r = RunIo(t, {.random = false, .writes = true,
+                     .block_bytes = static_cast<std::uint32_t>(kBlock),
+                     .depth = 8, .threads = threads, .area_bytes = area,
+                     .seconds = 0},
+                 data);
+  return r.has_value() ? VerifyArea(t, area, data, stride) : r.error();
 }
 
 // The mm_stat figures of one side into `s`.
@@ -105,13 +106,9 @@ Status KernelMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
   KernelZram& zram = **b.zram;
   const std::uint64_t bytes = b.cfg.corpora[c].pages * kPageSize;
   ZT_RETURN_IF_ERROR(zram.Init(b.cfg.pairs[p].kernel, bytes));
-  ZT_RETURN_IF_ERROR(StatusOf(RunKernelIo(
-      zram.dev_path(), FillPattern(bytes, 1), b.corpus_data[c])));
+  ZT_RETURN_IF_ERROR(
+      Fill({.path = zram.dev_path()}, bytes, 1, b.corpus_data[c], 1));
   ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
-  {
-    ZT_ASSIGN_OR_RETURN(PageReader read, KernelPageReader(zram.dev_path()));
-    ZT_RETURN_IF_ERROR(VerifyArea(read, bytes, b.corpus_data[c], 1));
-  }
   AddMm(s, c, p, 'k', mm.compr_data_size, mm.mem_used_total, mm.huge_pages,
         mm.same_pages);
   return zram.Reset();
@@ -146,29 +143,31 @@ Status ZtierMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
   return Status::Ok();
 }
 
+// Runs `f` unless interrupted, saying `what` on the progress line and
+// naming it in an error.
+template <typename F>
+Status Step(const Bench& b, const std::string& what, F f) {
+  ZT_RETURN_IF_ERROR(CheckInterrupted());
+  b.progress->Update(what);
+  const Status st = f();
+  return st.ok() ? st : Status::IoError(what + ": " + st.ToString());
+}
+
 // Part (a) of one run: every corpus, every pair; ztier once per codec.
 Status MmRun(const Bench& b, std::size_t run, Samples& s) {
   for (std::size_t c = 0; c < b.cfg.corpora.size(); ++c) {
     for (std::size_t p = 0; p < b.cfg.pairs.size(); ++p) {
       const CodecPair& pair = b.cfg.pairs[p];
-      const std::string what = RunLabel(run, b.cfg.bench.runs) + ": mm_stat " +
-                               b.cfg.corpora[c].name + " ";
-      Status st = CheckInterrupted();
-      if (st.ok() && b.zram->has_value() && pair.kernel_offered) {
-        b.progress->Update(what + "kernel " + pair.kernel);
-        if (st = KernelMm(b, c, p, s); !st.ok()) {
-          return Status::IoError("part (a), " + what + "kernel " +
-                                 pair.kernel + ": " + st.ToString());
-        }
+      const std::string what = RunLabel(run, b.cfg.bench.runs) +
+                               ": mm_stat " + b.cfg.corpora[c].name + " ";
+      if (b.zram->has_value() && pair.kernel_offered) {
+        ZT_RETURN_IF_ERROR(Step(b, what + "kernel " + pair.kernel,
+                                [&] { return KernelMm(b, c, p, s); }));
       }
-      if (st.ok() && b.cfg.MeasuresZtier(p)) {
-        b.progress->Update(what + "ztier " + pair.ztier);
-        if (st = ZtierMm(b, c, p, s); !st.ok()) {
-          return Status::IoError("part (a), " + what + "ztier " + pair.ztier +
-                                 ": " + st.ToString());
-        }
+      if (b.cfg.MeasuresZtier(p)) {
+        ZT_RETURN_IF_ERROR(Step(b, what + "ztier " + pair.ztier,
+                                [&] { return ZtierMm(b, c, p, s); }));
       }
-      ZT_RETURN_IF_ERROR(st);
     }
   }
   return Status::Ok();
@@ -190,28 +189,21 @@ struct PairDevices {
 Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
                  bool ztier, const std::string& prefix, PairDevices* d) {
   const ZramCompareConfig& cfg = b.cfg;
-  const IoPattern fill = FillPattern(cfg.area_bytes, cfg.cases.back().threads);
+  const std::size_t threads = cfg.cases.back().threads;
   if (kernel) {
     b.progress->Update(prefix + "fill kernel " + pair.kernel);
-    KernelZram& zram = **b.zram;
     d->zram = b.zram;
-    ZT_RETURN_IF_ERROR(zram.Init(pair.kernel, cfg.area_bytes));
-    ZT_RETURN_IF_ERROR(StatusOf(RunKernelIo(zram.dev_path(), fill, b.data)));
-    ZT_ASSIGN_OR_RETURN(PageReader read, KernelPageReader(zram.dev_path()));
-    ZT_RETURN_IF_ERROR(VerifyArea(read, cfg.area_bytes, b.data, kVerifyStride));
+    ZT_RETURN_IF_ERROR((**b.zram).Init(pair.kernel, cfg.area_bytes));
+    ZT_RETURN_IF_ERROR(Fill({.path = (**b.zram).dev_path()}, cfg.area_bytes,
+                            threads, b.data, kVerifyStride));
   }
   if (ztier && cfg.Measures(IoPath::kZtierLib)) {
     b.progress->Update(prefix + "fill ztier-lib " + pair.ztier);
     d->lib = std::make_unique<Device>(
         "zram0", DeviceDefaults{.comp_algorithm = pair.ztier});
     ZT_RETURN_IF_ERROR(d->lib->SetDisksize(cfg.area_bytes));
-    ZT_RETURN_IF_ERROR(StatusOf(RunLibraryIo(*d->lib, fill, b.data)));
-    Device& dev = *d->lib;
-    ZT_RETURN_IF_ERROR(VerifyArea(
-        [&dev](std::uint64_t off, std::span<std::byte> out) {
-          return dev.Read(off, out);
-        },
-        cfg.area_bytes, b.data, kVerifyStride));
+    ZT_RETURN_IF_ERROR(Fill({.device = d->lib.get()}, cfg.area_bytes,
+                            threads, b.data, kVerifyStride));
   }
   if (ztier && cfg.Measures(IoPath::kZtierNbd)) {
     b.progress->Update(prefix + "fill ztier-nbd " + pair.ztier);
@@ -223,8 +215,9 @@ Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
                     "ztier-nbd " + pair.ztier, sock, ctl, b.dir + "/serve.log",
                     b.dir, kStartTimeout));
     d->uri = NbdUnixUri("zram0", sock);
-    ZT_RETURN_IF_ERROR(StatusOf(bench::RunNbdcopy(
-        cfg.nbdcopy.path, b.area_file, d->uri, b.dir, kCopyTimeout)));
+    auto copied = bench::RunNbdcopy(cfg.nbdcopy.path, b.area_file, d->uri,
+                                    b.dir, kCopyTimeout);
+    if (!copied.has_value()) return copied.error();
   }
   return Status::Ok();
 }
@@ -234,29 +227,27 @@ Status Measure(const Bench& b, const PairDevices& d, IoPath path,
                std::size_t c, Samples& s) {
   const ZramCompareConfig& cfg = b.cfg;
   const IoCase& io = cfg.cases[c];
+  const std::string dev = b.zram->has_value() ? (**b.zram).dev_path() : "";
   double iops, mb_s;
-  if (path != IoPath::kKernelFio && path != IoPath::kZtierNbd) {
-    IoPattern p = PatternFor(io.job, io.threads, cfg.area_bytes, cfg.seconds);
-    p.sync = path == IoPath::kKernelSync;
-    ZT_ASSIGN_OR_RETURN(IoResult r,
-                        path == IoPath::kZtierLib
-                            ? RunLibraryIo(*d.lib, p, b.data)
-                            : RunKernelIo((*b.zram)->dev_path(), p, b.data));
-    iops = r.iops();
-    mb_s = r.mb_s();
-  } else {
-    const std::vector<std::string> argv =
-        path == IoPath::kKernelFio
-            ? KernelFioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
-                            cfg.seconds, (*b.zram)->dev_path())
-            : NbdFioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
-                         cfg.seconds, d.uri);
+  if (path == IoPath::kKernelFio || path == IoPath::kZtierNbd) {
     ZT_ASSIGN_OR_RETURN(
         bench::FioFigures fig,
-        bench::RunFio(argv, b.dir, milliseconds((cfg.seconds + 120) * 1000)));
-    const bench::FioDirection& dir = io.job.writes ? fig.write : fig.read;
-    iops = dir.iops;
-    mb_s = dir.bw_bytes / 1e6;
+        bench::RunFio(FioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
+                              cfg.seconds, d.uri,
+                              path == IoPath::kKernelFio ? dev : ""),
+                      b.dir, milliseconds((cfg.seconds + 120) * 1000)));
+    const bench::FioDirection& f = io.job.writes ? fig.write : fig.read;
+    iops = f.iops;
+    mb_s = f.bw_bytes / 1e6;
+  } else {
+    IoPattern p = PatternFor(io.job, io.threads, cfg.area_bytes, cfg.seconds);
+    p.sync = path == IoPath::kKernelSync;
+    const IoTarget t{.path = dev, .device = path == IoPath::kZtierLib
+                                                ? d.lib.get()
+                                                : nullptr};
+    ZT_ASSIGN_OR_RETURN(IoResult r, RunIo(t, p, b.data));
+    iops = r.iops();
+    mb_s = r.mb_s();
   }
   s.Add(IoFigure(c, path, "iops"), iops);
   s.Add(IoFigure(c, path, "mb_s"), mb_s);
@@ -287,18 +278,14 @@ Status PairRun(const Bench& b, std::size_t p, std::size_t run, Samples& s) {
   ZT_RETURN_IF_ERROR(SetUpPair(b, pair, kernel, ztier, prefix, &d));
   for (std::size_t c = 0; c < cfg.cases.size(); ++c) {
     for (IoPath path : kIoPaths) {
-      ZT_RETURN_IF_ERROR(CheckInterrupted());
-      const bool is_kernel = IsKernelPath(path);
-      if (!cfg.Measures(path) || (is_kernel ? !kernel : !ztier)) continue;
-      const std::string what = std::string(cfg.cases[c].job.name) + " x" +
-                               std::to_string(cfg.cases[c].threads) + " on " +
-                               std::string(IoPathName(path));
-      b.progress->Update(prefix + what);
-      if (Status st = Measure(b, d, path, c, s); !st.ok()) {
-        return Status::IoError(what + " " +
-                               (is_kernel ? pair.kernel : pair.ztier) + ": " +
-                               st.ToString());
+      if (!cfg.Measures(path) || !(IsKernelPath(path) ? kernel : ztier)) {
+        continue;
       }
+      ZT_RETURN_IF_ERROR(
+          Step(b,
+               prefix + CaseTitle(cfg.cases[c]) + " on " +
+                   std::string(IoPathName(path)),
+               [&] { return Measure(b, d, path, c, s); }));
     }
   }
   if (d.zram == nullptr) return Status::Ok();
@@ -306,74 +293,60 @@ Status PairRun(const Bench& b, std::size_t p, std::size_t run, Samples& s) {
   return (**b.zram).Reset();
 }
 
-// `flags` items that `known` lacks, checked against the names of `known`
-// (each kept in `known`'s order): kInvalidArgument "unknown WHAT 'NAME'".
-template <typename T, typename Name>
-Result<std::vector<T>> Select(std::span<const T> known,
-                              const std::vector<std::string>& flags, Name name,
-                              std::string_view what) {
+// Checks `flags` against `names` ("unknown WHAT 'NAME'"); the indexes of
+// the names asked for (all when none), in the order of `names`.
+Result<std::vector<std::size_t>> Select(const std::vector<std::string>& names,
+                                        const std::vector<std::string>& flags,
+                                        std::string_view what) {
   for (const std::string& f : flags) {
-    if (std::none_of(known.begin(), known.end(),
-                     [&](const T& k) { return name(k) == f; })) {
-      return Err(Status::InvalidArgument("unknown " + std::string(what) + " '" +
-                                         f + "' (see --help)"));
+    if (std::find(names.begin(), names.end(), f) == names.end()) {
+      return Err(Status::InvalidArgument("unknown " + std::string(what) +
+                                         " '" + f + "' (see --help)"));
     }
   }
-  std::vector<T> out;
-  for (const T& k : known) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < names.size(); ++i) {
     if (flags.empty() ||
-        std::find(flags.begin(), flags.end(), name(k)) != flags.end()) {
-      out.push_back(k);
+        std::find(flags.begin(), flags.end(), names[i]) != flags.end()) {
+      out.push_back(i);
     }
   }
   return out;
 }
 
-// --codec: the kernel codecs, each with its ztier counterpart, once each.
-Status ParsePairs(const std::vector<std::string>& codec_flags,
-                  ZramCompareConfig* cfg) {
-  for (const std::string& k : codec_flags) {
-    const std::string z = k == "lzo-rle" ? "lzo" : k;
-    if (k != "lz4" && k != "lzo-rle" && k != "lzo") {
-      return Status::InvalidArgument("unknown kernel codec '" + k +
-                                     "' (known: lz4, lzo-rle, lzo)");
-    }
-    ZT_RETURN_IF_ERROR(CheckCodecName(z));
-    if (std::none_of(cfg->pairs.begin(), cfg->pairs.end(),
-                     [&](const CodecPair& p) { return p.kernel == k; })) {
-      cfg->pairs.push_back({k, z});
-    }
+// --codec, --jobs (reads first), --threads, --paths and --size into `cfg`.
+Status ParseChoices(const std::vector<std::vector<std::string>>& lists,
+                    std::int64_t threads, const std::string& size_text,
+                    ZramCompareConfig* cfg) {
+  const std::vector<std::string> kernel = {"lz4", "lzo-rle", "lzo"};
+  ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> codecs,
+                      Select(kernel, lists[0], "kernel codec"));
+  for (std::size_t i : codecs) {
+    cfg->pairs.push_back({kernel[i], i == 0 ? "lz4" : "lzo"});
+    ZT_RETURN_IF_ERROR(CheckCodecName(cfg->pairs.back().ztier));
   }
-  return Status::Ok();
-}
-
-// --jobs, --threads, --paths and --size into cfg's cases, paths and area.
-Status ParseCases(const std::vector<std::string>& job_flags,
-                  const std::vector<std::string>& path_flags,
-                  std::int64_t threads, const std::string& size_text,
-                  ZramCompareConfig* cfg) {
   const std::span<const bench::NbdJob> standard = bench::StandardJobs();
-  ZT_ASSIGN_OR_RETURN(
-      std::vector<bench::NbdJob> jobs,
-      Select<bench::NbdJob>(
-          standard, job_flags,
-          [](const bench::NbdJob& j) { return std::string(j.name); },
-          "job"));
-  std::stable_partition(jobs.begin(), jobs.end(),
-                        [](const bench::NbdJob& j) { return !j.writes; });
-  std::vector<std::size_t> thread_counts = {1};
-  if (threads > 1) thread_counts.push_back(static_cast<std::size_t>(threads));
-  for (const bench::NbdJob& j : jobs) {
-    for (std::size_t t : thread_counts) cfg->cases.push_back({j, t});
+  std::vector<std::string> names;
+  for (const bench::NbdJob& j : standard) names.emplace_back(j.name);
+  ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> jobs,
+                      Select(names, lists[1], "job"));
+  for (bool writes : {false, true}) {
+    for (std::size_t j : jobs) {
+      if (standard[j].writes != writes) continue;
+      cfg->cases.push_back({standard[j], 1});
+      if (threads > 1) {
+        cfg->cases.push_back({standard[j], static_cast<std::size_t>(threads)});
+      }
+    }
   }
-  ZT_ASSIGN_OR_RETURN(
-      cfg->paths,
-      Select<IoPath>(
-          kIoPaths, path_flags,
-          [](IoPath p) { return std::string(IoPathName(p)); }, "path"));
+  names.clear();
+  for (IoPath p : kIoPaths) names.emplace_back(IoPathName(p));
+  ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> paths,
+                      Select(names, lists[2], "path"));
+  for (std::size_t p : paths) cfg->paths.push_back(kIoPaths[p]);
   ZT_ASSIGN_OR_RETURN(const std::uint64_t size,
                       ParseSizeFlag(size_text, 1u << 20, "1M"));
-  const std::uint64_t unit = kBlock * thread_counts.back();
+  const std::uint64_t unit = kBlock * static_cast<std::uint64_t>(threads);
   cfg->area_bytes = size / unit * unit;
   if (cfg->area_bytes == 0) {
     return Status::InvalidArgument("--size " + size_text +
@@ -426,9 +399,8 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   cfg->seconds = seconds;
   cfg->corpus_pages = static_cast<std::size_t>(corpus_pages);
-  if (codec_flags.empty()) codec_flags = {"lz4", "lzo-rle", "lzo"};
-  Status s = ParsePairs(codec_flags, cfg);
-  if (s.ok()) s = ParseCases(job_flags, path_flags, threads, size_text, cfg);
+  const Status s = ParseChoices({codec_flags, job_flags, path_flags}, threads,
+                                size_text, cfg);
   if (!s.ok()) return ReportUsageError(kCommand, s.message());
   return std::nullopt;
 }

@@ -16,10 +16,6 @@ namespace {
 
 bool ReportsMbS(const IoCase& c) { return c.job.block_size > 4096; }
 
-std::string CaseTitle(const IoCase& c) {
-  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
-}
-
 std::vector<double> Scaled(std::vector<double> v, double by) {
   for (double& x : v) x *= by;
   return v;
@@ -82,12 +78,11 @@ void AddConfig(Report& r, const ZramCompareConfig& cfg) {
   if (!cfg.cases.empty()) {
     const IoCase& c = cfg.cases.front();
     r.Line("  kernel-fio, e.g.: " +
-           bench::CommandLine(KernelFioArgs("fio", c.job, c.threads,
-                                            cfg.area_bytes, cfg.seconds,
-                                            cfg.zram_dev)) +
+           bench::CommandLine(FioArgs("fio", c.job, c.threads, cfg.area_bytes,
+                                      cfg.seconds, "", cfg.zram_dev)) +
            "\n  ztier-nbd, e.g.: " +
-           bench::CommandLine(NbdFioArgs("fio", c.job, c.threads,
-                                         cfg.area_bytes, cfg.seconds, "URI")) +
+           bench::CommandLine(FioArgs("fio", c.job, c.threads, cfg.area_bytes,
+                                      cfg.seconds, "URI")) +
            "\n  fio writes its own buffers, not corpus data: fio rows compare "
            "fio's data on both sides");
   }
@@ -230,6 +225,10 @@ bool ZramCompareConfig::MeasuresZtier(std::size_t p) const {
   return std::none_of(pairs.begin(), pairs.begin() + p, [&](const CodecPair& q) {
     return q.ztier == pairs[p].ztier;
   });
+}
+
+std::string CaseTitle(const IoCase& c) {
+  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
 }
 
 std::string PairName(const CodecPair& p) { return p.kernel + "/" + p.ztier; }

@@ -90,6 +90,8 @@ struct ZramCompareConfig {
   bool MeasuresZtier(std::size_t p) const;
 };
 
+// "randread 4k QD32 x2".
+std::string CaseTitle(const IoCase& c);
 // "lz4/lz4": the variant of a codec pair.
 std::string PairName(const CodecPair& p);
 // The samples of corpus `c`, pair `p`, side 'k' or 'z', field `field`
