@@ -11,23 +11,15 @@
 #include <cstring>
 #include <fstream>
 #include <optional>
-#include <string>
-#include <vector>
 
-#include "bench_fio.h"
-#include "bench_harness.h"
 #include "bench_proc.h"
-#include "bench_report.h"
 #include "bench_zram_compare_io.h"
 #include "bench_zram_compare_kernel.h"
 #include "bench_zram_compare_report.h"
-#include "corpus/corpus.h"
 #include "flags.h"
-#include "machine_info.h"
 #include "progress.h"
 #include "serve_cmd.h"
 #include "tool_common.h"
-#include "ztier/device.h"
 #include "ztier/page_store.h"
 
 namespace ztier::tool {
@@ -48,13 +40,10 @@ constexpr const char kSynopsis[] =
     "[--jobs NAME]... [--paths NAME]... [--threads N] [--corpus-dir DIR] "
     "[--corpus-pages N] [--zram-dev PATH] [--json FILE]";
 constexpr const char kAbout[] =
-    "the kernel's zram (/dev/zram0; lz4, lzo-rle, lzo) against ztier on the\n"
-    "same corpus data and access patterns: (a) mm_stat after writing each "
-    "corpus;\n(b) 4k random read/write at QD1 and QD32 and 128k sequential "
-    "read/write,\none thread and all cores, through io_uring and fio on the "
-    "kernel device,\nthrough ztier's library and through `ztier serve` over "
-    "NBD. A missing or\nbusy kernel device is left alone (ztier is measured "
-    "alone). Run as root.";
+    "the kernel's zram (/dev/zram0) against ztier on the same corpus data:\n"
+    "(a) mm_stat after writing each corpus; (b) fio-style jobs through the\n"
+    "library, pread/pwrite, io_uring, fio and `ztier serve` over NBD. A\n"
+    "missing or busy kernel device is left alone. Run as root.";
 
 // SIGINT or SIGTERM: the runs stop after the measurement in progress, so
 // that the kernel device is still reset and the servers stopped.
@@ -66,16 +55,16 @@ Status CheckInterrupted() {
              : Status::Ok();
 }
 
-// Everything one run needs.
+// Everything the runs need.
 struct Bench {
-  const ZramCompareConfig& cfg;
-  std::optional<KernelZram>* zram;  // empty: the kernel side is skipped
-  const std::vector<corpus::PageSet>& corpora;
-  const std::vector<DataPages>& corpus_data;  // part (a), one per corpus
-  const DataPages& data;                      // part (b)
-  std::string dir;                            // the temporary folder
+  ZramCompareConfig cfg;
+  std::optional<KernelZram> zram;  // empty: the kernel side is skipped
+  std::vector<corpus::PageSet> corpora;
+  std::vector<DataPages> corpus_data;  // part (a), one per corpus
+  std::optional<DataPages> data;       // part (b): every corpus
+  std::string dir;                     // the temporary folder
   std::string area_file;  // part (b)'s fill as a file, for nbdcopy
-  Progress* progress;
+  Progress progress;
 };
 
 // Fills the area of `t` with `data` (untimed), then checks every
@@ -102,8 +91,8 @@ void AddMm(Samples& s, std::size_t c, std::size_t p, char side,
 }
 
 // Part (a), kernel: corpus `c` on a fresh device with pair `p`'s codec.
-Status KernelMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
-  KernelZram& zram = **b.zram;
+Status KernelMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
+  KernelZram& zram = *b.zram;
   const std::uint64_t bytes = b.cfg.corpora[c].pages * kPageSize;
   ZT_RETURN_IF_ERROR(zram.Init(b.cfg.pairs[p].kernel, bytes));
   ZT_RETURN_IF_ERROR(
@@ -116,7 +105,7 @@ Status KernelMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
 
 // Part (a), ztier: corpus `c` in a fresh PageStore with pair `p`'s codec,
 // its figures for every pair with that codec.
-Status ZtierMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
+Status ZtierMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
   const std::size_t pages = b.cfg.corpora[c].pages;
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
                       PageStore::Create({.num_pages = pages,
@@ -146,21 +135,21 @@ Status ZtierMm(const Bench& b, std::size_t c, std::size_t p, Samples& s) {
 // Runs `f` unless interrupted, saying `what` on the progress line and
 // naming it in an error.
 template <typename F>
-Status Step(const Bench& b, const std::string& what, F f) {
+Status Step(Bench& b, const std::string& what, F f) {
   ZT_RETURN_IF_ERROR(CheckInterrupted());
-  b.progress->Update(what);
+  b.progress.Update(what);
   const Status st = f();
   return st.ok() ? st : Status::IoError(what + ": " + st.ToString());
 }
 
 // Part (a) of one run: every corpus, every pair; ztier once per codec.
-Status MmRun(const Bench& b, std::size_t run, Samples& s) {
+Status MmRun(Bench& b, std::size_t run, Samples& s) {
   for (std::size_t c = 0; c < b.cfg.corpora.size(); ++c) {
     for (std::size_t p = 0; p < b.cfg.pairs.size(); ++p) {
       const CodecPair& pair = b.cfg.pairs[p];
       const std::string what = RunLabel(run, b.cfg.bench.runs) +
                                ": mm_stat " + b.cfg.corpora[c].name + " ";
-      if (b.zram->has_value() && pair.kernel_offered) {
+      if (b.zram.has_value() && pair.kernel_offered) {
         ZT_RETURN_IF_ERROR(Step(b, what + "kernel " + pair.kernel,
                                 [&] { return KernelMm(b, c, p, s); }));
       }
@@ -175,38 +164,38 @@ Status MmRun(const Bench& b, std::size_t run, Samples& s) {
 
 // The devices of one codec pair in part (b); torn down when destroyed.
 struct PairDevices {
-  std::optional<KernelZram>* zram = nullptr;  // set once initialised
+  KernelZram* zram = nullptr;  // set once initialised
   std::unique_ptr<Device> lib;
   std::optional<bench::ServerProcess> nbd;
   std::string uri;
   ~PairDevices() {
     if (nbd.has_value()) bench::StopServerProcess(&*nbd, kStopGrace, kCommand);
     lib.reset();
-    if (zram != nullptr) (void)(**zram).Reset();
+    if (zram != nullptr) (void)zram->Reset();
   }
 };
 
-Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
+Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
                  bool ztier, const std::string& prefix, PairDevices* d) {
   const ZramCompareConfig& cfg = b.cfg;
   const std::size_t threads = cfg.cases.back().threads;
   if (kernel) {
-    b.progress->Update(prefix + "fill kernel " + pair.kernel);
-    d->zram = b.zram;
-    ZT_RETURN_IF_ERROR((**b.zram).Init(pair.kernel, cfg.area_bytes));
-    ZT_RETURN_IF_ERROR(Fill({.path = (**b.zram).dev_path()}, cfg.area_bytes,
-                            threads, b.data, kVerifyStride));
+    b.progress.Update(prefix + "fill kernel " + pair.kernel);
+    d->zram = &*b.zram;
+    ZT_RETURN_IF_ERROR(b.zram->Init(pair.kernel, cfg.area_bytes));
+    ZT_RETURN_IF_ERROR(Fill({.path = b.zram->dev_path()}, cfg.area_bytes,
+                            threads, *b.data, kVerifyStride));
   }
   if (ztier && cfg.Measures(IoPath::kZtierLib)) {
-    b.progress->Update(prefix + "fill ztier-lib " + pair.ztier);
+    b.progress.Update(prefix + "fill ztier-lib " + pair.ztier);
     d->lib = std::make_unique<Device>(
         "zram0", DeviceDefaults{.comp_algorithm = pair.ztier});
     ZT_RETURN_IF_ERROR(d->lib->SetDisksize(cfg.area_bytes));
     ZT_RETURN_IF_ERROR(Fill({.device = d->lib.get()}, cfg.area_bytes,
-                            threads, b.data, kVerifyStride));
+                            threads, *b.data, kVerifyStride));
   }
   if (ztier && cfg.Measures(IoPath::kZtierNbd)) {
-    b.progress->Update(prefix + "fill ztier-nbd " + pair.ztier);
+    b.progress.Update(prefix + "fill ztier-nbd " + pair.ztier);
     const std::string sock = b.dir + "/serve.sock", ctl = b.dir + "/serve.ctl";
     ZT_ASSIGN_OR_RETURN(
         d->nbd, bench::StartServerProcess(
@@ -223,11 +212,11 @@ Status SetUpPair(const Bench& b, const CodecPair& pair, bool kernel,
 }
 
 // One measurement of case `c` on `path`: its iops and mb_s into `s`.
-Status Measure(const Bench& b, const PairDevices& d, IoPath path,
+Status Measure(Bench& b, const PairDevices& d, IoPath path,
                std::size_t c, Samples& s) {
   const ZramCompareConfig& cfg = b.cfg;
   const IoCase& io = cfg.cases[c];
-  const std::string dev = b.zram->has_value() ? (**b.zram).dev_path() : "";
+  const std::string dev = b.zram.has_value() ? b.zram->dev_path() : "";
   double iops, mb_s;
   if (path == IoPath::kKernelFio || path == IoPath::kZtierNbd) {
     ZT_ASSIGN_OR_RETURN(
@@ -245,7 +234,7 @@ Status Measure(const Bench& b, const PairDevices& d, IoPath path,
     const IoTarget t{.path = dev, .device = path == IoPath::kZtierLib
                                                 ? d.lib.get()
                                                 : nullptr};
-    ZT_ASSIGN_OR_RETURN(IoResult r, RunIo(t, p, b.data));
+    ZT_ASSIGN_OR_RETURN(IoResult r, RunIo(t, p, *b.data));
     iops = r.iops();
     mb_s = r.mb_s();
   }
@@ -254,21 +243,21 @@ Status Measure(const Bench& b, const PairDevices& d, IoPath path,
   return Status::Ok();
 }
 
-bool PairKernel(const Bench& b, std::size_t p) {
-  return b.zram->has_value() && b.cfg.pairs[p].kernel_offered &&
+bool PairKernel(Bench& b, std::size_t p) {
+  return b.zram.has_value() && b.cfg.pairs[p].kernel_offered &&
          std::any_of(std::begin(kIoPaths), std::end(kIoPaths), [&](IoPath x) {
            return IsKernelPath(x) && b.cfg.Measures(x);
          });
 }
 
-bool PairZtier(const Bench& b, std::size_t p) {
+bool PairZtier(Bench& b, std::size_t p) {
   return b.cfg.MeasuresZtier(p) && (b.cfg.Measures(IoPath::kZtierLib) ||
                                     b.cfg.Measures(IoPath::kZtierNbd));
 }
 
 // Part (b) of one run for pair `p`: fresh devices, then every case on every
 // path in turn.
-Status PairRun(const Bench& b, std::size_t p, std::size_t run, Samples& s) {
+Status PairRun(Bench& b, std::size_t p, std::size_t run, Samples& s) {
   const ZramCompareConfig& cfg = b.cfg;
   const CodecPair& pair = cfg.pairs[p];
   const bool kernel = PairKernel(b, p), ztier = PairZtier(b, p);
@@ -290,7 +279,7 @@ Status PairRun(const Bench& b, std::size_t p, std::size_t run, Samples& s) {
   }
   if (d.zram == nullptr) return Status::Ok();
   d.zram = nullptr;
-  return (**b.zram).Reset();
+  return b.zram->Reset();
 }
 
 // Checks `flags` against `names` ("unknown WHAT 'NAME'"); the indexes of
@@ -368,33 +357,27 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   flags.AddInt("runs", &cfg->bench.runs, "N",
                "measured runs, after one warm-up run (default 5)", 1, 1000);
   flags.AddInt("seconds", &seconds, "S",
-               "time of each IO job on each path (default 1; the defaults "
-               "take about 17 min on 2 cores)",
-               1, 3600);
+               "time of each IO job on each path (default 1)", 1, 3600);
   flags.AddString("size", &size_text, "SIZE",
                   "the area (disksize) of part (b) (default 256M; K/M/G)");
   flags.AddList("codec", &codec_flags, "NAME",
-                "kernel codecs: lz4 (vs ztier lz4), lzo-rle and lzo (vs "
-                "ztier lzo); default all three");
+                "kernel codecs: lz4, lzo-rle, lzo (default all)");
   flags.AddList("jobs", &job_flags, "NAME",
-                "part (b) jobs (randwrite-4k-qd1, randwrite-4k-qd32, "
+                "part (b) jobs: randwrite-4k-qd1, randwrite-4k-qd32, "
                 "randread-4k-qd1, randread-4k-qd32, write-128k-qd8, "
-                "read-128k-qd8); default all");
+                "read-128k-qd8 (default all)");
   flags.AddList("paths", &path_flags, "NAME",
-                "part (b) paths (kernel-io_uring, ztier-lib, kernel-psync, "
-                "kernel-fio, ztier-nbd); default all");
+                "part (b) paths: kernel-io_uring, ztier-lib, kernel-psync, "
+                "kernel-fio, ztier-nbd (default all)");
   flags.AddInt("threads", &threads, "N",
-               "the \"all cores\" thread count (default: online cores); "
-               "1 runs one thread only",
-               1, 1024);
+               "the second thread count (default: online cores; 1: none)", 1,
+               1024);
   AddCorpusDirFlag(flags, &cfg->corpus_dir);
   flags.AddInt("corpus-pages", &corpus_pages, "N",
-               "use the first N pages of each corpus (rounded down to 32; "
-               "default 0: all)",
-               0, INT64_MAX);
+               "the first N pages of each corpus (default 0: all)", 0,
+               INT64_MAX);
   flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
-                  "the kernel device (default /dev/zram0; its sysfs folder "
-                  "is /sys/block/NAME)");
+                  "the kernel device (default /dev/zram0)");
   AddJsonFlag(flags, &cfg->bench.json);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   cfg->seconds = seconds;
@@ -405,102 +388,93 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   return std::nullopt;
 }
 
+void Note(ZramCompareConfig& cfg, std::string text) {
+  PrintError(kCommand, text);
+  cfg.notes.push_back(std::move(text));
+}
+
 // The versions of ztier, fio and nbdcopy; a note for each one missing.
-void FindTools(const std::string& dir, ZramCompareConfig* cfg) {
-  cfg->ztier.path = bench::SelfExecutable();
-  cfg->ztier.version = bench::ToolVersion(cfg->ztier.path, dir);
-  for (auto [name, tool] :
-       {std::pair{"fio", &cfg->fio}, std::pair{"nbdcopy", &cfg->nbdcopy}}) {
+void FindTools(Bench& b) {
+  b.cfg.ztier.path = bench::SelfExecutable();
+  b.cfg.ztier.version = bench::ToolVersion(b.cfg.ztier.path, b.dir);
+  for (auto [name, tool] : {std::pair{"fio", &b.cfg.fio},
+                            std::pair{"nbdcopy", &b.cfg.nbdcopy}}) {
     tool->path = bench::FindExecutable(name);
-    if (tool->path.empty()) {
-      cfg->notes.push_back(std::string(name) +
-                           " not found on PATH: the paths that need it are "
-                           "skipped");
-      PrintError(kCommand, cfg->notes.back());
+    if (!tool->path.empty()) {
+      tool->version = bench::ToolVersion(tool->path, b.dir);
     } else {
-      tool->version = bench::ToolVersion(tool->path, dir);
+      Note(b.cfg, std::string(name) + " not found on PATH: the paths that "
+                                      "need it are skipped");
     }
   }
 }
 
-// The corpora of --corpus-dir, and the data of part (a) (one per corpus)
-// and of part (b) (all of them).
-struct Corpora {
-  std::vector<corpus::PageSet> sets;
-  std::vector<DataPages> each;
-  std::optional<DataPages> all;
-};
-
-Status LoadCorpora(ZramCompareConfig* cfg, Corpora* c) {
+// The corpora of --corpus-dir and their data: one per corpus for part (a),
+// all of them for part (b).
+Status LoadCorpora(Bench& b) {
   ZT_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
-                      FindCorpusDir(cfg->corpus_dir, kCorpusDirHint));
+                      FindCorpusDir(b.cfg.corpus_dir, kCorpusDirHint));
+  std::vector<const corpus::PageSet*> all;
   for (const std::string& path : paths) {
     ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
     const corpus::PageSet* one[] = {&set};
-    auto data = DataPages::From(one, cfg->corpus_pages);
+    auto data = DataPages::From(one, b.cfg.corpus_pages);
     if (!data.has_value()) {
       return Status::InvalidArgument("corpus " + path + ": " +
                                      data.error().message());
     }
-    cfg->corpora.push_back({set.name(), path, data->count()});
-    c->each.push_back(std::move(*data));
-    c->sets.push_back(std::move(set));
+    b.cfg.corpora.push_back({set.name(), path, data->count()});
+    b.corpus_data.push_back(std::move(*data));
+    b.corpora.push_back(std::move(set));
   }
-  std::vector<const corpus::PageSet*> all;
-  for (const corpus::PageSet& s : c->sets) all.push_back(&s);
-  ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(all, cfg->corpus_pages));
-  cfg->data_pages = data.count();
-  c->all.emplace(std::move(data));
-  return Status::Ok();
+  for (const corpus::PageSet& s : b.corpora) all.push_back(&s);
+  ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(all, b.cfg.corpus_pages));
+  b.cfg.data_pages = data.count();
+  b.data.emplace(std::move(data));
+  if (!b.cfg.Measures(IoPath::kZtierNbd)) return Status::Ok();
+  b.area_file = b.dir + "/area.pages";  // part (b)'s fill, for nbdcopy
+  std::ofstream out(b.area_file, std::ios::binary);
+  for (std::uint64_t p = 0; p < b.cfg.area_bytes / kPageSize; ++p) {
+    out.write(reinterpret_cast<const char*>(b.data->ForAreaPage(p)),
+              kPageSize);
+  }
+  out.close();
+  return out ? Status::Ok() : Status::IoError("cannot write " + b.area_file);
 }
 
 // The kernel device when it can be used; else its state and a note.
-std::optional<KernelZram> OpenKernel(ZramCompareConfig* cfg) {
-  auto z = KernelZram::Open(cfg->zram_dev);
+void OpenKernel(Bench& b) {
+  ZramCompareConfig& cfg = b.cfg;
+  auto z = KernelZram::Open(cfg.zram_dev);
   if (!z.has_value()) {
     const StatusCode code = z.error().code();
-    cfg->kernel_state = code == StatusCode::kNotFound ? "missing"
-                        : code == StatusCode::kBusy   ? "busy"
-                                                      : "unusable";
-    cfg->kernel_message = z.error().message();
-    cfg->notes.push_back(cfg->zram_dev + " " + cfg->kernel_state + ": " +
-                         cfg->kernel_message +
-                         "; the kernel side is skipped, ztier is measured "
-                         "alone");
-    PrintError(kCommand, cfg->notes.back());
-    return std::nullopt;
+    cfg.kernel_state = code == StatusCode::kNotFound ? "missing"
+                       : code == StatusCode::kBusy   ? "busy"
+                                                     : "unusable";
+    cfg.kernel_message = z.error().message();
+    Note(cfg, cfg.zram_dev + " " + cfg.kernel_state + ": " +
+                  cfg.kernel_message +
+                  "; the kernel side is skipped, ztier is measured alone");
+    return;
   }
-  cfg->kernel_state = "used";
-  cfg->kernel_algorithms = z->algorithms();
-  for (CodecPair& p : cfg->pairs) {
+  cfg.kernel_state = "used";
+  cfg.kernel_algorithms = z->algorithms();
+  for (CodecPair& p : cfg.pairs) {
     p.kernel_offered =
-        std::find(cfg->kernel_algorithms.begin(), cfg->kernel_algorithms.end(),
-                  p.kernel) != cfg->kernel_algorithms.end();
+        std::find(cfg.kernel_algorithms.begin(), cfg.kernel_algorithms.end(),
+                  p.kernel) != cfg.kernel_algorithms.end();
     if (!p.kernel_offered) {
-      cfg->notes.push_back("the kernel's zram does not offer " + p.kernel +
-                           ": ztier " + p.ztier + " is measured alone");
-      PrintError(kCommand, cfg->notes.back());
+      Note(cfg, "the kernel's zram does not offer " + p.kernel + ": ztier " +
+                    p.ztier + " is measured alone");
     }
   }
-  return std::move(*z);
-}
-
-// Part (b)'s fill as the file `path`, for nbdcopy.
-Status WriteAreaFile(const std::string& path, std::uint64_t area_bytes,
-                     const DataPages& data) {
-  std::ofstream out(path, std::ios::binary);
-  for (std::uint64_t p = 0; p < area_bytes / kPageSize; ++p) {
-    out.write(reinterpret_cast<const char*>(data.ForAreaPage(p)), kPageSize);
-  }
-  out.close();
-  return out ? Status::Ok() : Status::IoError("cannot write " + path);
+  b.zram.emplace(std::move(*z));
 }
 
 // The variants of one run: part (a), then part (b) per codec pair.
-std::vector<Variant> Variants(const Bench& b) {
-  std::vector<Variant> v = {{"mm_stat", [&b](std::size_t run, Samples& s) {
-                               return MmRun(b, run, s);
-                             }}};
+std::vector<Variant> Variants(Bench& b) {
+  std::vector<Variant> v = {
+      {"mm_stat", [&b](std::size_t run, Samples& s) { return MmRun(b, run, s); }}};
   for (std::size_t p = 0; !b.cfg.cases.empty() && p < b.cfg.pairs.size();
        ++p) {
     if (!PairKernel(b, p) && !PairZtier(b, p)) continue;
@@ -516,45 +490,34 @@ std::vector<Variant> Variants(const Bench& b) {
 
 int RunBenchZramCompare(std::span<const std::string_view> args) {
   const MachineInfo machine = GetMachineInfo();
-  ZramCompareConfig cfg;
-  if (auto rc = ParseFlags(args, machine.cores, &cfg)) return *rc;
+  Bench b;
+  if (auto rc = ParseFlags(args, machine.cores, &b.cfg)) return *rc;
   auto temp = TempDir::Create("ztier-bench-zram-compare");
   if (!temp.has_value()) return ReportFailure(kCommand, temp.error().ToString());
-  FindTools(temp->path(), &cfg);
-  Corpora corpora;
-  if (Status s = LoadCorpora(&cfg, &corpora); !s.ok()) {
+  b.dir = temp->path();
+  FindTools(b);
+  if (Status s = LoadCorpora(b); !s.ok()) {
     return ReportFailure(kCommand, s.message());
   }
-  std::optional<KernelZram> zram = OpenKernel(&cfg);
-  std::string area_file;
-  if (cfg.Measures(IoPath::kZtierNbd)) {
-    area_file = temp->path() + "/area.pages";
-    Status s = WriteAreaFile(area_file, cfg.area_bytes, *corpora.all);
-    if (!s.ok()) return ReportFailure(kCommand, s.message());
-  }
-  Progress progress;
-  const Bench bench{.cfg = cfg, .zram = &zram, .corpora = corpora.sets,
-                    .corpus_data = corpora.each, .data = *corpora.all,
-                    .dir = temp->path(), .area_file = area_file,
-                    .progress = &progress};
-  const std::vector<Variant> variants = Variants(bench);
+  OpenKernel(b);
+  const std::vector<Variant> variants = Variants(b);
   auto* const old_int = std::signal(SIGINT, [](int) { g_interrupted = 1; });
   auto* const old_term = std::signal(SIGTERM, [](int) { g_interrupted = 1; });
   auto m = RunVariants(
-      {.runs = static_cast<std::size_t>(cfg.bench.runs), .label = "zram"},
-      variants, progress);
+      {.runs = static_cast<std::size_t>(b.cfg.bench.runs), .label = "zram"},
+      variants, b.progress);
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
-  progress.Clear();
-  if (zram.has_value()) {
-    if (Status s = zram->Reset(); !s.ok()) PrintError(kCommand, s.ToString());
+  b.progress.Clear();
+  if (b.zram.has_value()) {
+    if (Status s = b.zram->Reset(); !s.ok()) PrintError(kCommand, s.ToString());
   }
   if (!m.has_value()) {
     return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
   }
   Report report(kCommand, machine);
-  AddZramCompareReport(report, cfg, *m);
-  return report.Finish(kCommand, cfg.bench);
+  AddZramCompareReport(report, b.cfg, *m);
+  return report.Finish(kCommand, b.cfg.bench);
 }
 
 }  // namespace ztier::tool
