@@ -49,12 +49,6 @@ constexpr const char kAbout[] =
 // that the kernel device is still reset and the servers stopped.
 volatile std::sig_atomic_t g_interrupted = 0;
 
-Status CheckInterrupted() {
-  return g_interrupted != 0
-             ? Status::FailedPrecondition("interrupted by a signal")
-             : Status::Ok();
-}
-
 // Everything the runs need.
 struct Bench {
   ZramCompareConfig cfg;
@@ -79,12 +73,13 @@ Status Fill(const IoTarget& t, std::uint64_t area, std::size_t threads,
   return r.has_value() ? VerifyArea(t, area, data, stride) : r.error();
 }
 
-// The mm_stat figures of one side into `s`.
+// The mm_stat figures of one side (MmStat or PageStoreStats) into `s`.
+template <typename Stats>
 void AddMm(Samples& s, std::size_t c, std::size_t p, char side,
-           std::uint64_t compr, std::uint64_t used, std::uint64_t huge,
-           std::uint64_t same) {
+           const Stats& st) {
   const std::pair<const char*, std::uint64_t> f[] = {
-      {"compr", compr}, {"used", used}, {"huge", huge}, {"same", same}};
+      {"compr", st.compr_data_size}, {"used", st.mem_used_total},
+      {"huge", st.huge_pages}, {"same", st.same_pages}};
   for (const auto& [name, v] : f) {
     s.Add(MmFigure(c, p, side, name), static_cast<double>(v));
   }
@@ -98,8 +93,7 @@ Status KernelMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
   ZT_RETURN_IF_ERROR(
       Fill({.path = zram.dev_path()}, bytes, 1, b.corpus_data[c], 1));
   ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
-  AddMm(s, c, p, 'k', mm.compr_data_size, mm.mem_used_total, mm.huge_pages,
-        mm.same_pages);
+  AddMm(s, c, p, 'k', mm);
   return zram.Reset();
 }
 
@@ -125,8 +119,7 @@ Status ZtierMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
   }
   for (std::size_t q = p; q < b.cfg.pairs.size(); ++q) {
     if (b.cfg.pairs[q].ztier != b.cfg.pairs[p].ztier) continue;
-    AddMm(s, c, q, 'z', st.compr_data_size, st.mem_used_total, st.huge_pages,
-          st.same_pages);
+    AddMm(s, c, q, 'z', st);
     s.Add(MmFigure(c, q, 'z', "meta"), meta);
   }
   return Status::Ok();
@@ -136,7 +129,9 @@ Status ZtierMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
 // naming it in an error.
 template <typename F>
 Status Step(Bench& b, const std::string& what, F f) {
-  ZT_RETURN_IF_ERROR(CheckInterrupted());
+  if (g_interrupted != 0) {
+    return Status::FailedPrecondition("interrupted by a signal");
+  }
   b.progress.Update(what);
   const Status st = f();
   return st.ok() ? st : Status::IoError(what + ": " + st.ToString());
