@@ -175,8 +175,6 @@ Status UringWorker(const IoTarget& t, const IoPattern& p,
 
 }  // namespace
 
-void AlignedFree::operator()(std::byte* p) const { std::free(p); }
-
 Result<DataPages> DataPages::From(std::span<const corpus::PageSet* const> sets,
                                   std::size_t max_pages_each) {
   const auto take = [&](const corpus::PageSet* s) {

@@ -24,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,7 +42,7 @@ namespace ztier::tool {
 inline constexpr std::size_t kMaxBlockPages = 32;
 
 struct AlignedFree {  // a unique_ptr deleter for std::aligned_alloc memory
-  void operator()(std::byte* p) const;
+  void operator()(std::byte* p) const { std::free(p); }
 };
 
 // The corpus pages one after another in one 4096-aligned buffer (O_DIRECT
@@ -96,8 +97,8 @@ struct IoTarget {
   Device* device = nullptr;
 };
 
-// Errors: a bad pattern, the open or io_uring setup, the first IO that
-// fails or is short (what is in flight drained first).
+// Errors: a bad pattern, the open, io_uring setup, the first failing or
+// short IO.
 Result<IoResult> RunIo(const IoTarget& t, const IoPattern& p,
                        const DataPages& data);
 
