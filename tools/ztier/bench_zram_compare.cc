@@ -238,16 +238,13 @@ Status Measure(Bench& b, const PairDevices& d, IoPath path,
   return Status::Ok();
 }
 
-bool PairKernel(Bench& b, std::size_t p) {
-  return b.zram.has_value() && b.cfg.pairs[p].kernel_offered &&
+// Whether pair `p` measures its kernel (or ztier) side in part (b).
+bool PairSide(const Bench& b, std::size_t p, bool kernel) {
+  return (kernel ? b.zram.has_value() && b.cfg.pairs[p].kernel_offered
+                 : b.cfg.MeasuresZtier(p)) &&
          std::any_of(std::begin(kIoPaths), std::end(kIoPaths), [&](IoPath x) {
-           return IsKernelPath(x) && b.cfg.Measures(x);
+           return IsKernelPath(x) == kernel && b.cfg.Measures(x);
          });
-}
-
-bool PairZtier(Bench& b, std::size_t p) {
-  return b.cfg.MeasuresZtier(p) && (b.cfg.Measures(IoPath::kZtierLib) ||
-                                    b.cfg.Measures(IoPath::kZtierNbd));
 }
 
 // Part (b) of one run for pair `p`: fresh devices, then every case on every
@@ -255,7 +252,7 @@ bool PairZtier(Bench& b, std::size_t p) {
 Status PairRun(Bench& b, std::size_t p, std::size_t run, Samples& s) {
   const ZramCompareConfig& cfg = b.cfg;
   const CodecPair& pair = cfg.pairs[p];
-  const bool kernel = PairKernel(b, p), ztier = PairZtier(b, p);
+  const bool kernel = PairSide(b, p, true), ztier = PairSide(b, p, false);
   const std::string prefix =
       RunLabel(run, cfg.bench.runs) + ": " + PairName(pair) + ": ";
   PairDevices d;
@@ -472,7 +469,7 @@ std::vector<Variant> Variants(Bench& b) {
       {"mm_stat", [&b](std::size_t run, Samples& s) { return MmRun(b, run, s); }}};
   for (std::size_t p = 0; !b.cfg.cases.empty() && p < b.cfg.pairs.size();
        ++p) {
-    if (!PairKernel(b, p) && !PairZtier(b, p)) continue;
+    if (!PairSide(b, p, true) && !PairSide(b, p, false)) continue;
     v.push_back({PairName(b.cfg.pairs[p]), [&b, p](std::size_t run,
                                                    Samples& s) {
                    return PairRun(b, p, run, s);

@@ -9,12 +9,10 @@
 //   ... O_DIRECT IO on zram->dev_path(), zram->ReadMmStat() ...
 //   ZT_RETURN_IF_ERROR(zram->Reset());
 //
-// Open() never changes the device and refuses it with kNotFound (no node,
-// or no disksize, comp_algorithm, mm_stat or reset in its sysfs folder),
-// kBusy (a nonzero disksize, as a device used as swap or mounted has, or
-// held open: O_EXCL fails) or another error. Init() resets, then sets
-// comp_algorithm and disksize; Reset() writes 1 to reset. A KernelZram
-// that initialised the device resets it when destroyed.
+// Open() never changes the device; it refuses it with kNotFound (no node,
+// or not zram's sysfs files), kBusy (a nonzero disksize, as swap or a mount
+// has, or held open: O_EXCL fails) or another error. A KernelZram that
+// initialised the device resets it when destroyed.
 //
 // Thread safety: one thread uses a KernelZram; others may do IO on the
 // device node between Init() and Reset().
@@ -59,8 +57,8 @@ class KernelZram {
   // comp_algorithm's names, read at Open(), the selected one unbracketed.
   const std::vector<std::string>& algorithms() const { return algorithms_; }
 
-  // kUnsupported when the kernel does not offer `codec`; kIoError when a
-  // sysfs write fails.
+  // Resets, then sets comp_algorithm and disksize. kUnsupported when the
+  // kernel does not offer `codec`; kIoError when a sysfs write fails.
   Status Init(std::string_view codec, std::uint64_t bytes);
   Status Reset();  // kIoError (EBUSY while someone holds the device open)
   Result<MmStat> ReadMmStat() const;

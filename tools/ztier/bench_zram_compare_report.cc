@@ -183,17 +183,6 @@ void AddIoTable(Report& r, const ZramCompareConfig& cfg,
 
 }  // namespace
 
-std::string_view IoPathName(IoPath p) {
-  constexpr std::string_view kNames[] = {"kernel-io_uring", "ztier-lib",
-                                         "kernel-psync", "kernel-fio",
-                                         "ztier-nbd"};
-  return kNames[static_cast<int>(p)];
-}
-
-bool IsKernelPath(IoPath p) {
-  return p != IoPath::kZtierLib && p != IoPath::kZtierNbd;
-}
-
 bool ZramCompareConfig::Measures(IoPath p) const {
   if (std::find(paths.begin(), paths.end(), p) == paths.end()) return false;
   if (IsKernelPath(p) && kernel_state != "used") return false;
@@ -206,12 +195,6 @@ bool ZramCompareConfig::MeasuresZtier(std::size_t p) const {
     return q.ztier == pairs[p].ztier;
   });
 }
-
-std::string CaseTitle(const IoCase& c) {
-  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
-}
-
-std::string PairName(const CodecPair& p) { return p.kernel + "/" + p.ztier; }
 
 std::string MmFigure(std::size_t c, std::size_t p, char side,
                      std::string_view field) {

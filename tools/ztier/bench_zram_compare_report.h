@@ -35,8 +35,15 @@ inline constexpr IoPath kIoPaths[] = {IoPath::kKernelUring, IoPath::kZtierLib,
                                       IoPath::kKernelSync, IoPath::kKernelFio,
                                       IoPath::kZtierNbd};
 
-std::string_view IoPathName(IoPath p);  // the --paths name
-bool IsKernelPath(IoPath p);
+inline std::string_view IoPathName(IoPath p) {  // the --paths name
+  constexpr std::string_view kNames[] = {"kernel-io_uring", "ztier-lib",
+                                         "kernel-psync", "kernel-fio",
+                                         "ztier-nbd"};
+  return kNames[static_cast<int>(p)];
+}
+inline bool IsKernelPath(IoPath p) {
+  return p != IoPath::kZtierLib && p != IoPath::kZtierNbd;
+}
 
 // One fio-style job at one thread count.
 struct IoCase {
@@ -76,10 +83,13 @@ struct ZramCompareConfig {
   bool MeasuresZtier(std::size_t p) const;
 };
 
-// "randread 4k QD32 x2".
-std::string CaseTitle(const IoCase& c);
+inline std::string CaseTitle(const IoCase& c) {  // "randread 4k QD32 x2"
+  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
+}
 // "lz4/lz4": the variant of a codec pair.
-std::string PairName(const CodecPair& p);
+inline std::string PairName(const CodecPair& p) {
+  return p.kernel + "/" + p.ztier;
+}
 // The samples of corpus `c`, pair `p`, side 'k' or 'z', field `field`
 // (compr, used, huge, same, meta) in variant "mm_stat".
 std::string MmFigure(std::size_t c, std::size_t p, char side,
