@@ -9,41 +9,21 @@
 //       [--corpus-dir DIR] [--corpus-pages N] [--zram-dev PATH]
 //       [--json FILE]
 //
-// Codec pairs (--codec names the kernel's; default all three): lz4/lz4,
-// lzo-rle/lzo, lzo/lzo (ztier's lzo is the kernel's LZO1X-1; ztier has no
-// run-length variant).
+// Part (a): each corpus of --corpus-dir on a fresh kernel device and in a
+// fresh ztier PageStore, per codec pair (kernel lz4, lzo-rle, lzo against
+// ztier lz4, lzo, lzo): mm_stat, read back and checked. Part (b): fio-style
+// jobs on one thread and on --threads, on the paths kernel-io_uring,
+// ztier-lib, kernel-psync, kernel-fio and ztier-nbd alternating per job,
+// each on fresh devices filled with the corpus pages. Runs go through
+// RunVariants (bench_harness.h), the output through one Report
+// (bench_report.h); docs/benchmarks.md describes the tables.
 //
-// Part (a), memory: each corpus of --corpus-dir (its first --corpus-pages
-// pages) on a fresh kernel device of its size and in a fresh ztier
-// PageStore, per pair: mm_stat's compr, mem_used_total, same and huge
-// pages, both read back and checked.
+// A missing or busy kernel device is left alone, said on stderr and in the
+// output, and ztier measured alone; one it uses is reset after every use.
+// Missing fio skips kernel-fio and ztier-nbd; missing nbdcopy, ztier-nbd.
 //
-// Part (b), throughput: fio-style jobs (4 KiB random read and write at QD1
-// and QD32, 128 KiB sequential at QD8; reads first) on one thread and on
-// --threads, each thread on its own share of a --size area, on five paths
-// alternating in this order for every job: kernel-io_uring and
-// kernel-psync (this tool's drivers on the kernel device, O_DIRECT,
-// io_uring or pread/pwrite), ztier-lib (the same driver calling a ztier
-// Device: the same blocks and corpus data), kernel-fio (fio io_uring on the
-// kernel device) and ztier-nbd (fio's nbd engine on `ztier serve`; fio
-// writes its own buffers on both sides). Devices are fresh per pair and run,
-// filled with the corpus pages (untimed, checked).
-//
-// Through RunVariants (bench_harness.h): variant "mm_stat" is part (a),
-// one variant per codec pair part (b), after one warm-up run. The output is
-// one Report (bench_report.h): the configuration, the mm_stat table, the
-// IO tables (ztier-lib against kernel-io_uring and kernel-psync, ztier-nbd
-// against kernel-fio; ratios within each run) and the io_uring driver
-// against fio; --json FILE writes it.
-//
-// A missing or busy kernel device (initialised, or held open) is left
-// alone, said on stderr and in the output, and ztier measured alone; one it
-// uses is reset before and after every use. Missing fio skips kernel-fio
-// and ztier-nbd; missing nbdcopy, ztier-nbd.
-//
-// Exit status: 0 done (also with the kernel side or a path skipped); 1 a
-// runtime failure (no corpus, a failing IO, a page that reads back wrong, a
-// server that does not start); 2 bad usage.
+// Exit status: 0 done (also with a side or a path skipped); 1 a runtime
+// failure; 2 bad usage.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_H_
 
@@ -52,8 +32,7 @@
 
 namespace ztier::tool {
 
-// Runs the command; `args` are the words after `zram-compare`. Returns the
-// exit status.
+// `args`: the words after `zram-compare`.
 int RunBenchZramCompare(std::span<const std::string_view> args);
 
 }  // namespace ztier::tool

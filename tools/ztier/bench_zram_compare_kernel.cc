@@ -16,14 +16,6 @@
 #include <sstream>
 
 namespace ztier::tool {
-namespace {
-
-namespace fs = std::filesystem;
-
-constexpr const char* kAttrs[] = {"disksize", "comp_algorithm", "mm_stat",
-                                  "reset"};
-
-}  // namespace
 
 Result<MmStat> ParseMmStat(std::string_view text) {
   std::istringstream in{std::string(text)};
@@ -37,28 +29,16 @@ Result<MmStat> ParseMmStat(std::string_view text) {
   return m;
 }
 
-std::vector<std::string> ParseCompAlgorithms(std::string_view text) {
-  std::vector<std::string> names;
-  std::istringstream in{std::string(text)};
-  std::string word;
-  while (in >> word) {
-    if (word.size() > 2 && word.front() == '[' && word.back() == ']') {
-      word = word.substr(1, word.size() - 2);
-    }
-    names.push_back(word);
-  }
-  return names;
-}
-
 Result<KernelZram> KernelZram::Open(const std::string& dev_path,
                                     std::optional<std::string> sysfs_dir) {
-  const std::string dir =
-      sysfs_dir.value_or("/sys/block/" + fs::path(dev_path).filename().string());
+  namespace fs = std::filesystem;
+  const std::string dir = sysfs_dir.value_or(
+      "/sys/block/" + fs::path(dev_path).filename().string());
   std::error_code ec;
   if (!fs::exists(dev_path, ec)) {
     return Err(Status::NotFound(dev_path + " does not exist"));
   }
-  for (const char* attr : kAttrs) {
+  for (const char* attr : {"disksize", "comp_algorithm", "mm_stat", "reset"}) {
     if (!fs::exists(dir + "/" + attr, ec)) {
       return Err(Status::NotFound(dev_path + " is not a zram device: " + dir +
                                   "/" + attr + " does not exist"));
@@ -73,16 +53,11 @@ Result<KernelZram> KernelZram::Open(const std::string& dev_path,
         "): someone else's device, left untouched (if an interrupted run of "
         "this command left it so, `echo 1 > " + dir + "/reset` frees it)"));
   }
-  // A swapped-on or mounted zram device has a disksize; one held open
-  // (with disksize 0) fails O_EXCL.
   const int fd = ::open(dev_path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == EBUSY) {
-      return Err(Status::Busy(dev_path + " is held open by another user"));
-    }
-    return Err(PosixError("open " + dev_path, err));
+  if (fd < 0 && errno == EBUSY) {
+    return Err(Status::Busy(dev_path + " is held open by another user"));
   }
+  if (fd < 0) return Err(PosixError("open " + dev_path, errno));
   ::close(fd);
   if (::access((dir + "/reset").c_str(), W_OK) != 0) {
     return Err(PosixError("cannot control " + dev_path + " (write access to " +
@@ -90,16 +65,14 @@ Result<KernelZram> KernelZram::Open(const std::string& dev_path,
                           errno));
   }
   ZT_ASSIGN_OR_RETURN(std::string algorithms, zram.ReadAttr("comp_algorithm"));
-  zram.algorithms_ = ParseCompAlgorithms(algorithms);
+  std::istringstream in(algorithms);
+  for (std::string word; in >> word;) {
+    if (word.size() > 2 && word.front() == '[' && word.back() == ']') {
+      word = word.substr(1, word.size() - 2);
+    }
+    zram.algorithms_.push_back(word);
+  }
   return zram;
-}
-
-KernelZram::KernelZram(KernelZram&& other) noexcept
-    : dev_path_(std::move(other.dev_path_)),
-      sysfs_dir_(std::move(other.sysfs_dir_)),
-      algorithms_(std::move(other.algorithms_)),
-      initialised_(other.initialised_) {
-  other.initialised_ = false;
 }
 
 KernelZram::~KernelZram() {
@@ -147,13 +120,11 @@ Status KernelZram::WriteAttr(std::string_view name, std::string_view value) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return PosixError("open " + path, errno);
   const ssize_t n = ::write(fd, value.data(), value.size());
-  const int err = errno;
+  const int err = n < 0 ? errno : EIO;
   ::close(fd);
-  if (n != static_cast<ssize_t>(value.size())) {
-    return PosixError("write '" + std::string(value) + "' to " + path,
-                      n < 0 ? err : EIO);
-  }
-  return Status::Ok();
+  return n == static_cast<ssize_t>(value.size())
+             ? Status::Ok()
+             : PosixError("write '" + std::string(value) + "' to " + path, err);
 }
 
 }  // namespace ztier::tool

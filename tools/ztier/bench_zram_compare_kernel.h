@@ -1,22 +1,18 @@
 // File: tools/ztier/bench_zram_compare_kernel.h
 //
 // KernelZram: the kernel's own zram device (/dev/zramN) driven through its
-// sysfs folder (/sys/block/zramN) the way zramctl does, for `ztier bench
+// sysfs folder (/sys/block/zramN) as zramctl does, for `ztier bench
 // zram-compare`.
 //
 //   auto zram = KernelZram::Open("/dev/zram0");  // missing or busy: error
 //   ZT_RETURN_IF_ERROR(zram->Init("lz4", 256 << 20));
-//   ... O_DIRECT IO on zram->dev_path() ...
-//   auto mm = zram->ReadMmStat();
+//   ... O_DIRECT IO on zram->dev_path(), zram->ReadMmStat() ...
 //   ZT_RETURN_IF_ERROR(zram->Reset());
 //
-// Open() never changes the device, and refuses it with kNotFound (no node,
-// or its sysfs folder lacks disksize, comp_algorithm, mm_stat or reset),
-// kBusy (someone else's: a nonzero disksize, which a device in use as swap
-// or mounted has, or held open: O_EXCL fails) or kIoError. Init() resets,
-// sets comp_algorithm, then disksize; Reset() writes 1 to reset; both run
-// only on a device Open() found free. A KernelZram that initialised the
-// device resets it when destroyed.
+// Open() never changes the device; it refuses it with kNotFound (no node,
+// or not zram's sysfs files), kBusy (a nonzero disksize, as swap or a mount
+// has, or held open: O_EXCL fails) or another error. A KernelZram that
+// initialised the device resets it when destroyed.
 //
 // Thread safety: one thread uses a KernelZram; others may do IO on the
 // device node between Init() and Reset().
@@ -27,32 +23,22 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ztier/status.h"
 
 namespace ztier::tool {
 
-// The first columns of zram's mm_stat (the kernel's zram.rst), in bytes or
-// pages as the kernel prints them.
+// The first columns of zram's mm_stat (the kernel's zram.rst; ztier's
+// PageStore::FormatMmStat prints the same), in bytes or pages.
 struct MmStat {
-  std::uint64_t orig_data_size = 0;
-  std::uint64_t compr_data_size = 0;
-  std::uint64_t mem_used_total = 0;
-  std::uint64_t mem_limit = 0;
-  std::uint64_t mem_used_max = 0;
-  std::uint64_t same_pages = 0;
-  std::uint64_t pages_compacted = 0;
-  std::uint64_t huge_pages = 0;
+  std::uint64_t orig_data_size, compr_data_size, mem_used_total, mem_limit,
+      mem_used_max, same_pages, pages_compacted, huge_pages;
 };
 
-// Parses mm_stat's text (ztier's PageStore::FormatMmStat prints the same).
-// kCorruption when fewer than eight numbers lead it.
+// kCorruption when fewer than eight numbers lead `text`.
 Result<MmStat> ParseMmStat(std::string_view text);
-
-// The names in a comp_algorithm text ("lzo-rle lzo [lz4]\n" ->
-// {"lzo-rle", "lzo", "lz4"}), the selected one without its brackets.
-std::vector<std::string> ParseCompAlgorithms(std::string_view text);
 
 class KernelZram {
  public:
@@ -60,33 +46,27 @@ class KernelZram {
   static Result<KernelZram> Open(const std::string& dev_path,
                                  std::optional<std::string> sysfs_dir = {});
 
-  KernelZram(KernelZram&& other) noexcept;
+  KernelZram(KernelZram&& o) noexcept
+      : dev_path_(std::move(o.dev_path_)), sysfs_dir_(std::move(o.sysfs_dir_)),
+        algorithms_(std::move(o.algorithms_)),
+        initialised_(std::exchange(o.initialised_, false)) {}
   KernelZram& operator=(KernelZram&&) = delete;
-  KernelZram(const KernelZram&) = delete;
-  KernelZram& operator=(const KernelZram&) = delete;
-  ~KernelZram();  // Reset() when this object initialised the device
+  ~KernelZram();
 
   const std::string& dev_path() const { return dev_path_; }
-  const std::string& sysfs_dir() const { return sysfs_dir_; }
-
-  // comp_algorithm's names, read at Open().
+  // comp_algorithm's names, read at Open(), the selected one unbracketed.
   const std::vector<std::string>& algorithms() const { return algorithms_; }
 
-  // kUnsupported when the kernel does not offer `codec`; kIoError when a
-  // sysfs write fails.
+  // Resets, then sets comp_algorithm and disksize. kUnsupported when the
+  // kernel does not offer `codec`; kIoError when a sysfs write fails.
   Status Init(std::string_view codec, std::uint64_t bytes);
-
-  // kIoError when it fails (EBUSY while someone holds the device open).
-  Status Reset();
-
+  Status Reset();  // kIoError (EBUSY while someone holds the device open)
   Result<MmStat> ReadMmStat() const;
-
-  // The text of sysfs attribute `name`.
-  Result<std::string> ReadAttr(std::string_view name) const;
 
  private:
   KernelZram(std::string dev_path, std::string sysfs_dir)
       : dev_path_(std::move(dev_path)), sysfs_dir_(std::move(sysfs_dir)) {}
+  Result<std::string> ReadAttr(std::string_view name) const;
   Status WriteAttr(std::string_view name, std::string_view value);
 
   std::string dev_path_;

@@ -1,14 +1,10 @@
 // File: tools/ztier/bench_zram_compare_report.h
 //
-// What `ztier bench zram-compare` measures (ZramCompareConfig, paths,
-// cases) and its report (bench_report.h): the configuration lines, the
-// mm_stat table, the IO tables and the io_uring driver against fio. The
-// samples come from RunVariants: variant "mm_stat" holds part (a) under
-// MmFigure names, one variant per codec pair (PairName) part (b) under
-// IoFigure names; ratios are per run (Measurements::Ratios), then the
-// median.
-//
-// Thread safety: plain values and functions.
+// What `ztier bench zram-compare` measures (ZramCompareConfig) and its
+// report (bench_report.h): the configuration lines, the mm_stat table, the
+// IO tables and the io_uring driver against fio. Samples: variant
+// "mm_stat" holds part (a) under MmFigure names, one variant per codec pair
+// (PairName) part (b) under IoFigure names; ratios are taken per run.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_REPORT_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_REPORT_H_
 
@@ -24,30 +20,30 @@
 
 namespace ztier::tool::zramcmp {
 
-// A kernel codec and the ztier codec compared with it (lzo-rle: lzo, as
-// ztier has no run-length variant).
+// A kernel codec and the ztier codec compared with it.
 struct CodecPair {
   std::string kernel;
   std::string ztier;
   bool kernel_offered = true;  // the kernel's comp_algorithm lists it
 };
 
-// How an IO reaches a device, in the order the paths alternate.
+// How an IO reaches a device (bench_zram_compare.h), in the order the
+// paths alternate.
 enum class IoPath {
-  kKernelUring,  // this tool's io_uring driver on /dev/zramN, corpus data
-  kZtierLib,     // this tool's driver calling a ztier Device, corpus data
-  kKernelSync,   // this tool's pread/pwrite driver on /dev/zramN, corpus data
-  kKernelFio,    // fio --ioengine=io_uring --direct=1 on /dev/zramN
-  kZtierNbd,     // fio's nbd engine on `ztier serve`
-};
+  kKernelUring, kZtierLib, kKernelSync, kKernelFio, kZtierNbd };
 inline constexpr IoPath kIoPaths[] = {IoPath::kKernelUring, IoPath::kZtierLib,
                                       IoPath::kKernelSync, IoPath::kKernelFio,
                                       IoPath::kZtierNbd};
 
-// "kernel-io_uring", "ztier-lib", "kernel-psync", "kernel-fio",
-// "ztier-nbd": the --paths names.
-std::string_view IoPathName(IoPath p);
-bool IsKernelPath(IoPath p);
+inline std::string_view IoPathName(IoPath p) {  // the --paths name
+  constexpr std::string_view kNames[] = {"kernel-io_uring", "ztier-lib",
+                                         "kernel-psync", "kernel-fio",
+                                         "ztier-nbd"};
+  return kNames[static_cast<int>(p)];
+}
+inline bool IsKernelPath(IoPath p) {
+  return p != IoPath::kZtierLib && p != IoPath::kZtierNbd;
+}
 
 // One fio-style job at one thread count.
 struct IoCase {
@@ -71,11 +67,9 @@ struct ZramCompareConfig {
   std::size_t corpus_pages = 0;  // per corpus; 0: all
   std::vector<Corpus> corpora;
   std::size_t data_pages = 0;  // the part (b) data: every corpus, in order
-  // The kernel device: "used", "missing", "busy" or "unusable" (with the
-  // reason in kernel_message).
   std::string zram_dev;
-  std::string kernel_state;
-  std::string kernel_message;
+  std::string kernel_state;    // "used", "missing", "busy" or "unusable"
+  std::string kernel_message;  // why not used
   std::vector<std::string> kernel_algorithms;
   struct Tool {
     std::string path;  // empty: not found
@@ -85,13 +79,17 @@ struct ZramCompareConfig {
   std::vector<std::string> notes;  // what was skipped, and why
 
   bool Measures(IoPath p) const;  // in `paths`, and possible here
-  // Whether pair `p` measures the ztier paths: the first pair with its
-  // ztier codec does (ztier's lzo once for lzo-rle and lzo).
+  // The first pair with its ztier codec measures ztier (lzo once).
   bool MeasuresZtier(std::size_t p) const;
 };
 
+inline std::string CaseTitle(const IoCase& c) {  // "randread 4k QD32 x2"
+  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
+}
 // "lz4/lz4": the variant of a codec pair.
-std::string PairName(const CodecPair& p);
+inline std::string PairName(const CodecPair& p) {
+  return p.kernel + "/" + p.ztier;
+}
 // The samples of corpus `c`, pair `p`, side 'k' or 'z', field `field`
 // (compr, used, huge, same, meta) in variant "mm_stat".
 std::string MmFigure(std::size_t c, std::size_t p, char side,
