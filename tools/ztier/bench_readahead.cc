@@ -1,20 +1,17 @@
 // File: tools/ztier/bench_readahead.cc
 //
-// `ztier bench readahead` (see bench_readahead.h), on ztier Regions without
-// a budget (only Pageout evicts) and the pool limit at 100% (Pageout stores
-// every page that compresses); region page i holds corpus page
-// i % corpus.size().
-// 1. Readahead: fill a region of --size, Pageout all (untimed), then time
-//    reading it in order: one 8-byte load per page (the fault, and with
-//    page_cluster > 0 the readahead of its aligned window) and a memcmp.
-// 2. Fault-in latency: each page touched once (an 8-byte read) in a random
-//    order (std::mt19937, kSeed), each touch timed with steady_clock,
-//    mincore() first telling a fault (unmapped) from a hit (a page an
-//    earlier fault mapped, or that Pageout refused): "stored" (a filled,
-//    paged-out region; checked), "first touch" (a fresh region; every byte
-//    0) and "bare" (plain anonymous memory on a userfaultfd,
-//    src/platform/include/platform/userfaultfd.h, whose handler only
-//    answers each fault with one 4 KiB UFFDIO_COPY: what a fault costs).
+// `ztier bench readahead` (see bench_readahead.h), on Regions without a
+// budget and the pool limit at 100% (Pageout evicts, and stores every page
+// that compresses); region page i holds corpus page i % corpus.size().
+// 1. Readahead: fill --size, Pageout all, then time reading it in order:
+//    one 8-byte load (the fault, and the readahead of its aligned window)
+//    and a memcmp per page.
+// 2. Fault-in latency: each page read once in a random order (kSeed), each
+//    touch timed, mincore() first telling a fault from a hit (a page an
+//    earlier fault mapped, or that Pageout refused), on a paged-out region
+//    ("stored"), a fresh one ("first touch", all zeros) and plain memory
+//    on a userfaultfd whose handler only answers each fault with one
+//    UFFDIO_COPY ("bare": what a fault costs alone).
 #include "bench_readahead.h"
 
 #include <poll.h>
@@ -80,15 +77,12 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
                   "region of the readahead section (default 256M)");
   flags.AddString("codec", &f->codec, "NAME", "region codec (default lz4)");
   flags.AddInt("runs", &f->common.runs, "N",
-               "readahead runs, page_cluster 0 and --page-cluster alternating "
-               "(default 5; 0 skips the section)",
-               0, 1000);
+               "readahead runs (default 5; 0 skips them)", 0, 1000);
   flags.AddInt("page-cluster", &f->page_cluster, "N",
                "the page_cluster compared with 0 (default 3)", 1, 5);
   flags.AddInt("fault-pages", &f->fault_pages, "N",
-               "pages touched in the fault-in latency section (default "
-               "16384; 0 skips it)",
-               0, 1 << 22);
+               "fault-in latency pages (default 16384; 0 skips it)", 0,
+               1 << 22);
   AddJsonFlag(flags, &f->common.json);
   AddPlotFlag(flags, &f->common.plot);
   if (auto rc = flags.ParseCommandLine(
@@ -124,20 +118,21 @@ bool Differs(const std::byte* p, std::size_t i, const corpus::PageSet& c) {
   return std::memcmp(p, c.page(i % c.size()).data(), kPageSize) != 0;
 }
 
-// kCorruption "BAD of N WHAT read back wrong" unless bad is 0.
-Status Check(std::uint64_t bad, std::size_t n, const char* what) {
+// kCorruption "BAD of N WHAT read back wrong" unless `bad` is 0 and each
+// of the `n` pages at `base` (with one) holds its corpus page (`corpus`
+// null: zeros).
+Status Check(std::uint64_t bad, std::size_t n, const char* what,
+             const std::byte* base = nullptr,
+             const corpus::PageSet* corpus = nullptr) {
+  for (std::size_t i = 0; base != nullptr && i < n; ++i) {
+    const std::byte* p = base + i * kPageSize;
+    bad += corpus ? Differs(p, i, *corpus)
+                  : std::any_of(p, p + kPageSize,
+                                [](std::byte b) { return b != std::byte{}; });
+  }
   if (bad == 0) return Status::Ok();
   return Status::Corruption(std::to_string(bad) + " of " + std::to_string(n) +
                             " " + what + " read back wrong");
-}
-
-std::uint64_t CountMismatches(const std::byte* base, std::size_t pages,
-                              const corpus::PageSet& corpus) {
-  std::uint64_t bad = 0;
-  for (std::size_t i = 0; i < pages; ++i) {
-    bad += Differs(base + i * kPageSize, i, corpus);
-  }
-  return bad;
 }
 
 // A region of `o` with no budget and the pool limit at 100%; with `fill`,
@@ -172,15 +167,13 @@ void TimedTouches(const std::byte* base, const std::vector<std::size_t>& order,
     *sink ^= Touch(p);
     const auto ns = std::chrono::nanoseconds(Clock::now() - t0).count();
     (mapped ? out->hit_ns : out->fault_ns)
-        .push_back(
-            static_cast<std::uint32_t>(std::min<std::int64_t>(ns, UINT32_MAX)));
+        .push_back(std::min<std::int64_t>(ns, UINT32_MAX));
   }
 }
 
-// The bare handler: answers every missing fault with one UFFDIO_COPY of
-// the page's corpus page until `stop_fd` is readable. A failed copy is
-// logged once and the page mapped with zeros instead, so that the toucher
-// never hangs (the check afterwards then fails).
+// Answers every missing fault with one UFFDIO_COPY of the page's corpus
+// page until `stop_fd` is readable. A failed copy is logged once and maps
+// zeros, so that the toucher never hangs (the check then fails).
 void BareHandler(internal::Userfaultfd* uffd, int stop_fd,
                  const std::byte* base, const corpus::PageSet* corpus,
                  std::atomic<bool>* failed) {
@@ -227,12 +220,12 @@ Status BareCopyFaults(const std::vector<std::size_t>& order,
                       &failed);
   std::uint64_t sink = 0;
   TimedTouches(mem, order, s, &sink);
-  const std::uint64_t bad = CountMismatches(mem, order.size(), corpus);
+  const Status checked = Check(0, order.size(), "bare pages", mem, &corpus);
   stop.Signal();
   handler.join();
   uffd->Unregister(mem, len).IgnoreError();
   if (failed) return Status::IoError("the bare userfaultfd handler failed");
-  return Check(bad, order.size(), "bare pages");
+  return checked;
 }
 
 // One run of section 1 into `out`: "pages_s" and "mb_s" of the read
@@ -340,10 +333,6 @@ Row& LatencyRow(Table& t, const char* name, std::vector<std::uint32_t> ns) {
   return row;
 }
 
-double P50Us(std::vector<std::uint32_t> ns) {
-  return ns.empty() ? 0 : Percentile(ns, 0.5) / 1000.0;
-}
-
 // The three phases of section 2 (stored, first touch, bare), each
 // checked. Errors: Region::Create's, Pageout's, userfaultfd's, kIoError
 // when the bare handler failed, kCorruption when a page read back wrong.
@@ -365,19 +354,10 @@ Result<std::array<TouchSeries, 3>> FaultTouches(std::size_t pages,
     TimedTouches(r->data(), order, &t, &sink);
     t.faults = r->Stats().faults - before.faults;
     t.zswpin = r->Stats().zswpin - before.zswpin;
-    if (stored) {
-      ZT_RETURN_IF_ERROR(Check(CountMismatches(r->data(), pages, corpus), pages,
-                               "stored pages"));
-      continue;
-    }
-    // Every value read was 0 (their XOR too), and so is every page.
-    std::uint64_t bad = sink != 0;
-    for (std::size_t i = 0; i < pages; ++i) {
-      const std::byte* p = r->data() + i * kPageSize;
-      bad += std::any_of(p, p + kPageSize,
-                         [](std::byte b) { return b != std::byte{}; });
-    }
-    ZT_RETURN_IF_ERROR(Check(bad, pages, "first-touch pages"));
+    // A fresh region reads 0 (so does the XOR of what the touches read).
+    ZT_RETURN_IF_ERROR(
+        stored ? Check(0, pages, "stored pages", r->data(), &corpus)
+               : Check(sink != 0, pages, "first-touch pages", r->data()));
   }
   ZT_RETURN_IF_ERROR(BareCopyFaults(order, corpus, &s[2]));
   return s;
@@ -392,17 +372,21 @@ Status FaultLatency(const Flags& f, const corpus::PageSet& corpus,
       FaultTouches(static_cast<std::size_t>(f.fault_pages), f.codec, corpus);
   progress.Clear();
   if (!s) return s.error();
-  const auto& [st, ft, bare] = *s;
+  auto& [st, ft, bare] = *s;
   Table& t = report.AddTable(
       "fault_latency", "fault-in latency: " + std::to_string(f.fault_pages) +
                            " pages, " + f.codec +
                            ", page_cluster 0, random order (microseconds)");
-  const double bare_p50 = P50Us(bare.fault_ns);
   Row& stored = LatencyRow(t, "stored, faulted", st.fault_ns)
                     .Int("faults", st.faults)
                     .Int("zswpin", st.zswpin);
-  if (bare_p50 > 0)
-    stored.Number("p50 / bare", P50Us(st.fault_ns) / bare_p50, 2);
+  if (!st.fault_ns.empty() && !bare.fault_ns.empty() &&
+      Percentile(bare.fault_ns, 0.5) > 0) {
+    stored.Number(
+        "p50 / bare",
+        double(Percentile(st.fault_ns, 0.5)) / Percentile(bare.fault_ns, 0.5),
+        2);
+  }
   if (!st.hit_ns.empty()) {
     LatencyRow(t, "stored, mapped (refused by Pageout)", st.hit_ns);
   }
