@@ -73,8 +73,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
                 "[--plot DIR]");
   AddCorpusFileFlag(flags, &f->corpus,
                     "pages to fill the regions with, repeated as needed");
-  flags.AddString("size", &f->size, "SIZE",
-                  "region of the readahead section (default 256M)");
+  flags.AddString("size", &f->size, "SIZE", "readahead region (default 256M)");
   flags.AddString("codec", &f->codec, "NAME", "region codec (default lz4)");
   flags.AddInt("runs", &f->common.runs, "N",
                "readahead runs (default 5; 0 skips them)", 0, 1000);
@@ -101,8 +100,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   return std::nullopt;
 }
 
-// One phase's touches, in nanoseconds, and the region's counters' growth
-// over them (not bare).
+// One phase's touches (ns) and the region's counters' growth (not bare).
 struct TouchSeries {
   std::vector<std::uint32_t> fault_ns;  // touches of unmapped pages
   std::vector<std::uint32_t> hit_ns;    // touches of mapped pages
@@ -341,8 +339,7 @@ Result<std::array<TouchSeries, 3>> FaultTouches(std::size_t pages,
                                                 const corpus::PageSet& corpus) {
   std::vector<std::size_t> order(pages);
   std::iota(order.begin(), order.end(), std::size_t{0});
-  std::mt19937 rng(kSeed);
-  std::shuffle(order.begin(), order.end(), rng);
+  std::shuffle(order.begin(), order.end(), std::mt19937(kSeed));
   std::array<TouchSeries, 3> s;
   for (bool stored : {true, false}) {
     TouchSeries& t = s[stored ? 0 : 1];
