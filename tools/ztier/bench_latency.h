@@ -1,11 +1,10 @@
 // File: tools/ztier/bench_latency.h
 //
-// `ztier bench latency`: the zswap load contention experiment
-// (latency_run.h), the shared-stream baseline against separate store and
-// load paths, alternating in each run (bench_harness.h's RunVariants), one
-// Report (bench_report.h). `--plot DIR` draws latency-cpusN-reads.png and
-// -stores.png: each mode's p50 .. p99.99 and slowest of one run, median
-// over the runs with min-max bars, on a log scale. Flags: --help.
+// `ztier bench latency`: the zswap load contention experiment, the
+// shared-stream baseline (shared_stream.h) against separate store and load
+// paths, alternating in each run (bench_harness.h's RunVariants), one
+// Report (bench_report.h); `--plot DIR` draws latency-cpusN-reads.png and
+// -stores.png. Flags: --help.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_LATENCY_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_LATENCY_H_
 
