@@ -48,9 +48,11 @@ def is_condition(key):
 ID_INTS = {"threads", "batch", "iodepth", "block_size", "cpus", "workers",
            "page_cluster", "pages", "run"}
 
-# Fields that state a result (whether a target was met), so they do not
-# identify a row: a verdict that flips between runs is the same row.
-VERDICT_KEYS = {"met"}
+# Text fields that state a result, so they do not identify a row: whether
+# a target was met (a verdict that flips between runs is the same row), a
+# share of the ideal ("87%"), a change between variants ("+3.12%"), the
+# kernel's and ztier's huge and same page counts ("91/91").
+VERDICT_KEYS = {"met", "of_ideal", "change", "huge_k_z", "same_k_z"}
 
 
 def identity(item):

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <iterator>
 #include <optional>
 #include <tuple>
@@ -239,7 +240,9 @@ void AddSummary(Report& report, std::span<const EngineCase> cases) {
                      .Number("value", value, 3);
       if (target > 0) {
         row.Number("target >=", target, 2)
-            .Text("met", value >= target ? "yes" : "NO");
+            .Text("met", !std::isfinite(value) ? "?"
+                         : value >= target        ? "yes"
+                                                  : "NO");
       }
     }
   }
@@ -350,7 +353,9 @@ Status MeasureCase(const Config& cfg, const MeasureOptions& options,
                         }
                         return Status::Ok();
                       }});
+  // The probe runs after every run's measurements, never between them.
   const RunPlan plan{.runs = static_cast<std::size_t>(cfg.common.runs),
+                     .fixed_last = 1,
                      .label = label};
   ZT_ASSIGN_OR_RETURN(c->m, RunVariants(plan, variants, progress));
   progress.Update(label + " sizes");

@@ -101,11 +101,15 @@ Result<Measurements> RunVariants(const RunPlan& plan,
     const std::string label = RunLabel(run, plan.runs);
     std::vector<const Variant*> order;
     for (const Variant& v : variants) order.push_back(&v);
-    if (plan.alternate && i % 2 == 1) std::reverse(order.begin(), order.end());
+    if (plan.alternate && i % 2 == 1) {
+      const std::size_t fixed = std::min(plan.fixed_last, order.size());
+      std::reverse(order.begin(), order.end() - static_cast<long>(fixed));
+    }
     for (const Variant* v : order) {
       progress.Update(prefix + label + ": " + v->name);
       Samples s;
       if (Status st = v->run(run, s); !st.ok()) {
+        progress.Clear();
         return Err(Status(st.code(), v->name + ", " + label + ": " +
                                          st.message()));
       }

@@ -84,6 +84,9 @@ struct RunPlan {
   // Reverse the order of the variants in every other run, so that no
   // variant always runs first (after a quiet period) or last.
   bool alternate = true;
+  // The last `fixed_last` variants are left out of the reversal and run at
+  // the end of every run (a probe of the machine after each run).
+  std::size_t fixed_last = 0;
   std::string label;  // the progress line's prefix ("lz4 anon-python")
 };
 
@@ -119,9 +122,10 @@ class Measurements {
 
 // Runs plan.warmups warm-up runs and then plan.runs measured runs of every
 // variant, in declaration order, reversed in every other run when
-// plan.alternate, updating `progress` with "LABEL: warm-up: NAME" or
-// "LABEL: run R/RUNS: NAME" before each. Stops at the first error, which it
-// returns with "NAME, run R: " in front.
+// plan.alternate (but for the last plan.fixed_last), updating `progress`
+// with "LABEL: warm-up: NAME" or "LABEL: run R/RUNS: NAME" before each.
+// Stops at the first error, which it returns with "NAME, warm-up: " or
+// "NAME, run R/RUNS: " in front, the progress line cleared.
 Result<Measurements> RunVariants(const RunPlan& plan,
                                  std::span<const Variant> variants,
                                  Progress& progress);

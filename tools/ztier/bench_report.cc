@@ -162,7 +162,7 @@ void Report::Ratio(std::string what, std::span<const double> ratios,
                          [](const Table& t) { return t.name == "ratios"; });
   Table& t = it != tables_.end() ? *it : AddTable("ratios", "");
   t.text = false;
-  t.AddRow().Text("ratio", what).Figure("x", ratios, 2);
+  t.AddRow().Text("ratio", what).Figure("x", ratios, 4);
   if (ratios.empty()) {
     Line(what + ": not measured (" + std::string(missing) + ")");
     return;

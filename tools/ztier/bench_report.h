@@ -135,7 +135,8 @@ class Report {
   // A Line "WHAT: M.MMx (NOTE, MIN-MAX)", M the median of `ratios` (per-run
   // ratios, Measurements::Ratios), or "WHAT: not measured (MISSING)" when
   // there are none; and a row of the JSON-only table "ratios" (created on
-  // first use): "ratio" WHAT and the Figure "x" of `ratios`.
+  // first use): "ratio" WHAT and the Figure "x" of `ratios` (4 decimals).
+  // REQUIRES: no table of AddTable is named "ratios".
   void Ratio(std::string what, std::span<const double> ratios,
              std::string_view missing,
              std::string_view note = "median of per-run ratios");

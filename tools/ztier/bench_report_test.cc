@@ -45,6 +45,24 @@ TEST(BenchReportTest, RunVariantsAlternatesAndDropsTheWarmUp) {
   EXPECT_EQ(m->At("b", "x", 2), 30);
 }
 
+TEST(BenchReportTest, RunVariantsKeepsFixedLastVariantsAtTheEnd) {
+  std::vector<std::string> order;
+  auto variant = [&](std::string name) {
+    return Variant{name, [&order, name](std::size_t run, Samples&) {
+                     order.push_back(name + std::to_string(run));
+                     return Status::Ok();
+                   }};
+  };
+  const std::vector<Variant> variants = {variant("a"), variant("b"),
+                                         variant("probe")};
+  Progress progress;
+  ASSERT_TRUE(RunVariants({.runs = 2, .warmups = 0, .fixed_last = 1},
+                          variants, progress)
+                  .has_value());
+  EXPECT_EQ(order, (std::vector<std::string>{"a1", "b1", "probe1", "b2", "a2",
+                                             "probe2"}));
+}
+
 TEST(BenchReportTest, RunVariantsNamesTheFailingVariantAndRun) {
   const std::vector<Variant> variants = {
       {"ok", [](std::size_t, Samples&) { return Status::Ok(); }},
@@ -113,7 +131,7 @@ TEST(BenchReportTest, RatioPrintsALineAndKeepsTheSamplesInTheJson) {
   const std::string json = report.Json();
   EXPECT_NE(json.find("\"ratio\": \"batched / sync\""), std::string::npos)
       << json;
-  EXPECT_NE(json.find("\"x_median\": 4.00"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"x_median\": 4.0000"), std::string::npos) << json;
   EXPECT_NE(json.find("\"x_median\": null"), std::string::npos) << json;
 }
 

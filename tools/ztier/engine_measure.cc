@@ -354,6 +354,12 @@ Status EngineMeasurer::MeasureStore(const EngineVariant& v,
 
 Status EngineMeasurer::Measure(const EngineVariant& v,
                                std::vector<OpSample>* out) {
+  if (v.threads == 0 || v.threads > options_.all_threads ||
+      (v.batch != 1 && v.batch != kMaxBatchSize) ||
+      (v.batch == kMaxBatchSize && v.backend == BatchBackend::kParallel &&
+       v.threads != 1)) {
+    return Status::InvalidArgument("unsupported variant: " + VariantName(v));
+  }
   if (v.path == BenchPath::kStore) return MeasureStore(v, out);
   double seconds = 0;
   ZT_RETURN_IF_ERROR(v.op == BenchOp::kCompress
@@ -384,12 +390,28 @@ Result<SizeFigures> EngineMeasurer::MeasureSizes() {
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::mt19937_64 rng(kDiscardSeed);
   std::shuffle(order.begin(), order.end(), rng);
+  std::vector<std::uint8_t> discarded(n_);
   for (std::size_t k = 0; k < n_ / 2; ++k) {
     ZT_RETURN_IF_ERROR(store->Discard(order[k]));
+    discarded[order[k]] = 1;
   }
   f.pages_compacted = store->Compact();
   f.mem_used_total_after_compact = store->Stats().mem_used_total;
   f.compressed_bytes_after_compact = store->Stats().compr_data_size;
+  // What survived compaction must still read back; discarded slots read as
+  // zeros.
+  std::vector<std::byte> page(kPageSize);
+  const std::vector<std::byte> zeros(kPageSize);
+  for (std::size_t i = 0; i < n_; ++i) {
+    ZT_RETURN_IF_ERROR(store->Load(i, MutablePage(page.data(), kPageSize)));
+    const std::byte* want =
+        discarded[i] ? zeros.data() : corpus_->page(i).data();
+    if (std::memcmp(page.data(), want, kPageSize) != 0) {
+      return Err(Status::Corruption("after discard + Compact(): page " +
+                                    std::to_string(i) + " of " +
+                                    corpus_->name() + " reads back wrong"));
+    }
+  }
   return f;
 }
 

@@ -99,7 +99,10 @@ class EngineMeasurer {
       const MeasureOptions& options);
 
   // Runs `v` once and appends its figures (store variants: store, load,
-  // overwrite). A store/load error or a page read back wrong is returned.
+  // overwrite). A store/load error or a page read back wrong is returned;
+  // kInvalidArgument for a variant StandardVariants does not make (more
+  // threads than all_threads, a batch other than 1 or 8, a parallel batch
+  // on more than one thread).
   Status Measure(const EngineVariant& v, std::vector<OpSample>* out);
 
   Result<SizeFigures> MeasureSizes();  // not timed
