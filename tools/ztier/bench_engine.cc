@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <iterator>
 #include <optional>
 #include <tuple>
@@ -433,6 +434,7 @@ int RunBenchEngine(std::span<const std::string_view> args) {
       const Status s = MeasureCase(cfg, options, *codec, set, progress, &c);
       progress.Clear();
       if (!s.ok()) {
+        std::fputs(report.Text().c_str(), stdout);  // the cases finished
         return ReportFailure(kCommand, "FATAL: codec " + name + ", corpus " +
                                            set.name() + ": " + s.ToString());
       }
