@@ -9,11 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace ztier::tool {
 
@@ -96,7 +98,17 @@ Status KernelZram::Init(std::string_view codec, std::uint64_t bytes) {
 }
 
 Status KernelZram::Reset() {
-  ZT_RETURN_IF_ERROR(WriteAttr("reset", "1"));
+  // zram refuses a reset (EBUSY) while the disk has an opener. A closed
+  // io_uring drops its file references in the kernel's deferred ring exit
+  // work (io_uring/io_uring.c, io_ring_exit_work), so just after this
+  // process's IO the device can still look open for a moment: retry for
+  // up to 2 s before calling it busy.
+  Status s = WriteAttr("reset", "1");
+  for (int i = 0; i < 200 && s.code() == StatusCode::kBusy; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    s = WriteAttr("reset", "1");
+  }
+  ZT_RETURN_IF_ERROR(s);
   initialised_ = false;
   return Status::Ok();
 }
