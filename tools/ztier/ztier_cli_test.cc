@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <sstream>
 #include <string>
@@ -101,6 +102,15 @@ class ZtierCliTest : public ::testing::Test {
   fs::path dir_;
 };
 
+// Every one of `keys` is in `text` (a JSON document); each missing one is
+// a failure of its own.
+void ExpectHasAll(const std::string& text,
+                  std::initializer_list<const char*> keys) {
+  for (const char* key : keys) {
+    EXPECT_NE(text.find(key), std::string::npos) << key << " in\n" << text;
+  }
+}
+
 TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
   MakeCorpus(37);
   const RunResult r =
@@ -114,46 +124,44 @@ TEST_F(ZtierCliTest, BenchEngineWritesTablesAndJson) {
 
   const std::string json = ReadFile(dir_ / "out.json");
   ASSERT_FALSE(json.empty());
-  for (const char* key : {"\"benchmark\": \"ztier bench engine\"",
-                          "\"machine\"",
-                          "\"conditions\"",
-                          "\"tables\"",
-                          "\"lz4 small.pages\": [",
-                          "\"lz4 small.pages conditions\": [",
-                          "\"sizes\": [",
-                          "\"derived\": [",
-                          "\"codec\": \"lz4\"",
-                          "\"corpus\": \"small.pages\"",
-                          "\"path\": \"codec\"",
-                          "\"path\": \"store\"",
-                          "\"op\": \"compress\"",
-                          "\"op\": \"decompress\"",
-                          "\"op\": \"store\"",
-                          "\"op\": \"load\"",
-                          "\"op\": \"overwrite\"",
-                          "\"threads\": 1",
-                          "\"batch\": 8",
-                          "\"backend\": \"serial\"",
-                          "\"backend\": \"parallel\"",
-                          "\"mb_s_median\"",
-                          "\"mb_s_min\"",
-                          "\"mb_s_max\"",
-                          "\"mb_s_stddev\"",
-                          "\"mb_s_cv\"",
-                          "\"cross_cpu_rtt_ns_median\"",
-                          "\"fresh_p90\"",
-                          "\"ratio\"",
-                          "\"mem_used_mib\"",
-                          "\"compr_mib\"",
-                          "\"meta_b_page\"",
-                          "\"mem_compr\"",
-                          "\"after_compact_mib\"",
-                          "\"after_compr\"",
-                          "\"ratio\": \"store/compress\"",
-                          "\"target\": 0.85",
-                          "\"met\""}) {
-    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
-  }
+  ExpectHasAll(json, {"\"benchmark\": \"ztier bench engine\"",
+                      "\"machine\"",
+                      "\"conditions\"",
+                      "\"tables\"",
+                      "\"lz4 small.pages\": [",
+                      "\"lz4 small.pages conditions\": [",
+                      "\"sizes\": [",
+                      "\"derived\": [",
+                      "\"codec\": \"lz4\"",
+                      "\"corpus\": \"small.pages\"",
+                      "\"path\": \"codec\"",
+                      "\"path\": \"store\"",
+                      "\"op\": \"compress\"",
+                      "\"op\": \"decompress\"",
+                      "\"op\": \"store\"",
+                      "\"op\": \"load\"",
+                      "\"op\": \"overwrite\"",
+                      "\"threads\": 1",
+                      "\"batch\": 8",
+                      "\"backend\": \"serial\"",
+                      "\"backend\": \"parallel\"",
+                      "\"mb_s_median\"",
+                      "\"mb_s_min\"",
+                      "\"mb_s_max\"",
+                      "\"mb_s_stddev\"",
+                      "\"mb_s_cv\"",
+                      "\"cross_cpu_rtt_ns_median\"",
+                      "\"fresh_p90\"",
+                      "\"ratio\"",
+                      "\"mem_used_mib\"",
+                      "\"compr_mib\"",
+                      "\"meta_b_page\"",
+                      "\"mem_compr\"",
+                      "\"after_compact_mib\"",
+                      "\"after_compr\"",
+                      "\"ratio\": \"store/compress\"",
+                      "\"target\": 0.85",
+                      "\"met\""});
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
 }
 
@@ -228,7 +236,8 @@ bool LooksLikeOneJsonObject(const std::string& text) {
     if (c == '}' || c == ']') {
       if (open.empty() || open.back() != c) return false;
       open.pop_back();
-      if (open.empty() && text.find_first_not_of(" \n", i + 1) != std::string::npos) {
+      if (open.empty() &&
+          text.find_first_not_of(" \n", i + 1) != std::string::npos) {
         return false;
       }
     }
@@ -260,17 +269,26 @@ TEST_F(ZtierCliTest, BenchWritebackReportsBothVariantsAndTheRatio) {
   // bench_report.h's schema: every figure of the text, the ratios too.
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
-  for (const char* key :
-       {"\"benchmark\": \"ztier bench writeback\"", "\"machine\"",
-        "\"conditions\"", "\"size_bytes\": \"8388608\"",
-        "\"codec\": \"lz4\"", "\"batch_size\": \"32\"", "\"runs\": \"1\"",
-        "\"variants\": [", "\"variant\": \"sync\"",
-        "\"variant\": \"batched\"", "\"pages\": ", "\"seconds_median\"",
-        "\"mb_s_median\"", "\"mb_s_cv\"", "\"last_run\": [",
-        "\"bd_writes\": ", "\"checked\": 32", "\"ratios\": [",
-        "\"ratio\": \"batched / one-at-a-time\"", "\"x_median\""}) {
-    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
-  }
+  ExpectHasAll(json, {"\"benchmark\": \"ztier bench writeback\"",
+                      "\"machine\"",
+                      "\"conditions\"",
+                      "\"size_bytes\": \"8388608\"",
+                      "\"codec\": \"lz4\"",
+                      "\"batch_size\": \"32\"",
+                      "\"runs\": \"1\"",
+                      "\"variants\": [",
+                      "\"variant\": \"sync\"",
+                      "\"variant\": \"batched\"",
+                      "\"pages\": ",
+                      "\"seconds_median\"",
+                      "\"mb_s_median\"",
+                      "\"mb_s_cv\"",
+                      "\"last_run\": [",
+                      "\"bd_writes\": ",
+                      "\"checked\": 32",
+                      "\"ratios\": [",
+                      "\"ratio\": \"batched / one-at-a-time\"",
+                      "\"x_median\""});
   // Every figure in the one shape (bench_stats.h): no {"median": ...}.
   EXPECT_EQ(json.find("\"median\""), std::string::npos) << json;
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
@@ -319,18 +337,16 @@ TEST_F(ZtierCliTest, UsememComparesBatchingAndEndsWithTheRatio) {
   // bench_report.h's schema, with every worker of every run.
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
-  for (const char* key :
-       {"\"benchmark\": \"ztier usemem\"", "\"machine\"",
-        "\"workers\": \"2\"", "\"region_bytes\": \"8388608\"",
-        "\"budget_bytes\": \"4194304\"", "\"compare_batching\": \"yes\"",
-        "\"figure\": \"Total Throughput (KB/s)\"", "\"batched_median\"",
-        "\"one_at_a_time_median\"", "\"counter\": \"zswpout\"",
-        "\"ratio\": \"batched / one-at-a-time\"", "\"x_median\"",
-        "\"workers\": [", "\"variant\": \"one-at-a-time\"",
-        "\"worker\": 1", "\"kb_s\"", "\"pages_verified\": 4096",
-        "\"mismatches\": 0"}) {
-    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
-  }
+  ExpectHasAll(
+      json,
+      {"\"benchmark\": \"ztier usemem\"", "\"machine\"", "\"workers\": \"2\"",
+       "\"region_bytes\": \"8388608\"", "\"budget_bytes\": \"4194304\"",
+       "\"compare_batching\": \"yes\"",
+       "\"figure\": \"Total Throughput (KB/s)\"", "\"batched_median\"",
+       "\"one_at_a_time_median\"", "\"counter\": \"zswpout\"",
+       "\"ratio\": \"batched / one-at-a-time\"", "\"x_median\"",
+       "\"workers\": [", "\"variant\": \"one-at-a-time\"", "\"worker\": 1",
+       "\"kb_s\"", "\"pages_verified\": 4096", "\"mismatches\": 0"});
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
 }
 
@@ -351,21 +367,19 @@ TEST_F(ZtierCliTest, BenchReadaheadReportsTheRatioAndTheLatency) {
       << r.out;
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
-  for (const char* key :
-       {"\"readahead\": [", "\"variant\": \"page_cluster 0\"",
-        "\"variant\": \"page_cluster 3\"", "\"ratio_pages_s_median\"",
-        "\"mb_s_cv\"", "\"swap_ra\"", "\"fault_latency\": [",
-        "\"touches\": \"first touch, faulted\"", "\"p99\"",
-        "\"touches\": \"bare UFFDIO_COPY, faulted (measured now)\""}) {
-    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
-  }
+  ExpectHasAll(json,
+               {"\"readahead\": [", "\"variant\": \"page_cluster 0\"",
+                "\"variant\": \"page_cluster 3\"", "\"ratio_pages_s_median\"",
+                "\"mb_s_cv\"", "\"swap_ra\"", "\"fault_latency\": [",
+                "\"touches\": \"first touch, faulted\"", "\"p99\"",
+                "\"touches\": \"bare UFFDIO_COPY, faulted (measured now)\""});
 }
 
 TEST_F(ZtierCliTest, BenchLatencyComparesTheModesRunByRun) {
   MakeCorpus(37);
-  const RunResult r = Run(
-      "bench latency --runs 1 --seconds 1 --codec lz4 --corpus small.pages "
-      "--json out.json");
+  const RunResult r =
+      Run("bench latency --runs 1 --seconds 1 --codec lz4 --corpus small.pages "
+          "--json out.json");
   ASSERT_EQ(r.exit_code, 0) << "stdout:\n" << r.out << "\nstderr:\n" << r.err;
   for (const char* text :
        {"== high-priority latency (us) ==", "slowest median (min-max)",
@@ -375,21 +389,19 @@ TEST_F(ZtierCliTest, BenchLatencyComparesTheModesRunByRun) {
   }
   const std::string json = ReadFile(dir_ / "out.json");
   EXPECT_TRUE(LooksLikeOneJsonObject(json)) << json;
-  for (const char* key :
-       {"\"benchmark\": \"ztier bench latency\"", "\"latency\": [",
-        "\"mode\": \"shared\"", "\"mode\": \"separate\"",
-        "\"series\": \"stores\"", "\"p99_9_median\"",
-        "\"slowest_cv\"", "\"per_cpu_second_median\"",
-        "\"separate_vs_shared\": [", "\"ratio_median\"", "\"met\""}) {
-    EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
-  }
+  ExpectHasAll(json,
+               {"\"benchmark\": \"ztier bench latency\"", "\"latency\": [",
+                "\"mode\": \"shared\"", "\"mode\": \"separate\"",
+                "\"series\": \"stores\"", "\"p99_9_median\"", "\"slowest_cv\"",
+                "\"per_cpu_second_median\"", "\"separate_vs_shared\": [",
+                "\"ratio_median\"", "\"met\""});
   EXPECT_EQ(json.find("nan"), std::string::npos) << json;
 }
 
 TEST_F(ZtierCliTest, BenchLatencyRejectsMoreCpusThanOnline) {
   MakeCorpus(37);
-  const RunResult r =
-      Run("bench latency --runs 1 --seconds 1 --cpus 1024 --corpus small.pages");
+  const RunResult r = Run(
+      "bench latency --runs 1 --seconds 1 --cpus 1024 --corpus small.pages");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--cpus must be 1.."), std::string::npos) << r.err;
 }
@@ -450,10 +462,10 @@ TEST_F(ZtierCliTest, HelpAndVersion) {
 TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
   const std::string sock = (dir_ / "nbd.sock").string();
   const std::string ctl = (dir_ / "ctl.sock").string();
-  const pid_t pid = ztier::testing::SpawnWithLog(
-      {ZTIER_BIN, "serve", "--unix", sock, "--ctl", ctl, "--device",
-       "zram0:16M", "--quiet"},
-      (dir_ / "serve.log").string());
+  const pid_t pid =
+      ztier::testing::SpawnWithLog({ZTIER_BIN, "serve", "--unix", sock, "--ctl",
+                                    ctl, "--device", "zram0:16M", "--quiet"},
+                                   (dir_ / "serve.log").string());
   ASSERT_GT(pid, 0);
   for (int i = 0; i < 2000 && !fs::exists(ctl); ++i) usleep(10000);
   ASSERT_TRUE(fs::exists(ctl)) << ReadFile(dir_ / "serve.log");
@@ -464,11 +476,11 @@ TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
   EXPECT_EQ(r.out, "zram0 16777216 0\n");  // no header: no header widths
   r = Run(c + "--raw --bytes");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out.rfind(
-                "NAME ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS\n"
-                "zram0 lz4 16777216 0 0 ",
-                0),
-            0u)
+  EXPECT_EQ(
+      r.out.rfind("NAME ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS\n"
+                  "zram0 lz4 16777216 0 0 ",
+                  0),
+      0u)
       << r.out;
   r = Run(c + "--output-all --raw -n");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -481,9 +493,9 @@ TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   for (const char* want :
        {"\"failed_reads\":0", "\"failed_writes\":0", "\"invalid_io\":0",
-        "\"notify_free\":0", "\"pages_compacted\":0",
-        "\"huge_pages_since\":0", "\"writeback_limit\":0",
-        "\"writeback_limit_enable\":0", "\"notes\":{}"}) {
+        "\"notify_free\":0", "\"pages_compacted\":0", "\"huge_pages_since\":0",
+        "\"writeback_limit\":0", "\"writeback_limit_enable\":0",
+        "\"notes\":{}"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   // Usage errors: an unknown column, -o with --output-all, a bad short flag.
