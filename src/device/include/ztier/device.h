@@ -114,7 +114,10 @@ class Device {
   // kInvalidArgument for an unknown name; kBusy after init.
   Status SetCompAlgorithm(std::string_view name);
   std::string ShowCompAlgorithm() const;  // "lzo [lz4] lz4hc zstd deflate\n"
-  Status SetAlgorithmParams(std::string_view params);  // kBusy after init
+  // algorithm_params: tokens for the primary algorithm, or with
+  // priority=N / algo=NAME for a secondary one (zram's
+  // algorithm_params_store()). kBusy after init.
+  Status SetAlgorithmParams(std::string_view params);
   Status SetMemLimit(std::uint64_t bytes);             // any time
   Status ResetMemUsedMax(std::string_view value);      // only "0"
   Status MarkIdle(std::string_view value);  // "all" or seconds; uninit: EINVAL
@@ -144,6 +147,26 @@ class Device {
   Status SetCompressedWriteback(bool on);
   bool compressed_writeback() const;
   std::string ShowBdStat() const;  // zeros before init
+  // recomp_algorithm (zram's CONFIG_ZRAM_MULTI_COMP): "algo=NAME
+  // [priority=N]", N 1..3 (default 1), before init (kBusy after); no algo=,
+  // an unknown name or N out of range is kInvalidArgument. Show: one line
+  // per configured priority, "#N: " and comp_algorithm's list with that
+  // priority's algorithm selected; nothing when none is set. Reset()
+  // clears them.
+  Status SetRecompAlgorithm(std::string_view tokens);
+  std::string ShowRecompAlgorithm() const;
+  // recompress: zram's tokens (type=idle|huge|huge_idle, max_pages=N,
+  // threshold=BYTES, algo=NAME, priority=N), then PageStore::Recompress.
+  // Errors as zram's recompress_store(): a token without a value, a bad
+  // number or type, a threshold at or above the huge class size, an
+  // uninitialised device, no secondary algorithm in range, or an algo= that
+  // is not configured: kInvalidArgument. The counts go to *result when not
+  // null; the pass's error (an allocation failed) is returned.
+  Status Recompress(std::string_view tokens,
+                    RecompressResult* result = nullptr);
+  // zram's debugfs block_state (PageStore::FormatBlockState); empty before
+  // init.
+  std::string ShowBlockState() const;
   Status Compact();                         // uninit: kFailedPrecondition
   std::string ShowMmStat() const;     // zeros before init (kernel format)
   std::string ShowIoStat() const;

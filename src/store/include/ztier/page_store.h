@@ -54,6 +54,7 @@
 #ifndef ZTIER_PAGE_STORE_H_
 #define ZTIER_PAGE_STORE_H_
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -72,10 +73,25 @@
 
 namespace ztier {
 
+// Codecs a store holds at once (zram's ZRAM_MAX_COMPS): the primary, which
+// every store uses (priority 0), and up to three secondary ones that only
+// recompression uses (priorities 1..3).
+inline constexpr int kMaxCodecPriorities = 4;
+
+// A secondary codec (zram's `recomp_algorithm`): a name from CodecNames()
+// and its algorithm_params tokens. An empty name: no codec at that priority.
+struct RecompCodec {
+  std::string codec;
+  std::string algorithm_params;
+};
+
 struct PageStoreOptions {
   std::size_t num_pages = 0;          // slots; 0 is kInvalidArgument
   std::string codec = "lz4";          // a name from CodecNames()
   std::string algorithm_params;       // zram-style tokens, may be empty
+  // Secondary codecs by priority: recomp[0] is priority 1, recomp[2]
+  // priority 3. Any of them may be empty, in any pattern.
+  std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;
   std::size_t mem_limit = 0;          // bytes of pool memory; 0: unlimited
   // Compression streams, normally one per core; 0: the number of cores.
   std::size_t streams = 0;
@@ -153,6 +169,50 @@ struct WritebackResult {
   Status status;
 };
 
+// ---- recompression (zram's `recompress` attribute, recompress_store()) ----
+
+// Which slots a pass picks, beyond "allocated, not SAME, not WB, not
+// INCOMPRESSIBLE, stored below the pass's last priority". 0 picks every such
+// slot; huge_idle is both bits.
+enum RecompressFilter : unsigned {
+  kRecompressIdle = 1u << 0,
+  kRecompressHuge = 1u << 1,
+};
+
+struct RecompressRequest {
+  unsigned filter = 0;
+  // The priorities a slot may be recompressed with: [priority, priority_end),
+  // tried in ascending order from max(priority, slot's priority + 1), the
+  // first that wins kept. A priority with no codec is skipped. priority_end
+  // is clamped to the highest configured priority + 1.
+  int priority = 1;
+  int priority_end = kMaxCodecPriorities;
+  // Slots tried at most (zram's max_pages): every slot whose page was read
+  // and compressed again counts, won or not.
+  std::uint64_t max_pages = UINT64_MAX;
+  // 0, or only slots whose object is at least this many bytes, and a result
+  // wins only below it (zram's threshold=). Must be below the pool's huge
+  // class size.
+  std::size_t threshold = 0;
+  // Called on the pass's thread between batches: false ends the pass early
+  // (what is done stays done). The post-processing policy paces itself
+  // with it. Null: the pass runs to the end.
+  std::function<bool()> pace;
+};
+
+struct RecompressResult {
+  std::uint64_t candidates = 0;      // slots the scan picked
+  std::uint64_t attempted = 0;       // counted against max_pages
+  std::uint64_t recompressed = 0;    // now smaller, at a secondary priority
+  std::uint64_t incompressible = 0;  // marked INCOMPRESSIBLE by this pass
+  std::uint64_t changed = 0;         // touched during the pass: left alone
+  std::uint64_t bytes_before = 0;    // object bytes of the recompressed slots
+  std::uint64_t bytes_after = 0;     // ... and after
+  // OK, or kResourceExhausted: an allocation failed, the pass stopped there
+  // (that slot keeps its old object, as zram's recompress_slot()).
+  Status status;
+};
+
 // What one slot holds, for tests, block_state and post-processing.
 struct SlotInfo {
   bool allocated = false;  // size != 0 || SAME || WB
@@ -209,6 +269,13 @@ struct PageStoreStats {
   // operation counts
   std::uint64_t stores = 0;   // pages successfully stored (cumulative)
   std::uint64_t loads = 0;    // pages successfully loaded (cumulative)
+  // recompression: pool objects (in RAM, not SAME) stored with each
+  // priority's codec now; slots marked INCOMPRESSIBLE now; and, cumulative,
+  // slots a pass tried and slots it made smaller.
+  std::array<std::uint64_t, kMaxCodecPriorities> priority_pages{};
+  std::uint64_t incompressible_pages = 0;
+  std::uint64_t recompress_attempts = 0;
+  std::uint64_t recompressed_pages = 0;
 };
 
 class PageStoreTestPeer;
@@ -228,6 +295,8 @@ class PageStore {
 
   std::size_t num_pages() const;
   const Codec& codec() const;
+  // The codec at `priority` (0: the primary), or null where none is set.
+  const Codec* codec_at(int priority) const;
   std::size_t batch_size() const;
   BatchBackend batch_backend() const;
 
@@ -296,6 +365,31 @@ class PageStore {
   Result<WritebackResult> Writeback(const WritebackRequest& request);
   bool has_backing() const;
 
+  // Recompresses the slots the request picks with the secondary codecs, as
+  // zram's recompress_store() and recompress_slot():
+  //   1. Select: each allocated slot that is not SAME, WB or INCOMPRESSIBLE,
+  //      passes the filter and the threshold, and whose priority + 1 is
+  //      below priority_end, is marked PP under its lock. Largest objects
+  //      first.
+  //   2. A batch of batch_size() candidates at a time: under each slot's
+  //      lock, recheck PP, read its page (decompressed with the codec of
+  //      its priority) and clear IDLE; then, with no lock held, compress
+  //      the batch with each priority's codec in turn (through the batch
+  //      codec: the parallel backend fans it out over the cores).
+  //   3. A result wins if its pool size class is smaller than the old
+  //      object's, and (with a threshold) it is below the threshold. A win
+  //      is allocated, then installed under the slot's lock if PP is still
+  //      set: the old object is freed, the slot keeps its access time and
+  //      takes the new priority; HUGE is cleared. A slot with no win after
+  //      the highest configured priority was tried is marked
+  //      INCOMPRESSIBLE. A slot stored, discarded or read during the pass
+  //      has lost PP and keeps its newer content.
+  // Passes and writeback passes run one at a time (a second caller
+  // waits). Client IO never waits for a pass, only for the copy-out or
+  // swap of one slot. kInvalidArgument when no priority in the range has a
+  // codec, or for a threshold at or above the pool's huge class size.
+  Result<RecompressResult> Recompress(const RecompressRequest& request);
+
   // Compacts the pool; returns OS pages freed.
   std::size_t Compact();
 
@@ -329,6 +423,13 @@ class PageStore {
   std::string FormatIoStat() const;
   std::string FormatDebugStat() const;
   std::string FormatBdStat() const;  // "%8llu %8llu %8llu\n", 4 KiB units
+  // zram's debugfs block_state (read_block_state()): one line per allocated
+  // slot, "%12zd %12u.%06d %c%c%c%c%c%c\n": index, access time in seconds
+  // (".000000": ztier keeps seconds), and the flags s (SAME), w (WB),
+  // h (HUGE), i (IDLE), r (priority > 0), n (INCOMPRESSIBLE), '.' if unset.
+  // Slots [first, first + count), clamped to the store.
+  std::string FormatBlockState(std::uint64_t first = 0,
+                               std::uint64_t count = UINT64_MAX) const;
 
  private:
   friend class PageStoreTestPeer;
