@@ -161,9 +161,11 @@ class Device {
   // number or type, a threshold at or above the huge class size, an
   // uninitialised device, no secondary algorithm in range, or an algo= that
   // is not configured: kInvalidArgument. The counts go to *result when not
-  // null; the pass's error (an allocation failed) is returned.
+  // null; the pass's error (an allocation failed) is returned. `pace`, if
+  // set, is RecompressRequest::pace (the post-processing policy's budget).
   Status Recompress(std::string_view tokens,
-                    RecompressResult* result = nullptr);
+                    RecompressResult* result = nullptr,
+                    std::function<bool()> pace = nullptr);
   // zram's debugfs block_state (PageStore::FormatBlockState); empty before
   // init.
   std::string ShowBlockState() const;
