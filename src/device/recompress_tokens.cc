@@ -2,7 +2,7 @@
 // algorithm_params token syntax (contract in recompress_tokens.h), as
 // recomp_algorithm_store(), recompress_store() and algorithm_params_store()
 // in drivers/block/zram/zram_drv.c (Linux 6.12) parse them.
-#include "recompress_tokens.h"
+#include "ztier/recompress_tokens.h"
 
 #include <algorithm>
 #include <cctype>
