@@ -157,15 +157,22 @@ Result<RecompressRequest> ResolveRecompress(const RecompressTokens& tokens,
           "at priority " + std::to_string(tokens.priority) + " or above)"));
     }
   }
-  const auto active = static_cast<std::uint32_t>(
-      std::count_if(algs.begin(), algs.end(),
-                    [](const std::string& a) { return !a.empty(); }));
-  prio_max = std::min(prio_max, active);
+  // The kernel clamps to num_active_comps, the count of configured
+  // algorithms, so that with a gap (1 and 3 set, 2 not) priority 3 is never
+  // used; ztier clamps to the highest configured priority + 1 instead.
+  std::uint32_t top = 0;
+  for (std::uint32_t p = 1; p < static_cast<std::uint32_t>(kMaxCodecPriorities);
+       ++p) {
+    if (!algs[p].empty()) top = p;
+  }
+  prio_max = std::min(prio_max, top + 1);
   if (prio >= prio_max) {
     return Err(Status::InvalidArgument(
         "recompress: no recompression algorithm at priority " +
-        std::to_string(prio) + " (" + std::to_string(active - 1) +
-        " configured; set recomp_algorithm before disksize)"));
+        std::to_string(prio) +
+        (top == 0 ? std::string(" (none configured; set recomp_algorithm "
+                                "before disksize)")
+                  : " (the highest is " + std::to_string(top) + ")")));
   }
   RecompressRequest r;
   r.filter = tokens.filter;

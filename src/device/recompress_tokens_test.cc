@@ -137,21 +137,23 @@ StatusCode ResolveError(std::string_view text,
 }
 
 TEST(ResolveRecompressTest, AsTheKernel) {
-  // Three algorithms configured (num_active_comps 3): prio_max 3.
-  EXPECT_EQ(Range(""), std::make_tuple(1, 3));
+  // The highest configured priority is 3: prio_max 4 (the kernel's would
+  // be 3, its count of algorithms; see recompress_tokens.h).
+  EXPECT_EQ(Range(""), std::make_tuple(1, 4));
   EXPECT_EQ(Range("priority=1"), std::make_tuple(1, 2));
   EXPECT_EQ(Range("priority=0"), std::make_tuple(1, 2));
   EXPECT_EQ(Range("priority=2"), std::make_tuple(2, 3));
-  // priority=3 is past the clamp to 3 active algorithms.
-  EXPECT_EQ(ResolveError("priority=3"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Range("priority=3"), std::make_tuple(3, 4));
   // algo= picks exactly its priority, searching from `priority` up.
   EXPECT_EQ(Range("algo=zstd"), std::make_tuple(1, 2));
   EXPECT_EQ(Range("algo=deflate priority=2", {"lz4", "zstd", "lzo", "deflate"}),
             std::make_tuple(3, 4));
-  // With a gap, the count of algorithms (3) clamps prio_max below deflate's
-  // priority 3, as the kernel's num_active_comps does.
-  EXPECT_EQ(ResolveError("algo=deflate"), StatusCode::kInvalidArgument);
+  // With a gap, deflate at priority 3 is still reached.
+  EXPECT_EQ(Range("algo=deflate"), std::make_tuple(3, 4));
   EXPECT_EQ(ResolveError("algo=zstd priority=2"),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveError("priority=4"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveError("", {"lz4", "", "", ""}),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveError("algo=lz4hc"), StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveError("algo=lz4"), StatusCode::kInvalidArgument);  // prio 0

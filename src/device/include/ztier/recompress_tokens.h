@@ -59,9 +59,10 @@ Result<RecompressTokens> ParseRecompressTokens(std::string_view text);
 
 // The kernel's resolution after parsing: algo= searches the priorities from
 // `priority` up for that name (CanonicalCodecName applied) and uses only it,
-// kInvalidArgument when none has it; prio_max is then clamped to the number
-// of configured algorithms (the primary counts, as zram's num_active_comps),
-// and priority >= prio_max is kInvalidArgument. Fills request's priority and
+// kInvalidArgument when none has it; prio_max is then clamped to the
+// highest configured priority + 1 (zram clamps to num_active_comps, the
+// number of configured algorithms, which hides priority 3 when 2 is not
+// set), and priority >= prio_max is kInvalidArgument. Fills request's priority and
 // priority_end and copies filter, max_pages and threshold.
 Result<RecompressRequest> ResolveRecompress(const RecompressTokens& tokens,
                                             const PriorityAlgorithms& algs);
