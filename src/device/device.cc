@@ -100,6 +100,23 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
   return std::shared_ptr<BackingStore>(std::move(*opened));
 }
 
+// comp_algorithm's listing (zcomp_available_show()): every name, the
+// selected one in brackets, and a newline.
+std::string AlgorithmList(std::string_view selected) {
+  std::string out;
+  for (std::string_view n : CodecNames()) {
+    if (!out.empty()) out += ' ';
+    if (n == selected) {
+      out += '[';
+      out += n;
+      out += ']';
+    } else {
+      out += n;
+    }
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 Result<std::uint64_t> ParseSize(std::string_view text) {
@@ -176,8 +193,37 @@ Device::Impl::Impl(std::string name, DeviceDefaults defaults)
     : name_(std::move(name)),
       defaults_(std::move(defaults)),
       comp_algorithm_(defaults_.comp_algorithm),
-      algorithm_params_(defaults_.algorithm_params),
-      mem_limit_(defaults_.mem_limit) {}
+      mem_limit_(defaults_.mem_limit) {
+  ResetPriorities();
+}
+
+void Device::Impl::ResetPriorities() {
+  algorithm_params_[0] = defaults_.algorithm_params;
+  for (int p = 1; p < kMaxCodecPriorities; ++p) {
+    recomp_algorithm_[p] = defaults_.recomp[p - 1].codec;
+    algorithm_params_[p] = defaults_.recomp[p - 1].algorithm_params;
+  }
+}
+
+PriorityAlgorithms Device::Impl::Algorithms() const {
+  PriorityAlgorithms algs = recomp_algorithm_;
+  algs[0] = comp_algorithm_;
+  return algs;
+}
+
+Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
+  for (int p = 1; p < kMaxCodecPriorities; ++p) {
+    if (recomp_algorithm_[p].empty()) continue;
+    auto codec = MakeCodec(recomp_algorithm_[p], algorithm_params_[p]);
+    if (!codec.has_value()) {
+      return Status(codec.error().code(),
+                    "algorithm_params of priority " + std::to_string(p) + " (" +
+                        recomp_algorithm_[p] + "): " + codec.error().message());
+    }
+    o->recomp[p - 1] = {recomp_algorithm_[p], algorithm_params_[p]};
+  }
+  return Status::Ok();
+}
 
 Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
@@ -208,7 +254,8 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   PageStoreOptions o;
   o.num_pages = aligned / kPageSize;
   o.codec = comp_algorithm_;
-  o.algorithm_params = algorithm_params_;
+  o.algorithm_params = algorithm_params_[0];
+  ZT_RETURN_IF_ERROR(RecompOptions(&o));
   o.mem_limit = mem_limit_;
   o.batch_backend = defaults_.batch_backend;
   o.streams = defaults_.streams;
@@ -252,7 +299,7 @@ Status Device::Impl::Reset() {
   mem_limit_ = defaults_.mem_limit;
   at_mem_limit_.store(false, std::memory_order_relaxed);
   comp_algorithm_ = defaults_.comp_algorithm;
-  algorithm_params_ = defaults_.algorithm_params;
+  ResetPriorities();
   return Status::Ok();
 }
 
@@ -274,42 +321,26 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
 
 std::string Device::Impl::ShowCompAlgorithm() const {
   std::shared_lock lock(mu_);
-  std::string out;
-  for (std::string_view n : CodecNames()) {
-    if (!out.empty()) out += ' ';
-    if (n == comp_algorithm_) {
-      out += '[';
-      out += n;
-      out += ']';
-    } else {
-      out += n;
-    }
-  }
-  return out + "\n";
+  return AlgorithmList(comp_algorithm_);
 }
 
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
-  const std::string p = TrimSpace(params);
-  ZT_ASSIGN_OR_RETURN(CodecParams parsed, ParseAlgorithmParams(p));
   std::unique_lock lock(mu_);
   if (store_ != nullptr) {
     return Status::Busy("algorithm_params cannot change after disksize is set");
   }
-  // Tokens for another algorithm (algo=, priority=) are for recompression
-  // slots this device does not have yet; check the rest against the codec.
-  if (!parsed.algo.empty() && parsed.algo != comp_algorithm_) {
-    return Status::InvalidArgument("algo=" + parsed.algo +
-                                   " is not the device's algorithm");
+  // As zram's algorithm_params_store(): priority=N or algo=NAME picks the
+  // algorithm; the tokens replace that priority's. Checked against its
+  // codec now when it is known, else at disksize (RecompOptions).
+  ZT_ASSIGN_OR_RETURN(AlgorithmParamsTarget t,
+                      SelectAlgorithmParams(TrimSpace(params), Algorithms()));
+  const std::string& algo =
+      t.priority == 0 ? comp_algorithm_ : recomp_algorithm_[t.priority];
+  if (!algo.empty()) {
+    auto codec = MakeCodec(algo, t.params);
+    if (!codec.has_value()) return codec.error();
   }
-  if (parsed.priority > 0) {
-    return Status::InvalidArgument("priority > 0: no recompression algorithm");
-  }
-  CodecParams check = parsed;
-  check.algo.clear();
-  check.priority = -1;
-  auto codec = MakeCodec(comp_algorithm_, check);
-  if (!codec.has_value()) return codec.error();
-  algorithm_params_ = p;
+  algorithm_params_[t.priority] = std::move(t.params);
   return Status::Ok();
 }
 
@@ -451,6 +482,82 @@ std::string Device::Impl::ShowBdStat() const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return "       0        0        0\n";
   return store_->FormatBdStat();
+}
+
+Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
+  ZT_ASSIGN_OR_RETURN(const RecompAlgorithmTokens t,
+                      ParseRecompAlgorithmTokens(tokens));
+  const std::string n(CanonicalCodecName(t.algo));
+  const auto names = CodecNames();
+  if (std::find(names.begin(), names.end(), n) == names.end()) {
+    return Status::InvalidArgument("recomp_algorithm: unknown algorithm '" +
+                                   n + "'");
+  }
+  std::unique_lock lock(mu_);
+  if (store_ != nullptr) {
+    return Status::Busy("recomp_algorithm cannot change after disksize is set");
+  }
+  recomp_algorithm_[t.priority] = n;
+  return Status::Ok();
+}
+
+std::string Device::Impl::ShowRecompAlgorithm() const {
+  std::shared_lock lock(mu_);
+  std::string out;
+  for (int p = 1; p < kMaxCodecPriorities; ++p) {
+    if (recomp_algorithm_[p].empty()) continue;
+    out += "#" + std::to_string(p) + ": " + AlgorithmList(recomp_algorithm_[p]);
+  }
+  return out;
+}
+
+std::string Device::Impl::recomp_algorithm(int priority) const {
+  if (priority < 1 || priority >= kMaxCodecPriorities) return {};
+  std::shared_lock lock(mu_);
+  return recomp_algorithm_[priority];
+}
+
+Status Device::Impl::Recompress(std::string_view tokens,
+                                RecompressResult* result,
+                                std::function<bool()> pace) {
+  ZT_ASSIGN_OR_RETURN(const RecompressTokens t, ParseRecompressTokens(tokens));
+  // Shared, as Writeback: IO goes on during the pass; Reset() waits for it.
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) {
+    return Status::InvalidArgument("recompress: device is not initialised");
+  }
+  const std::size_t huge = store_->pool().HugeClassSize();
+  if (t.threshold >= huge) {
+    return Status::InvalidArgument(
+        "recompress: threshold " + std::to_string(t.threshold) +
+        " is not below the huge class size " + std::to_string(huge));
+  }
+  ZT_ASSIGN_OR_RETURN(RecompressRequest request,
+                      ResolveRecompress(t, Algorithms()));
+  request.pace = std::move(pace);
+  ZT_ASSIGN_OR_RETURN(const RecompressResult r, store_->Recompress(request));
+  if (result != nullptr) *result = r;
+  if (defaults_.log) {
+    const std::uint64_t saved =
+        r.bytes_before > r.bytes_after ? r.bytes_before - r.bytes_after : 0;
+    std::string line =
+        name_ + ": recompress '" + TrimSpace(tokens) + "': " +
+        std::to_string(r.recompressed) + " of " +
+        std::to_string(r.candidates) + " pages recompressed, " +
+        std::to_string(saved) + " bytes saved, " +
+        std::to_string(r.incompressible) + " marked incompressible, " +
+        std::to_string(r.changed) + " changed meanwhile";
+    if (!r.status.ok()) line += "; stopped: " + r.status.message();
+    defaults_.log(line);
+  }
+  return r.status;
+}
+
+std::string Device::Impl::ShowBlockState(std::uint64_t first,
+                                         std::uint64_t count) const {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return {};
+  return store_->FormatBlockState(first, count);
 }
 
 Status Device::Impl::Compact() {
@@ -763,6 +870,23 @@ bool Device::compressed_writeback() const {
   return impl_->compressed_writeback();
 }
 std::string Device::ShowBdStat() const { return impl_->ShowBdStat(); }
+Status Device::SetRecompAlgorithm(std::string_view tokens) {
+  return impl_->SetRecompAlgorithm(tokens);
+}
+std::string Device::ShowRecompAlgorithm() const {
+  return impl_->ShowRecompAlgorithm();
+}
+Status Device::Recompress(std::string_view tokens, RecompressResult* result,
+                          std::function<bool()> pace) {
+  return impl_->Recompress(tokens, result, std::move(pace));
+}
+std::string Device::ShowBlockState(std::uint64_t first,
+                                   std::uint64_t count) const {
+  return impl_->ShowBlockState(first, count);
+}
+std::string Device::recomp_algorithm(int priority) const {
+  return impl_->recomp_algorithm(priority);
+}
 Status Device::Compact() { return impl_->Compact(); }
 std::string Device::ShowMmStat() const { return impl_->ShowMmStat(); }
 std::string Device::ShowIoStat() const { return impl_->ShowIoStat(); }

@@ -7,6 +7,7 @@
 #ifndef ZTIER_DEVICE_DEVICE_IMPL_H_
 #define ZTIER_DEVICE_DEVICE_IMPL_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -16,6 +17,7 @@
 #include <string>
 #include <string_view>
 
+#include "recompress_tokens.h"
 #include "ztier/device.h"
 
 namespace ztier {
@@ -45,6 +47,12 @@ struct Device::Impl {
   Status SetCompressedWriteback(bool on);
   bool compressed_writeback() const;
   std::string ShowBdStat() const;
+  Status SetRecompAlgorithm(std::string_view tokens);
+  std::string ShowRecompAlgorithm() const;
+  Status Recompress(std::string_view tokens, RecompressResult* result,
+                    std::function<bool()> pace);
+  std::string ShowBlockState(std::uint64_t first, std::uint64_t count) const;
+  std::string recomp_algorithm(int priority) const;
   Status Compact();
   std::string ShowMmStat() const;
   std::string ShowIoStat() const;
@@ -70,7 +78,12 @@ struct Device::Impl {
   const DeviceDefaults defaults_;
   mutable std::shared_mutex mu_;  // guards everything below
   std::string comp_algorithm_;
-  std::string algorithm_params_;
+  // recomp_algorithm by priority, [0] unused (the primary is
+  // comp_algorithm_); empty: none at that priority.
+  std::array<std::string, kMaxCodecPriorities> recomp_algorithm_;
+  // algorithm_params of each priority (0: the primary), without priority=
+  // and algo=.
+  std::array<std::string, kMaxCodecPriorities> algorithm_params_;
   std::uint64_t mem_limit_ = 0;
   std::uint64_t disksize_ = 0;
   std::string backing_dev_;  // empty: none
@@ -89,6 +102,13 @@ struct Device::Impl {
   // it (a store that succeeds once the pool is under 90% of the limit,
   // looked at most once a second), once each. Under mu_ (shared).
   void NoteMemLimit(const Status& s);
+  // Every priority's algorithm, [0] the primary. Under mu_.
+  PriorityAlgorithms Algorithms() const;
+  // The options' secondary codecs, each checked with MakeCodec (an error
+  // names the priority). Under mu_.
+  Status RecompOptions(PageStoreOptions* o) const;
+  // Sets the per-priority state back to defaults_. Under mu_ (exclusive).
+  void ResetPriorities();
 };
 
 }  // namespace ztier

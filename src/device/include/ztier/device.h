@@ -28,6 +28,7 @@
 #ifndef ZTIER_DEVICE_H_
 #define ZTIER_DEVICE_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -67,6 +68,9 @@ Result<std::vector<WritebackScan>> ParseWritebackTokens(std::string_view text,
 struct DeviceDefaults {
   std::string comp_algorithm = "lz4";
   std::string algorithm_params;
+  // recomp_algorithm and its algorithm_params at priorities 1..3 (recomp[0]
+  // is priority 1); empty names: none (`ztier serve --recomp-algorithm`).
+  std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;
   std::uint64_t mem_limit = 0;
   BatchBackend batch_backend = BatchBackend::kSerial;
   std::size_t streams = 0;  // 0: one per core
@@ -112,7 +116,8 @@ class Device {
   std::uint64_t disksize() const;
   bool initialized() const;
   // kBusy while clients are attached; else frees everything: disksize 0,
-  // and comp_algorithm, algorithm_params and mem_limit back to the defaults
+  // and comp_algorithm, recomp_algorithm, every priority's
+  // algorithm_params and mem_limit back to the defaults
   // the device was created with (the serve flags; zram's are lzo-rle, none
   // and 0).
   Status Reset();
@@ -172,8 +177,11 @@ class Device {
                     RecompressResult* result = nullptr,
                     std::function<bool()> pace = nullptr);
   // zram's debugfs block_state (PageStore::FormatBlockState); empty before
-  // init.
-  std::string ShowBlockState() const;
+  // init. Slots [first, first + count), clamped to the device.
+  std::string ShowBlockState(std::uint64_t first = 0,
+                             std::uint64_t count = UINT64_MAX) const;
+  // The recomp_algorithm at `priority` (1..3), or "" where none is set.
+  std::string recomp_algorithm(int priority) const;
   Status Compact();                         // uninit: kFailedPrecondition
   std::string ShowMmStat() const;     // zeros before init (kernel format)
   std::string ShowIoStat() const;
