@@ -55,9 +55,7 @@ class Policy::Pacer {
  public:
   Pacer(Policy& policy, Device& device) : p_(policy), d_(device) {
     start_ns_ = window_ns_ = p_.env_.now_ns();
-    const PageStoreStats st = d_.Stats();
-    attempts0_ = st.recompress_attempts;
-    window_ops_ = ClientPages(st);
+    window_ops_ = ClientPages(d_.Stats());
     cpu0_ = p_.env_.thread_cpu_ns();
   }
 
@@ -80,10 +78,12 @@ class Policy::Pacer {
     if (!YieldToClients()) return false;
     const std::uint64_t elapsed = p_.env_.now_ns() - start_ns_;
     std::uint64_t due = 0;  // when the budget allows what is done so far
+    ++batches_;
     if (o.recompress_rate != 0) {
-      const std::uint64_t attempts = d_.Stats().recompress_attempts;
-      const std::uint64_t done =
-          attempts >= attempts0_ ? attempts - attempts0_ : attempts;
+      // The pages tried so far, at most a full batch each: the store adds
+      // recompress_attempts only when the pass ends (src/store/
+      // recompress.cc), so the rate is kept on this upper bound.
+      const std::uint64_t done = batches_ * kMaxBatchSize;
       due = done * kNsPerSecond / o.recompress_rate;
     } else if (o.recompress_cpu != 0) {
       const std::uint64_t cpu = p_.env_.thread_cpu_ns() - cpu0_;
@@ -124,7 +124,7 @@ class Policy::Pacer {
   Policy& p_;
   Device& d_;
   std::uint64_t start_ns_ = 0;
-  std::uint64_t attempts0_ = 0;
+  std::uint64_t batches_ = 0;  // pace calls: batches done
   std::uint64_t cpu0_ = 0;
   std::uint64_t window_ns_ = 0;
   std::uint64_t window_ops_ = 0;
@@ -189,9 +189,13 @@ void Policy::RecompressStep(Device& device, DeviceState& state,
     }
     return;
   }
+  const auto own = options_.device_recompress_params.find(device.name());
+  const std::string& params = own != options_.device_recompress_params.end()
+                                  ? own->second
+                                  : options_.recompress_params;
   Pacer pacer(*this, device);
   const Status s =
-      device.Recompress(RecompressTokens(options_.recompress_params),
+      device.Recompress(RecompressTokens(params),
                         &r.recompress, [&pacer] { return pacer.Pace(); });
   r.recompress_ended_early = pacer.ended_early();
   if (!s.ok() && r.status.ok()) r.status = s;

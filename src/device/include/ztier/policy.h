@@ -27,11 +27,12 @@
 //     the clients' page rate since the previous call; while that is above
 //     busy_pages (pages/s) it sleeps busy_pause and looks again, and ends
 //     the pass when clients stay busy for busy_give_up;
-//   - recompress_rate=N: sleeps until the pages the pass has tried
-//     (PageStoreStats::recompress_attempts) are within N per second of the
-//     pass's elapsed time;
+//   - recompress_rate=N: sleeps until the pages the pass has tried (a
+//     full batch, kMaxBatchSize pages, for each call: an upper bound) are
+//     within N per second of the pass's elapsed time;
 //   - recompress_cpu=P%: sleeps until the pass thread's CPU time is within
-//     P% of the pass's elapsed time (a duty cycle of one core).
+//     P% of the pass's elapsed time (a duty cycle of one core). With the
+//     parallel batch backend its workers' CPU time is not counted.
 // So a pass never holds a slot lock across a pause (the engine holds each
 // only to swap one slot), and client IO waits for at most one batch.
 // Writeback is not paced: it is skipped in a pass whose clients are busy
@@ -81,6 +82,10 @@ struct PolicyOptions {
   // configuration file's recompress_params. Never a type= (the policy's is
   // type=idle).
   std::string recompress_params;
+  // A device's own `recompress` tokens, by device name, in place of
+  // recompress_params (a configuration file's per-device
+  // recompress_params); a type= among them replaces type=idle.
+  std::map<std::string, std::string> device_recompress_params;
   bool writeback = true;             // writeback=on|off
   std::uint32_t writeback_age_s = 3600;  // writeback_age=: B
   // writeback_daily=: bytes a day; UINT64_MAX ("none"): no budget.
