@@ -163,7 +163,8 @@ PolicyPassResult Policy::RunPass(Device& device) {
                      std::to_string(rc.recompressed) + " recompressed, " +
                      std::to_string(saved) + " bytes saved, " +
                      std::to_string(r.writeback.written) + " written back";
-  if (options_.writeback_daily != UINT64_MAX && options_.writeback) {
+  if (options_.writeback_daily != UINT64_MAX && options_.writeback &&
+      device.ShowBackingDev() != "none\n") {
     line += " (" + std::to_string(r.budget_left) + " pages of today's budget left)";
   }
   if (r.recompress_ended_early) line += "; recompression paused";

@@ -287,6 +287,7 @@ TEST(PolicyTest, SkipsWhatADeviceLacksAndSaysSoOnce) {
     no_recomp += line.find("no recomp_algorithm") != std::string::npos;
     no_backing += line.find("no backing_dev") != std::string::npos;
     passes += line.find("zram1: policy pass: ") == 0;
+    EXPECT_EQ(line.find("budget"), std::string::npos) << line;  // no backing
   }
   EXPECT_EQ(no_recomp, 1);
   EXPECT_EQ(no_backing, 1);

@@ -37,7 +37,9 @@
 //                        how the operator uses the device; recorded as
 //                        notes (Device::SetNote), not applied by ztier
 // The [ztier] section's keys are `ztier serve` flag names; the caller
-// checks them (ServiceConfig::ztier keeps each with its line).
+// checks them (ServiceConfig::ztier keeps each with its line). Among them
+// `policy = TOKENS`, the post-processing policy (ztier/policy.h) of every
+// device.
 //
 // Errors (kInvalidArgument), each "FILE:LINE: reason": a line that is none
 // of the above, a key outside a section, an unknown section or key, a key
