@@ -237,6 +237,43 @@ WireReply StoreCompressedWriteback(Device& d, std::string_view v) {
   if (WireReply r = ParseBool(v, &on); !r.ok) return r;
   return FromStatus(d.SetCompressedWriteback(on));
 }
+WireReply ShowRecompAlgorithm(Device& d) { return Ok(d.ShowRecompAlgorithm()); }
+WireReply StoreRecompAlgorithm(Device& d, std::string_view v) {
+  return FromStatus(d.SetRecompAlgorithm(v));
+}
+// zram's recompress_store(): every refusal is EINVAL (not initialised
+// included), a number past its type ERANGE; a pass that ran out of pool
+// memory ENOMEM, as recompress_slot()'s failed zs_malloc.
+WireReply StoreRecompress(Device& d, std::string_view v) {
+  RecompressResult result;
+  const Status s = d.Recompress(v, &result);
+  if (s.ok()) return Ok();
+  std::string message = s.message();
+  if (s.code() == StatusCode::kResourceExhausted) {  // ENOMEM
+    message += " (" + std::to_string(result.recompressed) + " of " +
+               std::to_string(result.candidates) + " pages recompressed)";
+  }
+  return Error(StatusCodeErrnoName(s.code()), std::move(message));
+}
+// zram's debugfs block_state, read here through the control protocol: a
+// listing longer than its reply limit (kMaxReplyTextBytes, 16 MiB, about
+// 430000 slots of 39 bytes) is E2BIG, found without building it whole.
+WireReply ShowBlockState(Device& d) {
+  constexpr std::uint64_t kChunk = 1 << 16;  // slots formatted at a time
+  const std::uint64_t pages = d.disksize() / kPageSize;
+  std::string out;
+  for (std::uint64_t first = 0; first < pages; first += kChunk) {
+    out += d.ShowBlockState(first, kChunk);
+    if (out.size() > kMaxReplyTextBytes) {
+      return Error("E2BIG",
+                   "block_state lists more than the control protocol's " +
+                       std::to_string(kMaxReplyTextBytes) +
+                       "-byte reply limit (slot " + std::to_string(first) +
+                       " of " + std::to_string(pages) + ")");
+    }
+  }
+  return Ok(std::move(out));
+}
 WireReply ShowBdStat(Device& d) { return Ok(d.ShowBdStat()); }
 WireReply ShowMmStat(Device& d) { return Ok(d.ShowMmStat()); }
 WireReply ShowIoStat(Device& d) { return Ok(d.ShowIoStat()); }
@@ -258,7 +295,13 @@ constexpr DeviceAttribute kDeviceAttributes[] = {
     {"comp_algorithm", ShowCompAlgorithm, StoreCompAlgorithm,
      "algorithms with [current]; store a name before disksize"},
     {"algorithm_params", nullptr, StoreAlgorithmParams,
-     "store key=value tokens (level=N, dict=PATH) before disksize"},
+     "store level=N, dict=PATH [priority=N|algo=NAME] before disksize"},
+    {"recomp_algorithm", ShowRecompAlgorithm, StoreRecompAlgorithm,
+     "secondary algorithms; store 'algo=NAME [priority=1..3]' before "
+     "disksize"},
+    {"recompress", nullptr, StoreRecompress,
+     "[type=idle|huge|huge_idle] [max_pages=N] [threshold=BYTES] "
+     "[algo=NAME|priority=N]"},
     {"mem_limit", nullptr, StoreMemLimit,
      "store the pool memory limit (K/M/G suffixes; 0 = none)"},
     {"mem_used_max", nullptr, StoreMemUsedMax,
@@ -284,6 +327,8 @@ constexpr DeviceAttribute kDeviceAttributes[] = {
     {"debug_stat", ShowDebugStat, nullptr, "version and miss_free"},
     {"bd_stat", ShowBdStat, nullptr,
      "backing store pages in use, read and written (4 KiB units)"},
+    {"block_state", ShowBlockState, nullptr,
+     "one line per stored page: index, access time, flags swhirn"},
 };
 
 // ---- zram-control ----

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -262,15 +263,17 @@ TEST_F(ControlServerTest, IdleAndCompact) {
 
 TEST_F(ControlServerTest, WrongDirectionUnknownAttributeUnknownDevice) {
   for (const char* wo : {"reset", "algorithm_params", "mem_limit",
-                         "mem_used_max", "idle", "compact", "writeback"}) {
+                         "mem_used_max", "idle", "compact", "writeback",
+                         "recompress"}) {
     EXPECT_EQ(ShowErrno(wo), "EACCES") << wo;
   }
   for (const char* ro :
-       {"initstate", "mm_stat", "io_stat", "debug_stat", "bd_stat"}) {
+       {"initstate", "mm_stat", "io_stat", "debug_stat", "bd_stat",
+        "block_state"}) {
     EXPECT_EQ(StoreErrno(ro, "1"), "EACCES") << ro;
   }
   EXPECT_EQ(ShowErrno("max_comp_streams"), "ENOENT");
-  EXPECT_EQ(StoreErrno("recompress", "type=huge"), "ENOENT");
+  EXPECT_EQ(StoreErrno("max_comp_streams", "2"), "ENOENT");
   EXPECT_EQ(ShowErrno(""), "ENOENT");
   EXPECT_EQ(ShowErrno("disksize", "zram9"), "ENODEV");
   EXPECT_EQ(StoreErrno("disksize", "1M", "zram9"), "ENODEV");
@@ -338,6 +341,74 @@ TEST_F(ControlServerTest, WritebackErrnos) {
   EXPECT_EQ(Store("writeback", "page_indexes=0-7"), "");
   EXPECT_EQ(Show("bd_stat"), "       8        0        8\n");
   EXPECT_EQ(MmStatColumn(0), "32768");  // written-back pages still count
+}
+
+// recomp_algorithm, recompress, algorithm_params priority=/algo= and
+// block_state with zram's errno names (recomp_algorithm_store(),
+// recompress_store(), algorithm_params_store() in zram_drv.c).
+TEST_F(ControlServerTest, RecompressionAttributesAndErrnos) {
+  EXPECT_EQ(Show("recomp_algorithm"), "");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "priority=1"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=nosuch"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=zstd priority=4"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recompress", "type=idle"), "EINVAL");  // uninit
+  ASSERT_EQ(Store("recomp_algorithm", "algo=zstd\n"), "");
+  EXPECT_EQ(Show("recomp_algorithm"), "#1: lzo lz4 lz4hc [zstd] deflate\n");
+  EXPECT_EQ(StoreErrno("algorithm_params", "algo=deflate level=1"), "EINVAL");
+  EXPECT_EQ(StoreErrno("algorithm_params", "priority=1 level=99"), "EINVAL");
+  EXPECT_EQ(StoreErrno("algorithm_params", "priority=4 level=1"), "EINVAL");
+  EXPECT_EQ(StoreErrno("algorithm_params", "algo=zstd dict=/nonexistent/d"),
+            "ENOENT");
+  ASSERT_EQ(Store("algorithm_params", "algo=zstd level=9"), "");
+  EXPECT_EQ(Show("block_state"), "");  // uninitialised
+  ASSERT_EQ(Store("disksize", "64K"), "");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=lz4hc"), "EBUSY");
+  EXPECT_EQ(StoreErrno("algorithm_params", "priority=1 level=3"), "EBUSY");
+  EXPECT_EQ(StoreErrno("recompress", "type=incompressible"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recompress", "idle"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recompress", "threshold=4096"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recompress", "priority=2"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recompress", "algo=deflate"), "EINVAL");
+  EXPECT_EQ(StoreErrno("recompress", "max_pages=18446744073709551616"),
+            "ERANGE");
+  WritePages(2);
+  ASSERT_EQ(Store("idle", "all"), "");
+  auto state = Show("block_state");
+  ASSERT_TRUE(state.has_value()) << state.error().ToString();
+  // "%12zd %12u.%06d %c%c%c%c%c%c\n": 40 bytes a line.
+  EXPECT_EQ(state->size(), 2u * 40) << *state;
+  EXPECT_EQ(state->substr(0, 13), "           0 ") << *state;
+  EXPECT_EQ(state->substr(26, 7), "000000 ") << *state;
+  EXPECT_EQ(state->substr(33, 7), "...i..\n") << *state;
+  EXPECT_EQ(state->substr(40 + 33, 7), "...i..\n") << *state;
+  EXPECT_EQ(Store("recompress", "type=idle max_pages=1"), "");
+  state = Show("block_state");
+  ASSERT_TRUE(state.has_value());
+  // One slot tried: no longer idle, and recompressed (r) or marked
+  // incompressible (n); the other untouched.
+  const std::string flags = state->substr(33, 6) + state->substr(40 + 33, 6);
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), 'i'), 1) << *state;
+  EXPECT_EQ(std::count(flags.begin(), flags.end(), 'r') +
+                std::count(flags.begin(), flags.end(), 'n'),
+            1)
+      << *state;
+}
+
+// A block_state longer than the reply limit is refused by name, not cut.
+TEST_F(ControlServerTest, BlockStatePastTheReplyLimitIsE2big) {
+  ASSERT_EQ(Store("disksize", "2G"), "");
+  // 524288 same-filled pages (no pool memory): 40 bytes a line, 20 MiB.
+  ASSERT_OK(registry_->Find("zram0")->WriteZeroes(0, 2ull << 30, true));
+  const std::string message = [&] {
+    auto r = Call(path_, {"zram0", "block_state", std::nullopt});
+    EXPECT_TRUE(r.has_value());
+    EXPECT_FALSE(r.has_value() && r->ok);
+    EXPECT_EQ(r.has_value() ? r->errno_name : "", "E2BIG");
+    return r.has_value() ? r->message : "";
+  }();
+  EXPECT_NE(message.find(std::to_string(kMaxReplyTextBytes)),
+            std::string::npos) << message;
 }
 
 // Each boolean attribute takes what the kernel's zram takes for it:

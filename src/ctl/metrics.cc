@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "nbd/nbd_counters.h"
@@ -139,6 +140,12 @@ struct DeviceSample {
   std::uint64_t disksize = 0;
   bool initialized = false;
   int clients = 0;
+  // Recompression (PageStoreStats), and the pages at each configured
+  // priority as (priority, algorithm, pages).
+  std::uint64_t incompressible_pages = 0;
+  std::uint64_t recompress_attempts = 0;
+  std::uint64_t recompressed_pages = 0;
+  std::vector<std::tuple<int, std::string, std::uint64_t>> priorities;
 };
 
 // A label value with \, " and newline escaped, as the format requires.
@@ -217,6 +224,43 @@ void WriteColumns(Writer& w, const Column (&columns)[N],
   }
 }
 
+// Recompression's counters (zram's recompress attribute; ztier's names,
+// the kernel exports no such counters).
+void WriteRecompression(Writer& w, const std::vector<DeviceSample>& devices) {
+  const struct {
+    const char* name;
+    std::string_view type;
+    const char* help;
+    std::uint64_t DeviceSample::*field;
+  } kFamilies[] = {
+      {"ztier_zram_recompress_attempts_total", kCounter,
+       "recompress: slots a pass read and compressed again, won or not.",
+       &DeviceSample::recompress_attempts},
+      {"ztier_zram_recompressed_pages_total", kCounter,
+       "recompress: slots a pass stored smaller with a secondary algorithm.",
+       &DeviceSample::recompressed_pages},
+      {"ztier_zram_incompressible_pages", kGauge,
+       "Slots marked INCOMPRESSIBLE: no recompression algorithm made them "
+       "smaller.",
+       &DeviceSample::incompressible_pages},
+  };
+  for (const auto& f : kFamilies) {
+    w.Family(f.name, f.type, f.help);
+    for (const DeviceSample& d : devices) w.Sample(f.name, d.labels, d.*f.field);
+  }
+  w.Family("ztier_zram_priority_pages", kGauge,
+           "Pool objects stored with each configured priority's algorithm "
+           "(0: comp_algorithm; 1..3: recomp_algorithm).");
+  for (const DeviceSample& d : devices) {
+    for (const auto& [prio, algo, pages] : d.priorities) {
+      w.Sample("ztier_zram_priority_pages",
+               d.labels + ",priority=\"" + std::to_string(prio) +
+                   "\",algorithm=\"" + EscapeLabelValue(algo) + "\"",
+               pages);
+    }
+  }
+}
+
 void WriteDevices(Writer& w, const DeviceRegistry& registry) {
   std::vector<DeviceSample> devices;
   for (const std::shared_ptr<Device>& dev : registry.List()) {
@@ -230,6 +274,14 @@ void WriteDevices(Writer& w, const DeviceRegistry& registry) {
     s.disksize = dev->disksize();
     s.initialized = dev->initialized();
     s.clients = dev->clients();
+    const PageStoreStats st = dev->Stats();
+    s.incompressible_pages = st.incompressible_pages;
+    s.recompress_attempts = st.recompress_attempts;
+    s.recompressed_pages = st.recompressed_pages;
+    for (int p = 0; p < kMaxCodecPriorities; ++p) {
+      std::string algo = p == 0 ? s.algorithm : dev->recomp_algorithm(p);
+      if (!algo.empty()) s.priorities.emplace_back(p, algo, st.priority_pages[p]);
+    }
     devices.push_back(std::move(s));
   }
 
@@ -257,6 +309,7 @@ void WriteDevices(Writer& w, const DeviceRegistry& registry) {
              d.labels + ",algorithm=\"" + EscapeLabelValue(d.algorithm) + "\"",
              1);
   }
+  WriteRecompression(w, devices);
   WriteColumns(w, kMmStat, devices, &DeviceSample::mm);
   WriteColumns(w, kIoStat, devices, &DeviceSample::io);
   WriteColumns(w, kBdStat, devices, &DeviceSample::bd);

@@ -195,6 +195,7 @@ class MetricsTest : public ::testing::Test {
     auto a = registry_.Add("zram0");
     ASSERT_TRUE(a.has_value());
     zram0_ = *a;
+    ASSERT_OK(zram0_->SetRecompAlgorithm("algo=zstd priority=1"));
     ASSERT_OK(zram0_->SetDisksize(8 << 20));
     // Compressible text, a same-filled page and an incompressible page: the
     // columns get distinct non-zero values.
@@ -285,7 +286,38 @@ TEST_F(MetricsTest, RenderedValuesEqualTheShowTextsAndPassPromtool) {
     }
     EXPECT_EQ(line.rfind(family, 0), 0u) << line << " outside its family";
   }
-  EXPECT_EQ(families, 4 + 9 + 4 + 3 + 3);
+  EXPECT_EQ(families, 4 + 4 + 9 + 4 + 3 + 3);
+}
+
+TEST_F(MetricsTest, RecompressionCountersAndPagesPerPriority) {
+  RecompressResult r;
+  ASSERT_OK(zram0_->Recompress("", &r));
+  // lz4's small objects and the random page: zstd wins no smaller class.
+  ASSERT_GT(r.incompressible, 0u);
+  const std::string text = RenderMetrics(registry_, nullptr);
+  EXPECT_EQ(PromtoolProblems(tmp_, text), "") << text;
+  const PageStoreStats st = zram0_->Stats();
+  const auto value = [&](const std::string& series) {
+    return SampleValue(text, series).value_or("missing");
+  };
+  const std::string dev = "{device=\"zram0\"}";
+  EXPECT_EQ(value("ztier_zram_recompress_attempts_total" + dev),
+            std::to_string(r.attempted));
+  EXPECT_EQ(value("ztier_zram_recompressed_pages_total" + dev),
+            std::to_string(r.recompressed));
+  EXPECT_EQ(value("ztier_zram_incompressible_pages" + dev),
+            std::to_string(r.incompressible));
+  EXPECT_EQ(st.incompressible_pages, r.incompressible);
+  EXPECT_EQ(value("ztier_zram_priority_pages{device=\"zram0\",priority=\"0\","
+                  "algorithm=\"lz4\"}"),
+            std::to_string(st.priority_pages[0]));
+  EXPECT_EQ(value("ztier_zram_priority_pages{device=\"zram0\",priority=\"1\","
+                  "algorithm=\"zstd\"}"),
+            std::to_string(st.priority_pages[1]));
+  EXPECT_EQ(st.priority_pages[1], r.recompressed);
+  // Only configured priorities are listed.
+  EXPECT_EQ(text.find("priority=\"2\""), std::string::npos);
+  EXPECT_EQ(value("ztier_zram_incompressible_pages{device=\"zram1\"}"), "0");
 }
 
 TEST_F(MetricsTest, ServesOverTcpAndUnixSocket) {

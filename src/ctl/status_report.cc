@@ -34,6 +34,20 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// ,"priorities":[{"priority":0,"algorithm":"lz4","pages":N},...]
+void AppendPriorities(std::string& out,
+                      const std::vector<PriorityStatus>& priorities) {
+  out += ",\"priorities\":[";
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    const PriorityStatus& p = priorities[i];
+    if (i != 0) out += ',';
+    out += "{\"priority\":" + std::to_string(p.priority) + ",\"algorithm\":";
+    AppendJsonString(out, p.algorithm);
+    out += ",\"pages\":" + std::to_string(p.pages) + "}";
+  }
+  out += ']';
+}
+
 // ---- a small JSON reader: enough for the report, strict on syntax ----
 
 struct JsonValue;
@@ -213,6 +227,25 @@ Status ReadString(const JsonObject& obj, std::string_view name,
   return Status::Ok();
 }
 
+// "priorities": an array of {"priority","algorithm","pages"} objects; a
+// missing key leaves the list empty (older servers).
+Status ReadPriorities(const JsonObject& obj, std::vector<PriorityStatus>* out) {
+  auto it = obj.find("priorities");
+  if (it == obj.end()) return Status::Ok();
+  const auto* arr = std::get_if<std::shared_ptr<JsonArray>>(&it->second.v);
+  if (arr == nullptr) return BadReport("priorities is not an array");
+  for (const JsonValue& v : **arr) {
+    const auto* o = std::get_if<std::shared_ptr<JsonObject>>(&v.v);
+    if (o == nullptr) return BadReport("a priority is not an object");
+    PriorityStatus p;
+    ZT_RETURN_IF_ERROR(ReadU64(**o, "priority", &p.priority));
+    ZT_RETURN_IF_ERROR(ReadString(**o, "algorithm", &p.algorithm));
+    ZT_RETURN_IF_ERROR(ReadU64(**o, "pages", &p.pages));
+    out->push_back(std::move(p));
+  }
+  return Status::Ok();
+}
+
 constexpr std::string_view kDefaultColumns[] = {
     "NAME", "ALGORITHM", "DISKSIZE", "DATA", "COMPR", "TOTAL", "STREAMS",
     "CLIENTS"};
@@ -304,6 +337,15 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     s.huge_pages_since = st.huge_pages_since;
     s.writeback_limit = d->writeback_limit();
     s.writeback_limit_enable = d->writeback_limit_enable() ? 1 : 0;
+    s.incompressible_pages = st.incompressible_pages;
+    s.recompress_attempts = st.recompress_attempts;
+    s.recompressed_pages = st.recompressed_pages;
+    for (int p = 0; p < kMaxCodecPriorities; ++p) {
+      std::string algo = p == 0 ? s.algorithm : d->recomp_algorithm(p);
+      if (algo.empty()) continue;
+      s.priorities.push_back({static_cast<std::uint64_t>(p), std::move(algo),
+                              st.priority_pages[p]});
+    }
     s.notes = d->notes();
     out.push_back(std::move(s));
   }
@@ -343,6 +385,9 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"huge_pages_since", d.huge_pages_since},
         {"writeback_limit", d.writeback_limit},
         {"writeback_limit_enable", d.writeback_limit_enable},
+        {"incompressible_pages", d.incompressible_pages},
+        {"recompress_attempts", d.recompress_attempts},
+        {"recompressed_pages", d.recompressed_pages},
     };
     for (const auto& [key, value] : numbers) {
       out += ",\"";
@@ -350,6 +395,7 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
       out += "\":";
       out += std::to_string(value);
     }
+    AppendPriorities(out, d.priorities);
     out += ",\"backing_dev\":";
     AppendJsonString(out, d.backing_dev);
     out += ",\"notes\":{";
@@ -408,6 +454,12 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadU64(o, "writeback_limit", &d.writeback_limit));
     ZT_RETURN_IF_ERROR(
         ReadU64(o, "writeback_limit_enable", &d.writeback_limit_enable));
+    ZT_RETURN_IF_ERROR(
+        ReadU64(o, "incompressible_pages", &d.incompressible_pages));
+    ZT_RETURN_IF_ERROR(
+        ReadU64(o, "recompress_attempts", &d.recompress_attempts));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "recompressed_pages", &d.recompressed_pages));
+    ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
       const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
       if (notes == nullptr) return Err(BadReport("notes is not an object"));
@@ -546,6 +598,25 @@ std::string FormatStatusNotes(const std::vector<DeviceStatus>& devices) {
     out += d.name + ":";
     for (const auto& [key, value] : d.notes) out += " " + key + "=" + value;
     out += '\n';
+  }
+  return out;
+}
+
+std::string FormatStatusRecompression(
+    const std::vector<DeviceStatus>& devices) {
+  std::string out;
+  for (const DeviceStatus& d : devices) {
+    std::string line;
+    for (const PriorityStatus& p : d.priorities) {
+      if (p.priority == 0) continue;
+      line += line.empty() ? " recomp_algorithm" : ",";
+      line += " #" + std::to_string(p.priority) + " " + p.algorithm + " (" +
+              std::to_string(p.pages) + " pages)";
+    }
+    if (line.empty()) continue;
+    out += d.name + ":" + line + "; " + std::to_string(d.recompressed_pages) +
+           " recompressed, " + std::to_string(d.incompressible_pages) +
+           " incompressible\n";
   }
   return out;
 }

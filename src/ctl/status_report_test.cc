@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ DeviceStatus Sample() {
   d.huge_pages_since = 16;
   d.writeback_limit = 1000;
   d.writeback_limit_enable = 1;
+  d.incompressible_pages = 21;
+  d.recompress_attempts = 22;
+  d.recompressed_pages = 23;
+  d.priorities = {{0, "lz4", 100}, {2, "zstd", 23}};
   d.notes = {{"swap-priority", "100"}, {"mount-point", "/mnt/a b"},
              {"options", "discard,\"x\""}};
   return d;
@@ -126,6 +131,71 @@ TEST(StatusReportTest, TableDefaultBytesNoHeadingsAndColumns) {
   EXPECT_NE(all.find("zram1 0B 0B 0B  0 0 0B 0B 0B 0 0.00  0\n"),
             std::string::npos)
       << all;
+}
+
+TEST(StatusReportTest, PrioritiesAndRecompressionCounters) {
+  const DeviceStatus s = Sample();
+  const std::string json = EncodeStatusJson({s});
+  for (const char* key :
+       {"\"incompressible_pages\":21", "\"recompress_attempts\":22",
+        "\"recompressed_pages\":23",
+        "\"priorities\":[{\"priority\":0,\"algorithm\":\"lz4\",\"pages\":100},"
+        "{\"priority\":2,\"algorithm\":\"zstd\",\"pages\":23}]"}) {
+    EXPECT_NE(json.find(key), std::string::npos) << key << "\n" << json;
+  }
+  auto back = DecodeStatusJson(json);
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  const DeviceStatus& d = back->at(0);
+  EXPECT_EQ(d.incompressible_pages, 21u);
+  EXPECT_EQ(d.recompress_attempts, 22u);
+  EXPECT_EQ(d.recompressed_pages, 23u);
+  ASSERT_EQ(d.priorities.size(), 2u);
+  EXPECT_EQ(d.priorities[1].priority, 2u);
+  EXPECT_EQ(d.priorities[1].algorithm, "zstd");
+  EXPECT_EQ(d.priorities[1].pages, 23u);
+  EXPECT_EQ(FormatStatusRecompression({s}),
+            "zram0: recomp_algorithm #2 zstd (23 pages); 23 recompressed, 21 "
+            "incompressible\n");
+  DeviceStatus plain = Sample();
+  plain.priorities = {{0, "lz4", 100}};
+  EXPECT_EQ(FormatStatusRecompression({plain}), "");
+  EXPECT_FALSE(DecodeStatusJson(
+                   "{\"devices\":[{\"name\":\"a\",\"priorities\":{}}]}")
+                   .has_value());
+}
+
+// CollectStatus reads a real device's priorities after a recompression.
+TEST(StatusReportTest, CollectsTheDevicesPriorities) {
+  DeviceRegistry registry({});
+  auto dev = registry.Add("zram0");
+  ASSERT_TRUE(dev.has_value());
+  Device& d = **dev;
+  ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));
+  ASSERT_OK(d.SetDisksize(1 << 20));
+  // Bytes from 16 values: huge for lz4, about half a page for zstd.
+  std::mt19937 rng(1);
+  std::vector<std::byte> page(4096);
+  for (int i = 0; i < 4; ++i) {
+    for (auto& b : page) b = static_cast<std::byte>('a' + rng() % 16);
+    ASSERT_OK(d.Write(static_cast<std::uint64_t>(i) * 4096, page));
+  }
+  const std::vector<DeviceStatus> before = CollectStatus(registry);
+  ASSERT_EQ(before[0].priorities.size(), 2u);
+  EXPECT_EQ(before[0].priorities[0].algorithm, "lz4");
+  EXPECT_EQ(before[0].priorities[0].pages, 4u);
+  EXPECT_EQ(before[0].priorities[1].priority, 1u);
+  EXPECT_EQ(before[0].priorities[1].algorithm, "zstd");
+  EXPECT_EQ(before[0].priorities[1].pages, 0u);
+  RecompressResult r;
+  ASSERT_OK(d.Recompress("", &r));
+  const std::vector<DeviceStatus> after = CollectStatus(registry);
+  EXPECT_EQ(after[0].priorities[1].pages, r.recompressed);
+  EXPECT_EQ(after[0].priorities[0].pages, 4u - r.recompressed);
+  EXPECT_EQ(after[0].recompressed_pages, r.recompressed);
+  EXPECT_EQ(after[0].recompress_attempts, r.attempted);
+  EXPECT_EQ(after[0].incompressible_pages, r.incompressible);
+  EXPECT_EQ(r.attempted, 4u);
+  EXPECT_EQ(r.recompressed, 4u);
 }
 
 TEST(StatusReportTest, NotesOneLinePerDevice) {

@@ -92,7 +92,10 @@ int RunStatus(std::span<const std::string_view> args) {
     std::fputs(ctl::FormatStatusTable(*devices, table).c_str(), stdout);
     const bool plain = !table.raw && !table.no_headings &&
                        !flags.WasSet("output") && !output_all;
-    if (plain) std::fputs(ctl::FormatStatusNotes(*devices).c_str(), stdout);
+    if (plain) {
+      std::fputs(ctl::FormatStatusRecompression(*devices).c_str(), stdout);
+      std::fputs(ctl::FormatStatusNotes(*devices).c_str(), stdout);
+    }
   }
   return 0;
 }

@@ -2,12 +2,13 @@
 // from a DeviceRegistry (the control server's request handler, without IO).
 //
 // Device attributes (request device = "zramN"):
-//   show+store  disksize, comp_algorithm, backing_dev, writeback_limit,
-//               writeback_limit_enable, writeback_batch_size,
-//               compressed_writeback
-//   show only   initstate, mm_stat, io_stat, debug_stat, bd_stat
+//   show+store  disksize, comp_algorithm, recomp_algorithm, backing_dev,
+//               writeback_limit, writeback_limit_enable,
+//               writeback_batch_size, compressed_writeback
+//   show only   initstate, mm_stat, io_stat, debug_stat, bd_stat,
+//               block_state (zram's debugfs file)
 //   store only  reset, algorithm_params, mem_limit, mem_used_max, idle,
-//               compact, writeback
+//               compact, writeback, recompress
 // zram-control operations (request device = ""):
 //   show only   hot_add (creates the lowest free zramN, replies "N\n"),
 //               status (the JSON report of status_report.h)
@@ -23,6 +24,11 @@
 //   writeback, as zram's: not initialised EINVAL, no backing_dev ENODEV,
 //           page index past the end ERANGE, an IO error or writeback_limit
 //           reached EIO, backing store full ENOSPC
+//   recomp_algorithm, recompress, algorithm_params priority=/algo=, as
+//           zram's: malformed or unknown EINVAL (recompress of an
+//           uninitialised device too), a number past its type ERANGE,
+//           after init EBUSY; a recompress pass out of pool memory ENOMEM
+//   E2BIG   block_state longer than the reply limit (kMaxReplyTextBytes)
 //   others  from the device (StatusCodeErrnoName): EINVAL, EBUSY, ENOMEM...
 //
 // Thread safety: HandleRequest may be called concurrently; the devices lock

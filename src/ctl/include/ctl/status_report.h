@@ -10,8 +10,14 @@
 //    "streams":8,"clients":0,"bd_count":0,"bd_reads":0,"bd_writes":0,
 //    "failed_reads":0,"failed_writes":0,"invalid_io":0,"notify_free":0,
 //    "pages_compacted":0,"huge_pages_since":0,"writeback_limit":0,
-//    "writeback_limit_enable":0,"backing_dev":"none",
-//    "notes":{"swap-priority":"100"}}
+//    "writeback_limit_enable":0,"incompressible_pages":0,
+//    "recompress_attempts":0,"recompressed_pages":0,
+//    "priorities":[{"priority":0,"algorithm":"lz4","pages":0},
+//                  {"priority":1,"algorithm":"zstd","pages":0}],
+//    "backing_dev":"none","notes":{"swap-priority":"100"}}
+// "priorities" lists the configured priorities only (0, the primary, and
+// each recomp_algorithm), with the pool objects stored with each now
+// (PageStoreStats::priority_pages).
 //   ]}
 //
 // `ztier status --json` prints it unchanged; `ztier status` decodes it
@@ -33,6 +39,13 @@
 #include "ztier/status.h"
 
 namespace ztier::ctl {
+
+// One configured priority's algorithm and the pages stored with it.
+struct PriorityStatus {
+  std::uint64_t priority = 0;
+  std::string algorithm;
+  std::uint64_t pages = 0;
+};
 
 struct DeviceStatus {
   std::string name;
@@ -61,6 +74,12 @@ struct DeviceStatus {
   std::uint64_t huge_pages_since = 0;  // mm_stat
   std::uint64_t writeback_limit = 0;   // 4 KiB pages left
   std::uint64_t writeback_limit_enable = 0;  // 0 or 1
+  // Recompression (PageStoreStats): slots marked INCOMPRESSIBLE now; slots
+  // passes tried and made smaller (cumulative); and by priority.
+  std::uint64_t incompressible_pages = 0;
+  std::uint64_t recompress_attempts = 0;
+  std::uint64_t recompressed_pages = 0;
+  std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
   std::map<std::string, std::string> notes;
 };
@@ -123,6 +142,11 @@ std::string FormatStatusTable(const std::vector<DeviceStatus>& devices,
 // One line per device that has notes: "zram0: fs-type=ext4
 // swap-priority=100\n" (keys sorted). Empty when no device has any.
 std::string FormatStatusNotes(const std::vector<DeviceStatus>& devices);
+
+// One line per device with a recompression algorithm: "zram0:
+// recomp_algorithm #1 zstd (120 pages), #3 deflate (0 pages); 7
+// recompressed, 2 incompressible\n". Empty when no device has any.
+std::string FormatStatusRecompression(const std::vector<DeviceStatus>& devices);
 
 }  // namespace ztier::ctl
 
