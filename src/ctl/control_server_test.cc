@@ -348,16 +348,17 @@ TEST_F(ControlServerTest, WritebackErrnos) {
 // recompress_store(), algorithm_params_store() in zram_drv.c).
 TEST_F(ControlServerTest, RecompressionAttributesAndErrnos) {
   EXPECT_EQ(Show("recomp_algorithm"), "");
-  EXPECT_EQ(StoreErrno("recomp_algorithm", "priority=1"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=nosuch"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=zstd priority=4"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo"), "EINVAL");
+  for (const char* bad :
+       {"priority=1", "algo=nosuch", "algo=zstd priority=4", "algo"}) {
+    EXPECT_EQ(StoreErrno("recomp_algorithm", bad), "EINVAL") << bad;
+  }
   EXPECT_EQ(StoreErrno("recompress", "type=idle"), "EINVAL");  // uninit
   ASSERT_EQ(Store("recomp_algorithm", "algo=zstd\n"), "");
   EXPECT_EQ(Show("recomp_algorithm"), "#1: lzo lz4 lz4hc [zstd] deflate\n");
-  EXPECT_EQ(StoreErrno("algorithm_params", "algo=deflate level=1"), "EINVAL");
-  EXPECT_EQ(StoreErrno("algorithm_params", "priority=1 level=99"), "EINVAL");
-  EXPECT_EQ(StoreErrno("algorithm_params", "priority=4 level=1"), "EINVAL");
+  for (const char* bad :
+       {"algo=deflate level=1", "priority=1 level=99", "priority=4 level=1"}) {
+    EXPECT_EQ(StoreErrno("algorithm_params", bad), "EINVAL") << bad;
+  }
   EXPECT_EQ(StoreErrno("algorithm_params", "algo=zstd dict=/nonexistent/d"),
             "ENOENT");
   ASSERT_EQ(Store("algorithm_params", "algo=zstd level=9"), "");
@@ -365,11 +366,12 @@ TEST_F(ControlServerTest, RecompressionAttributesAndErrnos) {
   ASSERT_EQ(Store("disksize", "64K"), "");
   EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=lz4hc"), "EBUSY");
   EXPECT_EQ(StoreErrno("algorithm_params", "priority=1 level=3"), "EBUSY");
-  EXPECT_EQ(StoreErrno("recompress", "type=incompressible"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recompress", "idle"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recompress", "threshold=4096"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recompress", "priority=2"), "EINVAL");
-  EXPECT_EQ(StoreErrno("recompress", "algo=deflate"), "EINVAL");
+  // Bad type, valueless token, threshold at the huge class, no algorithm
+  // at that priority or by that name; a number past u64.
+  for (const char* bad : {"type=incompressible", "idle", "threshold=4096",
+                          "priority=2", "algo=deflate"}) {
+    EXPECT_EQ(StoreErrno("recompress", bad), "EINVAL") << bad;
+  }
   EXPECT_EQ(StoreErrno("recompress", "max_pages=18446744073709551616"),
             "ERANGE");
   WritePages(2);

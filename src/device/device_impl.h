@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "recompress_tokens.h"
+#include "ztier/recompress_tokens.h"
 #include "ztier/device.h"
 
 namespace ztier {

@@ -94,13 +94,23 @@ std::string FlagsOf(const std::string& block_state, std::uint64_t index) {
   return "";
 }
 
+// An attribute's input and the status it must give.
+struct TokenCase {
+  const char* tokens;
+  StatusCode code;
+};
+
+template <std::size_t N, typename Store>
+void ExpectCodes(const TokenCase (&cases)[N], Store store) {
+  for (const TokenCase& c : cases) {
+    EXPECT_EQ(store(c.tokens).code(), c.code) << c.tokens;
+  }
+}
+
 TEST(RecompAlgorithmTest, TokensAndErrorsAsZram) {
   Device d("zram0", {});
   EXPECT_EQ(d.ShowRecompAlgorithm(), "");
-  const struct {
-    const char* tokens;
-    StatusCode code;
-  } kCases[] = {
+  const TokenCase kCases[] = {
       {"algo=zstd", StatusCode::kOk},
       {"algo=deflate priority=3\n", StatusCode::kOk},
       {"algo=lzo-rle priority=2 unknown=1", StatusCode::kOk},
@@ -113,9 +123,7 @@ TEST(RecompAlgorithmTest, TokensAndErrorsAsZram) {
       {"algo=zstd priority=4", StatusCode::kInvalidArgument},
       {"algo=zstd priority=one", StatusCode::kInvalidArgument},
   };
-  for (const auto& c : kCases) {
-    EXPECT_EQ(d.SetRecompAlgorithm(c.tokens).code(), c.code) << c.tokens;
-  }
+  ExpectCodes(kCases, [&](const char* t) { return d.SetRecompAlgorithm(t); });
   EXPECT_EQ(d.ShowRecompAlgorithm(),
             "#1: lzo lz4 lz4hc [zstd] deflate\n"
             "#2: [lzo] lz4 lz4hc zstd deflate\n"
@@ -156,10 +164,7 @@ TEST(AlgorithmParamsTest, PriorityAndAlgoSelectTheAlgorithm) {
             StatusCode::kInvalidArgument);
   ASSERT_OK(d.SetAlgorithmParams("algo=zstd level=19"));
   ASSERT_OK(d.SetAlgorithmParams("algo=lz4 level=1"));  // the primary
-  const struct {
-    const char* tokens;
-    StatusCode code;
-  } kCases[] = {
+  const TokenCase kCases[] = {
       {"priority=3 level=1", StatusCode::kOk},  // no algorithm there yet
       {"priority=0 level=1", StatusCode::kOk},
       {"algo=deflate level=1", StatusCode::kInvalidArgument},  // not set
@@ -170,9 +175,7 @@ TEST(AlgorithmParamsTest, PriorityAndAlgoSelectTheAlgorithm) {
       {"priority", StatusCode::kInvalidArgument},
       {"priority=2 level", StatusCode::kInvalidArgument},
   };
-  for (const auto& c : kCases) {
-    EXPECT_EQ(d.SetAlgorithmParams(c.tokens).code(), c.code) << c.tokens;
-  }
+  ExpectCodes(kCases, [&](const char* t) { return d.SetAlgorithmParams(t); });
   ASSERT_OK(d.SetDisksize(1 << 20));
   EXPECT_EQ(d.SetAlgorithmParams("priority=2 level=3").code(),
             StatusCode::kBusy);
@@ -190,10 +193,7 @@ TEST(RecompressTest, TokenErrorsAsZram) {
   ASSERT_OK(d.SetRecompAlgorithm("algo=deflate priority=2"));
   ASSERT_OK(d.SetDisksize(1 << 20));
   WritePage(d, 0, NibblePage(1));
-  const struct {
-    const char* tokens;
-    StatusCode code;
-  } kCases[] = {
+  const TokenCase kCases[] = {
       {"type=idle", StatusCode::kOk},
       {"type=huge max_pages=1", StatusCode::kOk},
       {"type=huge_idle threshold=100", StatusCode::kOk},
@@ -213,9 +213,7 @@ TEST(RecompressTest, TokenErrorsAsZram) {
       {"algo=zstd priority=2", StatusCode::kInvalidArgument},
       {"algo", StatusCode::kInvalidArgument},
   };
-  for (const auto& c : kCases) {
-    EXPECT_EQ(d.Recompress(c.tokens).code(), c.code) << c.tokens;
-  }
+  ExpectCodes(kCases, [&](const char* t) { return d.Recompress(t); });
   EXPECT_EQ(ReadPage(d, 0), NibblePage(1));
   Device plain("zram1", {});
   ASSERT_OK(plain.SetDisksize(1 << 20));

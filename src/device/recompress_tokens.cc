@@ -2,41 +2,19 @@
 // algorithm_params token syntax (contract in recompress_tokens.h), as
 // recomp_algorithm_store(), recompress_store() and algorithm_params_store()
 // in drivers/block/zram/zram_drv.c (Linux 6.12) parse them.
-#include "recompress_tokens.h"
+#include "ztier/recompress_tokens.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <string>
 
+#include "kernel_args.h"
 #include "ztier/codec.h"
 
 namespace ztier {
 namespace {
 
-// One whitespace-separated token split at its first '=' (next_arg()).
-struct Token {
-  std::string_view text;
-  std::string_view key;
-  std::string_view value;  // empty when valueless or "key="
-};
-
-bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)); }
-
-bool NextToken(std::string_view* rest, Token* out) {
-  std::string_view& s = *rest;
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  if (s.empty()) return false;
-  std::size_t n = 0;
-  while (n < s.size() && !IsSpace(s[n])) ++n;
-  out->text = s.substr(0, n);
-  s.remove_prefix(n);
-  const std::size_t eq = out->text.find('=');
-  out->key = out->text.substr(0, eq);
-  out->value = eq == std::string_view::npos ? std::string_view()
-                                            : out->text.substr(eq + 1);
-  return true;
-}
+using kernel_args::Token;
 
 Status Invalid(std::string_view attr, std::string_view why,
                std::string_view token) {
@@ -48,16 +26,12 @@ Status Invalid(std::string_view attr, std::string_view why,
 // digits. Malformed: kInvalidArgument; above max: kOutOfRange.
 Result<std::uint64_t> ParseUnsigned(std::string_view attr, const Token& t,
                                     std::uint64_t max) {
-  std::string_view v = t.value;
-  if (!v.empty() && v.front() == '+') v.remove_prefix(1);
   std::uint64_t n = 0;
-  const char* end = v.data() + v.size();
-  auto [p, ec] = std::from_chars(v.data(), end, n);
-  if (v.empty() || p != end ||
-      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
+  const kernel_args::NumberError e = kernel_args::ParseDecimal(t.value, &n);
+  if (e == kernel_args::NumberError::kMalformed) {
     return Err(Invalid(attr, "not a number in", t.text));
   }
-  if (ec == std::errc::result_out_of_range || n > max) {
+  if (e == kernel_args::NumberError::kOverflow || n > max) {
     return Err(Status::OutOfRange(std::string(attr) + ": number out of range '" +
                                   std::string(t.text) + "'"));
   }
@@ -92,22 +66,22 @@ unsigned ModeOf(std::string_view v) {
 // Applies one recompress token to *out.
 Status ApplyRecompressToken(const Token& t, RecompressTokens* out) {
   constexpr std::string_view kAttr = "recompress";
-  if (t.key == "type") {
+  if (t.param == "type") {
     // The kernel sets mode only on a known value and fails only while none
     // has been set.
     if (const unsigned m = ModeOf(t.value); m != 0) out->filter = m;
     if (out->filter == 0) {
       return Invalid(kAttr, "type must be idle, huge or huge_idle:", t.text);
     }
-  } else if (t.key == "max_pages") {
+  } else if (t.param == "max_pages") {
     ZT_ASSIGN_OR_RETURN(out->max_pages, ParseUnsigned(kAttr, t, UINT64_MAX));
-  } else if (t.key == "threshold") {
+  } else if (t.param == "threshold") {
     ZT_ASSIGN_OR_RETURN(const std::uint64_t n,
                         ParseUnsigned(kAttr, t, UINT32_MAX));
     out->threshold = static_cast<std::uint32_t>(n);
-  } else if (t.key == "algo") {
+  } else if (t.param == "algo") {
     out->algo = std::string(t.value);
-  } else if (t.key == "priority") {
+  } else if (t.param == "priority") {
     ZT_ASSIGN_OR_RETURN(const std::uint64_t n,
                         ParseUnsigned(kAttr, t, UINT32_MAX));
     out->priority = n == 0 ? 1 : static_cast<std::uint32_t>(n);
@@ -130,12 +104,12 @@ Result<RecompAlgorithmTokens> ParseRecompAlgorithmTokens(
   RecompAlgorithmTokens out;
   bool have_algo = false;
   Token t;
-  while (NextToken(&text, &t)) {
+  while (kernel_args::NextToken(&text, &t)) {
     if (t.value.empty()) return Err(Invalid(kAttr, "no value in", t.text));
-    if (t.key == "algo") {
+    if (t.param == "algo") {
       out.algo = std::string(t.value);
       have_algo = true;
-    } else if (t.key == "priority") {
+    } else if (t.param == "priority") {
       ZT_ASSIGN_OR_RETURN(out.priority, ParseSigned(kAttr, t));
     }
   }
@@ -154,7 +128,7 @@ Result<RecompAlgorithmTokens> ParseRecompAlgorithmTokens(
 Result<RecompressTokens> ParseRecompressTokens(std::string_view text) {
   RecompressTokens out;
   Token t;
-  while (NextToken(&text, &t)) {
+  while (kernel_args::NextToken(&text, &t)) {
     if (t.value.empty()) {
       return Err(Invalid("recompress", "no value in", t.text));
     }
@@ -224,8 +198,8 @@ Result<AlgorithmParamsTarget> SelectAlgorithmParams(
         " is not 0.." + std::to_string(kMaxCodecPriorities - 1)));
   }
   Token t;
-  while (NextToken(&text, &t)) {
-    if (t.key == "algo" || t.key == "priority") continue;
+  while (kernel_args::NextToken(&text, &t)) {
+    if (t.param == "algo" || t.param == "priority") continue;
     if (!out.params.empty()) out.params += ' ';
     out.params += t.text;
   }

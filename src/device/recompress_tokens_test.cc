@@ -1,7 +1,7 @@
 // recompress_tokens_test.cc: zram's recomp_algorithm, recompress and
 // algorithm_params token syntax (recompress_tokens.h), every token and
 // error, against drivers/block/zram/zram_drv.c's parse (Linux 6.12).
-#include "recompress_tokens.h"
+#include "ztier/recompress_tokens.h"
 
 #include <gtest/gtest.h>
 

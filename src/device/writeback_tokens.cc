@@ -17,39 +17,15 @@
 // Where ztier is stricter than the kernel (which skips unknown key=value
 // tokens and accepts empty input as a no-op): both are kInvalidArgument, so
 // a typo is reported rather than silently writing nothing.
-#include <cctype>
-#include <charconv>
 #include <string>
 
+#include "kernel_args.h"
 #include "ztier/device.h"
 
 namespace ztier {
 namespace {
 
-// One whitespace-separated token split at its first '='.
-struct Token {
-  std::string_view text;   // the whole token, for messages
-  std::string_view param;  // before '=' (the whole token when valueless)
-  std::string_view value;  // after '='; empty when valueless or "key="
-};
-
-bool IsSpace(char c) { return std::isspace(static_cast<unsigned char>(c)); }
-
-// Takes the next token from *rest; false when only whitespace is left.
-bool NextToken(std::string_view* rest, Token* out) {
-  std::string_view& s = *rest;
-  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
-  if (s.empty()) return false;
-  std::size_t n = 0;
-  while (n < s.size() && !IsSpace(s[n])) ++n;
-  out->text = s.substr(0, n);
-  s.remove_prefix(n);
-  const std::size_t eq = out->text.find('=');
-  out->param = out->text.substr(0, eq);
-  out->value = eq == std::string_view::npos ? std::string_view()
-                                            : out->text.substr(eq + 1);
-  return true;
-}
+using kernel_args::Token;
 
 Result<unsigned> ParseMode(std::string_view mode, std::string_view token) {
   if (mode == "idle") return kWritebackIdle;
@@ -66,20 +42,17 @@ Result<unsigned> ParseMode(std::string_view mode, std::string_view token) {
 // kInvalidArgument when malformed, kOutOfRange on overflow.
 Result<std::uint64_t> ParseIndex(std::string_view text,
                                  std::string_view token) {
-  std::string_view digits = text;
-  if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
   std::uint64_t v = 0;
-  const char* end = digits.data() + digits.size();
-  auto [p, ec] = std::from_chars(digits.data(), end, v);
-  if (digits.empty() || p != end ||
-      (ec != std::errc() && ec != std::errc::result_out_of_range)) {
-    return Err(Status::InvalidArgument("writeback: '" + std::string(token) +
-                                       "': '" + std::string(text) +
-                                       "' is not a page index"));
-  }
-  if (ec == std::errc::result_out_of_range) {
-    return Err(Status::OutOfRange("writeback: '" + std::string(token) +
-                                  "': index out of range"));
+  switch (kernel_args::ParseDecimal(text, &v)) {
+    case kernel_args::NumberError::kMalformed:
+      return Err(Status::InvalidArgument("writeback: '" + std::string(token) +
+                                         "': '" + std::string(text) +
+                                         "' is not a page index"));
+    case kernel_args::NumberError::kOverflow:
+      return Err(Status::OutOfRange("writeback: '" + std::string(token) +
+                                    "': index out of range"));
+    case kernel_args::NumberError::kNone:
+      break;
   }
   return v;
 }
@@ -128,7 +101,7 @@ Result<std::vector<WritebackScan>> ParseWritebackTokens(
   std::string_view rest = text;
   Token t;
   bool any = false;
-  while (NextToken(&rest, &t)) {
+  while (kernel_args::NextToken(&rest, &t)) {
     any = true;
     if (t.value.empty() || t.param == "type") {
       // A mode, valueless (legacy) or type=<mode>; "key=" is valueless too,

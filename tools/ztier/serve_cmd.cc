@@ -8,6 +8,7 @@
 
 #include <signal.h>
 
+#include <array>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -36,7 +37,8 @@ namespace {
 constexpr const char* kCommand = "ztier serve";
 constexpr const char* kSynopsis =
     "[--config FILE] [--device NAME[:SIZE]]... [--comp-algorithm NAME] "
-    "[--algorithm-params TOKENS] [--mem-limit SIZE] [--unix PATH] "
+    "[--algorithm-params TOKENS] [--recomp-algorithm NAME[(K=V,...)]]... "
+    "[--mem-limit SIZE] [--unix PATH] "
     "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
     "[--backing-dev PATH] [--backing-encrypt] [--max-request-size SIZE] "
     "[--max-in-flight N] [--max-in-flight-bytes SIZE] "
@@ -53,6 +55,7 @@ struct ServeSettings {
   std::vector<std::string> devices;
   std::string comp_algorithm = "lz4";
   std::string algorithm_params;
+  std::vector<std::string> recomp_algorithms;  // priorities 1, 2, 3
   std::string mem_limit = "0";
   std::string unix_path;  // empty: the default directory's ztier.sock
   std::string listen;
@@ -97,6 +100,10 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                   "lz4; lzo-rle is lzo)");
   flags.AddString("algorithm-params", &s->algorithm_params, "TOKENS",
                   "algorithm_params, as zram's (\"level=3\")");
+  flags.AddList("recomp-algorithm", &s->recomp_algorithms, "NAME[(K=V,...)]",
+                "a recompression algorithm of the --device devices, with its "
+                "algorithm_params (\"zstd(level=9)\"); repeatable: "
+                "priorities 1, 2, 3");
   flags.AddString("mem-limit", &s->mem_limit, "SIZE",
                   "mem_limit of each --device device (default 0: none)");
   flags.AddString("unix", &s->unix_path, "PATH",
@@ -320,6 +327,7 @@ struct Checked {
   bool prealloc = false;
   std::unique_ptr<nbd::TlsContext> tls;
   std::vector<DeviceSpec> specs;  // without --config
+  std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;  // --recomp-algorithm
 };
 
 // The command line (with -v and -q as --verbose and --quiet) and the
@@ -337,8 +345,8 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (!s->config.empty()) {
     for (const char* per_device : {"device", "comp-algorithm",
-                                   "algorithm-params", "mem-limit",
-                                   "backing-dev"}) {
+                                   "algorithm-params", "recomp-algorithm",
+                                   "mem-limit", "backing-dev"}) {
       if (flags.WasSet(per_device)) {
         return ReportUsageError(
             kCommand, std::string("--") + per_device +
@@ -409,6 +417,15 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
                                  "--comp-algorithm");
       !st.ok()) {
     return ReportUsageError(kCommand, st.message());
+  }
+  if (s.recomp_algorithms.size() >= kMaxCodecPriorities) {
+    return ReportUsageError(kCommand, "--recomp-algorithm: at most 3 (zram's "
+                                      "priorities 1 to 3)");
+  }
+  for (std::size_t i = 0; i < s.recomp_algorithms.size(); ++i) {
+    auto r = ParseAlgorithmItem(s.recomp_algorithms[i], "--recomp-algorithm");
+    if (!r.has_value()) return ReportUsageError(kCommand, r.error().message());
+    c->recomp[i] = {r->name, r->params};
   }
   auto mem_limit = ParseSize(s.mem_limit);
   if (!mem_limit.has_value()) {
@@ -739,6 +756,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
   DeviceDefaults defaults;
   defaults.comp_algorithm = std::string(CanonicalCodecName(s.comp_algorithm));
   defaults.algorithm_params = s.algorithm_params;
+  defaults.recomp = c.recomp;
   defaults.mem_limit = c.mem_limit;
   defaults.backing_encrypt = s.backing_encrypt;
   defaults.prealloc = c.prealloc;

@@ -17,6 +17,16 @@ std::string MiB(std::uint64_t bytes) {
   return std::to_string(bytes >> 20) + " MiB";
 }
 
+// ", recompression zstd(level=9) deflate", or "" with none.
+std::string RecompText(const DeviceConfig& d) {
+  std::string out;
+  for (const RecompAlgorithmConfig& r : d.recomp_algorithms) {
+    out += (out.empty() ? ", recompression " : " ") + r.name +
+           (r.params.empty() ? "" : "(" + r.params + ")");
+  }
+  return out;
+}
+
 Status Configure(const ServiceConfig& config, const DeviceConfig& d,
                  bool prealloc, DeviceRegistry* registry) {
   const std::string where = Where(config, d);
@@ -41,6 +51,16 @@ Status Configure(const ServiceConfig& config, const DeviceConfig& d,
     ZT_RETURN_IF_ERROR(step("compression-algorithm",
                             device.SetAlgorithmParams(d.algorithm_params)));
   }
+  for (std::size_t i = 0; i < d.recomp_algorithms.size(); ++i) {
+    const RecompAlgorithmConfig& r = d.recomp_algorithms[i];
+    const std::string prio = "priority=" + std::to_string(i + 1);
+    ZT_RETURN_IF_ERROR(step("compression-algorithm",
+                            device.SetRecompAlgorithm("algo=" + r.name + " " +
+                                                      prio)));
+    if (r.params.empty()) continue;
+    ZT_RETURN_IF_ERROR(step("compression-algorithm",
+                            device.SetAlgorithmParams(prio + " " + r.params)));
+  }
   ZT_RETURN_IF_ERROR(step("zram-resident-limit", device.SetMemLimit(d.mem_limit)));
   if (!d.backing_dev.empty()) {
     ZT_RETURN_IF_ERROR(step("writeback-device", device.SetBackingDev(d.backing_dev)));
@@ -51,7 +71,7 @@ Status Configure(const ServiceConfig& config, const DeviceConfig& d,
       d.name + ": configured: " + MiB(device.disksize()) + ", " +
           d.comp_algorithm +
           (d.algorithm_params.empty() ? "" : "(" + d.algorithm_params + ")") +
-          ", mem_limit " + (d.mem_limit == 0 ? "none" : MiB(d.mem_limit)) +
+          RecompText(d) + ", mem_limit " + (d.mem_limit == 0 ? "none" : MiB(d.mem_limit)) +
           ", backing_dev " + (d.backing_dev.empty() ? "none" : d.backing_dev) +
           (d.is_swap() ? ", for swap" : ", for " + d.notes.at("fs-type")));
   return Status::Ok();
@@ -138,7 +158,8 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
     };
     if (d.disksize != was.disksize) needs_restart("zram-size");
     if (d.comp_algorithm != was.comp_algorithm ||
-        d.algorithm_params != was.algorithm_params) {
+        d.algorithm_params != was.algorithm_params ||
+        d.recomp_algorithms != was.recomp_algorithms) {
       needs_restart("compression-algorithm");
     }
     if (d.backing_dev != was.backing_dev) needs_restart("writeback-device");

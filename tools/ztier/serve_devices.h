@@ -5,7 +5,8 @@
 //
 // Start-up (CreateConfiguredDevices) configures each [zramN] device on its
 // own, in file order, as zram-generator does through sysfs: comp_algorithm,
-// algorithm_params, mem_limit (zram-resident-limit), backing_dev
+// algorithm_params, recomp_algorithm and algorithm_params priority=N for
+// each recompression algorithm, mem_limit (zram-resident-limit), backing_dev
 // (writeback-device), the notes (swap-priority, fs-type, mount-point,
 // options), then disksize. A device the file skips (zram-size 0,
 // host-memory-limit) is not made, and the log says why.

@@ -88,7 +88,8 @@ std::string TwoDeviceConfig(const ScopedTempDir& dir, const std::string& limit) 
   return "# as zram-generator reads it\n"
          "[zram0]\n"
          "zram-size = 64\n"
-         "compression-algorithm = zstd(level=3)\n"
+         "compression-algorithm = zstd(level=3) deflate(level=9) "
+         "(type=idle)\n"
          "writeback-device = " + dir.File("zram0.img") + "\n"
          "zram-resident-limit = " + limit + "\n"
          "swap-priority = 50\n"
@@ -129,6 +130,12 @@ TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
             dir.File("zram0.img") + "\n");
   EXPECT_NE(Sh(ctl + " --device zram0 comp_algorithm").out.find("[zstd]"),
             std::string::npos);
+  // The second algorithm is recomp_algorithm priority 1, with its level.
+  EXPECT_EQ(Sh(ctl + " --device zram0 recomp_algorithm").out,
+            "#1: lzo lz4 lz4hc zstd [deflate]\n");
+  EXPECT_EQ(Sh(ctl + " --device zram1 recomp_algorithm").out, "");
+  const Shell recompress = Sh(ctl + " --device zram0 recompress type=idle");
+  EXPECT_EQ(recompress.exit_code, 0) << recompress.out;
   // The table names both; the banner says what the notes mean.
   const Shell table = Sh(Ztier("status --ctl " + dir.File("ctl.sock")));
   EXPECT_NE(table.out.find("zram0"), std::string::npos) << table.out;
@@ -136,7 +143,8 @@ TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
   EXPECT_NE(table.out.find("zram0: options=discard swap-priority=50"),
             std::string::npos) << table.out;
   const std::string log = s.Log();
-  EXPECT_NE(log.find("zram0: configured: 64 MiB, zstd(level=3), mem_limit "
+  EXPECT_NE(log.find("zram0: configured: 64 MiB, zstd(level=3), "
+                     "recompression deflate(level=9), mem_limit "
                      "16 MiB, backing_dev " + dir.File("zram0.img") +
                      ", for swap"),
             std::string::npos) << log;
@@ -161,7 +169,10 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
   };
   const Case cases[] = {
       {"[zram0]\nzram-size = ram //\n", ":2: zram-size: bad expression"},
-      {"[zram0]\ncompression-algorithm = lz4 zstd\n", ":2: compression-algorithm"},
+      {"[zram0]\ncompression-algorithm = lz4 zstd lz4hc deflate lzo\n",
+       ":2: compression-algorithm"},
+      {"[zram0]\ncompression-algorithm = lz4 zstd(level=99)\n",
+       ":2: compression-algorithm: zstd(level=99)"},
       {"[ztier]\nmlock = maybe\n", ":2: mlock: want yes or no"},
       {"[ztier]\nmax-connections = 0\n", ":2: "},
       {"[ztier]\nlog-level = loud\n", "--log-level takes error"},
@@ -186,6 +197,25 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
             std::string::npos) << both.Log();
 }
 
+// --recomp-algorithm sets every --device device's recomp_algorithm at
+// priorities 1, 2 in order, with its parameters; reset restores them.
+TEST(ServeConfigTest, RecompAlgorithmFlagsAreTheDevicesDefaults) {
+  ScopedTempDir dir;
+  Server s(dir, {"--device", "zram0:4M", "--recomp-algorithm", "zstd(level=9)",
+                 "--recomp-algorithm", "deflate", "--unix", dir.File("n.sock"),
+                 "--ctl", dir.File("c.sock")});
+  ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+  const std::string ctl = Ztier("ctl --ctl " + dir.File("c.sock")) + " ";
+  const std::string both =
+      "#1: lzo lz4 lz4hc [zstd] deflate\n#2: lzo lz4 lz4hc zstd [deflate]\n";
+  EXPECT_EQ(Sh(ctl + "recomp_algorithm").out, both);
+  EXPECT_EQ(Sh(ctl + "reset 1").exit_code, 0);
+  EXPECT_EQ(Sh(ctl + "recomp_algorithm 'algo=lz4hc priority=3'").exit_code, 0);
+  EXPECT_EQ(Sh(ctl + "reset 1").exit_code, 0);
+  EXPECT_EQ(Sh(ctl + "recomp_algorithm").out, both);
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 TEST(ServeConfigTest, FlagErrorsAreWordedOneWay) {
   ScopedTempDir dir;
   const std::string sockets =
@@ -193,7 +223,10 @@ TEST(ServeConfigTest, FlagErrorsAreWordedOneWay) {
   for (const char* flags :
        {"--bogus", "--max-request-size 1", "--device :4", "--mem-limit x",
         "--tls maybe", "--workers -1", "--log-level loud",
-        "--comp-algorithm lz5", "--max-in-flight-bytes 0", "--mlock"}) {
+        "--comp-algorithm lz5", "--max-in-flight-bytes 0", "--mlock",
+        "--recomp-algorithm zsdt", "--recomp-algorithm 'zstd(level=99)'",
+        "--recomp-algorithm lz4 --recomp-algorithm lzo "
+        "--recomp-algorithm zstd --recomp-algorithm deflate"}) {
     const Shell r = Sh(Ztier("serve ") + flags + sockets);
     EXPECT_EQ(r.exit_code, 2) << flags << ": " << r.out;
     EXPECT_EQ(r.out.rfind("ztier serve: ", 0), 0u) << flags << ": " << r.out;

@@ -16,6 +16,8 @@
 #include "size_expr.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
+#include "ztier/page_store.h"
+#include "ztier/recompress_tokens.h"
 
 namespace ztier::tool {
 namespace {
@@ -273,8 +275,43 @@ class ConfigParser {
     return d;
   }
 
-  // "lz4", "zstd(level=3)", "lzo-rle zstd(level=9) (type=idle)".
+  // "lz4", "zstd(level=3)", "lzo-rle zstd(level=9) (type=idle)", as
+  // zram-generator.conf(5): the first algorithm is comp_algorithm, the next
+  // ones recomp_algorithm at priorities 1, 2, 3, and a final "(...)" with no
+  // algorithm the parameters of a recompress pass.
   Status ParseAlgorithms(const std::string& text, int line, DeviceConfig* d) {
+    ZT_ASSIGN_OR_RETURN(std::vector<std::string> items,
+                        SplitAlgorithms(text, line));
+    if (items.back()[0] == '(') {
+      ZT_ASSIGN_OR_RETURN(d->recompress_params,
+                          ParseRecompressGroup(items.back(), line));
+      items.pop_back();
+    }
+    if (items.empty()) {
+      return Error(line, "compression-algorithm '" + text +
+                             "': no algorithm before the recompression "
+                             "parameters").error();
+    }
+    if (items.size() > kMaxCodecPriorities) {
+      return Error(line, "compression-algorithm '" + text + "': at most " +
+                             std::to_string(kMaxCodecPriorities - 1) +
+                             " recompression algorithms after the first "
+                             "(zram's priorities 1 to 3)").error();
+    }
+    ZT_RETURN_IF_ERROR(ParseAlgorithm(items[0], line, &d->comp_algorithm,
+                                      &d->algorithm_params));
+    for (std::size_t i = 1; i < items.size(); ++i) {
+      RecompAlgorithmConfig r;
+      ZT_RETURN_IF_ERROR(ParseAlgorithm(items[i], line, &r.name, &r.params));
+      d->recomp_algorithms.push_back(std::move(r));
+    }
+    return Status::Ok();
+  }
+
+  // The whitespace-separated items of compression-algorithm, a "(...)"
+  // kept whole.
+  Result<std::vector<std::string>> SplitAlgorithms(const std::string& text,
+                                                   int line) {
     std::vector<std::string> items;
     std::string cur;
     int depth = 0;
@@ -282,7 +319,7 @@ class ConfigParser {
       if (c == '(') ++depth;
       if (c == ')' && --depth < 0) {
         return Error(line, "compression-algorithm: unbalanced ')' in '" +
-                               text + "'").error();
+                               text + "'");
       }
       if (depth == 0 && std::isspace(static_cast<unsigned char>(c))) {
         if (!cur.empty()) items.push_back(std::move(cur));
@@ -292,54 +329,44 @@ class ConfigParser {
       }
     }
     if (depth != 0) {
-      return Error(line, "compression-algorithm: missing ')' in '" + text + "'")
-          .error();
+      return Error(line, "compression-algorithm: missing ')' in '" + text + "'");
     }
     if (!cur.empty()) items.push_back(std::move(cur));
-    if (items.size() > 1 || items[0][0] == '(') {
-      return Error(line,
-                   "compression-algorithm '" + text +
-                       "': only one algorithm can be set; algorithms after "
-                       "the first and parameter lists of their own are for "
-                       "recompression, which ztier does not support yet")
-          .error();
-    }
-    const std::string& item = items[0];
-    const std::size_t paren = item.find('(');
-    std::string name = item.substr(0, paren);
-    if (paren != std::string::npos) {
-      if (item.back() != ')') {
-        return Error(line, "compression-algorithm: text after ')' in '" +
-                               item + "'").error();
-      }
-      std::string params = item.substr(paren + 1, item.size() - paren - 2);
-      for (char& c : params) {
-        if (c == ',') c = ' ';
-      }
-      d->algorithm_params = Trim(params);
-    }
-    const std::string canonical(CanonicalCodecName(name));
-    if (Status s = CheckCodecName(canonical, "compression-algorithm");
-        !s.ok()) {
-      return Error(line, s.message() + " (lzo-rle is lzo)").error();
-    }
-    d->comp_algorithm = canonical;
-    if (!d->algorithm_params.empty()) {
-      auto parsed = ParseAlgorithmParams(d->algorithm_params);
-      if (!parsed.has_value()) {
-        return Error(line, "compression-algorithm: parameters '" +
-                               d->algorithm_params + "': " +
-                               parsed.error().message()).error();
-      }
-      CodecParams check = *parsed;
-      check.algo.clear();
-      check.priority = -1;
-      auto codec = MakeCodec(canonical, check);
-      if (!codec.has_value()) {
-        return Error(line, "compression-algorithm: " + item + ": " +
-                               codec.error().message()).error();
+    for (std::size_t i = 0; i + 1 < items.size(); ++i) {
+      if (items[i][0] == '(') {
+        return Error(line, "compression-algorithm '" + text +
+                               "': a parameter list without an algorithm "
+                               "must come last (recompression parameters)");
       }
     }
+    return items;
+  }
+
+  // "(type=idle,max_pages=100)": recompress tokens, checked as the kernel
+  // parses them; returned space-separated.
+  Result<std::string> ParseRecompressGroup(const std::string& item, int line) {
+    if (item.back() != ')') {
+      return Error(line, "compression-algorithm: text after ')' in '" + item +
+                             "'");
+    }
+    std::string tokens = item.substr(1, item.size() - 2);
+    for (char& c : tokens) {
+      if (c == ',') c = ' ';
+    }
+    tokens = Trim(tokens);
+    if (auto parsed = ParseRecompressTokens(tokens); !parsed.has_value()) {
+      return Error(line, "compression-algorithm: recompression parameters '" +
+                             item + "': " + parsed.error().message());
+    }
+    return tokens;
+  }
+
+  Status ParseAlgorithm(const std::string& item, int line, std::string* name,
+                        std::string* params) {
+    auto parsed = ParseAlgorithmItem(item, "compression-algorithm");
+    if (!parsed.has_value()) return Error(line, parsed.error().message()).error();
+    *name = std::move(parsed->name);
+    *params = std::move(parsed->params);
     return Status::Ok();
   }
 
@@ -390,6 +417,43 @@ std::optional<bool> ParseConfigBool(std::string_view text) {
   if (t == "yes" || t == "true" || t == "on" || t == "1") return true;
   if (t == "no" || t == "false" || t == "off" || t == "0") return false;
   return std::nullopt;
+}
+
+Result<RecompAlgorithmConfig> ParseAlgorithmItem(std::string_view item,
+                                                 std::string_view what) {
+  const std::string w(what);
+  const std::size_t paren = item.find('(');
+  RecompAlgorithmConfig out;
+  if (paren != std::string_view::npos) {
+    if (item.back() != ')') {
+      return Err(Status::InvalidArgument(w + ": text after ')' in '" +
+                                         std::string(item) + "'"));
+    }
+    std::string p(item.substr(paren + 1, item.size() - paren - 2));
+    for (char& c : p) {
+      if (c == ',') c = ' ';
+    }
+    out.params = Trim(p);
+  }
+  out.name = std::string(CanonicalCodecName(item.substr(0, paren)));
+  if (Status s = CheckCodecName(out.name, w); !s.ok()) {
+    return Err(Status::InvalidArgument(s.message() + " (lzo-rle is lzo)"));
+  }
+  if (out.params.empty()) return out;
+  auto parsed = ParseAlgorithmParams(out.params);
+  if (!parsed.has_value()) {
+    return Err(Status::InvalidArgument(w + ": parameters '" + out.params +
+                                       "': " + parsed.error().message()));
+  }
+  CodecParams check = *parsed;
+  check.algo.clear();
+  check.priority = -1;
+  auto codec = MakeCodec(out.name, check);
+  if (!codec.has_value()) {
+    return Err(Status::InvalidArgument(w + ": " + std::string(item) + ": " +
+                                       codec.error().message()));
+  }
+  return out;
 }
 
 Result<ServiceConfig> ParseServiceConfig(std::string_view text,

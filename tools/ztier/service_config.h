@@ -26,9 +26,12 @@
 //                        them, and either way a warning says so
 //   zram-resident-limit  mem_limit, a size expression in MiB; default 0
 //   compression-algorithm  NAME or NAME(k=v,...); the parameters become
-//                        algorithm_params ("k=v k=v"). A second algorithm
-//                        or a bare "(...)" list is for recompression, which
-//                        ztier does not have yet: an error that says so
+//                        algorithm_params ("k=v k=v"). Up to three more
+//                        algorithms, each with its own (k=v,...), are the
+//                        recomp_algorithm at priorities 1, 2, 3; a final
+//                        bare "(k=v,...)" list is recompress tokens
+//                        (recompress_params), checked but not applied:
+//                        "lz4 zstd(level=9) (type=idle)"
 //   writeback-device     backing_dev: an absolute path, or "none"
 //   host-memory-limit    MiB or "none": above it (MemTotal) the device is
 //                        not created
@@ -69,6 +72,13 @@ struct ConfigEntry {
   int line = 0;
 };
 
+// A recompression algorithm of compression-algorithm.
+struct RecompAlgorithmConfig {
+  std::string name;    // canonical
+  std::string params;  // algorithm_params ("level=9"); empty: none
+  bool operator==(const RecompAlgorithmConfig&) const = default;
+};
+
 struct DeviceConfig {
   std::string name;  // the section's name: zram0
   int line = 0;      // of its [section] header
@@ -77,6 +87,14 @@ struct DeviceConfig {
   std::uint64_t mem_limit = 0;  // bytes; 0: none
   std::string comp_algorithm;   // canonical ("lzo-rle" is "lzo")
   std::string algorithm_params; // "level=3"; empty: none
+  // compression-algorithm's algorithms after the first: recomp_algorithm
+  // at priority 1, 2, 3 in order.
+  std::vector<RecompAlgorithmConfig> recomp_algorithms;
+  // compression-algorithm's final bare "(...)": tokens of zram's
+  // `recompress` ("type=idle max_pages=100"), space-separated; empty: none.
+  // Checked (ParseRecompressTokens) but not applied by device setup; the
+  // post-processing policy runs its passes with them.
+  std::string recompress_params;
   std::string backing_dev;      // empty: none
   // Why the device is not created (zram-size 0, host-memory-limit); empty
   // when it is.
@@ -90,6 +108,12 @@ struct DeviceConfig {
                                 (!notes.contains("fs-type") ||
                                  notes.at("fs-type") == "swap"); }
 };
+
+// "NAME" or "NAME(k=v,...)", an item of compression-algorithm (and `ztier
+// serve --recomp-algorithm`): the canonical name and its algorithm_params
+// ("k=v k=v"), checked with MakeCodec. kInvalidArgument naming `what`.
+Result<RecompAlgorithmConfig> ParseAlgorithmItem(std::string_view item,
+                                                 std::string_view what);
 
 struct ServiceConfig {
   std::string path;

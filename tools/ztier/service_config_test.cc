@@ -135,6 +135,38 @@ TEST(ServiceConfigTest, PolicyIsAZtierKeyWithItsTokensAsGiven) {
             "period=60s idle_age=10m recompress_cpu=25% writeback_daily=400M");
 }
 
+// zram-generator.conf(5): "compression-algorithm=lzo-rle zstd(level=3)
+// (type=idle)": the primary, recompression algorithms at priority 1, 2, 3
+// with their parameters, and a final bare list for recompress.
+TEST(ServiceConfigTest, RecompressionAlgorithmsAndParameters) {
+  const ServiceConfig c = Parse(
+      "[zram0]\n"
+      "compression-algorithm = lzo-rle zstd(level=3) (type=idle)\n"
+      "[zram1]\n"
+      "compression-algorithm = lz4(level=1)  zstd(level=19)\tlzo "
+      "deflate(level=9) (type=huge_idle,max_pages=100)\n"
+      "[zram2]\n"
+      "compression-algorithm = lz4 zstd\n");
+  ASSERT_EQ(c.devices.size(), 3u);
+  const DeviceConfig& a = c.devices[0];
+  EXPECT_EQ(a.comp_algorithm, "lzo");
+  EXPECT_EQ(a.algorithm_params, "");
+  ASSERT_EQ(a.recomp_algorithms.size(), 1u);
+  EXPECT_EQ(a.recomp_algorithms[0], (RecompAlgorithmConfig{"zstd", "level=3"}));
+  EXPECT_EQ(a.recompress_params, "type=idle");
+  const DeviceConfig& b = c.devices[1];
+  EXPECT_EQ(b.comp_algorithm, "lz4");
+  EXPECT_EQ(b.algorithm_params, "level=1");
+  ASSERT_EQ(b.recomp_algorithms.size(), 3u);
+  EXPECT_EQ(b.recomp_algorithms[0],
+            (RecompAlgorithmConfig{"zstd", "level=19"}));
+  EXPECT_EQ(b.recomp_algorithms[1], (RecompAlgorithmConfig{"lzo", ""}));
+  EXPECT_EQ(b.recomp_algorithms[2], (RecompAlgorithmConfig{"deflate", "level=9"}));
+  EXPECT_EQ(b.recompress_params, "type=huge_idle max_pages=100");
+  EXPECT_EQ(c.devices[2].recomp_algorithms.size(), 1u);
+  EXPECT_EQ(c.devices[2].recompress_params, "");
+}
+
 TEST(ServiceConfigTest, DefaultsAndSkippedDevices) {
   const ServiceConfig c = Parse(
       "[zram0]\n"
@@ -185,8 +217,20 @@ const BadFile kBadFiles[] = {
     {"[zram0]\nzram-size = 10 - ram\n", 2, "is negative"},
     {"[zram0]\nzram-resident-limit = rom\n", 2, "unknown name 'rom'"},
     {"[zram0]\ncompression-algorithm = lz5\n", 2, "unknown compression-algorithm 'lz5'"},
-    {"[zram0]\ncompression-algorithm = lzo zstd\n", 2, "recompression"},
-    {"[zram0]\ncompression-algorithm = zstd (type=idle)\n", 2, "recompression"},
+    {"[zram0]\ncompression-algorithm = lzo zstd lz4 lz4hc deflate\n", 2,
+     "at most 3 recompression algorithms"},
+    {"[zram0]\ncompression-algorithm = lzo (type=idle) zstd\n", 2,
+     "must come last"},
+    {"[zram0]\ncompression-algorithm = (type=idle)\n", 2,
+     "no algorithm before"},
+    {"[zram0]\ncompression-algorithm = lzo zstd (type=sometimes)\n", 2,
+     "recompression parameters '(type=sometimes)'"},
+    {"[zram0]\ncompression-algorithm = lzo zstd (max_pages)\n", 2,
+     "recompression parameters"},
+    {"[zram0]\ncompression-algorithm = lzo zstd(level=99)\n", 2,
+     "zstd(level=99)"},
+    {"[zram0]\ncompression-algorithm = lzo zsdt\n", 2,
+     "unknown compression-algorithm 'zsdt'"},
     {"[zram0]\ncompression-algorithm = zstd(level=3\n", 2, "missing ')'"},
     {"[zram0]\ncompression-algorithm = zstd(level=99)\n", 2, "level"},
     {"[zram0]\ncompression-algorithm = zstd(colour=red)\n", 2, "colour"},

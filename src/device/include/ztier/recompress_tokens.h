@@ -1,6 +1,9 @@
-// recompress_tokens.h: the token syntax of zram's CONFIG_ZRAM_MULTI_COMP
-// attributes (drivers/block/zram/zram_drv.c of Linux 6.12), as pure
-// functions Device (device.cc) calls:
+// File: ztier/recompress_tokens.h
+//
+// The token syntax of zram's CONFIG_ZRAM_MULTI_COMP attributes
+// (drivers/block/zram/zram_drv.c of Linux 6.12), as pure functions that
+// Device (device.cc) and the configuration file's reader
+// (tools/ztier/service_config.cc) call:
 //   - recomp_algorithm_store(): "algo=NAME [priority=N]";
 //   - recompress_store(): "type=... max_pages=N threshold=BYTES algo=NAME
 //     priority=N", and the kernel's resolution of algo=/priority= against
