@@ -270,6 +270,32 @@ TEST(PolicyTest, YieldsToBusyClientsAndRunsWhenTheyCalmDown) {
   ExpectReadsBack(*d, expected);
 }
 
+TEST(PolicyTest, ADevicesOwnRecompressTokensReplaceThePolicys) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 1024, nullptr, &expected);
+  PolicyOptions o = Options("period=60s idle_age=1m recompress_rate=1000000 "
+                            "recompress_max=500");
+  o.device_recompress_params["zram0"] = "max_pages=40";
+  o.device_recompress_params["zram9"] = "max_pages=1";  // another device's
+  Policy policy(o, time.Env());
+  time.Advance(2 * kMinute);
+  PolicyPassResult r = policy.RunPass(*d);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.recompress.attempted, 40u);
+  // type= among them replaces type=idle: only the huge pages, though
+  // every page is idle.
+  o.device_recompress_params["zram0"] = "type=huge";
+  Policy huge(o, time.Env());
+  const std::uint64_t huge_before = d->Stats().huge_pages;
+  r = huge.RunPass(*d);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_GT(r.recompress.candidates, 0u);
+  EXPECT_LE(r.recompress.candidates, huge_before);
+  EXPECT_LT(huge_before, 500u);  // so that type=idle would have picked more
+  ExpectReadsBack(*d, expected);
+}
+
 TEST(PolicyTest, SkipsWhatADeviceLacksAndSaysSoOnce) {
   FakeTime time;
   Policy policy(Options("period=60s idle_age=1m"), time.Env());

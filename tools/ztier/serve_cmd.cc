@@ -751,6 +751,14 @@ int RunServe(std::span<const std::string_view> raw_args) {
       return ReportUsageError(kCommand, parsed.error().message());
     }
     policy = std::move(*parsed);
+    // A device's bare "(k=v,...)" of compression-algorithm: its own
+    // recompress tokens for the policy's passes.
+    for (const DeviceConfig& d : config ? config->devices
+                                        : std::vector<DeviceConfig>{}) {
+      if (!d.recompress_params.empty()) {
+        policy->device_recompress_params[d.name] = d.recompress_params;
+      }
+    }
   }
 
   DeviceDefaults defaults;
