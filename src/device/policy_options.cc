@@ -9,6 +9,7 @@
 #include <charconv>
 #include <string>
 
+#include "kernel_args.h"
 #include "ztier/policy.h"
 
 namespace ztier {
@@ -148,23 +149,11 @@ Result<PolicyOptions> ParsePolicyOptions(std::string_view tokens) {
   PolicyOptions o;
   bool rate = false, cpu = false;
   std::string_view rest = tokens;
-  for (;;) {
-    while (!rest.empty() && std::isspace(static_cast<unsigned char>(rest[0]))) {
-      rest.remove_prefix(1);
-    }
-    if (rest.empty()) break;
-    std::size_t n = 0;
-    while (n < rest.size() && !std::isspace(static_cast<unsigned char>(rest[n]))) {
-      ++n;
-    }
-    const std::string_view token = rest.substr(0, n);
-    rest.remove_prefix(n);
-    const std::size_t eq = token.find('=');
-    if (eq == std::string_view::npos || eq == 0 || eq + 1 == token.size()) {
-      return Err(Bad(token, "want key=value"));
-    }
-    const std::string_view key = token.substr(0, eq);
-    ZT_RETURN_IF_ERROR(ApplyToken(key, token.substr(eq + 1), token, &o));
+  kernel_args::Token t;
+  while (kernel_args::NextToken(&rest, &t)) {
+    const std::string_view token = t.text, key = t.param;
+    if (t.value.empty() || key.empty()) return Err(Bad(token, "want key=value"));
+    ZT_RETURN_IF_ERROR(ApplyToken(key, t.value, token, &o));
     rate = rate || key == "recompress_rate";
     cpu = cpu || key == "recompress_cpu";
   }
