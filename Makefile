@@ -111,6 +111,8 @@ check-locks: deps
 #   bench-latency-1  ~2.6 min: (1 warm-up + 5 runs) x 2 modes x 12 s, plus
 #                    set-up
 #   bench-latency-2  ~2.6 min: the same on 2 CPUs
+#   bench-policy     ~1.5 min: (1 warm-up + 3 runs) x 2 variants x 10 s,
+#                    plus a 132 MiB fill each
 #   bench-writeback  ~2.5 min: 6 runs (1 warm-up) of a 1 GiB store: sync
 #                    ~15 s, batched ~0.6 s, fio ~0.5 s, 2 fills ~5 s
 #   usemem           ~1.5 min: 5 runs x 2 variants of 4 x 256 MiB, ~6 s each
@@ -136,11 +138,13 @@ ifeq ($(BENCH_QUICK),1)
 BENCH_ENGINE_ARGS = --runs 1
 BENCH_NBD_ARGS = --runs 1 --seconds 1 --size 64M
 BENCH_LATENCY_ARGS = --runs 1 --seconds 1
+BENCH_POLICY_ARGS = --runs 1 --seconds 2 --size 16M
 BENCH_WRITEBACK_ARGS = --runs 1 --size 64M
 BENCH_USEMEM_ARGS = --size 16M --runs 1 --sleep 0
 BENCH_READAHEAD_ARGS = --runs 1 --size 16M --fault-pages 2048
 BENCH_ZRAM_COMPARE_ARGS = --runs 1 --size 16M --corpus-pages 256 --codec lz4
 else
+BENCH_POLICY_ARGS = --runs 3
 BENCH_USEMEM_ARGS = --size 256M --runs 5
 BENCH_ZRAM_COMPARE_ARGS = --codec lz4 --codec lzo-rle --paths ztier-lib \
   --paths kernel-psync --paths kernel-fio --paths ztier-nbd
@@ -162,6 +166,7 @@ bench: build
 	$(call bench_run,bench-nbd,bench nbd --corpus-dir $(CORPUS) --codec lz4 --codec zstd $(BENCH_NBD_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-latency-1,bench latency --cpus 1 --corpus $(BENCH_CORPUS) $(BENCH_LATENCY_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-latency-2,bench latency --cpus 2 --corpus $(BENCH_CORPUS) $(BENCH_LATENCY_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-policy,bench policy --corpus $(BENCH_CORPUS) $(BENCH_POLICY_ARGS))
 	$(call bench_run,bench-writeback,bench writeback --corpus $(BENCH_CORPUS) $(BENCH_WRITEBACK_ARGS) $(BENCH_PLOT))
 	$(call bench_run,usemem,usemem --workers 4 --budget 60% --corpus $(BENCH_CORPUS) --compare-batching $(BENCH_USEMEM_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-readahead,bench readahead --corpus $(BENCH_CORPUS) $(BENCH_READAHEAD_ARGS) $(BENCH_PLOT))

@@ -260,6 +260,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   o.batch_backend = defaults_.batch_backend;
   o.streams = defaults_.streams;
   o.prealloc = defaults_.prealloc;
+  o.clock = defaults_.clock;
   std::shared_ptr<BackingStore> backing;
   if (!backing_dev_.empty()) {
     ZT_ASSIGN_OR_RETURN(backing, OpenBacking(backing_dev_, aligned, defaults_));

@@ -11,6 +11,7 @@
 //   ztier bench engine [flags]        codec and store throughput and memory
 //   ztier bench latency [flags]       slowest high-priority load/store
 //   ztier bench nbd [flags]           `serve` vs nbdkit memory over NBD
+//   ztier bench policy [flags]        client reads with the policy vs without
 //   ztier bench readahead [flags]     region readahead and fault-in latency
 //   ztier bench writeback [flags]     writeback one page at a time vs batched
 //   ztier bench zram-compare [flags]  the kernel's zram vs ztier
@@ -34,6 +35,7 @@
 #include "bench_engine.h"
 #include "bench_latency.h"
 #include "bench_nbd.h"
+#include "bench_policy.h"
 #include "bench_readahead.h"
 #include "bench_writeback.h"
 #include "bench_zram_compare.h"
@@ -114,6 +116,10 @@ constexpr Command kBenchCommands[] = {
     {"nbd",
      "`ztier serve` vs. nbdkit memory over NBD: fio IOPS, nbdcopy, memory",
      RunNbd},
+    {"policy",
+     "client read latency with the post-processing policy running vs "
+     "without it (target: median within 1.2x)",
+     RunBenchPolicy},
     {"readahead",
      "region fault-in: sequential read with page_cluster 0 vs 3 (zswap "
      "decompress batching series), and fault-in latency vs a bare "

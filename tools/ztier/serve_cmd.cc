@@ -24,6 +24,7 @@
 #include "nbd/nbd_server.h"
 #include "nbd/tls.h"
 #include "paths.h"
+#include "policy_runner.h"
 #include "sd_notify.h"
 #include "serve_devices.h"
 #include "service_config.h"
@@ -44,7 +45,7 @@ constexpr const char* kSynopsis =
     "[--handshake-timeout SECONDS] [--io-timeout SECONDS] "
     "[--tls off|on|require] [--tls-cert PATH] [--tls-key PATH] "
     "[--mlock] [--prealloc] [--metrics-listen HOST:PORT] "
-    "[--metrics-unix PATH] [-v|-q|--log-level LEVEL]";
+    "[--metrics-unix PATH] [--policy TOKENS] [-v|-q|--log-level LEVEL]";
 constexpr const char* kAbout =
     "serve compressed RAM block devices (userspace zram) over NBD.";
 
@@ -75,6 +76,7 @@ struct ServeSettings {
   bool prealloc = false;
   std::string metrics_listen;
   std::string metrics_unix;
+  std::string policy;  // empty: no post-processing policy
   std::string log_level;
   bool quiet = false;
   bool verbose = false;
@@ -159,6 +161,13 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                   "is 127.0.0.1; docs/metrics.md)");
   flags.AddString("metrics-unix", &s->metrics_unix, "PATH",
                   "serve /metrics on a Unix socket (mode 0600)");
+  flags.AddString("policy", &s->policy, "TOKENS",
+                  "run the post-processing policy on every device: mark "
+                  "idle, recompress idle pages, write back old ones within "
+                  "a daily budget (\"period=60s idle_age=10m "
+                  "recompress_cpu=25% writeback_age=1h "
+                  "writeback_daily=400M\"; README, \"Post-processing "
+                  "policy\")");
   flags.AddString("log-level", &s->log_level, "LEVEL",
                   "error, warning, info (default) or debug");
   flags.AddBool("quiet", &s->quiet,
@@ -735,6 +744,22 @@ int RunServe(std::span<const std::string_view> raw_args) {
   if (auto rc = ParseArgs(raw_args, flags, &s, &config)) return *rc;
   Checked c;
   if (auto rc = CheckSettings(s, config.has_value(), &c)) return *rc;
+  std::optional<PolicyOptions> policy;
+  if (!s.policy.empty()) {
+    auto parsed = ParsePolicyOptions(s.policy);
+    if (!parsed.has_value()) {
+      return ReportUsageError(kCommand, parsed.error().message());
+    }
+    policy = std::move(*parsed);
+    // A device's bare "(k=v,...)" of compression-algorithm: its own
+    // recompress tokens for the policy's passes.
+    for (const DeviceConfig& d : config ? config->devices
+                                        : std::vector<DeviceConfig>{}) {
+      if (!d.recompress_params.empty()) {
+        policy->device_recompress_params[d.name] = d.recompress_params;
+      }
+    }
+  }
 
   DeviceDefaults defaults;
   defaults.comp_algorithm = std::string(CanonicalCodecName(s.comp_algorithm));
@@ -770,10 +795,18 @@ int RunServe(std::span<const std::string_view> raw_args) {
   if (auto rc = StartServers(s, c, &registry, &servers)) return *rc;
   PrintDevices(s, config, c, registry, servers, locked);
   PrintConnect(s, config, c, registry, servers);
+  std::unique_ptr<PolicyRunner> runner;
+  if (policy.has_value()) {
+    runner = std::make_unique<PolicyRunner>(
+        &registry, std::move(*policy),
+        [](const std::string& line) { Log(LogLevel::kInfo, line); });
+    Log(LogLevel::kInfo, "policy: " + s.policy);
+  }
   const int sig =
       WaitForStop(signals, flags, c.prealloc, &registry, *servers.nbd, &config);
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
+  if (runner != nullptr) runner->Stop();  // before the devices go
   servers.Stop();
   return 0;
 }

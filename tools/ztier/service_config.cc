@@ -56,7 +56,7 @@ const std::set<std::string, std::less<>>& ZtierKeys() {
       "io-timeout",     "tls",          "tls-cert",
       "tls-key",        "backing-encrypt", "mlock",
       "prealloc",       "metrics-listen", "metrics-unix",
-      "log-level"};
+      "log-level",      "policy"};
   return keys;
 }
 

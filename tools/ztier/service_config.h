@@ -30,7 +30,9 @@
 //                        algorithms, each with its own (k=v,...), are the
 //                        recomp_algorithm at priorities 1, 2, 3; a final
 //                        bare "(k=v,...)" list is recompress tokens
-//                        (recompress_params), checked but not applied:
+//                        (recompress_params), the recompress tokens
+//                        of the post-processing policy's passes on that
+//                        device (serve --policy or policy = in [ztier]):
 //                        "lz4 zstd(level=9) (type=idle)"
 //   writeback-device     backing_dev: an absolute path, or "none"
 //   host-memory-limit    MiB or "none": above it (MemTotal) the device is
@@ -40,7 +42,9 @@
 //                        how the operator uses the device; recorded as
 //                        notes (Device::SetNote), not applied by ztier
 // The [ztier] section's keys are `ztier serve` flag names; the caller
-// checks them (ServiceConfig::ztier keeps each with its line).
+// checks them (ServiceConfig::ztier keeps each with its line). Among them
+// `policy = TOKENS`, the post-processing policy (ztier/policy.h) of every
+// device.
 //
 // Errors (kInvalidArgument), each "FILE:LINE: reason": a line that is none
 // of the above, a key outside a section, an unknown section or key, a key

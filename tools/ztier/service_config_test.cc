@@ -124,6 +124,17 @@ TEST(ServiceConfigTest, TwoDevicesAsZramGeneratorWritesThem) {
   EXPECT_EQ(c.ztier[1].line, 17);
 }
 
+TEST(ServiceConfigTest, PolicyIsAZtierKeyWithItsTokensAsGiven) {
+  const ServiceConfig c = Parse(
+      "[ztier]\n"
+      "policy = period=60s idle_age=10m recompress_cpu=25% "
+      "writeback_daily=400M\n");
+  ASSERT_EQ(c.ztier.size(), 1u);
+  EXPECT_EQ(c.ztier[0].key, "policy");
+  EXPECT_EQ(c.ztier[0].value,
+            "period=60s idle_age=10m recompress_cpu=25% writeback_daily=400M");
+}
+
 // zram-generator.conf(5): "compression-algorithm=lzo-rle zstd(level=3)
 // (type=idle)": the primary, recompression algorithms at priority 1, 2, 3
 // with their parameters, and a final bare list for recompress.

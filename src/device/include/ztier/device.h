@@ -87,6 +87,11 @@ struct DeviceDefaults {
   // Tests only: BackingOptions::wrap_file of every BackingStore the device
   // opens (e.g. a NewFaultyBackingFile around the real file).
   BackingFileWrap backing_file_wrap;
+  // Seconds on a monotonic clock for the store's slot access times and
+  // age-based idle marking (PageStoreOptions::clock); null: CLOCK_MONOTONIC.
+  // Tests of the post-processing policy (ztier/policy.h) give the store
+  // the same fake clock as the policy.
+  std::function<std::uint32_t()> clock;
   // Event lines (null: none), "zram0: ..." without a newline, from the
   // calling thread: each writeback pass and compaction with its counts,
   // and mem_limit reached (once, until the pool is back under 90% of it).

@@ -1,0 +1,178 @@
+// File: ztier/policy.h
+//
+// The post-processing policy: what the kernel leaves to userspace around
+// zram's `idle`, `recompress` and `writeback` attributes
+// (Documentation/admin-guide/blockdev/zram.rst), done by ztier itself. Each
+// pass over one Device:
+//   1. MarkIdle(idle_age): pages not accessed for idle_age are IDLE.
+//   2. Recompress("type=idle" + recompress_params) with the device's
+//      secondary algorithms (recomp_algorithm), paced through the pass's
+//      callback between batches (see "Budget and yielding").
+//   3. MarkIdle(writeback_age), then Writeback("idle"), within the daily
+//      writeback budget (see "Daily writeback budget"). A device without a
+//      backing_dev skips this step (logged once).
+// A device with no recomp_algorithm skips step 2 (logged once). Each pass
+// logs one line: pages examined (the recompression candidates), pages
+// recompressed, bytes saved, pages written back.
+//
+//   auto options = ztier::ParsePolicyOptions("period=60s idle_age=10m "
+//       "recompress_cpu=25% writeback_age=1h writeback_daily=400M");
+//   ztier::Policy policy(*options, {});
+//   ztier::PolicyPassResult r = policy.RunPass(device);
+//
+// Budget and yielding. The recompression pass calls the policy between
+// batches (RecompressRequest::pace); the policy then, in this order:
+//   - ends the pass if Stop() was called or the pass has run for a period;
+//   - yields to clients: from the device's stores + loads counters it takes
+//     the clients' page rate since the previous call; while that is above
+//     busy_pages (pages/s) it sleeps busy_pause and looks again, and ends
+//     the pass when clients stay busy for busy_give_up;
+//   - recompress_rate=N: sleeps until the pages the pass has tried (a
+//     full batch, kMaxBatchSize pages, for each call: an upper bound) are
+//     within N per second of the pass's elapsed time;
+//   - recompress_cpu=P%: sleeps until the pass thread's CPU time is within
+//     P% of the pass's elapsed time (a duty cycle of one core). With the
+//     parallel batch backend its workers' CPU time is not counted.
+// So a pass never holds a slot lock across a pause (the engine holds each
+// only to swap one slot), and client IO waits for at most one batch.
+// Writeback is not paced: it is skipped in a pass whose clients are busy
+// at its start, and bounded by the daily budget.
+//
+// Daily writeback budget. As zram.rst's example of a daily 400 MB
+// writeback_limit re-armed by a userspace job, the policy sets
+// writeback_limit_enable=1 and writeback_limit=writeback_daily/4096 on a
+// device's first pass and every 24 h after (on the policy's clock). While
+// the policy runs it owns writeback_limit: a value set by hand lasts until
+// the next re-arm. writeback_daily=none leaves both attributes alone.
+//
+// Time comes from PolicyEnv: a test drives passes with a fake clock and
+// sleeper (and gives the devices' stores the same clock through
+// DeviceDefaults::clock).
+//
+// Thread safety: one Policy runs passes on one thread at a time; Stop()
+// may be called from any thread. The devices may serve IO meanwhile.
+#ifndef ZTIER_POLICY_H_
+#define ZTIER_POLICY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "ztier/device.h"
+#include "ztier/status.h"
+
+namespace ztier {
+
+inline constexpr std::uint64_t kNsPerSecond = 1'000'000'000;
+
+struct PolicyOptions {
+  std::uint64_t period_s = 60;       // period=: seconds between passes
+  std::uint32_t idle_age_s = 600;    // idle_age=: A
+  bool recompress = true;            // recompress=on|off
+  // recompress_rate=: pages tried per second, 0: no rate limit.
+  std::uint64_t recompress_rate = 0;
+  // recompress_cpu=: percent of one core, 1..100; 0: no CPU limit. With
+  // neither limit set, the default is 25% of a core.
+  unsigned recompress_cpu = 0;
+  // Further `recompress` tokens (algo=, priority=, threshold=, max_pages=),
+  // from recompress_algo= / recompress_threshold= / recompress_max= or a
+  // configuration file's recompress_params. Never a type= (the policy's is
+  // type=idle).
+  std::string recompress_params;
+  // A device's own `recompress` tokens, by device name, in place of
+  // recompress_params (a configuration file's per-device
+  // recompress_params); a type= among them replaces type=idle.
+  std::map<std::string, std::string> device_recompress_params;
+  bool writeback = true;             // writeback=on|off
+  std::uint32_t writeback_age_s = 3600;  // writeback_age=: B
+  // writeback_daily=: bytes a day; UINT64_MAX ("none"): no budget.
+  std::uint64_t writeback_daily = 400ull << 20;
+  // busy_pages=: client pages/s (stores + loads) above which the policy
+  // yields; 0: never yields.
+  std::uint64_t busy_pages = 20000;
+  std::uint64_t busy_pause_ms = 100;     // busy_pause=
+  std::uint64_t busy_give_up_ms = 2000;  // busy_give_up=
+};
+
+// Parses the policy's tokens, separated by spaces: period=, idle_age=,
+// writeback_age=, busy_pause=, busy_give_up= take a duration (a number
+// with an optional s, m, h or d suffix; plain: seconds; busy_pause and
+// busy_give_up also ms); recompress= and writeback= on|off (yes/no, 1/0);
+// recompress_rate= and busy_pages= a count; recompress_cpu= a percentage
+// 1..100 with an optional '%'; recompress_algo=NAME and
+// recompress_priority=N (1..3) pass on as algo= and priority=;
+// recompress_threshold= and writeback_daily= a size (ParseSize; "none":
+// no budget); recompress_max= a count (max_pages). Tokens not given keep
+// PolicyOptions' defaults. kInvalidArgument naming the token for an
+// unknown key, a token without '=' or a value, a bad value, period=0,
+// and recompress_rate with recompress_cpu.
+Result<PolicyOptions> ParsePolicyOptions(std::string_view tokens);
+
+// The policy's time. Null members: the real ones (CLOCK_MONOTONIC, a plain
+// sleep, CLOCK_THREAD_CPUTIME_ID).
+struct PolicyEnv {
+  std::function<std::uint64_t()> now_ns;
+  std::function<void(std::uint64_t ns)> sleep_ns;
+  std::function<std::uint64_t()> thread_cpu_ns;
+  // One line per pass and per notice ("zram0: policy: ..."); null: none.
+  std::function<void(const std::string&)> log;
+};
+
+// What one pass did.
+struct PolicyPassResult {
+  bool ran = false;          // the device was initialised
+  RecompressResult recompress;
+  bool recompress_ended_early = false;  // pace ended it (stop, busy, period)
+  WritebackResult writeback;
+  bool writeback_skipped_busy = false;
+  bool budget_rearmed = false;
+  std::uint64_t budget_left = 0;  // writeback_limit after the pass
+  Status status;  // the first unexpected error of a step (the rest ran)
+};
+
+class Policy {
+ public:
+  Policy(PolicyOptions options, PolicyEnv env);
+  Policy(const Policy&) = delete;
+  Policy& operator=(const Policy&) = delete;
+
+  const PolicyOptions& options() const { return options_; }
+
+  // One pass over `device` (the steps above). An uninitialised device is
+  // left alone (ran false).
+  PolicyPassResult RunPass(Device& device);
+
+  // Ends a pass in progress at its next batch, and every later pass at
+  // once. Any thread.
+  void Stop() { stop_.store(true); }
+  bool stopped() const { return stop_.load(); }
+
+ private:
+  // Per device, by name: when its budget day began, what was logged once.
+  struct DeviceState {
+    bool day_started = false;
+    std::uint64_t day_start_ns = 0;
+    bool said_no_recomp = false;
+    bool said_no_backing = false;
+  };
+  class Pacer;  // policy.cc
+
+  void RecompressStep(Device& device, DeviceState& state,
+                      PolicyPassResult& r);
+  void WritebackStep(Device& device, DeviceState& state, PolicyPassResult& r);
+  bool ClientsBusy(Device& device, std::uint64_t since_ns,
+                   std::uint64_t ops_before);
+  void Log(const std::string& line) const;
+
+  const PolicyOptions options_;
+  PolicyEnv env_;
+  std::atomic<bool> stop_{false};
+  std::map<std::string, DeviceState> devices_;
+};
+
+}  // namespace ztier
+
+#endif  // ZTIER_POLICY_H_

@@ -1,0 +1,269 @@
+// policy.cc: the post-processing policy's passes (contract in
+// include/ztier/policy.h): the three steps, the pacer that the
+// recompression pass calls between batches, and the daily writeback
+// budget.
+#include "ztier/policy.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "platform/clock.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::uint64_t kNsPerMs = 1'000'000;
+constexpr std::uint64_t kDayNs = 86'400 * kNsPerSecond;
+// Client rates are measured over windows at least this long: a batch of 8
+// pages takes ~100 us, over which one client read would look like 10^4
+// pages/s.
+constexpr std::uint64_t kBusyWindowNs = 10 * kNsPerMs;
+// The pacer sleeps only once the pass is this far ahead of its budget, so
+// that it does not make a system call per batch.
+constexpr std::uint64_t kMinSleepNs = kNsPerMs;
+
+std::uint64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * kNsPerSecond +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::uint64_t ClientPages(const PageStoreStats& st) {
+  return st.stores + st.loads;
+}
+
+// The `recompress` tokens of a pass: type=idle unless `params` names a
+// type (a configuration file's recompress_params may say type=huge_idle).
+std::string RecompressTokens(const std::string& params) {
+  const bool has_type = params.starts_with("type=") ||
+                        params.find(" type=") != std::string::npos;
+  if (has_type) return params;
+  return params.empty() ? "type=idle" : "type=idle " + params;
+}
+
+}  // namespace
+
+// RecompressRequest::pace of one pass: the rules of "Budget and yielding"
+// in ztier/policy.h. Device::Stats() from here takes the device's shared
+// lock a second time on the pass's thread: libstdc++'s shared_mutex is a
+// glibc rwlock, which prefers readers, so a Reset() waiting for the
+// exclusive lock cannot deadlock it.
+class Policy::Pacer {
+ public:
+  Pacer(Policy& policy, Device& device) : p_(policy), d_(device) {
+    start_ns_ = window_ns_ = p_.env_.now_ns();
+    window_ops_ = ClientPages(d_.Stats());
+    cpu0_ = p_.env_.thread_cpu_ns();
+  }
+
+  bool Pace() {
+    if (!Continue()) {
+      ended_early_ = true;
+      return false;
+    }
+    return true;
+  }
+  bool ended_early() const { return ended_early_; }
+
+ private:
+  bool Continue() {
+    const PolicyOptions& o = p_.options_;
+    if (p_.stopped()) return false;
+    if (p_.env_.now_ns() - start_ns_ >= o.period_s * kNsPerSecond) {
+      return false;
+    }
+    if (!YieldToClients()) return false;
+    const std::uint64_t elapsed = p_.env_.now_ns() - start_ns_;
+    std::uint64_t due = 0;  // when the budget allows what is done so far
+    ++batches_;
+    if (o.recompress_rate != 0) {
+      // The pages tried so far, at most a full batch each: the store adds
+      // recompress_attempts only when the pass ends (src/store/
+      // recompress.cc), so the rate is kept on this upper bound.
+      const std::uint64_t done = batches_ * kMaxBatchSize;
+      due = done * kNsPerSecond / o.recompress_rate;
+    } else if (o.recompress_cpu != 0) {
+      const std::uint64_t cpu = p_.env_.thread_cpu_ns() - cpu0_;
+      due = cpu * 100 / o.recompress_cpu;
+    }
+    if (due > elapsed + kMinSleepNs) p_.env_.sleep_ns(due - elapsed);
+    return !p_.stopped();
+  }
+
+  // False when clients have been busy for busy_give_up: the pass ends.
+  bool YieldToClients() {
+    const PolicyOptions& o = p_.options_;
+    if (o.busy_pages == 0) return true;
+    std::uint64_t waited_ms = 0;
+    while (Busy()) {
+      if (waited_ms >= o.busy_give_up_ms || p_.stopped()) return false;
+      p_.env_.sleep_ns(o.busy_pause_ms * kNsPerMs);
+      waited_ms += o.busy_pause_ms;
+    }
+    return true;
+  }
+
+  // Whether the clients' page rate over the window that just closed is
+  // above busy_pages; the last verdict while the window is open.
+  bool Busy() {
+    const std::uint64_t now = p_.env_.now_ns();
+    if (now - window_ns_ < kBusyWindowNs) return busy_;
+    const std::uint64_t ops = ClientPages(d_.Stats());
+    const std::uint64_t delta = ops >= window_ops_ ? ops - window_ops_ : 0;
+    busy_ = static_cast<double>(delta) * 1e9 /
+                static_cast<double>(now - window_ns_) >
+            static_cast<double>(p_.options_.busy_pages);
+    window_ns_ = now;
+    window_ops_ = ops;
+    return busy_;
+  }
+
+  Policy& p_;
+  Device& d_;
+  std::uint64_t start_ns_ = 0;
+  std::uint64_t batches_ = 0;  // pace calls: batches done
+  std::uint64_t cpu0_ = 0;
+  std::uint64_t window_ns_ = 0;
+  std::uint64_t window_ops_ = 0;
+  bool busy_ = false;
+  bool ended_early_ = false;
+};
+
+Policy::Policy(PolicyOptions options, PolicyEnv env)
+    : options_(std::move(options)), env_(std::move(env)) {
+  if (!env_.now_ns) env_.now_ns = platform::MonotonicNs;
+  if (!env_.sleep_ns) {
+    env_.sleep_ns = [](std::uint64_t ns) {
+      std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+    };
+  }
+  if (!env_.thread_cpu_ns) env_.thread_cpu_ns = ThreadCpuNs;
+}
+
+void Policy::Log(const std::string& line) const {
+  if (env_.log) env_.log(line);
+}
+
+PolicyPassResult Policy::RunPass(Device& device) {
+  PolicyPassResult r;
+  if (stopped() || !device.initialized()) return r;
+  r.ran = true;
+  DeviceState& state = devices_[device.name()];
+  RecompressStep(device, state, r);
+  WritebackStep(device, state, r);
+  r.budget_left = device.writeback_limit();
+  const RecompressResult& rc = r.recompress;
+  const std::uint64_t saved =
+      rc.bytes_before > rc.bytes_after ? rc.bytes_before - rc.bytes_after : 0;
+  std::string line = device.name() + ": policy pass: " +
+                     std::to_string(rc.candidates) + " idle pages examined, " +
+                     std::to_string(rc.recompressed) + " recompressed, " +
+                     std::to_string(saved) + " bytes saved, " +
+                     std::to_string(r.writeback.written) + " written back";
+  if (options_.writeback_daily != UINT64_MAX && options_.writeback &&
+      device.ShowBackingDev() != "none\n") {
+    line += " (" + std::to_string(r.budget_left) + " pages of today's budget left)";
+  }
+  if (r.recompress_ended_early) line += "; recompression paused";
+  if (r.writeback_skipped_busy) line += "; writeback skipped, clients busy";
+  if (!r.status.ok()) line += "; error: " + r.status.ToString();
+  Log(line);
+  return r;
+}
+
+void Policy::RecompressStep(Device& device, DeviceState& state,
+                            PolicyPassResult& r) {
+  if (!options_.recompress) return;
+  if (Status s = device.MarkIdle(std::to_string(options_.idle_age_s));
+      !s.ok()) {
+    r.status = s;
+    return;
+  }
+  if (device.ShowRecompAlgorithm().empty()) {
+    if (!state.said_no_recomp) {
+      Log(device.name() + ": policy: no recomp_algorithm, recompression "
+                          "skipped");
+      state.said_no_recomp = true;
+    }
+    return;
+  }
+  const auto own = options_.device_recompress_params.find(device.name());
+  const std::string& params = own != options_.device_recompress_params.end()
+                                  ? own->second
+                                  : options_.recompress_params;
+  Pacer pacer(*this, device);
+  const Status s =
+      device.Recompress(RecompressTokens(params),
+                        &r.recompress, [&pacer] { return pacer.Pace(); });
+  r.recompress_ended_early = pacer.ended_early();
+  if (!s.ok() && r.status.ok()) r.status = s;
+}
+
+bool Policy::ClientsBusy(Device& device, std::uint64_t since_ns,
+                         std::uint64_t ops_before) {
+  const std::uint64_t dt = env_.now_ns() - since_ns;
+  const std::uint64_t ops = ClientPages(device.Stats());
+  const std::uint64_t delta = ops >= ops_before ? ops - ops_before : 0;
+  return dt > 0 && static_cast<double>(delta) * 1e9 / static_cast<double>(dt) >
+                       static_cast<double>(options_.busy_pages);
+}
+
+void Policy::WritebackStep(Device& device, DeviceState& state,
+                           PolicyPassResult& r) {
+  if (!options_.writeback || stopped()) return;
+  if (device.ShowBackingDev() == "none\n") {
+    if (!state.said_no_backing) {
+      Log(device.name() + ": policy: no backing_dev, writeback skipped");
+      state.said_no_backing = true;
+    }
+    return;
+  }
+  if (options_.writeback_daily != UINT64_MAX) {
+    const std::uint64_t now = env_.now_ns();
+    if (!state.day_started || now - state.day_start_ns >= kDayNs) {
+      // Days stay 24 h apart from the first, however late a pass runs.
+      state.day_start_ns =
+          state.day_started
+              ? state.day_start_ns + (now - state.day_start_ns) / kDayNs * kDayNs
+              : now;
+      state.day_started = true;
+      const std::uint64_t pages = options_.writeback_daily / kPageSize;
+      Status s = device.SetWritebackLimitEnable(true);
+      if (s.ok()) s = device.SetWritebackLimit(pages);
+      if (!s.ok()) {
+        r.status = s;
+        return;
+      }
+      r.budget_rearmed = true;
+      Log(device.name() + ": policy: daily writeback budget re-armed: " +
+          std::to_string(pages) + " pages");
+    }
+    if (device.writeback_limit() == 0) return;  // spent for today
+  }
+  if (options_.busy_pages != 0) {
+    const std::uint64_t t0 = env_.now_ns();
+    const std::uint64_t ops0 = ClientPages(device.Stats());
+    env_.sleep_ns(kBusyWindowNs);
+    if (ClientsBusy(device, t0, ops0)) {
+      r.writeback_skipped_busy = true;
+      return;
+    }
+  }
+  if (Status s = device.MarkIdle(std::to_string(options_.writeback_age_s));
+      !s.ok()) {
+    if (r.status.ok()) r.status = s;
+    return;
+  }
+  const Status s = device.Writeback("idle", &r.writeback);
+  // The budget running out mid-pass is zram's EIO "limit reached": the
+  // day's work is done, not an error.
+  const bool spent = device.writeback_limit_enable() &&
+                     device.writeback_limit() == 0 &&
+                     s.code() == StatusCode::kIoError;
+  if (!s.ok() && !spent && r.status.ok()) r.status = s;
+}
+
+}  // namespace ztier

@@ -1,0 +1,326 @@
+// policy_test.cc: the post-processing policy (ztier/policy.h) on real
+// Devices (lz4 primary, zstd secondary, a real backing file) and the
+// anon-python corpus, driven by a fake clock that the devices' stores
+// share.
+#include "ztier/policy.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "testing/test_util.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::uint64_t kT0 = 1000 * kNsPerSecond;  // the fake clock's start
+constexpr std::uint64_t kMinute = 60 * kNsPerSecond;
+constexpr std::uint64_t kHour = 60 * kMinute;
+constexpr std::uint64_t kDay = 24 * kHour;
+
+// A fake monotonic clock: time moves only when the test or a sleep moves
+// it. `on_sleep`, if set, runs on each sleep with its length (a client's
+// IO during the pause).
+struct FakeTime {
+  std::atomic<std::uint64_t> ns{kT0};
+  std::atomic<std::uint64_t> cpu_ns{0};
+  std::uint64_t cpu_per_read = 0;  // thread_cpu_ns advances this per read
+  std::uint64_t slept_ns = 0;
+  std::function<void(std::uint64_t)> on_sleep;
+  std::vector<std::string> log;
+
+  void Advance(std::uint64_t d) { ns += d; }
+  PolicyEnv Env() {
+    return {.now_ns = [this] { return ns.load(); },
+            .sleep_ns =
+                [this](std::uint64_t d) {
+                  ns += d;
+                  slept_ns += d;
+                  if (on_sleep) on_sleep(d);
+                },
+            .thread_cpu_ns = [this] { return cpu_ns += cpu_per_read; },
+            .log = [this](const std::string& line) { log.push_back(line); }};
+  }
+  std::function<std::uint32_t()> StoreClock() {
+    return [this] { return static_cast<std::uint32_t>(ns / kNsPerSecond); };
+  }
+};
+
+// A device of `pages` pages, lz4 with zstd at priority 1, its store on
+// `time`'s clock, with a backing file in `dir` when not null; written with
+// the corpus's pages (kept in *expected).
+std::unique_ptr<Device> MakeDevice(FakeTime& time, std::size_t pages,
+                                   testing::ScopedTempDir* dir,
+                                   std::vector<std::byte>* expected) {
+  DeviceDefaults defaults;
+  defaults.clock = time.StoreClock();
+  auto d = std::make_unique<Device>("zram0", defaults);
+  EXPECT_OK(d->SetRecompAlgorithm("algo=zstd priority=1"));
+  if (dir != nullptr) EXPECT_OK(d->SetBackingDev(dir->File("zram0.wb")));
+  EXPECT_OK(d->SetDisksize(pages * kPageSize));
+  const corpus::PageSet& corpus = testing::TestCorpus("anon-python");
+  expected->resize(pages * kPageSize);
+  for (std::size_t i = 0; i < pages; ++i) {
+    std::memcpy(expected->data() + i * kPageSize,
+                corpus.page(i % corpus.size()).data(), kPageSize);
+  }
+  EXPECT_OK(d->Write(0, *expected));
+  return d;
+}
+
+// Every page reads back as `expected`.
+void ExpectReadsBack(Device& d, const std::vector<std::byte>& expected) {
+  std::vector<std::byte> got(expected.size());
+  ASSERT_OK(d.Read(0, got));
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < expected.size() / kPageSize; ++i) {
+    bad += std::memcmp(got.data() + i * kPageSize,
+                       expected.data() + i * kPageSize, kPageSize) != 0;
+  }
+  EXPECT_EQ(bad, 0u) << "pages that did not read back";
+}
+
+PolicyOptions Options(std::string_view tokens) {
+  auto o = ParsePolicyOptions(tokens);
+  EXPECT_TRUE(o.has_value()) << o.error().ToString();
+  return o.value_or(PolicyOptions{});
+}
+
+TEST(PolicyTest, IdleRecompressWritebackOverDaysWithADailyBudget) {
+  FakeTime time;
+  testing::ScopedTempDir dir;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 2048, &dir, &expected);
+  constexpr std::uint64_t kBudget = 256;  // pages a day
+  Policy policy(Options("period=60s idle_age=10m writeback_age=1h "
+                        "recompress_rate=1000000 writeback_daily=1M"),
+                time.Env());
+
+  // Pass 1, a minute in: nothing is idle yet; the day's budget is armed.
+  time.Advance(kMinute);
+  const std::uint64_t compr0 = d->Stats().compr_data_size;
+  PolicyPassResult r = policy.RunPass(*d);
+  EXPECT_TRUE(r.ran);
+  EXPECT_TRUE(r.budget_rearmed);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.recompress.candidates, 0u);
+  EXPECT_EQ(r.writeback.written, 0u);
+  EXPECT_TRUE(d->writeback_limit_enable());
+  EXPECT_EQ(d->writeback_limit(), kBudget);
+  const std::uint64_t day_start = time.ns;
+
+  // 11 minutes in: every page is idle and recompressed with zstd; none is
+  // old enough to write back.
+  time.Advance(10 * kMinute);
+  r = policy.RunPass(*d);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_GT(r.recompress.candidates, 1000u);
+  EXPECT_GT(r.recompress.recompressed, 0u);
+  EXPECT_FALSE(r.recompress_ended_early);
+  EXPECT_FALSE(r.budget_rearmed);
+  EXPECT_EQ(r.writeback.written, 0u);
+  PageStoreStats st = d->Stats();
+  EXPECT_EQ(st.priority_pages[1], r.recompress.recompressed);
+  EXPECT_LT(st.compr_data_size, compr0);
+  EXPECT_GT(r.recompress.bytes_before, r.recompress.bytes_after);
+  ASSERT_FALSE(time.log.empty());
+  EXPECT_NE(time.log.back().find(
+                "zram0: policy pass: " +
+                std::to_string(r.recompress.candidates) +
+                " idle pages examined, " +
+                std::to_string(r.recompress.recompressed) + " recompressed, " +
+                std::to_string(r.recompress.bytes_before -
+                               r.recompress.bytes_after) +
+                " bytes saved, 0 written back"),
+            std::string::npos)
+      << time.log.back();
+
+  // 2 hours in: the day's budget is written back, and then no more.
+  time.Advance(2 * kHour);
+  r = policy.RunPass(*d);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.recompress.recompressed, 0u);  // all tried already
+  EXPECT_EQ(r.writeback.written, kBudget);
+  EXPECT_EQ(r.budget_left, 0u);
+  EXPECT_EQ(d->Stats().bd_count, kBudget);
+  for (int i = 0; i < 3; ++i) {
+    time.Advance(kHour);
+    r = policy.RunPass(*d);
+    EXPECT_EQ(r.writeback.written, 0u);
+    EXPECT_FALSE(r.budget_rearmed);
+  }
+  EXPECT_EQ(d->Stats().bd_count, kBudget);
+
+  // A client rewrites page 7 (now not idle) on day 1; if it was written
+  // back, its block is freed.
+  const corpus::PageSet& corpus = testing::TestCorpus("anon-python");
+  std::memcpy(expected.data() + 7 * kPageSize, corpus.page(4000).data(),
+              kPageSize);
+  const bool was_wb = d->ShowBlockState(7, 1).find('w') != std::string::npos;
+  ASSERT_OK(d->Write(7 * kPageSize,
+                     std::span(expected.data() + 7 * kPageSize, kPageSize)));
+  const std::uint64_t freed = was_wb ? 1 : 0;
+  EXPECT_EQ(d->Stats().bd_count, kBudget - freed);
+
+  // Days 2 and 3: the budget re-arms 24 h after the first day began, on
+  // its own, and each day writes its budget back.
+  for (int day = 1; day <= 2; ++day) {
+    time.ns = day_start + day * kDay - kMinute;
+    r = policy.RunPass(*d);
+    EXPECT_FALSE(r.budget_rearmed) << "day " << day;
+    EXPECT_EQ(r.writeback.written, 0u) << "day " << day;
+    time.ns = day_start + day * kDay + 30 * kNsPerSecond;
+    r = policy.RunPass(*d);
+    EXPECT_TRUE(r.budget_rearmed) << "day " << day;
+    EXPECT_EQ(r.writeback.written, kBudget) << "day " << day;
+    EXPECT_EQ(d->Stats().bd_writes, (day + 1) * kBudget) << "day " << day;
+    EXPECT_EQ(d->Stats().bd_count, (day + 1) * kBudget - freed)
+        << "day " << day;
+  }
+  st = d->Stats();
+  EXPECT_EQ(st.bd_writes, 3 * kBudget);
+  ExpectReadsBack(*d, expected);
+}
+
+TEST(PolicyTest, RecompressRateLimitsPagesPerPass) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 4096, nullptr, &expected);
+  // 100 pages/s for at most one 10 s period: 1000 pages a pass.
+  Policy policy(Options("period=10s idle_age=1m recompress_rate=100"),
+                time.Env());
+  time.Advance(2 * kMinute);
+  for (int pass = 1; pass <= 2; ++pass) {
+    const std::uint64_t t0 = time.ns;
+    const PolicyPassResult r = policy.RunPass(*d);
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_TRUE(r.recompress_ended_early) << "pass " << pass;
+    // Within two batches (8 pages each) of rate x period.
+    EXPECT_GE(r.recompress.attempted, 1000u - 16) << "pass " << pass;
+    EXPECT_LE(r.recompress.attempted, 1000u + 16) << "pass " << pass;
+    EXPECT_GE(time.ns - t0, 10 * kNsPerSecond);
+    EXPECT_LT(time.ns - t0, 11 * kNsPerSecond);
+    EXPECT_NE(time.log.back().find("recompression paused"), std::string::npos);
+    time.Advance(kMinute);
+  }
+  // The second pass went on where the first stopped.
+  EXPECT_GE(d->Stats().recompress_attempts, 2000u - 32);
+  EXPECT_NE(time.log.front().find("no backing_dev, writeback skipped"),
+            std::string::npos);
+  ExpectReadsBack(*d, expected);
+}
+
+TEST(PolicyTest, RecompressCpuShareKeepsTheDutyCycle) {
+  FakeTime time;
+  time.cpu_per_read = kNsPerSecond / 1000;  // 1 ms of CPU a batch
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 4096, nullptr, &expected);
+  // 25% of a core: 4 ms of elapsed time a batch, 250 batches a 1 s period.
+  Policy policy(Options("period=1s idle_age=1m recompress_cpu=25%"),
+                time.Env());
+  time.Advance(2 * kMinute);
+  const PolicyPassResult r = policy.RunPass(*d);
+  EXPECT_TRUE(r.recompress_ended_early);
+  EXPECT_GE(r.recompress.attempted, 250u * 8 - 16);
+  EXPECT_LE(r.recompress.attempted, 250u * 8 + 16);
+  EXPECT_GE(time.slept_ns, 990 * kNsPerSecond / 1000);
+  ExpectReadsBack(*d, expected);
+}
+
+TEST(PolicyTest, YieldsToBusyClientsAndRunsWhenTheyCalmDown) {
+  FakeTime time;
+  testing::ScopedTempDir dir;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 4096, &dir, &expected);
+  Policy policy(Options("period=60s idle_age=1m writeback_age=1m "
+                        "recompress_rate=1000 busy_pages=2000 "
+                        "busy_pause=100ms busy_give_up=1s"),
+                time.Env());
+  // A client reading pages 4000.. at `rate` pages/s of the fake clock,
+  // during the policy's sleeps.
+  std::uint64_t rate = 5000, owed_ns = 0, next = 0;
+  std::vector<std::byte> page(kPageSize);
+  time.on_sleep = [&](std::uint64_t ns) {
+    owed_ns += ns;
+    for (; owed_ns * rate >= kNsPerSecond; owed_ns -= kNsPerSecond / rate) {
+      ASSERT_OK(d->Read((4000 + next++ % 96) * kPageSize, page));
+    }
+  };
+  time.Advance(2 * kMinute);
+  PolicyPassResult r = policy.RunPass(*d);
+  EXPECT_TRUE(r.recompress_ended_early);
+  EXPECT_LT(r.recompress.attempted, 64u);  // a few batches, then it yields
+  EXPECT_TRUE(r.writeback_skipped_busy);
+  EXPECT_EQ(r.writeback.written, 0u);
+  EXPECT_NE(time.log.back().find("writeback skipped, clients busy"),
+            std::string::npos);
+
+  // Clients at 500 pages/s: the pass runs to the end, and writes back.
+  rate = 500;
+  time.Advance(kMinute);
+  r = policy.RunPass(*d);
+  EXPECT_FALSE(r.recompress_ended_early);
+  EXPECT_GT(r.recompress.attempted, 3000u);
+  EXPECT_FALSE(r.writeback_skipped_busy);
+  EXPECT_GT(r.writeback.written, 0u);
+  time.on_sleep = nullptr;
+  ExpectReadsBack(*d, expected);
+}
+
+TEST(PolicyTest, ADevicesOwnRecompressTokensReplaceThePolicys) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 1024, nullptr, &expected);
+  PolicyOptions o = Options("period=60s idle_age=1m recompress_rate=1000000 "
+                            "recompress_max=500");
+  o.device_recompress_params["zram0"] = "max_pages=40";
+  o.device_recompress_params["zram9"] = "max_pages=1";  // another device's
+  Policy policy(o, time.Env());
+  time.Advance(2 * kMinute);
+  PolicyPassResult r = policy.RunPass(*d);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.recompress.attempted, 40u);
+  // type= among them replaces type=idle: only the huge pages, though
+  // every page is idle.
+  o.device_recompress_params["zram0"] = "type=huge";
+  Policy huge(o, time.Env());
+  const std::uint64_t huge_before = d->Stats().huge_pages;
+  r = huge.RunPass(*d);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_GT(r.recompress.candidates, 0u);
+  EXPECT_LE(r.recompress.candidates, huge_before);
+  EXPECT_LT(huge_before, 500u);  // so that type=idle would have picked more
+  ExpectReadsBack(*d, expected);
+}
+
+TEST(PolicyTest, SkipsWhatADeviceLacksAndSaysSoOnce) {
+  FakeTime time;
+  Policy policy(Options("period=60s idle_age=1m"), time.Env());
+  Device plain("zram1", DeviceDefaults{.clock = time.StoreClock()});
+  EXPECT_FALSE(policy.RunPass(plain).ran);  // not initialised
+  ASSERT_OK(plain.SetDisksize(64 * kPageSize));
+  for (int i = 0; i < 3; ++i) {
+    time.Advance(2 * kMinute);
+    const PolicyPassResult r = policy.RunPass(plain);
+    EXPECT_TRUE(r.ran);
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  }
+  int no_recomp = 0, no_backing = 0, passes = 0;
+  for (const std::string& line : time.log) {
+    no_recomp += line.find("no recomp_algorithm") != std::string::npos;
+    no_backing += line.find("no backing_dev") != std::string::npos;
+    passes += line.find("zram1: policy pass: ") == 0;
+    EXPECT_EQ(line.find("budget"), std::string::npos) << line;  // no backing
+  }
+  EXPECT_EQ(no_recomp, 1);
+  EXPECT_EQ(no_backing, 1);
+  EXPECT_EQ(passes, 3);
+  policy.Stop();
+  EXPECT_FALSE(policy.RunPass(plain).ran);
+}
+
+}  // namespace
+}  // namespace ztier
