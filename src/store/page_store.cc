@@ -63,6 +63,19 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
   m.clock = options.clock;
   ZT_ASSIGN_OR_RETURN(m.codec,
                       MakeCodec(options.codec, options.algorithm_params));
+  m.codecs[0] = m.codec;
+  for (int p = 1; p < kMaxCodecPriorities; ++p) {
+    const RecompCodec& rc = options.recomp[p - 1];
+    if (rc.codec.empty()) continue;
+    auto c = MakeCodec(rc.codec, rc.algorithm_params);
+    if (!c.has_value()) {
+      return Err(Status(c.error().code(),
+                        "recompression algorithm (priority " +
+                            std::to_string(p) + "): " + c.error().message()));
+    }
+    m.codecs[p] = std::move(*c);
+    m.top_priority = p;
+  }
   PoolOptions pool_options = options.pool;
   if (options.prealloc) {
     if (options.mem_limit == 0) {
@@ -100,6 +113,10 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
 
 std::size_t PageStore::num_pages() const { return impl_->slots.size(); }
 const Codec& PageStore::codec() const { return *impl_->codec; }
+const Codec* PageStore::codec_at(int priority) const {
+  if (priority < 0 || priority >= kMaxCodecPriorities) return nullptr;
+  return impl_->codecs[priority].get();
+}
 std::size_t PageStore::batch_size() const {
   return impl_->streams->batch_size();
 }
@@ -327,8 +344,10 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       std::byte* dst = out.data() + i * kPageSize;
       SlotLock lock(s);
       const std::uint32_t f = SlotTable::Flags(s);
-      const bool compressed =
-          Allocated(f) && !(f & (slot::kSame | slot::kHuge | slot::kWb));
+      // The batch is of the primary codec's objects; a recompressed slot
+      // is decompressed here with its own codec.
+      const bool compressed = Allocated(f) && Priority(f) == 0 &&
+                              !(f & (slot::kSame | slot::kHuge | slot::kWb));
       if (!compressed) {
         report(i, m.LoadLocked(first + i, s, dst));
         continue;
@@ -509,6 +528,20 @@ PageStoreStats PageStore::Stats() const {
   st.bd_writes = Get(m.bd_writes);
   st.stores = Get(m.stores);
   st.loads = Get(m.loads);
+  // Pool objects are the allocated slots that are neither SAME nor WB; the
+  // primary's share is what the secondary codecs do not hold. (Counters
+  // read one by one: clamp a transient skew at 0.)
+  std::uint64_t secondary = 0;
+  for (int p = 1; p < kMaxCodecPriorities; ++p) {
+    st.priority_pages[p] = Get(m.priority_pages[p]);
+    secondary += st.priority_pages[p];
+  }
+  const std::uint64_t off_pool = st.same_pages + Get(m.wb_pages) + secondary;
+  st.priority_pages[0] =
+      st.stored_pages > off_pool ? st.stored_pages - off_pool : 0;
+  st.incompressible_pages = Get(m.incompressible_pages);
+  st.recompress_attempts = Get(m.recompress_attempts);
+  st.recompressed_pages = Get(m.recompressed_pages);
   return st;
 }
 

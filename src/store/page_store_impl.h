@@ -1,6 +1,7 @@
 // page_store_impl.h: the PageStore's state, shared by the files that
 // implement it (page_store.cc: stores, loads, discards, idle marking;
-// writeback.cc: the writeback pass). Not part of the public API.
+// writeback.cc: the writeback pass; recompress.cc: the recompression
+// pass). Not part of the public API.
 #ifndef ZTIER_STORE_PAGE_STORE_IMPL_H_
 #define ZTIER_STORE_PAGE_STORE_IMPL_H_
 
@@ -69,6 +70,14 @@ inline bool Allocated(std::uint32_t f) {
   return (f & slot::kSizeMask) != 0 || (f & (slot::kSame | slot::kWb)) != 0;
 }
 
+// The codec priority a slot's flags record (0: the primary).
+inline int Priority(std::uint32_t f) {
+  return static_cast<int>((f & slot::kPrioMask) >> slot::kPrioShift);
+}
+inline std::uint32_t PriorityBits(int priority) {
+  return static_cast<std::uint32_t>(priority) << slot::kPrioShift;
+}
+
 // A page on its way into a slot: what StoreBatch holds until the whole batch
 // has succeeded.
 struct Pending {
@@ -87,11 +96,17 @@ using store_detail::Get;
 using store_detail::IsSameFilled;
 using platform::MonotonicSeconds;
 using store_detail::Pending;
+using store_detail::Priority;
+using store_detail::PriorityBits;
 using store_detail::Sub;
 
 struct PageStore::Impl {
   PageStoreOptions options;
   std::shared_ptr<const Codec> codec;
+  // codecs[p]: the codec of priority p (codecs[0] == codec); null where
+  // none is set. A slot records its priority only if that codec exists.
+  std::shared_ptr<const Codec> codecs[kMaxCodecPriorities];
+  int top_priority = 0;  // the highest priority with a codec
   std::unique_ptr<Pool> pool;
   std::unique_ptr<WorkerPool> workers;  // parallel backend only
   std::unique_ptr<internal::StreamPool> streams;
@@ -122,8 +137,22 @@ struct PageStore::Impl {
   // bd_stat (reads and writes in pages; bd_count is the backing store's).
   std::atomic<std::uint64_t> bd_reads{0};
   std::atomic<std::uint64_t> bd_writes{0};
-  // One writeback pass at a time.
+  // Recompression: pool objects at priorities 1..3 (index 0 unused; the
+  // primary's count is derived in Stats()), INCOMPRESSIBLE slots, WB slots.
+  std::atomic<std::uint64_t> priority_pages[kMaxCodecPriorities] = {};
+  std::atomic<std::uint64_t> incompressible_pages{0};
+  std::atomic<std::uint64_t> wb_pages{0};
+  std::atomic<std::uint64_t> recompress_attempts{0};
+  std::atomic<std::uint64_t> recompressed_pages{0};
+  // One post-processing pass (writeback or recompression) at a time; it
+  // guards recomp_batch too.
   std::mutex writeback_mu;
+  // The recompression pass's batch compressors, by priority, made on first
+  // use.
+  std::unique_ptr<BatchCompressor> recomp_batch[kMaxCodecPriorities];
+
+  // The codec slot flags f were stored with.
+  const Codec& CodecOf(std::uint32_t f) const { return *codecs[Priority(f)]; }
 
   // kOutOfRange unless slot `index` / slots [first, first + count) exist.
   Status CheckSlot(std::uint64_t index) const {
@@ -150,13 +179,16 @@ struct PageStore::Impl {
     const std::uint32_t f = SlotTable::Flags(s);
     if (!Allocated(f)) return;
     if (f & slot::kHuge) Sub(huge_pages);
+    if (f & slot::kIncompressible) Sub(incompressible_pages);
     if (f & slot::kSame) {
       Sub(same_pages);
     } else if (f & slot::kWb) {
       options.backing->Free(s.value.load(std::memory_order_relaxed));
+      Sub(wb_pages);
     } else {
       pool->Free(s.value.load(std::memory_order_relaxed));
       Sub(compr_data_size, f & slot::kSizeMask);
+      if (Priority(f) != 0) Sub(priority_pages[Priority(f)]);
     }
     Sub(pages_stored);
     s.value.store(0, std::memory_order_relaxed);
@@ -353,7 +385,7 @@ struct PageStore::Impl {
     } else if (f & slot::kHuge) {
       pool->ReadInto(v, std::span<std::byte>(out, kPageSize));
     } else {
-      DecompressInto(LocalDecompressor(*codec), v, out, &st);
+      DecompressInto(LocalDecompressor(CodecOf(f)), v, out, &st);
       if (!st.ok()) {
         Add(decompress_fail);
         st = Status::Corruption("slot " + std::to_string(index) + ": " +

@@ -3,9 +3,11 @@
 // Worker threads run a long random mix of store, batch store, load, batch
 // load and discard on their own ranges of slots, each checking every result
 // against a plain reference map (slot -> which page it should hold). Other
-// threads meanwhile compact the pool and mark slots idle across the whole
-// table, so every operation races with compaction moving its objects. At
-// the end the counters must agree with the union of the reference maps.
+// threads meanwhile compact the pool, mark slots idle and run recompression
+// passes (zstd, then deflate) across the whole table, so every operation
+// races with compaction moving its objects and with recompression swapping
+// them. At the end the counters must agree with the union of the reference
+// maps.
 //
 // At least one million operations in all (ZTIER_MODEL_OPS overrides the
 // count; the seed is fixed and printed).
@@ -75,6 +77,8 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     PageStoreOptions o;
     o.num_pages = kSlotsPerWorker * kWorkers;
     o.batch_backend = backend;
+    o.recomp[0] = {"zstd", ""};
+    o.recomp[1] = {"deflate", ""};
     auto created = PageStore::Create(o);
     ASSERT_TRUE(created.has_value()) << created.error().ToString();
     PageStore& store = **created;
@@ -166,12 +170,39 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     });
+    std::atomic<std::uint64_t> recompressed{0};
+    std::thread recompressor([&] {
+      std::mt19937 rng(seed);
+      while (!done.load()) {
+        RecompressRequest r;
+        switch (rng() % 5) {
+          case 0: break;
+          case 1: r.filter = kRecompressIdle; break;
+          case 2: r.filter = kRecompressHuge; break;
+          case 3: r.priority_end = 2; break;
+          default: r.threshold = 1000; break;
+        }
+        r.max_pages = rng() % 2 ? UINT64_MAX : 1 + rng() % 64;
+        auto res = store.Recompress(r);
+        if (!res.has_value() || !res->status.ok()) {
+          ADD_FAILURE() << "recompress: "
+                        << (res ? res->status : res.error()).ToString();
+          return;
+        }
+        recompressed += res->recompressed;
+      }
+    });
     std::vector<std::thread> workers;
     for (int w = 0; w < kWorkers; ++w) workers.emplace_back(worker, w);
     for (auto& t : workers) t.join();
     done = true;
     compactor.join();
     idler.join();
+    recompressor.join();
+    std::printf("%s: %llu pages recompressed during the run\n",
+                std::string(BatchBackendName(backend)).c_str(),
+                static_cast<unsigned long long>(recompressed.load()));
+    EXPECT_GT(recompressed.load(), 0u);
 
     EXPECT_EQ(mismatches.load(), 0u);
     // Every slot, read once more after all threads are done.
@@ -192,6 +223,10 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     }
     const PageStoreStats s = store.Stats();
     EXPECT_EQ(s.orig_data_size, stored * kPageSize);
+    std::uint64_t by_priority = 0;
+    for (std::uint64_t n : s.priority_pages) by_priority += n;
+    EXPECT_EQ(by_priority + s.same_pages, stored);
+    EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
     EXPECT_EQ(s.failed_reads, 0u);
     EXPECT_EQ(s.failed_writes, 0u);
     // Discard everything: the pool must come back to (almost) nothing.

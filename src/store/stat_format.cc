@@ -1,10 +1,12 @@
 // stat_format.cc: the kernel's exact text of mm_stat, io_stat, debug_stat
 // and bd_stat (mm_stat_show() and the other *_show() functions of
 // drivers/block/zram/zram_drv.c).
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 
+#include "page_store_impl.h"
 #include "ztier/page_store.h"
 
 namespace ztier {
@@ -49,6 +51,37 @@ std::string PageStore::FormatBdStat() const {
   std::snprintf(buf, sizeof(buf), "%8llu %8llu %8llu\n", ull{s.bd_count},
                 ull{s.bd_reads}, ull{s.bd_writes});
   return buf;
+}
+
+// read_block_state() in zram_drv.c, with ac_time in whole seconds.
+std::string PageStore::FormatBlockState(std::uint64_t first,
+                                        std::uint64_t count) const {
+  const Impl& m = *impl_;
+  const std::uint64_t lo = std::min<std::uint64_t>(first, m.slots.size());
+  const std::uint64_t hi =
+      count > m.slots.size() - lo ? m.slots.size() : lo + count;
+  std::string out;
+  char line[64];
+  for (std::uint64_t i = lo; i < hi; ++i) {
+    Slot& s = m.slots[i];
+    if (!Allocated(s.flags.load(std::memory_order_relaxed))) continue;
+    std::uint32_t f;
+    std::uint32_t ac_time;
+    {
+      SlotLock lock(s);
+      f = SlotTable::Flags(s);
+      ac_time = s.ac_time;
+    }
+    if (!Allocated(f)) continue;
+    const int n = std::snprintf(
+        line, sizeof(line), "%12llu %12u.%06d %c%c%c%c%c%c\n", ull{i},
+        ac_time, 0, (f & slot::kSame) ? 's' : '.', (f & slot::kWb) ? 'w' : '.',
+        (f & slot::kHuge) ? 'h' : '.', (f & slot::kIdle) ? 'i' : '.',
+        Priority(f) != 0 ? 'r' : '.',
+        (f & slot::kIncompressible) ? 'n' : '.');
+    out.append(line, static_cast<std::size_t>(n));
+  }
+  return out;
 }
 
 }  // namespace ztier

@@ -90,7 +90,7 @@ Status PageStore::Impl::LoadWrittenBack(std::uint64_t index, std::uint32_t f,
   ZT_RETURN_IF_ERROR(
       options.backing->ReadBlock(b, MutablePage(block, kPageSize)));
   const std::size_t len = f & slot::kSizeMask;
-  Status st = LocalDecompressor(*codec).Decompress(
+  Status st = LocalDecompressor(CodecOf(f)).Decompress(
       std::span<const std::byte>(block, len),
       std::span<std::byte>(out, kPageSize));
   if (!st.ok()) {
@@ -182,6 +182,7 @@ class WritebackPass {
     std::span<std::byte> block;
     bool decompress;     // the object is in the scratch: decompress it
     std::size_t length;  // object length (when decompress)
+    int priority;        // its codec's (when decompress)
   };
 
   bool MoreToDo() const { return !stopped_ && next_ < order_.size(); }
@@ -239,7 +240,7 @@ class WritebackPass {
   void CopyOut(std::uint64_t index, Slot& s, std::uint32_t f,
                std::span<std::byte> block) {
     const Handle h = s.value.load(std::memory_order_relaxed);
-    Copy c{index, block, false, 0};
+    Copy c{index, block, false, 0, Priority(f)};
     if (f & slot::kHuge) {
       m_.pool->ReadInto(h, block);
     } else if (req_.compressed) {
@@ -256,26 +257,30 @@ class WritebackPass {
     copies_.push_back(c);
   }
 
+  // Decompresses the group's objects, one fan-out per codec priority
+  // present (recompressed slots use their secondary codec).
   void Decompress() {
-    items_.clear();
-    for (std::size_t k = 0; k < copies_.size(); ++k) {
-      const Copy& c = copies_[k];
-      if (!c.decompress) continue;
-      items_.push_back(BatchItem{
-          std::span<const std::byte>(scratch_.get() + k * kPageSize, c.length),
-          c.block});
-    }
-    if (items_.empty()) return;
-    DecompressBatch(*m_.codec, items_, workers_);
-    // A page that does not decompress must not become WB: its block is
-    // written but Complete() frees it and keeps the slot in RAM, where a
-    // load reports the corruption.
-    std::size_t j = 0;
-    for (Copy& c : copies_) {
-      if (!c.decompress) continue;
-      if (!items_[j++].status.ok()) {
-        Add(m_.decompress_fail);
-        bad_.push_back(c.index);
+    for (int p = 0; p <= m_.top_priority; ++p) {
+      items_.clear();
+      for (std::size_t k = 0; k < copies_.size(); ++k) {
+        const Copy& c = copies_[k];
+        if (!c.decompress || c.priority != p) continue;
+        items_.push_back(BatchItem{std::span<const std::byte>(
+                                       scratch_.get() + k * kPageSize, c.length),
+                                   c.block});
+      }
+      if (items_.empty()) continue;
+      DecompressBatch(*m_.codecs[p], items_, workers_);
+      // A page that does not decompress must not become WB: its block is
+      // written but Complete() frees it and keeps the slot in RAM, where a
+      // load reports the corruption.
+      std::size_t j = 0;
+      for (Copy& c : copies_) {
+        if (!c.decompress || c.priority != p) continue;
+        if (!items_[j++].status.ok()) {
+          Add(m_.decompress_fail);
+          bad_.push_back(c.index);
+        }
       }
     }
   }
@@ -317,6 +322,7 @@ class WritebackPass {
       SlotTable::SetContent(s, content);
       s.ac_time = ac_time;
       Add(m_.pages_stored);
+      Add(m_.wb_pages);
     }
     Add(m_.bd_writes);
     ++result_.written;
@@ -326,7 +332,9 @@ class WritebackPass {
   // its PP is still set, so its content is what was copied.
   std::uint32_t ContentFor(std::uint32_t f) const {
     if (!req_.compressed || (f & slot::kHuge)) return slot::kWb;
-    return slot::kWb | slot::kWbCompressed | (f & slot::kSizeMask);
+    // The priority stays: a read decompresses with that codec.
+    return slot::kWb | slot::kWbCompressed |
+           (f & (slot::kSizeMask | slot::kPrioMask));
   }
 
   void Stop(Status st) {

@@ -280,6 +280,7 @@ struct PageStoreStats {
 
 class PageStoreTestPeer;
 namespace internal {
+class RecompressPass;
 class WritebackPass;
 }  // namespace internal
 
@@ -433,6 +434,7 @@ class PageStore {
 
  private:
   friend class PageStoreTestPeer;
+  friend class internal::RecompressPass;
   friend class internal::WritebackPass;
   PageStore();
   struct Impl;

@@ -1,0 +1,331 @@
+// recompress.cc: the PageStore's recompression pass (contract in
+// include/ztier/page_store.h, "Recompress"), after zram's recompress_store()
+// and recompress_slot() in drivers/block/zram/zram_drv.c.
+//
+// The kernel recompresses one slot at a time, holding the slot's lock and a
+// stream from reading the page to installing the result. Here a pass works
+// a batch (batch_size() slots) at a time, and holds each slot's lock only
+// twice, briefly:
+//   1. Select: mark each candidate PP under its lock, bucketed by size;
+//      largest first, as the kernel's select_pp_slot().
+//   2. Copy out, per candidate, under its lock: recheck PP (any access
+//      clears it), copy the object, clear IDLE. Counted against max_pages.
+//   3. With no lock held: decompress the batch (one fan-out per codec
+//      priority present), then compress it with each secondary codec in
+//      ascending priority, each slot going on only while it has no win. The
+//      parallel backend fans both out over the store's workers.
+//   4. Install, per candidate, under its lock: a win is allocated first; if
+//      PP is still set, the old object is freed and the new one installed
+//      (access time kept); else the new one is dropped. No win after the
+//      top priority: INCOMPRESSIBLE. PP is cleared either way.
+// Client stores, loads and discards never wait for the codecs, only for one
+// slot's copy or swap.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "page_store_impl.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kBucketBytes = 64;
+constexpr std::size_t kBuckets = kPageSize / kBucketBytes + 1;
+
+}  // namespace
+
+namespace internal {
+
+// One pass's state; lives on the caller's stack. REQUIRES: the store's
+// writeback_mu held for its whole life.
+class RecompressPass {
+ public:
+  RecompressPass(PageStore::Impl& m, const RecompressRequest& req, int first,
+                 int end)
+      : m_(m),
+        req_(req),
+        first_(first),
+        end_(end),
+        batch_(m.streams->batch_size()),
+        raw_(new std::byte[batch_ * kPageSize]),
+        page_(new std::byte[batch_ * kPageSize]),
+        out_(new std::byte[batch_ * kPageSize]) {}
+
+  // Step 1.
+  void Select() {
+    std::vector<std::uint32_t> bucket_count(kBuckets, 0);
+    std::vector<std::pair<std::uint64_t, std::uint16_t>> picked;
+    for (std::uint64_t i = 0; i < m_.slots.size(); ++i) {
+      Slot& s = m_.slots[i];
+      if (!Eligible(s.flags.load(std::memory_order_relaxed))) continue;
+      SlotLock lock(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      if (!Eligible(f)) continue;
+      SlotTable::SetFlags(s, slot::kPp);
+      const auto bucket =
+          static_cast<std::uint16_t>((f & slot::kSizeMask) / kBucketBytes);
+      picked.emplace_back(i, bucket);
+      ++bucket_count[bucket];
+    }
+    std::vector<std::size_t> start(kBuckets, 0);
+    std::size_t at = 0;
+    for (std::size_t b = kBuckets; b-- > 0;) {
+      start[b] = at;
+      at += bucket_count[b];
+    }
+    order_.resize(picked.size());
+    for (const auto& [index, bucket] : picked) order_[start[bucket]++] = index;
+    result_.candidates = order_.size();
+  }
+
+  // Steps 2-4, then PP off the candidates never reached.
+  RecompressResult Run() {
+    while (!stopped_ && next_ < order_.size()) {
+      CopyOut();
+      if (items_.empty()) continue;
+      Decompress();
+      for (int p = first_; p < end_; ++p) {
+        if (m_.codecs[p] != nullptr) CompressWith(p);
+      }
+      Install();
+      if (req_.pace && !req_.pace()) stopped_ = true;
+    }
+    for (; next_ < order_.size(); ++next_) {
+      Slot& s = m_.slots[order_[next_]];
+      SlotLock lock(s);
+      SlotTable::ClearFlags(s, slot::kPp);
+    }
+    Add(m_.recompress_attempts, result_.attempted);
+    Add(m_.recompressed_pages, result_.recompressed);
+    return std::move(result_);
+  }
+
+ private:
+  struct Item {
+    std::uint64_t index;
+    std::size_t old_size;  // object bytes (kPageSize when HUGE)
+    int old_priority;
+    bool huge;
+    bool bad = false;      // did not decompress: left as it is
+    int won = 0;           // the winning priority; 0: none (yet)
+    std::size_t length = 0;  // the winner's bytes, in out(k)
+  };
+
+  std::byte* raw(std::size_t k) { return raw_.get() + k * kPageSize; }
+  std::byte* page(std::size_t k) { return page_.get() + k * kPageSize; }
+  std::byte* out(std::size_t k) { return out_.get() + k * kPageSize; }
+
+  // A slot this pass may pick (flags f): as scan_slots_for_recompress().
+  bool Eligible(std::uint32_t f) const {
+    if (!Allocated(f) ||
+        (f & (slot::kSame | slot::kWb | slot::kIncompressible | slot::kPp))) {
+      return false;
+    }
+    if ((req_.filter & kRecompressIdle) && !(f & slot::kIdle)) return false;
+    if ((req_.filter & kRecompressHuge) && !(f & slot::kHuge)) return false;
+    if (Priority(f) + 1 >= end_) return false;  // already at the top or above
+    return (f & slot::kSizeMask) >= req_.threshold;
+  }
+
+  // Step 2 for the next batch of candidates.
+  void CopyOut() {
+    items_.clear();
+    while (items_.size() < batch_ && next_ < order_.size()) {
+      if (result_.attempted >= req_.max_pages) {
+        stopped_ = true;
+        return;
+      }
+      const std::uint64_t index = order_[next_++];
+      Slot& s = m_.slots[index];
+      SlotLock lock(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      if (!(f & slot::kPp)) {  // touched since it was picked
+        ++result_.changed;
+        continue;
+      }
+      const std::size_t k = items_.size();
+      const std::size_t n = m_.pool->ReadInto(
+          s.value.load(std::memory_order_relaxed),
+          std::span<std::byte>(raw(k), kPageSize));
+      // Touched by the pass: not idle any more, so that a later writeback
+      // of idle pages does not pick it for the same age (as the kernel).
+      SlotTable::ClearFlags(s, slot::kIdle);
+      items_.push_back(Item{index, n, Priority(f), (f & slot::kHuge) != 0});
+      ++result_.attempted;
+    }
+  }
+
+  // Step 3a: every copied object back to its page.
+  void Decompress() {
+    for (int p = 0; p <= m_.top_priority; ++p) {
+      batch_items_.clear();
+      slot_of_.clear();
+      for (std::size_t k = 0; k < items_.size(); ++k) {
+        const Item& it = items_[k];
+        if (it.old_priority != p) continue;
+        if (it.huge) {
+          if (p == 0) std::memcpy(page(k), raw(k), kPageSize);
+          continue;
+        }
+        batch_items_.push_back(
+            BatchItem{std::span<const std::byte>(raw(k), it.old_size),
+                      std::span<std::byte>(page(k), kPageSize)});
+        slot_of_.push_back(k);
+      }
+      if (!batch_items_.empty()) {
+        DecompressBatch(*m_.codecs[p], batch_items_, m_.workers.get());
+        for (std::size_t j = 0; j < batch_items_.size(); ++j) {
+          if (batch_items_[j].status.ok()) continue;
+          Add(m_.decompress_fail);
+          items_[slot_of_[j]].bad = true;
+        }
+      }
+    }
+  }
+
+  // Step 3b: the items still without a win that may use priority p.
+  void CompressWith(int p) {
+    batch_items_.clear();
+    slot_of_.clear();
+    for (std::size_t k = 0; k < items_.size(); ++k) {
+      const Item& it = items_[k];
+      if (it.bad || it.won != 0 || p < it.old_priority + 1) continue;
+      batch_items_.push_back(
+          BatchItem{std::span<const std::byte>(page(k), kPageSize),
+                    std::span<std::byte>(out(k), kPageSize)});
+      slot_of_.push_back(k);
+    }
+    if (batch_items_.empty()) return;
+    BatchCompressor* bc = CompressorFor(p);
+    if (bc == nullptr) return;
+    bc->Compress(batch_items_);
+    for (std::size_t j = 0; j < batch_items_.size(); ++j) {
+      Item& it = items_[slot_of_[j]];
+      const std::size_t len = batch_items_[j].length;
+      if (Wins(it, len)) {
+        it.won = p;
+        it.length = len;
+      }
+    }
+  }
+
+  // recompress_slot()'s rule: a smaller size class, and under the
+  // threshold if there is one. A result at the huge size would be kept raw:
+  // never a win.
+  bool Wins(const Item& it, std::size_t len) const {
+    if (len == 0 || len >= m_.huge_size) return false;
+    if (req_.threshold != 0 && len >= req_.threshold) return false;
+    return m_.pool->ClassSizeFor(len) < m_.pool->ClassSizeFor(it.old_size);
+  }
+
+  // The pass's compressor for priority p, made on first use (a failure to
+  // make one, out of memory, skips that priority).
+  BatchCompressor* CompressorFor(int p) {
+    std::unique_ptr<BatchCompressor>& bc = m_.recomp_batch[p];
+    if (bc == nullptr) {
+      BatchOptions bo;
+      bo.backend = m_.options.batch_backend;
+      bo.max_batch = batch_;
+      bo.pool = m_.workers.get();
+      auto made = NewBatchCompressor(m_.codecs[p], bo);
+      if (!made.has_value()) return nullptr;
+      bc = std::move(*made);
+    }
+    return bc.get();
+  }
+
+  // Step 4.
+  void Install() {
+    for (std::size_t k = 0; k < items_.size(); ++k) {
+      Item& it = items_[k];
+      Handle h = kInvalidHandle;
+      if (it.won != 0 && result_.status.ok()) {
+        h = m_.pool->Malloc(it.length);
+        if (h == kInvalidHandle) {  // the pass ends; the slot keeps its own
+          Add(m_.reject_alloc_fail);
+          result_.status = Status::ResourceExhausted("pool is full");
+          stopped_ = true;
+        } else {
+          m_.pool->Write(h, std::span<const std::byte>(out(k), it.length));
+        }
+      }
+      Slot& s = m_.slots[it.index];
+      SlotLock lock(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      SlotTable::ClearFlags(s, slot::kPp);
+      if (!(f & slot::kPp)) {  // stored, discarded or read meanwhile
+        if (h != kInvalidHandle) m_.pool->Free(h);
+        ++result_.changed;
+      } else if (h != kInvalidHandle) {
+        Swap(s, f, it, h);
+      } else if (it.won == 0 && !it.bad && end_ == m_.top_priority + 1) {
+        SlotTable::SetFlags(s, slot::kIncompressible);
+        Add(m_.incompressible_pages);
+        ++result_.incompressible;
+      }
+    }
+  }
+
+  // Replaces slot s's object (flags f, PP set) by h. REQUIRES: s locked.
+  void Swap(Slot& s, std::uint32_t f, const Item& it, Handle h)
+      ZT_REQUIRES(s) {
+    m_.pool->Free(s.value.load(std::memory_order_relaxed));
+    Sub(m_.compr_data_size, f & slot::kSizeMask);
+    if (f & slot::kHuge) Sub(m_.huge_pages);
+    if (Priority(f) != 0) Sub(m_.priority_pages[Priority(f)]);
+    s.value.store(h, std::memory_order_relaxed);
+    SlotTable::SetContent(s, static_cast<std::uint32_t>(it.length) |
+                                 PriorityBits(it.won) |
+                                 (f & slot::kIdle));
+    Add(m_.compr_data_size, it.length);
+    Add(m_.priority_pages[it.won]);
+    ++result_.recompressed;
+    result_.bytes_before += f & slot::kSizeMask;
+    result_.bytes_after += it.length;
+  }
+
+  PageStore::Impl& m_;
+  const RecompressRequest& req_;
+  const int first_;
+  const int end_;
+  const std::size_t batch_;
+  std::unique_ptr<std::byte[]> raw_;   // copied objects, one page each
+  std::unique_ptr<std::byte[]> page_;  // their pages
+  std::unique_ptr<std::byte[]> out_;   // the secondary codecs' results
+  std::vector<std::uint64_t> order_;
+  std::size_t next_ = 0;
+  bool stopped_ = false;
+  std::vector<Item> items_;
+  std::vector<BatchItem> batch_items_;
+  std::vector<std::size_t> slot_of_;  // batch_items_[j] is items_[slot_of_[j]]
+  RecompressResult result_;
+};
+
+}  // namespace internal
+
+Result<RecompressResult> PageStore::Recompress(
+    const RecompressRequest& request) {
+  Impl& m = *impl_;
+  if (request.threshold != 0 && request.threshold >= m.huge_size) {
+    return Err(Status::InvalidArgument(
+        "threshold " + std::to_string(request.threshold) +
+        " is not below the huge class size " + std::to_string(m.huge_size)));
+  }
+  const int first = std::max(request.priority, 1);
+  const int end = std::min(request.priority_end, m.top_priority + 1);
+  bool any = false;
+  for (int p = first; p < end; ++p) any = any || m.codecs[p] != nullptr;
+  if (!any) {
+    return Err(Status::InvalidArgument(
+        "no recompression algorithm at priority " + std::to_string(first) +
+        (end - first > 1 ? ".." + std::to_string(end - 1) : std::string())));
+  }
+  std::lock_guard pass_lock(m.writeback_mu);
+  internal::RecompressPass pass(m, request, first, end);
+  pass.Select();
+  RecompressResult result = pass.Run();
+  if (result.recompressed != 0) m.pool->ReleaseSpares();
+  return result;
+}
+
+}  // namespace ztier
