@@ -24,7 +24,7 @@ namespace ztier::tool {
 
 struct KernelRecompProbe {
   bool has_multi_comp = false;  // SYS/recomp_algorithm exists
-  std::string line;  // "kernel: ...", without a trailing newline
+  std::string line;             // "kernel: ...", without a trailing newline
 };
 
 // Probes the zram device whose sysfs folder is `sys_dir` (e.g.
