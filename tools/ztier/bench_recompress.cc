@@ -268,7 +268,7 @@ void AddThroughputTables(Report& r, const std::vector<Case>& cases) {
   }
 }
 
-// Bars per corpus: before, after, direct.
+// Bars per corpus: before, after, compacted, direct.
 Chart MemoryChart(const Config& cfg, const std::vector<Case>& cases) {
   Chart chart{.name = "recompress-memory",
               .title = "mem_used_total: " + cfg.codec +
@@ -279,11 +279,14 @@ Chart MemoryChart(const Config& cfg, const std::vector<Case>& cases) {
               .y_label = "mem_used_total (MiB)",
               .style = PlotStyle::kBars};
   const std::pair<const char*, const char*> bars[] = {
-      {"serial", "mem_before"}, {"serial", "mem_after"}, {"direct", "mem"}};
+      {"serial", "mem_before"},
+      {"serial", "mem_after"},
+      {"serial", "mem_compacted"},
+      {"direct", "mem"}};
   const std::string titles[] = {cfg.codec,
                                 "after recompression with " + cfg.secondary,
-                                cfg.secondary + " directly"};
-  for (int i = 0; i < 3; ++i) {
+                                "and Compact()", cfg.secondary + " directly"};
+  for (int i = 0; i < 4; ++i) {
     PlotSeries s{.title = titles[i]};
     for (std::size_t j = 0; j < cases.size(); ++j) {
       const std::vector<double> v =

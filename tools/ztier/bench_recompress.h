@@ -15,11 +15,13 @@
 // idle, recompressed with --secondary) and "direct" (the same pages stored
 // with --secondary directly). One Report (bench_report.h; stdout, --json
 // FILE, --plot DIR) holds the tables "memory" (mem_used_total before and
-// after the pass and direct, the ratio after/direct and its target 1.03),
+// after the pass, after Compact() and direct, the ratio after/direct and
+// its target 1.03),
 // "slots" (candidates, recompressed, incompressible, huge pages, per
 // backend), "throughput" (MB/s of original pages examined and pages/s per
-// backend) and "targets" (after/direct <= 1.03, parallel/serial MB/s >=
-// 1.6); and the chart recompress-memory. A line says whether the kernel's
+// backend) and "targets" (after/direct and compacted/direct <= 1.03,
+// parallel/serial MB/s >= 1.6); and the chart recompress-memory (bars per
+// corpus: before, after, compacted, direct). A line says whether the kernel's
 // zram could be compared (bench_recompress_kernel.h): it cannot without
 // CONFIG_ZRAM_MULTI_COMP, and the kernel path is not implemented.
 //
