@@ -5,6 +5,7 @@
 // and reports them through one Report (bench_report.h).
 #include "bench_recompress.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -49,7 +50,6 @@ struct Config {
 
 struct Case {
   std::string corpus;
-  std::size_t corpus_pages = 0;
   Measurements m;  // variants "serial", "parallel", "direct"
 };
 
@@ -101,7 +101,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
 // The figures of one pass, by name.
 void AddPassSamples(const RecompressSample& s, Samples& out) {
   const double examined = static_cast<double>(s.result.attempted);
-  const double secs = s.seconds > 0 ? s.seconds : NAN;
+  const double secs = std::max(s.seconds, 1e-9);  // a clock tick at least
   out.Add("seconds", s.seconds);
   out.Add("mb_s", examined * kPageSize / 1e6 / secs);
   out.Add("pages_s", examined / secs);
@@ -365,7 +365,7 @@ int RunBenchRecompress(std::span<const std::string_view> args) {
       return ReportFailure(kCommand, "FATAL: corpus " + set.name() + ": " +
                                          m.error().ToString());
     }
-    cases.push_back({set.name(), set.size(), std::move(*m)});
+    cases.push_back({set.name(), std::move(*m)});
   }
   AddMemoryTable(report, cfg, cases);
   AddSlotsTable(report, cases);
