@@ -74,18 +74,27 @@ struct BatchJob {
   ItemCursor cursor;
   std::unique_ptr<Compressor>* compressors;         // compression only
   const BatchCompressor::ItemSink* sink = nullptr;  // compression only
+  const BatchCompressor::ItemSink* prepare = nullptr;  // compression only
   const Codec* codec;                               // decompression only
 };
+
+// Item i of `items`: prepare, compress, sink.
+void CompressItem(Compressor& c, std::span<BatchItem> items, std::size_t i,
+                  const BatchCompressor::ItemSink* sink,
+                  const BatchCompressor::ItemSink* prepare) {
+  BatchItem& item = items[i];
+  if (prepare != nullptr) (*prepare)(i);
+  item.length = item.src.empty() ? 0 : c.Compress(item.src, item.dst);
+  item.status = Status::Ok();
+  if (sink != nullptr) (*sink)(i);
+}
 
 void CompressLane(BatchJob* job, std::size_t lane) {
   Compressor& c = *job->compressors[lane];
   for (;;) {
     const std::size_t i = job->cursor.Next(lane);
     if (i >= job->items.size()) return;
-    BatchItem& item = job->items[i];
-    item.length = c.Compress(item.src, item.dst);
-    item.status = Status::Ok();
-    if (job->sink != nullptr) (*job->sink)(i);
+    CompressItem(c, job->items, i, job->sink, job->prepare);
   }
 }
 
@@ -106,13 +115,11 @@ class SerialBatchCompressor final : public BatchCompressor {
       : compressor_(std::move(c)), max_batch_(max_batch) {}
   std::size_t batch_size() const override { return max_batch_; }
   BatchBackend backend() const override { return BatchBackend::kSerial; }
-  void Compress(std::span<BatchItem> items, const ItemSink* sink) override {
+  void Compress(std::span<BatchItem> items, const ItemSink* sink,
+                const ItemSink* prepare) override {
     assert(items.size() <= max_batch_);
     for (std::size_t i = 0; i < items.size(); ++i) {
-      BatchItem& item = items[i];
-      item.length = compressor_->Compress(item.src, item.dst);
-      item.status = Status::Ok();
-      if (sink != nullptr) (*sink)(i);
+      CompressItem(*compressor_, items, i, sink, prepare);
     }
   }
 
@@ -128,7 +135,8 @@ class ParallelBatchCompressor final : public BatchCompressor {
       : compressors_(std::move(cs)), max_batch_(max_batch), pool_(pool) {}
   std::size_t batch_size() const override { return max_batch_; }
   BatchBackend backend() const override { return BatchBackend::kParallel; }
-  void Compress(std::span<BatchItem> items, const ItemSink* sink) override {
+  void Compress(std::span<BatchItem> items, const ItemSink* sink,
+                const ItemSink* prepare) override {
     assert(items.size() <= max_batch_);
     // compressors_ holds at most kMaxBatchSize (<= kMaxLanes) lanes.
     const std::size_t lanes =
@@ -136,6 +144,7 @@ class ParallelBatchCompressor final : public BatchCompressor {
     BatchJob job(items, lanes);
     job.compressors = compressors_.data();
     job.sink = sink;
+    job.prepare = prepare;
     job.codec = nullptr;
     if (lanes <= 1) {
       CompressLane(&job, 0);

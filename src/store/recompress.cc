@@ -10,14 +10,16 @@
 //      largest first, as the kernel's select_pp_slot().
 //   2. Copy out, per candidate, under its lock: recheck PP (any access
 //      clears it), copy the object, clear IDLE. Counted against max_pages.
-//   3. With no lock held: decompress the batch (one fan-out per codec
-//      priority present), then compress it with each secondary codec in
-//      ascending priority, each slot going on only while it has no win. The
-//      parallel backend fans both out over the store's workers.
-//   4. Install, per candidate, under its lock: a win is allocated first; if
-//      PP is still set, the old object is freed and the new one installed
-//      (access time kept); else the new one is dropped. No win after the
-//      top priority: INCOMPRESSIBLE. PP is cleared either way.
+//   3. With no lock held: compress the batch with each secondary codec in
+//      ascending priority, a slot going on only while it has no win. One
+//      batch codec call per priority does all of a page's work on the lane
+//      that takes it: decompress the old object (the first time), compress,
+//      and for a win allocate and copy the new object. So the parallel
+//      backend fans out everything but the two lock holds.
+//   4. Install, per candidate, under its lock: if PP is still set, the old
+//      object is freed and the new one installed (access time kept); else
+//      the new one is dropped. No win after the top priority:
+//      INCOMPRESSIBLE. PP is cleared either way.
 // Client stores, loads and discards never wait for the codecs, only for one
 // slot's copy or swap.
 #include <algorithm>
@@ -83,7 +85,6 @@ class RecompressPass {
     while (!stopped_ && next_ < order_.size()) {
       CopyOut();
       if (items_.empty()) continue;
-      Decompress();
       for (int p = first_; p < end_; ++p) {
         if (m_.codecs[p] != nullptr) CompressWith(p);
       }
@@ -101,14 +102,19 @@ class RecompressPass {
   }
 
  private:
+  // A candidate of the current batch. Between the lock holds, only the
+  // lane that has it in a batch codec call touches it.
   struct Item {
     std::uint64_t index;
     std::size_t old_size;  // object bytes (kPageSize when HUGE)
     int old_priority;
     bool huge;
-    bool bad = false;      // did not decompress: left as it is
-    int won = 0;           // the winning priority; 0: none (yet)
-    std::size_t length = 0;  // the winner's bytes, in out(k)
+    bool ready = false;      // page(k) holds its page
+    bool bad = false;        // did not decompress: left as it is
+    bool no_memory = false;  // a win the pool could not hold
+    int won = 0;             // the winning priority; 0: none (yet)
+    std::size_t length = 0;  // the winner's bytes
+    Handle handle = kInvalidHandle;  // the winner's new object
   };
 
   std::byte* raw(std::size_t k) { return raw_.get() + k * kPageSize; }
@@ -155,35 +161,8 @@ class RecompressPass {
     }
   }
 
-  // Step 3a: every copied object back to its page.
-  void Decompress() {
-    for (int p = 0; p <= m_.top_priority; ++p) {
-      batch_items_.clear();
-      slot_of_.clear();
-      for (std::size_t k = 0; k < items_.size(); ++k) {
-        const Item& it = items_[k];
-        if (it.old_priority != p) continue;
-        if (it.huge) {
-          if (p == 0) std::memcpy(page(k), raw(k), kPageSize);
-          continue;
-        }
-        batch_items_.push_back(
-            BatchItem{std::span<const std::byte>(raw(k), it.old_size),
-                      std::span<std::byte>(page(k), kPageSize)});
-        slot_of_.push_back(k);
-      }
-      if (!batch_items_.empty()) {
-        DecompressBatch(*m_.codecs[p], batch_items_, m_.workers.get());
-        for (std::size_t j = 0; j < batch_items_.size(); ++j) {
-          if (batch_items_[j].status.ok()) continue;
-          Add(m_.decompress_fail);
-          items_[slot_of_[j]].bad = true;
-        }
-      }
-    }
-  }
-
-  // Step 3b: the items still without a win that may use priority p.
+  // Step 3 for priority p: the items still without a win that may use it,
+  // in one batch codec call; Prepare and Finish run on its lanes.
   void CompressWith(int p) {
     batch_items_.clear();
     slot_of_.clear();
@@ -198,15 +177,57 @@ class RecompressPass {
     if (batch_items_.empty()) return;
     BatchCompressor* bc = CompressorFor(p);
     if (bc == nullptr) return;
-    bc->Compress(batch_items_);
-    for (std::size_t j = 0; j < batch_items_.size(); ++j) {
-      Item& it = items_[slot_of_[j]];
-      const std::size_t len = batch_items_[j].length;
-      if (Wins(it, len)) {
-        it.won = p;
-        it.length = len;
+    // The callbacks capture one pointer (no allocation).
+    struct Context {
+      RecompressPass* pass;
+      int priority;
+    } ctx{this, p};
+    const BatchCompressor::ItemSink prepare = [c = &ctx](std::size_t j) {
+      c->pass->Prepare(j);
+    };
+    const BatchCompressor::ItemSink finish = [c = &ctx](std::size_t j) {
+      c->pass->Finish(j, c->priority);
+    };
+    bc->Compress(batch_items_, &finish, &prepare);
+  }
+
+  // On a lane: the page of batch item j, decompressed on first use (a
+  // HUGE object is the page). One that does not decompress is dropped
+  // from the batch (an empty source is not compressed).
+  void Prepare(std::size_t j) {
+    const std::size_t k = slot_of_[j];
+    Item& it = items_[k];
+    if (it.ready) return;
+    if (it.huge) {
+      std::memcpy(page(k), raw(k), kPageSize);
+    } else {
+      Decompressor& d = LocalDecompressor(*m_.codecs[it.old_priority]);
+      if (!d.Decompress(std::span<const std::byte>(raw(k), it.old_size),
+                        std::span<std::byte>(page(k), kPageSize))
+               .ok()) {
+        Add(m_.decompress_fail);
+        it.bad = true;
+        batch_items_[j].src = {};
+        return;
       }
     }
+    it.ready = true;
+  }
+
+  // On a lane: batch item j compressed with priority p. A win is
+  // allocated and copied into the pool here.
+  void Finish(std::size_t j, int p) {
+    Item& it = items_[slot_of_[j]];
+    const std::size_t len = batch_items_[j].length;
+    if (it.bad || !Wins(it, len)) return;
+    it.won = p;
+    it.length = len;
+    it.handle = m_.pool->Malloc(len);
+    if (it.handle == kInvalidHandle) {
+      it.no_memory = true;
+      return;
+    }
+    m_.pool->Write(it.handle, batch_items_[j].dst.first(len));
   }
 
   // recompress_slot()'s rule: a smaller size class, and under the
@@ -234,20 +255,18 @@ class RecompressPass {
     return bc.get();
   }
 
-  // Step 4.
+  // Step 4. After a failed allocation, the pass installs nothing more.
   void Install() {
-    for (std::size_t k = 0; k < items_.size(); ++k) {
-      Item& it = items_[k];
-      Handle h = kInvalidHandle;
-      if (it.won != 0 && result_.status.ok()) {
-        h = m_.pool->Malloc(it.length);
-        if (h == kInvalidHandle) {  // the pass ends; the slot keeps its own
-          Add(m_.reject_alloc_fail);
-          result_.status = Status::ResourceExhausted("pool is full");
-          stopped_ = true;
-        } else {
-          m_.pool->Write(h, std::span<const std::byte>(out(k), it.length));
-        }
+    for (Item& it : items_) {
+      if (it.no_memory && result_.status.ok()) {
+        Add(m_.reject_alloc_fail);
+        result_.status = Status::ResourceExhausted("pool is full");
+        stopped_ = true;
+      }
+      Handle h = it.handle;
+      if (h != kInvalidHandle && !result_.status.ok()) {
+        m_.pool->Free(h);
+        h = kInvalidHandle;
       }
       Slot& s = m_.slots[it.index];
       SlotLock lock(s);
@@ -324,7 +343,11 @@ Result<RecompressResult> PageStore::Recompress(
   internal::RecompressPass pass(m, request, first, end);
   pass.Select();
   RecompressResult result = pass.Run();
-  if (result.recompressed != 0) m.pool->ReleaseSpares();
+  // The point of the pass is memory, and each win freed an object of a
+  // larger class, leaving holes across those classes' zspages: compact
+  // them now (zram leaves that to its `compact` attribute). Compact()
+  // releases the spare zspages too.
+  if (result.recompressed != 0) m.pool->Compact();
   return result;
 }
 

@@ -74,9 +74,15 @@ class BatchCompressor {
   using ItemSink = std::function<void(std::size_t index)>;
 
   // Compresses every item, then (if `sink` is not null) hands each to it.
+  // `prepare`, if not null, is called with an item's index on the lane
+  // that compresses it, just before: it may fill the item's source there
+  // (the recompression pass decompresses the old object into it, so that
+  // this fans out too). An item whose src is empty after it is not
+  // compressed (length 0). The same rules as for `sink`.
   // REQUIRES: items.size() <= batch_size().
   virtual void Compress(std::span<BatchItem> items,
-                        const ItemSink* sink = nullptr) = 0;
+                        const ItemSink* sink = nullptr,
+                        const ItemSink* prepare = nullptr) = 0;
 };
 
 // kInvalidArgument for a bad max_batch or kParallel without a pool.

@@ -385,6 +385,9 @@ class PageStore {
   //      the highest configured priority was tried is marked
   //      INCOMPRESSIBLE. A slot stored, discarded or read during the pass
   //      has lost PP and keeps its newer content.
+  //   4. A pass that recompressed anything compacts the pool (Compact()),
+  //      which zram leaves to its `compact` attribute: each win leaves a
+  //      hole in a larger class.
   // Passes and writeback passes run one at a time (a second caller
   // waits). Client IO never waits for a pass, only for the copy-out or
   // swap of one slot. kInvalidArgument when no priority in the range has a
