@@ -100,7 +100,7 @@ check-locks: deps
 # alone. Run it on a quiet machine: other load moves every figure.
 #
 # Estimated durations on the 2-vCPU development machine, from each
-# experiment's configuration (--help), about 28 minutes in all plus the
+# experiment's configuration (--help), about 29.5 minutes in all plus the
 # build; keep it under 30:
 #   bench-engine     ~2 min: 5 codecs x 3 corpora x (1 warm-up + 5 runs) x
 #                    13 variants of 4096 pages (took 1 min 50 s before)
@@ -116,6 +116,10 @@ check-locks: deps
 #   bench-writeback  ~2.5 min: 6 runs (1 warm-up) of a 1 GiB store: sync
 #                    ~15 s, batched ~0.6 s, fio ~0.5 s, 2 fills ~5 s
 #   usemem           ~1.5 min: 5 runs x 2 variants of 4 x 256 MiB, ~6 s each
+#   bench-recompress ~1.5 min: 3 corpora x (1 warm-up + 5 runs) x (2
+#                    passes over a 64 MiB store, each with its lz4 fill,
+#                    compaction and check, and one zstd fill); took 80 s at
+#                    a load of 6-8
 #   bench-readahead  ~1 min: 5 runs x 2 variants of 256 MiB, then 16384
 #                    fault-in touches x 3
 #   bench-zram-compare ~8 min: 6 runs (1 warm-up) x 12 jobs x 4 paths x
@@ -142,6 +146,7 @@ BENCH_POLICY_ARGS = --runs 1 --seconds 2 --size 16M
 BENCH_WRITEBACK_ARGS = --runs 1 --size 64M
 BENCH_USEMEM_ARGS = --size 16M --runs 1 --sleep 0
 BENCH_READAHEAD_ARGS = --runs 1 --size 16M --fault-pages 2048
+BENCH_RECOMPRESS_ARGS = --runs 1 --size 1M
 BENCH_ZRAM_COMPARE_ARGS = --runs 1 --size 16M --corpus-pages 256 --codec lz4
 else
 BENCH_POLICY_ARGS = --runs 3
@@ -169,6 +174,7 @@ bench: build
 	$(call bench_run,bench-policy,bench policy --corpus $(BENCH_CORPUS) $(BENCH_POLICY_ARGS))
 	$(call bench_run,bench-writeback,bench writeback --corpus $(BENCH_CORPUS) $(BENCH_WRITEBACK_ARGS) $(BENCH_PLOT))
 	$(call bench_run,usemem,usemem --workers 4 --budget 60% --corpus $(BENCH_CORPUS) --compare-batching $(BENCH_USEMEM_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-recompress,bench recompress --corpus-dir $(CORPUS) $(BENCH_RECOMPRESS_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-readahead,bench readahead --corpus $(BENCH_CORPUS) $(BENCH_READAHEAD_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-zram-compare,bench zram-compare --corpus-dir $(CORPUS) $(BENCH_ZRAM_COMPARE_ARGS))
 	$(MAKE) bench-docs

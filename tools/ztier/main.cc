@@ -13,6 +13,7 @@
 //   ztier bench nbd [flags]           `serve` vs nbdkit memory over NBD
 //   ztier bench policy [flags]        client reads with the policy vs without
 //   ztier bench readahead [flags]     region readahead and fault-in latency
+//   ztier bench recompress [flags]    idle recompression: memory and speed
 //   ztier bench writeback [flags]     writeback one page at a time vs batched
 //   ztier bench zram-compare [flags]  the kernel's zram vs ztier
 //   ztier help [COMMAND]              usage (also: ztier --help, ztier -h)
@@ -37,6 +38,7 @@
 #include "bench_nbd.h"
 #include "bench_policy.h"
 #include "bench_readahead.h"
+#include "bench_recompress.h"
 #include "bench_writeback.h"
 #include "bench_zram_compare.h"
 #include "corpus_cmd.h"
@@ -125,6 +127,11 @@ constexpr Command kBenchCommands[] = {
      "decompress batching series), and fault-in latency vs a bare "
      "UFFDIO_COPY fault",
      RunBenchReadahead},
+    {"recompress",
+     "idle recompression with a secondary codec (zram's recompress): "
+     "mem_used_total against the secondary codec directly, serial vs "
+     "parallel pass throughput",
+     RunBenchRecompress},
     {"writeback",
      "writeback to a backing file: one page at a time vs batched io_uring "
      "vs fio (zram writeback batching series)",

@@ -1,0 +1,377 @@
+// File: tools/ztier/bench_recompress.cc
+//
+// `ztier bench recompress` (bench_recompress.h): parses the flags, loads the
+// corpora, runs each corpus' variants through RunVariants (bench_harness.h)
+// and reports them through one Report (bench_report.h).
+#include "bench_recompress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_harness.h"
+#include "bench_recompress_kernel.h"
+#include "bench_recompress_run.h"
+#include "bench_report.h"
+#include "bench_stats.h"
+#include "plot.h"
+#include "tool_common.h"
+#include "ztier/page.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr const char kCommand[] = "ztier bench recompress";
+constexpr const char kSynopsis[] =
+    "[--corpus FILE]... [--corpus-dir DIR] [--codec NAME] [--secondary NAME] "
+    "[--size SIZE] [--runs N] [--zram-sys DIR] [--json FILE] [--plot DIR]";
+constexpr const char kAbout[] =
+    "idle recompression with a secondary codec (zram's\nrecompress "
+    "type=idle): mem_used_total of a store before and after the pass "
+    "against\nthe same pages stored with the secondary codec directly, and "
+    "the pass's\nthroughput with the serial and the parallel batch backend.";
+constexpr const char kCorpusHint[] =
+    "Pass corpus files with --corpus FILE (.pages.zst, or plain pages), or "
+    "a folder of *.pages.zst files with --corpus-dir DIR.";
+constexpr double kMemTarget = 1.03;   // after / direct, at most
+constexpr double kSpeedTarget = 1.6;  // parallel / serial MB/s, at least
+constexpr const char* kPasses[] = {"serial", "parallel"};
+
+struct Config {
+  BenchFlags common{.runs = 5};
+  std::vector<std::string> paths;  // the --corpus files, then --corpus-dir's
+  std::string codec = "lz4";
+  std::string secondary = "zstd";
+  std::size_t pages = 0;  // from --size
+  std::string zram_sys = "/sys/block/zram0";
+};
+
+struct Case {
+  std::string corpus;
+  Measurements m;  // variants "serial", "parallel", "direct"
+};
+
+// The command line into *cfg; the exit status when it is bad (2), names no
+// corpus (1), or asked for --help (0).
+std::optional<int> ParseFlags(std::span<const std::string_view> args,
+                              Config* cfg) {
+  std::string corpus_dir = kDefaultCorpusDir;
+  std::string size = "64M";
+  FlagSet flags(kCommand, kSynopsis);
+  flags.AddList("corpus", &cfg->paths, "FILE",
+                "corpus file (.pages.zst or plain pages); repeatable");
+  AddCorpusDirFlag(flags, &corpus_dir, "; used when no --corpus is given");
+  flags.AddString("codec", &cfg->codec, "NAME",
+                  "primary codec, which fills the store (default lz4)");
+  flags.AddString("secondary", &cfg->secondary, "NAME",
+                  "secondary codec (priority 1), which recompresses and is "
+                  "compared with (default zstd)");
+  flags.AddString("size", &size, "SIZE",
+                  "store size; the corpus' pages are repeated to fill it "
+                  "(default 64M; K/M/G suffixes; at least 64K)");
+  AddBenchFlags(flags, &cfg->common);
+  flags.AddString("zram-sys", &cfg->zram_sys, "DIR",
+                  "the kernel zram device's sysfs folder, probed for "
+                  "recomp_algorithm (default /sys/block/zram0)");
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  auto bytes = ParseSizeFlag(size, 64 << 10, "64K");
+  if (!bytes.has_value()) {
+    return ReportUsageError(kCommand, bytes.error().message());
+  }
+  cfg->pages = *bytes / kPageSize;
+  for (const std::string* name : {&cfg->codec, &cfg->secondary}) {
+    const Status s = CheckCodecName(
+        *name, name == &cfg->codec ? "codec" : "secondary codec");
+    if (!s.ok()) return ReportUsageError(kCommand, s.message());
+  }
+  // --corpus-dir's corpora join the --corpus files when given, and stand
+  // in for them when there are none.
+  if (cfg->paths.empty() || flags.WasSet("corpus-dir")) {
+    auto found = FindCorpusDir(corpus_dir, kCorpusHint);
+    if (!found.has_value()) {
+      return ReportFailure(kCommand, found.error().message());
+    }
+    cfg->paths.insert(cfg->paths.end(), found->begin(), found->end());
+  }
+  return std::nullopt;
+}
+
+// The figures of one pass, by name.
+void AddPassSamples(const RecompressSample& s, Samples& out) {
+  const double examined = static_cast<double>(s.result.attempted);
+  const double secs = std::max(s.seconds, 1e-9);  // a clock tick at least
+  out.Add("seconds", s.seconds);
+  out.Add("mb_s", examined * kPageSize / 1e6 / secs);
+  out.Add("pages_s", examined / secs);
+  out.Add("mem_before", s.before.mem_used_total);
+  out.Add("mem_after", s.after.mem_used_total);
+  out.Add("mem_compacted", s.compacted.mem_used_total);
+  out.Add("compr_before", s.before.compr_data_size);
+  out.Add("compr_after", s.after.compr_data_size);
+  out.Add("huge_before", s.before.huge_pages);
+  out.Add("huge_after", s.after.huge_pages);
+  out.Add("candidates", s.result.candidates);
+  out.Add("attempted", s.result.attempted);
+  out.Add("recompressed", s.result.recompressed);
+  out.Add("incompressible", s.result.incompressible);
+  out.Add("at_priority_1", s.after.priority_pages[1]);
+}
+
+// "serial" and "parallel" (a pass each), then "direct".
+std::vector<Variant> CaseVariants(const Config& cfg,
+                                  const corpus::PageSet& set) {
+  std::vector<Variant> variants;
+  for (BatchBackend b : {BatchBackend::kSerial, BatchBackend::kParallel}) {
+    variants.push_back({std::string(BatchBackendName(b)),
+                        [&cfg, &set, b](std::size_t, Samples& out) -> Status {
+                          ZT_ASSIGN_OR_RETURN(
+                              const RecompressSample s,
+                              MeasureRecompress({.primary = cfg.codec,
+                                                 .secondary = cfg.secondary,
+                                                 .pages = cfg.pages,
+                                                 .backend = b},
+                                                set));
+                          AddPassSamples(s, out);
+                          return Status::Ok();
+                        }});
+  }
+  variants.push_back(
+      {"direct", [&cfg, &set](std::size_t, Samples& out) -> Status {
+         ZT_ASSIGN_OR_RETURN(const PageStoreStats st,
+                             MeasureDirect(cfg.secondary, cfg.pages, set));
+         out.Add("mem", st.mem_used_total);
+         out.Add("compr", st.compr_data_size);
+         out.Add("huge", st.huge_pages);
+         return Status::Ok();
+       }});
+  return variants;
+}
+
+std::vector<double> MiB(std::vector<double> bytes) {
+  for (double& b : bytes) b /= 1048576.0;
+  return bytes;
+}
+
+// "yes", "NO", or "?" when there is no figure.
+std::string Met(const std::vector<double>& ratios, bool at_most,
+                double target) {
+  if (ratios.empty()) return "?";
+  const double v = Summarize(ratios).median;
+  return (at_most ? v <= target : v >= target) ? "yes" : "NO";
+}
+
+void AddMemoryTable(Report& r, const Config& cfg,
+                    const std::vector<Case>& cases) {
+  Table& t = r.AddTable(
+      "memory", "mem_used_total, MiB: " + cfg.codec +
+                    " store before and after idle recompression with " +
+                    cfg.secondary + " (serial backend), after Compact(), and " +
+                    cfg.secondary + " directly; median (min-max) over runs");
+  for (const Case& c : cases) {
+    const std::vector<double> ratio =
+        c.m.Ratios("serial", "mem_after", "direct", "mem");
+    t.AddRow()
+        .Text("corpus", c.corpus)
+        .Int("slots", static_cast<std::int64_t>(cfg.pages))
+        .Figure("before MiB", MiB(c.m.Of("serial", "mem_before")), 2)
+        .Figure("after MiB", MiB(c.m.Of("serial", "mem_after")), 2)
+        .Figure("compacted MiB", MiB(c.m.Of("serial", "mem_compacted")), 2)
+        .Figure("direct MiB", MiB(c.m.Of("direct", "mem")), 2)
+        .Figure("after/direct", ratio, 3)
+        .Number("target <=", kMemTarget, 2)
+        .Text("met", Met(ratio, true, kMemTarget));
+  }
+}
+
+// Per corpus and backend, the counts of its first measured run (the same in
+// every run: the pass is deterministic), and the direct store's.
+void AddSlotsTable(Report& r, const std::vector<Case>& cases) {
+  Table& t = r.AddTable(
+      "slots",
+      "slots of the first measured run: picked, tried, recompressed, marked "
+      "incompressible, at priority 1 after; huge pages and compr_data_size "
+      "before and after");
+  for (const Case& c : cases) {
+    const auto at = [&](const char* v, const char* f) {
+      return static_cast<std::int64_t>(c.m.At(v, f, 1).value_or(-1));
+    };
+    const auto mib = [&](const char* v, const char* f) {
+      return c.m.At(v, f, 1).value_or(NAN) / 1048576.0;
+    };
+    for (const char* v : kPasses) {
+      t.AddRow()
+          .Text("corpus", c.corpus)
+          .Text("store", v)
+          .Int("candidates", at(v, "candidates"))
+          .Int("attempted", at(v, "attempted"))
+          .Int("recompressed", at(v, "recompressed"))
+          .Int("incompressible", at(v, "incompressible"))
+          .Int("at priority 1", at(v, "at_priority_1"))
+          .Int("huge before", at(v, "huge_before"))
+          .Int("huge after", at(v, "huge_after"))
+          .Number("compr before MiB", mib(v, "compr_before"), 2)
+          .Number("compr after MiB", mib(v, "compr_after"), 2)
+          .Number("mem after MiB", mib(v, "mem_after"), 2);
+    }
+    t.AddRow()
+        .Text("corpus", c.corpus)
+        .Text("store", "direct")
+        .Int("huge after", at("direct", "huge"))
+        .Number("compr after MiB", mib("direct", "compr"), 2)
+        .Number("mem after MiB", mib("direct", "mem"), 2);
+  }
+}
+
+void AddThroughputTables(Report& r, const std::vector<Case>& cases) {
+  Table& t = r.AddTable(
+      "throughput",
+      "recompression throughput: MB/s of original pages examined (slots "
+      "tried x 4096) and pages/s; median (min-max) over runs");
+  for (const Case& c : cases) {
+    for (const char* v : kPasses) {
+      t.AddRow()
+          .Text("corpus", c.corpus)
+          .Text("backend", v)
+          .Figure("seconds", c.m.Of(v, "seconds"), 4)
+          .Figure("MB/s", c.m.Of(v, "mb_s"), 1, kRange | kCv)
+          .Figure("pages/s", c.m.Of(v, "pages_s"), 0);
+    }
+  }
+  Table& g = r.AddTable("targets",
+                        "targets (per-run ratios, same run; median (min-max))");
+  for (const Case& c : cases) {
+    const struct {
+      const char* ratio;
+      std::vector<double> values;
+      bool at_most;
+      double target;
+    } targets[] = {
+        {"mem_used_total after / direct",
+         c.m.Ratios("serial", "mem_after", "direct", "mem"), true, kMemTarget},
+        {"mem_used_total compacted / direct",
+         c.m.Ratios("serial", "mem_compacted", "direct", "mem"), true,
+         kMemTarget},
+        {"parallel / serial MB/s",
+         c.m.Ratios("parallel", "mb_s", "serial", "mb_s"), false,
+         kSpeedTarget}};
+    for (const auto& goal : targets) {
+      g.AddRow()
+          .Text("corpus", c.corpus)
+          .Text("ratio", goal.ratio)
+          .Figure("value", goal.values, 3)
+          .Text("target", (goal.at_most ? "<= " : ">= ") +
+                              FormatDouble(goal.target, goal.at_most ? 2 : 1))
+          .Text("met", Met(goal.values, goal.at_most, goal.target));
+    }
+  }
+}
+
+// Bars per corpus: before, after, compacted, direct.
+Chart MemoryChart(const Config& cfg, const std::vector<Case>& cases) {
+  Chart chart{.name = "recompress-memory",
+              .title = "mem_used_total: " + cfg.codec +
+                       ", then idle recompression with " + cfg.secondary +
+                       ", against " + cfg.secondary + " directly (" +
+                       MedianOfRuns(cfg.common.runs) + ")",
+              .x_label = "corpus",
+              .y_label = "mem_used_total (MiB)",
+              .style = PlotStyle::kBars};
+  const std::pair<const char*, const char*> bars[] = {
+      {"serial", "mem_before"},
+      {"serial", "mem_after"},
+      {"serial", "mem_compacted"},
+      {"direct", "mem"}};
+  const std::string titles[] = {cfg.codec,
+                                "after recompression with " + cfg.secondary,
+                                "and Compact()", cfg.secondary + " directly"};
+  for (int i = 0; i < 4; ++i) {
+    PlotSeries s{.title = titles[i]};
+    for (std::size_t j = 0; j < cases.size(); ++j) {
+      const std::vector<double> v =
+          MiB(cases[j].m.Of(bars[i].first, bars[i].second));
+      if (!v.empty()) s.points.push_back(SpreadPoint(j, v));
+    }
+    chart.series.push_back(std::move(s));
+  }
+  for (std::size_t j = 0; j < cases.size(); ++j) {
+    chart.x_tics.push_back({static_cast<double>(j), cases[j].corpus});
+  }
+  return chart;
+}
+
+// The conditions and the lines before the tables.
+void AddConfig(Report& r, const Config& cfg,
+               const std::vector<corpus::PageSet>& corpora,
+               const KernelRecompProbe& kernel) {
+  const std::string runs = std::to_string(cfg.common.runs);
+  r.Condition("runs", runs);
+  r.Condition("codec", cfg.codec);
+  r.Condition("secondary", cfg.secondary);
+  r.Condition("slots", std::to_string(cfg.pages));
+  r.Condition("kernel", kernel.line);
+  std::string text =
+      "config: codec=" + cfg.codec + " secondary=" + cfg.secondary +
+      " (priority 1, default parameters) slots=" + std::to_string(cfg.pages) +
+      " (" + FormatMiB(cfg.pages * kPageSize) +
+      ", each corpus' pages repeated to fill) runs=" + runs +
+      " (+1 warm-up, not counted)\n";
+  for (std::size_t i = 0; i < corpora.size(); ++i) {
+    text += "corpus: " + corpora[i].name() + " (" +
+            std::to_string(corpora[i].size()) + " pages) from " + cfg.paths[i] +
+            "\n";
+  }
+  r.Line(text + "  serial, parallel  a " + cfg.codec +
+         " store (batch backend serial or parallel: cores - 1 workers and "
+         "the caller), MarkIdleAll(), then Recompress({.filter = "
+         "kRecompressIdle}), then Compact(); timed: the Recompress() call "
+         "alone (the fill, the compaction and the check of every slot read "
+         "back are not)\n"
+         "  direct            the same pages stored with " +
+         cfg.secondary +
+         "\n  variants alternate: serial, parallel, direct / direct, "
+         "parallel, serial\n"
+         "MB/s = 10^6 bytes of original pages examined per second; cv% = "
+         "stddev/mean.\n" +
+         kernel.line + "\n");
+}
+
+}  // namespace
+
+int RunBenchRecompress(std::span<const std::string_view> args) {
+  Config cfg;
+  if (auto rc = ParseFlags(args, &cfg)) return *rc;
+  std::vector<corpus::PageSet> corpora;
+  for (const std::string& path : cfg.paths) {
+    auto set = LoadCorpus(path);
+    if (!set.has_value()) return ReportFailure(kCommand, set.error().message());
+    if (set->size() == 0) {
+      return ReportFailure(kCommand, "corpus " + path + " holds no pages");
+    }
+    corpora.push_back(std::move(*set));
+  }
+  Report report(kCommand, GetMachineInfo());
+  AddConfig(report, cfg, corpora, ProbeKernelRecomp(cfg.zram_sys));
+  std::vector<Case> cases;
+  Progress progress;
+  for (const corpus::PageSet& set : corpora) {
+    const std::vector<Variant> variants = CaseVariants(cfg, set);
+    auto m = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),
+                          .label = "[" + set.name() + "]"},
+                         variants, progress);
+    progress.Clear();
+    if (!m.has_value()) {
+      return ReportFailure(kCommand, "FATAL: corpus " + set.name() + ": " +
+                                         m.error().ToString());
+    }
+    cases.push_back({set.name(), std::move(*m)});
+  }
+  AddMemoryTable(report, cfg, cases);
+  AddSlotsTable(report, cases);
+  AddThroughputTables(report, cases);
+  report.AddChart(MemoryChart(cfg, cases));
+  return report.Finish(kCommand, cfg.common);
+}
+
+}  // namespace ztier::tool
