@@ -519,7 +519,7 @@ std::string Device::Impl::recomp_algorithm(int priority) const {
 
 Status Device::Impl::Recompress(std::string_view tokens,
                                 RecompressResult* result,
-                                std::function<bool()> pace) {
+                                RecompressPace pace) {
   ZT_ASSIGN_OR_RETURN(const RecompressTokens t, ParseRecompressTokens(tokens));
   // Shared, as Writeback: IO goes on during the pass; Reset() waits for it.
   std::shared_lock lock(mu_);
@@ -534,7 +534,11 @@ Status Device::Impl::Recompress(std::string_view tokens,
   }
   ZT_ASSIGN_OR_RETURN(RecompressRequest request,
                       ResolveRecompress(t, Algorithms()));
-  request.pace = std::move(pace);
+  if (pace) {
+    request.pace = [&pace, store = store_.get()] {
+      return pace([store] { return store->Stats(); });
+    };
+  }
   ZT_ASSIGN_OR_RETURN(const RecompressResult r, store_->Recompress(request));
   if (result != nullptr) *result = r;
   if (defaults_.log) {
@@ -877,7 +881,7 @@ std::string Device::ShowRecompAlgorithm() const {
   return impl_->ShowRecompAlgorithm();
 }
 Status Device::Recompress(std::string_view tokens, RecompressResult* result,
-                          std::function<bool()> pace) {
+                          RecompressPace pace) {
   return impl_->Recompress(tokens, result, std::move(pace));
 }
 std::string Device::ShowBlockState(std::uint64_t first,

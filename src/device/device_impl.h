@@ -50,7 +50,7 @@ struct Device::Impl {
   Status SetRecompAlgorithm(std::string_view tokens);
   std::string ShowRecompAlgorithm() const;
   Status Recompress(std::string_view tokens, RecompressResult* result,
-                    std::function<bool()> pace);
+                    RecompressPace pace);
   std::string ShowBlockState(std::uint64_t first, std::uint64_t count) const;
   std::string recomp_algorithm(int priority) const;
   Status Compact();

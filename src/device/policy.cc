@@ -46,20 +46,21 @@ std::string RecompressTokens(const std::string& params) {
 
 }  // namespace
 
-// RecompressRequest::pace of one pass: the rules of "Budget and yielding"
-// in ztier/policy.h. Device::Stats() from here takes the device's shared
-// lock a second time on the pass's thread: libstdc++'s shared_mutex is a
-// glibc rwlock, which prefers readers, so a Reset() waiting for the
-// exclusive lock cannot deadlock it.
+// The pace callback of one pass: the rules of "Budget and yielding" in
+// ztier/policy.h. It runs under the device's shared lock, so it reads the
+// counters the device hands it, never Device::Stats().
 class Policy::Pacer {
  public:
   Pacer(Policy& policy, Device& device) : p_(policy), d_(device) {
     start_ns_ = window_ns_ = p_.env_.now_ns();
-    window_ops_ = ClientPages(d_.Stats());
+    const PageStoreStats st = d_.Stats();  // before the pass: no lock held
+    window_ops_ = ClientPages(st);
+    attempts0_ = st.recompress_attempts;
     cpu0_ = p_.env_.thread_cpu_ns();
   }
 
-  bool Pace() {
+  bool Pace(const Device::StatsReader& stats) {
+    stats_ = &stats;
     if (!Continue()) {
       ended_early_ = true;
       return false;
@@ -78,12 +79,9 @@ class Policy::Pacer {
     if (!YieldToClients()) return false;
     const std::uint64_t elapsed = p_.env_.now_ns() - start_ns_;
     std::uint64_t due = 0;  // when the budget allows what is done so far
-    ++batches_;
     if (o.recompress_rate != 0) {
-      // The pages tried so far, at most a full batch each: the store adds
-      // recompress_attempts only when the pass ends (src/store/
-      // recompress.cc), so the rate is kept on this upper bound.
-      const std::uint64_t done = batches_ * kMaxBatchSize;
+      // The pages tried so far (the store counts them batch by batch).
+      const std::uint64_t done = (*stats_)().recompress_attempts - attempts0_;
       due = done * kNsPerSecond / o.recompress_rate;
     } else if (o.recompress_cpu != 0) {
       const std::uint64_t cpu = p_.env_.thread_cpu_ns() - cpu0_;
@@ -111,7 +109,7 @@ class Policy::Pacer {
   bool Busy() {
     const std::uint64_t now = p_.env_.now_ns();
     if (now - window_ns_ < kBusyWindowNs) return busy_;
-    const std::uint64_t ops = ClientPages(d_.Stats());
+    const std::uint64_t ops = ClientPages((*stats_)());
     const std::uint64_t delta = ops >= window_ops_ ? ops - window_ops_ : 0;
     busy_ = static_cast<double>(delta) * 1e9 /
                 static_cast<double>(now - window_ns_) >
@@ -124,7 +122,8 @@ class Policy::Pacer {
   Policy& p_;
   Device& d_;
   std::uint64_t start_ns_ = 0;
-  std::uint64_t batches_ = 0;  // pace calls: batches done
+  const Device::StatsReader* stats_ = nullptr;  // the current Pace()'s
+  std::uint64_t attempts0_ = 0;  // recompress_attempts before the pass
   std::uint64_t cpu0_ = 0;
   std::uint64_t window_ns_ = 0;
   std::uint64_t window_ops_ = 0;
@@ -197,7 +196,9 @@ void Policy::RecompressStep(Device& device, DeviceState& state,
   Pacer pacer(*this, device);
   const Status s =
       device.Recompress(RecompressTokens(params),
-                        &r.recompress, [&pacer] { return pacer.Pace(); });
+                        &r.recompress, [&pacer](const Device::StatsReader& stats) {
+                          return pacer.Pace(stats);
+                        });
   r.recompress_ended_early = pacer.ended_early();
   if (!s.ok() && r.status.ok()) r.status = s;
 }

@@ -89,6 +89,9 @@ class RecompressPass {
         if (m_.codecs[p] != nullptr) CompressWith(p);
       }
       Install();
+      // Counted batch by batch, so that a pace callback sees the progress.
+      Add(m_.recompress_attempts, result_.attempted - counted_);
+      counted_ = result_.attempted;
       if (req_.pace && !req_.pace()) stopped_ = true;
     }
     for (; next_ < order_.size(); ++next_) {
@@ -96,7 +99,7 @@ class RecompressPass {
       SlotLock lock(s);
       SlotTable::ClearFlags(s, slot::kPp);
     }
-    Add(m_.recompress_attempts, result_.attempted);
+    Add(m_.recompress_attempts, result_.attempted - counted_);
     Add(m_.recompressed_pages, result_.recompressed);
     return std::move(result_);
   }
@@ -313,6 +316,7 @@ class RecompressPass {
   std::unique_ptr<std::byte[]> out_;   // the secondary codecs' results
   std::vector<std::uint64_t> order_;
   std::size_t next_ = 0;
+  std::uint64_t counted_ = 0;  // of result_.attempted, in the store's count
   bool stopped_ = false;
   std::vector<Item> items_;
   std::vector<BatchItem> batch_items_;

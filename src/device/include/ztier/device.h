@@ -172,10 +172,15 @@ class Device {
   // uninitialised device, no secondary algorithm in range, or an algo= that
   // is not configured: kInvalidArgument. The counts go to *result when not
   // null; the pass's error (an allocation failed) is returned. `pace`, if
-  // set, is RecompressRequest::pace (the post-processing policy's budget).
+  // set, is called between batches as RecompressRequest::pace (the
+  // post-processing policy's budget), with a function that reads the
+  // store's counters: it runs under the device's shared lock, so it must
+  // not call back into the device (Stats() would take the lock again).
+  using StatsReader = std::function<PageStoreStats()>;
+  using RecompressPace = std::function<bool(const StatsReader& stats)>;
   Status Recompress(std::string_view tokens,
                     RecompressResult* result = nullptr,
-                    std::function<bool()> pace = nullptr);
+                    RecompressPace pace = nullptr);
   // zram's debugfs block_state (PageStore::FormatBlockState); empty before
   // init. Slots [first, first + count), clamped to the device.
   std::string ShowBlockState(std::uint64_t first = 0,

@@ -23,13 +23,15 @@
 // Budget and yielding. The recompression pass calls the policy between
 // batches (RecompressRequest::pace); the policy then, in this order:
 //   - ends the pass if Stop() was called or the pass has run for a period;
-//   - yields to clients: from the device's stores + loads counters it takes
+//   - yields to clients: from the store's stores + loads counters (read
+//     through the reader Device::Recompress hands it, without taking the
+//     device's lock again) it takes
 //     the clients' page rate since the previous call; while that is above
 //     busy_pages (pages/s) it sleeps busy_pause and looks again, and ends
 //     the pass when clients stay busy for busy_give_up;
-//   - recompress_rate=N: sleeps until the pages the pass has tried (a
-//     full batch, kMaxBatchSize pages, for each call: an upper bound) are
-//     within N per second of the pass's elapsed time;
+//   - recompress_rate=N: sleeps until the pages the pass has tried (the
+//     store's recompress_attempts, counted batch by batch) are within N
+//     per second of the pass's elapsed time;
 //   - recompress_cpu=P%: sleeps until the pass thread's CPU time is within
 //     P% of the pass's elapsed time (a duty cycle of one core). With the
 //     parallel batch backend its workers' CPU time is not counted.
