@@ -61,7 +61,7 @@ class ItemCursor {
     std::size_t end = 0;
   };
   Share shares_[kMaxLanes];
-  static_assert(kMaxBatchSize <= kMaxLanes);
+  static_assert(kMaxPassBatchSize <= kMaxLanes);
   const std::size_t items_;
   const std::size_t lanes_;
 };
@@ -138,7 +138,7 @@ class ParallelBatchCompressor final : public BatchCompressor {
   void Compress(std::span<BatchItem> items, const ItemSink* sink,
                 const ItemSink* prepare) override {
     assert(items.size() <= max_batch_);
-    // compressors_ holds at most kMaxBatchSize (<= kMaxLanes) lanes.
+    // compressors_ holds at most kMaxPassBatchSize (<= kMaxLanes) lanes.
     const std::size_t lanes =
         std::max<std::size_t>(1, std::min(items.size(), compressors_.size()));
     BatchJob job(items, lanes);
@@ -177,8 +177,9 @@ Result<std::unique_ptr<BatchCompressor>> NewBatchCompressor(
   if (codec == nullptr) {
     return Err(Status::InvalidArgument("batch codec: no codec"));
   }
-  if (options.max_batch < 1 || options.max_batch > kMaxBatchSize) {
-    return Err(Status::InvalidArgument("batch codec: max_batch must be 1..8"));
+  if (options.max_batch < 1 || options.max_batch > kMaxPassBatchSize) {
+    return Err(Status::InvalidArgument("batch codec: max_batch must be 1.." +
+                                       std::to_string(kMaxPassBatchSize)));
   }
   if (options.backend == BatchBackend::kSerial) {
     ZT_ASSIGN_OR_RETURN(auto c, codec->NewCompressor());

@@ -47,7 +47,9 @@ TEST(BatchCodecTest, BadOptions) {
   auto codec = Make("lz4");
   WorkerPool pool(1);
   EXPECT_FALSE(NewBatchCompressor(codec, {.max_batch = 0}).has_value());
-  EXPECT_FALSE(NewBatchCompressor(codec, {.max_batch = 9}).has_value());
+  EXPECT_TRUE(NewBatchCompressor(codec, {.max_batch = kMaxPassBatchSize}).has_value());
+  EXPECT_FALSE(
+      NewBatchCompressor(codec, {.max_batch = kMaxPassBatchSize + 1}).has_value());
   auto r = NewBatchCompressor(codec, {.backend = BatchBackend::kParallel});
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);

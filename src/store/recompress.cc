@@ -4,7 +4,7 @@
 //
 // The kernel recompresses one slot at a time, holding the slot's lock and a
 // stream from reading the page to installing the result. Here a pass works
-// a batch (batch_size() slots) at a time, and holds each slot's lock only
+// a batch (kMaxPassBatchSize slots) at a time, and holds each slot's lock only
 // twice, briefly:
 //   1. Select: mark each candidate PP under its lock, bucketed by size;
 //      largest first, as the kernel's select_pp_slot().
@@ -48,7 +48,7 @@ class RecompressPass {
         req_(req),
         first_(first),
         end_(end),
-        batch_(m.streams->batch_size()),
+        batch_(kMaxPassBatchSize),
         raw_(new std::byte[batch_ * kPageSize]),
         page_(new std::byte[batch_ * kPageSize]),
         out_(new std::byte[batch_ * kPageSize]) {}

@@ -364,7 +364,7 @@ TEST(RecompressTest, PagesTouchedDuringThePassKeepTheirNewestContent) {
   RecompressRequest stop;
   stop.pace = [] { return false; };
   const RecompressResult one = g.Run(stop);
-  EXPECT_EQ(one.attempted, g.store->batch_size());
+  EXPECT_EQ(one.attempted, kMaxPassBatchSize);
   EXPECT_EQ(g.Run().candidates, 64u - one.recompressed - one.incompressible);
   g.ExpectAll();
 }

@@ -43,6 +43,10 @@
 namespace ztier {
 
 inline constexpr std::size_t kMaxBatchSize = 8;  // ZSWAP_MAX_BATCH_SIZE
+// A background pass that no client waits for (recompression) may hand a
+// batch codec up to this many items per call: fewer hand-offs between
+// lanes, and a shorter idle tail per page when the items' costs differ.
+inline constexpr std::size_t kMaxPassBatchSize = 32;
 
 struct BatchItem {
   std::span<const std::byte> src;
@@ -57,7 +61,7 @@ std::string_view BatchBackendName(BatchBackend b);  // "serial" / "parallel"
 
 struct BatchOptions {
   BatchBackend backend = BatchBackend::kSerial;
-  std::size_t max_batch = kMaxBatchSize;  // 1..kMaxBatchSize
+  std::size_t max_batch = kMaxBatchSize;  // 1..kMaxPassBatchSize
   WorkerPool* pool = nullptr;  // required for kParallel; not owned, outlives
 };
 

@@ -372,11 +372,12 @@ class PageStore {
   //      passes the filter and the threshold, and whose priority + 1 is
   //      below priority_end, is marked PP under its lock. Largest objects
   //      first.
-  //   2. A batch of batch_size() candidates at a time: under each slot's
-  //      lock, recheck PP, read its page (decompressed with the codec of
-  //      its priority) and clear IDLE; then, with no lock held, compress
-  //      the batch with each priority's codec in turn (through the batch
-  //      codec: the parallel backend fans it out over the cores).
+  //   2. A batch of kMaxPassBatchSize candidates at a time: under each
+  //      slot's lock, recheck PP, copy its object out and clear IDLE; then,
+  //      with no lock held, decompress it (with the codec of its priority)
+  //      and compress the batch with each priority's codec in turn, through
+  //      the batch codec: the parallel backend fans both, and the
+  //      allocation of each win, out over the cores.
   //   3. A result wins if its pool size class is smaller than the old
   //      object's, and (with a threshold) it is below the threshold. A win
   //      is allocated, then installed under the slot's lock if PP is still
