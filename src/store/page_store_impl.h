@@ -10,6 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "platform/clock.h"
 #include "platform/sharded_counter.h"
@@ -77,6 +79,36 @@ inline int Priority(std::uint32_t f) {
 inline std::uint32_t PriorityBits(int priority) {
   return static_cast<std::uint32_t>(priority) << slot::kPrioShift;
 }
+
+// Post-processing candidates (writeback, recompression) in the order zram's
+// select_pp_slot() takes them: largest object first, by 64-byte buckets of
+// size, in the order they were added within a bucket (a counting sort).
+class LargestFirst {
+ public:
+  void Add(std::uint64_t index, std::uint32_t flags) {
+    const auto bucket =
+        static_cast<std::uint16_t>((flags & slot::kSizeMask) / kBucketBytes);
+    picked_.emplace_back(index, bucket);
+    ++count_[bucket];
+  }
+  std::vector<std::uint64_t> Order() const {
+    std::vector<std::size_t> start(kBuckets, 0);
+    std::size_t at = 0;
+    for (std::size_t b = kBuckets; b-- > 0;) {
+      start[b] = at;
+      at += count_[b];
+    }
+    std::vector<std::uint64_t> order(picked_.size());
+    for (const auto& [index, bucket] : picked_) order[start[bucket]++] = index;
+    return order;
+  }
+
+ private:
+  static constexpr std::size_t kBucketBytes = 64;
+  static constexpr std::size_t kBuckets = kPageSize / kBucketBytes + 1;
+  std::vector<std::uint32_t> count_ = std::vector<std::uint32_t>(kBuckets, 0);
+  std::vector<std::pair<std::uint64_t, std::uint16_t>> picked_;
+};
 
 // A page on its way into a slot: what StoreBatch holds until the whole batch
 // has succeeded.

@@ -29,13 +29,6 @@
 #include "page_store_impl.h"
 
 namespace ztier {
-namespace {
-
-constexpr std::size_t kBucketBytes = 64;
-constexpr std::size_t kBuckets = kPageSize / kBucketBytes + 1;
-
-}  // namespace
-
 namespace internal {
 
 // One pass's state; lives on the caller's stack. REQUIRES: the store's
@@ -55,8 +48,7 @@ class RecompressPass {
 
   // Step 1.
   void Select() {
-    std::vector<std::uint32_t> bucket_count(kBuckets, 0);
-    std::vector<std::pair<std::uint64_t, std::uint16_t>> picked;
+    store_detail::LargestFirst picked;
     for (std::uint64_t i = 0; i < m_.slots.size(); ++i) {
       Slot& s = m_.slots[i];
       if (!Eligible(s.flags.load(std::memory_order_relaxed))) continue;
@@ -64,19 +56,9 @@ class RecompressPass {
       const std::uint32_t f = SlotTable::Flags(s);
       if (!Eligible(f)) continue;
       SlotTable::SetFlags(s, slot::kPp);
-      const auto bucket =
-          static_cast<std::uint16_t>((f & slot::kSizeMask) / kBucketBytes);
-      picked.emplace_back(i, bucket);
-      ++bucket_count[bucket];
+      picked.Add(i, f);
     }
-    std::vector<std::size_t> start(kBuckets, 0);
-    std::size_t at = 0;
-    for (std::size_t b = kBuckets; b-- > 0;) {
-      start[b] = at;
-      at += bucket_count[b];
-    }
-    order_.resize(picked.size());
-    for (const auto& [index, bucket] : picked) order_[start[bucket]++] = index;
+    order_ = picked.Order();
     result_.candidates = order_.size();
   }
 

@@ -33,8 +33,6 @@
 namespace ztier {
 namespace {
 
-constexpr std::size_t kBucketBytes = 64;
-constexpr std::size_t kBuckets = kPageSize / kBucketBytes + 1;
 // Pages one refill copies out and decompresses together, at most (4 MiB of
 // scratch for the raw objects).
 constexpr std::size_t kMaxGroupPages = 1024;
@@ -121,8 +119,7 @@ class WritebackPass {
 
   // Step 1: marks candidates PP and orders them largest first.
   void Select() {
-    std::vector<std::uint32_t> bucket_count(kBuckets, 0);
-    std::vector<std::pair<std::uint64_t, std::uint16_t>> picked;
+    store_detail::LargestFirst picked;
     for (const WritebackScan& scan : req_.scans) {
       for (std::uint64_t i = scan.lo; i < scan.hi; ++i) {
         Slot& s = m_.slots[i];
@@ -133,21 +130,10 @@ class WritebackPass {
         const std::uint32_t f = SlotTable::Flags(s);
         if (!WritebackEligible(f) || !PassesFilter(f, scan.filter)) continue;
         SlotTable::SetFlags(s, slot::kPp);
-        const std::uint16_t bucket =
-            static_cast<std::uint16_t>((f & slot::kSizeMask) / kBucketBytes);
-        picked.emplace_back(i, bucket);
-        ++bucket_count[bucket];
+        picked.Add(i, f);
       }
     }
-    // Counting sort, largest bucket first, scan order within a bucket.
-    std::vector<std::size_t> start(kBuckets, 0);
-    std::size_t at = 0;
-    for (std::size_t b = kBuckets; b-- > 0;) {
-      start[b] = at;
-      at += bucket_count[b];
-    }
-    order_.resize(picked.size());
-    for (const auto& [index, bucket] : picked) order_[start[bucket]++] = index;
+    order_ = picked.Order();
     result_.candidates = order_.size();
   }
 
