@@ -16,9 +16,9 @@ namespace {
 
 constexpr std::uint64_t kNsPerMs = 1'000'000;
 constexpr std::uint64_t kDayNs = 86'400 * kNsPerSecond;
-// Client rates are measured over windows at least this long: a batch of 8
-// pages takes ~100 us, over which one client read would look like 10^4
-// pages/s.
+// Client rates are measured over windows at least this long: a batch of 32
+// pages takes ~200-400 us, over which one client read would look like
+// thousands of pages/s.
 constexpr std::uint64_t kBusyWindowNs = 10 * kNsPerMs;
 // The pacer sleeps only once the pass is this far ahead of its budget, so
 // that it does not make a system call per batch.
@@ -61,6 +61,16 @@ class Policy::Pacer {
 
   bool Pace(const Device::StatsReader& stats) {
     stats_ = &stats;
+    if (first_pace_) {
+      // The pass may have waited for another one (an operator's recompress
+      // or a writeback) before its first batch: their attempts are not
+      // this pass's. The pass has done one batch at most by now.
+      first_pace_ = false;
+      const std::uint64_t now = stats().recompress_attempts;
+      if (now - attempts0_ > kMaxPassBatchSize) {
+        attempts0_ = now - kMaxPassBatchSize;
+      }
+    }
     if (!Continue()) {
       ended_early_ = true;
       return false;
@@ -87,6 +97,9 @@ class Policy::Pacer {
       const std::uint64_t cpu = p_.env_.thread_cpu_ns() - cpu0_;
       due = cpu * 100 / o.recompress_cpu;
     }
+    // Never past the end of the period, where the pass ends anyway.
+    const std::uint64_t period_end = o.period_s * kNsPerSecond;
+    due = std::min(due, period_end);
     if (due > elapsed + kMinSleepNs) p_.env_.sleep_ns(due - elapsed);
     return !p_.stopped();
   }
@@ -124,6 +137,7 @@ class Policy::Pacer {
   std::uint64_t start_ns_ = 0;
   const Device::StatsReader* stats_ = nullptr;  // the current Pace()'s
   std::uint64_t attempts0_ = 0;  // recompress_attempts before the pass
+  bool first_pace_ = true;
   std::uint64_t cpu0_ = 0;
   std::uint64_t window_ns_ = 0;
   std::uint64_t window_ops_ = 0;

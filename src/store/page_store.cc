@@ -529,7 +529,8 @@ PageStoreStats PageStore::Stats() const {
   st.stores = Get(m.stores);
   st.loads = Get(m.loads);
   // Pool objects are the allocated slots that are neither SAME nor WB; the
-  // primary's share is what the secondary codecs do not hold. (Counters
+  // primary's share (HUGE pages, stored raw, included) is what the
+  // secondary codecs do not hold. (Counters
   // read one by one: clamp a transient skew at 0.)
   std::uint64_t secondary = 0;
   for (int p = 1; p < kMaxCodecPriorities; ++p) {

@@ -44,7 +44,15 @@ class RecompressPass {
         batch_(kMaxPassBatchSize),
         raw_(new std::byte[batch_ * kPageSize]),
         page_(new std::byte[batch_ * kPageSize]),
-        out_(new std::byte[batch_ * kPageSize]) {}
+        out_(new std::byte[batch_ * kPageSize]) {
+    // A slot at priority q is tried at [max(first, q + 1), end): it is a
+    // candidate only if one of those has a codec.
+    for (int q = 0; q < kMaxCodecPriorities; ++q) {
+      for (int p = std::max(first_, q + 1); p < end_; ++p) {
+        usable_[q] = usable_[q] || m_.codecs[p] != nullptr;
+      }
+    }
+  }
 
   // Step 1.
   void Select() {
@@ -97,6 +105,7 @@ class RecompressPass {
     bool ready = false;      // page(k) holds its page
     bool bad = false;        // did not decompress: left as it is
     bool no_memory = false;  // a win the pool could not hold
+    bool tried_top = false;  // compressed with the top priority's codec
     int won = 0;             // the winning priority; 0: none (yet)
     std::size_t length = 0;  // the winner's bytes
     Handle handle = kInvalidHandle;  // the winner's new object
@@ -114,7 +123,7 @@ class RecompressPass {
     }
     if ((req_.filter & kRecompressIdle) && !(f & slot::kIdle)) return false;
     if ((req_.filter & kRecompressHuge) && !(f & slot::kHuge)) return false;
-    if (Priority(f) + 1 >= end_) return false;  // already at the top or above
+    if (!usable_[Priority(f)]) return false;  // at the top, or no codec above
     return (f & slot::kSizeMask) >= req_.threshold;
   }
 
@@ -174,6 +183,9 @@ class RecompressPass {
       c->pass->Finish(j, c->priority);
     };
     bc->Compress(batch_items_, &finish, &prepare);
+    if (p == m_.top_priority) {
+      for (const std::size_t k : slot_of_) items_[k].tried_top = true;
+    }
   }
 
   // On a lane: the page of batch item j, decompressed on first use (a
@@ -262,7 +274,7 @@ class RecompressPass {
         ++result_.changed;
       } else if (h != kInvalidHandle) {
         Swap(s, f, it, h);
-      } else if (it.won == 0 && !it.bad && end_ == m_.top_priority + 1) {
+      } else if (it.won == 0 && !it.bad && it.tried_top) {
         SlotTable::SetFlags(s, slot::kIncompressible);
         Add(m_.incompressible_pages);
         ++result_.incompressible;
@@ -303,6 +315,7 @@ class RecompressPass {
   std::vector<Item> items_;
   std::vector<BatchItem> batch_items_;
   std::vector<std::size_t> slot_of_;  // batch_items_[j] is items_[slot_of_[j]]
+  bool usable_[kMaxCodecPriorities] = {};  // by a candidate's priority
   RecompressResult result_;
 };
 

@@ -147,6 +147,27 @@ TEST(RecompressTest, WithoutASecondaryCodecIsInvalid) {
   EXPECT_EQ(g.store->Inspect(0).priority, 2);
 }
 
+// A slot is picked only if a codec above its priority is in the range: in
+// [1, 3) with codecs at 1 and 3, a slot already at 1 has nothing to try.
+// Nor is it marked INCOMPRESSIBLE there: the top (3) was not tried.
+TEST(RecompressTest, OnlySlotsWithACodecAboveThemInRangeArePicked) {
+  Fixture f(32, {"zstd", "", "deflate"});
+  f.Fill(32, 3000);
+  RecompressRequest low;
+  low.priority_end = 3;
+  const RecompressResult first = f.Run(low);
+  EXPECT_EQ(first.candidates, 32u);
+  EXPECT_GT(first.recompressed, 0u);
+  EXPECT_EQ(first.incompressible, 0u);
+  const RecompressResult again = f.Run(low);
+  EXPECT_EQ(again.candidates, 32u - first.recompressed);
+  EXPECT_EQ(again.attempted, 32u - first.recompressed);
+  // Up to the top: every slot is tried with deflate.
+  const RecompressResult top = f.Run();
+  EXPECT_EQ(top.candidates, 32u);
+  f.ExpectAll();
+}
+
 // Every secondary codec: the pages read back bit-exactly afterwards, through
 // Load and LoadBatch, on both backends.
 TEST(RecompressTest, EverySecondaryCodecReadsBackExactly) {

@@ -270,7 +270,7 @@ struct PageStoreStats {
   std::uint64_t stores = 0;   // pages successfully stored (cumulative)
   std::uint64_t loads = 0;    // pages successfully loaded (cumulative)
   // recompression: pool objects (in RAM, not SAME) stored with each
-  // priority's codec now; slots marked INCOMPRESSIBLE now; and, cumulative,
+  // priority's codec now (priority 0 includes HUGE pages, kept raw); slots marked INCOMPRESSIBLE now; and, cumulative,
   // slots a pass tried and slots it made smaller.
   std::array<std::uint64_t, kMaxCodecPriorities> priority_pages{};
   std::uint64_t incompressible_pages = 0;
