@@ -100,6 +100,11 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
   return std::shared_ptr<BackingStore>(std::move(*opened));
 }
 
+bool IsCodecName(std::string_view name) {
+  const auto names = CodecNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 // comp_algorithm's listing (zcomp_available_show()): every name, the
 // selected one in brackets, and a newline.
 std::string AlgorithmList(std::string_view selected) {
@@ -307,8 +312,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
   const std::string n(CanonicalCodecName(TrimSpace(name)));
   if (n.size() >= 128)
     return Status::InvalidArgument("algorithm name too long");
-  const auto names = CodecNames();
-  if (std::find(names.begin(), names.end(), n) == names.end()) {
+  if (!IsCodecName(n)) {
     return Status::InvalidArgument("unknown algorithm '" + n + "'");
   }
   std::unique_lock lock(mu_);
@@ -488,8 +492,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
   ZT_ASSIGN_OR_RETURN(const RecompAlgorithmTokens t,
                       ParseRecompAlgorithmTokens(tokens));
   const std::string n(CanonicalCodecName(t.algo));
-  const auto names = CodecNames();
-  if (std::find(names.begin(), names.end(), n) == names.end()) {
+  if (!IsCodecName(n)) {
     return Status::InvalidArgument("recomp_algorithm: unknown algorithm '" +
                                    n + "'");
   }
@@ -526,12 +529,6 @@ Status Device::Impl::Recompress(std::string_view tokens,
   if (store_ == nullptr) {
     return Status::InvalidArgument("recompress: device is not initialised");
   }
-  const std::size_t huge = store_->pool().HugeClassSize();
-  if (t.threshold >= huge) {
-    return Status::InvalidArgument(
-        "recompress: threshold " + std::to_string(t.threshold) +
-        " is not below the huge class size " + std::to_string(huge));
-  }
   ZT_ASSIGN_OR_RETURN(RecompressRequest request,
                       ResolveRecompress(t, Algorithms()));
   if (pace) {
@@ -542,13 +539,11 @@ Status Device::Impl::Recompress(std::string_view tokens,
   ZT_ASSIGN_OR_RETURN(const RecompressResult r, store_->Recompress(request));
   if (result != nullptr) *result = r;
   if (defaults_.log) {
-    const std::uint64_t saved =
-        r.bytes_before > r.bytes_after ? r.bytes_before - r.bytes_after : 0;
     std::string line =
         name_ + ": recompress '" + TrimSpace(tokens) + "': " +
         std::to_string(r.recompressed) + " of " +
         std::to_string(r.candidates) + " pages recompressed, " +
-        std::to_string(saved) + " bytes saved, " +
+        std::to_string(r.bytes_saved()) + " bytes saved, " +
         std::to_string(r.incompressible) + " marked incompressible, " +
         std::to_string(r.changed) + " changed meanwhile";
     if (!r.status.ok()) line += "; stopped: " + r.status.message();

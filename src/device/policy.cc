@@ -44,6 +44,16 @@ std::string RecompressTokens(const std::string& params) {
   return params.empty() ? "type=idle" : "type=idle " + params;
 }
 
+// Whether counter `ops`, `before` it dt_ns ago, grew faster than
+// `per_second` (clients' pages against busy_pages).
+bool AboveRate(std::uint64_t ops, std::uint64_t before, std::uint64_t dt_ns,
+               std::uint64_t per_second) {
+  const std::uint64_t delta = ops >= before ? ops - before : 0;
+  return dt_ns > 0 && static_cast<double>(delta) * 1e9 /
+                              static_cast<double>(dt_ns) >
+                          static_cast<double>(per_second);
+}
+
 }  // namespace
 
 // The pace callback of one pass: the rules of "Budget and yielding" in
@@ -123,10 +133,8 @@ class Policy::Pacer {
     const std::uint64_t now = p_.env_.now_ns();
     if (now - window_ns_ < kBusyWindowNs) return busy_;
     const std::uint64_t ops = ClientPages((*stats_)());
-    const std::uint64_t delta = ops >= window_ops_ ? ops - window_ops_ : 0;
-    busy_ = static_cast<double>(delta) * 1e9 /
-                static_cast<double>(now - window_ns_) >
-            static_cast<double>(p_.options_.busy_pages);
+    busy_ = AboveRate(ops, window_ops_, now - window_ns_,
+                      p_.options_.busy_pages);
     window_ns_ = now;
     window_ops_ = ops;
     return busy_;
@@ -169,12 +177,10 @@ PolicyPassResult Policy::RunPass(Device& device) {
   WritebackStep(device, state, r);
   r.budget_left = device.writeback_limit();
   const RecompressResult& rc = r.recompress;
-  const std::uint64_t saved =
-      rc.bytes_before > rc.bytes_after ? rc.bytes_before - rc.bytes_after : 0;
   std::string line = device.name() + ": policy pass: " +
                      std::to_string(rc.candidates) + " idle pages examined, " +
                      std::to_string(rc.recompressed) + " recompressed, " +
-                     std::to_string(saved) + " bytes saved, " +
+                     std::to_string(rc.bytes_saved()) + " bytes saved, " +
                      std::to_string(r.writeback.written) + " written back";
   if (options_.writeback_daily != UINT64_MAX && options_.writeback &&
       device.ShowBackingDev() != "none\n") {
@@ -219,11 +225,8 @@ void Policy::RecompressStep(Device& device, DeviceState& state,
 
 bool Policy::ClientsBusy(Device& device, std::uint64_t since_ns,
                          std::uint64_t ops_before) {
-  const std::uint64_t dt = env_.now_ns() - since_ns;
-  const std::uint64_t ops = ClientPages(device.Stats());
-  const std::uint64_t delta = ops >= ops_before ? ops - ops_before : 0;
-  return dt > 0 && static_cast<double>(delta) * 1e9 / static_cast<double>(dt) >
-                       static_cast<double>(options_.busy_pages);
+  return AboveRate(ClientPages(device.Stats()), ops_before,
+                   env_.now_ns() - since_ns, options_.busy_pages);
 }
 
 void Policy::WritebackStep(Device& device, DeviceState& state,

@@ -326,7 +326,7 @@ Result<RecompressResult> PageStore::Recompress(
   Impl& m = *impl_;
   if (request.threshold != 0 && request.threshold >= m.huge_size) {
     return Err(Status::InvalidArgument(
-        "threshold " + std::to_string(request.threshold) +
+        "recompress: threshold " + std::to_string(request.threshold) +
         " is not below the huge class size " + std::to_string(m.huge_size)));
   }
   const int first = std::max(request.priority, 1);

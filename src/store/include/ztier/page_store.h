@@ -208,6 +208,9 @@ struct RecompressResult {
   std::uint64_t changed = 0;         // touched during the pass: left alone
   std::uint64_t bytes_before = 0;    // object bytes of the recompressed slots
   std::uint64_t bytes_after = 0;     // ... and after
+  std::uint64_t bytes_saved() const {
+    return bytes_before > bytes_after ? bytes_before - bytes_after : 0;
+  }
   // OK, or kResourceExhausted: an allocation failed, the pass stopped there
   // (that slot keeps its old object, as zram's recompress_slot()).
   Status status;
