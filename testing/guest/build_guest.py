@@ -6,16 +6,20 @@ usage: build_guest.py OUT_DIR [--ztier PATH]
 Writes OUT_DIR/vmlinuz and OUT_DIR/initrd.cpio.gz (and OUT_DIR/VERSION), all
 from Debian packages that `apt-get download` fetches into OUT_DIR/debs:
 - the newest linux-image-6.12.*-amd64-unsigned that apt offers, and the
-  modules the tests need (nbd, zram, ext4, crc32c, loop, virtio_net, lz4,
-  zstd, deflate
+  modules the tests need (nbd, zram, ublk_drv, ext4, crc32c, loop,
+  virtio_net, virtio_blk, lz4, zstd, deflate
   and what they depend on, read from each module's .modinfo);
 - busybox-static, for the shell and the tools;
 - nbd-client and its libraries (libnl-3, libnl-genl-3; the rest come from
   this machine's Debian libraries, found with ldd);
 - mke2fs from this machine's e2fsprogs, with its libraries;
 - the workload programs of testing/guest/*.c, built static;
-- with --ztier, the ztier binary and its libraries, for tests that run it
-  inside the guest.
+- with --ztier, OUT_DIR/opt.img: an ext4 image, attached read-only and
+  mounted at /opt by /init, that holds the ztier binary and this machine's
+  fio, with every library they load, for tests that run them inside the
+  guest (/opt/bin/ztier, /opt/bin/fio). On an image, not in the initramfs:
+  the initramfs lives in the guest's RAM, and fio's libraries alone are
+  about 80 MiB.
 A second run with the same kernel version reuses OUT_DIR/debs and downloads
 nothing. The initramfs's /init (testing/guest/init.sh) mounts the usual
 file systems, loads the modules, brings up the network (10.0.2.15, the host
@@ -32,9 +36,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODULES = ["nbd", "zram", "ext4", "virtio_net", "lz4_compress", "lz4hc_compress",
-           "zstd_compress", "deflate", "lz4", "lz4hc", "zstd", "crc32c_generic",
-           "loop"]
+MODULES = ["nbd", "zram", "ublk_drv", "ext4", "virtio_net", "virtio_blk",
+           "lz4_compress", "lz4hc_compress", "zstd_compress", "deflate", "lz4",
+           "lz4hc", "zstd", "crc32c_generic", "loop"]
 PACKAGES = ["busybox-static", "nbd-client", "libnl-3-200", "libnl-genl-3-200"]
 KERNEL_RE = re.compile(r"^linux-image-6\.12\.[0-9]+\+deb12-amd64-unsigned$")
 
@@ -165,14 +169,49 @@ class Cpio:
         return self.buf.getvalue()
 
 
+def build_opt(out, ztier):
+    """OUT_DIR/opt.img: ztier and fio with their libraries, each program
+    behind a wrapper in bin/ that runs it with /opt/lib first."""
+    fio = shutil.which("fio")
+    if not fio:
+        die("fio not found (make test installs it)")
+    img = os.path.join(out, "opt.img")
+    if (os.path.exists(img) and
+            os.path.getmtime(img) >= max(os.path.getmtime(ztier),
+                                         os.path.getmtime(fio))):
+        return
+    tree = os.path.join(out, "opt")
+    shutil.rmtree(tree, ignore_errors=True)
+    for d in ("bin", "libexec", "lib"):
+        os.makedirs(os.path.join(tree, d))
+    for src, name in ((ztier, "ztier"), (fio, "fio")):
+        shutil.copy(src, os.path.join(tree, "libexec", name))
+        wrapper = os.path.join(tree, "bin", name)
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\nLD_LIBRARY_PATH=/opt/lib exec /opt/libexec/%s "
+                    "\"$@\"\n" % name)
+        os.chmod(wrapper, 0o755)
+        for lib in libs_of(src, []):
+            dst = os.path.join(tree, "lib", os.path.basename(lib))
+            if not os.path.exists(dst):
+                shutil.copy(os.path.realpath(lib), dst)
+    size_mib = 64 + sum(os.path.getsize(os.path.join(d, f))
+                        for d, _, fs in os.walk(tree) for f in fs) // 2**20 * 5 // 4
+    if os.path.exists(img):
+        os.unlink(img)
+    run(["mke2fs", "-q", "-t", "ext4", "-d", tree, "-L", "opt", img,
+         "%dM" % size_mib])
+    shutil.rmtree(tree)
+
+
 def build(out, ztier):
     kernel_pkg = newest_kernel()
     version = re.search(r"linux-image-(.*)-unsigned", kernel_pkg).group(1)
     debs = os.path.join(out, "debs")
     stamp = os.path.join(out, "VERSION")
-    sources = [os.path.join(HERE, f) for f in sorted(os.listdir(HERE))]
     if ztier:
-        sources.append(ztier)
+        build_opt(out, ztier)
+    sources = [os.path.join(HERE, f) for f in sorted(os.listdir(HERE))]
     if (os.path.exists(stamp) and open(stamp).read().strip() == version and
             os.path.exists(os.path.join(out, "initrd.cpio.gz")) and
             all(os.path.getmtime(s) <= os.path.getmtime(stamp)
@@ -209,12 +248,10 @@ def build(out, ztier):
     if not os.path.exists(mke2fs):
         die("mke2fs not found (install e2fsprogs)")
     binaries.append((mke2fs, "sbin/mke2fs"))
-    if ztier:
-        binaries.append((ztier, "bin/ztier"))
     libs = {}
     for src, dst in binaries:
         c.file(dst, open(src, "rb").read(), 0o755)
-        for lib in libs_of(src, lib_dirs):
+        for lib in libs_of(src, []):
             libs[lib] = True
     made = {"lib", "lib64"}
     for lib in sorted(libs):

@@ -2,6 +2,7 @@
 # /init of the test guest (testing/guest/build_guest.py): mounts the usual
 # file systems, loads the modules of /etc/modules, brings up the network
 # (10.0.2.15; the host's loopback is 10.0.2.2 through qemu's user network),
+# mounts /opt (build_guest.py's opt.img) when attached,
 # runs /test.sh and prints "@@EXIT <status>" on the console for
 # run_guest.py, then powers off.
 /bin/busybox mkdir -p /usr/sbin
@@ -15,6 +16,11 @@ mount -t tmpfs tmp /tmp
 for m in $(cat /etc/modules); do
   insmod "/lib/modules/$m.ko" 2>/dev/null || echo "init: insmod $m failed" >&2
 done
+# build_guest.py's opt.img (ztier and fio), when run_guest.py attached it.
+if [ -b /dev/vda ]; then
+  mkdir -p /opt && mount -t ext4 -o ro,noload /dev/vda /opt &&
+    export PATH=$PATH:/opt/bin
+fi
 ip link set lo up
 ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 &&
   ip route add default via 10.0.2.2

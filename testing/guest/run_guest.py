@@ -4,12 +4,14 @@
 As a module: run_guest(guest_dir, script, ...) -> GuestResult. As a command:
 
   run_guest.py GUEST_DIR SCRIPT [--ctl SOCK] [--ztier BIN] [--mem MIB]
-               [--timeout SECONDS]
+               [--smp N] [--timeout SECONDS]
 
 The guest (build_guest.py) boots under qemu-system-x86_64 with software
 emulation (TCG: this machine's /dev/kvm is not one a stock kernel runs on),
-one vCPU, MIB of RAM (default 256) and qemu's user-mode network, where the
-host's loopback is 10.0.2.2. SCRIPT becomes /test.sh, with lib.sh beside it
+N vCPUs (default 1), MIB of RAM (default 256) and qemu's user-mode network,
+where the host's loopback is 10.0.2.2. GUEST_DIR/opt.img, when
+build_guest.py made one (--ztier), is attached read-only as /dev/vda and
+mounted at /opt: ztier and fio run inside the guest from /opt/bin. SCRIPT becomes /test.sh, with lib.sh beside it
 as /lib.sh; its console output comes back line by line.
 
 The guest's second serial port (/dev/ttyS1) is a channel to the host: lib.sh's
@@ -87,7 +89,7 @@ def _serve_channel(sock_path, ztier, ctl, stop, log):
 
 
 def run_guest(guest_dir, script, ztier=None, ctl=None, mem_mib=256,
-              timeout=600, echo=False, files=()):
+              timeout=600, echo=False, files=(), smp=1):
     """Boots the guest with `script` (text) as /test.sh; `files` adds
     (guest_path, bytes) pairs to the initramfs."""
     for f in ("vmlinuz", "initrd.cpio.gz"):
@@ -107,7 +109,7 @@ def run_guest(guest_dir, script, ztier=None, ctl=None, mem_mib=256,
         import gzip
         f.write(gzip.compress(extra.close(), 1))
     chan = os.path.join(tmp, "chan.sock")
-    cmd = [qemu, "-accel", "tcg", "-cpu", "max", "-smp", "1",
+    cmd = [qemu, "-accel", "tcg", "-cpu", "max", "-smp", str(smp),
            "-m", str(mem_mib), "-kernel", os.path.join(guest_dir, "vmlinuz"),
            "-initrd", initrd,
            # rootfstype=ramfs: the initramfs is not swappable, so what
@@ -118,6 +120,9 @@ def run_guest(guest_dir, script, ztier=None, ctl=None, mem_mib=256,
            "-serial", "stdio",
            "-serial", "unix:%s,server=on,wait=off" % chan,
            "-nic", "user,model=virtio-net-pci"]
+    opt = os.path.join(guest_dir, "opt.img")
+    if os.path.exists(opt):
+        cmd += ["-drive", "file=%s,if=virtio,format=raw,readonly=on" % opt]
     try:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE,
@@ -179,7 +184,8 @@ def run_guest(guest_dir, script, ztier=None, ctl=None, mem_mib=256,
 
 def main():
     args = sys.argv[1:]
-    opts = {"--ctl": None, "--ztier": None, "--mem": "256", "--timeout": "600"}
+    opts = {"--ctl": None, "--ztier": None, "--mem": "256", "--smp": "1",
+            "--timeout": "600"}
     for k in list(opts):
         if k in args:
             i = args.index(k)
@@ -189,7 +195,8 @@ def main():
         sys.exit(__doc__)
     r = run_guest(args[0], open(args[1]).read(), ztier=opts["--ztier"],
                   ctl=opts["--ctl"], mem_mib=int(opts["--mem"]),
-                  timeout=int(opts["--timeout"]), echo=True)
+                  timeout=int(opts["--timeout"]), echo=True,
+                  smp=int(opts["--smp"]))
     if r.why:
         print("run_guest: " + r.why, file=sys.stderr)
     sys.exit(r.status if r.status >= 0 else 1)
