@@ -77,9 +77,13 @@ void UblkFrontEnd::RecoverStale() {
     auto info = control_->GetInfo(id);
     if (!info.has_value()) continue;  // gone meanwhile, or not ours to see
     if (platform::ProcessAlive(info->ublksrv_pid)) continue;
-    Log("ublk: " + platform::UblkBlockPath(id) + " was left by process " +
-        std::to_string(info->ublksrv_pid) + ", which is gone (state " +
-        StateName(info->state) + "): stopping and deleting it");
+    const std::string who =
+        info->ublksrv_pid > 0
+            ? "process " + std::to_string(info->ublksrv_pid) + ", which is gone"
+            : std::string("a server that is gone");
+    Log("ublk: " + platform::UblkBlockPath(id) + " was left by " + who +
+        " (state " + StateName(info->state) +
+        "): stopping and deleting it");
     if (Status s = control_->Stop(id); !s.ok()) {
       Log("ublk: " + s.ToString());
     }

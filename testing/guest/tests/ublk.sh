@@ -37,13 +37,16 @@ check roundtrip $? = 0
 ztier ctl --ctl /tmp/z.ctl --device zram0 mm_stat
 
 mkdir -p /mnt/z
-mke2fs -q -t ext4 -F /dev/ublkb0 && mount -t ext4 -o discard /dev/ublkb0 /mnt/z
+mkfs.ext4 -q -F /dev/ublkb0 && mount -t ext4 -o discard /dev/ublkb0 /mnt/z
 check mount $? = 0
 cp /tmp/a /mnt/z/a && sync
+echo 3 >/proc/sys/vm/drop_caches
 cmp /tmp/a /mnt/z/a
 check ext4_file $? = 0
+rm /mnt/z/a && sync && { fstrim -v /mnt/z || true; }
 ztier ctl --ctl /tmp/z.ctl --device zram0 reset 1
 check reset_refused_while_mounted $? != 0
+check still_there -b /dev/ublkb0
 umount /mnt/z
 
 ztier ctl --ctl /tmp/z.ctl hot_add
@@ -76,23 +79,28 @@ cat /tmp/serve.log
 check sigterm_removes_ublkb0 ! -b /dev/ublkb0
 
 echo "@@TRACE begin"
-head -400 /tmp/trace.txt
+wc -l /tmp/trace.txt
+head -120 /tmp/trace.txt
+# and the first line of every op and flag combination after those
+tail -n +121 /tmp/trace.txt | awk '!seen[$1 " " $2]++'
 echo "@@TRACE end"
 
 # Crash: SIGKILL leaves the disk; the next start deletes it.
 ztier serve --ublk --device zram0:16M $S >/tmp/serve2.log 2>&1 &
 PID=$!
 wait_for -b /dev/ublkb0
+grep -q "as a block device" /tmp/serve2.log || sleep 3
 kill -KILL $PID
 wait $PID 2>/dev/null
 sleep 1
-ls /dev/ublk* 2>/dev/null
+ls -l /dev/ublk* 2>/dev/null
 ztier serve --ublk --device zram0:16M $S >/tmp/serve3.log 2>&1 &
 PID=$!
 wait_for -b /dev/ublkb0
 sleep 1
 cat /tmp/serve3.log
-grep -q "which is gone" /tmp/serve3.log
+ls -l /dev/ublk*
+grep -q "stopping and deleting it" /tmp/serve3.log
 check recovery_logged $? = 0
 check ublkb0_again -b /dev/ublkb0
 kill -TERM $PID
