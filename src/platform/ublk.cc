@@ -206,6 +206,14 @@ Result<ublk::CtrlDevInfo> UblkControl::AddDevice(const ublk::CtrlDevInfo& info) 
   if (r.has_value() && *r == -EEXIST) {
     return Err(Status::Busy(DevName(info.dev_id) + " exists"));
   }
+  // Before 6.3 the driver knows no ioctl-encoded command (its switch's
+  // default: EOPNOTSUPP).
+  if (r.has_value() && *r == -EOPNOTSUPP) {
+    return Err(Status::Unsupported(
+        "UBLK_U_CMD_ADD_DEV: this kernel's ublk driver is older than ztier "
+        "needs (Linux 6.5 or later: ioctl-encoded commands, "
+        "UBLK_F_USER_COPY)"));
+  }
   ZT_RETURN_IF_ERROR(CheckRes(std::move(r), "UBLK_U_CMD_ADD_DEV", info.dev_id));
   return out;
 }
