@@ -355,12 +355,16 @@ if have zram; then
     echo "$SIZE_BYTES" > /sys/block/zram0/disksize ||
     { note "zram: could not set up /sys/block/zram0"; drop zram; }
 fi
+has_size() {
+  [ -b "/dev/$1" ] && [ "$(cat "/sys/block/$1/size" 2>/dev/null || echo 0)" -gt 0 ]
+}
 SERVE=""
 serve() {
   ztier serve --device "zram0:$SIZE_BYTES" --comp-algorithm lz4 \
     --listen "127.0.0.1:$PORT" --ctl /tmp/ztier.ctl $SERVE_ARGS "$@" \
     > /tmp/serve.log 2>&1 &
   SERVE=$!
+  echo -1000 > "/proc/$SERVE/oom_score_adj" 2>/dev/null
   i=0
   while [ $i -lt 300 ] && [ ! -S /tmp/ztier.ctl ]; do
     kill -0 $SERVE 2>/dev/null || break
@@ -377,10 +381,11 @@ if have ztier-ublk || have ztier-nbd; then
   if have ztier-ublk; then
     if [ "$UBLK" = 1 ] && serve --ublk; then
       i=0
-      while [ $i -lt 300 ] && [ ! -b /dev/ublkb0 ]; do
+      # The disk exists before the server starts it; then it has a size.
+      while [ $i -lt 300 ] && ! has_size ublkb0; do
         sleep 0.1; i=$((i + 1))
       done
-      if [ -b /dev/ublkb0 ]; then
+      if has_size ublkb0; then
         started=1
       else
         note "ztier-ublk: no /dev/ublkb0 30 s after ztier serve --ublk:" \
@@ -732,7 +737,7 @@ def report(cfg, g, notes, machine_line, machine, elapsed):
     r.line("")
 
     t = r.table("fio", "fio in the guest (%d s per job, %d runs; MB/s = "
-                "10^6 bytes/s; cv%% = stddev/mean of IOPS; clat in us, "
+                "10^6 bytes/s; cv%% = stddev/mean of IOPS; clat p50 and p99 in us, "
                 "medians; fio CPU%% = the fio client's user + system CPU, "
                 "median, 100 = one vCPU)" % (cfg["seconds"], cfg["runs"]))
     for job in JOBS:
@@ -743,8 +748,8 @@ def report(cfg, g, notes, machine_line, machine, elapsed):
                 .key("iodepth", job[3]) \
                 .figure("IOPS", s.get("iops", []), 0, RANGE | CV) \
                 .figure("MB/s", s.get("mb_s", []), 1) \
-                .figure("clat p50", s.get("p50", []), 1, 0) \
-                .figure("clat p99", s.get("p99", []), 1, 0) \
+                .figure("clat p50 us", s.get("p50", []), 1, 0) \
+                .figure("clat p99 us", s.get("p99", []), 1, 0) \
                 .figure("fio CPU%", s.get("cpu", []), 0, 0)
 
     def ratios(a, b, job):
