@@ -29,6 +29,10 @@ namespace {
 
 constexpr char kCommand[] = "ztier bench ublk";
 constexpr char kScript[] = ZTIER_SOURCE_DIR "/testing/guest/bench_ublk.py";
+constexpr char kSynopsis[] =
+    "[--runs N] [--seconds S] [--size SIZE] [--targets LIST] [--guest DIR] "
+    "[--mem MIB] [--smp N] [--serve-args ARGS] [--timeout SECONDS] [--quick] "
+    "[--json FILE]";
 constexpr char kAbout[] =
     "ztier as a block device in the test guest (qemu TCG, 2 vCPUs): the "
     "guest kernel's zram vs `ztier serve --ublk` (/dev/ublkb0) vs the same "
@@ -45,7 +49,7 @@ int RunBenchUblk(std::span<const std::string_view> args) {
   std::int64_t runs = 5, seconds = 5, mem = 1024, smp = 2, timeout = 0;
   std::string size, targets, guest, serve_args, json;
   bool quick = false;
-  FlagSet flags(kCommand);
+  FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("runs", &runs, "N", "runs of every job on every target "
                "(default 5)", 1, 1000);
   flags.AddInt("seconds", &seconds, "S", "fio runtime of each job "
