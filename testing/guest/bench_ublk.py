@@ -726,10 +726,9 @@ def report(cfg, g, notes, machine_line, machine, elapsed):
     for t in targets:
         if t in mm and len(mm[t]) >= 3:
             orig, compr, used = mm[t][:3]
-            r.line("after the fill, %s mm_stat: orig %s, compr %s, "
-                   "mem_used_total %s (orig/used %.2f)" % (
-                       t, size_text_mib(orig), size_text_mib(compr),
-                       size_text_mib(used), orig / used if used else 0))
+            r.line("after the fill, %s mm_stat: orig_data_size %d, "
+                   "compr_data_size %d, mem_used_total %d bytes" %
+                   (t, orig, compr, used))
     for n in notes:
         r.line("note: " + n)
     for f in failures:
@@ -737,9 +736,9 @@ def report(cfg, g, notes, machine_line, machine, elapsed):
     r.line("")
 
     t = r.table("fio", "fio in the guest (%d s per job, %d runs; MB/s = "
-                "10^6 bytes/s; cv%% = stddev/mean of IOPS; clat p50 and p99 in us, "
-                "medians; fio CPU%% = the fio client's user + system CPU, "
-                "median, 100 = one vCPU)" % (cfg["seconds"], cfg["runs"]))
+                "10^6 bytes/s; cv%% = stddev/mean of IOPS; clat p50 and p99 "
+                "in us, medians; fio CPU%% = the fio client's user + system "
+                "CPU, median, 100 = one vCPU)" % (cfg["seconds"], cfg["runs"]))
     for job in JOBS:
         for target in targets:
             s = samples.get((target, job[0]), {})
@@ -797,10 +796,6 @@ def report(cfg, g, notes, machine_line, machine, elapsed):
     if failures or not samples:
         status = 1
     return status
-
-
-def size_text_mib(n):
-    return "%.1f MiB" % (n / 2**20)
 
 
 if __name__ == "__main__":
