@@ -4,7 +4,8 @@ guest kernel's own zram.
 
 usage: bench_ublk.py --ztier BIN [--guest DIR] [--runs N] [--seconds S]
                      [--size SIZE] [--targets LIST] [--mem MIB] [--smp N]
-                     [--serve-args ARGS] [--json PATH] [--quick]
+                     [--serve-args ARGS] [--timeout SECONDS] [--json PATH]
+                     [--quick] [--machine-line LINE --machine-json JSON]
 
 Builds (or reuses) the test guest in DIR (default: the folder `guest` beside
 BIN, as `make test-kernel` has it) with BIN and fio on its /opt
@@ -21,6 +22,10 @@ a time, with the same fio jobs:
 from the same emulated CPU. Without --ublk in BIN's `serve --help`, or when
 /dev/ublkb0 does not appear, ztier-ublk is left out with a note and the
 server runs for NBD alone.
+
+`ztier bench ublk` runs this with its own binary as BIN and the machine
+line and JSON object of every experiment (tools/ztier/machine_info.h);
+without them the script makes a shorter machine line of its own.
 
 Each target is first filled (untimed: fio write 128k QD8 over the whole
 size). Then for each of RUNS runs, each job runs S seconds on each target,
