@@ -94,8 +94,12 @@ GOALS = [
 NBD_PORT = 10809
 
 
+START = time.time()
+
+
 def log(msg):
-    print("bench ublk: " + msg, file=sys.stderr, flush=True)
+    print("bench ublk [%4.0f s]: %s" % (time.time() - START, msg),
+          file=sys.stderr, flush=True)
 
 
 def job_title(job):
@@ -547,7 +551,7 @@ def ublk_supported(ztier):
 
 
 def usage_error(msg):
-    print("bench_ublk: %s\nRun 'ztier bench ublk --help' for usage." % msg,
+    print("ztier bench ublk: %s\nRun 'ztier bench ublk --help' for usage." % msg,
           file=sys.stderr)
     sys.exit(2)
 
