@@ -16,7 +16,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libnbd-bin nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
   python3 procps prometheus curl groff-base systemd
 
-.PHONY: all deps build install run test test-kernel test-asan test-tsan check-locks bench bench-docs soak clean format fuzz fuzz-deps
+.PHONY: all deps build install run test test-kernel test-asan test-tsan check-locks bench bench-ublk bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
@@ -101,7 +101,8 @@ check-locks: deps
 #
 # Estimated durations on the 2-vCPU development machine, from each
 # experiment's configuration (--help), about 29.5 minutes in all plus the
-# build; keep it under 30:
+# build, and bench-ublk's ~14 more (its guest under emulation); keep the
+# rest under 30:
 #   bench-engine     ~2 min: 5 codecs x 3 corpora x (1 warm-up + 5 runs) x
 #                    13 variants of 4096 pages (took 1 min 50 s before)
 #   bench-nbd        ~7.5 min: fio 5 runs x 6 jobs x 4 servers (ztier lz4
@@ -127,6 +128,12 @@ check-locks: deps
 #                    (needs root and a free /dev/zram0, else ztier alone);
 #                    all codecs and paths (plain `ztier bench zram-compare`)
 #                    take ~17 min
+#   bench-ublk       ~14 min: one guest under qemu TCG (boot, fills
+#                    ~1 min), then 5 runs x 6 jobs x 3 targets (zram,
+#                    ztier-ublk, ztier-nbd) x (5 s + ~2.5 s of fio start-up
+#                    under emulation); needs qemu-system-x86
+#                    (KERNEL_PACKAGES), builds $(BUILD)/guest as
+#                    test-kernel does. Alone: `make bench-ublk`.
 #
 # BENCH_QUICK=1 runs the same set with the smallest settings (about 3
 # minutes, figures meaningless) to try the whole chain; point
@@ -148,6 +155,7 @@ BENCH_USEMEM_ARGS = --size 16M --runs 1 --sleep 0
 BENCH_READAHEAD_ARGS = --runs 1 --size 16M --fault-pages 2048
 BENCH_RECOMPRESS_ARGS = --runs 1 --size 1M
 BENCH_ZRAM_COMPARE_ARGS = --runs 1 --size 16M --corpus-pages 256 --codec lz4
+BENCH_UBLK_ARGS = --quick
 else
 BENCH_POLICY_ARGS = --runs 3
 # Nine runs: the pass's parallel/serial ratio is a ratio of two noisy
@@ -169,6 +177,7 @@ bench_run = @echo "== $(1): ztier $(2)" && \
   echo $$(( $$(date +%s) - start )) > $(BENCH_RESULTS)/$(1).time
 
 bench: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(KERNEL_PACKAGES)"
 	@mkdir -p $(BENCH_RESULTS) $(BENCH_CHARTS)
 	$(call bench_run,bench-engine,bench engine --corpus-dir $(CORPUS) $(BENCH_ENGINE_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-nbd,bench nbd --corpus-dir $(CORPUS) --codec lz4 --codec zstd $(BENCH_NBD_ARGS) $(BENCH_PLOT))
@@ -180,7 +189,16 @@ bench: build
 	$(call bench_run,bench-recompress,bench recompress --corpus-dir $(CORPUS) $(BENCH_RECOMPRESS_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-readahead,bench readahead --corpus $(BENCH_CORPUS) $(BENCH_READAHEAD_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-zram-compare,bench zram-compare --corpus-dir $(CORPUS) $(BENCH_ZRAM_COMPARE_ARGS))
+	$(call bench_run,bench-ublk,bench ublk $(BENCH_UBLK_ARGS))
 	$(MAKE) bench-docs
+
+# `ztier bench ublk` alone (testing/guest/bench_ublk.py): the guest's zram,
+# ztier over ublk and ztier over NBD, in one guest; its results go where
+# `make bench` puts them, and `make bench-docs` renders them.
+bench-ublk: build
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(KERNEL_PACKAGES)"
+	@mkdir -p $(BENCH_RESULTS)
+	$(call bench_run,bench-ublk,bench ublk $(BENCH_UBLK_ARGS))
 
 bench-docs:
 	sh tools/bench/render_docs.sh docs/benchmarks.md.in $(BENCH_RESULTS) \

@@ -14,6 +14,7 @@
 //   ztier bench policy [flags]        client reads with the policy vs without
 //   ztier bench readahead [flags]     region readahead and fault-in latency
 //   ztier bench recompress [flags]    idle recompression: memory and speed
+//   ztier bench ublk [flags]          zram vs ztier over ublk and NBD, in a guest
 //   ztier bench writeback [flags]     writeback one page at a time vs batched
 //   ztier bench zram-compare [flags]  the kernel's zram vs ztier
 //   ztier help [COMMAND]              usage (also: ztier --help, ztier -h)
@@ -39,6 +40,7 @@
 #include "bench_policy.h"
 #include "bench_readahead.h"
 #include "bench_recompress.h"
+#include "bench_ublk.h"
 #include "bench_writeback.h"
 #include "bench_zram_compare.h"
 #include "corpus_cmd.h"
@@ -132,6 +134,11 @@ constexpr Command kBenchCommands[] = {
      "mem_used_total against the secondary codec directly, serial vs "
      "parallel pass throughput",
      RunBenchRecompress},
+    {"ublk",
+     "ztier as a block device in the test guest (qemu TCG): the kernel's "
+     "zram vs `ztier serve --ublk` vs the same over NBD, fio io_uring "
+     "(testing/guest/bench_ublk.py)",
+     RunBenchUblk},
     {"writeback",
      "writeback to a backing file: one page at a time vs batched io_uring "
      "vs fio (zram writeback batching series)",

@@ -476,6 +476,23 @@ TEST_F(ZtierCliTest, HelpAndVersion) {
   EXPECT_EQ(r.exit_code, 2);
 }
 
+// `ztier bench ublk` checks its flags itself before it runs the guest's
+// script (testing/guest/bench_ublk.py), so these boot no guest.
+TEST_F(ZtierCliTest, BenchUblkHelpAndUsageErrors) {
+  RunResult r = Run("bench --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("  ublk "), std::string::npos) << r.out;
+  r = Run("bench ublk --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--targets LIST"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--quick"), std::string::npos) << r.out;
+  r = Run("bench ublk --nosuch");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown flag --nosuch"), std::string::npos) << r.err;
+  r = Run("bench ublk --runs 0");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
 // `ztier status` against a running `ztier serve`: zramctl's -b, -n, -o,
 // --raw, --output-all, and the JSON report's counters and notes.
 TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
