@@ -251,7 +251,9 @@ def build(out, ztier):
     libs = {}
     for src, dst in binaries:
         c.file(dst, open(src, "rb").read(), 0o755)
-        for lib in libs_of(src, []):
+        # lib_dirs: nbd-client's libnl libraries come from their packages,
+        # not from this machine.
+        for lib in libs_of(src, lib_dirs):
             libs[lib] = True
     made = {"lib", "lib64"}
     for lib in sorted(libs):
