@@ -92,6 +92,23 @@ def tests(tmp):
     }
 
 
+# Tests where ztier runs inside the guest, from /opt (build_guest.py
+# --ztier), as a ublk server for the guest's own kernel: no server on the
+# host; the script starts `ztier serve --ublk` itself (lib.sh's zt_serve).
+# name -> (variables for the script, guest RAM in MiB, vCPUs)
+def guest_tests():
+    return {
+        "ublk_fio": ({}, 512, 2),
+        "ublk_ext4": ({}, 512, 2),
+        # RAM: the workload is twice MemTotal (the script reads it); ztier's
+        # locked memory and /opt's page cache share that RAM.
+        "ublk_swap": ({}, 256, 2),
+        "ublk_hotplug": ({}, 256, 2),
+        "ublk_busy": ({}, 256, 2),
+        "ublk_crash": ({}, 256, 2),
+    }
+
+
 def judge_conformance(g, results_dir):
     """The failures of the conformance comparison; writes its table."""
     lines = g.lines("@@CONF ")
@@ -112,53 +129,46 @@ def judge_conformance(g, results_dir):
 JUDGES = {"conformance": judge_conformance}
 
 
-def main():
-    args = sys.argv[1:]
-    ztier = guest = None
-    if "--ztier" in args:
-        i = args.index("--ztier")
-        ztier = os.path.abspath(args[i + 1])
-        del args[i:i + 2]
-    if "--guest" in args:
-        i = args.index("--guest")
-        guest = os.path.abspath(args[i + 1])
-        del args[i:i + 2]
-    if not ztier or not guest:
-        sys.exit(__doc__)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "build_guest.py"),
-                        guest])
-    if r.returncode != 0:
-        print("kernel_tests: could not build the guest")
-        print("0 passed, 1 failed")
-        return 1
-    results_dir = os.path.join(guest, "results")
-    os.makedirs(results_dir, exist_ok=True)
-    passed, failed = 0, []
-    names = args or ["swap", "ext4", "conformance"]
-    for name in names:
-        tmp = tempfile.mkdtemp(prefix="ztier-kt-")
+HOST_TESTS = ["swap", "ext4", "conformance"]
+GUEST_TESTS = ["ublk_fio", "ublk_ext4", "ublk_swap", "ublk_hotplug",
+               "ublk_busy", "ublk_crash"]
+
+
+def run_one(name, ztier, guest, results_dir, via_nbd):
+    """Runs test `name`; True when it passed."""
+    tmp = tempfile.mkdtemp(prefix="ztier-kt-")
+    try:
         table = tests(tmp)
-        if name not in table:
+        in_guest = guest_tests()
+        server = None
+        if name in table:
+            flags, variables, mem = table[name]
+            smp = 1
+            server = Server(ztier, tmp, flags)
+            if not server.alive():
+                print("kernel_tests: %s: ztier serve did not start:\n%s" %
+                      (name, server.stop()))
+                return False
+            variables = dict(variables, PORT=str(server.port))
+            where = "ztier on 127.0.0.1:%d" % server.port
+        elif name in in_guest:
+            variables, mem, smp = in_guest[name]
+            if via_nbd:
+                variables = dict(variables, ZT_TRANSPORT="nbd")
+            where = "ztier in the guest%s" % (" over NBD" if via_nbd else "")
+        else:
             print("kernel_tests: unknown test '%s' (known: %s)" %
-                  (name, ", ".join(table)))
-            failed.append(name)
-            continue
-        flags, variables, mem = table[name]
-        server = Server(ztier, tmp, flags)
-        if not server.alive():
-            print("kernel_tests: %s: ztier serve did not start:\n%s" %
-                  (name, server.stop()))
-            failed.append(name)
-            continue
-        variables = dict(variables, PORT=str(server.port))
+                  (name, ", ".join(list(table) + list(in_guest))))
+            return False
         script = "".join("%s='%s'\n" % kv for kv in sorted(variables.items()))
         script += open(os.path.join(HERE, "tests", name + ".sh")).read()
         start = time.time()
-        print("== %s (guest %d MiB, ztier on 127.0.0.1:%d)" %
-              (name, mem, server.port), flush=True)
-        g = run_guest(guest, script, ztier=ztier, ctl=server.ctl,
-                      mem_mib=mem, timeout=900, echo=True)
-        log = server.stop()
+        print("== %s (guest %d MiB, %d vCPU, %s)" % (name, mem, smp, where),
+              flush=True)
+        g = run_guest(guest, script, ztier=ztier if server else None,
+                      ctl=server.ctl if server else None,
+                      mem_mib=mem, timeout=900, echo=True, smp=smp)
+        log = server.stop() if server else None
         secs = time.time() - start
         checks = g.lines("@@CHECK ")
         bad = [c for c in checks if not c.startswith("ok ")]
@@ -171,17 +181,52 @@ def main():
         with open(os.path.join(results_dir, name + ".txt"), "w") as f:
             f.write("\n".join(g.lines("@@RESULT ")) + "\n")
         ok = g.status == 0 and not bad and checks
-        print("-- ztier serve's log:\n" + log.rstrip())
+        if log is not None:
+            print("-- ztier serve's log:\n" + log.rstrip())
         if ok:
-            passed += 1
             print("== %s: passed, %d checks, %.0f s" % (name, len(checks), secs))
+            return True
+        why = g.why or ("%d failed checks" % len(bad) if bad else
+                        "exit status %d" % g.status if g.status else
+                        "no checks ran")
+        print("== %s: FAILED (%s), %.0f s" % (name, why, secs))
+        return False
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
+def main():
+    args = sys.argv[1:]
+    ztier = guest = None
+    via_nbd = "--via-nbd" in args
+    if via_nbd:
+        args.remove("--via-nbd")
+    if "--ztier" in args:
+        i = args.index("--ztier")
+        ztier = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if "--guest" in args:
+        i = args.index("--guest")
+        guest = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if not ztier or not guest:
+        sys.exit(__doc__)
+    # --ztier: opt.img, with ztier and fio, for the tests that run them in
+    # the guest.
+    r = subprocess.run([sys.executable, os.path.join(HERE, "build_guest.py"),
+                        guest, "--ztier", ztier])
+    if r.returncode != 0:
+        print("kernel_tests: could not build the guest")
+        print("0 passed, 1 failed")
+        return 1
+    results_dir = os.path.join(guest, "results")
+    os.makedirs(results_dir, exist_ok=True)
+    passed, failed = 0, []
+    for name in args or HOST_TESTS + GUEST_TESTS:
+        if run_one(name, ztier, guest, results_dir, via_nbd):
+            passed += 1
         else:
             failed.append(name)
-            why = g.why or ("%d failed checks" % len(bad) if bad else
-                            "exit status %d" % g.status if g.status else
-                            "no checks ran")
-            print("== %s: FAILED (%s), %.0f s" % (name, why, secs))
-        subprocess.run(["rm", "-rf", tmp])
     if failed:
         print("failed: " + " ".join(failed))
     print("%d passed, %d failed" % (passed, len(failed)))
