@@ -88,7 +88,7 @@ check-locks: deps
 	CC=clang-$(LOCKS_CLANG) CXX=clang++-$(LOCKS_CLANG) \
 	  cmake -S . -B $(LOCKS_BUILD) $(CMAKE_FLAGS) -DZTIER_WERROR=ON \
 	  -DCMAKE_CXX_FLAGS="-Wthread-safety"
-	cmake --build $(LOCKS_BUILD) -j $(JOBS) --target ztier_core ztier_ctl
+	cmake --build $(LOCKS_BUILD) -j $(JOBS) --target ztier_core ztier_ctl ztier_ublk
 
 # `make bench` runs every experiment and writes docs/benchmarks.md from
 # docs/benchmarks.md.in with their results (tools/bench/render_docs.sh), so

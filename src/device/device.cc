@@ -681,6 +681,47 @@ Status Device::Impl::Write(std::uint64_t offset,
       });
 }
 
+Status Device::Impl::WritePages(std::uint64_t offset,
+                                std::span<const std::byte> data) {
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return NotInitialized();
+  ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
+  std::uint64_t done = 0;
+  while (done < data.size()) {
+    const std::uint64_t pos = offset + done;
+    const std::size_t in_page = pos % kPageSize;
+    const std::uint64_t left = data.size() - done;
+    if (in_page != 0 || left < kPageSize) {
+      // A partial page: the head or the tail of the range.
+      const std::size_t n = static_cast<std::size_t>(
+          std::min<std::uint64_t>(kPageSize - in_page, left));
+      Status s = store_->StorePartial(pos / kPageSize, in_page,
+                                      data.subspan(done, n));
+      NoteMemLimit(s);
+      ZT_RETURN_IF_ERROR(s);
+      done += n;
+      continue;
+    }
+    // The run of whole pages from here.
+    const std::uint64_t run = left & ~kPageMask;
+    const auto pages = data.subspan(done, run);
+    Status s = store_->StoreBatch(pos / kPageSize, pages);
+    if (s.code() == StatusCode::kResourceExhausted) {
+      // All-or-nothing refused the run: page by page, as Write, so the
+      // pages before the one the limit stops are written.
+      for (std::uint64_t p = 0; p < run; p += kPageSize) {
+        s = store_->Store((pos + p) / kPageSize,
+                          ConstPage(pages.data() + p, kPageSize));
+        if (!s.ok()) break;
+      }
+    }
+    NoteMemLimit(s);
+    ZT_RETURN_IF_ERROR(s);
+    done += run;
+  }
+  return Status::Ok();
+}
+
 Status Device::Impl::Trim(std::uint64_t offset, std::uint64_t length) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
@@ -813,12 +854,24 @@ Result<Device::ClientRef> Device::Attach() {
 
 Status Device::Retire() { return impl_->Retire(); }
 
+void Device::SetWatcher(DeviceWatcher* watcher) {
+  impl_->watcher_.store(watcher);
+}
+DeviceWatcher* Device::watcher() const { return impl_->watcher_.load(); }
+
+// The watcher is called with no lock held (ztier/device.h, DeviceWatcher).
 Status Device::SetDisksize(std::uint64_t bytes) {
-  return impl_->SetDisksize(bytes);
+  ZT_RETURN_IF_ERROR(impl_->SetDisksize(bytes));
+  if (DeviceWatcher* w = watcher()) w->OnInitialized(*this);
+  return Status::Ok();
 }
 std::uint64_t Device::disksize() const { return impl_->disksize(); }
 bool Device::initialized() const { return impl_->initialized(); }
-Status Device::Reset() { return impl_->Reset(); }
+Status Device::Reset() {
+  DeviceWatcher* w = watcher();
+  if (w != nullptr && initialized()) ZT_RETURN_IF_ERROR(w->BeforeRelease(*this));
+  return impl_->Reset();
+}
 Status Device::SetCompAlgorithm(std::string_view name) {
   return impl_->SetCompAlgorithm(name);
 }
@@ -896,6 +949,10 @@ Status Device::Read(std::uint64_t offset, std::span<std::byte> out) {
 Status Device::Write(std::uint64_t offset, std::span<const std::byte> data) {
   return impl_->Write(offset, data);
 }
+Status Device::WritePages(std::uint64_t offset,
+                          std::span<const std::byte> data) {
+  return impl_->WritePages(offset, data);
+}
 Status Device::Trim(std::uint64_t offset, std::uint64_t length) {
   return impl_->Trim(offset, length);
 }
@@ -928,6 +985,7 @@ struct DeviceRegistry::Impl {
   const DeviceDefaults defaults;
   mutable std::mutex mu;  // guards devices
   std::map<std::string, std::shared_ptr<Device>, std::less<>> devices;
+  DeviceWatcher* watcher = nullptr;  // set on every device added
 };
 
 DeviceRegistry::DeviceRegistry(DeviceDefaults defaults)
@@ -946,6 +1004,7 @@ Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {
     return Err(Status::Busy("device '" + std::string(name) + "' exists"));
   }
   auto d = std::make_shared<Device>(std::string(name), m.defaults);
+  d->SetWatcher(m.watcher);
   m.devices.emplace(std::string(name), d);
   return d;
 }
@@ -957,6 +1016,7 @@ Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
     std::string name = "zram" + std::to_string(n);
     if (m.devices.contains(name)) continue;
     auto d = std::make_shared<Device>(name, m.defaults);
+    d->SetWatcher(m.watcher);
     m.devices.emplace(name, d);
     return d;
   }
@@ -964,6 +1024,10 @@ Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
 
 Status DeviceRegistry::Remove(std::string_view name) {
   Impl& m = *impl_;
+  // The watcher first, with no lock held (DeviceWatcher).
+  if (std::shared_ptr<Device> d = Find(name)) {
+    if (DeviceWatcher* w = d->watcher()) ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
+  }
   std::lock_guard lock(m.mu);
   auto it = m.devices.find(name);
   if (it == m.devices.end()) {
@@ -972,6 +1036,13 @@ Status DeviceRegistry::Remove(std::string_view name) {
   ZT_RETURN_IF_ERROR(it->second->Retire());
   m.devices.erase(it);
   return Status::Ok();
+}
+
+void DeviceRegistry::SetWatcher(DeviceWatcher* watcher) {
+  Impl& m = *impl_;
+  std::lock_guard lock(m.mu);
+  m.watcher = watcher;
+  for (const auto& [name, d] : m.devices) d->SetWatcher(watcher);
 }
 
 std::shared_ptr<Device> DeviceRegistry::Find(std::string_view name) const {

@@ -59,6 +59,7 @@ struct Device::Impl {
   std::string ShowDebugStat() const;
   Status Read(std::uint64_t offset, std::span<std::byte> out);
   Status Write(std::uint64_t offset, std::span<const std::byte> data);
+  Status WritePages(std::uint64_t offset, std::span<const std::byte> data);
   Status Trim(std::uint64_t offset, std::uint64_t length);
   Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
   Status Flush();
@@ -97,6 +98,7 @@ struct Device::Impl {
   std::atomic<bool> at_mem_limit_{false};  // logged; see NoteMemLimit
   std::atomic<std::uint64_t> mem_limit_checked_ns_{0};
   std::atomic<int> clients_{0};
+  std::atomic<DeviceWatcher*> watcher_{nullptr};  // DeviceRegistry's
 
   // Logs reaching mem_limit (the store refusing a page for it) and leaving
   // it (a store that succeeds once the pool is under 90% of the limit,

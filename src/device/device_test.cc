@@ -482,5 +482,94 @@ TEST(DeviceTest, LogsMemLimitOnceAndCompactionWithCounts) {
   EXPECT_NE(lines[2].find(" pages compacted"), std::string::npos);
 }
 
+
+TEST(DeviceTest, WritePagesStoresRunsAndPartialEnds) {
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetDisksize(64 * kPageSize));
+  // Unaligned head and tail around 9 whole pages.
+  const auto data = Bytes(10 * kPageSize, 11);
+  ASSERT_OK(d.WritePages(1000, data));
+  std::vector<std::byte> back(data.size());
+  ASSERT_OK(d.Read(1000, back));
+  EXPECT_EQ(back, data);
+  // Aligned: one run through StoreBatch.
+  const auto aligned = Bytes(16 * kPageSize, 12);
+  ASSERT_OK(d.WritePages(32 * kPageSize, aligned));
+  back.resize(aligned.size());
+  ASSERT_OK(d.Read(32 * kPageSize, back));
+  EXPECT_EQ(back, aligned);
+  EXPECT_EQ(d.WritePages(63 * kPageSize, aligned).code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST(DeviceTest, WritePagesAtMemLimitWritesThePagesBeforeTheLimit) {
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetMemLimit(256 << 10));
+  ASSERT_OK(d.SetDisksize(16 << 20));
+  std::mt19937_64 rng(5);
+  std::vector<std::byte> pages(128 * kPageSize);  // random: incompressible
+  for (auto& b : pages) b = static_cast<std::byte>(rng());
+  const Status s = d.WritePages(0, pages);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  // Page by page after the batch was refused: the first pages are there.
+  std::vector<std::byte> back(kPageSize);
+  ASSERT_OK(d.Read(0, back));
+  EXPECT_EQ(0, std::memcmp(back.data(), pages.data(), kPageSize));
+  EXPECT_GT(d.Stats().stored_pages, 10u);
+}
+
+// A watcher that records its calls, whether the device's lock was free
+// then, and refuses release while `busy`.
+class RecordingWatcher : public DeviceWatcher {
+ public:
+  void OnInitialized(Device& d) override {
+    // The device's lock is not held: IO (a shared lock) goes through, and
+    // so would an exclusive one; a stats read must not deadlock.
+    const auto data = Bytes(kPageSize, 3);
+    unlocked = unlocked && d.Write(0, data).ok();
+    ++initialized;
+  }
+  Status BeforeRelease(Device& d) override {
+    std::vector<std::byte> page(kPageSize);
+    unlocked = unlocked && d.Read(0, page).ok();
+    ++released;
+    if (busy) return Status::Busy("mounted");
+    return Status::Ok();
+  }
+  int initialized = 0;
+  int released = 0;
+  bool busy = false;
+  bool unlocked = true;
+};
+
+TEST(DeviceRegistryTest, WatcherSeesInitAndVetoesResetAndRemove) {
+  DeviceRegistry r(DeviceDefaults{});
+  RecordingWatcher w;
+  ASSERT_TRUE(r.Add("zram0").has_value());
+  r.SetWatcher(&w);  // on the devices there and those added later
+  auto d1 = r.HotAdd();
+  ASSERT_TRUE(d1.has_value());
+  ASSERT_OK(r.Find("zram0")->SetDisksize(1 << 20));
+  ASSERT_OK((*d1)->SetDisksize(1 << 20));
+  EXPECT_EQ(w.initialized, 2);
+  w.busy = true;
+  EXPECT_EQ(r.Find("zram0")->Reset().code(), StatusCode::kBusy);
+  EXPECT_TRUE(r.Find("zram0")->initialized());
+  EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kBusy);
+  EXPECT_NE(r.Find("zram1"), nullptr);
+  w.busy = false;
+  ASSERT_OK(r.Find("zram0")->Reset());
+  EXPECT_FALSE(r.Find("zram0")->initialized());
+  // An uninitialised device's reset has nothing to release.
+  const int before = w.released;
+  ASSERT_OK(r.Find("zram0")->Reset());
+  EXPECT_EQ(w.released, before);
+  ASSERT_OK(r.Remove("zram1"));
+  EXPECT_TRUE(w.unlocked);
+  r.SetWatcher(nullptr);
+  ASSERT_OK(r.Find("zram0")->SetDisksize(1 << 20));
+  EXPECT_EQ(w.initialized, 2);
+}
+
 }  // namespace
 }  // namespace ztier

@@ -40,6 +40,15 @@ Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
   return Mapping(static_cast<std::byte*>(p), bytes);
 }
 
+Result<Mapping> Mapping::SharedReadOnly(int fd, std::uint64_t offset,
+                                        std::size_t bytes,
+                                        std::string_view what) {
+  void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd,
+                   static_cast<off_t>(offset));
+  if (p == MAP_FAILED) return Err(PosixError(what, errno));
+  return Mapping(static_cast<std::byte*>(p), bytes);
+}
+
 Mapping::Mapping(Mapping&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)) {}

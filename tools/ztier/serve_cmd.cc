@@ -1,8 +1,8 @@
 // File: tools/ztier/serve_cmd.cc
 //
 // `ztier serve` (contract in serve_cmd.h): parse flags and the
-// configuration file, build the device registry, start the NBD, control
-// and metrics servers, print how to connect, tell the service manager, and
+// configuration file, build the device registry, start the ublk disks
+// (--ublk) and the NBD, control and metrics servers, print how to connect, tell the service manager, and
 // wait for signals with sigtimedwait(): SIGHUP reloads, SIGINT/SIGTERM stop.
 #include "serve_cmd.h"
 
@@ -29,6 +29,7 @@
 #include "serve_devices.h"
 #include "service_config.h"
 #include "tool_common.h"
+#include "ublk/ublk_front_end.h"
 #include "ztier/device.h"
 
 namespace ztier::tool {
@@ -45,9 +46,11 @@ constexpr const char* kSynopsis =
     "[--handshake-timeout SECONDS] [--io-timeout SECONDS] "
     "[--tls off|on|require] [--tls-cert PATH] [--tls-key PATH] "
     "[--mlock] [--prealloc] [--metrics-listen HOST:PORT] "
-    "[--metrics-unix PATH] [--policy TOKENS] [-v|-q|--log-level LEVEL]";
+    "[--metrics-unix PATH] [--policy TOKENS] [--ublk] [--ublk-queues N] "
+    "[--ublk-depth N] [--ublk-max-io SIZE] [-v|-q|--log-level LEVEL]";
 constexpr const char* kAbout =
-    "serve compressed RAM block devices (userspace zram) over NBD.";
+    "serve compressed RAM block devices (userspace zram) over NBD, and with "
+    "--ublk as /dev/ublkbN.";
 
 // Everything the flags (and the [ztier] section) set.
 struct ServeSettings {
@@ -77,6 +80,11 @@ struct ServeSettings {
   std::string metrics_listen;
   std::string metrics_unix;
   std::string policy;  // empty: no post-processing policy
+  bool ublk = false;
+  std::int64_t ublk_queues = 0;  // 0: one per online CPU
+  std::int64_t ublk_depth = 64;
+  std::string ublk_max_io = "512K";
+  std::string ublk_trace;  // hidden: descriptor trace file
   std::string log_level;
   bool quiet = false;
   bool verbose = false;
@@ -84,7 +92,8 @@ struct ServeSettings {
 
 // The flags that are booleans, which the file writes yes/no.
 bool IsBoolKey(std::string_view key) {
-  return key == "backing-encrypt" || key == "mlock" || key == "prealloc";
+  return key == "backing-encrypt" || key == "mlock" || key == "prealloc" ||
+         key == "ublk";
 }
 
 void DefineFlags(FlagSet& flags, ServeSettings* s) {
@@ -168,6 +177,22 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                   "recompress_cpu=25% writeback_age=1h "
                   "writeback_daily=400M\"; README, \"Post-processing "
                   "policy\")");
+  flags.AddBool("ublk", &s->ublk,
+                "also expose each initialised device as a block device, "
+                "/dev/ublkbN (zramN gets N when free), through the kernel's "
+                "ublk driver (Linux 6.0+, ublk_drv; root); README, \"ztier "
+                "as a block device on kernels with ublk\"");
+  flags.AddInt("ublk-queues", &s->ublk_queues, "N",
+               "ublk queues (threads) per disk (default 0: one per online "
+               "CPU)", 0, 4096);
+  flags.AddInt("ublk-depth", &s->ublk_depth, "N",
+               "requests in flight per ublk queue (default 64)", 1, 4096);
+  flags.AddString("ublk-max-io", &s->ublk_max_io, "SIZE",
+                  "largest ublk request (default 512K; 4K to 32M, a "
+                  "multiple of 4K); each queue keeps depth buffers of it");
+  flags.AddString("ublk-trace", &s->ublk_trace, "FILE",
+                  "debugging: write each ublk request's descriptor to FILE "
+                  "(the format of testdata/ublk_descriptors.txt)");
   flags.AddString("log-level", &s->log_level, "LEVEL",
                   "error, warning, info (default) or debug");
   flags.AddBool("quiet", &s->quiet,
@@ -328,6 +353,7 @@ struct Checked {
   std::unique_ptr<nbd::TlsContext> tls;
   std::vector<DeviceSpec> specs;  // without --config
   std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;  // --recomp-algorithm
+  std::uint32_t ublk_max_io = 512 << 10;
 };
 
 // The command line (with -v and -q as --verbose and --quiet) and the
@@ -412,6 +438,14 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
                                 s.max_in_flight_bytes + "'");
   }
   c->max_in_flight_bytes = *max_in_flight_bytes;
+  auto ublk_max_io = ParseSize(s.ublk_max_io);
+  if (!ublk_max_io.has_value() || *ublk_max_io < 4096 ||
+      *ublk_max_io > (32u << 20) || *ublk_max_io % 4096 != 0) {
+    return ReportUsageError(kCommand,
+                            "--ublk-max-io: want a multiple of 4K from 4K "
+                            "to 32M, not '" + s.ublk_max_io + "'");
+  }
+  c->ublk_max_io = static_cast<std::uint32_t>(*ublk_max_io);
   if (auto rc = CheckTls(s, c)) return rc;
   if (Status st = CheckCodecName(CanonicalCodecName(s.comp_algorithm),
                                  "--comp-algorithm");
@@ -701,6 +735,22 @@ void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
   *config = std::move(*reread);
 }
 
+// The ublk front end (--ublk) on every initialised device; errors say
+// what is missing (no /dev/ublk-control: the kernel has no ublk).
+Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
+    const ServeSettings& s, const Checked& c, DeviceRegistry* registry) {
+  ublk::UblkFrontEndOptions o;
+  o.disk.queues = static_cast<std::uint16_t>(s.ublk_queues);
+  o.disk.depth = static_cast<std::uint16_t>(s.ublk_depth);
+  o.disk.max_io_bytes = c.ublk_max_io;
+  o.disk.populate = s.mlock;  // locked as touched: touch them now
+  o.trace_path = s.ublk_trace;
+  o.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
+  auto fe = ublk::UblkFrontEnd::Start(registry, std::move(o));
+  if (!fe.has_value()) return Err(Status(fe.error().code(), "--ublk: " + fe.error().message()));
+  return fe;
+}
+
 // Tells the service manager the server is ready, then waits for SIGINT or
 // SIGTERM (returned), updating the status every 10 s. SIGHUP (`systemctl
 // reload`, or a closed terminal) must never stop a server that may hold a
@@ -791,9 +841,25 @@ int RunServe(std::span<const std::string_view> raw_args) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // The ublk disks, after the signal mask (their queue threads inherit
+  // it) and before the servers (a failure leaves nothing to stop).
+  std::unique_ptr<ublk::UblkFrontEnd> ublk_disks;
+  if (s.ublk) {
+    auto started = StartUblk(s, c, &registry);
+    if (!started.has_value()) return Fail(started.error().message());
+    ublk_disks = std::move(*started);
+  }
+
   Servers servers;
   if (auto rc = StartServers(s, c, &registry, &servers)) return *rc;
   PrintDevices(s, config, c, registry, servers, locked);
+  if (ublk_disks != nullptr) {
+    const auto disks = ublk_disks->Disks();
+    for (const auto& [name, path] : disks) {
+      std::printf("  %s as a block device: %s\n", name.c_str(), path.c_str());
+    }
+    std::fflush(stdout);
+  }
   PrintConnect(s, config, c, registry, servers);
   std::unique_ptr<PolicyRunner> runner;
   if (policy.has_value()) {
@@ -807,6 +873,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   if (runner != nullptr) runner->Stop();  // before the devices go
+  if (ublk_disks != nullptr) ublk_disks->Stop();  // every /dev/ublkbN gone
   servers.Stop();
   return 0;
 }

@@ -56,7 +56,8 @@ const std::set<std::string, std::less<>>& ZtierKeys() {
       "io-timeout",     "tls",          "tls-cert",
       "tls-key",        "backing-encrypt", "mlock",
       "prealloc",       "metrics-listen", "metrics-unix",
-      "log-level",      "policy"};
+      "log-level",      "policy",       "ublk",
+      "ublk-queues",    "ublk-depth",   "ublk-max-io"};
   return keys;
 }
 

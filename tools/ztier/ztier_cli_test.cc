@@ -406,6 +406,25 @@ TEST_F(ZtierCliTest, BenchLatencyRejectsMoreCpusThanOnline) {
   EXPECT_NE(r.err.find("--cpus must be 1.."), std::string::npos) << r.err;
 }
 
+// serve --ublk on a kernel without ublk (this host's) stops at once,
+// saying why; a bad --ublk-max-io is a usage error.
+TEST_F(ZtierCliTest, ServeUblkWithoutTheDriverSaysSo) {
+  if (fs::exists("/dev/ublk-control")) {
+    GTEST_SKIP() << "this kernel has ublk: serve --ublk would serve";
+  }
+  RunResult r = Run("serve --ublk --device zram0:16M --unix s.sock --ctl c.ctl");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--ublk: no /dev/ublk-control: this kernel has no ublk "
+                       "(modprobe ublk_drv)"),
+            std::string::npos)
+      << r.err;
+  r = Run("serve --ublk --ublk-max-io 6K --unix s.sock --ctl c.ctl");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--ublk-max-io: want a multiple of 4K"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
   const RunResult r = Run("nosuch");
   EXPECT_EQ(r.exit_code, 2);

@@ -65,6 +65,30 @@ Result<std::uint64_t> ParseSize(std::string_view text);
 Result<std::vector<WritebackScan>> ParseWritebackTokens(std::string_view text,
                                                          std::uint64_t num_pages);
 
+class Device;
+
+// DeviceWatcher: what a front end that keeps something per initialised
+// device (the ublk front end's /dev/ublkbN, src/ublk/) is told by the
+// registry, without the device layer depending on it. Set on a registry
+// (DeviceRegistry::SetWatcher); every device of that registry calls it:
+//   OnInitialized: after SetDisksize succeeded (from the caller's thread).
+//   BeforeRelease: before Reset() of an initialised device and before
+//     DeviceRegistry::Remove(); an error (kBusy: the disk is mounted or
+//     swapped on) refuses the reset or the removal with that error, as
+//     zram refuses reset while its disk has openers.
+// Both are called WITHOUT the device's lock or the registry's held, so the
+// watcher may wait for IO on the device to finish (its own serving threads
+// need the device's shared lock) and may call the device's methods.
+// Thread safety: called concurrently for different devices and from any
+// thread; the watcher must outlive every device of the registry, or be
+// cleared (SetWatcher(nullptr)) first.
+class DeviceWatcher {
+ public:
+  virtual ~DeviceWatcher() = default;
+  virtual void OnInitialized(Device& device) = 0;
+  virtual Status BeforeRelease(Device& device) = 0;
+};
+
 struct DeviceDefaults {
   std::string comp_algorithm = "lz4";
   std::string algorithm_params;
@@ -215,6 +239,16 @@ class Device {
   // ---- IO (byte granular; kOutOfRange past disksize) ----
   Status Read(std::uint64_t offset, std::span<std::byte> out);
   Status Write(std::uint64_t offset, std::span<const std::byte> data);
+  // As Write, but each run of whole aligned pages is stored through
+  // PageStore::StoreBatch (batched compression; the ublk front end's
+  // multi-page writes); partial pages at either end go through
+  // StorePartial. StoreBatch is all-or-nothing: when it fails with
+  // kResourceExhausted (mem_limit) the run is stored again page by page,
+  // so that, as with Write and the kernel, the pages before the one that
+  // failed are written; the pages of the failed run from there on read as
+  // zeros instead of their old content (a failed write's range is
+  // undefined to the block layer).
+  Status WritePages(std::uint64_t offset, std::span<const std::byte> data);
   Status Trim(std::uint64_t offset, std::uint64_t length);
   Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
   Status Flush();  // memory is the medium: nothing to flush
@@ -241,6 +275,8 @@ class Device {
   friend class DeviceRegistry;
   // Marks the device removed unless a client is attached (then kBusy).
   Status Retire();
+  void SetWatcher(DeviceWatcher* watcher);
+  DeviceWatcher* watcher() const;
 
   struct Impl;  // device_impl.h
   std::unique_ptr<Impl> impl_;
@@ -264,6 +300,10 @@ class DeviceRegistry {
   Status Remove(std::string_view name);
   std::shared_ptr<Device> Find(std::string_view name) const;
   std::vector<std::shared_ptr<Device>> List() const;  // sorted by name
+
+  // Sets the watcher of every device, present and later (null: none).
+  // See DeviceWatcher for when it is called.
+  void SetWatcher(DeviceWatcher* watcher);
 
  private:
   struct Impl;  // device.cc

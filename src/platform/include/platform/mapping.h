@@ -29,6 +29,7 @@
 #define ZTIER_PLATFORM_MAPPING_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "ztier/status.h"
@@ -43,6 +44,13 @@ class Mapping {
   // Maps `bytes` (> 0) of zero-filled anonymous memory.
   static Result<Mapping> Anonymous(std::size_t bytes, Commit commit,
                                    std::string_view what);
+  // Maps `bytes` of the file or device `fd` at `offset` (page-aligned),
+  // shared and read-only (PROT_READ, MAP_SHARED): a device's memory the
+  // kernel writes and the process reads, as ublk's descriptor arrays
+  // (platform/ublk.h). Writing through data() faults.
+  static Result<Mapping> SharedReadOnly(int fd, std::uint64_t offset,
+                                        std::size_t bytes,
+                                        std::string_view what);
 
   Mapping() = default;
   Mapping(Mapping&& other) noexcept;

@@ -1,0 +1,193 @@
+// ublk.h: the operating-system side of a ublk server (Linux 6.0+,
+// drivers/block/ublk_drv.c; ABI in platform/ublk_abi.h): the control ring
+// on /dev/ublk-control, one queue's ring on /dev/ublkcN with its mmapped
+// request descriptors and user-copy reads and writes, and the probes a
+// server needs around them (is a disk in use, is a process alive, mark a
+// thread an IO flusher). What the requests mean is the ublk layer's
+// (src/ublk/); this file only moves bytes and commands.
+//
+// The flow (kublk.c of tools/testing/selftests/ublk, and the driver):
+//   UblkControl::Open -> AddDevice -> SetParams -> per queue, on its own
+//   thread: UblkQueueRing::Create (ring, descriptors) -> FetchAll ->
+//   (another thread) Start, which returns once every tag is fetched ->
+//   queue threads: Wait / handle / Commit ... until every tag is aborted
+//   -> Stop -> queue rings and the char device closed -> Delete.
+//
+// Built with ZTIER_URING only (io_uring's URING_CMD carries every ublk
+// command): otherwise UblkControl::Open and UblkQueueRing::Create return
+// kUnsupported saying the build lacks io_uring.
+//
+// Errors: PosixError (ztier/status.h) of the failing call or of the
+// command's negative CQE result, naming the command and the device id. A
+// missing /dev/ublk-control is kNotFound with a message saying the kernel
+// has no ublk.
+//
+// Thread safety: UblkControl's methods may be called from any thread; they
+// are serialised on its one ring (so Start, which blocks until the queues
+// have fetched, holds it meanwhile). A UblkQueueRing belongs to the thread
+// that created it (its ring is single-issuer); its descriptor array may be
+// read by that thread only while it owns the request (between a completion
+// and the Commit). The free functions are thread-safe.
+#ifndef ZTIER_PLATFORM_UBLK_H_
+#define ZTIER_PLATFORM_UBLK_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "platform/mapping.h"
+#include "platform/mutex.h"
+#include "platform/ublk_abi.h"
+#include "ztier/status.h"
+
+namespace ztier::platform {
+
+inline constexpr const char* kUblkControlPath = "/dev/ublk-control";
+
+// True when this build can serve ublk (built with ZTIER_URING).
+bool UblkBuilt();
+
+// "/dev/ublkcN", "/dev/ublkbN".
+std::string UblkCharPath(std::uint32_t dev_id);
+std::string UblkBlockPath(std::uint32_t dev_id);
+
+// The byte offset on /dev/ublkcN of request (q_id, tag)'s data at `offset`
+// (UBLK_F_USER_COPY; ublk_pos_to_hwq() and friends in the driver).
+constexpr std::uint64_t UblkUserCopyOffset(std::uint16_t q_id,
+                                           std::uint16_t tag,
+                                           std::uint32_t offset) {
+  return ublk::kIoBufOffset +
+         (static_cast<std::uint64_t>(q_id) << ublk::kQidOff) +
+         (static_cast<std::uint64_t>(tag) << ublk::kTagOff) + offset;
+}
+
+// The descriptor array of one queue: where it is in /dev/ublkcN and how
+// long (ublk_max_cmd_buf_size() and ublk_queue_cmd_buf_size()).
+std::uint64_t UblkMaxCmdBufBytes();
+std::uint64_t UblkCmdBufOffset(std::uint16_t q_id);
+std::size_t UblkQueueCmdBufBytes(std::uint16_t depth);
+
+class UblkControl {
+ public:
+  // Opens the control device and its ring (128-byte SQEs, which the driver
+  // requires). kNotFound naming modprobe ublk_drv when `path` is missing;
+  // kUnsupported without io_uring in this build.
+  static Result<std::unique_ptr<UblkControl>> Open(
+      const std::string& path = kUblkControlPath);
+  ~UblkControl();
+  UblkControl(const UblkControl&) = delete;
+  UblkControl& operator=(const UblkControl&) = delete;
+
+  // UBLK_U_CMD_ADD_DEV: info.dev_id is the id wanted, or UINT32_MAX for
+  // any. Returns the driver's copy (the id given, its own flags added).
+  // kBusy (EEXIST) when the id is taken.
+  Result<ublk::CtrlDevInfo> AddDevice(const ublk::CtrlDevInfo& info);
+  Status SetParams(std::uint32_t dev_id, const ublk::Params& params);
+  // UBLK_U_CMD_START_DEV: blocks until every queue has fetched every tag.
+  Status Start(std::uint32_t dev_id, pid_t server_pid);
+  // UBLK_U_CMD_STOP_DEV: removes /dev/ublkbN (waiting for IO in flight,
+  // which the queues must still serve) and aborts the fetched tags.
+  Status Stop(std::uint32_t dev_id);
+  // UBLK_U_CMD_DEL_DEV_ASYNC (6.9+), else UBLK_U_CMD_DEL_DEV, which waits
+  // until the last opener of the device has gone.
+  Status Delete(std::uint32_t dev_id);
+  Result<ublk::CtrlDevInfo> GetInfo(std::uint32_t dev_id);
+  // The ids of /dev/ublkcN in /dev (the driver's devices, live or not).
+  std::vector<std::uint32_t> ListDevices();
+
+ private:
+  UblkControl();
+  // One command, waited for: the CQE's result, or the submit's error.
+  Result<int> Command(std::uint32_t op, const ublk::CtrlCmd& cmd);
+
+  struct Ring;
+  internal::Mutex mu_;  // one command at a time on the ring
+  int fd_ = -1;
+  std::unique_ptr<Ring> ring_;
+};
+
+// One queue of a started-or-starting device: its io_uring (created on the
+// calling thread, single-issuer with deferred task work where the kernel
+// has them) and its descriptor array.
+class UblkQueueRing {
+ public:
+  // A completion: a tag's FETCH or COMMIT_AND_FETCH came back with `res`
+  // (ublk::kIoResOk: a request is there; kIoResAbort: the device stopped;
+  // another negative errno: the command was refused).
+  struct Completion {
+    std::uint16_t tag;
+    std::int32_t res;
+  };
+
+  // `char_fd` is /dev/ublkcN (kept open by the caller for this ring's life).
+  static Result<std::unique_ptr<UblkQueueRing>> Create(int char_fd,
+                                                       std::uint16_t q_id,
+                                                       std::uint16_t depth);
+  ~UblkQueueRing();
+  UblkQueueRing(const UblkQueueRing&) = delete;
+  UblkQueueRing& operator=(const UblkQueueRing&) = delete;
+
+  std::uint16_t q_id() const { return q_id_; }
+  std::uint16_t depth() const { return depth_; }
+  // Tag `tag`'s descriptor (copy it before Commit).
+  const ublk::IoDesc& desc(std::uint16_t tag) const {
+    return descs_.as<const ublk::IoDesc>()[tag];
+  }
+
+  // Queues and submits UBLK_U_IO_FETCH_REQ for every tag. An error the
+  // kernel gives at once (a refused fetch) is returned.
+  Status FetchAll();
+  // Queues UBLK_U_IO_COMMIT_AND_FETCH_REQ for `tag` with `result`; Wait
+  // submits it.
+  void Commit(std::uint16_t tag, std::int32_t result);
+  // Submits what is queued and waits up to timeout_ms (-1: no limit) for
+  // completions; fills `out` and returns how many (0 on timeout).
+  Result<std::size_t> Wait(std::span<Completion> out, int timeout_ms);
+
+  // User copy: the data of request `tag` at `offset`, whole or an error.
+  // ReadRequest (the request is a WRITE: what to store); WriteRequest (a
+  // READ: what the reader gets).
+  Status ReadRequest(std::uint16_t tag, std::uint32_t offset,
+                     std::span<std::byte> out) const;
+  Status WriteRequest(std::uint16_t tag, std::uint32_t offset,
+                      std::span<const std::byte> data) const;
+
+ private:
+  UblkQueueRing(int char_fd, std::uint16_t q_id, std::uint16_t depth);
+  void QueueCmd(std::uint32_t op, std::uint16_t tag, std::int32_t result);
+
+  struct Ring;
+  const int char_fd_;
+  const std::uint16_t q_id_;
+  const std::uint16_t depth_;
+  std::unique_ptr<Ring> ring_;
+  Mapping descs_;
+};
+
+// Opens `path` (as /dev/ublkcN, which udev may still be making: retries
+// ENOENT for up to timeout_ms) read-write; the fd, or the open's error.
+Result<int> OpenUblkChar(const std::string& path, int timeout_ms);
+void CloseFd(int fd);
+
+// Whether a block device is in use: an exclusive open (O_EXCL) fails with
+// EBUSY while it is mounted, swapped on or held open exclusively (the
+// check zram makes on its bd_openers before reset). A missing device is
+// not busy.
+Result<bool> BlockDeviceBusy(const std::string& path);
+
+// Whether process `pid` exists (kill(pid, 0); EPERM counts as alive).
+bool ProcessAlive(pid_t pid);
+
+// prctl(PR_SET_IO_FLUSHER, 1) for the calling thread: memory reclaim that
+// this thread's allocations trigger does not wait on IO (a swap device's
+// server must not block on its own disk). Needs CAP_SYS_RESOURCE.
+Status SetIoFlusher();
+
+}  // namespace ztier::platform
+
+#endif  // ZTIER_PLATFORM_UBLK_H_

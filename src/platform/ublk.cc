@@ -1,0 +1,468 @@
+// ublk.cc: the ublk control and queue rings, the user-copy reads and
+// writes and the probes (contract in platform/ublk.h). Command encodings
+// and the driver's checks cited are from Linux 6.12's
+// drivers/block/ublk_drv.c (ublk_ctrl_uring_cmd(), ublk_ch_uring_cmd(),
+// ublk_ch_mmap(), ublk_ch_read_iter()/write_iter()).
+#include "platform/ublk.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#if ZTIER_URING
+#include <liburing.h>
+#endif
+
+#ifndef PR_SET_IO_FLUSHER
+#define PR_SET_IO_FLUSHER 57
+#endif
+
+namespace ztier::platform {
+
+std::string UblkCharPath(std::uint32_t dev_id) {
+  return "/dev/ublkc" + std::to_string(dev_id);
+}
+std::string UblkBlockPath(std::uint32_t dev_id) {
+  return "/dev/ublkb" + std::to_string(dev_id);
+}
+
+namespace {
+constexpr std::uint64_t kPage = 4096;
+std::uint64_t RoundUpPage(std::uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }
+std::string DevName(std::uint32_t dev_id) {
+  return "ublk device " + std::to_string(dev_id);
+}
+}  // namespace
+
+std::uint64_t UblkMaxCmdBufBytes() {
+  return RoundUpPage(ublk::kMaxQueueDepth * sizeof(ublk::IoDesc));
+}
+std::uint64_t UblkCmdBufOffset(std::uint16_t q_id) {
+  return ublk::kCmdBufOffset + q_id * UblkMaxCmdBufBytes();
+}
+std::size_t UblkQueueCmdBufBytes(std::uint16_t depth) {
+  return static_cast<std::size_t>(RoundUpPage(depth * sizeof(ublk::IoDesc)));
+}
+
+Result<int> OpenUblkChar(const std::string& path, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    const int err = errno;
+    if (err != ENOENT || std::chrono::steady_clock::now() >= deadline) {
+      return Err(PosixError("open " + path, err));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+void CloseFd(int fd) {
+  if (fd >= 0) ::close(fd);
+}
+
+Result<bool> BlockDeviceBusy(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return false;
+  }
+  const int err = errno;
+  if (err == EBUSY) return true;
+  if (err == ENOENT || err == ENXIO || err == ENODEV) return false;
+  return Err(PosixError("open " + path + " O_EXCL", err));
+}
+
+bool ProcessAlive(pid_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+Status SetIoFlusher() {
+  if (::prctl(PR_SET_IO_FLUSHER, 1, 0, 0, 0) != 0) {
+    return PosixError("prctl(PR_SET_IO_FLUSHER)", errno);
+  }
+  return Status::Ok();
+}
+
+UblkControl::UblkControl() = default;
+UblkQueueRing::UblkQueueRing(int char_fd, std::uint16_t q_id,
+                             std::uint16_t depth)
+    : char_fd_(char_fd), q_id_(q_id), depth_(depth) {}
+
+std::vector<std::uint32_t> UblkControl::ListDevices() {
+  std::vector<std::uint32_t> ids;
+  DIR* dir = ::opendir("/dev");
+  if (dir == nullptr) return ids;
+  while (dirent* e = ::readdir(dir)) {
+    const std::string_view name = e->d_name;
+    if (!name.starts_with("ublkc") || name.size() == 5) continue;
+    std::uint32_t id = 0;
+    bool digits = true;
+    for (char c : name.substr(5)) {
+      if (c < '0' || c > '9') digits = false;
+      id = id * 10 + static_cast<std::uint32_t>(c - '0');
+    }
+    if (digits) ids.push_back(id);
+  }
+  ::closedir(dir);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+#if ZTIER_URING
+
+bool UblkBuilt() { return true; }
+
+struct UblkControl::Ring {
+  io_uring ring;
+};
+
+Result<std::unique_ptr<UblkControl>> UblkControl::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return Err(Status::NotFound("no " + path +
+                                  ": this kernel has no ublk (modprobe "
+                                  "ublk_drv)"));
+    }
+    return Err(PosixError("open " + path, err));
+  }
+  std::unique_ptr<UblkControl> c(new UblkControl());
+  c->fd_ = fd;
+  auto ring = std::make_unique<Ring>();
+  // The driver refuses control commands in 64-byte SQEs (they carry a
+  // 32-byte ublksrv_ctrl_cmd in the SQE's cmd area).
+  const int r = io_uring_queue_init(4, &ring->ring, IORING_SETUP_SQE128);
+  if (r < 0) {
+    ::close(fd);
+    c->fd_ = -1;
+    return Err(PosixError("io_uring_queue_init (ublk control, SQE128)", -r));
+  }
+  c->ring_ = std::move(ring);
+  return c;
+}
+
+UblkControl::~UblkControl() {
+  if (ring_ != nullptr) io_uring_queue_exit(&ring_->ring);
+  CloseFd(fd_);
+}
+
+Result<int> UblkControl::Command(std::uint32_t op, const ublk::CtrlCmd& cmd) {
+  internal::MutexLock lock(mu_);
+  io_uring* ring = &ring_->ring;
+  io_uring_sqe* sqe = io_uring_get_sqe(ring);
+  if (sqe == nullptr) return Err(Status::Busy("ublk control ring full"));
+  std::memset(sqe, 0, 128);
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = fd_;
+  sqe->cmd_op = op;
+  std::memcpy(sqe->cmd, &cmd, sizeof cmd);
+  int r = io_uring_submit(ring);
+  if (r < 0) return Err(PosixError("io_uring_submit (ublk control)", -r));
+  io_uring_cqe* cqe = nullptr;
+  do {
+    r = io_uring_wait_cqe(ring, &cqe);
+  } while (r == -EINTR);
+  if (r < 0) return Err(PosixError("io_uring_wait_cqe (ublk control)", -r));
+  const int res = cqe->res;
+  io_uring_cqe_seen(ring, cqe);
+  return res;
+}
+
+namespace {
+ublk::CtrlCmd Header(std::uint32_t dev_id) {
+  ublk::CtrlCmd c{};
+  c.dev_id = dev_id;
+  c.queue_id = 0xffff;  // not a queue's command
+  return c;
+}
+Status CheckRes(Result<int> r, std::string_view what, std::uint32_t dev_id) {
+  if (!r.has_value()) return r.error();
+  if (*r < 0) {
+    return PosixError(std::string(what) + " of " + DevName(dev_id), -*r);
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Result<ublk::CtrlDevInfo> UblkControl::AddDevice(const ublk::CtrlDevInfo& info) {
+  ublk::CtrlDevInfo out = info;
+  ublk::CtrlCmd c = Header(info.dev_id);  // the driver wants both to match
+  c.addr = reinterpret_cast<std::uint64_t>(&out);
+  c.len = sizeof out;
+  auto r = Command(ublk::kCmdAddDev, c);
+  if (r.has_value() && *r == -EEXIST) {
+    return Err(Status::Busy(DevName(info.dev_id) + " exists"));
+  }
+  ZT_RETURN_IF_ERROR(CheckRes(std::move(r), "UBLK_U_CMD_ADD_DEV", info.dev_id));
+  return out;
+}
+
+Status UblkControl::SetParams(std::uint32_t dev_id, const ublk::Params& params) {
+  ublk::Params p = params;
+  p.len = sizeof p;
+  ublk::CtrlCmd c = Header(dev_id);
+  c.addr = reinterpret_cast<std::uint64_t>(&p);
+  c.len = sizeof p;
+  return CheckRes(Command(ublk::kCmdSetParams, c), "UBLK_U_CMD_SET_PARAMS",
+                  dev_id);
+}
+
+Status UblkControl::Start(std::uint32_t dev_id, pid_t server_pid) {
+  ublk::CtrlCmd c = Header(dev_id);
+  c.data[0] = static_cast<std::uint64_t>(server_pid);
+  return CheckRes(Command(ublk::kCmdStartDev, c), "UBLK_U_CMD_START_DEV",
+                  dev_id);
+}
+
+Status UblkControl::Stop(std::uint32_t dev_id) {
+  return CheckRes(Command(ublk::kCmdStopDev, Header(dev_id)),
+                  "UBLK_U_CMD_STOP_DEV", dev_id);
+}
+
+Status UblkControl::Delete(std::uint32_t dev_id) {
+  auto r = Command(ublk::kCmdDelDevAsync, Header(dev_id));
+  // Before 6.9 the driver does not know the asynchronous delete
+  // (ublk_check_cmd_op() / the switch's default: EOPNOTSUPP or EINVAL).
+  if (r.has_value() && (*r == -EOPNOTSUPP || *r == -EINVAL)) {
+    r = Command(ublk::kCmdDelDev, Header(dev_id));
+  }
+  return CheckRes(std::move(r), "UBLK_U_CMD_DEL_DEV", dev_id);
+}
+
+Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t dev_id) {
+  ublk::CtrlDevInfo info{};
+  ublk::CtrlCmd c = Header(dev_id);
+  c.addr = reinterpret_cast<std::uint64_t>(&info);
+  c.len = sizeof info;
+  ZT_RETURN_IF_ERROR(CheckRes(Command(ublk::kCmdGetDevInfo, c),
+                              "UBLK_U_CMD_GET_DEV_INFO", dev_id));
+  return info;
+}
+
+// ---- UblkQueueRing ----
+
+struct UblkQueueRing::Ring {
+  io_uring ring;
+};
+
+namespace {
+// User data of a queue SQE: the tag (a CQE names the tag it answers).
+std::uint64_t TagData(std::uint16_t tag) { return tag; }
+}  // namespace
+
+Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(
+    int char_fd, std::uint16_t q_id, std::uint16_t depth) {
+  if (depth == 0 || depth > ublk::kMaxQueueDepth) {
+    return Err(Status::InvalidArgument("ublk queue depth " +
+                                       std::to_string(depth) +
+                                       " out of 1..4096"));
+  }
+  std::unique_ptr<UblkQueueRing> q(new UblkQueueRing(char_fd, q_id, depth));
+  ZT_ASSIGN_OR_RETURN(
+      q->descs_,
+      Mapping::SharedReadOnly(char_fd, UblkCmdBufOffset(q_id),
+                              UblkQueueCmdBufBytes(depth),
+                              "mmap ublk queue " + std::to_string(q_id) +
+                                  " descriptors"));
+  auto ring = std::make_unique<Ring>();
+  // Every request arrives as task work on this thread (the driver forces
+  // UBLK_F_URING_CMD_COMP_IN_TASK): run it only when we ask for events
+  // (DEFER_TASKRUN, 6.1+, which needs SINGLE_ISSUER), else without
+  // interrupting us (COOP_TASKRUN, 5.19+), else plainly.
+  const unsigned tries[] = {
+      IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+          IORING_SETUP_COOP_TASKRUN,
+      IORING_SETUP_COOP_TASKRUN, 0};
+  int r = -EINVAL;
+  for (unsigned flags : tries) {
+    io_uring_params p{};
+    p.flags = flags;
+    r = io_uring_queue_init_params(depth, &ring->ring, &p);
+    if (r != -EINVAL) break;
+  }
+  if (r < 0) {
+    return Err(PosixError("io_uring_queue_init (ublk queue " +
+                              std::to_string(q_id) + ")",
+                          -r));
+  }
+  q->ring_ = std::move(ring);
+  return q;
+}
+
+UblkQueueRing::~UblkQueueRing() {
+  if (ring_ != nullptr) io_uring_queue_exit(&ring_->ring);
+}
+
+void UblkQueueRing::QueueCmd(std::uint32_t op, std::uint16_t tag,
+                             std::int32_t result) {
+  io_uring* ring = &ring_->ring;
+  io_uring_sqe* sqe;
+  // At most one command per tag is ever queued and the ring has depth
+  // entries, so the ring is full only after a failed submit: hand the
+  // queued ones over until one is free.
+  while ((sqe = io_uring_get_sqe(ring)) == nullptr) io_uring_submit(ring);
+  std::memset(sqe, 0, sizeof *sqe);
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = char_fd_;
+  sqe->cmd_op = op;
+  ublk::IoCmd cmd{};
+  cmd.q_id = q_id_;
+  cmd.tag = tag;
+  cmd.result = result;
+  cmd.addr = 0;  // user copy: the driver refuses an address
+  std::memcpy(sqe->cmd, &cmd, sizeof cmd);
+  io_uring_sqe_set_data64(sqe, TagData(tag));
+}
+
+Status UblkQueueRing::FetchAll() {
+  for (std::uint16_t tag = 0; tag < depth_; ++tag) {
+    QueueCmd(ublk::kIoFetchReq, tag, 0);
+  }
+  io_uring* ring = &ring_->ring;
+  const int r = io_uring_submit(ring);
+  if (r < 0) {
+    return PosixError("io_uring_submit (ublk queue " + std::to_string(q_id_) +
+                          " fetch)",
+                      -r);
+  }
+  // A fetch the driver takes stays pending (-EIOCBQUEUED); one it refuses
+  // completes at once.
+  io_uring_cqe* cqe = nullptr;
+  if (io_uring_peek_cqe(ring, &cqe) == 0 && cqe != nullptr) {
+    const int res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    return PosixError("UBLK_U_IO_FETCH_REQ (queue " + std::to_string(q_id_) +
+                          ")",
+                      res < 0 ? -res : EIO);
+  }
+  return Status::Ok();
+}
+
+void UblkQueueRing::Commit(std::uint16_t tag, std::int32_t result) {
+  QueueCmd(ublk::kIoCommitAndFetchReq, tag, result);
+}
+
+Result<std::size_t> UblkQueueRing::Wait(std::span<Completion> out,
+                                        int timeout_ms) {
+  io_uring* ring = &ring_->ring;
+  io_uring_cqe* cqe = nullptr;
+  int r;
+  if (timeout_ms < 0) {
+    r = io_uring_submit_and_wait(ring, 1);
+  } else {
+    __kernel_timespec ts{};
+    ts.tv_sec = timeout_ms / 1000;
+    ts.tv_nsec = static_cast<long long>(timeout_ms % 1000) * 1000000;
+    r = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, nullptr);
+  }
+  if (r < 0 && r != -ETIME && r != -EINTR) {
+    return Err(PosixError("io_uring_enter (ublk queue " +
+                              std::to_string(q_id_) + ")",
+                          -r));
+  }
+  std::size_t n = 0;
+  unsigned head;
+  io_uring_for_each_cqe(ring, head, cqe) {
+    if (n == out.size()) break;
+    out[n].tag = static_cast<std::uint16_t>(io_uring_cqe_get_data64(cqe));
+    out[n].res = cqe->res;
+    ++n;
+  }
+  io_uring_cq_advance(ring, static_cast<unsigned>(n));
+  return n;
+}
+
+#else  // !ZTIER_URING
+
+bool UblkBuilt() { return false; }
+
+struct UblkControl::Ring {};
+struct UblkQueueRing::Ring {};
+
+namespace {
+Status NoUring() {
+  return Status::Unsupported(
+      "this build has no io_uring (ZTIER_URING=OFF): ublk needs it");
+}
+}  // namespace
+
+Result<std::unique_ptr<UblkControl>> UblkControl::Open(const std::string&) {
+  return Err(NoUring());
+}
+UblkControl::~UblkControl() { CloseFd(fd_); }
+Result<int> UblkControl::Command(std::uint32_t, const ublk::CtrlCmd&) {
+  return Err(NoUring());
+}
+Result<ublk::CtrlDevInfo> UblkControl::AddDevice(const ublk::CtrlDevInfo&) {
+  return Err(NoUring());
+}
+Status UblkControl::SetParams(std::uint32_t, const ublk::Params&) {
+  return NoUring();
+}
+Status UblkControl::Start(std::uint32_t, pid_t) { return NoUring(); }
+Status UblkControl::Stop(std::uint32_t) { return NoUring(); }
+Status UblkControl::Delete(std::uint32_t) { return NoUring(); }
+Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t) {
+  return Err(NoUring());
+}
+Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(int,
+                                                             std::uint16_t,
+                                                             std::uint16_t) {
+  return Err(NoUring());
+}
+UblkQueueRing::~UblkQueueRing() = default;
+Status UblkQueueRing::FetchAll() { return NoUring(); }
+void UblkQueueRing::Commit(std::uint16_t, std::int32_t) {}
+void UblkQueueRing::QueueCmd(std::uint32_t, std::uint16_t, std::int32_t) {}
+Result<std::size_t> UblkQueueRing::Wait(std::span<Completion>, int) {
+  return Err(NoUring());
+}
+
+#endif  // ZTIER_URING
+
+Status UblkQueueRing::ReadRequest(std::uint16_t tag, std::uint32_t offset,
+                                  std::span<std::byte> out) const {
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::pread(
+        char_fd_, out.data() + done, out.size() - done,
+        static_cast<off_t>(UblkUserCopyOffset(
+            q_id_, tag, offset + static_cast<std::uint32_t>(done))));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return PosixError("pread ublk request data", errno);
+    if (n == 0) return Status::IoError("pread ublk request data: short");
+    done += static_cast<std::size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status UblkQueueRing::WriteRequest(std::uint16_t tag, std::uint32_t offset,
+                                   std::span<const std::byte> data) const {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::pwrite(
+        char_fd_, data.data() + done, data.size() - done,
+        static_cast<off_t>(UblkUserCopyOffset(
+            q_id_, tag, offset + static_cast<std::uint32_t>(done))));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return PosixError("pwrite ublk request data", errno);
+    if (n == 0) return Status::IoError("pwrite ublk request data: short");
+    done += static_cast<std::size_t>(n);
+  }
+  return Status::Ok();
+}
+
+}  // namespace ztier::platform

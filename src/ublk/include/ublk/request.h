@@ -1,0 +1,84 @@
+// request.h: what one ublk request means and how it is served, as pure
+// functions (no driver needed; the queue threads of ublk_disk.h call
+// them): a descriptor (struct ublksrv_io_desc, platform/ublk_abi.h)
+// parsed and checked into a Request, the Request served on a Device, and a
+// Status turned into the errno the driver hands to the block layer.
+//
+// Results follow ublk_drv.c's ublk_complete_rq() (Linux 6.12): a READ or
+// WRITE commits the bytes done (fewer ends the request early, 0 for a READ
+// is EIO), other ops commit 0, and a negative errno fails the request with
+// errno_to_blk_status() of it: -EOPNOTSUPP is BLK_STS_NOTSUPP, -ENOSPC
+// BLK_STS_NOSPC, -EINVAL BLK_STS_INVAL, -EIO (and anything unknown)
+// BLK_STS_IOERR.
+//
+// Thread safety: pure functions; ServeRequest as thread-safe as the Device.
+#ifndef ZTIER_UBLK_REQUEST_H_
+#define ZTIER_UBLK_REQUEST_H_
+
+#include <cstdint>
+#include <expected>
+#include <span>
+#include <string>
+
+#include "platform/ublk_abi.h"
+#include "ztier/device.h"
+#include "ztier/status.h"
+
+namespace ztier::ublk {
+
+enum class Op { kRead, kWrite, kFlush, kDiscard, kWriteZeroes };
+
+struct Request {
+  Op op = Op::kRead;
+  std::uint64_t offset = 0;  // bytes (start_sector * 512)
+  std::uint32_t length = 0;  // bytes (nr_sectors * 512); 0 for FLUSH
+  bool fua = false;          // UBLK_IO_F_FUA: flush after the write
+  bool no_unmap = false;     // UBLK_IO_F_NOUNMAP: write zeroes, keep pages
+  bool swap = false;         // UBLK_IO_F_SWAP: the IO is swap's
+};
+
+struct Limits {
+  std::uint64_t disksize = 0;      // bytes
+  std::uint32_t max_io_bytes = 0;  // the per-tag buffer of READ and WRITE
+};
+
+// Parses a descriptor. The error is the negative errno to commit:
+// -EOPNOTSUPP for an op ztier does not serve (WRITE_SAME, the zone ops,
+// anything unknown); -EINVAL for a READ or WRITE of 0 bytes or longer than
+// max_io_bytes, or a range past disksize (the block layer never sends one;
+// a confused driver or a resized disk would).
+std::expected<Request, int> ParseDescriptor(
+    const platform::ublk::IoDesc& desc, const Limits& limits);
+
+// Serves `req` on `device`: READ fills buffer[0, length), WRITE stores it
+// (Device::WritePages, then Flush if FUA), FLUSH, DISCARD (Trim) and
+// WRITE_ZEROES (no_hole = NOUNMAP) as the NBD server does. Returns the
+// result to commit: the byte count for READ and WRITE, 0 for the others,
+// or KernelErrno of the Device's error.
+// REQUIRES: buffer.size() >= req.length for READ and WRITE.
+std::int32_t ServeRequest(Device& device, const Request& req,
+                          std::span<std::byte> buffer);
+
+// The errno (negative) a Status becomes for the block layer: 0 for OK;
+// kResourceExhausted (mem_limit reached, the pool full) -ENOSPC;
+// kIoError and kCorruption (a failed backing read, a damaged object) -EIO;
+// kInvalidArgument and kOutOfRange -EINVAL; kUnsupported -EOPNOTSUPP;
+// anything else (an uninitialised or removed device) -EIO.
+std::int32_t KernelErrno(const Status& status);
+
+// One line of the descriptor trace (`ztier serve --ublk-trace FILE`,
+// testdata/ublk_descriptors.txt): "OP 0xFLAGS NR_SECTORS START_SECTOR
+// RESULT", op_flags split into the op (decimal) and the flags (hex,
+// op_flags >> 8 << 8), RESULT the committed result. Writes into `out`
+// (at least kTraceLineMax bytes), returns the length; no allocation.
+inline constexpr std::size_t kTraceLineMax = 96;
+std::size_t FormatTraceLine(const platform::ublk::IoDesc& desc,
+                            std::int32_t result, char* out);
+// Parses such a line (comments, starting with '#', and blank lines are
+// not lines: false). *result is set when the line has one.
+bool ParseTraceLine(const std::string& line, platform::ublk::IoDesc* desc,
+                    std::int32_t* result);
+
+}  // namespace ztier::ublk
+
+#endif  // ZTIER_UBLK_REQUEST_H_

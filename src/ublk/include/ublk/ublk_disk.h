@@ -1,0 +1,112 @@
+// ublk_disk.h: one /dev/ublkbN serving one Device (ztier/device.h)
+// through the ublk driver (Linux 6.0+; platform/ublk.h has the driver's
+// side): ADD_DEV with UBLK_F_USER_COPY | UBLK_F_CMD_IOCTL_ENCODE, the
+// parameters (4096-byte logical and physical blocks, discard and write
+// zeroes), one thread per queue with its own io_uring, START_DEV; Stop()
+// undoes it all.
+//
+// The request path allocates nothing: each queue maps depth buffers of
+// max_io_bytes up front (populated, so locked by --mlock's mlockall, when
+// `populate`), copies a WRITE's data from the driver into its tag's buffer
+// (pread on /dev/ublkcN) and a READ's out of it (pwrite), and formats an
+// error line only on the error path. Each queue thread marks itself
+// PR_SET_IO_FLUSHER, which a swap device's server needs (reclaim that its
+// allocations trigger must not wait on the disk it serves); without
+// CAP_SYS_RESOURCE it warns once and goes on. Queue threads are not
+// pinned to CPUs (pinning queue i to CPU i collapsed throughput).
+//
+// The disk holds a Device::ClientRef while it exists, so the device cannot
+// be reset or removed under it; the ublk front end (ublk_front_end.h)
+// stops the disk first.
+//
+// Errors: Start() returns the first failing step's Status (ADD_DEV's
+// EEXIST for a taken id is kBusy), having undone the steps before it.
+// Stop() logs what fails and goes on to the next step.
+//
+// Thread safety: Start, Stop and the destructor from one thread at a time;
+// the accessors from any.
+#ifndef ZTIER_UBLK_UBLK_DISK_H_
+#define ZTIER_UBLK_UBLK_DISK_H_
+
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "platform/mutex.h"
+#include "platform/ublk.h"
+#include "ztier/device.h"
+#include "ztier/status.h"
+
+namespace ztier::ublk {
+
+struct UblkDiskOptions {
+  std::uint16_t queues = 0;  // 0: one per online CPU
+  std::uint16_t depth = 64;  // tags per queue, 1..4096
+  std::uint32_t max_io_bytes = 512 << 10;  // 4 KiB..32 MiB, 4 KiB multiple
+  // UINT32_MAX: any free id; else that id, or any if it is taken.
+  std::uint32_t dev_id = UINT32_MAX;
+  bool populate = false;  // fault the buffers in at start (--mlock)
+  // Descriptor trace (`--ublk-trace`): one line per request, written under
+  // trace_mu; null: none. Owned by the caller, outliving the disk.
+  std::FILE* trace = nullptr;
+  internal::Mutex* trace_mu = nullptr;
+  std::function<void(const std::string&)> log;  // event lines; may be null
+};
+
+class UblkDisk {
+ public:
+  // Makes and starts the disk for `device` (initialised) on `control`,
+  // which must outlive the disk.
+  static Result<std::unique_ptr<UblkDisk>> Start(
+      platform::UblkControl* control, std::shared_ptr<Device> device,
+      const UblkDiskOptions& options);
+  ~UblkDisk();  // Stop()
+  UblkDisk(const UblkDisk&) = delete;
+  UblkDisk& operator=(const UblkDisk&) = delete;
+
+  // STOP_DEV (the kernel waits for IO in flight, which the queues serve,
+  // and removes /dev/ublkbN), joins the queue threads, closes /dev/ublkcN
+  // and unmaps, DEL_DEV (asynchronous where the kernel has it). Idempotent.
+  void Stop();
+
+  std::uint32_t dev_id() const { return dev_id_; }
+  std::string block_path() const { return platform::UblkBlockPath(dev_id_); }
+  std::uint16_t queues() const { return static_cast<std::uint16_t>(queues_.size()); }
+  // Requests served (all queues), failed ones included.
+  std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Queue;
+  UblkDisk(platform::UblkControl* control, std::shared_ptr<Device> device,
+           Device::ClientRef ref, const UblkDiskOptions& options);
+  Status Run();  // Start's steps after ADD_DEV
+  void QueueMain(Queue* q);
+  void Log(const std::string& line) const;
+  void LogIoErrorOnce(const std::string& line);
+
+  platform::UblkControl* const control_;
+  const std::shared_ptr<Device> device_;
+  std::optional<Device::ClientRef> ref_;  // released by Stop()
+  const UblkDiskOptions options_;
+  std::uint32_t dev_id_ = UINT32_MAX;
+  std::uint64_t disksize_ = 0;
+  int char_fd_ = -1;
+  bool added_ = false;
+  bool started_ = false;
+  bool stopped_ = false;
+  std::vector<std::unique_ptr<Queue>> queues_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> io_error_logged_{false};
+  std::atomic<bool> flusher_warned_{false};
+  std::atomic<std::uint64_t> requests_{0};
+};
+
+}  // namespace ztier::ublk
+
+#endif  // ZTIER_UBLK_UBLK_DISK_H_

@@ -1,0 +1,108 @@
+// request.cc: descriptors parsed, requests served, errors mapped (contract
+// in ublk/request.h).
+#include "ublk/request.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+
+namespace ztier::ublk {
+
+namespace abi = platform::ublk;
+
+std::expected<Request, int> ParseDescriptor(const abi::IoDesc& desc,
+                                            const Limits& limits) {
+  Request r;
+  const std::uint32_t op = desc.op_flags & 0xff;
+  const std::uint32_t flags = desc.op_flags & ~0xffu;
+  switch (op) {
+    case abi::kOpRead: r.op = Op::kRead; break;
+    case abi::kOpWrite: r.op = Op::kWrite; break;
+    case abi::kOpFlush: r.op = Op::kFlush; break;
+    case abi::kOpDiscard: r.op = Op::kDiscard; break;
+    case abi::kOpWriteZeroes: r.op = Op::kWriteZeroes; break;
+    default: return std::unexpected(-EOPNOTSUPP);
+  }
+  r.fua = (flags & abi::kIoFFua) != 0;
+  r.no_unmap = (flags & abi::kIoFNoUnmap) != 0;
+  r.swap = (flags & abi::kIoFSwap) != 0;
+  if (r.op == Op::kFlush) return r;  // no range
+  const std::uint64_t bytes = static_cast<std::uint64_t>(desc.nr_sectors) << 9;
+  if (desc.start_sector > (UINT64_MAX >> 9)) return std::unexpected(-EINVAL);
+  r.offset = desc.start_sector << 9;
+  if (bytes == 0) return std::unexpected(-EINVAL);
+  if ((r.op == Op::kRead || r.op == Op::kWrite) && bytes > limits.max_io_bytes) {
+    return std::unexpected(-EINVAL);
+  }
+  if (r.offset > limits.disksize || bytes > limits.disksize - r.offset) {
+    return std::unexpected(-EINVAL);
+  }
+  if (bytes > UINT32_MAX) return std::unexpected(-EINVAL);
+  r.length = static_cast<std::uint32_t>(bytes);
+  return r;
+}
+
+std::int32_t KernelErrno(const Status& status) {
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kResourceExhausted: return -ENOSPC;
+    case StatusCode::kIoError:
+    case StatusCode::kCorruption: return -EIO;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kOutOfRange: return -EINVAL;
+    case StatusCode::kUnsupported: return -EOPNOTSUPP;
+    default: return -EIO;
+  }
+}
+
+std::int32_t ServeRequest(Device& device, const Request& req,
+                          std::span<std::byte> buffer) {
+  Status s;
+  switch (req.op) {
+    case Op::kRead:
+      s = device.Read(req.offset, buffer.first(req.length));
+      break;
+    case Op::kWrite:
+      s = device.WritePages(req.offset, buffer.first(req.length));
+      if (s.ok() && req.fua) s = device.Flush();
+      break;
+    case Op::kFlush:
+      return KernelErrno(device.Flush());
+    case Op::kDiscard:
+      return KernelErrno(device.Trim(req.offset, req.length));
+    case Op::kWriteZeroes:
+      s = device.WriteZeroes(req.offset, req.length, req.no_unmap);
+      if (s.ok() && req.fua) s = device.Flush();
+      return KernelErrno(s);
+  }
+  if (!s.ok()) return KernelErrno(s);
+  return static_cast<std::int32_t>(req.length);
+}
+
+std::size_t FormatTraceLine(const abi::IoDesc& desc, std::int32_t result,
+                            char* out) {
+  const int n = std::snprintf(
+      out, kTraceLineMax, "%u 0x%x %u %" PRIu64 " %d\n", desc.op_flags & 0xff,
+      desc.op_flags & ~0xffu, desc.nr_sectors, desc.start_sector, result);
+  return n < 0 ? 0 : static_cast<std::size_t>(n);
+}
+
+bool ParseTraceLine(const std::string& line, abi::IoDesc* desc,
+                    std::int32_t* result) {
+  const std::size_t first = line.find_first_not_of(" \t");
+  if (first == std::string::npos || line[first] == '#') return false;
+  unsigned op = 0, flags = 0, nr = 0;
+  std::uint64_t start = 0;
+  int res = 0;
+  const int got = std::sscanf(line.c_str() + first, "%u %x %u %" SCNu64 " %d",
+                              &op, &flags, &nr, &start, &res);
+  if (got < 4 || op > 0xff) return false;
+  *desc = abi::IoDesc{};
+  desc->op_flags = op | (flags & ~0xffu);
+  desc->nr_sectors = nr;
+  desc->start_sector = start;
+  if (got == 5) *result = res;
+  return true;
+}
+
+}  // namespace ztier::ublk

@@ -1,0 +1,275 @@
+// ublk_disk.cc: one ublk disk and its queue threads (contract in
+// ublk/ublk_disk.h; the server flow of kublk.c, tools/testing/selftests/
+// ublk, and ublk_drv.c of Linux 6.12).
+#include "ublk/ublk_disk.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <future>
+#include <utility>
+
+#include "ublk/request.h"
+
+namespace ztier::ublk {
+
+namespace abi = platform::ublk;
+
+struct UblkDisk::Queue {
+  std::uint16_t id = 0;
+  platform::Mapping buffers;  // depth * max_io_bytes
+  std::promise<Status> ready;  // the ring made and every tag fetched
+  std::thread thread;
+};
+
+namespace {
+// An idle queue thread looks at stopping_ this often (ms): after STOP_DEV
+// every fetch is aborted at once, so this bounds only a start that failed
+// before START_DEV and a kernel that does not abort.
+constexpr int kIdleWaitMs = 200;
+
+const char* OpName(std::uint32_t op) {
+  switch (op) {
+    case abi::kOpRead: return "read";
+    case abi::kOpWrite: return "write";
+    case abi::kOpFlush: return "flush";
+    case abi::kOpDiscard: return "discard";
+    case abi::kOpWriteZeroes: return "write_zeroes";
+    default: return "op";
+  }
+}
+}  // namespace
+
+UblkDisk::UblkDisk(platform::UblkControl* control,
+                   std::shared_ptr<Device> device, Device::ClientRef ref,
+                   const UblkDiskOptions& options)
+    : control_(control), device_(std::move(device)), ref_(std::move(ref)),
+      options_(options) {}
+
+Result<std::unique_ptr<UblkDisk>> UblkDisk::Start(
+    platform::UblkControl* control, std::shared_ptr<Device> device,
+    const UblkDiskOptions& options) {
+  if (options.max_io_bytes < 4096 || options.max_io_bytes % 4096 != 0 ||
+      options.max_io_bytes > abi::kMaxIoBufBytes) {
+    return Err(Status::InvalidArgument(
+        "ublk max IO size must be a multiple of 4 KiB from 4 KiB to 32 MiB"));
+  }
+  if (options.depth == 0 || options.depth > abi::kMaxQueueDepth) {
+    return Err(Status::InvalidArgument("ublk queue depth must be 1..4096"));
+  }
+  ZT_ASSIGN_OR_RETURN(Device::ClientRef ref, device->Attach());
+  std::unique_ptr<UblkDisk> disk(
+      new UblkDisk(control, device, std::move(ref), options));
+  disk->disksize_ = device->disksize();
+
+  abi::CtrlDevInfo info{};
+  const unsigned cpus = std::max(1u, std::thread::hardware_concurrency());
+  info.nr_hw_queues = static_cast<std::uint16_t>(
+      options.queues != 0 ? options.queues : std::min(cpus, abi::kMaxNrQueues));
+  info.queue_depth = options.depth;
+  info.max_io_buf_bytes = options.max_io_bytes;
+  info.dev_id = options.dev_id;
+  info.ublksrv_pid = ::getpid();
+  // Never UBLK_F_UNPRIVILEGED_DEV: the driver refuses it with USER_COPY.
+  info.flags = abi::kFUserCopy | abi::kFCmdIoctlEncode;
+  auto added = control->AddDevice(info);
+  if (!added.has_value() && added.error().code() == StatusCode::kBusy &&
+      options.dev_id != UINT32_MAX) {
+    info.dev_id = UINT32_MAX;  // the wanted id is taken: any
+    added = control->AddDevice(info);
+  }
+  if (!added.has_value()) return Err(added.error());
+  disk->added_ = true;
+  disk->dev_id_ = added->dev_id;
+  // The driver may lower the queue count (to nr_cpu_ids) and rounds the
+  // buffer size down to a page.
+  disk->queues_.resize(added->nr_hw_queues);
+  if (Status s = disk->Run(); !s.ok()) {
+    disk->Stop();
+    return Err(std::move(s));
+  }
+  return disk;
+}
+
+Status UblkDisk::Run() {
+  ZT_ASSIGN_OR_RETURN(char_fd_,
+                      platform::OpenUblkChar(platform::UblkCharPath(dev_id_),
+                                             /*timeout_ms=*/5000));
+  abi::Params p{};
+  p.types = abi::kParamBasic | abi::kParamDiscard;
+  // No UBLK_ATTR_VOLATILE_CACHE: memory is the medium, as zram, so the
+  // block layer sends no FLUSH and strips FUA.
+  p.basic.logical_bs_shift = 12;
+  p.basic.physical_bs_shift = 12;
+  p.basic.io_opt_shift = 12;
+  p.basic.io_min_shift = 12;
+  p.basic.max_sectors = options_.max_io_bytes >> 9;
+  p.basic.dev_sectors = disksize_ >> 9;
+  // Discard and write zeroes in whole pages, one range a request
+  // (the driver serves a single segment only).
+  constexpr std::uint32_t kMaxRangeSectors = (UINT32_MAX >> 9) & ~7u;
+  p.discard.discard_granularity = 4096;
+  p.discard.max_discard_sectors = kMaxRangeSectors;
+  p.discard.max_write_zeroes_sectors = kMaxRangeSectors;
+  p.discard.max_discard_segments = 1;
+  ZT_RETURN_IF_ERROR(control_->SetParams(dev_id_, p));
+
+  for (std::size_t i = 0; i < queues_.size(); ++i) {
+    auto q = std::make_unique<Queue>();
+    q->id = static_cast<std::uint16_t>(i);
+    ZT_ASSIGN_OR_RETURN(
+        q->buffers,
+        platform::Mapping::Anonymous(
+            std::size_t{options_.depth} * options_.max_io_bytes,
+            platform::Commit::kOnTouch,
+            "mmap ublk queue " + std::to_string(i) + " buffers"));
+    if (options_.populate) {
+      ZT_RETURN_IF_ERROR(q->buffers.Populate("populate ublk queue buffers"));
+    }
+    queues_[i] = std::move(q);
+  }
+  std::vector<std::future<Status>> ready;
+  for (auto& q : queues_) {
+    ready.push_back(q->ready.get_future());
+    Queue* raw = q.get();
+    q->thread = std::thread([this, raw] { QueueMain(raw); });
+  }
+  Status first;
+  for (auto& f : ready) {
+    Status s = f.get();
+    if (first.ok() && !s.ok()) first = std::move(s);
+  }
+  ZT_RETURN_IF_ERROR(first);
+  // Returns once every tag of every queue is fetched, which it is.
+  ZT_RETURN_IF_ERROR(control_->Start(dev_id_, ::getpid()));
+  started_ = true;
+  return Status::Ok();
+}
+
+void UblkDisk::QueueMain(Queue* q) {
+  if (Status s = platform::SetIoFlusher();
+      !s.ok() && !flusher_warned_.exchange(true)) {
+    Log("warning: ublk queue threads are not IO flushers (" + s.message() +
+        "): swapping to " + block_path() + " may deadlock under memory "
+        "pressure; run as root or with CAP_SYS_RESOURCE");
+  }
+  auto made = platform::UblkQueueRing::Create(char_fd_, q->id, options_.depth);
+  if (!made.has_value()) {
+    q->ready.set_value(made.error());
+    return;
+  }
+  platform::UblkQueueRing& ring = **made;
+  if (Status s = ring.FetchAll(); !s.ok()) {
+    q->ready.set_value(std::move(s));
+    return;
+  }
+  q->ready.set_value(Status::Ok());
+
+  const Limits limits{disksize_, options_.max_io_bytes};
+  std::vector<platform::UblkQueueRing::Completion> done(options_.depth);
+  std::size_t live = options_.depth;  // tags fetched, not yet aborted
+  while (live > 0) {
+    auto n = ring.Wait(done, kIdleWaitMs);
+    if (!n.has_value()) {
+      LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
+                     " stops: " + n.error().ToString());
+      break;
+    }
+    if (*n == 0) {
+      if (stopping_.load(std::memory_order_acquire)) break;
+      continue;
+    }
+    for (std::size_t i = 0; i < *n; ++i) {
+      const std::uint16_t tag = done[i].tag;
+      if (done[i].res != abi::kIoResOk) {
+        // Aborted (the device stops) or refused: no more for this tag.
+        --live;
+        if (done[i].res != abi::kIoResAbort) {
+          LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
+                         " tag " + std::to_string(tag) + ": command refused: " +
+                         std::strerror(-done[i].res));
+        }
+        continue;
+      }
+      const abi::IoDesc desc = ring.desc(tag);  // ours until the commit
+      std::int32_t result;
+      auto req = ParseDescriptor(desc, limits);
+      if (!req.has_value()) {
+        result = req.error();
+      } else {
+        const std::span<std::byte> buf(
+            q->buffers.data() + std::size_t{tag} * options_.max_io_bytes,
+            options_.max_io_bytes);
+        result = 0;
+        if (req->op == Op::kWrite) {
+          if (!ring.ReadRequest(tag, 0, buf.first(req->length)).ok()) {
+            result = -EIO;
+          }
+        }
+        if (result == 0) result = ServeRequest(*device_, *req, buf);
+        if (req->op == Op::kRead && result > 0 &&
+            !ring.WriteRequest(tag, 0, buf.first(req->length)).ok()) {
+          result = -EIO;
+        }
+      }
+      if (result < 0 && result != -ENOSPC) {
+        LogIoErrorOnce(block_path() + ": " + OpName(desc.op_flags & 0xff) +
+                       " of " + std::to_string(desc.nr_sectors) +
+                       " sectors at sector " +
+                       std::to_string(desc.start_sector) + " failed: " +
+                       std::strerror(-result));
+      }
+      if (options_.trace != nullptr) {
+        char line[kTraceLineMax];
+        const std::size_t len = FormatTraceLine(desc, result, line);
+        internal::MutexLock lock(*options_.trace_mu);
+        std::fwrite(line, 1, len, options_.trace);
+      }
+      requests_.fetch_add(1, std::memory_order_relaxed);
+      ring.Commit(tag, result);
+    }
+  }
+  // Leaving closes the ring (made.value()'s destructor), which cancels any
+  // command still in the kernel.
+}
+
+void UblkDisk::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (started_) {
+    // The kernel drains IO in flight (the queues serve it), removes the
+    // disk and aborts every fetched tag, which ends the queue threads.
+    if (Status s = control_->Stop(dev_id_); !s.ok()) {
+      Log("warning: " + s.ToString());
+    }
+  }
+  stopping_.store(true, std::memory_order_release);
+  for (auto& q : queues_) {
+    if (q != nullptr && q->thread.joinable()) q->thread.join();
+  }
+  queues_.clear();  // buffers unmapped; the rings closed with their threads
+  platform::CloseFd(char_fd_);  // before DEL_DEV, which waits for openers
+  char_fd_ = -1;
+  if (added_) {
+    if (Status s = control_->Delete(dev_id_); !s.ok()) {
+      Log("warning: " + s.ToString());
+    }
+  }
+  ref_.reset();
+}
+
+UblkDisk::~UblkDisk() { Stop(); }
+
+void UblkDisk::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+void UblkDisk::LogIoErrorOnce(const std::string& line) {
+  if (!io_error_logged_.exchange(true)) {
+    Log(line + " (further IO errors of this disk are not logged)");
+  }
+}
+
+}  // namespace ztier::ublk

@@ -1,0 +1,173 @@
+// ublk_front_end.cc: one ublk disk per initialised device, kept through
+// the registry's DeviceWatcher (contract in ublk/ublk_front_end.h).
+#include "ublk/ublk_front_end.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <utility>
+
+namespace ztier::ublk {
+
+namespace {
+// N of "zramN", or UINT32_MAX (any id) for another name.
+std::uint32_t WantedId(const std::string& name) {
+  if (name.size() <= 4 || name.compare(0, 4, "zram") != 0) return UINT32_MAX;
+  std::uint32_t n = 0;
+  for (std::size_t i = 4; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || n > 100000) return UINT32_MAX;
+    n = n * 10 + static_cast<std::uint32_t>(name[i] - '0');
+  }
+  return n;
+}
+
+const char* StateName(std::uint16_t state) {
+  switch (state) {
+    case platform::ublk::kStateDead: return "dead";
+    case platform::ublk::kStateLive: return "live";
+    case platform::ublk::kStateQuiesced: return "quiesced";
+    case platform::ublk::kStateFailIo: return "fail_io";
+    default: return "unknown";
+  }
+}
+}  // namespace
+
+Result<std::unique_ptr<UblkFrontEnd>> UblkFrontEnd::Start(
+    DeviceRegistry* registry, UblkFrontEndOptions options) {
+  std::unique_ptr<UblkFrontEnd> fe(
+      new UblkFrontEnd(registry, std::move(options)));
+  ZT_ASSIGN_OR_RETURN(fe->control_,
+                      platform::UblkControl::Open(fe->options_.control_path));
+  if (!fe->options_.trace_path.empty()) {
+    fe->trace_ = std::fopen(fe->options_.trace_path.c_str(), "w");
+    if (fe->trace_ == nullptr) {
+      return Err(PosixError("open --ublk-trace " + fe->options_.trace_path,
+                            errno));
+    }
+    std::fprintf(fe->trace_,
+                 "# ztier ublk descriptor trace: OP 0xFLAGS NR_SECTORS "
+                 "START_SECTOR RESULT (src/ublk/include/ublk/request.h)\n");
+  }
+  fe->RecoverStale();
+  // Watch first, then add the present devices' disks: a device initialised
+  // in between gets its disk once (AddDiskLocked skips one that has it).
+  registry->SetWatcher(fe.get());
+  Status failed;
+  {
+    internal::MutexLock lock(fe->mu_);
+    for (const std::shared_ptr<Device>& d : registry->List()) {
+      if (!d->initialized()) continue;
+      failed = fe->AddDiskLocked(d);
+      if (!failed.ok()) break;
+    }
+  }
+  if (!failed.ok()) {
+    fe->Stop();
+    return Err(std::move(failed));
+  }
+  return fe;
+}
+
+UblkFrontEnd::~UblkFrontEnd() {
+  Stop();
+  if (trace_ != nullptr) std::fclose(trace_);
+}
+
+void UblkFrontEnd::RecoverStale() {
+  for (std::uint32_t id : control_->ListDevices()) {
+    auto info = control_->GetInfo(id);
+    if (!info.has_value()) continue;  // gone meanwhile, or not ours to see
+    if (platform::ProcessAlive(info->ublksrv_pid)) continue;
+    const std::string who =
+        info->ublksrv_pid > 0
+            ? "process " + std::to_string(info->ublksrv_pid) + ", which is gone"
+            : std::string("a server that is gone");
+    Log("ublk: " + platform::UblkBlockPath(id) + " was left by " + who +
+        " (state " + StateName(info->state) +
+        "): stopping and deleting it");
+    if (Status s = control_->Stop(id); !s.ok()) {
+      Log("ublk: " + s.ToString());
+    }
+    if (Status s = control_->Delete(id); !s.ok()) {
+      Log("ublk: " + s.ToString());
+    }
+  }
+}
+
+Status UblkFrontEnd::AddDiskLocked(const std::shared_ptr<Device>& device) {
+  if (stopped_ || disks_.contains(device->name())) return Status::Ok();
+  UblkDiskOptions o = options_.disk;
+  o.dev_id = WantedId(device->name());
+  o.trace = trace_;
+  o.trace_mu = &trace_mu_;
+  o.log = options_.log;
+  auto disk = UblkDisk::Start(control_.get(), device, o);
+  if (!disk.has_value()) {
+    return Status(disk.error().code(), device->name() + ": ublk disk: " +
+                                           disk.error().message());
+  }
+  Log(device->name() + ": " + (*disk)->block_path() + " (" +
+      std::to_string((*disk)->queues()) + " queue(s) of " +
+      std::to_string(o.depth) + ", " + std::to_string(o.max_io_bytes >> 10) +
+      " KiB IOs)");
+  disks_.emplace(device->name(), std::move(*disk));
+  return Status::Ok();
+}
+
+void UblkFrontEnd::OnInitialized(Device& device) {
+  std::shared_ptr<Device> d = registry_->Find(device.name());
+  if (d == nullptr || d.get() != &device) return;  // not this registry's
+  internal::MutexLock lock(mu_);
+  if (Status s = AddDiskLocked(d); !s.ok()) {
+    Log(s.message() + "; it is served over NBD only");
+  }
+}
+
+Status UblkFrontEnd::BeforeRelease(Device& device) {
+  internal::MutexLock lock(mu_);
+  auto it = disks_.find(device.name());
+  if (it == disks_.end()) return Status::Ok();
+  const std::string path = it->second->block_path();
+  ZT_ASSIGN_OR_RETURN(bool busy, platform::BlockDeviceBusy(path));
+  if (busy) {
+    return Status::Busy(path + " is in use (mounted, swapped on or open "
+                        "exclusively)");
+  }
+  // The disk's own client ref is one; another is an NBD client, which
+  // would make the reset fail after the disk is gone.
+  if (device.clients() > 1) {
+    return Status::Busy("device '" + device.name() + "' has " +
+                        std::to_string(device.clients() - 1) +
+                        " other client(s) attached");
+  }
+  it->second->Stop();  // waits for its IO: the device's lock is free
+  disks_.erase(it);
+  Log(device.name() + ": " + path + " stopped and deleted");
+  return Status::Ok();
+}
+
+void UblkFrontEnd::Stop() {
+  registry_->SetWatcher(nullptr);
+  std::map<std::string, std::unique_ptr<UblkDisk>> disks;
+  {
+    internal::MutexLock lock(mu_);
+    stopped_ = true;
+    disks.swap(disks_);
+  }
+  for (auto& [name, disk] : disks) {
+    disk->Stop();
+    Log(name + ": " + disk->block_path() + " stopped and deleted");
+  }
+}
+
+std::map<std::string, std::string> UblkFrontEnd::Disks() const {
+  internal::MutexLock lock(mu_);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, disk] : disks_) out[name] = disk->block_path();
+  return out;
+}
+
+void UblkFrontEnd::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+}  // namespace ztier::ublk
