@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """`make test-kernel`: a real Linux kernel on ztier, in a guest.
 
-usage: kernel_tests.py --ztier BIN --guest DIR [TEST...]
+usage: kernel_tests.py --ztier BIN --guest DIR [--via-nbd] [TEST...]
 
-Builds (or reuses) the guest in DIR (build_guest.py), then runs each test of
-testing/guest/tests/ (default: all) in it against a `ztier serve` that this
-script starts on the host's loopback, which the guest reaches as 10.0.2.2:
+Builds (or reuses) the guest in DIR (build_guest.py, with --ztier BIN: the
+guest's /opt holds ztier and fio), then runs each TEST (default: all, in the
+order below) in its own boot of the guest. Two kinds of test:
+
+With ztier on the host: this script starts a `ztier serve` on the host's
+loopback, which the guest reaches as 10.0.2.2 over NBD:
 
   swap     swap on the guest's own zram and on ztier over NBD, alternating,
            with discard (tests/swap.sh)
@@ -17,10 +20,39 @@ script starts on the host's loopback, which the guest reaches as 10.0.2.2:
            (tests/conformance.sh, conformance.py); the table goes to
            DIR/results/conformance.md, which docs/conformance.md copies
 
+With ztier inside the guest: no server on the host; the script starts
+`ztier serve --ublk` from /opt (lib.sh's zt_serve), so that the guest's
+kernel (ublk_drv) sees each ztier device zramN as /dev/ublkbN; it stops
+the server with SIGTERM and checks that it exits 0 and that no ublk disk
+is left (zt_stop). A guest without /dev/ublk-control fails these tests.
+
+  ublk_fio      fio, io_uring, O_DIRECT: 128 MiB of 4 KiB random writes at
+                iodepth 32 and 64 MiB of 128 KiB sequential writes, every
+                block read back and verified (crc32c)
+  ublk_ext4     ext4: a tarball of about 40 MiB in and out (sync, drop
+                caches) with equal sha256; rm and fstrim free its memory
+                in the pool (mm_stat)
+  ublk_swap     swap (swapon -d) with ztier --mlock --mem-limit in the same
+                guest: twice the guest's MemTotal in patterned words, every
+                word read back (patterns)
+  ublk_hotplug  hot_remove of an idle disk removes /dev/ublkb1; hot_add and
+                disksize bring it back, and it serves IO
+  ublk_busy     hot_remove and reset refused with EBUSY while the disk is
+                mounted or swapped on, and the disk keeps serving; after
+                umount and swapoff, hot_remove succeeds
+  ublk_crash    SIGKILL leaves the ublk device behind; the next server
+                deletes it and serves a new disk in its place
+
+--via-nbd runs the in-guest tests with ztier over NBD inside the guest
+(a Unix socket and nbd-client) instead of ublk: a debugging aid for the
+scripts (ublk_fio and ublk_ext4 pass that way; the others are about ublk,
+and swap over NBD to a server in the same kernel deadlocks).
+
 A test passes when its script exits 0 and every @@CHECK line it printed is
-ok. @@RESULT lines are collected into DIR/results/NAME.txt. The last line is
-"N passed, N failed". Times and figures come from software emulation (TCG):
-compare them only with each other.
+ok. @@RESULT lines are collected into DIR/results/NAME.txt. Each test ends
+with "== NAME: passed|FAILED ..., N s" and the run with "N passed, N
+failed". Times and figures come from software emulation (TCG): compare them
+only with each other.
 """
 import os
 import socket
@@ -106,6 +138,8 @@ def guest_tests():
         "ublk_hotplug": ({}, 256, 2),
         "ublk_busy": ({}, 256, 2),
         "ublk_crash": ({}, 256, 2),
+        # Not in the default list: captures testdata/ublk_descriptors.txt.
+        "ublk_trace": ({}, 256, 2),
     }
 
 
@@ -126,7 +160,33 @@ def judge_conformance(g, results_dir):
     return failures
 
 
-JUDGES = {"conformance": judge_conformance}
+def judge_trace(g, results_dir):
+    """Writes the descriptor trace that tests/ublk_trace.sh printed between
+    its @@TRACE markers to DIR/results/ublk_descriptors.txt."""
+    lines, inside = [], False
+    for line in g.output.splitlines():
+        if line.startswith("@@TRACE begin"):
+            inside = True
+        elif line.startswith("@@TRACE end"):
+            inside = False
+        elif inside:
+            lines.append(line)
+    if not any(l and not l.startswith("#") for l in lines):
+        return ["no trace between the @@TRACE markers"]
+    kernel = (g.lines("@@BOOTED ") or ["?"])[0]
+    with open(os.path.join(results_dir, "ublk_descriptors.txt"), "w") as f:
+        f.write("# ublk descriptors for src/ublk/request_test.cc's ReplayTest.\n"
+                "# CAPTURED from a real kernel: %s with ublk_drv in the qemu "
+                "guest of testing/guest/,\n# by `kernel_tests.py ... "
+                "ublk_trace` (tests/ublk_trace.sh: ztier serve --ublk "
+                "--ublk-trace FILE,\n# fio randrw/write+fsync/read/trim, "
+                "blkdiscard, BLKZEROOUT, dd oflag=dsync) on %s.\n"
+                % (kernel, time.strftime("%Y-%m-%d")))
+        f.write("\n".join(lines) + "\n")
+    return []
+
+
+JUDGES = {"conformance": judge_conformance, "ublk_trace": judge_trace}
 
 
 HOST_TESTS = ["swap", "ext4", "conformance"]

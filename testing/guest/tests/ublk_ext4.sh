@@ -3,11 +3,20 @@
 # fstrim frees its pool memory.
 . /lib.sh
 
-tar -cf /tmp/tarball.tar /opt/libexec /lib 2>/dev/null
+# The tarball: the programs of /opt and /lib (about 19 MiB), and the
+# largest libraries of /opt/lib under 16 MiB each, up to 20 MiB more.
+extra=$(ls -S /opt/lib | while read -r f; do
+  s=$(stat -c %s "/opt/lib/$f")
+  [ "$s" -lt 16777216 ] || continue
+  total=$((${total:-0} + s))
+  echo "/opt/lib/$f"
+  [ "$total" -lt 20971520 ] || break
+done)
+tar -cf /tmp/tarball.tar /opt/libexec /lib $extra 2>/dev/null
 size=$(stat -c %s /tmp/tarball.tar)
 want=$(sha256sum /tmp/tarball.tar | cut -d' ' -f1)
 echo "@@RESULT tarball $size bytes, sha256 $want"
-check "a tarball of a few tens of MiB ($size bytes)" "$size" -ge 20000000
+check "a tarball of a few tens of MiB ($size bytes)" "$size" -ge 33554432
 
 zt_serve --device zram0:256M --comp-algorithm lz4 || { check "ztier serve started" 1 = 0; finish; }
 DEV=$(zt_dev 0)
