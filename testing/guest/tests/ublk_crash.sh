@@ -36,7 +36,12 @@ zt_serve --device zram0:64M --comp-algorithm lz4 ||
   { check "the second ztier serve started" 1 = 0; finish; }
 zt_wait_dev 0
 check "the second server's $D0 appeared" $? = 0
-echo "with the second server: $(ublk_state)"
+state=$(ublk_state)
+echo "with the second server: $state"
+# Had the stale device stayed, the new disk would have taken the lowest
+# free id, 1.
+check "the stale device is gone: one ublk device, id 0 ($state)" \
+  "$state" = "/dev/ublkb0 /dev/ublkc0 "
 zt_log
 roundtrip "$D0"
 check "the second server's $D0 serves IO (write, read back, cmp)" $? = 0
