@@ -44,6 +44,7 @@ out=$(cat /tmp/out)
 echo "$out"
 echo "@@RESULT swap ublk: workload $MIB MiB = 2 x MemTotal ($total_kib KiB); $out"
 echo "@@RESULT swap ublk: peak swap used $peak_swap KiB, peak orig_data_size $peak"
+echo "@@RESULT mm_stat after the workload: $(zt_ctl mm_stat)"
 check "every word read back (patterns status $rc)" "$rc" = 0
 check "the workload went through swap (peak $peak_swap KiB used)" \
   "$peak_swap" -ge $((MIB * 1024 / 4))
