@@ -28,8 +28,8 @@ zeroout "$DEV" 16777216 1048576
 check "BLKZEROOUT 1 MiB" $? = 0
 zeroout "$DEV" 20975616 8192
 check "BLKZEROOUT 8 KiB" $? = 0
-dd if=/dev/urandom of="$DEV" bs=4k count=4 oflag=direct,dsync 2>/dev/null
-check "dd oflag=dsync" $? = 0
+dd if=/dev/urandom of="$DEV" bs=4k count=4 oflag=direct conv=fsync 2>/dev/null
+check "dd conv=fsync" $? = 0
 zt_stop
 
 ops=$(grep -v '^#' /tmp/trace.txt | awk '{print $1}' | sort -u | tr '\n' ' ')
@@ -42,7 +42,8 @@ echo "# disksize=$((64 * 1024 * 1024))"
 echo "# max_io=524288"
 grep '^#' /tmp/trace.txt
 grep -v '^#' /tmp/trace.txt | head -100
-# and the first request of every op and flag combination after those
-grep -v '^#' /tmp/trace.txt | tail -n +101 | awk '!seen[$1 " " $2]++'
+# and after those, the first request of every op, flag and size
+# combination
+grep -v '^#' /tmp/trace.txt | tail -n +101 | awk '!seen[$1 " " $2 " " $3]++'
 echo "@@TRACE end"
 finish
