@@ -95,6 +95,19 @@ Status SetIoFlusher() {
   return Status::Ok();
 }
 
+// The rings (io_uring's, with ZTIER_URING).
+#if ZTIER_URING
+struct UblkControl::Ring {
+  io_uring ring;
+};
+struct UblkQueueRing::Ring {
+  io_uring ring;
+};
+#else
+struct UblkControl::Ring {};
+struct UblkQueueRing::Ring {};
+#endif
+
 UblkControl::UblkControl() = default;
 UblkQueueRing::UblkQueueRing(int char_fd, std::uint16_t q_id,
                              std::uint16_t depth)
@@ -123,10 +136,6 @@ std::vector<std::uint32_t> UblkControl::ListDevices() {
 #if ZTIER_URING
 
 bool UblkBuilt() { return true; }
-
-struct UblkControl::Ring {
-  io_uring ring;
-};
 
 Result<std::unique_ptr<UblkControl>> UblkControl::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -206,6 +215,14 @@ Result<ublk::CtrlDevInfo> UblkControl::AddDevice(const ublk::CtrlDevInfo& info) 
   if (r.has_value() && *r == -EEXIST) {
     return Err(Status::Busy(DevName(info.dev_id) + " exists"));
   }
+  // Before 6.3 the driver knows no ioctl-encoded command (its switch's
+  // default: EOPNOTSUPP).
+  if (r.has_value() && *r == -EOPNOTSUPP) {
+    return Err(Status::Unsupported(
+        "UBLK_U_CMD_ADD_DEV: this kernel's ublk driver is older than ztier "
+        "needs (Linux 6.5 or later: ioctl-encoded commands, "
+        "UBLK_F_USER_COPY)"));
+  }
   ZT_RETURN_IF_ERROR(CheckRes(std::move(r), "UBLK_U_CMD_ADD_DEV", info.dev_id));
   return out;
 }
@@ -253,10 +270,6 @@ Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t dev_id) {
 }
 
 // ---- UblkQueueRing ----
-
-struct UblkQueueRing::Ring {
-  io_uring ring;
-};
 
 namespace {
 // User data of a queue SQE: the tag (a CQE names the tag it answers).
@@ -388,9 +401,6 @@ Result<std::size_t> UblkQueueRing::Wait(std::span<Completion> out,
 #else  // !ZTIER_URING
 
 bool UblkBuilt() { return false; }
-
-struct UblkControl::Ring {};
-struct UblkQueueRing::Ring {};
 
 namespace {
 Status NoUring() {

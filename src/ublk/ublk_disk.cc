@@ -83,6 +83,13 @@ Result<std::unique_ptr<UblkDisk>> UblkDisk::Start(
   if (!added.has_value()) return Err(added.error());
   disk->added_ = true;
   disk->dev_id_ = added->dev_id;
+  if ((added->flags & abi::kFUserCopy) == 0) {
+    // A driver before 6.5 drops the flags it does not know.
+    disk->Stop();
+    return Err(Status::Unsupported(
+        "this kernel's ublk driver has no UBLK_F_USER_COPY (Linux 6.5 or "
+        "later), which ztier needs"));
+  }
   // The driver may lower the queue count (to nr_cpu_ids) and rounds the
   // buffer size down to a page.
   disk->queues_.resize(added->nr_hw_queues);

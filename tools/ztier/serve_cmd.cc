@@ -180,7 +180,7 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
   flags.AddBool("ublk", &s->ublk,
                 "also expose each initialised device as a block device, "
                 "/dev/ublkbN (zramN gets N when free), through the kernel's "
-                "ublk driver (Linux 6.0+, ublk_drv; root); README, \"ztier "
+                "ublk driver (Linux 6.5+, ublk_drv; root); README, \"ztier "
                 "as a block device on kernels with ublk\"");
   flags.AddInt("ublk-queues", &s->ublk_queues, "N",
                "ublk queues (threads) per disk (default 0: one per online "

@@ -1,5 +1,6 @@
-// ublk.h: the operating-system side of a ublk server (Linux 6.0+,
-// drivers/block/ublk_drv.c; ABI in platform/ublk_abi.h): the control ring
+// ublk.h: the operating-system side of a ublk server (the driver is in
+// Linux 6.0+, user copy in 6.5+; drivers/block/ublk_drv.c; ABI in
+// platform/ublk_abi.h): the control ring
 // on /dev/ublk-control, one queue's ring on /dev/ublkcN with its mmapped
 // request descriptors and user-copy reads and writes, and the probes a
 // server needs around them (is a disk in use, is a process alive, mark a

@@ -1,5 +1,5 @@
 // ublk_disk.h: one /dev/ublkbN serving one Device (ztier/device.h)
-// through the ublk driver (Linux 6.0+; platform/ublk.h has the driver's
+// through the ublk driver (Linux 6.5+, for UBLK_F_USER_COPY; platform/ublk.h has the driver's
 // side): ADD_DEV with UBLK_F_USER_COPY | UBLK_F_CMD_IOCTL_ENCODE, the
 // parameters (4096-byte logical and physical blocks, discard and write
 // zeroes), one thread per queue with its own io_uring, START_DEV; Stop()
