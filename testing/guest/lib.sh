@@ -134,6 +134,9 @@ zt_wait_gone() {
 
 zt_serve() {
   rm -f "$ZT_CTL"
+  # The guest's kernel always has ublk_drv: its absence is a failure.
+  [ "$ZT_TRANSPORT" = nbd ] || [ -c /dev/ublk-control ] ||
+    check "the kernel has ublk (/dev/ublk-control)" -c /dev/ublk-control
   if [ "$ZT_TRANSPORT" = nbd ]; then
     ztier serve --unix "$ZT_SOCK" --ctl "$ZT_CTL" "$@" >>"$ZT_LOG" 2>&1 &
   else
