@@ -182,7 +182,7 @@ def judge_trace(g, results_dir):
                 "guest of testing/guest/,\n# by `kernel_tests.py ... "
                 "ublk_trace` (tests/ublk_trace.sh: ztier serve --ublk "
                 "--ublk-trace FILE,\n# fio randrw/write+fsync/read/trim, "
-                "blkdiscard, BLKZEROOUT, dd oflag=dsync) on %s.\n"
+                "blkdiscard, BLKZEROOUT, dd conv=fsync) on %s.\n"
                 % (kernel, time.strftime("%Y-%m-%d")))
         f.write("\n".join(lines) + "\n")
     return []
