@@ -59,7 +59,10 @@ test: build
 # under qemu (software emulation) with a busybox initramfs assembled from
 # Debian packages and cached in $(BUILD)/guest; its NBD client attaches to a
 # `ztier serve` on this machine's loopback. Swap (beside the guest's own
-# zram), ext4 with writeback, and the zram attributes against the kernel's.
+# zram), ext4 with writeback, and the zram attributes against the kernel's;
+# then ztier inside the guest as its ublk disks (`ztier serve --ublk`): fio
+# verify, ext4 and fstrim, swap, hot_add/hot_remove, EBUSY while in use,
+# and a SIGKILLed server's disk (testing/guest/kernel_tests.py says more).
 KERNEL_PACKAGES = qemu-system-x86 python3 xz-utils
 test-kernel: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(KERNEL_PACKAGES)"

@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """`make test-kernel`: a real Linux kernel on ztier, in a guest.
 
-usage: kernel_tests.py --ztier BIN --guest DIR [TEST...]
+usage: kernel_tests.py --ztier BIN --guest DIR [--via-nbd] [TEST...]
 
-Builds (or reuses) the guest in DIR (build_guest.py), then runs each test of
-testing/guest/tests/ (default: all) in it against a `ztier serve` that this
-script starts on the host's loopback, which the guest reaches as 10.0.2.2:
+Builds (or reuses) the guest in DIR (build_guest.py, with --ztier BIN: the
+guest's /opt holds ztier and fio), then runs each TEST (default: all, in the
+order below) in its own boot of the guest. Two kinds of test:
+
+With ztier on the host: this script starts a `ztier serve` on the host's
+loopback, which the guest reaches as 10.0.2.2 over NBD:
 
   swap     swap on the guest's own zram and on ztier over NBD, alternating,
            with discard (tests/swap.sh)
@@ -17,10 +20,39 @@ script starts on the host's loopback, which the guest reaches as 10.0.2.2:
            (tests/conformance.sh, conformance.py); the table goes to
            DIR/results/conformance.md, which docs/conformance.md copies
 
+With ztier inside the guest: no server on the host; the script starts
+`ztier serve --ublk` from /opt (lib.sh's zt_serve), so that the guest's
+kernel (ublk_drv) sees each ztier device zramN as /dev/ublkbN; it stops
+the server with SIGTERM and checks that it exits 0 and that no ublk disk
+is left (zt_stop). A guest without /dev/ublk-control fails these tests.
+
+  ublk_fio      fio, io_uring, O_DIRECT: 128 MiB of 4 KiB random writes at
+                iodepth 32 and 64 MiB of 128 KiB sequential writes, every
+                block read back and verified (crc32c)
+  ublk_ext4     ext4: a tarball of about 40 MiB in and out (sync, drop
+                caches) with equal sha256; rm and fstrim free its memory
+                in the pool (mm_stat)
+  ublk_swap     swap (swapon -d) with ztier --mlock --mem-limit in the same
+                guest: twice the guest's MemTotal in patterned words, every
+                word read back (patterns)
+  ublk_hotplug  hot_remove of an idle disk removes /dev/ublkb1; hot_add and
+                disksize bring it back, and it serves IO
+  ublk_busy     hot_remove and reset refused with EBUSY while the disk is
+                mounted or swapped on, and the disk keeps serving; after
+                umount and swapoff, hot_remove succeeds
+  ublk_crash    SIGKILL leaves the ublk device behind; the next server
+                deletes it and serves a new disk in its place
+
+--via-nbd runs the in-guest tests with ztier over NBD inside the guest
+(a Unix socket and nbd-client) instead of ublk: a debugging aid for the
+scripts (ublk_fio and ublk_ext4 pass that way; the others are about ublk,
+and swap over NBD to a server in the same kernel deadlocks).
+
 A test passes when its script exits 0 and every @@CHECK line it printed is
-ok. @@RESULT lines are collected into DIR/results/NAME.txt. The last line is
-"N passed, N failed". Times and figures come from software emulation (TCG):
-compare them only with each other.
+ok. @@RESULT lines are collected into DIR/results/NAME.txt. Each test ends
+with "== NAME: passed|FAILED ..., N s" and the run with "N passed, N
+failed". Times and figures come from software emulation (TCG): compare them
+only with each other.
 """
 import os
 import socket
@@ -92,6 +124,27 @@ def tests(tmp):
     }
 
 
+# Tests where ztier runs inside the guest, from /opt (build_guest.py
+# --ztier), as a ublk server for the guest's own kernel: no server on the
+# host; the script starts `ztier serve --ublk` itself (lib.sh's zt_serve).
+# name -> (variables for the script, guest RAM in MiB, vCPUs)
+def guest_tests():
+    return {
+        "ublk_fio": ({}, 512, 2),
+        "ublk_ext4": ({}, 512, 2),
+        # RAM: the workload is twice MemTotal, which the script reads (421
+        # MiB at 256 MiB of RAM); ztier's locked memory (about 70 MiB) and
+        # /opt's page cache share that RAM. At 192 MiB (27 MiB free before
+        # the workload) one run of two never ended.
+        "ublk_swap": ({}, 256, 2),
+        "ublk_hotplug": ({}, 256, 2),
+        "ublk_busy": ({}, 256, 2),
+        "ublk_crash": ({}, 256, 2),
+        # Not in the default list: captures testdata/ublk_descriptors.txt.
+        "ublk_trace": ({}, 256, 2),
+    }
+
+
 def judge_conformance(g, results_dir):
     """The failures of the conformance comparison; writes its table."""
     lines = g.lines("@@CONF ")
@@ -109,56 +162,75 @@ def judge_conformance(g, results_dir):
     return failures
 
 
-JUDGES = {"conformance": judge_conformance}
+def judge_trace(g, results_dir):
+    """Writes the descriptor trace that tests/ublk_trace.sh printed between
+    its @@TRACE markers to DIR/results/ublk_descriptors.txt."""
+    lines, inside = [], False
+    for line in g.output.splitlines():
+        if line.startswith("@@TRACE begin"):
+            inside = True
+        elif line.startswith("@@TRACE end"):
+            inside = False
+        elif inside:
+            lines.append(line)
+    if not any(l and not l.startswith("#") for l in lines):
+        return ["no trace between the @@TRACE markers"]
+    kernel = (g.lines("@@BOOTED ") or ["?"])[0]
+    with open(os.path.join(results_dir, "ublk_descriptors.txt"), "w") as f:
+        f.write("# ublk descriptors for src/ublk/request_test.cc's ReplayTest.\n"
+                "# CAPTURED from a real kernel: %s with ublk_drv in the qemu "
+                "guest of testing/guest/,\n# by `kernel_tests.py ... "
+                "ublk_trace` (tests/ublk_trace.sh: ztier serve --ublk "
+                "--ublk-trace FILE,\n# fio randrw/write+fsync/read/trim, "
+                "blkdiscard, BLKZEROOUT, dd conv=fsync) on %s.\n"
+                % (kernel, time.strftime("%Y-%m-%d")))
+        f.write("\n".join(lines) + "\n")
+    return []
 
 
-def main():
-    args = sys.argv[1:]
-    ztier = guest = None
-    if "--ztier" in args:
-        i = args.index("--ztier")
-        ztier = os.path.abspath(args[i + 1])
-        del args[i:i + 2]
-    if "--guest" in args:
-        i = args.index("--guest")
-        guest = os.path.abspath(args[i + 1])
-        del args[i:i + 2]
-    if not ztier or not guest:
-        sys.exit(__doc__)
-    r = subprocess.run([sys.executable, os.path.join(HERE, "build_guest.py"),
-                        guest])
-    if r.returncode != 0:
-        print("kernel_tests: could not build the guest")
-        print("0 passed, 1 failed")
-        return 1
-    results_dir = os.path.join(guest, "results")
-    os.makedirs(results_dir, exist_ok=True)
-    passed, failed = 0, []
-    names = args or ["swap", "ext4", "conformance"]
-    for name in names:
-        tmp = tempfile.mkdtemp(prefix="ztier-kt-")
+JUDGES = {"conformance": judge_conformance, "ublk_trace": judge_trace}
+
+
+HOST_TESTS = ["swap", "ext4", "conformance"]
+GUEST_TESTS = ["ublk_fio", "ublk_ext4", "ublk_swap", "ublk_hotplug",
+               "ublk_busy", "ublk_crash"]
+
+
+def run_one(name, ztier, guest, results_dir, via_nbd):
+    """Runs test `name`; True when it passed."""
+    tmp = tempfile.mkdtemp(prefix="ztier-kt-")
+    try:
         table = tests(tmp)
-        if name not in table:
+        in_guest = guest_tests()
+        server = None
+        if name in table:
+            flags, variables, mem = table[name]
+            smp = 1
+            server = Server(ztier, tmp, flags)
+            if not server.alive():
+                print("kernel_tests: %s: ztier serve did not start:\n%s" %
+                      (name, server.stop()))
+                return False
+            variables = dict(variables, PORT=str(server.port))
+            where = "ztier on 127.0.0.1:%d" % server.port
+        elif name in in_guest:
+            variables, mem, smp = in_guest[name]
+            if via_nbd:
+                variables = dict(variables, ZT_TRANSPORT="nbd")
+            where = "ztier in the guest%s" % (" over NBD" if via_nbd else "")
+        else:
             print("kernel_tests: unknown test '%s' (known: %s)" %
-                  (name, ", ".join(table)))
-            failed.append(name)
-            continue
-        flags, variables, mem = table[name]
-        server = Server(ztier, tmp, flags)
-        if not server.alive():
-            print("kernel_tests: %s: ztier serve did not start:\n%s" %
-                  (name, server.stop()))
-            failed.append(name)
-            continue
-        variables = dict(variables, PORT=str(server.port))
+                  (name, ", ".join(list(table) + list(in_guest))))
+            return False
         script = "".join("%s='%s'\n" % kv for kv in sorted(variables.items()))
         script += open(os.path.join(HERE, "tests", name + ".sh")).read()
         start = time.time()
-        print("== %s (guest %d MiB, ztier on 127.0.0.1:%d)" %
-              (name, mem, server.port), flush=True)
-        g = run_guest(guest, script, ztier=ztier, ctl=server.ctl,
-                      mem_mib=mem, timeout=900, echo=True)
-        log = server.stop()
+        print("== %s (guest %d MiB, %d vCPU, %s)" % (name, mem, smp, where),
+              flush=True)
+        g = run_guest(guest, script, ztier=ztier if server else None,
+                      ctl=server.ctl if server else None,
+                      mem_mib=mem, timeout=900, echo=True, smp=smp)
+        log = server.stop() if server else None
         secs = time.time() - start
         checks = g.lines("@@CHECK ")
         bad = [c for c in checks if not c.startswith("ok ")]
@@ -171,17 +243,52 @@ def main():
         with open(os.path.join(results_dir, name + ".txt"), "w") as f:
             f.write("\n".join(g.lines("@@RESULT ")) + "\n")
         ok = g.status == 0 and not bad and checks
-        print("-- ztier serve's log:\n" + log.rstrip())
+        if log is not None:
+            print("-- ztier serve's log:\n" + log.rstrip())
         if ok:
-            passed += 1
             print("== %s: passed, %d checks, %.0f s" % (name, len(checks), secs))
+            return True
+        why = g.why or ("%d failed checks" % len(bad) if bad else
+                        "exit status %d" % g.status if g.status else
+                        "no checks ran")
+        print("== %s: FAILED (%s), %.0f s" % (name, why, secs))
+        return False
+    finally:
+        subprocess.run(["rm", "-rf", tmp])
+
+
+def main():
+    args = sys.argv[1:]
+    ztier = guest = None
+    via_nbd = "--via-nbd" in args
+    if via_nbd:
+        args.remove("--via-nbd")
+    if "--ztier" in args:
+        i = args.index("--ztier")
+        ztier = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if "--guest" in args:
+        i = args.index("--guest")
+        guest = os.path.abspath(args[i + 1])
+        del args[i:i + 2]
+    if not ztier or not guest:
+        sys.exit(__doc__)
+    # --ztier: opt.img, with ztier and fio, for the tests that run them in
+    # the guest.
+    r = subprocess.run([sys.executable, os.path.join(HERE, "build_guest.py"),
+                        guest, "--ztier", ztier])
+    if r.returncode != 0:
+        print("kernel_tests: could not build the guest")
+        print("0 passed, 1 failed")
+        return 1
+    results_dir = os.path.join(guest, "results")
+    os.makedirs(results_dir, exist_ok=True)
+    passed, failed = 0, []
+    for name in args or HOST_TESTS + GUEST_TESTS:
+        if run_one(name, ztier, guest, results_dir, via_nbd):
+            passed += 1
         else:
             failed.append(name)
-            why = g.why or ("%d failed checks" % len(bad) if bad else
-                            "exit status %d" % g.status if g.status else
-                            "no checks ran")
-            print("== %s: FAILED (%s), %.0f s" % (name, why, secs))
-        subprocess.run(["rm", "-rf", tmp])
     if failed:
         print("failed: " + " ".join(failed))
     print("%d passed, %d failed" % (passed, len(failed)))
