@@ -247,12 +247,16 @@ struct Workload {
         MakePage(rng, buf.data());
         std::memcpy(sh, buf.data(), kPage);
         return dev.Write(page * kPage, {buf.data(), kPage}).ok();
-      case 1: {  // several pages
+      case 1: {  // several pages, page by page or batched (WritePages,
+                 // the ublk front end's write path)
         const std::size_t n = 2 + rng() % 15;
         for (std::size_t i = 0; i < n; ++i)
           MakePage(rng, buf.data() + i * kPage);
         std::memcpy(sh, buf.data(), n * kPage);
-        return dev.Write(page * kPage, {buf.data(), n * kPage}).ok();
+        const std::span<const std::byte> data(buf.data(), n * kPage);
+        return (rng() % 2 ? dev.WritePages(page * kPage, data)
+                          : dev.Write(page * kPage, data))
+            .ok();
       }
       case 2: {  // a piece of a page, maybe across into the next
         const std::size_t off = rng() % kPage;
