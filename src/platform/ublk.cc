@@ -443,36 +443,39 @@ Result<std::size_t> UblkQueueRing::Wait(std::span<Completion>, int) {
 
 #endif  // ZTIER_URING
 
-Status UblkQueueRing::ReadRequest(std::uint16_t tag, std::uint32_t offset,
-                                  std::span<std::byte> out) const {
+namespace {
+// Runs io(done) (a pread or pwrite of the bytes from `done` on) until all
+// `len` bytes are moved, retrying on EINTR and after a short count.
+template <typename Io>
+Status MoveAll(std::size_t len, const char* what, Io io) {
   std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t n = ::pread(
-        char_fd_, out.data() + done, out.size() - done,
-        static_cast<off_t>(UblkUserCopyOffset(
-            q_id_, tag, offset + static_cast<std::uint32_t>(done))));
+  while (done < len) {
+    const ssize_t n = io(done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return PosixError("pread ublk request data", errno);
-    if (n == 0) return Status::IoError("pread ublk request data: short");
+    if (n < 0) return PosixError(what, errno);
+    if (n == 0) return Status::IoError(std::string(what) + ": short");
     done += static_cast<std::size_t>(n);
   }
   return Status::Ok();
 }
+}  // namespace
+
+Status UblkQueueRing::ReadRequest(std::uint16_t tag, std::uint32_t offset,
+                                  std::span<std::byte> out) const {
+  return MoveAll(out.size(), "pread ublk request data", [&](std::size_t done) {
+    return ::pread(char_fd_, out.data() + done, out.size() - done,
+                   static_cast<off_t>(UblkUserCopyOffset(
+                       q_id_, tag, offset + static_cast<std::uint32_t>(done))));
+  });
+}
 
 Status UblkQueueRing::WriteRequest(std::uint16_t tag, std::uint32_t offset,
                                    std::span<const std::byte> data) const {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::pwrite(
-        char_fd_, data.data() + done, data.size() - done,
-        static_cast<off_t>(UblkUserCopyOffset(
-            q_id_, tag, offset + static_cast<std::uint32_t>(done))));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return PosixError("pwrite ublk request data", errno);
-    if (n == 0) return Status::IoError("pwrite ublk request data: short");
-    done += static_cast<std::size_t>(n);
-  }
-  return Status::Ok();
+  return MoveAll(data.size(), "pwrite ublk request data", [&](std::size_t done) {
+    return ::pwrite(char_fd_, data.data() + done, data.size() - done,
+                    static_cast<off_t>(UblkUserCopyOffset(
+                        q_id_, tag, offset + static_cast<std::uint32_t>(done))));
+  });
 }
 
 }  // namespace ztier::platform
