@@ -869,7 +869,9 @@ std::uint64_t Device::disksize() const { return impl_->disksize(); }
 bool Device::initialized() const { return impl_->initialized(); }
 Status Device::Reset() {
   DeviceWatcher* w = watcher();
-  if (w != nullptr && initialized()) ZT_RETURN_IF_ERROR(w->BeforeRelease(*this));
+  if (w != nullptr && initialized()) {
+    ZT_RETURN_IF_ERROR(w->BeforeRelease(*this));
+  }
   return impl_->Reset();
 }
 Status Device::SetCompAlgorithm(std::string_view name) {
@@ -1026,7 +1028,9 @@ Status DeviceRegistry::Remove(std::string_view name) {
   Impl& m = *impl_;
   // The watcher first, with no lock held (DeviceWatcher).
   if (std::shared_ptr<Device> d = Find(name)) {
-    if (DeviceWatcher* w = d->watcher()) ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
+    if (DeviceWatcher* w = d->watcher()) {
+      ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
+    }
   }
   std::lock_guard lock(m.mu);
   auto it = m.devices.find(name);

@@ -42,6 +42,18 @@ const char* OpName(std::uint32_t op) {
 }
 }  // namespace
 
+Status CheckDiskOptions(const UblkDiskOptions& options) {
+  if (options.max_io_bytes < 4096 || options.max_io_bytes % 4096 != 0 ||
+      options.max_io_bytes > abi::kMaxIoBufBytes) {
+    return Status::InvalidArgument(
+        "ublk max IO size must be a multiple of 4 KiB from 4 KiB to 32 MiB");
+  }
+  if (options.depth == 0 || options.depth > abi::kMaxQueueDepth) {
+    return Status::InvalidArgument("ublk queue depth must be 1..4096");
+  }
+  return Status::Ok();
+}
+
 UblkDisk::UblkDisk(platform::UblkControl* control,
                    std::shared_ptr<Device> device, Device::ClientRef ref,
                    const UblkDiskOptions& options)
@@ -51,14 +63,7 @@ UblkDisk::UblkDisk(platform::UblkControl* control,
 Result<std::unique_ptr<UblkDisk>> UblkDisk::Start(
     platform::UblkControl* control, std::shared_ptr<Device> device,
     const UblkDiskOptions& options) {
-  if (options.max_io_bytes < 4096 || options.max_io_bytes % 4096 != 0 ||
-      options.max_io_bytes > abi::kMaxIoBufBytes) {
-    return Err(Status::InvalidArgument(
-        "ublk max IO size must be a multiple of 4 KiB from 4 KiB to 32 MiB"));
-  }
-  if (options.depth == 0 || options.depth > abi::kMaxQueueDepth) {
-    return Err(Status::InvalidArgument("ublk queue depth must be 1..4096"));
-  }
+  ZT_RETURN_IF_ERROR(CheckDiskOptions(options));
   ZT_ASSIGN_OR_RETURN(Device::ClientRef ref, device->Attach());
   std::unique_ptr<UblkDisk> disk(
       new UblkDisk(control, device, std::move(ref), options));

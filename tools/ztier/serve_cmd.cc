@@ -2,8 +2,9 @@
 //
 // `ztier serve` (contract in serve_cmd.h): parse flags and the
 // configuration file, build the device registry, start the ublk disks
-// (--ublk) and the NBD, control and metrics servers, print how to connect, tell the service manager, and
-// wait for signals with sigtimedwait(): SIGHUP reloads, SIGINT/SIGTERM stop.
+// (--ublk) and the NBD, control and metrics servers, print how to
+// connect, tell the service manager, and wait for signals with
+// sigtimedwait(): SIGHUP reloads, SIGINT/SIGTERM stop.
 #include "serve_cmd.h"
 
 #include <signal.h>
@@ -29,6 +30,7 @@
 #include "serve_devices.h"
 #include "service_config.h"
 #include "tool_common.h"
+#include "ublk/ublk_disk.h"
 #include "ublk/ublk_front_end.h"
 #include "ztier/device.h"
 
@@ -439,13 +441,17 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
   }
   c->max_in_flight_bytes = *max_in_flight_bytes;
   auto ublk_max_io = ParseSize(s.ublk_max_io);
-  if (!ublk_max_io.has_value() || *ublk_max_io < 4096 ||
-      *ublk_max_io > (32u << 20) || *ublk_max_io % 4096 != 0) {
+  ublk::UblkDiskOptions ublk_disk;  // the disks' own bounds (ublk_disk.h)
+  ublk_disk.max_io_bytes =
+      ublk_max_io.has_value() && *ublk_max_io <= UINT32_MAX
+          ? static_cast<std::uint32_t>(*ublk_max_io)
+          : 0;  // refused below
+  if (!ublk::CheckDiskOptions(ublk_disk).ok()) {
     return ReportUsageError(kCommand,
                             "--ublk-max-io: want a multiple of 4K from 4K "
                             "to 32M, not '" + s.ublk_max_io + "'");
   }
-  c->ublk_max_io = static_cast<std::uint32_t>(*ublk_max_io);
+  c->ublk_max_io = ublk_disk.max_io_bytes;
   if (auto rc = CheckTls(s, c)) return rc;
   if (Status st = CheckCodecName(CanonicalCodecName(s.comp_algorithm),
                                  "--comp-algorithm");
@@ -747,7 +753,9 @@ Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
   o.trace_path = s.ublk_trace;
   o.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
   auto fe = ublk::UblkFrontEnd::Start(registry, std::move(o));
-  if (!fe.has_value()) return Err(Status(fe.error().code(), "--ublk: " + fe.error().message()));
+  if (!fe.has_value()) {
+    return Err(Status(fe.error().code(), "--ublk: " + fe.error().message()));
+  }
   return fe;
 }
 

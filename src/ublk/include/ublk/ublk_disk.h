@@ -59,6 +59,12 @@ struct UblkDiskOptions {
   std::function<void(const std::string&)> log;  // event lines; may be null
 };
 
+// Whether `options` are ones Start accepts: max_io_bytes a multiple of
+// 4 KiB from 4 KiB to 32 MiB (the driver's UBLKSRV_IO_BUF_TOTAL_SIZE
+// bound), depth 1..4096; else kInvalidArgument saying which. `ztier serve`
+// checks its flags with it before any disk starts.
+Status CheckDiskOptions(const UblkDiskOptions& options);
+
 class UblkDisk {
  public:
   // Makes and starts the disk for `device` (initialised) on `control`,
