@@ -79,8 +79,10 @@ TEST(ServePolicyTest, PassesRecompressAndWriteBackWithinTheBudget) {
   }
   const std::string uri = "'nbd+unix:///zram0?socket=" + sock + "'";
   ASSERT_EQ(testing::Sh("nbdcopy " + data + " " + uri).exit_code, 0);
-  // 4M a day: 1024 pages written back, then the budget stops it.
-  EXPECT_TRUE(serve.WaitForLog("1024 written back (0 pages of today's "
+  // 4M a day: 1024 pages written back, then the budget stops it. A pass
+  // may begin while nbdcopy is still writing (slow under sanitizers), so the
+  // 1024 can be spread over several passes; bd_stat counts them all.
+  EXPECT_TRUE(serve.WaitForLog("written back (0 pages of today's "
                                "budget left)"))
       << serve.Log();
   EXPECT_NE(serve.Log().find("daily writeback budget re-armed: 1024 pages"),
