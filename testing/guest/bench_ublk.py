@@ -4,6 +4,7 @@ guest kernel's own zram.
 
 usage: bench_ublk.py --ztier BIN [--guest DIR] [--runs N] [--seconds S]
                      [--size SIZE] [--targets LIST] [--mem MIB] [--smp N]
+                     [--cpu MODEL]
                      [--serve-args ARGS] [--timeout SECONDS] [--json PATH]
                      [--quick] [--machine-line LINE --machine-json JSON]
 
@@ -47,7 +48,10 @@ per job; --json writes the same as {benchmark, machine, conditions,
 tables}, which tools/bench/compare_runs.py reads. Progress goes to stderr.
 
 Figures come from software emulation (TCG): compare them only with each
-other (docs/benchmarks.md says what would differ on real hardware).
+other (docs/benchmarks.md says what would differ on real hardware). The
+guest's CPU is run_guest.py's GUEST_CPU, qemu's max model without ERMS and
+FSRM, whose `rep movsb`/`rep stosb` TCG runs a byte at a time (run_guest.py
+says more); --cpu max keeps them.
 
 Exit status: 0 measured (also with a target left out); 1 the guest or a
 job failed; 2 bad usage.
@@ -64,7 +68,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_guest import run_guest  # noqa: E402
+from run_guest import GUEST_CPU, run_guest  # noqa: E402
 
 BENCHMARK = "ztier bench ublk"
 TARGETS = ["zram", "ztier-ublk", "ztier-nbd"]
@@ -536,7 +540,8 @@ def run_guest_lines(cfg, script, on_line):
     sys.stdout = _Lines(on_line)
     try:
         return run_guest(cfg["guest"], script, mem_mib=cfg["mem"],
-                         smp=cfg["smp"], timeout=cfg["timeout"], echo=True)
+                         smp=cfg["smp"], cpu=cfg["cpu"],
+                         timeout=cfg["timeout"], echo=True)
     finally:
         sys.stdout = saved
 
@@ -559,10 +564,11 @@ def usage_error(msg):
 def parse_args(argv):
     cfg = {"ztier": None, "guest": None, "runs": 5, "seconds": 5,
            "size": 256 << 20, "targets": list(TARGETS), "mem": 1024, "smp": 2,
+           "cpu": GUEST_CPU,
            "serve_args": "", "json": None, "quick": False,
            "machine_line": None, "machine_json": None, "timeout": None}
     valued = {"--ztier", "--guest", "--runs", "--seconds", "--size",
-              "--targets", "--mem", "--smp", "--serve-args", "--json",
+              "--targets", "--mem", "--smp", "--cpu", "--serve-args", "--json",
               "--machine-line", "--machine-json", "--timeout"}
     given = set()
     i = 0
@@ -715,13 +721,14 @@ def report(cfg, g, notes, machine_line, machine, elapsed):
         "targets": ",".join(targets), "guest_kernel": guest[0],
         "guest_vcpus": guest[1] if len(guest) > 1 else "?",
         "guest_mem_mib": str(cfg["mem"]), "emulation": "qemu TCG",
+        "guest_cpu": cfg["cpu"],
         "fio": fio_version, "serve_args": cfg["serve_args"]}
     r.conditions = conditions
     r.line("config: runs=%d, fio seconds per job=%d, size=%s, codec lz4, "
-           "guest %d vCPUs / %d MiB under qemu TCG (an emulated CPU: compare "
-           "these figures only with each other)"
+           "guest %d vCPUs (-cpu %s) / %d MiB under qemu TCG (an emulated "
+           "CPU: compare these figures only with each other)"
            % (cfg["runs"], cfg["seconds"], size_text(cfg["size"]), cfg["smp"],
-              cfg["mem"]))
+              cfg["cpu"], cfg["mem"]))
     r.line("targets (one at a time, the order reversed every other run): " +
            ", ".join("%s (%s)" % (t, DEVICES[t]) for t in targets) +
            "; ztier serve and nbd-client run inside the guest (NBD over "

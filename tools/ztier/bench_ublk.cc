@@ -31,7 +31,8 @@ constexpr char kCommand[] = "ztier bench ublk";
 constexpr char kScript[] = ZTIER_SOURCE_DIR "/testing/guest/bench_ublk.py";
 constexpr char kSynopsis[] =
     "[--runs N] [--seconds S] [--size SIZE] [--targets LIST] [--guest DIR] "
-    "[--mem MIB] [--smp N] [--serve-args ARGS] [--timeout SECONDS] [--quick] "
+    "[--mem MIB] [--smp N] [--cpu MODEL] [--serve-args ARGS] "
+    "[--timeout SECONDS] [--quick] "
     "[--json FILE]";
 constexpr char kAbout[] =
     "ztier as a block device in the test guest (qemu TCG, 2 vCPUs): the "
@@ -47,7 +48,7 @@ constexpr char kAbout[] =
 int RunBenchUblk(std::span<const std::string_view> args) {
   // Declared for --help and checked here; the script reads the same words.
   std::int64_t runs = 5, seconds = 5, mem = 1024, smp = 2, timeout = 0;
-  std::string size, targets, guest, serve_args, json;
+  std::string size, targets, guest, cpu, serve_args, json;
   bool quick = false;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("runs", &runs, "N", "runs of every job on every target "
@@ -62,6 +63,9 @@ int RunBenchUblk(std::span<const std::string_view> args) {
                   "guest beside this binary, as `make test-kernel`)");
   flags.AddInt("mem", &mem, "MIB", "guest RAM (default 1024)", 256, 65536);
   flags.AddInt("smp", &smp, "N", "guest vCPUs (default 2)", 1, 64);
+  flags.AddString("cpu", &cpu, "MODEL", "qemu's -cpu for the guest "
+                  "(default max,-erms,-fsrm: testing/guest/run_guest.py "
+                  "says why)");
   flags.AddString("serve-args", &serve_args, "ARGS", "more flags for the "
                   "guest's `ztier serve` (e.g. \"--ublk-queues 2\")");
   flags.AddInt("timeout", &timeout, "SECONDS", "give up on the guest "
