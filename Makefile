@@ -110,7 +110,7 @@ check-locks: deps
 #
 # Estimated durations on the 2-vCPU development machine, from each
 # experiment's configuration (--help), about 29.5 minutes in all plus the
-# build, and bench-ublk's ~14 more (its guest under emulation); keep the
+# build, and bench-ublk's ~9 more (its guest under emulation); keep the
 # rest under 30:
 #   bench-engine     ~2 min: 5 codecs x 3 corpora x (1 warm-up + 5 runs) x
 #                    13 variants of 4096 pages (took 1 min 50 s before)
@@ -137,10 +137,10 @@ check-locks: deps
 #                    (needs root and a free /dev/zram0, else ztier alone);
 #                    all codecs and paths (plain `ztier bench zram-compare`)
 #                    take ~17 min
-#   bench-ublk       ~14 min: one guest under qemu TCG (boot, fills
-#                    ~1 min), then 5 runs x 6 jobs x 3 targets (zram,
-#                    ztier-ublk, ztier-nbd) x (5 s + ~2.5 s of fio start-up
-#                    under emulation); needs qemu-system-x86
+#   bench-ublk       ~9 min: one guest under qemu TCG (boot, fills
+#                    ~20 s), then 5 runs x 6 jobs x 3 targets (zram,
+#                    ztier-ublk, ztier-nbd) x (5 s + ~1 s of fio start-up
+#                    under emulation; 541 s in all); needs qemu-system-x86
 #                    (KERNEL_PACKAGES), builds $(BUILD)/guest as
 #                    test-kernel does. Alone: `make bench-ublk`.
 #
