@@ -12,9 +12,9 @@ N vCPUs (default 1), MIB of RAM (default 256) and qemu's user-mode network,
 where the host's loopback is 10.0.2.2. The CPU is qemu's "max" model without
 ERMS and FSRM (GUEST_CPU, --cpu to change it): TCG runs `rep movsb` and
 `rep stosb` one byte per step, which CPUs with those features run at the
-speed of wide stores, and with them glibc takes that path for every memset and memcpy
-over 2 KiB (liblz4 clears its 16 KiB state that way for each page it
-compresses) and the kernel for copies to and from user memory, so under
+speed of wide stores, and with them glibc takes that path for every memset
+and memcpy over 2 KiB (liblz4 clears its 16 KiB state that way for each page
+it compresses) and the kernel for copies to and from user memory, so under
 emulation they cost more than the work around them. GUEST_DIR/opt.img, when
 build_guest.py made one (--ztier), is attached read-only as /dev/vda and
 mounted at /opt: ztier and fio run inside the guest from /opt/bin. SCRIPT
