@@ -337,6 +337,7 @@ def host_machine():
 # ---- the guest ----
 
 GUEST_SCRIPT = r"""
+. /lib.sh  # zt_wait_dev
 set -u
 SIZE_BYTES=@SIZE@
 SECS=@SECS@
@@ -368,9 +369,6 @@ if have zram; then
     echo "$SIZE_BYTES" > /sys/block/zram0/disksize ||
     { note "zram: could not set up /sys/block/zram0"; drop zram; }
 fi
-has_size() {
-  [ -b "/dev/$1" ] && [ "$(cat "/sys/block/$1/size" 2>/dev/null || echo 0)" -gt 0 ]
-}
 SERVE=""
 serve() {
   ztier serve --device "zram0:$SIZE_BYTES" --comp-algorithm lz4 \
@@ -393,12 +391,8 @@ if have ztier-ublk || have ztier-nbd; then
   started=0
   if have ztier-ublk; then
     if [ "$UBLK" = 1 ] && serve --ublk; then
-      i=0
       # The disk exists before the server starts it; then it has a size.
-      while [ $i -lt 300 ] && ! has_size ublkb0; do
-        sleep 0.1; i=$((i + 1))
-      done
-      if has_size ublkb0; then
+      if zt_wait_dev 0 30; then
         started=1
       else
         note "ztier-ublk: no /dev/ublkb0 30 s after ztier serve --ublk:" \
