@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "ztier/codec.h"
 #include "ztier/status.h"
@@ -43,6 +44,11 @@ Result<int> ResolveLevel(std::string_view codec, const CodecParams& params,
 
 // kInvalidArgument when a dictionary was given to a codec without support.
 Status RejectDict(std::string_view codec, const CodecParams& params);
+
+// The dictionary `params` give (dict_path read now, or dict), or null for
+// none; errors name `codec` and the file (dictionary.cc).
+Result<std::shared_ptr<const std::vector<std::byte>>> LoadDictionary(
+    std::string_view codec, const CodecParams& params);
 
 }  // namespace ztier::internal
 

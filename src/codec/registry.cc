@@ -119,11 +119,5 @@ Result<int> ResolveLevel(std::string_view codec, const CodecParams& params,
   return params.level;
 }
 
-Status RejectDict(std::string_view codec, const CodecParams& params) {
-  if (params.dict_path.empty()) return Status::Ok();
-  return Status::InvalidArgument(std::string(codec) +
-                                 ": dictionaries are supported by zstd only");
-}
-
 }  // namespace internal
 }  // namespace ztier

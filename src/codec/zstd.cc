@@ -1,23 +1,23 @@
 // zstd.cc: the "zstd" codec (one zstd frame per page).
 //
-// level=-7..22, default 3 (0 also means 3, as in zstd). dict=PATH loads a
-// dictionary (a ZDICT-trained one or raw content) once, when the Codec is
-// made: one ZSTD_CDict (at the codec's level) and one ZSTD_DDict, shared
-// read-only by every Compressor and Decompressor of the codec (zstd
-// documents both as usable from several threads at once). Compressors and
-// Decompressors hold them by shared_ptr, so they outlive the Codec if need
-// be.
+// level=-7..22, default 3 (0 also means 3, as in zstd). A dictionary (dict=
+// PATH, or CodecParams::dict; a ZDICT-trained one or raw content) is
+// digested once, when the Codec is made: one ZSTD_CDict (at the codec's
+// level, with the parameters zstd picks for a 4 KiB input and that
+// dictionary, ZSTD_getCParams) and one ZSTD_DDict, both referring to the
+// dictionary's bytes in place, and shared read-only by every Compressor
+// and Decompressor of the codec (zstd documents both as usable from several
+// threads at once). Compressors and Decompressors hold them by shared_ptr,
+// so they outlive the Codec if need be.
 //
 // Each Compressor owns one ZSTD_CCtx, warmed at creation with one page so
 // that its workspace is sized and Compress() on pages does not allocate.
 // Each Decompressor owns one ZSTD_DCtx; ZSTD_decompressDCtx /
 // ZSTD_decompress_usingDDict are bounded by both buffers, and a page is
 // accepted only if the frame yields exactly dst.size() bytes.
-#include <fcntl.h>
-#include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCDict_advanced
 #include <zstd.h>
 
-#include <cerrno>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +31,7 @@ constexpr int kMinLevel = -7;
 constexpr int kDefaultLevel = 3;
 
 struct ZstdDict {
+  std::shared_ptr<const std::vector<std::byte>> bytes;  // both refer to it
   ZSTD_CDict* cdict = nullptr;
   ZSTD_DDict* ddict = nullptr;
   ~ZstdDict() {
@@ -39,37 +40,25 @@ struct ZstdDict {
   }
 };
 
-Result<std::vector<char>> ReadWholeFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Err(PosixError("zstd: open dict " + path, errno));
-  std::vector<char> data;
-  char buf[1 << 16];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Err(PosixError("zstd: read dict " + path, err));
-    }
-    if (r == 0) break;
-    data.insert(data.end(), buf, buf + r);
-  }
-  ::close(fd);
-  return data;
-}
-
 class ZstdCompressor final : public Compressor {
  public:
+  // With a dictionary, the CCtx refers to its CDict for every frame
+  // (ZSTD_compress2 keeps it), and frames leave out the dictionary's
+  // 4-byte id: a store knows which dictionary each object was made with.
   ZstdCompressor(ZSTD_CCtx* cctx, int level, std::shared_ptr<ZstdDict> dict)
-      : cctx_(cctx), level_(level), dict_(std::move(dict)) {}
+      : cctx_(cctx), level_(level), dict_(std::move(dict)) {
+    if (dict_ != nullptr) {
+      ZSTD_CCtx_refCDict(cctx_, dict_->cdict);
+      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_dictIDFlag, 0);
+    }
+  }
   ~ZstdCompressor() override { ZSTD_freeCCtx(cctx_); }
 
   std::size_t Compress(std::span<const std::byte> src,
                        std::span<std::byte> dst) override {
     const std::size_t n =
-        dict_ ? ZSTD_compress_usingCDict(cctx_, dst.data(), dst.size(),
-                                         src.data(), src.size(), dict_->cdict)
+        dict_ ? ZSTD_compress2(cctx_, dst.data(), dst.size(), src.data(),
+                               src.size())
               : ZSTD_compressCCtx(cctx_, dst.data(), dst.size(), src.data(),
                                   src.size(), level_);
     return ZSTD_isError(n) ? 0 : n;  // dstSize_tooSmall: does not fit
@@ -127,6 +116,12 @@ class ZstdCodec final : public Codec {
     return c;
   }
 
+  std::size_t dictionary_bytes() const override {
+    if (dict_ == nullptr) return 0;
+    return dict_->bytes->size() + ZSTD_sizeof_CDict(dict_->cdict) +
+           ZSTD_sizeof_DDict(dict_->ddict);
+  }
+
   Result<std::unique_ptr<Decompressor>> NewDecompressor() const override {
     ZSTD_DCtx* dctx = ZSTD_createDCtx();
     if (dctx == nullptr) {
@@ -146,20 +141,21 @@ CodecResult NewZstdCodec(const CodecParams& params) {
   ZT_ASSIGN_OR_RETURN(int level, ResolveLevel("zstd", params, kMinLevel,
                                               ZSTD_maxCLevel(), kDefaultLevel));
   if (level == 0) level = kDefaultLevel;
+  ZT_ASSIGN_OR_RETURN(auto bytes, LoadDictionary("zstd", params));
   std::shared_ptr<ZstdDict> dict;
-  if (!params.dict_path.empty()) {
-    ZT_ASSIGN_OR_RETURN(std::vector<char> bytes,
-                        ReadWholeFile(params.dict_path));
-    if (bytes.empty()) {
-      return Err(Status::InvalidArgument("zstd: empty dictionary " +
-                                         params.dict_path));
-    }
+  if (bytes != nullptr) {
     dict = std::make_shared<ZstdDict>();
-    dict->cdict = ZSTD_createCDict(bytes.data(), bytes.size(), level);
-    dict->ddict = ZSTD_createDDict(bytes.data(), bytes.size());
+    dict->bytes = std::move(bytes);
+    const void* data = dict->bytes->data();
+    const std::size_t size = dict->bytes->size();
+    dict->cdict = ZSTD_createCDict_advanced(
+        data, size, ZSTD_dlm_byRef, ZSTD_dct_auto,
+        ZSTD_getCParams(level, 4096, size), ZSTD_defaultCMem);
+    dict->ddict = ZSTD_createDDict_byReference(data, size);
     if (dict->cdict == nullptr || dict->ddict == nullptr) {
-      return Err(Status::InvalidArgument("zstd: unusable dictionary " +
-                                         params.dict_path));
+      return Err(Status::InvalidArgument(
+          "zstd: unusable dictionary" +
+          (params.dict_path.empty() ? "" : " " + params.dict_path)));
     }
   }
   return std::make_shared<const ZstdCodec>(level, std::move(dict));

@@ -9,10 +9,16 @@
 //   size_t n = (*c)->Compress(page, dst);               // 0: does not fit
 //   Status s = ztier::LocalDecompressor(**codec).Decompress(obj, page);
 //
-// Names: "lz4" (LZ4_compress_fast_extState, acceleration 1), "lz4hc"
-// (LZ4_compress_HC, level 1..12, default 9), "zstd" (level -7..22, default 3;
-// optional dictionary `dict=PATH`), "deflate" (libdeflate, level 1..12,
-// default 6), "lzo" (lzo1x_1).
+// Names: "lz4" (LZ4_compress_fast_extState, acceleration 1; optional
+// dictionary), "lz4hc" (LZ4_compress_HC, level 1..12, default 9), "zstd"
+// (level -7..22, default 3; optional dictionary), "deflate" (libdeflate,
+// level 1..12, default 6), "lzo" (lzo1x_1).
+//
+// Dictionaries: a zstd or lz4 codec may be made with a dictionary, from a
+// file (`dict=PATH`, as zram's algorithm_params) or from bytes in memory
+// (CodecParams::dict, what a store's trained dictionary uses;
+// TrainDictionary() below makes one from sample pages). An object
+// compressed with a dictionary decompresses only with the same one.
 //
 // A Codec is an immutable description (name, level, dictionary) shared by all
 // threads. Work happens in a Compressor or a Decompressor, each holding that
@@ -52,7 +58,11 @@ namespace ztier {
 struct CodecParams {
   static constexpr int kDefaultLevel = INT32_MIN;
   int level = kDefaultLevel;     // kDefaultLevel: the codec's own default
-  std::string dict_path;         // zstd only; empty: no dictionary
+  std::string dict_path;         // zstd and lz4; empty: no dictionary
+  // A dictionary in memory (zstd and lz4), not parsed from text; at most
+  // one of dict and dict_path. The codec keeps a reference (lz4 and zstd
+  // read it in place), so the bytes must not change.
+  std::shared_ptr<const std::vector<std::byte>> dict;
   int deflate_winbits = 0;       // 0: default (15); only -15..-8 / 8..15 valid
   std::string algo;              // empty: the primary algorithm
   int priority = -1;             // -1: not given
@@ -100,6 +110,12 @@ class Codec {
   virtual Result<std::unique_ptr<Compressor>> NewCompressor() const = 0;
   virtual Result<std::unique_ptr<Decompressor>> NewDecompressor() const = 0;
 
+  // Memory this codec holds for its dictionary, shared by all its
+  // compressors and decompressors: the dictionary's bytes and the forms the
+  // library digests it into (zstd's CDict and DDict, lz4's loaded stream).
+  // 0 without a dictionary.
+  virtual std::size_t dictionary_bytes() const { return 0; }
+
   // A process-unique id, never reused; keys the thread-local decompressors.
   std::uint64_t id() const { return id_; }
 
@@ -117,6 +133,18 @@ Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
                                                std::string_view params = {});
 Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
                                                const CodecParams& params);
+
+// Whether codec `name` takes a dictionary (zstd, lz4).
+bool SupportsDictionary(std::string_view name);
+
+// Trains a dictionary of at most `max_bytes` on `samples` (one entry per
+// sample, normally whole pages) with libzstd's ZDICT_trainFromBuffer. The
+// result suits zstd, and lz4, which uses its last 64 KiB as history.
+// kInvalidArgument when the samples are too few or too alike to train on
+// (ZDICT's error, named), or max_bytes is below 1 KiB.
+Result<std::vector<std::byte>> TrainDictionary(
+    std::span<const std::span<const std::byte>> samples,
+    std::size_t max_bytes);
 
 // Every codec's name, in a fixed order (zram's listing order).
 std::vector<std::string_view> CodecNames();
