@@ -107,6 +107,13 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
   const std::size_t n = options.streams != 0 ? options.streams : cores;
   ZT_ASSIGN_OR_RETURN(m.streams,
                       internal::StreamPool::Create(m.codec, bo, n, 2 * n));
+  m.stream_batch = bo;
+  auto none = std::make_shared<Impl::DictEntry>();
+  for (int p = 0; p < kMaxCodecPriorities; ++p) {
+    none->codecs[p] = m.codecs[p];
+    m.codec_of[0][p].store(m.codecs[p].get(), std::memory_order_relaxed);
+  }
+  m.dicts[0] = std::move(none);
   m.SetMemLimitBytes(options.mem_limit);
   return store;
 }
@@ -124,9 +131,7 @@ BatchBackend PageStore::batch_backend() const {
   return impl_->options.batch_backend;
 }
 const Pool& PageStore::pool() const { return *impl_->pool; }
-std::size_t PageStore::PoolBytes() const {
-  return impl_->pool->TotalBytes();
-}
+std::size_t PageStore::PoolBytes() const { return impl_->UsedBytes(); }
 
 Status PageStore::Store(std::uint64_t index, ConstPage page) {
   Impl& m = *impl_;
@@ -160,7 +165,7 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   // merge is redone from the newer content so that neither write is lost.
   //
   // "Still holds" is decided soundly, not by the Version alone (its SEQ is
-  // 8 bits, and a hot page's handle comes back as the pool reuses freed
+  // 6 bits, and a hot page's handle comes back as the pool reuses freed
   // indexes): an equal Version and, for a pool object, equal object bytes
   // mean equal content. A written-back page cannot be compared without
   // reading the disk again, and a page that keeps changing under us would
@@ -218,6 +223,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
   for (std::size_t c = 0; c < count && st.ok(); c += bs) {
     const std::size_t end = std::min(count, c + bs);
     auto lease = m.streams->Acquire();  // one stream per chunk
+    const std::uint32_t dict = m.StreamDict(*lease);
     std::size_t n = 0;
     for (std::size_t i = c; i < end; ++i) {
       const std::byte* src = pages.data() + i * kPageSize;
@@ -251,15 +257,17 @@ Status PageStore::StoreBatch(std::uint64_t first,
       internal::Stream* stream;
       Slot* slots;  // the slot of page i is slots[i]
       std::uint32_t now;
-    } ctx{&m,          pages.data(), items,    page_of, pending.data(),
-          item_status, item_poor,    &*lease, &m.slots[first], now};
+      std::uint32_t dict;
+    } ctx{&m,          pages.data(), items,   page_of,         pending.data(),
+          item_status, item_poor,    &*lease, &m.slots[first], now,
+          dict};
     const BatchCompressor::ItemSink sink = [c = &ctx](std::size_t k) {
       const std::size_t i = c->page_of[k];
       Pending& p = c->pending[i];
       c->status[k] =
           c->m->MakeObject(ConstPage(c->pages + i * kPageSize, kPageSize),
-                           c->stream->buffer(k).first(c->items[k].length), &p,
-                           &c->poor[k]);
+                           c->stream->buffer(k).first(c->items[k].length),
+                           c->dict, &p, &c->poor[k]);
       if (!c->status[k].ok()) return;
       SlotLock lock(c->slots[i]);
       c->m->InstallLocked(c->slots[i], p, c->now);
@@ -339,18 +347,28 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     const std::size_t end = std::min(count, c + bs);
     std::size_t n = 0;
     const std::uint32_t now = m.Now();
+    // The chunk's codec: that of its first compressed page. Decompressing
+    // outside the slot locks, it pins that page's dictionary id (counted
+    // as an object) until done, so that the id keeps its codec.
+    int dict = -1;
     for (std::size_t i = c; i < end; ++i) {
       Slot& s = m.slots[first + i];
       std::byte* dst = out.data() + i * kPageSize;
       SlotLock lock(s);
       const std::uint32_t f = SlotTable::Flags(s);
-      // The batch is of the primary codec's objects; a recompressed slot
-      // is decompressed here with its own codec.
+      // The batch is of the primary codec's objects with one dictionary; a
+      // recompressed slot, or one of another dictionary, is decompressed
+      // here with its own codec.
       const bool compressed = Allocated(f) && Priority(f) == 0 &&
-                              !(f & (slot::kSame | slot::kHuge | slot::kWb));
+                              !(f & (slot::kSame | slot::kHuge | slot::kWb)) &&
+                              (dict < 0 || Dict(f) == dict);
       if (!compressed) {
         report(i, m.LoadLocked(first + i, s, dst));
         continue;
+      }
+      if (dict < 0) {
+        dict = Dict(f);
+        m.CountDict(f);  // the pin
       }
       std::span<std::byte> obj(scratch.get() + n * kPageSize, kPageSize);
       const std::size_t len =
@@ -362,7 +380,9 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
     }
     if (n == 0) continue;
-    DecompressBatch(*m.codec, std::span<BatchItem>(items, n), m.workers.get());
+    DecompressBatch(m.CodecOf(DictBits(dict)), std::span<BatchItem>(items, n),
+                    m.workers.get());
+    m.UncountDict(DictBits(dict));
     for (std::size_t k = 0; k < n; ++k) {
       Status st = items[k].status;
       if (st.ok()) {
@@ -447,8 +467,7 @@ void PageStore::SetMemLimit(std::size_t bytes) {
 }
 
 void PageStore::ResetMemUsedMax() {
-  impl_->mem_used_max.store(impl_->pool->TotalBytes(),
-                            std::memory_order_relaxed);
+  impl_->mem_used_max.store(impl_->UsedBytes(), std::memory_order_relaxed);
 }
 
 SlotInfo PageStore::Inspect(std::uint64_t index) const {
@@ -464,7 +483,8 @@ SlotInfo PageStore::Inspect(std::uint64_t index) const {
   info.wb = f & slot::kWb;
   info.pp = f & slot::kPp;
   info.incompressible = f & slot::kIncompressible;
-  info.priority = static_cast<int>((f & slot::kPrioMask) >> slot::kPrioShift);
+  info.priority = Priority(f);
+  info.dict = Dict(f);
   info.size = f & slot::kSizeMask;
   info.ac_time = s.ac_time;
   if (info.same) info.fill = s.value.load(std::memory_order_relaxed);
@@ -504,7 +524,8 @@ PageStoreStats PageStore::Stats() const {
   const PoolStats ps = m.pool->Stats();
   st.orig_data_size = Get(m.pages_stored) << kPageShift;
   st.compr_data_size = Get(m.compr_data_size);
-  st.mem_used_total = ps.total_bytes;
+  st.dict_memory = m.dict_memory.load(std::memory_order_relaxed);
+  st.mem_used_total = ps.total_bytes + st.dict_memory;
   st.mem_limit = Get(m.mem_limit);
   st.mem_used_max = Get(m.mem_used_max);
   st.same_pages = Get(m.same_pages);
@@ -516,7 +537,7 @@ PageStoreStats PageStore::Stats() const {
   st.notify_free = Get(m.notify_free);
   st.miss_free = Get(m.miss_free);
   st.stored_pages = Get(m.pages_stored);
-  st.pool_total_size = ps.total_bytes;
+  st.pool_total_size = st.mem_used_total;
   st.reject_compress_poor = Get(m.reject_compress_poor);
   st.reject_compress_fail = Get(m.reject_compress_fail);
   st.reject_alloc_fail = Get(m.reject_alloc_fail);
@@ -543,6 +564,10 @@ PageStoreStats PageStore::Stats() const {
   st.incompressible_pages = Get(m.incompressible_pages);
   st.recompress_attempts = Get(m.recompress_attempts);
   st.recompressed_pages = Get(m.recompressed_pages);
+  st.dict_id = m.dict_current.load(std::memory_order_relaxed);
+  for (int d = 1; d < kDictIds; ++d) {
+    st.dict_pages[d] = m.dict_objects[d].load(std::memory_order_relaxed);
+  }
   return st;
 }
 

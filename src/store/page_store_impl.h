@@ -80,6 +80,15 @@ inline std::uint32_t PriorityBits(int priority) {
   return static_cast<std::uint32_t>(priority) << slot::kPrioShift;
 }
 
+// The dictionary id a slot's flags record (0: none).
+inline int Dict(std::uint32_t f) {
+  return static_cast<int>((f & slot::kDictMask) >> slot::kDictShift);
+}
+inline std::uint32_t DictBits(int id) {
+  return static_cast<std::uint32_t>(id) << slot::kDictShift;
+}
+inline constexpr int kDictIds = 4;  // 0 (none) and 1..3
+
 // Post-processing candidates (writeback, recompression) in the order zram's
 // select_pp_slot() takes them: largest object first, by 64-byte buckets of
 // size, in the order they were added within a bucket (a counting sort).
@@ -123,6 +132,9 @@ struct Pending {
 // The store's own files use these unqualified.
 using store_detail::Add;
 using store_detail::Allocated;
+using store_detail::Dict;
+using store_detail::DictBits;
+using store_detail::kDictIds;
 using store_detail::FillWords;
 using store_detail::Get;
 using store_detail::IsSameFilled;
@@ -142,6 +154,7 @@ struct PageStore::Impl {
   std::unique_ptr<Pool> pool;
   std::unique_ptr<WorkerPool> workers;  // parallel backend only
   std::unique_ptr<internal::StreamPool> streams;
+  BatchOptions stream_batch;  // what the streams' compressors are made with
   SlotTable slots;
   std::size_t huge_size = 0;
   std::function<std::uint32_t()> clock;
@@ -183,8 +196,68 @@ struct PageStore::Impl {
   // use.
   std::unique_ptr<BatchCompressor> recomp_batch[kMaxCodecPriorities];
 
-  // The codec slot flags f were stored with.
-  const Codec& CodecOf(std::uint32_t f) const { return *codecs[Priority(f)]; }
+  // ---- dictionaries (page_store.h; dictionary.cc) ----
+  // What an id stands for: the dictionary and, per priority, the codec
+  // that objects of that id and priority were made with (the base codec
+  // where the algorithm takes no dictionary, or for id 0).
+  struct DictEntry {
+    std::shared_ptr<const std::vector<std::byte>> bytes;  // null for id 0
+    std::shared_ptr<const Codec> codecs[kMaxCodecPriorities];
+    std::size_t memory = 0;  // counted in dict_memory
+    std::size_t samples = 0;
+  };
+  // An id is given a new entry only when no object uses it (dict_objects
+  // is 0), no stream holds it (the entry's use_count is 1) and it is not
+  // the current one, under writeback_mu and dict_mu; so the codec a
+  // locked slot's id names cannot change under its reader.
+  std::mutex dict_mu;  // guards dicts; streams copy entries under it
+  std::shared_ptr<const DictEntry> dicts[kDictIds];
+  std::atomic<const Codec*> codec_of[kDictIds][kMaxCodecPriorities] = {};
+  std::atomic<int> dict_current{0};
+  // Advanced (release) after a new current entry is in place; a stream
+  // whose compressor is older remakes it (RefreshStream).
+  std::atomic<std::uint64_t> dict_generation{0};
+  // Objects made with each id, in RAM or written back compressed, plus
+  // pins of LoadBatch decompressing outside the slot lock. Decrements
+  // release and the trainer's read acquires, so that every use of an
+  // entry happens before the entry is replaced.
+  std::atomic<std::uint64_t> dict_objects[kDictIds] = {};
+  std::atomic<std::uint64_t> dict_memory{0};
+
+  // The codec slot flags f were stored with. REQUIRES: the slot is locked
+  // (or its id pinned), so that its entry stays.
+  const Codec& CodecOf(std::uint32_t f) const {
+    return *codec_of[Dict(f)][Priority(f)].load(std::memory_order_acquire);
+  }
+  void CountDict(std::uint32_t f) {
+    if (const int d = Dict(f)) {
+      dict_objects[d].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  void UncountDict(std::uint32_t f) {
+    if (const int d = Dict(f)) {
+      dict_objects[d].fetch_sub(1, std::memory_order_release);
+    }
+  }
+  // The current entry and its id, for a pass (under writeback_mu).
+  std::pair<std::shared_ptr<const DictEntry>, int> CurrentDict() {
+    std::lock_guard l(dict_mu);
+    const int id = dict_current.load(std::memory_order_relaxed);
+    return {dicts[id], id};
+  }
+  // The dictionary bits for what stream s compresses, after bringing its
+  // compressor up to the current dictionary if a newer one was trained.
+  std::uint32_t StreamDict(internal::Stream& s) {
+    if (s.dict_generation != dict_generation.load(std::memory_order_acquire)) {
+      RefreshStream(s);
+    }
+    return DictBits(s.dict_id);
+  }
+  void RefreshStream(internal::Stream& s);  // dictionary.cc
+  // mem_used_total: the pool and the dictionaries held.
+  std::uint64_t UsedBytes() const {
+    return pool->TotalBytes() + dict_memory.load(std::memory_order_relaxed);
+  }
 
   // kOutOfRange unless slot `index` / slots [first, first + count) exist.
   Status CheckSlot(std::uint64_t index) const {
@@ -210,6 +283,7 @@ struct PageStore::Impl {
   void FreeSlotLocked(Slot& s) ZT_REQUIRES(s) {
     const std::uint32_t f = SlotTable::Flags(s);
     if (!Allocated(f)) return;
+    UncountDict(f);
     if (f & slot::kHuge) Sub(huge_pages);
     if (f & slot::kIncompressible) Sub(incompressible_pages);
     if (f & slot::kSame) {
@@ -233,6 +307,7 @@ struct PageStore::Impl {
     FreeSlotLocked(s);
     s.value.store(p.value, std::memory_order_relaxed);
     SlotTable::SetContent(s, p.content);
+    CountDict(p.content);
     s.ac_time = now;
     if (p.content & slot::kSame) {
       Add(same_pages);
@@ -248,7 +323,7 @@ struct PageStore::Impl {
 
   // After an allocation: zram checks mem_limit here, and tracks the peak.
   Status CheckLimitAfterAlloc() {
-    const std::uint64_t used = pool->TotalBytes();
+    const std::uint64_t used = UsedBytes();
     const std::uint64_t limit = mem_limit.load(std::memory_order_relaxed);
     if (limit != 0 && used > limit) {
       Add(pool_limit_hit);
@@ -265,12 +340,13 @@ struct PageStore::Impl {
   }
 
   // Turns one page into a pool object: `compressed` is the codec's output
-  // (empty: it did not fit). A page zswap would reject as poorly compressed
-  // sets *poor; that is a refusal, not a failed write.
+  // (empty: it did not fit), made with dictionary `dict_bits`. A page zswap
+  // would reject as poorly compressed sets *poor; that is a refusal, not a
+  // failed write.
   Status MakeObject(ConstPage page, std::span<const std::byte> compressed,
-                    Pending* out, bool* poor) {
+                    std::uint32_t dict_bits, Pending* out, bool* poor) {
     std::span<const std::byte> obj = compressed;
-    std::uint32_t content = 0;
+    std::uint32_t content = dict_bits;
     if (compressed.empty() || compressed.size() >= huge_size) {
       if (!options.store_incompressible) {
         Add(reject_compress_poor);
@@ -278,7 +354,7 @@ struct PageStore::Impl {
         return Status::ResourceExhausted("page does not compress");
       }
       obj = page;
-      content = slot::kHuge;
+      content = slot::kHuge;  // raw: no dictionary
     }
     const Handle h = pool->Malloc(obj.size());
     if (h == kInvalidHandle) {
@@ -318,10 +394,12 @@ struct PageStore::Impl {
       p->content = slot::kSame;
       return Status::Ok();
     }
+    const std::uint32_t dict = StreamDict(*lease);
     BatchItem item{page, lease->buffer(0)};
     lease->batch->Compress(std::span<BatchItem>(&item, 1));
     bool poor = false;
-    Status st = MakeObject(page, lease->buffer(0).first(item.length), p, &poor);
+    Status st = MakeObject(page, lease->buffer(0).first(item.length), dict, p,
+                           &poor);
     if (st.ok()) {
       st = CheckLimitAfterAlloc();
       if (!st.ok()) {
@@ -336,7 +414,7 @@ struct PageStore::Impl {
   // The slot bits that say what its content is (not its idle or writeback
   // state).
   static constexpr std::uint32_t kContentBits =
-      slot::kSizeMask | slot::kSame | slot::kWb | slot::kHuge;
+      slot::kSizeMask | slot::kSame | slot::kWb | slot::kHuge | slot::kDictMask;
 
   // What StorePartial remembers of the content it merged from: its Version,
   // its content bits, and for a pool object (neither same-filled nor written

@@ -24,6 +24,8 @@
 // slot's copy or swap.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "page_store_impl.h"
@@ -45,6 +47,7 @@ class RecompressPass {
         raw_(new std::byte[batch_ * kPageSize]),
         page_(new std::byte[batch_ * kPageSize]),
         out_(new std::byte[batch_ * kPageSize]) {
+    std::tie(dict_, dict_id_) = m_.CurrentDict();
     // A slot at priority q is tried at [max(first, q + 1), end): it is a
     // candidate only if one of those has a codec.
     for (int q = 0; q < kMaxCodecPriorities; ++q) {
@@ -102,6 +105,7 @@ class RecompressPass {
     std::size_t old_size;  // object bytes (kPageSize when HUGE)
     int old_priority;
     bool huge;
+    const Codec* old_codec;  // what the old object was made with
     bool ready = false;      // page(k) holds its page
     bool bad = false;        // did not decompress: left as it is
     bool no_memory = false;  // a win the pool could not hold
@@ -150,7 +154,8 @@ class RecompressPass {
       // Touched by the pass: not idle any more, so that a later writeback
       // of idle pages does not pick it for the same age (as the kernel).
       SlotTable::ClearFlags(s, slot::kIdle);
-      items_.push_back(Item{index, n, Priority(f), (f & slot::kHuge) != 0});
+      items_.push_back(
+          Item{index, n, Priority(f), (f & slot::kHuge) != 0, &m_.CodecOf(f)});
       ++result_.attempted;
     }
   }
@@ -198,7 +203,7 @@ class RecompressPass {
     if (it.huge) {
       std::memcpy(page(k), raw(k), kPageSize);
     } else {
-      Decompressor& d = LocalDecompressor(*m_.codecs[it.old_priority]);
+      Decompressor& d = LocalDecompressor(*it.old_codec);
       if (!d.Decompress(std::span<const std::byte>(raw(k), it.old_size),
                         std::span<std::byte>(page(k), kPageSize))
                .ok()) {
@@ -236,8 +241,9 @@ class RecompressPass {
     return m_.pool->ClassSizeFor(len) < m_.pool->ClassSizeFor(it.old_size);
   }
 
-  // The pass's compressor for priority p, made on first use (a failure to
-  // make one, out of memory, skips that priority).
+  // The pass's compressor for priority p, with the current dictionary,
+  // made on first use (a failure to make one, out of memory, skips that
+  // priority); kept between passes until a dictionary is trained.
   BatchCompressor* CompressorFor(int p) {
     std::unique_ptr<BatchCompressor>& bc = m_.recomp_batch[p];
     if (bc == nullptr) {
@@ -245,7 +251,7 @@ class RecompressPass {
       bo.backend = m_.options.batch_backend;
       bo.max_batch = batch_;
       bo.pool = m_.workers.get();
-      auto made = NewBatchCompressor(m_.codecs[p], bo);
+      auto made = NewBatchCompressor(dict_->codecs[p], bo);
       if (!made.has_value()) return nullptr;
       bc = std::move(*made);
     }
@@ -289,10 +295,13 @@ class RecompressPass {
     Sub(m_.compr_data_size, f & slot::kSizeMask);
     if (f & slot::kHuge) Sub(m_.huge_pages);
     if (Priority(f) != 0) Sub(m_.priority_pages[Priority(f)]);
+    m_.UncountDict(f);
     s.value.store(h, std::memory_order_relaxed);
-    SlotTable::SetContent(s, static_cast<std::uint32_t>(it.length) |
-                                 PriorityBits(it.won) |
-                                 (f & slot::kIdle));
+    const std::uint32_t content = static_cast<std::uint32_t>(it.length) |
+                                  PriorityBits(it.won) | DictBits(dict_id_) |
+                                  (f & slot::kIdle);
+    SlotTable::SetContent(s, content);
+    m_.CountDict(content);
     Add(m_.compr_data_size, it.length);
     Add(m_.priority_pages[it.won]);
     ++result_.recompressed;
@@ -301,6 +310,8 @@ class RecompressPass {
   }
 
   PageStore::Impl& m_;
+  std::shared_ptr<const PageStore::Impl::DictEntry> dict_;  // the current
+  int dict_id_ = 0;
   const RecompressRequest& req_;
   const int first_;
   const int end_;

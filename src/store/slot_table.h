@@ -10,7 +10,8 @@
 //   |                        | 20 INCOMPRESSIBLE    |                 |
 //   |                        | 21..22 priority      |                 |
 //   |                        | 23 WB_COMPRESSED     |                 |
-//   |                        | 24..31 SEQ           |                 |
+//   |                        | 24..29 SEQ           |                 |
+//   |                        | 30..31 DICT          |                 |
 //   +------------------------+----------------------+-----------------+
 //
 // Lock rule: `value`, `ac_time` and every flag except LOCK/WAITERS are read
@@ -21,12 +22,16 @@
 // store. A lock waiter spins briefly, then sleeps on a futex on `flags`.
 //
 // SEQ counts content changes (SetContent, which freeing the old content and
-// installing the new each call), modulo 256. With `value` it is the slot's
+// installing the new each call), modulo 64. With `value` it is the slot's
 // Version, the cheap first test of PageStore::StorePartial, which read the
 // slot, dropped the lock to compress, and locked it again: an unequal
 // Version means the content changed. An equal one does not prove it did
-// not (128 overwrites wrap SEQ, and the pool hands a freed handle out
+// not (32 overwrites wrap SEQ, and the pool hands a freed handle out
 // again), so StorePartial compares the object's bytes too.
+//
+// DICT names the dictionary a pool object (or a compressed written-back
+// block) was compressed with: 0 none, 1..3 one of the store's trained
+// dictionaries (page_store.h, "dictionaries").
 //
 // Each Slot is a capability (platform/thread_annotations.h): Lock, TryLock
 // and SlotLock acquire it, and the accessors below that read or change
@@ -73,11 +78,13 @@ inline constexpr std::uint32_t kPrioMask = 3u << kPrioShift;
 // length), not the page (compressed_writeback).
 inline constexpr std::uint32_t kWbCompressed = 1u << 23;
 inline constexpr int kSeqShift = 24;
-inline constexpr std::uint32_t kSeqMask = 0xffu << kSeqShift;
+inline constexpr std::uint32_t kSeqMask = 0x3fu << kSeqShift;
+inline constexpr int kDictShift = 30;
+inline constexpr std::uint32_t kDictMask = 3u << kDictShift;
 // Everything that describes content (cleared when a slot is freed).
 inline constexpr std::uint32_t kContentMask =
     kSizeMask | kSame | kWb | kPp | kHuge | kIdle | kIncompressible |
-    kPrioMask | kWbCompressed;
+    kPrioMask | kWbCompressed | kDictMask;
 }  // namespace slot
 
 // What a slot holds, as far as a writer that let go of its lock must know:

@@ -61,6 +61,14 @@ struct Stream {
   std::unique_ptr<BatchCompressor> batch;
   std::unique_ptr<std::byte[]> buffers;  // batch->batch_size() pages
   std::atomic<bool> busy{false};
+  // The store's dictionary `batch` compresses with (page_store_impl.h,
+  // "dictionaries"): its id, the store's dictionary generation when the
+  // compressor was made, and the entry, held so that the id is not given
+  // to another dictionary while this stream may still use it. Changed only
+  // by the stream's holder.
+  int dict_id = 0;
+  std::uint64_t dict_generation = 0;
+  std::shared_ptr<const void> dict_entry;
 
   std::span<std::byte> buffer(std::size_t i) {
     return {buffers.get() + i * kPageSize, kPageSize};

@@ -168,7 +168,7 @@ class WritebackPass {
     std::span<std::byte> block;
     bool decompress;     // the object is in the scratch: decompress it
     std::size_t length;  // object length (when decompress)
-    int priority;        // its codec's (when decompress)
+    const Codec* codec;  // what it was made with (when decompress)
   };
 
   bool MoreToDo() const { return !stopped_ && next_ < order_.size(); }
@@ -226,7 +226,7 @@ class WritebackPass {
   void CopyOut(std::uint64_t index, Slot& s, std::uint32_t f,
                std::span<std::byte> block) {
     const Handle h = s.value.load(std::memory_order_relaxed);
-    Copy c{index, block, false, 0, Priority(f)};
+    Copy c{index, block, false, 0, &m_.CodecOf(f)};
     if (f & slot::kHuge) {
       m_.pool->ReadInto(h, block);
     } else if (req_.compressed) {
@@ -243,26 +243,31 @@ class WritebackPass {
     copies_.push_back(c);
   }
 
-  // Decompresses the group's objects, one fan-out per codec priority
-  // present (recompressed slots use their secondary codec).
+  // Decompresses the group's objects, one fan-out per codec (recompressed
+  // slots use their secondary codec, and objects of older dictionaries
+  // theirs). The codecs stay: dictionaries change only between passes.
   void Decompress() {
-    for (int p = 0; p <= m_.top_priority; ++p) {
+    done_.assign(copies_.size(), false);
+    for (std::size_t first = 0; first < copies_.size(); ++first) {
+      if (!copies_[first].decompress || done_[first]) continue;
+      const Codec* codec = copies_[first].codec;
       items_.clear();
-      for (std::size_t k = 0; k < copies_.size(); ++k) {
+      for (std::size_t k = first; k < copies_.size(); ++k) {
         const Copy& c = copies_[k];
-        if (!c.decompress || c.priority != p) continue;
+        if (!c.decompress || c.codec != codec) continue;
         items_.push_back(BatchItem{std::span<const std::byte>(
                                        scratch_.get() + k * kPageSize, c.length),
                                    c.block});
       }
-      if (items_.empty()) continue;
-      DecompressBatch(*m_.codecs[p], items_, workers_);
+      DecompressBatch(*codec, items_, workers_);
       // A page that does not decompress must not become WB: its block is
       // written but Complete() frees it and keeps the slot in RAM, where a
       // load reports the corruption.
       std::size_t j = 0;
-      for (Copy& c : copies_) {
-        if (!c.decompress || c.priority != p) continue;
+      for (std::size_t k = first; k < copies_.size(); ++k) {
+        const Copy& c = copies_[k];
+        if (!c.decompress || c.codec != codec) continue;
+        done_[k] = true;
         if (!items_[j++].status.ok()) {
           Add(m_.decompress_fail);
           bad_.push_back(c.index);
@@ -306,6 +311,7 @@ class WritebackPass {
       m_.FreeSlotLocked(s);  // pool object, counters, pages_stored
       s.value.store(d.block, std::memory_order_relaxed);
       SlotTable::SetContent(s, content);
+      m_.CountDict(content);
       s.ac_time = ac_time;
       Add(m_.pages_stored);
       Add(m_.wb_pages);
@@ -318,9 +324,10 @@ class WritebackPass {
   // its PP is still set, so its content is what was copied.
   std::uint32_t ContentFor(std::uint32_t f) const {
     if (!req_.compressed || (f & slot::kHuge)) return slot::kWb;
-    // The priority stays: a read decompresses with that codec.
+    // The priority and dictionary stay: a read decompresses with that
+    // codec.
     return slot::kWb | slot::kWbCompressed |
-           (f & (slot::kSizeMask | slot::kPrioMask));
+           (f & (slot::kSizeMask | slot::kPrioMask | slot::kDictMask));
   }
 
   void Stop(Status st) {
@@ -341,6 +348,7 @@ class WritebackPass {
   std::vector<Copy> copies_;             // this group's, in block order
   std::vector<BlockWriter::Io*> group_;  // this group's IOs
   std::vector<BatchItem> items_;
+  std::vector<bool> done_;  // copies_[k] decompressed in this group
   std::vector<std::uint64_t> bad_;  // slots whose object did not decompress
 };
 

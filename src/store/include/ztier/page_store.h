@@ -216,6 +216,33 @@ struct RecompressResult {
   Status status;
 };
 
+// ---- dictionaries (ztier ctl train_dict) ----
+//
+// A store can train a dictionary from its own pages and compress with it
+// from then on (TrainDictionary). Ids 1..3 name the store's dictionaries
+// (0: none); every object records the id it was made with, so an object
+// made with an older dictionary stays readable until it is rewritten,
+// discarded or recompressed. The newest one is used by every store, by the
+// recompression pass (for each priority whose algorithm takes a
+// dictionary: zstd, lz4), and not by the others. A dictionary's memory
+// (codec.h, dictionary_bytes; its bytes and zstd's CDict and DDict) counts
+// in mem_used_total and against mem_limit for as long as it is held: while
+// it is the newest, or any object made with it lives.
+struct TrainDictRequest {
+  std::size_t dict_bytes = 16 * 1024;  // at most; 1 KiB..1 MiB
+  // Pages sampled, evenly across the store's compressed pages (SAME, HUGE
+  // and written-back ones are not sampled); 0: 100 bytes of sample per
+  // byte of dictionary (ZDICT's advice), 256..16384 pages.
+  std::size_t max_samples = 0;
+};
+
+struct DictionaryInfo {
+  int id = 0;                   // 1..3
+  std::size_t bytes = 0;        // the dictionary's size
+  std::size_t memory = 0;       // counted in mem_used_total
+  std::size_t samples = 0;      // pages it was trained on
+};
+
 // What one slot holds, for tests, block_state and post-processing.
 struct SlotInfo {
   bool allocated = false;  // size != 0 || SAME || WB
@@ -226,6 +253,7 @@ struct SlotInfo {
   bool incompressible = false;
   bool pp = false;
   int priority = 0;
+  int dict = 0;          // the dictionary its object was made with
   std::size_t size = 0;  // compressed bytes (kPageSize when HUGE)
   std::uint32_t ac_time = 0;
   std::uint64_t fill = 0;  // the fill word when SAME
@@ -279,6 +307,12 @@ struct PageStoreStats {
   std::uint64_t incompressible_pages = 0;
   std::uint64_t recompress_attempts = 0;
   std::uint64_t recompressed_pages = 0;
+  // dictionaries: the one new stores use (0: none), the memory the held
+  // ones take (part of mem_used_total), and objects made with each id
+  // (in RAM or written back compressed; [0]: unused).
+  int dict_id = 0;
+  std::uint64_t dict_memory = 0;
+  std::array<std::uint64_t, 4> dict_pages{};
 };
 
 class PageStoreTestPeer;
@@ -398,6 +432,20 @@ class PageStore {
   // codec, or for a threshold at or above the pool's huge class size.
   Result<RecompressResult> Recompress(const RecompressRequest& request);
 
+  // Trains a dictionary on a sample of the stored pages (codec.h,
+  // TrainDictionary) and makes it the one new stores and recompression
+  // use, under a free id: one no object uses and that is not the newest.
+  // Runs as a post-processing pass (one at a time with writeback and
+  // recompression); stores go on meanwhile, each stream switching to the
+  // new dictionary at its next store (which makes the stream's compressor
+  // anew: an allocation, once). Errors: kInvalidArgument if the primary
+  // algorithm takes no dictionary, for a size out of range, or when ZDICT
+  // cannot train on the samples (too few pages, too alike);
+  // kResourceExhausted when all three ids are held (objects of each still
+  // live: recompress, write back or rewrite them first) or when the
+  // dictionary's memory would pass mem_limit.
+  Result<DictionaryInfo> TrainDictionary(const TrainDictRequest& request);
+
   // Compacts the pool; returns OS pages freed.
   std::size_t Compact();
 
@@ -419,9 +467,10 @@ class PageStore {
 
   // Slot table plus pool metadata, in bytes.
   std::size_t MetadataBytes() const;
-  // The pool's size in bytes, Pool::TotalBytes(): the pages it holds for
-  // objects plus its metadata, the figure a pool limit is checked against
-  // (zswap's pool size). Any thread; exact at some moment during the call.
+  // The pool's size in bytes, Pool::TotalBytes() (the pages it holds for
+  // objects plus its metadata), plus the memory of the dictionaries held:
+  // mem_used_total, the figure a pool limit is checked against (zswap's
+  // pool size). Any thread; exact at some moment during the call.
   std::size_t PoolBytes() const;
   const Pool& pool() const;
 

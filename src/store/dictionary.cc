@@ -1,0 +1,189 @@
+// dictionary.cc: the PageStore's trained dictionaries (contract in
+// include/ztier/page_store.h, "dictionaries"; the state is in
+// page_store_impl.h).
+//
+// Training, under writeback_mu (one post-processing pass at a time):
+//   1. Release the entries of ids that are not current, that no object
+//      uses and that no stream holds, and pick a free id; none free:
+//      kResourceExhausted.
+//   2. Sample: count the compressed slots with relaxed peeks, then
+//      decompress every k-th one under its lock, leaving its access time
+//      and marks alone (training is not an access).
+//   3. Train with ZDICT (codec.h), make a codec with the dictionary for
+//      each priority whose algorithm takes one, and check the memory
+//      against mem_limit.
+//   4. Publish under dict_mu: the entry, its codecs in codec_of, the
+//      current id, then the generation (release). Each stream remakes its
+//      compressor when it next stores; the recompression pass's
+//      compressors are dropped, to be made again with the new dictionary.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "page_store_impl.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kMinDictBytes = 1024;
+constexpr std::size_t kMaxDictBytes = std::size_t{1} << 20;
+constexpr std::size_t kMinSamples = 256;
+constexpr std::size_t kMaxSamples = 16384;
+
+// A slot whose page can be sampled: a compressed object in RAM.
+bool Sampleable(std::uint32_t f) {
+  return Allocated(f) &&
+         !(f & (slot::kSame | slot::kWb | slot::kHuge));
+}
+
+// The algorithm_params of priority p's codec, parsed, with `dict` in place
+// of any dictionary file.
+Result<CodecParams> ParamsWithDict(
+    const PageStoreOptions& o, int p,
+    std::shared_ptr<const std::vector<std::byte>> dict) {
+  ZT_ASSIGN_OR_RETURN(CodecParams params,
+                      ParseAlgorithmParams(p == 0 ? o.algorithm_params
+                                                  : o.recomp[p - 1]
+                                                        .algorithm_params));
+  params.dict_path.clear();
+  params.dict = std::move(dict);
+  return params;
+}
+
+}  // namespace
+
+void PageStore::Impl::RefreshStream(internal::Stream& s) {
+  std::lock_guard l(dict_mu);
+  const std::uint64_t gen = dict_generation.load(std::memory_order_relaxed);
+  const int id = dict_current.load(std::memory_order_relaxed);
+  auto made = NewBatchCompressor(dicts[id]->codecs[0], stream_batch);
+  // Out of memory: the stream keeps its compressor (and its entry, so the
+  // id stays valid) and tries again at its next store.
+  if (!made.has_value()) return;
+  s.batch = std::move(*made);
+  s.dict_entry = dicts[id];
+  s.dict_id = id;
+  s.dict_generation = gen;
+}
+
+Result<DictionaryInfo> PageStore::TrainDictionary(
+    const TrainDictRequest& request) {
+  Impl& m = *impl_;
+  if (!SupportsDictionary(m.codec->name())) {
+    return Err(Status::InvalidArgument(
+        "train_dict: " + std::string(m.codec->name()) +
+        " takes no dictionary (zstd and lz4 do)"));
+  }
+  if (request.dict_bytes < kMinDictBytes ||
+      request.dict_bytes > kMaxDictBytes) {
+    return Err(Status::InvalidArgument(
+        "train_dict: size " + std::to_string(request.dict_bytes) +
+        " out of range 1024..1048576"));
+  }
+  std::lock_guard pass_lock(m.writeback_mu);
+
+  // 1. Free ids.
+  int id = 0;
+  {
+    std::lock_guard l(m.dict_mu);
+    const int current = m.dict_current.load(std::memory_order_relaxed);
+    for (int d = 1; d < kDictIds; ++d) {
+      if (d != current && m.dicts[d] != nullptr &&
+          m.dict_objects[d].load(std::memory_order_acquire) == 0 &&
+          m.dicts[d].use_count() == 1) {
+        m.dict_memory.fetch_sub(m.dicts[d]->memory, std::memory_order_relaxed);
+        m.dicts[d].reset();
+      }
+      if (id == 0 && d != current && m.dicts[d] == nullptr) id = d;
+    }
+  }
+  if (id == 0) {
+    return Err(Status::ResourceExhausted(
+        "train_dict: all 3 dictionary ids still have pages stored with them; "
+        "rewrite, recompress or write back those pages first"));
+  }
+
+  // 2. Samples.
+  std::size_t want = request.max_samples;
+  if (want == 0) {
+    want = std::clamp(request.dict_bytes * 100 / kPageSize, kMinSamples,
+                      kMaxSamples);
+  }
+  std::size_t candidates = 0;
+  for (std::size_t i = 0; i < m.slots.size(); ++i) {
+    candidates += Sampleable(m.slots[i].flags.load(std::memory_order_relaxed));
+  }
+  const std::size_t stride = std::max<std::size_t>(1, candidates / want);
+  std::vector<std::byte> pages;
+  pages.reserve(std::min(want, candidates) * kPageSize);
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < m.slots.size() && pages.size() < want * kPageSize;
+       ++i) {
+    Slot& s = m.slots[i];
+    if (!Sampleable(s.flags.load(std::memory_order_relaxed))) continue;
+    if (seen++ % stride != 0) continue;
+    SlotLock lock(s);
+    const std::uint32_t f = SlotTable::Flags(s);
+    if (!Sampleable(f)) continue;
+    pages.resize(pages.size() + kPageSize);
+    Status st;
+    m.DecompressInto(LocalDecompressor(m.CodecOf(f)),
+                     s.value.load(std::memory_order_relaxed),
+                     pages.data() + pages.size() - kPageSize, &st);
+    if (!st.ok()) pages.resize(pages.size() - kPageSize);  // loads report it
+  }
+  const std::size_t n = pages.size() / kPageSize;
+  std::vector<std::span<const std::byte>> samples;
+  for (std::size_t k = 0; k < n; ++k) {
+    samples.emplace_back(pages.data() + k * kPageSize, kPageSize);
+  }
+
+  // 3. The dictionary and its codecs.
+  ZT_ASSIGN_OR_RETURN(std::vector<std::byte> trained,
+                      ztier::TrainDictionary(samples, request.dict_bytes));
+  auto bytes =
+      std::make_shared<const std::vector<std::byte>>(std::move(trained));
+  auto entry = std::make_shared<Impl::DictEntry>();
+  entry->bytes = bytes;
+  entry->samples = n;
+  entry->memory = bytes->size();
+  for (int p = 0; p < kMaxCodecPriorities; ++p) {
+    const std::shared_ptr<const Codec>& base = m.codecs[p];
+    entry->codecs[p] = base;
+    if (base == nullptr || !SupportsDictionary(base->name())) continue;
+    ZT_ASSIGN_OR_RETURN(CodecParams params, ParamsWithDict(m.options, p, bytes));
+    ZT_ASSIGN_OR_RETURN(entry->codecs[p], MakeCodec(base->name(), params));
+    // Each codec digests the dictionary on its own; the bytes are shared.
+    entry->memory += entry->codecs[p]->dictionary_bytes() - bytes->size();
+  }
+  const std::uint64_t limit = m.mem_limit.load(std::memory_order_relaxed);
+  if (limit != 0 && m.UsedBytes() + entry->memory > limit) {
+    return Err(Status::ResourceExhausted(
+        "train_dict: the dictionary's " + std::to_string(entry->memory) +
+        " bytes would pass mem_limit"));
+  }
+
+  // 4. Publish.
+  {
+    std::lock_guard l(m.dict_mu);
+    for (int p = 0; p < kMaxCodecPriorities; ++p) {
+      m.codec_of[id][p].store(entry->codecs[p].get(),
+                              std::memory_order_release);
+    }
+    m.dict_memory.fetch_add(entry->memory, std::memory_order_relaxed);
+    m.dicts[id] = entry;
+    m.dict_current.store(id, std::memory_order_relaxed);
+    m.dict_generation.fetch_add(1, std::memory_order_release);
+  }
+  for (auto& bc : m.recomp_batch) bc.reset();
+  DictionaryInfo info;
+  info.id = id;
+  info.bytes = bytes->size();
+  info.memory = entry->memory;
+  info.samples = n;
+  return info;
+}
+
+}  // namespace ztier
