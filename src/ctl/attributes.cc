@@ -274,6 +274,15 @@ WireReply ShowBlockState(Device& d) {
   }
   return Ok(std::move(out));
 }
+// train_dict: replies with what it made, one line.
+WireReply StoreTrainDict(Device& d, std::string_view v) {
+  auto info = d.TrainDictionary(StripNewline(v));
+  if (!info) return FromStatus(info.error());
+  return Ok("dictionary " + std::to_string(info->id) + ": " +
+            std::to_string(info->bytes) + " bytes, trained on " +
+            std::to_string(info->samples) + " pages, " +
+            std::to_string(info->memory) + " bytes of memory\n");
+}
 WireReply ShowBdStat(Device& d) { return Ok(d.ShowBdStat()); }
 WireReply ShowMmStat(Device& d) { return Ok(d.ShowMmStat()); }
 WireReply ShowIoStat(Device& d) { return Ok(d.ShowIoStat()); }
@@ -302,6 +311,9 @@ constexpr DeviceAttribute kDeviceAttributes[] = {
     {"recompress", nullptr, StoreRecompress,
      "[type=idle|huge|huge_idle] [max_pages=N] [threshold=BYTES] "
      "[algo=NAME|priority=N]"},
+    {"train_dict", nullptr, StoreTrainDict,
+     "store a size (default 16K; K/M suffixes) to train a dictionary on "
+     "the stored pages (zstd, lz4) and use it for new stores"},
     {"mem_limit", nullptr, StoreMemLimit,
      "store the pool memory limit (K/M/G suffixes; 0 = none)"},
     {"mem_used_max", nullptr, StoreMemUsedMax,

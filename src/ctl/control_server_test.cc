@@ -264,7 +264,7 @@ TEST_F(ControlServerTest, IdleAndCompact) {
 TEST_F(ControlServerTest, WrongDirectionUnknownAttributeUnknownDevice) {
   for (const char* wo : {"reset", "algorithm_params", "mem_limit",
                          "mem_used_max", "idle", "compact", "writeback",
-                         "recompress"}) {
+                         "recompress", "train_dict"}) {
     EXPECT_EQ(ShowErrno(wo), "EACCES") << wo;
   }
   for (const char* ro :
@@ -353,6 +353,7 @@ TEST_F(ControlServerTest, RecompressionAttributesAndErrnos) {
     EXPECT_EQ(StoreErrno("recomp_algorithm", bad), "EINVAL") << bad;
   }
   EXPECT_EQ(StoreErrno("recompress", "type=idle"), "EINVAL");  // uninit
+  EXPECT_EQ(StoreErrno("train_dict", ""), "EINVAL");          // uninit
   ASSERT_EQ(Store("recomp_algorithm", "algo=zstd\n"), "");
   EXPECT_EQ(Show("recomp_algorithm"), "#1: lzo lz4 lz4hc [zstd] deflate\n");
   for (const char* bad :

@@ -145,6 +145,8 @@ struct DeviceSample {
   std::uint64_t incompressible_pages = 0;
   std::uint64_t recompress_attempts = 0;
   std::uint64_t recompressed_pages = 0;
+  std::uint64_t dict_memory = 0;  // trained dictionaries (train_dict)
+  std::uint64_t dict_pages = 0;
   std::vector<std::tuple<int, std::string, std::uint64_t>> priorities;
 };
 
@@ -243,6 +245,14 @@ void WriteRecompression(Writer& w, const std::vector<DeviceSample>& devices) {
        "Slots marked INCOMPRESSIBLE: no recompression algorithm made them "
        "smaller.",
        &DeviceSample::incompressible_pages},
+      {"ztier_zram_dictionary_bytes", kGauge,
+       "Memory of the trained dictionaries held (train_dict); part of "
+       "mem_used_total.",
+       &DeviceSample::dict_memory},
+      {"ztier_zram_dictionary_pages", kGauge,
+       "Pool objects and compressed written-back blocks made with a trained "
+       "dictionary.",
+       &DeviceSample::dict_pages},
   };
   for (const auto& f : kFamilies) {
     w.Family(f.name, f.type, f.help);
@@ -278,6 +288,8 @@ void WriteDevices(Writer& w, const DeviceRegistry& registry) {
     s.incompressible_pages = st.incompressible_pages;
     s.recompress_attempts = st.recompress_attempts;
     s.recompressed_pages = st.recompressed_pages;
+    s.dict_memory = st.dict_memory;
+    for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : dev->recomp_algorithm(p);
       if (!algo.empty()) s.priorities.emplace_back(p, algo, st.priority_pages[p]);

@@ -286,7 +286,7 @@ TEST_F(MetricsTest, RenderedValuesEqualTheShowTextsAndPassPromtool) {
     }
     EXPECT_EQ(line.rfind(family, 0), 0u) << line << " outside its family";
   }
-  EXPECT_EQ(families, 4 + 4 + 9 + 4 + 3 + 3);
+  EXPECT_EQ(families, 4 + 4 + 9 + 4 + 5 + 3);  // 5: recompression, dictionaries
 }
 
 TEST_F(MetricsTest, RecompressionCountersAndPagesPerPriority) {
@@ -318,6 +318,30 @@ TEST_F(MetricsTest, RecompressionCountersAndPagesPerPriority) {
   // Only configured priorities are listed.
   EXPECT_EQ(text.find("priority=\"2\""), std::string::npos);
   EXPECT_EQ(value("ztier_zram_incompressible_pages{device=\"zram1\"}"), "0");
+}
+
+TEST_F(MetricsTest, DictionaryGauges) {
+  const corpus::PageSet& set = testing::TestCorpus("anon-python");
+  const auto write_all = [&] {
+    for (std::size_t i = 0; i < 1024; ++i) {
+      ASSERT_OK(zram0_->Write((i + 1024) * kPageSize, set.page(i)));
+    }
+  };
+  write_all();
+  auto info = zram0_->TrainDictionary("4K");
+  ASSERT_TRUE(info.has_value()) << info.error().ToString();
+  write_all();
+  const std::string text = RenderMetrics(registry_, nullptr);
+  EXPECT_EQ(PromtoolProblems(tmp_, text), "") << text;
+  const PageStoreStats st = zram0_->Stats();
+  const std::string dev = "{device=\"zram0\"}";
+  EXPECT_EQ(SampleValue(text, "ztier_zram_dictionary_bytes" + dev),
+            std::optional<std::string>(std::to_string(info->memory)));
+  EXPECT_GT(st.dict_pages[1], 900u);
+  EXPECT_EQ(SampleValue(text, "ztier_zram_dictionary_pages" + dev),
+            std::optional<std::string>(std::to_string(st.dict_pages[1])));
+  EXPECT_EQ(SampleValue(text, "ztier_zram_dictionary_bytes{device=\"zram1\"}"),
+            std::optional<std::string>("0"));
 }
 
 TEST_F(MetricsTest, ServesOverTcpAndUnixSocket) {

@@ -340,6 +340,9 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     s.incompressible_pages = st.incompressible_pages;
     s.recompress_attempts = st.recompress_attempts;
     s.recompressed_pages = st.recompressed_pages;
+    s.dict_id = static_cast<std::uint64_t>(st.dict_id);
+    s.dict_memory = st.dict_memory;
+    for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : d->recomp_algorithm(p);
       if (algo.empty()) continue;
@@ -388,6 +391,9 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"incompressible_pages", d.incompressible_pages},
         {"recompress_attempts", d.recompress_attempts},
         {"recompressed_pages", d.recompressed_pages},
+        {"dict_id", d.dict_id},
+        {"dict_memory", d.dict_memory},
+        {"dict_pages", d.dict_pages},
     };
     for (const auto& [key, value] : numbers) {
       out += ",\"";
@@ -459,6 +465,9 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(
         ReadU64(o, "recompress_attempts", &d.recompress_attempts));
     ZT_RETURN_IF_ERROR(ReadU64(o, "recompressed_pages", &d.recompressed_pages));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "dict_id", &d.dict_id));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "dict_memory", &d.dict_memory));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "dict_pages", &d.dict_pages));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
       const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
@@ -613,10 +622,16 @@ std::string FormatStatusRecompression(
       line += " #" + std::to_string(p.priority) + " " + p.algorithm + " (" +
               std::to_string(p.pages) + " pages)";
     }
-    if (line.empty()) continue;
-    out += d.name + ":" + line + "; " + std::to_string(d.recompressed_pages) +
-           " recompressed, " + std::to_string(d.incompressible_pages) +
-           " incompressible\n";
+    if (!line.empty()) {
+      out += d.name + ":" + line + "; " +
+             std::to_string(d.recompressed_pages) + " recompressed, " +
+             std::to_string(d.incompressible_pages) + " incompressible\n";
+    }
+    if (d.dict_id != 0) {
+      out += d.name + ": dictionary " + std::to_string(d.dict_id) +
+             " in use; " + std::to_string(d.dict_memory) + " bytes; " +
+             std::to_string(d.dict_pages) + " pages made with dictionaries\n";
+    }
   }
   return out;
 }

@@ -164,6 +164,27 @@ TEST(StatusReportTest, PrioritiesAndRecompressionCounters) {
                    .has_value());
 }
 
+TEST(StatusReportTest, Dictionaries) {
+  DeviceStatus s = Sample();
+  s.priorities = {{0, "zstd", 100}};
+  s.dict_id = 2;
+  s.dict_memory = 311296;
+  s.dict_pages = 5120;
+  const std::string json = EncodeStatusJson({s});
+  EXPECT_NE(json.find("\"dict_id\":2,\"dict_memory\":311296,"
+                      "\"dict_pages\":5120"),
+            std::string::npos)
+      << json;
+  auto back = DecodeStatusJson(json);
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  EXPECT_EQ(back->at(0).dict_id, 2u);
+  EXPECT_EQ(back->at(0).dict_memory, 311296u);
+  EXPECT_EQ(back->at(0).dict_pages, 5120u);
+  EXPECT_EQ(FormatStatusRecompression({s}),
+            "zram0: dictionary 2 in use; 311296 bytes; 5120 pages made with "
+            "dictionaries\n");
+}
+
 // CollectStatus reads a real device's priorities after a recompression.
 TEST(StatusReportTest, CollectsTheDevicesPriorities) {
   DeviceRegistry registry({});

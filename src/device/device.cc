@@ -552,6 +552,32 @@ Status Device::Impl::Recompress(std::string_view tokens,
   return r.status;
 }
 
+Result<DictionaryInfo> Device::Impl::TrainDictionary(std::string_view size) {
+  TrainDictRequest request;
+  const std::string v = TrimSpace(size);
+  if (!v.empty()) {
+    ZT_ASSIGN_OR_RETURN(const std::uint64_t bytes, ParseSize(v));
+    request.dict_bytes = bytes;
+  }
+  // Shared, as Recompress: IO goes on while it trains.
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) {
+    return Err(
+        Status::InvalidArgument("train_dict: device is not initialised"));
+  }
+  ZT_ASSIGN_OR_RETURN(const DictionaryInfo info,
+                      store_->TrainDictionary(request));
+  if (defaults_.log) {
+    defaults_.log(name_ + ": train_dict: dictionary " +
+                  std::to_string(info.id) + " of " +
+                  std::to_string(info.bytes) + " bytes trained on " +
+                  std::to_string(info.samples) + " pages; " +
+                  std::to_string(info.memory) +
+                  " bytes of memory; new stores use it");
+  }
+  return info;
+}
+
 std::string Device::Impl::ShowBlockState(std::uint64_t first,
                                          std::uint64_t count) const {
   std::shared_lock lock(mu_);
@@ -933,6 +959,9 @@ std::string Device::ShowRecompAlgorithm() const {
 Status Device::Recompress(std::string_view tokens, RecompressResult* result,
                           RecompressPace pace) {
   return impl_->Recompress(tokens, result, std::move(pace));
+}
+Result<DictionaryInfo> Device::TrainDictionary(std::string_view size) {
+  return impl_->TrainDictionary(size);
 }
 std::string Device::ShowBlockState(std::uint64_t first,
                                    std::uint64_t count) const {

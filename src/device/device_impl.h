@@ -52,6 +52,7 @@ struct Device::Impl {
   Status Recompress(std::string_view tokens, RecompressResult* result,
                     RecompressPace pace);
   std::string ShowBlockState(std::uint64_t first, std::uint64_t count) const;
+  Result<DictionaryInfo> TrainDictionary(std::string_view size);
   std::string recomp_algorithm(int priority) const;
   Status Compact();
   std::string ShowMmStat() const;

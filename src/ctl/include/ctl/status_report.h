@@ -12,12 +12,16 @@
 //    "pages_compacted":0,"huge_pages_since":0,"writeback_limit":0,
 //    "writeback_limit_enable":0,"incompressible_pages":0,
 //    "recompress_attempts":0,"recompressed_pages":0,
+//    "dict_id":0,"dict_memory":0,"dict_pages":0,
 //    "priorities":[{"priority":0,"algorithm":"lz4","pages":0},
 //                  {"priority":1,"algorithm":"zstd","pages":0}],
 //    "backing_dev":"none","notes":{"swap-priority":"100"}}
 // "priorities" lists the configured priorities only (0, the primary, and
 // each recomp_algorithm), with the pool objects stored with each now
-// (PageStoreStats::priority_pages).
+// (PageStoreStats::priority_pages). "dict_id" is the trained dictionary
+// new stores use (0: none; train_dict), "dict_memory" the bytes the
+// dictionaries held take (part of mem_used_total), "dict_pages" the
+// objects made with any of them.
 //   ]}
 //
 // `ztier status --json` prints it unchanged; `ztier status` decodes it
@@ -79,6 +83,11 @@ struct DeviceStatus {
   std::uint64_t incompressible_pages = 0;
   std::uint64_t recompress_attempts = 0;
   std::uint64_t recompressed_pages = 0;
+  // Trained dictionaries (PageStoreStats): the current id, their memory,
+  // and the objects made with any of them.
+  std::uint64_t dict_id = 0;
+  std::uint64_t dict_memory = 0;
+  std::uint64_t dict_pages = 0;
   std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
   std::map<std::string, std::string> notes;
@@ -145,7 +154,9 @@ std::string FormatStatusNotes(const std::vector<DeviceStatus>& devices);
 
 // One line per device with a recompression algorithm: "zram0:
 // recomp_algorithm #1 zstd (120 pages), #3 deflate (0 pages); 7
-// recompressed, 2 incompressible\n". Empty when no device has any.
+// recompressed, 2 incompressible\n", and one per device with a trained
+// dictionary: "zram0: dictionary 2 in use; 311296 bytes; 5120 pages made
+// with dictionaries\n". Empty when no device has either.
 std::string FormatStatusRecompression(const std::vector<DeviceStatus>& devices);
 
 }  // namespace ztier::ctl

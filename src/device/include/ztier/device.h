@@ -205,6 +205,11 @@ class Device {
   Status Recompress(std::string_view tokens,
                     RecompressResult* result = nullptr,
                     RecompressPace pace = nullptr);
+  // train_dict [SIZE]: trains a dictionary of at most SIZE bytes (K/M
+  // suffixes; empty: 16K) on the device's stored pages and uses it from
+  // then on (PageStore::TrainDictionary, whose errors it returns; before
+  // init kInvalidArgument). Logs what it made.
+  Result<DictionaryInfo> TrainDictionary(std::string_view size);
   // zram's debugfs block_state (PageStore::FormatBlockState); empty before
   // init. Slots [first, first + count), clamped to the device.
   std::string ShowBlockState(std::uint64_t first = 0,
