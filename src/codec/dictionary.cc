@@ -73,6 +73,12 @@ Result<std::vector<std::byte>> TrainDictionary(
   return dict;
 }
 
+std::span<const std::byte> DictionaryContent(std::span<const std::byte> dict) {
+  const std::size_t header = ZDICT_getDictHeaderSize(dict.data(), dict.size());
+  if (ZDICT_isError(header) || header >= dict.size()) return dict;
+  return dict.subspan(header);
+}
+
 namespace internal {
 
 Result<std::shared_ptr<const std::vector<std::byte>>> LoadDictionary(

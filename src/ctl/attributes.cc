@@ -280,7 +280,9 @@ WireReply StoreTrainDict(Device& d, std::string_view v) {
   if (!info) return FromStatus(info.error());
   return Ok("dictionary " + std::to_string(info->id) + ": " +
             std::to_string(info->bytes) + " bytes, trained on " +
-            std::to_string(info->samples) + " pages, " +
+            std::to_string(info->samples) + " pages (" +
+            std::to_string(info->sample_bytes_without) + " bytes compressed, " +
+            std::to_string(info->sample_bytes_with) + " with it), " +
             std::to_string(info->memory) + " bytes of memory\n");
 }
 WireReply ShowBdStat(Device& d) { return Ok(d.ShowBdStat()); }

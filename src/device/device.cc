@@ -568,12 +568,14 @@ Result<DictionaryInfo> Device::Impl::TrainDictionary(std::string_view size) {
   ZT_ASSIGN_OR_RETURN(const DictionaryInfo info,
                       store_->TrainDictionary(request));
   if (defaults_.log) {
-    defaults_.log(name_ + ": train_dict: dictionary " +
-                  std::to_string(info.id) + " of " +
-                  std::to_string(info.bytes) + " bytes trained on " +
-                  std::to_string(info.samples) + " pages; " +
-                  std::to_string(info.memory) +
-                  " bytes of memory; new stores use it");
+    defaults_.log(
+        name_ + ": train_dict: dictionary " + std::to_string(info.id) +
+        " of " + std::to_string(info.bytes) + " bytes" +
+        (info.content_only ? " (content only)" : "") + " trained on " +
+        std::to_string(info.samples) + " pages, which it compresses to " +
+        std::to_string(info.sample_bytes_with) + " bytes instead of " +
+        std::to_string(info.sample_bytes_without) + "; " +
+        std::to_string(info.memory) + " bytes of memory; new stores use it");
   }
   return info;
 }

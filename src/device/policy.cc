@@ -173,6 +173,7 @@ PolicyPassResult Policy::RunPass(Device& device) {
   if (stopped() || !device.initialized()) return r;
   r.ran = true;
   DeviceState& state = devices_[device.name()];
+  TrainDictStep(device, state, r);
   RecompressStep(device, state, r);
   WritebackStep(device, state, r);
   r.budget_left = device.writeback_limit();
@@ -191,6 +192,34 @@ PolicyPassResult Policy::RunPass(Device& device) {
   if (!r.status.ok()) line += "; error: " + r.status.ToString();
   Log(line);
   return r;
+}
+
+void Policy::TrainDictStep(Device& device, DeviceState& state,
+                           PolicyPassResult& r) {
+  if (options_.train_dict_pages == 0 ||
+      !SupportsDictionary(device.algorithm())) {
+    return;
+  }
+  const PageStoreStats st = device.Stats();
+  if (st.dict_id != 0) return;
+  // Compressed pages in RAM: the primary's objects, less those kept raw.
+  const std::uint64_t pages = st.priority_pages[0] > st.huge_pages
+                                  ? st.priority_pages[0] - st.huge_pages
+                                  : 0;
+  if (pages < options_.train_dict_pages ||
+      (state.dict_failed_at != 0 && pages < 2 * state.dict_failed_at)) {
+    return;
+  }
+  auto info = device.TrainDictionary(std::to_string(options_.train_dict_size));
+  if (!info.has_value()) {
+    state.dict_failed_at = pages;
+    Log(device.name() + ": policy: train_dict at " + std::to_string(pages) +
+        " pages failed (tried again at twice as many): " +
+        info.error().ToString());
+    return;
+  }
+  r.dict_trained = true;
+  r.dict = *info;
 }
 
 void Policy::RecompressStep(Device& device, DeviceState& state,

@@ -124,6 +124,13 @@ Status ApplyToken(std::string_view key, std::string_view value,
   } else if (key == "recompress_max") {
     ZT_ASSIGN_OR_RETURN(std::uint64_t v, ParseCount(value, token));
     AddParam(o, "max_pages", std::to_string(v));
+  } else if (key == "train_dict_pages") {
+    ZT_ASSIGN_OR_RETURN(o->train_dict_pages, ParseCount(value, token));
+  } else if (key == "train_dict_size") {
+    auto v = ParseSize(value);
+    if (!v.has_value()) return Bad(token, v.error().message());
+    if (*v < 1024 || *v > (1u << 20)) return Bad(token, "want 1K..1M");
+    o->train_dict_size = *v;
   } else if (key == "writeback_daily") {
     if (value == "none") {
       o->writeback_daily = UINT64_MAX;
@@ -138,7 +145,7 @@ Status ApplyToken(std::string_view key, std::string_view value,
                "recompress_cpu, recompress_algo, recompress_priority, "
                "recompress_threshold, recompress_max, writeback, "
                "writeback_age, writeback_daily, busy_pages, busy_pause, "
-               "busy_give_up)");
+               "busy_give_up, train_dict_pages, train_dict_size)");
   }
   return Status::Ok();
 }

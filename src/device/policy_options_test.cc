@@ -26,6 +26,8 @@ TEST(PolicyOptionsTest, EmptyKeepsTheDefaults) {
   EXPECT_TRUE(o.writeback);
   EXPECT_EQ(o.writeback_age_s, 3600u);
   EXPECT_EQ(o.writeback_daily, 400ull << 20);
+  EXPECT_EQ(o.train_dict_pages, 0u);  // never
+  EXPECT_EQ(o.train_dict_size, 16u << 10);
 }
 
 TEST(PolicyOptionsTest, EveryKey) {
@@ -33,7 +35,8 @@ TEST(PolicyOptionsTest, EveryKey) {
       "  period=30s idle_age=10m writeback_age=2h recompress=off\n"
       "writeback=no recompress_rate=2000 writeback_daily=1G busy_pages=500 "
       "busy_pause=50ms busy_give_up=3s recompress_algo=zstd "
-      "recompress_priority=2 recompress_threshold=2K recompress_max=100 ");
+      "recompress_priority=2 recompress_threshold=2K recompress_max=100 "
+      "train_dict_pages=4096 train_dict_size=32K");
   EXPECT_EQ(o.period_s, 30u);
   EXPECT_EQ(o.idle_age_s, 600u);
   EXPECT_EQ(o.writeback_age_s, 7200u);
@@ -47,6 +50,8 @@ TEST(PolicyOptionsTest, EveryKey) {
   EXPECT_EQ(o.busy_give_up_ms, 3000u);
   EXPECT_EQ(o.recompress_params,
             "algo=zstd priority=2 threshold=2048 max_pages=100");
+  EXPECT_EQ(o.train_dict_pages, 4096u);
+  EXPECT_EQ(o.train_dict_size, 32u << 10);
 }
 
 TEST(PolicyOptionsTest, DurationsAndShares) {
@@ -89,6 +94,9 @@ TEST(PolicyOptionsTest, EveryBadTokenIsNamed) {
       "writeback_daily=lots",    // not a size
       "busy_pause=0ms",          // a pause that never waits
       "busy_pages=many",         // not a count
+      "train_dict_pages=some",   // not a count
+      "train_dict_size=512",     // below 1K
+      "train_dict_size=2M",      // above 1M
       "writeback_dayly=400M",    // unknown key
   };
   for (const char* text : bad) {

@@ -300,6 +300,32 @@ TEST(PolicyTest, ADevicesOwnRecompressTokensReplaceThePolicys) {
   ExpectReadsBack(*d, expected);
 }
 
+// train_dict_pages: the first pass with enough pages trains, later passes
+// do not, and new stores use the dictionary.
+TEST(PolicyTest, TrainsADictionaryOnceADeviceHoldsEnoughPages) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 1024, nullptr, &expected);
+  Policy too_soon(Options("train_dict_pages=100000 recompress=off "
+                          "writeback=off"),
+                  time.Env());
+  EXPECT_FALSE(too_soon.RunPass(*d).dict_trained);
+  Policy policy(Options("train_dict_pages=512 train_dict_size=8K "
+                        "recompress=off writeback=off"),
+                time.Env());
+  const PolicyPassResult first = policy.RunPass(*d);
+  ASSERT_TRUE(first.ran);
+  ASSERT_TRUE(first.dict_trained) << first.status.ToString();
+  EXPECT_EQ(first.dict.id, 1);
+  EXPECT_LE(first.dict.bytes, 8192u);
+  time.Advance(2 * kMinute);
+  EXPECT_FALSE(policy.RunPass(*d).dict_trained);
+  EXPECT_EQ(d->Stats().dict_id, 1);
+  ASSERT_OK(d->Write(0, expected));
+  EXPECT_GT(d->Stats().dict_pages[1], 900u);
+  ExpectReadsBack(*d, expected);
+}
+
 TEST(PolicyTest, SkipsWhatADeviceLacksAndSaysSoOnce) {
   FakeTime time;
   Policy policy(Options("period=60s idle_age=1m"), time.Env());

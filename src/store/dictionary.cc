@@ -8,16 +8,20 @@
 //      kResourceExhausted.
 //   2. Sample: count the compressed slots with relaxed peeks, then
 //      decompress every k-th one under its lock, leaving its access time
-//      and marks alone (training is not an access).
-//   3. Train with ZDICT (codec.h), make a codec with the dictionary for
-//      each priority whose algorithm takes one, and check the memory
-//      against mem_limit.
+//      and marks alone (training is not an access). Every other sample
+//      trains; the others are held out to judge the dictionary.
+//   3. Train with ZDICT (codec.h); compress the samples with the primary
+//      algorithm alone, with the dictionary and (zstd) with its content
+//      only, and keep the smaller form, if it beats no dictionary; make a
+//      codec with it for each priority whose algorithm takes one, and
+//      check the memory against mem_limit.
 //   4. Publish under dict_mu: the entry, its codecs in codec_of, the
 //      current id, then the generation (release). Each stream remakes its
 //      compressor when it next stores; the recompression pass's
 //      compressors are dropped, to be made again with the new dictionary.
 #include <algorithm>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,7 +33,7 @@ namespace {
 
 constexpr std::size_t kMinDictBytes = 1024;
 constexpr std::size_t kMaxDictBytes = std::size_t{1} << 20;
-constexpr std::size_t kMinSamples = 256;
+constexpr std::size_t kMinSamples = 512;
 constexpr std::size_t kMaxSamples = 16384;
 
 // A slot whose page can be sampled: a compressed object in RAM.
@@ -38,18 +42,42 @@ bool Sampleable(std::uint32_t f) {
          !(f & (slot::kSame | slot::kWb | slot::kHuge));
 }
 
-// The algorithm_params of priority p's codec, parsed, with `dict` in place
-// of any dictionary file.
-Result<CodecParams> ParamsWithDict(
-    const PageStoreOptions& o, int p,
-    std::shared_ptr<const std::vector<std::byte>> dict) {
+// A dictionary in the form a codec is given it.
+struct DictForm {
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  bool content_only = false;
+};
+
+// Priority p's codec (name `name`) with its algorithm_params and `form` in
+// place of any dictionary file.
+Result<std::shared_ptr<const Codec>> CodecWithDict(const PageStoreOptions& o,
+                                                    int p,
+                                                    std::string_view name,
+                                                    const DictForm& form) {
   ZT_ASSIGN_OR_RETURN(CodecParams params,
                       ParseAlgorithmParams(p == 0 ? o.algorithm_params
                                                   : o.recomp[p - 1]
                                                         .algorithm_params));
   params.dict_path.clear();
-  params.dict = std::move(dict);
-  return params;
+  params.dict = form.bytes;
+  params.dict_content_only = form.content_only;
+  return MakeCodec(name, params);
+}
+
+// Bytes the samples take as the store would keep them with `codec`: the
+// compressed size, or a page when the result is not below `huge_size`.
+std::size_t SampleBytes(const Codec& codec,
+                        std::span<const std::span<const std::byte>> samples,
+                        std::size_t huge_size) {
+  auto c = codec.NewCompressor();
+  if (!c.has_value()) return SIZE_MAX;
+  std::vector<std::byte> out(kPageSize);
+  std::size_t total = 0;
+  for (const auto& page : samples) {
+    const std::size_t n = (*c)->Compress(page, out);
+    total += n == 0 || n >= huge_size ? kPageSize : n;
+  }
+  return total;
 }
 
 }  // namespace
@@ -108,7 +136,7 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
   // 2. Samples.
   std::size_t want = request.max_samples;
   if (want == 0) {
-    want = std::clamp(request.dict_bytes * 100 / kPageSize, kMinSamples,
+    want = std::clamp(2 * request.dict_bytes * 100 / kPageSize, kMinSamples,
                       kMaxSamples);
   }
   std::size_t candidates = 0;
@@ -135,16 +163,49 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     if (!st.ok()) pages.resize(pages.size() - kPageSize);  // loads report it
   }
   const std::size_t n = pages.size() / kPageSize;
-  std::vector<std::span<const std::byte>> samples;
+  // Every other page trains; the rest judge the result, so that a
+  // dictionary is not judged on the pages it copied.
+  std::vector<std::span<const std::byte>> samples, held_out;
   for (std::size_t k = 0; k < n; ++k) {
-    samples.emplace_back(pages.data() + k * kPageSize, kPageSize);
+    (k % 2 == 0 ? samples : held_out)
+        .emplace_back(pages.data() + k * kPageSize, kPageSize);
   }
 
-  // 3. The dictionary and its codecs.
+  // 3. The dictionary, its better form, and its codecs.
   ZT_ASSIGN_OR_RETURN(std::vector<std::byte> trained,
                       ztier::TrainDictionary(samples, request.dict_bytes));
-  auto bytes =
-      std::make_shared<const std::vector<std::byte>>(std::move(trained));
+  const std::span<const std::byte> content = DictionaryContent(trained);
+  std::vector<DictForm> forms;
+  forms.push_back({std::make_shared<const std::vector<std::byte>>(
+                       content.begin(), content.end()),
+                   true});
+  if (m.codec->name() == "zstd") {
+    forms.push_back({std::make_shared<const std::vector<std::byte>>(
+                         std::move(trained)),
+                     false});
+  }
+  DictionaryInfo info;
+  info.samples = samples.size();
+  info.sample_bytes_without = SampleBytes(*m.codec, held_out, m.huge_size);
+  info.sample_bytes_with = SIZE_MAX;
+  DictForm best;
+  for (const DictForm& form : forms) {
+    ZT_ASSIGN_OR_RETURN(auto codec,
+                        CodecWithDict(m.options, 0, m.codec->name(), form));
+    const std::size_t bytes = SampleBytes(*codec, held_out, m.huge_size);
+    if (bytes < info.sample_bytes_with) {
+      info.sample_bytes_with = bytes;
+      best = form;
+    }
+  }
+  if (info.sample_bytes_with >= info.sample_bytes_without) {
+    return Err(Status::FailedPrecondition(
+        "train_dict: the dictionary does not make the sampled pages smaller (" +
+        std::to_string(info.sample_bytes_without) + " bytes without one, " +
+        std::to_string(info.sample_bytes_with) + " with); not used"));
+  }
+  info.content_only = best.content_only;
+  const std::shared_ptr<const std::vector<std::byte>>& bytes = best.bytes;
   auto entry = std::make_shared<Impl::DictEntry>();
   entry->bytes = bytes;
   entry->samples = n;
@@ -153,8 +214,8 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     const std::shared_ptr<const Codec>& base = m.codecs[p];
     entry->codecs[p] = base;
     if (base == nullptr || !SupportsDictionary(base->name())) continue;
-    ZT_ASSIGN_OR_RETURN(CodecParams params, ParamsWithDict(m.options, p, bytes));
-    ZT_ASSIGN_OR_RETURN(entry->codecs[p], MakeCodec(base->name(), params));
+    ZT_ASSIGN_OR_RETURN(entry->codecs[p],
+                        CodecWithDict(m.options, p, base->name(), best));
     // Each codec digests the dictionary on its own; the bytes are shared.
     entry->memory += entry->codecs[p]->dictionary_bytes() - bytes->size();
   }
@@ -178,11 +239,9 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     m.dict_generation.fetch_add(1, std::memory_order_release);
   }
   for (auto& bc : m.recomp_batch) bc.reset();
-  DictionaryInfo info;
   info.id = id;
   info.bytes = bytes->size();
   info.memory = entry->memory;
-  info.samples = n;
   return info;
 }
 

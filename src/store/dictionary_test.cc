@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -79,6 +80,7 @@ TEST_P(DictionaryTest, StoresAfterTrainingUseIt) {
   EXPECT_LE(info->bytes, 8192u);
   EXPECT_GT(info->memory, info->bytes);
   EXPECT_GT(info->samples, 200u);
+  EXPECT_LT(info->sample_bytes_with, info->sample_bytes_without);
   Fill(*store, 1024, 2048);
   // Objects made before keep no dictionary; compressed pages after have it.
   EXPECT_EQ(WithDict(*store, 0, 1024, 1), 0u);
@@ -156,6 +158,30 @@ TEST(DictionaryErrorsTest, ClearErrors) {
   ASSERT_FALSE(over.has_value());
   EXPECT_EQ(over.error().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(limited->Stats().dict_memory, 0u);
+}
+
+// Pages that share nothing: each is 512 random bytes repeated. A
+// dictionary cannot make them smaller, so it is not used.
+TEST(DictionaryErrorsTest, ADictionaryThatDoesNotHelpIsNotUsed) {
+  auto store = MakeStore("zstd", 2048);
+  std::mt19937_64 rng(5);
+  std::vector<std::byte> page(kPageSize);
+  for (std::size_t i = 0; i < 2048; ++i) {
+    for (std::size_t k = 0; k < 512; ++k) {
+      page[k] = static_cast<std::byte>(rng());
+    }
+    for (std::size_t k = 512; k < kPageSize; ++k) page[k] = page[k % 512];
+    ASSERT_OK(store->Store(i, ConstPage(page.data(), kPageSize)));
+  }
+  auto r = store->TrainDictionary({.dict_bytes = 8192});
+  ASSERT_FALSE(r.has_value())
+      << r->sample_bytes_without << " bytes without, " << r->sample_bytes_with
+      << " with";
+  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition)
+      << r.error().ToString();
+  EXPECT_NE(r.error().message().find("not used"), std::string::npos);
+  EXPECT_EQ(store->Stats().dict_id, 0);
+  EXPECT_EQ(store->Stats().dict_memory, 0u);
 }
 
 TEST(DictionaryPassesTest, WritebackRecompressionAndBatchedLoads) {
@@ -271,12 +297,15 @@ TEST(DictionaryRaceTest, StoresAndLoadsDuringTraining) {
       }
     });
   }
+  // Ids busy (kResourceExhausted) and a dictionary judged no better
+  // (kFailedPrecondition) are refusals that leave the store as it was.
   std::thread trainer([&] {
-    while (trained.load() < 8) {
-      auto r = store->TrainDictionary({.dict_bytes = 2048});
+    for (int attempt = 0; attempt < 10000 && trained.load() < 8; ++attempt) {
+      auto r = store->TrainDictionary({.dict_bytes = 4096});
       if (r.has_value()) {
         trained.fetch_add(1);
-      } else if (r.error().code() != StatusCode::kResourceExhausted) {
+      } else if (r.error().code() != StatusCode::kResourceExhausted &&
+                 r.error().code() != StatusCode::kFailedPrecondition) {
         ADD_FAILURE() << r.error().ToString();
         break;
       }

@@ -63,6 +63,10 @@ struct CodecParams {
   // one of dict and dict_path. The codec keeps a reference (lz4 and zstd
   // read it in place), so the bytes must not change.
   std::shared_ptr<const std::vector<std::byte>> dict;
+  // zstd: the dictionary is plain content to match against
+  // (ZSTD_dct_rawContent), not a ZDICT-format one with entropy tables.
+  // (lz4 always takes plain content.)
+  bool dict_content_only = false;
   int deflate_winbits = 0;       // 0: default (15); only -15..-8 / 8..15 valid
   std::string algo;              // empty: the primary algorithm
   int priority = -1;             // -1: not given
@@ -145,6 +149,11 @@ bool SupportsDictionary(std::string_view name);
 Result<std::vector<std::byte>> TrainDictionary(
     std::span<const std::span<const std::byte>> samples,
     std::size_t max_bytes);
+
+// The content part of a ZDICT-format dictionary (what follows its header
+// and entropy tables, ZDICT_getDictHeaderSize), for use as plain content;
+// all of `dict` when it is not one.
+std::span<const std::byte> DictionaryContent(std::span<const std::byte> dict);
 
 // Every codec's name, in a fixed order (zram's listing order).
 std::vector<std::string_view> CodecNames();

@@ -4,6 +4,11 @@
 // zram's `idle`, `recompress` and `writeback` attributes
 // (Documentation/admin-guide/blockdev/zram.rst), done by ztier itself. Each
 // pass over one Device:
+//   0. With train_dict_pages=N: once a device whose algorithm takes a
+//      dictionary (zstd, lz4) holds N compressed pages and has none yet,
+//      TrainDictionary(train_dict_size) (the train_dict attribute). A
+//      failure is logged, and tried again once the device holds twice the
+//      pages it had then.
 //   1. MarkIdle(idle_age): pages not accessed for idle_age are IDLE.
 //   2. Recompress("type=idle" + recompress_params) with the device's
 //      secondary algorithms (recomp_algorithm), paced through the pass's
@@ -97,6 +102,10 @@ struct PolicyOptions {
   std::uint64_t busy_pages = 20000;
   std::uint64_t busy_pause_ms = 100;     // busy_pause=
   std::uint64_t busy_give_up_ms = 2000;  // busy_give_up=
+  // train_dict_pages=: compressed pages a device holds before the policy
+  // trains its dictionary (step 0); 0: never.
+  std::uint64_t train_dict_pages = 0;
+  std::uint64_t train_dict_size = 16 << 10;  // train_dict_size=: bytes
 };
 
 // Parses the policy's tokens, separated by spaces: period=, idle_age=,
@@ -107,7 +116,8 @@ struct PolicyOptions {
 // 1..100 with an optional '%'; recompress_algo=NAME and
 // recompress_priority=N (1..3) pass on as algo= and priority=;
 // recompress_threshold= and writeback_daily= a size (ParseSize; "none":
-// no budget); recompress_max= a count (max_pages). Tokens not given keep
+// no budget); recompress_max= a count (max_pages); train_dict_pages= a
+// count and train_dict_size= a size (1K..1M). Tokens not given keep
 // PolicyOptions' defaults. kInvalidArgument naming the token for an
 // unknown key, a token without '=' or a value, a bad value, period=0,
 // and recompress_rate with recompress_cpu.
@@ -126,6 +136,8 @@ struct PolicyEnv {
 // What one pass did.
 struct PolicyPassResult {
   bool ran = false;          // the device was initialised
+  bool dict_trained = false;  // step 0 trained a dictionary (dict)
+  DictionaryInfo dict;
   RecompressResult recompress;
   bool recompress_ended_early = false;  // pace ended it (stop, busy, period)
   WritebackResult writeback;
@@ -159,9 +171,11 @@ class Policy {
     std::uint64_t day_start_ns = 0;
     bool said_no_recomp = false;
     bool said_no_backing = false;
+    std::uint64_t dict_failed_at = 0;  // pages when training last failed
   };
   class Pacer;  // policy.cc
 
+  void TrainDictStep(Device& device, DeviceState& state, PolicyPassResult& r);
   void RecompressStep(Device& device, DeviceState& state,
                       PolicyPassResult& r);
   void WritebackStep(Device& device, DeviceState& state, PolicyPassResult& r);

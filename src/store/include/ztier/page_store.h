@@ -231,8 +231,9 @@ struct RecompressResult {
 struct TrainDictRequest {
   std::size_t dict_bytes = 16 * 1024;  // at most; 1 KiB..1 MiB
   // Pages sampled, evenly across the store's compressed pages (SAME, HUGE
-  // and written-back ones are not sampled); 0: 100 bytes of sample per
-  // byte of dictionary (ZDICT's advice), 256..16384 pages.
+  // and written-back ones are not sampled), half to train on (0: 100 bytes
+  // per byte of dictionary, ZDICT's advice) and half held out to judge
+  // the result; 0: 512..16384 pages by that rule.
   std::size_t max_samples = 0;
 };
 
@@ -241,6 +242,11 @@ struct DictionaryInfo {
   std::size_t bytes = 0;        // the dictionary's size
   std::size_t memory = 0;       // counted in mem_used_total
   std::size_t samples = 0;      // pages it was trained on
+  // The held-out samples compressed by the primary algorithm without a
+  // dictionary and with this one (a page kept raw counts 4096 bytes).
+  std::size_t sample_bytes_without = 0;
+  std::size_t sample_bytes_with = 0;
+  bool content_only = false;    // used as plain content (see below)
 };
 
 // What one slot holds, for tests, block_state and post-processing.
@@ -435,6 +441,11 @@ class PageStore {
   // Trains a dictionary on a sample of the stored pages (codec.h,
   // TrainDictionary) and makes it the one new stores and recompression
   // use, under a free id: one no object uses and that is not the newest.
+  // For zstd it tries the trained dictionary as it is (with its entropy
+  // tables) and as plain content (DictionaryContent), and keeps the form
+  // that compresses the samples smaller; lz4 takes the content. A
+  // dictionary that does not make the samples smaller than the primary
+  // algorithm alone is not used (kFailedPrecondition, with both sizes).
   // Runs as a post-processing pass (one at a time with writeback and
   // recompression); stores go on meanwhile, each stream switching to the
   // new dictionary at its next store (which makes the stream's compressor
