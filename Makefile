@@ -165,6 +165,7 @@ BENCH_WRITEBACK_ARGS = --runs 1 --size 64M
 BENCH_USEMEM_ARGS = --size 16M --runs 1 --sleep 0
 BENCH_READAHEAD_ARGS = --runs 1 --size 16M --fault-pages 2048
 BENCH_RECOMPRESS_ARGS = --runs 1 --size 1M
+BENCH_RATIO_ARGS = --runs 1
 BENCH_ZRAM_COMPARE_ARGS = --runs 1 --size 16M --corpus-pages 256 --codec lz4
 BENCH_UBLK_ARGS = --quick
 else
@@ -172,6 +173,7 @@ BENCH_POLICY_ARGS = --runs 3
 # Nine runs: the pass's parallel/serial ratio is a ratio of two noisy
 # timings, and five runs' median moved by 0.2 from one run to the next.
 BENCH_RECOMPRESS_ARGS = --runs 9
+BENCH_RATIO_ARGS = --runs 5
 BENCH_USEMEM_ARGS = --size 256M --runs 5
 BENCH_ZRAM_COMPARE_ARGS = --codec lz4 --codec lzo-rle --paths ztier-lib \
   --paths kernel-psync --paths kernel-fio --paths ztier-nbd
@@ -198,6 +200,7 @@ bench: build
 	$(call bench_run,bench-writeback,bench writeback --corpus $(BENCH_CORPUS) $(BENCH_WRITEBACK_ARGS) $(BENCH_PLOT))
 	$(call bench_run,usemem,usemem --workers 4 --budget 60% --corpus $(BENCH_CORPUS) --compare-batching $(BENCH_USEMEM_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-recompress,bench recompress --corpus-dir $(CORPUS) $(BENCH_RECOMPRESS_ARGS) $(BENCH_PLOT))
+	$(call bench_run,bench-ratio,bench ratio --corpus-dir $(CORPUS) $(BENCH_RATIO_ARGS))
 	$(call bench_run,bench-readahead,bench readahead --corpus $(BENCH_CORPUS) $(BENCH_READAHEAD_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-zram-compare,bench zram-compare --corpus-dir $(CORPUS) $(BENCH_ZRAM_COMPARE_ARGS))
 	$(call bench_run,bench-ublk,bench ublk $(BENCH_UBLK_ARGS))

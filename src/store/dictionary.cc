@@ -3,9 +3,9 @@
 // page_store_impl.h).
 //
 // Training, under writeback_mu (one post-processing pass at a time):
-//   1. Release the entries of ids that are not current, that no object
-//      uses and that no stream holds, and pick a free id; none free:
-//      kResourceExhausted.
+//   1. Move the idle streams to the current dictionary; release the
+//      entries of ids that are not current, that no object uses and that
+//      no stream holds, and pick a free id; none free: kResourceExhausted.
 //   2. Sample: count the compressed slots with relaxed peeks, then
 //      decompress every k-th one under its lock, leaving its access time
 //      and marks alone (training is not an access). Every other sample
@@ -112,7 +112,15 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
   }
   std::lock_guard pass_lock(m.writeback_mu);
 
-  // 1. Free ids.
+  // 1. Free ids. Idle streams first move to the current dictionary, so
+  // that none keeps an older one's entry (and id) merely for not having
+  // stored since.
+  m.streams->VisitIdle([&m](internal::Stream& s) {
+    if (s.dict_generation !=
+        m.dict_generation.load(std::memory_order_acquire)) {
+      m.RefreshStream(s);
+    }
+  });
   int id = 0;
   {
     std::lock_guard l(m.dict_mu);

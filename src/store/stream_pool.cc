@@ -61,6 +61,16 @@ StreamPool::Lease StreamPool::Acquire() {
   }
 }
 
+void StreamPool::VisitIdle(const std::function<void(Stream&)>& fn) {
+  for (auto* streams : {&regular_, &reserve_}) {
+    for (auto& s : *streams) {
+      if (!TryTake(*s)) continue;
+      fn(*s);
+      Release(s.get());
+    }
+  }
+}
+
 void StreamPool::Release(Stream* s) {
   s->busy.store(false, std::memory_order_seq_cst);
   if (waiters_.load(std::memory_order_seq_cst) > 0) {

@@ -45,6 +45,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -104,6 +105,11 @@ class ZT_CAPABILITY("stream") StreamPool {
   // Takes a stream by the policy above. Never fails: if a reserve stream
   // cannot be created, it waits for a release instead.
   Lease Acquire() ZT_ACQUIRE();
+
+  // Calls fn with each stream that is free now, taken for the call (so no
+  // store uses it meanwhile); streams in use are skipped. The store uses
+  // it to move idle streams to a new dictionary. `fn` must not Acquire().
+  void VisitIdle(const std::function<void(Stream&)>& fn);
 
   std::size_t count() const { return regular_.size(); }
   std::size_t reserve_count() const { return reserve_.size(); }

@@ -149,11 +149,6 @@ std::vector<Variant> CaseVariants(const Config& cfg,
   return variants;
 }
 
-std::vector<double> MiB(std::vector<double> bytes) {
-  for (double& b : bytes) b /= 1048576.0;
-  return bytes;
-}
-
 // "yes", "NO", or "?" when there is no figure.
 std::string Met(const std::vector<double>& ratios, bool at_most,
                 double target) {

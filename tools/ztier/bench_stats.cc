@@ -61,6 +61,11 @@ std::string FormatMiB(std::uint64_t bytes) {
   return FormatDouble(static_cast<double>(bytes) / (1 << 20), 1) + " MiB";
 }
 
+std::vector<double> MiB(std::vector<double> bytes) {
+  for (double& b : bytes) b /= 1048576.0;
+  return bytes;
+}
+
 TextTable::TextTable(std::vector<std::string> header, std::vector<Align> align)
     : header_(std::move(header)), align_(std::move(align)) {
   assert(header_.size() == align_.size());

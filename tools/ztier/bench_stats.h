@@ -80,6 +80,9 @@ std::string FormatSpread(std::span<const double> samples, int decimals);
 // `bytes` in MiB with one decimal and the unit: "12.5 MiB".
 std::string FormatMiB(std::uint64_t bytes);
 
+// Samples of bytes as MiB.
+std::vector<double> MiB(std::vector<double> bytes);
+
 enum class Align { kLeft, kRight };
 
 // A table of text cells with a header row, padded to the widest cell of each

@@ -39,6 +39,7 @@
 #include "bench_nbd.h"
 #include "bench_policy.h"
 #include "bench_readahead.h"
+#include "bench_ratio.h"
 #include "bench_recompress.h"
 #include "bench_ublk.h"
 #include "bench_writeback.h"
@@ -124,6 +125,10 @@ constexpr Command kBenchCommands[] = {
      "client read latency with the post-processing policy running vs "
      "without it (target: median within 1.2x)",
      RunBenchPolicy},
+    {"ratio",
+     "memory for the same pages: per-page objects vs a trained dictionary "
+     "vs the kernel's zram, with store and read MB/s",
+     RunBenchRatio},
     {"readahead",
      "region fault-in: sequential read with page_cluster 0 vs 3 (zswap "
      "decompress batching series), and fault-in latency vs a bare "

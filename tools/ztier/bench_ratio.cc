@@ -1,0 +1,275 @@
+// File: tools/ztier/bench_ratio.cc
+//
+// `ztier bench ratio` (bench_ratio.h): parses the flags, loads the corpora,
+// runs each (corpus, codec) case's variants through RunVariants
+// (bench_harness.h) and reports them through one Report (bench_report.h).
+#include "bench_ratio.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_harness.h"
+#include "bench_report.h"
+#include "bench_stats.h"
+#include "bench_zram_compare_io.h"
+#include "bench_zram_compare_kernel.h"
+#include "tool_common.h"
+#include "ztier/page_store.h"
+
+namespace ztier::tool {
+namespace {
+
+constexpr const char kCommand[] = "ztier bench ratio";
+constexpr const char kSynopsis[] =
+    "[--corpus-dir DIR] [--codec NAME]... [--dict-size SIZE] [--runs N] "
+    "[--zram-dev PATH] [--json FILE]";
+constexpr const char kAbout[] =
+    "the memory the same pages take (mem_used_total): per-page objects,\n"
+    "with a dictionary trained from the store's pages (train_dict), and in\n"
+    "the kernel's zram where /dev/zram0 offers the codec; with the store\n"
+    "MB/s and random 4 KiB and sequential read MB/s of each.";
+constexpr std::size_t kSeqBatch = 32;  // pages per LoadBatch
+
+struct Config {
+  BenchFlags common{.runs = 3};
+  std::string corpus_dir = kDefaultCorpusDir;
+  std::vector<std::string> codecs;
+  std::size_t dict_bytes = 16 << 10;
+  std::string zram_dev = "/dev/zram0";
+};
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+      .count();
+}
+
+double MbS(std::size_t pages, double seconds) {
+  return seconds > 0 ? pages * kPageSize / seconds / 1e6 : 0;
+}
+
+// Stores every page of `set` in `store` (slot i: page i); store MB/s.
+Status StoreAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < set.size(); ++i) {
+    ZT_RETURN_IF_ERROR(store.Store(i, set.page(i)));
+  }
+  s.Add("store_mb_s", MbS(set.size(), Seconds(t0)));
+  return Status::Ok();
+}
+
+// Reads every page back in order, in batches (checked), and then in a
+// random order; their MB/s, and mem_used_total.
+Status ReadAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
+  const std::size_t n = set.size();
+  std::vector<std::byte> out(kSeqBatch * kPageSize);
+  auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < n; i += kSeqBatch) {
+    const std::size_t count = std::min(kSeqBatch, n - i);
+    ZT_RETURN_IF_ERROR(store.LoadBatch(
+        i, std::span<std::byte>(out.data(), count * kPageSize)));
+    for (std::size_t k = 0; k < count; ++k) {
+      if (std::memcmp(out.data() + k * kPageSize, set.page(i + k).data(),
+                      kPageSize) != 0) {
+        return Status::Corruption("page " + std::to_string(i + k) +
+                                  " reads back different");
+      }
+    }
+  }
+  s.Add("seq_read_mb_s", MbS(n, Seconds(t0)));
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(n));
+  t0 = std::chrono::steady_clock::now();
+  for (const std::size_t i : order) {
+    ZT_RETURN_IF_ERROR(
+        store.Load(i, MutablePage(out.data(), kPageSize)));
+  }
+  s.Add("rand_read_mb_s", MbS(n, Seconds(t0)));
+  s.Add("used", static_cast<double>(store.Stats().mem_used_total));
+  return Status::Ok();
+}
+
+// per-page, or with `dict` a dictionary trained after the first fill and
+// every page stored again with it.
+Status RunZtier(const Config& cfg, const corpus::PageSet& set,
+                const std::string& codec, bool dict, Samples& s) {
+  ZT_ASSIGN_OR_RETURN(
+      std::unique_ptr<PageStore> store,
+      PageStore::Create({.num_pages = set.size(), .codec = codec}));
+  ZT_RETURN_IF_ERROR(StoreAll(*store, set, s));
+  if (dict) {
+    ZT_ASSIGN_OR_RETURN(const DictionaryInfo info,
+                        store->TrainDictionary({.dict_bytes = cfg.dict_bytes}));
+    ZT_RETURN_IF_ERROR(StoreAll(*store, set, s));
+    store->Compact();
+    s.Add("dict_memory", static_cast<double>(info.memory));
+  }
+  return ReadAll(*store, set, s);
+}
+
+// The kernel's zram with `codec`, written with the pages.
+Status RunKernel(KernelZram& zram, const corpus::PageSet& set,
+                 const std::string& codec, Samples& s) {
+  const corpus::PageSet* one[] = {&set};
+  ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(one, 0));
+  const std::uint64_t bytes = set.size() * kPageSize;
+  ZT_RETURN_IF_ERROR(zram.Init(codec, bytes));
+  const IoTarget t{.path = zram.dev_path()};
+  ZT_ASSIGN_OR_RETURN(
+      IoResult r,
+      RunIo(t,
+            {.random = false, .writes = true,
+             .block_bytes = static_cast<std::uint32_t>(kPageSize), .depth = 1,
+             .threads = 1, .area_bytes = bytes, .seconds = 0},
+            data));
+  s.Add("store_mb_s", r.mb_s());
+  ZT_RETURN_IF_ERROR(VerifyArea(t, bytes, data, 1));
+  ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
+  s.Add("used", static_cast<double>(mm.mem_used_total));
+  return zram.Reset();
+}
+
+std::optional<int> ParseFlags(std::span<const std::string_view> args,
+                              Config* cfg) {
+  std::string dict_size = "16K";
+  FlagSet flags(kCommand, kSynopsis);
+  AddCorpusDirFlag(flags, &cfg->corpus_dir);
+  flags.AddList("codec", &cfg->codecs, "NAME",
+                "codecs to compare (default lz4 and zstd)");
+  flags.AddString("dict-size", &dict_size, "SIZE",
+                  "the trained dictionary's size (default 16K; 1K..1M)");
+  AddBenchFlags(flags, &cfg->common);
+  flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
+                  "the kernel device (default /dev/zram0)");
+  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  if (cfg->codecs.empty()) cfg->codecs = {"lz4", "zstd"};
+  for (const std::string& c : cfg->codecs) {
+    if (Status st = CheckCodecName(c); !st.ok()) {
+      return ReportUsageError(kCommand, st.message());
+    }
+  }
+  auto bytes = ParseSizeFlag(dict_size, 1024, "1K");
+  if (!bytes.has_value()) {
+    return ReportUsageError(kCommand, bytes.error().message());
+  }
+  cfg->dict_bytes = *bytes;
+  return std::nullopt;
+}
+
+// One table per codec: a row per corpus and variant.
+void AddTables(Report& report, const Config& cfg,
+               const std::vector<std::string>& corpora,
+               const std::vector<std::vector<Measurements>>& m) {
+  for (std::size_t c = 0; c < cfg.codecs.size(); ++c) {
+    const std::string& codec = cfg.codecs[c];
+    Table& t = report.AddTable("ratio_" + codec, codec);
+    for (std::size_t k = 0; k < corpora.size(); ++k) {
+      const Measurements& mm = m[k][c];
+      for (const char* v : {"kernel", "per-page", "dict"}) {
+        if (mm.Of(v, "used").empty()) continue;
+        t.AddRow()
+            .Text("corpus", corpora[k])
+            .Text("variant", v)
+            .Figure("mem_used_total MiB", MiB(mm.Of(v, "used")), 3, kRange)
+            .Figure("/ per-page", mm.Ratios(v, "used", "per-page", "used"), 3)
+            .Figure("/ kernel", mm.Ratios(v, "used", "kernel", "used"), 3)
+            .Figure("store MB/s", mm.Of(v, "store_mb_s"), 0)
+            .Figure("rand read MB/s", mm.Of(v, "rand_read_mb_s"), 0)
+            .Figure("seq read MB/s", mm.Of(v, "seq_read_mb_s"), 0);
+      }
+    }
+    for (std::size_t k = 0; k < corpora.size(); ++k) {
+      const Measurements& mm = m[k][c];
+      const std::string what = corpora[k] + " " + codec + " mem_used_total, ";
+      report.Ratio(what + "dict / per-page",
+                   mm.Ratios("dict", "used", "per-page", "used"),
+                   "no dictionary");
+      report.Ratio(what + "dict / kernel zram",
+                   mm.Ratios("dict", "used", "kernel", "used"),
+                   cfg.zram_dev + " not used or without " + codec);
+    }
+  }
+}
+
+}  // namespace
+
+int RunBenchRatio(std::span<const std::string_view> args) {
+  Config cfg;
+  if (auto rc = ParseFlags(args, &cfg)) return *rc;
+  auto paths = FindCorpusDir(cfg.corpus_dir, kCorpusDirHint);
+  if (!paths.has_value()) return ReportFailure(kCommand, paths.error().message());
+  std::vector<corpus::PageSet> corpora;
+  std::vector<std::string> names;
+  for (const std::string& path : *paths) {
+    auto set = LoadCorpus(path);
+    if (!set.has_value()) return ReportFailure(kCommand, set.error().message());
+    names.push_back(set->name());
+    corpora.push_back(std::move(*set));
+  }
+  Report report(kCommand, GetMachineInfo());
+  std::optional<KernelZram> zram;
+  std::string kernel_line;
+  if (auto z = KernelZram::Open(cfg.zram_dev); z.has_value()) {
+    zram.emplace(std::move(*z));
+    std::string offered;
+    for (const std::string& a : zram->algorithms()) offered += " " + a;
+    kernel_line = "kernel: " + cfg.zram_dev + " offers" + offered;
+  } else {
+    kernel_line = "kernel: " + cfg.zram_dev + " not used: " +
+                  z.error().message() + "; compare with per-page";
+  }
+  report.Condition("runs", std::to_string(cfg.common.runs));
+  report.Condition("dict_bytes", std::to_string(cfg.dict_bytes));
+  report.Line("config: codecs " + [&] {
+    std::string s;
+    for (const std::string& c : cfg.codecs) s += (s.empty() ? "" : ",") + c;
+    return s;
+  }() + ", dictionary " + std::to_string(cfg.dict_bytes) +
+              " bytes, runs=" + std::to_string(cfg.common.runs) +
+              " (+1 warm-up), variants alternate; every page read back "
+              "and checked\n" + kernel_line + "\n");
+  std::vector<std::vector<Measurements>> m(corpora.size());
+  Progress progress;
+  for (std::size_t k = 0; k < corpora.size(); ++k) {
+    for (const std::string& codec : cfg.codecs) {
+      const corpus::PageSet& set = corpora[k];
+      std::vector<Variant> variants = {
+          {"per-page",
+           [&](std::size_t, Samples& s) {
+             return RunZtier(cfg, set, codec, false, s);
+           }},
+          {"dict", [&](std::size_t, Samples& s) {
+             return RunZtier(cfg, set, codec, true, s);
+           }}};
+      const bool offered =
+          zram.has_value() &&
+          std::find(zram->algorithms().begin(), zram->algorithms().end(),
+                    codec) != zram->algorithms().end();
+      if (offered) {
+        variants.push_back({"kernel", [&](std::size_t, Samples& s) {
+                              return RunKernel(*zram, set, codec, s);
+                            }});
+      }
+      auto r = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),
+                            .label = "[" + names[k] + " " + codec + "]"},
+                           variants, progress);
+      progress.Clear();
+      if (!r.has_value()) {
+        if (zram.has_value()) (void)zram->Reset();
+        return ReportFailure(kCommand, "FATAL: " + names[k] + " " + codec +
+                                           ": " + r.error().ToString());
+      }
+      m[k].push_back(std::move(*r));
+    }
+  }
+  AddTables(report, cfg, names, m);
+  return report.Finish(kCommand, cfg.common);
+}
+
+}  // namespace ztier::tool

@@ -1,0 +1,74 @@
+// File: tools/ztier/bench_ratio_test.cc
+//
+// `ztier bench ratio`: the built binary (ZTIER_BIN) on the checkout's
+// corpora with one run: its tables, its JSON, the dictionary making lz4's
+// pages smaller, a missing kernel device said so, and bad usage.
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "testing/test_util.h"
+
+namespace ztier::tool {
+namespace {
+
+using ztier::testing::ScopedTempDir;
+
+void ExpectIn(const std::string& text, const std::string& want) {
+  EXPECT_NE(text.find(want), std::string::npos) << want << " in\n" << text;
+}
+
+// The number after `label` in `text` ("... dict / per-page: 0.96x"); -1
+// when the label is missing.
+double After(const std::string& text, const std::string& label) {
+  const std::size_t at = text.find(label);
+  if (at == std::string::npos) return -1;
+  return std::strtod(text.c_str() + at + label.size(), nullptr);
+}
+
+TEST(BenchRatioTest, DictionaryAgainstPerPageOnEveryCorpus) {
+  ScopedTempDir dir;
+  const ztier::testing::Shell r = ztier::testing::Sh(
+      "cd '" + dir.path() + "' && '" ZTIER_BIN "' bench ratio --corpus-dir '" +
+      ztier::testing::CorpusDir() +
+      "' --runs 1 --codec lz4 --dict-size 8K --zram-dev " + dir.File("zram9") +
+      " --json out.json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* want :
+       {"machine: ", "config: codecs lz4, dictionary 8192 bytes, runs=1",
+        "kernel: ", "not used", "== lz4", "per-page", "dict",
+        "rand read MB/s", "seq read MB/s", "store MB/s",
+        "anon-python.pages lz4 mem_used_total, dict / kernel zram: not "
+        "measured"}) {
+    ExpectIn(r.out, want);
+  }
+  for (const char* corpus : {"anon-cc1plus", "anon-python", "files-mixed"}) {
+    const double ratio = After(
+        r.out, std::string(corpus) + ".pages lz4 mem_used_total, dict / "
+                                     "per-page: ");
+    EXPECT_GT(ratio, 0.5) << corpus << "\n" << r.out;
+    EXPECT_LT(ratio, 1.0) << corpus << "\n" << r.out;
+  }
+  std::ifstream in(dir.File("out.json"));
+  std::stringstream json;
+  json << in.rdbuf();
+  for (const char* want :
+       {"\"benchmark\": \"ztier bench ratio\"", "\"ratio_lz4\": [",
+        "\"variant\": \"per-page\"", "\"variant\": \"dict\"",
+        "\"mem_used_total_mib_median\"", "\"rand_read_mb_s_median\""}) {
+    ExpectIn(json.str(), want);
+  }
+}
+
+TEST(BenchRatioTest, BadUsage) {
+  EXPECT_EQ(ztier::testing::Sh("'" ZTIER_BIN "' bench ratio --codec lz5")
+                .exit_code,
+            2);
+  EXPECT_EQ(ztier::testing::Sh("'" ZTIER_BIN "' bench ratio --dict-size 1")
+                .exit_code,
+            2);
+}
+
+}  // namespace
+}  // namespace ztier::tool
