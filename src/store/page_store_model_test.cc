@@ -3,11 +3,12 @@
 // Worker threads run a long random mix of store, batch store, load, batch
 // load and discard on their own ranges of slots, each checking every result
 // against a plain reference map (slot -> which page it should hold). Other
-// threads meanwhile compact the pool, mark slots idle and run recompression
-// passes (zstd, then deflate) across the whole table, so every operation
-// races with compaction moving its objects and with recompression swapping
-// them. At the end the counters must agree with the union of the reference
-// maps.
+// threads meanwhile compact the pool, mark slots idle, run recompression
+// passes (zstd, then deflate) across the whole table and train dictionaries
+// from the stored pages, so every operation races with compaction moving
+// its objects, with recompression swapping them and with stores switching
+// to a new dictionary while objects of older ones are read. At the end the
+// counters must agree with the union of the reference maps.
 //
 // At least one million operations in all (ZTIER_MODEL_OPS overrides the
 // count; the seed is fixed and printed).
@@ -196,6 +197,23 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
     });
+    // Dictionaries: refused while every id holds pages or when one would
+    // not help (both leave the store as it was); trained otherwise.
+    std::atomic<std::uint64_t> trained{0};
+    std::thread trainer([&] {
+      while (!done.load()) {
+        auto r = store.TrainDictionary({.dict_bytes = 4096});
+        if (r.has_value()) {
+          ++trained;
+        } else if (r.error().code() != StatusCode::kResourceExhausted &&
+                   r.error().code() != StatusCode::kFailedPrecondition &&
+                   r.error().code() != StatusCode::kInvalidArgument) {
+          ADD_FAILURE() << "train_dict: " << r.error().ToString();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
     std::vector<std::thread> workers;
     for (int w = 0; w < kWorkers; ++w) workers.emplace_back(worker, w);
     for (auto& t : workers) t.join();
@@ -203,6 +221,11 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     compactor.join();
     idler.join();
     recompressor.join();
+    trainer.join();
+    std::printf("%s: %llu dictionaries trained during the run\n",
+                std::string(BatchBackendName(backend)).c_str(),
+                static_cast<unsigned long long>(trained.load()));
+    EXPECT_GT(trained.load(), 0u);
     std::printf("%s: %llu pages recompressed during the run\n",
                 std::string(BatchBackendName(backend)).c_str(),
                 static_cast<unsigned long long>(recompressed.load()));
@@ -239,6 +262,7 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     }
     EXPECT_EQ(store.Stats().compr_data_size, 0u);
     EXPECT_EQ(store.Stats().orig_data_size, 0u);
+    for (const std::uint64_t n : store.Stats().dict_pages) EXPECT_EQ(n, 0u);
   }
 }
 
