@@ -315,7 +315,8 @@ struct PageStoreStats {
   std::uint64_t recompressed_pages = 0;
   // dictionaries: the one new stores use (0: none), the memory the held
   // ones take (part of mem_used_total), and objects made with each id
-  // (in RAM or written back compressed; [0]: unused).
+  // (in RAM or written back compressed, plus, for a moment, each batched
+  // load decompressing one's objects; [0]: unused).
   int dict_id = 0;
   std::uint64_t dict_memory = 0;
   std::array<std::uint64_t, 4> dict_pages{};
