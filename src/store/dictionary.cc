@@ -197,6 +197,7 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
   info.sample_bytes_without = SampleBytes(*m.codec, held_out, m.huge_size);
   info.sample_bytes_with = SIZE_MAX;
   DictForm best;
+  std::shared_ptr<const Codec> best_primary;  // best's codec of priority 0
   for (const DictForm& form : forms) {
     ZT_ASSIGN_OR_RETURN(auto codec,
                         CodecWithDict(m.options, 0, m.codec->name(), form));
@@ -204,6 +205,7 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     if (bytes < info.sample_bytes_with) {
       info.sample_bytes_with = bytes;
       best = form;
+      best_primary = std::move(codec);
     }
   }
   if (info.sample_bytes_with >= info.sample_bytes_without) {
@@ -215,15 +217,17 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
   info.content_only = best.content_only;
   const std::shared_ptr<const std::vector<std::byte>>& bytes = best.bytes;
   auto entry = std::make_shared<Impl::DictEntry>();
-  entry->bytes = bytes;
-  entry->samples = n;
   entry->memory = bytes->size();
   for (int p = 0; p < kMaxCodecPriorities; ++p) {
     const std::shared_ptr<const Codec>& base = m.codecs[p];
     entry->codecs[p] = base;
     if (base == nullptr || !SupportsDictionary(base->name())) continue;
-    ZT_ASSIGN_OR_RETURN(entry->codecs[p],
-                        CodecWithDict(m.options, p, base->name(), best));
+    if (p == 0) {
+      entry->codecs[0] = best_primary;  // made once, above
+    } else {
+      ZT_ASSIGN_OR_RETURN(entry->codecs[p],
+                          CodecWithDict(m.options, p, base->name(), best));
+    }
     // Each codec digests the dictionary on its own; the bytes are shared.
     entry->memory += entry->codecs[p]->dictionary_bytes() - bytes->size();
   }

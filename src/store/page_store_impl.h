@@ -201,10 +201,8 @@ struct PageStore::Impl {
   // that objects of that id and priority were made with (the base codec
   // where the algorithm takes no dictionary, or for id 0).
   struct DictEntry {
-    std::shared_ptr<const std::vector<std::byte>> bytes;  // null for id 0
     std::shared_ptr<const Codec> codecs[kMaxCodecPriorities];
     std::size_t memory = 0;  // counted in dict_memory
-    std::size_t samples = 0;
   };
   // An id is given a new entry only when no object uses it (dict_objects
   // is 0), no stream holds it (the entry's use_count is 1) and it is not
