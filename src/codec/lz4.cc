@@ -35,13 +35,14 @@ int ToInt(std::size_t n) {
   return n > INT_MAX ? INT_MAX : static_cast<int>(n);
 }
 
-Status CheckDecompressed(int n, std::size_t page) {
-  if (n < 0) return Status::Corruption("lz4: malformed compressed block");
-  if (static_cast<std::size_t>(n) != page) {
-    return Status::Corruption("lz4: decompressed size differs from page");
-  }
-  return Status::Ok();
-}
+// A dictionary's bytes and the stream LZ4_loadDict made of them, which
+// refers to the bytes in place.
+struct Lz4Dict {
+  std::shared_ptr<const std::vector<std::byte>> bytes;
+  const char* start = nullptr;  // the part LZ4 uses: the last 64 KiB
+  int size = 0;
+  LZ4_stream_t loaded;
+};
 
 // One Compressor of an LZ4-block codec (NewLz4BlockCodec).
 class Lz4BlockCompressor final : public Compressor {
@@ -57,12 +58,10 @@ class Lz4BlockCompressor final : public Compressor {
   std::size_t Compress(std::span<const std::byte> src,
                        std::span<std::byte> dst) override {
     if (src.size() > INT_MAX) return 0;
-    const int cap =
-        dst.size() > INT_MAX ? INT_MAX : static_cast<int>(dst.size());
     const int n = compress_(
         state_.get(), reinterpret_cast<const char*>(src.data()),
-        reinterpret_cast<char*>(dst.data()), static_cast<int>(src.size()), cap,
-        level_);
+        reinterpret_cast<char*>(dst.data()), static_cast<int>(src.size()),
+        ToInt(dst.size()), level_);
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
@@ -72,19 +71,36 @@ class Lz4BlockCompressor final : public Compressor {
   std::unique_ptr<std::max_align_t[]> state_;
 };
 
+// The decompressor of every LZ4-block codec, and of lz4 with a dictionary
+// (`dict`; null: none).
 class Lz4Decompressor final : public Decompressor {
  public:
+  explicit Lz4Decompressor(std::shared_ptr<const Lz4Dict> dict = nullptr)
+      : dict_(std::move(dict)) {}
+
   Status Decompress(std::span<const std::byte> src,
                     std::span<std::byte> dst) override {
     if (src.size() > INT_MAX || dst.size() > INT_MAX) {
       return Status::Corruption("lz4: object too large");
     }
-    const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(src.data()),
-                                      reinterpret_cast<char*>(dst.data()),
-                                      static_cast<int>(src.size()),
-                                      static_cast<int>(dst.size()));
-    return CheckDecompressed(n, dst.size());
+    const char* in = reinterpret_cast<const char*>(src.data());
+    char* out = reinterpret_cast<char*>(dst.data());
+    const int in_size = static_cast<int>(src.size());
+    const int out_size = static_cast<int>(dst.size());
+    const int n = dict_ != nullptr
+                      ? LZ4_decompress_safe_usingDict(in, out, in_size,
+                                                      out_size, dict_->start,
+                                                      dict_->size)
+                      : LZ4_decompress_safe(in, out, in_size, out_size);
+    if (n < 0) return Status::Corruption("lz4: malformed compressed block");
+    if (static_cast<std::size_t>(n) != dst.size()) {
+      return Status::Corruption("lz4: decompressed size differs from page");
+    }
+    return Status::Ok();
   }
+
+ private:
+  const std::shared_ptr<const Lz4Dict> dict_;
 };
 
 class Lz4BlockCodec final : public Codec {
@@ -112,15 +128,6 @@ class Lz4BlockCodec final : public Codec {
   const Lz4CompressFn compress_;
 };
 
-// A dictionary's bytes and the stream LZ4_loadDict made of them, which
-// refers to the bytes in place.
-struct Lz4Dict {
-  std::shared_ptr<const std::vector<std::byte>> bytes;
-  const char* start = nullptr;  // the part LZ4 uses: the last 64 KiB
-  int size = 0;
-  LZ4_stream_t loaded;
-};
-
 class Lz4DictCompressor final : public Compressor {
  public:
   Lz4DictCompressor(int acceleration, std::shared_ptr<const Lz4Dict> dict)
@@ -145,27 +152,6 @@ class Lz4DictCompressor final : public Compressor {
   std::unique_ptr<LZ4_stream_t> work_;
 };
 
-class Lz4DictDecompressor final : public Decompressor {
- public:
-  explicit Lz4DictDecompressor(std::shared_ptr<const Lz4Dict> dict)
-      : dict_(std::move(dict)) {}
-
-  Status Decompress(std::span<const std::byte> src,
-                    std::span<std::byte> dst) override {
-    if (src.size() > INT_MAX || dst.size() > INT_MAX) {
-      return Status::Corruption("lz4: object too large");
-    }
-    const int n = LZ4_decompress_safe_usingDict(
-        reinterpret_cast<const char*>(src.data()),
-        reinterpret_cast<char*>(dst.data()), static_cast<int>(src.size()),
-        static_cast<int>(dst.size()), dict_->start, dict_->size);
-    return CheckDecompressed(n, dst.size());
-  }
-
- private:
-  const std::shared_ptr<const Lz4Dict> dict_;
-};
-
 class Lz4DictCodec final : public Codec {
  public:
   Lz4DictCodec(int acceleration, std::shared_ptr<const Lz4Dict> dict)
@@ -176,7 +162,7 @@ class Lz4DictCodec final : public Codec {
     return std::make_unique<Lz4DictCompressor>(acceleration_, dict_);
   }
   Result<std::unique_ptr<Decompressor>> NewDecompressor() const override {
-    return std::make_unique<Lz4DictDecompressor>(dict_);
+    return std::make_unique<Lz4Decompressor>(dict_);
   }
   std::size_t dictionary_bytes() const override {
     return dict_->bytes->size() + sizeof(LZ4_stream_t);
