@@ -276,7 +276,7 @@ WireReply ShowBlockState(Device& d) {
 }
 // train_dict: replies with what it made, one line.
 WireReply StoreTrainDict(Device& d, std::string_view v) {
-  auto info = d.TrainDictionary(StripNewline(v));
+  auto info = d.TrainDictionary(v);  // the device trims it
   if (!info) return FromStatus(info.error());
   return Ok("dictionary " + std::to_string(info->id) + ": " +
             std::to_string(info->bytes) + " bytes, trained on " +
