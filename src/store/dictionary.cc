@@ -36,7 +36,8 @@ constexpr std::size_t kMaxDictBytes = std::size_t{1} << 20;
 constexpr std::size_t kMinSamples = 512;
 constexpr std::size_t kMaxSamples = 16384;
 
-// A slot whose page can be sampled: a compressed object in RAM.
+// A slot whose page can be sampled: a compressed object in RAM (its own,
+// or a unit's).
 bool Sampleable(std::uint32_t f) {
   return Allocated(f) &&
          !(f & (slot::kSame | slot::kWb | slot::kHuge));
@@ -164,10 +165,14 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     const std::uint32_t f = SlotTable::Flags(s);
     if (!Sampleable(f)) continue;
     pages.resize(pages.size() + kPageSize);
+    std::byte* dst = pages.data() + pages.size() - kPageSize;
     Status st;
-    m.DecompressInto(LocalDecompressor(m.CodecOf(f)),
-                     s.value.load(std::memory_order_relaxed),
-                     pages.data() + pages.size() - kPageSize, &st);
+    if (f & slot::kUnit) {
+      st = m.LoadUnitLocked(i, dst);
+    } else {
+      m.DecompressInto(LocalDecompressor(m.CodecOf(f)),
+                       s.value.load(std::memory_order_relaxed), dst, &st);
+    }
     if (!st.ok()) pages.resize(pages.size() - kPageSize);  // loads report it
   }
   const std::size_t n = pages.size() / kPageSize;

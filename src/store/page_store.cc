@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <thread>
@@ -42,9 +43,15 @@ PageStore::~PageStore() {
   if (m.options.backing == nullptr) return;
   for (std::size_t i = 0; i < m.slots.size(); ++i) {
     Slot& s = m.slots[i];
-    if (s.flags.load(std::memory_order_relaxed) & slot::kWb) {
+    const std::uint32_t f = s.flags.load(std::memory_order_relaxed);
+    if ((f & slot::kWb) && !(f & slot::kUnit)) {
       m.options.backing->Free(s.value.load(std::memory_order_relaxed));
     }
+  }
+  for (std::size_t u = 0; u < m.units.size(); ++u) {
+    const internal::Unit& e = m.units[u];
+    if (e.gen == 0 || !e.wb) continue;
+    for (int k = 0; k < e.pieces; ++k) m.options.backing->Free(e.piece[k]);
   }
 }
 
@@ -52,6 +59,11 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     const PageStoreOptions& options) {
   if (options.num_pages == 0) {
     return Err(Status::InvalidArgument("num_pages must be at least 1"));
+  }
+  if (options.unit_pages > 1 && options.unit_pages != 4 &&
+      options.unit_pages != 8 && options.unit_pages != 16) {
+    return Err(Status::InvalidArgument("unit_pages must be 4, 8 or 16, not " +
+                                       std::to_string(options.unit_pages)));
   }
   if (options.batch_size == 0 || options.batch_size > kMaxBatchSize) {
     return Err(Status::InvalidArgument("batch_size must be 1.." +
@@ -91,6 +103,11 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
   m.huge_size = m.pool->HugeClassSize();
   ZT_ASSIGN_OR_RETURN(m.slots,
                       SlotTable::Create(options.num_pages, options.prealloc));
+  if (options.unit_pages > 1) {
+    m.unit_pages = options.unit_pages;
+    ZT_ASSIGN_OR_RETURN(m.units, internal::UnitTable::Create(
+                                     options.num_pages, options.unit_pages));
+  }
 
   const std::size_t cores =
       std::max<std::size_t>(1, std::thread::hardware_concurrency());
@@ -145,6 +162,7 @@ Status PageStore::Store(std::uint64_t index, ConstPage page) {
     m.InstallLocked(s, p, now);
   }
   Add(m.stores);
+  m.ReclaimUnits();
   return Status::Ok();
 }
 
@@ -165,7 +183,7 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   // merge is redone from the newer content so that neither write is lost.
   //
   // "Still holds" is decided soundly, not by the Version alone (its SEQ is
-  // 6 bits, and a hot page's handle comes back as the pool reuses freed
+  // 5 bits, and a hot page's handle comes back as the pool reuses freed
   // indexes): an equal Version and, for a pool object, equal object bytes
   // mean equal content. A written-back page cannot be compared without
   // reading the disk again, and a page that keeps changing under us would
@@ -173,6 +191,7 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   // stream first and then the slot lock from read to install (stream before
   // slot, as the lock order allows).
   alignas(8) std::byte seen_object[kPageSize];
+  bool installed = false;
   for (int attempt = 0; attempt < kPartialTries; ++attempt) {
     Impl::SeenContent seen;
     {
@@ -189,20 +208,24 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
       if (m.StillSeesLocked(s, seen, seen_object)) {
         m.InstallLocked(s, p, m.Now());
         Add(m.stores);
-        return Status::Ok();
+        installed = true;
       }
     }
+    if (installed) break;
     m.DropPending(p);
   }
-  // The locked path: a stream, then the slot lock from read to install.
-  internal::StreamPool::Lease lease = m.streams->Acquire();
-  SlotLock lock(s);
-  ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
-  std::memcpy(page + offset, data.data(), data.size());
-  Pending p;
-  ZT_RETURN_IF_ERROR(m.PrepareWith(lease, ConstPage(page, kPageSize), &p));
-  m.InstallLocked(s, p, m.Now());
-  Add(m.stores);
+  if (!installed) {
+    // The locked path: a stream, then the slot lock from read to install.
+    internal::StreamPool::Lease lease = m.streams->Acquire();
+    SlotLock lock(s);
+    ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+    std::memcpy(page + offset, data.data(), data.size());
+    Pending p;
+    ZT_RETURN_IF_ERROR(m.PrepareWith(lease, ConstPage(page, kPageSize), &p));
+    m.InstallLocked(s, p, m.Now());
+    Add(m.stores);
+  }
+  m.ReclaimUnits();
   return Status::Ok();
 }
 
@@ -212,6 +235,50 @@ Status PageStore::StoreBatch(std::uint64_t first,
   assert(pages.size() % kPageSize == 0);
   const std::size_t count = pages.size() / kPageSize;
   ZT_RETURN_IF_ERROR(m.CheckSlots(first, count));
+  const std::uint32_t now = m.Now();
+  bool poor = false;
+  Status st;
+  const std::uint64_t unit = m.unit_pages;
+  // With units: the whole aligned runs in the range are units, the pages
+  // before the first and after the last are stored one object each.
+  const std::uint64_t a = unit == 0 ? 0 : (first + unit - 1) / unit * unit;
+  const std::uint64_t b = unit == 0 ? 0 : (first + count) / unit * unit;
+  if (unit == 0 || a >= b) {
+    st = m.StorePages(first, pages, now, &poor);
+  } else {
+    auto sub = [&](std::uint64_t lo, std::uint64_t hi) {
+      return pages.subspan((lo - first) * kPageSize, (hi - lo) * kPageSize);
+    };
+    if (a > first) st = m.StorePages(first, sub(first, a), now, &poor);
+    for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
+      st = m.StoreUnit(u, sub(u, u + unit).data(), now, &poor);
+    }
+    if (st.ok() && first + count > b) {
+      st = m.StorePages(b, sub(b, first + count), now, &poor);
+    }
+    if (!st.ok()) {
+      // All or nothing, as below.
+      for (std::size_t i = 0; i < count; ++i) {
+        Slot& s = m.slots[first + i];
+        SlotLock lock(s);
+        m.FreeSlotLocked(s);
+      }
+    }
+  }
+  if (st.ok()) {
+    Add(m.stores, count);
+  } else if (!poor) {
+    Add(m.failed_writes);
+  }
+  m.ReclaimUnits();
+  return st;
+}
+
+Status PageStore::Impl::StorePages(std::uint64_t first,
+                                   std::span<const std::byte> pages,
+                                   std::uint32_t now, bool* poor_out) {
+  Impl& m = *this;
+  const std::size_t count = pages.size() / kPageSize;
   thread_local std::vector<Pending> pending;
   pending.assign(count, Pending{});
   const std::size_t bs = m.streams->batch_size();
@@ -219,7 +286,6 @@ Status PageStore::StoreBatch(std::uint64_t first,
   std::size_t page_of[kMaxBatchSize];
   Status st;
   bool poor = false;
-  const std::uint32_t now = m.Now();
   for (std::size_t c = 0; c < count && st.ok(); c += bs) {
     const std::size_t end = std::min(count, c + bs);
     auto lease = m.streams->Acquire();  // one stream per chunk
@@ -293,7 +359,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
       SlotLock lock(s);
       m.FreeSlotLocked(s);
     }
-    if (!poor) Add(m.failed_writes);
+    *poor_out = poor;
     return st;
   }
   for (std::size_t i = 0; i < count; ++i) {
@@ -302,7 +368,6 @@ Status PageStore::StoreBatch(std::uint64_t first,
     SlotLock lock(s);
     m.InstallLocked(s, pending[i], now);
   }
-  Add(m.stores, count);
   return Status::Ok();
 }
 
@@ -360,7 +425,8 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       // recompressed slot, or one of another dictionary, is decompressed
       // here with its own codec.
       const bool compressed = Allocated(f) && Priority(f) == 0 &&
-                              !(f & (slot::kSame | slot::kHuge | slot::kWb)) &&
+                              !(f & (slot::kSame | slot::kHuge | slot::kWb |
+                                     slot::kUnit)) &&
                               (dict < 0 || Dict(f) == dict);
       if (!compressed) {
         report(i, m.LoadLocked(first + i, s, dst));
@@ -408,6 +474,7 @@ Status PageStore::Discard(std::uint64_t index) {
     m.FreeSlotLocked(s);
   }
   Add(m.notify_free);
+  m.ReclaimUnits();
   return Status::Ok();
 }
 
@@ -422,6 +489,7 @@ Status PageStore::TryDiscard(std::uint64_t index) {
   }
   m.FreeSlotLocked(s);
   SlotTable::Unlock(s);
+  m.ReclaimUnits();
   return Status::Ok();
 }
 
@@ -486,6 +554,13 @@ SlotInfo PageStore::Inspect(std::uint64_t index) const {
   info.priority = Priority(f);
   info.dict = Dict(f);
   info.size = f & slot::kSizeMask;
+  if (f & slot::kUnit) {
+    const internal::Unit& e = impl_->units[index / impl_->unit_pages];
+    info.unit = true;
+    info.dict = e.dict;
+    info.unit_live = static_cast<std::size_t>(
+        std::popcount(e.live.load(std::memory_order_relaxed)));
+  }
   info.ac_time = s.ac_time;
   if (info.same) info.fill = s.value.load(std::memory_order_relaxed);
   return info;
@@ -525,7 +600,7 @@ PageStoreStats PageStore::Stats() const {
   st.orig_data_size = Get(m.pages_stored) << kPageShift;
   st.compr_data_size = Get(m.compr_data_size);
   st.dict_memory = m.dict_memory.load(std::memory_order_relaxed);
-  st.mem_used_total = ps.total_bytes + st.dict_memory;
+  st.mem_used_total = m.UsedBytes();
   st.mem_limit = Get(m.mem_limit);
   st.mem_used_max = Get(m.mem_used_max);
   st.same_pages = Get(m.same_pages);
@@ -568,6 +643,9 @@ PageStoreStats PageStore::Stats() const {
   for (int d = 1; d < kDictIds; ++d) {
     st.dict_pages[d] = m.dict_objects[d].load(std::memory_order_relaxed);
   }
+  st.units = Get(m.units_live);
+  st.unit_pages = Get(m.unit_pages_live);
+  st.units_reclaimed = Get(m.units_reclaimed);
   return st;
 }
 

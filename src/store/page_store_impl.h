@@ -17,6 +17,7 @@
 #include "platform/sharded_counter.h"
 #include "slot_table.h"
 #include "stream_pool.h"
+#include "unit_table.h"
 #include "ztier/page_store.h"
 #include "ztier/worker_pool.h"
 
@@ -254,7 +255,51 @@ struct PageStore::Impl {
   void RefreshStream(internal::Stream& s);  // dictionary.cc
   // mem_used_total: the pool and the dictionaries held.
   std::uint64_t UsedBytes() const {
-    return pool->TotalBytes() + dict_memory.load(std::memory_order_relaxed);
+    return pool->TotalBytes() + dict_memory.load(std::memory_order_relaxed) +
+           units_live.load(std::memory_order_relaxed) *
+               internal::UnitTable::kEntryBytes;
+  }
+
+  // ---- units (page_store.h, unit_pages; units.cc) ----
+  std::size_t unit_pages = 0;  // 0: off
+  internal::UnitTable units;
+  std::atomic<std::uint64_t> units_live{0};
+  std::atomic<std::uint64_t> unit_pages_live{0};
+  std::atomic<std::uint64_t> units_reclaimed{0};
+  // Units below half their members, to be reclaimed (u, gen) by the next
+  // public call that returns; reclaim_mu is a leaf lock, taken under a
+  // slot lock.
+  std::mutex reclaim_mu;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> reclaim_queue;
+  std::atomic<bool> reclaim_pending{false};
+
+  // Stores the aligned run [first, first + unit_pages) from `pages` as one
+  // unit (with the same-filled pages as SAME), or, if it does not pay,
+  // page by page. On failure nothing of the run is changed. REQUIRES: no
+  // slot lock and no stream held.
+  Status StoreUnit(std::uint64_t first, const std::byte* pages,
+                   std::uint32_t now, bool* poor) ZT_EXCLUDES(*streams);
+  // Stores consecutive pages one object each (StoreBatch without units).
+  // All-or-nothing over its range, as StoreBatch.
+  Status StorePages(std::uint64_t first, std::span<const std::byte> pages,
+                    std::uint32_t now, bool* poor) ZT_EXCLUDES(*streams);
+  // The parts of FreeSlotLocked and LoadLocked for a UNIT slot.
+  void FreeUnitMemberLocked(std::uint64_t index, std::uint32_t f);
+  Status LoadUnitLocked(std::uint64_t index, std::byte* out);
+  // Reclaims the queued units; a no-op when none is. REQUIRES: no slot lock
+  // and no stream held.
+  void ReclaimUnits() ZT_EXCLUDES(*streams) {
+    if (reclaim_pending.load(std::memory_order_relaxed)) ReclaimQueued();
+  }
+  void ReclaimQueued() ZT_EXCLUDES(*streams);
+  // Writes back the units the scans cover (writeback.cc).
+  void WritebackUnits(const WritebackRequest& req, BlockWriter& writer,
+                      WritebackResult* result);
+  // Locks / unlocks every slot of unit u, in ascending order.
+  void LockUnit(std::uint64_t u);
+  void UnlockUnit(std::uint64_t u);
+  std::uint64_t SlotIndex(const Slot& s) const {
+    return static_cast<std::uint64_t>(&s - &slots[0]);
   }
 
   // kOutOfRange unless slot `index` / slots [first, first + count) exist.
@@ -281,6 +326,13 @@ struct PageStore::Impl {
   void FreeSlotLocked(Slot& s) ZT_REQUIRES(s) {
     const std::uint32_t f = SlotTable::Flags(s);
     if (!Allocated(f)) return;
+    if (f & slot::kUnit) {
+      FreeUnitMemberLocked(SlotIndex(s), f);
+      Sub(pages_stored);
+      s.value.store(0, std::memory_order_relaxed);
+      SlotTable::SetContent(s, 0);
+      return;
+    }
     UncountDict(f);
     if (f & slot::kHuge) Sub(huge_pages);
     if (f & slot::kIncompressible) Sub(incompressible_pages);
@@ -411,8 +463,9 @@ struct PageStore::Impl {
 
   // The slot bits that say what its content is (not its idle or writeback
   // state).
-  static constexpr std::uint32_t kContentBits =
-      slot::kSizeMask | slot::kSame | slot::kWb | slot::kHuge | slot::kDictMask;
+  static constexpr std::uint32_t kContentBits = slot::kSizeMask | slot::kSame |
+                                                slot::kWb | slot::kHuge |
+                                                slot::kUnit | slot::kDictMask;
 
   // What StorePartial remembers of the content it merged from: its Version,
   // its content bits, and for a pool object (neither same-filled nor written
@@ -450,7 +503,8 @@ struct PageStore::Impl {
     return n == seen.object_bytes && std::memcmp(now, object, n) == 0;
   }
   static bool IsPoolObject(std::uint32_t content) {
-    return Allocated(content) && (content & (slot::kSame | slot::kWb)) == 0;
+    return Allocated(content) &&
+           (content & (slot::kSame | slot::kWb | slot::kUnit)) == 0;
   }
 
   void DropPending(const Pending& p) {
@@ -484,7 +538,9 @@ struct PageStore::Impl {
     const std::uint32_t f = SlotTable::Flags(s);
     const std::uint64_t v = s.value.load(std::memory_order_relaxed);
     Status st;
-    if (f & slot::kSame) {
+    if (f & slot::kUnit) {
+      st = LoadUnitLocked(index, out);
+    } else if (f & slot::kSame) {
       FillWords(out, v);
     } else if (!Allocated(f)) {
       std::memset(out, 0, kPageSize);

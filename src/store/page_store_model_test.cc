@@ -7,8 +7,12 @@
 // passes (zstd, then deflate) across the whole table and train dictionaries
 // from the stored pages, so every operation races with compaction moving
 // its objects, with recompression swapping them and with stores switching
-// to a new dictionary while objects of older ones are read. At the end the
-// counters must agree with the union of the reference maps.
+// to a new dictionary while objects of older ones are read. The serial pass
+// (the million operations) has units of 16 pages (unit_pages): its batch
+// stores make units, which its stores, partial writes and discards detach
+// pages from and reclaim, while a writeback thread writes idle units and
+// pages to a backing file. At the end the counters must agree with the
+// union of the reference maps.
 //
 // At least one million operations in all (ZTIER_MODEL_OPS overrides the
 // count; the seed is fixed and printed).
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "testing/test_util.h"
+#include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
 namespace ztier {
@@ -33,6 +38,7 @@ namespace {
 constexpr std::size_t kDistinctPages = 512;
 constexpr std::size_t kSlotsPerWorker = 1024;
 constexpr int kWorkers = 2;
+constexpr std::size_t kBatch = 32;  // pages per batch store or load
 
 // Pages of every compressibility: a text-like prefix of random length, then
 // random bytes; every 16th is same-filled, every 32nd all zero. Their
@@ -75,9 +81,26 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
   for (const BatchBackend backend :
        {BatchBackend::kSerial, BatchBackend::kParallel}) {
     SCOPED_TRACE(BatchBackendName(backend));
+    // The million operations run on the serial backend, with units; the
+    // parallel backend gets a shorter pass: it shares the code paths
+    // except the batch fan-out.
+    const bool main_pass = backend == BatchBackend::kSerial;
+    testing::ScopedTempDir dir;
     PageStoreOptions o;
     o.num_pages = kSlotsPerWorker * kWorkers;
     o.batch_backend = backend;
+    if (main_pass) {
+      o.unit_pages = 16;
+      BackingOptions bo;
+      bo.path = dir.File("backing");
+      // A written-back unit keeps its blocks until its last page goes, so
+      // blocks in use can pass the slots; a full store is refused, not an
+      // error.
+      bo.size_bytes = 4 * o.num_pages * kPageSize;
+      auto backing = BackingStore::Open(bo);
+      ASSERT_TRUE(backing.has_value()) << backing.error().ToString();
+      o.backing = std::move(*backing);
+    }
     o.recomp[0] = {"zstd", ""};
     o.recomp[1] = {"deflate", ""};
     auto created = PageStore::Create(o);
@@ -87,10 +110,6 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     std::atomic<bool> done{false};
     std::atomic<std::size_t> mismatches{0};
     std::vector<std::unordered_map<std::size_t, std::size_t>> models(kWorkers);
-    // The million operations run on the serial backend; the parallel
-    // backend gets a shorter pass: it shares the code paths except the
-    // batch fan-out.
-    const bool main_pass = backend == BatchBackend::kSerial;
     const std::size_t ops_per_worker =
         (main_pass ? total_ops : total_ops / 4) / kWorkers;
 
@@ -98,7 +117,7 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
       std::mt19937_64 rng(seed + w);
       auto& model = models[w];
       const std::size_t base = w * kSlotsPerWorker;
-      std::vector<std::byte> batch(kMaxBatchSize * kPageSize);
+      std::vector<std::byte> batch(kBatch * kPageSize);
       std::array<std::byte, kPageSize> out;
       auto check = [&](std::size_t slot, const std::byte* got) {
         auto it = model.find(slot);
@@ -119,23 +138,43 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
           ASSERT_OK(store.Store(base + slot, page(id)));
           model[slot] = id;
         } else if (r < 38) {
-          const std::size_t first = slot & ~(kMaxBatchSize - 1);
-          std::size_t ids[kMaxBatchSize];
-          for (std::size_t k = 0; k < kMaxBatchSize; ++k) {
+          // Aligned batches (whole units), and half as many starting at
+          // any multiple of 4 (units with pages stored singly around them).
+          std::size_t first = slot & ~(kBatch - 1);
+          std::size_t count = kBatch;
+          if (r < 34) {
+            first = slot & ~std::size_t{3};
+            count = std::min(kBatch, kSlotsPerWorker - first);
+          }
+          std::size_t ids[kBatch];
+          for (std::size_t k = 0; k < count; ++k) {
             ids[k] = rng() % kDistinctPages;
             std::memcpy(&batch[k * kPageSize], page(ids[k]).data(), kPageSize);
           }
-          ASSERT_OK(store.StoreBatch(base + first, batch));
-          for (std::size_t k = 0; k < kMaxBatchSize; ++k) {
-            model[first + k] = ids[k];
-          }
+          ASSERT_OK(store.StoreBatch(
+              base + first,
+              std::span<const std::byte>(batch.data(), count * kPageSize)));
+          for (std::size_t k = 0; k < count; ++k) model[first + k] = ids[k];
+        } else if (r < 41) {
+          // A sub-page write: the model's page changes to another known
+          // page only if the patch makes it one, so patch it with the same
+          // bytes the page already has (a no-op for the data, a detach and
+          // a fresh object for the store).
+          auto it = model.find(slot);
+          const std::size_t id = it == model.end() ? 0 : it->second;
+          const std::size_t off = rng() % kPageSize;
+          const std::size_t len = 1 + rng() % (kPageSize - off);
+          ASSERT_OK(store.StorePartial(
+              base + slot, off,
+              std::span<const std::byte>(page(id).data() + off, len)));
+          if (it == model.end()) model[slot] = 0;  // zeros: page 0 is zero
         } else if (r < 73) {
           ASSERT_OK(store.Load(base + slot, out));
           check(slot, out.data());
         } else if (r < 80) {
-          const std::size_t first = slot & ~(kMaxBatchSize - 1);
+          const std::size_t first = slot & ~(kBatch - 1);
           ASSERT_OK(store.LoadBatch(base + first, batch));
-          for (std::size_t k = 0; k < kMaxBatchSize; ++k) {
+          for (std::size_t k = 0; k < kBatch; ++k) {
             check(first + k, &batch[k * kPageSize]);
           }
         } else if (r < 95) {
@@ -214,6 +253,24 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     });
+    // Writeback of idle pages and units (the serial pass has a backing
+    // file).
+    std::atomic<std::uint64_t> written{0};
+    std::thread writer([&] {
+      while (main_pass && !done.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        auto r = store.Writeback(
+            {.scans = {{kWritebackIdle, 0, store.num_pages()}}});
+        if (!r.has_value() ||
+            (!r->status.ok() &&
+             r->status.code() != StatusCode::kResourceExhausted)) {
+          ADD_FAILURE() << "writeback: "
+                        << (r ? r->status : r.error()).ToString();
+          return;
+        }
+        written += r->written;
+      }
+    });
     std::vector<std::thread> workers;
     for (int w = 0; w < kWorkers; ++w) workers.emplace_back(worker, w);
     for (auto& t : workers) t.join();
@@ -222,6 +279,18 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     idler.join();
     recompressor.join();
     trainer.join();
+    writer.join();
+    if (main_pass) {
+      const PageStoreStats s = store.Stats();
+      std::printf("units: %llu pages written back, %llu units live, %llu "
+                  "pages reclaimed from units during the run\n",
+                  static_cast<unsigned long long>(written.load()),
+                  static_cast<unsigned long long>(s.units),
+                  static_cast<unsigned long long>(s.units_reclaimed));
+      EXPECT_GT(written.load(), 0u);
+      EXPECT_GT(s.units, 0u);
+      EXPECT_GT(s.units_reclaimed, 0u);
+    }
     std::printf("%s: %llu dictionaries trained during the run\n",
                 std::string(BatchBackendName(backend)).c_str(),
                 static_cast<unsigned long long>(trained.load()));
@@ -233,7 +302,7 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
 
     EXPECT_EQ(mismatches.load(), 0u);
     // Every slot, read once more after all threads are done.
-    std::size_t stored = 0;
+    std::size_t stored = 0, written_back = 0, in_units = 0;
     std::array<std::byte, kPageSize> out;
     for (int w = 0; w < kWorkers; ++w) {
       for (std::size_t slot = 0; slot < kSlotsPerWorker; ++slot) {
@@ -244,6 +313,9 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
           continue;
         }
         ++stored;
+        const SlotInfo info = store.Inspect(w * kSlotsPerWorker + slot);
+        written_back += info.wb;
+        in_units += info.unit;
         ASSERT_EQ(0, std::memcmp(out.data(), page(it->second).data(), kPageSize))
             << "slot " << w * kSlotsPerWorker + slot;
       }
@@ -252,7 +324,8 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     EXPECT_EQ(s.orig_data_size, stored * kPageSize);
     std::uint64_t by_priority = 0;
     for (std::uint64_t n : s.priority_pages) by_priority += n;
-    EXPECT_EQ(by_priority + s.same_pages, stored);
+    EXPECT_EQ(by_priority + s.same_pages + written_back, stored);
+    EXPECT_EQ(s.unit_pages, in_units);
     EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
     EXPECT_EQ(s.failed_reads, 0u);
     EXPECT_EQ(s.failed_writes, 0u);
@@ -262,6 +335,8 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     }
     EXPECT_EQ(store.Stats().compr_data_size, 0u);
     EXPECT_EQ(store.Stats().orig_data_size, 0u);
+    EXPECT_EQ(store.Stats().units, 0u);
+    EXPECT_EQ(store.Stats().bd_count, 0u);
     for (const std::uint64_t n : store.Stats().dict_pages) EXPECT_EQ(n, 0u);
   }
 }

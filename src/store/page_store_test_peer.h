@@ -11,6 +11,9 @@ class PageStoreTestPeer {
  public:
   // The store's compression streams, so a test can hold every one of them.
   static internal::StreamPool& Streams(PageStore& store);
+  // Overwrites the first bytes of the object of the unit slot `index`
+  // belongs to (a unit in RAM) with garbage; false if it is not one.
+  static bool CorruptUnit(PageStore& store, std::uint64_t index);
 };
 
 }  // namespace ztier

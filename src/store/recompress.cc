@@ -122,7 +122,8 @@ class RecompressPass {
   // A slot this pass may pick (flags f): as scan_slots_for_recompress().
   bool Eligible(std::uint32_t f) const {
     if (!Allocated(f) ||
-        (f & (slot::kSame | slot::kWb | slot::kIncompressible | slot::kPp))) {
+        (f & (slot::kSame | slot::kWb | slot::kIncompressible | slot::kPp |
+              slot::kUnit))) {
       return false;
     }
     if ((req_.filter & kRecompressIdle) && !(f & slot::kIdle)) return false;

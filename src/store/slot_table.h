@@ -10,7 +10,7 @@
 //   |                        | 20 INCOMPRESSIBLE    |                 |
 //   |                        | 21..22 priority      |                 |
 //   |                        | 23 WB_COMPRESSED     |                 |
-//   |                        | 24..29 SEQ           |                 |
+//   |                        | 24..28 SEQ  29 UNIT  |                 |
 //   |                        | 30..31 DICT          |                 |
 //   +------------------------+----------------------+-----------------+
 //
@@ -22,12 +22,16 @@
 // store. A lock waiter spins briefly, then sleeps on a futex on `flags`.
 //
 // SEQ counts content changes (SetContent, which freeing the old content and
-// installing the new each call), modulo 64. With `value` it is the slot's
+// installing the new each call), modulo 32. With `value` it is the slot's
 // Version, the cheap first test of PageStore::StorePartial, which read the
 // slot, dropped the lock to compress, and locked it again: an unequal
 // Version means the content changed. An equal one does not prove it did
 // not (32 overwrites wrap SEQ, and the pool hands a freed handle out
 // again), so StorePartial compares the object's bytes too.
+//
+// UNIT: the page is one member of a multi-page object (unit_table.h);
+// `value` is that object's generation, the size bits the page's share of
+// its bytes, and WB says the object is on the backing store.
 //
 // DICT names the dictionary a pool object (or a compressed written-back
 // block) was compressed with: 0 none, 1..3 one of the store's trained
@@ -44,6 +48,7 @@
 #define ZTIER_STORE_SLOT_TABLE_H_
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -78,13 +83,14 @@ inline constexpr std::uint32_t kPrioMask = 3u << kPrioShift;
 // length), not the page (compressed_writeback).
 inline constexpr std::uint32_t kWbCompressed = 1u << 23;
 inline constexpr int kSeqShift = 24;
-inline constexpr std::uint32_t kSeqMask = 0x3fu << kSeqShift;
+inline constexpr std::uint32_t kSeqMask = 0x1fu << kSeqShift;
+inline constexpr std::uint32_t kUnit = 1u << 29;
 inline constexpr int kDictShift = 30;
 inline constexpr std::uint32_t kDictMask = 3u << kDictShift;
 // Everything that describes content (cleared when a slot is freed).
 inline constexpr std::uint32_t kContentMask =
     kSizeMask | kSame | kWb | kPp | kHuge | kIdle | kIncompressible |
-    kPrioMask | kWbCompressed | kDictMask;
+    kPrioMask | kWbCompressed | kUnit | kDictMask;
 }  // namespace slot
 
 // What a slot holds, as far as a writer that let go of its lock must know:
@@ -111,6 +117,11 @@ class SlotTable {
   static void Lock(Slot& s) ZT_ACQUIRE(s);
   static bool TryLock(Slot& s) ZT_TRY_ACQUIRE(true, s);
   static void Unlock(Slot& s) ZT_RELEASE(s);
+  // Tells the lock analysis that s is held: for paths that lock a whole
+  // run of slots at once (unit_table.h), which it cannot follow.
+  static void AssertHeld(const Slot& s) ZT_ASSERT_CAPABILITY(s) {
+    assert(s.flags.load(std::memory_order_relaxed) & slot::kLock);
+  }
 
   // REQUIRES: the caller holds s's lock.
   static std::uint32_t Flags(const Slot& s) ZT_REQUIRES(s) {

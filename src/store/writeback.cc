@@ -23,6 +23,7 @@
 // The pass runs on the caller's thread, with the IO asynchronous (io_uring),
 // so copying one batch overlaps the disk writing the previous ones.
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <thread>
@@ -39,7 +40,8 @@ constexpr std::size_t kMaxGroupPages = 1024;
 
 // Slots any scan may pick, before its filter.
 bool WritebackEligible(std::uint32_t f) {
-  return Allocated(f) && !(f & (slot::kSame | slot::kWb | slot::kPp));
+  return Allocated(f) &&
+         !(f & (slot::kSame | slot::kWb | slot::kPp | slot::kUnit));
 }
 
 bool PassesFilter(std::uint32_t f, unsigned filter) {
@@ -354,6 +356,164 @@ class WritebackPass {
 
 }  // namespace internal
 
+// Units (unit_table.h) are written after the pages, a group at a time, each
+// whole: under the run's locks it is checked (every live page passes the
+// scan's filter and lies in the scan), charged one budget page per block,
+// its pages marked PP and its pieces copied out; its blocks are written;
+// under the locks again it becomes WB only if it is the same unit and no
+// page of it was touched (PP still set on each), else its blocks are freed.
+void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
+                                     BlockWriter& writer,
+                                     WritebackResult* result) {
+  if (unit_pages == 0) return;
+  BackingStore& bs = *options.backing;
+  constexpr std::size_t kGroup = 16;  // units (1 MiB of copies) at a time
+  struct Job {
+    std::uint64_t u = 0;
+    std::uint64_t gen = 0;
+    int pieces = 0;
+    std::uint64_t blocks[internal::kMaxUnitPieces];
+    int got = 0;
+    bool io_failed = false;
+  };
+  std::vector<Job> jobs;
+  std::unique_ptr<std::byte[]> data(
+      new std::byte[kGroup * internal::kMaxUnitPieces * kPageSize]);
+  auto members_of = [&](std::uint64_t u, auto&& fn) {
+    for (std::size_t k = 0; k < unit_pages; ++k) {
+      Slot& s = slots[u * unit_pages + k];
+      SlotTable::AssertHeld(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      if (f & slot::kUnit) fn(s, f);
+    }
+  };
+  bool stopped = false;
+  auto stop = [&](Status st) {
+    stopped = true;
+    result->status = std::move(st);
+  };
+  for (const WritebackScan& scan : req.scans) {
+    std::uint64_t u = (scan.lo + unit_pages - 1) / unit_pages;
+    const std::uint64_t end = scan.hi / unit_pages;
+    while (u < end && !stopped) {
+      // Pick and copy out up to kGroup units.
+      jobs.clear();
+      for (; u < end && jobs.size() < kGroup && !stopped; ++u) {
+        internal::Unit& e = units[u];
+        LockUnit(u);
+        bool ok = e.gen != 0 && !e.wb;
+        if (ok) {
+          members_of(u, [&](Slot&, std::uint32_t f) {
+            ok = ok && !(f & (slot::kPp | slot::kWb)) &&
+                 PassesFilter(f, scan.filter);
+          });
+        }
+        int charged = 0;
+        while (ok && charged < e.pieces && Charge(req.budget)) ++charged;
+        if (ok && charged < e.pieces) {
+          for (; charged > 0; --charged) Refund(req.budget);
+          stop(Status::IoError("writeback_limit reached"));
+          ok = false;
+        }
+        if (ok) {
+          result->candidates += std::popcount(e.live.load());
+          Job& j = jobs.emplace_back();
+          j.u = u;
+          j.gen = e.gen;
+          j.pieces = e.pieces;
+          std::byte* dst = data.get() + (jobs.size() - 1) *
+                                            internal::kMaxUnitPieces * kPageSize;
+          for (int k = 0; k < e.pieces; ++k) {
+            std::span<std::byte> block(dst + k * kPageSize, kPageSize);
+            const std::size_t n = pool->ReadInto(e.piece[k], block);
+            std::memset(block.data() + n, 0, kPageSize - n);
+          }
+          members_of(u, [](Slot& s, std::uint32_t) {
+            SlotTable::AssertHeld(s);
+            SlotTable::SetFlags(s, slot::kPp);
+          });
+        }
+        UnlockUnit(u);
+      }
+      // Blocks and IOs. A tag is a job and a piece.
+      const auto done = [&](const BlockWriter::Done& d) {
+        if (!d.status.ok()) {
+          jobs[d.tag / internal::kMaxUnitPieces].io_failed = true;
+          result->status = d.status;
+        }
+      };
+      for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+        Job& j = jobs[ji];
+        const std::byte* src =
+            data.get() + ji * internal::kMaxUnitPieces * kPageSize;
+        while (j.got < j.pieces) {
+          std::size_t got = 0;
+          const std::uint64_t b =
+              bs.AllocRange(static_cast<std::size_t>(j.pieces - j.got), &got);
+          if (got == 0) {
+            j.io_failed = true;
+            stop(Status::ResourceExhausted("backing store " + bs.path() +
+                                           " is full"));
+            break;
+          }
+          for (std::size_t k = 0; k < got;) {
+            while (!writer.HasRoom()) writer.Reap(/*wait=*/true, done);
+            BlockWriter::Io* io = writer.Begin(b + k);
+            for (std::size_t n = 0;
+                 n < writer.max_io_blocks() && k < got; ++n, ++k) {
+              const int piece = j.got++;
+              j.blocks[piece] = b + k;
+              std::memcpy(writer.Add(io, ji * internal::kMaxUnitPieces + piece)
+                              .data(),
+                          src + piece * kPageSize, kPageSize);
+            }
+            writer.Submit(io);
+          }
+        }
+      }
+      while (writer.in_flight() != 0) writer.Reap(/*wait=*/true, done);
+      // Complete.
+      for (Job& j : jobs) {
+        internal::Unit& e = units[j.u];
+        LockUnit(j.u);
+        bool same = e.gen == j.gen && !j.io_failed;
+        members_of(j.u, [&](Slot& s, std::uint32_t f) {
+          SlotTable::AssertHeld(s);
+          same = same && (f & slot::kPp);
+          SlotTable::ClearFlags(s, slot::kPp);
+        });
+        const auto live =
+            static_cast<std::uint64_t>(std::popcount(e.live.load()));
+        if (same) {
+          for (int k = 0; k < j.pieces; ++k) {
+            pool->Free(e.piece[k]);
+            e.piece[k] = j.blocks[k];
+          }
+          e.wb = 1;
+          Sub(compr_data_size, e.bytes);
+          members_of(j.u, [](Slot& s, std::uint32_t) {
+            SlotTable::AssertHeld(s);
+            SlotTable::ClearFlags(s, slot::kIdle);
+            SlotTable::SetFlags(s, slot::kWb);
+          });
+          Add(wb_pages, live);
+          Add(bd_writes, static_cast<std::uint64_t>(j.pieces));
+          result->written += live;
+        } else {
+          for (int k = 0; k < j.got; ++k) bs.Free(j.blocks[k]);
+          if (j.io_failed) {
+            for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
+            result->failed += live;
+          } else {
+            result->changed += live;
+          }
+        }
+        UnlockUnit(j.u);
+      }
+    }
+  }
+}
+
 Result<WritebackResult> PageStore::Writeback(const WritebackRequest& request) {
   Impl& m = *impl_;
   if (m.options.backing == nullptr) {
@@ -389,6 +549,7 @@ Result<WritebackResult> PageStore::Writeback(const WritebackRequest& request) {
   internal::WritebackPass pass(m, request, *writer, workers);
   pass.Select();
   WritebackResult result = pass.Run();
+  if (result.status.ok()) m.WritebackUnits(request, *writer, &result);
   // The point of writeback is RAM: give the emptied classes' spare zspages
   // back too, not only the pages of the objects freed.
   if (result.written != 0) m.pool->ReleaseSpares();

@@ -118,6 +118,32 @@ struct PageStoreOptions {
   // Seconds on a monotonic clock, for slot access times and age-based idle
   // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
   std::function<std::uint32_t()> clock;
+  // Multi-page objects ("units"): 0 (or 1) off; 4, 8 or 16 (else
+  // kInvalidArgument). A StoreBatch that covers a whole aligned run of
+  // unit_pages slots compresses that run's pages (the same-filled ones
+  // aside, kept as SAME) as one object, split into page-sized pool
+  // objects and one shorter last one; each slot refers to it. A run that
+  // does not compress to fewer bytes than its pages is stored page by page.
+  //   - Loads: reading one page decompresses the whole unit into a
+  //     per-thread copy of the last unit decompressed, so the unit's other
+  //     pages read next (sequential reads, readahead) cost a copy each. A
+  //     random 4 KiB read costs the unit's decompression, about unit_pages
+  //     times a page's (bench ratio measures it).
+  //   - Overwriting or discarding a page detaches it; the object stays for
+  //     the others. Once fewer than half its pages are left, the survivors
+  //     are recompressed one page each, by the next store or discard that
+  //     returns (with no lock held), and the object is freed. Worst case:
+  //     a unit of N pages holds its whole object for N/2 + 1 live pages,
+  //     about twice their share (units of written-back objects are not
+  //     reclaimed: their blocks are freed with their last page).
+  //   - Writeback writes a unit once (one block per piece), when every
+  //     page of it passes the scan's filter and lies in the scan.
+  //   - Recompression skips unit pages; dictionary training samples them;
+  //     a unit is compressed with the current dictionary, as a page is.
+  // mm_stat counts as for pages (orig_data_size: pages; compr_data_size:
+  // the objects' bytes). The unit table takes 152 bytes per live unit,
+  // counted in mem_used_total.
+  std::size_t unit_pages = 0;
   // Where Writeback() puts pages; null: no writeback (kNotFound, as zram's
   // -ENODEV without a backing_dev). The store frees the blocks its slots
   // hold; the BackingStore must outlive the PageStore.
@@ -260,6 +286,8 @@ struct SlotInfo {
   bool pp = false;
   int priority = 0;
   int dict = 0;          // the dictionary its object was made with
+  bool unit = false;     // a page of a multi-page object
+  std::size_t unit_live = 0;  // ... which holds this many live pages
   std::size_t size = 0;  // compressed bytes (kPageSize when HUGE)
   std::uint32_t ac_time = 0;
   std::uint64_t fill = 0;  // the fill word when SAME
@@ -320,6 +348,11 @@ struct PageStoreStats {
   int dict_id = 0;
   std::uint64_t dict_memory = 0;
   std::array<std::uint64_t, 4> dict_pages{};
+  // units (unit_pages): multi-page objects live, the pages attached to
+  // them, and the survivors of units reclaimed page by page (cumulative).
+  std::uint64_t units = 0;
+  std::uint64_t unit_pages = 0;
+  std::uint64_t units_reclaimed = 0;
 };
 
 class PageStoreTestPeer;

@@ -1,0 +1,285 @@
+// units.cc: the PageStore's multi-page objects (contract in
+// include/ztier/page_store.h, unit_pages; the table's rules in
+// unit_table.h): storing a run as a unit, reading a page of one, a page
+// leaving one, and reclaiming a unit that lost most of its pages.
+#include <bit>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "page_store_impl.h"
+#include "page_store_test_peer.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kUnitBytes = internal::kMaxUnitPages * kPageSize;
+
+// Per-thread buffers of kUnitBytes: compression input and output, and a
+// unit's object gathered from its pieces.
+std::byte* UnitBuffer(int which) {
+  thread_local std::unique_ptr<std::byte[]> buffers[3];
+  std::unique_ptr<std::byte[]>& b = buffers[which];
+  if (b == nullptr) b.reset(new std::byte[kUnitBytes]);
+  return b.get();
+}
+
+// This thread's copy of the last unit it decompressed: its pages (the
+// members, in order) and the generation they belong to. Generations are
+// never reused (unit_table.h), so a matching one is always current.
+struct UnitCache {
+  std::uint64_t gen = 0;
+  std::unique_ptr<std::byte[]> pages{new std::byte[kUnitBytes]};
+};
+UnitCache& LocalUnitCache() {
+  thread_local UnitCache cache;
+  return cache;
+}
+
+std::uint32_t Bit(std::uint64_t index, std::size_t unit_pages) {
+  return 1u << (index % unit_pages);
+}
+
+}  // namespace
+
+bool PageStoreTestPeer::CorruptUnit(PageStore& store, std::uint64_t index) {
+  PageStore::Impl& m = *store.impl_;
+  if (m.unit_pages == 0 || index >= m.slots.size()) return false;
+  Slot& s = m.slots[index];
+  SlotLock lock(s);
+  const internal::Unit& e = m.units[index / m.unit_pages];
+  if (!(SlotTable::Flags(s) & slot::kUnit) || e.wb) return false;
+  std::byte junk[64];
+  std::memset(junk, 0xa5, sizeof(junk));
+  m.pool->Write(e.piece[0], std::span<const std::byte>(junk, sizeof(junk)));
+  return true;
+}
+
+void PageStore::Impl::LockUnit(std::uint64_t u) ZT_NO_THREAD_SAFETY_ANALYSIS {
+  const std::uint64_t first = u * unit_pages;
+  for (std::size_t k = 0; k < unit_pages; ++k) SlotTable::Lock(slots[first + k]);
+}
+
+void PageStore::Impl::UnlockUnit(std::uint64_t u)
+    ZT_NO_THREAD_SAFETY_ANALYSIS {
+  const std::uint64_t first = u * unit_pages;
+  for (std::size_t k = unit_pages; k-- > 0;) SlotTable::Unlock(slots[first + k]);
+}
+
+Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
+                                  std::uint32_t now, bool* poor) {
+  const std::uint64_t u = first / unit_pages;
+  // Same-filled pages stay SAME; the others are the unit's members.
+  std::uint64_t fill[internal::kMaxUnitPages];
+  std::uint32_t members = 0;
+  std::byte* in = UnitBuffer(0);
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < unit_pages; ++k) {
+    const std::byte* page = pages + k * kPageSize;
+    if (IsSameFilled(page, &fill[k])) continue;
+    members |= 1u << k;
+    std::memcpy(in + n * kPageSize, page, kPageSize);
+    ++n;
+  }
+  std::byte* out = UnitBuffer(1);
+  std::size_t len = 0;
+  std::uint32_t dict = 0;
+  std::shared_ptr<const void> entry;  // keeps the dictionary's id
+  Handle piece[internal::kMaxUnitPieces];
+  std::size_t pieces = 0;
+  if (n >= 2) {
+    internal::StreamPool::Lease lease = streams->Acquire();
+    dict = StreamDict(*lease);
+    entry = lease->dict_entry;
+    BatchItem item{std::span<const std::byte>(in, n * kPageSize),
+                   std::span<std::byte>(out, n * kPageSize)};
+    lease->batch->Compress(std::span<BatchItem>(&item, 1));
+    len = item.length;
+  }
+  // Worth it only below the pages' raw size; else page by page.
+  if (len == 0 || len >= n * kPageSize) {
+    return StorePages(first,
+                      std::span<const std::byte>(pages, unit_pages * kPageSize),
+                      now, poor);
+  }
+  pieces = (len + kPageSize - 1) / kPageSize;
+  for (std::size_t k = 0; k < pieces; ++k) {
+    const std::size_t size = std::min(kPageSize, len - k * kPageSize);
+    piece[k] = pool->Malloc(size);
+    if (piece[k] == kInvalidHandle) {
+      for (std::size_t j = 0; j < k; ++j) pool->Free(piece[j]);
+      pool->ReleaseSpares();
+      Add(reject_alloc_fail);
+      return Status::ResourceExhausted("pool is full");
+    }
+    pool->Write(piece[k], std::span<const std::byte>(out + k * kPageSize, size));
+  }
+  Add(units_live);  // counted before the limit check, as its entry is
+  if (Status st = CheckLimitAfterAlloc(); !st.ok()) {
+    Sub(units_live);
+    for (std::size_t k = 0; k < pieces; ++k) pool->Free(piece[k]);
+    pool->ReleaseSpares();
+    return st;
+  }
+  LockUnit(u);
+  for (std::size_t k = 0; k < unit_pages; ++k) {
+    Slot& s = slots[first + k];
+    SlotTable::AssertHeld(s);
+    FreeSlotLocked(s);  // the run's old unit, if any, goes with its last page
+  }
+  internal::Unit& e = units[u];
+  e.members = members;
+  e.bytes = static_cast<std::uint32_t>(len);
+  e.pieces = static_cast<std::uint8_t>(pieces);
+  e.dict = static_cast<std::uint8_t>(Dict(dict));
+  e.wb = 0;
+  e.queued.store(0, std::memory_order_relaxed);
+  e.gen = internal::UnitTable::NewGen();
+  for (std::size_t k = 0; k < pieces; ++k) e.piece[k] = piece[k];
+  e.live.store(members, std::memory_order_relaxed);
+  CountDict(dict);
+  // Each member's size bits: its share of the object (at least 1, so the
+  // slot reads as allocated).
+  const auto share = static_cast<std::uint32_t>(
+      std::clamp<std::size_t>((len + n - 1) / n, 1, kPageSize));
+  for (std::size_t k = 0; k < unit_pages; ++k) {
+    Slot& s = slots[first + k];
+    SlotTable::AssertHeld(s);
+    if (!(members & (1u << k))) {
+      InstallLocked(s, Pending{fill[k], slot::kSame, false}, now);
+      continue;
+    }
+    s.value.store(e.gen, std::memory_order_relaxed);
+    SlotTable::SetContent(s, slot::kUnit | share);
+    s.ac_time = now;
+    Add(pages_stored);
+  }
+  Add(compr_data_size, len);
+  Add(unit_pages_live, n);
+  UnlockUnit(u);
+  return Status::Ok();
+}
+
+void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
+                                           std::uint32_t f) {
+  const std::uint64_t u = index / unit_pages;
+  internal::Unit& e = units[u];
+  const std::uint32_t bit = Bit(index, unit_pages);
+  // Read while this page pins the entry: once its bit is cleared, another
+  // page's last free may empty the entry.
+  const std::uint64_t gen = e.gen;
+  const bool wb = e.wb != 0;
+  const int members = std::popcount(e.members);
+  const std::uint32_t old = e.live.fetch_and(~bit, std::memory_order_acq_rel);
+  Sub(unit_pages_live);
+  if (f & slot::kWb) Sub(wb_pages);
+  if (old == bit) {  // the last page: the object goes
+    for (int k = 0; k < e.pieces; ++k) {
+      if (wb) {
+        options.backing->Free(e.piece[k]);
+      } else {
+        pool->Free(e.piece[k]);
+      }
+    }
+    if (!wb) Sub(compr_data_size, e.bytes);
+    UncountDict(DictBits(e.dict));
+    e.gen = 0;
+    Sub(units_live);
+    return;
+  }
+  if (!wb && 2 * std::popcount(old & ~bit) < members &&
+      e.queued.exchange(1, std::memory_order_relaxed) == 0) {
+    std::lock_guard l(reclaim_mu);
+    reclaim_queue.emplace_back(u, gen);
+    reclaim_pending.store(true, std::memory_order_relaxed);
+  }
+}
+
+Status PageStore::Impl::LoadUnitLocked(std::uint64_t index, std::byte* out) {
+  const std::uint64_t u = index / unit_pages;
+  const internal::Unit& e = units[u];
+  UnitCache& cache = LocalUnitCache();
+  if (cache.gen != e.gen) {
+    cache.gen = 0;
+    std::byte* obj = UnitBuffer(2);
+    Status st;
+    for (int k = 0; k < e.pieces && st.ok(); ++k) {
+      std::span<std::byte> dst(obj + k * kPageSize, kPageSize);
+      if (!e.wb) {
+        pool->ReadInto(e.piece[k], dst);
+        continue;
+      }
+      Add(bd_reads);
+      alignas(kPageSize) thread_local std::byte block[kPageSize];
+      st = options.backing->ReadBlock(e.piece[k], MutablePage(block, kPageSize));
+      if (st.ok()) std::memcpy(dst.data(), block, kPageSize);
+    }
+    const std::size_t n = static_cast<std::size_t>(std::popcount(e.members));
+    if (st.ok()) {
+      st = LocalDecompressor(*codec_of[e.dict][0].load(std::memory_order_acquire))
+               .Decompress(std::span<const std::byte>(obj, e.bytes),
+                           std::span<std::byte>(cache.pages.get(),
+                                                n * kPageSize));
+      if (!st.ok()) {
+        Add(decompress_fail);
+        st = Status::Corruption("slot " + std::to_string(index) + " (unit " +
+                                std::to_string(u) + "): " + st.message());
+      }
+    }
+    if (!st.ok()) return st;
+    cache.gen = e.gen;
+  }
+  const std::uint32_t bit = Bit(index, unit_pages);
+  const int pos = std::popcount(e.members & (bit - 1));
+  std::memcpy(out, cache.pages.get() + pos * kPageSize, kPageSize);
+  return Status::Ok();
+}
+
+void PageStore::Impl::ReclaimQueued() {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> queue;
+  {
+    std::lock_guard l(reclaim_mu);
+    queue.swap(reclaim_queue);
+    reclaim_pending.store(false, std::memory_order_relaxed);
+  }
+  for (const auto& [u, gen] : queue) {
+    // Stream before slots (the lock order): the survivors are compressed
+    // under the run's locks, so that nothing changes between read and
+    // install.
+    internal::StreamPool::Lease lease = streams->Acquire();
+    LockUnit(u);
+    internal::Unit& e = units[u];
+    if (e.gen != gen || e.wb) {  // freed or replaced meanwhile, or written
+      UnlockUnit(u);             // back since it was queued
+      continue;
+    }
+    const std::uint64_t first = u * unit_pages;
+    alignas(8) std::byte page[kPageSize];
+    bool done = true;
+    for (std::size_t k = 0; k < unit_pages && e.gen == gen; ++k) {
+      Slot& s = slots[first + k];
+      SlotTable::AssertHeld(s);
+      const std::uint32_t f = SlotTable::Flags(s);
+      if (!(f & slot::kUnit)) continue;
+      Pending p;
+      // Each survivor becomes its own object; a failure (a damaged unit, or
+      // mem_limit) leaves the rest in the unit, which a later free queues
+      // again.
+      if (!LoadUnitLocked(first + k, page).ok() ||
+          !PrepareWith(lease, ConstPage(page, kPageSize), &p).ok()) {
+        done = false;
+        break;
+      }
+      const std::uint32_t ac_time = s.ac_time;
+      const std::uint32_t idle = f & slot::kIdle;
+      InstallLocked(s, p, ac_time);  // the last one frees the unit
+      if (idle) SlotTable::SetFlags(s, slot::kIdle);
+      Add(units_reclaimed);
+    }
+    if (!done && e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
+    UnlockUnit(u);
+  }
+  pool->ReleaseSpares();
+}
+
+}  // namespace ztier

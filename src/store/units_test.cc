@@ -1,0 +1,375 @@
+// units_test.cc: multi-page objects (PageStoreOptions::unit_pages): what a
+// unit holds and counts, pages leaving it, its reclaim, writeback of units,
+// a damaged unit, and reads racing writes and reclaims.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "page_store_test_peer.h"
+#include "testing/test_util.h"
+#include "ztier/backing_store.h"
+#include "ztier/page_store.h"
+
+namespace ztier {
+namespace {
+
+using testing::ScopedTempDir;
+
+const corpus::PageSet& Python() { return testing::TestCorpus("anon-python"); }
+
+// The content of slot i: a corpus page, or (where zero_every divides i) a
+// zero page.
+std::vector<std::byte> Pages(std::size_t first, std::size_t count,
+                             std::size_t base = 0, std::size_t zero_every = 0) {
+  std::vector<std::byte> v(count * kPageSize);
+  for (std::size_t k = 0; k < count; ++k) {
+    const std::size_t i = first + k;
+    if (zero_every != 0 && i % zero_every == 0) continue;
+    ConstPage p = Python().page((base + i) % Python().size());
+    std::memcpy(v.data() + k * kPageSize, p.data(), kPageSize);
+  }
+  return v;
+}
+
+// A corpus page number from which 64 pages in a row are none of them
+// same-filled, so that a run stored from there is all members.
+std::size_t DenseBase() {
+  std::size_t run = 0;
+  for (std::size_t i = 0; i < Python().size(); ++i) {
+    ConstPage p = Python().page(i);
+    bool same = true;
+    for (std::size_t w = 8; w < kPageSize && same; w += 8) {
+      same = std::memcmp(p.data(), p.data() + w, 8) == 0;
+    }
+    run = same ? 0 : run + 1;
+    if (run == 64) return i - 63;
+  }
+  ADD_FAILURE() << "no 64 pages in a row that are not same-filled";
+  return 0;
+}
+
+std::unique_ptr<PageStore> MakeStore(std::size_t pages, std::size_t unit,
+                                     PageStoreOptions o = {}) {
+  o.num_pages = pages;
+  o.unit_pages = unit;
+  auto s = PageStore::Create(o);
+  EXPECT_TRUE(s.has_value()) << s.error().ToString();
+  return s.has_value() ? std::move(*s) : nullptr;
+}
+
+void ExpectRange(PageStore& store, std::size_t first,
+                 const std::vector<std::byte>& want) {
+  std::vector<std::byte> out(kPageSize);
+  for (std::size_t k = 0; k < want.size() / kPageSize; ++k) {
+    ASSERT_OK(store.Load(first + k, MutablePage(out.data(), kPageSize)));
+    ASSERT_EQ(std::memcmp(out.data(), want.data() + k * kPageSize, kPageSize),
+              0)
+        << "slot " << first + k;
+  }
+}
+
+TEST(UnitsTest, RejectsOtherSizes) {
+  for (std::size_t bad : {2, 3, 5, 32}) {
+    PageStoreOptions o;
+    o.num_pages = 64;
+    o.unit_pages = bad;
+    auto s = PageStore::Create(o);
+    ASSERT_FALSE(s.has_value()) << bad;
+    EXPECT_EQ(s.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.error().message().find("unit_pages"), std::string::npos);
+  }
+}
+
+TEST(UnitsTest, AlignedRunsBecomeUnitsAndReadBack) {
+  for (std::size_t unit : {4, 8, 16}) {
+    auto store = MakeStore(256, unit);
+    // Slots 3..100: a head and a tail of single pages around whole units;
+    // every 5th page zero.
+    const auto data = Pages(3, 98, 0, 5);
+    ASSERT_OK(store->StoreBatch(3, data));
+    const std::size_t first_unit = (3 + unit - 1) / unit * unit;
+    const std::size_t end_unit = 101 / unit * unit;
+    const PageStoreStats st = store->Stats();
+    EXPECT_EQ(st.units, (end_unit - first_unit) / unit) << unit;
+    std::size_t members = 0;
+    for (std::size_t i = first_unit; i < end_unit; ++i) members += i % 5 != 0;
+    EXPECT_EQ(st.unit_pages, members);
+    EXPECT_EQ(st.orig_data_size, 98 * kPageSize);
+    EXPECT_EQ(st.same_pages, 20u);  // 5, 10, ..., 100
+    for (std::size_t i = 3; i < 101; ++i) {
+      const SlotInfo info = store->Inspect(i);
+      const bool in_unit = i >= first_unit && i < end_unit && i % 5 != 0;
+      EXPECT_EQ(info.unit, in_unit) << "slot " << i;
+      EXPECT_EQ(info.same, i % 5 == 0) << "slot " << i;
+    }
+    ExpectRange(*store, 3, data);
+    // Batched loads read units too (serial backend: page by page).
+    std::vector<std::byte> out(data.size());
+    ASSERT_OK(store->LoadBatch(3, out));
+    EXPECT_EQ(std::memcmp(out.data(), data.data(), data.size()), 0);
+  }
+}
+
+TEST(UnitsTest, UnitsTakeLessThanPages) {
+  auto pages = MakeStore(1024, 0);
+  auto units = MakeStore(1024, 16);
+  const auto data = Pages(0, 1024);
+  ASSERT_OK(pages->StoreBatch(0, data));
+  ASSERT_OK(units->StoreBatch(0, data));
+  const PageStoreStats a = pages->Stats();
+  const PageStoreStats b = units->Stats();
+  EXPECT_EQ(a.orig_data_size, b.orig_data_size);
+  EXPECT_LT(b.compr_data_size, a.compr_data_size);
+  EXPECT_LT(b.mem_used_total, a.mem_used_total);
+  EXPECT_GT(b.units, 0u);
+}
+
+TEST(UnitsTest, IncompressibleRunsArePages) {
+  auto store = MakeStore(64, 16);
+  std::vector<std::byte> data(16 * kPageSize);
+  std::mt19937_64 rng(7);
+  for (std::size_t i = 0; i < data.size(); i += 8) {
+    const std::uint64_t v = rng();
+    std::memcpy(data.data() + i, &v, 8);
+  }
+  ASSERT_OK(store->StoreBatch(16, data));
+  EXPECT_EQ(store->Stats().units, 0u);
+  EXPECT_EQ(store->Stats().huge_pages, 16u);
+  ExpectRange(*store, 16, data);
+}
+
+TEST(UnitsTest, OverwriteAndDiscardDetachThenReclaim) {
+  auto store = MakeStore(64, 16);
+  const auto data = Pages(0, 16, DenseBase());
+  ASSERT_OK(store->StoreBatch(0, data));
+  ASSERT_EQ(store->Stats().units, 1u);
+  ASSERT_EQ(store->Stats().unit_pages, 16u);
+  const std::uint64_t unit_bytes = store->Stats().compr_data_size;
+  // Overwrite page 2 and discard page 3: the unit keeps 14.
+  auto newer = Pages(100, 1);
+  ASSERT_OK(store->Store(2, ConstPage(newer.data(), kPageSize)));
+  ASSERT_OK(store->Discard(3));
+  EXPECT_EQ(store->Inspect(0).unit_live, 14u);
+  EXPECT_FALSE(store->Inspect(2).unit);
+  EXPECT_FALSE(store->Inspect(3).allocated);
+  // A partial write detaches too.
+  std::byte x[100];
+  std::memset(x, 0x5a, sizeof(x));
+  ASSERT_OK(store->StorePartial(4, 10, x));
+  auto want = data;
+  std::memcpy(want.data() + 2 * kPageSize, newer.data(), kPageSize);
+  std::memset(want.data() + 3 * kPageSize, 0, kPageSize);
+  std::memcpy(want.data() + 4 * kPageSize + 10, x, sizeof(x));
+  ExpectRange(*store, 0, want);
+  EXPECT_EQ(store->Stats().units, 1u);
+  EXPECT_EQ(store->Stats().unit_pages, 13u);
+  EXPECT_EQ(store->Stats().compr_data_size,
+            unit_bytes + store->Inspect(2).size + store->Inspect(4).size);
+  // Down to 7 of 16 (below half): the survivors become single pages and
+  // the unit is freed.
+  for (std::size_t i = 5; i < 11; ++i) ASSERT_OK(store->Discard(i));
+  for (std::size_t i = 5; i < 11; ++i) {
+    std::memset(want.data() + i * kPageSize, 0, kPageSize);
+  }
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 0u);
+  EXPECT_EQ(st.unit_pages, 0u);
+  EXPECT_EQ(st.units_reclaimed, 7u);
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_FALSE(store->Inspect(i).unit);
+  ExpectRange(*store, 0, want);
+  EXPECT_EQ(st.orig_data_size, 9 * kPageSize);
+}
+
+TEST(UnitsTest, DiscardingEveryPageFreesTheObject) {
+  auto store = MakeStore(64, 8);
+  ASSERT_OK(store->StoreBatch(0, Pages(0, 64)));
+  ASSERT_EQ(store->Stats().units, 8u);
+  const std::uint64_t full = store->Stats().mem_used_total;
+  for (std::size_t i = 0; i < 64; ++i) ASSERT_OK(store->Discard(i));
+  store->Compact();
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 0u);
+  EXPECT_EQ(st.orig_data_size, 0u);
+  EXPECT_EQ(st.compr_data_size, 0u);
+  // What is left is the pool's spare zspages, as after single pages.
+  EXPECT_LT(st.mem_used_total, full / 4);
+}
+
+TEST(UnitsTest, RewritingARunReplacesItsUnit) {
+  auto store = MakeStore(64, 16);
+  ASSERT_OK(store->StoreBatch(0, Pages(0, 16)));
+  const auto newer = Pages(0, 16, 500);
+  ASSERT_OK(store->StoreBatch(0, newer));
+  EXPECT_EQ(store->Stats().units, 1u);
+  EXPECT_EQ(store->Stats().unit_pages, 16u);
+  ExpectRange(*store, 0, newer);
+}
+
+TEST(UnitsTest, DamagedUnitIsAnErrorForEveryPage) {
+  auto store = MakeStore(64, 16);
+  const auto data = Pages(0, 32, 0, 7);  // zero pages 0, 7, 14, 21, 28
+  ASSERT_OK(store->StoreBatch(0, data));
+  ASSERT_TRUE(PageStoreTestPeer::CorruptUnit(*store, 17));
+  std::vector<std::byte> out(kPageSize);
+  for (std::size_t i = 16; i < 32; ++i) {
+    std::memset(out.data(), 0, kPageSize);
+    Status st = store->Load(i, MutablePage(out.data(), kPageSize));
+    if (i % 7 == 0) {  // SAME, not in the unit
+      EXPECT_OK(st);
+      continue;
+    }
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << "slot " << i;
+  }
+  EXPECT_GE(store->Stats().failed_reads, 14u);
+  // The other unit is untouched.
+  ExpectRange(*store, 0, std::vector<std::byte>(data.begin(),
+                                                data.begin() + 16 * kPageSize));
+  // Overwriting the damaged run heals it.
+  ASSERT_OK(store->StoreBatch(16, Pages(16, 16)));
+  ExpectRange(*store, 16, Pages(16, 16));
+}
+
+TEST(UnitsTest, MemLimitRefusesTheWholeBatch) {
+  PageStoreOptions o;
+  o.mem_limit = 64 * 1024;
+  auto store = MakeStore(1024, 16, o);
+  Status st = store->StoreBatch(0, Pages(0, 1024));
+  EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
+  const PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.orig_data_size, 0u);
+  EXPECT_EQ(s.units, 0u);
+  EXPECT_EQ(s.compr_data_size, 0u);
+}
+
+TEST(UnitsTest, WritebackWritesEachUnitOnce) {
+  ScopedTempDir dir;
+  BackingOptions bo;
+  bo.path = dir.File("backing");
+  bo.size_bytes = 1024 * kPageSize;
+  auto backing = BackingStore::Open(bo);
+  ASSERT_TRUE(backing.has_value()) << backing.error().ToString();
+  PageStoreOptions o;
+  o.backing = std::move(*backing);
+  auto store = MakeStore(256, 16, o);
+  const auto data = Pages(0, 256, DenseBase(), 9);
+  ASSERT_OK(store->StoreBatch(0, data));
+  const PageStoreStats before = store->Stats();
+  ASSERT_EQ(before.units, 16u);
+  const std::uint64_t pieces = (before.compr_data_size + 4095) / 4096;
+  store->MarkIdleAll();
+  // A page read since it was marked idle keeps its unit out of an idle
+  // pass.
+  std::vector<std::byte> out(kPageSize);
+  ASSERT_OK(store->Load(20, MutablePage(out.data(), kPageSize)));
+  auto r = store->Writeback({.scans = {{kWritebackIdle, 0, 256}}});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  ASSERT_OK(r->status);
+  const PageStoreStats after = store->Stats();
+  EXPECT_EQ(r->written, before.unit_pages - 14);  // 16..31 but 18, 27 stayed
+  EXPECT_LE(after.bd_writes, pieces);
+  EXPECT_GT(after.bd_writes, 0u);
+  EXPECT_EQ(after.bd_count, after.bd_writes);
+  EXPECT_EQ(after.units, 16u);
+  EXPECT_TRUE(store->Inspect(1).wb);
+  EXPECT_FALSE(store->Inspect(20).wb);
+  EXPECT_LT(after.compr_data_size, before.compr_data_size);
+  ExpectRange(*store, 0, data);
+  EXPECT_GT(store->Stats().bd_reads, 0u);
+  // Written-back units are not reclaimed; their blocks go with their last
+  // page.
+  for (std::size_t i = 0; i < 256; ++i) ASSERT_OK(store->Discard(i));
+  EXPECT_EQ(store->Stats().bd_count, 0u);
+  EXPECT_EQ(store->Stats().units, 0u);
+  EXPECT_EQ(store->Stats().compr_data_size, 0u);
+}
+
+// Readers of every page race writers that overwrite, discard and rewrite
+// whole runs (so units detach, get reclaimed and replaced) and compaction.
+// Every read sees a page some writer stored there, never another.
+TEST(UnitsTest, ReadsRaceDetachReclaimAndCompaction) {
+  constexpr std::size_t kPages = 256;
+  constexpr std::size_t kVersions = 4;
+  auto store = MakeStore(kPages, 8);
+  // Version v of page i: corpus page (i + v * 1000), or zeros when
+  // discarded; a page's content tells its version.
+  auto content = [](std::size_t i, std::size_t v) {
+    return Python().page((i + v * 1000) % Python().size());
+  };
+  for (std::size_t i = 0; i < kPages; i += 8) {
+    ASSERT_OK(store->StoreBatch(i, Pages(i, 8)));
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      std::vector<std::byte> run(8 * kPageSize);
+      while (!stop.load()) {
+        const std::size_t i = rng() % kPages;
+        const std::size_t v = rng() % kVersions;
+        switch (rng() % 4) {
+          case 0: {
+            const std::size_t u = i / 8 * 8;
+            for (std::size_t k = 0; k < 8; ++k) {
+              std::memcpy(run.data() + k * kPageSize, content(u + k, v).data(),
+                          kPageSize);
+            }
+            if (!store->StoreBatch(u, run).ok()) bad++;
+            break;
+          }
+          case 1:
+            if (!store->Store(i, content(i, v)).ok()) bad++;
+            break;
+          case 2:
+            if (!store->Discard(i).ok()) bad++;
+            break;
+          default:
+            store->Compact();
+        }
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      std::vector<std::byte> out(kPageSize);
+      const std::vector<std::byte> zero(kPageSize);
+      while (!stop.load()) {
+        const std::size_t i = rng() % kPages;
+        if (!store->Load(i, MutablePage(out.data(), kPageSize)).ok()) {
+          bad++;
+          continue;
+        }
+        bool known = std::memcmp(out.data(), zero.data(), kPageSize) == 0;
+        for (std::size_t v = 0; v < kVersions && !known; ++v) {
+          known = std::memcmp(out.data(), content(i, v).data(), kPageSize) == 0;
+        }
+        if (!known) bad++;
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  stop = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0u);
+  const PageStoreStats st = store->Stats();
+  EXPECT_GT(st.units_reclaimed, 0u);
+  // Counters agree with the slots.
+  std::uint64_t allocated = 0, in_units = 0;
+  for (std::size_t i = 0; i < kPages; ++i) {
+    const SlotInfo info = store->Inspect(i);
+    allocated += info.allocated;
+    in_units += info.unit;
+  }
+  EXPECT_EQ(st.orig_data_size, allocated * kPageSize);
+  EXPECT_EQ(st.unit_pages, in_units);
+}
+
+}  // namespace
+}  // namespace ztier
