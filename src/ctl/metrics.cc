@@ -147,6 +147,8 @@ struct DeviceSample {
   std::uint64_t recompressed_pages = 0;
   std::uint64_t dict_memory = 0;  // trained dictionaries (train_dict)
   std::uint64_t dict_pages = 0;
+  std::uint64_t units = 0;       // multi-page objects (unit_pages)
+  std::uint64_t unit_pages = 0;
   std::vector<std::tuple<int, std::string, std::uint64_t>> priorities;
 };
 
@@ -253,6 +255,12 @@ void WriteRecompression(Writer& w, const std::vector<DeviceSample>& devices) {
        "Pool objects and compressed written-back blocks made with a trained "
        "dictionary.",
        &DeviceSample::dict_pages},
+      {"ztier_zram_units", kGauge,
+       "Multi-page objects live (unit_pages).",
+       &DeviceSample::units},
+      {"ztier_zram_unit_pages", kGauge,
+       "Pages held in multi-page objects.",
+       &DeviceSample::unit_pages},
   };
   for (const auto& f : kFamilies) {
     w.Family(f.name, f.type, f.help);
@@ -290,6 +298,8 @@ void WriteDevices(Writer& w, const DeviceRegistry& registry) {
     s.recompressed_pages = st.recompressed_pages;
     s.dict_memory = st.dict_memory;
     for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
+    s.units = st.units;
+    s.unit_pages = st.unit_pages;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : dev->recomp_algorithm(p);
       if (!algo.empty()) s.priorities.emplace_back(p, algo, st.priority_pages[p]);

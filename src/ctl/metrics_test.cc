@@ -286,7 +286,8 @@ TEST_F(MetricsTest, RenderedValuesEqualTheShowTextsAndPassPromtool) {
     }
     EXPECT_EQ(line.rfind(family, 0), 0u) << line << " outside its family";
   }
-  EXPECT_EQ(families, 4 + 4 + 9 + 4 + 5 + 3);  // 5: recompression, dictionaries
+  // 7: recompression, dictionaries, units
+  EXPECT_EQ(families, 4 + 4 + 9 + 4 + 7 + 3);
 }
 
 TEST_F(MetricsTest, RecompressionCountersAndPagesPerPriority) {

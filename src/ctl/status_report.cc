@@ -343,6 +343,8 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     s.dict_id = static_cast<std::uint64_t>(st.dict_id);
     s.dict_memory = st.dict_memory;
     for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
+    s.units = st.units;
+    s.unit_pages = st.unit_pages;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : d->recomp_algorithm(p);
       if (algo.empty()) continue;
@@ -394,6 +396,8 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"dict_id", d.dict_id},
         {"dict_memory", d.dict_memory},
         {"dict_pages", d.dict_pages},
+        {"units", d.units},
+        {"unit_pages", d.unit_pages},
     };
     for (const auto& [key, value] : numbers) {
       out += ",\"";
@@ -468,6 +472,8 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadU64(o, "dict_id", &d.dict_id));
     ZT_RETURN_IF_ERROR(ReadU64(o, "dict_memory", &d.dict_memory));
     ZT_RETURN_IF_ERROR(ReadU64(o, "dict_pages", &d.dict_pages));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "units", &d.units));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "unit_pages", &d.unit_pages));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
       const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
@@ -631,6 +637,10 @@ std::string FormatStatusRecompression(
       out += d.name + ": dictionary " + std::to_string(d.dict_id) +
              " in use; " + std::to_string(d.dict_memory) + " bytes; " +
              std::to_string(d.dict_pages) + " pages made with dictionaries\n";
+    }
+    if (d.units != 0) {
+      out += d.name + ": " + std::to_string(d.units) + " units holding " +
+             std::to_string(d.unit_pages) + " live pages\n";
     }
   }
   return out;

@@ -264,6 +264,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   o.mem_limit = mem_limit_;
   o.batch_backend = defaults_.batch_backend;
   o.streams = defaults_.streams;
+  o.unit_pages = defaults_.unit_pages;
   o.prealloc = defaults_.prealloc;
   o.clock = defaults_.clock;
   std::shared_ptr<BackingStore> backing;

@@ -41,7 +41,7 @@ constexpr const char* kCommand = "ztier serve";
 constexpr const char* kSynopsis =
     "[--config FILE] [--device NAME[:SIZE]]... [--comp-algorithm NAME] "
     "[--algorithm-params TOKENS] [--recomp-algorithm NAME[(K=V,...)]]... "
-    "[--mem-limit SIZE] [--unix PATH] "
+    "[--mem-limit SIZE] [--unit-pages N] [--unix PATH] "
     "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
     "[--backing-dev PATH] [--backing-encrypt] [--max-request-size SIZE] "
     "[--max-in-flight N] [--max-in-flight-bytes SIZE] "
@@ -62,6 +62,7 @@ struct ServeSettings {
   std::string algorithm_params;
   std::vector<std::string> recomp_algorithms;  // priorities 1, 2, 3
   std::string mem_limit = "0";
+  std::int64_t unit_pages = 0;
   std::string unix_path;  // empty: the default directory's ztier.sock
   std::string listen;
   std::string ctl_path;   // empty: the default directory's ztier.ctl
@@ -117,6 +118,11 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                 "priorities 1, 2, 3");
   flags.AddString("mem-limit", &s->mem_limit, "SIZE",
                   "mem_limit of each --device device (default 0: none)");
+  flags.AddInt("unit-pages", &s->unit_pages, "N",
+               "store each aligned run of N pages written at once as one "
+               "compressed object: 4, 8 or 16 (default 0: page by page); "
+               "pays for cold or sequential data, costs random 4 KiB reads",
+               0, 16);
   flags.AddString("unix", &s->unix_path, "PATH",
                   "NBD Unix socket, mode 0600 (default /run/ztier/ztier.sock "
                   "as root, else $XDG_RUNTIME_DIR/ztier/ztier.sock)");
@@ -466,6 +472,12 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
     auto r = ParseAlgorithmItem(s.recomp_algorithms[i], "--recomp-algorithm");
     if (!r.has_value()) return ReportUsageError(kCommand, r.error().message());
     c->recomp[i] = {r->name, r->params};
+  }
+  if (s.unit_pages != 0 && s.unit_pages != 4 && s.unit_pages != 8 &&
+      s.unit_pages != 16) {
+    return ReportUsageError(kCommand, "--unit-pages: want 4, 8 or 16 (or 0: "
+                                      "off), not " +
+                                          std::to_string(s.unit_pages));
   }
   auto mem_limit = ParseSize(s.mem_limit);
   if (!mem_limit.has_value()) {
@@ -824,6 +836,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
   defaults.algorithm_params = s.algorithm_params;
   defaults.recomp = c.recomp;
   defaults.mem_limit = c.mem_limit;
+  defaults.unit_pages = static_cast<std::size_t>(s.unit_pages);
   defaults.backing_encrypt = s.backing_encrypt;
   defaults.prealloc = c.prealloc;
   defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };

@@ -88,6 +88,10 @@ struct DeviceStatus {
   std::uint64_t dict_id = 0;
   std::uint64_t dict_memory = 0;
   std::uint64_t dict_pages = 0;
+  // Multi-page objects (unit_pages): units live and the pages attached
+  // to them.
+  std::uint64_t units = 0;
+  std::uint64_t unit_pages = 0;
   std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
   std::map<std::string, std::string> notes;

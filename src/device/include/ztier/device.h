@@ -98,6 +98,9 @@ struct DeviceDefaults {
   std::uint64_t mem_limit = 0;
   BatchBackend batch_backend = BatchBackend::kSerial;
   std::size_t streams = 0;  // 0: one per core
+  // Multi-page objects of every device's store (PageStoreOptions::
+  // unit_pages: 0 off, or 4, 8, 16; `ztier serve --unit-pages`).
+  std::size_t unit_pages = 0;
   // Preallocate every device's memory at disksize time (PageStoreOptions::
   // prealloc): its pool reserves and faults in mem_limit bytes, its slot
   // table is faulted in, and IO then takes no new memory (`ztier serve
