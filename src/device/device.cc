@@ -695,6 +695,13 @@ Status Device::Impl::Write(std::uint64_t offset,
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
+  // With units (unit_pages), a write that covers a whole aligned run
+  // stores it as one object: the batched path.
+  const std::uint64_t unit = store_->unit_pages() * kPageSize;
+  if (unit != 0 &&
+      (offset + unit - 1) / unit * unit + unit <= offset + data.size()) {
+    return WritePagesLocked(offset, data);
+  }
   return ForEachPagePiece(
       offset, data.size(),
       [&](std::uint64_t index, std::size_t in_page, std::size_t n,
@@ -715,6 +722,11 @@ Status Device::Impl::WritePages(std::uint64_t offset,
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
+  return WritePagesLocked(offset, data);
+}
+
+Status Device::Impl::WritePagesLocked(std::uint64_t offset,
+                                      std::span<const std::byte> data) {
   std::uint64_t done = 0;
   while (done < data.size()) {
     const std::uint64_t pos = offset + done;

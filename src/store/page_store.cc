@@ -148,6 +148,7 @@ BatchBackend PageStore::batch_backend() const {
   return impl_->options.batch_backend;
 }
 const Pool& PageStore::pool() const { return *impl_->pool; }
+std::size_t PageStore::unit_pages() const { return impl_->unit_pages; }
 std::size_t PageStore::PoolBytes() const { return impl_->UsedBytes(); }
 
 Status PageStore::Store(std::uint64_t index, ConstPage page) {

@@ -309,6 +309,40 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// unit-pages in [ztier]: whole aligned 64 KiB runs written over NBD become
+// units, which status --json counts, and which read back as written.
+TEST(ServeServiceTest, UnitPagesFromTheConfigurationFile) {
+  ASSERT_TRUE(Have("nbdcopy"));
+  ScopedTempDir dir;
+  WriteFile(dir.File("ztier.conf"),
+            "[zram0]\nzram-size = 16\n[ztier]\nunit-pages = 16\n"
+            "unix = " + dir.File("nbd.sock") + "\nctl = " +
+                dir.File("ctl.sock") + "\n");
+  // 1 MiB of text: 16 runs of 16 pages, none same-filled.
+  ASSERT_EQ(Sh("seq 1 300000 | head -c 1048576 > " + dir.File("in")).exit_code,
+            0);
+  Server s(dir, {"--config", dir.File("ztier.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+  const std::string uri =
+      Quote("nbd+unix:///zram0?socket=" + dir.File("nbd.sock"));
+  const Shell w = Sh("nbdcopy --request-size=1048576 " + dir.File("in") + " " + uri);
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  const Shell status =
+      Sh(Ztier("status --json --ctl " + dir.File("ctl.sock")));
+  EXPECT_NE(status.out.find("\"units\":16,\"unit_pages\":256"),
+            std::string::npos)
+      << status.out;
+  const Shell r = Sh("nbdcopy " + uri + " - | head -c 1048576 | cmp - " +
+                     dir.File("in"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+  // A size that is not one is refused before anything starts.
+  const Shell bad = Sh(Ztier("serve --unit-pages 5 2>&1"));
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--unit-pages: want 4, 8 or 16"), std::string::npos)
+      << bad.out;
+}
+
 TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   ScopedTempDir dir;
   const std::string base = TwoDeviceConfig(dir, "16");

@@ -57,7 +57,8 @@ const std::set<std::string, std::less<>>& ZtierKeys() {
       "tls-key",        "backing-encrypt", "mlock",
       "prealloc",       "metrics-listen", "metrics-unix",
       "log-level",      "policy",       "ublk",
-      "ublk-queues",    "ublk-depth",   "ublk-max-io"};
+      "ublk-queues",    "ublk-depth",   "ublk-max-io",
+      "unit-pages"};
   return keys;
 }
 

@@ -377,6 +377,7 @@ class PageStore {
   const Codec* codec_at(int priority) const;
   std::size_t batch_size() const;
   BatchBackend batch_backend() const;
+  std::size_t unit_pages() const;  // 0: no units
 
   // Stores one page in slot `index`. kOutOfRange for a bad index;
   // kResourceExhausted when the pool or mem_limit refuses it (the slot keeps
