@@ -31,10 +31,24 @@ constexpr const char kSynopsis[] =
     "[--zram-dev PATH] [--json FILE]";
 constexpr const char kAbout[] =
     "the memory the same pages take (mem_used_total): per-page objects,\n"
-    "with a dictionary trained from the store's pages (train_dict), and in\n"
-    "the kernel's zram where /dev/zram0 offers the codec; with the store\n"
-    "MB/s and random 4 KiB and sequential read MB/s of each.";
-constexpr std::size_t kSeqBatch = 32;  // pages per LoadBatch
+    "units of 4, 8 and 16 pages, a dictionary trained from the store's\n"
+    "pages (train_dict), units of 16 with one, and the kernel's zram\n"
+    "where /dev/zram0 offers the codec; with the store MB/s and random\n"
+    "4 KiB and sequential read MB/s of each.";
+constexpr std::size_t kSeqBatch = 32;    // pages per LoadBatch
+constexpr std::size_t kStoreBatch = 16;  // pages per StoreBatch
+
+// The ztier variants: their names, unit_pages and whether they train.
+struct ZtierVariant {
+  const char* name;
+  std::size_t unit_pages;
+  bool dict;
+};
+constexpr ZtierVariant kZtierVariants[] = {
+    {"per-page", 0, false}, {"units-4", 4, false},
+    {"units-8", 8, false},  {"units-16", 16, false},
+    {"dict", 0, true},      {"units-16+dict", 16, true},
+};
 
 struct Config {
   BenchFlags common{.runs = 3};
@@ -53,11 +67,14 @@ double MbS(std::size_t pages, double seconds) {
   return seconds > 0 ? pages * kPageSize / seconds / 1e6 : 0;
 }
 
-// Stores every page of `set` in `store` (slot i: page i); store MB/s.
+// Stores every page of `set` in `store` (slot i: page i), 16 pages per
+// StoreBatch (a whole unit of any size); store MB/s.
 Status StoreAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (std::size_t i = 0; i < set.size(); ++i) {
-    ZT_RETURN_IF_ERROR(store.Store(i, set.page(i)));
+  for (std::size_t i = 0; i < set.size(); i += kStoreBatch) {
+    const std::size_t n = std::min(kStoreBatch, set.size() - i);
+    ZT_RETURN_IF_ERROR(store.StoreBatch(
+        i, std::span<const std::byte>(set.page(i).data(), n * kPageSize)));
   }
   s.Add("store_mb_s", MbS(set.size(), Seconds(t0)));
   return Status::Ok();
@@ -95,15 +112,16 @@ Status ReadAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
   return Status::Ok();
 }
 
-// per-page, or with `dict` a dictionary trained after the first fill and
-// every page stored again with it.
+// One ztier variant: per-page or units, and with `dict` a dictionary
+// trained after the first fill and every page stored again with it.
 Status RunZtier(const Config& cfg, const corpus::PageSet& set,
-                const std::string& codec, bool dict, Samples& s) {
-  ZT_ASSIGN_OR_RETURN(
-      std::unique_ptr<PageStore> store,
-      PageStore::Create({.num_pages = set.size(), .codec = codec}));
+                const std::string& codec, const ZtierVariant& v, Samples& s) {
+  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
+                      PageStore::Create({.num_pages = set.size(),
+                                         .codec = codec,
+                                         .unit_pages = v.unit_pages}));
   ZT_RETURN_IF_ERROR(StoreAll(*store, set, s));
-  if (dict) {
+  if (v.dict) {
     ZT_ASSIGN_OR_RETURN(const DictionaryInfo info,
                         store->TrainDictionary({.dict_bytes = cfg.dict_bytes}));
     ZT_RETURN_IF_ERROR(StoreAll(*store, set, s));
@@ -171,7 +189,9 @@ void AddTables(Report& report, const Config& cfg,
     Table& t = report.AddTable("ratio_" + codec, codec);
     for (std::size_t k = 0; k < corpora.size(); ++k) {
       const Measurements& mm = m[k][c];
-      for (const char* v : {"kernel", "per-page", "dict"}) {
+      std::vector<const char*> rows = {"kernel"};
+      for (const ZtierVariant& zv : kZtierVariants) rows.push_back(zv.name);
+      for (const char* v : rows) {
         if (mm.Of(v, "used").empty()) continue;
         t.AddRow()
             .Text("corpus", corpora[k])
@@ -190,9 +210,24 @@ void AddTables(Report& report, const Config& cfg,
       report.Ratio(what + "dict / per-page",
                    mm.Ratios("dict", "used", "per-page", "used"),
                    "no dictionary");
+      report.Ratio(what + "units-16+dict / per-page",
+                   mm.Ratios("units-16+dict", "used", "per-page", "used"),
+                   "no dictionary");
       report.Ratio(what + "dict / kernel zram",
                    mm.Ratios("dict", "used", "kernel", "used"),
                    cfg.zram_dev + " not used or without " + codec);
+      report.Ratio(what + "units-16+dict / kernel zram",
+                   mm.Ratios("units-16+dict", "used", "kernel", "used"),
+                   cfg.zram_dev + " not used or without " + codec);
+      const std::string reads = corpora[k] + " " + codec + " units-16 / per-page, ";
+      report.Ratio(reads + "random 4 KiB read MB/s",
+                   mm.Ratios("units-16", "rand_read_mb_s", "per-page",
+                             "rand_read_mb_s"),
+                   "no units");
+      report.Ratio(reads + "sequential read MB/s",
+                   mm.Ratios("units-16", "seq_read_mb_s", "per-page",
+                             "seq_read_mb_s"),
+                   "no units");
     }
   }
 }
@@ -239,14 +274,12 @@ int RunBenchRatio(std::span<const std::string_view> args) {
   for (std::size_t k = 0; k < corpora.size(); ++k) {
     for (const std::string& codec : cfg.codecs) {
       const corpus::PageSet& set = corpora[k];
-      std::vector<Variant> variants = {
-          {"per-page",
-           [&](std::size_t, Samples& s) {
-             return RunZtier(cfg, set, codec, false, s);
-           }},
-          {"dict", [&](std::size_t, Samples& s) {
-             return RunZtier(cfg, set, codec, true, s);
-           }}};
+      std::vector<Variant> variants;
+      for (const ZtierVariant& zv : kZtierVariants) {
+        variants.push_back({zv.name, [&](std::size_t, Samples& s) {
+                              return RunZtier(cfg, set, codec, zv, s);
+                            }});
+      }
       const bool offered =
           zram.has_value() &&
           std::find(zram->algorithms().begin(), zram->algorithms().end(),

@@ -1,8 +1,9 @@
 // File: tools/ztier/bench_ratio_test.cc
 //
 // `ztier bench ratio`: the built binary (ZTIER_BIN) on the checkout's
-// corpora with one run: its tables, its JSON, the dictionary making lz4's
-// pages smaller, a missing kernel device said so, and bad usage.
+// corpora with one run: its tables, its JSON, units and the dictionary
+// making lz4's pages smaller, a missing kernel device said so, and bad
+// usage.
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -49,6 +50,17 @@ TEST(BenchRatioTest, DictionaryAgainstPerPageOnEveryCorpus) {
                                      "per-page: ");
     EXPECT_GT(ratio, 0.5) << corpus << "\n" << r.out;
     EXPECT_LT(ratio, 1.0) << corpus << "\n" << r.out;
+    // Units of 16 with a dictionary take less than single pages.
+    const double units = After(
+        r.out, std::string(corpus) + ".pages lz4 mem_used_total, "
+                                     "units-16+dict / per-page: ");
+    EXPECT_GT(units, 0.5) << corpus << "\n" << r.out;
+    EXPECT_LT(units, 1.0) << corpus << "\n" << r.out;
+    EXPECT_GT(After(r.out, std::string(corpus) +
+                               ".pages lz4 units-16 / per-page, sequential "
+                               "read MB/s: "),
+              0)
+        << corpus;
   }
   std::ifstream in(dir.File("out.json"));
   std::stringstream json;
@@ -56,6 +68,8 @@ TEST(BenchRatioTest, DictionaryAgainstPerPageOnEveryCorpus) {
   for (const char* want :
        {"\"benchmark\": \"ztier bench ratio\"", "\"ratio_lz4\": [",
         "\"variant\": \"per-page\"", "\"variant\": \"dict\"",
+        "\"variant\": \"units-4\"", "\"variant\": \"units-8\"",
+        "\"variant\": \"units-16\"", "\"variant\": \"units-16+dict\"",
         "\"mem_used_total_mib_median\"", "\"rand_read_mb_s_median\""}) {
     ExpectIn(json.str(), want);
   }
