@@ -695,13 +695,35 @@ Status Device::Impl::Write(std::uint64_t offset,
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return NotInitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
-  // With units (unit_pages), a write that covers a whole aligned run
-  // stores it as one object: the batched path.
+  // With units (unit_pages), each whole aligned run the write covers is
+  // stored as one object; the pages around them page by page.
   const std::uint64_t unit = store_->unit_pages() * kPageSize;
-  if (unit != 0 &&
-      (offset + unit - 1) / unit * unit + unit <= offset + data.size()) {
-    return WritePagesLocked(offset, data);
+  const std::uint64_t end = offset + data.size();
+  const std::uint64_t a = unit == 0 ? 0 : (offset + unit - 1) / unit * unit;
+  const std::uint64_t b = unit == 0 ? 0 : end / unit * unit;
+  if (unit == 0 || a >= b) return WritePageByPageLocked(offset, data);
+  ZT_RETURN_IF_ERROR(WritePageByPageLocked(offset, data.first(a - offset)));
+  for (std::uint64_t r = a; r < b; r += unit) {
+    const auto run = data.subspan(r - offset, unit);
+    Status s = store_->StoreBatch(r / kPageSize, run);
+    if (s.code() == StatusCode::kResourceExhausted) {
+      // All-or-nothing emptied the run: page by page, so that the pages
+      // before the one the limit stops are written. The pages of this run
+      // from there on read as zeros; the runs after it keep their content.
+      for (std::uint64_t p = 0; p < unit; p += kPageSize) {
+        s = store_->Store((r + p) / kPageSize,
+                          ConstPage(run.data() + p, kPageSize));
+        if (!s.ok()) break;
+      }
+    }
+    NoteMemLimit(s);
+    ZT_RETURN_IF_ERROR(s);
   }
+  return WritePageByPageLocked(b, data.subspan(b - offset));
+}
+
+Status Device::Impl::WritePageByPageLocked(std::uint64_t offset,
+                                           std::span<const std::byte> data) {
   return ForEachPagePiece(
       offset, data.size(),
       [&](std::uint64_t index, std::size_t in_page, std::size_t n,

@@ -61,10 +61,12 @@ struct Device::Impl {
   Status Read(std::uint64_t offset, std::span<std::byte> out);
   Status Write(std::uint64_t offset, std::span<const std::byte> data);
   Status WritePages(std::uint64_t offset, std::span<const std::byte> data);
-  // WritePages' work. REQUIRES: mu_ held (shared), the store made and the
-  // range checked.
+  // WritePages' and Write's page by page work. REQUIRES: mu_ held
+  // (shared), the store made and the range checked.
   Status WritePagesLocked(std::uint64_t offset,
                           std::span<const std::byte> data);
+  Status WritePageByPageLocked(std::uint64_t offset,
+                               std::span<const std::byte> data);
   Status Trim(std::uint64_t offset, std::uint64_t length);
   Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
   Status Flush();

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -437,6 +438,51 @@ TEST(DeviceTest, NotesAreKeptAsGivenAndSurviveReset) {
   EXPECT_EQ(notes.at("fs-type"), "ext4");
   d.SetNotes({{"swap-priority", "7"}});
   EXPECT_EQ(d.notes(), (std::map<std::string, std::string>{{"swap-priority", "7"}}));
+}
+
+// With units, an NBD-style write stores each whole aligned run as one
+// object; when mem_limit refuses one, the runs after it keep their old
+// content (and the write fails with the limit).
+TEST(DeviceTest, WritesOfWholeRunsMakeUnitsAndAFailureSparesLaterRuns) {
+  DeviceDefaults defaults;
+  defaults.unit_pages = 16;
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetDisksize(4 << 20));
+  // 1 MiB of text at 4 KiB past a unit boundary: a head page, 15 units
+  // and a tail of 15 pages.
+  std::string text;
+  for (int i = 0; text.size() < (1u << 20); ++i) text += std::to_string(i) + "\n";
+  const std::span<const std::byte> old(
+      reinterpret_cast<const std::byte*>(text.data()), 1u << 20);
+  ASSERT_OK(d.Write(4096, old));
+  EXPECT_EQ(d.Stats().units, 15u);
+  std::vector<std::byte> back(1u << 20);
+  ASSERT_OK(d.Read(4096, back));
+  EXPECT_EQ(std::memcmp(back.data(), old.data(), back.size()), 0);
+  // Random data over it, with room for about one run more.
+  ASSERT_OK(d.SetMemLimit(d.Stats().mem_used_total + (64 << 10)));
+  std::vector<std::byte> fresh(1u << 20);
+  std::mt19937_64 rng(3);
+  for (auto& b : fresh) b = static_cast<std::byte>(rng());
+  EXPECT_EQ(d.Write(4096, fresh).code(), StatusCode::kResourceExhausted);
+  ASSERT_OK(d.Read(4096, back));
+  // Page by page: new content, then (in the run refused) zeros, then the
+  // old content to the end.
+  const std::vector<std::byte> zero(4096);
+  std::size_t k = 0;
+  auto same = [&](std::span<const std::byte> want) {
+    return std::memcmp(back.data() + k * 4096, want.data() + k * 4096, 4096) ==
+           0;
+  };
+  while (k < 256 && same(fresh)) ++k;
+  EXPECT_GT(k, 16u);
+  while (k < 256 && std::memcmp(back.data() + k * 4096, zero.data(), 4096) == 0) {
+    ++k;
+  }
+  const std::size_t old_from = k;
+  while (k < 256 && same(old)) ++k;
+  EXPECT_EQ(k, 256u) << "page " << k << " is neither new, zero nor old";
+  EXPECT_LT(old_from, 256u - 16);  // later runs kept their content
 }
 
 TEST(DeviceTest, LogsMemLimitOnceAndCompactionWithCounts) {

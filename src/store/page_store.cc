@@ -490,7 +490,8 @@ Status PageStore::TryDiscard(std::uint64_t index) {
   }
   m.FreeSlotLocked(s);
   SlotTable::Unlock(s);
-  m.ReclaimUnits();
+  // No reclaim here: it may wait for a stream and locks. The next other
+  // call does it.
   return Status::Ok();
 }
 

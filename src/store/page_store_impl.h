@@ -275,8 +275,8 @@ struct PageStore::Impl {
 
   // Stores the aligned run [first, first + unit_pages) from `pages` as one
   // unit (with the same-filled pages as SAME), or, if it does not pay,
-  // page by page. On failure nothing of the run is changed. REQUIRES: no
-  // slot lock and no stream held.
+  // page by page. On failure the run is as it was, or, if it was being
+  // stored page by page, empty. REQUIRES: no slot lock and no stream held.
   Status StoreUnit(std::uint64_t first, const std::byte* pages,
                    std::uint32_t now, bool* poor) ZT_EXCLUDES(*streams);
   // Stores consecutive pages one object each (StoreBatch without units).
@@ -292,6 +292,8 @@ struct PageStore::Impl {
     if (reclaim_pending.load(std::memory_order_relaxed)) ReclaimQueued();
   }
   void ReclaimQueued() ZT_EXCLUDES(*streams);
+  // Reclaims unit u with `stream`. REQUIRES: the run locked, u live in RAM.
+  void ReclaimLocked(std::uint64_t u, internal::Stream& stream);
   // Writes back the units the scans cover (writeback.cc).
   void WritebackUnits(const WritebackRequest& req, BlockWriter& writer,
                       WritebackResult* result);

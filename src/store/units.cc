@@ -70,6 +70,8 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
                                   std::uint32_t now, bool* poor) {
   const std::uint64_t u = first / unit_pages;
   // Same-filled pages stay SAME; the others are the unit's members.
+  // (A failure below changes nothing of the run; StoreBatch then empties
+  // the whole range, all or nothing.)
   std::uint64_t fill[internal::kMaxUnitPages];
   std::uint32_t members = 0;
   std::byte* in = UnitBuffer(0);
@@ -249,37 +251,77 @@ void PageStore::Impl::ReclaimQueued() {
     internal::StreamPool::Lease lease = streams->Acquire();
     LockUnit(u);
     internal::Unit& e = units[u];
-    if (e.gen != gen || e.wb) {  // freed or replaced meanwhile, or written
-      UnlockUnit(u);             // back since it was queued
-      continue;
-    }
-    const std::uint64_t first = u * unit_pages;
-    alignas(8) std::byte page[kPageSize];
-    bool done = true;
-    for (std::size_t k = 0; k < unit_pages && e.gen == gen; ++k) {
-      Slot& s = slots[first + k];
-      SlotTable::AssertHeld(s);
-      const std::uint32_t f = SlotTable::Flags(s);
-      if (!(f & slot::kUnit)) continue;
-      Pending p;
-      // Each survivor becomes its own object; a failure (a damaged unit, or
-      // mem_limit) leaves the rest in the unit, which a later free queues
-      // again.
-      if (!LoadUnitLocked(first + k, page).ok() ||
-          !PrepareWith(lease, ConstPage(page, kPageSize), &p).ok()) {
-        done = false;
-        break;
-      }
-      const std::uint32_t ac_time = s.ac_time;
-      const std::uint32_t idle = f & slot::kIdle;
-      InstallLocked(s, p, ac_time);  // the last one frees the unit
-      if (idle) SlotTable::SetFlags(s, slot::kIdle);
-      Add(units_reclaimed);
-    }
-    if (!done && e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
+    if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
     UnlockUnit(u);
   }
   pool->ReleaseSpares();
+}
+
+// All or nothing: every survivor is made into its own object first, and
+// only then installed (the last install frees the unit). The new objects
+// are not held to mem_limit: they replace a larger object, and a unit
+// must not stay whole for one page because memory is tight. A survivor
+// that cannot be its own object (the unit does not decompress, the pool is
+// out of memory, or, without store_incompressible, a page that compresses
+// poorly alone) leaves the unit as it is, and it stays queued (`queued`
+// set), so that it is not tried again with every later free: it goes with
+// its last page. No failure here is a client's failed write.
+void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
+  const std::uint64_t first = u * unit_pages;
+  Pending made[internal::kMaxUnitPages];
+  alignas(8) std::byte page[kPageSize];
+  const std::uint32_t dict = StreamDict(stream);
+  bool ok = true;
+  for (std::size_t k = 0; k < unit_pages && ok; ++k) {
+    Slot& s = slots[first + k];
+    SlotTable::AssertHeld(s);
+    if (!(SlotTable::Flags(s) & slot::kUnit)) continue;
+    if (!LoadUnitLocked(first + k, page).ok()) {
+      ok = false;
+      break;
+    }
+    std::uint64_t fill;
+    if (IsSameFilled(page, &fill)) {
+      made[k] = {fill, slot::kSame, false};
+      continue;
+    }
+    BatchItem item{ConstPage(page, kPageSize), stream.buffer(0)};
+    stream.batch->Compress(std::span<BatchItem>(&item, 1));
+    const bool poor = item.length == 0 || item.length >= huge_size;
+    if (poor && !options.store_incompressible) {
+      ok = false;
+      break;
+    }
+    const std::span<const std::byte> obj =
+        poor ? std::span<const std::byte>(page, kPageSize)
+             : stream.buffer(0).first(item.length);
+    const Handle h = pool->Malloc(obj.size());
+    if (h == kInvalidHandle) {
+      Add(reject_alloc_fail);
+      ok = false;
+      break;
+    }
+    pool->Write(h, obj);
+    made[k] = {h, poor ? slot::kHuge | static_cast<std::uint32_t>(kPageSize)
+                       : dict | static_cast<std::uint32_t>(item.length),
+               false};
+  }
+  if (!ok) {
+    for (std::size_t k = 0; k < unit_pages; ++k) {
+      if (made[k].content != 0) DropPending(made[k]);
+    }
+    return;  // `queued` stays set
+  }
+  for (std::size_t k = 0; k < unit_pages; ++k) {
+    if (made[k].content == 0) continue;
+    Slot& s = slots[first + k];
+    SlotTable::AssertHeld(s);
+    const std::uint32_t ac_time = s.ac_time;
+    const std::uint32_t idle = SlotTable::Flags(s) & slot::kIdle;
+    InstallLocked(s, made[k], ac_time);  // the last one frees the unit
+    if (idle) SlotTable::SetFlags(s, slot::kIdle);
+    Add(units_reclaimed);
+  }
 }
 
 }  // namespace ztier

@@ -234,6 +234,38 @@ TEST(UnitsTest, DamagedUnitIsAnErrorForEveryPage) {
   ExpectRange(*store, 16, Pages(16, 16));
 }
 
+// A unit whose survivors cannot be read is not reclaimed, and not tried
+// again with every later free; nothing of it is a client's failed write.
+TEST(UnitsTest, AReclaimThatCannotReadTheUnitGivesUpOnce) {
+  auto store = MakeStore(64, 16);
+  ASSERT_OK(store->StoreBatch(0, Pages(0, 16, DenseBase())));
+  ASSERT_TRUE(PageStoreTestPeer::CorruptUnit(*store, 0));
+  for (std::size_t i = 0; i < 12; ++i) ASSERT_OK(store->Discard(i));
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 1u);
+  EXPECT_EQ(st.unit_pages, 4u);
+  EXPECT_EQ(st.units_reclaimed, 0u);
+  EXPECT_EQ(st.decompress_fail, 1u);  // tried once
+  EXPECT_EQ(st.failed_writes, 0u);
+  for (std::size_t i = 12; i < 16; ++i) ASSERT_OK(store->Discard(i));
+  EXPECT_EQ(store->Stats().units, 0u);
+  EXPECT_EQ(store->Stats().compr_data_size, 0u);
+}
+
+// At mem_limit a reclaim still happens: it replaces a larger object.
+TEST(UnitsTest, ReclaimIsNotHeldToMemLimit) {
+  auto store = MakeStore(64, 16);
+  ASSERT_OK(store->StoreBatch(0, Pages(0, 16, DenseBase())));
+  store->SetMemLimit(store->Stats().mem_used_total);
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store->Discard(i));
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 0u);
+  EXPECT_EQ(st.units_reclaimed, 7u);
+  EXPECT_EQ(st.failed_writes, 0u);
+  EXPECT_EQ(st.pool_limit_hit, 0u);
+  ExpectRange(*store, 9, Pages(9, 7, DenseBase()));
+}
+
 TEST(UnitsTest, MemLimitRefusesTheWholeBatch) {
   PageStoreOptions o;
   o.mem_limit = 64 * 1024;

@@ -375,6 +375,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
     std::uint64_t blocks[internal::kMaxUnitPieces];
     int got = 0;
     bool io_failed = false;
+    bool not_written = false;  // no blocks for it (store full, or stopped)
   };
   std::vector<Job> jobs;
   std::unique_ptr<std::byte[]> data(
@@ -440,6 +441,10 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
         if (!d.status.ok()) {
           jobs[d.tag / internal::kMaxUnitPieces].io_failed = true;
           result->status = d.status;
+          // A full file system will refuse the rest too.
+          if (d.status.code() == StatusCode::kResourceExhausted) {
+            stopped = true;
+          }
         }
       };
       for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
@@ -449,11 +454,16 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
         while (j.got < j.pieces) {
           std::size_t got = 0;
           const std::uint64_t b =
-              bs.AllocRange(static_cast<std::size_t>(j.pieces - j.got), &got);
+              stopped ? 0
+                      : bs.AllocRange(static_cast<std::size_t>(j.pieces - j.got),
+                                      &got);
           if (got == 0) {
-            j.io_failed = true;
-            stop(Status::ResourceExhausted("backing store " + bs.path() +
-                                           " is full"));
+            // Not written: the unit stays in RAM, not counted as failed.
+            j.not_written = true;
+            if (!stopped) {
+              stop(Status::ResourceExhausted("backing store " + bs.path() +
+                                             " is full"));
+            }
             break;
           }
           for (std::size_t k = 0; k < got;) {
@@ -476,7 +486,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       for (Job& j : jobs) {
         internal::Unit& e = units[j.u];
         LockUnit(j.u);
-        bool same = e.gen == j.gen && !j.io_failed;
+        bool same = e.gen == j.gen && !j.io_failed && !j.not_written;
         members_of(j.u, [&](Slot& s, std::uint32_t f) {
           SlotTable::AssertHeld(s);
           same = same && (f & slot::kPp);
@@ -501,10 +511,12 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           result->written += live;
         } else {
           for (int k = 0; k < j.got; ++k) bs.Free(j.blocks[k]);
-          if (j.io_failed) {
+          if (j.io_failed || j.not_written) {
             for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
+          }
+          if (j.io_failed) {
             result->failed += live;
-          } else {
+          } else if (!j.not_written) {
             result->changed += live;
           }
         }

@@ -246,9 +246,11 @@ class Device {
 
   // ---- IO (byte granular; kOutOfRange past disksize) ----
   Status Read(std::uint64_t offset, std::span<std::byte> out);
-  // Page by page, as zram (a page that fails keeps its old content); with
-  // units (DeviceDefaults::unit_pages), a write that covers a whole
-  // aligned run goes through WritePages, so that the run is one object.
+  // Page by page, as zram (a page that fails keeps its old content). With
+  // units (DeviceDefaults::unit_pages), each whole aligned run the write
+  // covers is stored as one object (PageStore::StoreBatch); if mem_limit
+  // refuses it, that run is stored again page by page, and its pages from
+  // the one refused on read as zeros (the runs after it are not touched).
   Status Write(std::uint64_t offset, std::span<const std::byte> data);
   // As Write, but each run of whole aligned pages is stored through
   // PageStore::StoreBatch (batched compression; the ublk front end's

@@ -132,12 +132,21 @@ struct PageStoreOptions {
   //   - Overwriting or discarding a page detaches it; the object stays for
   //     the others. Once fewer than half its pages are left, the survivors
   //     are recompressed one page each, by the next store or discard that
-  //     returns (with no lock held), and the object is freed. Worst case:
-  //     a unit of N pages holds its whole object for N/2 + 1 live pages,
-  //     about twice their share (units of written-back objects are not
-  //     reclaimed: their blocks are freed with their last page).
-  //   - Writeback writes a unit once (one block per piece), when every
-  //     page of it passes the scan's filter and lies in the scan.
+  //     returns (with no lock held; not TryDiscard), and the object is
+  //     freed. Worst case: a unit of N pages holds its whole object for
+  //     N/2 + 1 live pages, about twice their share. Exceptions, which keep
+  //     a unit until its last page goes: a written-back unit (its blocks
+  //     are freed then); a unit whose survivors cannot be objects of their
+  //     own (it does not decompress, the pool is out of memory, or, with
+  //     store_incompressible false, a page does not compress alone). The
+  //     new objects are not held to mem_limit: they replace a larger one.
+  //   - A unit keeps its dictionary id (TrainDictionary) until its last
+  //     page goes: recompression does not rewrite units.
+  //   - Each thread that stores or reads units keeps 256 KiB of buffers
+  //     (its last decompressed unit among them), outside mem_used_total.
+  //   - Writeback writes a unit once (one block per piece: its compressed
+  //     object, with or without compressed_writeback), when every page of
+  //     it passes the scan's filter and lies in the scan.
   //   - Recompression skips unit pages; dictionary training samples them;
   //     a unit is compressed with the current dictionary, as a page is.
   // mm_stat counts as for pages (orig_data_size: pages; compr_data_size:
