@@ -258,7 +258,8 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     std::atomic<std::uint64_t> written{0};
     std::thread writer([&] {
       while (main_pass && !done.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        // Passes with pauses, as the others: each scans every slot.
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
         auto r = store.Writeback(
             {.scans = {{kWritebackIdle, 0, store.num_pages()}}});
         if (!r.has_value() ||
@@ -326,7 +327,9 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     for (std::uint64_t n : s.priority_pages) by_priority += n;
     EXPECT_EQ(by_priority + s.same_pages + written_back, stored);
     EXPECT_EQ(s.unit_pages, in_units);
-    EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
+    // (With writeback, the recompressed pages may all be on the backing
+    // file by now.)
+    if (!main_pass) EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
     EXPECT_EQ(s.failed_reads, 0u);
     EXPECT_EQ(s.failed_writes, 0u);
     // Discard everything: the pool must come back to (almost) nothing.

@@ -74,14 +74,24 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   // the whole range, all or nothing.)
   std::uint64_t fill[internal::kMaxUnitPages];
   std::uint32_t members = 0;
-  std::byte* in = UnitBuffer(0);
   std::size_t n = 0;
   for (std::size_t k = 0; k < unit_pages; ++k) {
-    const std::byte* page = pages + k * kPageSize;
-    if (IsSameFilled(page, &fill[k])) continue;
+    if (IsSameFilled(pages + k * kPageSize, &fill[k])) continue;
     members |= 1u << k;
-    std::memcpy(in + n * kPageSize, page, kPageSize);
     ++n;
+  }
+  // The members, in order: the caller's pages as they are when none is
+  // same-filled, else gathered.
+  const std::byte* in = pages;
+  if (n != unit_pages) {
+    std::byte* gathered = UnitBuffer(0);
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < unit_pages; ++k) {
+      if (!(members & (1u << k))) continue;
+      std::memcpy(gathered + at++ * kPageSize, pages + k * kPageSize,
+                  kPageSize);
+    }
+    in = gathered;
   }
   std::byte* out = UnitBuffer(1);
   std::size_t len = 0;
