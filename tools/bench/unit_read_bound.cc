@@ -1,0 +1,131 @@
+// unit_read_bound.cc: what a random 4 KiB read from a 16-page unit costs
+// the codec alone, against a page stored by itself (docs/benchmarks.md,
+// bench ratio). Built and run by unit_read_bound.sh.
+//
+//   unit_read_bound FILE.pages
+//
+// FILE holds raw 4096-byte pages. For lz4 and zstd (level 3), every page is
+// compressed alone and every aligned run of 16 pages as one input; then,
+// one thread, the pages are read in one random order, three times:
+//   per-page      decompress the page's own object;
+//   unit whole    decompress the page's whole unit (what ztier does);
+//   unit prefix   decompress the unit only up to the end of the page
+//                 (LZ4_decompress_safe_partial; zstd, streaming into an
+//                 output that ends there).
+// Prints the MB/s of pages read and each unit figure over per-page.
+#include <lz4.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kPage = 4096;
+constexpr std::size_t kUnit = 16;
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::vector<char> Compress(bool lz4, const char* src, std::size_t n) {
+  std::vector<char> out(ZSTD_compressBound(n) + LZ4_compressBound(n));
+  const std::size_t len =
+      lz4 ? static_cast<std::size_t>(LZ4_compress_default(
+                src, out.data(), static_cast<int>(n),
+                static_cast<int>(out.size())))
+          : ZSTD_compress(out.data(), out.size(), src, n, 3);
+  out.resize(len);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: unit_read_bound FILE.pages\n");
+    return 2;
+  }
+  std::ifstream in(argv[1], std::ios::binary);
+  const std::vector<char> data((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+  const std::size_t units = data.size() / kPage / kUnit;
+  if (units == 0) {
+    std::fprintf(stderr, "%s: fewer than %zu pages\n", argv[1], kUnit);
+    return 1;
+  }
+  const std::size_t pages = units * kUnit;
+  std::vector<std::size_t> order(pages);
+  for (std::size_t i = 0; i < pages; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(1));
+  std::vector<char> out(kUnit * kPage);
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  for (const bool lz4 : {true, false}) {
+    std::vector<std::vector<char>> page_obj(pages), unit_obj(units);
+    for (std::size_t i = 0; i < pages; ++i) {
+      page_obj[i] = Compress(lz4, &data[i * kPage], kPage);
+    }
+    for (std::size_t u = 0; u < units; ++u) {
+      unit_obj[u] = Compress(lz4, &data[u * kUnit * kPage], kUnit * kPage);
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      for (const std::size_t i : order) {
+        const std::vector<char>& o = page_obj[i];
+        if (lz4) {
+          LZ4_decompress_safe(o.data(), out.data(), static_cast<int>(o.size()),
+                              kPage);
+        } else {
+          ZSTD_decompressDCtx(dctx, out.data(), kPage, o.data(), o.size());
+        }
+      }
+      const auto t1 = Clock::now();
+      for (const std::size_t i : order) {
+        const std::vector<char>& o = unit_obj[i / kUnit];
+        if (lz4) {
+          LZ4_decompress_safe(o.data(), out.data(), static_cast<int>(o.size()),
+                              kUnit * kPage);
+        } else {
+          ZSTD_decompressDCtx(dctx, out.data(), kUnit * kPage, o.data(),
+                              o.size());
+        }
+      }
+      const auto t2 = Clock::now();
+      for (const std::size_t i : order) {
+        const std::vector<char>& o = unit_obj[i / kUnit];
+        const std::size_t want = (i % kUnit + 1) * kPage;
+        if (lz4) {
+          LZ4_decompress_safe_partial(o.data(), out.data(),
+                                      static_cast<int>(o.size()),
+                                      static_cast<int>(want), kUnit * kPage);
+          continue;
+        }
+        ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
+        ZSTD_inBuffer src{o.data(), o.size(), 0};
+        ZSTD_outBuffer dst{out.data(), want, 0};
+        while (dst.pos < want) {
+          const std::size_t r = ZSTD_decompressStream(dctx, &dst, &src);
+          if (ZSTD_isError(r) || r == 0) break;
+        }
+      }
+      const auto t3 = Clock::now();
+      const double mb = static_cast<double>(pages * kPage) / 1e6;
+      std::printf(
+          "%s %s run %d: per-page %.0f MB/s, unit whole %.0f MB/s (%.3fx), "
+          "unit prefix %.0f MB/s (%.3fx)\n",
+          argv[1], lz4 ? "lz4" : "zstd", rep + 1, mb / Seconds(t0, t1),
+          mb / Seconds(t1, t2), Seconds(t0, t1) / Seconds(t1, t2),
+          mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3));
+    }
+  }
+  ZSTD_freeDCtx(dctx);
+  return 0;
+}
