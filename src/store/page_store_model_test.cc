@@ -329,7 +329,9 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     EXPECT_EQ(s.unit_pages, in_units);
     // (With writeback, the recompressed pages may all be on the backing
     // file by now.)
-    if (!main_pass) EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
+    if (!main_pass) {
+      EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
+    }
     EXPECT_EQ(s.failed_reads, 0u);
     EXPECT_EQ(s.failed_writes, 0u);
     // Discard everything: the pool must come back to (almost) nothing.
