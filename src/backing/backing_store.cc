@@ -80,6 +80,10 @@ std::uint64_t BackingStore::blocks_used() const {
   return impl_->bitmap->Used();
 }
 
+std::uint64_t BackingStore::lost_blocks() const {
+  return impl_->file->lost_blocks();
+}
+
 std::uint64_t BackingStore::AllocRange(std::size_t want, std::size_t* got) {
   return impl_->bitmap->AllocRange(want, got);
 }

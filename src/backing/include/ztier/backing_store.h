@@ -124,6 +124,7 @@ class BackingStore {
   bool direct() const;  // O_DIRECT in use
   bool encrypted() const;
   std::uint64_t blocks_used() const;
+  std::uint64_t lost_blocks() const;  // the file's (BackingFile::lost_blocks)
 
   std::uint64_t AllocRange(std::size_t want, std::size_t* got);
   void Free(std::uint64_t block);

@@ -86,6 +86,9 @@ class BackingFile {
   // refused), kResourceExhausted when its buffers cannot be allocated.
   virtual Result<std::unique_ptr<BackingFileWriter>> NewWriter(
       std::size_t ios, std::size_t io_bytes) = 0;
+  // Blocks found lost (written, then gone with a remote that came back
+  // without them: nbd/nbd_backing_file.h); 0 for a local file.
+  virtual std::uint64_t lost_blocks() const { return 0; }
 };
 
 // `size_bytes` of zeroed memory, named `name` in messages.

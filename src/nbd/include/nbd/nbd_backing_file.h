@@ -1,0 +1,78 @@
+// File: nbd/nbd_backing_file.h
+//
+// A BackingFile (ztier/backing_file.h) on a remote NBD export, through
+// libnbd: writeback to another machine (nbdkit, qemu-nbd, rbd-nbd, another
+// `ztier serve`). `backing_dev` takes its URI (nbd://HOST[:PORT]/EXPORT,
+// nbds:// with TLS, nbd+unix:///EXPORT?socket=PATH); the device opens it
+// through DeviceDefaults::open_remote_backing, which `ztier serve` sets to
+// OpenNbdBackingFile.
+//
+//   auto f = ztier::nbd::OpenNbdBackingFile(
+//       "nbd+unix:///?socket=/run/remote.sock", {.connections = 4});
+//   auto bs = ztier::BackingStore::Open({.file = *f, .encrypt = true});
+//
+// Layout: the export's first 4096 bytes hold a label (a magic and 16
+// random bytes this file wrote when it opened the export); the file is the
+// rest (size() is the export's size less 4096, rounded down to 4096).
+//
+// Connections: `connections` handles (at least 1), each with its own
+// socket. Writes go round-robin over all of them, many in flight at once
+// (libnbd's asynchronous commands), when the server offers multi-conn (the
+// NBD spec's guarantee that a write completed on one connection is seen
+// by the others); without it, over the first alone. Reads use the first.
+//
+// Failures (the file never returns data it cannot vouch for):
+//   - A command that fails, a connection that drops, or a command not
+//     answered within `timeout_ms`: the command reports -EIO (the store
+//     keeps the pages of a failed writeback pass in RAM and its reads fail
+//     with kIoError). A timed-out or dropped connection is closed; every
+//     command in flight on it reports -EIO.
+//   - Reconnection: a closed connection is made again by the next command
+//     that needs it, but no sooner than a backoff after the last failed
+//     attempt (100 ms, doubling to 5 s; reset by a success). A read waits
+//     at most timeout_ms in all (connecting included) before it fails.
+//   - A remote that comes back different (another size, or without this
+//     file's label: restarted empty, or another export): every block
+//     written before is lost. Its reads fail with -EIO from then on (never
+//     zeros); lost_blocks() counts them (bd_lost in the store's stats and
+//     the metrics), and the log gets one line. The
+//     label is written again and new writes work as before.
+//
+// Thread safety: as BackingFile's. Each connection has a mutex; a command
+// holds it while it submits or polls (at most 10 ms at a time), never
+// while it waits in between.
+#ifndef ZTIER_NBD_NBD_BACKING_FILE_H_
+#define ZTIER_NBD_NBD_BACKING_FILE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "ztier/backing_file.h"
+#include "ztier/status.h"
+
+namespace ztier::nbd {
+
+struct NbdBackingOptions {
+  std::size_t connections = 4;       // 1..64
+  std::uint32_t timeout_ms = 30000;  // per command, and a read in all
+  // Event lines ("backing_dev nbd://...: ..."), null: none.
+  std::function<void(const std::string&)> log;
+};
+
+// Whether `path` is an NBD URI (nbd:, nbds:, nbd+unix:, nbds+unix:).
+bool IsNbdUri(std::string_view path);
+
+// Connects (each connection within timeout_ms), checks the export (at
+// least two blocks, writable) and writes the label. Errors: kInvalidArgument
+// (a bad URI or option, an export too small or read-only), kIoError
+// (cannot connect or write, saying why), kUnsupported (built without
+// libnbd).
+Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
+    const std::string& uri, const NbdBackingOptions& options);
+
+}  // namespace ztier::nbd
+
+#endif  // ZTIER_NBD_NBD_BACKING_FILE_H_

@@ -1,0 +1,465 @@
+// nbd_backing_file.cc: a BackingFile on a remote NBD export through libnbd
+// (contract in include/nbd/nbd_backing_file.h). libnbd's API:
+// https://libguestfs.org/libnbd.3.html (asynchronous commands, nbd_poll).
+#include "nbd/nbd_backing_file.h"
+
+#include <libnbd.h>
+#include <sys/random.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ztier::nbd {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr std::uint64_t kLabelBytes = 4096;
+constexpr char kMagic[8] = {'Z', 'T', 'I', 'E', 'R', 'B', 'K', '1'};
+constexpr milliseconds kFirstBackoff{100};
+constexpr milliseconds kMaxBackoff{5000};
+constexpr int kPollSliceMs = 10;  // the longest a poll holds a connection
+// libnbd's NBD_NULL_COMPLETION, without its C compound literal: no
+// callback; the result is collected with nbd_aio_command_completed.
+constexpr nbd_completion_callback kNoCompletion{};
+
+std::string LastError() {
+  const char* e = nbd_get_error();
+  return e != nullptr ? e : "unknown libnbd error";
+}
+
+int MsLeft(Clock::time_point deadline) {
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, kPollSliceMs));
+}
+
+// One connection: its handle (null: closed), guarded by mu; `generation`
+// advances every time it is made, so a command remembers which handle it
+// went out on.
+struct Conn {
+  std::mutex mu;
+  nbd_handle* h = nullptr;
+  std::uint64_t generation = 0;
+  Clock::time_point next_try{};
+  milliseconds backoff = kFirstBackoff;
+
+  bool Live() const {
+    return h != nullptr && nbd_aio_is_dead(h) == 0 && nbd_aio_is_closed(h) == 0;
+  }
+  void Close() {
+    if (h != nullptr) nbd_close(h);
+    h = nullptr;
+  }
+};
+
+class NbdFile final : public BackingFile {
+ public:
+  NbdFile(std::string uri, NbdBackingOptions options)
+      : uri_(std::move(uri)), options_(std::move(options)) {
+    for (std::size_t i = 0; i < options_.connections; ++i) {
+      conns_.push_back(std::make_unique<Conn>());
+    }
+  }
+  ~NbdFile() override {
+    for (auto& c : conns_) c->Close();
+  }
+
+  Status Open();
+
+  const std::string& name() const override { return uri_; }
+  std::uint64_t size() const override { return size_; }
+  bool direct() const override { return false; }
+  long Read(std::uint64_t offset, std::span<std::byte> out) override;
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
+      std::size_t ios, std::size_t io_bytes) override;
+
+  std::uint64_t lost_blocks() const override { return lost_.load(); }
+  std::size_t write_connections() const {
+    return multi_conn_ ? conns_.size() : 1;
+  }
+  Conn& conn(std::size_t i) { return *conns_[i]; }
+  std::uint32_t timeout_ms() const { return options_.timeout_ms; }
+
+  // Makes c's connection if it is closed (checking the remote after a
+  // reconnect). REQUIRES: c.mu held.
+  Status Connect(Conn& c, Clock::time_point deadline);
+  // Waits for `cookie` on c (generation gen): 0, or -errno. Closes c when
+  // the deadline passes first. REQUIRES: c.mu not held.
+  long Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
+            Clock::time_point deadline);
+  // Records blocks [offset, offset + len) as written (not lost).
+  void Written(std::uint64_t offset, std::size_t len);
+
+ private:
+  // One command on a connection already made, polled to its end under
+  // c.mu (for the label). 0 or -errno.
+  long SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
+                  Clock::time_point deadline);
+  void Log(const std::string& line) const {
+    if (options_.log) options_.log("backing_dev " + uri_ + ": " + line);
+  }
+
+  const std::string uri_;
+  const NbdBackingOptions options_;
+  std::vector<std::unique_ptr<Conn>> conns_;
+  std::uint64_t export_size_ = 0;
+  std::uint64_t size_ = 0;
+  bool multi_conn_ = false;
+  alignas(4096) std::byte label_[kLabelBytes] = {};
+  // Per block: written at least once since the label was last written.
+  std::unique_ptr<std::atomic<std::uint8_t>[]> written_;
+  std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
+  std::atomic<std::uint64_t> lost_{0};
+  std::mutex check_mu_;  // one remote check (and label rewrite) at a time
+};
+
+long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
+                         Clock::time_point deadline) {
+  const std::int64_t cookie =
+      write ? nbd_aio_pwrite(c.h, buf, kLabelBytes, offset, kNoCompletion,
+                             0)
+            : nbd_aio_pread(c.h, buf, kLabelBytes, offset, kNoCompletion,
+                            0);
+  if (cookie == -1) return -EIO;
+  for (;;) {
+    const int r = nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(cookie));
+    if (r == 1) return 0;
+    if (r == -1) return -EIO;
+    if (Clock::now() >= deadline || nbd_poll(c.h, MsLeft(deadline)) == -1) {
+      c.Close();
+      return -EIO;
+    }
+  }
+}
+
+Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
+  if (c.Live()) return Status::Ok();
+  const bool reconnect = c.generation != 0;
+  c.Close();
+  const auto now = Clock::now();
+  if (now < c.next_try) {
+    return Status::IoError("not connected (next attempt in " +
+                           std::to_string(std::chrono::duration_cast<milliseconds>(
+                                              c.next_try - now)
+                                              .count()) +
+                           " ms)");
+  }
+  std::string why;
+  nbd_handle* h = nbd_create();
+  if (h == nullptr) return Status::IoError(LastError());
+  if (nbd_aio_connect_uri(h, uri_.c_str()) == -1) {
+    why = LastError();
+  } else {
+    while (nbd_aio_is_connecting(h) == 1) {
+      if (Clock::now() >= deadline) {
+        why = "connection timed out";
+        break;
+      }
+      if (nbd_poll(h, MsLeft(deadline)) == -1) {
+        why = LastError();
+        break;
+      }
+    }
+    if (why.empty() && nbd_aio_is_ready(h) != 1) why = LastError();
+  }
+  if (!why.empty()) {
+    nbd_close(h);
+    c.next_try = Clock::now() + c.backoff;
+    c.backoff = std::min(2 * c.backoff, kMaxBackoff);
+    return Status::IoError(why);
+  }
+  c.h = h;
+  ++c.generation;
+  c.backoff = kFirstBackoff;
+  if (!reconnect) return Status::Ok();
+  // A connection made again: is the remote still the one written to?
+  std::lock_guard check(check_mu_);
+  alignas(4096) std::byte now_label[kLabelBytes];
+  const std::int64_t size = nbd_get_size(h);
+  long r = SyncLocked(c, false, now_label, 0, deadline);
+  if (r != 0) return Status::IoError("reading the label: " + LastError());
+  if (static_cast<std::uint64_t>(size) == export_size_ &&
+      std::memcmp(now_label, label_, kLabelBytes) == 0) {
+    return Status::Ok();
+  }
+  std::uint64_t lost = 0;
+  for (std::uint64_t b = 0; b < size_ / kLabelBytes; ++b) {
+    if (written_[b].exchange(0) != 0) {
+      lost_block_[b].store(1);
+      ++lost;
+    }
+  }
+  lost_ += lost;
+  Log("the remote came back " +
+      std::string(static_cast<std::uint64_t>(size) != export_size_
+                      ? "with another size"
+                      : "without this store's label") +
+      ": " + std::to_string(lost) +
+      " written-back blocks are lost; their pages read as errors");
+  r = SyncLocked(c, true, label_, 0, deadline);
+  if (r != 0) return Status::IoError("writing the label: " + LastError());
+  return Status::Ok();
+}
+
+long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
+                   Clock::time_point deadline) {
+  for (;;) {
+    std::lock_guard l(c.mu);
+    if (c.generation != gen || !c.Live()) return -EIO;
+    const int r =
+        nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(cookie));
+    if (r == 1) return 0;
+    if (r == -1) {
+      const int e = nbd_get_errno();
+      return -(e != 0 ? e : EIO);
+    }
+    if (Clock::now() >= deadline) {
+      c.Close();  // every command on it fails
+      return -ETIMEDOUT;
+    }
+    if (nbd_poll(c.h, MsLeft(deadline)) == -1) {
+      c.Close();
+      return -EIO;
+    }
+  }
+}
+
+void NbdFile::Written(std::uint64_t offset, std::size_t len) {
+  for (std::uint64_t b = offset / kLabelBytes;
+       b < (offset + len) / kLabelBytes && b < size_ / kLabelBytes; ++b) {
+    written_[b].store(1);
+    lost_block_[b].store(0);
+  }
+}
+
+long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
+  auto lost = [&] {
+    for (std::uint64_t b = offset / kLabelBytes;
+         b < (offset + out.size() + kLabelBytes - 1) / kLabelBytes &&
+         b < size_ / kLabelBytes;
+         ++b) {
+      if (lost_block_[b].load() != 0) return true;
+    }
+    return false;
+  };
+  if (lost()) return -EIO;
+  const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
+  Conn& c = *conns_[0];
+  for (;;) {
+    std::int64_t cookie = -1;
+    std::uint64_t gen = 0;
+    Clock::time_point retry_at{};
+    {
+      std::lock_guard l(c.mu);
+      if (Connect(c, deadline).ok()) {
+        cookie = nbd_aio_pread(c.h, out.data(), out.size(), offset + kLabelBytes,
+                               kNoCompletion, 0);
+        gen = c.generation;
+      } else {
+        retry_at = c.next_try;
+      }
+    }
+    if (cookie != -1) {
+      const long r = Wait(c, gen, cookie, deadline);
+      if (r == 0) return lost() ? -EIO : static_cast<long>(out.size());
+      if (r != -EIO) return r;  // the server's own error, or the deadline
+    }
+    // Not connected, or the connection dropped: again, until the deadline.
+    const auto now = Clock::now();
+    if (now >= deadline) return -EIO;
+    std::this_thread::sleep_until(std::min(std::max(retry_at, now + milliseconds(1)),
+                                           deadline));
+  }
+}
+
+// Writes round-robin over the write connections; results come back through
+// Reap, in any order.
+class NbdWriter final : public BackingFileWriter {
+ public:
+  NbdWriter(NbdFile& file, std::size_t ios, std::size_t io_bytes)
+      : file_(file),
+        io_bytes_(io_bytes),
+        buffers_(static_cast<std::byte*>(std::aligned_alloc(4096, ios * io_bytes))),
+        ios_(ios) {}
+  ~NbdWriter() override {
+    while (pending_ != 0) Reap(true, [](std::size_t, long) {});
+    std::free(buffers_);
+  }
+  bool ok() const { return buffers_ != nullptr; }
+
+  std::byte* buffer(std::size_t io) override { return buffers_ + io * io_bytes_; }
+
+  void Queue(std::size_t io, std::uint64_t offset, std::size_t len) override {
+    Io& x = ios_[io];
+    x = Io{};
+    x.offset = offset;
+    x.len = len;
+    x.conn = next_conn_++ % file_.write_connections();
+    Conn& c = file_.conn(x.conn);
+    const auto deadline = Clock::now() + milliseconds(file_.timeout_ms());
+    x.deadline = deadline;
+    std::lock_guard l(c.mu);
+    if (!file_.Connect(c, deadline).ok()) {
+      x.result = -EIO;  // reported by the next Reap
+    } else {
+      x.cookie = nbd_aio_pwrite(c.h, buffer(io), len, offset + kLabelBytes,
+                                kNoCompletion, 0);
+      x.gen = c.generation;
+      if (x.cookie == -1) x.result = -EIO;
+    }
+    x.pending = true;
+    ++pending_;
+  }
+
+  std::size_t Reap(bool wait,
+                   const std::function<void(std::size_t, long)>& done) override {
+    std::size_t reported = 0;
+    for (;;) {
+      for (std::size_t io = 0; io < ios_.size(); ++io) {
+        Io& x = ios_[io];
+        if (!x.pending) continue;
+        long result = x.result;
+        if (result == 0) result = Poll(x);
+        if (result == 0) continue;  // still in flight
+        x.pending = false;
+        --pending_;
+        if (result > 0) file_.Written(x.offset, x.len);
+        done(io, result);
+        ++reported;
+      }
+      if (reported != 0 || !wait || pending_ == 0) return reported;
+      // Wait on the connection of the first write in flight.
+      for (Io& x : ios_) {
+        if (!x.pending) continue;
+        Conn& c = file_.conn(x.conn);
+        std::lock_guard l(c.mu);
+        if (c.generation == x.gen && c.Live()) {
+          if (nbd_poll(c.h, MsLeft(x.deadline)) == -1) c.Close();
+        }
+        break;
+      }
+    }
+  }
+
+ private:
+  struct Io {
+    bool pending = false;
+    std::uint64_t offset = 0;
+    std::size_t len = 0;
+    std::size_t conn = 0;
+    std::uint64_t gen = 0;
+    std::int64_t cookie = -1;
+    long result = 0;  // set when known before the command completes
+    Clock::time_point deadline{};
+  };
+
+  // x's result if its command has ended (len, or -errno), else 0.
+  long Poll(Io& x) {
+    Conn& c = file_.conn(x.conn);
+    std::lock_guard l(c.mu);
+    if (c.generation != x.gen || !c.Live()) return -EIO;
+    const int r =
+        nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(x.cookie));
+    if (r == 1) return static_cast<long>(x.len);
+    if (r == -1) {
+      const int e = nbd_get_errno();
+      return -(e != 0 ? e : EIO);
+    }
+    if (Clock::now() >= x.deadline) {
+      c.Close();  // a stalled server: every command on it fails
+      return -ETIMEDOUT;
+    }
+    if (nbd_poll(c.h, 0) == -1) c.Close();
+    return 0;
+  }
+
+  NbdFile& file_;
+  const std::size_t io_bytes_;
+  std::byte* const buffers_;
+  std::vector<Io> ios_;
+  std::size_t pending_ = 0;
+  std::size_t next_conn_ = 0;
+};
+
+Result<std::unique_ptr<BackingFileWriter>> NbdFile::NewWriter(
+    std::size_t ios, std::size_t io_bytes) {
+  auto w = std::make_unique<NbdWriter>(*this, ios, io_bytes);
+  if (!w->ok()) {
+    return Err(Status::ResourceExhausted("NBD writer buffers"));
+  }
+  return std::unique_ptr<BackingFileWriter>(std::move(w));
+}
+
+Status NbdFile::Open() {
+  const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
+  Conn& c = *conns_[0];
+  std::lock_guard l(c.mu);
+  ZT_RETURN_IF_ERROR(Connect(c, deadline));
+  const std::int64_t size = nbd_get_size(c.h);
+  if (size < 0) return Status::IoError(LastError());
+  if (nbd_is_read_only(c.h) == 1) {
+    return Status::InvalidArgument("the export is read-only");
+  }
+  export_size_ = static_cast<std::uint64_t>(size);
+  size_ = export_size_ < 2 * kLabelBytes
+              ? 0
+              : (export_size_ - kLabelBytes) / kLabelBytes * kLabelBytes;
+  if (size_ == 0) {
+    return Status::InvalidArgument("the export (" + std::to_string(size) +
+                                   " bytes) is smaller than two blocks");
+  }
+  multi_conn_ = nbd_can_multi_conn(c.h) == 1;
+  const std::size_t blocks = size_ / kLabelBytes;
+  written_.reset(new std::atomic<std::uint8_t>[blocks]());
+  lost_block_.reset(new std::atomic<std::uint8_t>[blocks]());
+  std::memcpy(label_, kMagic, sizeof(kMagic));
+  if (getrandom(label_ + sizeof(kMagic), 16, 0) != 16) {
+    return Status::IoError("getrandom for the label");
+  }
+  if (SyncLocked(c, true, label_, 0, deadline) != 0) {
+    return Status::IoError("writing the label: " + LastError());
+  }
+  for (std::size_t i = 1; i < write_connections(); ++i) {
+    std::lock_guard li(conns_[i]->mu);
+    ZT_RETURN_IF_ERROR(Connect(*conns_[i], deadline));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+bool IsNbdUri(std::string_view path) {
+  for (std::string_view scheme : {"nbd:", "nbds:", "nbd+unix:", "nbds+unix:"}) {
+    if (path.substr(0, scheme.size()) == scheme) return true;
+  }
+  return false;
+}
+
+Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
+    const std::string& uri, const NbdBackingOptions& options) {
+  if (!IsNbdUri(uri)) {
+    return Err(Status::InvalidArgument("not an NBD URI: " + uri));
+  }
+  if (options.connections < 1 || options.connections > 64) {
+    return Err(Status::InvalidArgument("connections must be 1..64"));
+  }
+  if (options.timeout_ms == 0) {
+    return Err(Status::InvalidArgument("timeout must be above 0"));
+  }
+  auto file = std::make_shared<NbdFile>(uri, options);
+  if (Status st = file->Open(); !st.ok()) {
+    return Err(Status(st.code(), uri + ": " + st.message()));
+  }
+  return std::shared_ptr<BackingFile>(std::move(file));
+}
+
+}  // namespace ztier::nbd

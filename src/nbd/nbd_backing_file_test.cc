@@ -1,0 +1,234 @@
+// nbd_backing_file_test.cc: writeback to a real nbdkit (memory plugin) on a
+// Unix socket through OpenNbdBackingFile: the seed-002 flow (fill, idle,
+// writeback, read back), and the remote's failures: killed, stopped, and
+// back empty.
+#include "nbd/nbd_backing_file.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing/test_util.h"
+#include "ztier/backing_store.h"
+#include "ztier/page_store.h"
+
+namespace ztier::nbd {
+namespace {
+
+using testing::ScopedTempDir;
+using testing::Sh;
+
+constexpr std::size_t kPages = 512;
+
+// An nbdkit memory export on a Unix socket in `dir`, a child of the test.
+class Remote {
+ public:
+  explicit Remote(const ScopedTempDir& dir, std::string flag = "")
+      : dir_(dir.path()), sock_(dir.File("remote.sock")), flag_(std::move(flag)) {
+    Start();
+  }
+  ~Remote() { Kill(); }
+
+  void Start() {
+    Sh("rm -f '" + sock_ + "'");
+    std::string nbdkit = Sh("command -v nbdkit").out;
+    while (!nbdkit.empty() && nbdkit.back() == '\n') nbdkit.pop_back();
+    std::vector<std::string> args = {nbdkit, "-f"};
+    if (!flag_.empty()) args.push_back(flag_);
+    for (const char* a : {"-U", sock_.c_str(), "memory", "8M"}) args.push_back(a);
+    pid_ = testing::SpawnWithLog(args, dir_ + "/remote.log");
+    ASSERT_GT(pid_, 0);
+    // Ready once a client gets through the handshake.
+    const auto r = Sh("for i in $(seq 200); do timeout 2 nbdinfo --size '" +
+                      Uri() + "' >/dev/null 2>&1 && exit 0; sleep 0.05; "
+                      "done; exit 1");
+    ASSERT_EQ(r.exit_code, 0) << "nbdkit did not start: "
+                              << Sh("cat '" + dir_ + "/remote.log'").out;
+  }
+  // SIGSTOP, and back once every thread of it has stopped.
+  void Stop() {
+    ::kill(pid_, SIGSTOP);
+    Sh("p=" + std::to_string(pid_) + "; for i in $(seq 200); do "
+       "grep -qv ') T ' /proc/$p/task/*/stat 2>/dev/null || exit 0; "
+       "sleep 0.01; done");
+  }
+  void Continue() { ::kill(pid_, SIGCONT); }
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+  std::string Uri() const { return "nbd+unix:///?socket=" + sock_; }
+
+ private:
+  std::string dir_, sock_, flag_;
+  pid_t pid_ = 0;
+};
+
+std::vector<std::byte> Page(std::size_t i) {
+  std::vector<std::byte> p(kPageSize);
+  const std::string line = "page " + std::to_string(i) + " of the remote test ";
+  for (std::size_t k = 0; k < kPageSize; ++k) {
+    p[k] = static_cast<std::byte>(line[k % line.size()] + (k / 512));
+  }
+  return p;
+}
+
+std::unique_ptr<PageStore> StoreOn(std::shared_ptr<BackingFile> file) {
+  auto bs = BackingStore::Open({.file = std::move(file)});
+  EXPECT_TRUE(bs.has_value()) << bs.error().ToString();
+  PageStoreOptions o;
+  o.num_pages = kPages;
+  o.backing = std::move(*bs);
+  auto s = PageStore::Create(o);
+  EXPECT_TRUE(s.has_value()) << s.error().ToString();
+  return std::move(*s);
+}
+
+void Fill(PageStore& s, std::size_t first, std::size_t last) {
+  for (std::size_t i = first; i < last; ++i) {
+    ASSERT_OK(s.Store(i, ConstPage(Page(i).data(), kPageSize)));
+  }
+}
+
+WritebackResult WriteBackIdle(PageStore& s) {
+  s.MarkIdleAll();
+  auto r = s.Writeback({.scans = {{kWritebackIdle, 0, kPages}}});
+  EXPECT_TRUE(r.has_value()) << r.error().ToString();
+  return *r;
+}
+
+// Every page of [first, last) reads as written, or (want_error) fails.
+void Expect(PageStore& s, std::size_t first, std::size_t last,
+            bool want_error = false) {
+  std::vector<std::byte> out(kPageSize);
+  for (std::size_t i = first; i < last; ++i) {
+    const Status st = s.Load(i, MutablePage(out.data(), kPageSize));
+    if (want_error) {
+      ASSERT_EQ(st.code(), StatusCode::kIoError) << "page " << i;
+      continue;
+    }
+    ASSERT_OK(st);
+    ASSERT_EQ(std::memcmp(out.data(), Page(i).data(), kPageSize), 0)
+        << "page " << i;
+  }
+}
+
+TEST(NbdBackingFileTest, RejectsWhatItCannotUse) {
+  EXPECT_TRUE(IsNbdUri("nbd://host/x"));
+  EXPECT_TRUE(IsNbdUri("nbd+unix:///?socket=/s"));
+  EXPECT_FALSE(IsNbdUri("/var/tmp/wb.img"));
+  EXPECT_EQ(OpenNbdBackingFile("/tmp/x", {}).error().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(OpenNbdBackingFile("nbd://x", {.connections = 0}).error().code(),
+            StatusCode::kInvalidArgument);
+  ScopedTempDir dir;
+  auto none = OpenNbdBackingFile(
+      "nbd+unix:///?socket=" + dir.File("none.sock"), {.timeout_ms = 500});
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kIoError);
+  EXPECT_NE(none.error().message().find("none.sock"), std::string::npos)
+      << none.error().message();
+  Remote ro(dir, "-r");
+  auto r = OpenNbdBackingFile(ro.Uri(), {});
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("read-only"), std::string::npos)
+      << r.error().message();
+}
+
+TEST(NbdBackingFileTest, WritebackAndReadBackOverSeveralConnections) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 4});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  EXPECT_EQ((*file)->size(), (8u << 20) - kPageSize);
+  auto store = StoreOn(*file);
+  Fill(*store, 0, kPages);
+  const WritebackResult r = WriteBackIdle(*store);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(r.written, kPages);
+  EXPECT_EQ(store->Stats().bd_count, kPages);
+  Expect(*store, 0, kPages);
+  EXPECT_EQ(store->Stats().bd_reads, kPages);
+}
+
+TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  std::vector<std::string> log;
+  auto file = OpenNbdBackingFile(
+      remote.Uri(), {.connections = 2,
+                     .timeout_ms = 2000,
+                     .log = [&](const std::string& l) { log.push_back(l); }});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 256);
+  ASSERT_EQ(WriteBackIdle(*store).written, 256u);
+  remote.Kill();
+  // Away: written-back pages are errors, never data; a writeback pass
+  // keeps its pages in RAM and fails with EIO.
+  Expect(*store, 0, 2, /*want_error=*/true);
+  Fill(*store, 256, kPages);
+  const WritebackResult away = WriteBackIdle(*store);
+  EXPECT_EQ(away.status.code(), StatusCode::kIoError);
+  EXPECT_EQ(away.written, 0u);
+  Expect(*store, 256, kPages);
+  // Back, but empty (a restarted memory export): the old blocks are lost,
+  // said once, and their pages stay errors; new writeback works.
+  remote.Start();
+  Expect(*store, 0, 256, /*want_error=*/true);
+  EXPECT_EQ((*file)->lost_blocks(), 256u);
+  EXPECT_EQ(store->Stats().bd_lost, 256u);
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find("256 written-back blocks are lost"), std::string::npos)
+      << log[0];
+  const WritebackResult back = WriteBackIdle(*store);
+  ASSERT_OK(back.status);
+  EXPECT_EQ(back.written, kPages - 256);
+  Expect(*store, 256, kPages);
+  // Overwriting a lost page makes it whole again.
+  Fill(*store, 0, 1);
+  Expect(*store, 0, 1);
+}
+
+TEST(NbdBackingFileTest, AStoppedRemoteTimesOutAndThenServesAgain) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 1000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 128);
+  ASSERT_EQ(WriteBackIdle(*store).written, 128u);
+  remote.Stop();
+  const auto t0 = std::chrono::steady_clock::now();
+  Expect(*store, 0, 1, /*want_error=*/true);
+  Fill(*store, 128, 256);
+  const WritebackResult stalled = WriteBackIdle(*store);
+  const double seconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+  EXPECT_EQ(stalled.status.code(), StatusCode::kIoError);
+  EXPECT_EQ(stalled.written, 0u);
+  EXPECT_LT(seconds, 30);  // bounded by the timeout, not hung
+  Expect(*store, 128, 256);
+  remote.Continue();
+  // Same remote: nothing lost; after the backoff it serves again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Expect(*store, 0, 128);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+  const WritebackResult again = WriteBackIdle(*store);
+  ASSERT_OK(again.status);
+  EXPECT_EQ(again.written, 128u);
+  Expect(*store, 0, 256);
+}
+
+}  // namespace
+}  // namespace ztier::nbd
