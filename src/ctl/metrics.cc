@@ -149,6 +149,7 @@ struct DeviceSample {
   std::uint64_t dict_pages = 0;
   std::uint64_t units = 0;       // multi-page objects (unit_pages)
   std::uint64_t unit_pages = 0;
+  std::uint64_t bd_lost = 0;     // backing blocks lost with a remote
   std::vector<std::tuple<int, std::string, std::uint64_t>> priorities;
 };
 
@@ -261,6 +262,10 @@ void WriteRecompression(Writer& w, const std::vector<DeviceSample>& devices) {
       {"ztier_zram_unit_pages", kGauge,
        "Pages held in multi-page objects.",
        &DeviceSample::unit_pages},
+      {"ztier_zram_backing_lost_blocks_total", kCounter,
+       "Written-back blocks lost with a remote backing device that came "
+       "back without them; their pages read as IO errors.",
+       &DeviceSample::bd_lost},
   };
   for (const auto& f : kFamilies) {
     w.Family(f.name, f.type, f.help);
@@ -300,6 +305,7 @@ void WriteDevices(Writer& w, const DeviceRegistry& registry) {
     for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
     s.units = st.units;
     s.unit_pages = st.unit_pages;
+    s.bd_lost = st.bd_lost;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : dev->recomp_algorithm(p);
       if (!algo.empty()) s.priorities.emplace_back(p, algo, st.priority_pages[p]);

@@ -345,6 +345,7 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
     s.units = st.units;
     s.unit_pages = st.unit_pages;
+    s.bd_lost = st.bd_lost;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : d->recomp_algorithm(p);
       if (algo.empty()) continue;
@@ -398,6 +399,7 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"dict_pages", d.dict_pages},
         {"units", d.units},
         {"unit_pages", d.unit_pages},
+        {"bd_lost", d.bd_lost},
     };
     for (const auto& [key, value] : numbers) {
       out += ",\"";
@@ -474,6 +476,7 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadU64(o, "dict_pages", &d.dict_pages));
     ZT_RETURN_IF_ERROR(ReadU64(o, "units", &d.units));
     ZT_RETURN_IF_ERROR(ReadU64(o, "unit_pages", &d.unit_pages));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_lost", &d.bd_lost));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
       const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);

@@ -88,10 +88,20 @@ Status CheckBackingPath(const std::string& path) {
 Result<std::shared_ptr<BackingStore>> OpenBacking(
     const std::string& path, std::uint64_t disksize,
     const DeviceDefaults& defaults) {
+  std::shared_ptr<BackingFile> remote;
+  if (defaults.is_remote_backing && defaults.is_remote_backing(path)) {
+    auto file = defaults.open_remote_backing(path);
+    if (!file.has_value()) {
+      return Err(Status(file.error().code(),
+                        "backing_dev: " + file.error().message()));
+    }
+    remote = std::move(*file);
+  }
   auto opened = BackingStore::Open({.path = path,
                                     .size_bytes = disksize,
                                     .direct = defaults.backing_direct,
                                     .encrypt = defaults.backing_encrypt,
+                                    .file = std::move(remote),
                                     .wrap_file = defaults.backing_file_wrap});
   if (!opened.has_value()) {
     const Status& e = opened.error();
@@ -393,6 +403,16 @@ Status Device::Impl::SetBackingDev(std::string_view path) {
   if (p.empty() || p == "none") {
     backing_dev_.clear();
     return Status::Ok();
+  }
+  // A remote one is reached at SetDisksize.
+  if (defaults_.is_remote_backing && defaults_.is_remote_backing(p)) {
+    backing_dev_ = p;
+    return Status::Ok();
+  }
+  if (p.find("://") != std::string::npos) {
+    return Status::InvalidArgument("backing_dev " + p +
+                                   ": a URI, and this process opens only "
+                                   "paths (ztier serve opens nbd:// URIs)");
   }
   ZT_RETURN_IF_ERROR(CheckBackingPath(p));
   backing_dev_ = p;

@@ -622,6 +622,7 @@ PageStoreStats PageStore::Stats() const {
   st.same_filled_pages = st.same_pages;
   st.decompress_fail = Get(m.decompress_fail);
   st.bd_count = m.options.backing ? m.options.backing->blocks_used() : 0;
+  st.bd_lost = m.options.backing ? m.options.backing->lost_blocks() : 0;
   st.bd_reads = Get(m.bd_reads);
   st.bd_writes = Get(m.bd_writes);
   st.stores = Get(m.stores);

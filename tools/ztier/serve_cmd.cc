@@ -22,6 +22,7 @@
 #include "flags.h"
 #include "log.h"
 #include "mem_lock.h"
+#include "nbd/nbd_backing_file.h"
 #include "nbd/nbd_server.h"
 #include "nbd/tls.h"
 #include "paths.h"
@@ -43,7 +44,9 @@ constexpr const char* kSynopsis =
     "[--algorithm-params TOKENS] [--recomp-algorithm NAME[(K=V,...)]]... "
     "[--mem-limit SIZE] [--unit-pages N] [--unix PATH] "
     "[--listen HOST:PORT] [--ctl PATH] [--max-connections N] [--workers N] "
-    "[--backing-dev PATH] [--backing-encrypt] [--max-request-size SIZE] "
+    "[--backing-dev PATH|URI] [--backing-encrypt] "
+    "[--backing-connections N] [--backing-timeout SECONDS] "
+    "[--max-request-size SIZE] "
     "[--max-in-flight N] [--max-in-flight-bytes SIZE] "
     "[--handshake-timeout SECONDS] [--io-timeout SECONDS] "
     "[--tls off|on|require] [--tls-cert PATH] [--tls-key PATH] "
@@ -70,6 +73,8 @@ struct ServeSettings {
   std::int64_t workers = 0;
   std::string backing_dev;
   bool backing_encrypt = false;
+  std::int64_t backing_connections = 4;
+  std::int64_t backing_timeout = 30;
   std::string max_request = "32M";
   std::int64_t max_in_flight = 64;
   std::string max_in_flight_bytes = "64M";
@@ -135,9 +140,21 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                "NBD connections at once (default 64)", 1, 100000);
   flags.AddInt("workers", &s->workers, "N",
                "NBD request worker threads (default: online cores)", 0, 1024);
-  flags.AddString("backing-dev", &s->backing_dev, "PATH",
+  flags.AddString("backing-dev", &s->backing_dev, "PATH|URI",
                   "backing_dev of the first --device device, for writeback: "
-                  "a file (created, sized to disksize) or a block device");
+                  "a file (created, sized to disksize), a block device, or "
+                  "a remote NBD export (nbd://HOST[:PORT]/EXPORT, nbds://, "
+                  "nbd+unix:///EXPORT?socket=PATH)");
+  flags.AddInt("backing-connections", &s->backing_connections, "N",
+               "connections to a remote NBD backing_dev, writes in flight "
+               "over all of them where the server offers multi-conn "
+               "(default 4)",
+               1, 64);
+  flags.AddInt("backing-timeout", &s->backing_timeout, "SECONDS",
+               "a remote backing_dev's command not answered in this long "
+               "fails (EIO) and its connection is made again; also the "
+               "longest a read of a written-back page waits (default 30)",
+               1, 3600);
   flags.AddBool("backing-encrypt", &s->backing_encrypt,
                 "encrypt written-back pages (AES-256-GCM, key kept only in "
                 "memory)");
@@ -838,6 +855,14 @@ int RunServe(std::span<const std::string_view> raw_args) {
   defaults.mem_limit = c.mem_limit;
   defaults.unit_pages = static_cast<std::size_t>(s.unit_pages);
   defaults.backing_encrypt = s.backing_encrypt;
+  defaults.is_remote_backing = nbd::IsNbdUri;
+  const nbd::NbdBackingOptions remote{
+      .connections = static_cast<std::size_t>(s.backing_connections),
+      .timeout_ms = static_cast<std::uint32_t>(s.backing_timeout * 1000),
+      .log = [](const std::string& line) { Log(LogLevel::kWarning, line); }};
+  defaults.open_remote_backing = [remote](const std::string& uri) {
+    return nbd::OpenNbdBackingFile(uri, remote);
+  };
   defaults.prealloc = c.prealloc;
   defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
   DeviceRegistry registry(defaults);

@@ -58,7 +58,7 @@ const std::set<std::string, std::less<>>& ZtierKeys() {
       "prealloc",       "metrics-listen", "metrics-unix",
       "log-level",      "policy",       "ublk",
       "ublk-queues",    "ublk-depth",   "ublk-max-io",
-      "unit-pages"};
+      "unit-pages",     "backing-connections", "backing-timeout"};
   return keys;
 }
 

@@ -92,6 +92,7 @@ struct DeviceStatus {
   // to them.
   std::uint64_t units = 0;
   std::uint64_t unit_pages = 0;
+  std::uint64_t bd_lost = 0;  // backing blocks lost with a remote
   std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
   std::map<std::string, std::string> notes;

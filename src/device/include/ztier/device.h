@@ -114,6 +114,14 @@ struct DeviceDefaults {
   // Tests only: BackingOptions::wrap_file of every BackingStore the device
   // opens (e.g. a NewFaultyBackingFile around the real file).
   BackingFileWrap backing_file_wrap;
+  // Remote backing devices: which backing_dev values are not paths (a URI
+  // such as nbd://host/export), and how to open one as the BackingStore's
+  // file (BackingOptions::file). Null: every backing_dev is a path, and
+  // one with "://" in it is refused. `ztier serve` sets them to
+  // nbd::IsNbdUri and nbd::OpenNbdBackingFile (nbd/nbd_backing_file.h).
+  std::function<bool(std::string_view)> is_remote_backing;
+  std::function<Result<std::shared_ptr<BackingFile>>(const std::string&)>
+      open_remote_backing;
   // Seconds on a monotonic clock for the store's slot access times and
   // age-based idle marking (PageStoreOptions::clock); null: CLOCK_MONOTONIC.
   // Tests of the post-processing policy (ztier/policy.h) give the store

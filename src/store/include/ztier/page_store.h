@@ -340,6 +340,9 @@ struct PageStoreStats {
   std::uint64_t bd_count = 0;
   std::uint64_t bd_reads = 0;
   std::uint64_t bd_writes = 0;
+  // Backing blocks lost with a remote backing device (BackingStore::
+  // lost_blocks; cumulative).
+  std::uint64_t bd_lost = 0;
   // operation counts
   std::uint64_t stores = 0;   // pages successfully stored (cumulative)
   std::uint64_t loads = 0;    // pages successfully loaded (cumulative)
