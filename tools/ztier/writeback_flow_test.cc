@@ -49,6 +49,27 @@ class Server : public ztier::testing::ServeOnSockets {
       : ServeOnSockets(ZTIER_BIN, flags) {}
 };
 
+// `pages` pages of text lines "MARKER page NNNNNN line NNN" into `path`:
+// compressible, none same-filled, and the marker shows any plaintext.
+void WriteMarkedPages(const std::string& path, const char* marker, int pages) {
+  std::string text;
+  char line[64];
+  for (int p = 0; p < pages; ++p) {
+    std::string page;
+    for (int k = 0; page.size() < 4096; ++k) {
+      std::snprintf(line, sizeof(line), "%s page %06d line %03d\n", marker, p,
+                    k);
+      page += line;
+    }
+    page.resize(4096);
+    text += page;
+  }
+  FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
+  std::fclose(f);
+}
+
 std::string Sha256(const std::string& path) {
   const Shell s = Sh("sha256sum '" + path + "'");
   return s.out.substr(0, 64);
@@ -151,24 +172,7 @@ TEST(WritebackFlowTest, EncryptedBackingFileHoldsNoPlaintext) {
   constexpr int kPages = 1024;
   ScopedTempDir data;
   const std::string in = data.File("in.bin");
-  {
-    std::string text;
-    char line[64];
-    for (int p = 0; p < kPages; ++p) {
-      std::string page;
-      for (int k = 0; page.size() < 4096; ++k) {
-        std::snprintf(line, sizeof(line), "ztier-secret page %06d line %03d\n",
-                      p, k);
-        page += line;
-      }
-      page.resize(4096);
-      text += page;
-    }
-    FILE* f = std::fopen(in.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
-    std::fclose(f);
-  }
+  WriteMarkedPages(in, "ztier-secret", kPages);
   const std::string img = data.File("wb.img");
   Server s({"--device", "zram0:4M", "--backing-dev", img, "--backing-encrypt"});
   ASSERT_TRUE(s.running()) << s.Log();
@@ -206,24 +210,7 @@ TEST(WritebackFlowTest, RemoteNbdExportAsTheBackingDevice) {
   constexpr int kPages = 1024;
   ScopedTempDir data;
   const std::string in = data.File("in.bin");
-  {
-    std::string text;
-    char line[64];
-    for (int p = 0; p < kPages; ++p) {
-      std::string page;
-      for (int k = 0; page.size() < 4096; ++k) {
-        std::snprintf(line, sizeof(line), "ztier-remote page %06d line %03d\n",
-                      p, k);
-        page += line;
-      }
-      page.resize(4096);
-      text += page;
-    }
-    FILE* f = std::fopen(in.c_str(), "wb");
-    ASSERT_NE(f, nullptr);
-    ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
-    std::fclose(f);
-  }
+  WriteMarkedPages(in, "ztier-remote", kPages);
   const std::string export_file = data.File("remote.img");
   const std::string sock = data.File("remote.sock");
   ASSERT_EQ(Sh("truncate -s 8M '" + export_file + "'").exit_code, 0);
