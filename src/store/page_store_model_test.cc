@@ -302,6 +302,12 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     EXPECT_GT(recompressed.load(), 0u);
 
     EXPECT_EQ(mismatches.load(), 0u);
+    // The pages recompressed during the run may all be overwritten or
+    // discarded (or written back) by now; one pass after the threads end
+    // leaves some at a secondary priority for the checks below to count.
+    auto final_pass = store.Recompress({});
+    ASSERT_TRUE(final_pass.has_value()) << final_pass.error().ToString();
+    ASSERT_OK(final_pass->status);
     // Every slot, read once more after all threads are done.
     std::size_t stored = 0, written_back = 0, in_units = 0;
     std::array<std::byte, kPageSize> out;
@@ -327,11 +333,9 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     for (std::uint64_t n : s.priority_pages) by_priority += n;
     EXPECT_EQ(by_priority + s.same_pages + written_back, stored);
     EXPECT_EQ(s.unit_pages, in_units);
-    // (With writeback, the recompressed pages may all be on the backing
-    // file by now.)
-    if (!main_pass) {
-      EXPECT_GT(s.priority_pages[1] + s.priority_pages[2], 0u);
-    }
+    EXPECT_GT(final_pass->recompressed, 0u);
+    EXPECT_GE(s.priority_pages[1] + s.priority_pages[2],
+              final_pass->recompressed);
     EXPECT_EQ(s.failed_reads, 0u);
     EXPECT_EQ(s.failed_writes, 0u);
     // Discard everything: the pool must come back to (almost) nothing.
