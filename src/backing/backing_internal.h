@@ -6,9 +6,12 @@
 #ifndef ZTIER_BACKING_BACKING_INTERNAL_H_
 #define ZTIER_BACKING_BACKING_INTERNAL_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "block_bitmap.h"
 #include "block_cipher.h"
@@ -22,6 +25,14 @@ struct BackingStore::Impl {
   std::uint64_t num_blocks = 0;
   std::unique_ptr<internal::BlockBitmap> bitmap;
   std::unique_ptr<internal::BlockCipher> cipher;  // null: not encrypted
+  // Blocks freed and not yet discarded (file->can_discard() only): still
+  // set in `bitmap`, so AllocRange cannot hand one out before its discard
+  // is answered. Guarded by discard_mu; `discarding` counts them for
+  // blocks_used().
+  std::mutex discard_mu;
+  std::vector<std::uint64_t> to_discard;
+  std::atomic<std::uint64_t> discarding{0};
+  std::mutex discard_pass_mu;  // one DiscardFreed at a time
 };
 
 }  // namespace ztier

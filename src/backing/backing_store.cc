@@ -4,11 +4,14 @@
 // block_writer.cc.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "backing_internal.h"
 #include "platform/posix_backing_file.h"
@@ -77,7 +80,9 @@ std::uint64_t BackingStore::num_blocks() const { return impl_->num_blocks; }
 bool BackingStore::direct() const { return impl_->file->direct(); }
 bool BackingStore::encrypted() const { return impl_->cipher != nullptr; }
 std::uint64_t BackingStore::blocks_used() const {
-  return impl_->bitmap->Used();
+  const std::uint64_t used = impl_->bitmap->Used();
+  const std::uint64_t discarding = impl_->discarding.load();
+  return used > discarding ? used - discarding : 0;
 }
 
 std::uint64_t BackingStore::lost_blocks() const {
@@ -90,7 +95,57 @@ std::uint64_t BackingStore::AllocRange(std::size_t want, std::size_t* got) {
 
 void BackingStore::Free(std::uint64_t block) {
   assert(block < impl_->num_blocks);
-  impl_->bitmap->Free(block);
+  Impl& m = *impl_;
+  if (!m.file->can_discard()) {
+    m.bitmap->Free(block);
+    return;
+  }
+  std::lock_guard l(m.discard_mu);
+  m.to_discard.push_back(block);
+  m.discarding.fetch_add(1);
+}
+
+std::uint64_t BackingStore::DiscardFreed() {
+  Impl& m = *impl_;
+  std::lock_guard pass(m.discard_pass_mu);
+  std::vector<std::uint64_t> blocks;
+  {
+    std::lock_guard l(m.discard_mu);
+    blocks.swap(m.to_discard);
+  }
+  if (blocks.empty()) return 0;
+  // Runs of consecutive blocks, one discard each.
+  std::sort(blocks.begin(), blocks.end());
+  std::vector<BackingFile::Range> ranges;
+  std::vector<std::size_t> first_block;  // index into blocks
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    if (!ranges.empty() && blocks[i] == blocks[i - 1] + 1) {
+      ranges.back().len += kPageSize;
+      continue;
+    }
+    ranges.push_back({blocks[i] * kPageSize, kPageSize});
+    first_block.push_back(i);
+  }
+  std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
+  m.file->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
+  std::uint64_t freed = 0;
+  std::vector<std::uint64_t> again;
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    const std::size_t n = ranges[r].len / kPageSize;
+    for (std::size_t k = 0; k < n; ++k) {
+      const std::uint64_t b = blocks[first_block[r] + k];
+      if (sent[r]) {
+        m.bitmap->Free(b);
+        ++freed;
+      } else {
+        again.push_back(b);
+      }
+    }
+  }
+  std::lock_guard l(m.discard_mu);
+  m.to_discard.insert(m.to_discard.end(), again.begin(), again.end());
+  m.discarding.fetch_sub(freed);
+  return freed;
 }
 
 Status BackingStore::ReadBlock(std::uint64_t block, MutablePage out) {

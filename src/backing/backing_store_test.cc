@@ -393,6 +393,78 @@ TEST_P(GivenFileTest, WritesAndReadsThroughTheGivenFile) {
   EXPECT_EQ(tiny.error().code(), StatusCode::kInvalidArgument);
 }
 
+// A memory file that wants discards: records each one, and answers it or
+// (answer == false) leaves it unsent, as a remote that is away.
+class DiscardingFile final : public BackingFile {
+ public:
+  explicit DiscardingFile(std::uint64_t bytes)
+      : base_(NewMemBackingFile(bytes, "mem:discard")) {}
+  const std::string& name() const override { return base_->name(); }
+  std::uint64_t size() const override { return base_->size(); }
+  bool direct() const override { return false; }
+  long Read(std::uint64_t offset, std::span<std::byte> out) override {
+    return base_->Read(offset, out);
+  }
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
+      std::size_t ios, std::size_t io_bytes) override {
+    return base_->NewWriter(ios, io_bytes);
+  }
+  bool can_discard() const override { return true; }
+  void Discard(std::span<const Range> ranges, std::span<bool> sent) override {
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      calls.push_back({ranges[i].offset, ranges[i].len});
+      sent[i] = answer;
+    }
+  }
+
+  bool answer = true;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+
+ private:
+  std::unique_ptr<BackingFile> base_;
+};
+
+// A freed block leaves blocks_used() at once but is handed out again only
+// once its discard is answered; runs of blocks go as one range.
+TEST(BackingStoreTest, FreedBlocksAreDiscardedBeforeTheyAreReused) {
+  auto file = std::make_shared<DiscardingFile>(4 * kPageSize);
+  auto bs = OpenStore({.file = file});
+  ASSERT_NE(bs, nullptr);
+  std::size_t got = 0;
+  ASSERT_EQ(bs->AllocRange(4, &got), 0u);
+  ASSERT_EQ(got, 4u);
+  bs->Free(3);
+  bs->Free(0);
+  bs->Free(1);
+  EXPECT_EQ(bs->blocks_used(), 1u);
+  EXPECT_EQ(bs->AllocRange(1, &got), BackingStore::kNoBlock);
+  EXPECT_EQ(got, 0u);
+  // Unanswered: the blocks stay out of reach, and are asked for again.
+  file->answer = false;
+  EXPECT_EQ(bs->DiscardFreed(), 0u);
+  EXPECT_EQ(bs->blocks_used(), 1u);
+  EXPECT_EQ(bs->AllocRange(1, &got), BackingStore::kNoBlock);
+  using Call = std::pair<std::uint64_t, std::uint64_t>;
+  EXPECT_EQ(file->calls, (std::vector<Call>{{0, 2 * kPageSize},
+                                            {3 * kPageSize, kPageSize}}));
+  file->calls.clear();
+  file->answer = true;
+  EXPECT_EQ(bs->DiscardFreed(), 3u);
+  EXPECT_EQ(file->calls, (std::vector<Call>{{0, 2 * kPageSize},
+                                            {3 * kPageSize, kPageSize}}));
+  EXPECT_EQ(bs->blocks_used(), 1u);
+  EXPECT_EQ(bs->AllocRange(2, &got), 0u);
+  EXPECT_EQ(got, 2u);
+  EXPECT_EQ(bs->DiscardFreed(), 0u);  // nothing left
+  // A local file frees at once and is never asked.
+  auto local = OpenStore({.file = NewMemBackingFile(2 * kPageSize)});
+  ASSERT_NE(local, nullptr);
+  ASSERT_EQ(local->AllocRange(2, &got), 0u);
+  local->Free(0);
+  EXPECT_EQ(local->AllocRange(1, &got), 0u);
+  EXPECT_EQ(local->DiscardFreed(), 0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sealing, GivenFileTest, ::testing::Bool(),
                          [](const auto& p) {
                            return p.param ? "Encrypted" : "Plain";

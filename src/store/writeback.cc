@@ -540,6 +540,9 @@ Result<WritebackResult> PageStore::Writeback(const WritebackRequest& request) {
     }
   }
   std::lock_guard pass_lock(m.writeback_mu);
+  // The blocks freed since the last pass: discarded on a remote that
+  // wants it, and free for this pass.
+  m.options.backing->DiscardFreed();
   ZT_ASSIGN_OR_RETURN(
       std::unique_ptr<BlockWriter> writer,
       m.options.backing->NewWriter({.in_flight = request.in_flight,

@@ -48,6 +48,15 @@
 //   - Free(block) releases one block. Freeing a block that is not in use
 //     is a bug (asserted).
 //   - blocks_used() is zram's bd_count: reserved plus written blocks.
+//   - Discards: when the file wants them (BackingFile::can_discard(): a
+//     remote NBD export), Free only queues the block: it no longer counts
+//     in blocks_used(), but AllocRange cannot hand it out until
+//     DiscardFreed() has sent its discard (TRIM) and had an answer. So a
+//     discard never overtakes a later write to the same block, on any
+//     connection. Blocks whose discard could not be sent (the remote away)
+//     stay queued for the next call. The page store calls it at the start
+//     of each writeback pass. With a local file, Free frees at once and
+//     DiscardFreed does nothing.
 //
 // Writing (BlockWriter): batched asynchronous writes (the file's writer:
 // through io_uring for a real file when built with it), up to
@@ -128,6 +137,11 @@ class BackingStore {
 
   std::uint64_t AllocRange(std::size_t want, std::size_t* got);
   void Free(std::uint64_t block);
+  // Sends the discards of the blocks freed so far (see above), waiting for
+  // their answers, then makes those blocks free. Returns how many. Blocks
+  // the file may be waiting on the network; call it holding no lock of
+  // the caller's that a reader or writer needs.
+  std::uint64_t DiscardFreed();
 
   // Reads block `block` into `out`. See the contract above.
   Status ReadBlock(std::uint64_t block, MutablePage out);

@@ -89,6 +89,24 @@ class BackingFile {
   // Blocks found lost (written, then gone with a remote that came back
   // without them: nbd/nbd_backing_file.h); 0 for a local file.
   virtual std::uint64_t lost_blocks() const { return 0; }
+
+  // Discards: whether the file wants to be told of bytes that no longer
+  // hold data (a remote NBD export: TRIM). False by default: a local file
+  // keeps freed blocks as they are, as zram's backing_dev does.
+  virtual bool can_discard() const { return false; }
+  struct Range {
+    std::uint64_t offset = 0;  // bytes, 4096-aligned
+    std::uint64_t len = 0;     // bytes, a multiple of 4096
+  };
+  // Discards `ranges` (all sent before any is waited for) and sets, per
+  // range, sent[i]: true once the file has answered, done or refused by
+  // the file (either way nothing more is to be done), false when it could
+  // not be sent or answered in time (a remote away): the caller asks
+  // again later. REQUIRES: sent.size() == ranges.size().
+  virtual void Discard(std::span<const Range> ranges, std::span<bool> sent) {
+    (void)ranges;
+    for (bool& s : sent) s = true;
+  }
 };
 
 // `size_bytes` of zeroed memory, named `name` in messages.
