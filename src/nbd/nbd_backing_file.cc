@@ -83,6 +83,8 @@ class NbdFile final : public BackingFile {
       std::size_t ios, std::size_t io_bytes) override;
 
   std::uint64_t lost_blocks() const override { return lost_.load(); }
+  bool can_discard() const override { return can_trim_; }
+  void Discard(std::span<const Range> ranges, std::span<bool> sent) override;
   std::size_t write_connections() const {
     return multi_conn_ ? conns_.size() : 1;
   }
@@ -98,6 +100,18 @@ class NbdFile final : public BackingFile {
             Clock::time_point deadline);
   // Records blocks [offset, offset + len) as written (not lost).
   void Written(std::uint64_t offset, std::size_t len);
+  // A command or a connection attempt ran out of time: the remote is
+  // stalled. No connection is attempted for the next timeout_ms, so that
+  // the commands after it fail at once instead of each waiting its whole
+  // timeout (a writeback pass of thousands of blocks would take hours).
+  void HoldOff() {
+    hold_until_.store((Clock::now() + milliseconds(options_.timeout_ms))
+                          .time_since_epoch()
+                          .count());
+  }
+  Clock::time_point hold_until() const {
+    return Clock::time_point(Clock::duration(hold_until_.load()));
+  }
 
  private:
   // One command on a connection already made, polled to its end under
@@ -114,12 +128,14 @@ class NbdFile final : public BackingFile {
   std::uint64_t export_size_ = 0;
   std::uint64_t size_ = 0;
   bool multi_conn_ = false;
+  bool can_trim_ = false;
   alignas(4096) std::byte label_[kLabelBytes] = {};
   // Per block: written at least once since the label was last written.
   std::unique_ptr<std::atomic<std::uint8_t>[]> written_;
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
   std::atomic<std::uint64_t> lost_{0};
   std::mutex check_mu_;  // one remote check (and label rewrite) at a time
+  std::atomic<Clock::rep> hold_until_{0};  // HoldOff()
 };
 
 long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
@@ -134,7 +150,12 @@ long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
     const int r = nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(cookie));
     if (r == 1) return 0;
     if (r == -1) return -EIO;
-    if (Clock::now() >= deadline || nbd_poll(c.h, MsLeft(deadline)) == -1) {
+    if (Clock::now() >= deadline) {
+      HoldOff();
+      c.Close();
+      return -EIO;
+    }
+    if (nbd_poll(c.h, MsLeft(deadline)) == -1) {
       c.Close();
       return -EIO;
     }
@@ -146,6 +167,14 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   const bool reconnect = c.generation != 0;
   c.Close();
   const auto now = Clock::now();
+  if (now < hold_until()) {
+    return Status::IoError(
+        "the remote did not answer within the timeout (next attempt in " +
+        std::to_string(
+            std::chrono::duration_cast<milliseconds>(hold_until() - now)
+                .count()) +
+        " ms)");
+  }
   if (now < c.next_try) {
     return Status::IoError("not connected (next attempt in " +
                            std::to_string(std::chrono::duration_cast<milliseconds>(
@@ -162,6 +191,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     while (nbd_aio_is_connecting(h) == 1) {
       if (Clock::now() >= deadline) {
         why = "connection timed out";
+        HoldOff();
         break;
       }
       if (nbd_poll(h, MsLeft(deadline)) == -1) {
@@ -223,6 +253,7 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
       return -(e != 0 ? e : EIO);
     }
     if (Clock::now() >= deadline) {
+      HoldOff();
       c.Close();  // every command on it fails
       return -ETIMEDOUT;
     }
@@ -265,7 +296,7 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
                                kNoCompletion, 0);
         gen = c.generation;
       } else {
-        retry_at = c.next_try;
+        retry_at = std::max(c.next_try, hold_until());
       }
     }
     if (cookie != -1) {
@@ -278,6 +309,40 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
     if (now >= deadline) return -EIO;
     std::this_thread::sleep_until(std::min(std::max(retry_at, now + milliseconds(1)),
                                            deadline));
+  }
+}
+
+// TRIMs on the first connection, all sent, then each waited for. A block
+// trimmed is no longer written: a remote that comes back without the label
+// does not count it lost.
+void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
+  std::fill(sent.begin(), sent.end(), false);
+  const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
+  Conn& c = *conns_[0];
+  std::vector<std::int64_t> cookies(ranges.size(), -1);
+  std::uint64_t gen = 0;
+  {
+    std::lock_guard l(c.mu);
+    if (!Connect(c, deadline).ok()) return;
+    gen = c.generation;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
+                                ranges[i].offset + kLabelBytes, kNoCompletion, 0);
+    }
+  }
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (cookies[i] == -1) continue;
+    const long r = Wait(c, gen, cookies[i], deadline);
+    // A dropped connection or a deadline: not known to be done. The
+    // server's own refusal: nothing more to do.
+    if (r == -EIO || r == -ETIMEDOUT) continue;
+    sent[i] = true;
+    for (std::uint64_t b = ranges[i].offset / kLabelBytes;
+         b < (ranges[i].offset + ranges[i].len) / kLabelBytes &&
+         b < size_ / kLabelBytes;
+         ++b) {
+      written_[b].store(0);
+    }
   }
 }
 
@@ -375,6 +440,7 @@ class NbdWriter final : public BackingFileWriter {
       return -(e != 0 ? e : EIO);
     }
     if (Clock::now() >= x.deadline) {
+      file_.HoldOff();
       c.Close();  // a stalled server: every command on it fails
       return -ETIMEDOUT;
     }
@@ -418,6 +484,7 @@ Status NbdFile::Open() {
                                    " bytes) is smaller than two blocks");
   }
   multi_conn_ = nbd_can_multi_conn(c.h) == 1;
+  can_trim_ = nbd_can_trim(c.h) == 1;
   const std::size_t blocks = size_ / kLabelBytes;
   written_.reset(new std::atomic<std::uint8_t>[blocks]());
   lost_block_.reset(new std::atomic<std::uint8_t>[blocks]());

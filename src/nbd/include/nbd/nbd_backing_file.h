@@ -21,6 +21,12 @@
 // NBD spec's guarantee that a write completed on one connection is seen
 // by the others); without it, over the first alone. Reads use the first.
 //
+// Discards: when the export takes TRIM, a block the store frees is
+// trimmed (BackingStore::DiscardFreed, at the start of each writeback
+// pass; on the first connection), so a remote with thin storage (nbdkit's
+// memory plugin, a sparse file, a thin volume) gets its space back. The
+// block is reused only after the remote has answered its TRIM.
+//
 // Failures (the file never returns data it cannot vouch for):
 //   - A command that fails, a connection that drops, or a command not
 //     answered within `timeout_ms`: the command reports -EIO (the store
@@ -31,6 +37,10 @@
 //     that needs it, but no sooner than a backoff after the last failed
 //     attempt (100 ms, doubling to 5 s; reset by a success). A read waits
 //     at most timeout_ms in all (connecting included) before it fails.
+//   - A stalled remote (a command or a connection attempt out of time): no
+//     connection is attempted for timeout_ms after, so the commands behind
+//     it fail at once (a writeback pass then fails in about two timeouts,
+//     not one per command).
 //   - A remote that comes back different (another size, or without this
 //     file's label: restarted empty, or another export): every block
 //     written before is lost. Its reads fail with -EIO from then on (never
