@@ -24,6 +24,7 @@
 #include "bench_report.h"
 #include "bench_stats.h"
 #include "tool_common.h"
+#include "nbd/nbd_backing_file.h"
 #include "ztier/backing_store.h"
 #include "ztier/page.h"
 #include "ztier/page_store.h"
@@ -34,16 +35,21 @@ namespace {
 constexpr const char kCommand[] = "ztier bench writeback";
 constexpr const char kSynopsis[] =
     "[--corpus FILE] [--size SIZE] [--dir DIR] [--runs N] [--codec NAME] "
-    "[--batch-size N] [--compressed] [--json FILE] [--plot DIR]";
+    "[--batch-size N] [--compressed] [--backing URI] "
+    "[--backing-connections N] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "zram-style writeback of a filled store to a\nbacking file, one "
     "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
     "its writeback batching series) against batched io_uring writeback,\n"
     "with fio's sequential-write bandwidth on the same file system as the "
     "limit.\n--dir should be on the file system under test. Without fio on "
-    "PATH the fio\npart is skipped.";
+    "PATH the fio\npart is skipped. --backing URI also writes back to a "
+    "remote NBD export, one\ncommand at a time and batched, in the same "
+    "run.";
 
-constexpr const char* kVariants[] = {"sync", "batched", "fio"};
+constexpr const char* kVariants[] = {"sync", "batched", "fio",
+                                     "remote-sync", "remote-batched"};
+constexpr int kStoreVariants[] = {0, 1, 3, 4};  // those with a last run
 
 struct Flags {
   BenchFlags common{.runs = 5};
@@ -53,6 +59,8 @@ struct Flags {
   std::string codec = "lz4";
   std::int64_t batch_size = 32;
   bool compressed = false;
+  std::string backing;  // an NBD URI: the remote variants
+  std::int64_t backing_connections = 4;
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
@@ -71,6 +79,15 @@ void DeclareFlags(FlagSet& flags, Flags* f) {
                "IOs in flight for the batched variant (default 32)", 1, 1024);
   flags.AddBool("compressed", &f->compressed,
                 "compressed writeback: write the compressed objects");
+  flags.AddString("backing", &f->backing, "URI",
+                  "also write back to this NBD export (nbd://HOST[:PORT]/"
+                  "EXPORT, nbds://, nbd+unix://): the variants remote-sync "
+                  "and remote-batched; it must hold SIZE + 4096 bytes, and "
+                  "its first SIZE + 4096 bytes are overwritten");
+  flags.AddInt("backing-connections", &f->backing_connections, "N",
+               "connections to the --backing export (default 4; used at "
+               "once when it offers multi-conn)",
+               1, 64);
 }
 
 // The two files in --dir, removed on SIGINT/SIGTERM/SIGHUP too.
@@ -113,6 +130,8 @@ struct WritebackRunConfig {
   std::size_t in_flight = 32;     // IOs at once (1: synchronous)
   std::size_t max_io_pages = 32;  // pages per IO
   bool compressed = false;        // write the compressed objects
+  std::string remote_uri;         // non-empty: the NBD export, not the file
+  std::size_t connections = 4;    // to remote_uri
 };
 
 constexpr std::size_t kVerifyStride = 64;  // every 64th slot is checked
@@ -206,9 +225,20 @@ Result<WritebackSample> RunStoreWriteback(const WritebackRunConfig& config,
   if (corpus.size() == 0) return Err(Status::InvalidArgument("empty corpus"));
   ::unlink(config.image_path.c_str());
   Unlinker remove{config.image_path};
+  BackingOptions bo{.path = config.image_path, .size_bytes = config.size_bytes};
+  if (!config.remote_uri.empty()) {
+    ZT_ASSIGN_OR_RETURN(
+        bo.file, nbd::OpenNbdBackingFile(config.remote_uri,
+                                         {.connections = config.connections}));
+    if (bo.file->size() < config.size_bytes) {
+      return Err(Status::InvalidArgument(
+          config.remote_uri + " holds " + std::to_string(bo.file->size()) +
+          " bytes after its 4096-byte label; " +
+          std::to_string(config.size_bytes) + " are needed"));
+    }
+  }
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<BackingStore> backing,
-                      BackingStore::Open({.path = config.image_path,
-                                          .size_bytes = config.size_bytes}));
+                      BackingStore::Open(bo));
   WritebackSample out{.direct = backing->direct()};
   PageStoreOptions options;
   options.num_pages = config.size_bytes / kPageSize;
@@ -232,19 +262,24 @@ struct Bench {
   std::string fio_file;  // DIR/ztier-bench-fio.img
   std::string scratch;   // fio's output
   std::string corpus_name;
-  WritebackSample last[2];  // sync's and batched's last run
+  WritebackSample last[5];  // each store variant's last run (kVariants)
   bool direct = true;       // every run's backing file was O_DIRECT
 };
 
-// sync or batched: a store's writeback, its figures in `out`.
-Variant StoreVariant(Bench& b, const corpus::PageSet& corpus, bool sync) {
-  return {sync ? "sync" : "batched",
-          [&b, &corpus, sync](std::size_t, Samples& out) -> Status {
+// sync or batched, to the file or (remote) the --backing export: a
+// store's writeback, its figures in `out`.
+Variant StoreVariant(Bench& b, const corpus::PageSet& corpus, bool sync,
+                     bool remote = false) {
+  const int index = (remote ? 3 : 0) + (sync ? 0 : 1);
+  return {kVariants[index],
+          [&b, &corpus, sync, remote, index](std::size_t,
+                                             Samples& out) -> Status {
             WritebackRunConfig rc = b.run;
             if (sync) rc.in_flight = rc.max_io_pages = 1;
-            WritebackSample& s = b.last[sync ? 0 : 1];
+            if (remote) rc.remote_uri = b.f.backing;
+            WritebackSample& s = b.last[index];
             ZT_ASSIGN_OR_RETURN(s, RunStoreWriteback(rc, corpus));
-            b.direct = b.direct && s.direct;
+            if (!remote) b.direct = b.direct && s.direct;
             out.Add("pages", static_cast<double>(s.written));
             out.Add("seconds", s.seconds);
             out.Add("mb_s", s.mb_s);
@@ -300,6 +335,7 @@ void Describe(Report& r, const Bench& b, std::size_t corpus_pages) {
   r.Condition("batch_size", qd);
   r.Condition("compressed", c.compressed ? "yes" : "no");
   r.Condition("fio", fio);
+  r.Condition("backing", b.f.backing.empty() ? "none" : b.f.backing);
   r.Line(
       "config: corpus=" + b.f.corpus + " (" + b.corpus_name + ", " +
       std::to_string(corpus_pages) +
@@ -314,7 +350,17 @@ void Describe(Report& r, const Bench& b, std::size_t corpus_pages) {
       qd + " max_io_pages=" + std::to_string(c.max_io_pages) +
       ": io_uring, up to " + qd + " IOs of up to " +
       std::to_string(c.max_io_pages * kPageSize / 1024) + " KiB\n" +
-      "  fio      " + fio + "\n  timed: the Writeback() call alone (fill, " +
+      "  fio      " + fio + "\n" +
+      (b.f.backing.empty()
+           ? std::string()
+           : "  remote-sync     the same as sync to " + b.f.backing +
+                 " (libnbd): one 4 KiB NBD write in flight at a time\n"
+                 "  remote-batched  the same as batched to " + b.f.backing +
+                 ": up to " + qd + " NBD writes of up to " +
+                 std::to_string(c.max_io_pages * kPageSize / 1024) +
+                 " KiB in flight, over " + std::to_string(c.connections) +
+                 " connections when the server offers multi-conn\n") +
+      "  timed: the Writeback() call alone (fill, " +
       "idle marking and the check of every " + std::to_string(kVerifyStride) +
       "th slot are not); variants alternate: sync, batched, fio / fio, "
       "batched, sync\n");
@@ -324,6 +370,7 @@ void Describe(Report& r, const Bench& b, std::size_t corpus_pages) {
 void Results(Report& r, const Bench& b, const Measurements& m) {
   Table& t = r.AddTable("variants", "");
   for (const char* v : kVariants) {
+    if (m.Of(v, "mb_s").empty()) continue;  // not run
     Row& row = t.AddRow().Text("variant", v);
     if (auto pages = m.At(v, "pages", 1)) row.Int("pages", *pages);
     row.Figure("seconds", m.Of(v, "seconds"), 3)
@@ -332,7 +379,8 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
   Table& l = r.AddTable("last_run",
                         "last run: mem_used_total before and after writeback, "
                         "bd_stat after, slots read back");
-  for (int i = 0; i < 2; ++i) {
+  for (const int i : kStoreVariants) {
+    if (m.Of(kVariants[i], "mb_s").empty()) continue;
     const WritebackSample& w = b.last[i];
     l.AddRow()
         .Text("variant", kVariants[i])
@@ -353,6 +401,13 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
           m.Ratios("batched", "mb_s", "sync", "mb_s"), "no runs");
   r.Ratio("batched / fio sequential write",
           m.Ratios("batched", "mb_s", "fio", "mb_s"), "fio not found on PATH");
+  if (!b.f.backing.empty()) {
+    r.Ratio("remote batched / remote one-at-a-time",
+            m.Ratios("remote-batched", "mb_s", "remote-sync", "mb_s"),
+            "no runs");
+    r.Ratio("remote batched / local batched",
+            m.Ratios("remote-batched", "mb_s", "batched", "mb_s"), "no runs");
+  }
   Chart c{.name = "writeback",
           .title = "Writeback of " + FormatMiB(b.run.size_bytes) + " (" +
                    b.run.codec + ", " + b.corpus_name +
@@ -366,7 +421,11 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
                      {1, "batched (io_uring)"},
                      {2, "fio (the disk's limit)"}}};
   PlotSeries bars{.title = "MB/s"};
-  for (int i = 0; i < 3; ++i) {
+  if (!b.f.backing.empty()) {
+    c.x_tics.push_back({3, "remote-sync (one NBD write at a time)"});
+    c.x_tics.push_back({4, "remote-batched (NBD)"});
+  }
+  for (int i = 0; i < 5; ++i) {
     const std::vector<double> x = m.Of(kVariants[i], "mb_s");
     // A log axis has no 0: a variant that wrote nothing is left out.
     if (!x.empty() && Summarize(x).min > 0)
@@ -404,7 +463,9 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
                   .size_bytes = *size,
                   .codec = f.codec,
                   .in_flight = static_cast<std::size_t>(f.batch_size),
-                  .compressed = f.compressed},
+                  .compressed = f.compressed,
+                  .connections =
+                      static_cast<std::size_t>(f.backing_connections)},
           .fio = bench::FindExecutable("fio"),
           .fio_file = dir + "ztier-bench-fio.img",
           .scratch = scratch->path(),
@@ -420,6 +481,14 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
                "measured");
   } else {
     variants.push_back(FioVariant(b));
+  }
+  if (!f.backing.empty()) {
+    if (!nbd::IsNbdUri(f.backing)) {
+      PrintError(kCommand, "--backing: not an NBD URI: " + f.backing);
+      return 2;
+    }
+    variants.push_back(StoreVariant(b, *corpus, true, true));
+    variants.push_back(StoreVariant(b, *corpus, false, true));
   }
   Progress progress;
   auto m = RunVariants({.runs = static_cast<std::size_t>(f.common.runs)},

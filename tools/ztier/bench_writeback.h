@@ -9,7 +9,9 @@
 //
 //   ztier bench writeback [--corpus FILE] [--size SIZE] [--dir DIR]
 //                         [--runs N] [--codec NAME] [--batch-size N]
-//                         [--compressed] [--json FILE] [--plot DIR]
+//                         [--compressed] [--backing URI]
+//                         [--backing-connections N] [--json FILE]
+//                         [--plot DIR]
 //
 // Variants (bench_harness.h's RunVariants: one warm-up run, then --runs
 // runs, the order reversed in every other run):
@@ -17,6 +19,15 @@
 //   batched  in_flight --batch-size (default 32), max_io_pages 32 (128 KiB)
 //   fio      fio --rw=write --bs=128k --ioengine=io_uring --direct=1
 //            --iodepth=32 of --size bytes (skipped when fio is not on PATH)
+// With --backing URI (an NBD export, nbd/nbd_backing_file.h), two more:
+//   remote-sync     sync's request, written back to the export: one 4 KiB
+//                   NBD write in flight at a time
+//   remote-batched  batched's request to the export: up to --batch-size
+//                   writes of up to 128 KiB in flight, round-robin over
+//                   --backing-connections connections (multi-conn)
+// The export must hold SIZE + 4096 bytes; what it held there is
+// overwritten. The ratios add remote batched / remote one-at-a-time and
+// remote batched / local batched.
 // A store measurement opens DIR/ztier-bench-writeback.img (BackingStore,
 // O_DIRECT where the file system allows it), fills a store of --size with
 // the corpus and marks every slot idle (untimed), times one Writeback() of
