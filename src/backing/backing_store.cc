@@ -105,6 +105,11 @@ void BackingStore::Free(std::uint64_t block) {
   m.discarding.fetch_add(1);
 }
 
+void BackingStore::FreeUnwritten(std::uint64_t block) {
+  assert(block < impl_->num_blocks);
+  impl_->bitmap->Free(block);
+}
+
 std::uint64_t BackingStore::DiscardFreed() {
   Impl& m = *impl_;
   std::lock_guard pass(m.discard_pass_mu);

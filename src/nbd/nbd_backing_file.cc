@@ -100,14 +100,17 @@ class NbdFile final : public BackingFile {
             Clock::time_point deadline);
   // Records blocks [offset, offset + len) as written (not lost).
   void Written(std::uint64_t offset, std::size_t len);
-  // A command or a connection attempt ran out of time: the remote is
-  // stalled. No connection is attempted for the next timeout_ms, so that
-  // the commands after it fail at once instead of each waiting its whole
-  // timeout (a writeback pass of thousands of blocks would take hours).
-  void HoldOff() {
-    hold_until_.store((Clock::now() + milliseconds(options_.timeout_ms))
-                          .time_since_epoch()
-                          .count());
+  // A command or a connection attempt begun at `since` ran out of time.
+  // When it had the whole timeout, the remote is stalled: no connection is
+  // attempted for the next timeout_ms, so that the commands after it fail
+  // at once instead of each waiting its whole timeout (a writeback pass of
+  // thousands of blocks would take hours). A wait cut short by its
+  // caller's deadline (a read's last attempt) proves nothing.
+  void HoldOff(Clock::time_point since) {
+    const auto now = Clock::now();
+    if (now - since < milliseconds(options_.timeout_ms)) return;
+    hold_until_.store(
+        (now + milliseconds(options_.timeout_ms)).time_since_epoch().count());
   }
   Clock::time_point hold_until() const {
     return Clock::time_point(Clock::duration(hold_until_.load()));
@@ -140,6 +143,7 @@ class NbdFile final : public BackingFile {
 
 long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
                          Clock::time_point deadline) {
+  const auto start = Clock::now();
   const std::int64_t cookie =
       write ? nbd_aio_pwrite(c.h, buf, kLabelBytes, offset, kNoCompletion,
                              0)
@@ -151,7 +155,7 @@ long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
     if (r == 1) return 0;
     if (r == -1) return -EIO;
     if (Clock::now() >= deadline) {
-      HoldOff();
+      HoldOff(start);
       c.Close();
       return -EIO;
     }
@@ -183,6 +187,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
                            " ms)");
   }
   std::string why;
+  const auto start = Clock::now();
   nbd_handle* h = nbd_create();
   if (h == nullptr) return Status::IoError(LastError());
   if (nbd_aio_connect_uri(h, uri_.c_str()) == -1) {
@@ -191,7 +196,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     while (nbd_aio_is_connecting(h) == 1) {
       if (Clock::now() >= deadline) {
         why = "connection timed out";
-        HoldOff();
+        HoldOff(start);
         break;
       }
       if (nbd_poll(h, MsLeft(deadline)) == -1) {
@@ -242,6 +247,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
 
 long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
                    Clock::time_point deadline) {
+  const auto start = Clock::now();
   for (;;) {
     std::lock_guard l(c.mu);
     if (c.generation != gen || !c.Live()) return -EIO;
@@ -253,7 +259,7 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
       return -(e != 0 ? e : EIO);
     }
     if (Clock::now() >= deadline) {
-      HoldOff();
+      HoldOff(start);
       c.Close();  // every command on it fails
       return -ETIMEDOUT;
     }
@@ -432,19 +438,26 @@ class NbdWriter final : public BackingFileWriter {
     Conn& c = file_.conn(x.conn);
     std::lock_guard l(c.mu);
     if (c.generation != x.gen || !c.Live()) return -EIO;
-    const int r =
-        nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(x.cookie));
-    if (r == 1) return static_cast<long>(x.len);
-    if (r == -1) {
-      const int e = nbd_get_errno();
-      return -(e != 0 ? e : EIO);
+    // Done already, or once what the socket holds now is read (checked
+    // again after that read: Reap's wait would not see a reply it took).
+    for (int tries = 0; tries < 2; ++tries) {
+      const int r =
+          nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(x.cookie));
+      if (r == 1) return static_cast<long>(x.len);
+      if (r == -1) {
+        const int e = nbd_get_errno();
+        return -(e != 0 ? e : EIO);
+      }
+      if (tries == 0 && nbd_poll(c.h, 0) == -1) {
+        c.Close();
+        return -EIO;
+      }
     }
     if (Clock::now() >= x.deadline) {
-      file_.HoldOff();
+      file_.HoldOff(x.deadline - milliseconds(file_.timeout_ms()));
       c.Close();  // a stalled server: every command on it fails
       return -ETIMEDOUT;
     }
-    if (nbd_poll(c.h, 0) == -1) c.Close();
     return 0;
   }
 

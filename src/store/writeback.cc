@@ -195,7 +195,7 @@ class WritebackPass {
       BlockWriter::Io* io = writer_.Begin(first);
       FillIo(io, got);
       for (std::size_t k = writer_.BlocksIn(io); k < got; ++k) {
-        bs.Free(first + k);
+        bs.FreeUnwritten(first + k);
       }
       group_.push_back(io);
     }
@@ -286,7 +286,11 @@ class WritebackPass {
                      std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
     if (!d.status.ok() || bad) {
       Refund(req_.budget);
-      bs.Free(d.block);
+      if (d.status.ok()) {
+        bs.Free(d.block);
+      } else {
+        bs.FreeUnwritten(d.block);
+      }
       {
         SlotLock lock(s);
         SlotTable::ClearFlags(s, slot::kPp);
@@ -510,7 +514,13 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           Add(bd_writes, static_cast<std::uint64_t>(j.pieces));
           result->written += live;
         } else {
-          for (int k = 0; k < j.got; ++k) bs.Free(j.blocks[k]);
+          for (int k = 0; k < j.got; ++k) {
+            if (j.io_failed || j.not_written) {
+              bs.FreeUnwritten(j.blocks[k]);
+            } else {
+              bs.Free(j.blocks[k]);
+            }
+          }
           if (j.io_failed || j.not_written) {
             for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
           }

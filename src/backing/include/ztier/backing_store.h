@@ -137,6 +137,10 @@ class BackingStore {
 
   std::uint64_t AllocRange(std::size_t want, std::size_t* got);
   void Free(std::uint64_t block);
+  // Frees a block that holds nothing of the caller's (never written, or
+  // its write failed) at once, without a discard: a pass that fails while
+  // the remote is away gives its blocks back instead of queueing them.
+  void FreeUnwritten(std::uint64_t block);
   // Sends the discards of the blocks freed so far (see above), waiting for
   // their answers, then makes those blocks free. Returns how many. Blocks
   // the file may be waiting on the network; call it holding no lock of

@@ -25,7 +25,12 @@
 // trimmed (BackingStore::DiscardFreed, at the start of each writeback
 // pass; on the first connection), so a remote with thin storage (nbdkit's
 // memory plugin, a sparse file, a thin volume) gets its space back. The
-// block is reused only after the remote has answered its TRIM.
+// block is reused only after the remote has answered its TRIM. A block
+// whose write failed is reused at once: a write that timed out on a
+// connection given up on could in principle still land on the remote
+// after a later write to the same block on a new one. With
+// --backing-encrypt that block then fails authentication (an IO error);
+// without it, it would read as the older page.
 //
 // Failures (the file never returns data it cannot vouch for):
 //   - A command that fails, a connection that drops, or a command not
