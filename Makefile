@@ -16,7 +16,7 @@ DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libnbd-bin libnbd-dev nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
   python3 procps prometheus curl groff-base systemd iproute2 tcpdump
 
-.PHONY: all deps build install run test test-kernel test-asan test-tsan check-locks bench bench-ublk bench-docs soak clean format fuzz fuzz-deps
+.PHONY: all deps build install run test test-kernel test-asan test-tsan check-locks bench bench-ublk bench-remote bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
@@ -178,14 +178,16 @@ BENCH_USEMEM_ARGS = --size 256M --runs 5
 BENCH_ZRAM_COMPARE_ARGS = --codec lz4 --codec lzo-rle --paths ztier-lib \
   --paths kernel-psync --paths kernel-fio --paths ztier-nbd
 endif
-# $(call bench_run,NAME,ARGS): `ztier ARGS --json NAME.json`, stdout also to
-# NAME.txt (stderr, with the progress line on a terminal, is not saved);
-# fails when ztier fails (bash's pipefail: make's sh has none).
+# $(call bench_run,NAME,ARGS[,RUNNER]): `ztier ARGS --json NAME.json`, stdout
+# also to NAME.txt (stderr, with the progress line on a terminal, is not
+# saved); fails when ztier fails (bash's pipefail: make's sh has none).
+# RUNNER, when given, is the command line that runs ztier with ARGS.
+bench_runner = $(or $(1),./$(BUILD)/ztier)
 bench_run = @echo "== $(1): ztier $(2)" && \
-  echo "./$(BUILD)/ztier $(2) --json $(BENCH_RESULTS)/$(1).json" \
+  echo "$(call bench_runner,$(3)) $(2) --json $(BENCH_RESULTS)/$(1).json" \
     > $(BENCH_RESULTS)/$(1).cmd && \
   start=$$(date +%s) && \
-  bash -o pipefail -c './$(BUILD)/ztier $(2) --json $(BENCH_RESULTS)/$(1).json \
+  bash -o pipefail -c '$(call bench_runner,$(3)) $(2) --json $(BENCH_RESULTS)/$(1).json \
     | tee $(BENCH_RESULTS)/$(1).txt' && \
   echo $$(( $$(date +%s) - start )) > $(BENCH_RESULTS)/$(1).time
 
@@ -213,6 +215,16 @@ bench-ublk: build
 	@$(MAKE) --no-print-directory deps DEB_PACKAGES="$(KERNEL_PACKAGES)"
 	@mkdir -p $(BENCH_RESULTS)
 	$(call bench_run,bench-ublk,bench ublk $(BENCH_UBLK_ARGS))
+
+# Writeback to another machine (tools/bench/remote_writeback.sh, as root):
+# `ztier bench writeback --backing` to nbdkit memory across a veth link
+# between two network namespaces, beside the local file, ~5 min (6 runs of
+# bench-writeback's plus one NBD write at a time, ~13 s, and batched,
+# ~1.4 s). Alone, as bench-ublk: its results go where `make bench` puts
+# them, and `make bench-docs` renders them.
+bench-remote: build
+	@mkdir -p $(BENCH_RESULTS)
+	$(call bench_run,bench-remote-writeback,bench writeback --corpus $(BENCH_CORPUS) $(BENCH_WRITEBACK_ARGS),tools/bench/remote_writeback.sh ./$(BUILD)/ztier)
 
 bench-docs:
 	sh tools/bench/render_docs.sh docs/benchmarks.md.in $(BENCH_RESULTS) \
