@@ -27,30 +27,25 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "testing/marked_pages.h"
 #include "testing/serve_process.h"
 #include "testing/test_util.h"
 
 namespace {
 
+using ztier::testing::Numbers;
 using ztier::testing::ScopedTempDir;
+using ztier::testing::Sha256;
+using ztier::testing::WriteMarkedPages;
 using ztier::testing::Sh;
 using ztier::testing::Shell;
 
 constexpr int kPages = 8192;  // 32 MiB
 constexpr int kPort = 10809;
-
-std::vector<std::uint64_t> Numbers(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::uint64_t> v;
-  std::uint64_t x;
-  while (in >> x) v.push_back(x);
-  return v;
-}
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -177,30 +172,6 @@ class Remote {
   std::vector<std::string> filter_;
   pid_t pid_ = 0;
 };
-
-// `pages` pages of lines "MARKER page NNNNNN line NNN" into `path`.
-void WriteMarkedPages(const std::string& path, const char* marker, int pages) {
-  std::string text;
-  char line[64];
-  for (int p = 0; p < pages; ++p) {
-    std::string page;
-    for (int k = 0; page.size() < 4096; ++k) {
-      std::snprintf(line, sizeof(line), "%s page %06d line %03d\n", marker, p,
-                    k);
-      page += line;
-    }
-    page.resize(4096);
-    text += page;
-  }
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
-  std::fclose(f);
-}
-
-std::string Sha256(const std::string& path) {
-  return Sh("sha256sum '" + path + "'").out.substr(0, 64);
-}
 
 class RemoteNetnsTest : public ::testing::Test {
  protected:

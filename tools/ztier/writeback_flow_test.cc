@@ -18,29 +18,24 @@
 
 #include <chrono>
 #include <cstdio>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "testing/marked_pages.h"
 #include "testing/serve_process.h"
 #include "testing/test_util.h"
 
 namespace {
 
+using ztier::testing::Numbers;
 using ztier::testing::ScopedTempDir;
+using ztier::testing::Sha256;
+using ztier::testing::WriteMarkedPages;
 
 using ztier::testing::Have;
 using ztier::testing::Sh;
 using ztier::testing::Shell;
-
-std::vector<std::uint64_t> Numbers(const std::string& text) {
-  std::istringstream in(text);
-  std::vector<std::uint64_t> v;
-  std::uint64_t x;
-  while (in >> x) v.push_back(x);
-  return v;
-}
 
 // `ztier serve` in the background, in a temporary folder.
 class Server : public ztier::testing::ServeOnSockets {
@@ -48,32 +43,6 @@ class Server : public ztier::testing::ServeOnSockets {
   explicit Server(const std::vector<std::string>& flags)
       : ServeOnSockets(ZTIER_BIN, flags) {}
 };
-
-// `pages` pages of text lines "MARKER page NNNNNN line NNN" into `path`:
-// compressible, none same-filled, and the marker shows any plaintext.
-void WriteMarkedPages(const std::string& path, const char* marker, int pages) {
-  std::string text;
-  char line[64];
-  for (int p = 0; p < pages; ++p) {
-    std::string page;
-    for (int k = 0; page.size() < 4096; ++k) {
-      std::snprintf(line, sizeof(line), "%s page %06d line %03d\n", marker, p,
-                    k);
-      page += line;
-    }
-    page.resize(4096);
-    text += page;
-  }
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  ASSERT_EQ(std::fwrite(text.data(), 1, text.size(), f), text.size());
-  std::fclose(f);
-}
-
-std::string Sha256(const std::string& path) {
-  const Shell s = Sh("sha256sum '" + path + "'");
-  return s.out.substr(0, 64);
-}
 
 TEST(WritebackFlowTest, EndToEndDataSurvivesWritebackAndReadsBack) {
   if (!Have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
