@@ -311,6 +311,51 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
 
 // unit-pages in [ztier]: whole aligned 64 KiB runs written over NBD become
 // units, which status --json counts, and which read back as written.
+// writeback-device = an NBD URI in the configuration file: the device
+// writes back to that export (nbdkit memory on a Unix socket here).
+TEST(ServeServiceTest, RemoteWritebackDeviceFromTheConfigurationFile) {
+  ASSERT_TRUE(Have("nbdcopy") && Have("nbdkit"));
+  ScopedTempDir dir;
+  const std::string remote_sock = dir.File("remote.sock");
+  const std::string nbdkit = Sh("command -v nbdkit | tr -d '\\n'").out;
+  const pid_t remote = ztier::testing::SpawnWithLog(
+      {nbdkit, "-f", "-U", remote_sock, "memory", "64M"},
+      dir.File("remote.log"));
+  ASSERT_GT(remote, 0);
+  const std::string remote_uri = "nbd+unix:///?socket=" + remote_sock;
+  ASSERT_EQ(Sh("for i in $(seq 200); do nbdinfo --size " + Quote(remote_uri) +
+               " >/dev/null 2>&1 && exit 0; sleep 0.05; done; exit 1")
+                .exit_code,
+            0);
+  WriteFile(dir.File("ztier.conf"),
+            "[zram0]\nzram-size = 16\nwriteback-device = " + remote_uri +
+                "\n[ztier]\nunix = " + dir.File("nbd.sock") + "\nctl = " +
+                dir.File("ctl.sock") + "\n");
+  ASSERT_EQ(Sh("seq 1 300000 | head -c 1048576 > " + dir.File("in")).exit_code,
+            0);
+  {
+    Server s(dir, {"--config", dir.File("ztier.conf")});
+    ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+    const std::string ctl =
+        "ctl --ctl " + dir.File("ctl.sock") + " --device zram0 ";
+    EXPECT_EQ(Sh(Ztier(ctl + "backing_dev")).out, remote_uri + "\n");
+    const std::string uri =
+        Quote("nbd+unix:///zram0?socket=" + dir.File("nbd.sock"));
+    ASSERT_EQ(Sh("nbdcopy " + dir.File("in") + " " + uri).exit_code, 0);
+    ASSERT_EQ(Sh(Ztier(ctl + "idle all")).exit_code, 0);
+    const Shell wb = Sh(Ztier(ctl + "writeback idle"));
+    ASSERT_EQ(wb.exit_code, 0) << wb.out << s.Log();
+    EXPECT_EQ(Sh(Ztier(ctl + "bd_stat") + " | awk '{print $1}'").out,
+              "256\n");
+    const Shell r = Sh("nbdcopy " + uri + " - | head -c 1048576 | cmp - " +
+                       dir.File("in"));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(s.Stop(), 0) << s.Log();
+  }
+  ::kill(remote, SIGKILL);
+  ::waitpid(remote, nullptr, 0);
+}
+
 TEST(ServeServiceTest, UnitPagesFromTheConfigurationFile) {
   ASSERT_TRUE(Have("nbdcopy"));
   ScopedTempDir dir;

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "nbd/nbd_backing_file.h"
 #include "size_expr.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
@@ -236,9 +237,9 @@ class ConfigParser {
     }
     if (auto* v = get("writeback-device")) {
       if (v->first != "none") {
-        if (v->first[0] != '/') {
-          return Error(v->second, "writeback-device must be an absolute path "
-                                  "(or none), not '" + v->first + "'");
+        if (v->first[0] != '/' && !nbd::IsNbdUri(v->first)) {
+          return Error(v->second, "writeback-device must be an absolute path, "
+                                  "an NBD URI or none, not '" + v->first + "'");
         }
         d.backing_dev = v->first;
       }

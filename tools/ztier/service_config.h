@@ -34,7 +34,9 @@
 //                        of the post-processing policy's passes on that
 //                        device (serve --policy or policy = in [ztier]):
 //                        "lz4 zstd(level=9) (type=idle)"
-//   writeback-device     backing_dev: an absolute path, or "none"
+//   writeback-device     backing_dev: an absolute path, an NBD URI
+//                        (nbd://, nbds://, nbd+unix://: a remote export,
+//                        nbd/nbd_backing_file.h), or "none"
 //   host-memory-limit    MiB or "none": above it (MemTotal) the device is
 //                        not created
 //   swap-priority        -1..32767 (default 100, for a swap device)

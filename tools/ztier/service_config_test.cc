@@ -78,6 +78,18 @@ ServiceConfig Parse(const std::string& text, double ram = kRam) {
   return c.value_or(ServiceConfig{});
 }
 
+// writeback-device takes a remote NBD export as well as a path.
+TEST(ServiceConfigTest, WritebackDeviceMayBeAnNbdUri) {
+  for (const std::string uri :
+       {"nbd://10.0.0.2/cold", "nbds://10.0.0.2:10810/cold",
+        "nbd+unix:///cold?socket=/run/remote.sock"}) {
+    const ServiceConfig c =
+        Parse("[zram0]\nzram-size = 64\nwriteback-device = " + uri + "\n");
+    ASSERT_EQ(c.devices.size(), 1u);
+    EXPECT_EQ(c.devices[0].backing_dev, uri);
+  }
+}
+
 TEST(ServiceConfigTest, TwoDevicesAsZramGeneratorWritesThem) {
   const ServiceConfig c = Parse(
       "# swap and a scratch file system\n"
