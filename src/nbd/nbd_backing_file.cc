@@ -190,6 +190,9 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   const auto start = Clock::now();
   nbd_handle* h = nbd_create();
   if (h == nullptr) return Status::IoError(LastError());
+  // The URI is the operator's (backing_dev), so it may name local files:
+  // tls-certificates=DIR, tls-psk-file=FILE.
+  nbd_set_uri_allow_local_file(h, true);
   if (nbd_aio_connect_uri(h, uri_.c_str()) == -1) {
     why = LastError();
   } else {

@@ -15,22 +15,27 @@
 #include <vector>
 
 #include "testing/test_util.h"
+#include "tls_test_certs.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
 namespace ztier::nbd {
 namespace {
 
-using testing::ScopedTempDir;
-using testing::Sh;
+using ::ztier::testing::ScopedTempDir;
+using ::ztier::testing::Sh;
 
 constexpr std::size_t kPages = 512;
 
-// An nbdkit memory export on a Unix socket in `dir`, a child of the test.
+// An nbdkit memory export on a Unix socket in `dir`, a child of the test;
+// with `tls`, it requires TLS with the certificates MakeTestCertificates
+// wrote in `dir`.
 class Remote {
  public:
-  explicit Remote(const ScopedTempDir& dir, std::string flag = "")
-      : dir_(dir.path()), sock_(dir.File("remote.sock")), flag_(std::move(flag)) {
+  explicit Remote(const ScopedTempDir& dir, std::string flag = "",
+                  bool tls = false)
+      : dir_(dir.path()), sock_(dir.File("remote.sock")), flag_(std::move(flag)),
+        tls_(tls) {
     Start();
   }
   ~Remote() { Kill(); }
@@ -41,8 +46,12 @@ class Remote {
     while (!nbdkit.empty() && nbdkit.back() == '\n') nbdkit.pop_back();
     std::vector<std::string> args = {nbdkit, "-f"};
     if (!flag_.empty()) args.push_back(flag_);
+    if (tls_) {
+      args.push_back("--tls=require");
+      args.push_back("--tls-certificates=" + dir_);
+    }
     for (const char* a : {"-U", sock_.c_str(), "memory", "8M"}) args.push_back(a);
-    pid_ = testing::SpawnWithLog(args, dir_ + "/remote.log");
+    pid_ = ::ztier::testing::SpawnWithLog(args, dir_ + "/remote.log");
     ASSERT_GT(pid_, 0);
     // Ready once a client gets through the handshake.
     const auto r = Sh("for i in $(seq 200); do timeout 2 nbdinfo --size '" +
@@ -65,10 +74,15 @@ class Remote {
     ::waitpid(pid_, nullptr, 0);
     pid_ = 0;
   }
-  std::string Uri() const { return "nbd+unix:///?socket=" + sock_; }
+  std::string Uri() const {
+    return tls_ ? "nbds+unix:///?socket=" + sock_ + "&tls-certificates=" + dir_
+                : "nbd+unix:///?socket=" + sock_;
+  }
+  std::string PlainUri() const { return "nbd+unix:///?socket=" + sock_; }
 
  private:
   std::string dir_, sock_, flag_;
+  bool tls_ = false;
   pid_t pid_ = 0;
 };
 
@@ -268,6 +282,26 @@ TEST(NbdBackingFileTest, FreedBlocksAreTrimmedOnTheRemote) {
   ASSERT_EQ(WriteBackIdle(*store).written, kPages / 2);
   EXPECT_EQ(store->Stats().bd_count, kPages);
   Expect(*store, 0, kPages);
+}
+
+// nbds://: the remote requires TLS; the store writes back and reads over
+// it, and a client without TLS is refused.
+TEST(NbdBackingFileTest, WritebackOverTls) {
+  ScopedTempDir dir;
+  ASSERT_OK(testing::MakeTestCertificates(dir.path()));
+  Remote remote(dir, "", /*tls=*/true);
+  auto plain = OpenNbdBackingFile(remote.PlainUri(), {.timeout_ms = 2000});
+  ASSERT_FALSE(plain.has_value());
+  EXPECT_EQ(plain.error().code(), StatusCode::kIoError);
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 2});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, kPages);
+  const WritebackResult r = WriteBackIdle(*store);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(r.written, kPages);
+  Expect(*store, 0, kPages);
+  EXPECT_EQ(store->Stats().bd_reads, kPages);
 }
 
 }  // namespace

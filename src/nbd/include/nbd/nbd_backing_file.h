@@ -11,6 +11,11 @@
 //       "nbd+unix:///?socket=/run/remote.sock", {.connections = 4});
 //   auto bs = ztier::BackingStore::Open({.file = *f, .encrypt = true});
 //
+// TLS: nbds:// and nbds+unix:// require it; the URI may name the client's
+// certificates (tls-certificates=DIR, the layout libnbd reads) or a PSK
+// file (tls-psk-file=FILE): it comes from the operator, so local files are
+// allowed (nbd_set_uri_allow_local_file).
+//
 // Layout: the export's first 4096 bytes hold a label (a magic and 16
 // random bytes this file wrote when it opened the export); the file is the
 // rest (size() is the export's size less 4096, rounded down to 4096).
