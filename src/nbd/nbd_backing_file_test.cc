@@ -112,9 +112,10 @@ void Fill(PageStore& s, std::size_t first, std::size_t last) {
   }
 }
 
-WritebackResult WriteBackIdle(PageStore& s) {
+WritebackResult WriteBackIdle(PageStore& s, bool compressed = false) {
   s.MarkIdleAll();
-  auto r = s.Writeback({.scans = {{kWritebackIdle, 0, kPages}}});
+  auto r = s.Writeback(
+      {.scans = {{kWritebackIdle, 0, kPages}}, .compressed = compressed});
   EXPECT_TRUE(r.has_value()) << r.error().ToString();
   return *r;
 }
@@ -171,6 +172,33 @@ TEST(NbdBackingFileTest, WritebackAndReadBackOverSeveralConnections) {
   EXPECT_EQ(store->Stats().bd_count, kPages);
   Expect(*store, 0, kPages);
   EXPECT_EQ(store->Stats().bd_reads, kPages);
+}
+
+// Compressed writeback (zram's compressed_writeback) and an encrypted
+// store, over the remote as over a file: the objects go out sealed and
+// come back whole.
+TEST(NbdBackingFileTest, CompressedAndEncryptedWriteback) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 2});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto bs = BackingStore::Open({.encrypt = true, .file = *file});
+  ASSERT_TRUE(bs.has_value()) << bs.error().ToString();
+  PageStoreOptions o;
+  o.num_pages = kPages;
+  o.backing = std::move(*bs);
+  auto store = PageStore::Create(o);
+  ASSERT_TRUE(store.has_value()) << store.error().ToString();
+  Fill(**store, 0, kPages);
+  const WritebackResult r = WriteBackIdle(**store, /*compressed=*/true);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(r.written, kPages);
+  EXPECT_EQ((*store)->Stats().bd_count, kPages);
+  Expect(**store, 0, kPages);
+  // The remote holds none of the pages' text.
+  const auto raw = Sh("nbdcopy '" + remote.Uri() + "' - | grep -c -a "
+                      "'of the remote test'");
+  EXPECT_EQ(raw.out, "0\n");
 }
 
 TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
