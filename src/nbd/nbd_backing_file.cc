@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -34,6 +36,13 @@ constexpr nbd_completion_callback kNoCompletion{};
 std::string LastError() {
   const char* e = nbd_get_error();
   return e != nullptr ? e : "unknown libnbd error";
+}
+
+// A block's checksum, never 0 (0 means none recorded).
+std::uint64_t BlockSum(const std::byte* block) {
+  return std::hash<std::string_view>{}(std::string_view(
+             reinterpret_cast<const char*>(block), kLabelBytes)) |
+         1;
 }
 
 int MsLeft(Clock::time_point deadline) {
@@ -98,8 +107,12 @@ class NbdFile final : public BackingFile {
   // the deadline passes first. REQUIRES: c.mu not held.
   long Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
             Clock::time_point deadline);
-  // Records blocks [offset, offset + len) as written (not lost).
-  void Written(std::uint64_t offset, std::size_t len);
+  // Records blocks [offset, offset + len) as written (not lost), with the
+  // checksums of `data`, what was written.
+  void Written(std::uint64_t offset, std::size_t len, const std::byte* data);
+  // Whether the blocks read at `offset` hold what was last written to
+  // them (logged when not).
+  bool Matches(std::uint64_t offset, std::span<const std::byte> got);
   // A command or a connection attempt begun at `since` ran out of time.
   // When it had the whole timeout, the remote is stalled: no connection is
   // attempted for the next timeout_ms, so that the commands after it fail
@@ -136,6 +149,9 @@ class NbdFile final : public BackingFile {
   // Per block: written at least once since the label was last written.
   std::unique_ptr<std::atomic<std::uint8_t>[]> written_;
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
+  // Per block: BlockSum of what was last written there, 0 for none. A
+  // read that finds other bytes fails (see Read).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> sums_;
   std::atomic<std::uint64_t> lost_{0};
   std::mutex check_mu_;  // one remote check (and label rewrite) at a time
   std::atomic<Clock::rep> hold_until_{0};  // HoldOff()
@@ -273,12 +289,28 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
   }
 }
 
-void NbdFile::Written(std::uint64_t offset, std::size_t len) {
-  for (std::uint64_t b = offset / kLabelBytes;
-       b < (offset + len) / kLabelBytes && b < size_ / kLabelBytes; ++b) {
+void NbdFile::Written(std::uint64_t offset, std::size_t len,
+                      const std::byte* data) {
+  for (std::uint64_t b = offset / kLabelBytes, k = 0;
+       b < (offset + len) / kLabelBytes && b < size_ / kLabelBytes; ++b, ++k) {
+    sums_[b].store(BlockSum(data + k * kLabelBytes));
     written_[b].store(1);
     lost_block_[b].store(0);
   }
+}
+
+bool NbdFile::Matches(std::uint64_t offset, std::span<const std::byte> got) {
+  for (std::uint64_t k = 0; k + kLabelBytes <= got.size(); k += kLabelBytes) {
+    const std::uint64_t b = (offset + k) / kLabelBytes;
+    if (offset % kLabelBytes != 0 || b >= size_ / kLabelBytes) break;
+    const std::uint64_t want = sums_[b].load();
+    if (want != 0 && BlockSum(got.data() + k) != want) {
+      Log("block " + std::to_string(b) +
+          " does not hold what was written to it; its read fails");
+      return false;
+    }
+  }
+  return true;
 }
 
 long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
@@ -310,7 +342,10 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
     }
     if (cookie != -1) {
       const long r = Wait(c, gen, cookie, deadline);
-      if (r == 0) return lost() ? -EIO : static_cast<long>(out.size());
+      if (r == 0) {
+        if (lost()) return -EIO;
+        return Matches(offset, out) ? static_cast<long>(out.size()) : -EIO;
+      }
       if (r != -EIO) return r;  // the server's own error, or the deadline
     }
     // Not connected, or the connection dropped: again, until the deadline.
@@ -351,6 +386,7 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
          b < size_ / kLabelBytes;
          ++b) {
       written_[b].store(0);
+      sums_[b].store(0);
     }
   }
 }
@@ -406,7 +442,7 @@ class NbdWriter final : public BackingFileWriter {
         if (result == 0) continue;  // still in flight
         x.pending = false;
         --pending_;
-        if (result > 0) file_.Written(x.offset, x.len);
+        if (result > 0) file_.Written(x.offset, x.len, buffer(io));
         done(io, result);
         ++reported;
       }
@@ -504,6 +540,7 @@ Status NbdFile::Open() {
   const std::size_t blocks = size_ / kLabelBytes;
   written_.reset(new std::atomic<std::uint8_t>[blocks]());
   lost_block_.reset(new std::atomic<std::uint8_t>[blocks]());
+  sums_.reset(new std::atomic<std::uint64_t>[blocks]());
   std::memcpy(label_, kMagic, sizeof(kMagic));
   if (getrandom(label_ + sizeof(kMagic), 16, 0) != 16) {
     return Status::IoError("getrandom for the label");

@@ -201,6 +201,36 @@ TEST(NbdBackingFileTest, CompressedAndEncryptedWriteback) {
   EXPECT_EQ(raw.out, "0\n");
 }
 
+// Blocks changed on the remote behind the store's back (another client
+// writes over them): their pages read as IO errors, never as the other
+// bytes; every other page reads as written.
+TEST(NbdBackingFileTest, BlocksChangedOnTheRemoteReadAsErrors) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 1});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, kPages);
+  ASSERT_EQ(WriteBackIdle(*store).written, kPages);
+  // Blocks 0..15 (after the 4096-byte label), overwritten with a pattern.
+  const auto w = Sh("qemu-io -f raw '" + remote.Uri() +
+                    "' -c 'write -P 0x55 4096 65536' 2>&1");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  std::vector<std::byte> out(kPageSize);
+  std::size_t errors = 0;
+  for (std::size_t i = 0; i < kPages; ++i) {
+    const Status st = store->Load(i, MutablePage(out.data(), kPageSize));
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), StatusCode::kIoError) << "page " << i;
+      ++errors;
+      continue;
+    }
+    ASSERT_EQ(std::memcmp(out.data(), Page(i).data(), kPageSize), 0)
+        << "page " << i;
+  }
+  EXPECT_EQ(errors, 16u);
+}
+
 TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
   ScopedTempDir dir;
   Remote remote(dir);

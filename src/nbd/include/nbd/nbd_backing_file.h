@@ -31,11 +31,14 @@
 // pass; on the first connection), so a remote with thin storage (nbdkit's
 // memory plugin, a sparse file, a thin volume) gets its space back. The
 // block is reused only after the remote has answered its TRIM. A block
-// whose write failed is reused at once: a write that timed out on a
-// connection given up on could in principle still land on the remote
-// after a later write to the same block on a new one. With
-// --backing-encrypt that block then fails authentication (an IO error);
-// without it, it would read as the older page.
+// whose write failed is reused at once.
+//
+// Checksums: the file keeps a 64-bit checksum of what it last wrote to
+// each block (8 bytes of memory per block). A block that reads back other
+// bytes fails with -EIO and a log line, never as data: a remote that
+// changed it, or a write that timed out on a connection given up on and
+// landed after a later write to the same block on a new one (NBD has no
+// fence for an abandoned connection).
 //
 // Failures (the file never returns data it cannot vouch for):
 //   - A command that fails, a connection that drops, or a command not
