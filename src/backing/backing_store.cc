@@ -122,23 +122,20 @@ std::uint64_t BackingStore::DiscardFreed() {
   // Runs of consecutive blocks, one discard each.
   std::sort(blocks.begin(), blocks.end());
   std::vector<BackingFile::Range> ranges;
-  std::vector<std::size_t> first_block;  // index into blocks
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     if (!ranges.empty() && blocks[i] == blocks[i - 1] + 1) {
       ranges.back().len += kPageSize;
-      continue;
+    } else {
+      ranges.push_back({blocks[i] * kPageSize, kPageSize});
     }
-    ranges.push_back({blocks[i] * kPageSize, kPageSize});
-    first_block.push_back(i);
   }
   std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
   m.file->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
   std::uint64_t freed = 0;
   std::vector<std::uint64_t> again;
   for (std::size_t r = 0; r < ranges.size(); ++r) {
-    const std::size_t n = ranges[r].len / kPageSize;
-    for (std::size_t k = 0; k < n; ++k) {
-      const std::uint64_t b = blocks[first_block[r] + k];
+    const std::uint64_t first = ranges[r].offset / kPageSize;
+    for (std::uint64_t b = first; b < first + ranges[r].len / kPageSize; ++b) {
       if (sent[r]) {
         m.bitmap->Free(b);
         ++freed;

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace ztier::nbd {
@@ -107,6 +108,13 @@ class NbdFile final : public BackingFile {
   // the deadline passes first. REQUIRES: c.mu not held.
   long Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
             Clock::time_point deadline);
+  // The file's blocks that bytes [offset, offset + len) touch: [first, end).
+  std::pair<std::uint64_t, std::uint64_t> Blocks(std::uint64_t offset,
+                                                 std::uint64_t len) const {
+    return {offset / kLabelBytes,
+            std::min((offset + len + kLabelBytes - 1) / kLabelBytes,
+                     size_ / kLabelBytes)};
+  }
   // Records blocks [offset, offset + len) as written (not lost), with the
   // checksums of `data`, what was written.
   void Written(std::uint64_t offset, std::size_t len, const std::byte* data);
@@ -291,20 +299,21 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
 
 void NbdFile::Written(std::uint64_t offset, std::size_t len,
                       const std::byte* data) {
-  for (std::uint64_t b = offset / kLabelBytes, k = 0;
-       b < (offset + len) / kLabelBytes && b < size_ / kLabelBytes; ++b, ++k) {
-    sums_[b].store(BlockSum(data + k * kLabelBytes));
+  const auto [first, end] = Blocks(offset, len);
+  for (std::uint64_t b = first; b < end; ++b) {
+    sums_[b].store(BlockSum(data + (b - first) * kLabelBytes));
     written_[b].store(1);
     lost_block_[b].store(0);
   }
 }
 
 bool NbdFile::Matches(std::uint64_t offset, std::span<const std::byte> got) {
-  for (std::uint64_t k = 0; k + kLabelBytes <= got.size(); k += kLabelBytes) {
-    const std::uint64_t b = (offset + k) / kLabelBytes;
-    if (offset % kLabelBytes != 0 || b >= size_ / kLabelBytes) break;
+  // Whole blocks only (the store reads whole, aligned blocks).
+  if (offset % kLabelBytes != 0) return true;
+  const auto [first, end] = Blocks(offset, got.size() / kLabelBytes * kLabelBytes);
+  for (std::uint64_t b = first; b < end; ++b) {
     const std::uint64_t want = sums_[b].load();
-    if (want != 0 && BlockSum(got.data() + k) != want) {
+    if (want != 0 && BlockSum(got.data() + (b - first) * kLabelBytes) != want) {
       Log("block " + std::to_string(b) +
           " does not hold what was written to it; its read fails");
       return false;
@@ -314,11 +323,9 @@ bool NbdFile::Matches(std::uint64_t offset, std::span<const std::byte> got) {
 }
 
 long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
+  const auto [first, end] = Blocks(offset, out.size());
   auto lost = [&] {
-    for (std::uint64_t b = offset / kLabelBytes;
-         b < (offset + out.size() + kLabelBytes - 1) / kLabelBytes &&
-         b < size_ / kLabelBytes;
-         ++b) {
+    for (std::uint64_t b = first; b < end; ++b) {
       if (lost_block_[b].load() != 0) return true;
     }
     return false;
@@ -381,10 +388,8 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     // server's own refusal: nothing more to do.
     if (r == -EIO || r == -ETIMEDOUT) continue;
     sent[i] = true;
-    for (std::uint64_t b = ranges[i].offset / kLabelBytes;
-         b < (ranges[i].offset + ranges[i].len) / kLabelBytes &&
-         b < size_ / kLabelBytes;
-         ++b) {
+    const auto [first, end] = Blocks(ranges[i].offset, ranges[i].len);
+    for (std::uint64_t b = first; b < end; ++b) {
       written_[b].store(0);
       sums_[b].store(0);
     }
