@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/nbd_server.h"
 #include "testing/test_util.h"
 #include "tls_test_certs.h"
 #include "ztier/backing_store.h"
@@ -42,23 +43,17 @@ class Remote {
 
   void Start() {
     Sh("rm -f '" + sock_ + "'");
-    std::string nbdkit = Sh("command -v nbdkit").out;
-    while (!nbdkit.empty() && nbdkit.back() == '\n') nbdkit.pop_back();
-    std::vector<std::string> args = {nbdkit, "-f"};
+    std::vector<std::string> args = {"nbdkit", "-f"};
     if (!flag_.empty()) args.push_back(flag_);
     if (tls_) {
       args.push_back("--tls=require");
       args.push_back("--tls-certificates=" + dir_);
     }
     for (const char* a : {"-U", sock_.c_str(), "memory", "8M"}) args.push_back(a);
-    pid_ = ::ztier::testing::SpawnWithLog(args, dir_ + "/remote.log");
-    ASSERT_GT(pid_, 0);
-    // Ready once a client gets through the handshake.
-    const auto r = Sh("for i in $(seq 200); do timeout 2 nbdinfo --size '" +
-                      Uri() + "' >/dev/null 2>&1 && exit 0; sleep 0.05; "
-                      "done; exit 1");
-    ASSERT_EQ(r.exit_code, 0) << "nbdkit did not start: "
-                              << Sh("cat '" + dir_ + "/remote.log'").out;
+    std::string error;
+    pid_ = ::ztier::testing::SpawnNbdServer(args, Uri(), dir_ + "/remote.log",
+                                            &error);
+    ASSERT_GT(pid_, 0) << error;
   }
   // SIGSTOP, and back once every thread of it has stopped.
   void Stop() {

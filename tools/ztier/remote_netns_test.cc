@@ -33,6 +33,7 @@
 
 #include "testing/marked_pages.h"
 #include "testing/serve_process.h"
+#include "testing/nbd_server.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -128,20 +129,15 @@ class Remote {
 
   void Start() {
     std::vector<std::string> args = {
-        Trim(Sh("command -v ip").out), "netns", "exec", net_.remote(),
-        Trim(Sh("command -v nbdkit").out),
+        "ip", "netns", "exec", net_.remote(), "nbdkit",
         "-f", "--ipaddr", net_.RemoteAddr(), "--port", std::to_string(kPort)};
     if (!filter_.empty()) args.push_back("--filter=" + filter_[0]);
     args.push_back("file");
     args.push_back(file_);
     if (!filter_.empty()) args.push_back(filter_[1]);
-    pid_ = ztier::testing::SpawnWithLog(args, log_);
-    ASSERT_GT(pid_, 0);
-    const Shell r = Sh("for i in $(seq 200); do timeout 2 nbdinfo --size '" +
-                       Uri() + "' >/dev/null 2>&1 && exit 0; sleep 0.05; "
-                       "done; exit 1");
-    ASSERT_EQ(r.exit_code, 0) << "nbdkit did not start: "
-                              << Sh("cat '" + log_ + "'").out;
+    std::string error;
+    pid_ = ztier::testing::SpawnNbdServer(args, Uri(), log_, &error);
+    ASSERT_GT(pid_, 0) << error;
   }
   void Kill() {
     if (pid_ <= 0) return;

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "testing/serve_process.h"
+#include "testing/nbd_server.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -317,16 +318,12 @@ TEST(ServeServiceTest, RemoteWritebackDeviceFromTheConfigurationFile) {
   ASSERT_TRUE(Have("nbdcopy") && Have("nbdkit"));
   ScopedTempDir dir;
   const std::string remote_sock = dir.File("remote.sock");
-  const std::string nbdkit = Sh("command -v nbdkit | tr -d '\\n'").out;
-  const pid_t remote = ztier::testing::SpawnWithLog(
-      {nbdkit, "-f", "-U", remote_sock, "memory", "64M"},
-      dir.File("remote.log"));
-  ASSERT_GT(remote, 0);
   const std::string remote_uri = "nbd+unix:///?socket=" + remote_sock;
-  ASSERT_EQ(Sh("for i in $(seq 200); do nbdinfo --size " + Quote(remote_uri) +
-               " >/dev/null 2>&1 && exit 0; sleep 0.05; done; exit 1")
-                .exit_code,
-            0);
+  std::string error;
+  const pid_t remote = ztier::testing::SpawnNbdServer(
+      {"nbdkit", "-f", "-U", remote_sock, "memory", "64M"}, remote_uri,
+      dir.File("remote.log"), &error);
+  ASSERT_GT(remote, 0) << error;
   WriteFile(dir.File("ztier.conf"),
             "[zram0]\nzram-size = 16\nwriteback-device = " + remote_uri +
                 "\n[ztier]\nunix = " + dir.File("nbd.sock") + "\nctl = " +

@@ -24,6 +24,7 @@
 
 #include "testing/marked_pages.h"
 #include "testing/serve_process.h"
+#include "testing/nbd_server.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -183,17 +184,12 @@ TEST(WritebackFlowTest, RemoteNbdExportAsTheBackingDevice) {
   const std::string export_file = data.File("remote.img");
   const std::string sock = data.File("remote.sock");
   ASSERT_EQ(Sh("truncate -s 8M '" + export_file + "'").exit_code, 0);
-  std::string nbdkit = Sh("command -v nbdkit").out;
-  while (!nbdkit.empty() && nbdkit.back() == '\n') nbdkit.pop_back();
-  const pid_t remote = ztier::testing::SpawnWithLog(
-      {nbdkit, "-f", "-U", sock, "file", export_file},
-      data.File("remote.log"));
-  ASSERT_GT(remote, 0);
   const std::string uri = "nbd+unix:///?socket=" + sock;
-  ASSERT_EQ(Sh("for i in $(seq 200); do nbdinfo --size '" + uri +
-               "' >/dev/null 2>&1 && exit 0; sleep 0.05; done; exit 1")
-                .exit_code,
-            0);
+  std::string error;
+  const pid_t remote = ztier::testing::SpawnNbdServer(
+      {"nbdkit", "-f", "-U", sock, "file", export_file}, uri,
+      data.File("remote.log"), &error);
+  ASSERT_GT(remote, 0) << error;
   Server s({"--device", "zram0:4M", "--backing-dev", uri, "--backing-encrypt",
             "--backing-connections", "2", "--backing-timeout", "2"});
   ASSERT_TRUE(s.running()) << s.Log();
