@@ -18,12 +18,14 @@
 // count; the seed is fixed and printed).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -302,9 +304,35 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     EXPECT_GT(recompressed.load(), 0u);
 
     EXPECT_EQ(mismatches.load(), 0u);
-    // The pages recompressed during the run may all be overwritten or
-    // discarded (or written back) by now; one pass after the threads end
-    // leaves some at a secondary priority for the checks below to count.
+    // By now the pages recompressed during the run may all be overwritten,
+    // discarded or written back, and the writeback thread may have taken
+    // every page left (its last pass can come after the workers end). So
+    // the most text-like pages are stored once more, singly, and one pass
+    // after the threads end must recompress them: zstd's entropy coding
+    // wins on the text that the primary codec leaves as it is.
+    constexpr std::size_t kFresh = 8;
+    std::vector<std::size_t> by_text(kDistinctPages);
+    std::vector<std::size_t> text_bytes(kDistinctPages, 0);
+    for (std::size_t id = 0; id < kDistinctPages; ++id) {
+      by_text[id] = id;
+      if (id % 16 == 0) continue;  // same-filled
+      const std::byte* d = page(id).data();
+      while (text_bytes[id] < kPageSize &&
+             std::string_view("ztier page model ")
+                     .find(static_cast<char>(d[text_bytes[id]])) !=
+                 std::string_view::npos) {
+        ++text_bytes[id];
+      }
+    }
+    std::partial_sort(
+        by_text.begin(), by_text.begin() + kFresh, by_text.end(),
+        [&](std::size_t a, std::size_t b) {
+          return text_bytes[a] > text_bytes[b];
+        });
+    for (std::size_t k = 0; k < kFresh; ++k) {
+      ASSERT_OK(store.Store(k, page(by_text[k])));
+      models[0][k] = by_text[k];
+    }
     auto final_pass = store.Recompress({});
     ASSERT_TRUE(final_pass.has_value()) << final_pass.error().ToString();
     ASSERT_OK(final_pass->status);
@@ -333,7 +361,7 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     for (std::uint64_t n : s.priority_pages) by_priority += n;
     EXPECT_EQ(by_priority + s.same_pages + written_back, stored);
     EXPECT_EQ(s.unit_pages, in_units);
-    EXPECT_GT(final_pass->recompressed, 0u);
+    EXPECT_GE(final_pass->recompressed, kFresh);
     EXPECT_GE(s.priority_pages[1] + s.priority_pages[2],
               final_pass->recompressed);
     EXPECT_EQ(s.failed_reads, 0u);
