@@ -392,13 +392,26 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     if (!st.ok() && first_error.ok()) first_error = st;
     if (!statuses.empty()) statuses[i] = std::move(st);
   };
+  // A unit the batch covers whole is decompressed straight into `out`.
+  auto unit_run = [&](std::size_t i) {
+    Status st[internal::kMaxUnitPages];
+    const std::size_t n =
+        m.LoadUnitRun(first + i, out.data() + i * kPageSize, st);
+    for (std::size_t k = 0; k < n; ++k) report(i + k, std::move(st[k]));
+    return n;
+  };
   if (m.workers == nullptr) {
     // Serial: decompressing straight from the pool, page by page, is the
     // batch; copying the objects out first would only add work.
-    for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t i = 0; i < count;) {
+      if (m.MayStartUnit(first + i, count - i)) {
+        i += unit_run(i);
+        continue;
+      }
       Slot& s = m.slots[first + i];
       SlotLock lock(s);
       report(i, m.LoadLocked(first + i, s, out.data() + i * kPageSize));
+      ++i;
     }
     return first_error;
   }
@@ -409,6 +422,7 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       new std::byte[kMaxBatchSize * kPageSize]);
   BatchItem items[kMaxBatchSize];
   std::size_t page_of[kMaxBatchSize];
+  std::size_t loaded_to = 0;  // pages before it came with a unit run
   for (std::size_t c = 0; c < count; c += bs) {
     const std::size_t end = std::min(count, c + bs);
     std::size_t n = 0;
@@ -417,7 +431,12 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     // outside the slot locks, it pins that page's dictionary id (counted
     // as an object) until done, so that the id keeps its codec.
     int dict = -1;
-    for (std::size_t i = c; i < end; ++i) {
+    for (std::size_t i = std::max(c, loaded_to); i < end; ++i) {
+      if (m.MayStartUnit(first + i, count - i)) {
+        loaded_to = i + unit_run(i);
+        i = loaded_to - 1;
+        continue;
+      }
       Slot& s = m.slots[first + i];
       std::byte* dst = out.data() + i * kPageSize;
       SlotLock lock(s);

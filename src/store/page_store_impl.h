@@ -286,6 +286,24 @@ struct PageStore::Impl {
   // The parts of FreeSlotLocked and LoadLocked for a UNIT slot.
   void FreeUnitMemberLocked(std::uint64_t index, std::uint32_t f);
   Status LoadUnitLocked(std::uint64_t index, std::byte* out);
+  // Decompresses the unit of UNIT slot `index` (its members, in order) into
+  // out. REQUIRES: slot index locked.
+  Status DecompressUnitLocked(std::uint64_t index, std::byte* out);
+  // Loads the aligned run [first, first + unit_pages) into out, statuses[k]
+  // for page k, each page under its own lock (never two at once), and
+  // returns unit_pages; or, when `first` is not a UNIT slot of a unit that
+  // holds every page of the run, loads `first` alone and returns 1. A whole
+  // unit is decompressed once, straight into out: no copy through the
+  // thread's unit cache. REQUIRES: no slot lock held; first % unit_pages ==
+  // 0.
+  std::size_t LoadUnitRun(std::uint64_t first, std::byte* out,
+                          Status* statuses);
+  // True when the aligned run at `first` is worth a LoadUnitRun: a peek
+  // without the lock (LoadUnitRun checks again under it).
+  bool MayStartUnit(std::uint64_t first, std::size_t left) const {
+    return unit_pages != 0 && first % unit_pages == 0 && left >= unit_pages &&
+           (slots[first].flags.load(std::memory_order_relaxed) & slot::kUnit);
+  }
   // Reclaims the queued units; a no-op when none is. REQUIRES: no slot lock
   // and no stream held.
   void ReclaimUnits() ZT_EXCLUDES(*streams) {
@@ -562,10 +580,16 @@ struct PageStore::Impl {
       Add(failed_reads);
       return st;
     }
+    LoadedLocked(s);
+    return st;
+  }
+
+  // A load's effect on slot s: accessed now, not idle, counted.
+  // REQUIRES: s locked.
+  void LoadedLocked(Slot& s) ZT_REQUIRES(s) {
     s.ac_time = Now();
     SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
     Add(loads);
-    return st;
   }
 };
 

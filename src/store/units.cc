@@ -207,44 +207,87 @@ void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
   }
 }
 
-Status PageStore::Impl::LoadUnitLocked(std::uint64_t index, std::byte* out) {
+Status PageStore::Impl::DecompressUnitLocked(std::uint64_t index,
+                                             std::byte* out) {
   const std::uint64_t u = index / unit_pages;
   const internal::Unit& e = units[u];
+  std::byte* obj = UnitBuffer(2);
+  Status st;
+  for (int k = 0; k < e.pieces && st.ok(); ++k) {
+    std::span<std::byte> dst(obj + k * kPageSize, kPageSize);
+    if (!e.wb) {
+      pool->ReadInto(e.piece[k], dst);
+      continue;
+    }
+    Add(bd_reads);
+    alignas(kPageSize) thread_local std::byte block[kPageSize];
+    st = options.backing->ReadBlock(e.piece[k], MutablePage(block, kPageSize));
+    if (st.ok()) std::memcpy(dst.data(), block, kPageSize);
+  }
+  if (!st.ok()) return st;
+  const std::size_t n = static_cast<std::size_t>(std::popcount(e.members));
+  st = LocalDecompressor(*codec_of[e.dict][0].load(std::memory_order_acquire))
+           .Decompress(std::span<const std::byte>(obj, e.bytes),
+                       std::span<std::byte>(out, n * kPageSize));
+  if (!st.ok()) {
+    Add(decompress_fail);
+    st = Status::Corruption("slot " + std::to_string(index) + " (unit " +
+                            std::to_string(u) + "): " + st.message());
+  }
+  return st;
+}
+
+Status PageStore::Impl::LoadUnitLocked(std::uint64_t index, std::byte* out) {
+  const internal::Unit& e = units[index / unit_pages];
   UnitCache& cache = LocalUnitCache();
   if (cache.gen != e.gen) {
     cache.gen = 0;
-    std::byte* obj = UnitBuffer(2);
-    Status st;
-    for (int k = 0; k < e.pieces && st.ok(); ++k) {
-      std::span<std::byte> dst(obj + k * kPageSize, kPageSize);
-      if (!e.wb) {
-        pool->ReadInto(e.piece[k], dst);
-        continue;
-      }
-      Add(bd_reads);
-      alignas(kPageSize) thread_local std::byte block[kPageSize];
-      st = options.backing->ReadBlock(e.piece[k], MutablePage(block, kPageSize));
-      if (st.ok()) std::memcpy(dst.data(), block, kPageSize);
-    }
-    const std::size_t n = static_cast<std::size_t>(std::popcount(e.members));
-    if (st.ok()) {
-      st = LocalDecompressor(*codec_of[e.dict][0].load(std::memory_order_acquire))
-               .Decompress(std::span<const std::byte>(obj, e.bytes),
-                           std::span<std::byte>(cache.pages.get(),
-                                                n * kPageSize));
-      if (!st.ok()) {
-        Add(decompress_fail);
-        st = Status::Corruption("slot " + std::to_string(index) + " (unit " +
-                                std::to_string(u) + "): " + st.message());
-      }
-    }
-    if (!st.ok()) return st;
+    ZT_RETURN_IF_ERROR(DecompressUnitLocked(index, cache.pages.get()));
     cache.gen = e.gen;
   }
   const std::uint32_t bit = Bit(index, unit_pages);
   const int pos = std::popcount(e.members & (bit - 1));
   std::memcpy(out, cache.pages.get() + pos * kPageSize, kPageSize);
   return Status::Ok();
+}
+
+std::size_t PageStore::Impl::LoadUnitRun(std::uint64_t first, std::byte* out,
+                                         Status* statuses) {
+  const std::uint64_t u = first / unit_pages;
+  const internal::Unit& e = units[u];
+  const std::uint32_t all = (1u << unit_pages) - 1;
+  std::uint64_t gen = 0;
+  {
+    Slot& s = slots[first];
+    SlotLock lock(s);
+    if (!(SlotTable::Flags(s) & slot::kUnit) || e.members != all) {
+      statuses[0] = LoadLocked(first, s, out);
+      return 1;
+    }
+    Status st = DecompressUnitLocked(first, out);
+    if (!st.ok()) {
+      Add(failed_reads);
+      statuses[0] = std::move(st);
+      return 1;
+    }
+    gen = e.gen;
+    LoadedLocked(s);
+    statuses[0] = Status::Ok();
+  }
+  // Each other page: its copy in `out` is its data while it is still a
+  // member of the same generation (the object of a generation never
+  // changes, unit_table.h); else it is loaded on its own.
+  for (std::size_t k = 1; k < unit_pages; ++k) {
+    Slot& s = slots[first + k];
+    SlotLock lock(s);
+    if ((SlotTable::Flags(s) & slot::kUnit) && e.gen == gen) {
+      LoadedLocked(s);
+      statuses[k] = Status::Ok();
+    } else {
+      statuses[k] = LoadLocked(first + k, s, out + k * kPageSize);
+    }
+  }
+  return unit_pages;
 }
 
 void PageStore::Impl::ReclaimQueued() {

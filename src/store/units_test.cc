@@ -234,6 +234,53 @@ TEST(UnitsTest, DamagedUnitIsAnErrorForEveryPage) {
   ExpectRange(*store, 16, Pages(16, 16));
 }
 
+// A LoadBatch over whole units of all members decompresses each straight
+// into its buffer; pages detached since read as what they are now, and a
+// damaged unit is an error for each of its pages, on both backends.
+TEST(UnitsTest, BatchOverWholeUnitsReadsDetachedAndDamagedPagesRight) {
+  for (const BatchBackend backend :
+       {BatchBackend::kSerial, BatchBackend::kParallel}) {
+    SCOPED_TRACE(BatchBackendName(backend));
+    auto store = MakeStore(64, 16, {.batch_backend = backend});
+    const std::size_t base = DenseBase();
+    auto want = Pages(0, 48, base);
+    ASSERT_OK(store->StoreBatch(0, want));
+    ASSERT_EQ(store->Stats().units, 3u);
+    ASSERT_EQ(store->Stats().unit_pages, 48u);
+    // Unit 0 loses page 2 to an overwrite and page 5 to a discard; unit 2
+    // is damaged.
+    const auto newer = Pages(300, 1);
+    ASSERT_OK(store->Store(2, ConstPage(newer.data(), kPageSize)));
+    ASSERT_OK(store->Discard(5));
+    std::memcpy(want.data() + 2 * kPageSize, newer.data(), kPageSize);
+    std::memset(want.data() + 5 * kPageSize, 0, kPageSize);
+    ASSERT_TRUE(PageStoreTestPeer::CorruptUnit(*store, 40));
+    const std::uint64_t failed = store->Stats().failed_reads;
+    // From slot 1: unit 0 is not covered whole, unit 1 is, unit 2 too.
+    std::vector<std::byte> out(47 * kPageSize);
+    std::vector<Status> statuses(47);
+    EXPECT_EQ(store->LoadBatch(1, out, statuses).code(),
+              StatusCode::kCorruption);
+    for (std::size_t i = 1; i < 48; ++i) {
+      const Status& st = statuses[i - 1];
+      if (i >= 32) {
+        EXPECT_EQ(st.code(), StatusCode::kCorruption) << "slot " << i;
+        continue;
+      }
+      ASSERT_TRUE(st.ok()) << "slot " << i << ": " << st.ToString();
+      EXPECT_EQ(std::memcmp(out.data() + (i - 1) * kPageSize,
+                            want.data() + i * kPageSize, kPageSize),
+                0)
+          << "slot " << i;
+    }
+    EXPECT_EQ(store->Stats().failed_reads, failed + 16);
+    // From slot 0: unit 0 whole, with its detached pages.
+    out.resize(32 * kPageSize);
+    ASSERT_OK(store->LoadBatch(0, out));
+    EXPECT_EQ(std::memcmp(out.data(), want.data(), out.size()), 0);
+  }
+}
+
 // A unit whose survivors cannot be read is not reclaimed, and not tried
 // again with every later free; nothing of it is a client's failed write.
 TEST(UnitsTest, AReclaimThatCannotReadTheUnitGivesUpOnce) {

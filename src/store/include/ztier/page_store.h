@@ -127,6 +127,8 @@ struct PageStoreOptions {
   //   - Loads: reading one page decompresses the whole unit into a
   //     per-thread copy of the last unit decompressed, so the unit's other
   //     pages read next (sequential reads, readahead) cost a copy each. A
+  //     LoadBatch that covers a whole unit of unit_pages members (none
+  //     same-filled) decompresses it once straight into its buffer. A
   //     random 4 KiB read costs the unit's decompression, about unit_pages
   //     times a page's (bench ratio measures it).
   //   - Overwriting or discarding a page detaches it; the object stays for
