@@ -724,22 +724,29 @@ Status Device::Impl::Write(std::uint64_t offset,
   if (unit == 0 || a >= b) return WritePageByPageLocked(offset, data);
   ZT_RETURN_IF_ERROR(WritePageByPageLocked(offset, data.first(a - offset)));
   for (std::uint64_t r = a; r < b; r += unit) {
-    const auto run = data.subspan(r - offset, unit);
-    Status s = store_->StoreBatch(r / kPageSize, run);
-    if (s.code() == StatusCode::kResourceExhausted) {
-      // All-or-nothing emptied the run: page by page, so that the pages
-      // before the one the limit stops are written. The pages of this run
-      // from there on read as zeros; the runs after it keep their content.
-      for (std::uint64_t p = 0; p < unit; p += kPageSize) {
-        s = store_->Store((r + p) / kPageSize,
-                          ConstPage(run.data() + p, kPageSize));
-        if (!s.ok()) break;
-      }
-    }
-    NoteMemLimit(s);
-    ZT_RETURN_IF_ERROR(s);
+    // If the limit stops a page, the pages of this run from there on read
+    // as zeros (all-or-nothing emptied it); the runs after it keep their
+    // content.
+    ZT_RETURN_IF_ERROR(
+        StoreRunLocked(r / kPageSize, data.subspan(r - offset, unit)));
   }
   return WritePageByPageLocked(b, data.subspan(b - offset));
+}
+
+Status Device::Impl::StoreRunLocked(std::uint64_t first,
+                                    std::span<const std::byte> pages) {
+  Status s = store_->StoreBatch(first, pages);
+  if (s.code() == StatusCode::kResourceExhausted) {
+    // All-or-nothing refused the run: page by page, so that the pages
+    // before the one the limit stops are written.
+    for (std::uint64_t p = 0; p < pages.size(); p += kPageSize) {
+      s = store_->Store(first + p / kPageSize,
+                        ConstPage(pages.data() + p, kPageSize));
+      if (!s.ok()) break;
+    }
+  }
+  NoteMemLimit(s);
+  return s;
 }
 
 Status Device::Impl::WritePageByPageLocked(std::uint64_t offset,
@@ -787,19 +794,8 @@ Status Device::Impl::WritePagesLocked(std::uint64_t offset,
     }
     // The run of whole pages from here.
     const std::uint64_t run = left & ~kPageMask;
-    const auto pages = data.subspan(done, run);
-    Status s = store_->StoreBatch(pos / kPageSize, pages);
-    if (s.code() == StatusCode::kResourceExhausted) {
-      // All-or-nothing refused the run: page by page, as Write, so the
-      // pages before the one the limit stops are written.
-      for (std::uint64_t p = 0; p < run; p += kPageSize) {
-        s = store_->Store((pos + p) / kPageSize,
-                          ConstPage(pages.data() + p, kPageSize));
-        if (!s.ok()) break;
-      }
-    }
-    NoteMemLimit(s);
-    ZT_RETURN_IF_ERROR(s);
+    ZT_RETURN_IF_ERROR(
+        StoreRunLocked(pos / kPageSize, data.subspan(done, run)));
     done += run;
   }
   return Status::Ok();

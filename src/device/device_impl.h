@@ -67,6 +67,10 @@ struct Device::Impl {
                           std::span<const std::byte> data);
   Status WritePageByPageLocked(std::uint64_t offset,
                                std::span<const std::byte> data);
+  // Stores whole pages from page `first` with one StoreBatch; if the memory
+  // limit refuses the batch, page by page up to the page it stops.
+  // REQUIRES: as above.
+  Status StoreRunLocked(std::uint64_t first, std::span<const std::byte> pages);
   Status Trim(std::uint64_t offset, std::uint64_t length);
   Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
   Status Flush();

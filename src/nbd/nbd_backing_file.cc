@@ -562,13 +562,6 @@ Status NbdFile::Open() {
 
 }  // namespace
 
-bool IsNbdUri(std::string_view path) {
-  for (std::string_view scheme : {"nbd:", "nbds:", "nbd+unix:", "nbds+unix:"}) {
-    if (path.substr(0, scheme.size()) == scheme) return true;
-  }
-  return false;
-}
-
 Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
     const std::string& uri, const NbdBackingOptions& options) {
   if (!IsNbdUri(uri)) {

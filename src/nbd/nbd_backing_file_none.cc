@@ -4,13 +4,6 @@
 
 namespace ztier::nbd {
 
-bool IsNbdUri(std::string_view path) {
-  for (std::string_view scheme : {"nbd:", "nbds:", "nbd+unix:", "nbds+unix:"}) {
-    if (path.substr(0, scheme.size()) == scheme) return true;
-  }
-  return false;
-}
-
 Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
     const std::string& uri, const NbdBackingOptions&) {
   return Err(Status::Unsupported(

@@ -69,6 +69,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -85,8 +86,15 @@ struct NbdBackingOptions {
   std::function<void(const std::string&)> log;
 };
 
-// Whether `path` is an NBD URI (nbd:, nbds:, nbd+unix:, nbds+unix:).
-bool IsNbdUri(std::string_view path);
+// Whether `path` is an NBD URI (nbd:, nbds:, nbd+unix:, nbds+unix:). The
+// same with or without libnbd, so a build without it still names the URI
+// it cannot open.
+inline bool IsNbdUri(std::string_view path) {
+  for (std::string_view scheme : {"nbd:", "nbds:", "nbd+unix:", "nbds+unix:"}) {
+    if (path.starts_with(scheme)) return true;
+  }
+  return false;
+}
 
 // Connects (each connection within timeout_ms), checks the export (at
 // least two blocks, writable) and writes the label. Errors: kInvalidArgument
