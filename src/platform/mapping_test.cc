@@ -35,15 +35,24 @@ std::size_t ResidentPages(const Mapping& m) {
   return n;
 }
 
-// The VmFlags line of the /proc/self/smaps entry that starts at `p`.
+// The VmFlags line of the /proc/self/smaps entry that holds `p`. Not the
+// one that starts at p: the kernel merges a mapping with a neighbour of the
+// same flags (vma_merge), so its entry may start lower; a merged entry has
+// the flags of both.
 std::string VmFlags(const void* p) {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
   std::ifstream smaps("/proc/self/smaps");
-  std::ostringstream start;
-  start << std::hex << reinterpret_cast<std::uintptr_t>(p) << '-';
   std::string line;
   bool in = false;
   while (std::getline(smaps, line)) {
-    if (line.rfind(start.str(), 0) == 0) in = true;
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> lo >> dash >> hi && dash == '-' &&
+        line.find(' ') != std::string::npos) {
+      in = lo <= at && at < hi;
+      continue;
+    }
     if (in && line.rfind("VmFlags:", 0) == 0) return line + " ";
   }
   return "";
