@@ -154,11 +154,10 @@ class NbdFile final : public BackingFile {
   bool multi_conn_ = false;
   bool can_trim_ = false;
   alignas(4096) std::byte label_[kLabelBytes] = {};
-  // Per block: written at least once since the label was last written.
-  std::unique_ptr<std::atomic<std::uint8_t>[]> written_;
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
-  // Per block: BlockSum of what was last written there, 0 for none. A
-  // read that finds other bytes fails (see Read).
+  // Per block: BlockSum of what was last written there since the label was
+  // last written, 0 for none (never written, trimmed or lost). A read that
+  // finds other bytes fails (see Read).
   std::unique_ptr<std::atomic<std::uint64_t>[]> sums_;
   std::atomic<std::uint64_t> lost_{0};
   std::mutex check_mu_;  // one remote check (and label rewrite) at a time
@@ -255,7 +254,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   }
   std::uint64_t lost = 0;
   for (std::uint64_t b = 0; b < size_ / kLabelBytes; ++b) {
-    if (written_[b].exchange(0) != 0) {
+    if (sums_[b].exchange(0) != 0) {
       lost_block_[b].store(1);
       ++lost;
     }
@@ -302,7 +301,6 @@ void NbdFile::Written(std::uint64_t offset, std::size_t len,
   const auto [first, end] = Blocks(offset, len);
   for (std::uint64_t b = first; b < end; ++b) {
     sums_[b].store(BlockSum(data + (b - first) * kLabelBytes));
-    written_[b].store(1);
     lost_block_[b].store(0);
   }
 }
@@ -390,7 +388,6 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     sent[i] = true;
     const auto [first, end] = Blocks(ranges[i].offset, ranges[i].len);
     for (std::uint64_t b = first; b < end; ++b) {
-      written_[b].store(0);
       sums_[b].store(0);
     }
   }
@@ -543,7 +540,6 @@ Status NbdFile::Open() {
   multi_conn_ = nbd_can_multi_conn(c.h) == 1;
   can_trim_ = nbd_can_trim(c.h) == 1;
   const std::size_t blocks = size_ / kLabelBytes;
-  written_.reset(new std::atomic<std::uint8_t>[blocks]());
   lost_block_.reset(new std::atomic<std::uint8_t>[blocks]());
   sums_.reset(new std::atomic<std::uint64_t>[blocks]());
   std::memcpy(label_, kMagic, sizeof(kMagic));
