@@ -90,8 +90,11 @@ std::vector<std::byte> Page(std::size_t i) {
   return p;
 }
 
-std::unique_ptr<PageStore> StoreOn(std::shared_ptr<BackingFile> file) {
-  auto bs = BackingStore::Open({.file = std::move(file)});
+// A store that writes back to `file`, with the rest of `bo`.
+std::unique_ptr<PageStore> StoreOn(std::shared_ptr<BackingFile> file,
+                                   BackingOptions bo = {}) {
+  bo.file = std::move(file);
+  auto bs = BackingStore::Open(bo);
   EXPECT_TRUE(bs.has_value()) << bs.error().ToString();
   PageStoreOptions o;
   o.num_pages = kPages;
@@ -177,19 +180,13 @@ TEST(NbdBackingFileTest, CompressedAndEncryptedWriteback) {
   Remote remote(dir);
   auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 2});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
-  auto bs = BackingStore::Open({.encrypt = true, .file = *file});
-  ASSERT_TRUE(bs.has_value()) << bs.error().ToString();
-  PageStoreOptions o;
-  o.num_pages = kPages;
-  o.backing = std::move(*bs);
-  auto store = PageStore::Create(o);
-  ASSERT_TRUE(store.has_value()) << store.error().ToString();
-  Fill(**store, 0, kPages);
-  const WritebackResult r = WriteBackIdle(**store, /*compressed=*/true);
+  auto store = StoreOn(*file, {.encrypt = true});
+  Fill(*store, 0, kPages);
+  const WritebackResult r = WriteBackIdle(*store, /*compressed=*/true);
   ASSERT_OK(r.status);
   EXPECT_EQ(r.written, kPages);
-  EXPECT_EQ((*store)->Stats().bd_count, kPages);
-  Expect(**store, 0, kPages);
+  EXPECT_EQ(store->Stats().bd_count, kPages);
+  Expect(*store, 0, kPages);
   // The remote holds none of the pages' text.
   const auto raw = Sh("nbdcopy '" + remote.Uri() + "' - | grep -c -a "
                       "'of the remote test'");

@@ -514,14 +514,15 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           Add(bd_writes, static_cast<std::uint64_t>(j.pieces));
           result->written += live;
         } else {
+          const bool unwritten = j.io_failed || j.not_written;
           for (int k = 0; k < j.got; ++k) {
-            if (j.io_failed || j.not_written) {
+            if (unwritten) {
               bs.FreeUnwritten(j.blocks[k]);
             } else {
               bs.Free(j.blocks[k]);
             }
           }
-          if (j.io_failed || j.not_written) {
+          if (unwritten) {
             for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
           }
           if (j.io_failed) {

@@ -310,8 +310,6 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
-// unit-pages in [ztier]: whole aligned 64 KiB runs written over NBD become
-// units, which status --json counts, and which read back as written.
 // writeback-device = an NBD URI in the configuration file: the device
 // writes back to that export (nbdkit memory on a Unix socket here).
 TEST(ServeServiceTest, RemoteWritebackDeviceFromTheConfigurationFile) {
@@ -353,6 +351,8 @@ TEST(ServeServiceTest, RemoteWritebackDeviceFromTheConfigurationFile) {
   ::waitpid(remote, nullptr, 0);
 }
 
+// unit-pages in [ztier]: whole aligned 64 KiB runs written over NBD become
+// units, which status --json counts, and which read back as written.
 TEST(ServeServiceTest, UnitPagesFromTheConfigurationFile) {
   ASSERT_TRUE(Have("nbdcopy"));
   ScopedTempDir dir;
