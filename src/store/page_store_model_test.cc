@@ -111,6 +111,9 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
 
     std::atomic<bool> done{false};
     std::atomic<std::size_t> mismatches{0};
+    // Dictionaries trained by the trainer thread below while the workers
+    // run.
+    std::atomic<std::uint64_t> trained{0};
     std::vector<std::unordered_map<std::size_t, std::size_t>> models(kWorkers);
     const std::size_t ops_per_worker =
         (main_pass ? total_ops : total_ops / 4) / kWorkers;
@@ -132,7 +135,13 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
           ADD_FAILURE() << "slot " << base + slot << " holds wrong data";
         }
       };
-      for (std::size_t op = 0; op < ops_per_worker; ++op) {
+      // A short run can end before a dictionary is accepted (the store
+      // refuses one that would not help): workers then go on, up to four
+      // times their share, until one is.
+      for (std::size_t op = 0;
+           op < ops_per_worker ||
+           (trained.load() == 0 && op < 4 * ops_per_worker);
+           ++op) {
         const unsigned r = rng() % 100;
         const std::size_t slot = rng() % kSlotsPerWorker;
         if (r < 30) {
@@ -240,7 +249,6 @@ TEST(PageStoreModelTest, MillionMixedOpsMatchAReferenceMap) {
     });
     // Dictionaries: refused while every id holds pages or when one would
     // not help (both leave the store as it was); trained otherwise.
-    std::atomic<std::uint64_t> trained{0};
     std::thread trainer([&] {
       while (!done.load()) {
         auto r = store.TrainDictionary({.dict_bytes = 4096});
