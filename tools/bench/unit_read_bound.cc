@@ -11,8 +11,15 @@
 //   unit whole    decompress the page's whole unit (what ztier does);
 //   unit prefix   decompress the unit only up to the end of the page
 //                 (LZ4_decompress_safe_partial; zstd, streaming into an
-//                 output that ends there).
-// Prints the MB/s of pages read and each unit figure over per-page.
+//                 output that ends there);
+//   anchor        a unit design that reads a page with one other: each
+//                 page after the unit's first is compressed alone with
+//                 that first page as its dictionary (raw content), so a
+//                 read decompresses the first page, then the page with it
+//                 (LZ4_decompress_safe_usingDict, ZSTD_decompress_usingDict).
+// Prints the MB/s of pages read and each unit figure over per-page, and
+// the compressed bytes of units and of anchors over per-page's: what each
+// design saves in memory against what its reads cost.
 #include <lz4.h>
 #include <zstd.h>
 
@@ -36,15 +43,34 @@ double Seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-std::vector<char> Compress(bool lz4, const char* src, std::size_t n) {
+// `n` bytes at `src` compressed, with the `dict_len` bytes at `dict` as
+// raw-content dictionary when dict_len > 0.
+std::vector<char> Compress(bool lz4, const char* src, std::size_t n,
+                           const char* dict = nullptr,
+                           std::size_t dict_len = 0) {
   std::vector<char> out(ZSTD_compressBound(n) + LZ4_compressBound(n));
-  const std::size_t len =
-      lz4 ? static_cast<std::size_t>(LZ4_compress_default(
-                src, out.data(), static_cast<int>(n),
-                static_cast<int>(out.size())))
-          : ZSTD_compress(out.data(), out.size(), src, n, 3);
+  std::size_t len = 0;
+  if (lz4) {
+    LZ4_stream_t stream;
+    LZ4_initStream(&stream, sizeof(stream));
+    LZ4_loadDict(&stream, dict, static_cast<int>(dict_len));
+    len = static_cast<std::size_t>(LZ4_compress_fast_continue(
+        &stream, src, out.data(), static_cast<int>(n),
+        static_cast<int>(out.size()), 1));
+  } else {
+    ZSTD_CCtx* cctx = ZSTD_createCCtx();
+    len = ZSTD_compress_usingDict(cctx, out.data(), out.size(), src, n, dict,
+                                  dict_len, 3);
+    ZSTD_freeCCtx(cctx);
+  }
   out.resize(len);
   return out;
+}
+
+std::size_t Bytes(const std::vector<std::vector<char>>& objs) {
+  std::size_t n = 0;
+  for (const std::vector<char>& o : objs) n += o.size();
+  return n;
 }
 
 }  // namespace
@@ -69,9 +95,14 @@ int main(int argc, char** argv) {
   std::vector<char> out(kUnit * kPage);
   ZSTD_DCtx* dctx = ZSTD_createDCtx();
   for (const bool lz4 : {true, false}) {
-    std::vector<std::vector<char>> page_obj(pages), unit_obj(units);
+    std::vector<std::vector<char>> page_obj(pages), unit_obj(units),
+        anchor_obj(pages);
     for (std::size_t i = 0; i < pages; ++i) {
       page_obj[i] = Compress(lz4, &data[i * kPage], kPage);
+      const std::size_t first = i - i % kUnit;
+      anchor_obj[i] = i == first ? page_obj[i]
+                                 : Compress(lz4, &data[i * kPage], kPage,
+                                            &data[first * kPage], kPage);
     }
     for (std::size_t u = 0; u < units; ++u) {
       unit_obj[u] = Compress(lz4, &data[u * kUnit * kPage], kUnit * kPage);
@@ -117,14 +148,41 @@ int main(int argc, char** argv) {
         }
       }
       const auto t3 = Clock::now();
+      char* anchor = &out[kPage];  // the unit's first page, decompressed
+      for (const std::size_t i : order) {
+        const std::size_t first = i - i % kUnit;
+        const std::vector<char>& a = anchor_obj[first];
+        const std::vector<char>& o = anchor_obj[i];
+        if (lz4) {
+          LZ4_decompress_safe(a.data(), anchor, static_cast<int>(a.size()),
+                              kPage);
+          if (i == first) continue;
+          LZ4_decompress_safe_usingDict(o.data(), out.data(),
+                                        static_cast<int>(o.size()), kPage,
+                                        anchor, kPage);
+          continue;
+        }
+        ZSTD_decompressDCtx(dctx, anchor, kPage, a.data(), a.size());
+        if (i == first) continue;
+        ZSTD_decompress_usingDict(dctx, out.data(), kPage, o.data(), o.size(),
+                                  anchor, kPage);
+      }
+      const auto t4 = Clock::now();
       const double mb = static_cast<double>(pages * kPage) / 1e6;
       std::printf(
           "%s %s run %d: per-page %.0f MB/s, unit whole %.0f MB/s (%.3fx), "
-          "unit prefix %.0f MB/s (%.3fx)\n",
+          "unit prefix %.0f MB/s (%.3fx), anchor %.0f MB/s (%.3fx)\n",
           argv[1], lz4 ? "lz4" : "zstd", rep + 1, mb / Seconds(t0, t1),
           mb / Seconds(t1, t2), Seconds(t0, t1) / Seconds(t1, t2),
-          mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3));
+          mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3),
+          mb / Seconds(t3, t4), Seconds(t0, t1) / Seconds(t3, t4));
     }
+    const double per_page = static_cast<double>(Bytes(page_obj));
+    std::printf(
+        "%s %s compressed bytes over per-page: units of %zu %.3f, anchor "
+        "%.3f\n",
+        argv[1], lz4 ? "lz4" : "zstd", kUnit, Bytes(unit_obj) / per_page,
+        Bytes(anchor_obj) / per_page);
   }
   ZSTD_freeDCtx(dctx);
   return 0;
