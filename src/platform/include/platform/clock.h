@@ -10,9 +10,16 @@
 // advance while the machine is suspended. Wall-clock time (logs, file
 // dates) is not taken from here.
 //
+// MonotonicSeconds reads the same clock through CLOCK_MONOTONIC_COARSE: the
+// time of the last timer tick (at most a few milliseconds behind), which the
+// vDSO returns without reading the CPU's counter. Stores and loads stamp
+// every page they touch with it, and a page's age needs only seconds.
+//
 // Thread safety: reading the clock is safe from any thread.
 #ifndef ZTIER_PLATFORM_CLOCK_H_
 #define ZTIER_PLATFORM_CLOCK_H_
+
+#include <time.h>
 
 #include <chrono>
 #include <cstdint>
@@ -30,12 +37,12 @@ inline std::uint64_t MonotonicNs() {
           .count());
 }
 
-// Whole seconds on the same clock; wraps after 136 years of uptime.
+// Whole seconds on the same clock, at tick resolution (above); wraps after
+// 136 years of uptime.
 inline std::uint32_t MonotonicSeconds() {
-  return static_cast<std::uint32_t>(
-      std::chrono::duration_cast<std::chrono::seconds>(
-          MonotonicClock::now().time_since_epoch())
-          .count());
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::uint32_t>(ts.tv_sec);
 }
 
 }  // namespace ztier::platform
