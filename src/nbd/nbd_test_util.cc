@@ -3,7 +3,6 @@
 
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "nbd/protocol.h"
+#include "platform/socket.h"
 
 namespace ztier::nbd::testing {
 
@@ -83,14 +83,8 @@ bool HaveProgram(const std::string& name) {
 // ---- RawClient ----
 
 RawClient::RawClient(const std::string& socket_path) {
-  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  struct sockaddr_un addr = {};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
-  if (::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd_);
-    fd_ = -1;
-  }
+  const Result<int> fd = platform::ConnectUnix(socket_path);
+  fd_ = fd.has_value() ? *fd : -1;
 }
 
 RawClient::~RawClient() { Close(); }
@@ -103,10 +97,10 @@ void RawClient::Close() {
 bool RawClient::Send(const void* data, std::size_t n) {
   const auto* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t w = ::send(fd_, p, n, MSG_NOSIGNAL);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
+    const Result<std::size_t> w = platform::Send(fd_, p, n, false);
+    if (!w.has_value() || *w == 0) return false;
+    p += *w;
+    n -= *w;
   }
   return true;
 }
@@ -116,10 +110,10 @@ bool RawClient::Recv(void* data, std::size_t n) {
   while (n > 0) {
     struct pollfd pfd = {fd_, POLLIN, 0};
     if (::poll(&pfd, 1, 10000) <= 0) return false;
-    const ssize_t r = ::recv(fd_, p, n, 0);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
+    const Result<std::size_t> r = platform::Receive(fd_, p, n);
+    if (!r.has_value() || *r == 0) return false;
+    p += *r;
+    n -= *r;
   }
   return true;
 }
