@@ -423,9 +423,9 @@ class PageStore {
   // path). With the parallel backend, each batch's compressed objects are
   // copied out under their slot locks and decompressed in one fanned-out
   // DecompressBatch call; with the serial backend each page is decompressed
-  // straight from the pool, which is the cheaper way on one thread. Each page is loaded or fails on its
-  // own; `statuses`, if not empty, receives each page's result (REQUIRES: one
-  // per page). Returns the first error.
+  // straight from the pool, which is the cheaper way on one thread. Each
+  // page is loaded or fails on its own; `statuses`, if not empty, receives
+  // each page's result (REQUIRES: one per page). Returns the first error.
   Status LoadBatch(std::uint64_t first, std::span<std::byte> out,
                    std::span<Status> statuses = {});
 
