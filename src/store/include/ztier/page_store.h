@@ -116,7 +116,8 @@ struct PageStoreOptions {
   bool prealloc = false;
   PoolOptions pool;
   // Seconds on a monotonic clock, for slot access times and age-based idle
-  // marking. Null: CLOCK_MONOTONIC. Tests inject their own.
+  // marking. Null: CLOCK_MONOTONIC, read at tick resolution
+  // (platform::MonotonicSeconds). Tests inject their own.
   std::function<std::uint32_t()> clock;
   // Multi-page objects ("units"): 0 (or 1) off; 4, 8 or 16 (else
   // kInvalidArgument). A StoreBatch that covers a whole aligned run of
