@@ -59,15 +59,21 @@ wait $w
 rc=$?
 out=$(cat /tmp/out)
 echo "$out"
-# With discard, the slots the workload freed leave the pool; the kernel
-# discards freed swap clusters from queued work, so poll (bounded).
+# With discard, the slots the workload freed leave the pool. The kernel
+# discards a swap cluster (512 pages with THP swap) from queued work once
+# every slot in it is free (free_cluster() in mm/swapfile.c), so poll
+# (bounded). A page still in swap after the workload (150-170 of them,
+# other processes' and the swap cache's) keeps its whole cluster, and
+# 3-12% of the peak was seen to stay; without discards nearly all of it
+# would. So the check asks that most of the workload's pages went.
 _discarded() {
   mm=$(zt_ctl mm_stat)
   [ "$(field "$mm" 1)" -le $((peak_swap * 1024 / 10)) ]
 }
 wait_until 30 _discarded
+swap_after=$(awk '/^SwapTotal:/ {t=$2} /^SwapFree:/ {f=$2} END {print t-f}' /proc/meminfo)
 echo "@@RESULT swap ublk: workload $MIB MiB = 2 x MemTotal ($total_kib KiB); $out"
-echo "@@RESULT swap ublk: peak swap used $peak_swap KiB, $t s"
+echo "@@RESULT swap ublk: peak swap used $peak_swap KiB, $t s; $swap_after KiB still used after"
 echo "@@RESULT mm_stat after the workload: $mm"
 check "every word read back (patterns status $rc)" "$rc" = 0
 check "the workload went through swap (peak $peak_swap KiB used)" \
@@ -77,8 +83,8 @@ check "the workload went through swap (peak $peak_swap KiB used)" \
 # 1/40); with discard, what the workload freed left the pool.
 check "ztier's pool held the swapped pages (mem_used_max $(field "$mm" 5) >= 1/100 of $peak_swap KiB)" \
   "$(field "$mm" 5)" -ge $((peak_swap * 1024 / 100))
-check "discard freed the workload's pages (orig_data_size $(field "$mm" 1) <= 10% of $peak_swap KiB)" \
-  "$(field "$mm" 1)" -le $((peak_swap * 1024 / 10))
+check "discard freed the workload's pages (orig_data_size $(field "$mm" 1) <= 1/3 of $peak_swap KiB)" \
+  "$(field "$mm" 1)" -le $((peak_swap * 1024 / 3))
 zt_running
 check "ztier serve still running after the workload" $? = 0
 swapoff "$DEV"
