@@ -63,6 +63,18 @@ std::unique_ptr<PageStore> MakeStore(std::size_t pages, std::size_t unit,
   return s.has_value() ? std::move(*s) : nullptr;
 }
 
+// Options with a backing file of `blocks` blocks in `dir`, for writeback.
+PageStoreOptions WithBacking(const ScopedTempDir& dir, std::size_t blocks) {
+  BackingOptions bo;
+  bo.path = dir.File("backing");
+  bo.size_bytes = blocks * kPageSize;
+  auto backing = BackingStore::Open(bo);
+  EXPECT_TRUE(backing.has_value()) << backing.error().ToString();
+  PageStoreOptions o;
+  if (backing.has_value()) o.backing = std::move(*backing);
+  return o;
+}
+
 void ExpectRange(PageStore& store, std::size_t first,
                  const std::vector<std::byte>& want) {
   std::vector<std::byte> out(kPageSize);
@@ -328,14 +340,7 @@ TEST(UnitsTest, MemLimitRefusesTheWholeBatch) {
 
 TEST(UnitsTest, WritebackWritesEachUnitOnce) {
   ScopedTempDir dir;
-  BackingOptions bo;
-  bo.path = dir.File("backing");
-  bo.size_bytes = 1024 * kPageSize;
-  auto backing = BackingStore::Open(bo);
-  ASSERT_TRUE(backing.has_value()) << backing.error().ToString();
-  PageStoreOptions o;
-  o.backing = std::move(*backing);
-  auto store = MakeStore(256, 16, o);
+  auto store = MakeStore(256, 16, WithBacking(dir, 1024));
   const auto data = Pages(0, 256, DenseBase(), 9);
   ASSERT_OK(store->StoreBatch(0, data));
   const PageStoreStats before = store->Stats();
@@ -472,13 +477,7 @@ TEST(UnitsTest, BatchReadsRacingWritesNeverGoBack) {
        {BatchBackend::kSerial, BatchBackend::kParallel}) {
     SCOPED_TRACE(BatchBackendName(backend));
     ScopedTempDir dir;
-    BackingOptions bo;
-    bo.path = dir.File("backing");
-    bo.size_bytes = 4096 * kPageSize;
-    auto backing = BackingStore::Open(bo);
-    ASSERT_TRUE(backing.has_value()) << backing.error().ToString();
-    PageStoreOptions o;
-    o.backing = std::move(*backing);
+    PageStoreOptions o = WithBacking(dir, 4096);
     o.batch_backend = backend;
     o.batch_size = 4;  // chunks smaller than a unit
     auto store = MakeStore(kPages, kUnit, o);
