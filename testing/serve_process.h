@@ -68,11 +68,22 @@ class ServeProcess {
   }
   // Until the log holds `text` (true), or 10 s pass.
   bool WaitForLog(const std::string& text) const {
-    for (int i = 0; i < 1000; ++i) {
-      if (Log().find(text) != std::string::npos) return true;
+    return WaitForLog(
+        [&](const std::string& log) {
+          return log.find(text) != std::string::npos;
+        },
+        std::chrono::seconds(10));
+  }
+  // Until `holds(log)` is true (true), or `timeout` passes; the log is
+  // read every 10 ms.
+  template <typename Pred>
+  bool WaitForLog(Pred holds, std::chrono::milliseconds timeout) const {
+    for (auto waited = std::chrono::milliseconds(0);;
+         waited += std::chrono::milliseconds(10)) {
+      if (holds(Log())) return true;
+      if (waited >= timeout) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    return false;
   }
   // SIGTERM (if it still runs), then its exit status.
   int Stop() {

@@ -456,7 +456,6 @@ TEST(UnitsTest, ReadsRaceDetachReclaimAndCompaction) {
   EXPECT_EQ(st.unit_pages, in_units);
 }
 
-
 // LoadBatch over whole units (and runs that start inside one) racing one
 // writer's unit rewrites, single-page overwrites, compaction and writeback
 // of units, on both batch backends. Each page written carries (slot,

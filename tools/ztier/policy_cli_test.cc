@@ -11,7 +11,6 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "testing/serve_process.h"
@@ -104,12 +103,12 @@ TEST(ServePolicyTest, PassesRecompressAndWriteBackWithinTheBudget) {
   const std::regex recompressed(
       "zram0: policy pass: [0-9]+ idle pages examined, [1-9][0-9]* "
       "recompressed, [1-9][0-9]* bytes saved");
-  bool said = false;
-  for (int i = 0; i < 300 && !said; ++i) {
-    said = std::regex_search(serve.Log(), recompressed);
-    if (!said) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_TRUE(said) << serve.Log();
+  EXPECT_TRUE(serve.WaitForLog(
+      [&](const std::string& log) {
+        return std::regex_search(log, recompressed);
+      },
+      std::chrono::seconds(30)))
+      << serve.Log();
   EXPECT_EQ(serve.Stop(), 0) << serve.Log();  // SIGTERM stops the policy
 }
 
