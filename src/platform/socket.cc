@@ -86,8 +86,16 @@ Status BindPrivate(int fd, const std::string& path) {
   ZT_RETURN_IF_ERROR(MakeAddress(staged ? tmp_dir + "/s" : path, &addr));
   const std::string bound = staged ? tmp_dir + "/s" : path;
   Status s;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    s = PosixError("bind " + bound, errno);
+  // Without the private folder (its path would not fit in sun_path) the
+  // socket is bound at `path` itself: a umask of 0077 makes it 0600 from
+  // the start, with no window before the chmod. The umask is the process's;
+  // a file another thread creates meanwhile only comes out more private.
+  const mode_t old_mask = staged ? 0 : ::umask(0077);
+  const int bound_at = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  const int bind_errno = errno;
+  if (!staged) ::umask(old_mask);
+  if (bound_at != 0) {
+    s = PosixError("bind " + bound, bind_errno);
   } else if (::chmod(bound.c_str(), 0600) != 0) {
     s = PosixError("chmod " + bound, errno);
   } else if (staged && ::link(bound.c_str(), path.c_str()) != 0) {
@@ -101,8 +109,8 @@ Status BindPrivate(int fd, const std::string& path) {
   if (staged) {
     ::unlink(bound.c_str());
     ::rmdir(tmp_dir.c_str());
-  } else if (!s.ok()) {
-    ::unlink(path.c_str());
+  } else if (!s.ok() && bound_at == 0) {
+    ::unlink(path.c_str());  // ours: a failed bind leaves another's alone
   }
   return s;
 }

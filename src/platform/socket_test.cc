@@ -85,6 +85,28 @@ TEST(SocketTest, UnixListenerIs0600AndConnects) {
   ExpectConnected(*l, *c);
 }
 
+// A path that fits sun_path but whose private staging folder would not is
+// bound where it is: 0600 all the same, and the umask is given back.
+TEST(SocketTest, APathTooLongToStageIs0600Too) {
+  testing::ScopedTempDir tmp;
+  std::string dir = tmp.path() + "/";
+  dir += std::string(100 - 8 - dir.size(), 'd');  // 8: "/ab.sock"
+  ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+  const std::string path = dir + "/ab.sock";
+  ASSERT_EQ(path.size(), 100u);  // < 108; + ".ztier-XXXXXX/s" would not be
+  ::umask(0);
+  Result<Listener> l = Listener::Unix(path);
+  EXPECT_EQ(::umask(022), 0u);
+  ASSERT_TRUE(l.has_value()) << l.error().ToString();
+  struct stat st;
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  Result<int> c = ConnectUnix(path);
+  ASSERT_TRUE(c.has_value()) << c.error().ToString();
+  ExpectConnected(*l, *c);
+}
+
 TEST(SocketTest, AcceptWithNobodyWaitingIsBusy) {
   testing::ScopedTempDir tmp;
   Result<Listener> l = Listener::Unix(tmp.File("b.sock"));

@@ -82,7 +82,9 @@ Status PosixError(std::string_view context, int err) {
   std::string msg(context);
   msg += ": ";
   msg += std::strerror(err);
-  return Status(StatusCodeForErrno(err), std::move(msg));
+  Status s(StatusCodeForErrno(err), std::move(msg));
+  s.posix_errno_ = err;
+  return s;
 }
 
 }  // namespace ztier

@@ -45,6 +45,9 @@ TEST(StatusTest, CodeNamesAndErrnoNames) {
 
 TEST(StatusTest, PosixErrorMapsErrno) {
   EXPECT_EQ(PosixError("open /x", ENOENT).code(), StatusCode::kNotFound);
+  EXPECT_EQ(PosixError("open /x", ENOENT).posix_errno(), ENOENT);
+  EXPECT_EQ(PosixError("bind", EADDRINUSE).posix_errno(), EADDRINUSE);
+  EXPECT_EQ(Status::NotFound("no device").posix_errno(), 0);
   EXPECT_EQ(PosixError("mmap", ENOMEM).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(PosixError("write", ENOSPC).code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(PosixError("ioctl", EINVAL).code(), StatusCode::kInvalidArgument);

@@ -37,6 +37,15 @@ inline std::uint64_t MonotonicNs() {
           .count());
 }
 
+// Nanoseconds since boot, suspend included (CLOCK_BOOTTIME): for spans of
+// calendar time, such as a day, that a suspended machine lives through.
+inline std::uint64_t BootTimeNs() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_BOOTTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 // Whole seconds on the same clock, at tick resolution (above); wraps after
 // 136 years of uptime.
 inline std::uint32_t MonotonicSeconds() {

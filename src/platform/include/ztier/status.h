@@ -92,6 +92,10 @@ class [[nodiscard]] Status {
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
+  // The errno of a Status made by PosixError; 0 for any other. Messages
+  // for people name it (ENOENT, EADDRINUSE) where the code's errno name
+  // (StatusCodeErrnoName, zram's) would be a different one.
+  int posix_errno() const { return posix_errno_; }
 
   // "OK", or "<CodeName>: <message>".
   std::string ToString() const;
@@ -104,7 +108,10 @@ class [[nodiscard]] Status {
   }
 
  private:
+  friend Status PosixError(std::string_view context, int err);
+
   StatusCode code_ = StatusCode::kOk;
+  int posix_errno_ = 0;
   std::string message_;
 };
 
