@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "page_store_test_peer.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
@@ -241,6 +242,63 @@ TEST(DictionaryPassesTest, WritebackRecompressionAndBatchedLoads) {
   ExpectPages(*store, 0, 3072);
   EXPECT_EQ(store->Stats().dict_pages[2], 0u);
   EXPECT_EQ(store->Stats().dict_pages[1], with1);
+}
+
+// Recompression with a codec that takes no dictionary (deflate) marks its
+// objects with none: they must not hold the current id, and its memory,
+// for good (the pages are then top-priority, never picked again).
+TEST(DictionaryPassesTest, RecompressionWithoutADictionaryHoldsNoId) {
+  PageStoreOptions o;
+  o.recomp[0].codec = "deflate";
+  auto store = MakeStore("zstd", 1024, o);
+  Fill(*store, 0, 512);
+  ASSERT_TRUE(store->TrainDictionary({.dict_bytes = 8192}).has_value());
+  Fill(*store, 0, 512, 3);  // rewritten with dictionary 1
+  auto rc = store->Recompress({.priority = 1});
+  ASSERT_TRUE(rc.has_value()) << rc.error().ToString();
+  EXPECT_GT(rc->recompressed, 0u);
+  std::size_t at1 = 0;
+  for (std::size_t i = 0; i < 512; ++i) {
+    const SlotInfo si = store->Inspect(i);
+    if (si.priority == 1) {
+      ++at1;
+      EXPECT_EQ(si.dict, 0) << "slot " << i;
+    }
+  }
+  EXPECT_EQ(at1, rc->recompressed);
+  EXPECT_EQ(store->Stats().dict_pages[1], WithDict(*store, 0, 1024, 1));
+  ExpectPages(*store, 0, 512, 3);
+}
+
+// A store that compressed with dictionary 1 and waits for its slot's lock
+// holds id 1: two trainings meanwhile must not give the id to a new
+// dictionary (which would then decompress the store's object).
+TEST(DictionaryIdsTest, AStoreBetweenCompressionAndInstallHoldsItsId) {
+  for (const char* codec : {"lz4", "zstd"}) {
+    SCOPED_TRACE(codec);
+    auto store = MakeStore(codec, 2048);
+    Fill(*store, 0, 1024);
+    ASSERT_EQ(store->TrainDictionary({.dict_bytes = 8192})->id, 1);
+    // Slot 2000 is empty, so that no training samples (and locks) it.
+    constexpr std::uint64_t kSlot = 2000;
+    std::thread writer;
+    int third = 0;
+    PageStoreTestPeer::WithSlotLocked(*store, kSlot, [&] {
+      writer = std::thread([&] { ASSERT_OK(store->Store(kSlot, CorpusPage(7))); });
+      while (!PageStoreTestPeer::SlotHasWaiters(*store, kSlot)) {
+        std::this_thread::yield();
+      }
+      // The writer compressed (with id 1) and sleeps on the lock.
+      ASSERT_EQ(store->TrainDictionary({.dict_bytes = 8192})->id, 2);
+      auto info = store->TrainDictionary({.dict_bytes = 8192});
+      ASSERT_TRUE(info.has_value()) << info.error().ToString();
+      third = info->id;
+    });
+    writer.join();
+    EXPECT_EQ(third, 3);
+    EXPECT_EQ(store->Inspect(kSlot).dict, 1);
+    ExpectPages(*store, kSlot, kSlot + 1, 7 - kSlot);
+  }
 }
 
 // Writers overwrite their own slots (whole pages, sub-page writes and

@@ -36,6 +36,15 @@ PageStore::PageStore() : impl_(std::make_unique<Impl>()) {}
 internal::StreamPool& PageStoreTestPeer::Streams(PageStore& store) {
   return *store.impl_->streams;
 }
+void PageStoreTestPeer::WithSlotLocked(PageStore& store, std::uint64_t index,
+                                       const std::function<void()>& fn) {
+  SlotLock lock(store.impl_->slots[index]);
+  fn();
+}
+bool PageStoreTestPeer::SlotHasWaiters(PageStore& store, std::uint64_t index) {
+  return (store.impl_->slots[index].flags.load(std::memory_order_relaxed) &
+          slot::kWaiters) != 0;
+}
 PageStore::~PageStore() {
   // Pool objects go away with the pool; blocks on the backing store, which
   // outlives the store, are given back one by one.

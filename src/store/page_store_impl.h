@@ -376,8 +376,7 @@ struct PageStore::Impl {
       ZT_REQUIRES(s) {
     FreeSlotLocked(s);
     s.value.store(p.value, std::memory_order_relaxed);
-    SlotTable::SetContent(s, p.content);
-    CountDict(p.content);
+    SlotTable::SetContent(s, p.content);  // its dictionary is counted
     s.ac_time = now;
     if (p.content & slot::kSame) {
       Add(same_pages);
@@ -434,6 +433,12 @@ struct PageStore::Impl {
     pool->Write(h, obj);
     out->value = h;
     out->content = content | static_cast<std::uint32_t>(obj.size());
+    // The object's dictionary is counted now, while the caller's stream
+    // still holds its entry, not at install: in between, with no stream
+    // and no count, TrainDictionary could give the id to a new dictionary
+    // (dictionary.cc). The Pending owns the count until it is installed
+    // or dropped.
+    CountDict(out->content);
     return Status::Ok();
   }
 
@@ -531,6 +536,7 @@ struct PageStore::Impl {
     if (p.installed) return;  // the slot owns it now
     if (!(p.content & slot::kSame) && p.value != kInvalidHandle) {
       pool->Free(p.value);
+      UncountDict(p.content);
     }
   }
 

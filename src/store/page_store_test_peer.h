@@ -2,6 +2,9 @@
 #ifndef ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
 #define ZTIER_STORE_PAGE_STORE_TEST_PEER_H_
 
+#include <cstdint>
+#include <functional>
+
 #include "stream_pool.h"
 #include "ztier/page_store.h"
 
@@ -14,6 +17,11 @@ class PageStoreTestPeer {
   // Overwrites the first bytes of the object of the unit slot `index`
   // belongs to (a unit in RAM) with garbage; false if it is not one.
   static bool CorruptUnit(PageStore& store, std::uint64_t index);
+  // Runs fn() while holding the lock of slot `index`.
+  static void WithSlotLocked(PageStore& store, std::uint64_t index,
+                             const std::function<void()>& fn);
+  // Whether a thread sleeps waiting for the lock of slot `index`.
+  static bool SlotHasWaiters(PageStore& store, std::uint64_t index);
 };
 
 }  // namespace ztier

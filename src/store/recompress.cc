@@ -298,9 +298,14 @@ class RecompressPass {
     if (Priority(f) != 0) Sub(m_.priority_pages[Priority(f)]);
     m_.UncountDict(f);
     s.value.store(h, std::memory_order_relaxed);
-    const std::uint32_t content = static_cast<std::uint32_t>(it.length) |
-                                  PriorityBits(it.won) | DictBits(dict_id_) |
-                                  (f & slot::kIdle);
+    // The dictionary's id only where the winning codec used it: an object
+    // of a codec without one (deflate, lzo, lz4hc) must not hold an id,
+    // and with it the dictionary's memory, that it never reads with.
+    const bool used_dict = dict_id_ != 0 &&
+                           SupportsDictionary(dict_->codecs[it.won]->name());
+    const std::uint32_t content =
+        static_cast<std::uint32_t>(it.length) | PriorityBits(it.won) |
+        DictBits(used_dict ? dict_id_ : 0) | (f & slot::kIdle);
     SlotTable::SetContent(s, content);
     m_.CountDict(content);
     Add(m_.compr_data_size, it.length);

@@ -96,20 +96,24 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   std::byte* out = UnitBuffer(1);
   std::size_t len = 0;
   std::uint32_t dict = 0;
-  std::shared_ptr<const void> entry;  // keeps the dictionary's id
   Handle piece[internal::kMaxUnitPieces];
   std::size_t pieces = 0;
   if (n >= 2) {
     internal::StreamPool::Lease lease = streams->Acquire();
     dict = StreamDict(*lease);
-    entry = lease->dict_entry;
     BatchItem item{std::span<const std::byte>(in, n * kPageSize),
                    std::span<std::byte>(out, n * kPageSize)};
     lease->batch->Compress(std::span<BatchItem>(&item, 1));
     len = item.length;
+    // Counted while the stream still holds the dictionary's entry, so that
+    // its id is never free between the two (dictionary.cc frees an id
+    // that neither an object nor a stream holds); uncounted below if the
+    // unit is not made.
+    CountDict(dict);
   }
   // Worth it only below the pages' raw size; else page by page.
   if (len == 0 || len >= n * kPageSize) {
+    UncountDict(dict);
     return StorePages(first,
                       std::span<const std::byte>(pages, unit_pages * kPageSize),
                       now, poor);
@@ -121,6 +125,7 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
     if (piece[k] == kInvalidHandle) {
       for (std::size_t j = 0; j < k; ++j) pool->Free(piece[j]);
       pool->ReleaseSpares();
+      UncountDict(dict);
       Add(reject_alloc_fail);
       return Status::ResourceExhausted("pool is full");
     }
@@ -131,6 +136,7 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
     Sub(units_live);
     for (std::size_t k = 0; k < pieces; ++k) pool->Free(piece[k]);
     pool->ReleaseSpares();
+    UncountDict(dict);
     return st;
   }
   LockUnit(u);
@@ -149,7 +155,6 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   e.gen = internal::UnitTable::NewGen();
   for (std::size_t k = 0; k < pieces; ++k) e.piece[k] = piece[k];
   e.live.store(members, std::memory_order_relaxed);
-  CountDict(dict);
   // Each member's size bits: its share of the object (at least 1, so the
   // slot reads as allocated).
   const auto share = static_cast<std::uint32_t>(
@@ -358,6 +363,7 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     made[k] = {h, poor ? slot::kHuge | static_cast<std::uint32_t>(kPageSize)
                        : dict | static_cast<std::uint32_t>(item.length),
                false};
+    CountDict(made[k].content);  // as MakeObject does
   }
   if (!ok) {
     for (std::size_t k = 0; k < unit_pages; ++k) {

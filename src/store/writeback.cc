@@ -515,8 +515,11 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           result->written += live;
         } else {
           const bool unwritten = j.io_failed || j.not_written;
+          // After a failed IO some of the unit's blocks may have been
+          // written: they are freed with a discard, as a written page's
+          // block is, so that no copy stays on the backing device.
           for (int k = 0; k < j.got; ++k) {
-            if (unwritten) {
+            if (j.not_written) {
               bs.FreeUnwritten(j.blocks[k]);
             } else {
               bs.Free(j.blocks[k]);
