@@ -337,7 +337,10 @@ std::uint32_t Connection::Validate(std::uint16_t type, std::uint16_t flags,
   }
   if (offset > size_ || length > size_ - offset) {
     *why = "beyond the end of the export";
-    return kErrInval;
+    // proto.md, "Error values": ENOSPC for a write past the end, EINVAL
+    // for any other request.
+    return type == kCmdWrite || type == kCmdWriteZeroes ? kErrNoSpc
+                                                         : kErrInval;
   }
   return 0;
 }

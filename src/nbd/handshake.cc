@@ -55,6 +55,22 @@ struct Io {
   platform::MonotonicClock::time_point deadline;
 };
 
+// Reads exactly `n` bytes by the deadline. Each wait gets only the time
+// left, so a client that sends a byte now and then cannot stretch the
+// handshake past it (RecvExact's timeout bounds each wait, not the whole).
+Status Recv(Io& io, void* buf, std::size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const int left = io.Remaining();
+    if (left == 0) return Status::IoError("timed out: the handshake took too long");
+    ZT_ASSIGN_OR_RETURN(std::size_t got, io.t->Recv(p, n, left));
+    if (got == 0) return Status::IoError("connection closed");
+    p += got;
+    n -= got;
+  }
+  return Status::Ok();
+}
+
 Status SendReply(Io& io, std::uint32_t option, std::uint32_t type,
                  const void* data, std::size_t length) {
   OptionReplyHeader h;
@@ -313,8 +329,7 @@ Status SendGreeting(Io& io) {
 // Reads the client's flags; sets *no_zeroes.
 Status RecvClientFlags(Io& io, bool* no_zeroes) {
   std::uint32_t client_flags = 0;
-  ZT_RETURN_IF_ERROR(
-      RecvExact(io.t, &client_flags, sizeof(client_flags), io.Remaining()));
+  ZT_RETURN_IF_ERROR(Recv(io, &client_flags, sizeof(client_flags)));
   client_flags = FromBig(client_flags);
   if ((client_flags & ~(kClientFlagFixedNewstyle | kClientFlagNoZeroes)) != 0) {
     return Status::InvalidArgument("unknown client flags");
@@ -326,7 +341,7 @@ Status RecvClientFlags(Io& io, bool* no_zeroes) {
 // Reads one option: header and its whole payload into *data.
 Status RecvOption(Io& io, std::uint32_t* option, std::vector<std::byte>* data) {
   OptionHeader h;
-  ZT_RETURN_IF_ERROR(RecvExact(io.t, &h, sizeof(h), io.Remaining()));
+  ZT_RETURN_IF_ERROR(Recv(io, &h, sizeof(h)));
   if (FromBig(h.magic) != kIHaveOpt) {
     return Status::InvalidArgument("bad option magic");
   }
@@ -336,7 +351,7 @@ Status RecvOption(Io& io, std::uint32_t* option, std::vector<std::byte>* data) {
     return Status::InvalidArgument("option data too long");
   }
   data->resize(length);
-  return RecvExact(io.t, data->data(), length, io.Remaining());
+  return Recv(io, data->data(), length);
 }
 
 // NBD_OPT_STARTTLS: acknowledged in the clear, then the TLS handshake.

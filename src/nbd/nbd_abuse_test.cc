@@ -262,6 +262,30 @@ TEST(NbdAbuseTest, StalledClientsAreTimedOutIdleOnesAreNot) {
   EXPECT_EQ(err, 0u);
 }
 
+// The handshake's time limit bounds the whole handshake: a client sending
+// an option's data a byte at a time, each within the limit of one wait,
+// is still cut off once the handshake's time is up.
+TEST(NbdAbuseTest, AHandshakeSentSlowlyEndsAtItsDeadline) {
+  ServerFixture f(kDisk, Options());  // handshake_timeout_ms 1500
+  RawClient c(f.socket());
+  NewstyleGreeting g;
+  ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+  const std::uint32_t cflags = ToBig(kClientFlagFixedNewstyle);
+  ASSERT_TRUE(c.Send(&cflags, sizeof(cflags)));
+  const OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptGo), ToBig(1000u)};
+  ASSERT_TRUE(c.Send(&h, sizeof(h)));
+  const auto start = Clock::now();
+  bool closed = false;
+  for (int i = 0; i < 1000 && !closed && Seconds(start) < 20; ++i) {
+    const char byte = 0;
+    if (!c.Send(&byte, 1)) break;  // the server closed
+    struct pollfd p = {c.fd(), POLLIN, 0};
+    closed = ::poll(&p, 1, 400) > 0;  // EOF (or a reply) ends the drip
+  }
+  EXPECT_TRUE(c.WaitClosed());
+  EXPECT_LT(Seconds(start), 6.0);
+}
+
 TEST(NbdAbuseTest, ClientsThatNeverReadTheirReplies) {
   ServerFixture f(kDisk, Options());
   WithAbuse(f, [&](Abuse& a) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <condition_variable>
@@ -132,8 +133,16 @@ class NbdServerImpl final : public NbdServer {
 
   void Accept(const platform::Listener& listener) {
     Result<int> accepted = listener.Accept(/*nonblocking=*/false);
-    // The client left (kBusy), ECONNABORTED, EMFILE: try again later.
-    if (!accepted.has_value()) return;
+    // The client left (kBusy), ECONNABORTED: try again. Out of file
+    // descriptors (EMFILE, ENFILE): the connection waits in the backlog and
+    // the listener stays readable, so back off a little rather than spin
+    // (as the control server does).
+    if (!accepted.has_value()) {
+      if (accepted.error().code() == StatusCode::kResourceExhausted) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return;
+    }
     const int fd = *accepted;
     const bool tcp = listener.tcp();
     counters_.connections_accepted.fetch_add(1, std::memory_order_relaxed);

@@ -325,10 +325,14 @@ TEST(NbdServerTest, InvalidRequestsGetEinvalAndConnectionGoesOn) {
   EXPECT_EQ(err, kErrInval);
   // Write past the end: its payload is consumed, the stream stays in sync.
   const auto junk = RandomBytes(8192, 5);
+  // The NBD spec asks for ENOSPC here (proto.md, "Error values").
   ASSERT_TRUE(c.SendRequest(kCmdWrite, 0, 15, (4 << 20) - 4096, 8192, junk));
   ASSERT_TRUE(c.ReadReply(&err, &cookie));
-  EXPECT_EQ(err, kErrInval);
+  EXPECT_EQ(err, kErrNoSpc);
   EXPECT_EQ(cookie, 15u);
+  ASSERT_TRUE(c.SendRequest(kCmdWriteZeroes, 0, 19, 4 << 20, 4096));
+  ASSERT_TRUE(c.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, kErrNoSpc);
   // Unknown command, BLOCK_STATUS, bad flags.
   ASSERT_TRUE(c.SendRequest(99, 0, 16, 0, 0));
   ASSERT_TRUE(c.ReadReply(&err, &cookie));
