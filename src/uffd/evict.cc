@@ -201,30 +201,46 @@ void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
                              bool stored) {
   const std::uintptr_t addr = Addr(run[0]);
   const std::size_t len = n * kPageSize;
-  bool zapped = false;
   if (stored) {
     const Status zap = platform::Advise(reinterpret_cast<void*>(addr), len,
                                         platform::Advice::kDiscard);
-    zapped = zap.ok();
-    if (!zapped) {
-      // Still mapped: the stored copies would go stale. Keep the pages.
-      LogError(zap);
-      for (std::size_t q = 0; q < n; ++q) {
-        Status d = store->Discard(run[q]);
-        d.IgnoreError();
-        if (pages.test(run[q], PageMap::kWrittenBack)) {
-          Drop(c.written_back);
-        } else {
-          Drop(c.stored);
-        }
-        pages.set_state(run[q], PageState::kResident);
-        pages.clear(run[q], PageMap::kWrittenBack);
-      }
+    if (zap.ok()) {
+      FinishPages(run, n, /*zapped=*/true);
+      return;
     }
+    // madvise stops at the first mapping it cannot advise (one the
+    // application mlocked splits the region, say: EINVAL) after dropping
+    // the pages before it, so the run is part zapped. Page by page, each
+    // page learns which it is: zapping a dropped page again succeeds.
+    LogError(zap);
+    for (std::size_t q = 0; q < n; ++q) {
+      const bool zapped =
+          platform::Advise(reinterpret_cast<void*>(Addr(run[q])), kPageSize,
+                           platform::Advice::kDiscard)
+              .ok();
+      FinishPages(run + q, 1, zapped);
+    }
+    return;
   }
+  FinishPages(run, n, /*zapped=*/false);
+}
+
+// Pages run[0..n) (consecutive, stored when `zapped` or not): a zapped page
+// stays stored and its faulters wake; one not zapped is still mapped, so
+// its stored copy (which would go stale) is dropped and it stays resident,
+// unprotected, with a second chance.
+void Region::Impl::FinishPages(const std::uint32_t* run, std::size_t n,
+                               bool zapped) {
+  const std::uintptr_t addr = Addr(run[0]);
+  const std::size_t len = n * kPageSize;
   for (std::size_t q = 0; q < n; ++q) {
     pages.clear(run[q], PageMap::kReadAhead);
-    if (!zapped) pages.set(run[q], PageMap::kRef);  // refused: second chance
+    if (zapped) continue;
+    if (pages.is(run[q], PageState::kStored)) {
+      ForgetStored(run[q]);
+      pages.set_state(run[q], PageState::kResident);
+    }
+    pages.set(run[q], PageMap::kRef);  // refused: second chance
   }
   if (zapped) {
     Drop(c.resident, n);

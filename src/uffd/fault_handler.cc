@@ -305,6 +305,7 @@ void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
   }
   Status ps = uffd->Poison(Addr(p), kPageSize);
   if (!ps.ok()) LogError(ps);
+  ForgetStored(p);  // its slot cannot be read
   pages.set_state(p, PageState::kPoisoned);
   pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
 }

@@ -39,11 +39,16 @@
 //   fork(). The child of a fork would inherit the memory but not the
 //   registration: evicted pages would read as zeros there. The mapping is
 //   MADV_DONTFORK, so the child has no region at all.
-//   Pages the application dropped (MADV_DONTNEED on region memory) read as
-//   zeros, as the kernel would give: eviction checks presence in
-//   /proc/self/pagemap and forgets such pages, and a missing fault on a page
-//   the map thinks resident maps zeros. The handler never touches absent region
-//   memory, so it cannot deadlock on a fault of its own.
+//   Pages the application dropped (MADV_DONTNEED on region memory) while
+//   resident read as zeros, as the kernel would give: eviction checks
+//   presence in /proc/self/pagemap and forgets such pages, and a missing
+//   fault on a page the map thinks resident maps zeros. The handler never
+//   touches absent region memory, so it cannot deadlock on a fault of its
+//   own. LIMIT: MADV_DONTNEED on a page that is stored or written back is
+//   not seen (the kernel has nothing to drop, and UFFD_FEATURE_EVENT_REMOVE
+//   is not asked for: with it, the handler's own zaps in step 4 would wait
+//   for the handler to read their events), so the next touch brings the
+//   stored data back, not zeros. region.h says so to its users.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -177,15 +182,33 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
 std::byte* Region::data() const { return impl_->base; }
 std::size_t Region::size() const { return impl_->size; }
 
+Status Region::Impl::PageRange(const void* addr, std::size_t len,
+                               const char* what, std::size_t* first,
+                               std::size_t* last) const {
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
+  const std::uintptr_t lo = Addr(0);
+  if (a < lo || a - lo > size || len > size - (a - lo)) {
+    return Status::OutOfRange(std::string(what) +
+                              " range is not inside the region");
+  }
+  // An empty range is no page, as madvise does nothing for it.
+  *first = (a - lo) / kPageSize;
+  *last = len == 0 ? *first : (a - lo + len + kPageSize - 1) / kPageSize;
+  return Status::Ok();
+}
+
+void Region::Impl::ForgetStored(std::size_t p) {
+  Status d = store->Discard(p);
+  d.IgnoreError();  // only kOutOfRange, and p is in range
+  Drop(pages.test(p, internal::PageMap::kWrittenBack) ? c.written_back
+                                                      : c.stored);
+  pages.clear(p, internal::PageMap::kWrittenBack);
+}
+
 Status Region::Pageout(void* addr, std::size_t len) {
   Impl& m = *impl_;
-  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
-  const std::uintptr_t lo = m.Addr(0);
-  if (a < lo || a - lo > m.size || len > m.size - (a - lo)) {
-    return Status::OutOfRange("Pageout range is not inside the region");
-  }
-  const std::size_t first = (a - lo) / kPageSize;
-  const std::size_t last = (a - lo + len + kPageSize - 1) / kPageSize;
+  std::size_t first = 0, last = 0;
+  ZT_RETURN_IF_ERROR(m.PageRange(addr, len, "Pageout", &first, &last));
   std::vector<std::uint32_t> victims;
   std::lock_guard<std::mutex> lock(m.mu);
   for (std::size_t i = first; i < last; ++i) {
@@ -196,6 +219,39 @@ Status Region::Pageout(void* addr, std::size_t len) {
   if (victims.empty()) return Status::Ok();
   Bump(m.c.evictions);
   m.Evict(victims);  // refusals are counted, and not an error
+  return Status::Ok();
+}
+
+Status Region::Discard(void* addr, std::size_t len) {
+  Impl& m = *impl_;
+  std::size_t first = 0, last = 0;
+  ZT_RETURN_IF_ERROR(m.PageRange(addr, len, "Discard", &first, &last));
+  if ((reinterpret_cast<std::uintptr_t>(addr) - m.Addr(0)) % kPageSize != 0) {
+    return Status::InvalidArgument("Discard address is not page-aligned");
+  }
+  if (first == last) return Status::Ok();
+  std::lock_guard<std::mutex> lock(m.mu);
+  // Under mu no eviction or fault-in runs: a page's state cannot change
+  // until the map says it is untouched, and a touch meanwhile waits in a
+  // missing fault that then maps zeros.
+  ZT_RETURN_IF_ERROR(platform::Advise(reinterpret_cast<void*>(m.Addr(first)),
+                                      (last - first) * kPageSize,
+                                      platform::Advice::kDiscard));
+  for (std::size_t i = first; i < last; ++i) {
+    switch (m.pages.state(i)) {
+      case internal::PageState::kUntouched:
+      case internal::PageState::kPoisoned:
+        continue;
+      case internal::PageState::kResident:
+        Drop(m.c.resident);
+        break;
+      case internal::PageState::kStored:
+        m.ForgetStored(i);
+        break;
+    }
+    m.pages.set_state(i, internal::PageState::kUntouched);
+    m.pages.clear(i, internal::PageMap::kRef | internal::PageMap::kReadAhead);
+  }
   return Status::Ok();
 }
 

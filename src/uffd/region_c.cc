@@ -50,6 +50,21 @@ int ToErrno(ztier::StatusCode code) {
   return -EIO;
 }
 
+// region->*call(addr, len) as an errno: -EINVAL for a NULL region, and no
+// exception crosses into C.
+int CallOnRange(ztier_region* region,
+                ztier::Status (ztier::Region::*call)(void*, std::size_t),
+                void* addr, std::size_t len) {
+  if (region == nullptr) return -EINVAL;
+  try {
+    return ToErrno((region->region.get()->*call)(addr, len).code());
+  } catch (const std::bad_alloc&) {
+    return -ENOMEM;
+  } catch (...) {
+    return -EIO;
+  }
+}
+
 // Copies `text` into err[0, err_len), NUL-terminated, when there is room.
 void CopyMessage(std::string_view text, char* err, std::size_t err_len) {
   if (err == nullptr || err_len == 0) return;
@@ -153,14 +168,11 @@ std::size_t ztier_region_size(const ztier_region* region) {
 }
 
 int ztier_region_pageout(ztier_region* region, void* addr, std::size_t len) {
-  if (region == nullptr) return -EINVAL;
-  try {
-    return ToErrno(region->region->Pageout(addr, len).code());
-  } catch (const std::bad_alloc&) {
-    return -ENOMEM;
-  } catch (...) {
-    return -EIO;
-  }
+  return CallOnRange(region, &ztier::Region::Pageout, addr, len);
+}
+
+int ztier_region_discard(ztier_region* region, void* addr, std::size_t len) {
+  return CallOnRange(region, &ztier::Region::Discard, addr, len);
 }
 
 int ztier_region_get_stats(const ztier_region* region,

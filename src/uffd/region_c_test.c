@@ -136,6 +136,19 @@ int main(void) {
          (unsigned long long)s.zswpin, (unsigned long long)s.faults,
          (unsigned long long)s.resident_pages);
 
+  /* Discard: the first page reads as zeros; the others keep their data. */
+  CHECK(ztier_region_discard(NULL, p, PAGE) == -EINVAL);
+  CHECK(ztier_region_discard(r, p + 1, PAGE) == -EINVAL);
+  CHECK(ztier_region_discard(r, p, PAGE) == 0);
+  for (i = 0; i < PAGE; ++i) {
+    if (p[i] != 0) {
+      fprintf(stderr, "discarded page byte %zu: 0x%02x\n", i, p[i]);
+      ++failures;
+      break;
+    }
+  }
+  CHECK(p[PAGE] == Pattern(1, 0));
+
   ztier_region_destroy(r);
   if (failures != 0) {
     fprintf(stderr, "%d check(s) failed\n", failures);

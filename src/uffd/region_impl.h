@@ -128,6 +128,13 @@ struct Region::Impl {
   // Logs the first unexpected error (a failed ioctl, madvise or writeback)
   // of this region to stderr; the rest are not logged.
   void LogError(const Status& st);
+  // Frees the slot of page p, stored or written back, and takes it out of
+  // those counters; the caller gives p its new state. REQUIRES: mu
+  void ForgetStored(std::size_t p);
+  // The pages [*first, *last) that [addr, addr + len) covers, rounded out;
+  // kOutOfRange, naming `what`, if the range is not inside the region.
+  Status PageRange(const void* addr, std::size_t len, const char* what,
+                   std::size_t* first, std::size_t* last) const;
 
   // fault_handler.cc
   void HandlerLoop();
@@ -164,6 +171,8 @@ struct Region::Impl {
   // Step 3 for one run of n consecutive victims: zap and wake when `stored`,
   // else (or if the zap fails) keep the pages and un-protect. REQUIRES: mu
   void FinishRun(const std::uint32_t* run, std::size_t n, bool stored);
+  // FinishRun's end for pages the zap did or did not drop. REQUIRES: mu
+  void FinishPages(const std::uint32_t* run, std::size_t n, bool zapped);
   // zswap_check_limits plus the synchronous shrinker: true if a store may
   // go ahead. REQUIRES: mu
   bool PoolAccepts();

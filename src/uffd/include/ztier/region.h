@@ -22,6 +22,12 @@
 //   stored    -> written back   the pool is over its limit (the shrinker)
 //   written back -> resident    a touch (read the block, then UFFDIO_COPY)
 //
+// Dropping pages: madvise(MADV_DONTNEED) on region memory reads as zeros
+// afterwards only for pages that were resident. A page that was stored or
+// written back keeps its content (ztier does not see the call), so code
+// that relies on DONTNEED to zero memory (an allocator purging pages, say)
+// must not run on a region; Region::Discard drops pages of any state.
+//
 // Eviction (the reclaimer runs when resident pages exceed `budget`, down to
 // `budget` minus 1/32 of it; Pageout evicts the resident pages of its range):
 //   1. Pick victims. The hardware accessed bit is invisible from userspace,
@@ -166,6 +172,18 @@ class Region {
   // inside the region. Refused pages stay resident; the call still
   // succeeds (the counters say why).
   Status Pageout(void* addr, std::size_t len);
+
+  // Drops the pages of [addr, addr + len) (addr page-aligned, len rounded
+  // up to pages), as madvise(MADV_DONTNEED) does to plain memory, whatever
+  // their state: resident pages are unmapped, stored and written-back ones
+  // freed; each reads as zeros at its next touch. Use it, not madvise, to
+  // give region memory back (see "Dropping pages" above). A page lost to a
+  // failed load stays poisoned. kOutOfRange if the range is not inside the
+  // region, kInvalidArgument for an unaligned addr. An error of madvise
+  // (the application mlocked part of the range, say) is returned and no
+  // stored page is freed; resident pages before the mapping it stopped at
+  // may already read as zeros.
+  Status Discard(void* addr, std::size_t len);
 
   RegionStats Stats() const;
 

@@ -98,6 +98,13 @@ size_t ztier_region_size(const ztier_region* region);
  * NULL region. */
 int ztier_region_pageout(ztier_region* region, void* addr, size_t len);
 
+/* Drops the pages of [addr, addr + len) (addr page-aligned), resident,
+ * stored or written back: each reads as zeros at its next touch. Use it,
+ * not madvise(MADV_DONTNEED), which does not reach pages that are stored
+ * (ztier::Region::Discard). -ERANGE if the range is not inside the region,
+ * -EINVAL for an unaligned addr or a NULL region. */
+int ztier_region_discard(ztier_region* region, void* addr, size_t len);
+
 /* zswap's debugfs and vmstat counters, and the region's own; the fields
  * and their meaning are ztier::RegionStats's (ztier/region.h). */
 typedef struct ztier_region_stats {
