@@ -76,6 +76,17 @@ void UblkFrontEnd::RecoverStale() {
   for (std::uint32_t id : control_->ListDevices()) {
     auto info = control_->GetInfo(id);
     if (!info.has_value()) continue;  // gone meanwhile, or not ours to see
+    // ztier gives its pid at ADD_DEV (ublk_disk.cc). A device with pid 0
+    // may be another server's between its ADD_DEV and START_DEV (kublk and
+    // ublksrv give theirs at START_DEV): it is left alone. -1 is a stopped
+    // device (ublk_stop_dev() in drivers/block/ublk_drv.c sets it, also
+    // when the driver stops the disk of a server that died).
+    if (info->ublksrv_pid == 0) {
+      Log("ublk: " + platform::UblkBlockPath(id) +
+          " has no server pid yet (state " + StateName(info->state) +
+          "): another server's, left alone");
+      continue;
+    }
     if (platform::ProcessAlive(info->ublksrv_pid)) continue;
     const std::string who =
         info->ublksrv_pid > 0
