@@ -155,7 +155,9 @@ class Policy::Pacer {
 
 Policy::Policy(PolicyOptions options, PolicyEnv env)
     : options_(std::move(options)), env_(std::move(env)) {
-  if (!env_.now_ns) env_.now_ns = platform::MonotonicNs;
+  // CLOCK_BOOTTIME: a day of the writeback budget is a day of the
+  // calendar, suspend included (CLOCK_MONOTONIC stops while suspended).
+  if (!env_.now_ns) env_.now_ns = platform::BootTimeNs;
   if (!env_.sleep_ns) {
     env_.sleep_ns = [](std::uint64_t ns) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(ns));

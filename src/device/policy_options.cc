@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernel_args.h"
+#include "ztier/page.h"
 #include "ztier/policy.h"
 
 namespace ztier {
@@ -138,6 +139,12 @@ Status ApplyToken(std::string_view key, std::string_view value,
     }
     auto v = ParseSize(value);
     if (!v.has_value()) return Bad(token, v.error().message() + " or none");
+    // A budget below one page would be 0 pages: no writeback ever, with
+    // no sign of why. 0 says that on purpose.
+    if (*v != 0 && *v < kPageSize) {
+      return Bad(token, "less than one page (4K); 0 writes back nothing, "
+                        "none sets no budget");
+    }
     o->writeback_daily = *v;
   } else {
     return Bad(token,

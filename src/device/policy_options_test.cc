@@ -65,6 +65,8 @@ TEST(PolicyOptionsTest, DurationsAndShares) {
   EXPECT_EQ(Parse("recompress_cpu=100").recompress_cpu, 100u);
   EXPECT_EQ(Parse("writeback_daily=none").writeback_daily, UINT64_MAX);
   EXPECT_EQ(Parse("writeback_daily=400M").writeback_daily, 400ull << 20);
+  EXPECT_EQ(Parse("writeback_daily=0").writeback_daily, 0u);
+  EXPECT_EQ(Parse("writeback_daily=4K").writeback_daily, 4096u);
   EXPECT_EQ(Parse("idle_age=0").idle_age_s, 0u);
   EXPECT_EQ(Parse("busy_pages=0").busy_pages, 0u);  // never yields
 }
@@ -92,6 +94,7 @@ TEST(PolicyOptionsTest, EveryBadTokenIsNamed) {
       "recompress_threshold=2Q", // not a size
       "recompress_max=-1",       // not a count
       "writeback_daily=lots",    // not a size
+      "writeback_daily=100",     // below one page: 0 pages a day
       "busy_pause=0ms",          // a pause that never waits
       "busy_pages=many",         // not a count
       "train_dict_pages=some",   // not a count

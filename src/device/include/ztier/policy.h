@@ -48,7 +48,8 @@
 // Daily writeback budget. As zram.rst's example of a daily 400 MB
 // writeback_limit re-armed by a userspace job, the policy sets
 // writeback_limit_enable=1 and writeback_limit=writeback_daily/4096 on a
-// device's first pass and every 24 h after (on the policy's clock). While
+// device's first pass and every 24 h after (on the policy's clock,
+// CLOCK_BOOTTIME by default). While
 // the policy runs it owns writeback_limit: a value set by hand lasts until
 // the next re-arm. writeback_daily=none leaves both attributes alone.
 //
@@ -120,11 +121,13 @@ struct PolicyOptions {
 // count and train_dict_size= a size (1K..1M). Tokens not given keep
 // PolicyOptions' defaults. kInvalidArgument naming the token for an
 // unknown key, a token without '=' or a value, a bad value, period=0,
-// and recompress_rate with recompress_cpu.
+// writeback_daily= below 4K but not 0, and recompress_rate with
+// recompress_cpu.
 Result<PolicyOptions> ParsePolicyOptions(std::string_view tokens);
 
-// The policy's time. Null members: the real ones (CLOCK_MONOTONIC, a plain
-// sleep, CLOCK_THREAD_CPUTIME_ID).
+// The policy's time. Null members: the real ones (CLOCK_BOOTTIME, so that
+// a day of the budget counts suspend too; a plain sleep;
+// CLOCK_THREAD_CPUTIME_ID).
 struct PolicyEnv {
   std::function<std::uint64_t()> now_ns;
   std::function<void(std::uint64_t ns)> sleep_ns;
