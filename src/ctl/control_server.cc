@@ -253,7 +253,9 @@ Result<WireReply> Exchange(int fd, const WireRequest& request) {
     ReplyParse p = ParseReply(in);
     if (p.state == ParseState::kDone) return std::move(p.reply);
     if (p.state == ParseState::kMalformed) {
-      return Err(Status::Corruption("control reply: " + p.message));
+      return Err(Status::Corruption(
+          "control reply: " + p.message +
+          " (is it a ztier control socket, not the NBD one?)"));
     }
     pollfd pfd = {fd, POLLIN, 0};
     const int w = ::poll(&pfd, 1, kClientTimeoutMs);

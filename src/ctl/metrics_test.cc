@@ -290,6 +290,17 @@ TEST_F(MetricsTest, RenderedValuesEqualTheShowTextsAndPassPromtool) {
   EXPECT_EQ(families, 4 + 4 + 9 + 4 + 8 + 3);
 }
 
+// A column past INT64_MAX (a mem_limit as large as a config may give) is
+// rendered as it is shown, never the end of the scrape or of the server.
+TEST_F(MetricsTest, ColumnsPastInt64AreRendered) {
+  const std::uint64_t huge = std::uint64_t{1} << 63 | 4096;
+  ASSERT_OK(zram1_->SetMemLimit(huge));
+  const std::string text = RenderMetrics(registry_, nullptr);
+  EXPECT_EQ(SampleValue(text, "ztier_zram_mem_limit_bytes{device=\"zram1\"}"),
+            std::optional<std::string>(std::to_string(huge)));
+  ExpectColumns(text, "zram1", kMmColumns, zram1_->ShowMmStat());
+}
+
 TEST_F(MetricsTest, RecompressionCountersAndPagesPerPriority) {
   RecompressResult r;
   ASSERT_OK(zram0_->Recompress("", &r));

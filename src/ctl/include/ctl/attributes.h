@@ -8,7 +8,7 @@
 //   show only   initstate, mm_stat, io_stat, debug_stat, bd_stat,
 //               block_state (zram's debugfs file)
 //   store only  reset, algorithm_params, mem_limit, mem_used_max, idle,
-//               compact, writeback, recompress
+//               compact, writeback, recompress, train_dict
 // zram-control operations (request device = ""):
 //   show only   hot_add (creates the lowest free zramN, replies "N\n"),
 //               status (the JSON report of status_report.h)
@@ -18,8 +18,8 @@
 //   ENODEV  no such device (also hot_remove of an unknown device)
 //   ENOENT  no such attribute; algorithm_params dict= file missing;
 //           backing_dev path (and its directory) missing
-//   EPERM   show of a store-only attribute, or store to a show-only one
-//           (sysfs refuses such an open() with EACCES; EPERM is used here)
+//   EACCES  show of a store-only attribute, or store to a show-only one
+//           (as sysfs refuses such an open())
 //   E2BIG   comp_algorithm name of 128 bytes or more
 //   writeback, as zram's: not initialised EINVAL, no backing_dev ENODEV,
 //           page index past the end ERANGE, an IO error or writeback_limit
