@@ -15,6 +15,7 @@
 #include <optional>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -242,6 +243,12 @@ std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
   flags.AddInt("level", &a->level, "N", "zstd level of FILE, 1-22 (default 9; 19 makes the smallest files, slowly)", 1, 22);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (a->output.empty()) return UsageError("-o FILE is required");
+  // Checked before the capture, which may run a command for a long time.
+  const std::filesystem::path folder =
+      std::filesystem::path(a->output).parent_path();
+  if (!folder.empty() && !std::filesystem::is_directory(folder)) {
+    return UsageError("-o " + a->output + ": no folder " + folder.string());
+  }
   if ((a->pid != 0) == !a->command.empty()) {
     return UsageError("give either --pid PID or -- COMMAND ARGS...");
   }

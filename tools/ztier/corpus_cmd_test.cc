@@ -152,12 +152,24 @@ TEST_F(CorpusCaptureCliTest, WithoutPermissionIsEperm) {
 
 TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
   Sleeper child;
+  // A missing folder is a usage error, found before the capture.
   const std::string out = dir_.File("no/such/dir/x.pages.zst");
   auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
                     " -o " + out));
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.out.find("cannot write"), std::string::npos) << r.out;
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.out.find("no folder " + dir_.File("no/such/dir")),
+            std::string::npos)
+      << r.out;
   EXPECT_TRUE(fs::is_empty(dir_.path()));
+  // A FILE that cannot be written (a folder is there) leaves no sidecar.
+  const std::string taken = dir_.File("taken");
+  fs::create_directory(taken);
+  r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
+               " -o " + taken));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("cannot write " + taken + ":"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(taken + ".json"));
 }
 
 TEST_F(CorpusCaptureCliTest, UsageErrors) {

@@ -128,9 +128,14 @@ int RunCtl(std::span<const std::string_view> args) {
   req.attribute = std::string(positional[0]);
   req.device = IsControl(req.attribute) ? "" : device;
   if (positional.size() == 2) req.value = std::string(positional[1]);
-  // train_dict has nothing to show; without a SIZE it trains at the
-  // default size.
-  if (req.attribute == "train_dict" && !req.value.has_value()) req.value = "";
+  // Store-only attributes whose empty value means something are stored
+  // with it when no VALUE is given: train_dict at the default size,
+  // recompress of every page, compact (as `echo > .../compact`).
+  if ((req.attribute == "train_dict" || req.attribute == "recompress" ||
+       req.attribute == "compact") &&
+      !req.value.has_value()) {
+    req.value = "";
+  }
   // A relative backing_dev names a file where the caller is, not where the
   // server happens to run.
   if (req.attribute == "backing_dev" && req.value.has_value() &&

@@ -1,9 +1,11 @@
 // File: tools/ztier/log.cc
 #include "log.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 namespace ztier::tool {
@@ -11,8 +13,22 @@ namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 
+// Whether stderr is the journal's stream: JOURNAL_STREAM ("DEV:INO") names
+// it, and it still is stderr (sd-daemon(3)); a process that inherited the
+// variable but writes its stderr elsewhere gets plain lines.
+bool StderrIsJournal() {
+  const char* env = std::getenv("JOURNAL_STREAM");
+  if (env == nullptr) return false;
+  unsigned long long dev = 0, ino = 0;
+  if (std::sscanf(env, "%llu:%llu", &dev, &ino) != 2) return false;
+  struct stat st {};
+  return ::fstat(STDERR_FILENO, &st) == 0 &&
+         static_cast<unsigned long long>(st.st_dev) == dev &&
+         static_cast<unsigned long long>(st.st_ino) == ino;
+}
+
 bool ToJournal() {
-  static const bool journal = std::getenv("JOURNAL_STREAM") != nullptr;
+  static const bool journal = StderrIsJournal();
   return journal;
 }
 

@@ -34,8 +34,15 @@ Status MakeRuntimeDir(const std::string& dir) {
 Result<std::string> DefaultCtlPath() {
   const char* env = std::getenv("ZTIER_CTL");
   if (env != nullptr && env[0] != '\0') return std::string(env);
-  ZT_ASSIGN_OR_RETURN(std::string dir, DefaultRuntimeDir());
-  return dir + "/ztier.ctl";
+  auto dir = DefaultRuntimeDir();
+  if (!dir.has_value()) {
+    // `ztier ctl` and `ztier status` take only the control socket.
+    return Err(Status::FailedPrecondition(
+        "XDG_RUNTIME_DIR is not set (or not an absolute path), so there is "
+        "no default control socket: pass --ctl PATH (or set ZTIER_CTL or "
+        "XDG_RUNTIME_DIR)"));
+  }
+  return *dir + "/ztier.ctl";
 }
 
 }  // namespace ztier::tool

@@ -112,6 +112,28 @@ TEST(ServePolicyTest, PassesRecompressAndWriteBackWithinTheBudget) {
   EXPECT_EQ(serve.Stop(), 0) << serve.Log();  // SIGTERM stops the policy
 }
 
+// `ztier ctl recompress` and `ztier ctl compact` without a value run, as
+// zram's `echo > recompress` (every page) and `echo > compact` do.
+TEST(ServePolicyTest, RecompressAndCompactNeedNoValue) {
+  testing::ScopedTempDir dir;
+  const std::string sock = dir.File("s.sock"), ctl = dir.File("c.ctl");
+  testing::ServeProcess serve(
+      ZTIER_BIN,
+      {"--device", "zram0:16M", "--recomp-algorithm", "zstd", "--unix", sock,
+       "--ctl", ctl},
+      dir.File("serve.log"));
+  ASSERT_TRUE(serve.WaitForSockets({sock, ctl})) << serve.Log();
+  const std::string c = std::string(ZTIER_BIN) + " ctl --ctl " + ctl + " ";
+  for (const char* attr : {"recompress", "compact"}) {
+    const testing::Shell sh = testing::Sh(c + attr);
+    EXPECT_EQ(sh.exit_code, 0) << attr << ": " << sh.out;
+  }
+  // A show-only attribute given a value is still refused.
+  const testing::Shell bad = testing::Sh(c + "mm_stat 1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("EACCES"), std::string::npos) << bad.out;
+}
+
 TEST(ServePolicyTest, BadPolicyIsAUsageErrorNamingTheToken) {
   const testing::Shell sh = testing::Sh(std::string(ZTIER_BIN) +
                                         " serve --policy 'writeback_dayly=1G'");

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "ztier/codec.h"
@@ -17,7 +18,11 @@
 namespace ztier::tool {
 
 std::string ErrnoText(const Status& s) {
-  return std::string(StatusCodeErrnoName(s.code())) + ": " + s.message();
+  const char* name =
+      s.posix_errno() != 0 ? ::strerrorname_np(s.posix_errno()) : nullptr;
+  return std::string(name != nullptr ? std::string_view(name)
+                                     : StatusCodeErrnoName(s.code())) +
+         ": " + s.message();
 }
 
 void PrintError(std::string_view command, const std::string& message) {

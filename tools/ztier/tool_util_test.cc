@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -19,6 +20,7 @@
 #include "machine_info.h"
 #include "paths.h"
 #include "testing/test_util.h"
+#include "tool_common.h"
 
 namespace ztier::tool {
 namespace {
@@ -56,6 +58,18 @@ TEST(MachineInfoTest, FreshMemoryPopulate) {
   ASSERT_EQ(us.size(), 3u);
   for (double u : us) EXPECT_GT(u, 0);
   EXPECT_TRUE(FreshMemoryPopulateUs(0).empty());
+}
+
+// An OS error is named by its own errno; any other Status by zram's name
+// for its code.
+TEST(ErrnoTextTest, NamesTheErrnoOfAnOsError) {
+  EXPECT_EQ(ErrnoText(PosixError("bind /x/a.sock", ENOENT)).rfind("ENOENT: ", 0),
+            0u);
+  EXPECT_EQ(ErrnoText(PosixError("bind :80", EADDRINUSE)).rfind("EADDRINUSE: ", 0),
+            0u);
+  EXPECT_EQ(ErrnoText(PosixError("mkdir", EACCES)).rfind("EACCES: ", 0), 0u);
+  EXPECT_EQ(ErrnoText(Status::NotFound("device 'zram9'")),
+            "ENODEV: device 'zram9'");
 }
 
 TEST(FlagSetTest, ParsesBothFormsListsAndInts) {
