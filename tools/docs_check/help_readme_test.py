@@ -45,6 +45,7 @@ def main():
     flat = squash(readme)
     problems = []
     targets = []
+    helps = {}  # command words -> the flags its --help lists
     for c in commands(ztier, []):
         subs = commands(ztier, [c]) if c in ("bench", "corpus") else []
         targets += [[c, s] for s in subs] or [[c]]
@@ -58,13 +59,36 @@ def main():
         if line not in flat:
             problems.append("README.md lacks the usage line of `%s`:\n    %s"
                             % (" ".join(words), line))
-        for flag in sorted(set(re.findall(r"^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)",
-                                          text, re.M))):
+        # A flag's line: "  -o, --output FILE  ..." or "  --quiet  -q: ...".
+        lines = re.findall(r"^\s+((?:-\w, )?(--[a-z][a-z0-9-]*).*)$", text,
+                           re.M)
+        short = {flag: re.findall(r"(?<![\w-])(-\w)(?![\w-])", line)
+                 for line, flag in lines}
+        flags = set(short)
+        helps[" ".join(words)] = flags
+        for flag in sorted(flags):
             if flag in ("--help",):
                 continue
             if not re.search(re.escape(flag) + r"(?![a-z0-9-])", readme):
                 problems.append("README.md does not name `%s %s`"
                                 % (" ".join(words), flag))
+            names = [flag] + short[flag]
+            if not any(re.search(re.escape(n) + r"(?![a-z0-9-])", usage[0])
+                       for n in names):
+                problems.append("the usage line of `%s` lacks %s"
+                                % (" ".join(words), flag))
+    # Every flag a README command line gives is one its command takes.
+    for line in re.findall(r"^\s*(?:sudo )?(?:build/|\./build/)?ztier "
+                           r"([^\n]*)", readme, re.M):
+        words = line.split()
+        name = next((n for n in sorted(helps, key=len, reverse=True)
+                     if words[:len(n.split())] == n.split()), None)
+        if name is None:
+            continue
+        for flag in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", line):
+            if flag not in helps[name] | {"--help"}:
+                problems.append("README.md runs `ztier %s` with %s, which "
+                                "it does not take" % (name, flag))
     for m in re.finditer(r"\.\./shared|/work/", readme):
         problems.append("README.md names a path outside the repository: %s"
                         % readme[max(0, m.start() - 20):m.end() + 20])

@@ -184,6 +184,29 @@ void AddTables(const Measurements& m, Report& report) {
                "no run measured both");
 }
 
+// Bars of the read latencies, without and with the policy.
+void AddChart(const Measurements& m, std::size_t runs, Report& report) {
+  Chart chart{.name = "policy-reads",
+              .title = "client reads of the hot pages while the policy runs (" +
+                       MedianOfRuns(runs) + ")",
+              .x_label = "variant",
+              .y_label = "read latency (us)",
+              .style = PlotStyle::kBars};
+  const char* variants[] = {"none", "policy"};
+  for (const char* figure : {"read p50", "read p99"}) {
+    PlotSeries s{.title = figure};
+    for (std::size_t k = 0; k < 2; ++k) {
+      const std::vector<double> v = m.Of(variants[k], figure);
+      if (!v.empty()) s.points.push_back(SpreadPoint(k, v));
+    }
+    chart.series.push_back(std::move(s));
+  }
+  for (std::size_t k = 0; k < 2; ++k) {
+    chart.x_tics.push_back({static_cast<double>(k), variants[k]});
+  }
+  report.AddChart(std::move(chart));
+}
+
 }  // namespace
 
 int RunBenchPolicy(std::span<const std::string_view> args) {
@@ -215,6 +238,7 @@ int RunBenchPolicy(std::span<const std::string_view> args) {
   progress.Clear();
   if (!m) return ReportFailure(kCommand, m.error().message());
   AddTables(*m, report);
+  AddChart(*m, static_cast<std::size_t>(f.common.runs), report);
   return report.Finish(kCommand, f.common);
 }
 

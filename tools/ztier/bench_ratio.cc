@@ -28,7 +28,7 @@ namespace {
 constexpr const char kCommand[] = "ztier bench ratio";
 constexpr const char kSynopsis[] =
     "[--corpus-dir DIR] [--codec NAME]... [--dict-size SIZE] [--runs N] "
-    "[--zram-dev PATH] [--json FILE]";
+    "[--zram-dev PATH] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "the memory the same pages take (mem_used_total): per-page objects,\n"
     "units of 4, 8 and 16 pages, a dictionary trained from the store's\n"
@@ -232,6 +232,34 @@ void AddTables(Report& report, const Config& cfg,
   }
 }
 
+// A chart per codec: bars of mem_used_total per corpus, one per variant.
+void AddCharts(Report& report, const Config& cfg,
+               const std::vector<std::string>& corpora,
+               const std::vector<std::vector<Measurements>>& m) {
+  for (std::size_t c = 0; c < cfg.codecs.size(); ++c) {
+    Chart chart{.name = "ratio-" + cfg.codecs[c],
+                .title = "mem_used_total of the same pages, " + cfg.codecs[c] +
+                         " (" + MedianOfRuns(cfg.common.runs) + ")",
+                .x_label = "corpus",
+                .y_label = "mem_used_total (MiB)",
+                .style = PlotStyle::kBars};
+    std::vector<const char*> variants = {"kernel"};
+    for (const ZtierVariant& zv : kZtierVariants) variants.push_back(zv.name);
+    for (const char* v : variants) {
+      PlotSeries s{.title = v};
+      for (std::size_t k = 0; k < corpora.size(); ++k) {
+        const std::vector<double> used = MiB(m[k][c].Of(v, "used"));
+        if (!used.empty()) s.points.push_back(SpreadPoint(k, used));
+      }
+      chart.series.push_back(std::move(s));
+    }
+    for (std::size_t k = 0; k < corpora.size(); ++k) {
+      chart.x_tics.push_back({static_cast<double>(k), corpora[k]});
+    }
+    report.AddChart(std::move(chart));
+  }
+}
+
 }  // namespace
 
 int RunBenchRatio(std::span<const std::string_view> args) {
@@ -302,6 +330,7 @@ int RunBenchRatio(std::span<const std::string_view> args) {
     }
   }
   AddTables(report, cfg, names, m);
+  AddCharts(report, cfg, names, m);
   return report.Finish(kCommand, cfg.common);
 }
 

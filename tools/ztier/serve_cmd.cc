@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "nbd/nbd_server.h"
 #include "nbd/tls.h"
 #include "paths.h"
+#include "platform/clock.h"
 #include "policy_runner.h"
 #include "sd_notify.h"
 #include "serve_devices.h"
@@ -52,7 +54,8 @@ constexpr const char* kSynopsis =
     "[--tls off|on|require] [--tls-cert PATH] [--tls-key PATH] "
     "[--mlock] [--prealloc] [--metrics-listen HOST:PORT] "
     "[--metrics-unix PATH] [--policy TOKENS] [--ublk] [--ublk-queues N] "
-    "[--ublk-depth N] [--ublk-max-io SIZE] [-v|-q|--log-level LEVEL]";
+    "[--ublk-depth N] [--ublk-max-io SIZE] [--ublk-trace FILE] "
+    "[-v|-q|--log-level LEVEL]";
 constexpr const char* kAbout =
     "serve compressed RAM block devices (userspace zram) over NBD, and with "
     "--ublk as /dev/ublkbN.";
@@ -551,13 +554,14 @@ std::optional<int> CreateDevices(const ServeSettings& s,
     if (!device.has_value()) {
       return Fail("device " + spec.name + ": " + device.error().message());
     }
-    if (spec.size == 0) continue;  // uninitialised, as zram's hot_add
-    // backing_dev is set before disksize, as zram requires.
+    // backing_dev is set before disksize, as zram requires; a device
+    // without a size keeps it until `ctl disksize` sets one.
     if (&spec == &c.specs.front() && !s.backing_dev.empty()) {
       if (Status st = (*device)->SetBackingDev(s.backing_dev); !st.ok()) {
         return Fail("--backing-dev: " + ErrnoText(st));
       }
     }
+    if (spec.size == 0) continue;  // uninitialised, as zram's hot_add
     if (Status st = (*device)->SetDisksize(spec.size); !st.ok()) {
       return Fail("device " + spec.name + ": " + ErrnoText(st));
     }
@@ -604,8 +608,10 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   auto ctl_server = ctl::ControlServer::Start(s.ctl_path, registry);
   if (!ctl_server.has_value()) {
     servers->Stop();
+    const bool busy = ctl_server.error().code() == StatusCode::kBusy;
     return Fail("cannot open the control socket: " +
-                ErrnoText(ctl_server.error()));
+                ErrnoText(ctl_server.error()) +
+                (busy ? " (give this server its own with --ctl PATH)" : ""));
   }
   servers->ctl = std::move(*ctl_server);
   if (!s.metrics_listen.empty() || !s.metrics_unix.empty()) {
@@ -741,28 +747,58 @@ void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
     return;
   }
   for (const std::string& w : reread->warnings) Log(LogLevel::kWarning, w);
-  const ReloadCounts counts =
-      ApplyReloadedConfig(**config, *reread, prealloc, registry);
-  // [ztier] settings apply at the next start, but for the log level.
-  for (const ConfigEntry& e : reread->ztier) {
-    bool same = false;
-    for (const ConfigEntry& o : (*config)->ztier) {
-      same = same || (o.key == e.key && o.value == e.value);
+  ReloadCounts counts =
+      ApplyReloadedConfig(**config, &*reread, prealloc, registry);
+  // [ztier] settings apply at the next start, but for the log level. What
+  // is not applied stays in effect as it was (*config keeps the old entry),
+  // so that the next reload warns about it again.
+  const auto find = [](const std::vector<ConfigEntry>& in,
+                       const std::string& key) -> const ConfigEntry* {
+    for (const ConfigEntry& e : in) {
+      if (e.key == key) return &e;
     }
-    if (same || flags.WasSet(e.key)) continue;
-    if (e.key == "log-level" &&
-        (flags.WasSet("verbose") || flags.WasSet("quiet"))) {
-      continue;  // the command line's -v or -q stands
+    return nullptr;
+  };
+  const bool level_from_flags = flags.WasSet("log-level") ||
+                                flags.WasSet("verbose") || flags.WasSet("quiet");
+  std::vector<ConfigEntry> effective;
+  for (const ConfigEntry& e : reread->ztier) {
+    const ConfigEntry* o = find((*config)->ztier, e.key);
+    if ((o != nullptr && o->value == e.value) || flags.WasSet(e.key) ||
+        (e.key == "log-level" && level_from_flags)) {
+      effective.push_back(e);  // unchanged, or the command line's stands
+      continue;
     }
     if (e.key == "log-level" && ParseLogLevel(e.value).has_value()) {
       SetLogLevel(*ParseLogLevel(e.value));
       Log(LogLevel::kInfo, "log-level is now " + e.value);
+      ++counts.applied;
+      effective.push_back(e);
       continue;
     }
     Log(LogLevel::kWarning, "[ztier] " + e.key +
                                 " changed, not applied: it takes effect "
                                 "at the next start");
+    ++counts.not_applied;
+    if (o != nullptr) effective.push_back(*o);
   }
+  for (const ConfigEntry& o : (*config)->ztier) {
+    if (find(reread->ztier, o.key) != nullptr || flags.WasSet(o.key)) continue;
+    if (o.key == "log-level") {
+      if (!level_from_flags) {
+        SetLogLevel(LogLevel::kInfo);
+        Log(LogLevel::kInfo, "log-level is now info (the default)");
+        ++counts.applied;
+      }
+      continue;
+    }
+    Log(LogLevel::kWarning, "[ztier] " + o.key +
+                                " removed, not applied: it takes effect "
+                                "at the next start");
+    ++counts.not_applied;
+    effective.push_back(o);
+  }
+  reread->ztier = std::move(effective);
   Log(LogLevel::kInfo,
       "SIGHUP: configuration re-read from " + Absolute((*config)->path) + ": " +
           std::to_string(counts.applied) + " change(s) applied, " +
@@ -783,7 +819,14 @@ Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
   o.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
   auto fe = ublk::UblkFrontEnd::Start(registry, std::move(o));
   if (!fe.has_value()) {
-    return Err(Status(fe.error().code(), "--ublk: " + fe.error().message()));
+    std::string why = "--ublk: " + fe.error().message();
+    if (fe.error().code() == StatusCode::kPermissionDenied) {
+      // ublk's ADD_DEV needs CAP_SYS_ADMIN (drivers/block/ublk_drv.c),
+      // which the shipped unit's CapabilityBoundingSet leaves out.
+      why += " (adding a ublk device needs CAP_SYS_ADMIN; under systemd, "
+             "add it to the unit's CapabilityBoundingSet)";
+    }
+    return Err(Status(fe.error().code(), why));
   }
   return fe;
 }
@@ -816,7 +859,13 @@ int WaitForStop(const sigset_t& signals, const FlagSet& flags, bool prealloc,
                            "serving on, every device and page kept");
       continue;
     }
-    Notify(notifier, "RELOADING=1");
+    // MONOTONIC_USEC: systemd (253+, Type=notify-reload) matches the
+    // reload to this message by it (sd_notify(3)); older ones ignore it.
+    // (MonotonicClock is CLOCK_MONOTONIC, platform/clock.h.)
+    const auto usec = std::chrono::duration_cast<std::chrono::microseconds>(
+        platform::MonotonicClock::now().time_since_epoch());
+    Notify(notifier, "RELOADING=1\nMONOTONIC_USEC=" +
+                         std::to_string(usec.count()));
     Reload(flags, prealloc, registry, config);
     Notify(notifier, "READY=1\nSTATUS=" + Summary(*registry, nbd));
   }

@@ -2,6 +2,7 @@
 #include "serve_devices.h"
 
 #include <map>
+#include <set>
 
 #include "log.h"
 #include "tool_common.h"
@@ -92,8 +93,9 @@ Status CreateConfiguredDevices(const ServiceConfig& config, bool prealloc,
 }
 
 ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
-                                 const ServiceConfig& after, bool prealloc,
+                                 ServiceConfig* effective, bool prealloc,
                                  DeviceRegistry* registry) {
+  const ServiceConfig& after = *effective;
   ReloadCounts counts;
   std::map<std::string, const DeviceConfig*> old;
   for (const DeviceConfig& d : before.devices) {
@@ -103,14 +105,18 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
     Log(LogLevel::kWarning, what);
     ++counts.not_applied;
   };
-  for (const DeviceConfig& d : after.devices) {
+  std::set<std::string> not_ours;  // entries of the file no device follows
+  for (DeviceConfig& d : effective->devices) {
     if (!d.skipped.empty()) {
-      if (old.contains(d.name)) {
+      auto kept = old.find(d.name);
+      if (kept == old.end()) continue;
+      if (registry->Find(d.name) != nullptr) {
         not_applied(d.name + ": now skipped (" + d.skipped +
                     "), but kept: it may hold data; remove it with "
                     "`ztier ctl hot_remove`");
-        old.erase(d.name);
+        d = *kept->second;  // in effect as it was
       }
+      old.erase(kept);
       continue;
     }
     auto it = old.find(d.name);
@@ -122,6 +128,7 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
       if (device != nullptr) {
         not_applied(d.name + ": new in the file, but a device of that name "
                              "exists already (made with hot_add); left as it is");
+        not_ours.insert(d.name);  // not in effect: said again next time
         continue;
       }
       if (Status s = Configure(after, d, prealloc, registry); !s.ok()) {
@@ -143,6 +150,7 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
         ++counts.applied;
       } else {
         not_applied(d.name + ": mem_limit: " + ErrnoText(s));
+        d.mem_limit = was.mem_limit;
       }
     }
     if (d.notes != was.notes) {
@@ -156,17 +164,34 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
                   " changed, not applied: it needs the device reset (its "
                   "pages dropped) or a restart");
     };
-    if (d.disksize != was.disksize) needs_restart("zram-size");
+    // Against the device as it is: a reset and a `ctl disksize` by hand
+    // may have applied the file's size meanwhile.
+    if (d.disksize != device->disksize()) {
+      needs_restart("zram-size");
+      d.disksize = was.disksize;
+      d.size_expression = was.size_expression;
+    }
     if (d.comp_algorithm != was.comp_algorithm ||
         d.algorithm_params != was.algorithm_params ||
         d.recomp_algorithms != was.recomp_algorithms) {
       needs_restart("compression-algorithm");
+      d.comp_algorithm = was.comp_algorithm;
+      d.algorithm_params = was.algorithm_params;
+      d.recomp_algorithms = was.recomp_algorithms;
     }
-    if (d.backing_dev != was.backing_dev) needs_restart("writeback-device");
+    if (d.backing_dev != was.backing_dev) {
+      needs_restart("writeback-device");
+      d.backing_dev = was.backing_dev;
+    }
   }
+  std::erase_if(effective->devices, [&](const DeviceConfig& d) {
+    return not_ours.contains(d.name);
+  });
   for (const auto& [name, d] : old) {
+    if (registry->Find(name) == nullptr) continue;  // hot_removed since
     not_applied(name + ": gone from the file, but kept: it may hold data; "
                        "remove it with `ztier ctl hot_remove`");
+    effective->devices.push_back(*d);  // still in effect
   }
   return counts;
 }

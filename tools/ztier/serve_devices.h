@@ -20,7 +20,11 @@
 // device gone from the file (remove it with `ztier ctl hot_remove`), and a
 // changed zram-size, compression-algorithm or writeback-device of a device
 // (they need a reset, which drops its pages, or a restart). It returns the
-// number of changes applied and not applied.
+// number of changes applied and not applied, and makes *after the
+// configuration in effect: each change not applied is set back to what is
+// in effect (a device gone from the file but kept stays in it), so the
+// next reload compares the file with the devices as they are, and warns
+// again about what is still not applied.
 //
 // Thread safety: call from the serving process's main thread; the devices
 // themselves may be in use by any number of clients meanwhile.
@@ -46,7 +50,7 @@ struct ReloadCounts {
   int not_applied = 0;
 };
 ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
-                                 const ServiceConfig& after, bool prealloc,
+                                 ServiceConfig* after, bool prealloc,
                                  DeviceRegistry* registry);
 
 // What the operator runs to use a device as its notes say, once an NBD

@@ -252,11 +252,45 @@ TEST(ServeServiceTest, NotifySocketReadyReloadingStopping) {
   EXPECT_NE(ready.find("STATUS=2 device(s), 0.0 MiB stored"), std::string::npos)
       << ready;
   ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
-  EXPECT_EQ(notify.Receive(10000), "RELOADING=1");
+  const std::string reloading = notify.Receive(10000);
+  EXPECT_EQ(reloading.rfind("RELOADING=1\nMONOTONIC_USEC=", 0), 0u)
+      << reloading;
+  EXPECT_GT(std::stoull(reloading.substr(reloading.find('=', 12) + 1)), 0u)
+      << reloading;
   EXPECT_EQ(notify.Receive(10000).rfind("READY=1\nSTATUS=", 0), 0u);
   ::kill(s.pid(), SIGTERM);
   EXPECT_EQ(notify.Receive(10000), "STOPPING=1\nSTATUS=stopping");
   EXPECT_EQ(s.Wait(), 0) << s.Log();
+}
+
+// Log lines carry the journal's "<N>" priority prefixes only when stderr
+// is the stream JOURNAL_STREAM names (sd-daemon(3)), not merely when the
+// variable is set.
+TEST(ServeServiceTest, JournalPrefixesOnlyOnTheJournalStream) {
+  for (const bool journal : {true, false}) {
+    SCOPED_TRACE(journal ? "stderr is JOURNAL_STREAM" : "stderr is elsewhere");
+    ScopedTempDir dir;
+    WriteFile(dir.File("serve.log"), "");  // the file stderr will be
+    struct stat st {};
+    ASSERT_EQ(::stat(dir.File("serve.log").c_str(), &st), 0);
+    const std::string stream =
+        std::to_string(st.st_dev) + ":" +
+        std::to_string(journal ? st.st_ino : st.st_ino + 1);
+    ::setenv("JOURNAL_STREAM", stream.c_str(), 1);
+    WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
+    Server s(dir, {"--config", dir.File("ztier.conf")});
+    ::unsetenv("JOURNAL_STREAM");
+    ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+    ::kill(s.pid(), SIGTERM);
+    EXPECT_EQ(s.Wait(), 0) << s.Log();
+    const std::string log = s.Log();
+    const std::string as_journal = "<6>zram0: configured: ";
+    const std::string as_text = "ztier serve: zram0: configured: ";
+    EXPECT_NE(log.find(journal ? as_journal : as_text), std::string::npos)
+        << log;
+    EXPECT_EQ(log.find(journal ? as_text : as_journal), std::string::npos)
+        << log;
+  }
 }
 
 // mm_stat's mem_limit column (the fourth).
@@ -294,6 +328,16 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
             std::string::npos) << s.Log();
   EXPECT_NE(s.Log().find("1 change(s) applied, 1 not"), std::string::npos)
       << s.Log();
+  // The same file again: the size change is still not applied, and says so.
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
+  // [ztier] log-level applies at once, and so does its removal.
+  WriteFile(dir.File("ztier.conf"), text + "log-level = debug\n");
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("log-level is now debug")) << s.Log();
+  WriteFile(dir.File("ztier.conf"), text);
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("log-level is now info (the default)")) << s.Log();
 
   // A file that no longer parses changes nothing.
   WriteFile(dir.File("ztier.conf"), "[zram0]\nzram-resident-limit = what\n");
@@ -413,6 +457,19 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   EXPECT_NE(s.Log().find("zram2: added"), std::string::npos) << s.Log();
   EXPECT_NE(after.find("\"notes\":{\"options\":\"discard\",\"swap-priority\":\"7\"}"),
             std::string::npos) << after;
+  // zram2 now skipped by the file: kept, and said so; once hot_removed,
+  // nothing is left to say.
+  const std::string size8 = "[zram2]\nzram-size = 8\n";
+  text.replace(text.find(size8), size8.size(), "[zram2]\nzram-size = 0\n");
+  WriteFile(dir.File("ztier.conf"), text);
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("zram2: now skipped")) << s.Log();
+  ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
+  const Shell removed =
+      Sh(Ztier("ctl --ctl " + dir.File("ctl.sock") + " hot_remove zram2"));
+  ASSERT_EQ(removed.exit_code, 0) << removed.out;
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 0 not")) << s.Log();
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 

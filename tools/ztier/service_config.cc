@@ -67,7 +67,7 @@ const std::set<std::string, std::less<>>& DeviceKeys() {
   static const std::set<std::string, std::less<>> keys = {
       "zram-size",      "zram-fraction", "max-zram-size",
       "zram-resident-limit", "compression-algorithm",
-      "writeback-device", "host-memory-limit", "swap-priority",
+      "writeback-device", "host-memory-limit", "memory-limit", "swap-priority",
       "fs-type",        "mount-point",   "options"};
   return keys;
 }
@@ -87,7 +87,9 @@ class ConfigParser {
     config.path = path_;
     std::set<std::string, std::less<>> sections;
     std::set<std::string, std::less<>> keys;  // of the current section
-    enum { kNone, kZtier, kDevice } in = kNone;
+    enum { kNone, kZtier, kDevice, kIgnored } in = kNone;
+    // A UTF-8 byte order mark, as some editors write, is not text.
+    if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
     std::map<std::string, std::pair<std::string, int>> device_keys;
     DeviceConfig device;
     int line_no = 0;
@@ -113,7 +115,8 @@ class ConfigParser {
         }
         const std::string name = Trim(line.substr(1, line.size() - 2));
         if (Status s = finish_device(); !s.ok()) return Err(s);
-        if (!sections.insert(name).second) {
+        const bool ours = name == "ztier" || ValidDeviceName(name);
+        if (ours && !sections.insert(name).second) {
           return Error(line_no, "section [" + name + "] is given twice");
         }
         keys.clear();
@@ -125,11 +128,14 @@ class ConfigParser {
           device.name = name;
           device.line = line_no;
         } else {
-          return Error(line_no,
-                       "unknown section [" + name +
-                           "]: want [ztier] or a device, [zram0], [zram1], ... "
-                           "(a name starting with zram, then letters, digits, "
-                           "_ . or -)");
+          // zram-generator ignores every section but [zramN], with a
+          // warning; so does ztier, so that its files work unchanged.
+          in = kIgnored;
+          Warn(line_no,
+               "section [" + name +
+                   "] ignored: want [ztier] or a device, [zram0], [zram1], "
+                   "... (a name starting with zram, then letters, digits, _ "
+                   ". or -)");
         }
         continue;
       }
@@ -145,12 +151,19 @@ class ConfigParser {
         return Error(line_no, "'" + key + "' is outside a section; put it "
                               "under [zram0] or [ztier]");
       }
+      if (in == kIgnored) continue;
       const auto& known = in == kZtier ? ZtierKeys() : DeviceKeys();
       if (!known.contains(key)) {
-        return Error(line_no, "unknown key '" + key + "' in [" +
-                                  (in == kZtier ? std::string("ztier")
-                                                : device.name) +
-                                  "]; known: " + Join(known));
+        const std::string what = "unknown key '" + key + "' in [" +
+                                 (in == kZtier ? std::string("ztier")
+                                               : device.name) +
+                                 "]; known: " + Join(known);
+        // ztier's own section is checked; a device's unknown key is
+        // ignored with a warning, as zram-generator does (a newer
+        // generator's key must not stop the service).
+        if (in == kZtier) return Error(line_no, what);
+        Warn(line_no, what + " (ignored, as zram-generator does)");
+        continue;
       }
       if (!keys.insert(key).second) {
         return Error(line_no, "'" + key + "' is given twice in this section");
@@ -188,11 +201,14 @@ class ConfigParser {
     const auto* max_size = get("max-zram-size");
     if (fraction != nullptr || max_size != nullptr) {
       const int line = (fraction != nullptr ? fraction : max_size)->second;
+      // They override zram-size, as in zram-generator (its config.rs,
+      // set_disksize_if_enabled).
       if (get("zram-size") != nullptr) {
-        warnings_.push_back(path_ + ":" + std::to_string(line) +
-                            ": zram-fraction and max-zram-size are ignored: "
-                            "zram-size is given");
-      } else {
+        Warn(line, "zram-fraction and max-zram-size override zram-size (as "
+                   "zram-generator reads them)");
+        size_line = line;
+      }
+      {
         // zram-generator's deprecated pair: min(ram * fraction, max).
         std::string f = "0.5";
         if (fraction != nullptr) {
@@ -215,10 +231,8 @@ class ConfigParser {
           }
           d.size_expression = "min(ram * " + f + ", " + m + ")";
         }
-        warnings_.push_back(path_ + ":" + std::to_string(line) +
-                            ": zram-fraction and max-zram-size are "
-                            "deprecated; this is zram-size = " +
-                            d.size_expression);
+        Warn(line, "zram-fraction and max-zram-size are deprecated; this is "
+                   "zram-size = " + d.size_expression);
       }
     }
     ZT_ASSIGN_OR_RETURN(d.disksize,
@@ -244,7 +258,13 @@ class ConfigParser {
         d.backing_dev = v->first;
       }
     }
-    if (auto* v = get("host-memory-limit")) {
+    const auto* host_limit = get("host-memory-limit");
+    if (host_limit == nullptr && get("memory-limit") != nullptr) {
+      host_limit = get("memory-limit");  // zram-generator's older name
+      Warn(host_limit->second,
+           "memory-limit is deprecated; it is host-memory-limit");
+    }
+    if (auto* v = host_limit) {
       if (v->first != "none") {
         ZT_ASSIGN_OR_RETURN(std::uint64_t limit,
                             Integer("host-memory-limit", v->first, v->second, 0,
@@ -407,6 +427,10 @@ class ConfigParser {
     return Err(Status::InvalidArgument(path_ + ":" + std::to_string(line) +
                                        ": " + what));
   }
+  // "FILE:LINE: what", for the caller to log; the file is still read.
+  void Warn(int line, const std::string& what) {
+    warnings_.push_back(path_ + ":" + std::to_string(line) + ": " + what);
+  }
 
   std::string path_;
   double ram_;
@@ -428,6 +452,10 @@ Result<RecompAlgorithmConfig> ParseAlgorithmItem(std::string_view item,
   const std::size_t paren = item.find('(');
   RecompAlgorithmConfig out;
   if (paren != std::string_view::npos) {
+    if (item.find(')', paren) == std::string_view::npos) {
+      return Err(Status::InvalidArgument(w + ": no ')' closes the '(' in '" +
+                                         std::string(item) + "'"));
+    }
     if (item.back() != ')') {
       return Err(Status::InvalidArgument(w + ": text after ')' in '" +
                                          std::string(item) + "'"));

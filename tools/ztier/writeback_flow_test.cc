@@ -135,6 +135,30 @@ TEST(WritebackFlowTest, LimitWritesBackExactlyTheBudget) {
   EXPECT_NE(none.out.find("ENODEV"), std::string::npos) << none.out;
 }
 
+// --backing-dev on a device started without a size (`--device zram0`) is
+// kept until `ctl disksize` sizes it, as zram takes backing_dev before
+// disksize; writeback then goes to that file.
+TEST(WritebackFlowTest, BackingDevOfAnUnsizedDeviceAppliesAtDisksize) {
+  if (!Have("nbdcopy")) GTEST_SKIP() << "nbdcopy is not installed";
+  ScopedTempDir data;
+  const std::string wb_file = data.File("wb.img");
+  Server s({"--device", "zram0", "--backing-dev", wb_file});
+  ASSERT_TRUE(s.running()) << s.Log();
+  EXPECT_EQ(s.Ctl("backing_dev").out, wb_file + "\n");
+  ASSERT_EQ(s.Ctl("disksize", "8M").exit_code, 0);
+  const std::string in = data.File("in.txt");
+  WriteMarkedPages(in, "ztier-unsized", 256);
+  const Shell put = Sh("nbdcopy '" + in + "' " + s.Uri());
+  ASSERT_EQ(put.exit_code, 0) << put.out;
+  ASSERT_EQ(s.Ctl("idle", "all").exit_code, 0);
+  const Shell wb = s.Ctl("writeback", "idle");
+  ASSERT_EQ(wb.exit_code, 0) << wb.out;
+  EXPECT_EQ(Numbers(s.Ctl("bd_stat").out)[0], 256u);
+  struct stat st {};
+  ASSERT_EQ(::stat(wb_file.c_str(), &st), 0);
+  EXPECT_GE(static_cast<std::uint64_t>(st.st_size), 8u << 20);
+}
+
 // --backing-encrypt: no plaintext of a written-back page is in the file, and
 // a flipped byte makes the read an IO error, never other data.
 TEST(WritebackFlowTest, EncryptedBackingFileHoldsNoPlaintext) {
