@@ -12,17 +12,23 @@
 //      untouched again, its next touch maps zeros.
 //   1. UFFDIO_WRITEPROTECT each run of consecutive victims. From here a
 //      write blocks in a WP fault; reads go on.
-//   2. Store: with batch_stores, each run's 16-page units through
-//      StoreBatch (all-or-nothing), read straight from the region; a unit
-//      that fails is split and stored page by page (swpout_fallback); the
-//      rest through Store. Each store first passes PoolAccepts().
+//   2. Store: each run is copied out through /proc/self/mem
+//      (platform/own_memory.h), then, with batch_stores, its 16-page units
+//      go through StoreBatch (all-or-nothing); a unit that fails is split
+//      and stored page by page (swpout_fallback); the rest through Store.
+//      Each store first passes PoolAccepts(). The copy never faults: a
+//      page the application dropped after step 0 has no page to read, and
+//      a plain read of it would raise a missing fault that waits for the
+//      handler, which is this thread or waits for mu. Such a page is not
+//      stored: it stays resident in the map, and its next touch maps zeros.
 //   3. Stored runs: MADV_DONTNEED (which drops the WP bit with the PTE; the
 //      next touch is a missing fault), then UFFDIO_WAKE for any writer
 //      blocked in step 1: it retries and faults the page back in. Refused
 //      runs: un-protect, which wakes their writers.
-// Under TSan the pages are copied out first with reads ignored: a writer's
-// store racing our read is ordered by the write-protection, which TSan
-// cannot see, and the parallel codec's lanes would read them too.
+// Without /proc (own_memory empty) the pages are read in place. Under TSan
+// they are then copied out first with reads ignored: a writer's store
+// racing our read is ordered by the write-protection, which TSan cannot
+// see, and the parallel codec's lanes would read them too.
 #include <unistd.h>
 
 #include <algorithm>
@@ -134,6 +140,31 @@ void Region::Impl::KeepPresent(std::span<const std::uint32_t> chunk,
   });
 }
 
+const std::byte* Region::Impl::CopyOut(std::uint32_t first, std::size_t n,
+                                      std::uint8_t* readable) {
+  std::byte* out = evict_copy.get();
+  if (own_memory.empty()) {
+    std::fill_n(readable, n, 1);
+    const std::byte* src = base + std::size_t{first} * kPageSize;
+#if defined(__SANITIZE_THREAD__)
+    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+    std::memcpy(out, src, n * kPageSize);
+    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    return out;
+#else
+    return src;
+#endif
+  }
+  for (std::size_t q = 0; q < n;) {
+    const std::size_t got =
+        own_memory.ReadPages(Addr(first + q), n - q, out + q * kPageSize);
+    std::fill_n(readable + q, got, 1);
+    q += got;
+    if (q < n) readable[q++] = 0;  // dropped: no page to read
+  }
+  return out;
+}
+
 bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
                                 std::span<const std::uint8_t> guarded,
                                 std::span<std::uint8_t> stored) {
@@ -150,15 +181,9 @@ bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
     }
   };
   bool refused = false;
-  ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
-    if (!guarded[k] || refused) return;
-    const std::byte* src = base + std::size_t{v[k]} * kPageSize;
-#if defined(__SANITIZE_THREAD__)
-    AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-    std::memcpy(evict_copy.get(), src, n * kPageSize);
-    AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-    src = evict_copy.get();
-#endif
+  // Stores the n pages of v[k..k+n), whose bytes are at src.
+  const auto store_run = [&](std::size_t k, std::size_t n,
+                             const std::byte* src) {
     const auto store_one = [&](std::size_t q) {
       Status st =
           store->Store(v[k] + q, ConstPage(src + q * kPageSize, kPageSize));
@@ -192,6 +217,18 @@ bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
         }
         store_one(off);
       }
+    }
+  };
+  std::uint8_t readable[kEvictChunk];
+  ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
+    if (!guarded[k] || refused) return;
+    const std::byte* src = CopyOut(v[k], n, readable);
+    // Each stretch of pages that could be read, as one run.
+    for (std::size_t a = 0; a < n && !refused;) {
+      std::size_t b = a;
+      while (b < n && readable[b]) ++b;
+      if (b > a) store_run(k + a, b - a, src + a * kPageSize);
+      a = b + 1;
     }
   });
   return !refused;

@@ -42,9 +42,14 @@
 //   Pages the application dropped (MADV_DONTNEED on region memory) while
 //   resident read as zeros, as the kernel would give: eviction checks
 //   presence in /proc/self/pagemap and forgets such pages, and a missing
-//   fault on a page the map thinks resident maps zeros. The handler never
-//   touches absent region memory, so it cannot deadlock on a fault of its
-//   own. LIMIT: MADV_DONTNEED on a page that is stored or written back is
+//   fault on a page the map thinks resident maps zeros. Eviction reads
+//   region memory only through /proc/self/mem (platform/own_memory.h), so
+//   a page dropped between the presence check and the read stops the read
+//   rather than raising a fault that the evicting side itself would have
+//   to answer: no thread of ztier's waits on a fault of region memory.
+//   (Without /proc mounted both checks are gone, and eviction trusts the
+//   page map and reads in place.)
+//   LIMIT: MADV_DONTNEED on a page that is stored or written back is
 //   not seen (the kernel has nothing to drop, and UFFD_FEATURE_EVENT_REMOVE
 //   is not asked for: with it, the handler's own zaps in step 4 would wait
 //   for the handler to read their events), so the next touch brings the
@@ -138,9 +143,7 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   m.pages = internal::PageMap(m.num_pages);
   m.staging = std::make_unique<std::byte[]>(Impl::kMaxWindow * kPageSize);
   m.zeros = std::make_unique<std::byte[]>(Impl::kZeroWindow * kPageSize);
-#if defined(__SANITIZE_THREAD__)
   m.evict_copy = std::make_unique<std::byte[]>(Impl::kEvictChunk * kPageSize);
-#endif
 
   PageStoreOptions so;
   so.num_pages = m.num_pages;
@@ -175,6 +178,11 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   ZT_ASSIGN_OR_RETURN(m.stop, platform::EventFd::Create());
   // Without it (no /proc) eviction trusts the page map (evict.cc).
   m.pagemap_fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  // Without it eviction reads the pages in place, and a page the
+  // application drops meanwhile hangs it (evict.cc, step 2).
+  if (auto mem = platform::OwnMemory::Open(); mem.has_value()) {
+    m.own_memory = std::move(*mem);
+  }
   m.handler = std::thread([&m] { m.HandlerLoop(); });
   return Status::Ok();
 }

@@ -26,6 +26,7 @@
 #include "page_map.h"
 #include "platform/event_fd.h"
 #include "platform/mapping.h"
+#include "platform/own_memory.h"
 #include "platform/userfaultfd.h"
 #include "ztier/page.h"
 #include "ztier/page_store.h"
@@ -91,6 +92,7 @@ struct Region::Impl {
   // How long the handler polls the userfaultfd before it sleeps in poll().
   static constexpr std::chrono::microseconds kHandlerSpin{50};
   int pagemap_fd = -1;  // /proc/self/pagemap, or -1 (see evict.cc)
+  platform::OwnMemory own_memory;  // eviction's reads; empty without /proc
   std::unique_ptr<PageStore> store;
   std::thread handler;
   RegionCounters c;
@@ -108,9 +110,7 @@ struct Region::Impl {
   std::unique_ptr<std::byte[]> zeros;    // kZeroWindow zeroed pages
   bool logged_load_error = false;
   bool logged_error = false;
-#if defined(__SANITIZE_THREAD__)
   std::unique_ptr<std::byte[]> evict_copy;  // kEvictChunk pages (see evict.cc)
-#endif
 
   Impl() = default;
   ~Impl();
@@ -168,6 +168,11 @@ struct Region::Impl {
   bool StoreGuarded(std::span<const std::uint32_t> v,
                     std::span<const std::uint8_t> guarded,
                     std::span<std::uint8_t> stored);
+  // Step 2's read of the n consecutive victims from page `first`: returns
+  // where their bytes are, and sets readable[q] for each page q that was
+  // read (one the application dropped after step 0 is not). REQUIRES: mu
+  const std::byte* CopyOut(std::uint32_t first, std::size_t n,
+                           std::uint8_t* readable);
   // Step 3 for one run of n consecutive victims: zap and wake when `stored`,
   // else (or if the zap fails) keep the pages and un-protect. REQUIRES: mu
   void FinishRun(const std::uint32_t* run, std::size_t n, bool stored);

@@ -17,7 +17,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -797,6 +799,63 @@ TEST(RegionTest, WriteProtectFailureKeepsVictimsResident) {
   ASSERT_OK(r.Pageout(r.data(), r.size()));
   EXPECT_EQ(r.Stats().zswpout, kPages);
   EXPECT_EQ(FirstBad(r, 0, kPages, 0, false), kPages);
+}
+
+// The application drops pages (MADV_DONTNEED) between eviction's presence
+// check and its read: here from inside the write-protect call, the moment
+// between the two. Reading such a page in place would raise a missing
+// fault that only the evicting side could answer, and hang; the eviction
+// must instead leave those pages out, store the rest, and the dropped
+// pages read as zeros, as the kernel gives.
+TEST(RegionTest, PagesDroppedDuringAnEvictionAreLeftOutNotWaitedFor) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 64;
+  constexpr std::size_t kDropped[] = {5, 6, 7, 40};
+  std::atomic<std::byte*> base{nullptr};
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  o.max_pool_percent = 100;
+  auto made = RegionTestPeer::CreateFaulty(o, [&](const internal::UffdCall& c) {
+    std::byte* b = base.exchange(nullptr);
+    if (c.op == internal::UffdCall::kWriteProtect && b != nullptr) {
+      for (std::size_t p : kDropped) {
+        EXPECT_EQ(::madvise(b + p * kPageSize, kPageSize, MADV_DONTNEED), 0);
+      }
+    } else if (b != nullptr) {
+      base = b;  // not yet
+    }
+    return 0;
+  });
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  Region& r = **made;
+  Fill(r, 0, kPages, 0, false);
+  base = r.data();
+  // On the old read in place this never returns: give it a while, then
+  // end the process rather than hang the suite.
+  auto pageout = std::async(std::launch::async,
+                            [&] { return r.Pageout(r.data(), r.size()); });
+  if (pageout.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: Pageout hangs on a page dropped under it\n");
+    std::_Exit(1);
+  }
+  ASSERT_OK(pageout.get());
+  EXPECT_EQ(base.load(), nullptr);  // the pages were dropped
+  EXPECT_EQ(r.Stats().stored_pages, kPages - std::size(kDropped));
+  for (std::size_t i = 0; i < kPages; ++i) {
+    const bool dropped =
+        std::find(std::begin(kDropped), std::end(kDropped), i) !=
+        std::end(kDropped);
+    if (!dropped) {
+      EXPECT_EQ(FirstBad(r, i, i + 1, 0, false), i + 1) << "page " << i;
+      continue;
+    }
+    for (std::size_t b = 0; b < kPageSize; ++b) {
+      ASSERT_EQ(r.data()[i * kPageSize + b], std::byte{0}) << "page " << i;
+    }
+  }
+  // A later eviction stores what is resident, the zero pages included.
+  ASSERT_OK(r.Pageout(r.data(), r.size()));
+  EXPECT_EQ(r.Stats().resident_pages, 0u);
 }
 
 // Not a check: prints what a fault and an eviction cost here.

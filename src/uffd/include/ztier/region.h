@@ -26,7 +26,8 @@
 // afterwards only for pages that were resident. A page that was stored or
 // written back keeps its content (ztier does not see the call), so code
 // that relies on DONTNEED to zero memory (an allocator purging pages, say)
-// must not run on a region; Region::Discard drops pages of any state.
+// must not run on a region; Region::Discard drops pages of any state. The
+// call itself is safe at any time, an eviction of the same pages included.
 //
 // Eviction (the reclaimer runs when resident pages exceed `budget`, down to
 // `budget` minus 1/32 of it; Pageout evicts the resident pages of its range):
