@@ -858,6 +858,56 @@ TEST(RegionTest, PagesDroppedDuringAnEvictionAreLeftOutNotWaitedFor) {
   EXPECT_EQ(r.Stats().resident_pages, 0u);
 }
 
+// The same race left to chance: while readers fault pages in and the
+// reclaimer (on the handler thread) evicts behind them, another thread
+// drops pages at random. Nothing may hang, and every page reads as its
+// data or, dropped, as zeros (a page dropped while stored keeps its data:
+// region.h, "Dropping pages").
+TEST(RegionTest, PagesDroppedAtRandomDuringReclaimNeverHangIt) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 2048;
+  auto r = FilledWithBudget(kPages, 256, false);
+  ASSERT_NE(r, nullptr);
+  std::atomic<bool> done{false};
+  auto run = std::async(std::launch::async, [&] {
+    std::thread dropper([&] {
+      std::mt19937 rng(7);
+      while (!done.load(std::memory_order_relaxed)) {
+        const std::size_t p = rng() % kPages;
+        ::madvise(r->data() + p * kPageSize, kPageSize, MADV_DONTNEED);
+      }
+    });
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    std::uint64_t sum = 0;
+    while (std::chrono::steady_clock::now() < end) {
+      for (std::size_t i = 0; i < kPages; i += 3) {
+        sum += static_cast<std::uint8_t>(r->data()[i * kPageSize + 100]);
+      }
+    }
+    done = true;
+    dropper.join();
+    return sum;
+  });
+  if (run.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: the region hangs on pages dropped under it\n");
+    std::_Exit(1);
+  }
+  run.get();
+  Page want;
+  std::size_t zeros = 0;
+  for (std::size_t i = 0; i < kPages; ++i) {
+    const std::byte* got = r->data() + i * kPageSize;
+    MakePage(want.data(), i, 0, false);
+    if (std::memcmp(got, want.data(), kPageSize) == 0) continue;
+    ASSERT_TRUE(std::all_of(got, got + kPageSize,
+                            [](std::byte b) { return b == std::byte{0}; }))
+        << "page " << i << " is neither its data nor zeros";
+    ++zeros;
+  }
+  EXPECT_GT(zeros, 0u);
+  EXPECT_GT(r->Stats().evictions, 0u);
+}
+
 // Not a check: prints what a fault and an eviction cost here.
 TEST(RegionTest, ReportsCosts) {
   REQUIRE_UFFD();
