@@ -11,6 +11,9 @@
 
 namespace ztier::platform {
 
+// An address is a file offset of /proc/self/mem.
+static_assert(sizeof(off_t) >= sizeof(std::uintptr_t));
+
 Result<OwnMemory> OwnMemory::Open() {
   const int fd = ::open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Err(PosixError("open /proc/self/mem", errno));

@@ -143,7 +143,8 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   m.pages = internal::PageMap(m.num_pages);
   m.staging = std::make_unique<std::byte[]>(Impl::kMaxWindow * kPageSize);
   m.zeros = std::make_unique<std::byte[]>(Impl::kZeroWindow * kPageSize);
-  m.evict_copy = std::make_unique<std::byte[]>(Impl::kEvictChunk * kPageSize);
+  m.evict_copy = std::make_unique_for_overwrite<std::byte[]>(
+      std::min(Impl::kEvictChunk, m.num_pages) * kPageSize);
 
   PageStoreOptions so;
   so.num_pages = m.num_pages;
@@ -182,6 +183,11 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   // application drops meanwhile hangs it (evict.cc, step 2).
   if (auto mem = platform::OwnMemory::Open(); mem.has_value()) {
     m.own_memory = std::move(*mem);
+  } else {
+    m.LogError(Status(mem.error().code(),
+                      mem.error().message() +
+                          " (eviction reads pages in place: a page the "
+                          "application drops meanwhile can hang it)"));
   }
   m.handler = std::thread([&m] { m.HandlerLoop(); });
   return Status::Ok();

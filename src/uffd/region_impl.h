@@ -110,7 +110,8 @@ struct Region::Impl {
   std::unique_ptr<std::byte[]> zeros;    // kZeroWindow zeroed pages
   bool logged_load_error = false;
   bool logged_error = false;
-  std::unique_ptr<std::byte[]> evict_copy;  // kEvictChunk pages (see evict.cc)
+  // min(kEvictChunk, num_pages) pages: a chunk's runs (see evict.cc).
+  std::unique_ptr<std::byte[]> evict_copy;
 
   Impl() = default;
   ~Impl();

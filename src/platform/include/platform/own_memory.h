@@ -44,7 +44,10 @@ class OwnMemory {
   // Copies the 4 KiB pages [addr, addr + pages * 4096) (addr page-aligned)
   // to out, in order, and returns how many were copied: fewer than `pages`
   // when page number (return value) could not be read (no page there, in a
-  // userfaultfd range, or not mapped at all). Never faults.
+  // userfaultfd range, or not mapped at all). Never faults on the pages
+  // read; `out` itself must be plain memory, not in a userfaultfd range
+  // (the kernel's copy into it may fault). A kernel built with
+  // CONFIG_DEBUG_VM logs a rate-limited stack for each page it refuses.
   std::size_t ReadPages(std::uintptr_t addr, std::size_t pages,
                         std::byte* out) const;
 

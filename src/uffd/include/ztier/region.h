@@ -39,12 +39,15 @@
 //      resident pages are not seen; DESIGN NOTE in region.cc says more.
 //   2. Write-protect them (UFFDIO_WRITEPROTECT), so a write during
 //      compression blocks in a WP fault instead of being lost.
-//   3. Compress and store: runs of >= 16 consecutive victims go through
-//      PageStore::StoreBatch in 16-page (64 KiB) units, all-or-nothing per
-//      unit, with the batch codec (batch_size at a time); other pages one
-//      by one (Store). A unit whose batch store fails (one page does not
-//      compress, say) is then stored page by page, as the kernel splits a
-//      large folio it cannot swap out whole (swpout_fallback counts them).
+//   3. Compress and store, from a copy read through /proc/self/mem (a page
+//      the application dropped since step 1 cannot be read, and is left
+//      out: it reads as zeros at its next touch): runs of >= 16
+//      consecutive victims go through PageStore::StoreBatch in 16-page
+//      (64 KiB) units, all-or-nothing per unit, with the batch codec
+//      (batch_size at a time); other pages one by one (Store). A unit
+//      whose batch store fails (one page does not compress, say) is then
+//      stored page by page, as the kernel splits a large folio it cannot
+//      swap out whole (swpout_fallback counts them).
 //      With `batch_stores` false every page goes through Store (the
 //      one-page-at-a-time baseline of `ztier usemem`).
 //   4. Zap the stored pages (MADV_DONTNEED), one call per consecutive run,
