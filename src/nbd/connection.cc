@@ -24,6 +24,8 @@ constexpr std::size_t kInCapacity = 256 << 10;
 constexpr std::size_t kOutCapacity = 256 << 10;
 constexpr std::uint32_t kInlineCeiling = 64 << 10;
 constexpr std::uint32_t kInlineZeroBytes = 1 << 20;  // TRIM, WRITE_ZEROES
+// A queued TRIM or WRITE_ZEROES runs in steps this long (connection.h).
+constexpr std::uint64_t kZeroStepBytes = 16 << 20;
 constexpr std::size_t kKeepBufferBytes = 1 << 20;
 // Error messages in structured ERROR chunks are cut to this many bytes.
 constexpr std::size_t kMaxErrorMessage = 256;
@@ -108,17 +110,21 @@ WorkQueue::~WorkQueue() {
 }
 
 void WorkQueue::Push(Job* job) {
-  job->next = nullptr;
-  {
-    std::lock_guard l(mu_);
-    if (tail_ == nullptr) {
-      head_ = tail_ = job;
-    } else {
-      tail_->next = job;
-      tail_ = job;
-    }
-  }
+  Append(job);
   cv_.notify_one();
+}
+
+void WorkQueue::PushBack(Job* job) { Append(job); }
+
+void WorkQueue::Append(Job* job) {
+  job->next = nullptr;
+  std::lock_guard l(mu_);
+  if (tail_ == nullptr) {
+    head_ = tail_ = job;
+  } else {
+    tail_->next = job;
+    tail_ = job;
+  }
 }
 
 void WorkQueue::Loop() {
@@ -408,6 +414,7 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   job->cookie = cookie;
   job->offset = offset;
   job->length = length;
+  job->done = 0;
   job->structured = structured_;
   job->start_ns = request_start_ns_;
   if (has_buffer && job->capacity < length) {
@@ -430,11 +437,25 @@ void Connection::RunJob(Job* job) {
   switch (job->type) {
     case kCmdRead: s = device_->Read(job->offset, data); break;
     case kCmdWrite: s = device_->Write(job->offset, data); break;
-    case kCmdTrim: s = device_->Trim(job->offset, job->length); break;
-    case kCmdWriteZeroes:
-      s = device_->WriteZeroes(job->offset, job->length,
-                               (job->flags & kCmdFlagNoHole) != 0);
+    case kCmdTrim:
+    case kCmdWriteZeroes: {
+      // One step, up to the next multiple of kZeroStepBytes (so that the
+      // steps between the request's ends are whole pages).
+      const std::uint64_t at = job->offset + job->done;
+      const std::uint64_t end = job->offset + job->length;
+      const std::uint64_t step =
+          std::min(end, (at / kZeroStepBytes + 1) * kZeroStepBytes) - at;
+      s = job->type == kCmdTrim
+              ? device_->Trim(at, step)
+              : device_->WriteZeroes(at, step,
+                                     (job->flags & kCmdFlagNoHole) != 0);
+      job->done += static_cast<std::uint32_t>(step);
+      if (s.ok() && job->done < job->length) {
+        queue_->PushBack(job);  // the rest after the jobs queued meanwhile
+        return;
+      }
       break;
+    }
     default: break;
   }
   job->error = ToNbdError(s);

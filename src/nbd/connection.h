@@ -29,7 +29,11 @@
 //    complete request left to parse; then one send() carries them all.
 //  * on the shared WorkQueue otherwise (or always, with inline_max_bytes 0):
 //    the reader copies the payload into a Job's pooled buffer, and a worker
-//    runs it and sends its reply itself. Replies may leave out of order.
+//    runs it and sends its reply itself. Replies may leave out of order. A
+//    TRIM or WRITE_ZEROES (up to 4 GiB) runs 16 MiB at a time: after each
+//    step the job goes to the back of the queue, so that one client's long
+//    requests hold the workers for a step each, not for their whole length,
+//    and every other client's requests keep their turn.
 //
 // Memory is bounded per connection: 256 KiB of input buffer, 256 KiB of
 // output batch, and at most max_in_flight jobs holding max_in_flight_bytes
@@ -126,6 +130,7 @@ struct Job {
   std::uint64_t cookie = 0;  // as on the wire (opaque, echoed back)
   std::uint64_t offset = 0;
   std::uint32_t length = 0;
+  std::uint32_t done = 0;  // TRIM, WRITE_ZEROES: bytes done (in steps)
   std::uint64_t charged = 0;  // bytes counted in max_in_flight_bytes
   std::uint32_t error = 0;  // the reply's NBD error
   bool structured = false;  // a READ answers in a structured chunk
@@ -143,9 +148,13 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
   void Push(Job* job);
+  // From a worker's RunJob: queues `job` again, last, waking nobody (the
+  // worker takes the next job itself when RunJob returns).
+  void PushBack(Job* job);
 
  private:
   void Loop();
+  void Append(Job* job);
   std::mutex mu_;
   std::condition_variable cv_;
   Job* head_ = nullptr;

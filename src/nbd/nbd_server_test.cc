@@ -3,6 +3,7 @@
 // reset while attached, shutdown.
 #include "nbd/nbd_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -483,6 +484,91 @@ TEST(NbdServerTest, MemLimitIsEnospc) {
   }
   EXPECT_EQ(err, kErrNoSpc);
   EXPECT_LT(off, 16u << 20);
+}
+
+// TRIM and WRITE_ZEROES on a worker run in 16 MiB steps (connection.h):
+// across the steps' seams and the request's unaligned ends, WRITE_ZEROES
+// zeroes exactly its range and TRIM drops the whole pages in it, with one
+// reply each.
+TEST(NbdServerTest, LongTrimAndWriteZeroesRunInStepsAndReplyOnce) {
+  constexpr std::uint64_t kSize = 96 << 20;
+  constexpr std::uint64_t kFirst = 5000, kEnd = (80 << 20) + 3000;
+  ServerFixture f(kSize);
+  RawClient c(f.socket());
+  ASSERT_EQ(c.Go("zram0"), static_cast<std::int64_t>(kSize));
+  // 64 KiB of data around each place that matters.
+  const std::uint64_t around[] = {0,        kFirst,   16 << 20, 32 << 20,
+                                  48 << 20, 64 << 20, kEnd,     (88 << 20)};
+  for (const std::uint16_t cmd : {kCmdWriteZeroes, kCmdTrim}) {
+    SCOPED_TRACE(cmd == kCmdTrim ? "TRIM" : "WRITE_ZEROES");
+    std::uint32_t err = 0;
+    for (std::uint64_t a : around) {
+      const std::uint64_t at = a < 32768 ? 0 : a - 32768;
+      ASSERT_TRUE(c.Write(at, RandomBytes(65536, at), &err));
+      ASSERT_EQ(err, 0u);
+    }
+    std::uint64_t cookie = 0;
+    ASSERT_TRUE(c.SendRequest(cmd, 0, 77, kFirst, kEnd - kFirst));
+    ASSERT_TRUE(c.SendRequest(kCmdFlush, 0, 78, 0, 0));
+    ASSERT_TRUE(c.ReadReply(&err, &cookie));
+    EXPECT_EQ(err, 0u);
+    std::uint64_t cookie2 = 0;
+    ASSERT_TRUE(c.ReadReply(&err, &cookie2));
+    EXPECT_EQ(cookie + cookie2, 77u + 78u);  // one reply each, either order
+    // Zeroed: the exact range (WRITE_ZEROES), or its whole pages (TRIM).
+    const std::uint64_t lo = cmd == kCmdTrim ? (kFirst + 4095) / 4096 * 4096
+                                              : kFirst;
+    const std::uint64_t hi = cmd == kCmdTrim ? kEnd / 4096 * 4096 : kEnd;
+    for (std::uint64_t a : around) {
+      const std::uint64_t at = a < 32768 ? 0 : a - 32768;
+      const auto want = RandomBytes(65536, at);
+      std::vector<std::byte> back;
+      ASSERT_TRUE(c.Read(at, 65536, &back, &err));
+      ASSERT_EQ(err, 0u);
+      for (std::uint64_t i = 0; i < 65536; ++i) {
+        const std::uint64_t byte = at + i;
+        if (byte >= lo && byte < hi) {
+          ASSERT_EQ(back[i], std::byte{0}) << "byte " << byte;
+        } else if (byte < kFirst || byte >= kEnd) {
+          ASSERT_EQ(back[i], want[i]) << "byte " << byte;
+        }
+      }
+    }
+  }
+}
+
+// One worker, and one client's WRITE_ZEROES of 4 GiB on it: another
+// client's READ (too large to run inline) is answered after a step of it,
+// not after the whole (before the steps it waited for all 4 GiB).
+TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
+  constexpr std::uint64_t kSize = 4ull << 30;
+  NbdServerOptions o;
+  o.workers = 1;
+  ServerFixture f(kSize, o);
+  RawClient a(f.socket()), b(f.socket());
+  ASSERT_EQ(a.Go("zram0"), static_cast<std::int64_t>(kSize));
+  ASSERT_EQ(b.Go("zram0"), static_cast<std::int64_t>(kSize));
+  std::uint32_t err = 0;
+  ASSERT_TRUE(b.Write(0, RandomBytes(65536, 9), &err));
+  ASSERT_EQ(err, 0u);
+  // A FLUSH behind it: its reply (made on A's reader) says the long
+  // request is queued, so B's READ is queued after it.
+  ASSERT_TRUE(a.SendRequest(kCmdWriteZeroes, 0, 1, 1 << 20, 0xfff00000u));
+  ASSERT_TRUE(a.SendRequest(kCmdFlush, 0, 3, 0, 0));
+  std::uint64_t cookie = 0;
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));
+  ASSERT_EQ(cookie, 3u);
+  ASSERT_TRUE(b.SendRequest(kCmdRead, 0, 2, 0, 65536));
+  std::vector<std::byte> data;
+  ASSERT_TRUE(b.ReadReply(&err, &cookie, &data, 65536));
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(data, RandomBytes(65536, 9));
+  // The long request is still running: no reply for it yet.
+  struct pollfd p = {a.fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 0), 0) << "the READ waited for the whole request";
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(cookie, 1u);
 }
 
 TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {
