@@ -166,6 +166,15 @@ Connection::~Connection() { assert(!thread_.joinable()); }
 
 void Connection::Start() { thread_ = std::thread([this] { Main(); }); }
 
+bool Connection::RepliesCannotGo() {
+  {
+    std::lock_guard l(mu_);
+    if (stopping_) return true;
+  }
+  std::lock_guard l(send_mu_);
+  return broken_;
+}
+
 void Connection::Shutdown() {
   std::lock_guard l(mu_);
   stopping_ = true;
@@ -434,6 +443,7 @@ void Connection::RunJob(Job* job) {
   const std::span<std::byte> data(job->buffer.get(),
                                   job->buffer ? job->length : 0);
   Status s;
+  bool abandoned = false;  // a long request whose reply cannot go
   switch (job->type) {
     case kCmdRead: s = device_->Read(job->offset, data); break;
     case kCmdWrite: s = device_->Write(job->offset, data); break;
@@ -451,15 +461,21 @@ void Connection::RunJob(Job* job) {
                                      (job->flags & kCmdFlagNoHole) != 0);
       job->done += static_cast<std::uint32_t>(step);
       if (s.ok() && job->done < job->length) {
-        queue_->PushBack(job);  // the rest after the jobs queued meanwhile
-        return;
+        // The rest after the jobs queued meanwhile; not done at all once
+        // the connection is being shut down or its socket failed (a
+        // client that sent DISC still gets its replies, as proto.md asks).
+        abandoned = RepliesCannotGo();
+        if (!abandoned) {
+          queue_->PushBack(job);
+          return;
+        }
       }
       break;
     }
     default: break;
   }
-  job->error = ToNbdError(s);
-  if (job->error != 0) {
+  job->error = abandoned ? kErrShutdown : ToNbdError(s);
+  if (job->error != 0 && !abandoned) {
     LogError(job->type, job->offset, job->length, job->error, s.message());
   }
   job->sent = 0;

@@ -33,7 +33,9 @@
 //    TRIM or WRITE_ZEROES (up to 4 GiB) runs 16 MiB at a time: after each
 //    step the job goes to the back of the queue, so that one client's long
 //    requests hold the workers for a step each, not for their whole length,
-//    and every other client's requests keep their turn.
+//    and every other client's requests keep their turn. Once Shutdown() is
+//    called or the socket fails, the steps left are dropped (the reply,
+//    ESHUTDOWN, cannot go); after DISC they still run.
 //
 // Memory is bounded per connection: 256 KiB of input buffer, 256 KiB of
 // output batch, and at most max_in_flight jobs holding max_in_flight_bytes
@@ -178,12 +180,16 @@ class Connection {
   void Shutdown();  // any thread: makes the reader stop soon
   void Join();
 
-  // Worker side: runs `job` against the device, replies, recycles the job.
+  // Worker side: runs `job` against the device, replies, recycles the job
+  // (a long TRIM or WRITE_ZEROES: one step, then queues it again).
   void RunJob(Job* job);
 
  private:
   void Main();
   void Serve();
+  // True once no reply can reach the client: Shutdown() was called, or the
+  // socket failed. Takes mu_, then send_mu_ (never both at once).
+  bool RepliesCannotGo();
   // 0, or the NBD error of a bad request with *why saying what is wrong.
   std::uint32_t Validate(std::uint16_t type, std::uint16_t flags,
                          std::uint64_t offset, std::uint32_t length,

@@ -537,9 +537,9 @@ TEST(NbdServerTest, LongTrimAndWriteZeroesRunInStepsAndReplyOnce) {
   }
 }
 
-// One worker, and one client's WRITE_ZEROES of 4 GiB on it: another
-// client's READ (too large to run inline) is answered after a step of it,
-// not after the whole (before the steps it waited for all 4 GiB).
+// One worker, and one client's four WRITE_ZEROES of 2 GiB on it: another
+// client's READ (too large to run inline) is answered after a step of
+// each, not after the whole (before the steps it waited for all 8 GiB).
 TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
   constexpr std::uint64_t kSize = 4ull << 30;
   NbdServerOptions o;
@@ -551,9 +551,12 @@ TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
   std::uint32_t err = 0;
   ASSERT_TRUE(b.Write(0, RandomBytes(65536, 9), &err));
   ASSERT_EQ(err, 0u);
-  // A FLUSH behind it: its reply (made on A's reader) says the long
-  // request is queued, so B's READ is queued after it.
-  ASSERT_TRUE(a.SendRequest(kCmdWriteZeroes, 0, 1, 1 << 20, 0xfff00000u));
+  // A FLUSH behind them: its reply (made on A's reader, which waits for
+  // no job) says the long requests are queued, so B's READ comes after.
+  for (std::uint64_t cookie : {10, 11, 12, 13}) {
+    ASSERT_TRUE(
+        a.SendRequest(kCmdWriteZeroes, 0, cookie, 1 << 20, 0x80000000u));
+  }
   ASSERT_TRUE(a.SendRequest(kCmdFlush, 0, 3, 0, 0));
   std::uint64_t cookie = 0;
   ASSERT_TRUE(a.ReadReply(&err, &cookie));
@@ -563,12 +566,44 @@ TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
   ASSERT_TRUE(b.ReadReply(&err, &cookie, &data, 65536));
   EXPECT_EQ(err, 0u);
   EXPECT_EQ(data, RandomBytes(65536, 9));
-  // The long request is still running: no reply for it yet.
+  // The long requests are still running: no reply for them yet.
   struct pollfd p = {a.fd(), POLLIN, 0};
-  EXPECT_EQ(::poll(&p, 1, 0), 0) << "the READ waited for the whole request";
-  ASSERT_TRUE(a.ReadReply(&err, &cookie));
-  EXPECT_EQ(err, 0u);
-  EXPECT_EQ(cookie, 1u);
+  EXPECT_EQ(::poll(&p, 1, 0), 0) << "the READ waited for a whole request";
+  std::uint64_t cookies = 0;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(a.ReadReply(&err, &cookie));
+    EXPECT_EQ(err, 0u);
+    cookies += cookie;
+  }
+  EXPECT_EQ(cookies, 10u + 11u + 12u + 13u);
+}
+
+// A server that stops does not finish its clients' long requests first:
+// their replies could not go, so the steps left are dropped. Eight 4 GiB
+// WRITE_ZEROES take turns step by step, so the last 16 MiB of each range
+// would be zeroed last; after Stop() the device's last page keeps its data.
+TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
+  constexpr std::uint64_t kSize = 4ull << 30;
+  NbdServerOptions o;
+  o.workers = 1;
+  ServerFixture f(kSize, o);
+  const auto last = RandomBytes(4096, 12);
+  ASSERT_OK(f.device().Write(kSize - 4096, last));
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), static_cast<std::int64_t>(kSize));
+  for (std::uint64_t cookie = 1; cookie <= 8; ++cookie) {
+    ASSERT_TRUE(
+        a.SendRequest(kCmdWriteZeroes, 0, cookie, 1 << 20, 0xfff00000u));
+  }
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  ASSERT_TRUE(a.SendRequest(kCmdFlush, 0, 9, 0, 0));
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));  // all eight are queued
+  ASSERT_EQ(cookie, 9u);
+  f.server().Stop();
+  std::vector<std::byte> back(4096);
+  ASSERT_OK(f.device().Read(kSize - 4096, back));
+  EXPECT_EQ(back, last);
 }
 
 TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {
