@@ -10,7 +10,6 @@
 #include <signal.h>
 
 #include <array>
-#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -859,13 +858,11 @@ int WaitForStop(const sigset_t& signals, const FlagSet& flags, bool prealloc,
                            "serving on, every device and page kept");
       continue;
     }
-    // MONOTONIC_USEC: systemd (253+, Type=notify-reload) matches the
-    // reload to this message by it (sd_notify(3)); older ones ignore it.
-    // (MonotonicClock is CLOCK_MONOTONIC, platform/clock.h.)
-    const auto usec = std::chrono::duration_cast<std::chrono::microseconds>(
-        platform::MonotonicClock::now().time_since_epoch());
+    // MONOTONIC_USEC (CLOCK_MONOTONIC): systemd (253+,
+    // Type=notify-reload) matches the reload to this message by it
+    // (sd_notify(3)); older ones ignore it.
     Notify(notifier, "RELOADING=1\nMONOTONIC_USEC=" +
-                         std::to_string(usec.count()));
+                         std::to_string(platform::MonotonicNs() / 1000));
     Reload(flags, prealloc, registry, config);
     Notify(notifier, "READY=1\nSTATUS=" + Summary(*registry, nbd));
   }

@@ -208,32 +208,30 @@ class ConfigParser {
                    "zram-generator reads them)");
         size_line = line;
       }
-      {
-        // zram-generator's deprecated pair: min(ram * fraction, max).
-        std::string f = "0.5";
-        if (fraction != nullptr) {
-          auto v = EvalSizeExpression(fraction->first, ram_);
-          if (!v.has_value() || *v < 0 || fraction->first.find("ram") !=
-                                              std::string::npos) {
-            return Error(fraction->second,
-                         "zram-fraction: want a non-negative number, not '" +
-                             fraction->first + "'");
-          }
-          f = fraction->first;
+      // zram-generator's deprecated pair: min(ram * fraction, max).
+      std::string f = "0.5";
+      if (fraction != nullptr) {
+        auto v = EvalSizeExpression(fraction->first, ram_);
+        if (!v.has_value() || *v < 0 || fraction->first.find("ram") !=
+                                            std::string::npos) {
+          return Error(fraction->second,
+                       "zram-fraction: want a non-negative number, not '" +
+                           fraction->first + "'");
         }
-        d.size_expression = "ram * " + f;
-        if (max_size == nullptr || max_size->first != "none") {
-          const std::string m = max_size != nullptr ? max_size->first : "4096";
-          auto v = EvalSizeExpression(m, ram_);
-          if (!v.has_value() || *v < 0 || m.find("ram") != std::string::npos) {
-            return Error(max_size->second,
-                         "max-zram-size: want MiB or none, not '" + m + "'");
-          }
-          d.size_expression = "min(ram * " + f + ", " + m + ")";
-        }
-        Warn(line, "zram-fraction and max-zram-size are deprecated; this is "
-                   "zram-size = " + d.size_expression);
+        f = fraction->first;
       }
+      d.size_expression = "ram * " + f;
+      if (max_size == nullptr || max_size->first != "none") {
+        const std::string m = max_size != nullptr ? max_size->first : "4096";
+        auto v = EvalSizeExpression(m, ram_);
+        if (!v.has_value() || *v < 0 || m.find("ram") != std::string::npos) {
+          return Error(max_size->second,
+                       "max-zram-size: want MiB or none, not '" + m + "'");
+        }
+        d.size_expression = "min(ram * " + f + ", " + m + ")";
+      }
+      Warn(line, "zram-fraction and max-zram-size are deprecated; this is "
+                 "zram-size = " + d.size_expression);
     }
     ZT_ASSIGN_OR_RETURN(d.disksize,
                         MiBExpression("zram-size", d.size_expression, size_line));
