@@ -25,12 +25,17 @@ struct BackingStore::Impl {
   std::uint64_t num_blocks = 0;
   std::unique_ptr<internal::BlockBitmap> bitmap;
   std::unique_ptr<internal::BlockCipher> cipher;  // null: not encrypted
-  // Blocks freed and not yet discarded (file->can_discard() only): still
-  // set in `bitmap`, so AllocRange cannot hand one out before its discard
-  // is answered. Guarded by discard_mu; `discarding` counts them for
-  // blocks_used().
+  // Blocks freed and not yet discarded (file->can_discard() only), one bit
+  // per block: still set in `bitmap`, so AllocRange cannot hand one out
+  // before its discard is answered. Free only sets a bit, so it needs no
+  // memory (the IO path of a preallocated device allocates nothing:
+  // device/no_alloc_test.cc). DiscardFreed swaps `pending` with `taking`
+  // (clear between passes) and works from `taking` without discard_mu.
+  // Both are empty for a file that takes no discards. `discarding` counts
+  // the blocks of both for blocks_used().
   std::mutex discard_mu;
-  std::vector<std::uint64_t> to_discard;
+  std::vector<std::uint64_t> pending;  // guarded by discard_mu
+  std::vector<std::uint64_t> taking;   // guarded by discard_pass_mu
   std::atomic<std::uint64_t> discarding{0};
   std::mutex discard_pass_mu;  // one DiscardFreed at a time
 };

@@ -4,13 +4,14 @@
 // block_writer.cc.
 #include <unistd.h>
 
-#include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backing_internal.h"
@@ -31,6 +32,8 @@ std::byte* ThreadReadBuffer() {
   thread_local Holder holder;
   return static_cast<std::byte*>(holder.p);
 }
+
+constexpr std::uint64_t kMaxDiscardBytes = std::uint64_t{1} << 30;
 
 }  // namespace
 
@@ -66,6 +69,10 @@ Result<std::unique_ptr<BackingStore>> BackingStore::Open(
                                         " bytes holds no 4096-byte block"));
   }
   m.bitmap = std::make_unique<internal::BlockBitmap>(m.num_blocks);
+  if (file->can_discard()) {
+    m.pending.assign((m.num_blocks + 63) / 64, 0);
+    m.taking.assign(m.pending.size(), 0);
+  }
   if (options.encrypt) {
     auto cipher = internal::BlockCipher::Create(m.num_blocks);
     if (!cipher.has_value()) return fail(std::move(cipher.error()));
@@ -96,12 +103,14 @@ std::uint64_t BackingStore::AllocRange(std::size_t want, std::size_t* got) {
 void BackingStore::Free(std::uint64_t block) {
   assert(block < impl_->num_blocks);
   Impl& m = *impl_;
-  if (!m.file->can_discard()) {
+  if (m.pending.empty()) {
     m.bitmap->Free(block);
     return;
   }
+  const std::uint64_t bit = std::uint64_t{1} << (block & 63);
   std::lock_guard l(m.discard_mu);
-  m.to_discard.push_back(block);
+  assert((m.pending[block >> 6] & bit) == 0 && "freeing a block twice");
+  m.pending[block >> 6] |= bit;
   m.discarding.fetch_add(1);
 }
 
@@ -112,41 +121,51 @@ void BackingStore::FreeUnwritten(std::uint64_t block) {
 
 std::uint64_t BackingStore::DiscardFreed() {
   Impl& m = *impl_;
+  if (m.pending.empty() || m.discarding.load() == 0) return 0;
   std::lock_guard pass(m.discard_pass_mu);
-  std::vector<std::uint64_t> blocks;
   {
     std::lock_guard l(m.discard_mu);
-    blocks.swap(m.to_discard);
+    m.pending.swap(m.taking);
   }
-  if (blocks.empty()) return 0;
-  // Runs of consecutive blocks, one discard each.
-  std::sort(blocks.begin(), blocks.end());
+  // Runs of consecutive blocks, one discard each, of at most
+  // kMaxDiscardBytes (an NBD request's length is 32 bits: proto.md,
+  // "Request message"); `taking` is left clear.
   std::vector<BackingFile::Range> ranges;
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    if (!ranges.empty() && blocks[i] == blocks[i - 1] + 1) {
-      ranges.back().len += kPageSize;
-    } else {
-      ranges.push_back({blocks[i] * kPageSize, kPageSize});
+  for (std::size_t w = 0; w < m.taking.size(); ++w) {
+    for (std::uint64_t bits = std::exchange(m.taking[w], 0); bits != 0;
+         bits &= bits - 1) {
+      const std::uint64_t offset =
+          (w * 64 + std::countr_zero(bits)) * kPageSize;
+      if (!ranges.empty() &&
+          ranges.back().offset + ranges.back().len == offset &&
+          ranges.back().len < kMaxDiscardBytes) {
+        ranges.back().len += kPageSize;
+      } else {
+        ranges.push_back({offset, kPageSize});
+      }
     }
   }
+  if (ranges.empty()) return 0;
   std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
   m.file->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
+  // `discarding` drops before the bitmap's count does, so blocks_used()
+  // is never too low meanwhile.
   std::uint64_t freed = 0;
-  std::vector<std::uint64_t> again;
+  for (std::size_t r = 0; r < ranges.size(); ++r) {
+    if (sent[r]) freed += ranges[r].len / kPageSize;
+  }
+  m.discarding.fetch_sub(freed);
+  std::lock_guard l(m.discard_mu);
   for (std::size_t r = 0; r < ranges.size(); ++r) {
     const std::uint64_t first = ranges[r].offset / kPageSize;
     for (std::uint64_t b = first; b < first + ranges[r].len / kPageSize; ++b) {
       if (sent[r]) {
         m.bitmap->Free(b);
-        ++freed;
-      } else {
-        again.push_back(b);
+      } else {  // asked for again by the next call
+        m.pending[b >> 6] |= std::uint64_t{1} << (b & 63);
       }
     }
   }
-  std::lock_guard l(m.discard_mu);
-  m.to_discard.insert(m.to_discard.end(), again.begin(), again.end());
-  m.discarding.fetch_sub(freed);
   return freed;
 }
 

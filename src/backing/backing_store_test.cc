@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/discarding_file.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
@@ -393,36 +394,7 @@ TEST_P(GivenFileTest, WritesAndReadsThroughTheGivenFile) {
   EXPECT_EQ(tiny.error().code(), StatusCode::kInvalidArgument);
 }
 
-// A memory file that wants discards: records each one, and answers it or
-// (answer == false) leaves it unsent, as a remote that is away.
-class DiscardingFile final : public BackingFile {
- public:
-  explicit DiscardingFile(std::uint64_t bytes)
-      : base_(NewMemBackingFile(bytes, "mem:discard")) {}
-  const std::string& name() const override { return base_->name(); }
-  std::uint64_t size() const override { return base_->size(); }
-  bool direct() const override { return false; }
-  long Read(std::uint64_t offset, std::span<std::byte> out) override {
-    return base_->Read(offset, out);
-  }
-  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
-      std::size_t ios, std::size_t io_bytes) override {
-    return base_->NewWriter(ios, io_bytes);
-  }
-  bool can_discard() const override { return true; }
-  void Discard(std::span<const Range> ranges, std::span<bool> sent) override {
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      calls.push_back({ranges[i].offset, ranges[i].len});
-      sent[i] = answer;
-    }
-  }
-
-  bool answer = true;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
-
- private:
-  std::unique_ptr<BackingFile> base_;
-};
+using testing::DiscardingFile;
 
 // A freed block leaves blocks_used() at once but is handed out again only
 // once its discard is answered; runs of blocks go as one range.
@@ -463,6 +435,26 @@ TEST(BackingStoreTest, FreedBlocksAreDiscardedBeforeTheyAreReused) {
   local->Free(0);
   EXPECT_EQ(local->AllocRange(1, &got), 0u);
   EXPECT_EQ(local->DiscardFreed(), 0u);
+}
+
+// An NBD request's length is 32 bits: a run of freed blocks longer than
+// 1 GiB goes as several discards, none longer.
+TEST(BackingStoreTest, LongRunsOfFreedBlocksAreDiscardedAGibibyteAtATime) {
+  constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+  auto file = std::make_shared<DiscardingFile>(2 * kGiB + 8 * kPageSize);
+  auto bs = OpenStore({.file = file});
+  ASSERT_NE(bs, nullptr);
+  const std::uint64_t blocks = bs->num_blocks();
+  std::size_t got = 0;
+  ASSERT_EQ(bs->AllocRange(blocks, &got), 0u);
+  ASSERT_EQ(got, blocks);
+  for (std::uint64_t b = 0; b < blocks; ++b) bs->Free(b);
+  EXPECT_EQ(bs->blocks_used(), 0u);
+  EXPECT_EQ(bs->DiscardFreed(), blocks);
+  using Call = std::pair<std::uint64_t, std::uint64_t>;
+  EXPECT_EQ(file->calls, (std::vector<Call>{{0, kGiB},
+                                            {kGiB, kGiB},
+                                            {2 * kGiB, 8 * kPageSize}}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sealing, GivenFileTest, ::testing::Bool(),

@@ -29,6 +29,7 @@ struct BlockWriter::Io {
   std::byte* buf = nullptr;       // max_io_blocks pages
   std::uint64_t* tags = nullptr;  // max_io_blocks tags
   Status status;                  // the outcome, once completed
+  bool may_land = false;          // Done::may_land
   bool open = false;              // begun, not yet submitted
 };
 
@@ -55,6 +56,7 @@ struct BlockWriter::Impl {
 
 void BlockWriter::Impl::Complete(Io* io, long result) const {
   const long bytes = static_cast<long>(io->blocks * kPageSize);
+  io->may_land = result == -ETIMEDOUT || result == -ENOTCONN;
   if (result == bytes) {
     io->status = Status::Ok();
     return;
@@ -82,7 +84,8 @@ std::size_t BlockWriter::Impl::Report(
     for (std::size_t i = 0; i < blocks; ++i) {
       done(Done{.block = io->first_block + i,
                 .tag = io->tags[i],
-                .status = io->status});
+                .status = io->status,
+                .may_land = io->may_land});
     }
   }
   --submitted;

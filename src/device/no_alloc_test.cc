@@ -13,8 +13,9 @@
 // allocation counted records its call stack, printed on failure.
 //
 // Also: the refusals of a full device (mem_limit reached) do not allocate
-// either, and a device's mm_stat is the same with and without
-// preallocation.
+// either, nor do overwrites and trims of pages written back to a backing
+// store that takes discards (a remote one), and a device's mm_stat is the
+// same with and without preallocation.
 #include <execinfo.h>
 #include <malloc.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "testing/discarding_file.h"
 #include "testing/test_util.h"
 #include "ztier/device.h"
 
@@ -360,6 +362,54 @@ TEST(NoAllocCounterTest, CountsAnAllocation) {
   }
   EXPECT_EQ(n, 1);
 #endif
+}
+
+// Overwriting or trimming a page that was written back frees its block;
+// with a remote backing store the block waits for its discard, and
+// queueing it takes no memory either.
+TEST(NoAllocWrittenBackTest, FreeingRemoteBlocksDoesNotAllocate) {
+  DeviceDefaults d;
+  d.comp_algorithm = "lz4";
+  d.mem_limit = 32 << 20;
+  d.prealloc = true;
+  d.streams = 2;
+  d.is_remote_backing = [](std::string_view v) {
+    return v.starts_with("mem:");
+  };
+  d.open_remote_backing = [](const std::string&)
+      -> Result<std::shared_ptr<BackingFile>> {
+    return std::make_shared<testing::DiscardingFile>(std::uint64_t{16} << 20);
+  };
+  auto dev = std::make_shared<Device>("zram0", d);
+  ASSERT_OK(dev->SetBackingDev("mem:remote"));
+  ASSERT_OK(dev->SetDisksize(64 << 20));
+  std::mt19937_64 rng(11);
+  std::vector<std::byte> page(kPage);
+  for (std::size_t p = 0; p < kPages; ++p) {
+    MakePage(rng, page.data());
+    ASSERT_OK(dev->Write(p * kPage, {page.data(), kPage}));
+  }
+  ASSERT_OK(dev->MarkIdle("all"));
+  WritebackResult wb;
+  ASSERT_OK(dev->Writeback("idle", &wb));
+  ASSERT_GT(wb.written, kPages / 4);
+  ASSERT_OK(dev->Write(0, {page.data(), kPage}));  // warm-up
+  long allocations = 0;
+  {
+    CountAllocations count;
+    for (std::size_t p = 1; p < kPages; ++p) {
+      const Status s = p % 4 == 0 ? dev->Trim(p * kPage, kPage)
+                                  : dev->Write(p * kPage, {page.data(), kPage});
+      if (!s.ok()) {
+        ADD_FAILURE() << "page " << p << ": " << s.ToString();
+        break;
+      }
+    }
+    allocations = count.Stop();
+  }
+  EXPECT_EQ(allocations, 0);
+  if (allocations != 0) CountAllocations::PrintFirst();
+  EXPECT_EQ(dev->Stats().bd_count, 0u);  // every block freed
 }
 
 // A full device refuses writes (ENOSPC on the wire) without allocating

@@ -49,9 +49,11 @@
 //     is a bug (asserted).
 //   - blocks_used() is zram's bd_count: reserved plus written blocks.
 //   - Discards: when the file wants them (BackingFile::can_discard(): a
-//     remote NBD export), Free only queues the block: it no longer counts
-//     in blocks_used(), but AllocRange cannot hand it out until
-//     DiscardFreed() has sent its discard (TRIM) and had an answer. So a
+//     remote NBD export), Free only queues the block, a bit in a second
+//     bitmap (so Free takes no memory; two more bits per block are kept
+//     for such files): it no longer counts in blocks_used(), but
+//     AllocRange cannot hand it out until DiscardFreed() has sent its
+//     discard (TRIM) and had an answer. So a
 //     discard never overtakes a later write to the same block, on any
 //     connection. Blocks whose discard could not be sent (the remote away)
 //     stay queued for the next call. The page store calls it at the start
@@ -138,8 +140,9 @@ class BackingStore {
   std::uint64_t AllocRange(std::size_t want, std::size_t* got);
   void Free(std::uint64_t block);
   // Frees a block that holds nothing of the caller's (never written, or
-  // its write failed) at once, without a discard: a pass that fails while
-  // the remote is away gives its blocks back instead of queueing them.
+  // its write failed and cannot land later: not Done::may_land) at once,
+  // without a discard: a pass that fails while the remote is away gives
+  // its blocks back instead of queueing them.
   void FreeUnwritten(std::uint64_t block);
   // Sends the discards of the blocks freed so far (see above), waiting for
   // their answers, then makes those blocks free. Returns how many. Blocks
@@ -175,6 +178,11 @@ class BlockWriter {
     std::uint64_t block = 0;
     std::uint64_t tag = 0;
     Status status;
+    // Failed, but the write was sent and may still land (the file's
+    // -ETIMEDOUT or -ENOTCONN: a remote given up on). Give such a block
+    // back with Free, which waits for its discard, not FreeUnwritten, so
+    // that a late write cannot land on the block's next content.
+    bool may_land = false;
   };
 
   ~BlockWriter();

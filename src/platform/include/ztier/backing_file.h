@@ -61,7 +61,10 @@ class BackingFileWriter {
   // Hands every queued write to the file (one system call for io_uring),
   // then calls done(io, result) once per write that has completed; with
   // `wait`, first waits until at least one has, if any is outstanding.
-  // Returns the number of writes reported.
+  // result: the bytes written, or -errno. -ETIMEDOUT and -ENOTCONN mean the
+  // write was sent but its end is unknown (a remote given up on, or whose
+  // connection dropped): it may still land on the file later. Returns the
+  // number of writes reported.
   virtual std::size_t Reap(
       bool wait,
       const std::function<void(std::size_t io, long result)>& done) = 0;

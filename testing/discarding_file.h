@@ -1,0 +1,59 @@
+// testing/discarding_file.h: DiscardingFile, a memory backing file that
+// takes discards (BackingFile::can_discard()), as a remote NBD export does
+// (nbd/nbd_backing_file.h). It records each discard and answers it, or,
+// with answer == false, leaves it unsent, as a remote that is away.
+//
+//   auto file = std::make_shared<testing::DiscardingFile>(64 * kPageSize);
+//   auto bs = BackingStore::Open({.file = file});
+//   ...
+//   EXPECT_EQ(file->calls.size(), 1u);
+//
+// Thread safety: `calls` and `answer` are the test's; Discard is called by
+// one thread at a time (BackingStore::DiscardFreed).
+#ifndef ZTIER_TESTING_DISCARDING_FILE_H_
+#define ZTIER_TESTING_DISCARDING_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ztier/backing_file.h"
+
+namespace ztier::testing {
+
+class DiscardingFile final : public BackingFile {
+ public:
+  explicit DiscardingFile(std::uint64_t bytes)
+      : base_(NewMemBackingFile(bytes, "mem:discard")) {}
+  const std::string& name() const override { return base_->name(); }
+  std::uint64_t size() const override { return base_->size(); }
+  bool direct() const override { return false; }
+  long Read(std::uint64_t offset, std::span<std::byte> out) override {
+    return base_->Read(offset, out);
+  }
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
+      std::size_t ios, std::size_t io_bytes) override {
+    return base_->NewWriter(ios, io_bytes);
+  }
+  bool can_discard() const override { return true; }
+  void Discard(std::span<const Range> ranges, std::span<bool> sent) override {
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      calls.push_back({ranges[i].offset, ranges[i].len});
+      sent[i] = answer;
+    }
+  }
+
+  bool answer = true;
+  // Each discard asked for: (offset, length) in bytes.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
+
+ private:
+  std::unique_ptr<BackingFile> base_;
+};
+
+}  // namespace ztier::testing
+
+#endif  // ZTIER_TESTING_DISCARDING_FILE_H_
