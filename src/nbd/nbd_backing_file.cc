@@ -104,8 +104,10 @@ class NbdFile final : public BackingFile {
   // Makes c's connection if it is closed (checking the remote after a
   // reconnect). REQUIRES: c.mu held.
   Status Connect(Conn& c, Clock::time_point deadline);
-  // Waits for `cookie` on c (generation gen): 0, or -errno. Closes c when
-  // the deadline passes first. REQUIRES: c.mu not held.
+  // Waits for `cookie` on c (generation gen): 0; -ENOTCONN when the
+  // connection dropped (or was made again) first; -ETIMEDOUT when the
+  // deadline passed first, closing c; else the server's error (-errno).
+  // REQUIRES: c.mu not held.
   long Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
             Clock::time_point deadline);
   // The file's blocks that bytes [offset, offset + len) touch: [first, end).
@@ -242,12 +244,20 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   ++c.generation;
   c.backoff = kFirstBackoff;
   if (!reconnect) return Status::Ok();
-  // A connection made again: is the remote still the one written to?
+  // A connection made again: is the remote still the one written to? Not
+  // used until that is known: a failed check closes it again, and the next
+  // Connect checks anew.
   std::lock_guard check(check_mu_);
+  auto unchecked = [&](const char* what) {
+    const std::string error = LastError();
+    c.Close();
+    c.next_try = Clock::now() + c.backoff;
+    return Status::IoError(std::string(what) + ": " + error);
+  };
   alignas(4096) std::byte now_label[kLabelBytes];
   const std::int64_t size = nbd_get_size(h);
   long r = SyncLocked(c, false, now_label, 0, deadline);
-  if (r != 0) return Status::IoError("reading the label: " + LastError());
+  if (r != 0) return unchecked("reading the label");
   if (static_cast<std::uint64_t>(size) == export_size_ &&
       std::memcmp(now_label, label_, kLabelBytes) == 0) {
     return Status::Ok();
@@ -267,7 +277,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
       ": " + std::to_string(lost) +
       " written-back blocks are lost; their pages read as errors");
   r = SyncLocked(c, true, label_, 0, deadline);
-  if (r != 0) return Status::IoError("writing the label: " + LastError());
+  if (r != 0) return unchecked("writing the label");
   return Status::Ok();
 }
 
@@ -276,7 +286,7 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
   const auto start = Clock::now();
   for (;;) {
     std::lock_guard l(c.mu);
-    if (c.generation != gen || !c.Live()) return -EIO;
+    if (c.generation != gen || !c.Live()) return -ENOTCONN;
     const int r =
         nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(cookie));
     if (r == 1) return 0;
@@ -291,7 +301,7 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
     }
     if (nbd_poll(c.h, MsLeft(deadline)) == -1) {
       c.Close();
-      return -EIO;
+      return -ENOTCONN;
     }
   }
 }
@@ -351,7 +361,7 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
         if (lost()) return -EIO;
         return Matches(offset, out) ? static_cast<long>(out.size()) : -EIO;
       }
-      if (r != -EIO) return r;  // the server's own error, or the deadline
+      if (r != -ENOTCONN) return r;  // the server's own error, or the deadline
     }
     // Not connected, or the connection dropped: again, until the deadline.
     const auto now = Clock::now();
@@ -383,9 +393,11 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     if (cookies[i] == -1) continue;
     const long r = Wait(c, gen, cookies[i], deadline);
     // A dropped connection or a deadline: not known to be done. The
-    // server's own refusal: nothing more to do.
-    if (r == -EIO || r == -ETIMEDOUT) continue;
+    // server's own refusal (an error reply): answered, nothing more to do,
+    // but the blocks may still hold what was written.
+    if (r == -ENOTCONN || r == -ETIMEDOUT) continue;
     sent[i] = true;
+    if (r != 0) continue;
     const auto [first, end] = Blocks(ranges[i].offset, ranges[i].len);
     for (std::uint64_t b = first; b < end; ++b) {
       sums_[b].store(0);
@@ -478,7 +490,7 @@ class NbdWriter final : public BackingFileWriter {
   long Poll(Io& x) {
     Conn& c = file_.conn(x.conn);
     std::lock_guard l(c.mu);
-    if (c.generation != x.gen || !c.Live()) return -EIO;
+    if (c.generation != x.gen || !c.Live()) return -ENOTCONN;
     // Done already, or once what the socket holds now is read (checked
     // again after that read: Reap's wait would not see a reply it took).
     for (int tries = 0; tries < 2; ++tries) {
@@ -491,7 +503,7 @@ class NbdWriter final : public BackingFileWriter {
       }
       if (tries == 0 && nbd_poll(c.h, 0) == -1) {
         c.Close();
-        return -EIO;
+        return -ENOTCONN;
       }
     }
     if (Clock::now() >= x.deadline) {

@@ -30,13 +30,13 @@ constexpr std::size_t kPages = 512;
 
 // An nbdkit memory export on a Unix socket in `dir`, a child of the test;
 // with `tls`, it requires TLS with the certificates MakeTestCertificates
-// wrote in `dir`.
+// wrote in `dir`. `params` follow the plugin's (a filter's).
 class Remote {
  public:
   explicit Remote(const ScopedTempDir& dir, std::string flag = "",
-                  bool tls = false)
+                  bool tls = false, std::vector<std::string> params = {})
       : dir_(dir.path()), sock_(dir.File("remote.sock")), flag_(std::move(flag)),
-        tls_(tls) {
+        params_(std::move(params)), tls_(tls) {
     Start();
   }
   ~Remote() { Kill(); }
@@ -50,6 +50,7 @@ class Remote {
       args.push_back("--tls-certificates=" + dir_);
     }
     for (const char* a : {"-U", sock_.c_str(), "memory", "8M"}) args.push_back(a);
+    args.insert(args.end(), params_.begin(), params_.end());
     std::string error;
     pid_ = ::ztier::testing::SpawnNbdServer(args, Uri(), dir_ + "/remote.log",
                                             &error);
@@ -77,6 +78,7 @@ class Remote {
 
  private:
   std::string dir_, sock_, flag_;
+  std::vector<std::string> params_;
   bool tls_ = false;
   pid_t pid_ = 0;
 };
@@ -332,6 +334,28 @@ TEST(NbdBackingFileTest, FreedBlocksAreTrimmedOnTheRemote) {
   ASSERT_EQ(WriteBackIdle(*store).written, kPages / 2);
   EXPECT_EQ(store->Stats().bd_count, kPages);
   Expect(*store, 0, kPages);
+}
+
+// A TRIM the remote refuses (an error reply) has been answered all the
+// same: its blocks are free again, not asked for at every pass.
+TEST(NbdBackingFileTest, BlocksWhoseTrimIsRefusedAreFreedAnyway) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=error", false,
+                {"error-trim=EIO", "error-trim-rate=1"});
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 1});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto bs = BackingStore::Open({.file = *file});
+  ASSERT_TRUE(bs.has_value()) << bs.error().ToString();
+  const std::uint64_t blocks = (*bs)->num_blocks();
+  std::size_t got = 0;
+  ASSERT_EQ((*bs)->AllocRange(blocks, &got), 0u);
+  ASSERT_EQ(got, blocks);
+  for (std::uint64_t b = 0; b < 16; ++b) (*bs)->Free(b);
+  EXPECT_EQ((*bs)->DiscardFreed(), 16u);
+  EXPECT_EQ((*bs)->DiscardFreed(), 0u);
+  EXPECT_EQ((*bs)->blocks_used(), blocks - 16);
+  EXPECT_EQ((*bs)->AllocRange(16, &got), 0u);
+  EXPECT_EQ(got, 16u);
 }
 
 // nbds://: the remote requires TLS; the store writes back and reads over

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -12,6 +13,8 @@
 #include <vector>
 
 #include "page_store_test_peer.h"
+#include "testing/discarding_file.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
@@ -371,6 +374,47 @@ TEST(UnitsTest, WritebackWritesEachUnitOnce) {
   EXPECT_EQ(store->Stats().bd_count, 0u);
   EXPECT_EQ(store->Stats().units, 0u);
   EXPECT_EQ(store->Stats().compr_data_size, 0u);
+}
+
+// A unit whose writeback does not complete gives back the blocks it wrote,
+// and those whose write may still land (a remote given up on), with a
+// discard, so that no copy stays on the backing device and no late write
+// lands on a block's next content; a block whose write was refused
+// outright goes back at once.
+TEST(UnitsTest, AnUnfinishedUnitWritebackDiscardsWhatItWrote) {
+  const auto data = Pages(0, 16, DenseBase());
+  struct Case {
+    std::size_t blocks;  // of the backing file
+    long fault;          // every write's result; 0: the real one
+    bool discarded;      // its blocks come back through a discard
+  };
+  for (const Case c : {Case{2, 0, true}, Case{64, -ETIMEDOUT, true},
+                       Case{64, -EIO, false}}) {
+    SCOPED_TRACE(c.fault);
+    auto file = std::make_shared<testing::DiscardingFile>(c.blocks * kPageSize);
+    BackingOptions bo{.file = file};
+    if (c.fault != 0) {
+      bo.wrap_file = testing::FaultyFile([&](const FileIo& io, long result) {
+        return io.kind == FileIo::Kind::kWrite ? c.fault : result;
+      });
+    }
+    auto backing = BackingStore::Open(bo);
+    ASSERT_TRUE(backing.has_value()) << backing.error().ToString();
+    std::shared_ptr<BackingStore> bs = std::move(*backing);
+    auto store = MakeStore(16, 16, {.backing = bs});
+    ASSERT_OK(store->StoreBatch(0, data));
+    ASSERT_EQ(store->Stats().units, 1u);
+    ASSERT_GT(store->Stats().compr_data_size, 2 * kPageSize);  // > 2 pieces
+    auto r = store->Writeback({.scans = {{0, 0, 16}}});
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_FALSE(r->status.ok());
+    EXPECT_EQ(r->written, 0u);
+    EXPECT_EQ(bs->blocks_used(), 0u);
+    EXPECT_EQ(bs->DiscardFreed() != 0, c.discarded);
+    EXPECT_EQ(file->calls.empty(), !c.discarded);
+    EXPECT_EQ(bs->blocks_used(), 0u);
+    ExpectRange(*store, 0, data);
+  }
 }
 
 // Readers of every page race writers that overwrite, discard and rewrite

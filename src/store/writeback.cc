@@ -286,7 +286,7 @@ class WritebackPass {
                      std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
     if (!d.status.ok() || bad) {
       Refund(req_.budget);
-      if (d.status.ok()) {
+      if (d.status.ok() || d.may_land) {
         bs.Free(d.block);
       } else {
         bs.FreeUnwritten(d.block);
@@ -380,7 +380,11 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
     int got = 0;
     bool io_failed = false;
     bool not_written = false;  // no blocks for it (store full, or stopped)
+    // Bit k: piece k's block was written, or its write may still land
+    // (BlockWriter::Done::may_land); it is given back with a discard.
+    std::uint32_t written = 0;
   };
+  static_assert(internal::kMaxUnitPieces <= 32);
   std::vector<Job> jobs;
   std::unique_ptr<std::byte[]> data(
       new std::byte[kGroup * internal::kMaxUnitPieces * kPageSize]);
@@ -442,8 +446,12 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       }
       // Blocks and IOs. A tag is a job and a piece.
       const auto done = [&](const BlockWriter::Done& d) {
+        Job& j = jobs[d.tag / internal::kMaxUnitPieces];
+        if (d.status.ok() || d.may_land) {
+          j.written |= std::uint32_t{1} << (d.tag % internal::kMaxUnitPieces);
+        }
         if (!d.status.ok()) {
-          jobs[d.tag / internal::kMaxUnitPieces].io_failed = true;
+          j.io_failed = true;
           result->status = d.status;
           // A full file system will refuse the rest too.
           if (d.status.code() == StatusCode::kResourceExhausted) {
@@ -515,14 +523,15 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           result->written += live;
         } else {
           const bool unwritten = j.io_failed || j.not_written;
-          // After a failed IO some of the unit's blocks may have been
-          // written: they are freed with a discard, as a written page's
-          // block is, so that no copy stays on the backing device.
+          // Blocks written (before a failed IO, or before the store ran
+          // out of blocks for the rest) are freed with a discard, as a
+          // written page's block is, so that no copy stays on the backing
+          // device; so are blocks whose write may still land.
           for (int k = 0; k < j.got; ++k) {
-            if (j.not_written) {
-              bs.FreeUnwritten(j.blocks[k]);
-            } else {
+            if (j.written >> k & 1) {
               bs.Free(j.blocks[k]);
+            } else {
+              bs.FreeUnwritten(j.blocks[k]);
             }
           }
           if (unwritten) {

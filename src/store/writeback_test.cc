@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/discarding_file.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
@@ -327,6 +329,31 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(FaultCase{-EIO, StatusCode::kIoError},
                       FaultCase{-ENOSPC, StatusCode::kResourceExhausted},
                       FaultCase{1, StatusCode::kIoError}));  // short write
+
+// A write that timed out (a remote given up on) may still land: its block
+// waits for a discard before it is handed out again. A write the file
+// refused outright gives its block back at once.
+TEST(WritebackTest, BlocksOfWritesThatMayStillLandWaitForADiscard) {
+  constexpr std::size_t kPages = 64;
+  for (const long fault : {-ETIMEDOUT, -ENOTCONN, -EIO}) {
+    SCOPED_TRACE(fault);
+    auto file = std::make_shared<testing::DiscardingFile>(kPages * kPageSize);
+    BackingOptions bo{.file = file};
+    bo.wrap_file = testing::FaultyFile([&](const FileIo& io, long result) {
+      return io.kind == FileIo::Kind::kWrite ? fault : result;
+    });
+    Fixture f(kPages, bo);
+    f.Fill(kPages);
+    const WritebackResult r = f.Writeback(0);
+    EXPECT_EQ(r.status.code(), StatusCode::kIoError);
+    EXPECT_EQ(r.written, 0u);
+    EXPECT_EQ(r.failed, kPages);
+    EXPECT_EQ(f.store->Stats().bd_count, 0u);
+    EXPECT_EQ(f.backing->DiscardFreed(), fault == -EIO ? 0u : kPages);
+    EXPECT_EQ(file->calls.empty(), fault == -EIO);
+    f.ExpectAll(kPages);
+  }
+}
 
 TEST(WritebackTest, AFullBackingStoreStopsWithNoSpace) {
   constexpr std::size_t kPages = 100;
