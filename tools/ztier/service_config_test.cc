@@ -71,6 +71,11 @@ TEST(SizeExpressionTest, ErrorsSayWhereAndWhy) {
             std::string::npos);
   EXPECT_NE(EvalError(std::string(100000, '-').c_str()).find("nested too deeply"),
             std::string::npos);
+  std::string powers = "1";
+  for (int i = 0; i < 100000; ++i) powers += "^1";
+  EXPECT_NE(EvalError(powers.c_str()).find("nested too deeply"),
+            std::string::npos);
+  EXPECT_EQ(Eval("2 ^ 3 ^ 2"), 512);
   EXPECT_EQ(Eval("((((1))))"), 1);
 }
 

@@ -60,11 +60,16 @@ class Parser {
     }
   }
 
+  // Right-associative: a^b^c is a^(b^c). Each '^' nests one level, as a
+  // parenthesis does.
   Result<double> Power() {
     ZT_ASSIGN_OR_RETURN(double base, Unary());
     if (!Accept('^')) return base;
-    ZT_ASSIGN_OR_RETURN(double exponent, Power());
-    return std::pow(base, exponent);
+    if (++depth_ > kMaxDepth) return Error("nested too deeply");
+    Result<double> exponent = Power();
+    --depth_;
+    if (!exponent.has_value()) return exponent;
+    return std::pow(base, *exponent);
   }
 
   Result<double> Unary() {
