@@ -299,11 +299,15 @@ bool Device::Impl::initialized() const {
 }
 
 Status Device::Impl::Reset() {
-  std::unique_lock lock(mu_);
-  if (clients_.load() > 0) {
+  const auto busy = [&] {
     return Status::Busy("device has " + std::to_string(clients_.load()) +
                         " client(s) attached");
-  }
+  };
+  // Busy at once, as the kernel's reset_store(), rather than once the
+  // passes that hold mu_ shared end; checked again under the lock.
+  if (clients_.load() > 0) return busy();
+  std::unique_lock lock(mu_);
+  if (clients_.load() > 0) return busy();
   // The store frees its blocks into the backing store: drop it first. As
   // the kernel's reset_bdev(), the backing device is closed and forgotten;
   // writeback_limit(_enable), writeback_batch_size and compressed_writeback
@@ -645,10 +649,12 @@ std::string Device::Impl::ShowDebugStat() const {
 }
 
 Status Device::Impl::Retire() {
-  std::unique_lock lock(mu_);
-  if (clients_.load() > 0) {
+  const auto busy = [&] {
     return Status::Busy("device '" + name_ + "' has clients");
-  }
+  };
+  if (clients_.load() > 0) return busy();  // at once; again under the lock
+  std::unique_lock lock(mu_);
+  if (clients_.load() > 0) return busy();
   retired_ = true;
   return Status::Ok();
 }
@@ -1108,19 +1114,21 @@ Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
 
 Status DeviceRegistry::Remove(std::string_view name) {
   Impl& m = *impl_;
-  // The watcher first, with no lock held (DeviceWatcher).
-  if (std::shared_ptr<Device> d = Find(name)) {
-    if (DeviceWatcher* w = d->watcher()) {
-      ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
-    }
-  }
-  std::lock_guard lock(m.mu);
-  auto it = m.devices.find(name);
-  if (it == m.devices.end()) {
+  const std::shared_ptr<Device> d = Find(name);
+  if (d == nullptr) {
     return Status::NotFound("no device '" + std::string(name) + "'");
   }
-  ZT_RETURN_IF_ERROR(it->second->Retire());
-  m.devices.erase(it);
+  // The watcher first, with no lock held (DeviceWatcher). Retire waits for
+  // the device's passes (writeback, recompress) to end: not with m.mu
+  // held, which every control request, NBD handshake and metrics scrape
+  // takes to find its device.
+  if (DeviceWatcher* w = d->watcher()) {
+    ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
+  }
+  ZT_RETURN_IF_ERROR(d->Retire());
+  std::lock_guard lock(m.mu);
+  auto it = m.devices.find(name);
+  if (it != m.devices.end() && it->second == d) m.devices.erase(it);
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -422,6 +423,55 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
   EXPECT_EQ(r.List().size(), 1u);
   EXPECT_NE(r.Find("zram0"), nullptr);
   EXPECT_EQ(r.Find("zram9"), nullptr);
+}
+
+// A removal waits for the device's passes to end, but not with the
+// registry locked: other devices are found meanwhile (every control
+// request, NBD handshake and metrics scrape finds its device first).
+TEST(DeviceRegistryTest, ARemovalWaitingForAPassLeavesTheRegistryFree) {
+  DeviceRegistry r(DeviceDefaults{});
+  auto d = r.Add("zram0");
+  ASSERT_TRUE(d.has_value());
+  ASSERT_TRUE(r.Add("zram1").has_value());
+  ASSERT_OK((*d)->SetRecompAlgorithm("algo=zstd"));
+  ASSERT_OK((*d)->SetDisksize(1 << 20));
+  std::vector<std::byte> page(kPageSize);
+  for (std::size_t i = 0; i < 64; ++i) {
+    for (std::size_t k = 0; k < kPageSize; ++k) {
+      page[k] = static_cast<std::byte>((k * 7 + i) % 13);
+    }
+    ASSERT_OK((*d)->Write(i * kPageSize, page));
+  }
+  std::promise<void> in_pass, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread pass([&] {
+    // The pace callback runs under the device's shared lock.
+    (void)(*d)->Recompress("", nullptr, [&](const Device::StatsReader&) {
+      in_pass.set_value();
+      released.wait();
+      return false;
+    });
+  });
+  in_pass.get_future().wait();
+  auto removed = std::async(std::launch::async, [&] { return r.Remove("zram0"); });
+  bool stuck = false;
+  std::future<bool> found;
+  for (int i = 0; i < 50 && !stuck; ++i) {
+    found = std::async(std::launch::async, [&] { return r.Find("zram1") != nullptr; });
+    stuck = found.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
+    if (!stuck) {
+      EXPECT_TRUE(found.get());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(stuck) << "Find waited behind a removal";
+  EXPECT_EQ(removed.wait_for(std::chrono::seconds(0)),
+            std::future_status::timeout);  // still waiting for the pass
+  release.set_value();
+  EXPECT_OK(removed.get());
+  pass.join();
+  EXPECT_EQ(r.Find("zram0"), nullptr);
+  EXPECT_NE(r.Find("zram1"), nullptr);
 }
 
 TEST(DeviceTest, NotesAreKeptAsGivenAndSurviveReset) {
