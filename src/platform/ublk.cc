@@ -274,6 +274,8 @@ Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t dev_id) {
 namespace {
 // User data of a queue SQE: the tag (a CQE names the tag it answers).
 std::uint64_t TagData(std::uint16_t tag) { return tag; }
+// The pause before asking a kernel that refused for a while again.
+void BackOff() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
 }  // namespace
 
 Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(
@@ -325,8 +327,11 @@ void UblkQueueRing::QueueCmd(std::uint32_t op, std::uint16_t tag,
   io_uring_sqe* sqe;
   // At most one command per tag is ever queued and the ring has depth
   // entries, so the ring is full only after a failed submit: hand the
-  // queued ones over until one is free.
-  while ((sqe = io_uring_get_sqe(ring)) == nullptr) io_uring_submit(ring);
+  // queued ones over until one is free (see Wait on the kernel refusing
+  // for a while).
+  while ((sqe = io_uring_get_sqe(ring)) == nullptr) {
+    if (io_uring_submit(ring) < 0) BackOff();
+  }
   std::memset(sqe, 0, sizeof *sqe);
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = char_fd_;
@@ -381,7 +386,15 @@ Result<std::size_t> UblkQueueRing::Wait(std::span<Completion> out,
     ts.tv_nsec = static_cast<long long>(timeout_ms % 1000) * 1000000;
     r = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, nullptr);
   }
-  if (r < 0 && r != -ETIME && r != -EINTR) {
+  // The kernel may refuse commands for a while: EAGAIN or ENOMEM when it
+  // has no memory for them (under the memory pressure a swap device is
+  // for), EBUSY while completions wait to be reaped. Giving up would close
+  // the ring, and the driver would then fail every request and delete the
+  // disk (ublk_drv.c, ublk_uring_cmd_cancel_fn). So wait a little, reap
+  // what has completed, and let the caller come again.
+  if (r == -EAGAIN || r == -ENOMEM || r == -EBUSY) {
+    BackOff();
+  } else if (r < 0 && r != -ETIME && r != -EINTR) {
     return Err(PosixError("io_uring_enter (ublk queue " +
                               std::to_string(q_id_) + ")",
                           -r));

@@ -185,8 +185,9 @@ void UblkDisk::QueueMain(Queue* q) {
   while (live > 0) {
     auto n = ring.Wait(done, kIdleWaitMs);
     if (!n.has_value()) {
-      LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
-                     " stops: " + n.error().ToString());
+      // Not LogIoErrorOnce: the end of a queue is never left unsaid.
+      Log(block_path() + ": queue " + std::to_string(q->id) +
+          " stops: " + n.error().ToString());
       break;
     }
     if (*n == 0) {
@@ -243,6 +244,11 @@ void UblkDisk::QueueMain(Queue* q) {
       ring.Commit(tag, result);
     }
   }
+  if (live == 0 && !stop_asked_.load(std::memory_order_acquire)) {
+    Log(block_path() + ": queue " + std::to_string(q->id) +
+        " ended: the kernel aborted its requests without a stop from this "
+        "server (the disk was stopped or deleted from outside)");
+  }
   // Leaving closes the ring (made.value()'s destructor), which cancels any
   // command still in the kernel.
 }
@@ -250,6 +256,7 @@ void UblkDisk::QueueMain(Queue* q) {
 void UblkDisk::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  stop_asked_.store(true, std::memory_order_release);
   if (started_) {
     // The kernel drains IO in flight (the queues serve it), removes the
     // disk and aborts every fetched tag, which ends the queue threads.

@@ -107,7 +107,8 @@ class UblkDisk {
   bool started_ = false;
   bool stopped_ = false;
   std::vector<std::unique_ptr<Queue>> queues_;
-  std::atomic<bool> stopping_{false};
+  std::atomic<bool> stopping_{false};   // the kernel has stopped the disk
+  std::atomic<bool> stop_asked_{false};  // Stop() has begun
   std::atomic<bool> io_error_logged_{false};
   std::atomic<bool> flusher_warned_{false};
   std::atomic<std::uint64_t> requests_{0};
