@@ -20,6 +20,7 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "ctl/attributes.h"
@@ -132,15 +133,16 @@ void Server::AcceptLoop() {
     }
     const int fd = *accepted;
     Reap();
-    if (active_.load() >= options_.max_connections) {
-      const std::string busy =
-          EncodeError("EBUSY", "too many control connections (" +
-                                   std::to_string(options_.max_connections) +
-                                   ")");
-      // Best effort: the client may already be gone.
+    // Best effort: the client may already be gone.
+    const auto refuse = [fd](const char* code, const std::string& why) {
+      const std::string reply = EncodeError(code, why);
       [[maybe_unused]] const Result<std::size_t> sent =
-          platform::Send(fd, busy.data(), busy.size(), /*dontwait=*/true);
+          platform::Send(fd, reply.data(), reply.size(), /*dontwait=*/true);
       ::close(fd);
+    };
+    if (active_.load() >= options_.max_connections) {
+      refuse("EBUSY", "too many control connections (" +
+                          std::to_string(options_.max_connections) + ")");
       continue;
     }
     auto conn = std::make_unique<Conn>();
@@ -149,7 +151,17 @@ void Server::AcceptLoop() {
     active_.fetch_add(1);
     std::lock_guard lock(mu_);
     conns_.push_back(std::move(conn));
-    c->thread = std::thread([this, c] { Serve(c); });
+    try {
+      c->thread = std::thread([this, c] { Serve(c); });
+    } catch (const std::system_error&) {
+      // No thread to be had (pthread_create's EAGAIN: a task or memory
+      // limit): refuse this client rather than end the process, and every
+      // device with it.
+      conns_.pop_back();
+      active_.fetch_sub(1);
+      refuse("ENOMEM", "the server cannot start a thread for this "
+                       "connection now; try again");
+    }
   }
 }
 

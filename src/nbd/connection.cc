@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 
 #include "handshake.h"
 #include "nbd/protocol.h"
@@ -164,7 +165,28 @@ Connection::Connection(int fd, DeviceRegistry* registry, WorkQueue* queue,
 
 Connection::~Connection() { assert(!thread_.joinable()); }
 
-void Connection::Start() { thread_ = std::thread([this] { Main(); }); }
+bool Connection::Start() {
+  try {
+    thread_ = std::thread([this] { Main(); });
+    return true;
+  } catch (const std::system_error&) {
+    std::lock_guard l(mu_);
+    closed_ = true;
+    ::close(fd_);
+    return false;
+  }
+}
+
+bool Connection::StartWriter() {
+  try {
+    writer_ = std::thread([this] { WriterLoop(); });
+    return true;
+  } catch (const std::system_error&) {
+    Log("no thread for the reply writer; the connection ends");
+    MarkBroken();
+    return false;
+  }
+}
 
 bool Connection::RepliesCannotGo() {
   {
@@ -240,7 +262,7 @@ void Connection::Serve() {
       j.capacity = bytes;
     }
     std::lock_guard l(send_mu_);
-    writer_ = std::thread([this] { WriterLoop(); });
+    if (!StartWriter()) return;
   }
   for (;;) {
     if (in_end_ - in_begin_ < sizeof(Request)) {
@@ -724,7 +746,7 @@ void Connection::SendReply(Job* job) {
       queue_tail_ = job;
     }
   }
-  if (!writer_.joinable()) writer_ = std::thread([this] { WriterLoop(); });
+  if (!writer_.joinable()) StartWriter();
   send_cv_.notify_all();
 }
 

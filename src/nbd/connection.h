@@ -176,7 +176,11 @@ class Connection {
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  void Start();     // starts the reader thread
+  // Starts the reader thread. False when no thread can be had
+  // (pthread_create's EAGAIN: a task or memory limit): the socket is then
+  // closed, and the caller drops the connection instead of the process
+  // ending.
+  bool Start();
   void Shutdown();  // any thread: makes the reader stop soon
   void Join();
 
@@ -215,6 +219,9 @@ class Connection {
   bool FlushBatch();
   void SendReply(Job* job);
   void WriterLoop();
+  // Starts writer_; on failure marks the connection broken and returns
+  // false. REQUIRES: send_mu_ held.
+  bool StartWriter();
   void MarkBroken();  // REQUIRES: send_mu_ held
   // Log.
   void Log(const std::string& line) const;

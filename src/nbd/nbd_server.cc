@@ -169,7 +169,15 @@ class NbdServerImpl final : public NbdServer {
       std::lock_guard l(mu_);
       conns_.push_back(std::move(conn));
     }
-    raw->Start();
+    if (!raw->Start()) {
+      if (options_.log) {
+        options_.log("nbd " + name + ": dropped: no thread could be started "
+                     "for it");
+      }
+      std::lock_guard l(mu_);
+      std::erase_if(conns_, [raw](const auto& c) { return c.get() == raw; });
+      --active_;
+    }
   }
 
   // Hands `fd` to the refusal thread, or closes it if too many wait.
