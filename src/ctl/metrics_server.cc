@@ -260,7 +260,9 @@ class MetricsServerImpl final : public MetricsServer {
     for (;;) {
       fds.clear();
       fds.push_back({wake_.fd(), POLLIN, 0});
-      const bool full = clients_.size() >= max_clients_;
+      // Full, a new client can still take the place of one that is
+      // reading (see Accept); not of one being answered.
+      const bool full = clients_.size() >= max_clients_ && !HasReader();
       const bool paused = Clock::now() < accept_pause_until_;
       const bool room = !full && !paused;
       const std::size_t first_listen = fds.size();
@@ -318,8 +320,20 @@ class MetricsServerImpl final : public MetricsServer {
     }
   }
 
+  bool HasReader() const {
+    return std::any_of(clients_.begin(), clients_.end(), [](const Client& c) {
+      return c.state == Client::State::kReading;
+    });
+  }
+
+  // Accepts every waiting connection. Over max_clients, each new one takes
+  // the place of the oldest client still reading its request, which is
+  // closed with no reply: idle connections cannot keep a scraper out for
+  // their read_timeout_ms. When every client is being answered, the rest
+  // wait in the listen backlog.
   void Accept(const platform::Listener& listener) {
-    while (clients_.size() < max_clients_) {
+    for (;;) {
+      if (clients_.size() >= max_clients_ && !HasReader()) return;
       Result<int> fd = listener.Accept(/*nonblocking=*/true);
       if (!fd.has_value()) {
         // Out of fds or memory: wait a little rather than spin on a
@@ -329,6 +343,13 @@ class MetricsServerImpl final : public MetricsServer {
           accept_pause_until_ = Clock::now() + std::chrono::milliseconds(100);
         }
         return;
+      }
+      if (clients_.size() >= max_clients_) {
+        auto oldest = std::find_if(
+            clients_.begin(), clients_.end(),
+            [](const Client& c) { return c.state == Client::State::kReading; });
+        ::close(oldest->fd);
+        clients_.erase(oldest);
       }
       Client c;
       c.fd = *fd;
