@@ -77,6 +77,7 @@ Result<std::unique_ptr<UblkDisk>> UblkDisk::Start(
   info.max_io_buf_bytes = options.max_io_bytes;
   info.dev_id = options.dev_id;
   info.ublksrv_pid = ::getpid();
+  info.ublksrv_flags = kUblkServerMark;
   // Never UBLK_F_UNPRIVILEGED_DEV: the driver refuses it with USER_COPY.
   info.flags = abi::kFUserCopy | abi::kFCmdIoctlEncode;
   auto added = control->AddDevice(info);

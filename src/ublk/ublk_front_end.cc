@@ -76,6 +76,7 @@ void UblkFrontEnd::RecoverStale() {
   for (std::uint32_t id : control_->ListDevices()) {
     auto info = control_->GetInfo(id);
     if (!info.has_value()) continue;  // gone meanwhile, or not ours to see
+    if (info->ublksrv_flags != kUblkServerMark) continue;  // not a ztier's
     // ztier gives its pid at ADD_DEV (ublk_disk.cc). A device with pid 0
     // may be another server's between its ADD_DEV and START_DEV (kublk and
     // ublksrv give theirs at START_DEV): it is left alone. -1 is a stopped

@@ -45,6 +45,12 @@
 
 namespace ztier::ublk {
 
+// What a ztier puts in a device's ublksrv_flags at ADD_DEV (the field is
+// the server's own; the driver keeps it and GET_DEV_INFO gives it back):
+// "ztier" in ASCII, in memory order. Crash recovery touches only devices
+// that carry it.
+inline constexpr std::uint64_t kUblkServerMark = 0x726569747a;
+
 struct UblkDiskOptions {
   std::uint16_t queues = 0;  // 0: one per online CPU
   std::uint16_t depth = 64;  // tags per queue, 1..4096

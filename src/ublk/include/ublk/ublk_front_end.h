@@ -15,11 +15,13 @@
 //
 // Crash recovery: a server killed with SIGKILL leaves its ublk devices
 // behind (dead or quiesced, their /dev/ublkcN still there). At Start, each
-// /dev/ublkcN whose server (ublksrv_pid of UBLK_U_CMD_GET_DEV_INFO) is no
-// longer a live process is stopped and deleted, and logged; devices of
-// live servers (another ztier, another ublk server) are left alone. Their
-// data is gone with the killed process: recovery frees the ids, it does
-// not restore pages.
+// /dev/ublkcN that a ztier made (ublksrv_flags of UBLK_U_CMD_GET_DEV_INFO
+// holds kUblkServerMark) and whose server (ublksrv_pid) is no longer a
+// live process is stopped and deleted, and logged. Devices of other ublk
+// servers are left alone, dead or not: one may be waiting for its server
+// to come back (UBLK_F_USER_RECOVERY), with IO queued. The data of a
+// ztier's device is gone with the killed process: recovery frees the ids,
+// it does not restore pages.
 //
 // Errors: Start fails when the control device cannot be opened (kNotFound:
 // "no /dev/ublk-control: this kernel has no ublk (modprobe ublk_drv)";
