@@ -954,10 +954,11 @@ std::uint64_t Device::disksize() const { return impl_->disksize(); }
 bool Device::initialized() const { return impl_->initialized(); }
 Status Device::Reset() {
   DeviceWatcher* w = watcher();
-  if (w != nullptr && initialized()) {
-    ZT_RETURN_IF_ERROR(w->BeforeRelease(*this));
-  }
-  return impl_->Reset();
+  if (w == nullptr || !initialized()) return impl_->Reset();
+  ZT_RETURN_IF_ERROR(w->BeforeRelease(*this));
+  Status s = impl_->Reset();
+  if (!s.ok() && initialized()) w->OnInitialized(*this);  // refused after all
+  return s;
 }
 Status Device::SetCompAlgorithm(std::string_view name) {
   return impl_->SetCompAlgorithm(name);
@@ -1122,10 +1123,13 @@ Status DeviceRegistry::Remove(std::string_view name) {
   // the device's passes (writeback, recompress) to end: not with m.mu
   // held, which every control request, NBD handshake and metrics scrape
   // takes to find its device.
-  if (DeviceWatcher* w = d->watcher()) {
-    ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
+  DeviceWatcher* w = d->watcher();
+  if (w != nullptr) ZT_RETURN_IF_ERROR(w->BeforeRelease(*d));
+  if (Status s = d->Retire(); !s.ok()) {
+    // Refused after all (a client attached meanwhile).
+    if (w != nullptr && d->initialized()) w->OnInitialized(*d);
+    return s;
   }
-  ZT_RETURN_IF_ERROR(d->Retire());
   std::lock_guard lock(m.mu);
   auto it = m.devices.find(name);
   if (it != m.devices.end() && it->second == d) m.devices.erase(it);

@@ -654,6 +654,18 @@ TEST(DeviceRegistryTest, WatcherSeesInitAndVetoesResetAndRemove) {
   EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kBusy);
   EXPECT_NE(r.Find("zram1"), nullptr);
   w.busy = false;
+  {
+    // Released, but refused after all (a client attached): the watcher
+    // is told the device is initialised again, to give back its disk.
+    auto c0 = r.Find("zram0")->Attach();
+    auto c1 = (*d1)->Attach();
+    ASSERT_TRUE(c0.has_value() && c1.has_value());
+    const int released = w.released;
+    EXPECT_EQ(r.Find("zram0")->Reset().code(), StatusCode::kBusy);
+    EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kBusy);
+    EXPECT_EQ(w.released, released + 2);
+    EXPECT_EQ(w.initialized, 4);
+  }
   ASSERT_OK(r.Find("zram0")->Reset());
   EXPECT_FALSE(r.Find("zram0")->initialized());
   // An uninitialised device's reset has nothing to release.
@@ -664,7 +676,7 @@ TEST(DeviceRegistryTest, WatcherSeesInitAndVetoesResetAndRemove) {
   EXPECT_TRUE(w.unlocked);
   r.SetWatcher(nullptr);
   ASSERT_OK(r.Find("zram0")->SetDisksize(1 << 20));
-  EXPECT_EQ(w.initialized, 2);
+  EXPECT_EQ(w.initialized, 4);
 }
 
 }  // namespace

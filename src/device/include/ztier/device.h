@@ -75,7 +75,10 @@ class Device;
 //   BeforeRelease: before Reset() of an initialised device and before
 //     DeviceRegistry::Remove(); an error (kBusy: the disk is mounted or
 //     swapped on) refuses the reset or the removal with that error, as
-//     zram refuses reset while its disk has openers.
+//     zram refuses reset while its disk has openers. If the reset or
+//     removal is refused after all (a client attached meanwhile: kBusy),
+//     OnInitialized is called again, so that the watcher gives back what
+//     it released.
 // Both are called WITHOUT the device's lock or the registry's held, so the
 // watcher may wait for IO on the device to finish (its own serving threads
 // need the device's shared lock) and may call the device's methods.
