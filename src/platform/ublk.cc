@@ -36,12 +36,19 @@ std::string UblkBlockPath(std::uint32_t dev_id) {
 }
 
 namespace {
-constexpr std::uint64_t kPage = 4096;
-std::uint64_t RoundUpPage(std::uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }
+std::uint64_t RoundUpPage(std::uint64_t n) {
+  const std::uint64_t page = UblkPageBytes();
+  return (n + page - 1) & ~(page - 1);
+}
 std::string DevName(std::uint32_t dev_id) {
   return "ublk device " + std::to_string(dev_id);
 }
 }  // namespace
+
+std::uint64_t UblkPageBytes() {
+  static const long page = ::sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<std::uint64_t>(page) : 4096;
+}
 
 std::uint64_t UblkMaxCmdBufBytes() {
   return RoundUpPage(ublk::kMaxQueueDepth * sizeof(ublk::IoDesc));

@@ -43,10 +43,14 @@ const char* OpName(std::uint32_t op) {
 }  // namespace
 
 Status CheckDiskOptions(const UblkDiskOptions& options) {
-  if (options.max_io_bytes < 4096 || options.max_io_bytes % 4096 != 0 ||
+  // The driver rounds the IO buffer down to its page (ublk_ctrl_add_dev()),
+  // and refuses a max_sectors above that.
+  const std::uint64_t page = platform::UblkPageBytes();
+  if (options.max_io_bytes < page || options.max_io_bytes % page != 0 ||
       options.max_io_bytes > abi::kMaxIoBufBytes) {
     return Status::InvalidArgument(
-        "ublk max IO size must be a multiple of 4 KiB from 4 KiB to 32 MiB");
+        "ublk max IO size must be a multiple of the page size (" +
+        std::to_string(page >> 10) + " KiB here) up to 32 MiB");
   }
   if (options.depth == 0 || options.depth > abi::kMaxQueueDepth) {
     return Status::InvalidArgument("ublk queue depth must be 1..4096");

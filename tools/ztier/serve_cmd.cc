@@ -27,6 +27,7 @@
 #include "nbd/tls.h"
 #include "paths.h"
 #include "platform/clock.h"
+#include "platform/ublk.h"
 #include "policy_runner.h"
 #include "sd_notify.h"
 #include "serve_devices.h"
@@ -472,9 +473,11 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
           ? static_cast<std::uint32_t>(*ublk_max_io)
           : 0;  // refused below
   if (!ublk::CheckDiskOptions(ublk_disk).ok()) {
-    return ReportUsageError(kCommand,
-                            "--ublk-max-io: want a multiple of 4K from 4K "
-                            "to 32M, not '" + s.ublk_max_io + "'");
+    return ReportUsageError(
+        kCommand, "--ublk-max-io: want a multiple of " +
+                      std::to_string(platform::UblkPageBytes() >> 10) +
+                      "K (the page size) up to 32M, not '" + s.ublk_max_io +
+                      "'");
   }
   c->ublk_max_io = ublk_disk.max_io_bytes;
   if (auto rc = CheckTls(s, c)) return rc;

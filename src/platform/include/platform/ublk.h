@@ -68,7 +68,9 @@ constexpr std::uint64_t UblkUserCopyOffset(std::uint16_t q_id,
 }
 
 // The descriptor array of one queue: where it is in /dev/ublkcN and how
-// long (ublk_max_cmd_buf_size() and ublk_queue_cmd_buf_size()).
+// long (ublk_max_cmd_buf_size() and ublk_queue_cmd_buf_size()), in this
+// kernel's pages (UblkPageBytes(): 4 KiB, 16 KiB or 64 KiB).
+std::uint64_t UblkPageBytes();
 std::uint64_t UblkMaxCmdBufBytes();
 std::uint64_t UblkCmdBufOffset(std::uint16_t q_id);
 std::size_t UblkQueueCmdBufBytes(std::uint16_t depth);
