@@ -270,7 +270,8 @@ Result<WireReply> Exchange(int fd, const WireRequest& request) {
           " (is it a ztier control socket, not the NBD one?)"));
     }
     pollfd pfd = {fd, POLLIN, 0};
-    const int w = ::poll(&pfd, 1, kClientTimeoutMs);
+    const int w =
+        ::poll(&pfd, 1, request.value.has_value() ? -1 : kClientTimeoutMs);
     if (w < 0 && errno == EINTR) continue;
     if (w == 0) return Err(Status::IoError("control reply: timed out"));
     const Result<std::size_t> n = platform::Receive(fd, buf, sizeof(buf));
