@@ -20,10 +20,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
 #include <deque>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -170,7 +172,12 @@ std::size_t UringWriter::Reap(
     }
     if (!wait || n > 0 || ring_pending_ == 0) return n;
     const int r = io_uring_wait_cqe(&ring_, &cqe);
-    if (r < 0 && r != -EINTR) return n;
+    if (r < 0 && r != -EINTR) {
+      // Refused for now (EAGAIN, ENOMEM): the writes in flight still end
+      // and the caller reaps again; a pause keeps that from spinning.
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return n;
+    }
   }
 }
 
