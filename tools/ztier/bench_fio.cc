@@ -12,7 +12,6 @@
 #include <map>
 
 #include "bench_proc.h"
-#include "bench_stats.h"
 
 namespace ztier::tool::bench {
 namespace {
@@ -119,13 +118,6 @@ std::string JobTitle(const NbdJob& job) {
                                ? std::to_string(job.block_size / 1024) + "k"
                                : std::to_string(job.block_size);
   return std::string(job.rw) + " " + size + " QD" + std::to_string(job.iodepth);
-}
-
-void WriteJobKeysJson(JsonWriter& w, const NbdJob& job) {
-  w.StringField("job", job.name);
-  w.StringField("rw", job.rw);
-  w.UintField("block_size", job.block_size);
-  w.UintField("iodepth", job.iodepth);
 }
 
 std::vector<std::string> FioCommonFlags() {

@@ -21,10 +21,6 @@
 
 #include "ztier/status.h"
 
-namespace ztier::tool {
-class JsonWriter;
-}  // namespace ztier::tool
-
 namespace ztier::tool::bench {
 
 struct NbdJob {
@@ -37,10 +33,6 @@ struct NbdJob {
 
 std::span<const NbdJob> StandardJobs();   // the measured jobs, in order
 std::string JobTitle(const NbdJob& job);  // "randread 4k QD32"
-
-// "job", "rw", "block_size" and "iodepth" of `job` as keys of the object
-// `w` has open.
-void WriteJobKeysJson(JsonWriter& w, const NbdJob& job);
 
 // The flags every job has (also printed in a configuration).
 std::vector<std::string> FioCommonFlags();

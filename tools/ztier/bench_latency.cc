@@ -341,7 +341,6 @@ int RunBenchLatency(std::span<const std::string_view> args) {
   auto m = RunVariants({.runs = static_cast<std::size_t>(f.common.runs),
                         .label = std::to_string(f.seconds) + " s per mode"},
                        variants, progress);
-  progress.Clear();
   if (!m) return ReportFailure(kCommand, m.error().message());
   AddModes(f, *m, report);
   bool priorities = true;

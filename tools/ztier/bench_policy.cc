@@ -235,7 +235,6 @@ int RunBenchPolicy(std::span<const std::string_view> args) {
   auto m = RunVariants({.runs = static_cast<std::size_t>(f.common.runs),
                         .label = std::to_string(f.seconds) + " s per variant"},
                        variants, progress);
-  progress.Clear();
   if (!m) return ReportFailure(kCommand, m.error().message());
   AddTables(*m, report);
   AddChart(*m, static_cast<std::size_t>(f.common.runs), report);

@@ -320,7 +320,6 @@ int RunBenchRatio(std::span<const std::string_view> args) {
       auto r = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),
                             .label = "[" + names[k] + " " + codec + "]"},
                            variants, progress);
-      progress.Clear();
       if (!r.has_value()) {
         if (zram.has_value()) (void)zram->Reset();
         return ReportFailure(kCommand, "FATAL: " + names[k] + " " + codec +

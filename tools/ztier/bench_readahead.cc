@@ -276,7 +276,6 @@ Status Readahead(const Flags& f, const corpus::PageSet& corpus,
   const auto runs = static_cast<std::size_t>(f.common.runs);
   auto m = RunVariants({.runs = runs, .warmups = 0, .label = "readahead"},
                        variants, progress);
-  progress.Clear();
   if (!m) return m.error();
   const std::vector<double> ratio =
       m->Ratios(Pc(f.page_cluster), "pages_s", Pc(0), "pages_s");

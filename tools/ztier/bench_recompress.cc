@@ -355,7 +355,6 @@ int RunBenchRecompress(std::span<const std::string_view> args) {
     auto m = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),
                           .label = "[" + set.name() + "]"},
                          variants, progress);
-    progress.Clear();
     if (!m.has_value()) {
       return ReportFailure(kCommand, "FATAL: corpus " + set.name() + ": " +
                                          m.error().ToString());

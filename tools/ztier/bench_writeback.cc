@@ -493,7 +493,6 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   Progress progress;
   auto m = RunVariants({.runs = static_cast<std::size_t>(f.common.runs)},
                        variants, progress);
-  progress.Clear();
   if (!m) return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
   Results(report, b, *m);
   return report.Finish(kCommand, f.common);

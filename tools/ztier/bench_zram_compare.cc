@@ -500,7 +500,6 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
       variants, b.progress);
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
-  b.progress.Clear();
   if (b.zram.has_value()) {
     if (Status s = b.zram->Reset(); !s.ok()) PrintError(kCommand, s.ToString());
   }

@@ -104,7 +104,6 @@ class Plotter {
   // signature. Returns the PNG's path.
   Result<std::string> Render(const Chart& chart) const;
 
-  const std::string& dir() const { return dir_; }
   const std::string& terminal() const { return terminal_; }
 
  private:
@@ -139,7 +138,6 @@ class Plotter {
 class ChartWriter {
  public:
   ChartWriter(std::string command, std::string dir);
-  bool enabled() const { return !dir_.empty(); }
   bool Write(std::span<const Chart> charts);
 
  private:

@@ -376,7 +376,6 @@ int RunUsemem(std::span<const std::string_view> args) {
   auto m = RunVariants(
       {.runs = static_cast<std::size_t>(f.common.runs), .warmups = 0}, variants,
       progress);
-  progress.Clear();
   if (!m) return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
   Report report(kCommand, GetMachineInfo());
   Describe(report, u, corpus->size());
