@@ -94,7 +94,15 @@ Status CheckOptions(const RegionOptions& o) {
 
 Region::Region() : impl_(std::make_unique<Impl>()) {}
 
-Region::~Region() = default;
+Region::~Region() {
+  // A fork()ed child's copy: its destructor would stop the parent's
+  // handler (through the shared eventfd), unregister the parent's memory
+  // (the userfaultfd acts on the mm that made it), and join a thread that
+  // is not in this process. It is left as it is, memory and all.
+  if (impl_ != nullptr && impl_->owner != 0 && impl_->owner != ::getpid()) {
+    (void)impl_.release();
+  }
+}
 
 Region::Impl::~Impl() {
   if (handler.joinable()) {
@@ -129,6 +137,7 @@ Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {
 Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   ZT_RETURN_IF_ERROR(CheckOptions(given));
   Impl& m = *this;
+  m.owner = ::getpid();
   m.options = given;
   m.size = (options.size + kPageSize - 1) & ~(kPageSize - 1);
   m.num_pages = m.size / kPageSize;
@@ -199,6 +208,11 @@ std::size_t Region::size() const { return impl_->size; }
 Status Region::Impl::PageRange(const void* addr, std::size_t len,
                                const char* what, std::size_t* first,
                                std::size_t* last) const {
+  if (owner != ::getpid()) {
+    return Status::FailedPrecondition(
+        std::string(what) + " in a fork()ed child: only the process that "
+                            "made the region may use it");
+  }
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
   const std::uintptr_t lo = Addr(0);
   if (a < lo || a - lo > size || len > size - (a - lo)) {
@@ -271,6 +285,7 @@ Status Region::Discard(void* addr, std::size_t len) {
 
 RegionStats Region::Stats() const {
   const Impl& m = *impl_;
+  if (m.owner != ::getpid()) return RegionStats{};  // a fork()ed child's copy
   const PageStoreStats ss = m.store->Stats();
   const RegionCounters& c = m.c;
   RegionStats r;

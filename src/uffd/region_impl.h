@@ -87,6 +87,11 @@ struct Region::Impl {
 
   std::unique_ptr<internal::Userfaultfd> uffd;  // set once Init opens it
   bool registered = false;
+  // The process that made the region. A fork()ed child's copy of this
+  // object shares its fds (the userfaultfd and `stop`) and names the
+  // parent's registration and thread: it must touch none of them
+  // (Region::~Region, PageRange).
+  pid_t owner = 0;
   platform::EventFd stop;  // the handler stops when it is readable
   std::atomic<bool> stop_requested{false};  // set with stop, for the spin
   // How long the handler polls the userfaultfd before it sleeps in poll().

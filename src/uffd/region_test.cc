@@ -651,6 +651,37 @@ TEST(RegionTest, ForkedChildDoesNotSeeTheRegion) {
   EXPECT_EQ(FirstBad(*r, 0, 16, 0, false), 16u);
 }
 
+// A child that uses or destroys its copy of the Region object (a global
+// unique_ptr, an atexit hook) leaves the parent's region alone: the
+// parent's handler keeps answering faults.
+TEST(RegionTest, AForkedChildDestroyingItsCopyLeavesTheRegionAlone) {
+  REQUIRE_UFFD();
+  RegionOptions o;
+  o.size = 16 * kPageSize;
+  auto r = MakeRegion(o);
+  ASSERT_NE(r, nullptr);
+  Fill(*r, 0, 16, 0, false);
+  ASSERT_OK(r->Pageout(r->data(), 8 * kPageSize));
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const bool refused =
+        r->Pageout(r->data(), kPageSize).code() ==
+            StatusCode::kFailedPrecondition &&
+        r->Discard(r->data(), kPageSize).code() ==
+            StatusCode::kFailedPrecondition &&
+        r->Stats().stored_pages == 0;
+    r.reset();
+    _exit(refused ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(FirstBad(*r, 0, 16, 0, false), 16u);  // faults still answered
+  ASSERT_OK(r->Pageout(r->data(), r->size()));
+  EXPECT_EQ(FirstBad(*r, 0, 16, 0, false), 16u);
+}
+
 // A lost page raises SIGBUS in the thread that touches it.
 // volatile: the stores around the read must not be optimised away.
 thread_local sigjmp_buf* volatile bus_jump = nullptr;

@@ -83,7 +83,9 @@
 // memory. The destructor must not run while another thread touches it.
 // A fork()ed child does not inherit the memory (MADV_DONTFORK: it would
 // not inherit the userfaultfd registration, and would read evicted pages
-// as zeros); a child that touches it gets SIGSEGV.
+// as zeros); a child that touches it gets SIGSEGV. In the child, Pageout
+// and Discard fail (kFailedPrecondition), Stats are zeros, and destroying
+// its copy of the Region leaves the parent's region alone.
 //
 // Requirements: userfaultfd with UFFD_FEATURE_PAGEFAULT_FLAG_WP on
 // anonymous memory (Linux 5.7+), and the right to use it (root, or
