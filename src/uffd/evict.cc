@@ -283,9 +283,13 @@ void Region::Impl::FinishPages(const std::uint32_t* run, std::size_t n,
     Drop(c.resident, n);
     Bump(c.zswpout, n);
   }
-  Status st = zapped ? uffd->Wake(addr, len)
-                     : uffd->WriteProtect(addr, len, /*wp=*/false);
-  if (!st.ok()) LogError(st);
+  if (zapped) {
+    Status st = uffd->Wake(addr, len);
+    if (!st.ok()) LogError(st);
+  } else if (Status st = uffd->WriteProtect(addr, len, /*wp=*/false);
+             !st.ok()) {
+    ResolveFailed(addr, len, st);
+  }
 }
 
 bool Region::Impl::PoolAccepts() {

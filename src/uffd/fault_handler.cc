@@ -129,12 +129,12 @@ void Region::Impl::HandleMissing(std::size_t p) {
     case PageState::kResident: {
       std::size_t done = 0;
       Status st = uffd->ZeroPage(Addr(p), kPageSize, &done);
-      if (!st.ok()) LogError(st);
+      if (!st.ok()) ResolveFailed(Addr(p), kPageSize, st);
       return;
     }
     case PageState::kPoisoned: {
       Status st = uffd->Poison(Addr(p), kPageSize);
-      if (!st.ok()) LogError(st);
+      if (!st.ok()) ResolveFailed(Addr(p), kPageSize, st);
       return;
     }
   }
@@ -304,7 +304,7 @@ void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
     std::abort();
   }
   Status ps = uffd->Poison(Addr(p), kPageSize);
-  if (!ps.ok()) LogError(ps);
+  if (!ps.ok()) ResolveFailed(Addr(p), kPageSize, ps);
   ForgetStored(p);  // its slot cannot be read
   pages.set_state(p, PageState::kPoisoned);
   pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
@@ -327,7 +327,14 @@ void Region::Impl::HandleWriteProtect(std::size_t p) {
     Bump(c.wp_faults);  // the eviction refused it, and already un-protected
   }
   Status st = uffd->WriteProtect(Addr(p), kPageSize, /*wp=*/false);
-  if (!st.ok()) LogError(st);
+  if (!st.ok()) ResolveFailed(Addr(p), kPageSize, st);
+}
+
+void Region::Impl::ResolveFailed(std::uintptr_t addr, std::size_t len,
+                                 const Status& st) {
+  LogError(st);
+  Status woken = uffd->Wake(addr, len);
+  woken.IgnoreError();  // nothing more to try
 }
 
 }  // namespace ztier

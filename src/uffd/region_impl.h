@@ -134,6 +134,11 @@ struct Region::Impl {
   // Logs the first unexpected error (a failed ioctl, madvise or writeback)
   // of this region to stderr; the rest are not logged.
   void LogError(const Status& st);
+  // A resolving ioctl (UFFDIO_ZEROPAGE, _POISON, _WRITEPROTECT) on
+  // [addr, addr + len) failed: logs st and wakes the faulting threads,
+  // which a failed ioctl leaves asleep; they fault again and are served
+  // anew (or get the signal of a range no longer mapped).
+  void ResolveFailed(std::uintptr_t addr, std::size_t len, const Status& st);
   // Frees the slot of page p, stored or written back, and takes it out of
   // those counters; the caller gives p its new state. REQUIRES: mu
   void ForgetStored(std::size_t p);

@@ -832,6 +832,41 @@ TEST(RegionTest, WriteProtectFailureKeepsVictimsResident) {
   EXPECT_EQ(FirstBad(r, 0, kPages, 0, false), kPages);
 }
 
+// A resolving ioctl that fails (here UFFDIO_ZEROPAGE for a page the
+// application dropped, ENOMEM once) wakes the faulting thread, which
+// faults again and is served. It used to sleep for good.
+TEST(RegionTest, AFailedResolutionWakesTheFaultingThread) {
+  REQUIRE_UFFD();
+  std::atomic<int> failures{0};
+  RegionOptions o;
+  o.size = 16 * kPageSize;
+  auto made = RegionTestPeer::CreateFaulty(o, [&](const internal::UffdCall& c) {
+    return c.op == internal::UffdCall::kZeroPage && failures.fetch_sub(1) > 0
+               ? ENOMEM
+               : 0;
+  });
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  Region& r = **made;
+  Fill(r, 0, 16, 0, false);
+  std::byte* const page = r.data() + 3 * kPageSize;
+  ASSERT_EQ(::madvise(page, kPageSize, MADV_DONTNEED), 0);
+  failures = 1;
+  ::testing::internal::CaptureStderr();
+  std::promise<int> read;
+  std::future<int> got = read.get_future();
+  std::thread reader([&] {
+    read.set_value(static_cast<int>(*static_cast<volatile std::byte*>(page)));
+  });
+  const bool served =
+      got.wait_for(std::chrono::seconds(20)) == std::future_status::ready;
+  made->reset();  // had it not been served: the unregister wakes it
+  reader.join();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(served) << "the faulting thread was never woken";
+  EXPECT_EQ(got.get(), 0);  // dropped: zeros, as the kernel gives
+  EXPECT_NE(log.find("UFFDIO_ZEROPAGE"), std::string::npos) << log;
+}
+
 // The application drops pages (MADV_DONTNEED) between eviction's presence
 // check and its read: here from inside the write-protect call, the moment
 // between the two. Reading such a page in place would raise a missing
