@@ -87,6 +87,13 @@
 // and Discard fail (kFailedPrecondition), Stats are zeros, and destroying
 // its copy of the Region leaves the parent's region alone.
 //
+// Not supported: moving or unmapping part of the region (mremap, munmap,
+// mmap MAP_FIXED over it): a page moved away loses its stored copy (it
+// reads as zeros at its new address) and the region keeps counting it.
+// Nor DMA into region memory (O_DIRECT reads, io_uring fixed buffers,
+// RDMA) that may still be writing when the page is evicted: userspace
+// cannot see a pin, and that write would be lost with the dropped page.
+//
 // Requirements: userfaultfd with UFFD_FEATURE_PAGEFAULT_FLAG_WP on
 // anonymous memory (Linux 5.7+), and the right to use it (root, or
 // vm.unprivileged_userfaultfd=1, or access to /dev/userfaultfd). Create()
