@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <system_error>
+#include <utility>
 
 #include "handshake.h"
 #include "nbd/protocol.h"
@@ -449,9 +451,18 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   job->structured = structured_;
   job->start_ns = request_start_ns_;
   if (has_buffer && job->capacity < length) {
+    // Without the memory (a memlock or overcommit limit), this request
+    // fails with ENOMEM; the connection and the server go on.
     job->buffer.reset();
-    job->buffer = std::make_unique_for_overwrite<std::byte[]>(length);
-    job->capacity = length;
+    job->buffer.reset(new (std::nothrow) std::byte[length]);
+    job->capacity = job->buffer != nullptr ? length : 0;
+    if (job->buffer == nullptr) {
+      Release(job);
+      if (type == kCmdWrite && !SkipInput(length)) return false;
+      constexpr std::string_view kWhy = "no memory for the request's buffer";
+      LogError(type, offset, length, kErrNoMem, kWhy);
+      return AddErrorReply(type, cookie, kErrNoMem, kWhy);
+    }
   }
   if (type == kCmdWrite && !ReadPayload(job->buffer.get(), length)) {
     Release(job);
@@ -746,7 +757,19 @@ void Connection::SendReply(Job* job) {
       queue_tail_ = job;
     }
   }
-  if (!writer_.joinable()) StartWriter();
+  if (!writer_.joinable() && !StartWriter()) {
+    // Nothing will send the queued replies: give their jobs back, so that
+    // the reader's WaitIdle ends and the connection closes.
+    Job* left = std::exchange(queue_head_, nullptr);
+    queue_tail_ = nullptr;
+    l.unlock();
+    while (left != nullptr) {
+      Job* const next = left->next;
+      Release(left);
+      left = next;
+    }
+    return;
+  }
   send_cv_.notify_all();
 }
 
