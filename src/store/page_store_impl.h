@@ -268,10 +268,15 @@ struct PageStore::Impl {
   std::atomic<std::uint64_t> units_reclaimed{0};
   // Units below half their members, to be reclaimed (u, gen) by the next
   // public call that returns; reclaim_mu is a leaf lock, taken under a
-  // slot lock.
+  // slot lock. Both vectors hold one entry per unit of capacity from the
+  // start, and ReclaimQueued swaps them, so queueing (on the IO path,
+  // under slot locks) never allocates; a full queue leaves the unit for a
+  // later free to queue. reclaim_pass_mu: one ReclaimQueued at a time.
   std::mutex reclaim_mu;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reclaim_queue;
   std::atomic<bool> reclaim_pending{false};
+  std::mutex reclaim_pass_mu;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> reclaim_work;
 
   // Stores the aligned run [first, first + unit_pages) from `pages` as one
   // unit (with the same-filled pages as SAME), or, if it does not pay,

@@ -207,8 +207,12 @@ void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
   if (!wb && 2 * std::popcount(old & ~bit) < members &&
       e.queued.exchange(1, std::memory_order_relaxed) == 0) {
     std::lock_guard l(reclaim_mu);
-    reclaim_queue.emplace_back(u, gen);
-    reclaim_pending.store(true, std::memory_order_relaxed);
+    if (reclaim_queue.size() < reclaim_queue.capacity()) {
+      reclaim_queue.emplace_back(u, gen);
+      reclaim_pending.store(true, std::memory_order_relaxed);
+    } else {
+      e.queued.store(0, std::memory_order_relaxed);  // a later free queues it
+    }
   }
 }
 
@@ -296,13 +300,17 @@ std::size_t PageStore::Impl::LoadUnitRun(std::uint64_t first, std::byte* out,
 }
 
 void PageStore::Impl::ReclaimQueued() {
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> queue;
+  // Another thread's pass takes what is queued; what is queued after its
+  // swap sets reclaim_pending again for the next call.
+  std::unique_lock pass(reclaim_pass_mu, std::try_to_lock);
+  if (!pass.owns_lock()) return;
+  reclaim_work.clear();  // keeps its capacity
   {
     std::lock_guard l(reclaim_mu);
-    queue.swap(reclaim_queue);
+    reclaim_work.swap(reclaim_queue);
     reclaim_pending.store(false, std::memory_order_relaxed);
   }
-  for (const auto& [u, gen] : queue) {
+  for (const auto& [u, gen] : reclaim_work) {
     // Stream before slots (the lock order): the survivors are compressed
     // under the run's locks, so that nothing changes between read and
     // install.
