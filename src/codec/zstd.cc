@@ -14,7 +14,9 @@
 // so they outlive the Codec if need be.
 //
 // Each Compressor owns one ZSTD_CCtx, warmed at creation with one page so
-// that its workspace is sized and Compress() on pages does not allocate.
+// that its workspace is sized and Compress() on pages does not allocate,
+// and a second one for inputs larger than a page (multi-page units), made
+// at the first such input.
 // Each Decompressor owns one ZSTD_DCtx; ZSTD_decompressDCtx /
 // ZSTD_decompress_usingDDict are bounded by both buffers, and a page is
 // accepted only if the frame yields exactly dst.size() bytes.
@@ -52,25 +54,47 @@ class ZstdCompressor final : public Compressor {
   // 4-byte id: a store knows which dictionary each object was made with.
   ZstdCompressor(ZSTD_CCtx* cctx, int level, std::shared_ptr<ZstdDict> dict)
       : cctx_(cctx), level_(level), dict_(std::move(dict)) {
-    if (dict_ != nullptr) {
-      ZSTD_CCtx_refCDict(cctx_, dict_->cdict);
-      ZSTD_CCtx_setParameter(cctx_, ZSTD_c_dictIDFlag, 0);
-    }
+    Configure(cctx_);
   }
-  ~ZstdCompressor() override { ZSTD_freeCCtx(cctx_); }
+  ~ZstdCompressor() override {
+    ZSTD_freeCCtx(cctx_);
+    ZSTD_freeCCtx(large_);
+  }
 
+  // Pages go to cctx_; larger inputs (multi-page units) to large_, made at
+  // the first one. One context for both would be resized back and forth:
+  // zstd shrinks a workspace used far below its size for 128 frames in a
+  // row (ZSTD_WORKSPACETOOLARGE_MAXDURATION), then grows it again at the
+  // next unit, an allocation on the store path each time.
   std::size_t Compress(std::span<const std::byte> src,
                        std::span<std::byte> dst) override {
+    ZSTD_CCtx* cctx = cctx_;
+    if (src.size() > 4096) {
+      if (large_ == nullptr) {
+        large_ = ZSTD_createCCtx();
+        if (large_ == nullptr) return 0;  // stored as it would not fit
+        Configure(large_);
+      }
+      cctx = large_;
+    }
     const std::size_t n =
-        dict_ ? ZSTD_compress2(cctx_, dst.data(), dst.size(), src.data(),
+        dict_ ? ZSTD_compress2(cctx, dst.data(), dst.size(), src.data(),
                                src.size())
-              : ZSTD_compressCCtx(cctx_, dst.data(), dst.size(), src.data(),
+              : ZSTD_compressCCtx(cctx, dst.data(), dst.size(), src.data(),
                                   src.size(), level_);
     return ZSTD_isError(n) ? 0 : n;  // dstSize_tooSmall: does not fit
   }
 
  private:
+  void Configure(ZSTD_CCtx* cctx) const {
+    if (dict_ != nullptr) {
+      ZSTD_CCtx_refCDict(cctx, dict_->cdict);
+      ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
+    }
+  }
+
   ZSTD_CCtx* const cctx_;
+  ZSTD_CCtx* large_ = nullptr;
   const int level_;
   const std::shared_ptr<ZstdDict> dict_;
 };

@@ -27,6 +27,7 @@
 #include <new>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "testing/discarding_file.h"
@@ -221,12 +222,14 @@ void MakePage(std::mt19937_64& rng, std::byte* out) {
 
 std::shared_ptr<Device> NewDevice(const std::string& codec, bool prealloc,
                                   std::uint64_t mem_limit,
-                                  std::uint64_t disksize) {
+                                  std::uint64_t disksize,
+                                  std::size_t unit_pages = 0) {
   DeviceDefaults d;
   d.comp_algorithm = codec;
   d.mem_limit = mem_limit;
   d.prealloc = prealloc;
   d.streams = 2;
+  d.unit_pages = unit_pages;
   auto dev = std::make_shared<Device>("zram0", d);
   const Status s = dev->SetDisksize(disksize);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -301,10 +304,14 @@ struct Workload {
   }
 };
 
-class NoAllocTest : public ::testing::TestWithParam<std::string> {};
+// The codec, and multi-page objects (DeviceDefaults::unit_pages) or not.
+class NoAllocTest
+    : public ::testing::TestWithParam<std::tuple<std::string, std::size_t>> {};
 
 TEST_P(NoAllocTest, SteadyStateIoDoesNotAllocate) {
-  auto dev = NewDevice(GetParam(), /*prealloc=*/true, 32 << 20, 64 << 20);
+  const auto [codec, unit_pages] = GetParam();
+  auto dev =
+      NewDevice(codec, /*prealloc=*/true, 32 << 20, 64 << 20, unit_pages);
   ASSERT_NE(dev, nullptr);
   std::vector<std::byte> shadow(kPages * kPage);
   std::vector<std::byte> buf(16 * kPage);
@@ -316,6 +323,9 @@ TEST_P(NoAllocTest, SteadyStateIoDoesNotAllocate) {
     MakePage(w.rng, shadow.data() + p * kPage);
     ASSERT_OK(dev->Write(p * kPage, {shadow.data() + p * kPage, kPage}));
   }
+  // With units, every aligned run again as one object (WritePages), so
+  // that the random mix below detaches pages from units and reclaims them.
+  if (unit_pages != 0) ASSERT_OK(dev->WritePages(0, shadow));
   for (int i = 0; i < 2000; ++i) ASSERT_TRUE(w.Step()) << "warm-up op " << i;
 
   int failed_op = -1;
@@ -336,12 +346,16 @@ TEST_P(NoAllocTest, SteadyStateIoDoesNotAllocate) {
   EXPECT_LE(st.mem_used_total, st.mem_limit);
 }
 
-INSTANTIATE_TEST_SUITE_P(Codecs, NoAllocTest,
-                         ::testing::Values("lz4", "zstd", "deflate", "lzo",
-                                           "lz4hc"),
-                         [](const ::testing::TestParamInfo<std::string>& p) {
-                           return p.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Codecs, NoAllocTest,
+    ::testing::Combine(::testing::Values("lz4", "zstd", "deflate", "lzo",
+                                         "lz4hc"),
+                       ::testing::Values(std::size_t{0}, std::size_t{16})),
+    [](const auto& p) {
+      const std::size_t units = std::get<1>(p.param);
+      return std::get<0>(p.param) +
+             (units != 0 ? "Units" + std::to_string(units) : "");
+    });
 
 // The counter is real: a plain heap allocation is seen.
 TEST(NoAllocCounterTest, CountsAnAllocation) {

@@ -116,6 +116,10 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     m.unit_pages = options.unit_pages;
     ZT_ASSIGN_OR_RETURN(m.units, internal::UnitTable::Create(
                                      options.num_pages, options.unit_pages));
+    const std::size_t count =
+        (options.num_pages + options.unit_pages - 1) / options.unit_pages;
+    m.reclaim_queue.reserve(count);
+    m.reclaim_work.reserve(count);
   }
 
   const std::size_t cores =
@@ -134,6 +138,17 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
   ZT_ASSIGN_OR_RETURN(m.streams,
                       internal::StreamPool::Create(m.codec, bo, n, 2 * n));
   m.stream_batch = bo;
+  if (m.unit_pages > 1) {
+    // Every stream compresses one unit now, so that whatever its codec
+    // keeps for inputs of that size (zstd: a second context) is made here,
+    // not on the store path of whichever stream a unit first meets.
+    const std::size_t bytes = m.unit_pages * kPageSize;
+    std::vector<std::byte> in(bytes), out(bytes);
+    m.streams->VisitIdle([&](internal::Stream& s) {
+      BatchItem item{in, out};
+      s.batch->Compress(std::span<BatchItem>(&item, 1));
+    });
+  }
   auto none = std::make_shared<Impl::DictEntry>();
   for (int p = 0; p < kMaxCodecPriorities; ++p) {
     none->codecs[p] = m.codecs[p];
