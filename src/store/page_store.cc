@@ -222,7 +222,7 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
     {
       SlotLock lock(s);
       if (SlotTable::Flags(s) & slot::kWb) break;  // the locked path
-      ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+      ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page, /*as_write=*/true));
       seen = m.SeeLocked(s, seen_object);
     }
     std::memcpy(page + offset, data.data(), data.size());
@@ -243,7 +243,7 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
     // The locked path: a stream, then the slot lock from read to install.
     internal::StreamPool::Lease lease = m.streams->Acquire();
     SlotLock lock(s);
-    ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page));
+    ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page, /*as_write=*/true));
     std::memcpy(page + offset, data.data(), data.size());
     Pending p;
     ZT_RETURN_IF_ERROR(m.PrepareWith(lease, ConstPage(page, kPageSize), &p));

@@ -563,9 +563,12 @@ struct PageStore::Impl {
     });
   }
 
-  // Reads slot s into out. REQUIRES: s locked.
-  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out)
-      ZT_REQUIRES(s) {
+  // Reads slot s into out. REQUIRES: s locked. `as_write`: the read of the
+  // old page by a sub-page write (StorePartial; zram_bvec_write_partial()),
+  // which is part of that write: not a load, and a failure is the write's
+  // (failed_writes, as zram counts it), not a failed read.
+  Status LoadLocked(std::uint64_t index, Slot& s, std::byte* out,
+                    bool as_write = false) ZT_REQUIRES(s) {
     const std::uint32_t f = SlotTable::Flags(s);
     const std::uint64_t v = s.value.load(std::memory_order_relaxed);
     Status st;
@@ -588,10 +591,10 @@ struct PageStore::Impl {
       }
     }
     if (!st.ok()) {
-      Add(failed_reads);
+      Add(as_write ? failed_writes : failed_reads);
       return st;
     }
-    LoadedLocked(s);
+    if (!as_write) LoadedLocked(s);
     return st;
   }
 

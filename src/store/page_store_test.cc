@@ -347,7 +347,11 @@ TEST(PageStoreTest, PartialWritesPatchThePage) {
 
   const Page text = TextPage(9);
   ASSERT_OK(store->Store(1, text));
+  const PageStoreStats before = store->Stats();
   ASSERT_OK(store->StorePartial(1, 100, abc));
+  // Its read of the old page is part of the write, not a load.
+  EXPECT_EQ(store->Stats().loads, before.loads);
+  EXPECT_EQ(store->Stats().stores, before.stores + 1);
   ASSERT_OK(store->Load(1, out));
   expect = text;
   std::memcpy(&expect[100], abc, 3);
