@@ -254,11 +254,14 @@ void Connection::Main() {
   on_exit_(this);
 }
 
+std::size_t Connection::PreallocatedBytes() const {
+  return std::min<std::size_t>(limits_.prealloc_job_bytes, kKeepBufferBytes);
+}
+
 void Connection::Serve() {
   in_ = std::make_unique_for_overwrite<std::byte[]>(kInCapacity);
   out_ = std::make_unique_for_overwrite<std::byte[]>(kOutCapacity);
-  if (const std::size_t bytes = std::min<std::size_t>(
-          limits_.prealloc_job_bytes, kKeepBufferBytes)) {
+  if (const std::size_t bytes = PreallocatedBytes()) {
     for (Job& j : jobs_) {
       j.buffer = std::make_unique<std::byte[]>(bytes);  // touched: resident
       j.capacity = bytes;
@@ -830,6 +833,7 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
   if (stopping_) return nullptr;
   Job* job = free_;
   free_ = job->next;
+  if (job->capacity > PreallocatedBytes()) kept_bytes_ -= job->capacity;
   ++in_flight_;
   in_flight_bytes_ += bytes;
   job->charged = bytes;
@@ -837,13 +841,23 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
 }
 
 void Connection::Release(Job* job) {
-  if (job->capacity > kKeepBufferBytes) {
-    job->buffer.reset();
-    job->capacity = 0;
-  }
+  std::unique_ptr<std::byte[]> dropped;  // freed after the lock
   // Notify under the lock: once it is released the reader may finish and
   // the Connection may be deleted.
   std::lock_guard l(mu_);
+  // A buffer larger than the preallocated one is kept for reuse only up
+  // to 1 MiB, and only while the kept ones stay within
+  // max_in_flight_bytes: so a client cannot make the free jobs hold
+  // max_in_flight MiB beside the buffers of the requests in flight.
+  if (job->capacity > PreallocatedBytes()) {
+    if (job->capacity > kKeepBufferBytes ||
+        kept_bytes_ + job->capacity > limits_.max_in_flight_bytes) {
+      dropped = std::move(job->buffer);
+      job->capacity = 0;
+    } else {
+      kept_bytes_ += job->capacity;
+    }
+  }
   --in_flight_;
   in_flight_bytes_ -= job->charged;
   job->next = free_;

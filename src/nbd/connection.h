@@ -219,6 +219,9 @@ class Connection {
   bool FlushBatch();
   void SendReply(Job* job);
   void WriterLoop();
+  // The buffer each job gets at start (ConnectionLimits::prealloc_job_bytes,
+  // at most 1 MiB), always kept.
+  std::size_t PreallocatedBytes() const;
   // Starts writer_; on failure marks the connection broken and returns
   // false. REQUIRES: send_mu_ held.
   bool StartWriter();
@@ -279,6 +282,9 @@ class Connection {
   Job* free_ = nullptr;        // guarded by mu_
   std::size_t in_flight_ = 0;  // guarded by mu_
   std::uint64_t in_flight_bytes_ = 0;  // guarded by mu_
+  // Bytes of the buffers kept by free jobs beyond the preallocated size
+  // (Release): at most max_in_flight_bytes. Guarded by mu_.
+  std::uint64_t kept_bytes_ = 0;
   bool stopping_ = false;      // guarded by mu_
   bool closed_ = false;        // guarded by mu_: fd_ is closed
 };
