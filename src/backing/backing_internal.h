@@ -33,6 +33,7 @@ struct BackingStore::Impl {
   // (clear between passes) and works from `taking` without discard_mu.
   // Both are empty for a file that takes no discards. `discarding` counts
   // the blocks of both for blocks_used().
+  bool discards = false;  // file->can_discard(), fixed at Open
   std::mutex discard_mu;
   std::vector<std::uint64_t> pending;  // guarded by discard_mu
   std::vector<std::uint64_t> taking;   // guarded by discard_pass_mu

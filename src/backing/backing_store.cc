@@ -69,7 +69,8 @@ Result<std::unique_ptr<BackingStore>> BackingStore::Open(
                                         " bytes holds no 4096-byte block"));
   }
   m.bitmap = std::make_unique<internal::BlockBitmap>(m.num_blocks);
-  if (file->can_discard()) {
+  m.discards = file->can_discard();
+  if (m.discards) {
     m.pending.assign((m.num_blocks + 63) / 64, 0);
     m.taking.assign(m.pending.size(), 0);
   }
@@ -103,7 +104,7 @@ std::uint64_t BackingStore::AllocRange(std::size_t want, std::size_t* got) {
 void BackingStore::Free(std::uint64_t block) {
   assert(block < impl_->num_blocks);
   Impl& m = *impl_;
-  if (m.pending.empty()) {
+  if (!m.discards) {
     m.bitmap->Free(block);
     return;
   }
@@ -121,7 +122,7 @@ void BackingStore::FreeUnwritten(std::uint64_t block) {
 
 std::uint64_t BackingStore::DiscardFreed() {
   Impl& m = *impl_;
-  if (m.pending.empty() || m.discarding.load() == 0) return 0;
+  if (!m.discards || m.discarding.load() == 0) return 0;
   std::lock_guard pass(m.discard_pass_mu);
   {
     std::lock_guard l(m.discard_mu);

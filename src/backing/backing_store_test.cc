@@ -441,7 +441,8 @@ TEST(BackingStoreTest, FreedBlocksAreDiscardedBeforeTheyAreReused) {
 // 1 GiB goes as several discards, none longer.
 TEST(BackingStoreTest, LongRunsOfFreedBlocksAreDiscardedAGibibyteAtATime) {
   constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
-  auto file = std::make_shared<DiscardingFile>(2 * kGiB + 8 * kPageSize);
+  auto file = std::make_shared<DiscardingFile>(2 * kGiB + 8 * kPageSize,
+                                               /*storage=*/false);
   auto bs = OpenStore({.file = file});
   ASSERT_NE(bs, nullptr);
   const std::uint64_t blocks = bs->num_blocks();

@@ -180,8 +180,11 @@ class BlockWriter {
     Status status;
     // Failed, but the write was sent and may still land (the file's
     // -ETIMEDOUT or -ENOTCONN: a remote given up on). Give such a block
-    // back with Free, which waits for its discard, not FreeUnwritten, so
-    // that a late write cannot land on the block's next content.
+    // back with Free, which holds it until its discard is answered, not
+    // FreeUnwritten, which hands it out at once. (NBD orders nothing
+    // between an abandoned connection and a new one, so a late write can
+    // still land after the discard; the remote file's checksums then fail
+    // the block's read: nbd/nbd_backing_file.h.)
     bool may_land = false;
   };
 
