@@ -242,8 +242,12 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   }
   c.h = h;
   ++c.generation;
-  c.backoff = kFirstBackoff;
-  if (!reconnect) return Status::Ok();
+  // The backoff starts over once the connection is known good: after the
+  // check below, when it is made again.
+  if (!reconnect) {
+    c.backoff = kFirstBackoff;
+    return Status::Ok();
+  }
   // A connection made again: is the remote still the one written to? Not
   // used until that is known: a failed check closes it again, and the next
   // Connect checks anew.
@@ -252,6 +256,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     const std::string error = LastError();
     c.Close();
     c.next_try = Clock::now() + c.backoff;
+    c.backoff = std::min(2 * c.backoff, kMaxBackoff);
     return Status::IoError(std::string(what) + ": " + error);
   };
   alignas(4096) std::byte now_label[kLabelBytes];
@@ -260,6 +265,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   if (r != 0) return unchecked("reading the label");
   if (static_cast<std::uint64_t>(size) == export_size_ &&
       std::memcmp(now_label, label_, kLabelBytes) == 0) {
+    c.backoff = kFirstBackoff;
     return Status::Ok();
   }
   std::uint64_t lost = 0;
@@ -270,14 +276,18 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     }
   }
   lost_ += lost;
-  Log("the remote came back " +
-      std::string(static_cast<std::uint64_t>(size) != export_size_
-                      ? "with another size"
-                      : "without this store's label") +
-      ": " + std::to_string(lost) +
-      " written-back blocks are lost; their pages read as errors");
+  // Said once: a retry after a failed label write finds nothing more lost.
+  if (lost != 0) {
+    Log("the remote came back " +
+        std::string(static_cast<std::uint64_t>(size) != export_size_
+                        ? "with another size"
+                        : "without this store's label") +
+        ": " + std::to_string(lost) +
+        " written-back blocks are lost; their pages read as errors");
+  }
   r = SyncLocked(c, true, label_, 0, deadline);
   if (r != 0) return unchecked("writing the label");
+  c.backoff = kFirstBackoff;
   return Status::Ok();
 }
 

@@ -30,8 +30,10 @@
 // trimmed (BackingStore::DiscardFreed, at the start of each writeback
 // pass; on the first connection), so a remote with thin storage (nbdkit's
 // memory plugin, a sparse file, a thin volume) gets its space back. The
-// block is reused only after the remote has answered its TRIM. A block
-// whose write failed is reused at once.
+// block is reused only after the remote has answered its TRIM (or refused
+// it: an answer all the same). A block whose write failed outright is
+// reused at once; one whose write was sent and not answered (a timeout, a
+// dropped connection) waits for a TRIM like a freed one.
 //
 // Checksums: the file keeps a 64-bit checksum of what it last wrote to
 // each block (8 bytes of memory per block). A block that reads back other
@@ -41,11 +43,14 @@
 // fence for an abandoned connection).
 //
 // Failures (the file never returns data it cannot vouch for):
-//   - A command that fails, a connection that drops, or a command not
-//     answered within `timeout_ms`: the command reports -EIO (the store
-//     keeps the pages of a failed writeback pass in RAM and its reads fail
-//     with kIoError). A timed-out or dropped connection is closed; every
-//     command in flight on it reports -EIO.
+//   - A command that fails reports the server's error (-EIO for a read or
+//     write it refuses); a command on a connection that drops reports
+//     -ENOTCONN, and one not answered within `timeout_ms` -ETIMEDOUT (for
+//     a write: it may still land, BackingFile's contract). The store keeps
+//     the pages of a failed writeback pass in RAM, and its reads fail with
+//     kIoError. A timed-out or dropped connection is closed; every command
+//     in flight on it fails so. A read whose connection drops retries on
+//     a new one until its deadline, then fails (-EIO, or -ETIMEDOUT).
 //   - Reconnection: a closed connection is made again by the next command
 //     that needs it, but no sooner than a backoff after the last failed
 //     attempt (100 ms, doubling to 5 s; reset by a success). A read waits
