@@ -243,6 +243,7 @@ Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
 Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
   std::unique_lock lock(mu_);
+  if (retired_) return Status::NotFound("device '" + name_ + "' was removed");
   if (store_ != nullptr) return Status::Busy("disksize is already set");
   if (defaults_.prealloc && mem_limit_ == 0) {
     return Status::InvalidArgument(
@@ -1132,7 +1133,11 @@ Status DeviceRegistry::Remove(std::string_view name) {
   }
   std::lock_guard lock(m.mu);
   auto it = m.devices.find(name);
-  if (it != m.devices.end() && it->second == d) m.devices.erase(it);
+  if (it == m.devices.end() || it->second != d) {
+    // Another removal took it meanwhile.
+    return Status::NotFound("no device '" + std::string(name) + "'");
+  }
+  m.devices.erase(it);
   return Status::Ok();
 }
 

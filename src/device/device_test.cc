@@ -418,8 +418,11 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
   auto removed = r.Find("zram1");
   ASSERT_OK(r.Remove("zram1"));
   EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kNotFound);
-  // A client that found the device before it was removed cannot attach.
+  // A client that found the device before it was removed cannot attach,
+  // nor initialise it again.
   EXPECT_EQ(removed->Attach().error().code(), StatusCode::kNotFound);
+  ASSERT_OK(removed->Reset());
+  EXPECT_EQ(removed->SetDisksize(4096).code(), StatusCode::kNotFound);
   EXPECT_EQ(r.List().size(), 1u);
   EXPECT_NE(r.Find("zram0"), nullptr);
   EXPECT_EQ(r.Find("zram9"), nullptr);
@@ -452,7 +455,12 @@ TEST(DeviceRegistryTest, ARemovalWaitingForAPassLeavesTheRegistryFree) {
       return false;
     });
   });
-  in_pass.get_future().wait();
+  if (in_pass.get_future().wait_for(std::chrono::seconds(60)) !=
+      std::future_status::ready) {
+    release.set_value();
+    pass.join();
+    FAIL() << "the recompress pass never reached its pace callback";
+  }
   auto removed = std::async(std::launch::async, [&] { return r.Remove("zram0"); });
   bool stuck = false;
   std::future<bool> found;
