@@ -260,9 +260,9 @@ class MetricsServerImpl final : public MetricsServer {
     for (;;) {
       fds.clear();
       fds.push_back({wake_.fd(), POLLIN, 0});
-      // Full, a new client can still take the place of one that is
-      // reading (see Accept); not of one being answered.
-      const bool full = clients_.size() >= max_clients_ && !HasReader();
+      // Full, a new client can still take the place of one that has sent
+      // nothing yet (see Accept); not of one being answered.
+      const bool full = clients_.size() >= max_clients_ && !HasSilent();
       const bool paused = Clock::now() < accept_pause_until_;
       const bool room = !full && !paused;
       const std::size_t first_listen = fds.size();
@@ -320,20 +320,38 @@ class MetricsServerImpl final : public MetricsServer {
     }
   }
 
-  bool HasReader() const {
-    return std::any_of(clients_.begin(), clients_.end(), [](const Client& c) {
-      return c.state == Client::State::kReading;
-    });
+  static bool Silent(const Client& c) {
+    return c.state == Client::State::kReading && c.in.empty();
+  }
+  bool HasSilent() const {
+    return std::any_of(clients_.begin(), clients_.end(), Silent);
+  }
+  // The oldest client that has sent nothing, after taking in what the
+  // reading ones have sent by now (a scraper sends its request as soon as
+  // it connects); clients_.end() when there is none.
+  std::list<Client>::iterator OldestSilent() {
+    for (Client& c : clients_) {
+      if (c.state == Client::State::kReading) Step(c);
+    }
+    clients_.remove_if([](const Client& c) { return c.fd < 0; });
+    return std::find_if(clients_.begin(), clients_.end(), Silent);
   }
 
   // Accepts every waiting connection. Over max_clients, each new one takes
-  // the place of the oldest client still reading its request, which is
+  // the place of the oldest client that has sent nothing yet, which is
   // closed with no reply: idle connections cannot keep a scraper out for
-  // their read_timeout_ms. When every client is being answered, the rest
-  // wait in the listen backlog.
+  // their read_timeout_ms. Clients that have begun their request, or are
+  // being answered, keep their place; when all have, new ones wait in the
+  // listen backlog.
   void Accept(const platform::Listener& listener) {
     for (;;) {
-      if (clients_.size() >= max_clients_ && !HasReader()) return;
+      auto victim = clients_.end();
+      if (clients_.size() >= max_clients_) {
+        victim = OldestSilent();
+        if (clients_.size() >= max_clients_ && victim == clients_.end()) {
+          return;
+        }
+      }
       Result<int> fd = listener.Accept(/*nonblocking=*/true);
       if (!fd.has_value()) {
         // Out of fds or memory: wait a little rather than spin on a
@@ -345,11 +363,8 @@ class MetricsServerImpl final : public MetricsServer {
         return;
       }
       if (clients_.size() >= max_clients_) {
-        auto oldest = std::find_if(
-            clients_.begin(), clients_.end(),
-            [](const Client& c) { return c.state == Client::State::kReading; });
-        ::close(oldest->fd);
-        clients_.erase(oldest);
+        ::close(victim->fd);
+        clients_.erase(victim);
       }
       Client c;
       c.fd = *fd;

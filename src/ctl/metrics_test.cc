@@ -540,6 +540,22 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestSilentClientMakesRoom) {
   }
   for (int fd : silent) ::close(fd);
   EXPECT_EQ(TcpRequest(port, Get("/metrics")).status, 200);
+  // Clients that have sent their request keep their place: five at once,
+  // over a limit of two, are all answered.
+  std::vector<int> scrapers;
+  const std::string get = Get("/metrics");
+  for (int i = 0; i < 5; ++i) {
+    scrapers.push_back(ConnectTcp(port));
+    ASSERT_GE(scrapers.back(), 0);
+    ASSERT_EQ(::send(scrapers.back(), get.data(), get.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(get.size()));
+  }
+  for (int fd : scrapers) {
+    const std::optional<std::string> reply = ReadToEof(fd);
+    ASSERT_TRUE(reply.has_value());
+    EXPECT_TRUE(reply->starts_with("HTTP/1.1 200")) << reply->substr(0, 80);
+    ::close(fd);
+  }
 }
 
 TEST_F(MetricsTest, ClearStartErrors) {

@@ -74,7 +74,7 @@ Result<int> Connect(const std::string& socket_path);
 
 // Sends one request on a connected fd and reads its reply. The Result is an
 // error only when the exchange itself failed (closed early, garbled reply,
-// or a show's reply not begun within 120 s); a server-side error is a
+// or, for a show, 120 s without a byte of the reply); a server-side error is a
 // WireReply with ok == false. A store waits for its reply however long
 // the work takes (a writeback of many gigabytes, a recompression), as a
 // write to a kernel sysfs attribute does.
