@@ -24,6 +24,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,23 +59,22 @@ class ZstdCompressor final : public Compressor {
   }
   ~ZstdCompressor() override {
     ZSTD_freeCCtx(cctx_);
-    ZSTD_freeCCtx(large_);
+    std::free(large_space_);  // large_ lives in it (ZSTD_initStaticCCtx)
   }
 
-  // Pages go to cctx_; larger inputs (multi-page units) to large_, made at
-  // the first one. One context for both would be resized back and forth:
-  // zstd shrinks a workspace used far below its size for 128 frames in a
-  // row (ZSTD_WORKSPACETOOLARGE_MAXDURATION), then grows it again at the
-  // next unit, an allocation on the store path each time.
+  // Pages go to cctx_; larger inputs (multi-page units, up to kLargeMax)
+  // to large_, made at the first one. One context for both would be
+  // resized back and forth: zstd shrinks a workspace used far below its
+  // size for 128 frames in a row (ZSTD_WORKSPACETOOLARGE_MAXDURATION) and
+  // grows it again at the next large input, an allocation on the store
+  // path each time. For the same reason large_ is a static context, its
+  // workspace sized once for kLargeMax: units of 2 to 16 pages would
+  // resize a dynamic one too.
   std::size_t Compress(std::span<const std::byte> src,
                        std::span<std::byte> dst) override {
     ZSTD_CCtx* cctx = cctx_;
-    if (src.size() > 4096) {
-      if (large_ == nullptr) {
-        large_ = ZSTD_createCCtx();
-        if (large_ == nullptr) return 0;  // stored as it would not fit
-        Configure(large_);
-      }
+    if (src.size() > 4096 && src.size() <= kLargeMax) {
+      if (large_ == nullptr && !MakeLarge()) return 0;  // as if no fit
       cctx = large_;
     }
     const std::size_t n =
@@ -86,6 +86,8 @@ class ZstdCompressor final : public Compressor {
   }
 
  private:
+  static constexpr std::size_t kLargeMax = 64 * 1024;  // 16 pages
+
   void Configure(ZSTD_CCtx* cctx) const {
     if (dict_ != nullptr) {
       ZSTD_CCtx_refCDict(cctx, dict_->cdict);
@@ -93,8 +95,40 @@ class ZstdCompressor final : public Compressor {
     }
   }
 
+  // large_ in a workspace sized for kLargeMax at this level, checked by
+  // compressing that much. False (and no large_) when it cannot be had.
+  bool MakeLarge() {
+    const std::size_t bytes = ZSTD_estimateCCtxSize_usingCParams(
+        ZSTD_getCParams(level_, kLargeMax, 0));
+    void* space = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (space == nullptr) return false;
+    ZSTD_CCtx* cctx = ZSTD_initStaticCCtx(space, bytes);
+    if (cctx == nullptr) {
+      std::free(space);
+      return false;
+    }
+    Configure(cctx);
+    std::vector<std::byte> in(kLargeMax), out(ZSTD_compressBound(kLargeMax));
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      in[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+    }
+    const std::size_t n =
+        dict_ ? ZSTD_compress2(cctx, out.data(), out.size(), in.data(),
+                               in.size())
+              : ZSTD_compressCCtx(cctx, out.data(), out.size(), in.data(),
+                                  in.size(), level_);
+    if (ZSTD_isError(n)) {
+      std::free(space);
+      return false;
+    }
+    large_ = cctx;
+    large_space_ = space;
+    return true;
+  }
+
   ZSTD_CCtx* const cctx_;
   ZSTD_CCtx* large_ = nullptr;
+  void* large_space_ = nullptr;
   const int level_;
   const std::shared_ptr<ZstdDict> dict_;
 };
