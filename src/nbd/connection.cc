@@ -259,13 +259,23 @@ std::size_t Connection::PreallocatedBytes() const {
 }
 
 void Connection::Serve() {
-  in_ = std::make_unique_for_overwrite<std::byte[]>(kInCapacity);
-  out_ = std::make_unique_for_overwrite<std::byte[]>(kOutCapacity);
-  if (const std::size_t bytes = PreallocatedBytes()) {
+  // Without the memory for its buffers (a memlock or overcommit limit) the
+  // connection ends; the server goes on.
+  in_.reset(new (std::nothrow) std::byte[kInCapacity]);
+  out_.reset(new (std::nothrow) std::byte[kOutCapacity]);
+  bool have = in_ != nullptr && out_ != nullptr;
+  if (const std::size_t bytes = PreallocatedBytes(); have && bytes != 0) {
     for (Job& j : jobs_) {
-      j.buffer = std::make_unique<std::byte[]>(bytes);  // touched: resident
-      j.capacity = bytes;
+      j.buffer.reset(new (std::nothrow) std::byte[bytes]());  // resident
+      j.capacity = j.buffer != nullptr ? bytes : 0;
+      have = have && j.buffer != nullptr;
     }
+  }
+  if (!have) {
+    Log("no memory for the connection's buffers; it ends");
+    return;
+  }
+  if (PreallocatedBytes() != 0) {
     std::lock_guard l(send_mu_);
     if (!StartWriter()) return;
   }

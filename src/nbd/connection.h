@@ -220,7 +220,8 @@ class Connection {
   void SendReply(Job* job);
   void WriterLoop();
   // The buffer each job gets at start (ConnectionLimits::prealloc_job_bytes,
-  // at most 1 MiB), always kept.
+  // at most 1 MiB); a buffer that size or smaller is always kept (one
+  // replaced by a larger request's counts as kept beyond it).
   std::size_t PreallocatedBytes() const;
   // Starts writer_; on failure marks the connection broken and returns
   // false. REQUIRES: send_mu_ held.
