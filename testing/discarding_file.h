@@ -13,7 +13,6 @@
 #ifndef ZTIER_TESTING_DISCARDING_FILE_H_
 #define ZTIER_TESTING_DISCARDING_FILE_H_
 
-#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -27,23 +26,20 @@ namespace ztier::testing {
 
 class DiscardingFile final : public BackingFile {
  public:
-  // With `storage` false the file has a size and no bytes (for tests of
-  // block allocation and discards alone, at sizes memory could not hold):
-  // its reads fail with EIO and it makes no writer.
+  // With `storage` false the file has its size but holds only its first
+  // page (for tests of block allocation and discards alone, at sizes
+  // memory could not hold): IO past that page fails.
   explicit DiscardingFile(std::uint64_t bytes, bool storage = true)
       : size_(bytes),
-        base_(storage ? NewMemBackingFile(bytes, "mem:discard") : nullptr) {}
-  const std::string& name() const override { return name_; }
+        base_(NewMemBackingFile(storage ? bytes : 4096, "mem:discard")) {}
+  const std::string& name() const override { return base_->name(); }
   std::uint64_t size() const override { return size_; }
   bool direct() const override { return false; }
   long Read(std::uint64_t offset, std::span<std::byte> out) override {
-    return base_ != nullptr ? base_->Read(offset, out) : -EIO;
+    return base_->Read(offset, out);
   }
   Result<std::unique_ptr<BackingFileWriter>> NewWriter(
       std::size_t ios, std::size_t io_bytes) override {
-    if (base_ == nullptr) {
-      return Err(Status::Unsupported("a DiscardingFile without storage"));
-    }
     return base_->NewWriter(ios, io_bytes);
   }
   bool can_discard() const override { return true; }
@@ -59,9 +55,8 @@ class DiscardingFile final : public BackingFile {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
 
  private:
-  const std::string name_ = "mem:discard";
   const std::uint64_t size_;
-  std::unique_ptr<BackingFile> base_;  // null without storage
+  std::unique_ptr<BackingFile> base_;
 };
 
 }  // namespace ztier::testing
