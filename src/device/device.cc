@@ -254,7 +254,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     return Status::InvalidArgument("disksize " + std::to_string(bytes) +
                                    " is too large");
   }
-  const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
+  const std::uint64_t aligned = Device::AlignedDisksize(bytes);
   // As zram's disksize_store(), which fails with ENOMEM when its slot table
   // cannot be allocated: a table larger than this machine's memory is
   // refused before anything is made.
@@ -950,6 +950,10 @@ Status Device::SetDisksize(std::uint64_t bytes) {
   ZT_RETURN_IF_ERROR(impl_->SetDisksize(bytes));
   if (DeviceWatcher* w = watcher()) w->OnInitialized(*this);
   return Status::Ok();
+}
+std::uint64_t Device::AlignedDisksize(std::uint64_t bytes) {
+  return bytes > UINT64_MAX - kPageMask ? bytes
+                                        : (bytes + kPageMask) & ~kPageMask;
 }
 std::uint64_t Device::disksize() const { return impl_->disksize(); }
 bool Device::initialized() const { return impl_->initialized(); }

@@ -166,9 +166,8 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
     };
     // Against the device as it is: a reset and a `ctl disksize` by hand
     // may have applied the file's size meanwhile. The device holds whole
-    // pages (Device::SetDisksize rounds up); a size such as ram / 3 is not.
-    const std::uint64_t want = (d.disksize + kPageSize - 1) / kPageSize * kPageSize;
-    if (want != device->disksize()) {
+    // pages; a size such as ram / 3 is not.
+    if (Device::AlignedDisksize(d.disksize) != device->disksize()) {
       needs_restart("zram-size");
       d.disksize = was.disksize;
       d.size_expression = was.size_expression;

@@ -151,6 +151,9 @@ class Device {
   // DeviceDefaults::prealloc, kInvalidArgument while mem_limit is 0, and the
   // reserve's error (kResourceExhausted) when mem_limit bytes cannot be had.
   Status SetDisksize(std::uint64_t bytes);
+  // The disksize SetDisksize(bytes) makes: bytes rounded up to a page
+  // (bytes itself when that would pass UINT64_MAX, which it refuses).
+  static std::uint64_t AlignedDisksize(std::uint64_t bytes);
   std::uint64_t disksize() const;
   bool initialized() const;
   // kBusy while clients are attached; else frees everything: disksize 0,
