@@ -15,8 +15,8 @@
 //
 // Each Compressor owns one ZSTD_CCtx, warmed at creation with one page so
 // that its workspace is sized and Compress() on pages does not allocate,
-// and a second one for inputs larger than a page (multi-page units), made
-// at the first such input.
+// and a second, static one for inputs of 2 to 16 pages (multi-page units),
+// made at the first such input.
 // Each Decompressor owns one ZSTD_DCtx; ZSTD_decompressDCtx /
 // ZSTD_decompress_usingDDict are bounded by both buffers, and a page is
 // accepted only if the frame yields exactly dst.size() bytes.
@@ -77,11 +77,7 @@ class ZstdCompressor final : public Compressor {
       if (large_ == nullptr && !MakeLarge()) return 0;  // as if no fit
       cctx = large_;
     }
-    const std::size_t n =
-        dict_ ? ZSTD_compress2(cctx, dst.data(), dst.size(), src.data(),
-                               src.size())
-              : ZSTD_compressCCtx(cctx, dst.data(), dst.size(), src.data(),
-                                  src.size(), level_);
+    const std::size_t n = Run(cctx, src, dst);
     return ZSTD_isError(n) ? 0 : n;  // dstSize_tooSmall: does not fit
   }
 
@@ -95,8 +91,18 @@ class ZstdCompressor final : public Compressor {
     }
   }
 
-  // large_ in a workspace sized for kLargeMax at this level, checked by
-  // compressing that much. False (and no large_) when it cannot be had.
+  // One frame of src in dst with cctx: its size, or a zstd error code.
+  std::size_t Run(ZSTD_CCtx* cctx, std::span<const std::byte> src,
+                  std::span<std::byte> dst) const {
+    return dict_ ? ZSTD_compress2(cctx, dst.data(), dst.size(), src.data(),
+                                  src.size())
+                 : ZSTD_compressCCtx(cctx, dst.data(), dst.size(), src.data(),
+                                     src.size(), level_);
+  }
+
+  // large_, in a workspace sized for kLargeMax at this level (zstd's own
+  // estimate; RoundTripTest.RunsOfPagesAsUnits compresses up to that
+  // much through it). False (and no large_) when it cannot be had.
   bool MakeLarge() {
     const std::size_t bytes = ZSTD_estimateCCtxSize_usingCParams(
         ZSTD_getCParams(level_, kLargeMax, 0));
@@ -108,19 +114,6 @@ class ZstdCompressor final : public Compressor {
       return false;
     }
     Configure(cctx);
-    std::vector<std::byte> in(kLargeMax), out(ZSTD_compressBound(kLargeMax));
-    for (std::size_t i = 0; i < in.size(); ++i) {
-      in[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
-    }
-    const std::size_t n =
-        dict_ ? ZSTD_compress2(cctx, out.data(), out.size(), in.data(),
-                               in.size())
-              : ZSTD_compressCCtx(cctx, out.data(), out.size(), in.data(),
-                                  in.size(), level_);
-    if (ZSTD_isError(n)) {
-      std::free(space);
-      return false;
-    }
     large_ = cctx;
     large_space_ = space;
     return true;
