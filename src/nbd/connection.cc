@@ -264,7 +264,8 @@ void Connection::Serve() {
   in_.reset(new (std::nothrow) std::byte[kInCapacity]);
   out_.reset(new (std::nothrow) std::byte[kOutCapacity]);
   bool have = in_ != nullptr && out_ != nullptr;
-  if (const std::size_t bytes = PreallocatedBytes(); have && bytes != 0) {
+  const std::size_t bytes = PreallocatedBytes();
+  if (have && bytes != 0) {
     for (Job& j : jobs_) {
       j.buffer.reset(new (std::nothrow) std::byte[bytes]());  // resident
       j.capacity = j.buffer != nullptr ? bytes : 0;
@@ -275,7 +276,7 @@ void Connection::Serve() {
     Log("no memory for the connection's buffers; it ends");
     return;
   }
-  if (PreallocatedBytes() != 0) {
+  if (bytes != 0) {
     std::lock_guard l(send_mu_);
     if (!StartWriter()) return;
   }

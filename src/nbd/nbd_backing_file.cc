@@ -69,6 +69,11 @@ struct Conn {
     if (h != nullptr) nbd_close(h);
     h = nullptr;
   }
+  // An attempt failed: no other before the backoff, which then doubles.
+  void Failed() {
+    next_try = Clock::now() + backoff;
+    backoff = std::min(2 * backoff, kMaxBackoff);
+  }
 };
 
 class NbdFile final : public BackingFile {
@@ -236,8 +241,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   }
   if (!why.empty()) {
     nbd_close(h);
-    c.next_try = Clock::now() + c.backoff;
-    c.backoff = std::min(2 * c.backoff, kMaxBackoff);
+    c.Failed();
     return Status::IoError(why);
   }
   c.h = h;
@@ -255,8 +259,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   auto unchecked = [&](const char* what) {
     const std::string error = LastError();
     c.Close();
-    c.next_try = Clock::now() + c.backoff;
-    c.backoff = std::min(2 * c.backoff, kMaxBackoff);
+    c.Failed();
     return Status::IoError(std::string(what) + ": " + error);
   };
   alignas(4096) std::byte now_label[kLabelBytes];
