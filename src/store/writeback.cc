@@ -286,7 +286,7 @@ class WritebackPass {
                      std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
     if (!d.status.ok() || bad) {
       Refund(req_.budget);
-      if (d.status.ok() || d.may_land) {
+      if (d.may_hold_data()) {
         bs.Free(d.block);
       } else {
         bs.FreeUnwritten(d.block);
@@ -447,7 +447,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       // Blocks and IOs. A tag is a job and a piece.
       const auto done = [&](const BlockWriter::Done& d) {
         Job& j = jobs[d.tag / internal::kMaxUnitPieces];
-        if (d.status.ok() || d.may_land) {
+        if (d.may_hold_data()) {
           j.written |= std::uint32_t{1} << (d.tag % internal::kMaxUnitPieces);
         }
         if (!d.status.ok()) {

@@ -186,6 +186,8 @@ class BlockWriter {
     // still land after the discard; the remote file's checksums then fail
     // the block's read: nbd/nbd_backing_file.h.)
     bool may_land = false;
+    // Written, or may be: its block goes back with Free, not FreeUnwritten.
+    bool may_hold_data() const { return status.ok() || may_land; }
   };
 
   ~BlockWriter();
