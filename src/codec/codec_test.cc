@@ -76,23 +76,34 @@ std::string SpecName(const ::testing::TestParamInfo<Spec>& p) {
   return std::string(p.param.name) + "_" + std::to_string(p.index);
 }
 
-class RoundTripTest : public ::testing::TestWithParam<Spec> {};
+// The codec of the Spec ("dict" names the test dictionary) and one
+// compressor of it.
+class RoundTripTest : public ::testing::TestWithParam<Spec> {
+ protected:
+  void SetUp() override {
+    std::string params = GetParam().params;
+    if (params == "dict") params = "dict=" + DictPath();
+    codec_ = Make(GetParam().name, params);
+    ASSERT_NE(codec_, nullptr);
+    auto c = codec_->NewCompressor();
+    ASSERT_TRUE(c.has_value());
+    compressor_ = std::move(*c);
+  }
+
+  std::shared_ptr<const Codec> codec_;
+  std::unique_ptr<Compressor> compressor_;
+};
 
 TEST_P(RoundTripTest, EveryCorpusPage) {
   const Spec& spec = GetParam();
-  std::string params = spec.params;
-  if (params == "dict") params = "dict=" + DictPath();
-  auto codec = Make(spec.name, params);
-  ASSERT_NE(codec, nullptr);
-  auto c = codec->NewCompressor();
-  ASSERT_TRUE(c.has_value());
-  Decompressor& d = LocalDecompressor(*codec);
+  Compressor* const c = compressor_.get();
+  Decompressor& d = LocalDecompressor(*codec_);
   ASSERT_EQ(Corpora().size(), 3u) << "corpus missing";
   Bytes dst(kPageSize), back(kPageSize);
   std::size_t total = 0, raw = 0, pages = 0;
   for (const auto& set : Corpora()) {
     for (std::size_t i = 0; i < set.size(); ++i) {
-      const std::size_t n = (*c)->Compress(set.page(i), dst);
+      const std::size_t n = c->Compress(set.page(i), dst);
       ++pages;
       if (n == 0) {  // does not fit in a page: stored raw
         ++raw;
@@ -118,14 +129,7 @@ TEST_P(RoundTripTest, EveryCorpusPage) {
 // pages, mixed, one compressor): each compresses below its size and comes
 // back whole. (zstd gives them a context of their own: zstd.cc.)
 TEST_P(RoundTripTest, RunsOfPagesAsUnits) {
-  const Spec& spec = GetParam();
-  std::string params = spec.params;
-  if (params == "dict") params = "dict=" + DictPath();
-  auto codec = Make(spec.name, params);
-  ASSERT_NE(codec, nullptr);
-  auto c = codec->NewCompressor();
-  ASSERT_TRUE(c.has_value());
-  Decompressor& d = LocalDecompressor(*codec);
+  Decompressor& d = LocalDecompressor(*codec_);
   ASSERT_FALSE(Corpora().empty()) << "corpus missing";
   const auto& set = Corpora().front();
   constexpr std::size_t kMaxRun = 16;
@@ -140,7 +144,7 @@ TEST_P(RoundTripTest, RunsOfPagesAsUnits) {
     first += run;
     const std::span<const std::byte> in(src.data(), run * kPageSize);
     const std::size_t n =
-        (*c)->Compress(in, std::span(dst).first(run * kPageSize));
+        compressor_->Compress(in, std::span(dst).first(run * kPageSize));
     ASSERT_GT(n, 0u) << run << " pages did not compress";
     ASSERT_LT(n, run * kPageSize);
     ASSERT_OK(d.Decompress(std::span(dst).first(n),

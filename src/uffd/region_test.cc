@@ -628,13 +628,20 @@ TEST(RegionTest, DiscardDropsStoredAndResidentPages) {
   EXPECT_EQ(FirstBad(*r, 16, 48, 1, false), 48u);
 }
 
-TEST(RegionTest, ForkedChildDoesNotSeeTheRegion) {
-  REQUIRE_UFFD();
+// A region of 16 pages, each written (Fill, version 0), for the fork
+// tests; null if it cannot be made.
+std::unique_ptr<Region> SixteenWrittenPages() {
   RegionOptions o;
   o.size = 16 * kPageSize;
   auto r = MakeRegion(o);
+  if (r != nullptr) Fill(*r, 0, 16, 0, false);
+  return r;
+}
+
+TEST(RegionTest, ForkedChildDoesNotSeeTheRegion) {
+  REQUIRE_UFFD();
+  auto r = SixteenWrittenPages();
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, 16, 0, false);
   ASSERT_OK(r->Pageout(r->data(), r->size()));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
@@ -656,11 +663,8 @@ TEST(RegionTest, ForkedChildDoesNotSeeTheRegion) {
 // parent's handler keeps answering faults.
 TEST(RegionTest, AForkedChildDestroyingItsCopyLeavesTheRegionAlone) {
   REQUIRE_UFFD();
-  RegionOptions o;
-  o.size = 16 * kPageSize;
-  auto r = MakeRegion(o);
+  auto r = SixteenWrittenPages();
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, 16, 0, false);
   ASSERT_OK(r->Pageout(r->data(), 8 * kPageSize));
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
