@@ -583,6 +583,7 @@ TEST_F(MetricsTest, ClearStartErrors) {
   same_port.listen = ":" + std::to_string((*first)->tcp_port());
   auto p = StartServer(same_port);
   ASSERT_FALSE(p.has_value());
+  EXPECT_EQ(p.error().code(), StatusCode::kBusy);
   EXPECT_NE(p.error().message().find(same_port.listen), std::string::npos)
       << p.error().ToString();
   EXPECT_NE(p.error().message().find("in use"), std::string::npos)

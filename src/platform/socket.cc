@@ -2,6 +2,7 @@
 #include "platform/socket.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>  // renameat2
 #include <cstring>
 #include <cstddef>
 #include <utility>
@@ -33,14 +35,22 @@ Status MakeAddress(const std::string& path, sockaddr_un* addr) {
   return Status::Ok();
 }
 
-// Connects a new blocking stream socket to `path` (a valid address): 0 and
-// the socket in *fd, or the errno.
-int Connect(const std::string& path, int* fd) {
+// Connects a new stream socket to `path` (a valid address): 0 and the
+// socket in *fd, or the errno. A non-blocking connect does not wait for a
+// live server that does not accept (stopped, or its backlog full): EAGAIN.
+// (A Unix connect never returns EINPROGRESS.)
+int Connect(const std::string& path, int* fd, bool nonblocking) {
   sockaddr_un addr;
   MakeAddress(path, &addr).IgnoreError();
-  *fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  *fd = ::socket(AF_UNIX,
+                 SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0),
+                 0);
   if (*fd < 0) return errno;
-  if (::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+  int r;
+  do {
+    r = ::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  } while (r != 0 && errno == EINTR);
+  if (r != 0) {
     const int err = errno;
     ::close(*fd);
     *fd = -1;
@@ -60,9 +70,9 @@ Status ClearStaleSocket(const std::string& path) {
     return Status::InvalidArgument(path + " exists and is not a socket");
   }
   int probe = -1;
-  const int err = Connect(path, &probe);
-  if (err == 0) {
-    ::close(probe);
+  const int err = Connect(path, &probe, /*nonblocking=*/true);
+  if (err == 0 || err == EAGAIN) {  // EAGAIN: live, its backlog full
+    if (probe >= 0) ::close(probe);
     return Status::Busy(path + " is in use by a running server");
   }
   // ECONNREFUSED: a socket file nobody accepts on.
@@ -73,8 +83,13 @@ Status ClearStaleSocket(const std::string& path) {
   return Status::Ok();
 }
 
-// Binds `fd` at `path` with mode 0600 (see socket.h).
-Status BindPrivate(int fd, const std::string& path) {
+// Binds `fd` at `path` with mode 0600 and makes it listen (see socket.h);
+// the socket file's device and inode in *st. It listens before it appears
+// at `path`: a server starting meanwhile finds it live (kBusy), never
+// refused and so stale. The link into place (or the rename where the file
+// system has no hard links) never replaces what appeared at `path` since
+// ClearStaleSocket: that is kBusy.
+Status BindPrivate(int fd, const std::string& path, struct stat* st) {
   const std::size_t slash = path.rfind('/');
   const std::string dir =
       slash == std::string::npos ? "." : path.substr(0, std::max<std::size_t>(slash, 1));
@@ -98,12 +113,22 @@ Status BindPrivate(int fd, const std::string& path) {
     s = PosixError("bind " + bound, bind_errno);
   } else if (::chmod(bound.c_str(), 0600) != 0) {
     s = PosixError("chmod " + bound, errno);
+  } else if (::lstat(bound.c_str(), st) != 0) {
+    s = PosixError("stat " + bound, errno);
+  } else if (::listen(fd, SOMAXCONN) != 0) {
+    s = PosixError("listen " + bound, errno);
   } else if (staged && ::link(bound.c_str(), path.c_str()) != 0) {
-    if (errno == EEXIST) {
+    int err = errno;
+    if (err != EEXIST && ::renameat2(AT_FDCWD, bound.c_str(), AT_FDCWD,
+                                     path.c_str(), RENAME_NOREPLACE) == 0) {
+      err = 0;  // no hard links here (EPERM on some file systems)
+    } else if (err != EEXIST) {
+      err = errno;
+    }
+    if (err == EEXIST) {
       s = Status::Busy(path + " appeared while starting");
-    } else if (::rename(bound.c_str(), path.c_str()) != 0) {
-      // No hard links here (EPERM on some filesystems): rename instead.
-      s = PosixError("rename " + bound + " to " + path, errno);
+    } else if (err != 0) {
+      s = PosixError("link or rename " + bound + " to " + path, err);
     }
   }
   if (staged) {
@@ -124,16 +149,12 @@ Result<Listener> Listener::Unix(const std::string& path) {
   Listener l;
   l.fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (l.fd_ < 0) return Err(PosixError("socket", errno));
-  ZT_RETURN_IF_ERROR(BindPrivate(l.fd_, path));
   struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return Err(PosixError("stat " + path, errno));
-  // From here Close() removes the file.
+  ZT_RETURN_IF_ERROR(BindPrivate(l.fd_, path, &st));
+  // From here Close() removes the file, while it is still this socket.
   l.path_ = path;
   l.dev_ = st.st_dev;
   l.ino_ = st.st_ino;
-  if (::listen(l.fd_, SOMAXCONN) != 0) {
-    return Err(PosixError("listen " + path, errno));
-  }
   return l;
 }
 
@@ -180,12 +201,14 @@ Result<Listener> Listener::Tcp(const std::string& spec) {
     }
     const int one = 1;
     ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(l.fd_, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        ::listen(l.fd_, SOMAXCONN) == 0) {
+    if (::bind(l.fd_, ai->ai_addr, ai->ai_addrlen) != 0) {
+      status = PosixError("bind " + spec, errno);
+    } else if (::listen(l.fd_, SOMAXCONN) != 0) {
+      status = PosixError("listen " + spec, errno);
+    } else {
       status = Status::Ok();
       break;
     }
-    status = PosixError("bind " + spec, errno);
     ::close(l.fd_);
     l.fd_ = -1;
   }
@@ -193,7 +216,9 @@ Result<Listener> Listener::Tcp(const std::string& spec) {
   if (!status.ok()) return Err(status);
   struct sockaddr_storage bound;
   socklen_t len = sizeof(bound);
-  ::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&bound), &len);
+  if (::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
+    return Err(PosixError("getsockname " + spec, errno));
+  }
   l.port_ = bound.ss_family == AF_INET6
                 ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
                 : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
@@ -248,7 +273,7 @@ Result<int> ConnectUnix(const std::string& path) {
   sockaddr_un addr;
   ZT_RETURN_IF_ERROR(MakeAddress(path, &addr));
   int fd = -1;
-  if (const int err = Connect(path, &fd); err != 0) {
+  if (const int err = Connect(path, &fd, /*nonblocking=*/false); err != 0) {
     return Err(PosixError("connect " + path, err));
   }
   return fd;

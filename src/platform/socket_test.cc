@@ -12,11 +12,16 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "platform/event_fd.h"
 #include "testing/test_util.h"
@@ -167,6 +172,47 @@ TEST(SocketTest, LiveSocketIsBusyAndStaleOneIsReplaced) {
   ExpectConnected(*replaced, *c);
 }
 
+// A live server that does not accept (stopped, or its backlog full) makes
+// a new server's probe wait for good if the probe blocks; it must be kBusy
+// at once, and the socket left to that server.
+TEST(SocketTest, ALiveSocketWithAFullBacklogIsBusyWithoutWaiting) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.File("full.sock");
+  const int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(server, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  ASSERT_EQ(::bind(server, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
+  ASSERT_EQ(::listen(server, 0), 0);
+  std::vector<int> clients;  // fill the backlog: connects until EAGAIN
+  for (int i = 0; i < 64; ++i) {
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ASSERT_GE(c, 0);
+    clients.push_back(c);
+    if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ASSERT_EQ(errno, EAGAIN);
+      break;
+    }
+  }
+  ASSERT_LT(clients.size(), 64u) << "the backlog never filled";
+  // The probe runs on its own thread so that a hang fails the test instead
+  // of stopping it; a thread still blocked at the end is left behind.
+  auto result = std::make_shared<std::promise<Status>>();
+  std::future<Status> done = result->get_future();
+  std::thread([path, result] {
+    Result<Listener> l = Listener::Unix(path);
+    result->set_value(l.has_value() ? Status::Ok() : l.error());
+  }).detach();
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(10)), std::future_status::ready)
+      << "Listener::Unix waited on a live server's full backlog";
+  EXPECT_EQ(done.get().code(), StatusCode::kBusy);
+  EXPECT_TRUE(fs::is_socket(path));
+  for (int c : clients) ::close(c);
+  ::close(server);
+}
+
 TEST(SocketTest, CloseRemovesOnlyItsOwnSocketFile) {
   testing::ScopedTempDir tmp;
   const std::string path = tmp.File("d.sock");
@@ -221,6 +267,7 @@ TEST(SocketTest, TcpLoopback) {
   Result<Listener> again =
       Listener::Tcp("127.0.0.1:" + std::to_string(l->port()));
   ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code(), StatusCode::kBusy) << again.error().ToString();
 }
 
 TEST(SocketTest, BadTcpAddresses) {

@@ -56,6 +56,7 @@ StatusCode StatusCodeForErrno(int err) {
       return StatusCode::kNotFound;
     case ENOMEM:
     case ENOSPC:
+    case EDQUOT:
     case EMFILE:
     case ENFILE:
     case ENOBUFS:
@@ -64,11 +65,13 @@ StatusCode StatusCodeForErrno(int err) {
     case E2BIG:
       return StatusCode::kInvalidArgument;
     case EBUSY:
+    case EADDRINUSE:  // the address is another's
     case EAGAIN:  // EWOULDBLOCK: try again later
       return StatusCode::kBusy;
     case ERANGE:
       return StatusCode::kOutOfRange;
     case EOPNOTSUPP:
+    case ENOSYS:
       return StatusCode::kUnsupported;
     case EPERM:
     case EACCES:

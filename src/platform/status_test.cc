@@ -53,6 +53,10 @@ TEST(StatusTest, PosixErrorMapsErrno) {
   EXPECT_EQ(PosixError("ioctl", EINVAL).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(PosixError("open", EBUSY).code(), StatusCode::kBusy);
   EXPECT_EQ(PosixError("accept", EAGAIN).code(), StatusCode::kBusy);
+  EXPECT_EQ(PosixError("bind", EADDRINUSE).code(), StatusCode::kBusy);
+  EXPECT_EQ(PosixError("write", EDQUOT).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(PosixError("io_uring_setup", ENOSYS).code(),
+            StatusCode::kUnsupported);
   EXPECT_EQ(PosixError("strtoul", ERANGE).code(), StatusCode::kOutOfRange);
   EXPECT_EQ(PosixError("execve", E2BIG).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(StatusCodeForErrno(EACCES), StatusCode::kPermissionDenied);

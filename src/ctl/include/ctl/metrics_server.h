@@ -25,8 +25,8 @@
 //
 // Errors (from Start): neither listen nor unix_path set, or a bad listen
 // address: kInvalidArgument; a Unix socket path where another server
-// answers: kBusy; a file there that is not a socket: kInvalidArgument; a TCP
-// address in use (EADDRINUSE) and other socket failures: kIoError. Each
+// answers, or a TCP address in use (EADDRINUSE): kBusy; a file there that is
+// not a socket: kInvalidArgument; other socket failures: kIoError. Each
 // message names the address. After Start, nothing the clients do stops the
 // server: a bad request gets its error reply (or the connection is closed)
 // and the next client is served.

@@ -12,7 +12,8 @@
 // directory beside the path, then linked into place (renamed where the
 // filesystem has no hard links), so it is never reachable with wider
 // permissions; where that directory cannot be made, it is bound in place
-// and narrowed at once. At the path:
+// and narrowed at once. It listens before it appears at the path, and
+// never replaces what appeared there meanwhile (kBusy). At the path:
 //   - nothing, or a stale socket (nobody accepts on it): it is (re)created;
 //   - a socket a live server accepts on: kBusy, and that server keeps it;
 //   - anything else (a file, a directory): kInvalidArgument, left alone. It
