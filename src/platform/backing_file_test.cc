@@ -3,9 +3,16 @@
 // in-memory file, and the fault-injecting wrapper, through the interface.
 #include "ztier/backing_file.h"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <string>
@@ -98,6 +105,63 @@ INSTANTIATE_TEST_SUITE_P(Writers, PosixFileTest,
                            return std::to_string(p.param.ios) + "x" +
                                   std::to_string(p.param.blocks);
                          });
+
+// Where the kernel refuses io_uring (the kernel.io_uring_disabled sysctl,
+// a seccomp filter, no locked memory left), a writer of many IOs writes
+// with pwrite instead of failing every writeback. A child process installs
+// a seccomp filter that refuses io_uring_setup with EPERM, then writes.
+TEST(PosixFileOpenTest, WhereIoUringIsRefusedWritersUsePwrite) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    sock_fprog prog{.len = 4, .filter = filter};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
+      ::_exit(2);
+    }
+    if (::syscall(__NR_io_uring_setup, 4, nullptr) == 0 || errno != EPERM) {
+      ::_exit(3);  // the filter is not in force
+    }
+    bool created = false;
+    auto f = internal::OpenPosixBackingFile(path, 64 * kPageSize,
+                                            /*direct=*/true, &created);
+    if (!f.has_value()) ::_exit(4);
+    auto w = (*f)->NewWriter(4, 8 * kPageSize);
+    if (!w.has_value()) ::_exit(5);
+    for (std::size_t io = 0; io < 4; ++io) {
+      std::memset((*w)->buffer(io), static_cast<int>(io + 1), 8 * kPageSize);
+      (*w)->Queue(io, io * 8 * kPageSize, 8 * kPageSize);
+    }
+    std::size_t got = 0, good = 0;
+    while (got < 4) {
+      got += (*w)->Reap(true, [&](std::size_t, long result) {
+        good += result == static_cast<long>(8 * kPageSize);
+      });
+    }
+    alignas(kPageSize) static std::byte buf[kPageSize];
+    for (std::size_t io = 0; io < 4; ++io) {
+      if ((*f)->Read(io * 8 * kPageSize + 7 * kPageSize, buf) !=
+              static_cast<long>(kPageSize) ||
+          buf[0] != static_cast<std::byte>(io + 1)) {
+        ::_exit(6);
+      }
+    }
+    ::_exit(good == 4 ? 0 : 7);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 5: NewWriter failed, as it did before the fallback.
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
 
 TEST(PosixFileOpenTest, ErrorsNameThePath) {
   ScopedTempDir dir;

@@ -47,7 +47,10 @@ class PosixBackingFile final : public BackingFile {
       std::size_t ios, std::size_t io_bytes) override {
 #if ZTIER_URING
     if (ios > 1 || io_bytes > kPageSize) {
-      return NewUringWriter(fd_, path_, ios, io_bytes);
+      auto w = NewUringWriter(fd_, path_, ios, io_bytes);
+      // A ring refused by the kernel (io_uring disabled, filtered, or out
+      // of locked memory): one pwrite per IO still writes back.
+      if (w.has_value() || w.error().code() != StatusCode::kIoError) return w;
     }
 #endif
     return NewPwriteWriter(fd_, path_, ios, io_bytes);
@@ -118,17 +121,24 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
                                        " bytes holds no 4096-byte block"));
   }
   int fd = -1;
+  bool made = false;  // this call created the file
   // A file this call created is removed again if it fails after all.
   auto fail = [&](Status s) {
     if (fd >= 0) ::close(fd);
-    if (!exists) ::unlink(path.c_str());
+    if (made) ::unlink(path.c_str());
     return Err(std::move(s));
   };
-  const int flags = O_RDWR | O_CLOEXEC | (exists ? 0 : O_CREAT);
+  // O_EXCL: a file another process made since the stat is not taken for
+  // this call's own (and so not removed on a failure below).
+  const int flags = O_RDWR | O_CLOEXEC | (exists ? 0 : O_CREAT | O_EXCL);
   fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), 0600);
+  made = !exists && fd >= 0;
   if (fd < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
+    // The refused open may have made the file already: open it without
+    // O_EXCL (it is this call's, as far as the race above allows).
     direct = false;
-    fd = ::open(path.c_str(), flags, 0600);
+    made = !exists;
+    fd = ::open(path.c_str(), flags & ~O_EXCL, 0600);
   }
   if (fd < 0) return fail(OpenError("open", path, errno));
   if (::fstat(fd, &st) != 0) return fail(OpenError("fstat", path, errno));

@@ -11,8 +11,11 @@
 //   - the real file or block device (what BackingStore::Open uses for a
 //     path): pread for reads; writes through io_uring (one IORING_OP_WRITE
 //     per IO, submitted together) when ztier is built with io_uring
-//     (ZTIER_URING), else one pwrite per IO; always one pwrite per IO for a
-//     writer of one IO of one 4096-byte block (the synchronous baseline).
+//     (ZTIER_URING) and the kernel allows it, else one pwrite per IO (where
+//     io_uring is refused: disabled by the kernel.io_uring_disabled sysctl,
+//     blocked by a seccomp filter, or out of locked memory); always one
+//     pwrite per IO for a writer of one IO of one 4096-byte block (the
+//     synchronous baseline).
 //   - NewMemBackingFile: zeroed memory of a fixed size, for tests and for
 //     running without a disk. direct() is false.
 //   - NewFaultyBackingFile: wraps another file; after each real read or
@@ -85,8 +88,8 @@ class BackingFile {
   // direct()). Bytes read, or -errno.
   virtual long Read(std::uint64_t offset, std::span<std::byte> out) = 0;
   // A writer with `ios` buffers of `io_bytes` (a multiple of 4096), ios >= 1.
-  // kIoError when the writer cannot be set up (saying why; e.g. io_uring
-  // refused), kResourceExhausted when its buffers cannot be allocated.
+  // kIoError when the writer cannot be set up (saying why),
+  // kResourceExhausted when its buffers cannot be allocated.
   virtual Result<std::unique_ptr<BackingFileWriter>> NewWriter(
       std::size_t ios, std::size_t io_bytes) = 0;
   // Blocks found lost (written, then gone with a remote that came back
