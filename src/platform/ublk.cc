@@ -144,6 +144,11 @@ std::vector<std::uint32_t> UblkControl::ListDevices() {
 
 bool UblkBuilt() { return true; }
 
+namespace {
+// The pause before asking a kernel that refused for a while again.
+void BackOff() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
+}  // namespace
+
 Result<std::unique_ptr<UblkControl>> UblkControl::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) {
@@ -177,6 +182,10 @@ UblkControl::~UblkControl() {
 
 Result<int> UblkControl::Command(std::uint32_t op, const ublk::CtrlCmd& cmd) {
   internal::MutexLock lock(mu_);
+  if (broken_) {
+    return Err(Status::IoError(
+        "ublk control ring unusable since an earlier command failed"));
+  }
   io_uring* ring = &ring_->ring;
   io_uring_sqe* sqe = io_uring_get_sqe(ring);
   if (sqe == nullptr) return Err(Status::Busy("ublk control ring full"));
@@ -184,17 +193,41 @@ Result<int> UblkControl::Command(std::uint32_t op, const ublk::CtrlCmd& cmd) {
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = fd_;
   sqe->cmd_op = op;
+  sqe->user_data = ++seq_;
   std::memcpy(sqe->cmd, &cmd, sizeof cmd);
-  int r = io_uring_submit(ring);
-  if (r < 0) return Err(PosixError("io_uring_submit (ublk control)", -r));
-  io_uring_cqe* cqe = nullptr;
-  do {
+  // An SQE once in the ring stays there: the kernel would take it with the
+  // next submit, after this call's caller had dropped the buffers its
+  // command points to (the CtrlDevInfo or Params on its stack). So a
+  // refused submit is retried, and the command is waited for to the end;
+  // where either cannot be, the ring is not used again.
+  int r = 0;
+  for (int tries = 0; r <= 0; ++tries) {
+    r = io_uring_submit(ring);
+    if (r > 0) break;
+    const bool transient = r == 0 || r == -EAGAIN || r == -ENOMEM ||
+                           r == -EBUSY || r == -EINTR;
+    if (!transient || tries == 1000) {
+      broken_ = true;
+      return Err(PosixError("io_uring_submit (ublk control)", r ? -r : EAGAIN));
+    }
+    BackOff();
+  }
+  // Only this command is in flight: a CQE of another would be one of a
+  // command abandoned above, which cannot happen; the check keeps each
+  // answer with its command all the same.
+  for (;;) {
+    io_uring_cqe* cqe = nullptr;
     r = io_uring_wait_cqe(ring, &cqe);
-  } while (r == -EINTR);
-  if (r < 0) return Err(PosixError("io_uring_wait_cqe (ublk control)", -r));
-  const int res = cqe->res;
-  io_uring_cqe_seen(ring, cqe);
-  return res;
+    if (r == -EINTR || r == -EAGAIN) continue;
+    if (r < 0) {
+      broken_ = true;
+      return Err(PosixError("io_uring_wait_cqe (ublk control)", -r));
+    }
+    const bool mine = cqe->user_data == seq_;
+    const int res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    if (mine) return res;
+  }
 }
 
 namespace {
@@ -281,8 +314,6 @@ Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t dev_id) {
 namespace {
 // User data of a queue SQE: the tag (a CQE names the tag it answers).
 std::uint64_t TagData(std::uint16_t tag) { return tag; }
-// The pause before asking a kernel that refused for a while again.
-void BackOff() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
 }  // namespace
 
 Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(

@@ -105,13 +105,18 @@ class UblkControl {
 
  private:
   UblkControl();
-  // One command, waited for: the CQE's result, or the submit's error.
+  // One command, waited for: the CQE's result, or the submit's error. A
+  // command the kernel may still hold when that fails (a submit refused
+  // for good, a failed wait) leaves the ring unused from then on: every
+  // later command is kIoError.
   Result<int> Command(std::uint32_t op, const ublk::CtrlCmd& cmd);
 
   struct Ring;
   internal::Mutex mu_;  // one command at a time on the ring
   int fd_ = -1;
   std::unique_ptr<Ring> ring_;
+  std::uint64_t seq_ = 0;  // the user_data of the last command
+  bool broken_ = false;
 };
 
 // One queue of a started-or-starting device: its io_uring (created on the
