@@ -247,6 +247,27 @@ TEST(DeviceBackingTest, BackingDevIsSetBeforeDisksizeAndClearedByReset) {
   ASSERT_OK(d.SetBackingDev(path));
 }
 
+// Two devices writing back to one file would overwrite each other's
+// blocks: the kernel's zram claims its backing_dev (BLK_OPEN_EXCL); here
+// the second device's disksize is EBUSY until the first lets go.
+TEST(DeviceBackingTest, ABackingFileServesOneDeviceAtATime) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("shared.wb");
+  Device a("zram0", DeviceDefaults{});
+  Device b("zram1", DeviceDefaults{});
+  ASSERT_OK(a.SetBackingDev(path));
+  ASSERT_OK(b.SetBackingDev(path));
+  ASSERT_OK(a.SetDisksize(16 * kPageSize));
+  const Status s = b.SetDisksize(16 * kPageSize);
+  EXPECT_EQ(s.code(), StatusCode::kBusy) << s.ToString();
+  EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
+  EXPECT_FALSE(b.initialized());
+  EXPECT_TRUE(std::filesystem::exists(path));  // a's file, left alone
+  ASSERT_OK(a.Reset());
+  ASSERT_OK(b.SetBackingDev(path));
+  ASSERT_OK(b.SetDisksize(16 * kPageSize));
+}
+
 TEST(DeviceBackingTest, OpenFailureLeavesTheDeviceUninitialised) {
   testing::ScopedTempDir dir;
   const std::string sub = dir.File("sub");

@@ -163,6 +163,24 @@ TEST(PosixFileOpenTest, WhereIoUringIsRefusedWritersUsePwrite) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
+TEST(PosixFileOpenTest, AFileIsClaimedWhileItIsOpen) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  bool created = false;
+  auto first = internal::OpenPosixBackingFile(path, 16 * kPageSize,
+                                              /*direct=*/false, &created);
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  auto second = internal::OpenPosixBackingFile(path, 16 * kPageSize,
+                                               /*direct=*/false, &created);
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), StatusCode::kBusy);
+  EXPECT_FALSE(created);
+  first->reset();
+  second = internal::OpenPosixBackingFile(path, 16 * kPageSize,
+                                          /*direct=*/false, &created);
+  EXPECT_TRUE(second.has_value()) << second.error().ToString();
+}
+
 TEST(PosixFileOpenTest, ErrorsNameThePath) {
   ScopedTempDir dir;
   bool created = true;

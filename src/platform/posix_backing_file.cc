@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -130,7 +131,11 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
   };
   // O_EXCL: a file another process made since the stat is not taken for
   // this call's own (and so not removed on a failure below).
-  const int flags = O_RDWR | O_CLOEXEC | (exists ? 0 : O_CREAT | O_EXCL);
+  // O_EXCL on a block device claims it, as the kernel's zram does
+  // (BLK_OPEN_EXCL): EBUSY when it is mounted, swapped on or claimed.
+  const bool blk = exists && S_ISBLK(st.st_mode);
+  const int flags =
+      O_RDWR | O_CLOEXEC | (exists ? (blk ? O_EXCL : 0) : O_CREAT | O_EXCL);
   fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), 0600);
   made = !exists && fd >= 0;
   if (fd < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
@@ -140,8 +145,24 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
     made = !exists;
     fd = ::open(path.c_str(), flags & ~O_EXCL, 0600);
   }
+  if (fd < 0 && errno == EBUSY && blk) {
+    return fail(Status::Busy("backing device " + path +
+                             " is in use (mounted, swapped on, or claimed "
+                             "by another device)"));
+  }
   if (fd < 0) return fail(OpenError("open", path, errno));
   if (::fstat(fd, &st) != 0) return fail(OpenError("fstat", path, errno));
+  // A regular file is claimed with an exclusive flock for as long as it is
+  // open: two devices writing back to one file would overwrite each
+  // other's blocks.
+  if (S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) {
+      return fail(Status::Busy("backing file " + path +
+                               " is in use (another device or process "
+                               "holds its lock)"));
+    }
+    return fail(OpenError("flock", path, errno));
+  }
 
   std::uint64_t size = 0;
   if (S_ISBLK(st.st_mode)) {  // used whole; size_bytes does not apply

@@ -120,9 +120,11 @@ class BackingStore {
  public:
   static constexpr std::uint64_t kNoBlock = ~std::uint64_t{0};
 
-  // Opens (creating or extending a file as above). Errors name the path and
-  // the system call: kNotFound (no such directory), kInvalidArgument (not a
-  // regular file or block device; size 0; neither path nor file), kIoError
+  // Opens (creating or extending a file as above) and claims a path for as
+  // long as the store lives (platform/posix_backing_file.h). Errors name
+  // the path and the system call: kNotFound (no such directory),
+  // kInvalidArgument (not a regular file or block device; size 0; neither
+  // path nor file), kBusy (mounted, swapped on, or another's), kIoError
   // (anything else).
   static Result<std::unique_ptr<BackingStore>> Open(
       const BackingOptions& options);

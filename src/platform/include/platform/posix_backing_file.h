@@ -8,6 +8,10 @@
 //     BLKGETSIZE64 ioctl); size_bytes is ignored.
 //   - O_DIRECT when `direct` is set and the file system accepts it (an
 //     O_DIRECT open that fails with EINVAL falls back to buffered IO).
+//   - Claimed for as long as it is open: a block device is opened O_EXCL
+//     (the kernel's zram claims its backing_dev the same way), a regular
+//     file holds an exclusive flock. One that is mounted, swapped on, or
+//     another device's or process's is kBusy.
 //   - Errors name the call and the path: kNotFound for ENOENT (a missing
 //     directory), kInvalidArgument for something that is not a regular file
 //     or a block device, kIoError otherwise. A file this call created is
