@@ -657,6 +657,12 @@ Status Device::Impl::Retire() {
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
   retired_ = true;
+  // As the kernel's zram_remove() resets the device: its memory and its
+  // backing file go now, not when the last holder of the Device lets go
+  // (a policy pass in its round, a metrics scrape), and no pass can start
+  // on it (each finds it uninitialised).
+  store_.reset();
+  backing_.reset();
   return Status::Ok();
 }
 

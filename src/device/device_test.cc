@@ -449,6 +449,29 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
   EXPECT_EQ(r.Find("zram9"), nullptr);
 }
 
+// A removed device's memory and backing file go at the removal, as the
+// kernel's hot_remove resets the device, not when the last holder of the
+// Device (a policy round, a metrics scrape) lets go; passes on it find it
+// uninitialised.
+TEST(DeviceRegistryTest, ARemovedDeviceLetsGoOfItsStoreAndBackingFile) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  DeviceRegistry r(DeviceDefaults{});
+  ASSERT_TRUE(r.Add("zram0").has_value());
+  std::shared_ptr<Device> held = r.Find("zram0");
+  ASSERT_OK(held->SetBackingDev(path));
+  ASSERT_OK(held->SetDisksize(64 * kPageSize));
+  ASSERT_OK(r.Remove("zram0"));
+  EXPECT_FALSE(held->initialized());
+  EXPECT_EQ(held->MarkIdle("all").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(held->Writeback("idle").code(), StatusCode::kFailedPrecondition);
+  // The backing file is free for a new device at once.
+  auto again = r.Add("zram0");
+  ASSERT_TRUE(again.has_value());
+  ASSERT_OK((*again)->SetBackingDev(path));
+  ASSERT_OK((*again)->SetDisksize(64 * kPageSize));
+}
+
 // A removal waits for the device's passes to end, but not with the
 // registry locked: other devices are found meanwhile (every control
 // request, NBD handshake and metrics scrape finds its device first).

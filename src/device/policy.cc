@@ -175,9 +175,11 @@ PolicyPassResult Policy::RunPass(Device& device) {
   if (stopped() || !device.initialized()) return r;
   r.ran = true;
   DeviceState& state = devices_[device.name()];
+  // A device removed meanwhile is uninitialised: its later steps are
+  // skipped rather than failed.
   TrainDictStep(device, state, r);
-  RecompressStep(device, state, r);
-  WritebackStep(device, state, r);
+  if (device.initialized()) RecompressStep(device, state, r);
+  if (device.initialized()) WritebackStep(device, state, r);
   r.budget_left = device.writeback_limit();
   const RecompressResult& rc = r.recompress;
   std::string line = device.name() + ": policy pass: " +
@@ -296,6 +298,7 @@ void Policy::WritebackStep(Device& device, DeviceState& state,
     const std::uint64_t t0 = env_.now_ns();
     const std::uint64_t ops0 = ClientPages(device.Stats());
     env_.sleep_ns(kBusyWindowNs);
+    if (stopped()) return;
     if (ClientsBusy(device, t0, ops0)) {
       r.writeback_skipped_busy = true;
       return;

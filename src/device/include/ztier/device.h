@@ -300,7 +300,9 @@ class Device {
 
  private:
   friend class DeviceRegistry;
-  // Marks the device removed unless a client is attached (then kBusy).
+  // Marks the device removed and drops its store and backing file (its
+  // passes end; a holder of the Device finds it uninitialised), unless a
+  // client is attached (then kBusy).
   Status Retire();
   void SetWatcher(DeviceWatcher* watcher);
   DeviceWatcher* watcher() const;
