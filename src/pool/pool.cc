@@ -351,8 +351,13 @@ void Pool::Free(Handle h) {
   m.SweepDeferred(sc);
 }
 
+// deferred_count lags its slots: DeferFree fills a slot and only then
+// counts it, so a drain in between takes the handle before its count and
+// leaves the count below the slots' for a moment, negative even. A count
+// above 0 always means an undrained handle; one of 0 or less may not (a
+// handle not yet counted is swept by its own Free once it is counted).
 void Pool::Impl::SweepDeferred(SizeClass& sc) {
-  while (sc.deferred_count.load(std::memory_order_seq_cst) != 0) {
+  while (sc.deferred_count.load(std::memory_order_seq_cst) > 0) {
     if (!sc.mu.TryLock()) return;  // its holder sweeps after letting go
     ip::RunReleases later;
     DrainDeferredFrees(sc, &later);
@@ -362,7 +367,7 @@ void Pool::Impl::SweepDeferred(SizeClass& sc) {
 }
 
 void Pool::Impl::DrainDeferredFrees(SizeClass& sc, ip::RunReleases* later) {
-  if (sc.deferred_count.load(std::memory_order_acquire) == 0) return;
+  if (sc.deferred_count.load(std::memory_order_acquire) <= 0) return;
   for (auto& slot : sc.deferred) {
     const Handle h = slot.exchange(kInvalidHandle, std::memory_order_acquire);
     if (h == kInvalidHandle) continue;
