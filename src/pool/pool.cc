@@ -235,13 +235,26 @@ Handle Pool::Malloc(std::size_t size) {
 // again, try the next larger classes (the object fits there too, at a
 // little more memory), and go round again for a few microseconds, which
 // outlasts any holder that is running. Only then sleep on the lock.
-// (Which lock it returns holding is decided at run time: beyond the
-// analysis, so the caller asserts it.)
+// A larger class is taken only where it has room in a zspage it holds (a
+// partly used one or its spare): opening a zspage in another class for
+// the object would spend pages (from the reserve too, sized for one newest
+// zspage per class) because of a contended lock, and fail where the own
+// class has room. (Which lock it returns holding is decided at run time:
+// beyond the analysis, so the caller asserts it.)
 SizeClass& Pool::Impl::LockClassFor(std::size_t size)
     ZT_NO_THREAD_SAFETY_ANALYSIS {
   const int ci = table.MergedClassFor(size);
   SizeClass& own = *classes[ci];
   if (own.mu.TryLock()) return own;
+  const auto try_other = [](SizeClass& c) ZT_NO_THREAD_SAFETY_ANALYSIS {
+    if (!c.mu.TryLock()) return false;
+    if (c.spare != ip::kNoId) return true;
+    for (int g = ip::kGroupFull - 1; g >= 1; --g) {
+      if (c.group_head[g] != ip::kNoId) return true;
+    }
+    c.mu.Unlock();
+    return false;
+  };
   for (int round = 0; round < 64; ++round) {
     if (round > 0) {
       platform::CpuRelax();
@@ -252,13 +265,13 @@ SizeClass& Pool::Impl::LockClassFor(std::size_t size)
          ++k) {
       if (classes[k] == nullptr) continue;
       ++tries;
-      if (classes[k]->mu.TryLock()) return *classes[k];
+      if (try_other(*classes[k])) return *classes[k];
     }
   }
   // Last, any larger class at all, the huge class included: an object in a
   // class far too big wastes memory, but only while locks are contended.
   for (int k = ci + 1; k <= ip::kHugeClass; ++k) {
-    if (classes[k] != nullptr && classes[k]->mu.TryLock()) return *classes[k];
+    if (classes[k] != nullptr && try_other(*classes[k])) return *classes[k];
   }
   own.mu.Lock();
   return own;
