@@ -5,6 +5,7 @@
 // the hostile-input loops work on samples; seeds are fixed.
 #include "ztier/codec.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zdict.h>
 
@@ -342,6 +343,25 @@ TEST(CodecTest, MissingDictionaryIsNotFound) {
   EXPECT_EQ(c.error().code(), StatusCode::kNotFound);
   EXPECT_NE(c.error().message().find("/nonexistent/ztier.dict"),
             std::string::npos);
+}
+
+// A dict= that is not a regular file (a FIFO would block for good,
+// /dev/zero would be read until memory ran out) or is too large is refused
+// with the path named.
+TEST(CodecTest, ADictionaryMustBeARegularFileOfAtMost16MiB) {
+  testing::ScopedTempDir dir;
+  const std::string fifo = dir.File("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string big = dir.File("big");
+  std::ofstream(big).close();
+  ASSERT_EQ(::truncate(big.c_str(), (16 << 20) + 1), 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), big}) {
+    auto c = MakeCodec("zstd", "dict=" + path);
+    ASSERT_FALSE(c.has_value()) << path;
+    EXPECT_EQ(c.error().code(), StatusCode::kInvalidArgument) << path;
+    EXPECT_NE(c.error().message().find(path), std::string::npos)
+        << c.error().ToString();
+  }
 }
 
 // ---------------------------------------------------------------- params

@@ -2,10 +2,12 @@
 // memory, codec_internal.h's LoadDictionary) and how one is trained
 // (TrainDictionary, ztier/codec.h).
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zdict.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,11 +17,31 @@
 namespace ztier {
 namespace {
 
+// The largest dictionary file read: zstd's dictionaries are tens to
+// hundreds of KiB, lz4 uses the last 64 KiB of one.
+constexpr std::int64_t kMaxDictFileBytes = std::int64_t{16} << 20;
+
 Result<std::vector<std::byte>> ReadWholeFile(std::string_view codec,
                                              const std::string& path) {
   const std::string what = std::string(codec) + ": dict " + path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at the path must not block the open (it is refused
+  // below); it has no effect on a regular file's reads.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Err(PosixError(what, errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Err(PosixError(what, err));
+  }
+  if (!S_ISREG(st.st_mode) || st.st_size > kMaxDictFileBytes) {
+    ::close(fd);
+    return Err(Status::InvalidArgument(
+        what + (S_ISREG(st.st_mode)
+                    ? " is larger than " +
+                          std::to_string(kMaxDictFileBytes >> 20) + " MiB"
+                    : std::string(" is not a regular file"))));
+  }
   std::vector<std::byte> data;
   std::byte buf[1 << 16];
   for (;;) {
@@ -32,6 +54,12 @@ Result<std::vector<std::byte>> ReadWholeFile(std::string_view codec,
     }
     if (r == 0) break;
     data.insert(data.end(), buf, buf + r);
+    if (data.size() > static_cast<std::size_t>(kMaxDictFileBytes)) {
+      ::close(fd);  // grew since the fstat
+      return Err(Status::InvalidArgument(
+          what + " is larger than " +
+          std::to_string(kMaxDictFileBytes >> 20) + " MiB"));
+    }
   }
   ::close(fd);
   return data;
