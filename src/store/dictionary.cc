@@ -148,19 +148,26 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     want = std::clamp(2 * request.dict_bytes * 100 / kPageSize, kMinSamples,
                       kMaxSamples);
   }
+  want = std::min(want, kMaxSamples);  // 64 MiB of pages at most
   std::size_t candidates = 0;
   for (std::size_t i = 0; i < m.slots.size(); ++i) {
     candidates += Sampleable(m.slots[i].flags.load(std::memory_order_relaxed));
   }
-  const std::size_t stride = std::max<std::size_t>(1, candidates / want);
   std::vector<std::byte> pages;
   pages.reserve(std::min(want, candidates) * kPageSize);
+  // Candidate k is taken where k * want / candidates steps up: `want`
+  // pages spread evenly over all of them (a whole stride, candidates /
+  // want, would take the first `want` of up to twice as many).
   std::size_t seen = 0;
+  const auto step = [&](std::size_t k) {
+    return candidates <= want ||
+           k * want / candidates != (k + 1) * want / candidates;
+  };
   for (std::size_t i = 0; i < m.slots.size() && pages.size() < want * kPageSize;
        ++i) {
     Slot& s = m.slots[i];
     if (!Sampleable(s.flags.load(std::memory_order_relaxed))) continue;
-    if (seen++ % stride != 0) continue;
+    if (!step(seen++)) continue;
     SlotLock lock(s);
     const std::uint32_t f = SlotTable::Flags(s);
     if (!Sampleable(f)) continue;

@@ -271,7 +271,7 @@ struct TrainDictRequest {
   // Pages sampled, evenly across the store's compressed pages (SAME, HUGE
   // and written-back ones are not sampled), half to train on (0: 100 bytes
   // per byte of dictionary, ZDICT's advice) and half held out to judge
-  // the result; 0: 512..16384 pages by that rule.
+  // the result; 0: 512..16384 pages by that rule. At most 16384.
   std::size_t max_samples = 0;
 };
 
