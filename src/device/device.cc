@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -307,6 +308,7 @@ Status Device::Impl::Reset() {
   // Busy at once, as the kernel's reset_store(), rather than once the
   // passes that hold mu_ shared end; checked again under the lock.
   if (clients_.load() > 0) return busy();
+  const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
   // The store frees its blocks into the backing store: drop it first. As
@@ -431,6 +433,7 @@ std::string Device::Impl::ShowBackingDev() const {
 
 Status Device::Impl::Writeback(std::string_view tokens,
                                WritebackResult* result) {
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   // Shared, as IO: the pass runs alongside reads and writes, and Reset()
   // waits for it.
   std::shared_lock lock(mu_);
@@ -550,6 +553,8 @@ Status Device::Impl::Recompress(std::string_view tokens,
                                 RecompressResult* result,
                                 RecompressPace pace) {
   ZT_ASSIGN_OR_RETURN(const RecompressTokens t, ParseRecompressTokens(tokens));
+  std::optional<Waiting> waiting;  // an operator's pass: a paced one gives way
+  if (!pace) waiting.emplace(pass_waiters_);
   // Shared, as Writeback: IO goes on during the pass; Reset() waits for it.
   std::shared_lock lock(mu_);
   if (store_ == nullptr) {
@@ -585,6 +590,7 @@ Result<DictionaryInfo> Device::Impl::TrainDictionary(std::string_view size) {
     ZT_ASSIGN_OR_RETURN(const std::uint64_t bytes, ParseSize(v));
     request.dict_bytes = bytes;
   }
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   // Shared, as Recompress: IO goes on while it trains.
   std::shared_lock lock(mu_);
   if (store_ == nullptr) {
@@ -654,6 +660,7 @@ Status Device::Impl::Retire() {
     return Status::Busy("device '" + name_ + "' has clients");
   };
   if (clients_.load() > 0) return busy();  // at once; again under the lock
+  const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
   retired_ = true;
@@ -963,6 +970,7 @@ std::uint64_t Device::AlignedDisksize(std::uint64_t bytes) {
 }
 std::uint64_t Device::disksize() const { return impl_->disksize(); }
 bool Device::initialized() const { return impl_->initialized(); }
+bool Device::PassesWaiting() const { return impl_->PassesWaiting(); }
 Status Device::Reset() {
   DeviceWatcher* w = watcher();
   if (w == nullptr || !initialized()) return impl_->Reset();

@@ -28,6 +28,7 @@ struct Device::Impl {
   Status SetDisksize(std::uint64_t bytes);
   std::uint64_t disksize() const;
   bool initialized() const;
+  bool PassesWaiting() const { return pass_waiters_.load() > 0; }
   Status Reset();
   Status SetCompAlgorithm(std::string_view name);
   std::string ShowCompAlgorithm() const;
@@ -109,6 +110,14 @@ struct Device::Impl {
   std::atomic<bool> at_mem_limit_{false};  // logged; see NoteMemLimit
   std::atomic<std::uint64_t> mem_limit_checked_ns_{0};
   std::atomic<int> clients_{0};
+  // Calls waiting for (or running) a pass, Reset or removal: see
+  // Device::PassesWaiting. Counted by Waiting.
+  std::atomic<int> pass_waiters_{0};
+  struct Waiting {
+    explicit Waiting(std::atomic<int>& n) : n_(n) { n_.fetch_add(1); }
+    ~Waiting() { n_.fetch_sub(1); }
+    std::atomic<int>& n_;
+  };
   std::atomic<DeviceWatcher*> watcher_{nullptr};  // DeviceRegistry's
 
   // Logs reaching mem_limit (the store refusing a page for it) and leaving

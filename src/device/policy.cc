@@ -92,7 +92,7 @@ class Policy::Pacer {
  private:
   bool Continue() {
     const PolicyOptions& o = p_.options_;
-    if (p_.stopped()) return false;
+    if (p_.stopped() || d_.PassesWaiting()) return false;
     if (p_.env_.now_ns() - start_ns_ >= o.period_s * kNsPerSecond) {
       return false;
     }
@@ -111,7 +111,7 @@ class Policy::Pacer {
     const std::uint64_t period_end = o.period_s * kNsPerSecond;
     due = std::min(due, period_end);
     if (due > elapsed + kMinSleepNs) p_.env_.sleep_ns(due - elapsed);
-    return !p_.stopped();
+    return !p_.stopped() && !d_.PassesWaiting();
   }
 
   // False when clients have been busy for busy_give_up: the pass ends.

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testing/test_util.h"
@@ -212,6 +213,37 @@ TEST(PolicyTest, RecompressRateLimitsPagesPerPass) {
   EXPECT_GE(d->Stats().recompress_attempts, 2000u - 4 * kMaxPassBatchSize);
   EXPECT_NE(time.log.front().find("no backing_dev, writeback skipped"),
             std::string::npos);
+  ExpectReadsBack(*d, expected);
+}
+
+// An operator's recompress (or writeback, train_dict, reset, removal)
+// waiting for the policy's paced pass does not wait out the policy's
+// period: the pass ends at its next pause, and the operator's runs.
+TEST(PolicyTest, APacedPassGivesWayToAnOperatorsPass) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 4096, nullptr, &expected);
+  // Unhindered, 1000 pages in a 10 s period (RecompressRateLimitsPagesPerPass).
+  Policy policy(Options("period=10s idle_age=1m recompress_rate=100"),
+                time.Env());
+  time.Advance(2 * kMinute);
+  std::thread operator_pass;
+  Status operator_status = Status::IoError("not run");
+  time.on_sleep = [&](std::uint64_t) {
+    if (operator_pass.joinable()) return;
+    operator_pass = std::thread([&] {
+      operator_status = d->Recompress("type=idle");
+    });
+    while (!d->PassesWaiting()) std::this_thread::yield();
+  };
+  const PolicyPassResult r = policy.RunPass(*d);
+  ASSERT_TRUE(operator_pass.joinable());
+  operator_pass.join();
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_TRUE(r.recompress_ended_early);
+  EXPECT_LE(r.recompress.attempted, 2 * kMaxPassBatchSize);
+  EXPECT_OK(operator_status);
+  EXPECT_FALSE(d->PassesWaiting());
   ExpectReadsBack(*d, expected);
 }
 

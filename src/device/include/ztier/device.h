@@ -219,6 +219,12 @@ class Device {
   // not call back into the device (Stats() would take the lock again).
   using StatsReader = std::function<PageStoreStats()>;
   using RecompressPace = std::function<bool(const StatsReader& stats)>;
+  // Whether anything waits for this device's passes to end: a writeback,
+  // an unpaced recompress or a train_dict (an operator's), a Reset or a
+  // removal, from its call until it returns. A paced pass gives way (the
+  // policy's pace ends its pass at the next batch): an operator's command
+  // waits one batch and one pause, not the rest of the policy's period.
+  bool PassesWaiting() const;
   Status Recompress(std::string_view tokens,
                     RecompressResult* result = nullptr,
                     RecompressPace pace = nullptr);

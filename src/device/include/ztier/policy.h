@@ -27,7 +27,9 @@
 //
 // Budget and yielding. The recompression pass calls the policy between
 // batches (RecompressRequest::pace); the policy then, in this order:
-//   - ends the pass if Stop() was called or the pass has run for a period;
+//   - ends the pass if Stop() was called, the pass has run for a period,
+//     or an operator's pass, a Reset or a removal waits for it
+//     (Device::PassesWaiting; looked at again after each pause);
 //   - yields to clients: from the store's stores + loads counters (read
 //     through the reader Device::Recompress hands it, without taking the
 //     device's lock again) it takes
