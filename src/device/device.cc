@@ -367,7 +367,10 @@ Status Device::Impl::SetAlgorithmParams(std::string_view params) {
 }
 
 Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
-  std::unique_lock lock(mu_);
+  // Shared: the store's limit is atomic, and a SIGHUP reload setting it must
+  // not wait for a writeback pass.
+  std::shared_lock lock(mu_);
+  std::lock_guard one_at_a_time(mem_limit_mu_);
   mem_limit_ = (bytes + kPageMask) & ~kPageMask;
   if (store_ != nullptr) store_->SetMemLimit(mem_limit_);
   at_mem_limit_.store(false, std::memory_order_relaxed);  // a new limit
@@ -918,17 +921,17 @@ void Device::Impl::NoteMemLimit(const Status& s) {
 }
 
 void Device::Impl::SetNote(std::string key, std::string value) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(notes_mu_);
   notes_[std::move(key)] = std::move(value);
 }
 
 void Device::Impl::SetNotes(std::map<std::string, std::string> notes) {
-  std::unique_lock lock(mu_);
+  std::lock_guard lock(notes_mu_);
   notes_ = std::move(notes);
 }
 
 std::map<std::string, std::string> Device::Impl::notes() const {
-  std::shared_lock lock(mu_);
+  std::lock_guard lock(notes_mu_);
   return notes_;
 }
 

@@ -97,7 +97,10 @@ struct Device::Impl {
   // algorithm_params of each priority (0: the primary), without priority=
   // and algo=.
   std::array<std::string, kMaxCodecPriorities> algorithm_params_;
-  std::uint64_t mem_limit_ = 0;
+  // Set under mu_ held shared too (SetMemLimit, one at a time under
+  // mem_limit_mu_): atomic.
+  std::mutex mem_limit_mu_;
+  std::atomic<std::uint64_t> mem_limit_{0};
   std::uint64_t disksize_ = 0;
   std::string backing_dev_;  // empty: none
   std::shared_ptr<BackingStore> backing_;
@@ -106,6 +109,8 @@ struct Device::Impl {
   WritebackBudget budget_;
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
+  // Under notes_mu_, not mu_: setting them never waits for a pass.
+  mutable std::mutex notes_mu_;
   std::map<std::string, std::string> notes_;
   std::atomic<bool> at_mem_limit_{false};  // logged; see NoteMemLimit
   std::atomic<std::uint64_t> mem_limit_checked_ns_{0};

@@ -475,6 +475,44 @@ TEST(DeviceRegistryTest, ARemovedDeviceLetsGoOfItsStoreAndBackingFile) {
 // A removal waits for the device's passes to end, but not with the
 // registry locked: other devices are found meanwhile (every control
 // request, NBD handshake and metrics scrape finds its device first).
+// mem_limit and the notes (what a SIGHUP reload sets) do not wait for a
+// writeback or recompress pass to end.
+TEST(DeviceTest, SettingsDoNotWaitForAPass) {
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));
+  ASSERT_OK(d.SetDisksize(1 << 20));
+  std::vector<std::byte> page(kPageSize);
+  for (std::size_t i = 0; i < 64; ++i) {
+    for (std::size_t k = 0; k < kPageSize; ++k) {
+      page[k] = static_cast<std::byte>((k * 7 + i) % 13);
+    }
+    ASSERT_OK(d.Write(i * kPageSize, page));
+  }
+  std::promise<void> in_pass, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread pass([&] {
+    (void)d.Recompress("", nullptr, [&](const Device::StatsReader&) {
+      in_pass.set_value();
+      released.wait();
+      return false;
+    });
+  });
+  ASSERT_EQ(in_pass.get_future().wait_for(std::chrono::seconds(60)),
+            std::future_status::ready);
+  auto set = std::async(std::launch::async, [&] {
+    d.SetNotes({{"swap-priority", "100"}});
+    return d.SetMemLimit(1 << 19);
+  });
+  const bool waited =
+      set.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
+  release.set_value();
+  pass.join();
+  EXPECT_FALSE(waited) << "a setting waited for the pass";
+  EXPECT_OK(set.get());
+  EXPECT_EQ(d.Stats().mem_limit, 1u << 19);
+  EXPECT_EQ(d.notes().at("swap-priority"), "100");
+}
+
 TEST(DeviceRegistryTest, ARemovalWaitingForAPassLeavesTheRegistryFree) {
   DeviceRegistry r(DeviceDefaults{});
   auto d = r.Add("zram0");
