@@ -308,7 +308,11 @@ class WritebackPass {
       SlotLock lock(s);
       const std::uint32_t f = SlotTable::Flags(s);
       if (!(f & slot::kPp)) {
+        // As zram's writeback_store(): the write counts in bd_writes, and
+        // only a page installed on the backing store is charged.
         bs.Free(d.block);
+        Refund(req_.budget);
+        Add(m_.bd_writes);
         ++result_.changed;
         return;
       }
@@ -383,6 +387,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
     // Bit k: piece k's block was written, or its write may still land
     // (BlockWriter::Done::may_land); it is given back with a discard.
     std::uint32_t written = 0;
+    std::uint32_t ok = 0;  // pieces whose write succeeded
   };
   static_assert(internal::kMaxUnitPieces <= 32);
   std::vector<Job> jobs;
@@ -447,9 +452,10 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       // Blocks and IOs. A tag is a job and a piece.
       const auto done = [&](const BlockWriter::Done& d) {
         Job& j = jobs[d.tag / internal::kMaxUnitPieces];
-        if (d.may_hold_data()) {
-          j.written |= std::uint32_t{1} << (d.tag % internal::kMaxUnitPieces);
-        }
+        const std::uint32_t bit = std::uint32_t{1}
+                                  << (d.tag % internal::kMaxUnitPieces);
+        if (d.may_hold_data()) j.written |= bit;
+        if (d.status.ok()) j.ok |= bit;
         if (!d.status.ok()) {
           j.io_failed = true;
           result->status = d.status;
@@ -522,7 +528,6 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           Add(bd_writes, static_cast<std::uint64_t>(j.pieces));
           result->written += live;
         } else {
-          const bool unwritten = j.io_failed || j.not_written;
           // Blocks written (before a failed IO, or before the store ran
           // out of blocks for the rest) are freed with a discard, as a
           // written page's block is, so that no copy stays on the backing
@@ -534,9 +539,10 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
               bs.FreeUnwritten(j.blocks[k]);
             }
           }
-          if (unwritten) {
-            for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
-          }
+          // Only a unit installed on the backing store is charged; every
+          // block written counts in bd_writes (zram's writeback_store()).
+          for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
+          Add(bd_writes, static_cast<std::uint64_t>(std::popcount(j.ok)));
           if (j.io_failed) {
             result->failed += live;
           } else if (!j.not_written) {

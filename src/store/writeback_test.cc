@@ -436,11 +436,15 @@ TEST(WritebackTest, ClientsDoNotWaitForWritebackIo) {
   });
   Fixture f(kPages, bo);
   f.Fill(kPages);
+  WritebackBudget budget;
+  budget.enabled = true;
+  budget.pages = 1000;
   std::thread wb([&] {
     WritebackRequest r;
     r.scans.push_back({0, 0, kPages});
     r.in_flight = 1;
     r.max_io_pages = kPages;  // one IO holds every slot
+    r.budget = &budget;
     auto res = f.store->Writeback(r);
     ASSERT_TRUE(res.has_value());
     EXPECT_OK(res->status);
@@ -467,6 +471,10 @@ TEST(WritebackTest, ClientsDoNotWaitForWritebackIo) {
   ASSERT_OK(f.store->Load(1, MutablePage(out)));
   EXPECT_EQ(0, std::memcmp(out.data(), p.data(), kPageSize));
   EXPECT_EQ(f.store->Stats().bd_count, written);
+  // As zram's writeback_store(): every write counts in bd_writes, and only
+  // the pages now on the backing store are charged to writeback_limit.
+  EXPECT_EQ(f.store->Stats().bd_writes, kPages);
+  EXPECT_EQ(budget.pages.load(), 1000 - written);
 }
 
 // Races: threads overwrite, discard and read their own slots while passes

@@ -182,7 +182,9 @@ struct WritebackScan {
 };
 
 // writeback_limit and writeback_limit_enable: a budget in pages, charged at
-// submit and refunded when the IO fails. Shared by the passes of one device.
+// submit and refunded unless the page ends on the backing store (its IO
+// failed, or it changed during the IO), as zram charges only the pages it
+// installs. Shared by the passes of one device.
 struct WritebackBudget {
   std::atomic<bool> enabled{false};
   std::atomic<std::uint64_t> pages{0};  // what remains
@@ -200,7 +202,8 @@ struct WritebackResult {
   std::uint64_t candidates = 0;  // slots the scans picked
   std::uint64_t written = 0;     // slots now on the backing store
   std::uint64_t changed = 0;     // touched during their IO: kept in RAM
-  std::uint64_t failed = 0;      // IO failed: kept in RAM, budget refunded
+  std::uint64_t failed = 0;      // IO failed: kept in RAM
+  // (Neither is charged to the budget.)
   // OK, or the error that stopped the pass or the last IO error:
   // kIoError (an IO failed; also "writeback_limit reached", as zram's EIO),
   // kResourceExhausted (the backing store or its file system is full).
@@ -339,7 +342,8 @@ struct PageStoreStats {
   std::uint64_t same_filled_pages = 0;     // == same_pages
   std::uint64_t decompress_fail = 0;
   // bd_stat, in pages: blocks in use, pages read from and written to the
-  // backing store (cumulative)
+  // backing store (cumulative; as zram, every write that succeeded, also of
+  // a page that changed during it and stayed in RAM)
   std::uint64_t bd_count = 0;
   std::uint64_t bd_reads = 0;
   std::uint64_t bd_writes = 0;
