@@ -364,6 +364,38 @@ TEST(CodecTest, ADictionaryMustBeARegularFileOfAtMost16MiB) {
   }
 }
 
+// A codec that cannot make a decompressor (out of memory) fails the loads
+// that need one, with kResourceExhausted, and is asked again next time: the
+// process goes on (it used to abort).
+TEST(CodecTest, ADecompressorThatCannotBeMadeFailsTheLoadNotTheProcess) {
+  struct Flaky final : Codec {
+    std::shared_ptr<const Codec> real = *MakeCodec("lz4");
+    mutable int refusals = 1;
+    std::string_view name() const override { return "lz4"; }
+    int level() const override { return 0; }
+    Result<std::unique_ptr<Compressor>> NewCompressor() const override {
+      return real->NewCompressor();
+    }
+    Result<std::unique_ptr<Decompressor>> NewDecompressor() const override {
+      if (refusals-- > 0) return Err(Status::ResourceExhausted("no memory"));
+      return real->NewDecompressor();
+    }
+  };
+  const Flaky flaky;
+  std::vector<std::byte> page(kPageSize, std::byte{7}), packed(kPageSize),
+      out(kPageSize);
+  auto c = flaky.NewCompressor();
+  ASSERT_TRUE(c.has_value());
+  const std::size_t n = (*c)->Compress(page, packed);
+  ASSERT_GT(n, 0u);
+  const std::span<const std::byte> obj(packed.data(), n);
+  const Status refused = LocalDecompressor(flaky).Decompress(obj, out);
+  EXPECT_EQ(refused.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("no memory"), std::string::npos);
+  ASSERT_OK(LocalDecompressor(flaky).Decompress(obj, out));
+  EXPECT_EQ(out, page);
+}
+
 // ---------------------------------------------------------------- params
 
 TEST(ParamsTest, ParsesZramTokens) {

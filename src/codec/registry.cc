@@ -12,8 +12,6 @@
 // valid until this thread has asked for kMaxLocal - 1 other codecs since.
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +23,15 @@ namespace ztier {
 namespace {
 
 std::atomic<std::uint64_t> next_codec_id{1};
+
+// What LocalDecompressor hands out when no Decompressor can be made.
+struct UnavailableDecompressor final : Decompressor {
+  Status status;
+  Status Decompress(std::span<const std::byte>,
+                    std::span<std::byte>) override {
+    return status;
+  }
+};
 
 struct Entry {
   std::string_view name;
@@ -96,10 +103,12 @@ Decompressor& LocalDecompressor(const Codec& codec) {
   }
   auto d = codec.NewDecompressor();
   if (!d.has_value()) {
-    std::fprintf(stderr, "ztier: cannot create a %.*s decompressor: %s\n",
-                 static_cast<int>(codec.name().size()), codec.name().data(),
-                 d.error().ToString().c_str());
-    std::abort();
+    // Out of memory: this load fails, the next call tries again.
+    thread_local UnavailableDecompressor unavailable;
+    unavailable.status = Status::ResourceExhausted(
+        "cannot create a " + std::string(codec.name()) +
+        " decompressor: " + d.error().message());
+    return unavailable;
   }
   if (local.size() >= kMaxLocal) local.pop_back();
   local.insert(local.begin(), LocalEntry{id, std::move(*d)});

@@ -498,10 +498,9 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       if (st.ok()) {
         Add(m.loads);
       } else {
-        Add(m.decompress_fail);
         Add(m.failed_reads);
-        st = Status::Corruption("slot " + std::to_string(first + page_of[k]) +
-                                ": " + st.message());
+        st = m.DecompressError(std::move(st),
+                               "slot " + std::to_string(first + page_of[k]));
       }
       report(page_of[k], std::move(st));
     }

@@ -551,6 +551,15 @@ struct PageStore::Impl {
 
   // Decompresses pool object h into the page at out. The callback captures
   // one pointer, so std::function keeps it inline: no allocation per load.
+  // A decompression's error as a load reports it: damaged bytes are
+  // kCorruption naming `what` and count in decompress_fail; any other error
+  // (no decompressor could be made: out of memory) passes as it is.
+  Status DecompressError(Status st, const std::string& what) {
+    if (st.code() != StatusCode::kCorruption) return st;
+    Add(decompress_fail);
+    return Status::Corruption(what + ": " + st.message());
+  }
+
   void DecompressInto(Decompressor& d, Handle h, std::byte* out,
                       Status* st) const {
     struct Target {
@@ -585,9 +594,7 @@ struct PageStore::Impl {
     } else {
       DecompressInto(LocalDecompressor(CodecOf(f)), v, out, &st);
       if (!st.ok()) {
-        Add(decompress_fail);
-        st = Status::Corruption("slot " + std::to_string(index) + ": " +
-                                st.message());
+        st = DecompressError(std::move(st), "slot " + std::to_string(index));
       }
     }
     if (!st.ok()) {

@@ -205,10 +205,12 @@ class RecompressPass {
       std::memcpy(page(k), raw(k), kPageSize);
     } else {
       Decompressor& d = LocalDecompressor(*it.old_codec);
-      if (!d.Decompress(std::span<const std::byte>(raw(k), it.old_size),
-                        std::span<std::byte>(page(k), kPageSize))
-               .ok()) {
-        Add(m_.decompress_fail);
+      const Status st =
+          d.Decompress(std::span<const std::byte>(raw(k), it.old_size),
+                       std::span<std::byte>(page(k), kPageSize));
+      if (!st.ok()) {
+        // Left as it is; only damaged bytes count as a failed decompression.
+        if (st.code() == StatusCode::kCorruption) Add(m_.decompress_fail);
         it.bad = true;
         batch_items_[j].src = {};
         return;

@@ -239,9 +239,9 @@ Status PageStore::Impl::DecompressUnitLocked(std::uint64_t index,
            .Decompress(std::span<const std::byte>(obj, e.bytes),
                        std::span<std::byte>(out, n * kPageSize));
   if (!st.ok()) {
-    Add(decompress_fail);
-    st = Status::Corruption("slot " + std::to_string(index) + " (unit " +
-                            std::to_string(u) + "): " + st.message());
+    st = DecompressError(std::move(st), "slot " + std::to_string(index) +
+                                            " (unit " + std::to_string(u) +
+                                            ")");
   }
   return st;
 }

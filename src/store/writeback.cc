@@ -94,10 +94,10 @@ Status PageStore::Impl::LoadWrittenBack(std::uint64_t index, std::uint32_t f,
       std::span<const std::byte>(block, len),
       std::span<std::byte>(out, kPageSize));
   if (!st.ok()) {
-    Add(decompress_fail);
-    return Status::Corruption("slot " + std::to_string(index) +
-                              " (written back, block " + std::to_string(b) +
-                              "): " + st.message());
+    return DecompressError(std::move(st),
+                           "slot " + std::to_string(index) +
+                               " (written back, block " + std::to_string(b) +
+                               ")");
   }
   return st;
 }
@@ -270,8 +270,9 @@ class WritebackPass {
         const Copy& c = copies_[k];
         if (!c.decompress || c.codec != codec) continue;
         done_[k] = true;
-        if (!items_[j++].status.ok()) {
-          Add(m_.decompress_fail);
+        const Status& st = items_[j++].status;
+        if (!st.ok()) {
+          if (st.code() == StatusCode::kCorruption) Add(m_.decompress_fail);
           bad_.push_back(c.index);
         }
       }
