@@ -184,7 +184,13 @@ Status BackingStore::ReadBlock(std::uint64_t block, MutablePage out) {
   const long result =
       m.file->Read(block * kPageSize, std::span<std::byte>(buf, kPageSize));
   if (result < 0) {
-    return Status::IoError("read " + where() + ": " + std::strerror(-result));
+    // As status.h maps errno: ENOMEM is kResourceExhausted (a load may try
+    // again), EIO and the rest of a failed device kIoError.
+    const Status s = PosixError("read " + where(), static_cast<int>(-result));
+    return s.code() == StatusCode::kResourceExhausted ||
+                   s.code() == StatusCode::kBusy
+               ? s
+               : Status::IoError(s.message());
   }
   if (result != static_cast<long>(kPageSize)) {
     return Status::IoError("short read of " + where() + ": " +

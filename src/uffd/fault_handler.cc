@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "platform/clock.h"
 #include "platform/cpu_relax.h"
@@ -210,6 +211,18 @@ void Region::Impl::FaultIn(std::size_t p) {
   }
   for (std::size_t i = w0; i < w1; ++i) {
     ok[i - w0] = ok[i - w0] && st[i - w0].ok();
+  }
+  // A load refused for want of memory (a decompressor or a read buffer
+  // that could not be had) may work a moment later: the faulting page is
+  // tried again, 1 to 16 ms apart, before it is given up as lost.
+  for (int ms = 1; !ok[p - w0] && ms <= 16 &&
+                   (st[p - w0].code() == StatusCode::kResourceExhausted ||
+                    st[p - w0].code() == StatusCode::kBusy);
+       ms *= 2) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    st[p - w0] = store->Load(
+        p, MutablePage(staging.get() + (p - w0) * kPageSize, kPageSize));
+    ok[p - w0] = st[p - w0].ok();
   }
   if (!ok[p - w0]) LoadFailed(p, st[p - w0]);
   // Install: p first and writable, then each run of read-ahead pages

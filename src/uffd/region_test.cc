@@ -756,6 +756,53 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   EXPECT_EQ(r->Stats().stored_pages, 0u);
 }
 
+// A written-back page whose read is refused for want of memory (ENOMEM)
+// once is read again, not lost: no SIGBUS, the right bytes.
+TEST(RegionTest, AWrittenBackPageRefusedForMemoryOnceIsReadAgain) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 512;
+  ScopedTempDir dir;
+  std::atomic<int> refusals{0};
+  auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
+    if (io.kind != FileIo::Kind::kRead || refusals.load() <= 0) return res;
+    --refusals;
+    return static_cast<long>(-ENOMEM);
+  });
+  ASSERT_NE(backing, nullptr);
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  o.max_pool_bytes = 64 << 10;
+  o.backing = backing;
+  auto r = MakeRegion(o);
+  ASSERT_NE(r, nullptr);
+  Fill(*r, 0, kPages, 0, false);
+  ASSERT_OK(r->Pageout(r->data(), r->size()));
+  ASSERT_GT(r->Stats().written_back_now, 0u);
+  struct sigaction sa = {};
+  struct sigaction old = {};
+  sa.sa_handler = OnSigbus;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(::sigaction(SIGBUS, &sa, &old), 0);
+  std::uint64_t buses = 0;
+  std::size_t bad = kPages;
+  Page want;
+  for (std::size_t i = 0; i < kPages; ++i) {
+    refusals = 1;  // the next read of the backing file is refused
+    if (!Touch(r->data() + i * kPageSize)) {
+      ++buses;
+      continue;
+    }
+    MakePage(want.data(), i, 0, false);
+    if (std::memcmp(r->data() + i * kPageSize, want.data(), kPageSize) != 0 &&
+        bad == kPages) {
+      bad = i;
+    }
+  }
+  ::sigaction(SIGBUS, &old, nullptr);
+  EXPECT_EQ(buses, 0u);
+  EXPECT_EQ(bad, kPages);
+}
+
 // UFFDIO_COPY failing as a whole (ENOMEM: the kernel could not allocate the
 // page; EAGAIN: its retries ran out) while stored pages are faulted back
 // in: the pages stay stored, the faulter retries, and every page reads back

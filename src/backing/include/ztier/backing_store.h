@@ -74,8 +74,9 @@
 //
 // Reading (ReadBlock): one synchronous read of one block (the file's Read:
 // pread for a real file), then, when encrypted, authentication and
-// decryption. A read error is kIoError; a block that fails authentication
-// is kCorruption; neither ever yields data.
+// decryption. A read error is kIoError, but ENOMEM (kResourceExhausted) and
+// EAGAIN (kBusy), which a caller may try again; a block that fails
+// authentication is kCorruption; none ever yields data.
 //
 // Fault injection (for tests): wrap the file with NewFaultyBackingFile
 // (`wrap_file`); its fault function sees each read and write and its result
