@@ -182,8 +182,8 @@ Result<std::unique_ptr<Pool>> Pool::Create(const PoolOptions& options) {
     // zspage of each class (a zspage's run is taken whole, its pages are
     // counted as objects reach them): so that a full pool meets its
     // owner's limit on pages before it meets the end of the reserve.
-    std::size_t pages =
-        (options.prealloc_bytes + ip::kPageSize - 1) / ip::kPageSize;
+    std::size_t pages = options.prealloc_bytes / ip::kPageSize +
+                        (options.prealloc_bytes % ip::kPageSize != 0);
     for (const auto& sc : m.classes) {
       if (sc != nullptr) pages += sc->geo.pages - 1;
     }

@@ -76,7 +76,10 @@
 // pread for a real file), then, when encrypted, authentication and
 // decryption. A read error is kIoError, but ENOMEM (kResourceExhausted) and
 // EAGAIN (kBusy), which a caller may try again; a block that fails
-// authentication is kCorruption; none ever yields data.
+// authentication is kCorruption; none ever yields data. Without encryption
+// a local file's blocks are taken as the file system returns them (as the
+// kernel's zram takes its backing device's): a block damaged on the disk
+// unnoticed by it is not detected here.
 //
 // Fault injection (for tests): wrap the file with NewFaultyBackingFile
 // (`wrap_file`); its fault function sees each read and write and its result

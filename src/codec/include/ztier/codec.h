@@ -91,9 +91,14 @@ class Decompressor {
  public:
   virtual ~Decompressor() = default;
   // Decompresses `src` into `dst`, which must come out exactly dst.size()
-  // bytes long. Returns OK, or kCorruption (the bytes are damaged or hostile,
-  // or the output size differs). Never reads outside `src` nor writes outside
-  // `dst`, whatever `src` holds.
+  // bytes long. Returns OK, or kCorruption (damage the format finds: a
+  // stream that does not decode, or decodes to another size). The formats
+  // carry no checksum of the page (zstd frames are made without one, as
+  // the kernel's zram makes them), so damage to a literal can decode to a
+  // page of the right size with other bytes: what is kept outside RAM is
+  // vouched for by the backing store (its encryption authenticates each
+  // block; a remote one keeps a checksum of each), not here. Never reads
+  // outside `src` nor writes outside `dst`, whatever `src` holds.
   virtual Status Decompress(std::span<const std::byte> src,
                             std::span<std::byte> dst) = 0;
 };
