@@ -28,7 +28,11 @@
 // again under the lock, and the move is made only if it still names that
 // zspage and index. A stale entry ends the hold; the map is built again (at
 // most kMaxRebuilds times a class, then the class is left as it is: with
-// other threads allocating and freeing, compaction is best effort).
+// other threads allocating and freeing, compaction is best effort). The
+// map is the one allocation: it is made before the lock is taken, and a
+// class whose map cannot be had (out of memory, when compaction is wanted
+// most) is left as it is. Moves under the lock only update the map's
+// entries, never add one.
 //
 // Moving one object: hold the source zspage exclusively (WriterLock waits
 // for pinned readers and writers), copy, publish the new location (release),
@@ -44,6 +48,7 @@
 // One Compact() at a time per pool (compact_mu): the zspage held through the
 // discard must have one writer only.
 #include <cstring>
+#include <new>
 #include <unordered_map>
 #include <vector>
 
@@ -103,14 +108,22 @@ struct Pool::Impl::Compaction {
     have_owners = true;
     const std::uint32_t objs = sc.geo.objs;
     owners.clear();
-    {
-      internal::MutexLock lock(sc.mu);
-      for (int g = 1; g < ip::kGroupFull; ++g) {
-        for (std::uint32_t id = sc.group_head[g]; id != ip::kNoId;
-             id = m.descs.Get(id)->next) {
-          owners[id].assign(objs, ip::kNoIndex);
+    std::vector<std::uint32_t> ids;
+    try {
+      {
+        internal::MutexLock lock(sc.mu);
+        ids.reserve(m.NonFullZspages(sc));
+        for (int g = 1; g < ip::kGroupFull; ++g) {
+          for (std::uint32_t id = sc.group_head[g]; id != ip::kNoId;
+               id = m.descs.Get(id)->next) {
+            ids.push_back(id);
+          }
         }
       }
+      for (std::uint32_t id : ids) owners[id].assign(objs, ip::kNoIndex);
+    } catch (const std::bad_alloc&) {
+      owners = OwnerMap();
+      return false;  // left as it is
     }
     // The table is the pool's, and other classes change their entries
     // meanwhile (this one too, now): what is found is checked before use
@@ -167,10 +180,13 @@ struct Pool::Impl::Compaction {
     --s->inuse;
     d->Set(sc.geo.objs, b);
     ++d->inuse;
-    owners[sid][a] = ip::kNoIndex;
-    std::vector<std::uint64_t>& dst = owners[did];
-    if (dst.empty()) dst.assign(sc.geo.objs, ip::kNoIndex);  // a new zspage
-    dst[b] = hidx;
+    if (auto it = owners.find(sid); it != owners.end()) {
+      it->second[a] = ip::kNoIndex;
+    }
+    // A destination the map does not know (non-full only since the map
+    // was built) stays unknown: its objects read as stale if it is ever a
+    // source, and the map is built again then.
+    if (auto it = owners.find(did); it != owners.end()) it->second[b] = hidx;
   }
 };
 
