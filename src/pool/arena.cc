@@ -17,7 +17,9 @@
 #include <cassert>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <utility>
+#include <vector>
 
 #include "pool_internal.h"
 
@@ -38,7 +40,20 @@ std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
     return run;
   }
   const std::size_t bytes = pages * kPageSize;
-  if (bump_ == nullptr || static_cast<std::size_t>(bump_end_ - bump_) < bytes) {
+  const bool new_arena =
+      bump_ == nullptr || static_cast<std::size_t>(bump_end_ - bump_) < bytes;
+  // The vectors' room first: out of memory is a null run here, never an
+  // exception later (ReleaseRun) or a mapping lost on the way.
+  try {
+    std::vector<std::byte*>& runs = free_runs_[pages];
+    if (runs.capacity() <= carved_[pages]) {
+      runs.reserve(std::max<std::size_t>(16, 2 * carved_[pages]));
+    }
+    if (new_arena) arenas_.reserve(arenas_.size() + 1);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+  if (new_arena) {
     // The tail of the old arena (< 16 pages) is left unused.
     Result<platform::Mapping> m = platform::Mapping::Anonymous(
         arena_bytes_, platform::Commit::kOnTouch, "mmap arena");
@@ -48,11 +63,12 @@ std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
       platform::Advise(m->data(), m->size(), platform::Advice::kHugePages)
           .IgnoreError();
     }
-    bump_ = m->data();
-    arenas_.push_back(std::move(*m));
+    arenas_.push_back(std::move(*m));  // room reserved above
+    bump_ = arenas_.back().data();
     bump_end_ = bump_ + arena_bytes_;
     populated_ = bump_;
   }
+  ++carved_[pages];
   std::byte* run = bump_;
   bump_ += bytes;
   if (huge_pages_ && populate != nullptr && !populating_ &&
@@ -118,7 +134,7 @@ void Arena::ReleaseRun(std::byte* run, std::size_t pages) {
     reserve_->Release(run, pages);
     return;
   }
-  free_runs_[pages].push_back(run);
+  free_runs_[pages].push_back(run);  // within the room AllocateRun made
 }
 
 void Arena::Discard(std::byte* base, std::size_t first,

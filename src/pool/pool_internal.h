@@ -251,8 +251,13 @@ class Arena {
   static constexpr std::size_t kPopulateBytes = 2 << 20;
   // A PopulateAhead() is due or running.
   bool populating_ ZT_GUARDED_BY(mu_) = false;
+  // Runs given back, by length. Each vector has room for every run of its
+  // length ever carved (carved_), so ReleaseRun never allocates: it runs
+  // where an allocation failure could not be reported (a destructor).
   std::array<std::vector<std::byte*>, kMaxPagesPerZspage + 1> free_runs_
       ZT_GUARDED_BY(mu_);
+  std::array<std::size_t, kMaxPagesPerZspage + 1> carved_
+      ZT_GUARDED_BY(mu_){};
 };
 
 // ---- zspage descriptors (zspage.cc) ----------------------------------------
