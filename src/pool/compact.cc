@@ -29,10 +29,10 @@
 // zspage and index. A stale entry ends the hold; the map is built again (at
 // most kMaxRebuilds times a class, then the class is left as it is: with
 // other threads allocating and freeing, compaction is best effort). The
-// map is the one allocation: it is made before the lock is taken, and a
-// class whose map cannot be had (out of memory, when compaction is wanted
-// most) is left as it is. Moves under the lock only update the map's
-// entries, never add one.
+// map is the one allocation (with the list of its zspages, sized under
+// the lock): a class whose map cannot be had (out of memory, when
+// compaction is wanted most) is left as it is, nothing moved. Moves under
+// the lock only update the map's entries, never add one.
 //
 // Moving one object: hold the source zspage exclusively (WriterLock waits
 // for pinned readers and writers), copy, publish the new location (release),
@@ -120,9 +120,11 @@ struct Pool::Impl::Compaction {
           }
         }
       }
+      m.SweepDeferred(sc);  // as every holder does after letting go
       for (std::uint32_t id : ids) owners[id].assign(objs, ip::kNoIndex);
     } catch (const std::bad_alloc&) {
       owners = OwnerMap();
+      m.SweepDeferred(sc);
       return false;  // left as it is
     }
     // The table is the pool's, and other classes change their entries

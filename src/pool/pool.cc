@@ -246,13 +246,14 @@ SizeClass& Pool::Impl::LockClassFor(std::size_t size)
   const int ci = table.MergedClassFor(size);
   SizeClass& own = *classes[ci];
   if (own.mu.TryLock()) return own;
-  const auto try_other = [](SizeClass& c) ZT_NO_THREAD_SAFETY_ANALYSIS {
+  const auto try_other = [this](SizeClass& c) ZT_NO_THREAD_SAFETY_ANALYSIS {
     if (!c.mu.TryLock()) return false;
     if (c.spare != ip::kNoId) return true;
     for (int g = ip::kGroupFull - 1; g >= 1; --g) {
       if (c.group_head[g] != ip::kNoId) return true;
     }
     c.mu.Unlock();
+    SweepDeferred(c);  // as every holder does after letting go
     return false;
   };
   for (int round = 0; round < 64; ++round) {
