@@ -140,10 +140,11 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
   made = !exists && fd >= 0;
   if (fd < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
     // The refused open may have made the file already: open it without
-    // O_EXCL (it is this call's, as far as the race above allows).
+    // O_EXCL (it is this call's, as far as the race above allows). A block
+    // device keeps O_EXCL: its claim.
     direct = false;
     made = !exists;
-    fd = ::open(path.c_str(), flags & ~O_EXCL, 0600);
+    fd = ::open(path.c_str(), blk ? flags : flags & ~O_EXCL, 0600);
   }
   if (fd < 0 && errno == EBUSY && blk) {
     return fail(Status::Busy("backing device " + path +

@@ -77,6 +77,13 @@ Status ClearStaleSocket(const std::string& path) {
   }
   // ECONNREFUSED: a socket file nobody accepts on.
   if (err != ECONNREFUSED) return PosixError("connect " + path, err);
+  // Still the file probed? Another server starting may have replaced it
+  // meanwhile (its own socket listens before it appears there).
+  struct stat again;
+  if (::lstat(path.c_str(), &again) == 0 &&
+      (again.st_dev != st.st_dev || again.st_ino != st.st_ino)) {
+    return Status::Busy(path + " was replaced while starting");
+  }
   if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
     return PosixError("unlink stale socket " + path, errno);
   }
@@ -124,6 +131,13 @@ Status BindPrivate(int fd, const std::string& path, struct stat* st) {
       err = 0;  // no hard links here (EPERM on some file systems)
     } else if (err != EEXIST) {
       err = errno;
+      // Nor RENAME_NOREPLACE (some FUSE and 9p file systems): a plain
+      // rename, where nothing is at the path a moment before.
+      struct stat there;
+      if ((err == EINVAL || err == ENOSYS) &&
+          ::lstat(path.c_str(), &there) != 0 && errno == ENOENT) {
+        err = ::rename(bound.c_str(), path.c_str()) == 0 ? 0 : errno;
+      }
     }
     if (err == EEXIST) {
       s = Status::Busy(path + " appeared while starting");

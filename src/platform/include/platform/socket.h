@@ -12,7 +12,8 @@
 // directory beside the path, then linked into place (renamed where the
 // filesystem has no hard links), so it is never reachable with wider
 // permissions; where that directory cannot be made, it is bound in place
-// and narrowed at once. It listens before it appears at the path, and
+// and narrowed at once. It listens before it appears at the path (bound
+// in place, it appears as it is bound and listens a moment later), and
 // never replaces what appeared there meanwhile (kBusy). At the path:
 //   - nothing, or a stale socket (nobody accepts on it): it is (re)created;
 //   - a socket a live server accepts on: kBusy, and that server keeps it;

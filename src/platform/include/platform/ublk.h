@@ -106,9 +106,12 @@ class UblkControl {
  private:
   UblkControl();
   // One command, waited for: the CQE's result, or the submit's error. A
-  // command the kernel may still hold when that fails (a submit refused
-  // for good, a failed wait) leaves the ring unused from then on: every
-  // later command is kIoError.
+  // submit refused for a moment is retried; one refused for good, or a
+  // failed wait, leaves the ring unused from then on (every later command
+  // is kIoError). A wait fails (but for EINTR and EAGAIN, retried) only on
+  // a ring broken for good, whose command may then never complete; that
+  // the kernel still writes the caller's buffer after such a failure is
+  // not excluded.
   Result<int> Command(std::uint32_t op, const ublk::CtrlCmd& cmd);
 
   struct Ring;
