@@ -311,6 +311,11 @@ Status Device::Impl::Reset() {
   const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
+  ResetLocked();
+  return Status::Ok();
+}
+
+void Device::Impl::ResetLocked() {
   // The store frees its blocks into the backing store: drop it first. As
   // the kernel's reset_bdev(), the backing device is closed and forgotten;
   // writeback_limit(_enable), writeback_batch_size and compressed_writeback
@@ -323,7 +328,6 @@ Status Device::Impl::Reset() {
   at_mem_limit_.store(false, std::memory_order_relaxed);
   comp_algorithm_ = defaults_.comp_algorithm;
   ResetPriorities();
-  return Status::Ok();
 }
 
 Status Device::Impl::SetCompAlgorithm(std::string_view name) {
@@ -671,8 +675,7 @@ Status Device::Impl::Retire() {
   // backing file go now, not when the last holder of the Device lets go
   // (a policy pass in its round, a metrics scrape), and no pass can start
   // on it (each finds it uninitialised).
-  store_.reset();
-  backing_.reset();
+  ResetLocked();
   return Status::Ok();
 }
 

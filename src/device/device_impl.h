@@ -30,6 +30,8 @@ struct Device::Impl {
   bool initialized() const;
   bool PassesWaiting() const { return pass_waiters_.load() > 0; }
   Status Reset();
+  // Reset's work, the lock held exclusively.
+  void ResetLocked();
   Status SetCompAlgorithm(std::string_view name);
   std::string ShowCompAlgorithm() const;
   Status SetAlgorithmParams(std::string_view params);

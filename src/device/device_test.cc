@@ -463,6 +463,8 @@ TEST(DeviceRegistryTest, ARemovedDeviceLetsGoOfItsStoreAndBackingFile) {
   ASSERT_OK(held->SetDisksize(64 * kPageSize));
   ASSERT_OK(r.Remove("zram0"));
   EXPECT_FALSE(held->initialized());
+  EXPECT_EQ(held->disksize(), 0u);  // reset, as zram_remove() resets
+  EXPECT_EQ(held->ShowBackingDev(), "none\n");
   EXPECT_EQ(held->MarkIdle("all").code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(held->Writeback("idle").code(), StatusCode::kFailedPrecondition);
   // The backing file is free for a new device at once.
@@ -472,9 +474,6 @@ TEST(DeviceRegistryTest, ARemovedDeviceLetsGoOfItsStoreAndBackingFile) {
   ASSERT_OK((*again)->SetDisksize(64 * kPageSize));
 }
 
-// A removal waits for the device's passes to end, but not with the
-// registry locked: other devices are found meanwhile (every control
-// request, NBD handshake and metrics scrape finds its device first).
 // mem_limit and the notes (what a SIGHUP reload sets) do not wait for a
 // writeback or recompress pass to end.
 TEST(DeviceTest, SettingsDoNotWaitForAPass) {
@@ -513,6 +512,9 @@ TEST(DeviceTest, SettingsDoNotWaitForAPass) {
   EXPECT_EQ(d.notes().at("swap-priority"), "100");
 }
 
+// A removal waits for the device's passes to end, but not with the
+// registry locked: other devices are found meanwhile (every control
+// request, NBD handshake and metrics scrape finds its device first).
 TEST(DeviceRegistryTest, ARemovalWaitingForAPassLeavesTheRegistryFree) {
   DeviceRegistry r(DeviceDefaults{});
   auto d = r.Add("zram0");

@@ -23,6 +23,8 @@ constexpr std::uint64_t kBusyWindowNs = 10 * kNsPerMs;
 // The pacer sleeps only once the pass is this far ahead of its budget, so
 // that it does not make a system call per batch.
 constexpr std::uint64_t kMinSleepNs = kNsPerMs;
+// The longest sleep between looks at Stop() and waiting passes.
+constexpr std::uint64_t kPauseSliceNs = 100 * kNsPerMs;
 
 std::uint64_t ThreadCpuNs() {
   timespec ts{};
@@ -110,8 +112,22 @@ class Policy::Pacer {
     // Never past the end of the period, where the pass ends anyway.
     const std::uint64_t period_end = o.period_s * kNsPerSecond;
     due = std::min(due, period_end);
-    if (due > elapsed + kMinSleepNs) p_.env_.sleep_ns(due - elapsed);
+    if (due > elapsed + kMinSleepNs) return Pause(due - elapsed);
     return !p_.stopped() && !d_.PassesWaiting();
+  }
+
+  // Sleeps `ns` in slices of at most kPauseSliceNs, so that a Stop() or a
+  // waiting pass (PassesWaiting) ends the pass within a slice, not after a
+  // pause as long as a period (recompress_rate=1 paces a batch of 32 pages
+  // over 32 s). False when one did.
+  bool Pause(std::uint64_t ns) {
+    while (ns > 0) {
+      const std::uint64_t slice = std::min(ns, kPauseSliceNs);
+      p_.env_.sleep_ns(slice);
+      ns -= slice;
+      if (p_.stopped() || d_.PassesWaiting()) return false;
+    }
+    return true;
   }
 
   // False when clients have been busy for busy_give_up: the pass ends.
@@ -120,7 +136,10 @@ class Policy::Pacer {
     if (o.busy_pages == 0) return true;
     std::uint64_t waited_ms = 0;
     while (Busy()) {
-      if (waited_ms >= o.busy_give_up_ms || p_.stopped()) return false;
+      if (waited_ms >= o.busy_give_up_ms || p_.stopped() ||
+          d_.PassesWaiting()) {
+        return false;
+      }
       p_.env_.sleep_ns(o.busy_pause_ms * kNsPerMs);
       waited_ms += o.busy_pause_ms;
     }
