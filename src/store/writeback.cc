@@ -287,6 +287,7 @@ class WritebackPass {
                      std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
     if (!d.status.ok() || bad) {
       Refund(req_.budget);
+      if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
       if (d.may_hold_data()) {
         bs.Free(d.block);
       } else {
