@@ -137,9 +137,10 @@ int RunCtl(std::span<const std::string_view> args) {
     req.value = "";
   }
   // A relative backing_dev names a file where the caller is, not where the
-  // server happens to run.
+  // server happens to run. (A URI, nbd://..., is no file.)
   if (req.attribute == "backing_dev" && req.value.has_value() &&
-      !req.value->empty() && req.value->front() != '/' && *req.value != "none") {
+      !req.value->empty() && req.value->front() != '/' &&
+      *req.value != "none" && req.value->find("://") == std::string::npos) {
     std::error_code ec;
     const auto abs = std::filesystem::absolute(*req.value, ec);
     if (!ec) req.value = abs.lexically_normal().string();

@@ -214,10 +214,16 @@ TEST(WritebackFlowTest, RemoteNbdExportAsTheBackingDevice) {
       {"nbdkit", "-f", "-U", sock, "file", export_file}, uri,
       data.File("remote.log"), &error);
   ASSERT_GT(remote, 0) << error;
-  Server s({"--device", "zram0:4M", "--backing-dev", uri, "--backing-encrypt",
-            "--backing-connections", "2", "--backing-timeout", "2"});
+  Server s({"--device", "zram0:4M", "--device", "zram1", "--backing-dev",
+            uri, "--backing-encrypt", "--backing-connections", "2",
+            "--backing-timeout", "2"});
   ASSERT_TRUE(s.running()) << s.Log();
   EXPECT_EQ(s.Ctl("backing_dev").out, uri + "\n");
+  // `ztier ctl backing_dev URI` stores the URI as it is (a relative path
+  // is made absolute where the caller is; a URI is no path).
+  const Shell set = s.Ctl("backing_dev", uri, "zram1");
+  EXPECT_EQ(set.exit_code, 0) << set.out << s.Log();
+  EXPECT_EQ(s.Ctl("backing_dev", "", "zram1").out, uri + "\n");
   ASSERT_EQ(Sh("nbdcopy '" + in + "' " + s.Uri()).exit_code, 0);
   ASSERT_EQ(s.Ctl("idle", "all").exit_code, 0);
   const Shell wb = s.Ctl("writeback", "idle");
