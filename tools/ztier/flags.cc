@@ -14,12 +14,15 @@ namespace ztier::tool {
 
 std::vector<std::string> SplitCommaList(std::string_view text) {
   std::vector<std::string> items;
-  while (!text.empty()) {
-    const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    if (!item.empty()) items.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
+  std::size_t start = 0;
+  int depth = 0;  // parentheses open: "zstd(level=9,dict=F)" is one item
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    const char c = i < text.size() ? text[i] : ',';
+    if (c == '(') ++depth;
+    if (c == ')' && depth > 0) --depth;
+    if (c != ',' || (depth > 0 && i < text.size())) continue;
+    if (i > start) items.emplace_back(text.substr(start, i - start));
+    start = i + 1;
   }
   return items;
 }

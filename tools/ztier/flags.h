@@ -53,7 +53,8 @@ class FlagSet {
   // Declares a flag. `value_name` is shown in the usage ("FILE", "N").
   void AddString(std::string name, std::string* out, std::string value_name,
                  std::string help);
-  // Repeatable; each occurrence may be a comma list; empty items are skipped.
+  // Repeatable; each occurrence may be a comma list (SplitCommaList); empty
+  // items are skipped.
   void AddList(std::string name, std::vector<std::string>* out,
                std::string value_name, std::string help);
   // A decimal integer in [min, max].
@@ -113,7 +114,8 @@ class FlagSet {
   std::vector<Flag> flags_;
 };
 
-// Splits "a,b,,c" into {"a","b","c"}.
+// Splits "a,b,,c" into {"a","b","c"}; a comma inside parentheses does not
+// split: "zstd(level=9,dict=F),lz4" is {"zstd(level=9,dict=F)","lz4"}.
 std::vector<std::string> SplitCommaList(std::string_view text);
 
 }  // namespace ztier::tool

@@ -164,6 +164,9 @@ TEST(FlagSetTest, ShortFlagsAndClusters) {
 TEST(SplitCommaListTest, SkipsEmptyItems) {
   EXPECT_EQ(SplitCommaList("a,,b,"), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(SplitCommaList("").empty());
+  // --recomp-algorithm 'zstd(level=9,dict=F)': its params stay together.
+  EXPECT_EQ(SplitCommaList("zstd(level=9,dict=/d),lz4hc"),
+            (std::vector<std::string>{"zstd(level=9,dict=/d)", "lz4hc"}));
 }
 
 TEST(SummarizeTest, MedianSpreadAndCv) {
