@@ -41,8 +41,12 @@ build: deps $(BUILD)/CMakeCache.txt
 # tool, libztier (with ztier.pc and the CMake package), its headers, the
 # systemd unit, the example configuration and the man pages under PREFIX
 # (cmake/install.cmake lists where each goes), staged under DESTDIR if set.
+# The configuration goes under PREFIX/etc, but for PREFIX=/usr in /etc
+# (GNU's rule, as GNUInstallDirs has it); SYSCONFDIR=DIR says otherwise.
 PREFIX ?= /usr/local
+SYSCONFDIR ?= $(if $(filter /usr /usr/,$(PREFIX)),/etc,etc)
 install: build
+	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_SYSCONFDIR=$(SYSCONFDIR) >/dev/null
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
 
 # The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on

@@ -897,6 +897,20 @@ int RunServe(std::span<const std::string_view> raw_args) {
     }
   }
 
+  // Blocked before the devices are made (preallocating and locking them
+  // can take seconds), and every thread started from here on inherits the
+  // mask, so the signals reach only sigtimedwait() in WaitForStop: a
+  // SIGHUP while starting is a reload once it serves, never the end of
+  // the process, and a SIGTERM stops it then. A vanished client must not
+  // kill us.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // never fatal: see WaitForStop
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
   DeviceDefaults defaults;
   defaults.comp_algorithm = std::string(CanonicalCodecName(s.comp_algorithm));
   defaults.algorithm_params = s.algorithm_params;
@@ -924,17 +938,6 @@ int RunServe(std::span<const std::string_view> raw_args) {
     if (!r.has_value()) return Fail("--mlock: " + r.error().message());
     locked = *r;
   }
-
-  // Every thread started from here on inherits this mask, so the signals
-  // reach only sigtimedwait() in WaitForStop. A vanished client must not
-  // kill us.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);  // never fatal: see WaitForStop
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  signal(SIGPIPE, SIG_IGN);
 
   // The ublk disks, after the signal mask (their queue threads inherit
   // it) and before the servers (a failure leaves nothing to stop).
