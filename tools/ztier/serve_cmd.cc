@@ -749,6 +749,20 @@ void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
     return;
   }
   for (const std::string& w : reread->warnings) Log(LogLevel::kWarning, w);
+  // [ztier] values apply at the next start: one that start would refuse
+  // (exit 2, and systemd does not restart) is said now, not at a reboot.
+  ServeSettings next_start;
+  Status next = ApplyZtierSection(*reread, flags, &next_start);
+  if (next.ok() && !next_start.log_level.empty() &&
+      !ParseLogLevel(next_start.log_level).has_value()) {
+    next = Status::InvalidArgument(
+        (*reread).path + ": log-level takes error, warning, info or debug, "
+        "not '" + next_start.log_level + "'");
+  }
+  if (!next.ok()) {
+    Log(LogLevel::kError, "SIGHUP: " + next.message() +
+                              "; the next start would refuse this file");
+  }
   ReloadCounts counts =
       ApplyReloadedConfig(**config, &*reread, prealloc, registry);
   // [ztier] settings apply at the next start, but for the log level. What

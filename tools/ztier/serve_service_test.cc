@@ -477,6 +477,13 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   ASSERT_EQ(removed.exit_code, 0) << removed.out;
   ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
   ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 0 not")) << s.Log();
+  // A [ztier] value the next start would refuse is said at the reload.
+  text.replace(text.find("[ztier]\n"), 8, "[ztier]\nmax-connections = abc\n");
+  WriteFile(dir.File("ztier.conf"), text);
+  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.WaitForLog("the next start would refuse this file"))
+      << s.Log();
+  EXPECT_NE(s.Log().find(dir.File("ztier.conf") + ":"), std::string::npos);
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
