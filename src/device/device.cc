@@ -287,6 +287,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   ZT_ASSIGN_OR_RETURN(store_, PageStore::Create(o));
   backing_ = std::move(backing);
   disksize_ = aligned;
+  preallocated_ = defaults_.prealloc ? mem_limit_.load() : 0;
   return Status::Ok();
 }
 
@@ -324,6 +325,7 @@ void Device::Impl::ResetLocked() {
   backing_.reset();
   backing_dev_.clear();
   disksize_ = 0;
+  preallocated_ = 0;
   mem_limit_ = defaults_.mem_limit;
   at_mem_limit_.store(false, std::memory_order_relaxed);
   comp_algorithm_ = defaults_.comp_algorithm;
@@ -375,7 +377,17 @@ Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
   // not wait for a writeback pass.
   std::shared_lock lock(mu_);
   std::lock_guard one_at_a_time(mem_limit_mu_);
-  mem_limit_ = (bytes + kPageMask) & ~kPageMask;
+  const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
+  // A preallocated store never takes more than its reserve: a limit above
+  // it (or none) would only turn writes past the reserve into ENOMEM.
+  if (store_ != nullptr && preallocated_ != 0 &&
+      (aligned == 0 || aligned > preallocated_)) {
+    return Status::InvalidArgument(
+        "mem_limit can be at most the " + std::to_string(preallocated_) +
+        " bytes preallocated at disksize (memory is preallocated on this "
+        "server); reset the device to raise it");
+  }
+  mem_limit_ = aligned;
   if (store_ != nullptr) store_->SetMemLimit(mem_limit_);
   at_mem_limit_.store(false, std::memory_order_relaxed);  // a new limit
   return Status::Ok();

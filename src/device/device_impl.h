@@ -103,6 +103,9 @@ struct Device::Impl {
   // mem_limit_mu_): atomic.
   std::mutex mem_limit_mu_;
   std::atomic<std::uint64_t> mem_limit_{0};
+  // With DeviceDefaults::prealloc, the mem_limit the store's reserve was
+  // made for (at disksize); 0 otherwise. Under mu_.
+  std::uint64_t preallocated_ = 0;
   std::uint64_t disksize_ = 0;
   std::string backing_dev_;  // empty: none
   std::shared_ptr<BackingStore> backing_;

@@ -476,6 +476,24 @@ TEST(DeviceRegistryTest, ARemovedDeviceLetsGoOfItsStoreAndBackingFile) {
 
 // mem_limit and the notes (what a SIGHUP reload sets) do not wait for a
 // writeback or recompress pass to end.
+// A preallocated device's reserve is made at disksize for its mem_limit
+// then: a larger limit (or none) could only turn writes past the reserve
+// into ENOMEM, so it is refused until a reset.
+TEST(DeviceTest, APreallocatedDevicesMemLimitCannotOutgrowItsReserve) {
+  DeviceDefaults defaults;
+  defaults.prealloc = true;
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetMemLimit(1 << 20));
+  ASSERT_OK(d.SetDisksize(4 << 20));
+  EXPECT_OK(d.SetMemLimit(512 << 10));
+  EXPECT_EQ(d.SetMemLimit(2 << 20).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.SetMemLimit(0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.Stats().mem_limit, 512u << 10);
+  EXPECT_OK(d.SetMemLimit(1 << 20));
+  ASSERT_OK(d.Reset());
+  EXPECT_OK(d.SetMemLimit(2 << 20));
+}
+
 TEST(DeviceTest, SettingsDoNotWaitForAPass) {
   Device d("zram0", DeviceDefaults{});
   ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));

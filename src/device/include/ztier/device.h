@@ -169,7 +169,10 @@ class Device {
   // priority=N / algo=NAME for a secondary one (zram's
   // algorithm_params_store()). kBusy after init.
   Status SetAlgorithmParams(std::string_view params);
-  Status SetMemLimit(std::uint64_t bytes);             // any time
+  // Any time; with DeviceDefaults::prealloc, once initialised, at most the
+  // mem_limit preallocated at disksize (kInvalidArgument above it or for
+  // none: the reserve cannot grow).
+  Status SetMemLimit(std::uint64_t bytes);
   Status ResetMemUsedMax(std::string_view value);      // only "0"
   Status MarkIdle(std::string_view value);  // "all" or seconds; uninit: EINVAL
   // backing_dev: a file or block device path; "none" (or empty) removes it.
