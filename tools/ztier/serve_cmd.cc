@@ -550,6 +550,25 @@ std::optional<int> CreateDevices(const ServeSettings& s,
       return Fail(st.message());
     }
     Log(LogLevel::kInfo, "configuration applied from " + Absolute(config->path));
+    // A kernel swapping on a device must never be cut off by a server
+    // limit (docs/swap.md): say so where the settings would.
+    for (const DeviceConfig& d : config->devices) {
+      if (!d.is_swap() || d.disksize == 0) continue;
+      if (s.io_timeout != 0) {
+        Log(LogLevel::kWarning,
+            d.name + " is a swap device, and io-timeout is " +
+                std::to_string(s.io_timeout) +
+                " s: a kernel stalled that long inside a request (under "
+                "memory pressure) is cut off and its swap-ins fail; set "
+                "io-timeout = 0 in [ztier] (docs/swap.md)");
+      }
+      if (!s.mlock) {
+        Log(LogLevel::kWarning,
+            d.name + " is a swap device, and mlock is off: the server's own "
+                     "memory can be swapped out, onto its own device; set "
+                     "mlock = yes and zram-resident-limit (docs/swap.md)");
+      }
+    }
   }
   for (const DeviceSpec& spec : c.specs) {
     auto device = registry->Add(spec.name);

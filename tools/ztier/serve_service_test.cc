@@ -111,6 +111,13 @@ TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
   WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
   Server s(dir, {"--config", dir.File("ztier.conf")});
   ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+  // zram0 is swap, with the default io-timeout and no mlock: said at start
+  // (zram1, a file system, is not named).
+  EXPECT_NE(s.Log().find("zram0 is a swap device, and io-timeout is 30 s"),
+            std::string::npos) << s.Log();
+  EXPECT_NE(s.Log().find("zram0 is a swap device, and mlock is off"),
+            std::string::npos) << s.Log();
+  EXPECT_EQ(s.Log().find("zram1 is a swap device"), std::string::npos);
   const std::string ctl = Ztier("ctl --ctl " + dir.File("ctl.sock"));
   const Shell status = Sh(Ztier("status --json --ctl " + dir.File("ctl.sock")));
   ASSERT_EQ(status.exit_code, 0) << status.out;
