@@ -51,13 +51,11 @@ StreamPool::Lease StreamPool::Acquire() {
   std::unique_lock<std::mutex> lock(mu_);
   // Announce the wait before looking, so that a Release() either sees the
   // announcement (and wakes us) or frees a stream the look below finds.
-  // The fence orders TryTake's relaxed first load of `busy` after the
-  // announcement (with Release's seq_cst store and load, the two sides of
-  // Dekker's pattern); without it a weakly ordered CPU (aarch64) may read a
-  // stale `busy` while Release reads no waiter, and this thread sleeps
-  // with every stream free.
+  // Both sides are seq_cst (Dekker's pattern): TryTake's first load of
+  // `busy` too, or a weakly ordered CPU (aarch64) may read a stale `busy`
+  // while Release reads no waiter, and this thread sleeps with every
+  // stream free. (A fence would do as well, but TSan cannot check one.)
   waiters_.fetch_add(1, std::memory_order_seq_cst);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (;;) {
     if (Stream* got = TryTakeAny()) {
       waiters_.fetch_sub(1, std::memory_order_relaxed);

@@ -121,8 +121,10 @@ class ZT_CAPABILITY("stream") StreamPool {
   StreamPool() = default;
   Result<std::unique_ptr<Stream>> NewStream() const;
   void Release(Stream* s);
+  // seq_cst throughout: see Acquire(). (On x86 a seq_cst load is a
+  // plain load.)
   static bool TryTake(Stream& s) {
-    return !s.busy.load(std::memory_order_relaxed) &&
+    return !s.busy.load(std::memory_order_seq_cst) &&
            !s.busy.exchange(true, std::memory_order_seq_cst);
   }
 
