@@ -186,14 +186,23 @@ TEST(PolicyTest, IdleRecompressWritebackOverDaysWithADailyBudget) {
   ExpectReadsBack(*d, expected);
 }
 
-TEST(PolicyTest, RecompressRateLimitsPagesPerPass) {
+// A 4096-page device, its pages idle, and a policy pacing recompression
+// at 100 pages/s for at most one 10 s period: 1000 pages a pass.
+struct RatePaced {
   FakeTime time;
   std::vector<std::byte> expected;
-  auto d = MakeDevice(time, 4096, nullptr, &expected);
-  // 100 pages/s for at most one 10 s period: 1000 pages a pass.
-  Policy policy(Options("period=10s idle_age=1m recompress_rate=100"),
-                time.Env());
-  time.Advance(2 * kMinute);
+  std::unique_ptr<Device> d = MakeDevice(time, 4096, nullptr, &expected);
+  Policy policy{Options("period=10s idle_age=1m recompress_rate=100"),
+                time.Env()};
+  RatePaced() { time.Advance(2 * kMinute); }
+};
+
+TEST(PolicyTest, RecompressRateLimitsPagesPerPass) {
+  RatePaced p;
+  FakeTime& time = p.time;
+  Device* d = p.d.get();
+  Policy& policy = p.policy;
+  const std::vector<std::byte>& expected = p.expected;
   for (int pass = 1; pass <= 2; ++pass) {
     const std::uint64_t t0 = time.ns;
     const PolicyPassResult r = policy.RunPass(*d);
@@ -220,13 +229,10 @@ TEST(PolicyTest, RecompressRateLimitsPagesPerPass) {
 // waiting for the policy's paced pass does not wait out the policy's
 // period: the pass ends at its next pause, and the operator's runs.
 TEST(PolicyTest, APacedPassGivesWayToAnOperatorsPass) {
-  FakeTime time;
-  std::vector<std::byte> expected;
-  auto d = MakeDevice(time, 4096, nullptr, &expected);
-  // Unhindered, 1000 pages in a 10 s period (RecompressRateLimitsPagesPerPass).
-  Policy policy(Options("period=10s idle_age=1m recompress_rate=100"),
-                time.Env());
-  time.Advance(2 * kMinute);
+  // Unhindered, 1000 pages a pass (RecompressRateLimitsPagesPerPass).
+  RatePaced p;
+  FakeTime& time = p.time;
+  Device* d = p.d.get();
   std::thread operator_pass;
   Status operator_status = Status::IoError("not run");
   time.on_sleep = [&](std::uint64_t) {
@@ -236,7 +242,7 @@ TEST(PolicyTest, APacedPassGivesWayToAnOperatorsPass) {
     });
     while (!d->PassesWaiting()) std::this_thread::yield();
   };
-  const PolicyPassResult r = policy.RunPass(*d);
+  const PolicyPassResult r = p.policy.RunPass(*d);
   ASSERT_TRUE(operator_pass.joinable());
   operator_pass.join();
   EXPECT_TRUE(r.status.ok()) << r.status.ToString();
@@ -244,7 +250,7 @@ TEST(PolicyTest, APacedPassGivesWayToAnOperatorsPass) {
   EXPECT_LE(r.recompress.attempted, 2 * kMaxPassBatchSize);
   EXPECT_OK(operator_status);
   EXPECT_FALSE(d->PassesWaiting());
-  ExpectReadsBack(*d, expected);
+  ExpectReadsBack(*d, p.expected);
 }
 
 TEST(PolicyTest, RecompressCpuShareKeepsTheDutyCycle) {

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <random>
@@ -708,6 +709,56 @@ __attribute__((noinline)) bool Touch(const volatile std::byte* p) {
   return true;
 }
 
+// A region of `pages` pages over `backing` with a 64 KiB pool, filled
+// (Fill(r, 0, pages, 0, false)) and paged out: most of it written back.
+// Null (and a failure) if any step failed.
+std::unique_ptr<Region> FilledAndPagedOut(std::shared_ptr<BackingStore> backing,
+                                          std::size_t pages) {
+  RegionOptions o;
+  o.size = pages * kPageSize;
+  o.max_pool_bytes = 64 << 10;
+  o.backing = std::move(backing);
+  auto r = MakeRegion(o);
+  if (r == nullptr) return nullptr;
+  Fill(*r, 0, pages, 0, false);
+  const Status st = r->Pageout(r->data(), r->size());
+  EXPECT_OK(st);
+  return st.ok() ? std::move(r) : nullptr;
+}
+
+// Reads each of the first `pages` pages of r in order (running
+// before_each(i) first), with OnSigbus as the SIGBUS handler meanwhile:
+// how many raised SIGBUS, and the first that read back other than Fill(r,
+// 0, pages, 0, false) wrote (`pages` if none).
+struct Touched {
+  std::uint64_t buses = 0;
+  std::size_t first_bad = 0;
+};
+Touched TouchEvery(Region& r, std::size_t pages,
+                   const std::function<void(std::size_t)>& before_each = {}) {
+  struct sigaction sa = {};
+  struct sigaction old = {};
+  sa.sa_handler = OnSigbus;
+  sigemptyset(&sa.sa_mask);
+  EXPECT_EQ(::sigaction(SIGBUS, &sa, &old), 0);
+  Touched t{.first_bad = pages};
+  Page want;
+  for (std::size_t i = 0; i < pages; ++i) {
+    if (before_each) before_each(i);
+    if (!Touch(r.data() + i * kPageSize)) {
+      ++t.buses;
+      continue;
+    }
+    MakePage(want.data(), i, 0, false);
+    if (std::memcmp(r.data() + i * kPageSize, want.data(), kPageSize) != 0 &&
+        t.first_bad == pages) {
+      t.first_bad = i;
+    }
+  }
+  ::sigaction(SIGBUS, &old, nullptr);
+  return t;
+}
+
 TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 512;
@@ -717,40 +768,15 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
     return io.kind == FileIo::Kind::kRead && fail_reads ? -EIO : res;
   });
   ASSERT_NE(backing, nullptr);
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.max_pool_bytes = 64 << 10;
-  o.backing = backing;
-  auto r = MakeRegion(o);
+  auto r = FilledAndPagedOut(backing, kPages);
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, false);
-  ASSERT_OK(r->Pageout(r->data(), r->size()));
   const std::uint64_t lost = r->Stats().written_back_now;
   ASSERT_GT(lost, 0u);
   fail_reads = true;
 
-  struct sigaction sa = {};
-  struct sigaction old = {};
-  sa.sa_handler = OnSigbus;
-  sigemptyset(&sa.sa_mask);
-  ASSERT_EQ(::sigaction(SIGBUS, &sa, &old), 0);
-  std::uint64_t buses = 0;
-  std::size_t bad = kPages;
-  Page want;
-  for (std::size_t i = 0; i < kPages; ++i) {
-    if (!Touch(r->data() + i * kPageSize)) {
-      ++buses;
-      continue;
-    }
-    MakePage(want.data(), i, 0, false);
-    if (std::memcmp(r->data() + i * kPageSize, want.data(), kPageSize) != 0 &&
-        bad == kPages) {
-      bad = i;
-    }
-  }
-  ::sigaction(SIGBUS, &old, nullptr);
-  EXPECT_EQ(buses, lost);
-  EXPECT_EQ(bad, kPages);
+  const Touched t = TouchEvery(*r, kPages);
+  EXPECT_EQ(t.buses, lost);
+  EXPECT_EQ(t.first_bad, kPages);
   // The lost pages are no longer counted as written back, nor held.
   EXPECT_EQ(r->Stats().written_back_now, 0u);
   EXPECT_EQ(r->Stats().stored_pages, 0u);
@@ -769,38 +795,13 @@ TEST(RegionTest, AWrittenBackPageRefusedForMemoryOnceIsReadAgain) {
     return static_cast<long>(-ENOMEM);
   });
   ASSERT_NE(backing, nullptr);
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.max_pool_bytes = 64 << 10;
-  o.backing = backing;
-  auto r = MakeRegion(o);
+  auto r = FilledAndPagedOut(backing, kPages);
   ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, false);
-  ASSERT_OK(r->Pageout(r->data(), r->size()));
   ASSERT_GT(r->Stats().written_back_now, 0u);
-  struct sigaction sa = {};
-  struct sigaction old = {};
-  sa.sa_handler = OnSigbus;
-  sigemptyset(&sa.sa_mask);
-  ASSERT_EQ(::sigaction(SIGBUS, &sa, &old), 0);
-  std::uint64_t buses = 0;
-  std::size_t bad = kPages;
-  Page want;
-  for (std::size_t i = 0; i < kPages; ++i) {
-    refusals = 1;  // the next read of the backing file is refused
-    if (!Touch(r->data() + i * kPageSize)) {
-      ++buses;
-      continue;
-    }
-    MakePage(want.data(), i, 0, false);
-    if (std::memcmp(r->data() + i * kPageSize, want.data(), kPageSize) != 0 &&
-        bad == kPages) {
-      bad = i;
-    }
-  }
-  ::sigaction(SIGBUS, &old, nullptr);
-  EXPECT_EQ(buses, 0u);
-  EXPECT_EQ(bad, kPages);
+  // Before each page, the next read of the backing file is refused.
+  const Touched t = TouchEvery(*r, kPages, [&](std::size_t) { refusals = 1; });
+  EXPECT_EQ(t.buses, 0u);
+  EXPECT_EQ(t.first_bad, kPages);
 }
 
 // UFFDIO_COPY failing as a whole (ENOMEM: the kernel could not allocate the
