@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "device_impl.h"
+#include "kernel_args.h"
 #include "platform/clock.h"
 
 namespace ztier {
@@ -411,12 +412,15 @@ Status Device::Impl::MarkIdle(std::string_view value) {
     store_->MarkIdleAll();
     return Status::Ok();
   }
-  std::uint32_t age = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), age);
-  if (ec != std::errc() || p != v.data() + v.size() || v.empty()) {
+  // As zram's idle_store(): kstrtoull(buf, 0), so 0x3c and 074 are 60 s
+  // too; an age past what the slots' 32-bit times span marks no page, as
+  // the kernel's cutoff before boot does.
+  std::uint64_t age = 0;
+  if (kernel_args::ParseAnyBase(v, &age) != kernel_args::NumberError::kNone) {
     return Status::InvalidArgument("idle takes 'all' or an age in seconds");
   }
-  store_->MarkIdleOlderThan(age);
+  store_->MarkIdleOlderThan(
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(age, UINT32_MAX)));
   return Status::Ok();
 }
 

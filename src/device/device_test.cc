@@ -198,6 +198,43 @@ TEST(DeviceTest, PageStatesTellEmptyZeroAndData) {
             StatusCode::kOutOfRange);
 }
 
+// idle takes an age as zram's idle_store() does, kstrtoull(buf, 0): hex
+// and octal too. A page written 100 s ago is idle for ages below 100.
+TEST(DeviceTest, IdleAgesParseAsTheKernelParsesThem) {
+  testing::ScopedTempDir dir;
+  std::atomic<std::uint32_t> now{1000};
+  DeviceDefaults defaults;
+  defaults.clock = [&now] { return now.load(); };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  std::vector<std::byte> page(kPageSize);
+  for (std::size_t k = 0; k < kPageSize; ++k) {
+    page[k] = static_cast<std::byte>(k * 31 % 251);
+  }
+  // Whether `age` marks the page idle: a writeback of idle pages takes it.
+  const auto idle_at = [&](std::string_view age) {
+    EXPECT_OK(d.Write(0, page));  // written (accessed) at 1000
+    now = 1100;
+    const Status marked = d.MarkIdle(age);
+    WritebackResult r;
+    if (marked.ok()) EXPECT_OK(d.Writeback("idle", &r));
+    now = 1000;
+    return marked.ok() ? Result<bool>(r.written == 1) : Err(marked);
+  };
+  EXPECT_EQ(idle_at("60"), Result<bool>(true));
+  EXPECT_EQ(idle_at("0x3c"), Result<bool>(true));    // 60
+  EXPECT_EQ(idle_at("+99"), Result<bool>(true));
+  EXPECT_EQ(idle_at("0200"), Result<bool>(false));   // octal: 128
+  EXPECT_EQ(idle_at("0144\n"), Result<bool>(false));  // 100, not older
+  EXPECT_EQ(idle_at("99999999999"), Result<bool>(false));
+  for (const char* bad : {"60s", "0x", "-5", "089", ""}) {
+    const auto r = idle_at(bad);
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST(DeviceTest, MemLimitAndAttributes) {
   Device d("zram0", DeviceDefaults{});
   ASSERT_OK(d.SetDisksize(1 << 20));

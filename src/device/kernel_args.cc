@@ -27,16 +27,33 @@ bool NextToken(std::string_view* rest, Token* out) {
   return true;
 }
 
-NumberError ParseDecimal(std::string_view text, std::uint64_t* out) {
-  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+namespace {
+NumberError ParseBase(std::string_view text, int base, std::uint64_t* out) {
   const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, *out);
+  auto [p, ec] = std::from_chars(text.data(), end, *out, base);
   if (text.empty() || p != end ||
       (ec != std::errc() && ec != std::errc::result_out_of_range)) {
     return NumberError::kMalformed;
   }
   if (ec == std::errc::result_out_of_range) return NumberError::kOverflow;
   return NumberError::kNone;
+}
+}  // namespace
+
+NumberError ParseDecimal(std::string_view text, std::uint64_t* out) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  return ParseBase(text, 10, out);
+}
+
+NumberError ParseAnyBase(std::string_view text, std::uint64_t* out) {
+  if (!text.empty() && text.front() == '+') text.remove_prefix(1);
+  // _parse_integer_fixup_radix(): "0x" counts only before a hex digit.
+  if (text.size() > 2 && text[0] == '0' && (text[1] | 0x20) == 'x' &&
+      std::isxdigit(static_cast<unsigned char>(text[2]))) {
+    return ParseBase(text.substr(2), 16, out);
+  }
+  if (text.size() > 1 && text[0] == '0') return ParseBase(text.substr(1), 8, out);
+  return ParseBase(text, 10, out);
 }
 
 }  // namespace ztier::kernel_args
