@@ -286,6 +286,14 @@ int UsageFail(const std::string& message) {
   return 2;
 }
 
+// Fail or UsageFail by what `st` says: kInvalidArgument is a setting that
+// cannot work (a bad address, a device the file sets up wrongly), which a
+// restart would meet again (exit 2, which the unit does not restart).
+int FailFor(const Status& st, const std::string& message) {
+  return st.code() == StatusCode::kInvalidArgument ? UsageFail(message)
+                                                    : Fail(message);
+}
+
 // Sets from the [ztier] section every flag the command line did not set.
 Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
                          ServeSettings* s) {
@@ -547,7 +555,7 @@ std::optional<int> CreateDevices(const ServeSettings& s,
   if (config.has_value()) {
     if (Status st = CreateConfiguredDevices(*config, c.prealloc, registry);
         !st.ok()) {
-      return Fail(st.message());
+      return FailFor(st, st.message());
     }
     Log(LogLevel::kInfo, "configuration applied from " + Absolute(config->path));
     // A kernel swapping on a device must never be cut off by a server
@@ -623,16 +631,19 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   options.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
   auto nbd_server = nbd::NbdServer::Start(options, registry);
   if (!nbd_server.has_value()) {
-    return Fail("cannot serve NBD: " + ErrnoText(nbd_server.error()));
+    return FailFor(nbd_server.error(),
+                   "cannot serve NBD: " + ErrnoText(nbd_server.error()));
   }
   servers->nbd = std::move(*nbd_server);
   auto ctl_server = ctl::ControlServer::Start(s.ctl_path, registry);
   if (!ctl_server.has_value()) {
     servers->Stop();
     const bool busy = ctl_server.error().code() == StatusCode::kBusy;
-    return Fail("cannot open the control socket: " +
-                ErrnoText(ctl_server.error()) +
-                (busy ? " (give this server its own with --ctl PATH)" : ""));
+    return FailFor(ctl_server.error(),
+                   "cannot open the control socket: " +
+                       ErrnoText(ctl_server.error()) +
+                       (busy ? " (give this server its own with --ctl PATH)"
+                             : ""));
   }
   servers->ctl = std::move(*ctl_server);
   if (!s.metrics_listen.empty() || !s.metrics_unix.empty()) {
@@ -642,7 +653,8 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
     auto started = ctl::MetricsServer::Start(mo, registry, servers->nbd.get());
     if (!started.has_value()) {
       servers->Stop();
-      return Fail("cannot serve metrics: " + ErrnoText(started.error()));
+      return FailFor(started.error(),
+                     "cannot serve metrics: " + ErrnoText(started.error()));
     }
     servers->metrics = std::move(*started);
   }

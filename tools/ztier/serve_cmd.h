@@ -5,7 +5,9 @@
 // optionally Prometheus metrics (src/ctl/include/ctl/metrics_server.h). Runs until
 // SIGINT or SIGTERM, then stops cleanly (socket files removed) and returns
 // 0; 1 when it cannot start (socket path in use, a device that cannot be
-// made); 2 for bad usage or a bad configuration file.
+// made); 2 for bad usage, a bad configuration file, or settings that cannot
+// work (kInvalidArgument: a bad listen address, a device the file sets up
+// wrongly), which a restart would meet again.
 //
 // Devices come from --device flags, or from a configuration file
 // (--config, service_config.h), one [zramN] section each. With --config,

@@ -174,6 +174,7 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
   struct Case {
     std::string text;
     std::string message;
+    int rc = 0;  // the exit status wanted; 0: any failure
   };
   const Case cases[] = {
       {"[zram0]\nzram-size = ram //\n", ":2: zram-size: bad expression"},
@@ -187,12 +188,21 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
       {"[ztier]\nunix = /a\nctl = /b\n[zram0]\nzram-size=8\n"
        "writeback-device=/nonexistent/dir/x.img\n",
        ":4: [zram0]: writeback-device: "},
+      // Settings a restart would meet again: exit 2, which the unit does
+      // not restart.
+      {"[ztier]\nmlock = yes\n[zram0]\nzram-size = 8\n",
+       "need a zram-resident-limit on every device", 2},
+      {"[ztier]\nmetrics-listen = nowhere\n[zram0]\nzram-size = 8\n",
+       "cannot serve metrics", 2},
   };
   for (const Case& c : cases) {
     WriteFile(dir.File("bad.conf"), c.text);
     Server s(dir, {"--config", dir.File("bad.conf")});
     const int rc = s.Wait();
     EXPECT_NE(rc, 0) << c.text;
+    if (c.rc != 0) {
+      EXPECT_EQ(rc, c.rc) << c.text << s.Log();
+    }
     EXPECT_NE(s.Log().find(c.message), std::string::npos)
         << "want '" << c.message << "' in: " << s.Log();
   }
