@@ -30,6 +30,21 @@ TEST(ClockTest, ReadsClockMonotonic) {
   EXPECT_LE(s, KernelMonotonicNs() / 1'000'000'000u);
 }
 
+// Page ages count suspended time, as the kernel's zram's ac_time does:
+// BootSeconds is CLOCK_BOOTTIME's seconds (at tick resolution).
+TEST(ClockTest, BootSecondsFollowClockBoottime) {
+  for (int i = 0; i < 3; ++i) {
+    timespec before, after;
+    ASSERT_EQ(clock_gettime(CLOCK_BOOTTIME, &before), 0);
+    const std::uint32_t s = BootSeconds();
+    ASSERT_EQ(clock_gettime(CLOCK_BOOTTIME, &after), 0);
+    // The coarse tick can lag into the second before; the rounded
+    // suspended time can put it a second either way.
+    EXPECT_GE(s + 2, static_cast<std::uint32_t>(before.tv_sec));
+    EXPECT_LE(s, static_cast<std::uint32_t>(after.tv_sec) + 1);
+  }
+}
+
 TEST(ClockTest, NeverGoesBack) {
   std::uint64_t last = MonotonicNs();
   std::uint32_t last_s = MonotonicSeconds();

@@ -139,7 +139,7 @@ using store_detail::kDictIds;
 using store_detail::FillWords;
 using store_detail::Get;
 using store_detail::IsSameFilled;
-using platform::MonotonicSeconds;
+using platform::BootSeconds;
 using store_detail::Pending;
 using store_detail::Priority;
 using store_detail::PriorityBits;
@@ -345,7 +345,7 @@ struct PageStore::Impl {
                     std::memory_order_relaxed);
   }
 
-  std::uint32_t Now() const { return clock ? clock() : MonotonicSeconds(); }
+  std::uint32_t Now() const { return clock ? clock() : BootSeconds(); }
 
   // Frees whatever slot s holds. REQUIRES: s locked.
   void FreeSlotLocked(Slot& s) ZT_REQUIRES(s) {

@@ -125,8 +125,8 @@ struct DeviceDefaults {
   std::function<bool(std::string_view)> is_remote_backing;
   std::function<Result<std::shared_ptr<BackingFile>>(const std::string&)>
       open_remote_backing;
-  // Seconds on a monotonic clock for the store's slot access times and
-  // age-based idle marking (PageStoreOptions::clock); null: CLOCK_MONOTONIC.
+  // Seconds for the store's slot access times and age-based idle marking
+  // (PageStoreOptions::clock); null: CLOCK_BOOTTIME's, as the kernel's.
   // Tests of the post-processing policy (ztier/policy.h) give the store
   // the same fake clock as the policy.
   std::function<std::uint32_t()> clock;

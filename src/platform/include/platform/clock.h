@@ -3,17 +3,20 @@
 //   const auto deadline = platform::MonotonicClock::now() + timeout;
 //   const std::uint64_t t0 = platform::MonotonicNs();
 //
-// Every timeout, deadline, latency and age in src/ is measured on this
-// clock: CLOCK_MONOTONIC (clock_gettime(2)), which libstdc++'s
-// std::chrono::steady_clock reads through the vDSO, without a system call.
+// Every timeout, deadline and latency in src/ is measured on this clock (a
+// page's age, on BootSeconds below): CLOCK_MONOTONIC (clock_gettime(2)),
+// which libstdc++'s std::chrono::steady_clock reads through the vDSO,
+// without a system call.
 // It never jumps with the wall clock (settimeofday, NTP steps) and does not
 // advance while the machine is suspended. Wall-clock time (logs, file
 // dates) is not taken from here.
 //
 // MonotonicSeconds reads the same clock through CLOCK_MONOTONIC_COARSE: the
 // time of the last timer tick (at most a few milliseconds behind), which the
-// vDSO returns without reading the CPU's counter. Stores and loads stamp
-// every page they touch with it, and a page's age needs only seconds.
+// vDSO returns without reading the CPU's counter. BootSeconds adds the time
+// the machine spent suspended (CLOCK_BOOTTIME's seconds), as the kernel's
+// zram stamps a page's ac_time: stores and loads stamp every page they
+// touch with it, and a page's age needs only seconds.
 //
 // Thread safety: reading the clock is safe from any thread.
 #ifndef ZTIER_PLATFORM_CLOCK_H_
@@ -53,6 +56,13 @@ inline std::uint32_t MonotonicSeconds() {
   ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return static_cast<std::uint32_t>(ts.tv_sec);
 }
+
+// Whole seconds since boot, suspend included (CLOCK_BOOTTIME), at tick
+// resolution: MonotonicSeconds plus the seconds spent suspended. Those are
+// read again (CLOCK_BOOTTIME against CLOCK_MONOTONIC, rounded) only when
+// the coarse second moves on, which it always has after a resume; in
+// between this costs what MonotonicSeconds does. Wraps as it does.
+std::uint32_t BootSeconds();
 
 }  // namespace ztier::platform
 

@@ -115,9 +115,10 @@ struct PageStoreOptions {
   // (kResourceExhausted). REQUIRES mem_limit > 0 (kInvalidArgument).
   bool prealloc = false;
   PoolOptions pool;
-  // Seconds on a monotonic clock, for slot access times and age-based idle
-  // marking. Null: CLOCK_MONOTONIC, read at tick resolution
-  // (platform::MonotonicSeconds). Tests inject their own.
+  // Seconds on a clock that never goes back, for slot access times and
+  // age-based idle marking. Null: seconds since boot with suspended time,
+  // as the kernel's zram stamps ac_time (CLOCK_BOOTTIME, read at tick
+  // resolution: platform::BootSeconds). Tests inject their own.
   std::function<std::uint32_t()> clock;
   // Multi-page objects ("units"): 0 (or 1) off; 4, 8 or 16 (else
   // kInvalidArgument). A StoreBatch that covers a whole aligned run of
