@@ -90,6 +90,23 @@ Status ClearStaleSocket(const std::string& path) {
   return Status::Ok();
 }
 
+// Renames `from` to `to` unless something is at `to` (EEXIST): 0 or the
+// errno. Where the file system has no RENAME_NOREPLACE (some FUSE and 9p
+// file systems), a plain rename, where nothing is at `to` a moment before.
+int RenameNoReplace(const std::string& from, const std::string& to) {
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(),
+                  RENAME_NOREPLACE) == 0) {
+    return 0;
+  }
+  const int err = errno;
+  struct stat there;
+  if ((err == EINVAL || err == ENOSYS) && ::lstat(to.c_str(), &there) != 0 &&
+      errno == ENOENT) {
+    return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
+  }
+  return err;
+}
+
 // Binds `fd` at `path` with mode 0600 and makes it listen (see socket.h);
 // the socket file's device and inode in *st. It listens before it appears
 // at `path`: a server starting meanwhile finds it live (kBusy), never
@@ -125,20 +142,8 @@ Status BindPrivate(int fd, const std::string& path, struct stat* st) {
   } else if (::listen(fd, SOMAXCONN) != 0) {
     s = PosixError("listen " + bound, errno);
   } else if (staged && ::link(bound.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    if (err != EEXIST && ::renameat2(AT_FDCWD, bound.c_str(), AT_FDCWD,
-                                     path.c_str(), RENAME_NOREPLACE) == 0) {
-      err = 0;  // no hard links here (EPERM on some file systems)
-    } else if (err != EEXIST) {
-      err = errno;
-      // Nor RENAME_NOREPLACE (some FUSE and 9p file systems): a plain
-      // rename, where nothing is at the path a moment before.
-      struct stat there;
-      if ((err == EINVAL || err == ENOSYS) &&
-          ::lstat(path.c_str(), &there) != 0 && errno == ENOENT) {
-        err = ::rename(bound.c_str(), path.c_str()) == 0 ? 0 : errno;
-      }
-    }
+    // No hard links here (EPERM on some file systems): a rename instead.
+    const int err = errno == EEXIST ? EEXIST : RenameNoReplace(bound, path);
     if (err == EEXIST) {
       s = Status::Busy(path + " appeared while starting");
     } else if (err != 0) {

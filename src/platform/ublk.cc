@@ -145,6 +145,13 @@ std::vector<std::uint32_t> UblkControl::ListDevices() {
 bool UblkBuilt() { return true; }
 
 namespace {
+// Whether io_uring_enter's result `r` is the kernel refusing for a while:
+// EAGAIN or ENOMEM when it has no memory for the commands (under the
+// memory pressure a swap device is for), EBUSY while completions wait to
+// be reaped. Asked again a moment later, it takes them.
+bool RefusedForAWhile(int r) {
+  return r == -EAGAIN || r == -ENOMEM || r == -EBUSY;
+}
 // The pause before asking a kernel that refused for a while again.
 void BackOff() { std::this_thread::sleep_for(std::chrono::milliseconds(1)); }
 }  // namespace
@@ -201,11 +208,10 @@ Result<int> UblkControl::Command(std::uint32_t op, const ublk::CtrlCmd& cmd) {
   // refused submit is retried, and the command is waited for to the end;
   // where either cannot be, the ring is not used again.
   int r = 0;
-  for (int tries = 0; r <= 0; ++tries) {
+  for (int tries = 0;; ++tries) {
     r = io_uring_submit(ring);
     if (r > 0) break;
-    const bool transient = r == 0 || r == -EAGAIN || r == -ENOMEM ||
-                           r == -EBUSY || r == -EINTR;
+    const bool transient = r == 0 || r == -EINTR || RefusedForAWhile(r);
     if (!transient || tries == 1000) {
       broken_ = true;
       return Err(PosixError("io_uring_submit (ublk control)", r ? -r : EAGAIN));
@@ -424,13 +430,11 @@ Result<std::size_t> UblkQueueRing::Wait(std::span<Completion> out,
     ts.tv_nsec = static_cast<long long>(timeout_ms % 1000) * 1000000;
     r = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &ts, nullptr);
   }
-  // The kernel may refuse commands for a while: EAGAIN or ENOMEM when it
-  // has no memory for them (under the memory pressure a swap device is
-  // for), EBUSY while completions wait to be reaped. Giving up would close
-  // the ring, and the driver would then fail every request and delete the
-  // disk (ublk_drv.c, ublk_uring_cmd_cancel_fn). So wait a little, reap
-  // what has completed, and let the caller come again.
-  if (r == -EAGAIN || r == -ENOMEM || r == -EBUSY) {
+  // Refused for a while: giving up would close the ring, and the driver
+  // would then fail every request and delete the disk (ublk_drv.c,
+  // ublk_uring_cmd_cancel_fn). So wait a little, reap what has completed,
+  // and let the caller come again.
+  if (RefusedForAWhile(r)) {
     BackOff();
   } else if (r < 0 && r != -ETIME && r != -EINTR) {
     return Err(PosixError("io_uring_enter (ublk queue " +
