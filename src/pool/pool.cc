@@ -248,10 +248,7 @@ SizeClass& Pool::Impl::LockClassFor(std::size_t size)
   if (own.mu.TryLock()) return own;
   const auto try_other = [this](SizeClass& c) ZT_NO_THREAD_SAFETY_ANALYSIS {
     if (!c.mu.TryLock()) return false;
-    if (c.spare != ip::kNoId) return true;
-    for (int g = ip::kGroupFull - 1; g >= 1; --g) {
-      if (c.group_head[g] != ip::kNoId) return true;
-    }
+    if (c.spare != ip::kNoId || NonFullZspages(c) != 0) return true;
     c.mu.Unlock();
     SweepDeferred(c);  // as every holder does after letting go
     return false;
