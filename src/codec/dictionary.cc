@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "codec_internal.h"
@@ -28,37 +29,30 @@ Result<std::vector<std::byte>> ReadWholeFile(std::string_view codec,
   // below); it has no effect on a regular file's reads.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Err(PosixError(what, errno));
+  const auto fail = [fd](Status s) {
+    ::close(fd);
+    return Err(std::move(s));
+  };
+  const Status too_large = Status::InvalidArgument(
+      what + " is larger than " + std::to_string(kMaxDictFileBytes >> 20) +
+      " MiB");
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    return Err(PosixError(what, err));
+  if (::fstat(fd, &st) != 0) return fail(PosixError(what, errno));
+  if (!S_ISREG(st.st_mode)) {
+    return fail(Status::InvalidArgument(what + " is not a regular file"));
   }
-  if (!S_ISREG(st.st_mode) || st.st_size > kMaxDictFileBytes) {
-    ::close(fd);
-    return Err(Status::InvalidArgument(
-        what + (S_ISREG(st.st_mode)
-                    ? " is larger than " +
-                          std::to_string(kMaxDictFileBytes >> 20) + " MiB"
-                    : std::string(" is not a regular file"))));
-  }
+  if (st.st_size > kMaxDictFileBytes) return fail(too_large);
   std::vector<std::byte> data;
   std::byte buf[1 << 16];
   for (;;) {
     const ssize_t r = ::read(fd, buf, sizeof(buf));
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      return Err(PosixError(what, err));
-    }
+    if (r < 0) return fail(PosixError(what, errno));
     if (r == 0) break;
     data.insert(data.end(), buf, buf + r);
+    // Grown since the fstat.
     if (data.size() > static_cast<std::size_t>(kMaxDictFileBytes)) {
-      ::close(fd);  // grew since the fstat
-      return Err(Status::InvalidArgument(
-          what + " is larger than " +
-          std::to_string(kMaxDictFileBytes >> 20) + " MiB"));
+      return fail(too_large);
     }
   }
   ::close(fd);
