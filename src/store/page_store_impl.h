@@ -551,12 +551,20 @@ struct PageStore::Impl {
 
   // Decompresses pool object h into the page at out. The callback captures
   // one pointer, so std::function keeps it inline: no allocation per load.
-  // A decompression's error as a load reports it: damaged bytes are
-  // kCorruption naming `what` and count in decompress_fail; any other error
-  // (no decompressor could be made: out of memory) passes as it is.
-  Status DecompressError(Status st, const std::string& what) {
-    if (st.code() != StatusCode::kCorruption) return st;
+  // Counts a failed decompression in decompress_fail if it found damaged
+  // bytes (kCorruption); true then. Any other error (no decompressor could
+  // be made: out of memory) is not a failed decompression.
+  bool CountIfDamaged(const Status& st) {
+    if (st.code() != StatusCode::kCorruption) return false;
     Add(decompress_fail);
+    return true;
+  }
+
+  // A decompression's error as a load reports it: damaged bytes are
+  // kCorruption naming `what` (CountIfDamaged); any other error passes as
+  // it is.
+  Status DecompressError(Status st, const std::string& what) {
+    if (!CountIfDamaged(st)) return st;
     return Status::Corruption(what + ": " + st.message());
   }
 

@@ -209,8 +209,8 @@ class RecompressPass {
           d.Decompress(std::span<const std::byte>(raw(k), it.old_size),
                        std::span<std::byte>(page(k), kPageSize));
       if (!st.ok()) {
-        // Left as it is; only damaged bytes count as a failed decompression.
-        if (st.code() == StatusCode::kCorruption) Add(m_.decompress_fail);
+        // Left as it is (a failed decompression only if damaged).
+        m_.CountIfDamaged(st);
         it.bad = true;
         batch_items_[j].src = {};
         return;

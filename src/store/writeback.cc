@@ -272,7 +272,7 @@ class WritebackPass {
         done_[k] = true;
         const Status& st = items_[j++].status;
         if (!st.ok()) {
-          if (st.code() == StatusCode::kCorruption) Add(m_.decompress_fail);
+          m_.CountIfDamaged(st);
           bad_.push_back(c.index);
         }
       }
