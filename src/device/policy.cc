@@ -94,7 +94,7 @@ class Policy::Pacer {
  private:
   bool Continue() {
     const PolicyOptions& o = p_.options_;
-    if (p_.stopped() || d_.PassesWaiting()) return false;
+    if (GiveWay()) return false;
     if (p_.env_.now_ns() - start_ns_ >= o.period_s * kNsPerSecond) {
       return false;
     }
@@ -113,8 +113,12 @@ class Policy::Pacer {
     const std::uint64_t period_end = o.period_s * kNsPerSecond;
     due = std::min(due, period_end);
     if (due > elapsed + kMinSleepNs) return Pause(due - elapsed);
-    return !p_.stopped() && !d_.PassesWaiting();
+    return !GiveWay();
   }
+
+  // Stop() was called, or an operator's pass, a Reset or a removal waits
+  // for this pass (Device::PassesWaiting): the pass ends.
+  bool GiveWay() const { return p_.stopped() || d_.PassesWaiting(); }
 
   // Sleeps `ns` in slices of at most kPauseSliceNs, so that a Stop() or a
   // waiting pass (PassesWaiting) ends the pass within a slice, not after a
@@ -125,7 +129,7 @@ class Policy::Pacer {
       const std::uint64_t slice = std::min(ns, kPauseSliceNs);
       p_.env_.sleep_ns(slice);
       ns -= slice;
-      if (p_.stopped() || d_.PassesWaiting()) return false;
+      if (GiveWay()) return false;
     }
     return true;
   }
@@ -136,10 +140,7 @@ class Policy::Pacer {
     if (o.busy_pages == 0) return true;
     std::uint64_t waited_ms = 0;
     while (Busy()) {
-      if (waited_ms >= o.busy_give_up_ms || p_.stopped() ||
-          d_.PassesWaiting()) {
-        return false;
-      }
+      if (waited_ms >= o.busy_give_up_ms || GiveWay()) return false;
       p_.env_.sleep_ns(o.busy_pause_ms * kNsPerMs);
       waited_ms += o.busy_pause_ms;
     }
