@@ -328,21 +328,25 @@ Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
   return Status::Ok();
 }
 
-// Settles the log level from --log-level, -q and -v.
-Status SetUpLog(const ServeSettings& s) {
-  LogLevel level = LogLevel::kInfo;
+// The log level --log-level, -q and -v ask for.
+Result<LogLevel> WantedLogLevel(const ServeSettings& s) {
   if (!s.log_level.empty()) {
     auto parsed = ParseLogLevel(s.log_level);
     if (!parsed.has_value()) {
-      return Status::InvalidArgument("--log-level takes error, warning, info "
-                                     "or debug, not '" + s.log_level + "'");
+      return Err(Status::InvalidArgument(
+          "--log-level takes error, warning, info or debug, not '" +
+          s.log_level + "'"));
     }
-    level = *parsed;
-  } else if (s.verbose) {
-    level = LogLevel::kDebug;
-  } else if (s.quiet) {
-    level = LogLevel::kWarning;
+    return *parsed;
   }
+  if (s.verbose) return LogLevel::kDebug;
+  if (s.quiet) return LogLevel::kWarning;
+  return LogLevel::kInfo;
+}
+
+// Settles the log level from --log-level, -q and -v.
+Status SetUpLog(const ServeSettings& s) {
+  ZT_ASSIGN_OR_RETURN(const LogLevel level, WantedLogLevel(s));
   SetLogLevel(level);
   return Status::Ok();
 }
@@ -784,11 +788,9 @@ void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
   // (exit 2, and systemd does not restart) is said now, not at a reboot.
   ServeSettings next_start;
   Status next = ApplyZtierSection(*reread, flags, &next_start);
-  if (next.ok() && !next_start.log_level.empty() &&
-      !ParseLogLevel(next_start.log_level).has_value()) {
-    next = Status::InvalidArgument(
-        (*reread).path + ": log-level takes error, warning, info or debug, "
-        "not '" + next_start.log_level + "'");
+  if (auto level = WantedLogLevel(next_start); next.ok() && !level) {
+    next = Status::InvalidArgument(reread->path + ": " +
+                                   level.error().message());
   }
   if (!next.ok()) {
     Log(LogLevel::kError, "SIGHUP: " + next.message() +
