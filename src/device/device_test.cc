@@ -511,8 +511,6 @@ TEST(DeviceRegistryTest, ARemovedDeviceLetsGoOfItsStoreAndBackingFile) {
   ASSERT_OK((*again)->SetDisksize(64 * kPageSize));
 }
 
-// mem_limit and the notes (what a SIGHUP reload sets) do not wait for a
-// writeback or recompress pass to end.
 // A preallocated device's reserve is made at disksize for its mem_limit
 // then: a larger limit (or none) could only turn writes past the reserve
 // into ENOMEM, so it is refused until a reset.
@@ -531,6 +529,8 @@ TEST(DeviceTest, APreallocatedDevicesMemLimitCannotOutgrowItsReserve) {
   EXPECT_OK(d.SetMemLimit(2 << 20));
 }
 
+// mem_limit and the notes (what a SIGHUP reload sets) do not wait for a
+// writeback or recompress pass to end.
 TEST(DeviceTest, SettingsDoNotWaitForAPass) {
   Device d("zram0", DeviceDefaults{});
   ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));
