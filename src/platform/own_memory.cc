@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <utility>
 
 #include "ztier/page.h"
 
@@ -20,30 +19,15 @@ Result<OwnMemory> OwnMemory::Open() {
   return OwnMemory(fd);
 }
 
-OwnMemory::OwnMemory(OwnMemory&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)) {}
-
-OwnMemory& OwnMemory::operator=(OwnMemory&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-  }
-  return *this;
-}
-
-OwnMemory::~OwnMemory() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 std::size_t OwnMemory::ReadPages(std::uintptr_t addr, std::size_t pages,
                                  std::byte* out) const {
-  if (fd_ < 0) return 0;
+  if (fd_.get() < 0) return 0;
   // The kernel copies page by page and stops at the first it cannot get
   // (mem_rw() in fs/proc/base.c): a short count, or EIO for the first.
   std::size_t done = 0;  // bytes
   const std::size_t want = pages * kPageSize;
   while (done < want) {
-    const ssize_t n = ::pread(fd_, out + done, want - done,
+    const ssize_t n = ::pread(fd_.get(), out + done, want - done,
                               static_cast<off_t>(addr + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;

@@ -16,6 +16,7 @@
 #ifndef ZTIER_PLATFORM_EVENT_FD_H_
 #define ZTIER_PLATFORM_EVENT_FD_H_
 
+#include "platform/unique_fd.h"
 #include "ztier/status.h"
 
 namespace ztier::platform {
@@ -24,14 +25,9 @@ class EventFd {
  public:
   static Result<EventFd> Create();
 
-  EventFd() = default;
-  EventFd(EventFd&& other) noexcept;
-  EventFd& operator=(EventFd&& other) noexcept;
-  EventFd(const EventFd&) = delete;
-  EventFd& operator=(const EventFd&) = delete;
-  ~EventFd();
+  EventFd() = default;  // empty: fd() is -1
 
-  int fd() const { return fd_; }  // -1 for an empty EventFd
+  int fd() const { return fd_.get(); }  // -1 for an empty EventFd
   // Makes fd() readable.
   void Signal() const;
   // Makes fd() unreadable again, until the next Signal().
@@ -39,7 +35,7 @@ class EventFd {
 
  private:
   explicit EventFd(int fd) : fd_(fd) {}
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace ztier::platform

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "platform/unique_fd.h"
 #include "ztier/status.h"
 
 namespace ztier::platform {
@@ -33,13 +34,8 @@ class OwnMemory {
   static Result<OwnMemory> Open();
 
   OwnMemory() = default;  // empty: ReadPages reads nothing
-  OwnMemory(OwnMemory&& other) noexcept;
-  OwnMemory& operator=(OwnMemory&& other) noexcept;
-  OwnMemory(const OwnMemory&) = delete;
-  OwnMemory& operator=(const OwnMemory&) = delete;
-  ~OwnMemory();
 
-  bool empty() const { return fd_ < 0; }
+  bool empty() const { return fd_.get() < 0; }
 
   // Copies the 4 KiB pages [addr, addr + pages * 4096) (addr page-aligned)
   // to out, in order, and returns how many were copied: fewer than `pages`
@@ -54,7 +50,7 @@ class OwnMemory {
  private:
   explicit OwnMemory(int fd) : fd_(fd) {}
 
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 }  // namespace ztier::platform
