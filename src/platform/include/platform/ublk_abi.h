@@ -5,9 +5,10 @@
 // or the ioctl-encoded UBLK_U_* command numbers).
 //
 // Only what ztier's server uses: the control and IO command numbers, the
-// feature flags, the request descriptor, the device info, the parameters
-// (basic, discard, devt, zoned: 6.12's set) and the user-copy offsets. Each
-// struct is checked against the kernel's layout below (sizes, offsets).
+// feature flags it asks for, the request descriptor, the device info, the
+// parameters (the structs of 6.12's set: basic, discard, devt, zoned) and
+// the user-copy offsets. Each struct is checked against the kernel's
+// layout below (sizes, offsets).
 //
 // Thread safety: constants and plain structs only.
 #ifndef ZTIER_PLATFORM_UBLK_ABI_H_
@@ -155,15 +156,8 @@ inline constexpr int kIoResOk = 0;
 inline constexpr int kIoResAbort = -ENODEV;
 
 // ---- feature flags (ublksrv_ctrl_dev_info.flags) ----
-inline constexpr std::uint64_t kFSupportZeroCopy = 1ull << 0;
-inline constexpr std::uint64_t kFUringCmdCompInTask = 1ull << 1;
-inline constexpr std::uint64_t kFNeedGetData = 1ull << 2;
-inline constexpr std::uint64_t kFUserRecovery = 1ull << 3;
-inline constexpr std::uint64_t kFUserRecoveryReissue = 1ull << 4;
-inline constexpr std::uint64_t kFUnprivilegedDev = 1ull << 5;
 inline constexpr std::uint64_t kFCmdIoctlEncode = 1ull << 6;
 inline constexpr std::uint64_t kFUserCopy = 1ull << 7;
-inline constexpr std::uint64_t kFZoned = 1ull << 8;
 
 // ---- device states ----
 inline constexpr std::uint16_t kStateDead = 0;
@@ -178,23 +172,13 @@ inline constexpr std::uint8_t kOpFlush = 2;
 inline constexpr std::uint8_t kOpDiscard = 3;
 inline constexpr std::uint8_t kOpWriteSame = 4;
 inline constexpr std::uint8_t kOpWriteZeroes = 5;
-inline constexpr std::uint32_t kIoFFailfastDev = 1u << 8;
-inline constexpr std::uint32_t kIoFFailfastTransport = 1u << 9;
-inline constexpr std::uint32_t kIoFFailfastDriver = 1u << 10;
-inline constexpr std::uint32_t kIoFMeta = 1u << 11;
 inline constexpr std::uint32_t kIoFFua = 1u << 13;
 inline constexpr std::uint32_t kIoFNoUnmap = 1u << 15;
 inline constexpr std::uint32_t kIoFSwap = 1u << 16;
 
 // ---- parameters ----
-inline constexpr std::uint32_t kAttrReadOnly = 1u << 0;
-inline constexpr std::uint32_t kAttrRotational = 1u << 1;
-inline constexpr std::uint32_t kAttrVolatileCache = 1u << 2;
-inline constexpr std::uint32_t kAttrFua = 1u << 3;
 inline constexpr std::uint32_t kParamBasic = 1u << 0;
 inline constexpr std::uint32_t kParamDiscard = 1u << 1;
-inline constexpr std::uint32_t kParamDevt = 1u << 2;
-inline constexpr std::uint32_t kParamZoned = 1u << 3;
 
 // ---- the char device's offsets ----
 // The descriptor arrays: queue q's at kCmdBufOffset + q * MaxCmdBufBytes(),
