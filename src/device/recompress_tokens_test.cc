@@ -89,29 +89,18 @@ TEST(RecompressTokensTest, EveryToken) {
 }
 
 TEST(RecompressTokensTest, Errors) {
-  const struct {
-    const char* text;
-    StatusCode code;
-  } kCases[] = {
-      {"idle", StatusCode::kInvalidArgument},  // no value (legacy form)
-      {"type", StatusCode::kInvalidArgument},
-      {"type=", StatusCode::kInvalidArgument},
-      {"type=incompressible", StatusCode::kInvalidArgument},
-      {"type=IDLE", StatusCode::kInvalidArgument},
-      {"max_pages=", StatusCode::kInvalidArgument},
-      {"max_pages=-1", StatusCode::kInvalidArgument},
-      {"max_pages=1k", StatusCode::kInvalidArgument},
-      {"max_pages=0x10", StatusCode::kInvalidArgument},
-      {"max_pages=18446744073709551616", StatusCode::kOutOfRange},
-      {"threshold=abc", StatusCode::kInvalidArgument},
-      {"threshold=4294967296", StatusCode::kOutOfRange},
-      {"priority=-1", StatusCode::kInvalidArgument},
-      {"priority=4294967296", StatusCode::kOutOfRange},
-      {"algo=", StatusCode::kInvalidArgument},
-      {"type=idle bogus", StatusCode::kInvalidArgument},  // no value
-  };
-  for (const auto& c : kCases) {
-    EXPECT_EQ(CodeOf(ParseRecompressTokens(c.text)), c.code) << c.text;
+  // "idle": no value (the legacy form); "type=idle bogus": a key without.
+  for (const char* text :
+       {"idle", "type", "type=", "type=incompressible", "type=IDLE",
+        "max_pages=", "max_pages=-1", "max_pages=1k", "max_pages=0x10",
+        "threshold=abc", "priority=-1", "algo=", "type=idle bogus"}) {
+    EXPECT_EQ(CodeOf(ParseRecompressTokens(text)), StatusCode::kInvalidArgument)
+        << text;
+  }
+  for (const char* text : {"max_pages=18446744073709551616",
+                           "threshold=4294967296", "priority=4294967296"}) {
+    EXPECT_EQ(CodeOf(ParseRecompressTokens(text)), StatusCode::kOutOfRange)
+        << text;
   }
 }
 
