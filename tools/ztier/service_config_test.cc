@@ -154,6 +154,16 @@ TEST(ServiceConfigTest, PolicyIsAZtierKeyWithItsTokensAsGiven) {
             "period=60s idle_age=10m recompress_cpu=25% writeback_daily=400M");
 }
 
+// A device's algorithms on one line: "PRIMARY(PARAMS)", then each
+// recompression algorithm's "NAME(PARAMS)", then "[RECOMPRESS TOKENS]".
+std::string Algorithms(const DeviceConfig& d) {
+  std::string s = d.comp_algorithm + "(" + d.algorithm_params + ")";
+  for (const RecompAlgorithmConfig& r : d.recomp_algorithms) {
+    s += " " + r.name + "(" + r.params + ")";
+  }
+  return s + " [" + d.recompress_params + "]";
+}
+
 // zram-generator.conf(5): "compression-algorithm=lzo-rle zstd(level=3)
 // (type=idle)": the primary, recompression algorithms at priority 1, 2, 3
 // with their parameters, and a final bare list for recompress.
@@ -167,23 +177,11 @@ TEST(ServiceConfigTest, RecompressionAlgorithmsAndParameters) {
       "[zram2]\n"
       "compression-algorithm = lz4 zstd\n");
   ASSERT_EQ(c.devices.size(), 3u);
-  const DeviceConfig& a = c.devices[0];
-  EXPECT_EQ(a.comp_algorithm, "lzo");
-  EXPECT_EQ(a.algorithm_params, "");
-  ASSERT_EQ(a.recomp_algorithms.size(), 1u);
-  EXPECT_EQ(a.recomp_algorithms[0], (RecompAlgorithmConfig{"zstd", "level=3"}));
-  EXPECT_EQ(a.recompress_params, "type=idle");
-  const DeviceConfig& b = c.devices[1];
-  EXPECT_EQ(b.comp_algorithm, "lz4");
-  EXPECT_EQ(b.algorithm_params, "level=1");
-  ASSERT_EQ(b.recomp_algorithms.size(), 3u);
-  EXPECT_EQ(b.recomp_algorithms[0],
-            (RecompAlgorithmConfig{"zstd", "level=19"}));
-  EXPECT_EQ(b.recomp_algorithms[1], (RecompAlgorithmConfig{"lzo", ""}));
-  EXPECT_EQ(b.recomp_algorithms[2], (RecompAlgorithmConfig{"deflate", "level=9"}));
-  EXPECT_EQ(b.recompress_params, "type=huge_idle max_pages=100");
-  EXPECT_EQ(c.devices[2].recomp_algorithms.size(), 1u);
-  EXPECT_EQ(c.devices[2].recompress_params, "");
+  EXPECT_EQ(Algorithms(c.devices[0]), "lzo() zstd(level=3) [type=idle]");
+  EXPECT_EQ(Algorithms(c.devices[1]),
+            "lz4(level=1) zstd(level=19) lzo() deflate(level=9) "
+            "[type=huge_idle max_pages=100]");
+  EXPECT_EQ(Algorithms(c.devices[2]), "lz4() zstd() []");
 }
 
 TEST(ServiceConfigTest, DefaultsAndSkippedDevices) {
