@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <string>
 
 #include "corpus/corpus.h"
+#include "testing/sleeping_child.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -28,30 +30,7 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// A `sleep` child that the test owns: killed and reaped when it dies.
-class Sleeper {
- public:
-  Sleeper() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    // Wait until it is sleep, not the forked copy of this test.
-    for (int i = 0; i < 500; ++i) {
-      if (ReadFile("/proc/" + std::to_string(pid_) + "/comm") == "sleep\n") break;
-      ::usleep(10'000);
-    }
-  }
-  ~Sleeper() {
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-};
+using ztier::testing::SleepingChild;
 
 class CorpusCaptureCliTest : public ::testing::Test {
  protected:
@@ -62,7 +41,7 @@ class CorpusCaptureCliTest : public ::testing::Test {
 };
 
 TEST_F(CorpusCaptureCliTest, PidWritesCorpusAndSidecar) {
-  Sleeper child;
+  SleepingChild child;
   const std::string out = dir_.File("sleep.pages.zst");
   auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
                     " --level 3 -o " + out));
@@ -95,10 +74,13 @@ TEST_F(CorpusCaptureCliTest, CommandFormCapturesAndStopsIt) {
   auto r = Sh(Ztier("corpus capture --after 0.3 --level 1 -o " + out +
                     " -- sleep 301"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("(sleep)"), std::string::npos) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(r.out, m, std::regex("process (\\d+) \\(sleep\\)")))
+      << r.out;
   EXPECT_TRUE(fs::exists(out));
-  // The command was stopped: no `sleep 301` (this test's alone) is left.
-  EXPECT_EQ(Sh("pgrep -x -f 'sleep 301'").exit_code, 1);
+  // The command was stopped and reaped: its pid is gone (or another's).
+  EXPECT_NE(ztier::testing::CommOf(std::stoi(m[1])), "sleep\n");
 }
 
 TEST_F(CorpusCaptureCliTest, CommandThatExitsFirstLeavesNoFile) {
@@ -118,8 +100,8 @@ TEST_F(CorpusCaptureCliTest, NoSuchProcess) {
   if (pid == 0) ::_exit(0);
   ::waitpid(pid, nullptr, 0);
   const std::string out = dir_.File("none.pages.zst");
-  auto r = Sh(Ztier("corpus capture --pid " + std::to_string(pid) + " -o " +
-                    out));
+  auto r =
+      Sh(Ztier("corpus capture --pid " + std::to_string(pid) + " -o " + out));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("ESRCH: no process " + std::to_string(pid)),
             std::string::npos)
@@ -136,11 +118,11 @@ TEST_F(CorpusCaptureCliTest, WithoutPermissionIsEperm) {
   const std::string bin = dir_.File("ztier");
   fs::copy_file(ZTIER_BIN, bin);
   ASSERT_EQ(::chmod(bin.c_str(), 0755), 0);
-  Sleeper child;
+  SleepingChild child;
   const std::string out = dir_.File("denied.pages.zst");
   auto r = Sh("setpriv --reuid=nobody --regid=nogroup --clear-groups '" + bin +
-              "' corpus capture --pid " + std::to_string(child.pid()) +
-              " -o " + out);
+              "' corpus capture --pid " + std::to_string(child.pid()) + " -o " +
+              out);
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("EPERM: not permitted to read the memory of process " +
                        std::to_string(child.pid()) + " (owned by uid 0)"),
@@ -151,7 +133,7 @@ TEST_F(CorpusCaptureCliTest, WithoutPermissionIsEperm) {
 }
 
 TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
-  Sleeper child;
+  SleepingChild child;
   // A missing folder is a usage error, found before the capture.
   const std::string out = dir_.File("no/such/dir/x.pages.zst");
   auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
@@ -164,8 +146,8 @@ TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
   // A FILE that cannot be written (a folder is there) leaves no sidecar.
   const std::string taken = dir_.File("taken");
   fs::create_directory(taken);
-  r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
-               " -o " + taken));
+  r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) + " -o " +
+               taken));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.out.find("cannot write " + taken + ":"), std::string::npos)
       << r.out;
@@ -175,7 +157,8 @@ TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
 TEST_F(CorpusCaptureCliTest, UsageErrors) {
   for (const char* args :
        {"corpus capture -o x", "corpus capture --pid 1",
-        "corpus capture --pid 1 -o x -- sleep 1", "corpus capture --after 1 --pid 1 -o x",
+        "corpus capture --pid 1 -o x -- sleep 1",
+        "corpus capture --after 1 --pid 1 -o x",
         "corpus capture --pid 1 -o x --mappings heap",
         "corpus capture --after -1 -o x -- sleep 1", "corpus frobnicate"}) {
     auto r = Sh(Ztier(args));

@@ -15,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "testing/sleeping_child.h"
 #include "testing/test_util.h"
 
 namespace ztier::tool {
@@ -92,16 +93,14 @@ TEST(EstimateCliTest, SameRatioAndMemUsedAsBenchEngine) {
 }
 
 TEST(EstimateCliTest, PidOfARealProcess) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
-    ::_exit(127);
+  testing::Shell r;
+  pid_t pid = -1;
+  {
+    testing::SleepingChild child;
+    pid = child.pid();
+    r = Sh(Ztier("estimate --pid " + std::to_string(pid) +
+                 " --codec lz4 --runs 1"));
   }
-  ::usleep(200'000);
-  auto r = Sh(Ztier("estimate --pid " + std::to_string(pid) +
-                    " --codec lz4 --runs 1"));
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("process " + std::to_string(pid) + " (sleep)"),
             std::string::npos)
@@ -110,7 +109,8 @@ TEST(EstimateCliTest, PidOfARealProcess) {
 }
 
 TEST(EstimateCliTest, UsageErrors) {
-  const std::string corpus = ztier::testing::CorpusDir() + "/anon-python.pages.zst";
+  const std::string corpus =
+      ztier::testing::CorpusDir() + "/anon-python.pages.zst";
   for (const std::string& args :
        {std::string("estimate"), "estimate --pid 1 --corpus " + corpus,
         "estimate --corpus " + corpus + " --codec zstd:99",

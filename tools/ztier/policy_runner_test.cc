@@ -78,7 +78,13 @@ TEST(PolicyRunnerTest, StopEndsAPassWaitingOnItsBudget) {
   PolicyRunner runner(&registry,
                       Options("period=1s idle_age=0 recompress_rate=1"),
                       log.Sink());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  // The first batch done, the pass waits on its budget.
+  const auto deadline = steady_clock::now() + std::chrono::seconds(30);
+  while (registry.Find("zram0")->Stats().recompress_attempts < 8 &&
+         steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GE(registry.Find("zram0")->Stats().recompress_attempts, 8u);
   const auto t0 = steady_clock::now();
   runner.Stop();
   EXPECT_LT(steady_clock::now() - t0, std::chrono::seconds(3));
