@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -66,13 +67,20 @@ class ServeProcess {
     }
     return false;
   }
-  // Until the log holds `text` (true), or 10 s pass.
+  // Until the log holds `text` (true), or 10 s pass; after a Reload(),
+  // only what the log gained since then counts.
   bool WaitForLog(const std::string& text) const {
     return WaitForLog(
         [&](const std::string& log) {
-          return log.find(text) != std::string::npos;
+          return log.find(text, log_from_) != std::string::npos;
         },
         std::chrono::seconds(10));
+  }
+  // SIGHUP (false if it could not be sent); marks the log's end for
+  // WaitForLog(text), so that a line an earlier reload wrote does not count.
+  bool Reload() {
+    log_from_ = Log().size();
+    return pid_ > 0 && ::kill(pid_, SIGHUP) == 0;
   }
   // Until `holds(log)` is true (true), or `timeout` passes; the log is
   // read every 10 ms.
@@ -112,6 +120,7 @@ class ServeProcess {
 
   std::string log_;
   pid_t pid_ = -1;
+  std::size_t log_from_ = 0;  // WaitForLog(text) looks from here
   int exit_code_ = -1;
 };
 

@@ -4,12 +4,9 @@
 // well-behaved client runs a verified workload on the same server.
 //
 // The well-behaved client's bound: its workload must finish, every byte
-// verified, at no less than kMinShare of the throughput it had alone on the
-// same server a moment before (plain builds only: sanitizers distort
-// timing). kMinShare is far below a fair share (the abuser and the good
-// client get about half the two vCPUs each) so that a noisy machine does
-// not fail the test, yet far above what a server whose workers block on one
-// client gives (zero: the good client never finishes).
+// verified, while the abuse goes on; a server whose workers block on one
+// client never lets it finish. Its throughput alone and under abuse is
+// printed, not checked: timing is the benchmarks' (`ztier bench nbd`).
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -33,7 +30,6 @@ using testing::RawClient;
 using testing::RunCommand;
 using testing::ServerFixture;
 
-constexpr double kMinShare = 0.10;
 constexpr std::uint64_t kDisk = 96 << 20;
 constexpr std::uint64_t kGoodBase = 64 << 20;  // the good client's area
 constexpr std::uint32_t kGoodIo = 128 << 10;  // over inline_max: workers
@@ -117,7 +113,7 @@ struct Abuse {
 
 // Runs the good workload alone, then again while `abuse` runs on another
 // thread (from when it says it is under way until it is stopped), and
-// checks the bound.
+// checks that it finished, verified.
 template <typename AbuseLoop>
 void WithAbuse(ServerFixture& f, AbuseLoop abuse) {
   RawClient good(f.socket());
@@ -137,9 +133,6 @@ void WithAbuse(ServerFixture& f, AbuseLoop abuse) {
   const double share = alone / abused;
   std::printf("good client: alone %.3f s, under abuse %.3f s: %.2f of its "
               "throughput\n", alone, abused, share);
-  if (!testing::UnderSanitizer()) {
-    EXPECT_GE(share, kMinShare);
-  }
   // And afterwards, on a new connection: the server is healthy.
   // (Its slot frees once the server has seen the close: retry a while.)
   good.Close();

@@ -321,9 +321,16 @@ TEST_F(RemoteNetnsTest, RemoteKilledMidWritebackLosesNoPage) {
                           s->Ctl() + " --device zram0 writeback idle";
   const pid_t pass = ztier::testing::SpawnWithLog(
       {"/bin/sh", "-c", ctl}, dir_.File("pass.log"));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  const std::uint64_t during = Numbers(s->Ctl("bd_stat").out)[0];
+  // Kill it once the pass has written something (each write takes 200 ms).
+  std::uint64_t during = 0;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (during == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    during = Numbers(s->Ctl("bd_stat").out)[0];
+  }
   remote.Kill();
+  EXPECT_GT(during, 0u) << "the pass wrote nothing in 30 s";
   int status = 0;
   ::waitpid(pass, &status, 0);
   // Mid-pass: it had not finished, and it fails.

@@ -268,7 +268,7 @@ TEST(ServeServiceTest, NotifySocketReadyReloadingStopping) {
   EXPECT_TRUE(ztier::testing::UnixSocketAccepts(dir.File("ctl.sock")));
   EXPECT_NE(ready.find("STATUS=2 device(s), 0.0 MiB stored"), std::string::npos)
       << ready;
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   const std::string reloading = notify.Receive(10000);
   EXPECT_EQ(reloading.rfind("RELOADING=1\nMONOTONIC_USEC=", 0), 0u)
       << reloading;
@@ -343,7 +343,7 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
   std::string text = config("48");
   text.replace(text.find("zram-size = 64"), 14, "zram-size = 128");
   WriteFile(dir.File("ztier.conf"), text);
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("change(s) applied")) << s.Log();
   EXPECT_EQ(MemLimit(ctl), "50331648");
   EXPECT_NE(s.Log().find("zram0: mem_limit 16 MiB -> 48 MiB"), std::string::npos)
@@ -353,19 +353,19 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
   EXPECT_NE(s.Log().find("1 change(s) applied, 1 not"), std::string::npos)
       << s.Log();
   // The same file again: the size change is still not applied, and says so.
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
   // [ztier] log-level applies at once, and so does its removal.
   WriteFile(dir.File("ztier.conf"), text + "log-level = debug\n");
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("log-level is now debug")) << s.Log();
   WriteFile(dir.File("ztier.conf"), text);
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("log-level is now info (the default)")) << s.Log();
 
   // A file that no longer parses changes nothing.
   WriteFile(dir.File("ztier.conf"), "[zram0]\nzram-resident-limit = what\n");
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("nothing changed, serving on")) << s.Log();
   EXPECT_EQ(MemLimit(ctl), "50331648");
 
@@ -464,7 +464,7 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   WriteFile(dir.File("ztier.conf"),
             base + "[zram2]\nzram-size = 8\nwriteback-device = " +
                 dir.File("missing/x.img") + "\n");
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
   EXPECT_EQ(Sh(status).out.find("\"name\":\"zram2\""), std::string::npos);
   // Fixed, and zram1 turned from a file system into swap: zram2 is made,
@@ -474,7 +474,7 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   text.replace(text.find("fs-type = ext4\nmount-point = /var/scratch\n"), 42,
                "swap-priority = 7\n");
   WriteFile(dir.File("ztier.conf"), text);
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("2 change(s) applied, 0 not")) << s.Log();
   const std::string after = Sh(status).out;
   EXPECT_NE(after.find("\"name\":\"zram2\""), std::string::npos) << after;
@@ -486,18 +486,18 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   const std::string size8 = "[zram2]\nzram-size = 8\n";
   text.replace(text.find(size8), size8.size(), "[zram2]\nzram-size = 0\n");
   WriteFile(dir.File("ztier.conf"), text);
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("zram2: now skipped")) << s.Log();
   ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
   const Shell removed =
       Sh(Ztier("ctl --ctl " + dir.File("ctl.sock") + " hot_remove zram2"));
   ASSERT_EQ(removed.exit_code, 0) << removed.out;
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 0 not")) << s.Log();
   // A [ztier] value the next start would refuse is said at the reload.
   text.replace(text.find("[ztier]\n"), 8, "[ztier]\nmax-connections = abc\n");
   WriteFile(dir.File("ztier.conf"), text);
-  ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
+  ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("the next start would refuse this file"))
       << s.Log();
   EXPECT_NE(s.Log().find(dir.File("ztier.conf") + ":"), std::string::npos);

@@ -27,6 +27,11 @@ errno_of() {
   esac
 }
 
+# ztier's zram0 has no NBD client: the host has seen nbd-client -d.
+ztier_detached() {
+  [ "$(host status -n --raw -o NAME,CLIENTS)" = "zram0 0" ]
+}
+
 emit() {  # emit STEP SIDE STATUS OUTPUT
   printf '@@CONF %s %s %s %s\n' "$1" "$2" "$3" "$(printf '%s' "$4" | tr '\n' '|')"
 }
@@ -133,7 +138,7 @@ exec 4</dev/zram0  # the kernel's device in use, as nbd0 is by nbd-client
 step busy.reset reset 1
 exec 4<&-
 nbd-client -d /dev/nbd0 >/dev/null
-sleep 1
+wait_until 30 ztier_detached
 step idle.reset reset 1
 step reset.initstate initstate
 step reset.disksize disksize
@@ -187,7 +192,7 @@ exec 4</dev/zram0
 step busy2.reset reset 1
 exec 4<&-
 nbd-client -d /dev/nbd0 >/dev/null
-sleep 1
+wait_until 30 ztier_detached
 step idle2.reset reset 1
 step reset2.bd_stat bd_stat
 step reset2.backing_dev backing_dev

@@ -19,6 +19,12 @@ zram_run() {
   swapoff /dev/zram0
 }
 
+# The workload's pages left ztier's pool: at most 5% of the peak stays.
+_discarded() {
+  a=$(field "$(host ctl mm_stat)" 1)
+  [ -n "$a" ] && [ "$((a * 20))" -le "$peak" ]
+}
+
 ztier_run() {
   attach "$PORT" -swap || { check "nbd-client -swap" 1 = 0; return; }
   mkswap /dev/nbd0 >/dev/null
@@ -35,7 +41,8 @@ ztier_run() {
   rc=$?
   out=$(cat /tmp/out)
   echo "$out"
-  sleep 5  # discards of the freed swap clusters are queued work
+  # Discards of the freed swap clusters are queued work: wait for them.
+  wait_until 30 _discarded
   after=$(host ctl mm_stat)
   echo "@@RESULT swap ztier $1 $out"
   echo "@@RESULT mm_stat ztier $1 peak_orig_data_size $peak after: $after"
