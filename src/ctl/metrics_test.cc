@@ -473,7 +473,7 @@ TEST_F(MetricsTest, SilentAndGarbageClientsDoNotBlockOthers) {
   MetricsServerOptions o;
   o.listen = ":0";
   o.unix_path = tmp_.File("m.sock");
-  o.read_timeout_ms = 1000;
+  o.read_timeout_ms = 5000;  // far longer than the others' requests take
   auto server = StartServer(o);
   ASSERT_TRUE(server.has_value()) << server.error().ToString();
   const int port = (*server)->tcp_port();
@@ -490,16 +490,17 @@ TEST_F(MetricsTest, SilentAndGarbageClientsDoNotBlockOthers) {
   ASSERT_GT(::send(garbage, "\xff\xfe\x00zz", 5, MSG_NOSIGNAL), 0);
   ::close(ConnectTcp(port));
 
-  // Others are answered at once, long before those time out.
-  const auto t0 = std::chrono::steady_clock::now();
+  // Others are answered while those are still open: not after them.
   EXPECT_EQ(TcpRequest(port, Get("/metrics")).status, 200);
   EXPECT_EQ(Exchange(ConnectUnix(o.unix_path), Get("/metrics")).status, 200);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0,
-            std::chrono::milliseconds(900));
+  for (int fd : {silent, half, garbage}) {
+    struct pollfd p = {fd, POLLIN | POLLRDHUP, 0};
+    EXPECT_EQ(::poll(&p, 1, 0), 0) << "closed or answered: fd " << fd;
+  }
 
   // The stalled ones are closed after read_timeout_ms, with no reply.
   for (int fd : {silent, half, garbage}) {
-    const std::optional<std::string> got = ReadToEof(fd, 5000);
+    const std::optional<std::string> got = ReadToEof(fd, 30000);
     EXPECT_EQ(got, std::optional<std::string>(""));
     ::close(fd);
   }

@@ -499,7 +499,13 @@ TEST(PageStoreTest, PartialAndBatchedStoresOfTheSamePagesDoNotDeadlock) {
       loads.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
   EXPECT_TRUE(loaded) << "a writer waits for a stream holding a slot lock";
   held.pop_back();  // one stream for the six writers
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  // Until both kinds have made progress (bounded: a starved kind fails).
+  const auto busy_until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while ((batches.load() <= 10 || partials.load() <= 10) &&
+         std::chrono::steady_clock::now() < busy_until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   stop.store(true);
   held.clear();
   // Every thread finishes its last store within the watchdog's time.

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -23,6 +24,18 @@ namespace ztier {
 namespace {
 
 using testing::ScopedTempDir;
+
+// Lets the stress threads run for `least`, and on until done() holds or a
+// minute has passed (a property that never comes fails its check after).
+template <typename Done>
+void RunAtLeast(std::chrono::milliseconds least, Done done) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto ran = std::chrono::steady_clock::now() - t0;
+    if (ran >= std::chrono::minutes(1) || (ran >= least && done())) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 const corpus::PageSet& Python() { return testing::TestCorpus("anon-python"); }
 
@@ -483,7 +496,8 @@ TEST(UnitsTest, ReadsRaceDetachReclaimAndCompaction) {
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  RunAtLeast(std::chrono::milliseconds(1500),
+             [&] { return store->Stats().units_reclaimed > 0; });
   stop = true;
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0u);
@@ -599,7 +613,10 @@ TEST(UnitsTest, BatchReadsRacingWritesNeverGoBack) {
         }
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    RunAtLeast(std::chrono::milliseconds(1000), [&] {
+      const PageStoreStats now = store->Stats();
+      return reads.load() > 0 && now.units_reclaimed > 0 && now.bd_writes > 0;
+    });
     stop = true;
     writer.join();
     for (auto& th : readers) th.join();

@@ -110,8 +110,8 @@ Status SyncWorker(const IoTarget& t, const IoPattern& p,
   if (buffer == nullptr) return Status::ResourceExhausted("read buffer");
   Blocks blocks(p, thread);
   const Clock::time_point deadline = start();
-  for (std::uint64_t off; Clock::now() < deadline && blocks.Next(&off);
-       ++ops) {
+  for (std::uint64_t off;
+       (ops == 0 || Clock::now() < deadline) && blocks.Next(&off); ++ops) {
     ZT_RETURN_IF_ERROR(io(off,
                           p.writes ? data.ForAreaPage(off / kPageSize)
                                    : nullptr,

@@ -17,6 +17,8 @@
 // the last thread ends. After a fill area page p holds data page
 // p % count(), and a write writes that page again. Synchronous calls
 // (pread/pwrite, a Device) make one call after another at any depth.
+// However short `seconds`, each thread completes at least one IO (io_uring:
+// its first `depth`).
 //
 // Thread safety: RunIo starts and joins its own threads; one at a time.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_ZRAM_COMPARE_IO_H_

@@ -177,7 +177,7 @@ TEST_F(DriverTest, LibraryDriverFillsWritesAndReadsADevice) {
                                       .seconds = 0.1},
                              *data_);
   ASSERT_TRUE(writes.has_value()) << writes.error().ToString();
-  EXPECT_GT(writes->ops, 100u);
+  EXPECT_GE(writes->ops, 2u);  // at least one IO on each thread
   EXPECT_GT(writes->iops(), 0);
   ASSERT_OK(VerifyArea(read, kArea, *data_, 1));  // what the fill wrote
   auto reads = RunIo(read, {.random = true, .block_bytes = 4096,
@@ -185,7 +185,7 @@ TEST_F(DriverTest, LibraryDriverFillsWritesAndReadsADevice) {
                                      .seconds = 0.1},
                             *data_);
   ASSERT_TRUE(reads.has_value()) << reads.error().ToString();
-  EXPECT_GT(reads->ops, 100u);
+  EXPECT_GE(reads->ops, 1u);
   EXPECT_GE(device.Stats().loads, reads->ops);
 }
 
@@ -218,7 +218,7 @@ TEST_F(DriverTest, KernelDriverDoesTheSameOnAFileThroughIoUring) {
                                    .seconds = 0.1},
                             *data_);
   ASSERT_TRUE(writes.has_value()) << writes.error().ToString();
-  EXPECT_GT(writes->ops, 10u);
+  EXPECT_GE(writes->ops, 64u);  // each thread's first `depth` IOs
   ASSERT_OK(VerifyArea(read, kArea, *data_, 1));
   // The same with pread/pwrite.
   auto sync_writes = RunIo(read, {.random = true, .writes = true,
@@ -227,7 +227,7 @@ TEST_F(DriverTest, KernelDriverDoesTheSameOnAFileThroughIoUring) {
                                         .sync = true},
                                  *data_);
   ASSERT_TRUE(sync_writes.has_value()) << sync_writes.error().ToString();
-  EXPECT_GT(sync_writes->ops, 10u);
+  EXPECT_GE(sync_writes->ops, 2u);
   auto sync_reads = RunIo(read, {.random = false, .block_bytes = 4096,
                                        .threads = 1, .area_bytes = kArea,
                                        .seconds = 0, .sync = true},

@@ -38,9 +38,9 @@ TEST(MachineInfoTest, CrossCpuRoundTrip) {
     EXPECT_EQ(MachineLine(m).find("round trip"), std::string::npos);
     return;
   }
-  // Anything from one shared cache to two sockets of a busy host.
+  // Measured: a real round trip takes some time. No upper bound: on a
+  // busy host each hand-off can wait for a scheduler slice.
   EXPECT_GT(m.cross_cpu_rtt_ns, 5);
-  EXPECT_LT(m.cross_cpu_rtt_ns, 1e6);
   EXPECT_NE(MachineLine(m).find("; cross-CPU round trip "),
             std::string::npos)
       << MachineLine(m);
