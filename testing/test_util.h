@@ -144,9 +144,17 @@ inline pid_t SpawnWithLog(std::vector<std::string> args,
   return pid;
 }
 
-// True when `prog` is found on $PATH.
-inline bool Have(const std::string& prog) {
-  return Sh("command -v " + prog + " >/dev/null").exit_code == 0;
+// True when `prog` is found on $PATH. Under CI=true (.ci/run), where `make
+// deps` has installed every program the tests use, a missing one also fails
+// the test, so that a test skipped for want of it does not pass unseen;
+// `optional` programs (not in `make deps`) are exempt.
+inline bool Have(const std::string& prog, bool optional = false) {
+  const bool have = Sh("command -v " + prog + " >/dev/null").exit_code == 0;
+  const char* ci = std::getenv("CI");
+  if (!have && !optional && ci != nullptr && std::string(ci) == "true") {
+    ADD_FAILURE() << prog << " is not installed; `make deps` installs it";
+  }
+  return have;
 }
 
 }  // namespace ztier::testing

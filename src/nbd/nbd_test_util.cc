@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "nbd/protocol.h"
+#include "testing/test_util.h"
 #include "platform/socket.h"
 
 namespace ztier::nbd::testing {
@@ -76,9 +77,7 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-bool HaveProgram(const std::string& name) {
-  return RunCommand("command -v " + name + " >/dev/null").exit_code == 0;
-}
+bool HaveProgram(const std::string& name) { return ::ztier::testing::Have(name); }
 
 // ---- RawClient ----
 

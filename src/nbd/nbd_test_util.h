@@ -63,7 +63,8 @@ struct CommandResult {
 };
 // Runs `command` with /bin/sh; returns its exit code and output.
 CommandResult RunCommand(const std::string& command);
-// True when `name` is found on $PATH.
+// True when `name` is found on $PATH (testing::Have: under CI=true a
+// missing one also fails the test).
 bool HaveProgram(const std::string& name);
 
 // A raw protocol client over a Unix socket, for malformed traffic. Every
