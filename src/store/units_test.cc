@@ -389,6 +389,58 @@ TEST(UnitsTest, WritebackWritesEachUnitOnce) {
   EXPECT_EQ(store->Stats().compr_data_size, 0u);
 }
 
+// A writeback_limit that runs out within a group of units still writes the
+// units charged before it (a unit has at most 16 pieces, so a budget of 16
+// takes at least one whole unit), as zram writes up to its limit.
+TEST(UnitsTest, ABudgetSpentMidGroupWritesTheUnitsChargedBefore) {
+  ScopedTempDir dir;
+  auto store = MakeStore(64, 16, WithBacking(dir, 1024));
+  const auto data = Pages(0, 64, DenseBase(), 0);
+  ASSERT_OK(store->StoreBatch(0, data));
+  ASSERT_EQ(store->Stats().units, 4u);
+  WritebackBudget budget;
+  budget.enabled = true;
+  budget.pages = 16;
+  auto r = store->Writeback({.scans = {{0, 0, 64}}, .budget = &budget});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->status.code(), StatusCode::kIoError) << r->status.ToString();
+  EXPECT_GE(r->written, 16u);
+  EXPECT_LT(r->written, 64u);
+  // What was charged is exactly what was written: a piece a block.
+  EXPECT_EQ(store->Stats().bd_writes, 16 - budget.pages.load());
+  ExpectRange(*store, 0, data);
+}
+
+// One failed page write does not end the pass: the units are still
+// written back after the pages.
+TEST(UnitsTest, AFailedPageWriteLeavesTheUnitsToTheirPass) {
+  auto file = std::make_shared<testing::DiscardingFile>(256 * kPageSize);
+  std::atomic<int> writes{0};
+  BackingOptions bo{.file = file};
+  bo.wrap_file = testing::FaultyFile([&](const FileIo& io, long result) {
+    const bool first = io.kind == FileIo::Kind::kWrite && writes++ == 0;
+    return first ? -EIO : result;
+  });
+  auto backing = BackingStore::Open(bo);
+  ASSERT_TRUE(backing.has_value()) << backing.error().ToString();
+  auto store = MakeStore(32, 16, {.backing = std::move(*backing)});
+  const auto data = Pages(0, 32, DenseBase(), 0);
+  ASSERT_OK(store->StoreBatch(0, std::span(data).first(16 * kPageSize)));
+  for (std::size_t i = 16; i < 32; ++i) {
+    ASSERT_OK(store->Store(
+        i, ConstPage(std::span(data).subspan(i * kPageSize, kPageSize))));
+  }
+  ASSERT_EQ(store->Stats().units, 1u);
+  auto r = store->Writeback(
+      {.scans = {{0, 0, 32}}, .in_flight = 1, .max_io_pages = 1});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->status.code(), StatusCode::kIoError) << r->status.ToString();
+  EXPECT_EQ(r->failed, 1u);
+  EXPECT_TRUE(store->Inspect(0).wb);
+  EXPECT_TRUE(store->Inspect(15).wb);
+  ExpectRange(*store, 0, data);
+}
+
 // A unit whose writeback does not complete gives back the blocks it wrote,
 // and those whose write may still land (a remote given up on), with a
 // discard, so that no copy stays on the backing device and no late write

@@ -119,6 +119,10 @@ class WritebackPass {
                                   kMaxGroupPages))),
         scratch_(new std::byte[scratch_pages_ * kPageSize]) {}
 
+  // Whether the pass ended early: the budget spent, or no room left on the
+  // backing store. One failed write does not stop it.
+  bool stopped() const { return stopped_; }
+
   // Step 1: marks candidates PP and orders them largest first.
   void Select() {
     store_detail::LargestFirst picked;
@@ -403,7 +407,10 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       if (f & slot::kUnit) fn(s, f);
     }
   };
+  // stopped: no more IO (no room left). spent: no more units picked (the
+  // budget), while those picked and charged are still written.
   bool stopped = false;
+  bool spent = false;
   auto stop = [&](Status st) {
     stopped = true;
     result->status = std::move(st);
@@ -411,10 +418,10 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
   for (const WritebackScan& scan : req.scans) {
     std::uint64_t u = (scan.lo + unit_pages - 1) / unit_pages;
     const std::uint64_t end = scan.hi / unit_pages;
-    while (u < end && !stopped) {
+    while (u < end && !stopped && !spent) {
       // Pick and copy out up to kGroup units.
       jobs.clear();
-      for (; u < end && jobs.size() < kGroup && !stopped; ++u) {
+      for (; u < end && jobs.size() < kGroup && !stopped && !spent; ++u) {
         internal::Unit& e = units[u];
         LockUnit(u);
         bool ok = e.gen != 0 && !e.wb;
@@ -428,7 +435,8 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
         while (ok && charged < e.pieces && Charge(req.budget)) ++charged;
         if (ok && charged < e.pieces) {
           for (; charged > 0; --charged) Refund(req.budget);
-          stop(Status::IoError("writeback_limit reached"));
+          spent = true;
+          result->status = Status::IoError("writeback_limit reached");
           ok = false;
         }
         if (ok) {
@@ -595,7 +603,7 @@ Result<WritebackResult> PageStore::Writeback(const WritebackRequest& request) {
   internal::WritebackPass pass(m, request, *writer, workers);
   pass.Select();
   WritebackResult result = pass.Run();
-  if (result.status.ok()) m.WritebackUnits(request, *writer, &result);
+  if (!pass.stopped()) m.WritebackUnits(request, *writer, &result);
   // The point of writeback is RAM: give the emptied classes' spare zspages
   // back too, not only the pages of the objects freed.
   if (result.written != 0) m.pool->ReleaseSpares();
