@@ -55,7 +55,7 @@ failed". Times and figures come from software emulation (TCG): compare them
 only with each other.
 """
 import os
-import socket
+import re
 import subprocess
 import sys
 import tempfile
@@ -67,35 +67,34 @@ from run_guest import run_guest  # noqa: E402
 import conformance  # noqa: E402
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Server:
     """`ztier serve` on 127.0.0.1:PORT with its control socket in `tmp`."""
 
     def __init__(self, ztier, tmp, flags):
-        self.port = free_port()
+        self.port = None  # the kernel's choice (port 0), from the banner
         self.ctl = os.path.join(tmp, "ztier.ctl")
         self.log_path = os.path.join(tmp, "serve.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [ztier, "serve", "--listen", "127.0.0.1:%d" % self.port,
+            [ztier, "serve", "--listen", "127.0.0.1:0",
              "--unix", os.path.join(tmp, "ztier.sock"), "--ctl", self.ctl] +
             flags, stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(100):
-            if os.path.exists(self.ctl):
+        for _ in range(200):
+            m = re.search(r"TCP: nbds?://127\.0\.0\.1:(\d+)/",
+                          self.read_log())
+            if m and os.path.exists(self.ctl):
+                self.port = int(m.group(1))
                 break
             if self.proc.poll() is not None:
                 break
             time.sleep(0.05)
 
+    def read_log(self):
+        with open(self.log_path) as f:
+            return f.read()
+
     def alive(self):
-        return self.proc.poll() is None
+        return self.proc.poll() is None and self.port is not None
 
     def stop(self):
         if self.proc.poll() is None:
