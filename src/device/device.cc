@@ -92,7 +92,7 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
     const DeviceDefaults& defaults) {
   std::shared_ptr<BackingFile> remote;
   if (defaults.is_remote_backing && defaults.is_remote_backing(path)) {
-    auto file = defaults.open_remote_backing(path);
+    auto file = defaults.open_remote_backing(path, disksize);
     if (!file.has_value()) {
       return Err(Status(file.error().code(),
                         "backing_dev: " + file.error().message()));

@@ -390,7 +390,7 @@ TEST(NoAllocWrittenBackTest, FreeingRemoteBlocksDoesNotAllocate) {
   d.is_remote_backing = [](std::string_view v) {
     return v.starts_with("mem:");
   };
-  d.open_remote_backing = [](const std::string&)
+  d.open_remote_backing = [](const std::string&, std::uint64_t)
       -> Result<std::shared_ptr<BackingFile>> {
     return std::make_shared<testing::DiscardingFile>(std::uint64_t{16} << 20);
   };

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <mutex>
+#include <new>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -59,6 +60,10 @@ struct Conn {
   std::mutex mu;
   nbd_handle* h = nullptr;
   std::uint64_t generation = 0;
+  // What the server offers on this connection (it may differ after a
+  // reconnect): FUA for every write, TRIM.
+  std::uint32_t write_flags = 0;
+  bool can_trim = false;
   Clock::time_point next_try{};
   milliseconds backoff = kFirstBackoff;
 
@@ -176,7 +181,7 @@ long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
   const auto start = Clock::now();
   const std::int64_t cookie =
       write ? nbd_aio_pwrite(c.h, buf, kLabelBytes, offset, kNoCompletion,
-                             0)
+                             c.write_flags)
             : nbd_aio_pread(c.h, buf, kLabelBytes, offset, kNoCompletion,
                             0);
   if (cookie == -1) return -EIO;
@@ -246,6 +251,8 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   }
   c.h = h;
   ++c.generation;
+  c.write_flags = nbd_can_fua(h) == 1 ? LIBNBD_CMD_FLAG_FUA : 0;
+  c.can_trim = nbd_can_trim(h) == 1;
   // The backoff starts over once the connection is known good: after the
   // check below, when it is made again.
   if (!reconnect) {
@@ -396,6 +403,12 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   {
     std::lock_guard l(c.mu);
     if (!Connect(c, deadline).ok()) return;
+    if (!c.can_trim) {
+      // Come back without TRIM: nothing to send, and the blocks are free
+      // (still holding what was written, as after a refused TRIM).
+      std::fill(sent.begin(), sent.end(), true);
+      return;
+    }
     gen = c.generation;
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
@@ -449,7 +462,7 @@ class NbdWriter final : public BackingFileWriter {
       x.result = -EIO;  // reported by the next Reap
     } else {
       x.cookie = nbd_aio_pwrite(c.h, buffer(io), len, offset + kLabelBytes,
-                                kNoCompletion, 0);
+                                kNoCompletion, c.write_flags);
       x.gen = c.generation;
       if (x.cookie == -1) x.result = -EIO;
     }
@@ -562,11 +575,24 @@ Status NbdFile::Open() {
     return Status::InvalidArgument("the export (" + std::to_string(size) +
                                    " bytes) is smaller than two blocks");
   }
+  if (options_.max_bytes != 0) {
+    size_ = std::min(size_, std::max(options_.max_bytes / kLabelBytes,
+                                     std::uint64_t{1}) * kLabelBytes);
+  }
   multi_conn_ = nbd_can_multi_conn(c.h) == 1;
-  can_trim_ = nbd_can_trim(c.h) == 1;
+  can_trim_ = c.can_trim;
+  if (c.write_flags == 0) {
+    Log("the export offers no FUA: written-back pages are as durable as "
+        "the server's cache");
+  }
   const std::size_t blocks = size_ / kLabelBytes;
-  lost_block_.reset(new std::atomic<std::uint8_t>[blocks]());
-  sums_.reset(new std::atomic<std::uint64_t>[blocks]());
+  lost_block_.reset(new (std::nothrow) std::atomic<std::uint8_t>[blocks]());
+  sums_.reset(new (std::nothrow) std::atomic<std::uint64_t>[blocks]());
+  if (lost_block_ == nullptr || sums_ == nullptr) {
+    return Status::ResourceExhausted(
+        "no memory for the checksums of " + std::to_string(blocks) +
+        " blocks (9 bytes each)");
+  }
   std::memcpy(label_, kMagic, sizeof(kMagic));
   if (getrandom(label_ + sizeof(kMagic), 16, 0) != 16) {
     return Status::IoError("getrandom for the label");

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -172,6 +173,35 @@ TEST(NbdBackingFileTest, WritebackAndReadBackOverSeveralConnections) {
   EXPECT_EQ(store->Stats().bd_count, kPages);
   Expect(*store, 0, kPages);
   EXPECT_EQ(store->Stats().bd_reads, kPages);
+}
+
+// Every write is durable on the remote before the store frees its RAM
+// copy (FUA, the label's too), and a file given max_bytes uses no more of
+// the export.
+TEST(NbdBackingFileTest, WritesCarryFuaAndStayWithinMaxBytes) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=log", false, {"logfile=" + dir.File("cmds.log")});
+  auto file = OpenNbdBackingFile(remote.Uri(),
+                                 {.connections = 2, .max_bytes = 1 << 20});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  EXPECT_EQ((*file)->size(), 1u << 20);
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 200);
+  const WritebackResult r = WriteBackIdle(*store);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(r.written, 200u);
+  Expect(*store, 0, 200);
+  store.reset();
+  file->reset();
+  const std::string log = Sh("cat '" + dir.File("cmds.log") + "'").out;
+  int writes = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find(" Write ") == std::string::npos) continue;
+    ++writes;
+    EXPECT_NE(line.find("fua=1"), std::string::npos) << line;
+  }
+  EXPECT_GT(writes, 1) << log;  // the label and the pages
 }
 
 // Compressed writeback (zram's compressed_writeback) and an encrypted

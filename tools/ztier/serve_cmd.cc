@@ -970,8 +970,11 @@ int RunServe(std::span<const std::string_view> raw_args) {
       .connections = static_cast<std::size_t>(s.backing_connections),
       .timeout_ms = static_cast<std::uint32_t>(s.backing_timeout * 1000),
       .log = [](const std::string& line) { Log(LogLevel::kWarning, line); }};
-  defaults.open_remote_backing = [remote](const std::string& uri) {
-    return nbd::OpenNbdBackingFile(uri, remote);
+  defaults.open_remote_backing = [remote](const std::string& uri,
+                                          std::uint64_t disksize) {
+    nbd::NbdBackingOptions o = remote;
+    o.max_bytes = disksize;
+    return nbd::OpenNbdBackingFile(uri, o);
   };
   defaults.prealloc = c.prealloc;
   defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };

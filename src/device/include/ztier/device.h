@@ -119,11 +119,13 @@ struct DeviceDefaults {
   BackingFileWrap backing_file_wrap;
   // Remote backing devices: which backing_dev values are not paths (a URI
   // such as nbd://host/export), and how to open one as the BackingStore's
-  // file (BackingOptions::file). Null: every backing_dev is a path, and
-  // one with "://" in it is refused. `ztier serve` sets them to
-  // nbd::IsNbdUri and nbd::OpenNbdBackingFile (nbd/nbd_backing_file.h).
+  // file (BackingOptions::file), given the device's disksize (the most of
+  // it the device uses). Null: every backing_dev is a path, and one with
+  // "://" in it is refused. `ztier serve` sets them to nbd::IsNbdUri and
+  // nbd::OpenNbdBackingFile (nbd/nbd_backing_file.h).
   std::function<bool(std::string_view)> is_remote_backing;
-  std::function<Result<std::shared_ptr<BackingFile>>(const std::string&)>
+  std::function<Result<std::shared_ptr<BackingFile>>(const std::string&,
+                                                     std::uint64_t disksize)>
       open_remote_backing;
   // Seconds for the store's slot access times and age-based idle marking
   // (PageStoreOptions::clock); null: CLOCK_BOOTTIME's, as the kernel's.

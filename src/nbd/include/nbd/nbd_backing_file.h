@@ -18,13 +18,20 @@
 //
 // Layout: the export's first 4096 bytes hold a label (a magic and 16
 // random bytes this file wrote when it opened the export); the file is the
-// rest (size() is the export's size less 4096, rounded down to 4096).
+// rest (size() is the export's size less 4096, rounded down to 4096, and
+// at most max_bytes).
 //
 // Connections: `connections` handles (at least 1), each with its own
 // socket. Writes go round-robin over all of them, many in flight at once
 // (libnbd's asynchronous commands), when the server offers multi-conn (the
 // NBD spec's guarantee that a write completed on one connection is seen
 // by the others); without it, over the first alone. Reads use the first.
+//
+// Durability: a write is sent with FUA where the connection offers it
+// (NBD_FLAG_SEND_FUA), so the server has made it durable before its reply
+// and the store frees the page's RAM copy only then; the label too. An
+// export without FUA is said in the log once: its writes are as durable as
+// the server's cache (a remote that loses power loses them).
 //
 // Discards: when the export takes TRIM, a block the store frees is
 // trimmed (BackingStore::DiscardFreed, at the start of each writeback
@@ -87,6 +94,9 @@ namespace ztier::nbd {
 struct NbdBackingOptions {
   std::size_t connections = 4;       // 1..64
   std::uint32_t timeout_ms = 30000;  // per command, and a read in all
+  // The most of the export used (the device's disksize): the per-block
+  // checksums (9 bytes a block) are for that much only. 0: all of it.
+  std::uint64_t max_bytes = 0;
   // Event lines ("backing_dev nbd://...: ..."), null: none.
   std::function<void(const std::string&)> log;
 };
