@@ -287,8 +287,9 @@ int UsageFail(const std::string& message) {
 }
 
 // Fail or UsageFail by what `st` says: kInvalidArgument is a setting that
-// cannot work (a bad address, a device the file sets up wrongly), which a
-// restart would meet again (exit 2, which the unit does not restart).
+// cannot work (a bad address, a device the file sets up wrongly, a level
+// the codec refuses), which a restart would meet again (exit 2, which the
+// unit does not restart).
 int FailFor(const Status& st, const std::string& message) {
   return st.code() == StatusCode::kInvalidArgument ? UsageFail(message)
                                                     : Fail(message);
@@ -409,6 +410,16 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
   }
   DefineFlags(flags, s);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  // An empty path (an unset variable in a unit's ExecStart) is not a
+  // default: it would serve something other than what was meant.
+  const std::pair<const char*, const std::string*> kPaths[] = {
+      {"config", &s->config}, {"unix", &s->unix_path}, {"ctl", &s->ctl_path}};
+  for (const auto& [flag, value] : kPaths) {
+    if (flags.WasSet(flag) && value->empty()) {
+      return ReportUsageError(kCommand,
+                              std::string("--") + flag + " needs a path");
+    }
+  }
   if (!s->config.empty()) {
     for (const char* per_device : {"device", "comp-algorithm",
                                    "algorithm-params", "recomp-algorithm",
@@ -535,6 +546,12 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
       if (!spec.has_value()) {
         return ReportUsageError(kCommand, spec.error().message());
       }
+      for (const DeviceSpec& before : c->specs) {
+        if (before.name == spec->name) {
+          return ReportUsageError(kCommand, "--device " + spec->name +
+                                                " is given twice");
+        }
+      }
       c->specs.push_back(*spec);
     }
   }
@@ -585,18 +602,24 @@ std::optional<int> CreateDevices(const ServeSettings& s,
   for (const DeviceSpec& spec : c.specs) {
     auto device = registry->Add(spec.name);
     if (!device.has_value()) {
-      return Fail("device " + spec.name + ": " + device.error().message());
+      return FailFor(device.error(),
+                     "device " + spec.name + ": " + device.error().message());
     }
     // backing_dev is set before disksize, as zram requires; a device
     // without a size keeps it until `ctl disksize` sets one.
     if (&spec == &c.specs.front() && !s.backing_dev.empty()) {
-      if (Status st = (*device)->SetBackingDev(s.backing_dev); !st.ok()) {
-        return Fail("--backing-dev: " + ErrnoText(st));
+      // A relative path is the server's working directory's ("/" under
+      // systemd): made absolute here, as `ztier ctl backing_dev` does.
+      const std::string backing = nbd::IsNbdUri(s.backing_dev)
+                                      ? s.backing_dev
+                                      : Absolute(s.backing_dev);
+      if (Status st = (*device)->SetBackingDev(backing); !st.ok()) {
+        return FailFor(st, "--backing-dev: " + ErrnoText(st));
       }
     }
     if (spec.size == 0) continue;  // uninitialised, as zram's hot_add
     if (Status st = (*device)->SetDisksize(spec.size); !st.ok()) {
-      return Fail("device " + spec.name + ": " + ErrnoText(st));
+      return FailFor(st, "device " + spec.name + ": " + ErrnoText(st));
     }
   }
   return std::nullopt;

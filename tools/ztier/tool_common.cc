@@ -79,6 +79,9 @@ Status AddCodecs(std::span<const std::string> names,
 Result<std::uint64_t> ParseSizeFlag(const std::string& text, std::uint64_t min,
                                     std::string_view min_text) {
   auto size = ParseSize(text);
+  if (size.has_value() && *size > UINT64_MAX / 2) {
+    return Err(Status::InvalidArgument("--size " + text + ": too large"));
+  }
   if (!size.has_value() || *size < min) {
     return Err(Status::InvalidArgument(
         "--size " + text + ": " +

@@ -161,6 +161,13 @@ TEST(FlagSetTest, ShortFlagsAndClusters) {
   EXPECT_NE(usage.find("      --raw    raw\n"), std::string::npos) << usage;
 }
 
+TEST(ParseSizeFlagTest, RoundsUpToPagesWithoutWrapping) {
+  EXPECT_EQ(ParseSizeFlag("5000", 4096, "4K").value(), 8192u);
+  for (const char* huge : {"18446744073709551615", "16E"}) {
+    EXPECT_FALSE(ParseSizeFlag(huge, 4096, "4K").has_value()) << huge;
+  }
+}
+
 TEST(SplitCommaListTest, SkipsEmptyItems) {
   EXPECT_EQ(SplitCommaList("a,,b,"), (std::vector<std::string>{"a", "b"}));
   EXPECT_TRUE(SplitCommaList("").empty());

@@ -425,6 +425,32 @@ TEST_F(ZtierCliTest, ServeUblkWithoutTheDriverSaysSo) {
       << r.err;
 }
 
+// Settings that cannot work exit 2 (the unit does not restart on it), and
+// an empty path is refused rather than read as the default.
+TEST_F(ZtierCliTest, ServeSettingsThatCannotWorkExit2) {
+  const struct {
+    const char* flags;
+    const char* message;
+  } kCases[] = {
+      {"--device bad/name:16M", "bad device name 'bad/name'"},
+      {"--device zram0:16M --device zram0:32M", "--device zram0 is given twice"},
+      {"--comp-algorithm zstd --algorithm-params level=99 --device zram0:16M",
+       "level 99 out of range"},
+      {"--config=", "--config needs a path"},
+      {"--unix= --device zram0:16M", "--unix needs a path"},
+  };
+  for (const auto& c : kCases) {
+    const RunResult r =
+        Run(std::string("serve ") + c.flags + " --ctl c.ctl" +
+            (std::string(c.flags).find("--unix") == std::string::npos
+                 ? " --unix s.sock"
+                 : ""));
+    EXPECT_EQ(r.exit_code, 2) << c.flags << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.flags << "\n"
+                                                         << r.err;
+  }
+}
+
 TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
   const RunResult r = Run("nosuch");
   EXPECT_EQ(r.exit_code, 2);
