@@ -455,12 +455,13 @@ class NbdWriter final : public BackingFileWriter {
     x.len = len;
     x.conn = next_conn_++ % file_.write_connections();
     Conn& c = file_.conn(x.conn);
-    const auto deadline = Clock::now() + milliseconds(file_.timeout_ms());
-    x.deadline = deadline;
     std::lock_guard l(c.mu);
-    if (!file_.Connect(c, deadline).ok()) {
+    if (!file_.Connect(c, Clock::now() + milliseconds(file_.timeout_ms()))
+             .ok()) {
       x.result = -EIO;  // reported by the next Reap
     } else {
+      // The write has its whole timeout, however long connecting took.
+      x.deadline = Clock::now() + milliseconds(file_.timeout_ms());
       x.cookie = nbd_aio_pwrite(c.h, buffer(io), len, offset + kLabelBytes,
                                 kNoCompletion, c.write_flags);
       x.gen = c.generation;

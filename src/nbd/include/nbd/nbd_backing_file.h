@@ -14,7 +14,9 @@
 // TLS: nbds:// and nbds+unix:// require it; the URI may name the client's
 // certificates (tls-certificates=DIR, the layout libnbd reads) or a PSK
 // file (tls-psk-file=FILE): it comes from the operator, so local files are
-// allowed (nbd_set_uri_allow_local_file).
+// allowed (nbd_set_uri_allow_local_file). libnbd verifies a server's
+// certificate only against a host name, so over nbds+unix:// none is
+// checked: encrypted, not authenticated, unless with a PSK.
 //
 // Layout: the export's first 4096 bytes hold a label (a magic and 16
 // random bytes this file wrote when it opened the export); the file is the
