@@ -114,8 +114,10 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
                       SlotTable::Create(options.num_pages, options.prealloc));
   if (options.unit_pages > 1) {
     m.unit_pages = options.unit_pages;
-    ZT_ASSIGN_OR_RETURN(m.units, internal::UnitTable::Create(
-                                     options.num_pages, options.unit_pages));
+    ZT_ASSIGN_OR_RETURN(m.units,
+                        internal::UnitTable::Create(options.num_pages,
+                                                    options.unit_pages,
+                                                    options.prealloc));
     const std::size_t count =
         (options.num_pages + options.unit_pages - 1) / options.unit_pages;
     m.reclaim_queue.reserve(count);

@@ -64,14 +64,20 @@ class UnitTable {
  public:
   static constexpr std::size_t kEntryBytes = sizeof(Unit);
 
-  // A table for `num_pages` slots in runs of `unit_pages` (4, 8 or 16).
+  // A table for `num_pages` slots in runs of `unit_pages` (4, 8 or 16);
+  // with `populate` (a preallocated store) faulted in now, as the slot
+  // table is, so that no store touches new memory.
   static Result<UnitTable> Create(std::size_t num_pages,
-                                  std::size_t unit_pages) {
+                                  std::size_t unit_pages,
+                                  bool populate = false) {
     const std::size_t count = (num_pages + unit_pages - 1) / unit_pages;
-    ZT_ASSIGN_OR_RETURN(platform::Mapping m,
-                        platform::Mapping::Anonymous(
-                            count * sizeof(Unit), platform::Commit::kOnTouch,
-                            "mmap unit table"));
+    ZT_ASSIGN_OR_RETURN(
+        platform::Mapping m,
+        platform::Mapping::Anonymous(
+            count * sizeof(Unit),
+            populate ? platform::Commit::kCharged : platform::Commit::kOnTouch,
+            "mmap unit table"));
+    if (populate) ZT_RETURN_IF_ERROR(m.Populate("populate unit table"));
     return UnitTable(std::move(m));
   }
   UnitTable() = default;

@@ -105,11 +105,13 @@ struct PageStoreOptions {
   // stored raw. zram semantics (stored raw, HUGE) when true.
   bool store_incompressible = true;
   // Preallocation, for a store that must work when the host has no memory
-  // to give (a swap device): the slot table is faulted in now, and the
-  // pool gets a reserve of mem_limit bytes (pool.prealloc_bytes; ztier/
-  // pool.h) with its handle table sized for num_pages objects. Stores and
-  // loads then take no new memory from the kernel or the heap (a codec's
-  // first decompression on a thread aside: see LocalDecompressor). The
+  // to give (a swap device): the slot table (and the unit table) is
+  // faulted in now, and the pool gets a reserve of mem_limit bytes
+  // (pool.prealloc_bytes; ztier/pool.h) with its handle table sized for
+  // num_pages objects. Stores and loads then take no new memory from the
+  // kernel or the heap, but for a thread's first of each: a codec's first
+  // decompression on a thread (see LocalDecompressor) and, with units, a
+  // thread's first unit store or read (256 KiB of buffers, units.cc). The
   // reserve is fixed here: a later SetMemLimit above it does not grow it,
   // and stores it cannot hold fail as over mem_limit do
   // (kResourceExhausted). REQUIRES mem_limit > 0 (kInvalidArgument).
