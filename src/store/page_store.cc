@@ -244,6 +244,7 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
   if (!installed) {
     // The locked path: a stream, then the slot lock from read to install.
     internal::StreamPool::Lease lease = m.streams->Acquire();
+    m.StreamDict(*lease);  // a newer dictionary's codec, built unlocked
     SlotLock lock(s);
     ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page, /*as_write=*/true));
     std::memcpy(page + offset, data.data(), data.size());

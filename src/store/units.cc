@@ -315,6 +315,9 @@ void PageStore::Impl::ReclaimQueued() {
     // under the run's locks, so that nothing changes between read and
     // install.
     internal::StreamPool::Lease lease = streams->Acquire();
+    // A newer dictionary's codec is built before the run is locked, not
+    // while readers of its pages wait.
+    StreamDict(*lease);
     LockUnit(u);
     internal::Unit& e = units[u];
     if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
