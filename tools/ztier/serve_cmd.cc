@@ -398,10 +398,11 @@ struct Checked {
 };
 
 // The command line (with -v and -q as --verbose and --quiet) and the
-// --config file into *s and *config; the exit status when it is bad or
-// asked for --help.
+// --config file into *s and *config, the command line's alone into
+// *from_command_line; the exit status when it is bad or asked for --help.
 std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
                              FlagSet& flags, ServeSettings* s,
+                             ServeSettings* from_command_line,
                              std::optional<ServiceConfig>* config) {
   std::vector<std::string_view> args(raw_args.begin(), raw_args.end());
   for (std::string_view& a : args) {
@@ -420,6 +421,7 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
                               std::string("--") + flag + " needs a path");
     }
   }
+  *from_command_line = *s;  // what each reload's next start begins from
   if (!s->config.empty()) {
     for (const char* per_device : {"device", "comp-algorithm",
                                    "algorithm-params", "recomp-algorithm",
@@ -448,112 +450,120 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
 }
 
 // --tls, --tls-cert and --tls-key into c->tls.
-std::optional<int> CheckTls(ServeSettings& s, Checked* c) {
+Status CheckTls(ServeSettings& s, Checked* c) {
   if (s.tls.empty()) s.tls = s.tls_cert.empty() ? "off" : "on";
   if (s.tls != "off" && s.tls != "on" && s.tls != "require") {
-    return ReportUsageError(kCommand, "--tls takes off, on or require, not '" +
-                                          s.tls + "'");
+    return Status::InvalidArgument("--tls takes off, on or require, not '" +
+                                   s.tls + "'");
   }
   if (s.tls != "off" && (s.tls_cert.empty() || s.tls_key.empty())) {
-    return ReportUsageError(kCommand, "--tls=" + s.tls +
-                                          " needs --tls-cert and --tls-key");
+    return Status::InvalidArgument("--tls=" + s.tls +
+                                   " needs --tls-cert and --tls-key");
   }
   if (s.tls != "off") {
     auto loaded = nbd::TlsContext::Load(s.tls_cert, s.tls_key);
     if (!loaded.has_value()) {
-      return UsageFail("TLS: " + loaded.error().message());
+      return Status::InvalidArgument("TLS: " + loaded.error().message());
     }
     c->tls = std::move(*loaded);
   }
-  return std::nullopt;
+  return Status::Ok();
 }
 
-// The settings' texts into *c, and the socket paths' defaults; the exit
-// status when one is bad.
-std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
-                                 Checked* c) {
+// The settings' values into *c (reading the TLS files, changing nothing);
+// kInvalidArgument naming the first that cannot work. What a start checks,
+// and what a reload checks of the next start's settings.
+Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   auto max_request = ParseSize(s.max_request);
   if (!max_request.has_value() || *max_request < 4096 ||
       *max_request > (256u << 20)) {
-    return ReportUsageError(kCommand,
-                            "--max-request-size: want 4K to 256M, "
-                            "not '" +
-                                s.max_request + "'");
+    return Status::InvalidArgument(
+        "--max-request-size: want 4K to 256M, "
+        "not '" +
+        s.max_request + "'");
   }
   c->max_request = *max_request;
   auto max_in_flight_bytes = ParseSize(s.max_in_flight_bytes);
   if (!max_in_flight_bytes.has_value() || *max_in_flight_bytes == 0) {
-    return ReportUsageError(kCommand,
-                            "--max-in-flight-bytes: want a size, "
-                            "not '" +
-                                s.max_in_flight_bytes + "'");
+    return Status::InvalidArgument(
+        "--max-in-flight-bytes: want a size, "
+        "not '" +
+        s.max_in_flight_bytes + "'");
   }
   c->max_in_flight_bytes = *max_in_flight_bytes;
   auto ublk_max_io = ParseSize(s.ublk_max_io);
   ublk::UblkDiskOptions ublk_disk;  // the disks' own bounds (ublk_disk.h)
-  ublk_disk.max_io_bytes =
-      ublk_max_io.has_value() && *ublk_max_io <= UINT32_MAX
-          ? static_cast<std::uint32_t>(*ublk_max_io)
-          : 0;  // refused below
+  ublk_disk.max_io_bytes = ublk_max_io.has_value() && *ublk_max_io <= UINT32_MAX
+                               ? static_cast<std::uint32_t>(*ublk_max_io)
+                               : 0;  // refused below
   if (!ublk::CheckDiskOptions(ublk_disk).ok()) {
-    return ReportUsageError(
-        kCommand, "--ublk-max-io: want a multiple of " +
-                      std::to_string(platform::UblkPageBytes() >> 10) +
-                      "K (the page size) up to 32M, not '" + s.ublk_max_io +
-                      "'");
+    return Status::InvalidArgument(
+        "--ublk-max-io: want a multiple of " +
+        std::to_string(platform::UblkPageBytes() >> 10) +
+        "K (the page size) up to 32M, not '" + s.ublk_max_io + "'");
   }
   c->ublk_max_io = ublk_disk.max_io_bytes;
-  if (auto rc = CheckTls(s, c)) return rc;
-  if (Status st = CheckCodecName(CanonicalCodecName(s.comp_algorithm),
-                                 "--comp-algorithm");
-      !st.ok()) {
-    return ReportUsageError(kCommand, st.message());
-  }
+  ZT_RETURN_IF_ERROR(CheckTls(s, c));
+  ZT_RETURN_IF_ERROR(
+      CheckCodecName(CanonicalCodecName(s.comp_algorithm), "--comp-algorithm"));
   if (s.recomp_algorithms.size() >= kMaxCodecPriorities) {
-    return ReportUsageError(kCommand, "--recomp-algorithm: at most 3 (zram's "
-                                      "priorities 1 to 3)");
+    return Status::InvalidArgument(
+        "--recomp-algorithm: at most 3 (zram's "
+        "priorities 1 to 3)");
   }
   for (std::size_t i = 0; i < s.recomp_algorithms.size(); ++i) {
     auto r = ParseAlgorithmItem(s.recomp_algorithms[i], "--recomp-algorithm");
-    if (!r.has_value()) return ReportUsageError(kCommand, r.error().message());
+    if (!r.has_value()) return r.error();
     c->recomp[i] = {r->name, r->params};
   }
   if (s.unit_pages != 0 && s.unit_pages != 4 && s.unit_pages != 8 &&
       s.unit_pages != 16) {
-    return ReportUsageError(kCommand, "--unit-pages: want 4, 8 or 16 (or 0: "
-                                      "off), not " +
-                                          std::to_string(s.unit_pages));
+    return Status::InvalidArgument(
+        "--unit-pages: want 4, 8 or 16 (or 0: "
+        "off), not " +
+        std::to_string(s.unit_pages));
   }
   auto mem_limit = ParseSize(s.mem_limit);
   if (!mem_limit.has_value()) {
-    return ReportUsageError(kCommand, "--mem-limit: " + mem_limit.error().message());
+    return Status::InvalidArgument("--mem-limit: " +
+                                   mem_limit.error().message());
   }
   c->mem_limit = *mem_limit;
   // Locked memory must be bounded: an unlimited device could lock the
   // host's RAM away. The reserve is that bound.
   c->prealloc = s.prealloc || s.mlock;
   if (c->prealloc && c->mem_limit == 0 && !have_config) {
-    return ReportUsageError(
-        kCommand, std::string(s.mlock ? "--mlock" : "--prealloc") +
-                      " needs --mem-limit SIZE: every device preallocates "
-                      "(and with --mlock locks) that much, and unbounded "
-                      "locked memory could take the host down");
+    return Status::InvalidArgument(
+        std::string(s.mlock ? "--mlock" : "--prealloc") +
+        " needs --mem-limit SIZE: every device preallocates "
+        "(and with --mlock locks) that much, and unbounded "
+        "locked memory could take the host down");
   }
   if (!have_config) {
     if (s.devices.empty()) s.devices.push_back("zram0:1G");
     for (const std::string& text : s.devices) {
       auto spec = ParseDeviceSpec(text);
       if (!spec.has_value()) {
-        return ReportUsageError(kCommand, spec.error().message());
+        return spec.error();
       }
       for (const DeviceSpec& before : c->specs) {
         if (before.name == spec->name) {
-          return ReportUsageError(kCommand, "--device " + spec->name +
-                                                " is given twice");
+          return Status::InvalidArgument("--device " + spec->name +
+                                         " is given twice");
         }
       }
       c->specs.push_back(*spec);
     }
+  }
+  return Status::Ok();
+}
+
+// CheckValues, and the socket paths' defaults; the exit status when one is
+// bad.
+std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
+                                 Checked* c) {
+  if (Status st = CheckValues(s, have_config, c); !st.ok()) {
+    return ReportUsageError(kCommand, st.message());
   }
   // The sockets: the default directory unless both are given.
   if (s.unix_path.empty() || s.ctl_path.empty()) {
@@ -798,7 +808,8 @@ void PrintConnect(const ServeSettings& s,
 
 // SIGHUP with a --config file: re-reads it and applies what can change
 // while serving; *config becomes the file read, unless it is unreadable.
-void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
+void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
+            bool prealloc, DeviceRegistry* registry,
             std::optional<ServiceConfig>* config) {
   auto reread = LoadServiceConfig((*config)->path);
   if (!reread.has_value()) {
@@ -809,11 +820,19 @@ void Reload(const FlagSet& flags, bool prealloc, DeviceRegistry* registry,
   for (const std::string& w : reread->warnings) Log(LogLevel::kWarning, w);
   // [ztier] values apply at the next start: one that start would refuse
   // (exit 2, and systemd does not restart) is said now, not at a reboot.
-  ServeSettings next_start;
+  ServeSettings next_start = from_command_line;
   Status next = ApplyZtierSection(*reread, flags, &next_start);
   if (auto level = WantedLogLevel(next_start); next.ok() && !level) {
-    next = Status::InvalidArgument(reread->path + ": " +
-                                   level.error().message());
+    next = level.error();
+  }
+  Checked scratch;
+  if (next.ok()) next = CheckValues(next_start, /*have_config=*/true, &scratch);
+  if (next.ok() && !next_start.policy.empty()) {
+    if (auto p = ParsePolicyOptions(next_start.policy); !p) next = p.error();
+  }
+  if (!next.ok() && !next.message().starts_with(reread->path + ":")) {
+    next = Status::InvalidArgument(reread->path + ": [ztier]: " +
+                                   next.message());
   }
   if (!next.ok()) {
     Log(LogLevel::kError, "SIGHUP: " + next.message() +
@@ -908,7 +927,8 @@ Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
 // reload`, or a closed terminal) must never stop a server that may hold a
 // kernel's swap: it re-reads the file, or without one is logged, and the
 // devices and their pages stay.
-int WaitForStop(const sigset_t& signals, const FlagSet& flags, bool prealloc,
+int WaitForStop(const sigset_t& signals, const FlagSet& flags,
+                const ServeSettings& from_command_line, bool prealloc,
                 DeviceRegistry* registry, const nbd::NbdServer& nbd,
                 std::optional<ServiceConfig>* config) {
   const ServiceNotifier notifier;
@@ -936,7 +956,7 @@ int WaitForStop(const sigset_t& signals, const FlagSet& flags, bool prealloc,
     // (sd_notify(3)); older ones ignore it.
     Notify(notifier, "RELOADING=1\nMONOTONIC_USEC=" +
                          std::to_string(platform::MonotonicNs() / 1000));
-    Reload(flags, prealloc, registry, config);
+    Reload(flags, from_command_line, prealloc, registry, config);
     Notify(notifier, "READY=1\nSTATUS=" + Summary(*registry, nbd));
   }
 }
@@ -944,10 +964,12 @@ int WaitForStop(const sigset_t& signals, const FlagSet& flags, bool prealloc,
 }  // namespace
 
 int RunServe(std::span<const std::string_view> raw_args) {
-  ServeSettings s;
+  ServeSettings s, from_command_line;
   FlagSet flags(kCommand, kSynopsis);
   std::optional<ServiceConfig> config;
-  if (auto rc = ParseArgs(raw_args, flags, &s, &config)) return *rc;
+  if (auto rc = ParseArgs(raw_args, flags, &s, &from_command_line, &config)) {
+    return *rc;
+  }
   Checked c;
   if (auto rc = CheckSettings(s, config.has_value(), &c)) return *rc;
   std::optional<PolicyOptions> policy;
@@ -1040,7 +1062,8 @@ int RunServe(std::span<const std::string_view> raw_args) {
     Log(LogLevel::kInfo, "policy: " + s.policy);
   }
   const int sig =
-      WaitForStop(signals, flags, c.prealloc, &registry, *servers.nbd, &config);
+      WaitForStop(signals, flags, from_command_line, c.prealloc, &registry,
+                  *servers.nbd, &config);
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   if (runner != nullptr) runner->Stop();  // before the devices go

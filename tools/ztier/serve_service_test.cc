@@ -501,6 +501,21 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   ASSERT_TRUE(s.WaitForLog("the next start would refuse this file"))
       << s.Log();
   EXPECT_NE(s.Log().find(dir.File("ztier.conf") + ":"), std::string::npos);
+  // So is one that parses but a start's checks refuse, one at a time.
+  const std::string good = text;
+  for (const auto& [line, why] :
+       {std::pair<std::string, std::string>{"unit-pages = 3",
+                                            "--unit-pages: want 4, 8 or 16"},
+        {"tls = on", "--tls=on needs --tls-cert and --tls-key"},
+        {"policy = period=never", "period"}}) {
+    text = good;
+    text.replace(text.find("max-connections = abc\n"), 22, line + "\n");
+    WriteFile(dir.File("ztier.conf"), text);
+    ASSERT_TRUE(s.Reload());
+    ASSERT_TRUE(s.WaitForLog(why)) << line << "\n" << s.Log();
+    EXPECT_TRUE(s.WaitForLog("the next start would refuse this file"))
+        << line << "\n" << s.Log();
+  }
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
