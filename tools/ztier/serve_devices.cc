@@ -28,22 +28,13 @@ std::string RecompText(const DeviceConfig& d) {
   return out;
 }
 
-Status Configure(const ServiceConfig& config, const DeviceConfig& d,
-                 bool prealloc, DeviceRegistry* registry) {
+// The file's settings for d onto `device`, which is uninitialised;
+// errors name the file's line and the key.
+Status ApplyDeviceConfig(const ServiceConfig& config, const DeviceConfig& d,
+                         Device& device) {
   const std::string where = Where(config, d);
-  if (prealloc && d.mem_limit == 0) {
-    return Status::InvalidArgument(
-        where + "--mlock and --prealloc need a zram-resident-limit on every "
-                "device: each preallocates (and with --mlock locks) that much");
-  }
-  auto made = registry->Add(d.name);
-  if (!made.has_value()) return Status(made.error().code(), where + ErrnoText(made.error()));
-  Device& device = **made;
-  // A step that fails takes the half-made device away again, so that a
-  // later reload can make it afresh.
   const auto step = [&](const char* key, Status s) -> Status {
     if (s.ok()) return s;
-    registry->Remove(d.name).IgnoreError();
     return Status(s.code(), where + key + ": " + ErrnoText(s));
   };
   ZT_RETURN_IF_ERROR(step("compression-algorithm",
@@ -75,6 +66,25 @@ Status Configure(const ServiceConfig& config, const DeviceConfig& d,
           RecompText(d) + ", mem_limit " + (d.mem_limit == 0 ? "none" : MiB(d.mem_limit)) +
           ", backing_dev " + (d.backing_dev.empty() ? "none" : d.backing_dev) +
           (d.is_swap() ? ", for swap" : ", for " + d.notes.at("fs-type")));
+  return Status::Ok();
+}
+
+Status Configure(const ServiceConfig& config, const DeviceConfig& d,
+                 bool prealloc, DeviceRegistry* registry) {
+  const std::string where = Where(config, d);
+  if (prealloc && d.mem_limit == 0) {
+    return Status::InvalidArgument(
+        where + "--mlock and --prealloc need a zram-resident-limit on every "
+                "device: each preallocates (and with --mlock locks) that much");
+  }
+  auto made = registry->Add(d.name);
+  if (!made.has_value()) return Status(made.error().code(), where + ErrnoText(made.error()));
+  // A step that fails takes the half-made device away again, so that a
+  // later reload can make it afresh.
+  if (Status s = ApplyDeviceConfig(config, d, **made); !s.ok()) {
+    registry->Remove(d.name).IgnoreError();
+    return s;
+  }
   return Status::Ok();
 }
 
@@ -141,6 +151,19 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
     }
     const DeviceConfig& was = *it->second;
     old.erase(it);
+    if (device->disksize() == 0 && d.disksize != 0 &&
+        (!prealloc || d.mem_limit != 0)) {
+      // Reset since it was configured (`ztier ctl reset`): the file
+      // applies to it as at a start. One that fails stays uninitialised,
+      // to be tried again at the next reload.
+      if (Status s = ApplyDeviceConfig(after, d, *device); !s.ok()) {
+        device->Reset().IgnoreError();  // no half-configured device
+        not_applied("SIGHUP: " + s.message());
+      } else {
+        ++counts.applied;
+      }
+      continue;
+    }
     if (d.mem_limit != was.mem_limit) {
       if (Status s = device->SetMemLimit(d.mem_limit); s.ok()) {
         Log(LogLevel::kInfo,

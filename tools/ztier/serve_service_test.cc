@@ -519,6 +519,26 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// A device reset by hand (`ztier ctl reset`) is configured from the file
+// again at the next reload, as at a start.
+TEST(ServeServiceTest, AReloadConfiguresAResetDeviceAgain) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("ztier.conf"), TwoDeviceConfig(dir, "16"));
+  Server s(dir, {"--config", dir.File("ztier.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("ctl.sock"))) << s.Log();
+  const std::string ctl =
+      Ztier("ctl --ctl " + dir.File("ctl.sock") + " --device zram0 ");
+  ASSERT_EQ(Sh(ctl + "reset 1").exit_code, 0);
+  ASSERT_EQ(Sh(ctl + "disksize").out, "0\n");
+  ASSERT_TRUE(s.Reload());
+  ASSERT_TRUE(s.WaitForLog("1 change(s) applied, 0 not")) << s.Log();
+  EXPECT_EQ(Sh(ctl + "disksize").out, std::to_string(64 << 20) + "\n");
+  EXPECT_NE(Sh(ctl + "comp_algorithm").out.find("[zstd]"), std::string::npos);
+  EXPECT_EQ(Sh(ctl + "backing_dev").out, dir.File("zram0.img") + "\n");
+  EXPECT_EQ(MemLimit(Ztier("ctl --ctl " + dir.File("ctl.sock"))), "16777216");
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 TEST(ServeServiceTest, TheShippedUnitVerifies) {
   ASSERT_TRUE(Have("systemd-analyze")) << "install systemd (make deps)";
   ScopedTempDir dir;
