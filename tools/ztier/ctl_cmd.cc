@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "ctl/control_server.h"
 #include "flags.h"
 #include "paths.h"
+#include "tool_common.h"
 
 namespace ztier::tool {
 namespace {
@@ -138,12 +138,8 @@ int RunCtl(std::span<const std::string_view> args) {
   }
   // A relative backing_dev names a file where the caller is, not where the
   // server happens to run. (A URI, nbd://..., is no file.)
-  if (req.attribute == "backing_dev" && req.value.has_value() &&
-      !req.value->empty() && req.value->front() != '/' &&
-      *req.value != "none" && req.value->find("://") == std::string::npos) {
-    std::error_code ec;
-    const auto abs = std::filesystem::absolute(*req.value, ec);
-    if (!ec) req.value = abs.lexically_normal().string();
+  if (req.attribute == "backing_dev" && req.value.has_value()) {
+    req.value = BackingDevValue(*req.value);
   }
 
   int fd = -1;

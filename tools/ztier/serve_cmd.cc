@@ -463,16 +463,18 @@ Status CheckTls(ServeSettings& s, Checked* c) {
   if (s.tls != "off") {
     auto loaded = nbd::TlsContext::Load(s.tls_cert, s.tls_key);
     if (!loaded.has_value()) {
-      return Status::InvalidArgument("TLS: " + loaded.error().message());
+      return Status(loaded.error().code(), "TLS: " + loaded.error().message());
     }
     c->tls = std::move(*loaded);
   }
   return Status::Ok();
 }
 
-// The settings' values into *c (reading the TLS files, changing nothing);
-// kInvalidArgument naming the first that cannot work. What a start checks,
-// and what a reload checks of the next start's settings.
+// The settings' values into *c, filling in s's defaults (--tls, --device)
+// and reading the TLS files, nothing else; kInvalidArgument naming the
+// first that cannot work (a TLS file that cannot be loaded: its own code).
+// What a start checks, and what a reload checks of the next start's
+// settings; the addresses are checked only when bound.
 Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   auto max_request = ParseSize(s.max_request);
   if (!max_request.has_value() || *max_request < 4096 ||
@@ -563,7 +565,11 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
 std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
                                  Checked* c) {
   if (Status st = CheckValues(s, have_config, c); !st.ok()) {
-    return ReportUsageError(kCommand, st.message());
+    // A flag's value is a usage error; a TLS file that cannot be loaded is
+    // not, though a restart would meet it again (exit 2 all the same).
+    return st.message().starts_with("TLS: ") ? UsageFail(st.message())
+                                             : ReportUsageError(kCommand,
+                                                                st.message());
   }
   // The sockets: the default directory unless both are given.
   if (s.unix_path.empty() || s.ctl_path.empty()) {
@@ -618,12 +624,10 @@ std::optional<int> CreateDevices(const ServeSettings& s,
     // backing_dev is set before disksize, as zram requires; a device
     // without a size keeps it until `ctl disksize` sets one.
     if (&spec == &c.specs.front() && !s.backing_dev.empty()) {
-      // A relative path is the server's working directory's ("/" under
-      // systemd): made absolute here, as `ztier ctl backing_dev` does.
-      const std::string backing = nbd::IsNbdUri(s.backing_dev)
-                                      ? s.backing_dev
-                                      : Absolute(s.backing_dev);
-      if (Status st = (*device)->SetBackingDev(backing); !st.ok()) {
+      // A relative path is made absolute here, as `ztier ctl backing_dev`
+      // does, not left to the working directory ("/" under systemd).
+      if (Status st = (*device)->SetBackingDev(BackingDevValue(s.backing_dev));
+          !st.ok()) {
         return FailFor(st, "--backing-dev: " + ErrnoText(st));
       }
     }

@@ -51,6 +51,16 @@ std::string AbsoluteNote(const std::string& path) {
   return ec || abs == path ? "" : " (" + abs + ")";
 }
 
+std::string BackingDevValue(const std::string& value) {
+  if (value.empty() || value.front() == '/' || value == "none" ||
+      value.find("://") != std::string::npos) {
+    return value;
+  }
+  std::error_code ec;
+  const auto abs = fs::absolute(value, ec);
+  return ec ? value : abs.lexically_normal().string();
+}
+
 Status CheckCodecName(std::string_view name, std::string_view noun) {
   const std::vector<std::string_view> known = CodecNames();
   if (std::find(known.begin(), known.end(), CanonicalCodecName(name)) !=

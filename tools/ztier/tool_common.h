@@ -50,6 +50,11 @@ int ReportUsageError(std::string_view command, const std::string& message);
 // "" when it is or cannot be made absolute. Follows a path in a message.
 std::string AbsoluteNote(const std::string& path);
 
+// A backing_dev value as the server should get it: a relative path made
+// absolute against this process's working directory (the caller's, not
+// the server's); "", "none", an absolute path and a URI ("://") as given.
+std::string BackingDevValue(const std::string& value);
+
 // OK when CodecNames() holds `name`; else kInvalidArgument
 // "unknown <noun> 'NAME' (known: a, b, c)".
 Status CheckCodecName(std::string_view name, std::string_view noun = "codec");

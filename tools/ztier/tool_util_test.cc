@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -166,6 +167,15 @@ TEST(ParseSizeFlagTest, RoundsUpToPagesWithoutWrapping) {
   for (const char* huge : {"18446744073709551615", "16E"}) {
     EXPECT_FALSE(ParseSizeFlag(huge, 4096, "4K").has_value()) << huge;
   }
+}
+
+TEST(BackingDevValueTest, OnlyARelativePathIsMadeAbsolute) {
+  for (const char* same : {"", "none", "/dev/sdb1", "nbd://host/export",
+                           "nbd+unix:///x?socket=/run/s.sock"}) {
+    EXPECT_EQ(BackingDevValue(same), same);
+  }
+  EXPECT_EQ(BackingDevValue("wb.img"),
+            (std::filesystem::current_path() / "wb.img").string());
 }
 
 TEST(SplitCommaListTest, SkipsEmptyItems) {
