@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <sstream>
@@ -33,6 +34,10 @@ class SleepingChild {
       ::execlp("sleep", "sleep", "300", static_cast<char*>(nullptr));
       ::_exit(127);
     }
+    if (pid_ < 0) {
+      ADD_FAILURE() << "fork: errno " << errno;
+      return;
+    }
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (CommOf(pid_) != "sleep\n" &&
@@ -44,6 +49,7 @@ class SleepingChild {
   SleepingChild(const SleepingChild&) = delete;
   SleepingChild& operator=(const SleepingChild&) = delete;
   ~SleepingChild() {
+    if (pid_ <= 0) return;  // never kill(-1): every process
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }

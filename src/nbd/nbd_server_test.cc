@@ -745,11 +745,8 @@ TEST(NbdServerTest, TcpOnLoopback) {
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(r.output, "1048576\n");
   }
-  // Refused without a DNS lookup: a bad port, an address not on this host
-  // (TEST-NET-1, RFC 5737), no port.
+  // Refused without a DNS lookup: a bad port, no port.
   o.listen = "127.0.0.1:65536";
-  EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());
-  o.listen = "192.0.2.1:1";
   EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());
   o.listen = "127.0.0.1";
   EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());

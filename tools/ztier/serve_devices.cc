@@ -157,8 +157,15 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
       // applies to it as at a start. One that fails stays uninitialised,
       // to be tried again at the next reload.
       if (Status s = ApplyDeviceConfig(after, d, *device); !s.ok()) {
-        device->Reset().IgnoreError();  // no half-configured device
         not_applied("SIGHUP: " + s.message());
+        // No half-configured device; but one an operator initialised
+        // meanwhile (the EBUSY of disksize) is theirs, left as it is.
+        if (s.code() != StatusCode::kBusy && device->disksize() == 0) {
+          if (Status r = device->Reset(); !r.ok()) {
+            Log(LogLevel::kWarning, d.name + ": left half-configured: reset: " +
+                                        ErrnoText(r));
+          }
+        }
       } else {
         ++counts.applied;
       }

@@ -34,7 +34,7 @@ class UniqueFd {
   // Closes the descriptor owned (if any; close(2)'s error is dropped, as
   // the descriptor is gone either way) and owns `fd` instead.
   void Reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ >= 0 && fd_ != fd) ::close(fd_);
     fd_ = fd;
   }
 

@@ -157,7 +157,8 @@ struct PageStoreOptions {
   //     a unit is compressed with the current dictionary, as a page is.
   // mm_stat counts as for pages (orig_data_size: pages; compr_data_size:
   // the objects' bytes). The unit table takes 152 bytes per live unit,
-  // counted in mem_used_total.
+  // counted in mem_used_total. (With prealloc the whole table is resident
+  // from the start, like the slot table, and likewise not counted.)
   std::size_t unit_pages = 0;
   // Where Writeback() puts pages; null: no writeback (kNotFound, as zram's
   // -ENODEV without a backing_dev). The store frees the blocks its slots
