@@ -202,7 +202,10 @@ TEST(ServeTest, SighupKeepsServingAndKeepsThePages) {
   const Shell w = Sh("qemu-io -f raw " + s.Uri() + " -c 'write -P 0x5a 0 64k'");
   ASSERT_EQ(w.exit_code, 0) << w.out;
   ASSERT_EQ(::kill(s.pid(), SIGHUP), 0);
-  for (int i = 0; i < 200 && s.Log().find("SIGHUP") == std::string::npos; ++i) {
+  // (The banner says "SIGHUP" too: wait for the reload's own line.)
+  for (int i = 0; i < 1000 && s.Log().find("SIGHUP: nothing to reload") ==
+                                  std::string::npos;
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_NE(s.Log().find("SIGHUP: nothing to reload"), std::string::npos)
