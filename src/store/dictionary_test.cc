@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -357,8 +358,13 @@ TEST(DictionaryRaceTest, StoresAndLoadsDuringTraining) {
   }
   // Ids busy (kResourceExhausted) and a dictionary judged no better
   // (kFailedPrecondition) are refusals that leave the store as it was.
+  // Until 8 have been trained, bounded by time, not by attempts: a refusal
+  // waits for the writers to move pages off old dictionaries, which on a
+  // busy machine can take many quick refusals.
   std::thread trainer([&] {
-    for (int attempt = 0; attempt < 10000 && trained.load() < 8; ++attempt) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (trained.load() < 8 && std::chrono::steady_clock::now() < deadline) {
       auto r = store->TrainDictionary({.dict_bytes = 4096});
       if (r.has_value()) {
         trained.fetch_add(1);
@@ -366,8 +372,9 @@ TEST(DictionaryRaceTest, StoresAndLoadsDuringTraining) {
                  r.error().code() != StatusCode::kFailedPrecondition) {
         ADD_FAILURE() << r.error().ToString();
         break;
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       }
-      std::this_thread::yield();
     }
     stop.store(true);
   });
