@@ -15,7 +15,6 @@
 #include <optional>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -216,21 +215,21 @@ struct CaptureArgs {
 // Parses the words; nullopt: carry on; else the exit status (usage, --help).
 std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
                                     CaptureArgs* a) {
-  // Words after `--` are the command to start; `-o` is --output.
+  // Words after `--` are the command to start.
   std::vector<std::string_view> args;
   for (std::size_t i = 0; i < all_args.size(); ++i) {
     if (all_args[i] == "--") {
       a->command = all_args.subspan(i + 1);
       break;
     }
-    args.push_back(all_args[i] == "-o" ? "--output" : all_args[i]);
+    args.push_back(all_args[i]);
   }
   std::string after_text;
   std::string mappings_text = "anon";
   FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("pid", &a->pid, "PID", "the process to capture", 1, INT32_MAX);
   flags.AddString("output", &a->output, "FILE",
-                  "the corpus to write (-o); FILE.json is written beside it");
+                  "the corpus to write; FILE.json is written beside it");
   flags.AddString("after", &after_text, "SECONDS",
                   "with -- COMMAND: how long the command runs before the "
                   "capture (default 1)");
@@ -241,13 +240,12 @@ std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
                "the most pages to take, spread evenly (default 4096)", 1,
                std::int64_t{1} << 24);
   flags.AddInt("level", &a->level, "N", "zstd level of FILE, 1-22 (default 9; 19 makes the smallest files, slowly)", 1, 22);
+  flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (a->output.empty()) return UsageError("-o FILE is required");
   // Checked before the capture, which may run a command for a long time.
-  const std::filesystem::path folder =
-      std::filesystem::path(a->output).parent_path();
-  if (!folder.empty() && !std::filesystem::is_directory(folder)) {
-    return UsageError("-o " + a->output + ": no folder " + folder.string());
+  if (Status st = CheckOutputFolder("-o", a->output); !st.ok()) {
+    return UsageError(st.message());
   }
   if ((a->pid != 0) == !a->command.empty()) {
     return UsageError("give either --pid PID or -- COMMAND ARGS...");

@@ -136,8 +136,9 @@ TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
   SleepingChild child;
   // A missing folder is a usage error, found before the capture.
   const std::string out = dir_.File("no/such/dir/x.pages.zst");
+  // (-oFILE, getopt's form, is -o FILE.)
   auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
-                    " -o " + out));
+                    " -o" + out));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("no folder " + dir_.File("no/such/dir")),
             std::string::npos)

@@ -325,6 +325,11 @@ int RunEstimate(std::span<const std::string_view> args) {
   if (pid == 0 && (flags.WasSet("mappings") || flags.WasSet("max-pages"))) {
     return UsageError("--mappings and --max-pages go with --pid");
   }
+  // Checked before the measurements, not after them.
+  if (Status st = CheckOutputFolder("--json", json_path);
+      !json_path.empty() && !st.ok()) {
+    return UsageError(st.message());
+  }
   if (codecs.empty()) codecs.assign(std::begin(kDefaultCodecs), std::end(kDefaultCodecs));
   std::vector<CodecSpec> specs;
   for (const std::string& spec : codecs) {

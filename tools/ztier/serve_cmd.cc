@@ -224,8 +224,8 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
   flags.AddString("log-level", &s->log_level, "LEVEL",
                   "error, warning, info (default) or debug");
   flags.AddBool("quiet", &s->quiet,
-                "-q: log warnings and errors only (no connection lines)");
-  flags.AddBool("verbose", &s->verbose, "-v: log debug lines too");
+                "log warnings and errors only (no connection lines)");
+  flags.AddBool("verbose", &s->verbose, "log debug lines too");
 }
 
 struct DeviceSpec {
@@ -397,20 +397,17 @@ struct Checked {
   std::uint32_t ublk_max_io = 512 << 10;
 };
 
-// The command line (with -v and -q as --verbose and --quiet) and the
+// The command line (-v and -q are --verbose and --quiet) and the
 // --config file into *s and *config, the command line's alone into
 // *from_command_line; the exit status when it is bad or asked for --help.
 std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
                              FlagSet& flags, ServeSettings* s,
                              ServeSettings* from_command_line,
                              std::optional<ServiceConfig>* config) {
-  std::vector<std::string_view> args(raw_args.begin(), raw_args.end());
-  for (std::string_view& a : args) {
-    if (a == "-v") a = "--verbose";
-    if (a == "-q") a = "--quiet";
-  }
   DefineFlags(flags, s);
-  if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  flags.Short("verbose", 'v');
+  flags.Short("quiet", 'q');
+  if (auto rc = flags.ParseCommandLine(raw_args, kAbout)) return *rc;
   // An empty path (an unset variable in a unit's ExecStart) is not a
   // default: it would serve something other than what was meant.
   const std::pair<const char*, const std::string*> kPaths[] = {

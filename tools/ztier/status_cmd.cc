@@ -16,6 +16,7 @@
 #include "ctl/status_report.h"
 #include "ctl_cmd.h"
 #include "flags.h"
+#include "tool_common.h"
 
 namespace ztier::tool {
 
@@ -50,16 +51,22 @@ int RunStatus(std::span<const std::string_view> args) {
   flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (flags.WasSet("output") && output_all) {
-    std::fprintf(stderr, "%s: -o and --output-all exclude each other\n",
-                 kCommand);
-    return 2;
+    return ReportUsageError(kCommand, "-o and --output-all exclude each other");
+  }
+  if (json) {
+    for (const char* table_flag :
+         {"bytes", "noheadings", "output", "output-all", "raw"}) {
+      if (flags.WasSet(table_flag)) {
+        return ReportUsageError(kCommand, std::string("--json and --") +
+                                              table_flag +
+                                              " exclude each other");
+      }
+    }
   }
   if (flags.WasSet("output")) {
     auto columns = ctl::ParseStatusColumns(output);
     if (!columns.has_value()) {
-      std::fprintf(stderr, "%s: %s\n", kCommand,
-                   columns.error().message().c_str());
-      return 2;
+      return ReportUsageError(kCommand, columns.error().message());
     }
     table.columns = std::move(*columns);
   }

@@ -451,6 +451,24 @@ TEST_F(ZtierCliTest, ServeSettingsThatCannotWorkExit2) {
   }
 }
 
+// Options that exclude each other, and an output folder that does not
+// exist, are usage errors found before any work.
+TEST_F(ZtierCliTest, ExclusiveOptionsAndMissingFoldersAreUsageErrors) {
+  for (const char* args : {"status --json -b", "status --json -o NAME",
+                           "status --json --raw", "status -o NAME --output-all"}) {
+    const RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
+  }
+  MakeCorpus(37);
+  const RunResult r =
+      Run("estimate --corpus small.pages --json no/such/dir/x.json");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--json no/such/dir/x.json: no folder no/such/dir"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
   const RunResult r = Run("nosuch");
   EXPECT_EQ(r.exit_code, 2);
