@@ -6,6 +6,7 @@
 
 #include <cassert>
 #include <cerrno>
+#include <string>
 #include <utility>
 
 namespace ztier::platform {
@@ -38,6 +39,16 @@ Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
   if (p == MAP_FAILED) return Err(PosixError(what, errno));
   return Mapping(static_cast<std::byte*>(p), bytes);
+}
+
+Result<Mapping> Mapping::Table(std::size_t bytes, bool populate,
+                               std::string_view what) {
+  ZT_ASSIGN_OR_RETURN(
+      Mapping m,
+      Anonymous(bytes, populate ? Commit::kCharged : Commit::kOnTouch,
+                "mmap " + std::string(what)));
+  if (populate) ZT_RETURN_IF_ERROR(m.Populate("populate " + std::string(what)));
+  return m;
 }
 
 Result<Mapping> Mapping::SharedReadOnly(int fd, std::uint64_t offset,

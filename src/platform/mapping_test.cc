@@ -118,6 +118,16 @@ TEST(MappingTest, PopulateMakesEveryPageResident) {
   EXPECT_EQ(ResidentPages(*m), 64u);
 }
 
+TEST(MappingTest, ATableIsPopulatedOnlyWhenAsked) {
+  auto lazy = Mapping::Table(16 * kPage, false, "lazy table");
+  auto populated = Mapping::Table(16 * kPage, true, "populated table");
+  ASSERT_TRUE(lazy.has_value() && populated.has_value());
+  EXPECT_EQ(ResidentPages(*lazy), 0u);
+  EXPECT_EQ(ResidentPages(*populated), 16u);
+  EXPECT_NE(VmFlags(lazy->data()).find(" nr "), std::string::npos);
+  EXPECT_EQ(VmFlags(populated->data()).find(" nr "), std::string::npos);
+}
+
 TEST(MappingTest, DiscardDropsPagesBackToZeros) {
   auto m = Mapping::Anonymous(8 * kPage, Commit::kOnTouch, "mmap discard");
   ASSERT_TRUE(m.has_value());

@@ -13,11 +13,7 @@ Result<SlotTable> SlotTable::Create(std::size_t count, bool populate) {
   if (count == 0) return Err(Status::InvalidArgument("slot table of 0 slots"));
   ZT_ASSIGN_OR_RETURN(
       platform::Mapping m,
-      platform::Mapping::Anonymous(
-          count * sizeof(Slot),
-          populate ? platform::Commit::kCharged : platform::Commit::kOnTouch,
-          "mmap slot table"));
-  if (populate) ZT_RETURN_IF_ERROR(m.Populate("populate slot table"));
+      platform::Mapping::Table(count * sizeof(Slot), populate, "slot table"));
   return SlotTable(std::move(m));  // zero pages: every slot empty, unlocked
 }
 

@@ -73,11 +73,7 @@ class UnitTable {
     const std::size_t count = (num_pages + unit_pages - 1) / unit_pages;
     ZT_ASSIGN_OR_RETURN(
         platform::Mapping m,
-        platform::Mapping::Anonymous(
-            count * sizeof(Unit),
-            populate ? platform::Commit::kCharged : platform::Commit::kOnTouch,
-            "mmap unit table"));
-    if (populate) ZT_RETURN_IF_ERROR(m.Populate("populate unit table"));
+        platform::Mapping::Table(count * sizeof(Unit), populate, "unit table"));
     return UnitTable(std::move(m));
   }
   UnitTable() = default;

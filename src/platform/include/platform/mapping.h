@@ -44,6 +44,12 @@ class Mapping {
   // Maps `bytes` (> 0) of zero-filled anonymous memory.
   static Result<Mapping> Anonymous(std::size_t bytes, Commit commit,
                                    std::string_view what);
+  // A zero-filled table of `bytes` (> 0), as the store's slot and unit
+  // tables: with `populate` (a store that must not fault later) charged
+  // and faulted in now, else kOnTouch. Errors name "mmap WHAT" or
+  // "populate WHAT".
+  static Result<Mapping> Table(std::size_t bytes, bool populate,
+                               std::string_view what);
   // Maps `bytes` of the file or device `fd` at `offset` (page-aligned),
   // shared and read-only (PROT_READ, MAP_SHARED): a device's memory the
   // kernel writes and the process reads, as ublk's descriptor arrays
