@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "nbd/protocol.h"
-#include "testing/test_util.h"
 #include "platform/socket.h"
+#include "testing/test_util.h"
 
 namespace ztier::nbd::testing {
 
@@ -77,7 +77,9 @@ CommandResult RunCommand(const std::string& command) {
   return r;
 }
 
-bool HaveProgram(const std::string& name) { return ::ztier::testing::Have(name); }
+bool HaveProgram(const std::string& name) {
+  return ::ztier::testing::Have(name);
+}
 
 // ---- RawClient ----
 

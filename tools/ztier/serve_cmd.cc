@@ -460,7 +460,7 @@ Status CheckTls(ServeSettings& s, Checked* c) {
   if (s.tls != "off") {
     auto loaded = nbd::TlsContext::Load(s.tls_cert, s.tls_key);
     if (!loaded.has_value()) {
-      return Status(loaded.error().code(), "TLS: " + loaded.error().message());
+      return Status::FailedPrecondition("TLS: " + loaded.error().message());
     }
     c->tls = std::move(*loaded);
   }
@@ -469,7 +469,8 @@ Status CheckTls(ServeSettings& s, Checked* c) {
 
 // The settings' values into *c, filling in s's defaults (--tls, --device)
 // and reading the TLS files, nothing else; kInvalidArgument naming the
-// first that cannot work (a TLS file that cannot be loaded: its own code).
+// first that cannot work (a TLS file that cannot be loaded:
+// kFailedPrecondition).
 // What a start checks, and what a reload checks of the next start's
 // settings; the addresses are checked only when bound.
 Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
@@ -477,17 +478,13 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   if (!max_request.has_value() || *max_request < 4096 ||
       *max_request > (256u << 20)) {
     return Status::InvalidArgument(
-        "--max-request-size: want 4K to 256M, "
-        "not '" +
-        s.max_request + "'");
+        "--max-request-size: want 4K to 256M, not '" + s.max_request + "'");
   }
   c->max_request = *max_request;
   auto max_in_flight_bytes = ParseSize(s.max_in_flight_bytes);
   if (!max_in_flight_bytes.has_value() || *max_in_flight_bytes == 0) {
-    return Status::InvalidArgument(
-        "--max-in-flight-bytes: want a size, "
-        "not '" +
-        s.max_in_flight_bytes + "'");
+    return Status::InvalidArgument("--max-in-flight-bytes: want a size, not '" +
+                                   s.max_in_flight_bytes + "'");
   }
   c->max_in_flight_bytes = *max_in_flight_bytes;
   auto ublk_max_io = ParseSize(s.ublk_max_io);
@@ -507,8 +504,7 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
       CheckCodecName(CanonicalCodecName(s.comp_algorithm), "--comp-algorithm"));
   if (s.recomp_algorithms.size() >= kMaxCodecPriorities) {
     return Status::InvalidArgument(
-        "--recomp-algorithm: at most 3 (zram's "
-        "priorities 1 to 3)");
+        "--recomp-algorithm: at most 3 (zram's priorities 1 to 3)");
   }
   for (std::size_t i = 0; i < s.recomp_algorithms.size(); ++i) {
     auto r = ParseAlgorithmItem(s.recomp_algorithms[i], "--recomp-algorithm");
@@ -518,8 +514,7 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   if (s.unit_pages != 0 && s.unit_pages != 4 && s.unit_pages != 8 &&
       s.unit_pages != 16) {
     return Status::InvalidArgument(
-        "--unit-pages: want 4, 8 or 16 (or 0: "
-        "off), not " +
+        "--unit-pages: want 4, 8 or 16 (or 0: off), not " +
         std::to_string(s.unit_pages));
   }
   auto mem_limit = ParseSize(s.mem_limit);
@@ -564,9 +559,9 @@ std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
   if (Status st = CheckValues(s, have_config, c); !st.ok()) {
     // A flag's value is a usage error; a TLS file that cannot be loaded is
     // not, though a restart would meet it again (exit 2 all the same).
-    return st.message().starts_with("TLS: ") ? UsageFail(st.message())
-                                             : ReportUsageError(kCommand,
-                                                                st.message());
+    return st.code() == StatusCode::kInvalidArgument
+               ? ReportUsageError(kCommand, st.message())
+               : UsageFail(st.message());
   }
   // The sockets: the default directory unless both are given.
   if (s.unix_path.empty() || s.ctl_path.empty()) {
