@@ -552,11 +552,35 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   return Status::Ok();
 }
 
+// A CheckValues error about a value the [ztier] section set (its message
+// starts "--KEY"), said where the file set it: "FILE:LINE: [ztier] KEY...".
+// Null when the value is the command line's, or not one setting's.
+std::optional<Status> InFile(const Status& st, const ServiceConfig& config,
+                             const FlagSet& given) {
+  const std::string& m = st.message();
+  if (!m.starts_with("--")) return std::nullopt;
+  const std::string key = m.substr(2, m.find_first_of(":= ", 2) - 2);
+  if (given.WasSet(key)) return std::nullopt;
+  for (auto e = config.ztier.rbegin(); e != config.ztier.rend(); ++e) {
+    if (e->key == key) {
+      return Status(st.code(), config.path + ":" + std::to_string(e->line) +
+                                   ": [ztier] " + m.substr(2));
+    }
+  }
+  return std::nullopt;
+}
+
 // CheckValues, and the socket paths' defaults; the exit status when one is
 // bad.
-std::optional<int> CheckSettings(ServeSettings& s, bool have_config,
+std::optional<int> CheckSettings(ServeSettings& s, const FlagSet& given,
+                                 const std::optional<ServiceConfig>& config,
                                  Checked* c) {
-  if (Status st = CheckValues(s, have_config, c); !st.ok()) {
+  if (Status st = CheckValues(s, config.has_value(), c); !st.ok()) {
+    if (config.has_value()) {
+      if (auto where = InFile(st, *config, given)) {
+        return UsageFail(where->message());
+      }
+    }
     // A flag's value is a usage error; a TLS file that cannot be loaded is
     // not, though a restart would meet it again (exit 2 all the same).
     return st.code() == StatusCode::kInvalidArgument
@@ -822,7 +846,10 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
     next = level.error();
   }
   Checked scratch;
-  if (next.ok()) next = CheckValues(next_start, /*have_config=*/true, &scratch);
+  if (next.ok()) {
+    next = CheckValues(next_start, /*have_config=*/true, &scratch);
+    if (auto where = InFile(next, *reread, flags)) next = *where;
+  }
   if (next.ok() && !next_start.policy.empty()) {
     if (auto p = ParsePolicyOptions(next_start.policy); !p) next = p.error();
   }
@@ -967,7 +994,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
     return *rc;
   }
   Checked c;
-  if (auto rc = CheckSettings(s, config.has_value(), &c)) return *rc;
+  if (auto rc = CheckSettings(s, flags, config, &c)) return *rc;
   std::optional<PolicyOptions> policy;
   if (!s.policy.empty()) {
     auto parsed = ParsePolicyOptions(s.policy);

@@ -504,9 +504,9 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
   // So is one that parses but a start's checks refuse, one at a time.
   const std::string good = text;
   for (const auto& [line, why] :
-       {std::pair<std::string, std::string>{"unit-pages = 3",
-                                            "--unit-pages: want 4, 8 or 16"},
-        {"tls = on", "--tls=on needs --tls-cert and --tls-key"},
+       {std::pair<std::string, std::string>{
+            "unit-pages = 3", "[ztier] unit-pages: want 4, 8 or 16"},
+        {"tls = on", "[ztier] tls=on needs --tls-cert and --tls-key"},
         {"policy = period=never", "period"}}) {
     text = good;
     text.replace(text.find("max-connections = abc\n"), 22, line + "\n");

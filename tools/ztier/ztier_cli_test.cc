@@ -451,6 +451,24 @@ TEST_F(ZtierCliTest, ServeSettingsThatCannotWorkExit2) {
   }
 }
 
+// A bad value from the [ztier] section is said at its line, not as a flag
+// of the command line; the command line's own value is said as a flag.
+TEST_F(ZtierCliTest, ABadZtierValueIsSaidWhereTheFileSetsIt) {
+  std::ofstream(dir_ / "z.conf") << "[zram0]\nzram-size = 16\n\n"
+                                    "[ztier]\nunit-pages = 3\n";
+  RunResult r = Run("serve --config z.conf --unix s.sock --ctl c.ctl");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("z.conf:5: [ztier] unit-pages: want 4, 8 or 16"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("--help"), std::string::npos) << r.err;
+  r = Run("serve --config z.conf --unit-pages 5 --unix s.sock --ctl c.ctl");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--unit-pages: want 4, 8 or 16 (or 0: off), not 5"),
+            std::string::npos)
+      << r.err;
+}
+
 // Options that exclude each other, and an output folder that does not
 // exist, are usage errors found before any work.
 TEST_F(ZtierCliTest, ExclusiveOptionsAndMissingFoldersAreUsageErrors) {
