@@ -74,6 +74,7 @@ def newest_kernel():
 
 
 def download(debs_dir, packages):
+    """Downloads what debs_dir lacks of `packages`; apt's error, or None."""
     os.makedirs(debs_dir, exist_ok=True)
     have = os.listdir(debs_dir)
     missing = [p for p in packages
@@ -83,8 +84,9 @@ def download(debs_dir, packages):
         r = subprocess.run(["apt-get", "download", "-q"] + missing,
                            cwd=debs_dir, text=True, capture_output=True)
         if r.returncode != 0:
-            die("apt-get download %s failed:\n%s" % (" ".join(missing),
-                                                     r.stderr))
+            return "apt-get download %s failed:\n%s" % (" ".join(missing),
+                                                        r.stderr)
+    return None
 
 
 def modinfo_depends(path):
@@ -206,19 +208,29 @@ def build_opt(out, ztier):
 
 def build(out, ztier):
     kernel_pkg = newest_kernel()
-    version = re.search(r"linux-image-(.*)-unsigned", kernel_pkg).group(1)
     debs = os.path.join(out, "debs")
     stamp = os.path.join(out, "VERSION")
     if ztier:
         build_opt(out, ztier)
     sources = [os.path.join(HERE, f) for f in sorted(os.listdir(HERE))]
+    version = re.search(r"linux-image-(.*)-unsigned", kernel_pkg).group(1)
     if (os.path.exists(stamp) and open(stamp).read().strip() == version and
             os.path.exists(os.path.join(out, "initrd.cpio.gz")) and
             all(os.path.getmtime(s) <= os.path.getmtime(stamp)
                 for s in sources)):
         print("build_guest: guest for %s is up to date in %s" % (version, out))
         return
-    download(debs, [kernel_pkg] + PACKAGES)
+    error = download(debs, [kernel_pkg] + PACKAGES)
+    if error:
+        # Package lists older than the archive (a security update replaced
+        # the kernel they name): refreshed, and the newest kernel again.
+        print("build_guest: %s\nbuild_guest: apt-get update, then again" % error)
+        subprocess.run(["apt-get", "update", "-qq"], check=False)
+        kernel_pkg = newest_kernel()
+        version = re.search(r"linux-image-(.*)-unsigned", kernel_pkg).group(1)
+        error = download(debs, [kernel_pkg] + PACKAGES)
+        if error:
+            die(error)
     root = os.path.join(out, "root")
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)

@@ -97,12 +97,23 @@ class Server:
         return self.proc.poll() is None and self.port is not None
 
     def stop(self):
-        if self.proc.poll() is None:
+        """Stops the server; its log. self.problem says what went wrong: it
+        had exited by itself, did not stop on SIGTERM within 10 s, or
+        exited with another status than 0."""
+        self.problem = None
+        if self.proc.poll() is not None:
+            self.problem = ("ztier serve had exited before the end (status %d)"
+                            % self.proc.returncode)
+        else:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                if self.proc.wait(timeout=10) != 0:
+                    self.problem = ("ztier serve exited with status %d on "
+                                    "SIGTERM" % self.proc.returncode)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
+                self.problem = "ztier serve did not stop within 10 s of SIGTERM"
         self.log.close()
         return open(self.log_path).read()
 
@@ -242,6 +253,9 @@ def run_one(name, ztier, guest, results_dir, via_nbd):
         secs = time.time() - start
         checks = g.lines("@@CHECK ")
         bad = [c for c in checks if not c.startswith("ok ")]
+        if server is not None and server.problem:
+            print("@@CHECK FAIL " + server.problem)
+            bad.append(server.problem)
         if name in JUDGES:
             judged = JUDGES[name](g, results_dir)
             for failure in judged:

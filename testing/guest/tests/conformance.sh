@@ -71,15 +71,16 @@ step() {
 }
 
 # both NAME COMMAND: a block-device command on /dev/zram0 and /dev/nbd0
-# (DEV in COMMAND), e.g. dd; its status on each side.
+# (DEV in COMMAND, and BLK, the device's name under /sys/block), e.g. dd;
+# its status and what it printed, on each side.
 both() {
   name=$1
   shift
   for side in zram ztier; do
     dev=/dev/zram0
     [ $side = ztier ] && dev=/dev/nbd0
-    out=$(DEV=$dev sh -c "$*" 2>&1)
-    emit "$name" $side $? ""
+    out=$(DEV=$dev BLK=${dev#/dev/} sh -c "$*" 2>&1)
+    emit "$name" $side $? "$out"
   done
 }
 
@@ -91,6 +92,7 @@ dd if=/dev/zero bs=4k count=256 2>/dev/null >> /tmp/data
 awk 'BEGIN { for (i = 0; i < 131072; i++) printf "zzzzzzzz" }' >> /tmp/data
 dd if=/dev/urandom bs=4k count=256 2>/dev/null >> /tmp/data
 echo "data: $(stat -c %s /tmp/data) bytes"
+PAGES=$(( $(stat -c %s /tmp/data) / 4096 ))
 
 # ---- phase 1: no backing device ----
 echo 1 > $Z/reset
@@ -124,7 +126,9 @@ step written.debug_stat debug_stat
 both trim.first_mib 'blkdiscard -o 0 -l 1048576 $DEV'
 step trimmed.mm_stat mm_stat
 step trimmed.io_stat io_stat
-both read.past_end 'dd if=$DEV of=/dev/null bs=4k skip=8192 count=1 iflag=direct 2>/dev/null'
+# The bytes a read past the end gets (none), and the device's size in
+# 512-byte sectors.
+both read.past_end 'dd if=$DEV bs=4k skip=8192 count=1 iflag=direct 2>/dev/null | wc -c; cat /sys/block/$BLK/size'
 step set.idle_all idle all
 step set.idle_age idle 100
 step bad.idle idle bogus
@@ -180,7 +184,7 @@ step unlimited.writeback writeback idle
 step unlimited.bd_stat bd_stat
 step wb.mm_stat mm_stat
 step wb.io_stat io_stat
-both readback.data 'dd if=$DEV bs=4k count=2048 iflag=direct 2>/dev/null | cmp - /tmp/data'
+both readback.data "dd if=\$DEV bs=4k count=$PAGES iflag=direct 2>/dev/null | cmp - /tmp/data"
 step readback.bd_stat bd_stat
 # Writeback tokens of later kernels (several tokens, page_indexes=): 6.12
 # refuses them. Last, since ztier writes pages back where 6.12 does not.

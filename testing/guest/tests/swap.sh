@@ -16,7 +16,9 @@ zram_run() {
   echo "@@RESULT swap zram $1 $out"
   echo "@@RESULT mm_stat zram $1 $(cat /sys/block/zram0/mm_stat)"
   check "zram rep $1: every word read back" "$rc" = 0
+  # Left on, zram0 (the higher priority) would take ztier's run's swap.
   swapoff /dev/zram0
+  check "zram rep $1: swapoff" $? = 0
 }
 
 # The workload's pages left ztier's pool: at most 5% of the peak stays.
@@ -47,6 +49,10 @@ ztier_run() {
   echo "@@RESULT swap ztier $1 $out"
   echo "@@RESULT mm_stat ztier $1 peak_orig_data_size $peak after: $after"
   check "ztier rep $1: every word read back" "$rc" = 0
+  # The workload went through ztier: at its peak ztier held (orig_data_size)
+  # at least a quarter of it (about all of it, in the runs so far).
+  check "ztier rep $1: peak stored bytes $peak >= 1/4 of $MIB MiB" \
+    "$peak" -ge $((MIB * 1024 * 1024 / 4))
   a=$(field "$after" 1)
   check "ztier rep $1: after the workload, stored bytes $a <= 5% of the peak $peak" \
     "$((a * 20))" -le "$peak"
