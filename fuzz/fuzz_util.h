@@ -44,18 +44,53 @@ inline constexpr std::size_t kPage = 4096;
 
 struct CodecVariant {
   std::string name;
-  std::string params;  // algorithm_params
+  std::string params;  // algorithm_params; "dict", "rawdict": a dictionary
   std::shared_ptr<const Codec> codec;
 };
 
 // Every registered codec at its default level, then a few other levels
-// (those MakeCodec refuses are left out). Built once.
+// (those MakeCodec refuses are left out), then lz4 and zstd with a
+// dictionary in memory (as a store's trained one), zstd's both as plain
+// content and auto-detected. Built once.
 inline const std::vector<CodecVariant>& CodecVariants() {
   static const std::vector<CodecVariant> variants = [] {
     std::vector<CodecVariant> v;
     auto add = [&v](std::string_view name, std::string_view params) {
       auto c = MakeCodec(name, params);
       if (c) v.push_back({std::string(name), std::string(params), *c});
+    };
+    // A dictionary trained (ZDICT format: a header and entropy tables
+    // before its content) on 256 pages of text-like words, the same in
+    // every run; its content alone is the plain one.
+    std::vector<std::vector<std::byte>> pages(256);
+    std::uint32_t x = 12345;
+    for (auto& page : pages) {
+      while (page.size() < kPage) {
+        x = x * 1103515245 + 12345;
+        for (int i = 0, n = 2 + static_cast<int>(x >> 29); i < n; ++i) {
+          page.push_back(static_cast<std::byte>('a' + (x >> (i + 12)) % 8));
+        }
+        page.push_back(std::byte{' '});
+      }
+      page.resize(kPage);
+    }
+    const std::vector<std::span<const std::byte>> samples(pages.begin(),
+                                                          pages.end());
+    auto trained = TrainDictionary(samples, 8192);
+    if (!trained) Fail("TrainDictionary: " + trained.error().ToString());
+    auto dict = std::make_shared<std::vector<std::byte>>(std::move(*trained));
+    const auto content = DictionaryContent(*dict);
+    auto raw = std::make_shared<std::vector<std::byte>>(content.begin(),
+                                                        content.end());
+    auto add_dict = [&v](std::string_view name,
+                         std::shared_ptr<std::vector<std::byte>> bytes,
+                         bool content_only) {
+      CodecParams params;
+      params.dict = std::move(bytes);
+      params.dict_content_only = content_only;
+      auto c = MakeCodec(name, params);
+      if (!c) Fail("MakeCodec with a dictionary: " + c.error().ToString());
+      v.push_back({std::string(name), content_only ? "rawdict" : "dict", *c});
     };
     for (std::string_view name : CodecNames()) add(name, "");
     add("lz4", "level=8");
@@ -66,6 +101,9 @@ inline const std::vector<CodecVariant>& CodecVariants() {
     add("zstd", "level=12");
     add("deflate", "level=1");
     add("deflate", "level=12");
+    add_dict("lz4", raw, false);
+    add_dict("zstd", dict, false);
+    add_dict("zstd", raw, true);
     return v;
   }();
   return variants;

@@ -96,6 +96,19 @@ void CodecSeeds() {
         Write("fuzz_codec_roundtrip", base + "-" + kind, in);
       }
     }
+    // A 16-page unit of every page kind in turn (fuzz_codec_decompress's
+    // largest output: selector i + 3 * variants).
+    std::vector<std::byte> unit;
+    for (std::size_t p = 0; p < 16; ++p) {
+      const auto& page = pages[p % pages.size()].second;
+      unit.insert(unit.end(), page.begin(), page.end());
+    }
+    std::vector<std::byte> obj(unit.size());
+    const std::size_t len = (*c)->Compress(unit, obj);
+    if (len == 0) continue;
+    obj.resize(len);
+    obj.insert(obj.begin(), static_cast<std::byte>(i + 3 * variants.size()));
+    Write("fuzz_codec_decompress", base + "-unit16", obj);
   }
 }
 
