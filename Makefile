@@ -16,19 +16,21 @@ DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libnbd-bin libnbd-dev nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
   python3 procps prometheus curl groff-base systemd iproute2 tcpdump
 
-.PHONY: all deps build install run test test-kernel test-asan test-tsan check-locks bench bench-ublk bench-remote bench-docs soak clean format fuzz fuzz-deps
+.PHONY: all deps build install uninstall run test test-kernel test-asan test-tsan check-locks bench bench-ublk bench-remote bench-docs soak clean format fuzz fuzz-deps
 
 all: build
 
-# Installs only what is missing; runs apt-get update first when it must.
+# Installs only what is missing (a package removed but not purged is
+# missing); runs apt-get update first when it must.
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do \
-	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | \
+	    grep -q 'install ok installed' || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
 $(BUILD)/CMakeCache.txt: | deps
@@ -48,6 +50,17 @@ SYSCONFDIR ?= $(if $(filter /usr /usr/,$(PREFIX)),/etc,etc)
 install: build
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_SYSCONFDIR=$(SYSCONFDIR) >/dev/null
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
+
+# `make uninstall [DESTDIR=...]`: removes what the last `make install` from
+# this build installed ($(BUILD)/install_manifest.txt; give the same
+# DESTDIR), but not while ztier.service runs (stop and disable it first).
+uninstall:
+	@test -f $(BUILD)/install_manifest.txt || \
+	  { echo "uninstall: no $(BUILD)/install_manifest.txt: nothing was installed from $(BUILD)"; exit 1; }
+	@if systemctl is-active --quiet ztier 2>/dev/null; then \
+	  echo "uninstall: ztier.service is running; first: systemctl disable --now ztier"; exit 1; fi
+	@while IFS= read -r f; do rm -fv "$(DESTDIR)$$f"; done < $(BUILD)/install_manifest.txt
+	@rm -f $(BUILD)/install_manifest.txt
 
 # The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on
 # /run/ztier/ztier.sock (as root; else $XDG_RUNTIME_DIR/ztier/), control
@@ -261,7 +274,7 @@ fuzz-deps: deps
 
 $(FUZZ_BUILD)/CMakeCache.txt: | fuzz-deps
 	CC=clang-$(FUZZ_CLANG) CXX=clang++-$(FUZZ_CLANG) \
-	  cmake -S . -B $(FUZZ_BUILD) -DZTIER_FUZZ=ON
+	  cmake -S . -B $(FUZZ_BUILD) $(CMAKE_FLAGS) -DZTIER_FUZZ=ON
 
 fuzz: fuzz-deps $(FUZZ_BUILD)/CMakeCache.txt
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target $(FUZZ_TARGETS)
@@ -285,8 +298,10 @@ fuzz: fuzz-deps $(FUZZ_BUILD)/CMakeCache.txt
 	  echo "fuzz: crashes in:$$failed (inputs: $(FUZZ_BUILD)/artifacts/)"; exit 1; \
 	fi
 
+# The same clang-format on every machine: clang-19's, as the fuzzers' clang.
 format:
-	clang-format -i $$(git ls-files '*.cc' '*.h')
+	@$(MAKE) --no-print-directory deps DEB_PACKAGES=clang-format-$(FUZZ_CLANG)
+	clang-format-$(FUZZ_CLANG) -i $$(git ls-files '*.cc' '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz $(LOCKS_BUILD)

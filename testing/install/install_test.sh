@@ -1,5 +1,5 @@
 #!/bin/sh
-# testing/install/install_test.sh SRC BUILD LIBDIR CMAKE CC CXX [SANITIZE]
+# testing/install/install_test.sh SRC BUILD LIBDIR SYSCONFDIR CMAKE CC CXX [SANITIZE]
 #
 # `make install` end to end, on the build in BUILD (built already; nothing is
 # rebuilt): `cmake --install BUILD --prefix /opt/ztier` into a fresh
@@ -23,32 +23,43 @@
 #      anything ztier.pc or ztierTargets.cmake drags in becomes a NEEDED
 #      entry, and no libgnutls may be among them (readelf -d), nor any gnutls
 #      symbol in them (nm).
+# LIBDIR and SYSCONFDIR are the build's CMAKE_INSTALL_LIBDIR and
+# CMAKE_INSTALL_SYSCONFDIR (`make install PREFIX=/usr` makes the latter
+# /etc), relative to the prefix or absolute. BUILD's install_manifest.txt
+# (what `make uninstall` removes) is kept as it was.
 # Prints each step; exits 1 at the first failure.
 set -eu
 
-if [ $# -ne 6 ] && [ $# -ne 7 ]; then
-  echo "usage: $0 SRC BUILD LIBDIR CMAKE CC CXX [SANITIZE]" >&2
+if [ $# -ne 7 ] && [ $# -ne 8 ]; then
+  echo "usage: $0 SRC BUILD LIBDIR SYSCONFDIR CMAKE CC CXX [SANITIZE]" >&2
   exit 2
 fi
 SRC=$1
 BUILD=$2
 LIBDIR=$3
-CMAKE=$4
-CC=$5
-CXX=$6
+SYSCONFDIR=$4
+CMAKE=$5
+CC=$6
+CXX=$7
 # A sanitizer build (ZTIER_SANITIZE) installs an instrumented library: its
 # consumers link the same runtime.
 SAN=""
-if [ -n "${7:-}" ]; then SAN="-fsanitize=$7"; fi
+if [ -n "${8:-}" ]; then SAN="-fsanitize=$8"; fi
 PREFIX=/opt/ztier
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ztier-install-test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+MANIFEST=$BUILD/install_manifest.txt
+if [ -f "$MANIFEST" ]; then cp "$MANIFEST" "$TMP.manifest"; fi
+trap 'rm -rf "$TMP"; if [ -f "$TMP.manifest" ]; then mv "$TMP.manifest" "$MANIFEST"; else rm -f "$MANIFEST"; fi' EXIT
 DEST=$TMP/root
 ROOT=$DEST$PREFIX
 case $LIBDIR in
   /*) LIB=$DEST$LIBDIR ;;
   *) LIB=$ROOT/$LIBDIR ;;
+esac
+case $SYSCONFDIR in
+  /*) ETC=$SYSCONFDIR ;;
+  *) ETC=$PREFIX/$SYSCONFDIR ;;
 esac
 
 fail() {
@@ -83,17 +94,17 @@ done
 UNIT=$ROOT/lib/systemd/system/ztier.service
 need_file "$UNIT"
 if grep -n '@[A-Za-z_]*@' "$UNIT"; then fail "placeholders left in ztier.service"; fi
-grep -qx "ExecStart=$PREFIX/bin/ztier serve --config $PREFIX/etc/ztier/ztier.conf" "$UNIT" ||
+grep -qx "ExecStart=$PREFIX/bin/ztier serve --config $ETC/ztier/ztier.conf" "$UNIT" ||
   fail "ztier.service: ExecStart does not name $PREFIX: $(grep ExecStart= "$UNIT")"
 # Everything else is dist/ztier.service as it is.
-sed "s|@ZTIER_BINDIR@|$PREFIX/bin|g; s|@ZTIER_SYSCONFDIR@|$PREFIX/etc|g" \
+sed "s|@ZTIER_BINDIR@|$PREFIX/bin|g; s|@ZTIER_SYSCONFDIR@|$ETC|g" \
   "$SRC/dist/ztier.service" | cmp -s - "$UNIT" || fail "ztier.service differs from dist/ztier.service"
 
-for f in "$ROOT/etc/ztier/ztier.conf.example" "$ROOT/share/doc/ztier/ztier.conf.example"; do
+for f in "$DEST$ETC/ztier/ztier.conf.example" "$ROOT/share/doc/ztier/ztier.conf.example"; do
   need_file "$f"
   cmp -s "$SRC/dist/ztier.conf" "$f" || fail "${f#"$DEST"} is not dist/ztier.conf"
 done
-[ ! -e "$ROOT/etc/ztier/ztier.conf" ] || fail "install wrote etc/ztier/ztier.conf itself"
+[ ! -e "$DEST$ETC/ztier/ztier.conf" ] || fail "install wrote $ETC/ztier/ztier.conf itself"
 
 # Every engine layer's installed API (src/LAYER/include/ztier/), and no
 # other layer's headers.
