@@ -30,7 +30,11 @@ deps:
 	  echo "installing:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && \
-	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing && \
+	  case " $$missing " in *" prometheus "*) \
+	    echo "deps: prometheus is here for promtool (the metrics tests); its servers, which Debian starts, are stopped and disabled"; \
+	    $$SUDO systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true;; \
+	  esac; \
 	fi
 
 $(BUILD)/CMakeCache.txt: | deps
