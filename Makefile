@@ -202,14 +202,19 @@ endif
 # $(call bench_run,NAME,ARGS[,RUNNER]): `ztier ARGS --json NAME.json`, stdout
 # also to NAME.txt (stderr, with the progress line on a terminal, is not
 # saved); fails when ztier fails (bash's pipefail: make's sh has none).
+# NAME's results of an earlier run are removed first, and NAME.txt is
+# written only when the run succeeds, so a failed run leaves no mix of two.
 # RUNNER, when given, is the command line that runs ztier with ARGS.
 bench_runner = $(or $(1),./$(BUILD)/ztier)
 bench_run = @echo "== $(1): ztier $(2)" && \
+  rm -f $(BENCH_RESULTS)/$(1).json $(BENCH_RESULTS)/$(1).txt \
+    $(BENCH_RESULTS)/$(1).time && \
   echo "$(call bench_runner,$(3)) $(2) --json $(BENCH_RESULTS)/$(1).json" \
     > $(BENCH_RESULTS)/$(1).cmd && \
   start=$$(date +%s) && \
   bash -o pipefail -c '$(call bench_runner,$(3)) $(2) --json $(BENCH_RESULTS)/$(1).json \
-    | tee $(BENCH_RESULTS)/$(1).txt' && \
+    | tee $(BENCH_RESULTS)/$(1).txt.part' && \
+  mv $(BENCH_RESULTS)/$(1).txt.part $(BENCH_RESULTS)/$(1).txt && \
   echo $$(( $$(date +%s) - start )) > $(BENCH_RESULTS)/$(1).time
 
 bench: build

@@ -2,7 +2,7 @@
 """Do two `make bench` runs agree? Compares every median of one run's JSON
 results with the other's spread.
 
-  tools/bench/compare_runs.py [--all] FIRST_RESULTS_DIR SECOND_RESULTS_DIR
+  tools/bench/compare_runs.py [--all] [--tolerance PCT] FIRST_RESULTS_DIR SECOND_RESULTS_DIR
 
 Each directory holds the NAME.json files of one `make bench` (its
 BENCH_RESULTS). In every experiment present in both, each figure (the keys
@@ -12,8 +12,12 @@ by its place in the document; list items are matched by their identifying fields
 integer and boolean values beside the figures: codec, corpus, job, threads,
 ...). A figure agrees when either run's median lies within the other's
 [min, max]: the second run's median is inside the first's spread, or the
-other way round. The conditions of a run ("machine", "conditions": the
-cross-CPU round trip) are not compared.
+other way round. A result written as a single number (a Number cell of
+tools/ztier/bench_report.h: a size, a ratio of one run's medians; an
+integer result such as a page count) has no spread: it agrees when the
+two are within PCT percent of each other (--tolerance, default 5). The
+conditions of a run ("machine", "conditions": the cross-CPU round trip)
+are not compared.
 
 Prints, per experiment, how many figures agree and how far apart the two
 medians are (median, 90th percentile and largest relative difference),
@@ -90,6 +94,32 @@ def triplets(node, path, out):
             n = seen.get(key, 0)
             seen[key] = n + 1
             triplets(item, path + ((key, n),), out)
+
+
+FIGURE_SUFFIXES = ("_median", "_min", "_max", "_stddev", "_cv")
+
+
+def numbers(node, path, out):
+    """Collects path -> value for every single-number result under node: a
+    number that is neither part of a figure (FIGURE_SUFFIXES) nor an
+    identifying integer (ID_INTS)."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if isinstance(v, bool) or k.endswith(FIGURE_SUFFIXES):
+                continue
+            if isinstance(v, float) or (isinstance(v, int) and
+                                        k not in ID_INTS):
+                out[path + (k,)] = v
+            elif isinstance(v, (dict, list)) and not is_condition(k):
+                numbers(v, path + (k,), out)
+    elif isinstance(node, list):
+        seen = {}
+        for i, item in enumerate(node):
+            ident = identity(item)
+            key = ident if ident else ("#", i)
+            n = seen.get(key, 0)
+            seen[key] = n + 1
+            numbers(item, path + ((key, n),), out)
 
 
 def case_of(path):
@@ -186,6 +216,15 @@ def fmt(t):
 def main(argv):
     show_all = "--all" in argv
     argv = [a for a in argv if a != "--all"]
+    tolerance = 5.0
+    if "--tolerance" in argv:
+        i = argv.index("--tolerance")
+        try:
+            tolerance = float(argv[i + 1])
+        except (IndexError, ValueError):
+            sys.stderr.write("--tolerance takes a percentage\n")
+            return 2
+        del argv[i:i + 2]
     if len(argv) != 3 or not all(os.path.isdir(d) for d in argv[1:]):
         sys.stderr.write(__doc__.split("\n\n")[1] + "\n")
         return 2
@@ -196,10 +235,11 @@ def main(argv):
     if not names:
         sys.stderr.write("no NAME.json in both directories\n")
         return 2
-    total = agree_total = 0
+    total = agree_total = n_total = n_agree_total = 0
     for name in names:
         runs = []
         docs = []
+        nums = []
         for d in (first, second):
             try:
                 with open(os.path.join(d, name)) as f:
@@ -211,6 +251,9 @@ def main(argv):
             triplets(doc, (), figs)
             runs.append(figs)
             docs.append(doc)
+            single = {}
+            numbers(doc, (), single)
+            nums.append(single)
         a, b = runs
         common = [p for p in a if p in b]
         bad = []
@@ -240,8 +283,34 @@ def main(argv):
                   f"medians {d:.1f}% apart")
         if len(shown) < len(bad):
             print(f"  ({len(bad) - len(shown)} more; --all lists them)")
+        x, y = nums
+        same = [p for p in x if p in y]
+        apart_n = []
+        for p in same:
+            if x[p] == y[p]:
+                continue
+            d = (abs(y[p] - x[p]) / abs(x[p]) * 100 if x[p]
+                 else float("inf"))
+            if d > tolerance:
+                apart_n.append((d, p))
+        if same:
+            print(f"  single numbers: {len(same) - len(apart_n)} of "
+                  f"{len(same)} within {tolerance:g}%")
+            shown = apart_n if show_all else sorted(apart_n, reverse=True)[:5]
+            for d, p in sorted(shown, reverse=True):
+                print(f"    {label(p)}: {x[p]:.4g} vs {y[p]:.4g}, "
+                      f"{d:.1f}% apart")
+            if len(shown) < len(apart_n):
+                print(f"    ({len(apart_n) - len(shown)} more; --all lists "
+                      f"them)")
+        n_total += len(same)
+        n_agree_total += len(same) - len(apart_n)
     print(f"all: {agree_total} of {total} medians agree "
           f"({100.0 * agree_total / max(total, 1):.1f}%)")
+    if n_total:
+        print(f"all: {n_agree_total} of {n_total} single numbers within "
+              f"{tolerance:g}% "
+              f"({100.0 * n_agree_total / n_total:.1f}%)")
     return 0
 
 

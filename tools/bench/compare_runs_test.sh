@@ -56,11 +56,13 @@ tables() {
   "lz4 b": [{"op": "store", "threads": 1, "mb_s_median": 200,
              "mb_s_min": 190, "mb_s_max": 210}],
   "lz4 b conditions": [{"cross_cpu_rtt_ns_median": $3,
-                        "cross_cpu_rtt_ns_min": 1, "cross_cpu_rtt_ns_max": 900}]}}
+                        "cross_cpu_rtt_ns_min": 1, "cross_cpu_rtt_ns_max": 900}],
+  "derived": [{"ratio": "batch8", "threads": 1, "value": $5},
+              {"ratio": "sizes", "value": 2.5, "pages": 4096}]}}
 J
 }
-tables "$dir/t1" 55 60 100
-tables "$dir/t2" 320 58 150
+tables "$dir/t1" 55 60 100 1.60
+tables "$dir/t2" 320 58 150 1.70
 python3 "$compare" "$dir/t1" "$dir/t2" > "$dir/out"
 cat "$dir/out"
 check "tables: one of two figures agrees" has '^bench-engine: 1 of 2 medians agree'
@@ -68,6 +70,13 @@ check "tables: the disagreeing figure is named" \
   has 'tables / lz4 a / store 1 / mb_s: 100 (95-105) vs 150 (145-155)'
 check "tables: conditions are not compared, and split the count" \
   has "within 2x): 1 of 2; their figures agree 1 of 1, the others' 0 of 1"
+# Single numbers (no spread): within the tolerance, 5% by default.
+check "tables: single numbers are compared" has '^  single numbers: 1 of 2 within 5%'
+check "tables: the number apart is named" \
+  has 'derived / batch8 1 / value: 1.6 vs 1.7, 6.2% apart'
+check "tables: the numbers' total" has '^all: 1 of 2 single numbers within 5% (50.0%)'
+python3 "$compare" --tolerance 10 "$dir/t1" "$dir/t2" > "$dir/out"
+check "tables: --tolerance 10 takes both" has '^  single numbers: 2 of 2 within 10%'
 
 status=0
 python3 "$compare" "$dir/one" >/dev/null 2>&1 || status=$?

@@ -144,7 +144,10 @@ struct LatencyRun {
   // preempted; the reader (storer) stores its buffer, does one untimed round
   // (a thread's first load creates its decompressor), then times each load
   // (store) of it in rounds every kRoundUs on a fixed schedule (a late round
-  // skips the periods it missed, so that both modes do the same work).
+  // skips the periods it missed rather than run them back to back; so a
+  // mode whose rounds block does fewer of them, and its high-priority
+  // tasks leave the workers more CPU: docs/benchmarks.md says which figure
+  // that biases).
   void Task(std::size_t cpu, std::size_t t) {
     if (!PinAndNice(cpu, kNice[t])) priorities = false;
     const bool worker = t < 2, reader = t == 2, storer = t == 3;

@@ -264,13 +264,15 @@ int RunBenchNbd(std::span<const std::string_view> args) {
            return Status::Ok();
          }});
   }
+  // The machine as the runs start (its round trip is "at the start").
+  const MachineInfo machine = GetMachineInfo();
   auto m = RunVariants(
       {.runs = static_cast<std::size_t>(cfg.common.runs), .warmups = 0},
       variants, progress);
   if (!m.has_value()) {
     return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
   }
-  return NbdReport(cfg, *m, GetMachineInfo()).Finish(kCommand, cfg.common);
+  return NbdReport(cfg, *m, machine).Finish(kCommand, cfg.common);
 }
 
 }  // namespace ztier::tool

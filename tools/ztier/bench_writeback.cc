@@ -392,6 +392,12 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
         .Int("checked", w.verified)
         .Int("from the file", w.verified_from_disk);
   }
+  if (b.run.compressed) {
+    r.Line("NOTE: MB/s counts the pages written back (4096 bytes each); "
+           "with --compressed the file gets their compressed objects, fewer "
+           "bytes, so the ratio to fio (which counts the bytes it writes) "
+           "overstates what the disk did.\n");
+  }
   if (!b.direct) {
     r.Line("NOTE: the file system refused O_DIRECT for " + b.run.image_path +
            ": writeback went through the page cache, while fio uses "
@@ -414,7 +420,7 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
                    "): one page at a time vs batched vs fio (" +
                    MedianOfRuns(b.f.common.runs) + ")",
           .x_label = "variant",
-          .y_label = "throughput (MB/s written, log scale)",
+          .y_label = "throughput (MB/s of pages written back, log scale)",
           .style = PlotStyle::kBars,
           .log_y = true,
           .x_tics = {{0, "sync (a 4 KiB pwrite per page)"},

@@ -270,21 +270,17 @@ void Results(Report& r, Usemem& u, const Measurements& m) {
       {"Time to Free (usecs)", "free_usecs"}};
   for (const auto& [name, figure] : kFigures) {
     Row& row = t.AddRow().Text("figure", name);
+    // The spread of total throughput: its cv% beside each variant.
+    const bool cv = n > 1 && std::string_view(figure) == "total_kb_s";
     for (bool b : {false, true}) {
-      if (b || compare)
-        row.Figure(kVariants[b], m.Of(kVariants[b], figure), 0, show);
+      if (b || compare) {
+        row.Figure(kVariants[b], m.Of(kVariants[b], figure), 0,
+                   show | (cv ? kOwnCv : 0u));
+      }
     }
     if (compare) {
       row.Text("change", Change(Summarize(m.Of(kVariants[0], figure)).median,
                                 Summarize(m.Of(kVariants[1], figure)).median));
-    }
-  }
-  if (n > 1) {  // the spread of total throughput, in the variants' columns
-    Row& row = t.AddRow().Text("figure", "Total Throughput cv%");
-    for (bool b : {false, true}) {
-      if (!b && !compare) continue;
-      row.Number(std::string(kVariants[b]) + " median (min-max)",
-                 Summarize(m.Of(kVariants[b], "total_kb_s")).cv_percent, 1);
     }
   }
   r.Line("counters at the end of the last run of each variant:");
@@ -373,11 +369,12 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (f.compare)
     variants.insert(variants.begin(), UsememVariant(u, *corpus, false));
   Progress progress;
+  // The machine as the runs start (its round trip is "at the start").
+  Report report(kCommand, GetMachineInfo());
   auto m = RunVariants(
       {.runs = static_cast<std::size_t>(f.common.runs), .warmups = 0}, variants,
       progress);
   if (!m) return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
-  Report report(kCommand, GetMachineInfo());
   Describe(report, u, corpus->size());
   Results(report, u, *m);
   report.AddTable("workers", "") = std::move(u.workers);
