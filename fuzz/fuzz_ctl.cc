@@ -8,7 +8,12 @@
 //    (EncodeRequest) to bytes that parse back to the same request;
 //  - every reply encodes (EncodeOk / EncodeError) to bytes ParseReply reads
 //    back whole;
-//  - ParseReply on the raw input does not crash.
+//  - ParseReply on the raw input does not crash;
+//  - no request loses stored data: zram0 starts with 16 pages of a pattern,
+//    and after every request, until one that may drop them has succeeded
+//    (reset, hot_remove, disksize), it still holds them, whether the
+//    request was refused or done (writeback, recompress, compact, idle and
+//    the limits move or account pages, never change them).
 // Requests that would touch the host are skipped, not handled: backing_dev
 // stores (they create files), algorithm_params with dict= (it reads a file),
 // disksize stores over 1 MiB, hot_add past 4 devices.
@@ -16,6 +21,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ctl/attributes.h"
 #include "ctl/protocol.h"
@@ -66,6 +72,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   DeviceRegistry registry(defaults);
   auto z0 = registry.Add("zram0");
   if (!z0 || !(*z0)->SetDisksize(64 << 10).ok()) Fail("zram0 setup");
+  static const std::vector<std::byte> pattern = [] {
+    std::vector<std::byte> d(64 << 10);
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      d[i] = static_cast<std::byte>((i / kPage) * 37 + (i % 251));
+    }
+    return d;
+  }();
+  if (!(*z0)->Write(0, pattern).ok()) Fail("filling zram0");
+  bool intact = true;  // no reset, hot_remove or disksize has succeeded
+  std::vector<std::byte> now(pattern.size());
 
   std::string_view rest = input;
   for (int i = 0; i < 16; ++i) {
@@ -87,7 +103,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
       Fail("request does not survive EncodeRequest + ParseRequest");
     }
     if (!Harmless(p.request, registry)) continue;
-    CheckReply(ctl::HandleRequest(registry, p.request));
+    const ctl::WireReply reply = ctl::HandleRequest(registry, p.request);
+    CheckReply(reply);
+    const std::string& a = p.request.attribute;
+    if (reply.ok && (a == "reset" || a == "hot_remove" || a == "disksize")) {
+      intact = false;
+    }
+    if (intact) {
+      const Status read = (*z0)->Read(0, now);
+      if (!read.ok() || now != pattern) {
+        Fail("zram0's data changed (" + read.ToString() + ") after '" + a +
+             "' (" + (reply.ok ? "done" : "refused: " + reply.message) + ")");
+      }
+    }
   }
   return 0;
 }

@@ -242,7 +242,7 @@ void TokenSeeds() {
       {"type", "\x03type=incompressible"},
       {"index", "\x03page_index=3"},
       {"indexes-mode", "\x03page_indexes=1-5 page_index=15 huge"},
-      {"big-device", "\x06page_indexes=1000-1048575"},
+      {"big-device", "\x05page_indexes=1000-1048575"},
       {"huge", "\x07huge"},
   };
   for (const auto& [name, text] : wb) Write("fuzz_writeback_tokens", name, text);
@@ -259,6 +259,36 @@ void TokenSeeds() {
 
 }  // namespace
 
+// fuzz_service_config: two bytes of MemTotal (16 GiB: 4096 * 4 + 1 MiB),
+// then a file.
+void ConfigSeeds() {
+  const std::pair<const char*, const char*> files[] = {
+      {"example",
+       "# ztier.conf\n[zram0]\nzram-size = min(ram / 2, 4096)\n"
+       "compression-algorithm = zstd(level=3)\n"
+       "writeback-device = /var/lib/ztier/zram0.img\n\n"
+       "[ztier]\nlisten = 127.0.0.1:10809\npolicy = period=60s\n"},
+      {"two-devices",
+       "[zram0]\nzram-size = ram * 0.25 + 16\nzram-resident-limit = 512\n"
+       "compression-algorithm = lz4 zstd(level=9) (type=idle)\n"
+       "swap-priority = 50\n[zram1]\nzram-size = 0\nfs-type = ext4\n"
+       "mount-point = /var/tmp\noptions = discard\n"},
+      {"deprecated",
+       "[zram0]\nzram-fraction = 0.5\nmax-zram-size = none\n"
+       "memory-limit = 2048\nhost-memory-limit = none\n"},
+      {"expressions",
+       "[zram0]\nzram-size = max(floor(log(2, ram)) * 100, ceil(pi ^ 2), "
+       "round(e), abs(-3) % 2, int(1.5e3))\n"
+       "writeback-device = nbd+unix:///x?socket=/run/r.sock\n"
+       "[other]\nkey = ignored\n"},
+  };
+  for (const auto& [name, text] : files) {
+    std::string bytes = {static_cast<char>(0x00), static_cast<char>(0x10)};
+    bytes += text;
+    Write("fuzz_service_config", name, bytes);
+  }
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR (fuzz/corpus)\n", argv[0]);
@@ -269,5 +299,6 @@ int main(int argc, char** argv) {
   NbdSeeds();
   CtlSeeds();
   TokenSeeds();
+  ConfigSeeds();
   return 0;
 }
