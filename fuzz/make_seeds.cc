@@ -6,6 +6,7 @@
 // commit the result) when an input format of a target changes.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "ctl/protocol.h"
 #include "fuzz_util.h"
+#include "platform/ublk_abi.h"
 
 using namespace ztier;
 using namespace ztier::fuzz;
@@ -289,6 +291,34 @@ void ConfigSeeds() {
   }
 }
 
+// fuzz_ublk_request: runs of descriptors on its 64 KiB device.
+void UblkSeeds() {
+  namespace u = platform::ublk;
+  auto desc = [](std::uint32_t op_flags, std::uint32_t sectors,
+                 std::uint64_t start) {
+    u::IoDesc d{.op_flags = op_flags, .nr_sectors = sectors,
+                .start_sector = start, .addr = 0};
+    std::string bytes(sizeof(d), '\0');
+    std::memcpy(bytes.data(), &d, sizeof(d));
+    return bytes;
+  };
+  Write("fuzz_ublk_request", "write-read",
+        desc(u::kOpWrite, 8, 0) + desc(u::kOpRead, 8, 0) +
+            desc(u::kOpWrite | u::kIoFFua, 16, 24) + desc(u::kOpRead, 32, 16));
+  Write("fuzz_ublk_request", "partial-pages",
+        desc(u::kOpWrite, 3, 5) + desc(u::kOpRead, 8, 0) +
+            desc(u::kOpWriteZeroes | u::kIoFNoUnmap, 2, 6) +
+            desc(u::kOpRead, 8, 0));
+  Write("fuzz_ublk_request", "discard-zeroes-flush",
+        desc(u::kOpWrite, 64, 0) + desc(u::kOpDiscard, 16, 8) +
+            desc(u::kOpWriteZeroes, 8, 32) + desc(u::kOpFlush, 0, 0) +
+            desc(u::kOpRead, 64, 0) + desc(u::kOpWrite | u::kIoFSwap, 8, 120));
+  Write("fuzz_ublk_request", "refused",
+        desc(u::kOpWriteSame, 8, 0) + desc(u::kOpRead, 0, 0) +
+            desc(u::kOpRead, 72, 0) + desc(u::kOpWrite, 8, 126) +
+            desc(0xff, 8, 0));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR (fuzz/corpus)\n", argv[0]);
@@ -300,5 +330,6 @@ int main(int argc, char** argv) {
   CtlSeeds();
   TokenSeeds();
   ConfigSeeds();
+  UblkSeeds();
   return 0;
 }
