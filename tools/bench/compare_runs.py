@@ -74,18 +74,15 @@ def identity(item):
     return tuple(sorted(keys))
 
 
-def triplets(node, path, out):
-    """Collects path -> (median, min, max) for every figure under node."""
+def walk(node, path, visit):
+    """Calls visit(obj, path) on every object under node, with its path:
+    object keys, and for list items their identity (identity()) and how
+    many items before them had the same one. Conditions are not entered."""
     if isinstance(node, dict):
+        visit(node, path)
         for k, v in node.items():
-            if k.endswith("_median"):
-                base = k[: -len("_median")]
-                lo, hi = node.get(base + "_min"), node.get(base + "_max")
-                if all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                       for x in (v, lo, hi)):
-                    out[path + (base,)] = (v, lo, hi)
-            elif isinstance(v, (dict, list)) and not is_condition(k):
-                triplets(v, path + (k,), out)
+            if isinstance(v, (dict, list)) and not is_condition(k):
+                walk(v, path + (k,), visit)
     elif isinstance(node, list):
         seen = {}
         for i, item in enumerate(node):
@@ -93,7 +90,20 @@ def triplets(node, path, out):
             key = ident if ident else ("#", i)
             n = seen.get(key, 0)
             seen[key] = n + 1
-            triplets(item, path + ((key, n),), out)
+            walk(item, path + ((key, n),), visit)
+
+
+def triplets(node, path, out):
+    """Collects path -> (median, min, max) for every figure under node."""
+    def visit(obj, at):
+        for k, v in obj.items():
+            if k.endswith("_median"):
+                base = k[: -len("_median")]
+                lo, hi = obj.get(base + "_min"), obj.get(base + "_max")
+                if all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                       for x in (v, lo, hi)):
+                    out[at + (base,)] = (v, lo, hi)
+    walk(node, path, visit)
 
 
 FIGURE_SUFFIXES = ("_median", "_min", "_max", "_stddev", "_cv")
@@ -103,23 +113,14 @@ def numbers(node, path, out):
     """Collects path -> value for every single-number result under node: a
     number that is neither part of a figure (FIGURE_SUFFIXES) nor an
     identifying integer (ID_INTS)."""
-    if isinstance(node, dict):
-        for k, v in node.items():
+    def visit(obj, at):
+        for k, v in obj.items():
             if isinstance(v, bool) or k.endswith(FIGURE_SUFFIXES):
                 continue
             if isinstance(v, float) or (isinstance(v, int) and
                                         k not in ID_INTS):
-                out[path + (k,)] = v
-            elif isinstance(v, (dict, list)) and not is_condition(k):
-                numbers(v, path + (k,), out)
-    elif isinstance(node, list):
-        seen = {}
-        for i, item in enumerate(node):
-            ident = identity(item)
-            key = ident if ident else ("#", i)
-            n = seen.get(key, 0)
-            seen[key] = n + 1
-            numbers(item, path + ((key, n),), out)
+                out[at + (k,)] = v
+    walk(node, path, visit)
 
 
 def case_of(path):
