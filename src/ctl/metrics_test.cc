@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -229,6 +230,26 @@ class MetricsTest : public ::testing::Test {
   std::shared_ptr<Device> zram1_;
 };
 
+// Every family in `text` (its "# TYPE NAME" line) is in docs/metrics.md's
+// tables, as `NAME`: the reference lists every metric.
+void ExpectFamiliesDocumented(const std::string& text) {
+  std::ifstream f(std::string(ZTIER_SOURCE_DIR) + "/docs/metrics.md");
+  ASSERT_TRUE(f) << "docs/metrics.md";
+  const std::string doc((std::istreambuf_iterator<char>(f)),
+                        std::istreambuf_iterator<char>());
+  std::istringstream in(text);
+  std::string line;
+  int families = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    ++families;
+    const std::string name = Words(line)[2];
+    EXPECT_NE(doc.find("| `" + name + "`"), std::string::npos)
+        << name << " is not in docs/metrics.md";
+  }
+  EXPECT_GT(families, 0);
+}
+
 TEST_F(MetricsTest, RenderedValuesEqualTheShowTextsAndPassPromtool) {
   const std::string text = RenderMetrics(registry_, nullptr);
   EXPECT_EQ(PromtoolProblems(tmp_, text), "") << text;
@@ -288,6 +309,7 @@ TEST_F(MetricsTest, RenderedValuesEqualTheShowTextsAndPassPromtool) {
   }
   // 8: recompression, dictionaries, units, lost backing blocks
   EXPECT_EQ(families, 4 + 4 + 9 + 4 + 8 + 3);
+  ExpectFamiliesDocumented(text);
 }
 
 // A column past INT64_MAX (a mem_limit as large as a config may give) is
@@ -654,6 +676,7 @@ TEST(MetricsNbdTest, RequestCountersMove) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(PromtoolProblems(f.tmp(), text), "") << text;
+  ExpectFamiliesDocumented(text);
   EXPECT_EQ(Number(text, "ztier_nbd_connections_open"), 1u);
   EXPECT_EQ(Number(text, "ztier_nbd_connections_accepted_total"), 1u);
   EXPECT_EQ(Number(text, "ztier_nbd_connections_refused_total"), 0u);
