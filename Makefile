@@ -51,20 +51,26 @@ build: deps $(BUILD)/CMakeCache.txt
 # (GNU's rule, as GNUInstallDirs has it); SYSCONFDIR=DIR says otherwise.
 PREFIX ?= /usr/local
 SYSCONFDIR ?= $(if $(filter /usr /usr/,$(PREFIX)),/etc,etc)
+# What `make install` put where (DESTDIR included), for `make uninstall`:
+# its own record, as cmake's install_manifest.txt has no DESTDIR and is
+# rewritten by every `cmake --install` of the build (install_test too).
+INSTALLED = $(BUILD)/ztier-installed.txt
 install: build
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_SYSCONFDIR=$(SYSCONFDIR) >/dev/null
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix $(PREFIX)
+	sed 's|^|$(DESTDIR)|' $(BUILD)/install_manifest.txt > $(INSTALLED)
 
-# `make uninstall [DESTDIR=...]`: removes what the last `make install` from
-# this build installed ($(BUILD)/install_manifest.txt; give the same
-# DESTDIR), but not while ztier.service runs (stop and disable it first).
+# `make uninstall`: removes what the last `make install` from this build
+# installed ($(INSTALLED)), but not while ztier.service runs (stop and
+# disable it first). The record stays until every file is gone.
 uninstall:
-	@test -f $(BUILD)/install_manifest.txt || \
-	  { echo "uninstall: no $(BUILD)/install_manifest.txt: nothing was installed from $(BUILD)"; exit 1; }
+	@test -f $(INSTALLED) || \
+	  { echo "uninstall: no $(INSTALLED): nothing was installed from $(BUILD)"; exit 1; }
 	@if systemctl is-active --quiet ztier 2>/dev/null; then \
 	  echo "uninstall: ztier.service is running; first: systemctl disable --now ztier"; exit 1; fi
-	@while IFS= read -r f; do rm -fv "$(DESTDIR)$$f"; done < $(BUILD)/install_manifest.txt
-	@rm -f $(BUILD)/install_manifest.txt
+	@rc=0; while IFS= read -r f || [ -n "$$f" ]; do rm -fv "$$f" || rc=1; done < $(INSTALLED); \
+	  if [ $$rc = 0 ]; then rm -f $(INSTALLED); else \
+	    echo "uninstall: some files stayed; $(INSTALLED) still lists them"; exit 1; fi
 
 # The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on
 # /run/ztier/ztier.sock (as root; else $XDG_RUNTIME_DIR/ztier/), control

@@ -11,9 +11,10 @@
 //  - ParseReply on the raw input does not crash;
 //  - no request loses stored data: zram0 starts with 16 pages of a pattern,
 //    and after every request, until one that may drop them has succeeded
-//    (reset, hot_remove, disksize), it still holds them, whether the
-//    request was refused or done (writeback, recompress, compact, idle and
-//    the limits move or account pages, never change them).
+//    (a store of zram0's reset or disksize, hot_remove of zram0), it still
+//    holds them, whether the request was refused or done (writeback,
+//    recompress, compact, idle and the limits move or account pages, never
+//    change them).
 // Requests that would touch the host are skipped, not handled: backing_dev
 // stores (they create files), algorithm_params with dict= (it reads a file),
 // disksize stores over 1 MiB, hot_add past 4 devices.
@@ -105,8 +106,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
     if (!Harmless(p.request, registry)) continue;
     const ctl::WireReply reply = ctl::HandleRequest(registry, p.request);
     CheckReply(reply);
-    const std::string& a = p.request.attribute;
-    if (reply.ok && (a == "reset" || a == "hot_remove" || a == "disksize")) {
+    // What may drop zram0's data: a store of its reset or disksize, or
+    // hot_remove (a zram-control store) of zram0 or 0.
+    const ctl::WireRequest& q = p.request;
+    const std::string& a = q.attribute;
+    if ((reply.ok && q.value.has_value() && q.device == "zram0" &&
+         (a == "reset" || a == "disksize")) ||
+        registry.Find("zram0") != *z0) {
       intact = false;
     }
     if (intact) {

@@ -51,6 +51,8 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/ztier-install-test.XXXXXX")
 MANIFEST=$BUILD/install_manifest.txt
 if [ -f "$MANIFEST" ]; then cp "$MANIFEST" "$TMP.manifest"; fi
 trap 'rm -rf "$TMP"; if [ -f "$TMP.manifest" ]; then mv "$TMP.manifest" "$MANIFEST"; else rm -f "$MANIFEST"; fi' EXIT
+# A signal (ctest's timeout, Ctrl-C) ends the script through the EXIT trap.
+trap 'exit 1' INT TERM HUP
 DEST=$TMP/root
 ROOT=$DEST$PREFIX
 case $LIBDIR in

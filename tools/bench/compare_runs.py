@@ -278,8 +278,9 @@ def main(argv):
         print(f"{name[:-5]}: {agree} of {len(common)} medians agree{spread}")
         for line in condition_lines(docs, common, {p for _, p in bad}):
             print("  " + line)
-        shown = bad if show_all else sorted(bad, reverse=True)[:5]
-        for d, p in sorted(shown, reverse=True):
+        worst = sorted(bad, key=lambda t: t[0], reverse=True)  # paths: no order
+        shown = worst if show_all else worst[:5]
+        for d, p in shown:
             print(f"  {label(p)}: {fmt(a[p])} vs {fmt(b[p])}, "
                   f"medians {d:.1f}% apart")
         if len(shown) < len(bad):
@@ -297,8 +298,9 @@ def main(argv):
         if same:
             print(f"  single numbers: {len(same) - len(apart_n)} of "
                   f"{len(same)} within {tolerance:g}%")
-            shown = apart_n if show_all else sorted(apart_n, reverse=True)[:5]
-            for d, p in sorted(shown, reverse=True):
+            worst = sorted(apart_n, key=lambda t: t[0], reverse=True)
+            shown = worst if show_all else worst[:5]
+            for d, p in shown:
                 print(f"    {label(p)}: {x[p]:.4g} vs {y[p]:.4g}, "
                       f"{d:.1f}% apart")
             if len(shown) < len(apart_n):

@@ -474,10 +474,15 @@ Result<RecompAlgorithmConfig> ParseAlgorithmItem(std::string_view item,
     return Err(Status::InvalidArgument(w + ": parameters '" + out.params +
                                        "': " + parsed.error().message()));
   }
-  CodecParams check = *parsed;
-  check.algo.clear();
-  check.priority = -1;
-  auto codec = MakeCodec(out.name, check);
+  // The item names its algorithm, and its place the priority: parameters
+  // aimed at another (algo=, priority=) would be applied to that one.
+  if (!parsed->algo.empty() || parsed->priority != -1) {
+    return Err(Status::InvalidArgument(
+        w + ": " + std::string(item) +
+        ": algo= and priority= have no place here (the name says the "
+        "algorithm, its place in the list the priority)"));
+  }
+  auto codec = MakeCodec(out.name, *parsed);
   if (!codec.has_value()) {
     return Err(Status::InvalidArgument(w + ": " + std::string(item) + ": " +
                                        codec.error().message()));

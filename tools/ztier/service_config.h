@@ -115,7 +115,9 @@ struct DeviceConfig {
 
 // "NAME" or "NAME(k=v,...)", an item of compression-algorithm (and `ztier
 // serve --recomp-algorithm`): the canonical name and its algorithm_params
-// ("k=v k=v"), checked with MakeCodec. kInvalidArgument naming `what`.
+// ("k=v k=v"), checked with MakeCodec. kInvalidArgument naming `what`;
+// also for algo= or priority= among the parameters (the item names its
+// algorithm, and its place the priority).
 Result<RecompAlgorithmConfig> ParseAlgorithmItem(std::string_view item,
                                                  std::string_view what);
 

@@ -127,8 +127,8 @@ both trim.first_mib 'blkdiscard -o 0 -l 1048576 $DEV'
 step trimmed.mm_stat mm_stat
 step trimmed.io_stat io_stat
 # The bytes a read past the end gets (none), and the device's size in
-# 512-byte sectors.
-both read.past_end 'dd if=$DEV bs=4k skip=8192 count=1 iflag=direct 2>/dev/null | wc -c; cat /sys/block/$BLK/size'
+# 512-byte sectors; the status is dd's.
+both read.past_end 'dd if=$DEV of=/tmp/past_end bs=4k skip=8192 count=1 iflag=direct 2>/dev/null; rc=$?; wc -c < /tmp/past_end; cat /sys/block/$BLK/size; exit $rc'
 step set.idle_all idle all
 step set.idle_age idle 100
 step bad.idle idle bogus
