@@ -282,7 +282,7 @@ FUZZ_BUILD = build-fuzz
 FUZZ_PACKAGES = clang-$(FUZZ_CLANG) libclang-rt-$(FUZZ_CLANG)-dev
 FUZZ_TARGETS = fuzz_codec_decompress fuzz_codec_roundtrip fuzz_nbd_handshake \
   fuzz_nbd_transmission fuzz_ctl fuzz_writeback_tokens fuzz_algorithm_params \
-  fuzz_service_config fuzz_ublk_request
+  fuzz_service_config fuzz_ublk_request fuzz_dictionary
 
 # The same install step as deps, for the fuzzing compiler's packages.
 fuzz-deps: deps

@@ -48,20 +48,12 @@ struct CodecVariant {
   std::shared_ptr<const Codec> codec;
 };
 
-// Every registered codec at its default level, then a few other levels
-// (those MakeCodec refuses are left out), then lz4 and zstd with a
-// dictionary in memory (as a store's trained one), zstd's both as plain
-// content and auto-detected. Built once.
-inline const std::vector<CodecVariant>& CodecVariants() {
-  static const std::vector<CodecVariant> variants = [] {
-    std::vector<CodecVariant> v;
-    auto add = [&v](std::string_view name, std::string_view params) {
-      auto c = MakeCodec(name, params);
-      if (c) v.push_back({std::string(name), std::string(params), *c});
-    };
-    // A dictionary trained (ZDICT format: a header and entropy tables
-    // before its content) on 256 pages of text-like words, the same in
-    // every run; its content alone is the plain one.
+// A dictionary trained (ZDICT format: a header and entropy tables before
+// its content) on 256 pages of text-like words, the same in every run; with
+// `content`, its content alone (the plain form). Built once.
+inline std::shared_ptr<const std::vector<std::byte>> FuzzDictionary(
+    bool content) {
+  static const auto dicts = [] {
     std::vector<std::vector<std::byte>> pages(256);
     std::uint32_t x = 12345;
     for (auto& page : pages) {
@@ -78,12 +70,31 @@ inline const std::vector<CodecVariant>& CodecVariants() {
                                                           pages.end());
     auto trained = TrainDictionary(samples, 8192);
     if (!trained) Fail("TrainDictionary: " + trained.error().ToString());
-    auto dict = std::make_shared<std::vector<std::byte>>(std::move(*trained));
-    const auto content = DictionaryContent(*dict);
-    auto raw = std::make_shared<std::vector<std::byte>>(content.begin(),
-                                                        content.end());
+    auto dict = std::make_shared<const std::vector<std::byte>>(
+        std::move(*trained));
+    const auto part = DictionaryContent(*dict);
+    auto raw = std::make_shared<const std::vector<std::byte>>(part.begin(),
+                                                              part.end());
+    return std::pair{dict, raw};
+  }();
+  return content ? dicts.second : dicts.first;
+}
+
+// Every registered codec at its default level, then a few other levels
+// (those MakeCodec refuses are left out), then lz4 and zstd with a
+// dictionary in memory (as a store's trained one), zstd's both as plain
+// content and auto-detected. Built once.
+inline const std::vector<CodecVariant>& CodecVariants() {
+  static const std::vector<CodecVariant> variants = [] {
+    std::vector<CodecVariant> v;
+    auto add = [&v](std::string_view name, std::string_view params) {
+      auto c = MakeCodec(name, params);
+      if (c) v.push_back({std::string(name), std::string(params), *c});
+    };
+    auto dict = FuzzDictionary(false);
+    auto raw = FuzzDictionary(true);
     auto add_dict = [&v](std::string_view name,
-                         std::shared_ptr<std::vector<std::byte>> bytes,
+                         std::shared_ptr<const std::vector<std::byte>> bytes,
                          bool content_only) {
       CodecParams params;
       params.dict = std::move(bytes);

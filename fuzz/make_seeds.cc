@@ -319,6 +319,42 @@ void UblkSeeds() {
             desc(0xff, 8, 0));
 }
 
+// fuzz_dictionary: the fuzz dictionaries (a trained zstd one and its
+// content) with an object each codec compressed with them, and a
+// dictionary that is only its magic and some bytes.
+void DictionarySeeds() {
+  const auto pages = Pages();
+  const struct {
+    const char* name;
+    std::uint8_t selector;  // bit 0: zstd; bit 1: plain content
+    bool content;
+  } kCases[] = {{"lz4-content", 0, true},
+                {"zstd-trained", 1, false},
+                {"zstd-content", 3, true}};
+  for (const auto& k : kCases) {
+    const auto dict = FuzzDictionary(k.content);
+    CodecParams params;
+    params.dict = dict;
+    params.dict_content_only = (k.selector & 2) != 0;
+    auto codec = MakeCodec((k.selector & 1) != 0 ? "zstd" : "lz4", params);
+    if (!codec) Fail("MakeCodec: " + codec.error().ToString());
+    auto c = (*codec)->NewCompressor();
+    if (!c) Fail("NewCompressor");
+    std::vector<std::byte> obj(kPage);
+    obj.resize((*c)->Compress(pages[0].second, obj));
+    std::string bytes = {static_cast<char>(k.selector),
+                         static_cast<char>(dict->size() & 0xff),
+                         static_cast<char>(dict->size() >> 8)};
+    bytes.append(reinterpret_cast<const char*>(dict->data()), dict->size());
+    bytes.append(reinterpret_cast<const char*>(obj.data()), obj.size());
+    Write("fuzz_dictionary", k.name, bytes);
+  }
+  // ZSTD_MAGIC_DICTIONARY (0xEC30A437, little-endian) and a short rest.
+  Write("fuzz_dictionary", "zstd-magic-only",
+        std::string("\x01\x10\x00\x37\xa4\x30\xec", 7) +
+            std::string(12, 'x'));
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: %s CORPUS_DIR (fuzz/corpus)\n", argv[0]);
@@ -331,5 +367,6 @@ int main(int argc, char** argv) {
   TokenSeeds();
   ConfigSeeds();
   UblkSeeds();
+  DictionarySeeds();
   return 0;
 }
