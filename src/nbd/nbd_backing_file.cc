@@ -133,6 +133,8 @@ class NbdFile final : public BackingFile {
   // Whether the blocks read at `offset` hold what was last written to
   // them (logged when not).
   bool Matches(std::uint64_t offset, std::span<const std::byte> got);
+  // Records the blocks of `range` as freed: no checksum, never lost.
+  void Unwritten(const Range& range);
   // A command or a connection attempt begun at `since` ran out of time.
   // When it had the whole timeout, the remote is stalled: no connection is
   // attempted for the next timeout_ms, so that the commands after it fail
@@ -392,7 +394,8 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
 }
 
 // TRIMs on the first connection, all sent, then each waited for. A block
-// trimmed is no longer written: a remote that comes back without the label
+// whose TRIM is answered (done or refused), or freed on a remote without
+// TRIM, is no longer written: a remote that comes back without the label
 // does not count it lost.
 void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   std::fill(sent.begin(), sent.end(), false);
@@ -407,6 +410,7 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
       // Come back without TRIM: nothing to send, and the blocks are free
       // (still holding what was written, as after a refused TRIM).
       std::fill(sent.begin(), sent.end(), true);
+      for (const Range& r : ranges) Unwritten(r);
       return;
     }
     gen = c.generation;
@@ -423,12 +427,16 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     // but the blocks may still hold what was written.
     if (r == -ENOTCONN || r == -ETIMEDOUT) continue;
     sent[i] = true;
-    if (r != 0) continue;
-    const auto [first, end] = Blocks(ranges[i].offset, ranges[i].len);
-    for (std::uint64_t b = first; b < end; ++b) {
-      sums_[b].store(0);
-    }
+    Unwritten(ranges[i]);
   }
+}
+
+// Blocks freed (trimmed, or free without a TRIM): nothing of theirs is
+// read before they are written again, so they hold nothing to check, nor
+// to count lost if the remote comes back without its label.
+void NbdFile::Unwritten(const Range& range) {
+  const auto [first, end] = Blocks(range.offset, range.len);
+  for (std::uint64_t b = first; b < end; ++b) sums_[b].store(0);
 }
 
 // Writes round-robin over the write connections; results come back through

@@ -388,6 +388,30 @@ TEST(NbdBackingFileTest, BlocksWhoseTrimIsRefusedAreFreedAnyway) {
   EXPECT_EQ(got, 16u);
 }
 
+// Blocks freed on the remote (here with every TRIM refused) hold nothing
+// a page needs: a remote that comes back empty loses only the blocks pages
+// still use.
+TEST(NbdBackingFileTest, FreedBlocksAreNotCountedLost) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=error", false,
+                {"error-trim=EIO", "error-trim-rate=1"});
+  auto file = OpenNbdBackingFile(remote.Uri(),
+                                 {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 256);
+  ASSERT_EQ(WriteBackIdle(*store).written, 256u);
+  for (std::uint64_t i = 0; i < 100; ++i) ASSERT_OK(store->Discard(i));
+  // The next pass frees their blocks first (a refused TRIM).
+  Fill(*store, 256, 257);
+  ASSERT_EQ(WriteBackIdle(*store).written, 1u);
+  remote.Kill();
+  remote.Start();
+  Expect(*store, 100, 257, /*want_error=*/true);
+  EXPECT_EQ((*file)->lost_blocks(), 157u);
+  EXPECT_EQ(store->Stats().bd_lost, 157u);
+}
+
 // nbds://: the remote requires TLS; the store writes back and reads over
 // it, and a client without TLS is refused.
 TEST(NbdBackingFileTest, WritebackOverTls) {

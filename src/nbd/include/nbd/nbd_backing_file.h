@@ -70,7 +70,8 @@
 //     not one per command).
 //   - A remote that comes back different (another size, or without this
 //     file's label: restarted empty, or another export): every block
-//     written before is lost. Its reads fail with -EIO from then on (never
+//     written before, and not freed since (trimmed, or freed where TRIM is
+//     refused or not offered), is lost. Its reads fail with -EIO from then on (never
 //     zeros); lost_blocks() counts them (bd_lost in the store's stats and
 //     the metrics), and the log gets one line. The
 //     label is written again and new writes work as before.
