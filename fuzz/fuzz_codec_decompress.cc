@@ -3,9 +3,10 @@
 // Input: byte 0 picks the codec (an index into CodecVariants(), modulo its
 // size) and, above that, the output's size: 1, 4, 8 or 16 pages (a page,
 // or a store's multi-page unit, src/store/units.cc); the rest is the
-// compressed object, decompressed into that many 4096-byte pages. Decompress() must never read outside the input nor write outside the
-// page (both are exactly sized heap buffers, so ASan sees a byte too far),
-// and must return OK or kCorruption, nothing else (ztier/codec.h).
+// compressed object, decompressed into that many 4096-byte pages.
+// Decompress() must never read outside the input nor write outside the
+// output (both are exactly sized heap buffers, so ASan sees a byte too
+// far), and must return OK or kCorruption, nothing else (ztier/codec.h).
 #include <cstddef>
 #include <cstdint>
 #include <vector>

@@ -72,14 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   defaults.streams = 1;
   DeviceRegistry registry(defaults);
   auto z0 = registry.Add("zram0");
-  if (!z0 || !(*z0)->SetDisksize(64 << 10).ok()) Fail("zram0 setup");
-  static const std::vector<std::byte> pattern = [] {
-    std::vector<std::byte> d(64 << 10);
-    for (std::size_t i = 0; i < d.size(); ++i) {
-      d[i] = static_cast<std::byte>((i / kPage) * 37 + (i % 251));
-    }
-    return d;
-  }();
+  const std::vector<std::byte>& pattern = DevicePattern();
+  if (!z0 || !(*z0)->SetDisksize(pattern.size()).ok()) Fail("zram0 setup");
   if (!(*z0)->Write(0, pattern).ok()) Fail("filling zram0");
   bool intact = true;  // no reset, hot_remove or disksize has succeeded
   std::vector<std::byte> now(pattern.size());
@@ -107,7 +101,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
     const ctl::WireReply reply = ctl::HandleRequest(registry, p.request);
     CheckReply(reply);
     // What may drop zram0's data: a store of its reset or disksize, or
-    // hot_remove (a zram-control store) of zram0 or 0.
+    // zram0 leaving the registry (hot_remove).
     const ctl::WireRequest& q = p.request;
     const std::string& a = q.attribute;
     if ((reply.ok && q.value.has_value() && q.device == "zram0" &&

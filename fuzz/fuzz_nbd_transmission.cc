@@ -28,15 +28,6 @@ namespace {
 
 constexpr std::size_t kPages = kNbdDiskBytes / kPage;
 
-// Page p of the pattern: its index and the byte's place, mixed.
-std::vector<std::byte> Pattern() {
-  std::vector<std::byte> data(kNbdDiskBytes);
-  for (std::size_t i = 0; i < data.size(); ++i) {
-    data[i] = static_cast<std::byte>((i / kPage) * 37 + (i % 251));
-  }
-  return data;
-}
-
 std::uint64_t Big(const std::uint8_t* p, int n) {
   std::uint64_t v = 0;
   for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
@@ -88,7 +79,7 @@ std::bitset<kPages> TouchedPages(std::span<const std::uint8_t> in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
                                       std::size_t size) {
-  static const std::vector<std::byte> pattern = Pattern();
+  const std::vector<std::byte>& pattern = DevicePattern();
   const std::shared_ptr<Device> zram0 = NbdRegistry()->Find("zram0");
   if (zram0 == nullptr || zram0->disksize() != kNbdDiskBytes) {
     Fail("zram0 is gone or resized");

@@ -124,6 +124,20 @@ inline const std::vector<CodecVariant>& CodecVariants() {
 
 inline constexpr std::uint64_t kNbdDiskBytes = 64 << 10;  // 16 pages
 
+// What the data checks fill a device of kNbdDiskBytes with: each byte its
+// page's index and its place, mixed, so that a page changed, moved or
+// dropped shows. Built once.
+inline const std::vector<std::byte>& DevicePattern() {
+  static const std::vector<std::byte> pattern = [] {
+    std::vector<std::byte> d(kNbdDiskBytes);
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      d[i] = static_cast<std::byte>((i / kPage) * 37 + (i % 251));
+    }
+    return d;
+  }();
+  return pattern;
+}
+
 // The registry the NBD targets serve: zram0 (64 KiB, lz4, initialised) and
 // zram1 (uninitialised). Kept for the whole run.
 inline DeviceRegistry* NbdRegistry() {

@@ -259,8 +259,6 @@ void TokenSeeds() {
   for (const auto& [name, text] : ap) Write("fuzz_algorithm_params", name, text);
 }
 
-}  // namespace
-
 // fuzz_service_config: two bytes of MemTotal (16 GiB: 4096 * 4 + 1 MiB),
 // then a file.
 void ConfigSeeds() {
@@ -354,6 +352,8 @@ void DictionarySeeds() {
         std::string("\x01\x10\x00\x37\xa4\x30\xec", 7) +
             std::string(12, 'x'));
 }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc != 2) {

@@ -25,8 +25,7 @@
 #      symbol in them (nm).
 # LIBDIR and SYSCONFDIR are the build's CMAKE_INSTALL_LIBDIR and
 # CMAKE_INSTALL_SYSCONFDIR (`make install PREFIX=/usr` makes the latter
-# /etc), relative to the prefix or absolute. BUILD's install_manifest.txt
-# (what `make uninstall` removes) is kept as it was.
+# /etc), relative to the prefix or absolute.
 # Prints each step; exits 1 at the first failure.
 set -eu
 
@@ -48,11 +47,7 @@ if [ -n "${8:-}" ]; then SAN="-fsanitize=$8"; fi
 PREFIX=/opt/ztier
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ztier-install-test.XXXXXX")
-MANIFEST=$BUILD/install_manifest.txt
-if [ -f "$MANIFEST" ]; then cp "$MANIFEST" "$TMP.manifest"; fi
-trap 'rm -rf "$TMP"; if [ -f "$TMP.manifest" ]; then mv "$TMP.manifest" "$MANIFEST"; else rm -f "$MANIFEST"; fi' EXIT
-# A signal (ctest's timeout, Ctrl-C) ends the script through the EXIT trap.
-trap 'exit 1' INT TERM HUP
+trap 'rm -rf "$TMP"' EXIT
 DEST=$TMP/root
 ROOT=$DEST$PREFIX
 case $LIBDIR in

@@ -214,6 +214,17 @@ def fmt(t):
     return f"{med:.4g} ({lo:.4g}-{hi:.4g})"
 
 
+def print_worst(apart, show_all, line, indent):
+    """Prints line(difference, path) for the (difference, path) pairs in
+    `apart`, largest difference first: all with show_all, else five and how
+    many more there are."""
+    worst = sorted(apart, key=lambda t: t[0], reverse=True)  # paths: no order
+    for d, p in worst if show_all else worst[:5]:
+        print(indent + line(d, p))
+    if not show_all and len(worst) > 5:
+        print(f"{indent}({len(worst) - 5} more; --all lists them)")
+
+
 def main(argv):
     show_all = "--all" in argv
     argv = [a for a in argv if a != "--all"]
@@ -278,13 +289,8 @@ def main(argv):
         print(f"{name[:-5]}: {agree} of {len(common)} medians agree{spread}")
         for line in condition_lines(docs, common, {p for _, p in bad}):
             print("  " + line)
-        worst = sorted(bad, key=lambda t: t[0], reverse=True)  # paths: no order
-        shown = worst if show_all else worst[:5]
-        for d, p in shown:
-            print(f"  {label(p)}: {fmt(a[p])} vs {fmt(b[p])}, "
-                  f"medians {d:.1f}% apart")
-        if len(shown) < len(bad):
-            print(f"  ({len(bad) - len(shown)} more; --all lists them)")
+        print_worst(bad, show_all, lambda d, p: f"{label(p)}: {fmt(a[p])} vs "
+                    f"{fmt(b[p])}, medians {d:.1f}% apart", "  ")
         x, y = nums
         same = [p for p in x if p in y]
         apart_n = []
@@ -298,14 +304,8 @@ def main(argv):
         if same:
             print(f"  single numbers: {len(same) - len(apart_n)} of "
                   f"{len(same)} within {tolerance:g}%")
-            worst = sorted(apart_n, key=lambda t: t[0], reverse=True)
-            shown = worst if show_all else worst[:5]
-            for d, p in shown:
-                print(f"    {label(p)}: {x[p]:.4g} vs {y[p]:.4g}, "
-                      f"{d:.1f}% apart")
-            if len(shown) < len(apart_n):
-                print(f"    ({len(apart_n) - len(shown)} more; --all lists "
-                      f"them)")
+            print_worst(apart_n, show_all, lambda d, p: f"{label(p)}: "
+                        f"{x[p]:.4g} vs {y[p]:.4g}, {d:.1f}% apart", "    ")
         n_total += len(same)
         n_agree_total += len(same) - len(apart_n)
     print(f"all: {agree_total} of {total} medians agree "

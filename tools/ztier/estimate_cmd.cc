@@ -326,8 +326,7 @@ int RunEstimate(std::span<const std::string_view> args) {
     return UsageError("--mappings and --max-pages go with --pid");
   }
   // Checked before the measurements, not after them.
-  if (Status st = CheckOutputFolder("--json", json_path);
-      !json_path.empty() && !st.ok()) {
+  if (Status st = CheckOutputFolder("--json", json_path); !st.ok()) {
     return UsageError(st.message());
   }
   if (codecs.empty()) codecs.assign(std::begin(kDefaultCodecs), std::end(kDefaultCodecs));
