@@ -232,8 +232,8 @@ void Connection::Main() {
       if (stop_reason_.empty() && stopping_) stop_reason_ = "server stopping";
     }
     Log("closed: " + (stop_reason_.empty() ? "reader ended" : stop_reason_) +
-        " (" + std::to_string(requests_) + " requests, " +
-        std::to_string(errors_.load()) + " error replies)");
+        " (requests: " + std::to_string(requests_) +
+        ", error replies: " + std::to_string(errors_.load()) + ")");
   } else {
     Log("closed during the handshake: " + n.error().message());
   }

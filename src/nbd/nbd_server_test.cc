@@ -86,9 +86,10 @@ TEST(NbdServerTest, LogSaysWhoConnectedEveryErrorAndWhyItClosed) {
                           "4096: error EINVAL: beyond the end of the export",
                           &all))
       << all;
-  EXPECT_TRUE(log.WaitFor("nbd #1 (unix): closed: the client sent "
-                          "NBD_CMD_DISC (3 requests, 1 error replies)",
-                          &all))
+  EXPECT_TRUE(
+      log.WaitFor("nbd #1 (unix): closed: the client sent "
+                  "NBD_CMD_DISC (requests: 3, error replies: 1)",
+                  &all))
       << all;
   // A client that just goes away, and one that breaks the protocol.
   {
@@ -96,9 +97,10 @@ TEST(NbdServerTest, LogSaysWhoConnectedEveryErrorAndWhyItClosed) {
     ASSERT_EQ(c.Go("zram0"), 1 << 20);
     c.Close();
   }
-  EXPECT_TRUE(log.WaitFor("nbd #2 (unix): closed: the client closed the "
-                          "connection (0 requests, 0 error replies)",
-                          &all))
+  EXPECT_TRUE(
+      log.WaitFor("nbd #2 (unix): closed: the client closed the "
+                  "connection (requests: 0, error replies: 0)",
+                  &all))
       << all;
   {
     RawClient c(f.socket());

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -36,7 +37,9 @@ std::string AttributeHelp() {
   return text + control +
          "\nWithout VALUE the attribute is shown (ro/rw), with VALUE it is "
          "stored (wo/rw);\nquote a VALUE that holds spaces: "
-         "ztier ctl algorithm_params 'level=3 dict=/x'\n";
+         "ztier ctl algorithm_params 'level=3 dict=/x'\n"
+         "The device may lead instead of --device, as under /sys/block: "
+         "ztier ctl zram1/mm_stat,\nztier ctl zram1 disksize 1G\n";
 }
 
 bool IsControl(std::string_view attribute) {
@@ -81,7 +84,8 @@ int ConnectCtl(std::string_view command, const std::string& flag, int* fd) {
 int RunCtl(std::span<const std::string_view> args) {
   std::string ctl_path;
   std::string device = "zram0";
-  FlagSet flags(kCommand, "[--ctl PATH] [--device NAME] ATTRIBUTE [VALUE]");
+  FlagSet flags(kCommand,
+                "[--ctl PATH] [--device NAME] [DEVICE[/]]ATTRIBUTE [VALUE]");
   flags.AddString("ctl", &ctl_path, "PATH", kCtlFlagHelp);
   flags.AddString("device", &device, "NAME", "device (default zram0)");
 
@@ -114,6 +118,29 @@ int RunCtl(std::span<const std::string_view> args) {
     positional.push_back(a);
   }
   if (auto rc = flags.ParseOrUsageError(flag_words)) return *rc;
+  // The device may lead, as in /sys/block: zram1/disksize, or zram1
+  // disksize. No attribute's name starts with "zram".
+  if (!positional.empty() && positional[0].starts_with("zram")) {
+    std::string_view named = positional[0];
+    if (const std::size_t slash = named.find('/');
+        slash != std::string_view::npos) {
+      positional[0] = named.substr(slash + 1);
+      named = named.substr(0, slash);
+    } else {
+      positional.erase(positional.begin());
+    }
+    if (std::find(flag_words.begin(), flag_words.end(), "--device") !=
+            flag_words.end() &&
+        device != named) {
+      std::fprintf(stderr,
+                   "%s: two devices: --device %s and %.*s\nRun '%s --help' "
+                   "for usage.\n",
+                   kCommand, device.c_str(), static_cast<int>(named.size()),
+                   named.data(), kCommand);
+      return 2;
+    }
+    device = std::string(named);
+  }
   if (positional.empty() || positional.size() > 2) {
     std::fprintf(stderr,
                  "%s: %s\nRun '%s --help' for usage.\n", kCommand,

@@ -1,10 +1,12 @@
 // File: tools/ztier/ctl_cmd.h
 //
 // `ztier ctl`: read or write one of zram's attributes of a running
-// `ztier serve`, through its control socket (src/ctl/include/ctl/control_server.h).
+// `ztier serve`, through its control socket
+// (src/ctl/include/ctl/control_server.h).
 //
-//   ztier ctl [--ctl PATH] [--device NAME] ATTRIBUTE [VALUE]
+//   ztier ctl [--ctl PATH] [--device NAME] [DEVICE[/]]ATTRIBUTE [VALUE]
 //   ztier ctl disksize 1G          # store (like echo 1G > .../disksize)
+//   ztier ctl zram1/mm_stat        # zram1's (also: ztier ctl zram1 mm_stat)
 //   ztier ctl mm_stat              # show  (like cat .../mm_stat)
 //   ztier ctl hot_add              # prints the new device's number
 //   ztier ctl hot_remove 1

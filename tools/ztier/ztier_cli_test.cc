@@ -557,17 +557,33 @@ TEST_F(ZtierCliTest, BenchUblkHelpAndUsageErrors) {
 
 // `ztier status` against a running `ztier serve`: zramctl's -b, -n, -o,
 // --raw, --output-all, and the JSON report's counters and notes.
-TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
-  const std::string sock = (dir_ / "nbd.sock").string();
-  const std::string ctl = (dir_ / "ctl.sock").string();
+// Starts `ztier serve` in dir_ with `devices` (--device each), on
+// dir_/nbd.sock and dir_/ctl.sock, and waits for its control socket; the
+// caller stops it with StopServe.
+pid_t StartServe(const fs::path& dir, std::vector<std::string> devices) {
+  const std::string ctl = (dir / "ctl.sock").string();
+  std::vector<std::string> argv = {
+      ZTIER_BIN, "serve", "--unix", (dir / "nbd.sock").string(),
+      "--ctl",   ctl,     "--quiet"};
+  for (std::string& d : devices) {
+    argv.insert(argv.end(), {"--device", std::move(d)});
+  }
   const pid_t pid =
-      ztier::testing::SpawnWithLog({ZTIER_BIN, "serve", "--unix", sock, "--ctl",
-                                    ctl, "--device", "zram0:16M", "--quiet"},
-                                   (dir_ / "serve.log").string());
-  ASSERT_GT(pid, 0);
-  for (int i = 0; i < 2000 && !fs::exists(ctl); ++i) usleep(10000);
-  ASSERT_TRUE(fs::exists(ctl)) << ReadFile(dir_ / "serve.log");
-  const std::string c = "status --ctl '" + ctl + "' ";
+      ztier::testing::SpawnWithLog(argv, (dir / "serve.log").string());
+  for (int i = 0; pid > 0 && i < 2000 && !fs::exists(ctl); ++i) usleep(10000);
+  return fs::exists(ctl) ? pid : -1;
+}
+
+void StopServe(pid_t pid) {
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
+  const pid_t pid = StartServe(dir_, {"zram0:16M"});
+  ASSERT_GT(pid, 0) << ReadFile(dir_ / "serve.log");
+  const std::string c = "status --ctl '" + (dir_ / "ctl.sock").string() + "' ";
 
   RunResult r = Run(c + "-b -n -o NAME,DISKSIZE,zero-pages");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -604,9 +620,39 @@ TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
   EXPECT_EQ(Run(c + "-q").exit_code, 2);
   r = Run("status --help");
   EXPECT_NE(r.out.find("-b, --bytes"), std::string::npos) << r.out;
-  kill(pid, SIGTERM);
-  int status = 0;
-  waitpid(pid, &status, 0);
+  StopServe(pid);
+}
+
+TEST_F(ZtierCliTest, CtlTakesTheDeviceFirstAsSysfsPathsDo) {
+  const pid_t pid = StartServe(dir_, {"zram0:16M", "zram1"});
+  ASSERT_GT(pid, 0) << ReadFile(dir_ / "serve.log");
+  const std::string c = "ctl --ctl '" + (dir_ / "ctl.sock").string() + "' ";
+  RunResult r = Run(c + "zram1 disksize 8M");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Run(c + "zram1/disksize");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "8388608\n");
+  r = Run(c + "--device zram1 disksize");
+  EXPECT_EQ(r.out, "8388608\n") << r.err;
+  r = Run(c + "disksize");  // --device's default, zram0
+  EXPECT_EQ(r.out, "16777216\n") << r.err;
+  r = Run(c + "--device zram1 zram1 initstate");  // the same device twice
+  EXPECT_EQ(r.out, "1\n") << r.err;
+  // Two different devices, or none but an attribute missing: usage errors.
+  r = Run(c + "--device zram0 zram1/disksize");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("two devices: --device zram0 and zram1"),
+            std::string::npos)
+      << r.err;
+  r = Run(c + "zram1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("missing ATTRIBUTE"), std::string::npos) << r.err;
+  // A device the server does not have is the server's ENODEV.
+  r = Run(c + "zram7/disksize");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("ENODEV: no device 'zram7'"), std::string::npos)
+      << r.err;
+  StopServe(pid);
 }
 
 }  // namespace
