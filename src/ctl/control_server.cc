@@ -16,10 +16,12 @@
 #include <cassert>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <new>
 #include <system_error>
 #include <thread>
 
@@ -66,6 +68,7 @@ class Server final : public ControlServer {
 
   void AcceptLoop();
   void Serve(Conn* conn);
+  void ServeRequests(int fd);
   bool SendAll(int fd, std::string_view data);
   void Reap();
 
@@ -186,39 +189,81 @@ bool Server::SendAll(int fd, std::string_view data) {
 
 void Server::Serve(Conn* conn) {
   const int fd = conn->fd;
+  try {
+    ServeRequests(fd);
+  } catch (const std::bad_alloc&) {
+    // Out of memory for a request or its reply: answer if that still can
+    // be done and hang up; the server, and every device, goes on.
+    try {
+      SendAll(fd, EncodeError("ENOMEM",
+                              "the server is out of memory now; "
+                              "try again"));
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  ::close(fd);
+  active_.fetch_sub(1);
+  conn->done.store(true);
+}
+
+void Server::ServeRequests(int fd) {
+  using Clock = std::chrono::steady_clock;
   std::string in;
+  Clock::time_point started;  // when the request in `in` had its first byte
   char buf[4096];
   for (;;) {
     RequestParse p = ParseRequest(in, options_.max_request_bytes);
     if (p.state == ParseState::kDone) {
       in.erase(0, p.consumed);
+      started = Clock::now();  // what follows in `in` has just arrived
       const WireReply r = HandleRequest(*registry_, p.request);
       if (!SendAll(fd, r.ok ? EncodeOk(r.text)
                             : EncodeError(r.errno_name, r.message))) {
-        break;
+        return;
       }
       continue;
     }
     if (p.state == ParseState::kMalformed) {
       // The framing is lost: answer, then hang up.
       SendAll(fd, EncodeError(p.errno_name, p.message));
-      break;
+      return;
     }
-    const int w = Wait(fd, POLLIN, stop_.fd(), options_.idle_timeout_ms);
+    // An idle connection may wait idle_timeout_ms for its next request; a
+    // request begun must be whole within idle_timeout_ms of its first byte.
+    int timeout = options_.idle_timeout_ms;
+    if (!in.empty()) {
+      const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(
+                             Clock::now() - started)
+                             .count();
+      timeout = static_cast<int>(
+          std::clamp<std::int64_t>(timeout - spent, 0, timeout));
+    }
+    const int w = Wait(fd, POLLIN, stop_.fd(), timeout);
     if (w == 0 && !in.empty()) {
-      SendAll(fd, EncodeError("ETIMEDOUT", "request incomplete after " +
-                                               std::to_string(options_.idle_timeout_ms) +
-                                               " ms"));
+      SendAll(fd, EncodeError("ETIMEDOUT",
+                              "request incomplete after " +
+                                  std::to_string(options_.idle_timeout_ms) +
+                                  " ms"));
     }
-    if (w <= 0) break;
+    if (w <= 0) return;
     const Result<std::size_t> n = platform::Receive(fd, buf, sizeof(buf));
     if (!n.has_value() && n.error().code() == StatusCode::kBusy) continue;
-    if (!n.has_value() || *n == 0) break;  // failed, or the client is done
+    if (!n.has_value()) return;
+    if (*n == 0) {
+      // The client is done; one that stopped inside a request may still
+      // read why it is not answered.
+      if (!in.empty()) {
+        SendAll(fd,
+                EncodeError("EINVAL",
+                            "request truncated: the connection ended "
+                            "after " +
+                                std::to_string(in.size()) + " bytes of it"));
+      }
+      return;
+    }
+    if (in.empty()) started = Clock::now();
     in.append(buf, *n);
   }
-  ::close(fd);
-  active_.fetch_sub(1);
-  conn->done.store(true);
 }
 
 // ---- client ----

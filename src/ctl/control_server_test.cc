@@ -2,6 +2,7 @@
 // socket, driven through ctl::Request / Call and raw sockets.
 #include "ctl/control_server.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -14,9 +15,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <sstream>
-#include <future>
 #include <thread>
 #include <vector>
 
@@ -553,6 +554,9 @@ TEST_F(ControlServerTest, HotAddHotRemoveAndStatus) {
   EXPECT_EQ(Store("hot_remove", "zram2", ""), "");  // by name
   EXPECT_EQ(StoreErrno("hot_remove", "zram2", ""), "ENODEV");
   EXPECT_EQ(StoreErrno("hot_remove", "", ""), "ENODEV");
+  // kstrtoint: past INT_MAX is ERANGE, not a device that is not there.
+  EXPECT_EQ(StoreErrno("hot_remove", "2147483648", ""), "ERANGE");
+  EXPECT_EQ(StoreErrno("hot_remove", "4294967296", ""), "ERANGE");
   EXPECT_EQ(StoreErrno("nonsense", "", ""), "ENOENT");
 }
 
@@ -687,6 +691,38 @@ TEST_F(ControlServerTest, StalledClientTimesOutAndCapIsEnforced) {
   for (int i = 0; i < 200 && server_->connections() > 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  EXPECT_EQ(Show("initstate"), "0\n");
+}
+
+// A request that arrives a byte at a time, each well within the idle
+// timeout, is still cut off idle_timeout_ms after its first byte.
+TEST_F(ControlServerTest, ATricklingRequestTimesOutFromItsFirstByte) {
+  ControlServerOptions o;
+  o.idle_timeout_ms = 1500;
+  StartServer(o);
+  RawClient slow(path_);
+  const std::string request = "REQ 0 6 -\nstatus";
+  std::size_t sent = 0;
+  struct pollfd p = {slow.fd(), POLLIN, 0};
+  const auto t0 = std::chrono::steady_clock::now();
+  while (sent < request.size()) {
+    slow.Send(request.substr(sent++, 1));
+    if (::poll(&p, 1, 500) > 0) break;  // answered: no more bytes
+  }
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(sent, request.size()) << "the whole request went through";
+  EXPECT_GE(waited, std::chrono::milliseconds(1400));
+  EXPECT_TRUE(slow.ReadToEof().starts_with("ERR ETIMEDOUT "));
+}
+
+// A client that ends its side inside a request is told why it gets no
+// answer; the server goes on.
+TEST_F(ControlServerTest, ARequestCutShortByTheClientGetsEinval) {
+  RawClient cut(path_);
+  cut.Send("REQ 5 7 -\nzram0mm_sta");
+  ASSERT_EQ(::shutdown(cut.fd(), SHUT_WR), 0);
+  const std::string reply = cut.ReadToEof();
+  EXPECT_TRUE(reply.starts_with("ERR EINVAL request truncated")) << reply;
   EXPECT_EQ(Show("initstate"), "0\n");
 }
 

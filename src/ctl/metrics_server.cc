@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <list>
+#include <new>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -260,9 +261,9 @@ class MetricsServerImpl final : public MetricsServer {
     for (;;) {
       fds.clear();
       fds.push_back({wake_.fd(), POLLIN, 0});
-      // Full, a new client can still take the place of one that has sent
-      // nothing yet (see Accept); not of one being answered.
-      const bool full = clients_.size() >= max_clients_ && !HasSilent();
+      // Full, a new client can still take the place of one that has not
+      // sent its whole request yet (see Accept); not of one being answered.
+      const bool full = clients_.size() >= max_clients_ && !HasReading();
       const bool paused = Clock::now() < accept_pause_until_;
       const bool room = !full && !paused;
       const std::size_t first_listen = fds.size();
@@ -320,34 +321,34 @@ class MetricsServerImpl final : public MetricsServer {
     }
   }
 
-  static bool Silent(const Client& c) {
-    return c.state == Client::State::kReading && c.in.empty();
+  static bool Reading(const Client& c) {
+    return c.state == Client::State::kReading;
   }
-  bool HasSilent() const {
-    return std::any_of(clients_.begin(), clients_.end(), Silent);
+  bool HasReading() const {
+    return std::any_of(clients_.begin(), clients_.end(), Reading);
   }
-  // The oldest client that has sent nothing, after taking in what the
-  // reading ones have sent by now (a scraper sends its request as soon as
-  // it connects); clients_.end() when there is none.
-  std::list<Client>::iterator OldestSilent() {
+  // The oldest client still short of its whole request, after taking in
+  // what the reading ones have sent by now (a scraper sends its request as
+  // soon as it connects, and is then being answered); clients_.end() when
+  // there is none.
+  std::list<Client>::iterator OldestReading() {
     for (Client& c : clients_) {
       if (c.state == Client::State::kReading) Step(c);
     }
     clients_.remove_if([](const Client& c) { return c.fd < 0; });
-    return std::find_if(clients_.begin(), clients_.end(), Silent);
+    return std::find_if(clients_.begin(), clients_.end(), Reading);
   }
 
   // Accepts every waiting connection. Over max_clients, each new one takes
-  // the place of the oldest client that has sent nothing yet, which is
-  // closed with no reply: idle connections cannot keep a scraper out for
-  // their read_timeout_ms. Clients that have begun their request, or are
-  // being answered, keep their place; when all have, new ones wait in the
-  // listen backlog.
+  // the place of the oldest client that has not sent its whole request,
+  // which is closed with no reply: idle or trickling connections cannot keep
+  // a scraper out for their read_timeout_ms. Clients being answered keep
+  // their place; when all are, new ones wait in the listen backlog.
   void Accept(const platform::Listener& listener) {
     for (;;) {
       auto victim = clients_.end();
       if (clients_.size() >= max_clients_) {
-        victim = OldestSilent();
+        victim = OldestReading();
         if (clients_.size() >= max_clients_ && victim == clients_.end()) {
           return;
         }
@@ -406,8 +407,16 @@ class MetricsServerImpl final : public MetricsServer {
       const std::size_t from = old < 2 ? 0 : old - 2;
       const std::size_t end = HeadEnd(std::string_view(c.in).substr(from));
       if (end != std::string_view::npos) {
-        HttpReply reply = Answer(std::string_view(c.in).substr(0, from + end),
-                                 *registry_, nbd_);
+        HttpReply reply;
+        try {
+          reply = Answer(std::string_view(c.in).substr(0, from + end),
+                         *registry_, nbd_);
+        } catch (const std::bad_alloc&) {
+          // Out of memory for the page: the server, and every device,
+          // goes on.
+          reply = Error(503, "Service Unavailable",
+                        "the server is out of memory now; try again");
+        }
         // No body in any reply to HEAD (RFC 9110 section 9.3.2).
         if (c.in.starts_with("HEAD ")) reply.head = true;
         return Reply(c, reply);

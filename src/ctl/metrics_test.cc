@@ -536,10 +536,11 @@ TEST_F(MetricsTest, SilentAndGarbageClientsDoNotBlockOthers) {
   EXPECT_EQ(TcpRequest(port, Get("/metrics")).status, 200);
 }
 
-// Idle connections cannot keep a scraper out: over max_clients, a new one
-// takes the place of the oldest that has not sent its request, which is
-// closed unanswered long before its read_timeout_ms.
-TEST_F(MetricsTest, OverMaxClientsTheOldestSilentClientMakesRoom) {
+// Idle or trickling connections cannot keep a scraper out: over
+// max_clients, a new one takes the place of the oldest that has not sent
+// its whole request, which is closed unanswered long before its
+// read_timeout_ms.
+TEST_F(MetricsTest, OverMaxClientsTheOldestUnfinishedRequestMakesRoom) {
   MetricsServerOptions o;
   o.listen = ":0";
   o.max_clients = 2;
@@ -547,10 +548,14 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestSilentClientMakesRoom) {
   auto server = StartServer(o);
   ASSERT_TRUE(server.has_value()) << server.error().ToString();
   const int port = (*server)->tcp_port();
+  // Silent ones, and ones that have begun a request and stall.
   std::vector<int> silent;
   for (int i = 0; i < 20; ++i) {
     silent.push_back(ConnectTcp(port));
     ASSERT_GE(silent.back(), 0);
+    if (i % 2 == 1) {
+      ASSERT_EQ(::send(silent.back(), "G", 1, MSG_NOSIGNAL), 1);
+    }
   }
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(TcpRequest(port, Get("/metrics")).status, 200);

@@ -11,9 +11,14 @@
 // The server runs one accept thread and one thread per connection, up to
 // options.max_connections (a connection over the cap gets "ERR EBUSY" and is
 // closed). Each connection serves its requests in order; a connection that
-// stalls holds only its own thread, and is dropped after
-// options.idle_timeout_ms without a byte. A malformed or oversized request
-// gets an error reply (EINVAL / E2BIG) and the connection is closed.
+// stalls holds only its own thread. An idle connection is dropped after
+// options.idle_timeout_ms; a request must be whole within
+// options.idle_timeout_ms of its first byte, else it gets "ERR ETIMEDOUT"
+// and the connection is closed. A malformed or oversized request gets an
+// error reply (EINVAL / E2BIG), as does one the client's end of the
+// connection cuts short (EINVAL), and the connection is closed. Out of
+// memory for a request or its reply: "ERR ENOMEM" and the connection is
+// closed; the server goes on.
 //
 // The socket file is created with mode 0600 without a window in which it is
 // reachable with a wider mode (platform/socket.h Listener::Unix: bound in a
@@ -43,7 +48,7 @@ namespace ztier::ctl {
 struct ControlServerOptions {
   std::size_t max_connections = 64;
   std::size_t max_request_bytes = kMaxRequestBytes;
-  int idle_timeout_ms = 30'000;  // per read/write wait on a connection
+  int idle_timeout_ms = 30'000;  // idle wait, and a request's whole arrival
 };
 
 class ControlServer {

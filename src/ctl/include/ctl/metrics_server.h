@@ -18,10 +18,10 @@
 // not taken its reply within write_timeout_ms, is closed. Memory per
 // connection is bounded by max_request_bytes plus one rendered reply. Over
 // max_clients, a new connection takes the place of the oldest one that has
-// sent nothing yet (closed with no reply), so idle connections cannot keep
-// a scraper out; when all have begun a request, new ones wait in the
-// listen backlog. Rendering runs on that thread; it waits for a device
-// that is rebuilding its store (metrics.h).
+// not sent its whole request yet (closed with no reply), so idle or
+// trickling connections cannot keep a scraper out; when all are being
+// answered, new ones wait in the listen backlog. Rendering runs on that thread;
+// it waits for a device that is rebuilding its store (metrics.h).
 //
 // Errors (from Start): neither listen nor unix_path set, or a bad listen
 // address: kInvalidArgument; a Unix socket path where another server
