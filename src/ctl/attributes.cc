@@ -363,8 +363,8 @@ WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
       });
   std::string name = numeric ? "zram" + std::string(v) : std::string(v);
   if (numeric) {
-    // "007" names zram7, as kstrtoint reads it.
-    std::size_t n = 0;
+    // "007" names zram7, as kstrtoint reads it; past INT_MAX it is ERANGE.
+    int n = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
     if (ec != std::errc()) return Error("ERANGE", "device number out of range");
     name = "zram" + std::to_string(n);

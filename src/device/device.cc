@@ -37,6 +37,10 @@ Status NotInitialized() {
   return Status::FailedPrecondition("device is not initialised (set disksize)");
 }
 
+Status Removed(const std::string& name) {
+  return Status::NotFound("device '" + name + "' was removed");
+}
+
 bool ValidName(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -245,7 +249,7 @@ Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
 Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
   std::unique_lock lock(mu_);
-  if (retired_) return Status::NotFound("device '" + name_ + "' was removed");
+  if (retired_) return Removed(name_);
   if (store_ != nullptr) return Status::Busy("disksize is already set");
   if (defaults_.prealloc && mem_limit_ == 0) {
     return Status::InvalidArgument(
@@ -297,6 +301,10 @@ std::uint64_t Device::Impl::disksize() const {
   return disksize_;
 }
 
+Status Device::Impl::Uninitialized() const {
+  return retired_ ? Removed(name_) : NotInitialized();
+}
+
 bool Device::Impl::initialized() const {
   std::shared_lock lock(mu_);
   return store_ != nullptr;
@@ -341,6 +349,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
     return Status::InvalidArgument("unknown algorithm '" + n + "'");
   }
   std::unique_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (store_ != nullptr) {
     return Status::Busy("comp_algorithm cannot change after disksize is set");
   }
@@ -355,6 +364,7 @@ std::string Device::Impl::ShowCompAlgorithm() const {
 
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
   std::unique_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (store_ != nullptr) {
     return Status::Busy("algorithm_params cannot change after disksize is set");
   }
@@ -377,6 +387,7 @@ Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
   // Shared: the store's limit is atomic, and a SIGHUP reload setting it must
   // not wait for a writeback pass.
   std::shared_lock lock(mu_);
+  if (retired_) return Removed(name_);
   std::lock_guard one_at_a_time(mem_limit_mu_);
   const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
   // A preallocated store never takes more than its reserve: a limit above
@@ -399,7 +410,7 @@ Status Device::Impl::ResetMemUsedMax(std::string_view value) {
     return Status::InvalidArgument("mem_used_max accepts only 0");
   }
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   store_->ResetMemUsedMax();
   return Status::Ok();
 }
@@ -407,7 +418,7 @@ Status Device::Impl::ResetMemUsedMax(std::string_view value) {
 Status Device::Impl::MarkIdle(std::string_view value) {
   const std::string v = TrimSpace(value);
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   if (v == "all") {
     store_->MarkIdleAll();
     return Status::Ok();
@@ -427,6 +438,7 @@ Status Device::Impl::MarkIdle(std::string_view value) {
 Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
   std::unique_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (store_ != nullptr) {
     return Status::Busy("backing_dev cannot change after disksize is set");
   }
@@ -460,7 +472,7 @@ Status Device::Impl::Writeback(std::string_view tokens,
   // Shared, as IO: the pass runs alongside reads and writes, and Reset()
   // waits for it.
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   if (backing_ == nullptr) {
     return Status::NotFound("device '" + name_ + "' has no backing_dev");
   }
@@ -486,6 +498,10 @@ Status Device::Impl::Writeback(std::string_view tokens,
 }
 
 Status Device::Impl::SetWritebackLimitEnable(bool enable) {
+  {
+    std::shared_lock lock(mu_);
+    if (retired_) return Removed(name_);
+  }
   budget_.enabled.store(enable);
   return Status::Ok();
 }
@@ -495,6 +511,10 @@ bool Device::Impl::writeback_limit_enable() const {
 }
 
 Status Device::Impl::SetWritebackLimit(std::uint64_t pages) {
+  {
+    std::shared_lock lock(mu_);
+    if (retired_) return Removed(name_);
+  }
   // zram rounds down to whole pages of PAGE_SIZE / 4096 units: 1 here.
   budget_.pages.store(pages);
   return Status::Ok();
@@ -511,6 +531,10 @@ Status Device::Impl::SetWritebackBatchSize(std::uint64_t n) {
         std::to_string(kMaxWritebackInFlight) +
         " (the writeback io_uring ring holds at most that many IOs)");
   }
+  {
+    std::shared_lock lock(mu_);
+    if (retired_) return Removed(name_);
+  }
   writeback_batch_size_.store(n);
   return Status::Ok();
 }
@@ -521,6 +545,7 @@ std::uint64_t Device::Impl::writeback_batch_size() const {
 
 Status Device::Impl::SetCompressedWriteback(bool on) {
   std::unique_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (store_ != nullptr) {
     return Status::Busy(
         "compressed_writeback cannot change after disksize is set");
@@ -549,6 +574,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
                                    n + "'");
   }
   std::unique_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (store_ != nullptr) {
     return Status::Busy("recomp_algorithm cannot change after disksize is set");
   }
@@ -580,6 +606,7 @@ Status Device::Impl::Recompress(std::string_view tokens,
   if (!pace) waiting.emplace(pass_waiters_);
   // Shared, as Writeback: IO goes on during the pass; Reset() waits for it.
   std::shared_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (store_ == nullptr) {
     return Status::InvalidArgument("recompress: device is not initialised");
   }
@@ -616,6 +643,7 @@ Result<DictionaryInfo> Device::Impl::TrainDictionary(std::string_view size) {
   const Waiting waiting(pass_waiters_);  // a paced pass gives way
   // Shared, as Recompress: IO goes on while it trains.
   std::shared_lock lock(mu_);
+  if (retired_) return Err(Removed(name_));
   if (store_ == nullptr) {
     return Err(
         Status::InvalidArgument("train_dict: device is not initialised"));
@@ -644,7 +672,7 @@ std::string Device::Impl::ShowBlockState(std::uint64_t first,
 
 Status Device::Impl::Compact() {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   const std::size_t moved = store_->Compact();
   if (defaults_.log) {
     defaults_.log(name_ + ": compaction: " + std::to_string(moved) +
@@ -699,8 +727,8 @@ Status Device::Impl::Attach() {
   // Under the shared lock: Reset() and Retire() hold it exclusively while
   // they check the client count, so neither can miss a client.
   std::shared_lock lock(mu_);
-  if (retired_) return Status::NotFound("device '" + name_ + "' was removed");
-  if (store_ == nullptr) return NotInitialized();
+  if (retired_) return Removed(name_);
+  if (store_ == nullptr) return Uninitialized();
   clients_.fetch_add(1);
   return Status::Ok();
 }
@@ -736,7 +764,7 @@ Status CheckRange(std::uint64_t offset, std::uint64_t length,
 
 Status Device::Impl::Read(std::uint64_t offset, std::span<std::byte> out) {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, out.size(), disksize_));
   return ForEachPagePiece(
       offset, out.size(),
@@ -755,7 +783,7 @@ Status Device::Impl::Read(std::uint64_t offset, std::span<std::byte> out) {
 Status Device::Impl::Write(std::uint64_t offset,
                            std::span<const std::byte> data) {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
   // With units (unit_pages), each whole aligned run the write covers is
   // stored as one object; the pages around them page by page.
@@ -811,7 +839,7 @@ Status Device::Impl::WritePageByPageLocked(std::uint64_t offset,
 Status Device::Impl::WritePages(std::uint64_t offset,
                                 std::span<const std::byte> data) {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, data.size(), disksize_));
   return WritePagesLocked(offset, data);
 }
@@ -845,7 +873,7 @@ Status Device::Impl::WritePagesLocked(std::uint64_t offset,
 
 Status Device::Impl::Trim(std::uint64_t offset, std::uint64_t length) {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, length, disksize_));
   // Whole pages only: the unaligned head and tail are left as they are.
   const std::uint64_t first = (offset + kPageMask) / kPageSize;
@@ -859,7 +887,7 @@ Status Device::Impl::Trim(std::uint64_t offset, std::uint64_t length) {
 Status Device::Impl::WriteZeroes(std::uint64_t offset, std::uint64_t length,
                            bool no_hole) {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   ZT_RETURN_IF_ERROR(CheckRange(offset, length, disksize_));
   static const std::byte kZeros[kPageSize] = {};
   return ForEachPagePiece(
@@ -877,14 +905,14 @@ Status Device::Impl::WriteZeroes(std::uint64_t offset, std::uint64_t length,
 
 Status Device::Impl::Flush() {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   return Status::Ok();
 }
 
 Status Device::Impl::PageStates(std::uint64_t first_page,
                           std::span<SlotState> out) const {
   std::shared_lock lock(mu_);
-  if (store_ == nullptr) return NotInitialized();
+  if (store_ == nullptr) return Uninitialized();
   return store_->SlotStates(first_page, out);
 }
 

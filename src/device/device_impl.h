@@ -28,6 +28,9 @@ struct Device::Impl {
   Status SetDisksize(std::uint64_t bytes);
   std::uint64_t disksize() const;
   bool initialized() const;
+  // For a store_ found null, mu_ held: kNotFound for a removed device (the
+  // control socket's ENODEV), else "not initialised".
+  Status Uninitialized() const;
   bool PassesWaiting() const { return pass_waiters_.load() > 0; }
   Status Reset();
   // Reset's work, the lock held exclusively.

@@ -7,7 +7,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -129,9 +128,7 @@ int RunCtl(std::span<const std::string_view> args) {
     } else {
       positional.erase(positional.begin());
     }
-    if (std::find(flag_words.begin(), flag_words.end(), "--device") !=
-            flag_words.end() &&
-        device != named) {
+    if (flags.WasSet("device") && device != named) {
       std::fprintf(stderr,
                    "%s: two devices: --device %s and %.*s\nRun '%s --help' "
                    "for usage.\n",

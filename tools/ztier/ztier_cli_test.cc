@@ -644,6 +644,9 @@ TEST_F(ZtierCliTest, CtlTakesTheDeviceFirstAsSysfsPathsDo) {
   EXPECT_NE(r.err.find("two devices: --device zram0 and zram1"),
             std::string::npos)
       << r.err;
+  r = Run(c + "--device=zram0 zram1 reset 1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("two devices"), std::string::npos) << r.err;
   r = Run(c + "zram1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("missing ATTRIBUTE"), std::string::npos) << r.err;

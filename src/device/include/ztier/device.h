@@ -312,8 +312,9 @@ class Device {
  private:
   friend class DeviceRegistry;
   // Marks the device removed and drops its store and backing file (its
-  // passes end; a holder of the Device finds it uninitialised), unless a
-  // client is attached (then kBusy).
+  // passes end; a holder of the Device finds it uninitialised, and every
+  // store, IO and pass on it is kNotFound "device 'NAME' was removed"),
+  // unless a client is attached (then kBusy).
   Status Retire();
   void SetWatcher(DeviceWatcher* watcher);
   DeviceWatcher* watcher() const;
