@@ -23,13 +23,15 @@ namespace {
 static_assert(BackingStore::kNoBlock == internal::BlockBitmap::kNoBlock);
 
 // This thread's 4096-aligned read buffer (O_DIRECT needs the alignment; the
-// caller's page need not have it).
+// caller's page need not have it); null while there is no memory for it
+// (the next call tries again).
 std::byte* ThreadReadBuffer() {
   struct Holder {
-    void* p = std::aligned_alloc(kPageSize, kPageSize);
+    void* p = nullptr;
     ~Holder() { std::free(p); }
   };
   thread_local Holder holder;
+  if (holder.p == nullptr) holder.p = std::aligned_alloc(kPageSize, kPageSize);
   return static_cast<std::byte*>(holder.p);
 }
 
@@ -184,13 +186,12 @@ Status BackingStore::ReadBlock(std::uint64_t block, MutablePage out) {
   const long result =
       m.file->Read(block * kPageSize, std::span<std::byte>(buf, kPageSize));
   if (result < 0) {
-    // As status.h maps errno: ENOMEM is kResourceExhausted (a load may try
-    // again), EIO and the rest of a failed device kIoError.
-    const Status s = PosixError("read " + where(), static_cast<int>(-result));
-    return s.code() == StatusCode::kResourceExhausted ||
-                   s.code() == StatusCode::kBusy
-               ? s
-               : Status::IoError(s.message());
+    // ENOMEM and EAGAIN as status.h maps them (kResourceExhausted,
+    // kBusy: a load may try again); EIO and every other errno of a failed
+    // device kIoError.
+    const int err = static_cast<int>(-result);
+    const Status s = PosixError("read " + where(), err);
+    return err == ENOMEM || err == EAGAIN ? s : Status::IoError(s.message());
   }
   if (result != static_cast<long>(kPageSize)) {
     return Status::IoError("short read of " + where() + ": " +

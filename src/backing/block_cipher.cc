@@ -13,14 +13,16 @@
 namespace ztier::internal {
 namespace {
 
-// This thread's context. Every call resets it before returning (CtxReset),
-// which frees the key schedule with it.
+// This thread's context; null while OpenSSL has no memory for one (the
+// next call tries again). Every call resets it before returning
+// (CtxReset), which frees the key schedule with it.
 EVP_CIPHER_CTX* ThreadCtx() {
   struct Holder {
-    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    EVP_CIPHER_CTX* ctx = nullptr;
     ~Holder() { EVP_CIPHER_CTX_free(ctx); }
   };
   thread_local Holder holder;
+  if (holder.ctx == nullptr) holder.ctx = EVP_CIPHER_CTX_new();
   return holder.ctx;
 }
 
@@ -124,18 +126,26 @@ Status BlockCipher::Open(std::uint64_t block, MutablePage page) const {
   auto* data = reinterpret_cast<unsigned char*>(page.data());
   int len = 0;
   int tail = 0;
-  const bool ok =
+  // Only the final check speaks of the data. A step before it fails when
+  // OpenSSL cannot allocate (its init allocates the key schedule): the
+  // block is intact, and the caller may read it again
+  // (kResourceExhausted), as after a failed read buffer.
+  const bool set_up =
       EVP_DecryptInit_ex(ctx, aead_, nullptr, key_, iv) == 1 &&
       EVP_DecryptUpdate(ctx, nullptr, &len, aad, sizeof(aad)) == 1 &&
       EVP_DecryptUpdate(ctx, data, &len, data, kPageSize) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) == 1 &&
-      EVP_DecryptFinal_ex(ctx, data + len, &tail) == 1;
-  if (!ok) {
-    OPENSSL_cleanse(page.data(), kPageSize);  // unauthenticated: never yield
-    return Status::Corruption(BlockName(block) +
-                              " does not authenticate (AES-GCM tag mismatch)");
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag) == 1;
+  if (set_up && EVP_DecryptFinal_ex(ctx, data + len, &tail) == 1) {
+    return Status::Ok();
   }
-  return Status::Ok();
+  OPENSSL_cleanse(page.data(), kPageSize);  // unauthenticated: never yield
+  if (!set_up) {
+    return Status::ResourceExhausted("AES-GCM could not be set up to open " +
+                                     BlockName(block) +
+                                     " (OpenSSL out of memory?)");
+  }
+  return Status::Corruption(BlockName(block) +
+                            " does not authenticate (AES-GCM tag mismatch)");
 }
 
 }  // namespace ztier::internal

@@ -43,7 +43,9 @@ class BlockCipher {
   // Encrypts `page` in place as block `block` and records its nonce and tag.
   Status Seal(std::uint64_t block, MutablePage page);
   // Decrypts `page` in place as block `block`. kCorruption (and `page`
-  // zeroed) if it does not authenticate or the block was never sealed.
+  // zeroed) if it does not authenticate or the block was never sealed;
+  // kResourceExhausted (and `page` zeroed) if OpenSSL could not be set up
+  // for it (no memory): the block is intact, read it again.
   Status Open(std::uint64_t block, MutablePage page) const;
 
  private:

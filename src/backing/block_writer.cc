@@ -108,6 +108,7 @@ BlockWriter::Io* BlockWriter::Begin(std::uint64_t first_block) {
   io->first_block = first_block;
   io->blocks = 0;
   io->status = Status::Ok();
+  io->may_land = false;  // an earlier use's timeout says nothing of this one
   io->open = true;
   return io;
 }

@@ -331,6 +331,9 @@ void Device::Impl::ResetLocked() {
   // writeback_limit(_enable), writeback_batch_size and compressed_writeback
   // stay (zram's reset does not clear them either).
   store_.reset();
+  // The blocks the store freed: trimmed on a remote that takes discards,
+  // so that it does not keep their bytes (or their space) after the reset.
+  if (backing_ != nullptr) backing_->DiscardFreed();
   backing_.reset();
   backing_dev_.clear();
   disksize_ = 0;

@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <future>
@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/discarding_file.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
@@ -458,6 +459,30 @@ TEST(DeviceBackingTest, BackingIoErrorsReachTheCaller) {
   fault = 0;
   ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
   EXPECT_EQ(r.written, 4u);
+}
+
+// On a backing file that takes discards (a remote export), a reset trims
+// every block the device had written back, rather than leave their bytes
+// and space on the remote with no later pass to trim them.
+TEST(DeviceBackingTest, AResetTrimsTheBlocksOfARemoteBacking) {
+  testing::ScopedTempDir dir;
+  auto remote = std::make_shared<testing::DiscardingFile>(16 * kPageSize);
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile>) {
+    return std::shared_ptr<BackingFile>(remote);
+  };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  ASSERT_OK(d.Write(0, Bytes(4 * kPageSize, 8)));
+  WritebackResult r;
+  ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
+  ASSERT_EQ(r.written, 4u);
+  EXPECT_TRUE(remote->calls.empty());
+  ASSERT_OK(d.Reset());
+  std::uint64_t trimmed = 0;
+  for (const auto& [offset, len] : remote->calls) trimmed += len;
+  EXPECT_EQ(trimmed, 4 * kPageSize);
 }
 
 TEST(DeviceRegistryTest, AddHotAddRemove) {

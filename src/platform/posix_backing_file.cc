@@ -136,15 +136,19 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
   const bool blk = exists && S_ISBLK(st.st_mode);
   const int flags =
       O_RDWR | O_CLOEXEC | (exists ? (blk ? O_EXCL : 0) : O_CREAT | O_EXCL);
-  fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), 0600);
+  // Buffered (not `direct`), O_DSYNC: a write must be on the device when it
+  // completes, as an O_DIRECT one is, since the caller then frees the
+  // page's RAM copy. Left to the page cache, a later failed flush would go
+  // unreported and a read would return the block's old bytes.
+  fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : O_DSYNC), 0600);
   made = !exists && fd >= 0;
   if (fd < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
     // The refused open may have made the file already: open it without
     // O_EXCL (it is this call's, as far as the race above allows). A block
-    // device keeps O_EXCL: its claim.
+    // device keeps O_EXCL: its claim. Buffered: O_DSYNC, as above.
     direct = false;
     made = !exists;
-    fd = ::open(path.c_str(), blk ? flags : flags & ~O_EXCL, 0600);
+    fd = ::open(path.c_str(), (blk ? flags : flags & ~O_EXCL) | O_DSYNC, 0600);
   }
   if (fd < 0 && errno == EBUSY && blk) {
     return fail(Status::Busy("backing device " + path +

@@ -72,6 +72,18 @@ void Refund(WritebackBudget* budget) {
   }
 }
 
+// bs.AllocRange, and when no block is free, once more after sending the
+// discards of the blocks freed since the pass began: on a file that takes
+// discards (a remote) a freed block waits for its TRIM's answer, and the
+// store is not full while blocks_used() says it has room. Call it holding
+// no slot lock (DiscardFreed may wait on the network).
+std::uint64_t AllocOrDiscard(BackingStore& bs, std::size_t want,
+                             std::size_t* got) {
+  const std::uint64_t first = bs.AllocRange(want, got);
+  if (*got != 0 || bs.DiscardFreed() == 0) return first;
+  return bs.AllocRange(want, got);
+}
+
 // A 4096-aligned page for reading compressed blocks.
 std::byte* AlignedScratch() {
   alignas(kPageSize) thread_local std::byte page[kPageSize];
@@ -190,7 +202,7 @@ class WritebackPass {
            copies_.size() + max_io <= scratch_pages_) {
       const std::size_t want = std::min(max_io, order_.size() - next_);
       std::size_t got = 0;
-      const std::uint64_t first = bs.AllocRange(want, &got);
+      const std::uint64_t first = AllocOrDiscard(bs, want, &got);
       if (got == 0) {
         Stop(Status::ResourceExhausted("backing store " + bs.path() +
                                        " is full"));
@@ -482,9 +494,10 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
         while (j.got < j.pieces) {
           std::size_t got = 0;
           const std::uint64_t b =
-              stopped ? 0
-                      : bs.AllocRange(static_cast<std::size_t>(j.pieces - j.got),
-                                      &got);
+              stopped
+                  ? 0
+                  : AllocOrDiscard(
+                        bs, static_cast<std::size_t>(j.pieces - j.got), &got);
           if (got == 0) {
             // Not written: the unit stays in RAM, not counted as failed.
             j.not_written = true;

@@ -75,7 +75,9 @@
 // Reading (ReadBlock): one synchronous read of one block (the file's Read:
 // pread for a real file), then, when encrypted, authentication and
 // decryption. A read error is kIoError, but ENOMEM (kResourceExhausted) and
-// EAGAIN (kBusy), which a caller may try again; a block that fails
+// EAGAIN (kBusy), which a caller may try again, as it may after
+// kResourceExhausted for no memory for the read buffer or the cipher's
+// set-up; a block that fails
 // authentication is kCorruption; none ever yields data. Without encryption
 // a local file's blocks are taken as the file system returns them (as the
 // kernel's zram takes its backing device's): a block damaged on the disk

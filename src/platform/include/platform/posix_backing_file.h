@@ -8,6 +8,8 @@
 //     BLKGETSIZE64 ioctl); size_bytes is ignored.
 //   - O_DIRECT when `direct` is set and the file system accepts it (an
 //     O_DIRECT open that fails with EINVAL falls back to buffered IO).
+//     Buffered IO is O_DSYNC, so that a completed write is on the device,
+//     as with O_DIRECT.
 //   - Claimed for as long as it is open: a block device is opened O_EXCL
 //     (the kernel's zram claims its backing_dev the same way), a regular
 //     file holds an exclusive flock. One that is mounted, swapped on, or
