@@ -35,10 +35,25 @@ AdviceName Lookup(Advice advice) {
 Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
                                    std::string_view what) {
   int flags = MAP_PRIVATE | MAP_ANONYMOUS;
-  if (commit == Commit::kOnTouch) flags |= MAP_NORESERVE;
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+  if (commit != Commit::kCharged) flags |= MAP_NORESERVE;
+  if (commit != Commit::kUnlocked) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
+    if (p == MAP_FAILED) return Err(PosixError(what, errno));
+    return Mapping(static_cast<std::byte*>(p), bytes);
+  }
+  // Under mlockall(MCL_FUTURE) a new mapping is locked, and populated
+  // whole at mmap unless it is inaccessible (mm/gup.c, __mm_populate,
+  // ignores the fault on PROT_NONE). So: PROT_NONE, munlock (VM_LOCKED
+  // off), then readable and writable, which populates nothing once it is
+  // not locked (mm/mprotect.c, mprotect_fixup).
+  void* p = ::mmap(nullptr, bytes, PROT_NONE, flags, -1, 0);
   if (p == MAP_FAILED) return Err(PosixError(what, errno));
-  return Mapping(static_cast<std::byte*>(p), bytes);
+  Mapping m(static_cast<std::byte*>(p), bytes);
+  if (::munlock(p, bytes) != 0) return Err(PosixError(what, errno));
+  if (::mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) {
+    return Err(PosixError(what, errno));
+  }
+  return m;
 }
 
 Result<Mapping> Mapping::Table(std::size_t bytes, bool populate,

@@ -140,9 +140,13 @@ void Arena::ReleaseRun(std::byte* run, std::size_t pages) {
 void Arena::Discard(std::byte* base, std::size_t first,
                     std::size_t count) const {
   if (count == 0 || reserve_ != nullptr) return;
-  [[maybe_unused]] const Status s = platform::Advise(
-      base + first * kPageSize, count * kPageSize, platform::Advice::kDiscard);
-  assert(s.ok());
+  std::byte* const p = base + first * kPageSize;
+  // EINVAL for locked pages (the process called mlockall): they stay, as
+  // locked memory does, and are zeroed by hand, as a reused run must be.
+  if (!platform::Advise(p, count * kPageSize, platform::Advice::kDiscard)
+           .ok()) {
+    std::memset(p, 0, count * kPageSize);
+  }
 }
 
 std::uint64_t* Arena::ReserveBitmap(const std::byte* run, std::uint32_t objs) {

@@ -231,7 +231,8 @@ class Arena {
   void ReleaseRun(std::byte* run, std::size_t pages);
   // Gives pages [first, first + count) of the run at `base` back to the OS
   // (madvise(MADV_DONTNEED)), unless they belong to the reserve, which
-  // keeps its pages resident for the next zspage.
+  // keeps its pages resident for the next zspage. Pages the OS keeps
+  // (locked by the process's mlockall) are zeroed instead.
   void Discard(std::byte* base, std::size_t first, std::size_t count) const;
   // For a zspage on `run` with `objs` objects: its bitmap words in the
   // reserve's table, zeroed, or nullptr (a lazy run: the caller allocates).

@@ -2,9 +2,11 @@
 // "Eviction" steps 2-4), used by the reclaimer and by Pageout, and the pool
 // limit check every store passes first.
 //
-// Victims go in chunks of at most kEvictChunk pages (1 MiB), so a writer
-// that hits a victim waits for one chunk's compression, not a whole
-// Pageout. For one chunk, under the region mutex:
+// Victims go in chunks of at most kEvictChunk pages (1 MiB); a writer that
+// hits a victim is woken when its chunk is done, but its retried access is
+// a missing fault, and the handler serves it only once the whole pass
+// (holding the region mutex) is over, as it does every other fault that
+// meanwhile. For one chunk, under the region mutex:
 //   0. Presence: /proc/self/pagemap says which victims still have a page or
 //      a swap entry. One with neither was dropped by the application
 //      (MADV_DONTNEED): it holds zeros, and reading it would raise a fault

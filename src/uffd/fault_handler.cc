@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "platform/clock.h"
@@ -62,26 +63,32 @@ void Region::Impl::HandlerLoop() {
     }
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
-      std::fprintf(stderr, "ztier region: poll: %s; handler stopped\n",
-                   std::strerror(errno));
-      return;
+      if (errno == ENOMEM) {  // the kernel's poll table: try again soon
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      Abandon("poll: " + std::string(std::strerror(errno)));
     }
     if (fds[1].revents != 0) return;  // the destructor asks us to stop
     if (fds[0].revents & (POLLERR | POLLHUP | POLLNVAL)) {
-      std::fprintf(stderr,
-                   "ztier region: userfaultfd poll error %#x; "
-                   "handler stopped\n",
-                   fds[0].revents);
-      return;
+      Abandon("userfaultfd poll error " + std::to_string(fds[0].revents));
     }
     const Result<std::size_t> n_read = uffd->ReadEvents(msgs, kMaxMsgs);
-    if (!n_read.has_value()) {
-      std::fprintf(stderr, "ztier region: %s; handler stopped\n",
-                   n_read.error().ToString().c_str());
-      return;
-    }
+    if (!n_read.has_value()) Abandon(n_read.error().ToString());
     if (*n_read > 0) Handle(msgs, *n_read);
   }
+}
+
+void Region::Impl::Abandon(const std::string& why) {
+  // No other thread can resolve the region's faults: stopping would leave
+  // every thread that touches a stored or untouched page asleep for good,
+  // with no error anywhere. As for a failed load without UFFDIO_POISON,
+  // there is no honest answer but to end the process, saying why.
+  std::fprintf(stderr,
+               "ztier region: %s; the region's faults cannot be answered "
+               "any more: aborting\n",
+               why.c_str());
+  std::abort();
 }
 
 std::size_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t max) {

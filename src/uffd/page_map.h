@@ -6,7 +6,7 @@
 //
 //   state    untouched, resident, stored (in the PageStore: pool or
 //            written back), poisoned (its slot failed to load; a touch
-//            raises SIGBUS; the slot is kept)
+//            raises SIGBUS; the slot is freed)
 //   ref      the CLOCK's reference bit: set at fault-in, cleared when the
 //            hand passes
 //   ra       read ahead and installed write-protected, not yet written

@@ -24,12 +24,24 @@ using internal::PageState;
 void Region::Impl::Reclaim() {
   if (budget_pages == 0) return;
   const std::size_t resident = Read(c.resident);
-  if (resident <= budget_pages) return;
+  if (resident <= budget_pages) {
+    reclaim_retry_at = 0;
+    return;
+  }
+  // Pages that were refused stay resident (incompressible without a
+  // backing store, say), and every later pass would take them again: a
+  // pass per fault batch, each compressing everything over the budget.
+  // After a pass that evicted under half its victims, the next waits for
+  // max(budget/32, kEvictChunk) more resident pages and is a probe of at
+  // most kEvictChunk victims; one that evicts well ends the back-off.
+  if (resident < reclaim_retry_at) return;
   // A full pool refuses the eviction anyway (or, with a backing store,
   // makes room first): no walk while it would be wasted.
   if (!PoolAccepts()) return;
   const std::size_t target = budget_pages - budget_pages / 32;
-  const std::size_t want = resident - target;
+  const std::size_t want = reclaim_retry_at != 0
+                               ? std::min(resident - target, kEvictChunk)
+                               : resident - target;
   std::vector<std::uint32_t> victims;
   victims.reserve(want);
   for (std::size_t scanned = 0;
@@ -50,6 +62,11 @@ void Region::Impl::Reclaim() {
   victims.erase(std::unique(victims.begin(), victims.end()), victims.end());
   Bump(c.evictions);
   Evict(victims);
+  const std::size_t left = Read(c.resident);
+  const std::size_t evicted = resident > left ? resident - left : 0;
+  reclaim_retry_at = evicted * 2 >= victims.size()
+                         ? 0
+                         : left + std::max(budget_pages / 32, kEvictChunk);
 }
 
 }  // namespace ztier

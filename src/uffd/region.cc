@@ -24,7 +24,7 @@
 //   that cannot be read, must not become wrong data. The page gets a
 //   poison marker (UFFDIO_POISON, Linux 6.6+): the toucher, and any later
 //   one, gets SIGBUS, as the kernel gives a task whose zswap entry fails
-//   to decompress. The slot is kept; the first failure is logged to stderr
+//   to decompress. The slot is freed; the first failure is logged to stderr
 //   with the page index. Without UFFDIO_POISON there is no honest answer,
 //   and the process is aborted with that message.
 //   Pool limit. zswap rejects stores while the pool is full and lets an
@@ -64,10 +64,16 @@
 #include <string>
 #include <vector>
 
+#include "platform/signals.h"
 #include "region_impl.h"
 
 namespace ztier {
 namespace {
+
+// pct (at most 100) percent of v, rounded down, for any v.
+std::uint64_t Percent(std::uint64_t v, unsigned pct) {
+  return v / 100 * pct + v % 100 * pct / 100;
+}
 
 Status CheckOptions(const RegionOptions& o) {
   if (o.size == 0) return Status::InvalidArgument("size must be at least 1");
@@ -147,8 +153,8 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   const std::uint64_t basis = options.budget != 0 ? options.budget : m.size;
   m.pool_limit = options.max_pool_bytes != 0
                      ? options.max_pool_bytes
-                     : basis * options.max_pool_percent / 100;
-  m.pool_accept = m.pool_limit * options.accept_threshold_percent / 100;
+                     : Percent(basis, options.max_pool_percent);
+  m.pool_accept = Percent(m.pool_limit, options.accept_threshold_percent);
   m.pages = internal::PageMap(m.num_pages);
   m.staging = std::make_unique<std::byte[]>(Impl::kMaxWindow * kPageSize);
   m.zeros = std::make_unique<std::byte[]>(Impl::kZeroWindow * kPageSize);
@@ -164,12 +170,16 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   so.store_incompressible = options.backing != nullptr;
   so.backing = options.backing;
   so.mem_limit = 0;  // the region applies the pool limit, with hysteresis
+  // The threads made from here on (the store's workers, the handler) run
+  // with every signal blocked: a program's signal handler run on one of
+  // them, touching the region, would wait on a fault only it can resolve.
+  const platform::SignalsBlocked no_signals;
   ZT_ASSIGN_OR_RETURN(m.store, PageStore::Create(so));
 
-  ZT_ASSIGN_OR_RETURN(
-      m.mapping,
-      platform::Mapping::Anonymous(m.size, platform::Commit::kOnTouch,
-                                   "mmap " + std::to_string(m.size) + " bytes"));
+  ZT_ASSIGN_OR_RETURN(m.mapping,
+                      platform::Mapping::Anonymous(
+                          m.size, platform::Commit::kUnlocked,
+                          "mmap " + std::to_string(m.size) + " bytes"));
   m.base = m.mapping.data();
   // Faults and evictions work in 4 KiB pages; a huge page would be one
   // 2 MiB fault. Failure (THP compiled out) is harmless.

@@ -68,8 +68,10 @@ struct Region::Impl {
   static constexpr std::size_t kMaxWindow = 32;
   // The aligned window a first touch maps zeros over.
   static constexpr std::size_t kZeroWindow = 64;
-  // Victims one eviction step write-protects, stores and zaps together:
-  // a writer blocks at most for one step's compression.
+  // Victims one eviction step write-protects, stores and zaps together: a
+  // writer that hits one is woken at the end of its step, but its retried
+  // access is a missing fault, which, as every other fault of the region,
+  // waits for mu: for the whole pass (a reclaim, or a Pageout).
   static constexpr std::size_t kEvictChunk = 256;
   // Pages of one StoreBatch unit (a 64 KiB folio).
   static constexpr std::size_t kUnitPages = 16;
@@ -108,6 +110,11 @@ struct Region::Impl {
   std::mutex mu;
   internal::PageMap pages{0};
   std::size_t clock_hand = 0;
+  // After a reclaim pass that evicted under half its victims (they do not
+  // compress and there is no backing store, the pool is full, or they are
+  // mlocked): the next pass waits until resident pages reach this, and
+  // takes at most kEvictChunk victims (see reclaim.cc). 0: no such pass.
+  std::size_t reclaim_retry_at = 0;
   bool reached_full = false;  // zswap's zswap_pool_reached_full
   std::uint64_t compacted_at = ~std::uint64_t{0};  // pool size at last try
   std::deque<std::uint32_t> lru;         // the shrinker's FIFO, in store order
@@ -193,7 +200,12 @@ struct Region::Impl {
   // go ahead. REQUIRES: mu
   bool PoolAccepts();
 
-  // reclaim.cc. Runs the CLOCK when resident pages exceed the budget.
+  // fault_handler.cc. Ends the process with `why` on stderr: the handler
+  // can no longer read or wait for faults, and no other thread can.
+  [[noreturn]] static void Abandon(const std::string& why);
+
+  // reclaim.cc. Runs the CLOCK when resident pages exceed the budget,
+  // backing off after a pass that evicted little (reclaim_retry_at).
   void Reclaim();  // REQUIRES: mu
 
   // shrinker.cc

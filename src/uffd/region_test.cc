@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -181,6 +183,53 @@ TEST(RegionTest, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(bad([](RegionOptions& o) { o.codec = "no-such-codec"; }), kInvalid);
 }
 
+// The threads of this process, by id (/proc/self/task).
+std::vector<std::string> Tasks() {
+  std::vector<std::string> tids;
+  std::error_code ec;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    tids.push_back(e.path().filename().string());
+  }
+  std::sort(tids.begin(), tids.end());
+  return tids;
+}
+
+// The handler and the store's workers block every signal, so that a
+// program's handler of a process-directed signal never runs on them (one
+// that touched the region there would wait on itself).
+TEST(RegionTest, ItsThreadsBlockEverySignal) {
+  REQUIRE_UFFD();
+  const std::vector<std::string> before = Tasks();
+  RegionOptions o;
+  o.size = 64 * kPageSize;
+  o.batch_backend = BatchBackend::kParallel;  // worker threads too
+  auto r = MakeRegion(o);
+  ASSERT_NE(r, nullptr);
+  std::vector<std::string> made;
+  for (const std::string& t : Tasks()) {
+    if (!std::binary_search(before.begin(), before.end(), t)) made.push_back(t);
+  }
+  ASSERT_FALSE(made.empty());
+  for (const std::string& t : made) {
+    std::ifstream status("/proc/self/task/" + t + "/status");
+    std::string line;
+    unsigned long long blocked = 0;
+    while (std::getline(status, line)) {
+      if (line.starts_with("SigBlk:"))
+        blocked = std::stoull(line.substr(7), nullptr, 16);
+    }
+    for (int sig : {SIGTERM, SIGINT, SIGALRM, SIGPROF, SIGUSR1, SIGCHLD}) {
+      EXPECT_NE(blocked & (1ull << (sig - 1)), 0u)
+          << "thread " << t << " takes signal " << sig;
+    }
+  }
+  // The caller's own mask is as it was.
+  sigset_t now;
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, nullptr, &now), 0);
+  EXPECT_EQ(sigismember(&now, SIGTERM), 0);
+}
+
 TEST(RegionTest, PageoutOutsideTheRegionIsOutOfRange) {
   REQUIRE_UFFD();
   RegionOptions o;
@@ -319,6 +368,34 @@ TEST(RegionTest, BudgetWithIncompressiblePagesSplitsUnits) {
   // last eviction refused (one page in eight does not compress).
   EXPECT_LE(s.resident_pages, kBudget + 64 + kBudget / 8);
   EXPECT_EQ(FirstBad(*r, 0, kPages, 0, true), kPages);
+}
+
+// Memory that does not compress, and no backing store: every page is
+// refused and stays resident. The reclaimer backs off after a pass that
+// evicts little, rather than compress everything over the budget again at
+// every batch of faults.
+TEST(RegionTest, RefusedPagesDoNotCostAPassPerFault) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 4096;
+  constexpr std::size_t kBudget = 256;
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  o.budget = kBudget * kPageSize;
+  auto r = MakeRegion(o);
+  ASSERT_NE(r, nullptr);
+  std::mt19937_64 rng(7);
+  std::vector<std::uint64_t> words(kPages * kPageSize / 8);
+  for (std::uint64_t& w : words) w = rng();
+  std::memcpy(r->data(), words.data(), o.size);
+  const RegionStats s = Settled(*r);
+  EXPECT_EQ(s.resident_pages, kPages);
+  EXPECT_EQ(s.stored_pages, 0u);
+  EXPECT_GT(s.reject_compress_poor, 0u);
+  // A pass at every batch of faults (64 pages) tried 107,296 stores here;
+  // backed off, a probe of at most 256 pages per 256 new resident pages
+  // (each tried twice: in its unit, then alone) tried 5,416.
+  EXPECT_LT(s.reject_compress_poor, 4 * kPages) << s.reject_compress_poor;
+  EXPECT_EQ(std::memcmp(r->data(), words.data(), o.size), 0);
 }
 
 TEST(RegionTest, ShrinkerWritesBackWhenThePoolIsFull) {
@@ -687,6 +764,49 @@ TEST(RegionTest, AForkedChildDestroyingItsCopyLeavesTheRegionAlone) {
   EXPECT_EQ(FirstBad(*r, 0, 16, 0, false), 16u);
 }
 
+// This process's resident memory in bytes (VmRSS), or 0.
+std::uint64_t RssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("VmRSS:")) return std::stoull(line.substr(6)) << 10;
+  }
+  return 0;
+}
+
+// A program under mlockall(MCL_CURRENT | MCL_FUTURE) makes a region: its
+// memory is neither locked nor faulted in whole at mmap, and its pages
+// can still be evicted.
+TEST(RegionTest, MlockallDoesNotLockOrPopulateTheRegion) {
+  REQUIRE_UFFD();
+  // A sanitizer's shadow memory is terabytes of reserved address space,
+  // which mlockall(MCL_CURRENT) would try to fault in.
+  if (UnderSanitizer()) GTEST_SKIP() << "mlockall under a sanitizer";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::mlockall(MCL_CURRENT | MCL_FUTURE) != 0) _exit(77);
+    const std::uint64_t before = RssBytes();
+    RegionOptions o;
+    o.size = 256 << 20;
+    auto r = Region::Create(o);
+    if (!r.has_value()) _exit(2);
+    if (RssBytes() > before + (64 << 20)) _exit(3);  // populated
+    Fill(**r, 0, 1024, 0, false);
+    if (!(*r)->Pageout((*r)->data(), 1024 * kPageSize).ok()) _exit(4);
+    const RegionStats s = (*r)->Stats();
+    if (s.stored_pages != 1024 || s.resident_pages != 0) _exit(5);
+    _exit(FirstBad(**r, 0, 1024, 0, false) == 1024 ? 0 : 6);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "mlockall refused here";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: Create failed, 3: the region was populated, 4: Pageout "
+         "failed, 5: pages not evicted, 6: a page read back wrong";
+}
+
 // A lost page raises SIGBUS in the thread that touches it.
 // volatile: the stores around the read must not be optimised away.
 thread_local sigjmp_buf* volatile bus_jump = nullptr;
@@ -882,6 +1002,50 @@ TEST(RegionTest, WriteProtectFailureKeepsVictimsResident) {
   ASSERT_OK(r.Pageout(r.data(), r.size()));
   EXPECT_EQ(r.Stats().zswpout, kPages);
   EXPECT_EQ(FirstBad(r, 0, kPages, 0, false), kPages);
+}
+
+// A handler that can no longer read the userfaultfd ends the process,
+// saying why, rather than leave every thread that touches the region
+// asleep for good.
+TEST(RegionTest, AHandlerThatCannotReadFaultsEndsTheProcess) {
+  REQUIRE_UFFD();
+  int err[2];
+  ASSERT_EQ(::pipe(err), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::dup2(err[1], STDERR_FILENO);
+    RegionOptions o;
+    o.size = 16 * kPageSize;
+    auto made =
+        RegionTestPeer::CreateFaulty(o, [](const internal::UffdCall& c) {
+          return c.op == internal::UffdCall::kReadEvents ? EFAULT : 0;
+        });
+    if (!made.has_value()) _exit(2);
+    static_cast<void>(*static_cast<volatile std::byte*>((*made)->data()));
+    _exit(3);  // served: the fault was read after all
+  }
+  ::close(err[1]);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 2000 && done == 0; ++i) {
+    done = ::waitpid(child, &status, WNOHANG);
+    if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (done == 0) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, &status, 0);
+  }
+  std::string log;
+  char buf[512];
+  for (ssize_t n; (n = ::read(err[0], buf, sizeof(buf))) > 0;)
+    log.append(buf, n);
+  ::close(err[0]);
+  ASSERT_NE(done, 0) << "the faulting thread hung";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT) << status;
+  EXPECT_NE(log.find("cannot be answered any more: aborting"),
+            std::string::npos)
+      << log;
 }
 
 // A resolving ioctl that fails (here UFFDIO_ZEROPAGE for a page the

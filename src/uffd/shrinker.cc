@@ -60,7 +60,10 @@ bool Region::Impl::Shrink() {
     req.in_flight = 32;
     req.max_io_pages = 32;
     req.scans.reserve(victims.size());
-    for (const std::uint32_t p : victims) req.scans.push_back({0, p, p + 1u});
+    for (const std::uint32_t p : victims) {
+      // 64-bit: the last page of a 16 TiB region is 2^32 - 1.
+      req.scans.push_back({0, p, std::uint64_t{p} + 1});
+    }
     Result<WritebackResult> r = store->Writeback(req);
     if (!r.has_value()) {
       LogError(r.error());

@@ -36,8 +36,12 @@
 
 namespace ztier::platform {
 
-// How an anonymous mapping is charged; see the file comment.
-enum class Commit { kOnTouch, kCharged };
+// How an anonymous mapping is charged; see the file comment. kUnlocked is
+// kOnTouch, and not locked by the process's mlockall(MCL_FUTURE) either,
+// which would fault in the whole mapping at once and keep every page of
+// it: for memory whose pages are dropped while the process runs (a
+// Region's).
+enum class Commit { kOnTouch, kCharged, kUnlocked };
 
 class Mapping {
  public:

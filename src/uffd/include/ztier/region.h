@@ -27,7 +27,9 @@
 // written back keeps its content (ztier does not see the call), so code
 // that relies on DONTNEED to zero memory (an allocator purging pages, say)
 // must not run on a region; Region::Discard drops pages of any state. The
-// call itself is safe at any time, an eviction of the same pages included.
+// call itself is safe at any time, an eviction of the same pages included;
+// a page dropped while it is being evicted (after its copy was taken) ends
+// stored, and keeps its old content as a stored page does.
 //
 // Eviction (the reclaimer runs when resident pages exceed `budget`, down to
 // `budget` minus 1/32 of it; Pageout evicts the resident pages of its range):
@@ -55,7 +57,11 @@
 //      the page back in, with its data.
 //   A page that is refused stays resident and writable: without a backing
 //   store, a page that does not compress (reject_compress_poor); while the
-//   pool is full (pool_limit_hit, see below).
+//   pool is full (pool_limit_hit, see below). After a reclaimer pass that
+//   evicted under half its victims, the next waits until max(budget/32,
+//   256 pages) more pages are resident and takes at most 256 victims,
+//   until one evicts well again: memory that does not compress costs a
+//   bounded share of compression, not a pass at every fault.
 //
 // Fault-in: a missing fault on a stored page decompresses it; with
 // page_cluster > 0, the stored (not written-back) neighbours in the aligned
@@ -81,6 +87,13 @@
 // reclaimer. Pageout and Stats may be called from any thread. Every region
 // method except the destructor may run while other threads touch the
 // memory. The destructor must not run while another thread touches it.
+// A reclaim pass or a Pageout holds the region's lock throughout: every
+// fault of the region waits for it to end (a reclaim pass is 1/32 of the
+// budget). The handler and the store's worker threads run with every
+// signal blocked, so no handler of a process-directed signal runs on
+// them. A signal handler that touches region memory must not run on a
+// thread inside Pageout or Discard either (its fault would wait for that
+// call, which waits for the handler): block such signals around them.
 // A fork()ed child does not inherit the memory (MADV_DONTFORK: it would
 // not inherit the userfaultfd registration, and would read evicted pages
 // as zeros); a child that touches it gets SIGSEGV. In the child, Pageout
@@ -93,6 +106,13 @@
 // Nor DMA into region memory (O_DIRECT reads, io_uring fixed buffers,
 // RDMA) that may still be writing when the page is evicted: userspace
 // cannot see a pin, and that write would be lost with the dropped page.
+// Locking: the region's memory is mapped so that a mlockall(MCL_FUTURE)
+// made before Create neither locks nor faults it in; mlock() or
+// mlockall(MCL_CURRENT) after Create fault in and pin the pages they
+// cover, which then stay resident (their evictions are refused).
+// If the handler can no longer read the userfaultfd (an error no correct
+// program meets), the process is aborted with a message on stderr: no
+// other thread could answer the region's faults.
 //
 // Requirements: userfaultfd with UFFD_FEATURE_PAGEFAULT_FLAG_WP on
 // anonymous memory (Linux 5.7+), and the right to use it (root, or
