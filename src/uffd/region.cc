@@ -83,6 +83,15 @@ Status CheckOptions(const RegionOptions& o) {
   if (o.page_cluster > 5) {
     return Status::InvalidArgument("page_cluster must be 0..5");
   }
+  // A first touch maps a window of kZeroWindow pages: a budget below it
+  // would evict pages it just mapped, the faulting one among them, and an
+  // access that needs two pages could swap them forever.
+  constexpr std::size_t kMinBudget = 64 * kPageSize;  // Impl::kZeroWindow
+  if (o.budget != 0 && o.budget < kMinBudget) {
+    return Status::InvalidArgument(
+        "budget must be 0 (no reclaimer) or at least " +
+        std::to_string(kMinBudget / 1024) + " KiB");
+  }
   if (o.max_pool_percent < 1 || o.max_pool_percent > 100) {
     return Status::InvalidArgument("max_pool_percent must be 1..100");
   }

@@ -181,6 +181,9 @@ TEST(RegionTest, BadOptionsAreInvalidArgument) {
   EXPECT_EQ(bad([](RegionOptions& o) { o.batch_size = kMaxBatchSize + 1; }),
             kInvalid);
   EXPECT_EQ(bad([](RegionOptions& o) { o.codec = "no-such-codec"; }), kInvalid);
+  EXPECT_EQ(bad([](RegionOptions& o) { o.budget = 63 * kPageSize; }), kInvalid);
+  EXPECT_EQ(bad([](RegionOptions& o) { o.budget = 64 * kPageSize; }),
+            StatusCode::kOk);
 }
 
 // The threads of this process, by id (/proc/self/task).

@@ -135,7 +135,8 @@ namespace ztier {
 struct RegionOptions {
   std::size_t size = 0;    // bytes, rounded up to pages; 0 is an error
   std::size_t budget = 0;  // resident bytes before the reclaimer runs; 0:
-                           // no reclaimer (only Pageout evicts)
+                           // no reclaimer (only Pageout evicts); else at
+                           // least 256 KiB (a first touch maps 64 pages)
   std::string codec = "lz4";
   std::string algorithm_params;
   // Pool limit: max_pool_bytes if set, else max_pool_percent of the budget

@@ -62,7 +62,8 @@ typedef struct ztier_region ztier_region;
 typedef struct ztier_region_options {
   size_t size;       /* bytes, rounded up to 4096-byte pages; 0 is -EINVAL */
   size_t budget;     /* resident bytes before the reclaimer runs; 0: none
-                        (only ztier_region_pageout evicts) */
+                        (only ztier_region_pageout evicts); else at least
+                        256 KiB (-EINVAL below) */
   const char* codec; /* "lz4", "zstd", ...; NULL means "lz4". Copied. */
   /* Pool limit, as zswap's: percent of the budget (of size when budget is
    * 0); 0 means the default, 20. */
