@@ -76,6 +76,25 @@ TEST(StatusReportTest, JsonRoundTripsEveryField) {
   EXPECT_NE(EncodeStatusJson({bare}).find("\"notes\":{}}"), std::string::npos);
 }
 
+// A path may hold any bytes; the report stays UTF-8 that any JSON reader
+// takes: well-formed sequences as they are, every other byte U+FFFD.
+TEST(StatusReportTest, BytesThatAreNotUtf8BecomeReplacementCharacters) {
+  DeviceStatus d;
+  d.name = "zram0";
+  d.backing_dev = "/srv/caf\xc3\xa9/\xff\xc3(\xed\xa0\x80\xf0\x9f\x98\x80\x7f";
+  const std::string json = EncodeStatusJson({d});
+  EXPECT_NE(json.find("\"/srv/caf\xc3\xa9/\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffd"
+                      "\xf0\x9f\x98\x80\\u007f\""),
+            std::string::npos)
+      << json;
+  auto back = DecodeStatusJson(json);
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  EXPECT_EQ((*back)[0].backing_dev,
+            "/srv/caf\xc3\xa9/?"
+            "?(?"
+            "??\xf0\x9f\x98\x80\x7f");
+}
+
 TEST(StatusReportTest, OlderReportsAndBadNotes) {
   auto old = DecodeStatusJson(
       R"({"version":1,"devices":[{"name":"zram0","disksize":4096}]})");

@@ -41,6 +41,11 @@ Status Removed(const std::string& name) {
   return Status::NotFound("device '" + name + "' was removed");
 }
 
+// A store refused while SetDisksize builds the device's store.
+Status Initializing() {
+  return Status::Busy("disksize is being set (the store is being made)");
+}
+
 bool ValidName(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
   return std::all_of(name.begin(), name.end(), [](char c) {
@@ -248,48 +253,81 @@ Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
 
 Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
-  std::unique_lock lock(mu_);
-  if (retired_) return Removed(name_);
-  if (store_ != nullptr) return Status::Busy("disksize is already set");
-  if (defaults_.prealloc && mem_limit_ == 0) {
-    return Status::InvalidArgument(
-        "memory is preallocated on this server: set mem_limit before "
-        "disksize");
-  }
-  if (bytes > UINT64_MAX - kPageMask) {
-    return Status::InvalidArgument("disksize " + std::to_string(bytes) +
-                                   " is too large");
-  }
-  const std::uint64_t aligned = Device::AlignedDisksize(bytes);
-  // As zram's disksize_store(), which fails with ENOMEM when its slot table
-  // cannot be allocated: a table larger than this machine's memory is
-  // refused before anything is made.
-  const std::uint64_t table = aligned / kPageSize * kSlotTableBytesPerPage;
-  const std::uint64_t ram = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
-                            static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (ram != 0 && table > ram) {
-    return Status::ResourceExhausted(
-        "disksize " + std::to_string(aligned) + " needs " +
-        std::to_string(table) + " bytes of slot table, more than this "
-        "machine's " + std::to_string(ram) + " bytes of memory");
-  }
   PageStoreOptions o;
-  o.num_pages = aligned / kPageSize;
-  o.codec = comp_algorithm_;
-  o.algorithm_params = algorithm_params_[0];
-  ZT_RETURN_IF_ERROR(RecompOptions(&o));
-  o.mem_limit = mem_limit_;
-  o.batch_backend = defaults_.batch_backend;
-  o.streams = defaults_.streams;
-  o.unit_pages = defaults_.unit_pages;
-  o.prealloc = defaults_.prealloc;
-  o.clock = defaults_.clock;
-  std::shared_ptr<BackingStore> backing;
-  if (!backing_dev_.empty()) {
-    ZT_ASSIGN_OR_RETURN(backing, OpenBacking(backing_dev_, aligned, defaults_));
-    o.backing = backing;
+  std::string backing_dev;
+  std::uint64_t aligned = 0;
+  {
+    std::unique_lock lock(mu_);
+    if (retired_) return Removed(name_);
+    if (store_ != nullptr) return Status::Busy("disksize is already set");
+    if (initializing_) return Initializing();
+    if (defaults_.prealloc && mem_limit_ == 0) {
+      return Status::InvalidArgument(
+          "memory is preallocated on this server: set mem_limit before "
+          "disksize");
+    }
+    if (bytes > UINT64_MAX - kPageMask) {
+      return Status::InvalidArgument("disksize " + std::to_string(bytes) +
+                                     " is too large");
+    }
+    aligned = Device::AlignedDisksize(bytes);
+    // As zram's disksize_store(), which fails with ENOMEM when its slot
+    // table cannot be allocated: a table larger than this machine's memory
+    // is refused before anything is made.
+    const std::uint64_t table = aligned / kPageSize * kSlotTableBytesPerPage;
+    const std::uint64_t ram =
+        static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+        static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    if (ram != 0 && table > ram) {
+      return Status::ResourceExhausted("disksize " + std::to_string(aligned) +
+                                       " needs " + std::to_string(table) +
+                                       " bytes of slot table, more than this "
+                                       "machine's " +
+                                       std::to_string(ram) +
+                                       " bytes of memory");
+    }
+    o.num_pages = aligned / kPageSize;
+    o.codec = comp_algorithm_;
+    o.algorithm_params = algorithm_params_[0];
+    ZT_RETURN_IF_ERROR(RecompOptions(&o));
+    o.mem_limit = mem_limit_;
+    o.batch_backend = defaults_.batch_backend;
+    o.streams = defaults_.streams;
+    o.unit_pages = defaults_.unit_pages;
+    o.prealloc = defaults_.prealloc;
+    o.clock = defaults_.clock;
+    backing_dev = backing_dev_;
+    // What the store is made of is fixed from here (every store that
+    // would change it is kBusy), and the slow part runs unlocked: opening
+    // a remote backing store can take --backing-timeout, preallocation
+    // seconds, and shows (status, a metrics scrape) must not wait for it.
+    initializing_ = true;
   }
-  ZT_ASSIGN_OR_RETURN(store_, PageStore::Create(o));
+  Status made = Status::Ok();
+  std::shared_ptr<BackingStore> backing;
+  std::unique_ptr<PageStore> store;
+  if (!backing_dev.empty()) {
+    Result<std::shared_ptr<BackingStore>> b =
+        OpenBacking(backing_dev, aligned, defaults_);
+    if (b.has_value()) {
+      backing = std::move(*b);
+      o.backing = backing;
+    } else {
+      made = b.error();
+    }
+  }
+  if (made.ok()) {
+    Result<std::unique_ptr<PageStore>> s = PageStore::Create(o);
+    if (s.has_value()) {
+      store = std::move(*s);
+    } else {
+      made = s.error();
+    }
+  }
+  std::unique_lock lock(mu_);
+  initializing_ = false;
+  if (!made.ok()) return made;
+  store_ = std::move(store);
   backing_ = std::move(backing);
   disksize_ = aligned;
   preallocated_ = defaults_.prealloc ? mem_limit_.load() : 0;
@@ -321,6 +359,7 @@ Status Device::Impl::Reset() {
   const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
+  if (initializing_) return Initializing();
   ResetLocked();
   return Status::Ok();
 }
@@ -353,6 +392,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
   }
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (initializing_) return Initializing();
   if (store_ != nullptr) {
     return Status::Busy("comp_algorithm cannot change after disksize is set");
   }
@@ -368,6 +408,7 @@ std::string Device::Impl::ShowCompAlgorithm() const {
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (initializing_) return Initializing();
   if (store_ != nullptr) {
     return Status::Busy("algorithm_params cannot change after disksize is set");
   }
@@ -391,6 +432,7 @@ Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
   // not wait for a writeback pass.
   std::shared_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (initializing_) return Initializing();
   std::lock_guard one_at_a_time(mem_limit_mu_);
   const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
   // A preallocated store never takes more than its reserve: a limit above
@@ -442,6 +484,7 @@ Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (initializing_) return Initializing();
   if (store_ != nullptr) {
     return Status::Busy("backing_dev cannot change after disksize is set");
   }
@@ -549,6 +592,7 @@ std::uint64_t Device::Impl::writeback_batch_size() const {
 Status Device::Impl::SetCompressedWriteback(bool on) {
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (initializing_) return Initializing();
   if (store_ != nullptr) {
     return Status::Busy(
         "compressed_writeback cannot change after disksize is set");
@@ -578,6 +622,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
   }
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (initializing_) return Initializing();
   if (store_ != nullptr) {
     return Status::Busy("recomp_algorithm cannot change after disksize is set");
   }
@@ -717,6 +762,7 @@ Status Device::Impl::Retire() {
   const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
+  if (initializing_) return Initializing();
   retired_ = true;
   // As the kernel's zram_remove() resets the device: its memory and its
   // backing file go now, not when the last holder of the Device lets go

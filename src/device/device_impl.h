@@ -117,6 +117,9 @@ struct Device::Impl {
   WritebackBudget budget_;
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
+  // SetDisksize is making the store, with mu_ released: every store that
+  // would change what it is made of, a Reset and a removal are kBusy.
+  bool initializing_ = false;
   // Under notes_mu_, not mu_: setting them never waits for a pass.
   mutable std::mutex notes_mu_;
   std::map<std::string, std::string> notes_;

@@ -485,6 +485,52 @@ TEST(DeviceBackingTest, AResetTrimsTheBlocksOfARemoteBacking) {
   EXPECT_EQ(trimmed, 4 * kPageSize);
 }
 
+// SetDisksize opens the backing store (a remote's connect can take its
+// timeout) and makes the store without holding the device's lock: shows
+// (a status report, a metrics scrape) answer meanwhile, and what would
+// change the store being made is kBusy.
+TEST(DeviceBackingTest, ShowsAnswerWhileDisksizeMakesTheStore) {
+  testing::ScopedTempDir dir;
+  std::promise<void> opening, release;
+  std::shared_future<void> released = release.get_future().share();
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile> f) {
+    opening.set_value();
+    released.wait();  // a slow remote
+    return f;
+  };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  auto set = std::async(std::launch::async,
+                        [&] { return d.SetDisksize(16 * kPageSize); });
+  opening.get_future().wait();
+  auto shown = std::async(std::launch::async, [&] {
+    return std::make_pair(d.initialized(), d.ShowMmStat());
+  });
+  const bool answered =
+      shown.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  const Status comp = d.SetCompAlgorithm("zstd");
+  const Status again = d.SetDisksize(32 * kPageSize);
+  const Status reset = d.Reset();
+  const Status limit = d.SetMemLimit(1 << 20);
+  release.set_value();
+  ASSERT_OK(set.get());
+  EXPECT_TRUE(answered) << "a show waited for the backing store to open";
+  EXPECT_FALSE(shown.get().first);
+  EXPECT_EQ(comp.code(), StatusCode::kBusy) << comp.ToString();
+  EXPECT_EQ(again.code(), StatusCode::kBusy) << again.ToString();
+  EXPECT_EQ(reset.code(), StatusCode::kBusy) << reset.ToString();
+  EXPECT_EQ(limit.code(), StatusCode::kBusy) << limit.ToString();
+  EXPECT_TRUE(d.initialized());
+  EXPECT_EQ(d.disksize(), 16 * kPageSize);
+  EXPECT_EQ(d.ShowCompAlgorithm().find("[lz4]") != std::string::npos, true);
+  const auto data = Bytes(kPageSize, 3);
+  ASSERT_OK(d.Write(0, data));
+  std::vector<std::byte> back(kPageSize);
+  ASSERT_OK(d.Read(0, back));
+  EXPECT_EQ(back, data);
+}
+
 TEST(DeviceRegistryTest, AddHotAddRemove) {
   DeviceRegistry r(DeviceDefaults{});
   ASSERT_TRUE(r.Add("zram0").has_value());

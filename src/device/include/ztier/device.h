@@ -25,6 +25,12 @@
 // Thread safety: all methods may be called concurrently. IO holds a shared
 // lock on the device's state; SetDisksize/Reset/attribute changes that
 // rebuild the store take it exclusively, so they wait for IO in flight.
+// SetDisksize makes the store (and opens the backing store, which for a
+// remote can take its timeout) with the lock released: meanwhile shows
+// see the device uninitialised, and the stores that would change what it
+// is made of (comp_algorithm, algorithm_params, recomp_algorithm,
+// backing_dev, compressed_writeback, mem_limit, disksize), Reset and
+// removal are kBusy.
 #ifndef ZTIER_DEVICE_H_
 #define ZTIER_DEVICE_H_
 
