@@ -14,6 +14,7 @@
 #define ZTIER_TESTING_DISCARDING_FILE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,6 +45,7 @@ class DiscardingFile final : public BackingFile {
   }
   bool can_discard() const override { return true; }
   void Discard(std::span<const Range> ranges, std::span<bool> sent) override {
+    if (on_discard) on_discard();
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       calls.push_back({ranges[i].offset, ranges[i].len});
       sent[i] = answer;
@@ -51,6 +53,8 @@ class DiscardingFile final : public BackingFile {
   }
 
   bool answer = true;
+  // Called at the start of each Discard (a slow remote, say); may be null.
+  std::function<void()> on_discard;
   // Each discard asked for: (offset, length) in bytes.
   std::vector<std::pair<std::uint64_t, std::uint64_t>> calls;
 

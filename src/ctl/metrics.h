@@ -19,8 +19,9 @@
 // Thread safety: RenderMetrics may run concurrently with IO and attribute
 // changes; it takes each device's shared lock once per Show*() text, so the
 // columns of one file are consistent with each other but files are not
-// (nor is a device with the NBD counters). It waits while a device is
-// rebuilding its store (SetDisksize, Reset).
+// (nor is a device with the NBD counters). It waits while a Reset drops a
+// device's store; not for a SetDisksize making one, nor for a reset's trim
+// of a remote backing store (both run with the device's lock released).
 #ifndef ZTIER_CTL_METRICS_H_
 #define ZTIER_CTL_METRICS_H_
 

@@ -41,10 +41,12 @@ Status Removed(const std::string& name) {
   return Status::NotFound("device '" + name + "' was removed");
 }
 
-// A store refused while SetDisksize builds the device's store.
-Status Initializing() {
-  return Status::Busy("disksize is being set (the store is being made)");
-}
+// Device::Impl::busy_'s reasons.
+constexpr char kMakingStore[] =
+    "disksize is being set (the store is being made)";
+constexpr char kReleasingBacking[] =
+    "the device is being reset (its backing store is being trimmed and "
+    "closed)";
 
 bool ValidName(std::string_view name) {
   if (name.empty() || name.size() > 64) return false;
@@ -260,7 +262,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     std::unique_lock lock(mu_);
     if (retired_) return Removed(name_);
     if (store_ != nullptr) return Status::Busy("disksize is already set");
-    if (initializing_) return Initializing();
+    if (busy_ != nullptr) return Busy();
     if (defaults_.prealloc && mem_limit_ == 0) {
       return Status::InvalidArgument(
           "memory is preallocated on this server: set mem_limit before "
@@ -301,8 +303,11 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     // would change it is kBusy), and the slow part runs unlocked: opening
     // a remote backing store can take --backing-timeout, preallocation
     // seconds, and shows (status, a metrics scrape) must not wait for it.
-    initializing_ = true;
+    busy_ = kMakingStore;
   }
+  // busy_ is cleared when this returns (the store installed or not) or
+  // throws; until then no other transition can start.
+  const ClearBusy clear_busy{this};
   Status made = Status::Ok();
   std::shared_ptr<BackingStore> backing;
   std::unique_ptr<PageStore> store;
@@ -325,7 +330,6 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     }
   }
   std::unique_lock lock(mu_);
-  initializing_ = false;
   if (!made.ok()) return made;
   store_ = std::move(store);
   backing_ = std::move(backing);
@@ -337,6 +341,13 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
 std::uint64_t Device::Impl::disksize() const {
   std::shared_lock lock(mu_);
   return disksize_;
+}
+
+Status Device::Impl::Busy() const { return Status::Busy(busy_); }
+
+Device::Impl::ClearBusy::~ClearBusy() {
+  std::unique_lock lock(impl->mu_);
+  impl->busy_ = nullptr;
 }
 
 Status Device::Impl::Uninitialized() const {
@@ -358,22 +369,38 @@ Status Device::Impl::Reset() {
   if (clients_.load() > 0) return busy();
   const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
+  if (retired_) return Removed(name_);
   if (clients_.load() > 0) return busy();
-  if (initializing_) return Initializing();
-  ResetLocked();
+  if (busy_ != nullptr) return Busy();
+  ReleaseBacking(ResetLocked(), lock);
   return Status::Ok();
 }
 
-void Device::Impl::ResetLocked() {
+void Device::Impl::ReleaseBacking(std::shared_ptr<BackingStore> backing,
+                                  std::unique_lock<std::shared_mutex>& lock) {
+  if (backing == nullptr) {
+    lock.unlock();
+    return;
+  }
+  busy_ = kReleasingBacking;
+  lock.unlock();
+  const ClearBusy clear_busy{this};
+  // The blocks the store freed: trimmed on a remote that takes discards,
+  // so that it does not keep their bytes (or their space) after the reset.
+  // Unlocked, as DiscardFreed asks: it may wait on the network. Until it
+  // is done the device is kBusy for a new disksize, whose new connection
+  // to the same remote a late trim could otherwise overtake.
+  backing->DiscardFreed();
+  backing.reset();
+}
+
+std::shared_ptr<BackingStore> Device::Impl::ResetLocked() {
   // The store frees its blocks into the backing store: drop it first. As
   // the kernel's reset_bdev(), the backing device is closed and forgotten;
   // writeback_limit(_enable), writeback_batch_size and compressed_writeback
   // stay (zram's reset does not clear them either).
   store_.reset();
-  // The blocks the store freed: trimmed on a remote that takes discards,
-  // so that it does not keep their bytes (or their space) after the reset.
-  if (backing_ != nullptr) backing_->DiscardFreed();
-  backing_.reset();
+  std::shared_ptr<BackingStore> backing = std::move(backing_);
   backing_dev_.clear();
   disksize_ = 0;
   preallocated_ = 0;
@@ -381,6 +408,7 @@ void Device::Impl::ResetLocked() {
   at_mem_limit_.store(false, std::memory_order_relaxed);
   comp_algorithm_ = defaults_.comp_algorithm;
   ResetPriorities();
+  return backing;
 }
 
 Status Device::Impl::SetCompAlgorithm(std::string_view name) {
@@ -392,7 +420,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
   }
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   if (store_ != nullptr) {
     return Status::Busy("comp_algorithm cannot change after disksize is set");
   }
@@ -408,7 +436,7 @@ std::string Device::Impl::ShowCompAlgorithm() const {
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   if (store_ != nullptr) {
     return Status::Busy("algorithm_params cannot change after disksize is set");
   }
@@ -432,7 +460,7 @@ Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
   // not wait for a writeback pass.
   std::shared_lock lock(mu_);
   if (retired_) return Removed(name_);
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   std::lock_guard one_at_a_time(mem_limit_mu_);
   const std::uint64_t aligned = (bytes + kPageMask) & ~kPageMask;
   // A preallocated store never takes more than its reserve: a limit above
@@ -484,7 +512,7 @@ Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   if (store_ != nullptr) {
     return Status::Busy("backing_dev cannot change after disksize is set");
   }
@@ -544,10 +572,8 @@ Status Device::Impl::Writeback(std::string_view tokens,
 }
 
 Status Device::Impl::SetWritebackLimitEnable(bool enable) {
-  {
-    std::shared_lock lock(mu_);
-    if (retired_) return Removed(name_);
-  }
+  std::shared_lock lock(mu_);  // so that a removal cannot come between
+  if (retired_) return Removed(name_);
   budget_.enabled.store(enable);
   return Status::Ok();
 }
@@ -557,10 +583,8 @@ bool Device::Impl::writeback_limit_enable() const {
 }
 
 Status Device::Impl::SetWritebackLimit(std::uint64_t pages) {
-  {
-    std::shared_lock lock(mu_);
-    if (retired_) return Removed(name_);
-  }
+  std::shared_lock lock(mu_);  // so that a removal cannot come between
+  if (retired_) return Removed(name_);
   // zram rounds down to whole pages of PAGE_SIZE / 4096 units: 1 here.
   budget_.pages.store(pages);
   return Status::Ok();
@@ -577,10 +601,8 @@ Status Device::Impl::SetWritebackBatchSize(std::uint64_t n) {
         std::to_string(kMaxWritebackInFlight) +
         " (the writeback io_uring ring holds at most that many IOs)");
   }
-  {
-    std::shared_lock lock(mu_);
-    if (retired_) return Removed(name_);
-  }
+  std::shared_lock lock(mu_);  // so that a removal cannot come between
+  if (retired_) return Removed(name_);
   writeback_batch_size_.store(n);
   return Status::Ok();
 }
@@ -592,7 +614,7 @@ std::uint64_t Device::Impl::writeback_batch_size() const {
 Status Device::Impl::SetCompressedWriteback(bool on) {
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   if (store_ != nullptr) {
     return Status::Busy(
         "compressed_writeback cannot change after disksize is set");
@@ -622,7 +644,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
   }
   std::unique_lock lock(mu_);
   if (retired_) return Removed(name_);
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   if (store_ != nullptr) {
     return Status::Busy("recomp_algorithm cannot change after disksize is set");
   }
@@ -762,13 +784,13 @@ Status Device::Impl::Retire() {
   const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
-  if (initializing_) return Initializing();
+  if (busy_ != nullptr) return Busy();
   retired_ = true;
   // As the kernel's zram_remove() resets the device: its memory and its
   // backing file go now, not when the last holder of the Device lets go
   // (a policy pass in its round, a metrics scrape), and no pass can start
   // on it (each finds it uninitialised).
-  ResetLocked();
+  ReleaseBacking(ResetLocked(), lock);
   return Status::Ok();
 }
 
@@ -777,6 +799,7 @@ Status Device::Impl::Attach() {
   // they check the client count, so neither can miss a client.
   std::shared_lock lock(mu_);
   if (retired_) return Removed(name_);
+  if (busy_ != nullptr) return Busy();
   if (store_ == nullptr) return Uninitialized();
   clients_.fetch_add(1);
   return Status::Ok();

@@ -33,8 +33,20 @@ struct Device::Impl {
   Status Uninitialized() const;
   bool PassesWaiting() const { return pass_waiters_.load() > 0; }
   Status Reset();
-  // Reset's work, the lock held exclusively.
-  void ResetLocked();
+  // Reset's work, the lock held exclusively. Returns the backing store it
+  // let go of, for ReleaseBacking.
+  std::shared_ptr<BackingStore> ResetLocked();
+  // Trims the blocks `backing` freed and closes it, with `lock` (mu_,
+  // held) released and busy_ set meanwhile; returns with `lock` released.
+  void ReleaseBacking(std::shared_ptr<BackingStore> backing,
+                      std::unique_lock<std::shared_mutex>& lock);
+  // kBusy with busy_'s reason. REQUIRES: mu_ held, busy_ set.
+  Status Busy() const;
+  // Clears busy_ under mu_ when it goes out of scope.
+  struct ClearBusy {
+    Impl* impl;
+    ~ClearBusy();
+  };
   Status SetCompAlgorithm(std::string_view name);
   std::string ShowCompAlgorithm() const;
   Status SetAlgorithmParams(std::string_view params);
@@ -117,9 +129,11 @@ struct Device::Impl {
   WritebackBudget budget_;
   std::unique_ptr<PageStore> store_;
   bool retired_ = false;  // removed from the registry: no new clients
-  // SetDisksize is making the store, with mu_ released: every store that
-  // would change what it is made of, a Reset and a removal are kBusy.
-  bool initializing_ = false;
+  // Non-null (the reason) while SetDisksize makes the store, or a Reset or
+  // removal trims and closes the old backing store, with mu_ released:
+  // every store that would change what a store is made of, disksize, a
+  // Reset and a removal are then kBusy (Busy()).
+  const char* busy_ = nullptr;
   // Under notes_mu_, not mu_: setting them never waits for a pass.
   mutable std::mutex notes_mu_;
   std::map<std::string, std::string> notes_;

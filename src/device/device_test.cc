@@ -11,9 +11,11 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "testing/discarding_file.h"
@@ -504,31 +506,97 @@ TEST(DeviceBackingTest, ShowsAnswerWhileDisksizeMakesTheStore) {
   auto set = std::async(std::launch::async,
                         [&] { return d.SetDisksize(16 * kPageSize); });
   opening.get_future().wait();
+  // Each on its own thread, so that a call that waits fails the test
+  // rather than hang it.
   auto shown = std::async(std::launch::async, [&] {
     return std::make_pair(d.initialized(), d.ShowMmStat());
   });
+  auto refused = std::async(std::launch::async, [&] {
+    return std::vector<Status>{d.SetCompAlgorithm("zstd"),
+                               d.SetDisksize(32 * kPageSize), d.Reset(),
+                               d.SetMemLimit(1 << 20)};
+  });
   const bool answered =
-      shown.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  const Status comp = d.SetCompAlgorithm("zstd");
-  const Status again = d.SetDisksize(32 * kPageSize);
-  const Status reset = d.Reset();
-  const Status limit = d.SetMemLimit(1 << 20);
+      shown.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
+      refused.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
   release.set_value();
   ASSERT_OK(set.get());
-  EXPECT_TRUE(answered) << "a show waited for the backing store to open";
+  EXPECT_TRUE(answered) << "a call waited for the backing store to open";
   EXPECT_FALSE(shown.get().first);
-  EXPECT_EQ(comp.code(), StatusCode::kBusy) << comp.ToString();
-  EXPECT_EQ(again.code(), StatusCode::kBusy) << again.ToString();
-  EXPECT_EQ(reset.code(), StatusCode::kBusy) << reset.ToString();
-  EXPECT_EQ(limit.code(), StatusCode::kBusy) << limit.ToString();
+  for (const Status& s : refused.get()) {
+    EXPECT_EQ(s.code(), StatusCode::kBusy) << s.ToString();
+    EXPECT_NE(s.message().find("disksize is being set"), std::string::npos);
+  }
   EXPECT_TRUE(d.initialized());
   EXPECT_EQ(d.disksize(), 16 * kPageSize);
-  EXPECT_EQ(d.ShowCompAlgorithm().find("[lz4]") != std::string::npos, true);
+  EXPECT_NE(d.ShowCompAlgorithm().find("[lz4]"), std::string::npos);
   const auto data = Bytes(kPageSize, 3);
   ASSERT_OK(d.Write(0, data));
   std::vector<std::byte> back(kPageSize);
   ASSERT_OK(d.Read(0, back));
   EXPECT_EQ(back, data);
+}
+
+// A SetDisksize that throws (no memory for the store's tables, say)
+// leaves the device uninitialised, and a later one works.
+TEST(DeviceBackingTest, ADisksizeThatThrowsLeavesTheDeviceUsable) {
+  testing::ScopedTempDir dir;
+  bool fail = true;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile> f) {
+    if (fail) throw std::bad_alloc();
+    return f;
+  };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  EXPECT_THROW(static_cast<void>(d.SetDisksize(16 * kPageSize)),
+               std::bad_alloc);
+  EXPECT_FALSE(d.initialized());
+  fail = false;
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  EXPECT_TRUE(d.initialized());
+}
+
+// A reset trims a remote's freed blocks with the device's lock released:
+// shows answer meanwhile, and a new disksize (whose connection to the same
+// remote a late trim could overtake) waits for the trim to end (kBusy).
+TEST(DeviceBackingTest, ShowsAnswerWhileAResetTrimsTheRemote) {
+  testing::ScopedTempDir dir;
+  auto remote = std::make_shared<testing::DiscardingFile>(16 * kPageSize);
+  std::promise<void> trimming, release;
+  std::shared_future<void> released = release.get_future().share();
+  remote->on_discard = [&] {
+    trimming.set_value();
+    released.wait();
+  };
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile>) {
+    return std::shared_ptr<BackingFile>(remote);
+  };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  ASSERT_OK(d.Write(0, Bytes(4 * kPageSize, 8)));
+  ASSERT_OK(d.Writeback("page_indexes=0-3"));
+  auto reset = std::async(std::launch::async, [&] { return d.Reset(); });
+  trimming.get_future().wait();
+  auto during = std::async(std::launch::async, [&] {
+    return std::make_tuple(d.initialized(), d.SetDisksize(16 * kPageSize),
+                           d.SetBackingDev(dir.File("wb")));
+  });
+  const bool answered =
+      during.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  release.set_value();
+  ASSERT_OK(reset.get());
+  EXPECT_TRUE(answered) << "a call waited for the trim";
+  const auto [initialized, disksize, backing] = during.get();
+  EXPECT_FALSE(initialized);
+  EXPECT_EQ(disksize.code(), StatusCode::kBusy) << disksize.ToString();
+  EXPECT_NE(disksize.message().find("being reset"), std::string::npos);
+  EXPECT_EQ(backing.code(), StatusCode::kBusy) << backing.ToString();
+  remote->on_discard = nullptr;
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
 }
 
 TEST(DeviceRegistryTest, AddHotAddRemove) {
@@ -548,9 +616,9 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
   ASSERT_OK(r.Remove("zram1"));
   EXPECT_EQ(r.Remove("zram1").code(), StatusCode::kNotFound);
   // A client that found the device before it was removed cannot attach,
-  // nor initialise it again.
+  // reset it, nor initialise it again.
   EXPECT_EQ(removed->Attach().error().code(), StatusCode::kNotFound);
-  ASSERT_OK(removed->Reset());
+  EXPECT_EQ(removed->Reset().code(), StatusCode::kNotFound);
   EXPECT_EQ(removed->SetDisksize(4096).code(), StatusCode::kNotFound);
   EXPECT_EQ(r.List().size(), 1u);
   EXPECT_NE(r.Find("zram0"), nullptr);

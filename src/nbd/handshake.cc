@@ -153,9 +153,13 @@ Status InfoOrGo(Io& io, std::uint32_t option, const std::vector<std::byte>& data
   // Attach before answering, so that a reset cannot slip in between.
   Result<Device::ClientRef> ref = device->Attach();
   if (!ref.has_value()) {
-    return SendError(io, option, kRepErrUnknown,
-                     "export '" + device->name() +
-                         "' is not initialised (set its disksize)");
+    // Busy: its disksize is being set, or it is being reset, now.
+    return SendError(
+        io, option, kRepErrUnknown,
+        "export '" + device->name() + "' " +
+            (ref.error().code() == StatusCode::kBusy
+                 ? "is busy (" + ref.error().message() + "); try again"
+                 : std::string("is not initialised (set its disksize)")));
   }
   const std::uint64_t size = device->disksize();
 

@@ -136,7 +136,7 @@ void Region::Impl::KeepPresent(std::span<const std::uint32_t> chunk,
         continue;
       }
       pages.set_state(p, PageState::kUntouched);
-      pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+      pages.clear(p, PageMap::kRef | PageMap::kReadAhead | PageMap::kRefused);
       Drop(c.resident);
     }
   });
@@ -177,7 +177,8 @@ bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
     for (std::size_t q = k; q < k + n; ++q) {
       stored[q] = 1;
       pages.set_state(v[q], PageState::kStored);
-      pages.clear(v[q], PageMap::kRef | PageMap::kReadAhead);
+      pages.clear(v[q],
+                  PageMap::kRef | PageMap::kReadAhead | PageMap::kRefused);
       Bump(c.stored);
       NoteStored(v[q]);
     }
@@ -279,7 +280,9 @@ void Region::Impl::FinishPages(const std::uint32_t* run, std::size_t n,
       ForgetStored(run[q]);
       pages.set_state(run[q], PageState::kResident);
     }
-    pages.set(run[q], PageMap::kRef);  // refused: second chance
+    // Refused: a second chance, and a third, so that the CLOCK tries pages
+    // it has not tried before this one again.
+    pages.set(run[q], PageMap::kRef | PageMap::kRefused);
   }
   if (zapped) {
     Drop(c.resident, n);

@@ -280,11 +280,12 @@ void Region::Impl::MarkLoaded(std::size_t p, bool read_ahead, bool wb,
                               int sign) {
   if (sign < 0) {
     pages.set_state(p, PageState::kStored);
-    pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+    pages.clear(p, PageMap::kRef | PageMap::kReadAhead | PageMap::kRefused);
     if (wb) pages.set(p, PageMap::kWrittenBack);
   } else {
     pages.set_state(p, PageState::kResident);
-    pages.clear(p, PageMap::kWrittenBack | PageMap::kRef | PageMap::kReadAhead);
+    pages.clear(p, PageMap::kWrittenBack | PageMap::kRef | PageMap::kReadAhead |
+                       PageMap::kRefused);
     pages.set(p, read_ahead ? PageMap::kReadAhead : PageMap::kRef);
   }
   auto up = [sign](std::atomic<std::uint64_t>& counter) {
@@ -327,7 +328,7 @@ void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
   if (!ps.ok()) ResolveFailed(Addr(p), kPageSize, ps);
   ForgetStored(p);  // its slot cannot be read
   pages.set_state(p, PageState::kPoisoned);
-  pages.clear(p, PageMap::kRef | PageMap::kReadAhead);
+  pages.clear(p, PageMap::kRef | PageMap::kReadAhead | PageMap::kRefused);
 }
 
 void Region::Impl::HandleWriteProtect(std::size_t p) {

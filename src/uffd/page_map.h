@@ -1,8 +1,8 @@
 // page_map.h: a Region's per-page bookkeeping, one byte per 4 KiB page.
 // Internal to src/uffd/.
 //
-//   bit  7   6       5        4     3    2    1..0
-//       [-][in_lru][lru_ref][wb][ra][ref][ state ]
+//   bit  7         6       5        4     3    2    1..0
+//       [refused][in_lru][lru_ref][wb][ra][ref][ state ]
 //
 //   state    untouched, resident, stored (in the PageStore: pool or
 //            written back), poisoned (its slot failed to load; a touch
@@ -13,6 +13,9 @@
 //   wb       stored and written back to the backing store
 //   lru_ref  the shrinker's second-chance bit, set when stored
 //   in_lru   the page has an entry in the shrinker's FIFO
+//   refused  resident because its last eviction was refused: the CLOCK
+//            passes it once more than a page faulted in (cleared when the
+//            hand passes, or when the page's state changes)
 //
 // Thread safety: none; the Region's mutex guards it.
 #ifndef ZTIER_UFFD_PAGE_MAP_H_
@@ -39,6 +42,7 @@ class PageMap {
   static constexpr std::uint8_t kWrittenBack = 1u << 4;
   static constexpr std::uint8_t kLruRef = 1u << 5;
   static constexpr std::uint8_t kInLru = 1u << 6;
+  static constexpr std::uint8_t kRefused = 1u << 7;
 
   explicit PageMap(std::size_t pages) : bytes_(pages, 0) {}
 

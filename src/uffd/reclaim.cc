@@ -32,15 +32,21 @@ void Region::Impl::Reclaim() {
   // backing store, say), and every later pass would take them again: a
   // pass per fault batch, each compressing everything over the budget.
   // After a pass that evicted under half its victims, the next waits for
-  // max(budget/32, kEvictChunk) more resident pages and is a probe of at
-  // most kEvictChunk victims; one that evicts well ends the back-off.
-  if (resident < reclaim_retry_at) return;
+  // `gap` more resident pages and takes at most `gap` victims (the CLOCK
+  // goes on from where it stopped: pages not tried yet); one that evicts
+  // well ends the back-off. The wait counts from what is resident now, so
+  // that pages dropped meanwhile (Discard) bring the next pass closer.
+  const std::size_t gap = std::max(budget_pages / 32, kEvictChunk);
+  if (reclaim_retry_at != 0) {
+    reclaim_retry_at = std::min(reclaim_retry_at, resident + gap);
+    if (resident < reclaim_retry_at) return;
+  }
   // A full pool refuses the eviction anyway (or, with a backing store,
   // makes room first): no walk while it would be wasted.
   if (!PoolAccepts()) return;
   const std::size_t target = budget_pages - budget_pages / 32;
   const std::size_t want = reclaim_retry_at != 0
-                               ? std::min(resident - target, kEvictChunk)
+                               ? std::min(resident - target, gap)
                                : resident - target;
   std::vector<std::uint32_t> victims;
   victims.reserve(want);
@@ -53,9 +59,18 @@ void Region::Impl::Reclaim() {
       pages.clear(p, PageMap::kRef);
       continue;
     }
+    if (pages.test(p, PageMap::kRefused)) {
+      pages.clear(p, PageMap::kRefused);
+      continue;
+    }
     victims.push_back(static_cast<std::uint32_t>(p));
   }
-  if (victims.empty()) return;
+  if (victims.empty()) {
+    // Every resident page had its chances left (refused ones have two):
+    // in a back-off, wait for the next gap before walking again.
+    if (reclaim_retry_at != 0) reclaim_retry_at = resident + gap;
+    return;
+  }
   // The second turn can meet a page the first one took: each page must be
   // a victim once (Evict requires strictly ascending indices).
   std::sort(victims.begin(), victims.end());
@@ -64,9 +79,7 @@ void Region::Impl::Reclaim() {
   Evict(victims);
   const std::size_t left = Read(c.resident);
   const std::size_t evicted = resident > left ? resident - left : 0;
-  reclaim_retry_at = evicted * 2 >= victims.size()
-                         ? 0
-                         : left + std::max(budget_pages / 32, kEvictChunk);
+  reclaim_retry_at = evicted * 2 >= victims.size() ? 0 : left + gap;
 }
 
 }  // namespace ztier

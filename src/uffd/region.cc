@@ -297,7 +297,8 @@ Status Region::Discard(void* addr, std::size_t len) {
         break;
     }
     m.pages.set_state(i, internal::PageState::kUntouched);
-    m.pages.clear(i, internal::PageMap::kRef | internal::PageMap::kReadAhead);
+    m.pages.clear(i, internal::PageMap::kRef | internal::PageMap::kReadAhead |
+                         internal::PageMap::kRefused);
   }
   return Status::Ok();
 }

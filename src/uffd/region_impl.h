@@ -113,7 +113,7 @@ struct Region::Impl {
   // After a reclaim pass that evicted under half its victims (they do not
   // compress and there is no backing store, the pool is full, or they are
   // mlocked): the next pass waits until resident pages reach this, and
-  // takes at most kEvictChunk victims (see reclaim.cc). 0: no such pass.
+  // takes fewer victims (see reclaim.cc). 0: no such pass.
   std::size_t reclaim_retry_at = 0;
   bool reached_full = false;  // zswap's zswap_pool_reached_full
   std::uint64_t compacted_at = ~std::uint64_t{0};  // pool size at last try

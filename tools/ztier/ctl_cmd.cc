@@ -38,7 +38,8 @@ std::string AttributeHelp() {
          "stored (wo/rw);\nquote a VALUE that holds spaces: "
          "ztier ctl algorithm_params 'level=3 dict=/x'\n"
          "The device may lead instead of --device, as under /sys/block: "
-         "ztier ctl zram1/mm_stat,\nztier ctl zram1 disksize 1G\n";
+         "DEVICE/ATTRIBUTE\n(ztier ctl zram1/mm_stat), or for a zramN device "
+         "DEVICE ATTRIBUTE (ztier ctl zram1 disksize 1G)\n";
 }
 
 bool IsControl(std::string_view attribute) {
@@ -117,12 +118,15 @@ int RunCtl(std::span<const std::string_view> args) {
     positional.push_back(a);
   }
   if (auto rc = flags.ParseOrUsageError(flag_words)) return *rc;
-  // The device may lead, as in /sys/block: zram1/disksize, or zram1
-  // disksize. No attribute's name starts with "zram".
-  if (!positional.empty() && positional[0].starts_with("zram")) {
+  // The device may lead, as in /sys/block: DEVICE/ATTRIBUTE for any
+  // device (no attribute's name holds a '/'), or zramN ATTRIBUTE (no
+  // attribute's name starts with "zram").
+  const std::size_t slash =
+      positional.empty() ? std::string_view::npos : positional[0].find('/');
+  if (slash != std::string_view::npos ||
+      (!positional.empty() && positional[0].starts_with("zram"))) {
     std::string_view named = positional[0];
-    if (const std::size_t slash = named.find('/');
-        slash != std::string_view::npos) {
+    if (slash != std::string_view::npos) {
       positional[0] = named.substr(slash + 1);
       named = named.substr(0, slash);
     } else {

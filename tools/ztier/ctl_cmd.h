@@ -6,7 +6,8 @@
 //
 //   ztier ctl [--ctl PATH] [--device NAME] [DEVICE[/]]ATTRIBUTE [VALUE]
 //   ztier ctl disksize 1G          # store (like echo 1G > .../disksize)
-//   ztier ctl zram1/mm_stat        # zram1's (also: ztier ctl zram1 mm_stat)
+//   ztier ctl zram1/mm_stat        # zram1's (also: ztier ctl zram1 mm_stat;
+//                                  # DEVICE/ATTRIBUTE for any device name)
 //   ztier ctl mm_stat              # show  (like cat .../mm_stat)
 //   ztier ctl hot_add              # prints the new device's number
 //   ztier ctl hot_remove 1

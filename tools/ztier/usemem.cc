@@ -122,9 +122,9 @@ Status CheckFlags(const Flags& f, UsememRunConfig* r) {
     r->budget_bytes = *size;
   }
   r->budget_bytes = r->budget_bytes / kPageSize * kPageSize;
-  if (r->budget_bytes == 0) {
+  if (r->budget_bytes < (256 << 10)) {  // RegionOptions::budget's least
     return Status::InvalidArgument("--budget " + f.budget +
-                                   ": must be at least one page (4096 bytes)");
+                                   ": must be at least 256K (64 pages)");
   }
   r->sleep_seconds = ParseNumber(f.sleep, "", 3600);
   if (std::isnan(r->sleep_seconds)) {

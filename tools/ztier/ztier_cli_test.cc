@@ -624,7 +624,7 @@ TEST_F(ZtierCliTest, StatusTakesZramctlFlagsAndReportsCounters) {
 }
 
 TEST_F(ZtierCliTest, CtlTakesTheDeviceFirstAsSysfsPathsDo) {
-  const pid_t pid = StartServe(dir_, {"zram0:16M", "zram1"});
+  const pid_t pid = StartServe(dir_, {"zram0:16M", "zram1", "swap0:4M"});
   ASSERT_GT(pid, 0) << ReadFile(dir_ / "serve.log");
   const std::string c = "ctl --ctl '" + (dir_ / "ctl.sock").string() + "' ";
   RunResult r = Run(c + "zram1 disksize 8M");
@@ -638,6 +638,12 @@ TEST_F(ZtierCliTest, CtlTakesTheDeviceFirstAsSysfsPathsDo) {
   EXPECT_EQ(r.out, "16777216\n") << r.err;
   r = Run(c + "--device zram1 zram1 initstate");  // the same device twice
   EXPECT_EQ(r.out, "1\n") << r.err;
+  // Any device name with a slash; without, only zramN names lead.
+  r = Run(c + "swap0/disksize");
+  EXPECT_EQ(r.out, "4194304\n") << r.err;
+  r = Run(c + "swap0 disksize");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("ENOENT"), std::string::npos) << r.err;
   // Two different devices, or none but an attribute missing: usage errors.
   r = Run(c + "--device zram0 zram1/disksize");
   EXPECT_EQ(r.exit_code, 2);

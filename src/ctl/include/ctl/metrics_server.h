@@ -21,7 +21,7 @@
 // not sent its whole request yet (closed with no reply), so idle or
 // trickling connections cannot keep a scraper out; when all are being
 // answered, new ones wait in the listen backlog. Rendering runs on that thread;
-// it waits for a device that is rebuilding its store (metrics.h).
+// it waits for a device whose store a reset is dropping (metrics.h).
 //
 // Errors (from Start): neither listen nor unix_path set, or a bad listen
 // address: kInvalidArgument; a Unix socket path where another server

@@ -270,8 +270,9 @@ class Device {
     Device* d_;
   };
   // Counts a client in until the ref dies. kFailedPrecondition when the
-  // device is not initialised (an NBD client cannot use it yet), kNotFound
-  // once it has been removed from its registry.
+  // device is not initialised (an NBD client cannot use it yet), kBusy
+  // while its disksize is being set or it is being reset, kNotFound once
+  // it has been removed from its registry.
   Result<ClientRef> Attach();
   int clients() const;
 

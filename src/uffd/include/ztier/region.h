@@ -58,10 +58,10 @@
 //   A page that is refused stays resident and writable: without a backing
 //   store, a page that does not compress (reject_compress_poor); while the
 //   pool is full (pool_limit_hit, see below). After a reclaimer pass that
-//   evicted under half its victims, the next waits until max(budget/32,
-//   256 pages) more pages are resident and takes at most 256 victims,
-//   until one evicts well again: memory that does not compress costs a
-//   bounded share of compression, not a pass at every fault.
+//   evicted under half its victims, the next waits until G = max(budget/32,
+//   256 pages) more pages are resident and takes at most G victims, until
+//   one evicts well again: memory that does not compress costs a bounded
+//   share of compression, not a pass at every fault.
 //
 // Fault-in: a missing fault on a stored page decompresses it; with
 // page_cluster > 0, the stored (not written-back) neighbours in the aligned
