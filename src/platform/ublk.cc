@@ -9,11 +9,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -78,16 +81,104 @@ void CloseFd(int fd) {
   if (fd >= 0) ::close(fd);
 }
 
-Result<bool> BlockDeviceBusy(const std::string& path) {
+namespace {
+
+// The first process other than this one with a descriptor open on the
+// block device `rdev`: "process PID (COMM)", or "".
+std::string ProcessWithBlockDeviceOpen(dev_t rdev) {
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return "";
+  const std::string self = std::to_string(::getpid());
+  std::string found;
+  while (found.empty()) {
+    const dirent* e = ::readdir(proc);
+    if (e == nullptr) break;
+    const std::string pid = e->d_name;
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), ::isdigit) ||
+        pid == self) {
+      continue;
+    }
+    const std::string fds = "/proc/" + pid + "/fd";
+    DIR* d = ::opendir(fds.c_str());
+    if (d == nullptr) continue;  // gone, or not ours to read
+    while (const dirent* f = ::readdir(d)) {
+      struct stat st;
+      if (f->d_name[0] == '.' ||
+          ::stat((fds + "/" + f->d_name).c_str(), &st) != 0) {
+        continue;
+      }
+      if (S_ISBLK(st.st_mode) && st.st_rdev == rdev) {
+        std::string comm;
+        if (FILE* c = std::fopen(("/proc/" + pid + "/comm").c_str(), "re")) {
+          char buf[64] = {};
+          if (std::fgets(buf, sizeof(buf), c) != nullptr) comm = buf;
+          std::fclose(c);
+        }
+        if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+        found = "process " + pid + (comm.empty() ? "" : " (" + comm + ")");
+        break;
+      }
+    }
+    ::closedir(d);
+  }
+  ::closedir(proc);
+  return found;
+}
+
+// A loop device whose backing file is the block device `rdev`: "loopN",
+// or "" (/sys/block/loopN/loop/backing_file names it).
+std::string LoopBackedBy(dev_t rdev) {
+  DIR* d = ::opendir("/sys/block");
+  if (d == nullptr) return "";
+  std::string found;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (!name.starts_with("loop")) continue;
+    std::string backing;
+    if (FILE* f = std::fopen(
+            ("/sys/block/" + name + "/loop/backing_file").c_str(), "re")) {
+      char buf[4096] = {};
+      if (std::fgets(buf, sizeof(buf), f) != nullptr) backing = buf;
+      std::fclose(f);
+    }
+    if (!backing.empty() && backing.back() == '\n') backing.pop_back();
+    struct stat st;
+    if (!backing.empty() && ::stat(backing.c_str(), &st) == 0 &&
+        S_ISBLK(st.st_mode) && st.st_rdev == rdev) {
+      found = name;
+      break;
+    }
+  }
+  ::closedir(d);
+  return found;
+}
+
+}  // namespace
+
+Result<std::string> BlockDeviceUser(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EBUSY) return std::string("mounted, swapped on or claimed");
+    if (err == ENOENT || err == ENXIO || err == ENODEV) return std::string();
+    return Err(PosixError("open " + path + " O_EXCL", err));
+  }
+  struct stat st;
+  const bool blk = ::fstat(fd, &st) == 0 && S_ISBLK(st.st_mode);
+  ::close(fd);
+  if (!blk) return std::string();
+  std::string user = ProcessWithBlockDeviceOpen(st.st_rdev);
+  if (user.empty()) user = LoopBackedBy(st.st_rdev);
+  return user;
+}
+
+bool UblkCharHeld(std::uint32_t dev_id) {
+  const int fd = ::open(UblkCharPath(dev_id).c_str(), O_RDWR | O_CLOEXEC);
   if (fd >= 0) {
     ::close(fd);
     return false;
   }
-  const int err = errno;
-  if (err == EBUSY) return true;
-  if (err == ENOENT || err == ENXIO || err == ENODEV) return false;
-  return Err(PosixError("open " + path + " O_EXCL", err));
+  return errno == EBUSY;
 }
 
 bool ProcessAlive(pid_t pid) {

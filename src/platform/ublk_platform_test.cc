@@ -2,11 +2,15 @@
 // the user-copy and descriptor offsets (checked against the driver's
 // arithmetic, ublk_pos_to_hwq() etc. in drivers/block/ublk_drv.c), the
 // probes, and the error when /dev/ublk-control is missing.
-#include "platform/ublk.h"
-
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-#include <gtest/gtest.h>
+#include <string>
+
+#include "platform/ublk.h"
 
 namespace ztier::platform {
 namespace {
@@ -32,10 +36,48 @@ TEST(UblkAbi, Paths) {
   EXPECT_EQ(UblkBlockPath(0), "/dev/ublkb0");
 }
 
-TEST(UblkProbe, MissingDeviceIsNotBusy) {
-  auto busy = BlockDeviceBusy("/nonexistent/ublkb99");
-  ASSERT_TRUE(busy.has_value()) << busy.error().ToString();
-  EXPECT_FALSE(*busy);
+TEST(UblkProbe, MissingDeviceIsNotUsed) {
+  auto user = BlockDeviceUser("/nonexistent/ublkb99");
+  ASSERT_TRUE(user.has_value()) << user.error().ToString();
+  EXPECT_EQ(*user, "");
+  EXPECT_FALSE(UblkCharHeld(4094));  // no such device
+}
+
+// A process that holds a block device open without claiming it (dd, qemu)
+// is a user, as zram's reset sees it (disk_openers); so is a claim. On a
+// loop device, which any Linux has and the tests leave alone.
+TEST(UblkProbe, AProcessWithTheDeviceOpenIsAUser) {
+  const char* path = "/dev/loop7";
+  auto before = BlockDeviceUser(path);
+  if (!before.has_value() || ::access(path, R_OK) != 0) {
+    GTEST_SKIP() << path << " cannot be opened here";
+  }
+  if (!before->empty()) GTEST_SKIP() << path << " is in use: " << *before;
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const int fd = ::open(path, O_RDONLY);
+    const char c = fd >= 0 ? '1' : '0';
+    if (::write(ready[1], &c, 1) != 1) _exit(1);
+    ::pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  auto user = BlockDeviceUser(path);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  ASSERT_EQ(c, '1') << "the child could not open " << path;
+  ASSERT_TRUE(user.has_value()) << user.error().ToString();
+  EXPECT_EQ(*user, "process " + std::to_string(child) + " (ublk_platform_t)")
+      << *user;
+  auto after = BlockDeviceUser(path);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(*after, "");
 }
 
 TEST(UblkProbe, ProcessAlive) {

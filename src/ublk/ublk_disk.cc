@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <system_error>
 #include <utility>
 
 #include "ublk/request.h"
@@ -151,7 +152,15 @@ Status UblkDisk::Run() {
   for (auto& q : queues_) {
     ready.push_back(q->ready.get_future());
     Queue* raw = q.get();
-    q->thread = std::thread([this, raw] { QueueMain(raw); });
+    try {
+      q->thread = std::thread([this, raw] { QueueMain(raw); });
+    } catch (const std::system_error& e) {
+      // No thread to be had (a task limit): this disk fails to start, and
+      // the device goes on over NBD; the server, and every device, too.
+      q->ready.set_value(Status::ResourceExhausted("no thread for ublk queue " +
+                                                   std::to_string(q->id) +
+                                                   ": " + e.what()));
+    }
   }
   Status first;
   for (auto& f : ready) {
@@ -191,7 +200,7 @@ void UblkDisk::QueueMain(Queue* q) {
     auto n = ring.Wait(done, kIdleWaitMs);
     if (!n.has_value()) {
       // Not LogIoErrorOnce: the end of a queue is never left unsaid.
-      Log(block_path() + ": queue " + std::to_string(q->id) +
+      Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
           " stops: " + n.error().ToString());
       break;
     }
@@ -204,7 +213,7 @@ void UblkDisk::QueueMain(Queue* q) {
       if (done[i].res != abi::kIoResOk) {
         // Aborted (the device stops) or refused: no more for this tag.
         --live;
-        if (done[i].res != abi::kIoResAbort) {
+        if (done[i].res != abi::kIoResAbort && !IoErrorLogged()) {
           LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
                          " tag " + std::to_string(tag) + ": command refused: " +
                          std::strerror(-done[i].res));
@@ -232,7 +241,9 @@ void UblkDisk::QueueMain(Queue* q) {
           result = -EIO;
         }
       }
-      if (result < 0 && result != -ENOSPC) {
+      // Formatted only for the one line logged: the request path allocates
+      // nothing after that.
+      if (result < 0 && result != -ENOSPC && !IoErrorLogged()) {
         LogIoErrorOnce(block_path() + ": " + OpName(desc.op_flags & 0xff) +
                        " of " + std::to_string(desc.nr_sectors) +
                        " sectors at sector " +
@@ -250,7 +261,7 @@ void UblkDisk::QueueMain(Queue* q) {
     }
   }
   if (live == 0 && !stop_asked_.load(std::memory_order_acquire)) {
-    Log(block_path() + ": queue " + std::to_string(q->id) +
+    Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
         " ended: the kernel aborted its requests without a stop from this "
         "server (the disk was stopped or deleted from outside)");
   }
@@ -290,9 +301,14 @@ void UblkDisk::Log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }
 
+bool UblkDisk::IoErrorLogged() const {
+  return io_error_logged_.load(std::memory_order_relaxed);
+}
+
 void UblkDisk::LogIoErrorOnce(const std::string& line) {
   if (!io_error_logged_.exchange(true)) {
-    Log(line + " (further IO errors of this disk are not logged)");
+    Log("warning: " + line +
+        " (further IO errors of this disk are not logged)");
   }
 }
 

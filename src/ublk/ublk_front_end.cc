@@ -89,6 +89,16 @@ void UblkFrontEnd::RecoverStale() {
       continue;
     }
     if (platform::ProcessAlive(info->ublksrv_pid)) continue;
+    // A server in another PID namespace (a container that sees this
+    // host's /dev) has a pid this one cannot see: its char device is
+    // still held, by it.
+    if (platform::UblkCharHeld(id)) {
+      Log("ublk: " + platform::UblkBlockPath(id) + ": process " +
+          std::to_string(info->ublksrv_pid) +
+          " is not seen here, but a server holds its char device: left "
+          "alone");
+      continue;
+    }
     const std::string who =
         info->ublksrv_pid > 0
             ? "process " + std::to_string(info->ublksrv_pid) + ", which is gone"
@@ -97,10 +107,10 @@ void UblkFrontEnd::RecoverStale() {
         " (state " + StateName(info->state) +
         "): stopping and deleting it");
     if (Status s = control_->Stop(id); !s.ok()) {
-      Log("ublk: " + s.ToString());
+      Log("warning: ublk: " + s.ToString());
     }
     if (Status s = control_->Delete(id); !s.ok()) {
-      Log("ublk: " + s.ToString());
+      Log("warning: ublk: " + s.ToString());
     }
   }
 }
@@ -130,7 +140,7 @@ void UblkFrontEnd::OnInitialized(Device& device) {
   if (d == nullptr || d.get() != &device) return;  // not this registry's
   internal::MutexLock lock(mu_);
   if (Status s = AddDiskLocked(d); !s.ok()) {
-    Log(s.message() + "; it is served over NBD only");
+    Log("warning: " + s.message() + "; it is served over NBD only");
   }
 }
 
@@ -139,11 +149,8 @@ Status UblkFrontEnd::BeforeRelease(Device& device) {
   auto it = disks_.find(device.name());
   if (it == disks_.end()) return Status::Ok();
   const std::string path = it->second->block_path();
-  ZT_ASSIGN_OR_RETURN(bool busy, platform::BlockDeviceBusy(path));
-  if (busy) {
-    return Status::Busy(path + " is in use (mounted, swapped on or open "
-                        "exclusively)");
-  }
+  ZT_ASSIGN_OR_RETURN(const std::string user, platform::BlockDeviceUser(path));
+  if (!user.empty()) return Status::Busy(path + " is in use (" + user + ")");
   // The disk's own client ref is one; another is an NBD client, which
   // would make the reset fail after the disk is gone.
   if (device.clients() > 1) {

@@ -215,9 +215,11 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                "CPU)", 0, 4096);
   flags.AddInt("ublk-depth", &s->ublk_depth, "N",
                "requests in flight per ublk queue (default 64)", 1, 4096);
-  flags.AddString("ublk-max-io", &s->ublk_max_io, "SIZE",
-                  "largest ublk request (default 512K; 4K to 32M, a "
-                  "multiple of 4K); each queue keeps depth buffers of it");
+  flags.AddString(
+      "ublk-max-io", &s->ublk_max_io, "SIZE",
+      "largest ublk request (default 512K; 4K to 32M, a "
+      "multiple of the page size, 4K on x86-64); each queue keeps depth "
+      "buffers of it");
   flags.AddString("ublk-trace", &s->ublk_trace, "FILE",
                   "debugging: write each ublk request's descriptor to FILE "
                   "(the format of testdata/ublk_descriptors.txt)");
@@ -930,7 +932,14 @@ Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
   o.disk.max_io_bytes = c.ublk_max_io;
   o.disk.populate = s.mlock;  // locked as touched: touch them now
   o.trace_path = s.ublk_trace;
-  o.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
+  o.log = [](const std::string& line) {
+    constexpr std::string_view kWarning = "warning: ";  // the log adds it
+    if (line.starts_with(kWarning)) {
+      Log(LogLevel::kWarning, std::string_view(line).substr(kWarning.size()));
+    } else {
+      Log(LogLevel::kInfo, line);
+    }
+  };
   auto fe = ublk::UblkFrontEnd::Start(registry, std::move(o));
   if (!fe.has_value()) {
     std::string why = "--ublk: " + fe.error().message();

@@ -1,7 +1,7 @@
 # A ztier ublk disk in use cannot be taken away: while /dev/ublkb0 is
-# mounted (and /dev/ublkb1 swapped on), hot_remove and reset are refused
-# with EBUSY and the disk keeps serving; once unmounted (swapped off),
-# hot_remove succeeds.
+# mounted (and /dev/ublkb1 swapped on, then held open by a process),
+# hot_remove and reset are refused with EBUSY and the disk keeps serving;
+# once unmounted (swapped off, closed), hot_remove succeeds.
 . /lib.sh
 
 # refused WHAT ARGS...: `ztier ctl ARGS` must fail with EBUSY.
@@ -38,6 +38,15 @@ refused "hot_remove 1 while swapped on" hot_remove 1
 refused "reset of zram1 while swapped on" --device zram1 reset 1
 swapoff "$D1"
 check "swapoff $D1" $? = 0
+# A process that holds the disk open without claiming it (as dd or qemu
+# do) is a user too, as zram's reset counts its disk's openers.
+sleep 600 < "$D1" &
+holder=$!
+sleep 1
+refused "hot_remove 1 while a process holds it open" hot_remove 1
+refused "reset of zram1 while a process holds it open" --device zram1 reset 1
+kill $holder
+wait $holder 2>/dev/null
 
 umount /mnt/z
 check "umount" $? = 0

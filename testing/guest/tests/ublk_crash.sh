@@ -25,8 +25,8 @@ check "the first server serves IO" $? = 0
 zt_kill9
 echo "after kill -9: $(ublk_state)"
 check "the killed server left its ublk device behind (/dev/ublkc0)" -c /dev/ublkc0
-# The driver notices a dead server (its monitor work, every 5 s) and
-# stops the block disk; it never deletes the device.
+# The driver notices a dead server (its char device closed with the
+# process) and stops the block disk; it never deletes the device.
 zt_wait_gone "$D0" 30
 check "the driver stopped the dead server's $D0" $? = 0
 echo "after the driver noticed: $(ublk_state)"

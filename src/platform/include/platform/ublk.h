@@ -185,11 +185,19 @@ class UblkQueueRing {
 Result<int> OpenUblkChar(const std::string& path, int timeout_ms);
 void CloseFd(int fd);
 
-// Whether a block device is in use: an exclusive open (O_EXCL) fails with
-// EBUSY while it is mounted, swapped on or held open exclusively (the
-// check zram makes on its bd_openers before reset). A missing device is
-// not busy.
-Result<bool> BlockDeviceBusy(const std::string& path);
+// Who uses a block device, as zram asks before a reset (its disk_openers
+// and claim), or "" for nobody: "mounted, swapped on or claimed" when an
+// exclusive open (O_EXCL) fails with EBUSY; else "process PID (COMM)" for
+// a process with it open (any /proc/PID/fd this process may read: all of
+// them as root), or "loopN" for a loop device backed by it. A missing
+// device is unused. The answer holds for the moment it was taken.
+Result<std::string> BlockDeviceUser(const std::string& path);
+
+// Whether a ublk device's char device is held by a server, in any PID
+// namespace: the driver lets one opener have it at a time
+// (ublk_ch_open() in drivers/block/ublk_drv.c is EBUSY for another). A
+// missing char device is not held.
+bool UblkCharHeld(std::uint32_t dev_id);
 
 // Whether process `pid` exists (kill(pid, 0); EPERM counts as alive).
 bool ProcessAlive(pid_t pid);

@@ -54,7 +54,8 @@ inline constexpr std::uint64_t kUblkServerMark = 0x726569747a;
 struct UblkDiskOptions {
   std::uint16_t queues = 0;  // 0: one per online CPU
   std::uint16_t depth = 64;  // tags per queue, 1..4096
-  std::uint32_t max_io_bytes = 512 << 10;  // 4 KiB..32 MiB, 4 KiB multiple
+  // A page (4 KiB on x86-64) to 32 MiB, a multiple of the page size.
+  std::uint32_t max_io_bytes = 512 << 10;
   // UINT32_MAX: any free id; else that id, or any if it is taken.
   std::uint32_t dev_id = UINT32_MAX;
   bool populate = false;  // fault the buffers in at start (--mlock)
@@ -62,7 +63,9 @@ struct UblkDiskOptions {
   // trace_mu; null: none. Owned by the caller, outliving the disk.
   std::FILE* trace = nullptr;
   internal::Mutex* trace_mu = nullptr;
-  std::function<void(const std::string&)> log;  // event lines; may be null
+  // Event lines; may be null. A line that starts with "warning: " is one
+  // (a queue that stopped, a failed stop or delete, an IO error).
+  std::function<void(const std::string&)> log;
 };
 
 // Whether `options` are ones Start accepts: max_io_bytes a multiple of
@@ -100,6 +103,9 @@ class UblkDisk {
   Status Run();  // Start's steps after ADD_DEV
   void QueueMain(Queue* q);
   void Log(const std::string& line) const;
+  // Whether this disk's one IO error line has been logged: check it before
+  // formatting a line for LogIoErrorOnce.
+  bool IoErrorLogged() const;
   void LogIoErrorOnce(const std::string& line);
 
   platform::UblkControl* const control_;

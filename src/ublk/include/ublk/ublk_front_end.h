@@ -5,10 +5,10 @@
 //   - at Start, each initialised device gets its disk; later, a device
 //     gets one when its disksize is set (hot_add, then disksize);
 //   - reset and hot_remove of a device with a disk are refused with kBusy
-//     while the disk is in use (an exclusive open, O_EXCL, fails: it is
-//     mounted, swapped on or held open exclusively; or an NBD client is
-//     attached to the device), else the disk is stopped and deleted first
-//     and the reset or removal goes on;
+//     while the disk is in use (platform::BlockDeviceUser: mounted,
+//     swapped on or claimed; held open by a process; backing a loop
+//     device; or an NBD client is attached to the device), else the disk
+//     is stopped and deleted first and the reset or removal goes on;
 //   - Stop() (SIGTERM/SIGINT) stops and deletes every disk.
 // The disk of zramN is /dev/ublkbN when that id is free, else the lowest
 // free one; each disk made is logged with its path.
@@ -55,7 +55,8 @@ struct UblkFrontEndOptions {
   std::string control_path = platform::kUblkControlPath;
   UblkDiskOptions disk;  // dev_id, trace and log are set per disk
   std::string trace_path;  // empty: no descriptor trace
-  std::function<void(const std::string&)> log;  // may be null
+  // May be null; a line that starts with "warning: " is one (UblkDiskOptions).
+  std::function<void(const std::string&)> log;
 };
 
 class UblkFrontEnd final : public DeviceWatcher {
