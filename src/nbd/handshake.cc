@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "nbd/protocol.h"
@@ -20,6 +21,27 @@
 
 namespace ztier::nbd {
 namespace {
+
+// A client's export name as an error message and the log may show it: the
+// first 64 bytes, with every byte outside printable ASCII as \xHH (no
+// forged log line, no broken UTF-8 in a reply), then "..." if longer.
+std::string Printable(std::string_view name) {
+  constexpr std::size_t kMax = 64;
+  std::string out;
+  for (std::size_t i = 0; i < name.size() && i < kMax; ++i) {
+    const unsigned char c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  if (name.size() > kMax) out += "...";
+  return out;
+}
 
 template <typename T>
 void Put(std::vector<std::byte>* out, T v) {
@@ -148,7 +170,7 @@ Status InfoOrGo(Io& io, std::uint32_t option, const std::vector<std::byte>& data
   std::shared_ptr<Device> device = Resolve(registry, name);
   if (device == nullptr) {
     return SendError(io, option, kRepErrUnknown,
-                     "no export named '" + name + "'");
+                     "no export named '" + Printable(name) + "'");
   }
   // Attach before answering, so that a reset cannot slip in between.
   Result<Device::ClientRef> ref = device->Attach();
@@ -269,7 +291,7 @@ Status MetaContext(Io& io, std::uint32_t option,
   std::shared_ptr<Device> device = Resolve(registry, name);
   if (device == nullptr) {
     return SendError(io, option, kRepErrUnknown,
-                     "no export named '" + name + "'");
+                     "no export named '" + Printable(name) + "'");
   }
   if (match) {
     // LIST's ids are reserved (the spec: SHOULD be zero).
@@ -298,7 +320,7 @@ Result<Negotiated> ExportName(Io& io, const std::vector<std::byte>& data,
                          data.size());
   std::shared_ptr<Device> device = Resolve(registry, name);
   if (device == nullptr) {
-    return Err(Status::NotFound("no export named '" + name + "'"));
+    return Err(Status::NotFound("no export named '" + Printable(name) + "'"));
   }
   ZT_ASSIGN_OR_RETURN(Device::ClientRef ref, device->Attach());
   Negotiated n;

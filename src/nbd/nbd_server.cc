@@ -158,7 +158,10 @@ class NbdServerImpl final : public NbdServer {
       Refuse(fd);
       return;
     }
-    if (tcp) platform::SetNoDelay(fd);
+    if (tcp) {
+      platform::SetNoDelay(fd);
+      platform::SetKeepAlive(fd);
+    }
     ++active_;
     if (options_.log) options_.log("nbd " + name + ": connected");
     auto conn = std::make_unique<Connection>(

@@ -119,6 +119,26 @@ TEST(NbdServerTest, LogSaysWhoConnectedEveryErrorAndWhyItClosed) {
   }
   EXPECT_TRUE(log.WaitFor("nbd #4 (unix): closed during the handshake", &all))
       << all;
+  // An export name is the client's: it cannot forge a log line.
+  {
+    RawClient c(f.socket());
+    NewstyleGreeting g;
+    ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+    const std::uint32_t flags = ToBig(kClientFlagFixedNewstyle);
+    ASSERT_TRUE(c.Send(&flags, 4));
+    const std::string name = "x\nztier serve: forged";
+    const OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptExportName),
+                            ToBig(static_cast<std::uint32_t>(name.size()))};
+    ASSERT_TRUE(c.Send(&h, sizeof(h)));
+    ASSERT_TRUE(c.Send(name.data(), name.size()));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  EXPECT_TRUE(
+      log.WaitFor("nbd #5 (unix): closed during the handshake: no "
+                  "export named 'x\\x0aztier serve: forged'",
+                  &all))
+      << all;
+  EXPECT_EQ(all.find("\nztier serve: forged"), std::string::npos) << all;
 }
 
 TEST(NbdServerTest, GoReportsSizeAndServesReadWrite) {

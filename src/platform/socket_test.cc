@@ -2,8 +2,8 @@
 // sockets in a temporary directory and TCP on the loopback.
 #include "platform/socket.h"
 
-#include <gtest/gtest.h>
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -21,6 +21,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "platform/event_fd.h"
@@ -261,6 +262,20 @@ TEST(SocketTest, TcpLoopback) {
   socklen_t len = sizeof(nodelay);
   ASSERT_EQ(::getsockopt(c, IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
   EXPECT_NE(nodelay, 0);
+  SetKeepAlive(c);
+  for (auto [level, option, want] :
+       {std::tuple<int, int, int>{SOL_SOCKET, SO_KEEPALIVE, 1},
+        std::tuple<int, int, int>{IPPROTO_TCP, TCP_KEEPIDLE,
+                                  kKeepAliveIdleSeconds},
+        std::tuple<int, int, int>{IPPROTO_TCP, TCP_KEEPINTVL,
+                                  kKeepAliveIntervalSeconds},
+        std::tuple<int, int, int>{IPPROTO_TCP, TCP_KEEPCNT,
+                                  kKeepAliveProbes}}) {
+    int got = 0;
+    len = sizeof(got);
+    ASSERT_EQ(::getsockopt(c, level, option, &got, &len), 0);
+    EXPECT_EQ(got, want) << "option " << option;
+  }
   EXPECT_EQ(PeerName(c, true), "tcp 127.0.0.1:" + std::to_string(l->port()));
   ExpectConnected(*l, c);
   // The same port again: in use.

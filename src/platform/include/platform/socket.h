@@ -100,6 +100,18 @@ Result<std::size_t> Send(int fd, const void* buf, std::size_t n,
 // Sets TCP_NODELAY (no-op on a non-TCP socket).
 void SetNoDelay(int fd);
 
+// TCP keepalive (no-op on a non-TCP socket): after kKeepAliveIdleSeconds
+// without a byte from the peer, a probe every kKeepAliveIntervalSeconds;
+// kKeepAliveProbes unanswered ones end the connection (about 20 minutes in
+// all). A peer whose host died or was cut off then frees its connection,
+// and the device its client held, where nothing else would notice: an
+// idle NBD client sends nothing. Long enough that a network that comes
+// back within minutes does not cut off a client (a kernel swapping, say).
+inline constexpr int kKeepAliveIdleSeconds = 600;
+inline constexpr int kKeepAliveIntervalSeconds = 60;
+inline constexpr int kKeepAliveProbes = 10;
+void SetKeepAlive(int fd);
+
 // The peer of a connected socket, for logs: "tcp 127.0.0.1:40112",
 // "tcp [::1]:40112", or "unix" (Unix peers have no name).
 std::string PeerName(int fd, bool tcp);
