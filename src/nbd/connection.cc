@@ -27,6 +27,9 @@ constexpr std::size_t kInCapacity = 256 << 10;
 constexpr std::size_t kOutCapacity = 256 << 10;
 constexpr std::uint32_t kInlineCeiling = 64 << 10;
 constexpr std::uint32_t kInlineZeroBytes = 1 << 20;  // TRIM, WRITE_ZEROES
+// A WRITE payload over the request limit but at most this long is read
+// and dropped (EINVAL); a longer one closes the connection.
+constexpr std::uint32_t kMaxDrainedPayload = 1u << 25;
 // A queued TRIM or WRITE_ZEROES runs in steps this long (connection.h).
 constexpr std::uint64_t kZeroStepBytes = 16 << 20;
 constexpr std::size_t kKeepBufferBytes = 1 << 20;
@@ -307,12 +310,23 @@ void Connection::Serve() {
       Stop("the client sent NBD_CMD_DISC");
       break;
     }
-    // A payload this large is not read: close rather than drain it.
     if (type == kCmdWrite && length > limits_.max_request_bytes) {
-      Stop("NBD_CMD_WRITE of " + std::to_string(length) +
-           " bytes, over the request limit of " +
-           std::to_string(limits_.max_request_bytes));
-      break;
+      // proto.md, "Block size constraints": a payload up to 2^25 bytes
+      // SHOULD NOT be taken for an attack, even over the advertised
+      // maximum, and a client that did not ask for the sizes may not know
+      // it: read it, drop it and answer EINVAL. A larger one is not read:
+      // close rather than drain it.
+      if (length > kMaxDrainedPayload) {
+        Stop("NBD_CMD_WRITE of " + std::to_string(length) +
+             " bytes, over the request limit of " +
+             std::to_string(limits_.max_request_bytes));
+        break;
+      }
+      constexpr std::string_view kOver = "longer than the request limit";
+      LogError(type, offset, length, kErrInval, kOver);
+      if (!SkipInput(length)) break;
+      if (!AddErrorReply(type, r.cookie, kErrInval, kOver)) break;
+      continue;
     }
 
     std::string_view why;
@@ -353,7 +367,9 @@ std::uint32_t Connection::Validate(std::uint16_t type, std::uint16_t flags,
     case kCmdRead:
       if (length > limits_.max_request_bytes) {
         *why = "longer than the request limit";
-        return kErrInval;
+        // With structured replies a client may ask for more, and is to
+        // retry smaller on EOVERFLOW (proto.md, "NBD_CMD_READ").
+        return structured_ ? kErrOverflow : kErrInval;
       }
       // DF is advertised with structured replies; a READ is one chunk.
       if (structured_) allowed |= kCmdFlagDf;

@@ -352,8 +352,8 @@ Status SendGreeting(Io& io) {
   return SendBytes(io.t, &g, sizeof(g), io.Remaining());
 }
 
-// Reads the client's flags; sets *no_zeroes.
-Status RecvClientFlags(Io& io, bool* no_zeroes) {
+// Reads the client's flags; sets *no_zeroes and *fixed (fixed newstyle).
+Status RecvClientFlags(Io& io, bool* no_zeroes, bool* fixed) {
   std::uint32_t client_flags = 0;
   ZT_RETURN_IF_ERROR(Recv(io, &client_flags, sizeof(client_flags)));
   client_flags = FromBig(client_flags);
@@ -361,6 +361,7 @@ Status RecvClientFlags(Io& io, bool* no_zeroes) {
     return Status::InvalidArgument("unknown client flags");
   }
   *no_zeroes = (client_flags & kClientFlagNoZeroes) != 0;
+  *fixed = (client_flags & kClientFlagFixedNewstyle) != 0;
   return Status::Ok();
 }
 
@@ -408,7 +409,17 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
   Io io(transport->get(), options.timeout_ms);
   ZT_RETURN_IF_ERROR(SendGreeting(io));
   bool no_zeroes = false;
-  ZT_RETURN_IF_ERROR(RecvClientFlags(io, &no_zeroes));
+  bool fixed = false;
+  ZT_RETURN_IF_ERROR(RecvClientFlags(io, &no_zeroes, &fixed));
+  // proto.md, "TLS support": without fixed newstyle on both sides the
+  // server MUST stay in NOTLS mode, and so cannot serve such a client when
+  // TLS is required.
+  if (!fixed && options.tls != nullptr && options.tls_required) {
+    return Err(Status::PermissionDenied(
+        "TLS is required, and a client without fixed newstyle cannot "
+        "negotiate it"));
+  }
+  const bool tls_offered = options.tls != nullptr && fixed;
 
   bool secure = false;
   Extensions ext;
@@ -421,7 +432,7 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
       SendReply(io, option, kRepAck, nullptr, 0).IgnoreError();
       return Err(Status::IoError("client aborted the handshake"));
     }
-    if (options.tls != nullptr && option == kOptStartTls) {
+    if (tls_offered && option == kOptStartTls) {
       if (secure) {
         ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrInvalid,
                                      "TLS is already in use"));
@@ -490,7 +501,10 @@ void RefuseHandshake(Transport* transport, const std::string& message,
                      int timeout_ms) {
   Io io(transport, timeout_ms);
   bool no_zeroes = false;
-  if (!SendGreeting(io).ok() || !RecvClientFlags(io, &no_zeroes).ok()) return;
+  bool fixed = false;
+  if (!SendGreeting(io).ok() || !RecvClientFlags(io, &no_zeroes, &fixed).ok()) {
+    return;
+  }
   std::vector<std::byte> data;
   for (int n = 0; n < kMaxOptions; ++n) {
     std::uint32_t option = 0;

@@ -416,6 +416,11 @@ TEST(NbdBlockStatusTest, StructuredReads) {
   r = Request(c, kCmdRead, kCmdFlagReqOne, 0, kPage);
   EXPECT_EQ(r.type, kReplyTypeError);
   EXPECT_EQ(r.Error(), kErrInval);
+  // Over the request limit (32 MiB by default): EOVERFLOW, which tells the
+  // client to retry smaller (proto.md, NBD_CMD_READ), not that it erred.
+  r = Request(c, kCmdRead, 0, 0, (32u << 20) + 1);
+  EXPECT_EQ(r.type, kReplyTypeError);
+  EXPECT_EQ(r.Error(), kErrOverflow);
   // Other commands keep simple replies.
   std::uint32_t error = 1;
   ASSERT_TRUE(c.Write(0, RandomBytes(kPage, 4), &error));

@@ -129,6 +129,14 @@ TEST_F(NbdTlsTest, RequireRefusesPlainClients) {
   EXPECT_EQ(rep_error, kRepErrTlsReqd);
   // ... and nothing was served: the device is untouched.
   EXPECT_EQ(f.device().Stats().stored_pages, 0u);
+  // A client without fixed newstyle cannot negotiate TLS (proto.md: the
+  // server stays in NOTLS mode with it): it is closed at once.
+  RawClient old(f.socket());
+  NewstyleGreeting g;
+  ASSERT_TRUE(old.Recv(&g, sizeof(g)));
+  const std::uint32_t no_flags = 0;
+  ASSERT_TRUE(old.Send(&no_flags, 4));
+  EXPECT_TRUE(old.WaitClosed());
 }
 
 TEST_F(NbdTlsTest, OnAllowsBothPlainAndTls) {

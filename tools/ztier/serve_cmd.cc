@@ -163,7 +163,8 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                 "memory)");
   flags.AddString("max-request-size", &s->max_request, "SIZE",
                   "largest NBD request (NBD_INFO_BLOCK_SIZE maximum; default "
-                  "32M, at most 256M); a longer WRITE closes its connection");
+                  "32M, 64K to 256M); a longer READ or WRITE is refused "
+                  "(EINVAL), a WRITE over 32M closes its connection");
   flags.AddInt("max-in-flight", &s->max_in_flight, "N",
                "requests of one connection on the workers at once (default "
                "64)", 1, 4096);
@@ -477,10 +478,11 @@ Status CheckTls(ServeSettings& s, Checked* c) {
 // settings; the addresses are checked only when bound.
 Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   auto max_request = ParseSize(s.max_request);
-  if (!max_request.has_value() || *max_request < 4096 ||
+  // proto.md: a server MUST serve unfragmented reads of 64 KiB.
+  if (!max_request.has_value() || *max_request < (64u << 10) ||
       *max_request > (256u << 20)) {
     return Status::InvalidArgument(
-        "--max-request-size: want 4K to 256M, not '" + s.max_request + "'");
+        "--max-request-size: want 64K to 256M, not '" + s.max_request + "'");
   }
   c->max_request = *max_request;
   auto max_in_flight_bytes = ParseSize(s.max_in_flight_bytes);
