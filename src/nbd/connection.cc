@@ -844,11 +844,18 @@ void Connection::MarkBroken() {
 
 Job* Connection::AcquireJob(std::uint64_t bytes) {
   std::unique_lock l(mu_);
+  // A job keeps a buffer larger than the preallocated one (up to 1 MiB)
+  // from an earlier request: it is charged for it, whatever this request
+  // needs (a TRIM needs none), so that kept buffers taken by small
+  // requests cannot take the connection past max_in_flight_bytes.
+  auto charge = [&](const Job* job) {
+    return std::max<std::uint64_t>(
+        bytes, job->capacity > PreallocatedBytes() ? job->capacity : 0);
+  };
   auto ready = [&] {
-    return stopping_ ||
-           (free_ != nullptr &&
-            (in_flight_ == 0 ||
-             in_flight_bytes_ + bytes <= limits_.max_in_flight_bytes));
+    return stopping_ || (free_ != nullptr &&
+                         (in_flight_ == 0 || in_flight_bytes_ + charge(free_) <=
+                                                 limits_.max_in_flight_bytes));
   };
   if (!ready()) {
     // Let the client see the replies we hold while we wait.
@@ -860,10 +867,11 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
   if (stopping_) return nullptr;
   Job* job = free_;
   free_ = job->next;
+  const std::uint64_t charged = charge(job);
   if (job->capacity > PreallocatedBytes()) kept_bytes_ -= job->capacity;
   ++in_flight_;
-  in_flight_bytes_ += bytes;
-  job->charged = bytes;
+  in_flight_bytes_ += charged;
+  job->charged = charged;
   return job;
 }
 
