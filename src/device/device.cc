@@ -305,9 +305,9 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     // seconds, and shows (status, a metrics scrape) must not wait for it.
     busy_ = kMakingStore;
   }
-  // busy_ is cleared when this returns (the store installed or not) or
-  // throws; until then no other transition can start.
-  const ClearBusy clear_busy{this};
+  // busy_ is cleared with the store's install below, or, on a failure or
+  // a throw, when this returns; until then no other transition can start.
+  ClearBusy clear_busy{this};
   Status made = Status::Ok();
   std::shared_ptr<BackingStore> backing;
   std::unique_ptr<PageStore> store;
@@ -331,6 +331,8 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   }
   std::unique_lock lock(mu_);
   if (!made.ok()) return made;
+  busy_ = nullptr;
+  clear_busy.impl = nullptr;  // done here, with the install
   store_ = std::move(store);
   backing_ = std::move(backing);
   disksize_ = aligned;
@@ -346,6 +348,7 @@ std::uint64_t Device::Impl::disksize() const {
 Status Device::Impl::Busy() const { return Status::Busy(busy_); }
 
 Device::Impl::ClearBusy::~ClearBusy() {
+  if (impl == nullptr) return;  // cleared by its owner already
   std::unique_lock lock(impl->mu_);
   impl->busy_ = nullptr;
 }
@@ -784,6 +787,7 @@ Status Device::Impl::Retire() {
   const Waiting waiting(pass_waiters_);
   std::unique_lock lock(mu_);
   if (clients_.load() > 0) return busy();
+  if (retired_) return Removed(name_);  // another removal is at it
   if (busy_ != nullptr) return Busy();
   retired_ = true;
   // As the kernel's zram_remove() resets the device: its memory and its

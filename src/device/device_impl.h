@@ -42,7 +42,8 @@ struct Device::Impl {
                       std::unique_lock<std::shared_mutex>& lock);
   // kBusy with busy_'s reason. REQUIRES: mu_ held, busy_ set.
   Status Busy() const;
-  // Clears busy_ under mu_ when it goes out of scope.
+  // Clears busy_ under mu_ when it goes out of scope, unless its owner
+  // cleared it already (and set impl to null).
   struct ClearBusy {
     Impl* impl;
     ~ClearBusy();

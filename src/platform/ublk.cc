@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,7 +20,9 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <vector>
 
 #if ZTIER_URING
 #include <liburing.h>
@@ -70,7 +73,10 @@ Result<int> OpenUblkChar(const std::string& path, int timeout_ms) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd >= 0) return fd;
     const int err = errno;
-    if (err != ENOENT || std::chrono::steady_clock::now() >= deadline) {
+    // EBUSY: another ztier starting up looks at whether the device is
+    // held (UblkCharHeld), which holds it for a moment.
+    if ((err != ENOENT && err != EBUSY) ||
+        std::chrono::steady_clock::now() >= deadline) {
       return Err(PosixError("open " + path, err));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -83,9 +89,62 @@ void CloseFd(int fd) {
 
 namespace {
 
-// The first process other than this one with a descriptor open on the
-// block device `rdev`: "process PID (COMM)", or "".
-std::string ProcessWithBlockDeviceOpen(dev_t rdev) {
+// stat(2) of `path` from the attributes the kernel holds, without asking a
+// remote file system (NFS, FUSE) that may not answer: false if it fails.
+bool CachedStat(const std::string& path, struct statx* stx) {
+  return ::statx(AT_FDCWD, path.c_str(), AT_STATX_DONT_SYNC | AT_NO_AUTOMOUNT,
+                 STATX_TYPE, stx) == 0;
+}
+
+bool IsOneOf(const struct statx& stx, const std::vector<dev_t>& devs) {
+  if (!S_ISBLK(stx.stx_mode)) return false;
+  const dev_t rdev = makedev(stx.stx_rdev_major, stx.stx_rdev_minor);
+  return std::find(devs.begin(), devs.end(), rdev) != devs.end();
+}
+
+// The first line of a small file, without its newline; "" if unreadable.
+std::string FirstLine(const std::string& path) {
+  std::string line;
+  if (FILE* f = std::fopen(path.c_str(), "re")) {
+    char buf[4096] = {};
+    if (std::fgets(buf, sizeof(buf), f) != nullptr) line = buf;
+    std::fclose(f);
+  }
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return line;
+}
+
+// The numbers of block device `name` (as under /sys/class/block) and of
+// its partitions ("MAJ:MIN" in each one's dev file); empty if no such
+// device.
+std::vector<dev_t> DiskAndPartitions(const std::string& name) {
+  std::vector<dev_t> devs;
+  const auto add = [&](const std::string& dir) {
+    unsigned major = 0, minor = 0;
+    if (std::sscanf(FirstLine(dir + "/dev").c_str(), "%u:%u", &major, &minor) ==
+        2) {
+      devs.push_back(makedev(major, minor));
+    }
+  };
+  const std::string disk = "/sys/class/block/" + name;
+  add(disk);
+  if (devs.empty()) return devs;
+  if (DIR* d = ::opendir(disk.c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      if (std::string_view(e->d_name).starts_with(name)) {
+        add(disk + "/" + e->d_name);
+      }
+    }
+    ::closedir(d);
+  }
+  return devs;
+}
+
+// The first process other than this one with a descriptor open on one of
+// `devs`: "process PID (COMM)", or "". Only a descriptor whose link names
+// a path is looked at (not a socket, pipe or anon inode), by its cached
+// attributes.
+std::string ProcessWithBlockDeviceOpen(const std::vector<dev_t>& devs) {
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return "";
   const std::string self = std::to_string(::getpid());
@@ -102,19 +161,16 @@ std::string ProcessWithBlockDeviceOpen(dev_t rdev) {
     DIR* d = ::opendir(fds.c_str());
     if (d == nullptr) continue;  // gone, or not ours to read
     while (const dirent* f = ::readdir(d)) {
-      struct stat st;
-      if (f->d_name[0] == '.' ||
-          ::stat((fds + "/" + f->d_name).c_str(), &st) != 0) {
+      if (f->d_name[0] == '.') continue;
+      const std::string link = fds + "/" + f->d_name;
+      char target[8];
+      if (::readlink(link.c_str(), target, sizeof(target)) <= 0 ||
+          target[0] != '/') {
         continue;
       }
-      if (S_ISBLK(st.st_mode) && st.st_rdev == rdev) {
-        std::string comm;
-        if (FILE* c = std::fopen(("/proc/" + pid + "/comm").c_str(), "re")) {
-          char buf[64] = {};
-          if (std::fgets(buf, sizeof(buf), c) != nullptr) comm = buf;
-          std::fclose(c);
-        }
-        if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+      struct statx stx;
+      if (CachedStat(link, &stx) && IsOneOf(stx, devs)) {
+        const std::string comm = FirstLine("/proc/" + pid + "/comm");
         found = "process " + pid + (comm.empty() ? "" : " (" + comm + ")");
         break;
       }
@@ -125,26 +181,20 @@ std::string ProcessWithBlockDeviceOpen(dev_t rdev) {
   return found;
 }
 
-// A loop device whose backing file is the block device `rdev`: "loopN",
-// or "" (/sys/block/loopN/loop/backing_file names it).
-std::string LoopBackedBy(dev_t rdev) {
+// A loop device whose backing file is one of `devs`: "loopN", or ""
+// (/sys/block/loopN/loop/backing_file names it).
+std::string LoopBackedBy(const std::vector<dev_t>& devs) {
   DIR* d = ::opendir("/sys/block");
   if (d == nullptr) return "";
   std::string found;
   while (const dirent* e = ::readdir(d)) {
     const std::string name = e->d_name;
     if (!name.starts_with("loop")) continue;
-    std::string backing;
-    if (FILE* f = std::fopen(
-            ("/sys/block/" + name + "/loop/backing_file").c_str(), "re")) {
-      char buf[4096] = {};
-      if (std::fgets(buf, sizeof(buf), f) != nullptr) backing = buf;
-      std::fclose(f);
-    }
-    if (!backing.empty() && backing.back() == '\n') backing.pop_back();
-    struct stat st;
-    if (!backing.empty() && ::stat(backing.c_str(), &st) == 0 &&
-        S_ISBLK(st.st_mode) && st.st_rdev == rdev) {
+    const std::string backing =
+        FirstLine("/sys/block/" + name + "/loop/backing_file");
+    struct statx stx;
+    if (backing.starts_with("/") && CachedStat(backing, &stx) &&
+        IsOneOf(stx, devs)) {
       found = name;
       break;
     }
@@ -157,18 +207,22 @@ std::string LoopBackedBy(dev_t rdev) {
 
 Result<std::string> BlockDeviceUser(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
-  if (fd < 0) {
+  if (fd >= 0) {
+    ::close(fd);
+  } else {
     const int err = errno;
     if (err == EBUSY) return std::string("mounted, swapped on or claimed");
-    if (err == ENOENT || err == ENXIO || err == ENODEV) return std::string();
-    return Err(PosixError("open " + path + " O_EXCL", err));
+    // No node here (a container's /dev, say): the disk may still exist.
+    if (err != ENOENT && err != ENXIO && err != ENODEV) {
+      return Err(PosixError("open " + path + " O_EXCL", err));
+    }
   }
-  struct stat st;
-  const bool blk = ::fstat(fd, &st) == 0 && S_ISBLK(st.st_mode);
-  ::close(fd);
-  if (!blk) return std::string();
-  std::string user = ProcessWithBlockDeviceOpen(st.st_rdev);
-  if (user.empty()) user = LoopBackedBy(st.st_rdev);
+  const std::size_t slash = path.rfind('/');
+  const std::vector<dev_t> devs = DiskAndPartitions(
+      slash == std::string::npos ? path : path.substr(slash + 1));
+  if (devs.empty()) return std::string();
+  std::string user = ProcessWithBlockDeviceOpen(devs);
+  if (user.empty()) user = LoopBackedBy(devs);
   return user;
 }
 

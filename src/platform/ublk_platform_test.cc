@@ -67,6 +67,9 @@ TEST(UblkProbe, AProcessWithTheDeviceOpenIsAUser) {
   char c = 0;
   ASSERT_EQ(::read(ready[0], &c, 1), 1);
   auto user = BlockDeviceUser(path);
+  // Found by name in /sys/class/block, not by this node: a /dev without
+  // it (a container's) sees the opener too.
+  auto by_name = BlockDeviceUser("/nonexistent/loop7");
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   ::close(ready[0]);
@@ -75,6 +78,8 @@ TEST(UblkProbe, AProcessWithTheDeviceOpenIsAUser) {
   ASSERT_TRUE(user.has_value()) << user.error().ToString();
   EXPECT_EQ(*user, "process " + std::to_string(child) + " (ublk_platform_t)")
       << *user;
+  ASSERT_TRUE(by_name.has_value()) << by_name.error().ToString();
+  EXPECT_EQ(*by_name, *user);
   auto after = BlockDeviceUser(path);
   ASSERT_TRUE(after.has_value());
   EXPECT_EQ(*after, "");

@@ -114,7 +114,7 @@ Result<std::unique_ptr<UblkDisk>> UblkDisk::Start(
 Status UblkDisk::Run() {
   ZT_ASSIGN_OR_RETURN(char_fd_,
                       platform::OpenUblkChar(platform::UblkCharPath(dev_id_),
-                                             /*timeout_ms=*/5000));
+                                             platform::kUblkCharOpenTimeoutMs));
   abi::Params p{};
   p.types = abi::kParamBasic | abi::kParamDiscard;
   // No UBLK_ATTR_VOLATILE_CACHE: memory is the medium, as zram, so the

@@ -3,7 +3,9 @@
 #include "ublk/ublk_front_end.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <utility>
 
 namespace ztier::ublk {
@@ -91,8 +93,17 @@ void UblkFrontEnd::RecoverStale() {
     if (platform::ProcessAlive(info->ublksrv_pid)) continue;
     // A server in another PID namespace (a container that sees this
     // host's /dev) has a pid this one cannot see: its char device is
-    // still held, by it.
-    if (platform::UblkCharHeld(id)) {
+    // still held, by it. One that has added its device and is still
+    // opening the char device (udev may take a moment) holds it soon: a
+    // device never started (a pid, not the -1 of a stopped one) is looked
+    // at again once that moment is over.
+    bool held = platform::UblkCharHeld(id);
+    if (!held && info->ublksrv_pid > 0) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(platform::kUblkCharOpenTimeoutMs));
+      held = platform::UblkCharHeld(id);
+    }
+    if (held) {
       Log("ublk: " + platform::UblkBlockPath(id) + ": process " +
           std::to_string(info->ublksrv_pid) +
           " is not seen here, but a server holds its char device: left "
@@ -145,12 +156,25 @@ void UblkFrontEnd::OnInitialized(Device& device) {
 }
 
 Status UblkFrontEnd::BeforeRelease(Device& device) {
-  internal::MutexLock lock(mu_);
-  auto it = disks_.find(device.name());
-  if (it == disks_.end()) return Status::Ok();
-  const std::string path = it->second->block_path();
+  std::string path;
+  {
+    internal::MutexLock lock(mu_);
+    auto it = disks_.find(device.name());
+    if (it == disks_.end()) return Status::Ok();
+    path = it->second->block_path();
+  }
+  // Unlocked: the look through /proc may take a while, and every other
+  // device's disk (OnInitialized) and the stop need mu_.
   ZT_ASSIGN_OR_RETURN(const std::string user, platform::BlockDeviceUser(path));
   if (!user.empty()) return Status::Busy(path + " is in use (" + user + ")");
+  internal::MutexLock lock(mu_);
+  auto it = disks_.find(device.name());
+  if (it == disks_.end()) return Status::Ok();  // stopped meanwhile
+  if (it->second->block_path() != path) {
+    return Status::Busy(device.name() +
+                        ": its disk changed meanwhile; try "
+                        "again");
+  }
   // The disk's own client ref is one; another is an NBD client, which
   // would make the reset fail after the disk is gone.
   if (device.clients() > 1) {

@@ -190,7 +190,11 @@ bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
     const auto store_one = [&](std::size_t q) {
       Status st =
           store->Store(v[k] + q, ConstPage(src + q * kPageSize, kPageSize));
-      if (st.ok()) entered(k + q, 1);
+      if (st.ok()) {
+        entered(k + q, 1);
+      } else {
+        pages.set(v[k + q], PageMap::kRefused);  // tried, and refused
+      }
     };
     for (std::size_t off = 0; off < n && !refused;) {
       if (!PoolAccepts()) {
@@ -259,6 +263,7 @@ void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
                            platform::Advice::kDiscard)
               .ok();
       FinishPages(run + q, 1, zapped);
+      if (!zapped) pages.set(run[q], PageMap::kRefused);  // locked, say
     }
     return;
   }
@@ -280,9 +285,10 @@ void Region::Impl::FinishPages(const std::uint32_t* run, std::size_t n,
       ForgetStored(run[q]);
       pages.set_state(run[q], PageState::kResident);
     }
-    // Refused: a second chance, and a third, so that the CLOCK tries pages
-    // it has not tried before this one again.
-    pages.set(run[q], PageMap::kRef | PageMap::kRefused);
+    // Not evicted: a second chance (and a third when it was tried and
+    // refused, kRefused, set by the caller: so that the CLOCK tries pages
+    // it has not tried before this one again).
+    pages.set(run[q], PageMap::kRef);
   }
   if (zapped) {
     Drop(c.resident, n);

@@ -159,8 +159,10 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
       if (Status s = ApplyDeviceConfig(after, d, *device); !s.ok()) {
         not_applied("SIGHUP: " + s.message());
         // No half-configured device; but one an operator initialised
-        // meanwhile (the EBUSY of disksize) is theirs, left as it is.
-        if (s.code() != StatusCode::kBusy && device->disksize() == 0) {
+        // meanwhile (the EBUSY of disksize) is theirs, left as it is, and
+        // one hot_removed meanwhile is gone.
+        if (s.code() != StatusCode::kBusy && device->disksize() == 0 &&
+            registry->Find(d.name) == device) {
           if (Status r = device->Reset(); !r.ok()) {
             Log(LogLevel::kWarning, d.name + ": left half-configured: reset: " +
                                         ErrnoText(r));

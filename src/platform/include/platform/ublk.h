@@ -181,16 +181,23 @@ class UblkQueueRing {
 };
 
 // Opens `path` (as /dev/ublkcN, which udev may still be making: retries
-// ENOENT for up to timeout_ms) read-write; the fd, or the open's error.
+// ENOENT, and EBUSY, for up to timeout_ms) read-write; the fd, or the
+// open's error. A server gives it kUblkCharOpenTimeoutMs after ADD_DEV.
+inline constexpr int kUblkCharOpenTimeoutMs = 5000;
 Result<int> OpenUblkChar(const std::string& path, int timeout_ms);
 void CloseFd(int fd);
 
 // Who uses a block device, as zram asks before a reset (its disk_openers
 // and claim), or "" for nobody: "mounted, swapped on or claimed" when an
 // exclusive open (O_EXCL) fails with EBUSY; else "process PID (COMM)" for
-// a process with it open (any /proc/PID/fd this process may read: all of
-// them as root), or "loopN" for a loop device backed by it. A missing
-// device is unused. The answer holds for the moment it was taken.
+// a process with it or one of its partitions open (any /proc/PID/fd this
+// process may read: all of them as root, in its PID namespace), or
+// "loopN" for a loop device backed by one of them. The device and its
+// partitions are found by name in /sys/class/block (so a missing node in
+// this /dev is no reason to call it unused); a device not there is
+// unused. Descriptors are looked at by their cached attributes, so an
+// unanswering NFS or FUSE mount cannot hang it. Openers in other PID
+// namespaces are not seen. The answer holds for the moment it was taken.
 Result<std::string> BlockDeviceUser(const std::string& path);
 
 // Whether a ublk device's char device is held by a server, in any PID
