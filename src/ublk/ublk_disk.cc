@@ -28,8 +28,10 @@ struct UblkDisk::Queue {
 namespace {
 // An idle queue thread looks at stopping_ this often (ms): after STOP_DEV
 // every fetch is aborted at once, so this bounds only a start that failed
-// before START_DEV and a kernel that does not abort.
-constexpr int kIdleWaitMs = 200;
+// before START_DEV and a kernel that does not abort. Each look is a
+// wake-up of every queue thread of every disk on an idle host: once a
+// second each.
+constexpr int kIdleWaitMs = 1000;
 
 const char* OpName(std::uint32_t op) {
   switch (op) {
