@@ -463,23 +463,35 @@ TEST(DeviceBackingTest, BackingIoErrorsReachTheCaller) {
   EXPECT_EQ(r.written, 4u);
 }
 
+// Defaults whose backing stores are all `remote`, a file that takes
+// discards (as a remote export does).
+DeviceDefaults OnRemote(std::shared_ptr<testing::DiscardingFile> remote) {
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = [remote](std::shared_ptr<BackingFile>) {
+    return std::shared_ptr<BackingFile>(remote);
+  };
+  return defaults;
+}
+
+// Initialises `d` (16 pages, backing_dev `path`) and writes pages 0-3
+// back.
+void WriteBackFourPages(Device& d, const std::string& path) {
+  ASSERT_OK(d.SetBackingDev(path));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  ASSERT_OK(d.Write(0, Bytes(4 * kPageSize, 8)));
+  WritebackResult r;
+  ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
+  ASSERT_EQ(r.written, 4u);
+}
+
 // On a backing file that takes discards (a remote export), a reset trims
 // every block the device had written back, rather than leave their bytes
 // and space on the remote with no later pass to trim them.
 TEST(DeviceBackingTest, AResetTrimsTheBlocksOfARemoteBacking) {
   testing::ScopedTempDir dir;
   auto remote = std::make_shared<testing::DiscardingFile>(16 * kPageSize);
-  DeviceDefaults defaults;
-  defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile>) {
-    return std::shared_ptr<BackingFile>(remote);
-  };
-  Device d("zram0", defaults);
-  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
-  ASSERT_OK(d.SetDisksize(16 * kPageSize));
-  ASSERT_OK(d.Write(0, Bytes(4 * kPageSize, 8)));
-  WritebackResult r;
-  ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
-  ASSERT_EQ(r.written, 4u);
+  Device d("zram0", OnRemote(remote));
+  ASSERT_NO_FATAL_FAILURE(WriteBackFourPages(d, dir.File("wb")));
   EXPECT_TRUE(remote->calls.empty());
   ASSERT_OK(d.Reset());
   std::uint64_t trimmed = 0;
@@ -569,15 +581,8 @@ TEST(DeviceBackingTest, ShowsAnswerWhileAResetTrimsTheRemote) {
     trimming.set_value();
     released.wait();
   };
-  DeviceDefaults defaults;
-  defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile>) {
-    return std::shared_ptr<BackingFile>(remote);
-  };
-  Device d("zram0", defaults);
-  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
-  ASSERT_OK(d.SetDisksize(16 * kPageSize));
-  ASSERT_OK(d.Write(0, Bytes(4 * kPageSize, 8)));
-  ASSERT_OK(d.Writeback("page_indexes=0-3"));
+  Device d("zram0", OnRemote(remote));
+  ASSERT_NO_FATAL_FAILURE(WriteBackFourPages(d, dir.File("wb")));
   auto reset = std::async(std::launch::async, [&] { return d.Reset(); });
   trimming.get_future().wait();
   auto during = std::async(std::launch::async, [&] {
