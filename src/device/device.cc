@@ -347,6 +347,16 @@ std::uint64_t Device::Impl::disksize() const {
 
 Status Device::Impl::Busy() const { return Status::Busy(busy_); }
 
+Status Device::Impl::CheckConfigurable(std::string_view attribute) const {
+  if (retired_) return Removed(name_);
+  if (busy_ != nullptr) return Busy();
+  if (store_ != nullptr) {
+    return Status::Busy(std::string(attribute) +
+                        " cannot change after disksize is set");
+  }
+  return Status::Ok();
+}
+
 Device::Impl::ClearBusy::~ClearBusy() {
   if (impl == nullptr) return;  // cleared by its owner already
   std::unique_lock lock(impl->mu_);
@@ -422,11 +432,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
     return Status::InvalidArgument("unknown algorithm '" + n + "'");
   }
   std::unique_lock lock(mu_);
-  if (retired_) return Removed(name_);
-  if (busy_ != nullptr) return Busy();
-  if (store_ != nullptr) {
-    return Status::Busy("comp_algorithm cannot change after disksize is set");
-  }
+  ZT_RETURN_IF_ERROR(CheckConfigurable("comp_algorithm"));
   comp_algorithm_ = n;
   return Status::Ok();
 }
@@ -438,11 +444,7 @@ std::string Device::Impl::ShowCompAlgorithm() const {
 
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
   std::unique_lock lock(mu_);
-  if (retired_) return Removed(name_);
-  if (busy_ != nullptr) return Busy();
-  if (store_ != nullptr) {
-    return Status::Busy("algorithm_params cannot change after disksize is set");
-  }
+  ZT_RETURN_IF_ERROR(CheckConfigurable("algorithm_params"));
   // As zram's algorithm_params_store(): priority=N or algo=NAME picks the
   // algorithm; the tokens replace that priority's. Checked against its
   // codec now when it is known, else at disksize (RecompOptions).
@@ -514,11 +516,7 @@ Status Device::Impl::MarkIdle(std::string_view value) {
 Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
   std::unique_lock lock(mu_);
-  if (retired_) return Removed(name_);
-  if (busy_ != nullptr) return Busy();
-  if (store_ != nullptr) {
-    return Status::Busy("backing_dev cannot change after disksize is set");
-  }
+  ZT_RETURN_IF_ERROR(CheckConfigurable("backing_dev"));
   if (p.empty() || p == "none") {
     backing_dev_.clear();
     return Status::Ok();
@@ -616,12 +614,7 @@ std::uint64_t Device::Impl::writeback_batch_size() const {
 
 Status Device::Impl::SetCompressedWriteback(bool on) {
   std::unique_lock lock(mu_);
-  if (retired_) return Removed(name_);
-  if (busy_ != nullptr) return Busy();
-  if (store_ != nullptr) {
-    return Status::Busy(
-        "compressed_writeback cannot change after disksize is set");
-  }
+  ZT_RETURN_IF_ERROR(CheckConfigurable("compressed_writeback"));
   compressed_writeback_ = on;
   return Status::Ok();
 }
@@ -646,11 +639,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
                                    n + "'");
   }
   std::unique_lock lock(mu_);
-  if (retired_) return Removed(name_);
-  if (busy_ != nullptr) return Busy();
-  if (store_ != nullptr) {
-    return Status::Busy("recomp_algorithm cannot change after disksize is set");
-  }
+  ZT_RETURN_IF_ERROR(CheckConfigurable("recomp_algorithm"));
   recomp_algorithm_[t.priority] = n;
   return Status::Ok();
 }

@@ -42,6 +42,11 @@ struct Device::Impl {
                       std::unique_lock<std::shared_mutex>& lock);
   // kBusy with busy_'s reason. REQUIRES: mu_ held, busy_ set.
   Status Busy() const;
+  // Whether `attribute`, one of what the store will be made of, may still
+  // change: kNotFound for a removed device; kBusy while a transition runs
+  // (busy_), or once the store is made ("ATTRIBUTE cannot change after
+  // disksize is set"). REQUIRES: mu_ held.
+  Status CheckConfigurable(std::string_view attribute) const;
   // Clears busy_ under mu_ when it goes out of scope, unless its owner
   // cleared it already (and set impl to null).
   struct ClearBusy {
