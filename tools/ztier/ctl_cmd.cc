@@ -121,35 +121,28 @@ int RunCtl(std::span<const std::string_view> args) {
   // The device may lead, as in /sys/block: DEVICE/ATTRIBUTE for any
   // device (no attribute's name holds a '/'), or zramN ATTRIBUTE (no
   // attribute's name starts with "zram").
-  const std::size_t slash =
-      positional.empty() ? std::string_view::npos : positional[0].find('/');
-  if (slash != std::string_view::npos ||
-      (!positional.empty() && positional[0].starts_with("zram"))) {
+  if (!positional.empty()) {
     std::string_view named = positional[0];
-    if (slash != std::string_view::npos) {
-      positional[0] = named.substr(slash + 1);
-      named = named.substr(0, slash);
-    } else {
-      positional.erase(positional.begin());
+    const std::size_t slash = named.find('/');
+    if (slash != std::string_view::npos || named.starts_with("zram")) {
+      if (slash != std::string_view::npos) {
+        positional[0] = named.substr(slash + 1);
+        named = named.substr(0, slash);
+      } else {
+        positional.erase(positional.begin());
+      }
+      if (flags.WasSet("device") && device != named) {
+        return ReportUsageError(kCommand, "two devices: --device " + device +
+                                              " and " + std::string(named));
+      }
+      device = std::string(named);
     }
-    if (flags.WasSet("device") && device != named) {
-      std::fprintf(stderr,
-                   "%s: two devices: --device %s and %.*s\nRun '%s --help' "
-                   "for usage.\n",
-                   kCommand, device.c_str(), static_cast<int>(named.size()),
-                   named.data(), kCommand);
-      return 2;
-    }
-    device = std::string(named);
   }
-  if (positional.empty() || positional.size() > 2) {
-    std::fprintf(stderr,
-                 "%s: %s\nRun '%s --help' for usage.\n", kCommand,
-                 positional.empty()
-                     ? "missing ATTRIBUTE"
-                     : "too many arguments (quote a VALUE that holds spaces)",
-                 kCommand);
-    return 2;
+  if (positional.empty())
+    return ReportUsageError(kCommand, "missing ATTRIBUTE");
+  if (positional.size() > 2) {
+    return ReportUsageError(
+        kCommand, "too many arguments (quote a VALUE that holds spaces)");
   }
 
   ctl::WireRequest req;
