@@ -4,7 +4,10 @@
 //
 // The hand walks page indices. A resident page with its reference bit set
 // (faulted in since the hand last passed) has the bit cleared and is
-// skipped: its second chance. Any other resident page is a victim. The walk
+// skipped: its second chance. A page whose last eviction was refused is
+// skipped once more (the refused bit, cleared as it is passed), so that
+// pages not tried yet go first; a pass that evicts little backs off (see
+// Reclaim). Any other resident page is a victim. The walk
 // stops when enough are found or after two full turns (every reference bit
 // is clear after one); a page met on both turns is taken once. Victims are
 // evicted in ascending order so that neighbours form runs: one write-protect,
