@@ -27,6 +27,8 @@
 //      next touch is a missing fault), then UFFDIO_WAKE for any writer
 //      blocked in step 1: it retries and faults the page back in. Refused
 //      runs: un-protect, which wakes their writers.
+// Out of memory (std::bad_alloc) in steps 1-2 ends them as a refusal
+// would, and step 3 runs as ever: no page stays protected.
 // Without /proc (own_memory empty) the pages are read in place. Under TSan
 // they are then copied out first with reads ignored: a writer's store
 // racing our read is ordered by the write-protection, which TSan cannot
@@ -37,6 +39,7 @@
 #include <cassert>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <vector>
 
 #include "region_impl.h"
@@ -99,17 +102,27 @@ bool Region::Impl::EvictChunk(std::span<const std::uint32_t> chunk) {
   std::vector<std::uint32_t> v;
   v.reserve(chunk.size());
   KeepPresent(chunk, &v);  // 0. Presence.
-  // 1. Write-protect. A run that could not be protected is not stored: a
-  // write after our read would be lost.
   std::vector<std::uint8_t> guarded(v.size(), 1);
-  ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
-    Status st = uffd->WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
-    if (st.ok()) return;
-    LogError(st);
-    std::fill_n(&guarded[k], n, 0);
-  });
-  std::vector<std::uint8_t> stored(v.size(), 0);  // 2. Store.
-  const bool refused = !StoreGuarded(v, guarded, stored);
+  std::vector<std::uint8_t> stored(v.size(), 0);
+  bool refused = false;
+  try {
+    // 1. Write-protect. A run that could not be protected is not stored: a
+    // write after our read would be lost.
+    ForEachRun(v, NoSplit, [&](std::size_t k, std::size_t n) {
+      Status st = uffd->WriteProtect(Addr(v[k]), n * kPageSize, /*wp=*/true);
+      if (st.ok()) return;
+      LogError(st);
+      std::fill_n(&guarded[k], n, 0);
+    });
+    refused = !StoreGuarded(v, guarded, stored);  // 2. Store.
+  } catch (const std::bad_alloc&) {
+    // Step 3 must run whatever happened: a page left protected and counted
+    // stored while still mapped would block its writers for good (each WP
+    // fault finds it "evicted" and wakes them to fault again). The pages
+    // not stored yet stay resident, as if the pool had refused them.
+    LogOutOfMemory("eviction");
+    refused = true;
+  }
   // 3. Zap and wake, or un-protect (which wakes). Counted before the
   // wake: a woken writer may look at Stats() at once.
   ForEachRun(
@@ -173,6 +186,8 @@ bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
   // A stored page is entered as such at once (still mapped and
   // write-protected), so that a shrink later in this chunk can write it
   // back to make room.
+  // The shrinker's list comes last: its push may throw (EvictChunk), and
+  // every page the store took must be marked stored by then.
   auto entered = [&](std::size_t k, std::size_t n) {
     for (std::size_t q = k; q < k + n; ++q) {
       stored[q] = 1;
@@ -180,8 +195,8 @@ bool Region::Impl::StoreGuarded(std::span<const std::uint32_t> v,
       pages.clear(v[q],
                   PageMap::kRef | PageMap::kReadAhead | PageMap::kRefused);
       Bump(c.stored);
-      NoteStored(v[q]);
     }
+    for (std::size_t q = k; q < k + n; ++q) NoteStored(v[q]);
   };
   bool refused = false;
   // Stores the n pages of v[k..k+n), whose bytes are at src.

@@ -26,6 +26,9 @@
 // for the mutex): stored now, wake it and it faults p back in; refused and
 // resident, or a read-ahead page written for the first time: un-protect,
 // which wakes it.
+// Out of memory (std::bad_alloc) in a fault's handling or in the reclaimer
+// does not end the thread: the fault is answered by a wake (the faulter
+// faults again), the reclaim pass is skipped.
 #include <poll.h>
 #include <unistd.h>
 
@@ -35,7 +38,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "platform/clock.h"
@@ -104,8 +109,27 @@ std::size_t Region::Impl::SpinRead(uffd_msg* msgs, std::size_t max) {
 
 void Region::Impl::Handle(const uffd_msg* msgs, std::size_t n) {
   std::lock_guard<std::mutex> lock(mu);
-  for (std::size_t i = 0; i < n; ++i) HandleFault(msgs[i]);
-  Reclaim();
+  for (std::size_t i = 0; i < n; ++i) {
+    try {
+      HandleFault(msgs[i]);
+    } catch (const std::bad_alloc&) {
+      // Only a load's error message allocates, before anything changed:
+      // the faulter is woken to fault again, and served then.
+      LogOutOfMemory("fault handler");
+      Status w = uffd->Wake(
+          msgs[i].arg.pagefault.address & ~std::uintptr_t{kPageSize - 1},
+          kPageSize);
+      w.IgnoreError();
+    }
+  }
+  try {
+    Reclaim();
+  } catch (const std::bad_alloc&) {
+    // Its victim list (or the shrinker's) could not be had: the pass is
+    // skipped, and the next batch's tries again. Ending the handler would
+    // leave every fault of the region unanswered.
+    LogOutOfMemory("reclaimer");
+  }
 }
 
 void Region::Impl::HandleFault(const uffd_msg& msg) {
@@ -309,11 +333,13 @@ void Region::Impl::MarkLoaded(std::size_t p, bool read_ahead, bool wb,
 void Region::Impl::LoadFailed(std::size_t p, const Status& st) {
   if (!logged_load_error) {
     logged_load_error = true;
+    const std::string_view code = StatusCodeName(st.code());
     std::fprintf(stderr,
-                 "ztier region: page %zu (%p) could not be loaded: %s; it is "
-                 "poisoned, a touch raises SIGBUS\n",
+                 "ztier region: page %zu (%p) could not be loaded: %.*s: %s; "
+                 "it is poisoned, a touch raises SIGBUS\n",
                  p, static_cast<void*>(base + p * kPageSize),
-                 st.ToString().c_str());
+                 static_cast<int>(code.size()), code.data(),
+                 st.message().c_str());
   }
   if (!uffd->can_poison()) {
     // Zeros or stale bytes would be silent corruption; SIGBUS is what the

@@ -62,6 +62,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "platform/signals.h"
@@ -137,10 +138,23 @@ Region::Impl::~Impl() {
   store.reset();
 }
 
-void Region::Impl::LogError(const Status& st) {
+void Region::Impl::LogError(const Status& st) noexcept {
   if (logged_error) return;
   logged_error = true;
-  std::fprintf(stderr, "ztier region: %s\n", st.ToString().c_str());
+  // Status::ToString's form, without its allocation.
+  const std::string_view code = StatusCodeName(st.code());
+  std::fprintf(stderr, "ztier region: %.*s: %s\n",
+               static_cast<int>(code.size()), code.data(),
+               st.message().c_str());
+}
+
+void Region::Impl::LogOutOfMemory(const char* what) noexcept {
+  if (logged_error) return;
+  logged_error = true;
+  std::fprintf(stderr,
+               "ztier region: out of memory in the %s; the pages not stored "
+               "stay resident\n",
+               what);
 }
 
 Result<std::unique_ptr<Region>> Region::Create(const RegionOptions& options) {

@@ -139,8 +139,11 @@ struct Region::Impl {
     return reinterpret_cast<std::uintptr_t>(base) + page * kPageSize;
   }
   // Logs the first unexpected error (a failed ioctl, madvise or writeback)
-  // of this region to stderr; the rest are not logged.
-  void LogError(const Status& st);
+  // of this region to stderr; the rest are not logged. Allocates nothing.
+  void LogError(const Status& st) noexcept;
+  // The same for a std::bad_alloc caught in the eviction or the reclaimer
+  // (`what`).
+  void LogOutOfMemory(const char* what) noexcept;
   // A resolving ioctl (UFFDIO_ZEROPAGE, _POISON, _WRITEPROTECT) on
   // [addr, addr + len) failed: logs st and wakes the faulting threads,
   // which a failed ioctl leaves asleep; they fault again and are served

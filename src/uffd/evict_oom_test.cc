@@ -1,0 +1,231 @@
+// File: uffd/evict_oom_test.cc
+//
+// A Region's eviction survives running out of memory at any point: with
+// each allocation of a Pageout failing in turn (the first, the second, ...,
+// until one completes with none failing), every page reads back what was
+// written, every page can be written again, none is left counted stored
+// while still mapped, and a later Pageout works. Without a backing store
+// and with one whose 64 KiB pool makes the shrinker write back (so that the
+// shrinker's list and its writeback allocate too).
+//
+// How: this binary replaces the global operator new, and a counter local
+// to the test's thread makes the chosen allocation fail (std::bad_alloc,
+// or null for the nothrow forms). Pageout evicts on the calling thread;
+// the region's handler thread is never failed. Skipped where userfaultfd
+// is not available to this process.
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "region_test_peer.h"
+#include "testing/test_util.h"
+#include "ztier/backing_store.h"
+#include "ztier/page.h"
+#include "ztier/region.h"
+
+// ---- the failing allocator -------------------------------------------------
+
+namespace {
+
+// 0: off; else the allocations of this thread left until the one that
+// fails (1: the next one).
+thread_local long t_fail_in = 0;
+thread_local bool t_failed = false;
+
+void* Allocate(std::size_t n, std::size_t align) {
+  if (t_fail_in > 0 && --t_fail_in == 0) {
+    t_failed = true;
+    return nullptr;
+  }
+  if (n == 0) n = 1;
+  if (align <= alignof(std::max_align_t)) return std::malloc(n);
+  return std::aligned_alloc(align, (n + align - 1) / align * align);
+}
+
+void* AllocateOrThrow(std::size_t n, std::size_t align = 0) {
+  if (void* p = Allocate(n, align)) return p;
+  throw std::bad_alloc();
+}
+
+}  // namespace
+
+void* operator new(std::size_t n) { return AllocateOrThrow(n); }
+void* operator new[](std::size_t n) { return AllocateOrThrow(n); }
+void* operator new(std::size_t n, std::align_val_t a) {
+  return AllocateOrThrow(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a) {
+  return AllocateOrThrow(n, static_cast<std::size_t>(a));
+}
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  return Allocate(n, 0);
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  return Allocate(n, 0);
+}
+void* operator new(std::size_t n, std::align_val_t a,
+                   const std::nothrow_t&) noexcept {
+  return Allocate(n, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a,
+                     const std::nothrow_t&) noexcept {
+  return Allocate(n, static_cast<std::size_t>(a));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
+  std::free(p);
+}
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kPages = 512;  // two eviction chunks
+
+// Page i at `version`: compressible text stamped with (i, version).
+void MakePage(std::byte* out, std::uint64_t i, std::uint64_t version) {
+  static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+  for (std::size_t at = 0; at < kPageSize; ++at) {
+    out[at] = static_cast<std::byte>(kText[(at + i) % (sizeof(kText) - 1)]);
+  }
+  std::memcpy(out, &i, 8);
+  std::memcpy(out + 8, &version, 8);
+}
+
+void Fill(Region& r, std::uint64_t version) {
+  for (std::size_t i = 0; i < kPages; ++i) {
+    MakePage(r.data() + i * kPageSize, i, version);
+  }
+}
+
+// The first page that does not hold `version`, or kPages.
+std::size_t FirstBad(const Region& r, std::uint64_t version) {
+  std::byte want[kPageSize];
+  for (std::size_t i = 0; i < kPages; ++i) {
+    MakePage(want, i, version);
+    if (std::memcmp(r.data() + i * kPageSize, want, kPageSize) != 0) return i;
+  }
+  return kPages;
+}
+
+// Aborts the process, saying `what`, unless Done() comes within 60 s: a
+// write that blocks for good would otherwise hang the test until CTest's
+// timeout, with no word of where.
+class Watchdog {
+ public:
+  explicit Watchdog(const char* what)
+      : thread_([this, what] {
+          std::unique_lock l(mu_);
+          if (!cv_.wait_for(l, std::chrono::seconds(60),
+                            [this] { return done_; })) {
+            std::fprintf(stderr, "evict_oom_test: %s: stuck\n", what);
+            std::abort();
+          }
+        }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard l(mu_);
+      done_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+TEST(EvictOomTest, NoFailedAllocationOfAPageoutLosesOrBlocksAPage) {
+  {
+    RegionOptions probe;
+    probe.size = kPageSize;
+    auto r = Region::Create(probe);
+    if (!r.has_value()) GTEST_SKIP() << r.error().ToString();
+  }
+  for (const bool with_backing : {false, true}) {
+    testing::ScopedTempDir dir;
+    long failed = 0;
+    long n = 1;
+    for (;; ++n) {
+      SCOPED_TRACE((with_backing ? "with a backing store, " : "without, ") +
+                   std::string("allocation ") + std::to_string(n) +
+                   " of the Pageout failing");
+      RegionOptions o;
+      o.size = kPages * kPageSize;
+      o.batch_stores = true;
+      std::shared_ptr<BackingStore> backing;
+      if (with_backing) {
+        BackingOptions bo;
+        bo.path = dir.File("backing" + std::to_string(n));
+        bo.size_bytes = kPages * kPageSize;
+        auto b = BackingStore::Open(bo);
+        ASSERT_TRUE(b.has_value()) << b.error().ToString();
+        backing = std::move(*b);
+        o.backing = backing;
+        o.max_pool_bytes = 64 << 10;
+      }
+      auto made = Region::Create(o);
+      ASSERT_TRUE(made.has_value()) << made.error().ToString();
+      Region& r = **made;
+      Fill(r, 0);
+
+      t_failed = false;
+      t_fail_in = n;
+      Status st;
+      try {
+        st = r.Pageout(r.data(), r.size());
+      } catch (const std::bad_alloc&) {
+        // Before the eviction began (its victim list): nothing changed.
+      }
+      t_fail_in = 0;
+      const bool fired = t_failed;
+      failed += fired;
+      EXPECT_OK(st);
+
+      {
+        Watchdog w("reading and writing every page after a failed Pageout");
+        ASSERT_EQ(FirstBad(r, 0), kPages);
+        {
+          std::lock_guard lock(RegionTestPeer::HandlerMutex(r));
+          const RegionStats s = r.Stats();
+          // Every page was touched: none may be counted stored (a page
+          // counted stored but still mapped would be write-protected, and
+          // its writers would fault for ever).
+          EXPECT_EQ(s.stored_pages, 0u);
+          EXPECT_EQ(s.written_back_now, 0u);
+          EXPECT_EQ(s.resident_pages, kPages);
+        }
+        Fill(r, 1);
+        ASSERT_EQ(FirstBad(r, 1), kPages);
+      }
+      ASSERT_OK(r.Pageout(r.data(), r.size()));
+      EXPECT_GT(r.Stats().zswpout, 0u);
+      {
+        Watchdog w("reading every page after a second Pageout");
+        ASSERT_EQ(FirstBad(r, 1), kPages);
+      }
+      if (!fired || ::testing::Test::HasFailure()) break;
+      ASSERT_LT(n, 100000) << "a Pageout that never ends allocating";
+    }
+    // The Pageout allocates: the loop above made some of them fail.
+    EXPECT_GT(failed, 3) << (with_backing ? "with" : "without")
+                         << " a backing store";
+    std::printf("%s a backing store: each of %ld allocations failed in turn\n",
+                with_backing ? "with" : "without", failed);
+  }
+}
+
+}  // namespace
+}  // namespace ztier
