@@ -112,7 +112,10 @@
 // cover, which then stay resident (their evictions are refused).
 // If the handler can no longer read the userfaultfd (an error no correct
 // program meets), the process is aborted with a message on stderr: no
-// other thread could answer the region's faults.
+// other thread could answer the region's faults. Running out of memory
+// (std::bad_alloc) loses and blocks nothing: an eviction keeps resident
+// what it had not stored yet, the handler answers a fault when it comes
+// again, and Pageout throws only before its eviction begins.
 //
 // Requirements: userfaultfd with UFFD_FEATURE_PAGEFAULT_FLAG_WP on
 // anonymous memory (Linux 5.7+), and the right to use it (root, or
