@@ -4,6 +4,7 @@
 // (systemd/zram-generator, man/zram-generator.conf.md).
 #include "service_config.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -80,28 +81,27 @@ std::string Join(const std::set<std::string, std::less<>>& keys) {
 
 class ConfigParser {
  public:
+  // A section's keys: each one's value and line.
+  using Keys = std::map<std::string, std::pair<std::string, int>>;
+
   ConfigParser(std::string_view path, double ram) : path_(path), ram_(ram) {}
 
+  // systemd.syntax(5)'s rules, as zram-generator reads its files: a
+  // section given again continues the first, a key given again replaces
+  // its earlier value, and an empty value resets the key to its default.
   Result<ServiceConfig> Parse(std::string_view text) {
     ServiceConfig config;
     config.path = path_;
-    std::set<std::string, std::less<>> sections;
-    std::set<std::string, std::less<>> keys;  // of the current section
     enum { kNone, kZtier, kDevice, kIgnored } in = kNone;
     // A UTF-8 byte order mark, as some editors write, is not text.
     if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
-    std::map<std::string, std::pair<std::string, int>> device_keys;
-    DeviceConfig device;
+    // Each device's section (first header's line) and keys, in file order.
+    std::vector<std::pair<DeviceConfig, Keys>> devices;
+    Keys ztier_keys;
+    Keys* keys = nullptr;  // the current section's
+    std::string section;
     int line_no = 0;
     std::size_t pos = 0;
-    const auto finish_device = [&]() -> Status {
-      if (in != kDevice) return Status::Ok();
-      auto done = FinishDevice(std::move(device), device_keys);
-      if (!done.has_value()) return done.error();
-      config.devices.push_back(std::move(*done));
-      device_keys.clear();
-      return Status::Ok();
-    };
     while (pos <= text.size()) {
       std::size_t end = text.find('\n', pos);
       if (end == std::string_view::npos) end = text.size();
@@ -113,26 +113,30 @@ class ConfigParser {
         if (line.back() != ']') {
           return Error(line_no, "a section header must end with ']': " + line);
         }
-        const std::string name = Trim(line.substr(1, line.size() - 2));
-        if (Status s = finish_device(); !s.ok()) return Err(s);
-        const bool ours = name == "ztier" || ValidDeviceName(name);
-        if (ours && !sections.insert(name).second) {
-          return Error(line_no, "section [" + name + "] is given twice");
-        }
-        keys.clear();
-        if (name == "ztier") {
+        section = Trim(line.substr(1, line.size() - 2));
+        if (section == "ztier") {
           in = kZtier;
-        } else if (ValidDeviceName(name)) {
+          keys = &ztier_keys;
+        } else if (ValidDeviceName(section)) {
           in = kDevice;
-          device = DeviceConfig{};
-          device.name = name;
-          device.line = line_no;
+          auto it = std::find_if(devices.begin(), devices.end(), [&](auto& d) {
+            return d.first.name == section;
+          });
+          if (it == devices.end()) {
+            DeviceConfig d;
+            d.name = section;
+            d.line = line_no;
+            devices.emplace_back(std::move(d), Keys{});
+            it = devices.end() - 1;
+          }
+          keys = &it->second;
         } else {
           // zram-generator ignores every section but [zramN], with a
           // warning; so does ztier, so that its files work unchanged.
           in = kIgnored;
+          keys = nullptr;
           Warn(line_no,
-               "section [" + name +
+               "section [" + section +
                    "] ignored: want [ztier] or a device, [zram0], [zram1], "
                    "... (a name starting with zram, then letters, digits, _ "
                    ". or -)");
@@ -147,6 +151,12 @@ class ConfigParser {
       const std::string key = Trim(line.substr(0, eq));
       const std::string value = Trim(line.substr(eq + 1));
       if (key.empty()) return Error(line_no, "a value with no key: " + line);
+      if (in == kNone && key.starts_with("set!")) {
+        return Error(line_no, "'" + key +
+                                  "': zram-generator's set! "
+                                  "variables (a program's output) are not "
+                                  "supported; write the value itself");
+      }
       if (in == kNone) {
         return Error(line_no, "'" + key + "' is outside a section; put it "
                               "under [zram0] or [ztier]");
@@ -154,9 +164,7 @@ class ConfigParser {
       if (in == kIgnored) continue;
       const auto& known = in == kZtier ? ZtierKeys() : DeviceKeys();
       if (!known.contains(key)) {
-        const std::string what = "unknown key '" + key + "' in [" +
-                                 (in == kZtier ? std::string("ztier")
-                                               : device.name) +
+        const std::string what = "unknown key '" + key + "' in [" + section +
                                  "]; known: " + Join(known);
         // ztier's own section is checked; a device's unknown key is
         // ignored with a warning, as zram-generator does (a newer
@@ -165,26 +173,38 @@ class ConfigParser {
         Warn(line_no, what + " (ignored, as zram-generator does)");
         continue;
       }
-      if (!keys.insert(key).second) {
-        return Error(line_no, "'" + key + "' is given twice in this section");
+      if (auto it = keys->find(key); it != keys->end()) {
+        Warn(line_no,
+             "'" + key + "' of [" + section + "] is given again " +
+                 (value.empty()
+                      ? "empty: it is reset to its default"
+                      : "(after line " + std::to_string(it->second.second) +
+                            "): this value is used"));
       }
       if (value.empty()) {
-        return Error(line_no, "'" + key + "' has no value");
-      }
-      if (in == kZtier) {
-        config.ztier.push_back({key, value, line_no});
+        keys->erase(key);
       } else {
-        device_keys[key] = {value, line_no};
+        (*keys)[key] = {value, line_no};
       }
     }
-    if (Status s = finish_device(); !s.ok()) return Err(s);
+    // The [ztier] keys in file order, each where it was last set.
+    for (const auto& [key, v] : ztier_keys) {
+      config.ztier.push_back({key, v.first, v.second});
+    }
+    std::sort(config.ztier.begin(), config.ztier.end(),
+              [](const ConfigEntry& a, const ConfigEntry& b) {
+                return a.line < b.line;
+              });
+    for (auto& [device, device_keys] : devices) {
+      auto done = FinishDevice(std::move(device), device_keys);
+      if (!done.has_value()) return Err(done.error());
+      config.devices.push_back(std::move(*done));
+    }
     config.warnings = std::move(warnings_);
     return config;
   }
 
  private:
-  using Keys = std::map<std::string, std::pair<std::string, int>>;
-
   Result<DeviceConfig> FinishDevice(DeviceConfig d, const Keys& keys) {
     const auto get = [&](const char* key) -> const std::pair<std::string, int>* {
       auto it = keys.find(key);

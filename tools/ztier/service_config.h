@@ -14,7 +14,10 @@
 //   listen = 127.0.0.1:10809
 //
 // Lines: `[section]`, `key = value` (spaces around either optional), blank,
-// or a comment starting with '#' or ';'. Each [zramN] section (a name that
+// or a comment starting with '#' or ';'. As systemd.syntax(5) says (and
+// zram-generator reads): a section given again continues the first, a key
+// given again replaces its earlier value (with a warning), and an empty
+// value resets the key to its default. Each [zramN] section (a name that
 // starts with "zram", as zram-generator requires) is one device, in file
 // order; its keys (zram-generator's) are:
 //   zram-size            size expression (size_expr.h), MiB; default
@@ -49,9 +52,9 @@
 // device.
 //
 // Errors (kInvalidArgument), each "FILE:LINE: reason": a line that is none
-// of the above, a key outside a section, an unknown section or key, a key
-// given twice in a section, a section given twice, an empty value, and a
-// bad value or expression (with the reason). A file that cannot be read
+// of the above, a key outside a section (zram-generator's `set!` variables
+// among them), an unknown [ztier] key, and a bad value or expression (with
+// the reason). A file that cannot be read
 // is its errno's status, "FILE: reason".
 //
 // Thread safety: pure functions, except that LoadServiceConfig reads files.
