@@ -616,12 +616,56 @@ Status NbdFile::Open() {
   return Status::Ok();
 }
 
+// Whether the query of `uri` (after '?', '&'-separated) has `name`=.
+bool HasQueryParam(std::string_view uri, std::string_view name) {
+  const std::size_t q = uri.find('?');
+  if (q == std::string_view::npos) return false;
+  std::string_view rest = uri.substr(q + 1);
+  while (!rest.empty()) {
+    const std::size_t amp = rest.find('&');
+    const std::string_view item = rest.substr(0, amp);
+    if (item.starts_with(name) && item.substr(name.size()).starts_with('=')) {
+      return true;
+    }
+    if (amp == std::string_view::npos) break;
+    rest.remove_prefix(amp + 1);
+  }
+  return false;
+}
+
+// The URI's TLS settings make sense: over TCP (nbds://) the server must be
+// authenticated, by a CA (tls-certificates=DIR with its ca-cert.pem) or a
+// PSK, since libnbd (1.14) verifies no certificate without one, and TLS
+// parameters on a plain scheme (which libnbd ignores) are refused.
+Status CheckTlsParams(std::string_view uri) {
+  const bool named = HasQueryParam(uri, "tls-certificates") ||
+                     HasQueryParam(uri, "tls-psk-file");
+  if (uri.starts_with("nbds:")) {
+    if (named) return Status::Ok();
+    return Status::InvalidArgument(
+        "nbds:// needs the server's CA (tls-certificates=DIR, a folder "
+        "holding ca-cert.pem) or a pre-shared key (tls-psk-file=FILE): "
+        "without either, the server's certificate is not verified, and "
+        "anyone in the path could read and change written-back pages");
+  }
+  if (!uri.starts_with("nbds+unix:") &&
+      (named || HasQueryParam(uri, "tls-username"))) {
+    return Status::InvalidArgument(
+        "TLS parameters on a plain-text URI (the connection would not use "
+        "TLS): use nbds:// or nbds+unix://");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
     const std::string& uri, const NbdBackingOptions& options) {
   if (!IsNbdUri(uri)) {
     return Err(Status::InvalidArgument("not an NBD URI: " + uri));
+  }
+  if (Status st = CheckTlsParams(uri); !st.ok()) {
+    return Err(Status(st.code(), uri + ": " + st.message()));
   }
   if (options.connections < 1 || options.connections > 64) {
     return Err(Status::InvalidArgument("connections must be 1..64"));

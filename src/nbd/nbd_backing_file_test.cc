@@ -145,6 +145,22 @@ TEST(NbdBackingFileTest, RejectsWhatItCannotUse) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenNbdBackingFile("nbd://x", {.connections = 0}).error().code(),
             StatusCode::kInvalidArgument);
+  // TLS over TCP must authenticate the server; TLS settings on a plain
+  // scheme would be ignored. Refused before any connection is tried.
+  for (const auto& [uri, why] :
+       std::initializer_list<std::pair<const char*, const char*>>{
+           {"nbds://localhost:1/x", "needs the server's CA"},
+           {"nbds://localhost:1/x?tls-username=me", "needs the server's CA"},
+           {"nbd://localhost:1/x?tls-certificates=/etc/pki",
+            "TLS parameters on a plain-text URI"},
+           {"nbd+unix:///x?socket=/s&tls-psk-file=/k",
+            "TLS parameters on a plain-text URI"}}) {
+    auto r = OpenNbdBackingFile(uri, {.timeout_ms = 100});
+    ASSERT_FALSE(r.has_value()) << uri;
+    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument) << uri;
+    EXPECT_NE(r.error().message().find(why), std::string::npos)
+        << r.error().message();
+  }
   ScopedTempDir dir;
   auto none = OpenNbdBackingFile(
       "nbd+unix:///?socket=" + dir.File("none.sock"), {.timeout_ms = 500});

@@ -14,9 +14,12 @@
 // TLS: nbds:// and nbds+unix:// require it; the URI may name the client's
 // certificates (tls-certificates=DIR, the layout libnbd reads) or a PSK
 // file (tls-psk-file=FILE): it comes from the operator, so local files are
-// allowed (nbd_set_uri_allow_local_file). libnbd verifies a server's
+// allowed (nbd_set_uri_allow_local_file). nbds:// must name one of them:
+// without a ca-cert.pem or a PSK libnbd (1.14) verifies no certificate,
+// and the remote would not be authenticated. libnbd verifies a server's
 // certificate only against a host name, so over nbds+unix:// none is
-// checked: encrypted, not authenticated, unless with a PSK.
+// checked: encrypted, not authenticated, unless with a PSK. TLS
+// parameters on nbd:// or nbd+unix:// (plain text) are refused.
 //
 // Layout: the export's first 4096 bytes hold a label (a magic and 16
 // random bytes this file wrote when it opened the export); the file is the
@@ -71,10 +74,10 @@
 //   - A remote that comes back different (another size, or without this
 //     file's label: restarted empty, or another export): every block
 //     written before, and not freed since (trimmed, or freed where TRIM is
-//     refused or not offered), is lost. Its reads fail with -EIO from then on (never
-//     zeros); lost_blocks() counts them (bd_lost in the store's stats and
-//     the metrics), and the log gets one line. The
-//     label is written again and new writes work as before.
+//     refused or not offered), is lost. Its reads fail with -EIO from then on
+//     (never zeros); lost_blocks() counts them (bd_lost in the store's stats
+//     and the metrics), and the log gets one line. The label is written again
+//     and new writes work as before.
 //
 // Thread safety: as BackingFile's. Each connection has a mutex; a command
 // holds it while it submits or polls (at most 10 ms at a time), never
@@ -116,7 +119,8 @@ inline bool IsNbdUri(std::string_view path) {
 
 // Connects (each connection within timeout_ms), checks the export (at
 // least two blocks, writable) and writes the label. Errors: kInvalidArgument
-// (a bad URI or option, an export too small or read-only), kIoError
+// (a bad URI or option, TLS settings as above, an export too small or
+// read-only), kIoError
 // (cannot connect or write, saying why), kUnsupported (built without
 // libnbd).
 Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
