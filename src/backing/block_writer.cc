@@ -173,22 +173,27 @@ Result<std::unique_ptr<BlockWriter>> BackingStore::NewWriter(
         std::to_string(options.in_flight) + " (>= 1), max_io_blocks " +
         std::to_string(options.max_io_blocks) + " (1..256)"));
   }
+  // A file that takes no larger writes (a remote's maximum request size)
+  // gets IOs of at most that many blocks.
+  std::size_t blocks = options.max_io_blocks;
+  if (const std::size_t limit = s.file->max_write_bytes(); limit != 0) {
+    blocks = std::clamp<std::size_t>(limit / kPageSize, 1, blocks);
+  }
   std::unique_ptr<BlockWriter> w(new BlockWriter());
   BlockWriter::Impl& m = *w->impl_;
   ZT_ASSIGN_OR_RETURN(m.file,
-                      s.file->NewWriter(options.in_flight,
-                                        options.max_io_blocks * kPageSize));
+                      s.file->NewWriter(options.in_flight, blocks * kPageSize));
   m.path = &path;
   m.cipher = s.cipher.get();
   m.num_blocks = s.num_blocks;
-  m.max_io_blocks = options.max_io_blocks;
-  m.tags.resize(options.in_flight * options.max_io_blocks);
+  m.max_io_blocks = blocks;
+  m.tags.resize(options.in_flight * blocks);
   m.ios.resize(options.in_flight);
   for (std::size_t i = options.in_flight; i-- > 0;) {
     BlockWriter::Io& io = m.ios[i];
     io.index = static_cast<unsigned>(i);
     io.buf = m.file->buffer(i);
-    io.tags = &m.tags[i * options.max_io_blocks];
+    io.tags = &m.tags[i * blocks];
     m.free_ios.push_back(&io);
   }
   return w;

@@ -103,6 +103,7 @@ class NbdFile final : public BackingFile {
       std::size_t ios, std::size_t io_bytes) override;
 
   std::uint64_t lost_blocks() const override { return lost_.load(); }
+  std::size_t max_write_bytes() const override { return max_write_; }
   bool can_discard() const override { return can_trim_; }
   void Discard(std::span<const Range> ranges, std::span<bool> sent) override;
   std::size_t write_connections() const {
@@ -166,6 +167,7 @@ class NbdFile final : public BackingFile {
   std::uint64_t export_size_ = 0;
   std::uint64_t size_ = 0;
   bool multi_conn_ = false;
+  std::size_t max_write_ = 0;  // the export's maximum request, 0: none said
   bool can_trim_ = false;
   alignas(4096) std::byte label_[kLabelBytes] = {};
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
@@ -588,6 +590,22 @@ Status NbdFile::Open() {
     size_ = std::min(size_, std::max(options_.max_bytes / kLabelBytes,
                                      std::uint64_t{1}) * kLabelBytes);
   }
+  // NBD_INFO_BLOCK_SIZE (proto.md, "Block size constraints"): a client
+  // that asked for it (libnbd does) must honour it. Blocks are 4096
+  // bytes, so a larger minimum cannot be served; the maximum caps the
+  // writes (BackingStore::NewWriter).
+  const std::int64_t min_block = nbd_get_block_size(c.h, LIBNBD_SIZE_MINIMUM);
+  const std::int64_t max_block = nbd_get_block_size(c.h, LIBNBD_SIZE_MAXIMUM);
+  if (min_block > static_cast<std::int64_t>(kLabelBytes) ||
+      (max_block > 0 && max_block < static_cast<std::int64_t>(kLabelBytes))) {
+    return Status::InvalidArgument("the export's block size limits (minimum " +
+                                   std::to_string(min_block) + ", maximum " +
+                                   std::to_string(max_block) +
+                                   " bytes) do not allow 4096-byte requests");
+  }
+  max_write_ = max_block > 0 ? static_cast<std::size_t>(max_block) /
+                                   kLabelBytes * kLabelBytes
+                             : 0;
   multi_conn_ = nbd_can_multi_conn(c.h) == 1;
   can_trim_ = c.can_trim;
   if (c.write_flags == 0) {

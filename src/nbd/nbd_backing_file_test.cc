@@ -191,6 +191,35 @@ TEST(NbdBackingFileTest, WritebackAndReadBackOverSeveralConnections) {
   EXPECT_EQ(store->Stats().bd_reads, kPages);
 }
 
+// An export that takes requests of at most 16 KiB (NBD_INFO_BLOCK_SIZE,
+// and EINVAL for a larger one) gets writes of at most 4 blocks; one whose
+// minimum is above 4096 bytes cannot hold 4 KiB blocks and is refused.
+TEST(NbdBackingFileTest, WritesStayWithinTheExportsMaximumRequest) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=blocksize-policy", false,
+                {"blocksize-maximum=16384", "blocksize-error-policy=error"});
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 2});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  EXPECT_EQ((*file)->max_write_bytes(), 16384u);
+  auto store = StoreOn(*file);
+  Fill(*store, 0, kPages);
+  const WritebackResult r = WriteBackIdle(*store);
+  ASSERT_OK(r.status);
+  EXPECT_EQ(r.written, kPages);
+  EXPECT_EQ(r.failed, 0u);
+  Expect(*store, 0, kPages);
+
+  ScopedTempDir dir2;
+  Remote coarse(dir2, "--filter=blocksize-policy", false,
+                {"blocksize-minimum=8192", "blocksize-preferred=8192"});
+  auto refused = OpenNbdBackingFile(coarse.Uri(), {.timeout_ms = 5000});
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message().find("block size limits"),
+            std::string::npos)
+      << refused.error().message();
+}
+
 // Every write is durable on the remote before the store frees its RAM
 // copy (FUA, the label's too), and a file given max_bytes uses no more of
 // the export.

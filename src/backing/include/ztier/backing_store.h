@@ -163,7 +163,9 @@ class BackingStore {
 
   struct WriterOptions {
     std::size_t in_flight = 32;      // IOs submitted and not yet reaped, >= 1
-    std::size_t max_io_blocks = 32;  // blocks per IO, 1..256
+    // Blocks per IO, 1..256; fewer when the file takes no larger writes
+    // (BackingFile::max_write_bytes; BlockWriter::max_io_blocks says).
+    std::size_t max_io_blocks = 32;
   };
   // kInvalidArgument for a bad option; the file's NewWriter errors (kIoError
   // if io_uring cannot be set up, saying why).

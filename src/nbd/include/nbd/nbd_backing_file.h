@@ -32,6 +32,11 @@
 // NBD spec's guarantee that a write completed on one connection is seen
 // by the others); without it, over the first alone. Reads use the first.
 //
+// Block sizes: the export's NBD_INFO_BLOCK_SIZE limits are honoured. A
+// minimum above 4096 bytes (or a maximum below) is refused at open; the
+// maximum caps each write (max_write_bytes(): the store's writer splits
+// its IOs to fit).
+//
 // Durability: a write is sent with FUA where the connection offers it
 // (NBD_FLAG_SEND_FUA), so the server has made it durable before its reply
 // and the store frees the page's RAM copy only then; the label too. An

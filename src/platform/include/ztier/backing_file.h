@@ -92,6 +92,10 @@ class BackingFile {
   // kResourceExhausted when its buffers cannot be allocated.
   virtual Result<std::unique_ptr<BackingFileWriter>> NewWriter(
       std::size_t ios, std::size_t io_bytes) = 0;
+  // The most bytes one write may carry (a multiple of 4096: a remote's
+  // NBD_INFO_BLOCK_SIZE maximum, rounded down); 0: no limit of its own.
+  // BackingStore::NewWriter makes its IOs no larger.
+  virtual std::size_t max_write_bytes() const { return 0; }
   // Blocks found lost (written, then gone with a remote that came back
   // without them: nbd/nbd_backing_file.h); 0 for a local file.
   virtual std::uint64_t lost_blocks() const { return 0; }
