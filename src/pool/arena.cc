@@ -54,9 +54,13 @@ std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
     return nullptr;
   }
   if (new_arena) {
-    // The tail of the old arena (< 16 pages) is left unused.
+    // The tail of the old arena (< 16 pages) is left unused. kUnlocked:
+    // under the process's mlockall(MCL_FUTURE) a locked arena would be
+    // faulted in whole at mmap (1 GiB, under the class lock) and none of
+    // it given back (madvise cannot drop locked pages). A preallocated
+    // pool (reserve.cc) is the one to use where pages must stay locked.
     Result<platform::Mapping> m = platform::Mapping::Anonymous(
-        arena_bytes_, platform::Commit::kOnTouch, "mmap arena");
+        arena_bytes_, platform::Commit::kUnlocked, "mmap arena");
     if (!m.has_value()) return nullptr;
     if (huge_pages_) {
       // Advice only: without THP the kernel ignores it.
