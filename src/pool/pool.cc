@@ -399,10 +399,12 @@ void Pool::Impl::DoReleases(const ip::RunReleases& r) {
     if (arena.reserve() != nullptr) {
       // With a reserve a shell keeps only its descriptor: a run kept by one
       // class would be kept from all the others, so it goes back now and
-      // Malloc takes a new one for the shell.
+      // Malloc takes a new one for the shell. The descriptor is settled
+      // before the run goes, as in FreeZspage: a thread that takes the run
+      // at once must not need an id beyond the table's.
       descs.Get(x.id)->base = nullptr;
-      arena.ReleaseRun(x.base, x.run_pages);
       if (!x.sc->StashShell(x.id)) FreeDesc(*x.sc, x.id);
+      arena.ReleaseRun(x.base, x.run_pages);
       continue;
     }
     if (x.sc->StashShell(x.id)) continue;
