@@ -74,6 +74,18 @@ struct Conn {
     if (h != nullptr) nbd_close(h);
     h = nullptr;
   }
+  // A command's error: ESHUTDOWN says the server is going away, and the
+  // client must then disconnect (proto.md, "Terminating the transmission
+  // phase"): NBD_CMD_DISC, and the connection is closed; the next command
+  // makes a new one (the server restarted, say). Returns -errno.
+  long CommandError() {
+    const int e = nbd_get_errno();
+    if (e == ESHUTDOWN) {
+      nbd_aio_disconnect(h, 0);
+      Close();
+    }
+    return -(e != 0 ? e : EIO);
+  }
   // An attempt failed: no other before the backoff, which then doubles.
   void Failed() {
     next_try = Clock::now() + backoff;
@@ -315,8 +327,10 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
         nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(cookie));
     if (r == 1) return 0;
     if (r == -1) {
-      const int e = nbd_get_errno();
-      return -(e != 0 ? e : EIO);
+      // A read on a server shutting down is tried again on a new
+      // connection, as one whose connection dropped.
+      const long e = c.CommandError();
+      return e == -ESHUTDOWN ? -ENOTCONN : e;
     }
     if (Clock::now() >= deadline) {
       HoldOff(start);
@@ -534,10 +548,7 @@ class NbdWriter final : public BackingFileWriter {
       const int r =
           nbd_aio_command_completed(c.h, static_cast<std::uint64_t>(x.cookie));
       if (r == 1) return static_cast<long>(x.len);
-      if (r == -1) {
-        const int e = nbd_get_errno();
-        return -(e != 0 ? e : EIO);
-      }
+      if (r == -1) return c.CommandError();  // refused: not written
       if (tries == 0 && nbd_poll(c.h, 0) == -1) {
         c.Close();
         return -ENOTCONN;

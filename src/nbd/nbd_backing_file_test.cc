@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <sstream>
@@ -218,6 +219,39 @@ TEST(NbdBackingFileTest, WritesStayWithinTheExportsMaximumRequest) {
   EXPECT_NE(refused.error().message().find("block size limits"),
             std::string::npos)
       << refused.error().message();
+}
+
+// A server that answers ESHUTDOWN is going away, and the client must then
+// disconnect (proto.md, "Terminating the transmission phase"). The file
+// leaves the connection and its read goes on on a new one, as for a
+// dropped connection: here nbdkit's error filter answers every read
+// ESHUTDOWN while a file exists, for 300 ms; the read waits it out.
+TEST(NbdBackingFileTest, ReadsGoOnPastAServerShuttingDown) {
+  ScopedTempDir dir;
+  const std::string trigger = dir.File("shutting-down");
+  Remote remote(dir, "--filter=error", false,
+                {"error=ESHUTDOWN", "error-pread-rate=100%",
+                 "error-pread-file=" + trigger});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 16);
+  ASSERT_EQ(WriteBackIdle(*store).written, 16u);
+  ASSERT_EQ(Sh("touch '" + trigger + "'").exit_code, 0);
+  std::thread lift([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Sh("rm -f '" + trigger + "'");
+  });
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::byte> out(kPageSize);
+  const Status st = store->Load(3, MutablePage(out.data(), kPageSize));
+  const auto took = std::chrono::steady_clock::now() - start;
+  lift.join();
+  ASSERT_OK(st);
+  EXPECT_EQ(std::memcmp(out.data(), Page(3).data(), kPageSize), 0);
+  EXPECT_GE(took, std::chrono::milliseconds(250));  // it did meet ESHUTDOWN
+  Expect(*store, 0, 16);
 }
 
 // Every write is durable on the remote before the store frees its RAM

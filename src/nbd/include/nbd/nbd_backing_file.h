@@ -67,7 +67,10 @@
 //     the pages of a failed writeback pass in RAM, and its reads fail with
 //     kIoError. A timed-out or dropped connection is closed; every command
 //     in flight on it fails so. A read whose connection drops retries on
-//     a new one until its deadline, then fails (-EIO, or -ETIMEDOUT).
+//     a new one until its deadline, then fails (-EIO, or -ETIMEDOUT). A
+//     server that answers ESHUTDOWN (it is stopping) is left at once
+//     (NBD_CMD_DISC, as proto.md requires) and its read goes on the same
+//     way, on the server that comes back; a write so answered fails.
 //   - Reconnection: a closed connection is made again by the next command
 //     that needs it, but no sooner than a backoff after the last failed
 //     attempt (100 ms, doubling to 5 s; reset by a success). A read waits
