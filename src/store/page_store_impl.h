@@ -425,7 +425,7 @@ struct PageStore::Impl {
       if (!options.store_incompressible) {
         Add(reject_compress_poor);
         *poor = true;
-        return Status::ResourceExhausted("page does not compress");
+        return Status::ResourceExhausted("incompressible");  // see above
       }
       obj = page;
       content = slot::kHuge;  // raw: no dictionary
