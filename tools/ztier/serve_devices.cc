@@ -147,6 +147,14 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
       }
       Log(LogLevel::kInfo, d.name + ": added");
       ++counts.applied;
+      if (!d.recompress_params.empty()) {
+        // The policy's per-device tokens are set at start.
+        not_applied(d.name + ": the recompression parameters " +
+                    d.recompress_params +
+                    " of compression-algorithm take effect at a restart; "
+                    "until then the policy's own tokens apply to it");
+        d.recompress_params.clear();  // not in effect: said again next time
+      }
       continue;
     }
     const DeviceConfig& was = *it->second;
@@ -204,13 +212,16 @@ ReloadCounts ApplyReloadedConfig(const ServiceConfig& before,
       d.disksize = was.disksize;
       d.size_expression = was.size_expression;
     }
+    // The recompression group too: the policy took it at start.
     if (d.comp_algorithm != was.comp_algorithm ||
         d.algorithm_params != was.algorithm_params ||
-        d.recomp_algorithms != was.recomp_algorithms) {
+        d.recomp_algorithms != was.recomp_algorithms ||
+        d.recompress_params != was.recompress_params) {
       needs_restart("compression-algorithm");
       d.comp_algorithm = was.comp_algorithm;
       d.algorithm_params = was.algorithm_params;
       d.recomp_algorithms = was.recomp_algorithms;
+      d.recompress_params = was.recompress_params;
     }
     if (d.backing_dev != was.backing_dev) {
       needs_restart("writeback-device");

@@ -355,6 +355,17 @@ TEST(ServeServiceTest, SighupAppliesMemLimitAndKeepsEveryPage) {
   // The same file again: the size change is still not applied, and says so.
   ASSERT_TRUE(s.Reload());
   ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 1 not")) << s.Log();
+  // Another recompression group: the policy took it at start.
+  {
+    std::string group = text;
+    group.replace(group.find("(type=idle)"), 11, "(type=huge)");
+    WriteFile(dir.File("ztier.conf"), group);
+    ASSERT_TRUE(s.Reload());
+    ASSERT_TRUE(s.WaitForLog("0 change(s) applied, 2 not")) << s.Log();
+    EXPECT_NE(s.Log().find("zram0: compression-algorithm changed, not applied"),
+              std::string::npos) << s.Log();
+    WriteFile(dir.File("ztier.conf"), text);
+  }
   // [ztier] log-level applies at once, and so does its removal.
   WriteFile(dir.File("ztier.conf"), text + "log-level = debug\n");
   ASSERT_TRUE(s.Reload());
