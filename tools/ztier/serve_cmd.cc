@@ -10,6 +10,7 @@
 #include <signal.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -373,9 +374,18 @@ std::string Summary(const DeviceRegistry& registry, const nbd::NbdServer& nbd) {
   return line;
 }
 
+// A failure is logged once, not every 10 s (the STATUS= line) while the
+// socket stays bad; a later success says so.
 void Notify(const ServiceNotifier& notifier, const std::string& state) {
+  static std::atomic<bool> failing{false};
   if (Status s = notifier.Notify(state); !s.ok()) {
-    Log(LogLevel::kWarning, "sd_notify: " + s.message());
+    if (!failing.exchange(true)) {
+      Log(LogLevel::kWarning,
+          "sd_notify: " + s.message() +
+              " (further failures are not logged until one succeeds)");
+    }
+  } else if (failing.exchange(false)) {
+    Log(LogLevel::kInfo, "sd_notify: the service manager is reached again");
   }
 }
 
@@ -818,10 +828,13 @@ void PrintConnect(const ServeSettings& s,
     for (const DeviceConfig& d : config->devices) {
       if (!d.skipped.empty() || registry.Find(d.name) == nullptr) continue;
       const std::string dev = "/dev/nbd" + std::to_string(n++);
+      // -swap: the nbd driver's connection must not wait on memory
+      // (docs/swap.md).
       std::printf("  %s, as the file says: nbd-client -unix %s -N %s -b 4096 "
-                  "%s && %s\n",
+                  "%s%s && %s\n",
                   d.name.c_str(), Absolute(s.unix_path).c_str(), d.name.c_str(),
-                  dev.c_str(), UsageCommands(d, dev).c_str());
+                  dev.c_str(), d.is_swap() ? " -swap" : "",
+                  UsageCommands(d, dev).c_str());
     }
   }
   std::printf("Stop with Ctrl-C or SIGTERM; SIGHUP %s.\n",
