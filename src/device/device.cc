@@ -567,7 +567,7 @@ Status Device::Impl::Writeback(std::string_view tokens,
                        std::to_string(r.changed) + " changed meanwhile, " +
                        std::to_string(r.failed) + " failed";
     if (!r.status.ok()) line += "; stopped: " + r.status.message();
-    defaults_.log(line);
+    defaults_.log(r.status.ok() && r.failed == 0 ? line : "warning: " + line);
   }
   return r.status;
 }
@@ -690,7 +690,7 @@ Status Device::Impl::Recompress(std::string_view tokens,
         std::to_string(r.incompressible) + " marked incompressible, " +
         std::to_string(r.changed) + " changed meanwhile";
     if (!r.status.ok()) line += "; stopped: " + r.status.message();
-    defaults_.log(line);
+    defaults_.log(r.status.ok() ? line : "warning: " + line);
   }
   return r.status;
 }
@@ -1009,7 +1009,7 @@ void Device::Impl::NoteMemLimit(const Status& s) {
       (s.message() == "over mem_limit" || s.message() == "pool is full")) {
     if (!at_mem_limit_.exchange(true, std::memory_order_relaxed)) {
       mem_limit_checked_ns_.store(platform::MonotonicNs(), std::memory_order_relaxed);
-      defaults_.log(name_ + ": mem_limit reached (" +
+      defaults_.log("warning: " + name_ + ": mem_limit reached (" +
                     std::to_string(mem_limit_) +
                     " bytes): writes fail with ENOSPC until pages are freed "
                     "or the limit is raised");

@@ -187,7 +187,7 @@ bool Connection::StartWriter() {
     writer_ = std::thread([this] { WriterLoop(); });
     return true;
   } catch (const std::system_error&) {
-    Log("no thread for the reply writer; the connection ends");
+    Warn("no thread for the reply writer; the connection ends");
     MarkBroken();
     return false;
   }
@@ -276,7 +276,7 @@ void Connection::Serve() {
     }
   }
   if (!have) {
-    Log("no memory for the connection's buffers; it ends");
+    Warn("no memory for the connection's buffers; it ends");
     return;
   }
   if (bytes != 0) {
@@ -911,6 +911,10 @@ void Connection::Log(const std::string& line) const {
   if (limits_.log) limits_.log("nbd " + name_ + ": " + line);
 }
 
+void Connection::Warn(const std::string& line) const {
+  if (limits_.log) limits_.log("warning: nbd " + name_ + ": " + line);
+}
+
 void Connection::LogError(std::uint16_t type, std::uint64_t offset,
                           std::uint32_t length, std::uint32_t error,
                           std::string_view why) {
@@ -925,7 +929,7 @@ void Connection::LogError(std::uint16_t type, std::uint64_t offset,
   if (n == kMaxLoggedErrors) {
     line += " (further error replies of this connection are only counted)";
   }
-  Log(line);
+  Warn(line);
 }
 
 bool Connection::Stop(std::string reason) {

@@ -112,7 +112,9 @@ struct ConnectionLimits {
   // starts, so that requests up to this size never allocate. 0: lazily.
   std::uint32_t prealloc_job_bytes = 0;
   // Where the connection's log lines go (above); null: nowhere. Called from
-  // the reader and the workers, one whole line at a time.
+  // the reader and the workers, one whole line at a time. A line that is a
+  // warning (an error reply, a connection ended for want of memory or a
+  // thread) starts with "warning: ".
   std::function<void(const std::string&)> log;
   // The server's counters (nbd_counters.h), updated lock-free by the reader
   // and the workers; null: nothing counted. Must outlive the connection and
@@ -229,6 +231,8 @@ class Connection {
   void MarkBroken();  // REQUIRES: send_mu_ held
   // Log.
   void Log(const std::string& line) const;
+  // Log's line as a warning: "warning: " first (ConnectionLimits::log).
+  void Warn(const std::string& line) const;
   // Logs an error reply to a request (any thread).
   void LogError(std::uint16_t type, std::uint64_t offset, std::uint32_t length,
                 std::uint32_t error, std::string_view why);

@@ -150,8 +150,8 @@ class NbdServerImpl final : public NbdServer {
                              platform::PeerName(fd, tcp) + ")";
     if (active_.load() >= options_.max_connections) {
       if (options_.log) {
-        options_.log("nbd " + name + ": refused: " +
-                     std::to_string(options_.max_connections) +
+        options_.log("warning: nbd " + name +
+                     ": refused: " + std::to_string(options_.max_connections) +
                      " connections already (--max-connections)");
       }
       counters_.connections_refused.fetch_add(1, std::memory_order_relaxed);
@@ -174,7 +174,8 @@ class NbdServerImpl final : public NbdServer {
     }
     if (!raw->Start()) {
       if (options_.log) {
-        options_.log("nbd " + name + ": dropped: no thread could be started "
+        options_.log("warning: nbd " + name +
+                     ": dropped: no thread could be started "
                      "for it");
       }
       std::lock_guard l(mu_);

@@ -374,6 +374,18 @@ std::string Summary(const DeviceRegistry& registry, const nbd::NbdServer& nbd) {
   return line;
 }
 
+// A line of the engine's log callbacks (device, NBD server, ublk): a
+// warning when it starts with "warning: " (which the log's level then
+// replaces), else information.
+void LogEngineLine(const std::string& line) {
+  constexpr std::string_view kWarning = "warning: ";
+  if (line.starts_with(kWarning)) {
+    Log(LogLevel::kWarning, std::string_view(line).substr(kWarning.size()));
+  } else {
+    Log(LogLevel::kInfo, line);
+  }
+}
+
 // A failure is logged once, not every 10 s (the STATUS= line) while the
 // socket stays bad; a later success says so.
 void Notify(const ServiceNotifier& notifier, const std::string& state) {
@@ -699,7 +711,7 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   options.tls = c.tls.get();
   options.tls_required = s.tls == "require";
   options.preallocate = c.prealloc;
-  options.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
+  options.log = LogEngineLine;
   auto nbd_server = nbd::NbdServer::Start(options, registry);
   if (!nbd_server.has_value()) {
     return FailFor(nbd_server.error(),
@@ -947,14 +959,7 @@ Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
   o.disk.max_io_bytes = c.ublk_max_io;
   o.disk.populate = s.mlock;  // locked as touched: touch them now
   o.trace_path = s.ublk_trace;
-  o.log = [](const std::string& line) {
-    constexpr std::string_view kWarning = "warning: ";  // the log adds it
-    if (line.starts_with(kWarning)) {
-      Log(LogLevel::kWarning, std::string_view(line).substr(kWarning.size()));
-    } else {
-      Log(LogLevel::kInfo, line);
-    }
-  };
+  o.log = LogEngineLine;
   auto fe = ublk::UblkFrontEnd::Start(registry, std::move(o));
   if (!fe.has_value()) {
     std::string why = "--ublk: " + fe.error().message();
@@ -1069,7 +1074,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
     return nbd::OpenNbdBackingFile(uri, o);
   };
   defaults.prealloc = c.prealloc;
-  defaults.log = [](const std::string& line) { Log(LogLevel::kInfo, line); };
+  defaults.log = LogEngineLine;
   DeviceRegistry registry(defaults);
   if (auto rc = CreateDevices(s, config, c, &registry)) return *rc;
   // The devices' memory is made (preallocated); lock it and all else

@@ -141,7 +141,8 @@ struct DeviceDefaults {
   // Event lines (null: none), "zram0: ..." without a newline, from the
   // calling thread: each writeback pass and compaction with its counts,
   // and mem_limit reached (once, until the pool is back under 90% of it).
-  // Never one line per IO.
+  // Never one line per IO. A warning (mem_limit reached, a pass that
+  // stopped on an error or whose writes failed) starts with "warning: ".
   std::function<void(const std::string&)> log;
 };
 

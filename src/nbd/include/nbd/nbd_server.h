@@ -63,7 +63,8 @@ struct NbdServerOptions {
   bool preallocate = false;
   // Log lines (null: none): each connection's opening (with the peer's
   // address) and everything connection.h lists, one line a call, from any
-  // of the server's threads.
+  // of the server's threads. A warning (a refused or dropped connection,
+  // and connection.h's) starts with "warning: ".
   std::function<void(const std::string&)> log;
 };
 
