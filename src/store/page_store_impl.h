@@ -323,6 +323,21 @@ struct PageStore::Impl {
   // Locks / unlocks every slot of unit u, in ascending order.
   void LockUnit(std::uint64_t u);
   void UnlockUnit(std::uint64_t u);
+  // Every slot lock of unit u held for a scope: an exception under the
+  // locks (a std::bad_alloc from an error message or a thread's first
+  // buffer) leaves none held, where a slot left locked would hang every
+  // later access to the run.
+  class UnitLock {
+   public:
+    UnitLock(Impl& m, std::uint64_t u) : m_(m), u_(u) { m_.LockUnit(u_); }
+    ~UnitLock() { m_.UnlockUnit(u_); }
+    UnitLock(const UnitLock&) = delete;
+    UnitLock& operator=(const UnitLock&) = delete;
+
+   private:
+    Impl& m_;
+    const std::uint64_t u_;
+  };
   std::uint64_t SlotIndex(const Slot& s) const {
     return static_cast<std::uint64_t>(&s - &slots[0]);
   }

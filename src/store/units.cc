@@ -139,7 +139,7 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
     UncountDict(dict);
     return st;
   }
-  LockUnit(u);
+  const UnitLock run(*this, u);
   for (std::size_t k = 0; k < unit_pages; ++k) {
     Slot& s = slots[first + k];
     SlotTable::AssertHeld(s);
@@ -173,7 +173,6 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   }
   Add(compr_data_size, len);
   Add(unit_pages_live, n);
-  UnlockUnit(u);
   return Status::Ok();
 }
 
@@ -318,10 +317,9 @@ void PageStore::Impl::ReclaimQueued() {
     // A newer dictionary's codec is built before the run is locked, not
     // while readers of its pages wait.
     StreamDict(*lease);
-    LockUnit(u);
+    const UnitLock run(*this, u);
     internal::Unit& e = units[u];
     if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
-    UnlockUnit(u);
   }
   pool->ReleaseSpares();
 }

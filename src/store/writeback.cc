@@ -409,6 +409,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
   };
   static_assert(internal::kMaxUnitPieces <= 32);
   std::vector<Job> jobs;
+  jobs.reserve(kGroup);  // no allocation while a unit is locked
   std::unique_ptr<std::byte[]> data(
       new std::byte[kGroup * internal::kMaxUnitPieces * kPageSize]);
   auto members_of = [&](std::uint64_t u, auto&& fn) {
@@ -435,7 +436,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       jobs.clear();
       for (; u < end && jobs.size() < kGroup && !stopped && !spent; ++u) {
         internal::Unit& e = units[u];
-        LockUnit(u);
+        const UnitLock run(*this, u);
         bool ok = e.gen != 0 && !e.wb;
         if (ok) {
           members_of(u, [&](Slot&, std::uint32_t f) {
@@ -469,7 +470,6 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
             SlotTable::SetFlags(s, slot::kPp);
           });
         }
-        UnlockUnit(u);
       }
       // Blocks and IOs. A tag is a job and a piece.
       const auto done = [&](const BlockWriter::Done& d) {
@@ -526,7 +526,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       // Complete.
       for (Job& j : jobs) {
         internal::Unit& e = units[j.u];
-        LockUnit(j.u);
+        const UnitLock run(*this, j.u);
         bool same = e.gen == j.gen && !j.io_failed && !j.not_written;
         members_of(j.u, [&](Slot& s, std::uint32_t f) {
           SlotTable::AssertHeld(s);
@@ -572,7 +572,6 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
             result->changed += live;
           }
         }
-        UnlockUnit(j.u);
       }
     }
   }

@@ -8,11 +8,10 @@
 // and with one whose 64 KiB pool makes the shrinker write back (so that the
 // shrinker's list and its writeback allocate too).
 //
-// How: this binary replaces the global operator new, and a counter local
-// to the test's thread makes the chosen allocation fail (std::bad_alloc,
-// or null for the nothrow forms). Pageout evicts on the calling thread;
-// the region's handler thread is never failed. Skipped where userfaultfd
-// is not available to this process.
+// How: testing/failing_new.h fails the chosen allocation of the test's
+// thread (std::bad_alloc, or null for the nothrow forms). Pageout evicts
+// on the calling thread; the region's handler thread is never failed. Skipped
+// where userfaultfd is not available to this process.
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -20,75 +19,11 @@
 #include <new>
 
 #include "region_test_peer.h"
+#include "testing/failing_new.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
 #include "ztier/page.h"
 #include "ztier/region.h"
-
-// ---- the failing allocator -------------------------------------------------
-
-// The operators below are a matched set (new -> malloc, delete -> free);
-// GCC cannot see that through the replacement and warns.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-
-namespace {
-
-// 0: off; else the allocations of this thread left until the one that
-// fails (1: the next one).
-thread_local long t_fail_in = 0;
-thread_local bool t_failed = false;
-
-void* Allocate(std::size_t n, std::size_t align) {
-  if (t_fail_in > 0 && --t_fail_in == 0) {
-    t_failed = true;
-    return nullptr;
-  }
-  if (n == 0) n = 1;
-  if (align <= alignof(std::max_align_t)) return std::malloc(n);
-  return std::aligned_alloc(align, (n + align - 1) / align * align);
-}
-
-void* AllocateOrThrow(std::size_t n, std::size_t align = 0) {
-  if (void* p = Allocate(n, align)) return p;
-  throw std::bad_alloc();
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) { return AllocateOrThrow(n); }
-void* operator new[](std::size_t n) { return AllocateOrThrow(n); }
-void* operator new(std::size_t n, std::align_val_t a) {
-  return AllocateOrThrow(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return AllocateOrThrow(n, static_cast<std::size_t>(a));
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  return Allocate(n, 0);
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  return Allocate(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a,
-                   const std::nothrow_t&) noexcept {
-  return Allocate(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a,
-                     const std::nothrow_t&) noexcept {
-  return Allocate(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
 
 namespace ztier {
 namespace {
@@ -185,16 +120,15 @@ TEST(EvictOomTest, NoFailedAllocationOfAPageoutLosesOrBlocksAPage) {
       Region& r = **made;
       Fill(r, 0);
 
-      t_failed = false;
-      t_fail_in = n;
+      testing::FailNthAllocation(n);
       Status st;
       try {
         st = r.Pageout(r.data(), r.size());
       } catch (const std::bad_alloc&) {
         // Before the eviction began (its victim list): nothing changed.
       }
-      t_fail_in = 0;
-      const bool fired = t_failed;
+      const bool fired = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
       failed += fired;
       EXPECT_OK(st);
 

@@ -1,0 +1,114 @@
+// File: store/units_oom_test.cc
+//
+// A unit's reclaim survives running out of memory at any point: with each
+// allocation of the discard that makes a unit reclaimable failing in turn
+// (on a thread of its own, whose first unit cache and buffers are still
+// to be allocated), the discard may throw std::bad_alloc, but no slot of
+// the unit stays locked: the unit's other pages load as stored, and the
+// store goes on. testing/failing_new.h makes the allocations fail.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <thread>
+#include <vector>
+
+#include "testing/failing_new.h"
+#include "testing/test_util.h"
+#include "ztier/page_store.h"
+
+namespace ztier {
+namespace {
+
+constexpr std::size_t kUnit = 4;
+
+std::vector<std::byte> Pages(std::size_t count, std::uint64_t version) {
+  std::vector<std::byte> v(count * kPageSize);
+  static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] =
+        static_cast<std::byte>(kText[(i / 7 + version) % (sizeof(kText) - 1)]);
+  }
+  for (std::size_t k = 0; k < count; ++k) {
+    std::memcpy(v.data() + k * kPageSize, &k, sizeof(k));
+    std::memcpy(v.data() + k * kPageSize + 8, &version, sizeof(version));
+  }
+  return v;
+}
+
+// Runs fn on a new thread and waits up to 30 s for it; a slot left locked
+// would block it for good, so the process ends, saying `what`.
+template <typename Fn>
+void OnThreadWithin30s(const char* what, Fn fn) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread t([&] {
+    fn();
+    std::lock_guard l(mu);
+    done = true;
+    cv.notify_one();
+  });
+  std::unique_lock l(mu);
+  if (!cv.wait_for(l, std::chrono::seconds(30), [&] { return done; })) {
+    std::fprintf(stderr, "units_oom_test: %s: stuck\n", what);
+    std::abort();
+  }
+  l.unlock();
+  t.join();
+}
+
+TEST(UnitsOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
+  const std::vector<std::byte> pages = Pages(kUnit, 1);
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the discard failing");
+    PageStoreOptions o;
+    o.num_pages = 64;
+    o.unit_pages = kUnit;
+    auto made = PageStore::Create(o);
+    ASSERT_TRUE(made.has_value()) << made.error().ToString();
+    PageStore& store = **made;
+    ASSERT_OK(store.StoreBatch(0, pages));
+    ASSERT_EQ(store.Stats().units, 1u);
+    bool fired = false;
+    // A fresh thread: its unit cache and buffers are made on first use.
+    OnThreadWithin30s("the discards", [&] {
+      ASSERT_OK(store.Discard(0));
+      ASSERT_OK(store.Discard(1));
+      testing::FailNthAllocation(n);
+      try {
+        store.Discard(2).IgnoreError();
+      } catch (const std::bad_alloc&) {
+      }
+      fired = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
+    });
+    // The last page reads as stored, on this thread and a new one.
+    OnThreadWithin30s("loading page 3", [&] {
+      std::vector<std::byte> out(kPageSize);
+      ASSERT_OK(store.Load(3, MutablePage(out.data(), kPageSize)));
+      EXPECT_EQ(
+          std::memcmp(out.data(), pages.data() + 3 * kPageSize, kPageSize), 0);
+      // And the run takes a new unit.
+      ASSERT_OK(store.StoreBatch(0, Pages(kUnit, 2)));
+      ASSERT_OK(store.Load(2, MutablePage(out.data(), kPageSize)));
+      EXPECT_EQ(std::memcmp(out.data(), Pages(kUnit, 2).data() + 2 * kPageSize,
+                            kPageSize),
+                0);
+    });
+    failed += fired;
+    if (!fired || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 10000) << "a discard that never ends allocating";
+  }
+  EXPECT_GT(failed, 0);
+  std::printf("each of %ld allocations failed in turn\n", failed);
+}
+
+}  // namespace
+}  // namespace ztier
