@@ -458,6 +458,18 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     // outside the slot locks, it pins that page's dictionary id (counted
     // as an object) until done, so that the id keeps its codec.
     int dict = -1;
+    // The pin goes on every way out of the chunk: an exception (a
+    // thread's first decompressor, an error message) would otherwise keep
+    // the id from ever being freed.
+    struct Unpin {
+      Impl& m;
+      int& dict;
+      ~Unpin() { Now(); }
+      void Now() {
+        if (dict >= 0) m.UncountDict(DictBits(dict));
+        dict = -1;
+      }
+    } unpin{m, dict};
     for (std::size_t i = std::max(c, loaded_to); i < end; ++i) {
       if (m.MayStartUnit(first + i, count - i)) {
         loaded_to = i + unit_run(i);
@@ -495,7 +507,7 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     if (n == 0) continue;
     DecompressBatch(m.CodecOf(DictBits(dict)), std::span<BatchItem>(items, n),
                     m.workers.get());
-    m.UncountDict(DictBits(dict));
+    unpin.Now();
     for (std::size_t k = 0; k < n; ++k) {
       Status st = items[k].status;
       if (st.ok()) {
