@@ -289,7 +289,9 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   const std::int64_t size = nbd_get_size(h);
   long r = SyncLocked(c, false, now_label, 0, deadline);
   if (r != 0) return unchecked("reading the label");
-  if (static_cast<std::uint64_t>(size) == export_size_ &&
+  // Grown is the same export (a volume resized while its server was
+  // restarted): this file uses no more of it than before.
+  if (size >= 0 && static_cast<std::uint64_t>(size) >= export_size_ &&
       std::memcmp(now_label, label_, kLabelBytes) == 0) {
     c.backoff = kFirstBackoff;
     return Status::Ok();
@@ -305,8 +307,8 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   // Said once: a retry after a failed label write finds nothing more lost.
   if (lost != 0) {
     Log("the remote came back " +
-        std::string(static_cast<std::uint64_t>(size) != export_size_
-                        ? "with another size"
+        std::string(static_cast<std::uint64_t>(size) < export_size_
+                        ? "smaller"
                         : "without this store's label") +
         ": " + std::to_string(lost) +
         " written-back blocks are lost; their pages read as errors");

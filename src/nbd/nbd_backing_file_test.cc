@@ -221,6 +221,43 @@ TEST(NbdBackingFileTest, WritesStayWithinTheExportsMaximumRequest) {
       << refused.error().message();
 }
 
+// An export that comes back larger, with the label (its volume resized
+// while its server restarted), is the same export: nothing written is
+// lost. (One that comes back smaller, or without the label, loses what
+// was written: AKilledRemoteKeepsPagesAndComesBackEmptyAsLost.)
+TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  const std::string sock = dir.File("remote.sock");
+  const std::string uri = "nbd+unix:///?socket=" + sock;
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const auto spawn = [&] {
+    Sh("rm -f '" + sock + "'");
+    std::string error;
+    const pid_t pid = ::ztier::testing::SpawnNbdServer(
+        {"nbdkit", "-f", "-U", sock, "file", image}, uri,
+        dir.File("remote.log"), &error);
+    EXPECT_GT(pid, 0) << error;
+    return pid;
+  };
+  pid_t server = spawn();
+  ASSERT_GT(server, 0);
+  auto file = OpenNbdBackingFile(uri, {.connections = 1, .timeout_ms = 10000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+  ASSERT_EQ(Sh("truncate -s +1M '" + image + "'").exit_code, 0);
+  server = spawn();
+  ASSERT_GT(server, 0);
+  Expect(*store, 0, 64);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+}
+
 // A server that answers ESHUTDOWN is going away, and the client must then
 // disconnect (proto.md, "Terminating the transmission phase"). The file
 // leaves the connection and its read goes on on a new one, as for a

@@ -79,13 +79,14 @@
 //     connection is attempted for timeout_ms after, so the commands behind
 //     it fail at once (a writeback pass then fails in about two timeouts,
 //     not one per command).
-//   - A remote that comes back different (another size, or without this
+//   - A remote that comes back different (smaller, or without this
 //     file's label: restarted empty, or another export): every block
 //     written before, and not freed since (trimmed, or freed where TRIM is
 //     refused or not offered), is lost. Its reads fail with -EIO from then on
 //     (never zeros); lost_blocks() counts them (bd_lost in the store's stats
 //     and the metrics), and the log gets one line. The label is written again
-//     and new writes work as before.
+//     and new writes work as before. One that comes back larger, with the
+//     label, is the same export resized: used as before, and no more of it.
 //
 // Thread safety: as BackingFile's. Each connection has a mutex; a command
 // holds it while it submits or polls (at most 10 ms at a time), never
