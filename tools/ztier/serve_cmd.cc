@@ -1118,6 +1118,28 @@ int RunServe(std::span<const std::string_view> raw_args) {
                   *servers.nbd, &config);
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
+  // The pages of a device a client still uses (a kernel swapping to it)
+  // go with the server: said at the warning level, by device.
+  for (const auto& d : registry.List()) {
+    const int n = d->clients();
+    const std::uint64_t held = d->Stats().orig_data_size;
+    if (n > 0 && held > 0) {
+      Log(LogLevel::kWarning,
+          d->name() + ": stopping with " + std::to_string(n) +
+              " client(s) attached; the " + std::to_string(held >> 10) +
+              " KiB it holds are gone (swapoff and disconnect first: "
+              "docs/swap.md)");
+    }
+  }
+  // A second SIGINT or SIGTERM ends the process at once (their default
+  // action; the other threads keep them blocked), should the stop hang.
+  ::signal(SIGINT, SIG_DFL);
+  ::signal(SIGTERM, SIG_DFL);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
   if (runner != nullptr) runner->Stop();  // before the devices go
   if (ublk_disks != nullptr) ublk_disks->Stop();  // every /dev/ublkbN gone
   servers.Stop();
