@@ -204,8 +204,14 @@ Result<Listener> Listener::Tcp(const std::string& spec) {
   struct addrinfo* res = nullptr;
   const int gai = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res);
   if (gai != 0) {
-    return Err(Status::InvalidArgument("cannot resolve '" + host +
-                                       "': " + ::gai_strerror(gai)));
+    // A resolver that cannot answer now (no network yet, early at boot) is
+    // not a bad name: kIoError, which a service manager may try again.
+    const std::string why =
+        "cannot resolve '" + host + "': " + ::gai_strerror(gai);
+    if (gai == EAI_AGAIN || gai == EAI_SYSTEM || gai == EAI_MEMORY) {
+      return Err(Status::IoError(why));
+    }
+    return Err(Status::InvalidArgument(why));
   }
   Status status = Status::InvalidArgument("no address for '" + spec + "'");
   Listener l;

@@ -48,7 +48,9 @@ class Listener {
   // A Unix stream socket listening at `path`; see the file comment.
   static Result<Listener> Unix(const std::string& path);
   // A TCP socket listening on "HOST:PORT", "[V6HOST]:PORT" or ":PORT"
-  // (127.0.0.1), with SO_REUSEADDR. PORT 0 picks a free port (port()).
+  // (127.0.0.1), with SO_REUSEADDR. PORT 0 picks a free port (port()). A
+  // HOST that does not resolve is kInvalidArgument; a resolver that cannot
+  // answer now (EAI_AGAIN: no network yet) is kIoError.
   static Result<Listener> Tcp(const std::string& spec);
 
   Listener() = default;
