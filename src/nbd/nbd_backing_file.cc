@@ -5,6 +5,7 @@
 
 #include <libnbd.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +20,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "platform/socket.h"
 
 namespace ztier::nbd {
 namespace {
@@ -267,6 +270,18 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   }
   c.h = h;
   ++c.generation;
+  // Written-back pages are read rarely, so a connection may sit idle for
+  // hours: TCP keepalive (the server's settings, platform/socket.h) finds
+  // a peer or a path that died meanwhile, and the next command makes a
+  // new connection at once rather than wait out its timeout.
+  if (const int fd = nbd_aio_get_fd(h); fd >= 0) {
+    int domain = 0;
+    socklen_t len = sizeof(domain);
+    if (::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 &&
+        (domain == AF_INET || domain == AF_INET6)) {
+      platform::SetKeepAlive(fd);
+    }
+  }
   c.write_flags = nbd_can_fua(h) == 1 ? LIBNBD_CMD_FLAG_FUA : 0;
   c.can_trim = nbd_can_trim(h) == 1;
   // The backoff starts over once the connection is known good: after the

@@ -258,6 +258,30 @@ TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
   ::waitpid(server, nullptr, 0);
 }
 
+// Over TCP, each connection has keepalive on (it may sit idle for hours
+// between reads of written-back pages): `ss` shows its keepalive timer.
+TEST(NbdBackingFileTest, TcpConnectionsKeepAlive) {
+  ScopedTempDir dir;
+  // A free port: bound and released (nbdkit binds it again at once).
+  std::string p = Sh("python3 -c 'import socket; s=socket.socket(); "
+                     "s.bind((\"127.0.0.1\", 0)); print(s.getsockname()[1])'")
+                      .out;
+  while (!p.empty() && p.back() == '\n') p.pop_back();
+  ASSERT_FALSE(p.empty());
+  const std::string uri = "nbd://127.0.0.1:" + p + "/";
+  std::string error;
+  const pid_t server = ::ztier::testing::SpawnNbdServer(
+      {"nbdkit", "-f", "-i", "127.0.0.1", "-p", p, "memory", "8M"}, uri,
+      dir.File("remote.log"), &error);
+  ASSERT_GT(server, 0) << error;
+  auto file = OpenNbdBackingFile(uri, {.connections = 1});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  const auto ss = Sh("ss -tnoH state established '( dport = :" + p + " )'");
+  EXPECT_NE(ss.out.find("keepalive"), std::string::npos) << ss.out;
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+}
+
 // A server that answers ESHUTDOWN is going away, and the client must then
 // disconnect (proto.md, "Terminating the transmission phase"). The file
 // leaves the connection and its read goes on on a new one, as for a

@@ -27,10 +27,12 @@
 // at most max_bytes).
 //
 // Connections: `connections` handles (at least 1), each with its own
-// socket. Writes go round-robin over all of them, many in flight at once
-// (libnbd's asynchronous commands), when the server offers multi-conn (the
-// NBD spec's guarantee that a write completed on one connection is seen
-// by the others); without it, over the first alone. Reads use the first.
+// socket (over TCP with keepalive on: an idle connection whose peer or
+// path died is found and closed, and the next command makes a new one). Writes
+// go round-robin over all of them, many in flight at once (libnbd's
+// asynchronous commands), when the server offers multi-conn (the NBD spec's
+// guarantee that a write completed on one connection is seen by the others);
+// without it, over the first alone. Reads use the first.
 //
 // Block sizes: the export's NBD_INFO_BLOCK_SIZE limits are honoured. A
 // minimum above 4096 bytes (or a maximum below) is refused at open; the
