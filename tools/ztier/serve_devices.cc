@@ -29,13 +29,23 @@ std::string RecompText(const DeviceConfig& d) {
 }
 
 // The file's settings for d onto `device`, which is uninitialised;
-// errors name the file's line and the key.
+// errors name the key and the line where the file sets it (its section's
+// line for a default).
 Status ApplyDeviceConfig(const ServiceConfig& config, const DeviceConfig& d,
                          Device& device) {
-  const std::string where = Where(config, d);
   const auto step = [&](const char* key, Status s) -> Status {
     if (s.ok()) return s;
-    return Status(s.code(), where + key + ": " + ErrnoText(s));
+    // The backing device is opened with the store, at disksize.
+    if (std::string_view(key) == "zram-size" &&
+        s.message().starts_with("backing_dev")) {
+      key = "writeback-device";
+    }
+    const auto line = d.key_lines.find(key);
+    return Status(
+        s.code(),
+        config.path + ":" +
+            std::to_string(line != d.key_lines.end() ? line->second : d.line) +
+            ": [" + d.name + "]: " + key + ": " + ErrnoText(s));
   };
   ZT_RETURN_IF_ERROR(step("compression-algorithm",
                           device.SetCompAlgorithm(d.comp_algorithm)));

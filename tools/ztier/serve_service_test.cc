@@ -185,9 +185,14 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
       {"[ztier]\nmlock = maybe\n", ":2: mlock: want yes or no"},
       {"[ztier]\nmax-connections = 0\n", ":2: "},
       {"[ztier]\nlog-level = loud\n", "--log-level takes error"},
+      // The key's own line, also when the device opens it at disksize (a
+      // remote export).
       {"[ztier]\nunix = /a\nctl = /b\n[zram0]\nzram-size=8\n"
        "writeback-device=/nonexistent/dir/x.img\n",
-       ":4: [zram0]: writeback-device: "},
+       ":6: [zram0]: writeback-device: "},
+      {"[ztier]\nunix = /a\nctl = /b\n[zram0]\nwriteback-device = "
+       "nbd+unix:///?socket=/nonexistent/remote.sock\nzram-size=8\n",
+       ":5: [zram0]: writeback-device: "},
       // Settings a restart would meet again: exit 2, which the unit does
       // not restart.
       {"[ztier]\nmlock = yes\n[zram0]\nzram-size = 8\n",

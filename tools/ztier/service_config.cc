@@ -206,6 +206,7 @@ class ConfigParser {
 
  private:
   Result<DeviceConfig> FinishDevice(DeviceConfig d, const Keys& keys) {
+    for (const auto& [key, v] : keys) d.key_lines[key] = v.second;
     const auto get = [&](const char* key) -> const std::pair<std::string, int>* {
       auto it = keys.find(key);
       return it == keys.end() ? nullptr : &it->second;

@@ -89,6 +89,9 @@ struct RecompAlgorithmConfig {
 struct DeviceConfig {
   std::string name;  // the section's name: zram0
   int line = 0;      // of its [section] header
+  // Each key the file gives: the line where its value was set (for
+  // messages about it).
+  std::map<std::string, int> key_lines;
   std::string size_expression;  // as written (or the default)
   std::uint64_t disksize = 0;   // bytes; 0: not created
   std::uint64_t mem_limit = 0;  // bytes; 0: none
