@@ -8,6 +8,7 @@
 #include "serve_cmd.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -28,6 +29,7 @@
 #include "nbd/tls.h"
 #include "paths.h"
 #include "platform/clock.h"
+#include "platform/socket.h"
 #include "platform/ublk.h"
 #include "policy_runner.h"
 #include "sd_notify.h"
@@ -694,6 +696,26 @@ struct Servers {
   }
 };
 
+// A second server on the same sockets fails before it makes (and with
+// --prealloc, fills) its devices, which can take a while and much memory:
+// each Unix socket path a live server accepts on is refused now, as
+// StartServers would refuse it later. (A TCP port in use is found there.)
+std::optional<int> CheckSocketsFree(const ServeSettings& s) {
+  const std::pair<const std::string*, const char*> sockets[] = {
+      {&s.unix_path, "cannot serve NBD"},
+      {&s.ctl_path, "cannot open the control socket"},
+      {&s.metrics_unix, "cannot serve metrics"}};
+  for (const auto& [path, what] : sockets) {
+    if (path->empty()) continue;
+    auto fd = platform::ConnectUnix(*path);
+    if (!fd.has_value()) continue;  // nothing there, or nobody accepting
+    ::close(*fd);
+    return Fail(std::string(what) + ": EBUSY: " + *path +
+                " is in use by a running server");
+  }
+  return std::nullopt;
+}
+
 std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
                                 DeviceRegistry* registry, Servers* servers) {
   nbd::NbdServerOptions options;
@@ -1076,6 +1098,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
   defaults.prealloc = c.prealloc;
   defaults.log = LogEngineLine;
   DeviceRegistry registry(defaults);
+  if (auto rc = CheckSocketsFree(s)) return *rc;
   if (auto rc = CreateDevices(s, config, c, &registry)) return *rc;
   // The devices' memory is made (preallocated); lock it and all else
   // before any thread serves.

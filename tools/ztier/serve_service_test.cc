@@ -10,6 +10,7 @@
 // server through ZTIER_CTL.
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -26,8 +27,8 @@
 #include <thread>
 #include <vector>
 
-#include "testing/serve_process.h"
 #include "testing/nbd_server.h"
+#include "testing/serve_process.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -167,6 +168,35 @@ TEST(ServeConfigTest, TwoDevicesFromAZramGeneratorConf) {
   EXPECT_EQ(env.exit_code, 0) << env.out;
   EXPECT_NE(env.out.find("[lzo]"), std::string::npos) << env.out;
   EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
+// A second server on a running one's sockets fails before it makes its
+// devices: with --prealloc it would fill them first (256 MiB here), only
+// to find the sockets taken.
+TEST(ServeServiceTest, ASecondServerOnTheSameSocketsFailsBeforeItsDevices) {
+  ScopedTempDir dir, dir2;
+  const std::vector<std::string> sockets = {"--unix", dir.File("nbd.sock"),
+                                            "--ctl", dir.File("ctl.sock")};
+  std::vector<std::string> first_flags = sockets;
+  first_flags.insert(first_flags.end(), {"--device", "zram0:16M"});
+  Server first(dir, first_flags);
+  ASSERT_TRUE(first.WaitFor(dir.File("ctl.sock"))) << first.Log();
+  std::vector<std::string> second_flags = sockets;
+  second_flags.insert(
+      second_flags.end(),
+      {"--device", "zram0:256M", "--prealloc", "--mem-limit", "256M"});
+  Server second(dir2, second_flags);
+  EXPECT_EQ(second.Wait(), 1) << second.Log();
+  EXPECT_NE(second.Log().find(dir.File("nbd.sock") +
+                              " is in use by a running server"),
+            std::string::npos)
+      << second.Log();
+  // The children's peak resident memory: the first server's, or the
+  // second's had it preallocated its 256 MiB.
+  rusage usage{};
+  ASSERT_EQ(::getrusage(RUSAGE_CHILDREN, &usage), 0);
+  EXPECT_LT(usage.ru_maxrss, 128 * 1024) << "KiB";
+  EXPECT_EQ(first.Stop(), 0) << first.Log();
 }
 
 TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
