@@ -52,7 +52,11 @@
 // block is reused only after the remote has answered its TRIM (or refused
 // it: an answer all the same). A block whose write failed outright is
 // reused at once; one whose write was sent and not answered (a timeout, a
-// dropped connection) waits for a TRIM like a freed one.
+// dropped connection) waits for a TRIM like a freed one. A TRIM that is
+// not answered either (it is sent again later) may still be carried out
+// by a stalled server after the block was reused and written: NBD has no
+// fence for an abandoned connection. The checksum below turns that into
+// -EIO for that page, never into wrong data.
 //
 // Checksums: the file keeps a 64-bit checksum of what it last wrote to
 // each block (8 bytes of memory per block). A block that reads back other
