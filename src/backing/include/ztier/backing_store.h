@@ -53,10 +53,12 @@
 //     bitmap (so Free takes no memory; two more bits per block are kept
 //     for such files): it no longer counts in blocks_used(), but
 //     AllocRange cannot hand it out until DiscardFreed() has sent its
-//     discard (TRIM) and had an answer. So a
-//     discard never overtakes a later write to the same block, on any
-//     connection. Blocks whose discard could not be sent (the remote away)
-//     stay queued for the next call. The page store calls it at the start
+//     discard (TRIM) and had an answer. So an answered discard never
+//     overtakes a later write to the same block, on any connection. Blocks
+//     whose discard could not be sent or was not answered (the remote
+//     away) stay queued for the next call; an unanswered one may still be
+//     carried out late by a stalled remote (nbd/nbd_backing_file.h says
+//     what the file then does). The page store calls it at the start
 //     of each writeback pass. With a local file, Free frees at once and
 //     DiscardFreed does nothing.
 //
