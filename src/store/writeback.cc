@@ -130,6 +130,28 @@ class WritebackPass {
             std::min<std::size_t>(req.in_flight * writer.max_io_blocks(),
                                   kMaxGroupPages))),
         scratch_(new std::byte[scratch_pages_ * kPageSize]) {}
+  // A pass an exception (std::bad_alloc) ended early: the candidates it
+  // (or the units' pass after it) marked PP lose the mark, or no later pass
+  // would pick them again (WritebackEligible) and cold pages would stay in RAM
+  // for good. The writer, destroyed after the pass, waits for the IO in flight;
+  // the blocks of that IO stay allocated (counted in bd_count until a reset).
+  ~WritebackPass() {
+    if (finished_) return;
+    for (const WritebackScan& scan : req_.scans) {
+      for (std::uint64_t i = scan.lo; i < scan.hi; ++i) {
+        Slot& s = m_.slots[i];
+        if (!(s.flags.load(std::memory_order_relaxed) & slot::kPp)) continue;
+        SlotLock lock(s);
+        SlotTable::ClearFlags(s, slot::kPp);
+      }
+    }
+  }
+  WritebackPass(const WritebackPass&) = delete;
+  WritebackPass& operator=(const WritebackPass&) = delete;
+
+  // The whole pass (Run and the units after it) returned: nothing for the
+  // destructor to undo.
+  void Finished() { finished_ = true; }
 
   // Whether the pass ended early: the budget spent, or no room left on the
   // backing store. One failed write does not stop it.
@@ -372,6 +394,7 @@ class WritebackPass {
   std::vector<std::uint64_t> order_;
   std::size_t next_ = 0;
   bool stopped_ = false;
+  bool finished_ = false;  // Finished() was called
   WritebackResult result_;
   std::vector<Copy> copies_;             // this group's, in block order
   std::vector<BlockWriter::Io*> group_;  // this group's IOs
@@ -616,6 +639,7 @@ Result<WritebackResult> PageStore::Writeback(const WritebackRequest& request) {
   pass.Select();
   WritebackResult result = pass.Run();
   if (!pass.stopped()) m.WritebackUnits(request, *writer, &result);
+  pass.Finished();
   // The point of writeback is RAM: give the emptied classes' spare zspages
   // back too, not only the pages of the objects freed.
   if (result.written != 0) m.pool->ReleaseSpares();

@@ -1,11 +1,14 @@
-// File: store/units_oom_test.cc
+// File: store/store_oom_test.cc
 //
-// A unit's reclaim survives running out of memory at any point: with each
-// allocation of the discard that makes a unit reclaimable failing in turn
-// (on a thread of its own, whose first unit cache and buffers are still
-// to be allocated), the discard may throw std::bad_alloc, but no slot of
-// the unit stays locked: the unit's other pages load as stored, and the
-// store goes on. testing/failing_new.h makes the allocations fail.
+// The PageStore survives running out of memory (std::bad_alloc) at any
+// point of the operations that allocate, each allocation failing in turn
+// (testing/failing_new.h):
+//   - a unit's reclaim (the discard that makes a unit reclaimable, on a
+//     thread whose first unit cache and buffers are still to be made): no
+//     slot of the unit stays locked; its other pages load as stored;
+//   - a writeback pass (pages and units): the pages it did not write stay
+//     in RAM, intact, and the next pass writes them (none is left marked
+//     as picked, which no later pass would pick again).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,6 +23,7 @@
 
 #include "testing/failing_new.h"
 #include "testing/test_util.h"
+#include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
 namespace ztier {
@@ -63,7 +67,7 @@ void OnThreadWithin30s(const char* what, Fn fn) {
   t.join();
 }
 
-TEST(UnitsOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
+TEST(StoreOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
   const std::vector<std::byte> pages = Pages(kUnit, 1);
   long failed = 0;
   for (long n = 1;; ++n) {
@@ -108,6 +112,66 @@ TEST(UnitsOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
   }
   EXPECT_GT(failed, 0);
   std::printf("each of %ld allocations failed in turn\n", failed);
+}
+
+TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
+  constexpr std::size_t kPages = 256;  // 64 pages in units of 4, then 192
+  const std::vector<std::byte> pages = Pages(kPages, 3);
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the pass failing");
+    testing::ScopedTempDir dir;
+    BackingOptions bo;
+    bo.path = dir.File("backing");
+    bo.size_bytes = 2 * kPages * kPageSize;
+    auto b = BackingStore::Open(bo);
+    ASSERT_TRUE(b.has_value()) << b.error().ToString();
+    PageStoreOptions o;
+    o.num_pages = kPages;
+    o.unit_pages = kUnit;
+    o.backing = std::move(*b);
+    auto made = PageStore::Create(o);
+    ASSERT_TRUE(made.has_value()) << made.error().ToString();
+    PageStore& store = **made;
+    ASSERT_OK(store.StoreBatch(0, std::span(pages).first(64 * kPageSize)));
+    for (std::size_t i = 64; i < kPages; ++i) {
+      ASSERT_OK(
+          store.Store(i, ConstPage(pages.data() + i * kPageSize, kPageSize)));
+    }
+    WritebackRequest r;
+    r.scans.push_back({0, 0, kPages});
+    r.in_flight = 2;
+    r.max_io_pages = 8;
+    testing::FailNthAllocation(n);
+    try {
+      (void)store.Writeback(r);
+    } catch (const std::bad_alloc&) {
+    }
+    const bool fired = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    failed += fired;
+    // A pass with memory writes every page the first did not (nothing
+    // read them meanwhile: a read would clear a stale mark), and every
+    // page reads back as stored.
+    auto second = store.Writeback(r);
+    ASSERT_TRUE(second.has_value()) << second.error().ToString();
+    ASSERT_OK(second->status);
+    EXPECT_EQ(second->failed, 0u);
+    std::size_t on_backing = 0;
+    for (std::size_t i = 0; i < kPages; ++i) on_backing += store.Inspect(i).wb;
+    EXPECT_EQ(on_backing, kPages) << "written by the first pass or the second";
+    std::vector<std::byte> out(kPageSize);
+    for (std::size_t i = 0; i < kPages; ++i) {
+      ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+      ASSERT_EQ(
+          std::memcmp(out.data(), pages.data() + i * kPageSize, kPageSize), 0)
+          << "page " << i;
+    }
+    if (!fired || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 100000) << "a pass that never ends allocating";
+  }
+  EXPECT_GT(failed, 3);
+  std::printf("writeback: each of %ld allocations failed in turn\n", failed);
 }
 
 }  // namespace
