@@ -57,6 +57,26 @@ class RecompressPass {
     }
   }
 
+  // A pass an exception (std::bad_alloc: a compressor made on first use,
+  // a vector's growth) ended early: the objects made for its batch and not
+  // installed are freed (they would count in mem_used_total for good), and
+  // every slot loses PP (no later pass would pick it again; passes are one
+  // at a time, under writeback_mu, so every PP is this pass's).
+  ~RecompressPass() {
+    if (finished_) return;
+    for (const Item& it : items_) {
+      if (it.handle != kInvalidHandle) m_.pool->Free(it.handle);
+    }
+    for (std::uint64_t i = 0; i < m_.slots.size(); ++i) {
+      Slot& s = m_.slots[i];
+      if (!(s.flags.load(std::memory_order_relaxed) & slot::kPp)) continue;
+      SlotLock lock(s);
+      SlotTable::ClearFlags(s, slot::kPp);
+    }
+  }
+  RecompressPass(const RecompressPass&) = delete;
+  RecompressPass& operator=(const RecompressPass&) = delete;
+
   // Step 1.
   void Select() {
     store_detail::LargestFirst picked;
@@ -94,6 +114,7 @@ class RecompressPass {
     }
     Add(m_.recompress_attempts, result_.attempted - counted_);
     Add(m_.recompressed_pages, result_.recompressed);
+    finished_ = true;
     return std::move(result_);
   }
 
@@ -270,6 +291,7 @@ class RecompressPass {
         stopped_ = true;
       }
       Handle h = it.handle;
+      it.handle = kInvalidHandle;  // installed or freed below
       if (h != kInvalidHandle && !result_.status.ok()) {
         m_.pool->Free(h);
         h = kInvalidHandle;
@@ -331,6 +353,7 @@ class RecompressPass {
   std::size_t next_ = 0;
   std::uint64_t counted_ = 0;  // of result_.attempted, in the store's count
   bool stopped_ = false;
+  bool finished_ = false;  // Run() returned
   std::vector<Item> items_;
   std::vector<BatchItem> batch_items_;
   std::vector<std::size_t> slot_of_;  // batch_items_[j] is items_[slot_of_[j]]

@@ -8,7 +8,10 @@
 //     slot of the unit stays locked; its other pages load as stored;
 //   - a writeback pass (pages and units): the pages it did not write stay
 //     in RAM, intact, and the next pass writes them (none is left marked
-//     as picked, which no later pass would pick again).
+//     as picked, which no later pass would pick again);
+//   - a recompression pass: no object it made is left behind (the pool
+//     holds no object once every page is discarded), and the next pass
+//     recompresses every page the first did not.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -172,6 +175,75 @@ TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
   }
   EXPECT_GT(failed, 3);
   std::printf("writeback: each of %ld allocations failed in turn\n", failed);
+}
+
+TEST(StoreOomTest, ARecompressionPassOutOfMemoryLeavesNothingBehind) {
+  constexpr std::size_t kPages = 64;
+  const std::vector<std::byte> pages = Pages(kPages, 5);
+  const auto make = [&] {
+    PageStoreOptions o;
+    o.num_pages = kPages;
+    o.codec = "lz4";
+    o.recomp[0].codec = "zstd";
+    o.recomp[1].codec = "deflate";
+    auto made = PageStore::Create(o);
+    EXPECT_TRUE(made.has_value()) << made.error().ToString();
+    for (std::size_t i = 0; made.has_value() && i < kPages; ++i) {
+      EXPECT_OK((*made)->Store(
+          i, ConstPage(pages.data() + i * kPageSize, kPageSize)));
+    }
+    return made.has_value() ? std::move(*made) : nullptr;
+  };
+  // What the pool keeps with no object left (its metadata), after the
+  // same work with memory.
+  std::uint64_t emptied = 0;
+  {
+    auto store = make();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Recompress({}).has_value());
+    for (std::size_t i = 0; i < kPages; ++i) ASSERT_OK(store->Discard(i));
+    store->Compact();
+    emptied = store->Stats().mem_used_total;
+  }
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the pass failing");
+    auto made = make();
+    ASSERT_NE(made, nullptr);
+    PageStore& store = *made;
+    testing::FailNthAllocation(n);
+    try {
+      (void)store.Recompress({});
+    } catch (const std::bad_alloc&) {
+    }
+    const bool fired = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    failed += fired;
+    // Nothing read the pages: a pass with memory finds every page the
+    // first did not recompress (at priority 1 or 2 now, or not).
+    auto second = store.Recompress({});
+    ASSERT_TRUE(second.has_value()) << second.error().ToString();
+    const PageStoreStats st = store.Stats();
+    EXPECT_EQ(
+        st.priority_pages[1] + st.priority_pages[2] + st.incompressible_pages,
+        kPages)
+        << "recompressed by the first pass or the second";
+    std::vector<std::byte> out(kPageSize);
+    for (std::size_t i = 0; i < kPages; ++i) {
+      ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+      ASSERT_EQ(
+          std::memcmp(out.data(), pages.data() + i * kPageSize, kPageSize), 0)
+          << "page " << i;
+      ASSERT_OK(store.Discard(i));
+    }
+    store.Compact();
+    EXPECT_LE(store.Stats().mem_used_total, emptied)
+        << "objects left in the pool";
+    if (!fired || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 100000) << "a pass that never ends allocating";
+  }
+  EXPECT_GT(failed, 3);
+  std::printf("recompress: each of %ld allocations failed in turn\n", failed);
 }
 
 }  // namespace
