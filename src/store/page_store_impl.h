@@ -320,6 +320,17 @@ struct PageStore::Impl {
   // Writes back the units the scans cover (writeback.cc).
   void WritebackUnits(const WritebackRequest& req, BlockWriter& writer,
                       WritebackResult* result);
+  // Clears PP on every slot of [lo, hi) that has it (a pass that ended
+  // early: writeback.cc, recompress.cc). REQUIRES: writeback_mu (so that
+  // every PP is the caller's pass's).
+  void ClearPassMarks(std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t i = lo; i < hi; ++i) {
+      Slot& s = slots[i];
+      if (!(s.flags.load(std::memory_order_relaxed) & slot::kPp)) continue;
+      SlotLock lock(s);
+      SlotTable::ClearFlags(s, slot::kPp);
+    }
+  }
   // Locks / unlocks every slot of unit u, in ascending order.
   void LockUnit(std::uint64_t u);
   void UnlockUnit(std::uint64_t u);

@@ -67,12 +67,7 @@ class RecompressPass {
     for (const Item& it : items_) {
       if (it.handle != kInvalidHandle) m_.pool->Free(it.handle);
     }
-    for (std::uint64_t i = 0; i < m_.slots.size(); ++i) {
-      Slot& s = m_.slots[i];
-      if (!(s.flags.load(std::memory_order_relaxed) & slot::kPp)) continue;
-      SlotLock lock(s);
-      SlotTable::ClearFlags(s, slot::kPp);
-    }
+    m_.ClearPassMarks(0, m_.slots.size());
   }
   RecompressPass(const RecompressPass&) = delete;
   RecompressPass& operator=(const RecompressPass&) = delete;

@@ -48,6 +48,17 @@ std::vector<std::byte> Pages(std::size_t count, std::uint64_t version) {
   return v;
 }
 
+// Each page of `store` reads as the same page of `pages`.
+void ExpectPages(PageStore& store, const std::vector<std::byte>& pages) {
+  std::vector<std::byte> out(kPageSize);
+  for (std::size_t i = 0; i < pages.size() / kPageSize; ++i) {
+    ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+    ASSERT_EQ(std::memcmp(out.data(), pages.data() + i * kPageSize, kPageSize),
+              0)
+        << "page " << i;
+  }
+}
+
 // Runs fn on a new thread and waits up to 30 s for it; a slot left locked
 // would block it for good, so the process ends, saying `what`.
 template <typename Fn>
@@ -163,13 +174,7 @@ TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
     std::size_t on_backing = 0;
     for (std::size_t i = 0; i < kPages; ++i) on_backing += store.Inspect(i).wb;
     EXPECT_EQ(on_backing, kPages) << "written by the first pass or the second";
-    std::vector<std::byte> out(kPageSize);
-    for (std::size_t i = 0; i < kPages; ++i) {
-      ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
-      ASSERT_EQ(
-          std::memcmp(out.data(), pages.data() + i * kPageSize, kPageSize), 0)
-          << "page " << i;
-    }
+    ExpectPages(store, pages);
     if (!fired || ::testing::Test::HasFailure()) break;
     ASSERT_LT(n, 100000) << "a pass that never ends allocating";
   }
@@ -228,14 +233,8 @@ TEST(StoreOomTest, ARecompressionPassOutOfMemoryLeavesNothingBehind) {
         st.priority_pages[1] + st.priority_pages[2] + st.incompressible_pages,
         kPages)
         << "recompressed by the first pass or the second";
-    std::vector<std::byte> out(kPageSize);
-    for (std::size_t i = 0; i < kPages; ++i) {
-      ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
-      ASSERT_EQ(
-          std::memcmp(out.data(), pages.data() + i * kPageSize, kPageSize), 0)
-          << "page " << i;
-      ASSERT_OK(store.Discard(i));
-    }
+    ExpectPages(store, pages);
+    for (std::size_t i = 0; i < kPages; ++i) ASSERT_OK(store.Discard(i));
     store.Compact();
     EXPECT_LE(store.Stats().mem_used_total, emptied)
         << "objects left in the pool";

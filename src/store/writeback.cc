@@ -138,12 +138,7 @@ class WritebackPass {
   ~WritebackPass() {
     if (finished_) return;
     for (const WritebackScan& scan : req_.scans) {
-      for (std::uint64_t i = scan.lo; i < scan.hi; ++i) {
-        Slot& s = m_.slots[i];
-        if (!(s.flags.load(std::memory_order_relaxed) & slot::kPp)) continue;
-        SlotLock lock(s);
-        SlotTable::ClearFlags(s, slot::kPp);
-      }
+      m_.ClearPassMarks(scan.lo, scan.hi);
     }
   }
   WritebackPass(const WritebackPass&) = delete;
