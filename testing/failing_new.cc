@@ -1,6 +1,7 @@
 // failing_new.cc: the operators of failing_new.h.
 #include "testing/failing_new.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdlib>
 #include <new>
@@ -15,8 +16,10 @@ namespace {
 // left until the one that fails (1: the next one).
 thread_local long t_fail_in = 0;
 thread_local bool t_failed = false;
+std::atomic<void (*)()> g_hook{nullptr};
 
 void* Allocate(std::size_t n, std::size_t align) {
+  if (void (*hook)() = g_hook.load(std::memory_order_relaxed)) hook();
   if (t_fail_in < 0 || (t_fail_in > 0 && --t_fail_in == 0)) {
     t_failed = true;
     return nullptr;
@@ -46,6 +49,8 @@ void FailEveryAllocation(bool on) {
 }
 
 bool AllocationFailed() { return t_failed; }
+
+void SetNewHook(void (*hook)()) { g_hook.store(hook); }
 
 }  // namespace ztier::testing
 

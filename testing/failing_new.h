@@ -1,8 +1,10 @@
-// failing_new.h: a replacement of the global operator new (every form) that
-// fails the allocations a test chooses, on the test's own thread only: a
-// std::bad_alloc from the throwing forms, null from the nothrow ones. For
-// the out-of-memory paths of code that allocates with new (std::vector,
-// std::string, std::function); malloc itself is left alone.
+// failing_new.h: a replacement of the global operator new and delete
+// (every form, over malloc and free) that fails the allocations a test
+// chooses, on the test's own thread only: a std::bad_alloc from the
+// throwing forms, null from the nothrow ones. For the out-of-memory paths
+// of code that allocates with new (std::vector, std::string,
+// std::function); malloc itself is left alone. A hook may also see every
+// operator new, on every thread (device/no_alloc_test.cc counts them).
 //
 // Link testing/failing_new.cc into the test binary (it defines the
 // operators; one binary, one definition):
@@ -28,6 +30,9 @@ void FailEveryAllocation(bool on);
 // Whether an allocation of this thread failed since the last of the two
 // above.
 bool AllocationFailed();
+// Calls `hook` at every operator new from now on, on any thread, before
+// it allocates; null: none. The hook must not allocate.
+void SetNewHook(void (*hook)());
 
 }  // namespace ztier::testing
 

@@ -6,11 +6,13 @@
 // pages, pieces of pages, across page boundaries; every codec) make no heap
 // allocation at all. A swap device's server must not need memory to serve.
 //
-// How: this binary replaces the global operator new (every form) and, in
-// builds without a sanitizer (which bring their own), malloc, calloc,
-// realloc and the aligned allocators, so that C libraries (the codecs) are
-// counted too. Counting is on only around the measured loop. The first
-// allocation counted records its call stack, printed on failure.
+// How: in builds without a sanitizer (which bring their own), this binary
+// replaces malloc, calloc, realloc and the aligned allocators, so that C
+// libraries (the codecs) are counted too, and operator new
+// (testing/failing_new.cc, over malloc) with them; under a sanitizer,
+// operator new alone is counted, through failing_new.h's hook. Counting is on
+// only around the measured loop. The first allocation counted records its call
+// stack, printed on failure.
 //
 // Also: the refusals of a full device (mem_limit reached) do not allocate
 // either, nor do overwrites and trims of pages written back to a backing
@@ -31,15 +33,12 @@
 #include <vector>
 
 #include "testing/discarding_file.h"
+#include "testing/failing_new.h"
 #include "testing/test_util.h"
 #include "ztier/device.h"
 
 // ---- the counting allocator
 // --------------------------------------------------
-
-// The operators below are a matched set (new -> malloc, delete -> free);
-// GCC cannot see that through the replacement and warns.
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 
 namespace {
 
@@ -97,63 +96,6 @@ int posix_memalign(void** out, size_t align, size_t n) {
 }
 }  // extern "C"
 #endif
-
-namespace {
-// operator new goes to the allocators above (counted once, not twice).
-void* NewBytes(std::size_t n, std::size_t align = 0) {
-#if !ZTIER_COUNT_MALLOC
-  Count();
-#endif
-  if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t)
-                ? aligned_alloc(align, (n + align - 1) / align * align)
-                : std::malloc(n);
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) {
-  if (void* p = NewBytes(n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n) {
-  if (void* p = NewBytes(n)) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  return NewBytes(n);
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  return NewBytes(n);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  if (void* p = NewBytes(n, static_cast<std::size_t>(a))) return p;
-  throw std::bad_alloc();
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  if (void* p = NewBytes(n, static_cast<std::size_t>(a))) return p;
-  throw std::bad_alloc();
-}
-void* operator new(std::size_t n, std::align_val_t a,
-                   const std::nothrow_t&) noexcept {
-  return NewBytes(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a,
-                     const std::nothrow_t&) noexcept {
-  return NewBytes(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
 
 namespace ztier {
 namespace {
@@ -493,4 +435,10 @@ TEST(PreallocMmStatTest, SameWithAndWithoutPrealloc) {
 static const int kWarmBacktrace = [] {
   void* frames[2];
   return backtrace(frames, 2);
+}();
+
+// Under a sanitizer malloc is not replaced here: operator new is counted.
+static const bool kCountNew = [] {
+  if (!ZTIER_COUNT_MALLOC) ztier::testing::SetNewHook(&Count);
+  return true;
 }();
