@@ -107,6 +107,7 @@ void BackingStore::Free(std::uint64_t block) {
   assert(block < impl_->num_blocks);
   Impl& m = *impl_;
   if (!m.discards) {
+    m.file->Forget({block * kPageSize, kPageSize});
     m.bitmap->Free(block);
     return;
   }

@@ -119,6 +119,9 @@ class NbdFile final : public BackingFile {
 
   std::uint64_t lost_blocks() const override { return lost_.load(); }
   std::size_t max_write_bytes() const override { return max_write_; }
+  // A block freed on an export without TRIM: not counted lost if the
+  // remote comes back without the label.
+  void Forget(const Range& range) override { Unwritten(range); }
   bool can_discard() const override { return can_trim_; }
   void Discard(std::span<const Range> ranges, std::span<bool> sent) override;
   std::size_t write_connections() const {

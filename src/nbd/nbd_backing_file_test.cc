@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -278,6 +279,68 @@ TEST(NbdBackingFileTest, TcpConnectionsKeepAlive) {
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   const auto ss = Sh("ss -tnoH state established '( dport = :" + p + " )'");
   EXPECT_NE(ss.out.find("keepalive"), std::string::npos) << ss.out;
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+}
+
+// An export without TRIM: a block the store frees is forgotten at once
+// (nothing tells the remote), and is not counted lost when the remote
+// comes back empty; the blocks still in use are. (nbdkit's sh plugin over
+// a file, with can_trim false.)
+TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("plain.img");
+  const std::string script = dir.File("plain.sh");
+  const std::string sock = dir.File("remote.sock");
+  const std::string uri = "nbd+unix:///?socket=" + sock;
+  std::ofstream(script)
+      << ("#!/bin/sh\n"
+          "f='" +
+          image +
+          "'\n"
+          "case \"$1\" in\n"
+          "  get_size) stat -c %s \"$f\" ;;\n"
+          "  pread) dd if=\"$f\" skip=\"$4\" count=\"$3\" "
+          "iflag=skip_bytes,count_bytes status=none ;;\n"
+          "  pwrite) dd of=\"$f\" seek=\"$4\" conv=notrunc "
+          "oflag=seek_bytes status=none ;;\n"
+          "  can_write) exit 0 ;;\n"
+          "  can_trim|can_zero|can_flush) exit 3 ;;\n"
+          "  can_fua) echo none ;;\n"
+          "  *) exit 2 ;;\n"
+          "esac\n");
+  ASSERT_EQ(Sh("chmod +x '" + script + "' && truncate -s 2M '" + image + "'")
+                .exit_code,
+            0);
+  const auto spawn = [&] {
+    Sh("rm -f '" + sock + "'");
+    std::string error;
+    const pid_t pid = ::ztier::testing::SpawnNbdServer(
+        {"nbdkit", "-f", "-U", sock, "sh", script}, uri, dir.File("remote.log"),
+        &error);
+    EXPECT_GT(pid, 0) << error;
+    return pid;
+  };
+  pid_t server = spawn();
+  ASSERT_GT(server, 0);
+  auto file = OpenNbdBackingFile(uri, {.connections = 1, .timeout_ms = 10000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_FALSE((*file)->can_discard());
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  for (std::uint64_t i = 0; i < 20; ++i) ASSERT_OK(store->Discard(i));
+  ::kill(server, SIGKILL);
+  ::waitpid(server, nullptr, 0);
+  // Back empty: no label.
+  ASSERT_EQ(
+      Sh("truncate -s 0 '" + image + "' && truncate -s 2M '" + image + "'")
+          .exit_code,
+      0);
+  server = spawn();
+  ASSERT_GT(server, 0);
+  Expect(*store, 20, 64, /*want_error=*/true);
+  EXPECT_EQ((*file)->lost_blocks(), 44u);
   ::kill(server, SIGKILL);
   ::waitpid(server, nullptr, 0);
 }

@@ -117,6 +117,11 @@ class BackingFile {
     (void)ranges;
     for (bool& s : sent) s = true;
   }
+  // Bytes the store freed without a discard (can_discard() false): they
+  // hold nothing the store will read. A remote uses it to keep its count
+  // of lost blocks to what was still in use; nothing by default. Takes no
+  // memory and does not block.
+  virtual void Forget(const Range& range) { (void)range; }
 };
 
 // `size_bytes` of zeroed memory, named `name` in messages.
