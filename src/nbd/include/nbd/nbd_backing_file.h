@@ -96,7 +96,10 @@
 //
 // Thread safety: as BackingFile's. Each connection has a mutex; a command
 // holds it while it submits or polls (at most 10 ms at a time), never
-// while it waits in between.
+// while it waits in between; except that (re)connecting resolves the
+// host name under it (libnbd's getaddrinfo blocks, and its time counts
+// against the command's timeout): the other commands of that connection
+// wait for it, those of the others do not.
 #ifndef ZTIER_NBD_NBD_BACKING_FILE_H_
 #define ZTIER_NBD_NBD_BACKING_FILE_H_
 
