@@ -2,8 +2,12 @@
 //
 // The pool's handle table. Chunks grow 64 x4, 128 x4, ... 2048 x4 entries
 // (8 bytes each), then double from 16384: a pool with few objects costs
-// 512 bytes, not a page, and a large one at most ~1.25 entries per entry
-// in use. Chunks are published with a release store and never move or free
+// 512 bytes, not a page. Past that the newest chunk is as large as all
+// the others, so the table may reach twice the entries in use; but chunks
+// of kMappedChunkEntries and up are mappings whose pages come as entries
+// are first handed out, so what is resident follows what is in use (the
+// metadata bill counts each chunk whole, from its first entry handed
+// out). Chunks are published with a release store and never move or free
 // until the pool is destroyed.
 //
 // Free entries form LIFO lists threaded through the entries themselves (no
@@ -23,17 +27,32 @@
 
 namespace ztier::internal_pool {
 
-HandleTable::~HandleTable() {
-  for (auto& c : chunks_) delete[] c.load(std::memory_order_relaxed);
+HandleTable::~HandleTable() ZT_NO_THREAD_SAFETY_ANALYSIS {
+  for (int k = 0; k < kMaxChunks; ++k) {
+    // A mapped chunk goes with its Mapping.
+    if (mapped_[k].data() == nullptr) {
+      delete[] chunks_[k].load(std::memory_order_relaxed);
+    }
+  }
 }
 
-bool HandleTable::MakeChunk(int k) {
+// An entry at or above size() is never read before Allocate writes it, so
+// a new chunk needs no initial value.
+bool HandleTable::MakeChunk(int k, bool populate) {
   if (chunks_[k].load(std::memory_order_relaxed) != nullptr) return true;
   const std::size_t n = Chunks::ChunkSize(k);
-  auto* chunk = new (std::nothrow) std::atomic<std::uint64_t>[n];
-  if (chunk == nullptr) return false;
-  for (std::size_t i = 0; i < n; ++i) {
-    chunk[i].store(kEntryFree | kNoIndex, std::memory_order_relaxed);
+  std::atomic<std::uint64_t>* chunk = nullptr;
+  if (n >= kMappedChunkEntries) {
+    Result<platform::Mapping> m = platform::Mapping::Anonymous(
+        n * sizeof(std::uint64_t), platform::Commit::kOnTouch,
+        "mmap handle table");
+    if (!m.has_value()) return false;
+    if (populate && !m->Populate("populate handle table").ok()) return false;
+    chunk = m->as<std::atomic<std::uint64_t>>();
+    mapped_[k] = std::move(*m);
+  } else {
+    chunk = new (std::nothrow) std::atomic<std::uint64_t>[n];
+    if (chunk == nullptr) return false;
   }
   chunks_[k].store(chunk, std::memory_order_release);
   return true;
@@ -45,7 +64,7 @@ bool HandleTable::Reserve(std::uint64_t n) {
   std::uint64_t off;
   const int last = Chunks::Locate(std::min(n, kMaxHandles) - 1, &off);
   for (int k = 0; k <= last; ++k) {
-    if (!MakeChunk(k)) return false;
+    if (!MakeChunk(k, /*populate=*/true)) return false;
   }
   return true;
 }
@@ -67,7 +86,7 @@ std::uint64_t HandleTable::Allocate(HandleCache* c) {
       for (std::uint32_t k = 0; k < kFreshBatch && size < kMaxHandles; ++k) {
         std::uint64_t off;
         const int chunk = Chunks::Locate(size, &off);
-        if (!MakeChunk(chunk)) break;
+        if (!MakeChunk(chunk, /*populate=*/false)) break;
         if (chunk >= counted_chunks_) {  // indexes reach chunks in order
           metadata_bytes_->fetch_add(
               Chunks::ChunkSize(chunk) * sizeof(std::uint64_t),

@@ -446,12 +446,20 @@ class HandleTable {
  private:
   using Chunks = Chunking<64, 4, 6>;
   static constexpr int kMaxChunks = Chunks::ChunksFor(kMaxHandles);
-  // Makes chunk k if it is missing; false when memory runs out. REQUIRES mu_.
-  bool MakeChunk(int k) ZT_REQUIRES(mu_);
+  // Chunks of this many entries and more are mappings (zero pages that
+  // the kernel gives as they are first touched), not heap arrays: made in
+  // no time, where filling a 256 MiB array took seconds under mu_ (and a
+  // class lock) as the table doubled past 2^25 entries.
+  static constexpr std::size_t kMappedChunkEntries = std::size_t{1} << 16;
+  // Makes chunk k if it is missing, with `populate` faulting a mapped one
+  // in (Reserve: no page fault later); false when memory runs out.
+  bool MakeChunk(int k, bool populate) ZT_REQUIRES(mu_);
 
   internal::Mutex mu_;
   std::atomic<std::size_t>* metadata_bytes_;
   std::array<std::atomic<std::atomic<std::uint64_t>*>, kMaxChunks> chunks_{};
+  // The mappings of the large chunks (empty for a heap chunk).
+  std::array<platform::Mapping, kMaxChunks> mapped_ ZT_GUARDED_BY(mu_);
   int counted_chunks_ ZT_GUARDED_BY(mu_) = 0;
   std::atomic<std::uint64_t> size_{0};  // written under mu_
   std::uint64_t free_head_ ZT_GUARDED_BY(mu_) = kNoIndex;
