@@ -68,14 +68,24 @@ class DeflateCodec final : public Codec {
     if (c == nullptr) {
       return Err(Status::ResourceExhausted("deflate: cannot allocate"));
     }
-    return std::make_unique<DeflateCompressor>(c);
+    try {  // the object owns c once made
+      return std::make_unique<DeflateCompressor>(c);
+    } catch (...) {
+      libdeflate_free_compressor(c);
+      throw;
+    }
   }
   Result<std::unique_ptr<Decompressor>> NewDecompressor() const override {
     libdeflate_decompressor* d = libdeflate_alloc_decompressor();
     if (d == nullptr) {
       return Err(Status::ResourceExhausted("deflate: cannot allocate"));
     }
-    return std::make_unique<DeflateDecompressor>(d);
+    try {  // the object owns d once made
+      return std::make_unique<DeflateDecompressor>(d);
+    } catch (...) {
+      libdeflate_free_decompressor(d);
+      throw;
+    }
   }
 
  private:

@@ -12,6 +12,7 @@
 // valid until this thread has asked for kMaxLocal - 1 other codecs since.
 #include <algorithm>
 #include <atomic>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,17 +102,25 @@ Decompressor& LocalDecompressor(const Codec& codec) {
       return *local.front().decompressor;
     }
   }
-  auto d = codec.NewDecompressor();
-  if (!d.has_value()) {
-    // Out of memory: this load fails, the next call tries again.
-    thread_local UnavailableDecompressor unavailable;
-    unavailable.status = Status::ResourceExhausted(
-        "cannot create a " + std::string(codec.name()) +
-        " decompressor: " + d.error().message());
+  // Out of memory (the codec's context, or std::bad_alloc from making the
+  // object or the entry): this load fails, the next call tries again. Where
+  // even the message cannot be had, a short one that fits std::string's
+  // inline buffer.
+  thread_local UnavailableDecompressor unavailable;
+  try {
+    auto d = codec.NewDecompressor();
+    if (!d.has_value()) {
+      unavailable.status = Status::ResourceExhausted(
+          "cannot create a " + std::string(codec.name()) +
+          " decompressor: " + d.error().message());
+      return unavailable;
+    }
+    if (local.size() >= kMaxLocal) local.pop_back();
+    local.insert(local.begin(), LocalEntry{id, std::move(*d)});
+  } catch (const std::bad_alloc&) {
+    unavailable.status = Status::ResourceExhausted("no decompressor");
     return unavailable;
   }
-  if (local.size() >= kMaxLocal) local.pop_back();
-  local.insert(local.begin(), LocalEntry{id, std::move(*d)});
   return *local.front().decompressor;
 }
 

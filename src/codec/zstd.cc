@@ -165,7 +165,13 @@ class ZstdCodec final : public Codec {
     if (cctx == nullptr) {
       return Err(Status::ResourceExhausted("zstd: cannot create a CCtx"));
     }
-    auto c = std::make_unique<ZstdCompressor>(cctx, level_, dict_);
+    std::unique_ptr<ZstdCompressor> c;
+    try {  // the object owns cctx once made
+      c = std::make_unique<ZstdCompressor>(cctx, level_, dict_);
+    } catch (...) {
+      ZSTD_freeCCtx(cctx);
+      throw;
+    }
     // Size the workspace now, off the hot path.
     std::vector<std::byte> page(4096), out(ZSTD_compressBound(4096));
     (void)c->Compress(page, out);
@@ -183,7 +189,12 @@ class ZstdCodec final : public Codec {
     if (dctx == nullptr) {
       return Err(Status::ResourceExhausted("zstd: cannot create a DCtx"));
     }
-    return std::make_unique<ZstdDecompressor>(dctx, dict_);
+    try {  // the object owns dctx once made
+      return std::make_unique<ZstdDecompressor>(dctx, dict_);
+    } catch (...) {
+      ZSTD_freeDCtx(dctx);
+      throw;
+    }
   }
 
  private:

@@ -18,6 +18,11 @@
 // is its last access. So when the caller sees remaining == 0 and the job off
 // the queue, no worker holds a pointer to it.
 //
+// An exception from fn, on a worker or the caller, is kept in the job (the
+// first one) and rethrown by Run once every lane has finished: the job and
+// what fn refers to live on the caller's stack, and must not be unwound
+// while a worker still runs a lane of it.
+//
 // Idle workers spin for spin_us watching queued (one relaxed load per
 // iteration, no lock) before sleeping on work_cv, yielding the CPU every
 // few microseconds (see the header). Waking one costs a futex call only when
@@ -31,6 +36,7 @@
 #include <cassert>
 #include <chrono>
 #include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -46,6 +52,19 @@ struct Job {
   std::size_t n;
   std::atomic<std::size_t> next{1};       // lane 0 belongs to the caller
   std::atomic<std::size_t> remaining{0};  // lanes not yet finished
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;  // the first lane's exception (set by failed)
+
+  // Runs lane `lane`, keeping an exception for the caller.
+  void RunLane(std::size_t lane) noexcept {
+    try {
+      (*fn)(lane);
+    } catch (...) {
+      if (!failed.exchange(true, std::memory_order_acq_rel)) {
+        error = std::current_exception();
+      }
+    }
+  }
 };
 
 }  // namespace
@@ -58,6 +77,9 @@ struct WorkerPool::Impl {
   bool ClaimLocked(Job** job, std::size_t* lane);
   void RemoveLocked(Job* job);
   void Finish(Job* job);
+  // Run's end: takes the job off the queue and waits until every lane of
+  // it has finished (spinning briefly, then on done_cv).
+  void WaitForLanes(Job& job);
   bool SpinForWork();
 
   const unsigned spin_us;
@@ -144,7 +166,7 @@ void WorkerPool::Impl::WorkerLoop() {
         continue;
       }
     }
-    (*job->fn)(lane);
+    job->RunLane(lane);
     Finish(job);
   }
 }
@@ -199,10 +221,19 @@ void WorkerPool::Run(std::size_t n,
   // Lane 0, then whatever no worker has taken yet.
   std::size_t lane = 0;
   do {
-    fn(lane);
+    job.RunLane(lane);
     job.remaining.fetch_sub(1, std::memory_order_acq_rel);
     lane = job.next.fetch_add(1, std::memory_order_relaxed);
   } while (lane < n);
+  im.WaitForLanes(job);
+  // Every lane has finished: the job may go, and with it an exception.
+  if (job.failed.load(std::memory_order_acquire)) {
+    std::rethrow_exception(job.error);
+  }
+}
+
+void WorkerPool::Impl::WaitForLanes(Job& job) {
+  Impl& im = *this;
 
   // Every lane is claimed; no worker may find the job any more.
   std::unique_lock<std::mutex> lock(im.mu, std::defer_lock);

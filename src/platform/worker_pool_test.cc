@@ -6,6 +6,8 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -103,6 +105,33 @@ TEST(WorkerPoolTest, ConcurrentCallers) {
     for (int rep = 0; rep < kReps; ++rep) expected += 1 + (rep + t) % 3;
   }
   EXPECT_EQ(total.load(), expected);
+}
+
+// A lane that throws, on the caller or on a worker: Run rethrows it, and
+// only once every other lane has returned (they use the caller's stack),
+// and the pool serves the next job as before.
+TEST(WorkerPoolTest, AnExceptionComesBackAfterEveryLane) {
+  WorkerPool pool(3);
+  for (const std::size_t thrower :
+       {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
+    std::atomic<int> finished{0};
+    bool caught = false;
+    try {
+      pool.Run(4, [&](std::size_t lane) {
+        if (lane == thrower) throw std::runtime_error("lane failed");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        finished.fetch_add(1);
+      });
+    } catch (const std::runtime_error& e) {
+      caught = std::string(e.what()) == "lane failed";
+      // Every other lane had returned before Run did.
+      EXPECT_EQ(finished.load(), 3) << "thrower " << thrower;
+    }
+    EXPECT_TRUE(caught) << "thrower " << thrower;
+    std::atomic<int> ran{0};
+    pool.Run(4, [&](std::size_t) { ran.fetch_add(1); });
+    EXPECT_EQ(ran.load(), 4);
+  }
 }
 
 TEST(WorkerPoolTest, DestroyWhileIdle) {

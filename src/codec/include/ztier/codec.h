@@ -173,9 +173,9 @@ std::string_view CanonicalCodecName(std::string_view name);
 
 // This thread's Decompressor for `codec`, created on first use and kept until
 // the thread exits. Lock-free after the first call. Where the codec cannot
-// create one (it can only fail by running out of memory), a Decompressor
-// whose Decompress returns that kResourceExhausted, not kept: the next call
-// tries again.
+// create one (it can only fail by running out of memory, std::bad_alloc
+// included: this function does not throw), a Decompressor whose Decompress
+// returns kResourceExhausted, not kept: the next call tries again.
 Decompressor& LocalDecompressor(const Codec& codec);
 
 }  // namespace ztier

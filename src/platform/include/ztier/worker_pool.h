@@ -28,6 +28,10 @@
 // the slowest at 591 without yielding; 10 and 970 with it (the median was
 // about 1,050 both ways, the host being noisy then).
 //
+// An exception from fn, on any lane, is rethrown by Run() once every lane
+// has returned (the first one, if several threw): what fn refers to on the
+// caller's stack outlives the lanes that use it.
+//
 // Thread safety: all methods may be called from any thread. fn must not call
 // Run() on the same pool.
 #ifndef ZTIER_WORKER_POOL_H_
