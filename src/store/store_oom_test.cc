@@ -11,7 +11,10 @@
 //     as picked, which no later pass would pick again);
 //   - a recompression pass: no object it made is left behind (the pool
 //     holds no object once every page is discarded), and the next pass
-//     recompresses every page the first did not.
+//     recompresses every page the first did not;
+//   - a batched load on the parallel backend, on a thread whose buffers and
+//     decompressors are still to be made: it may throw, but only once its
+//     lanes are done (they use its stack), and every page loads after.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -243,6 +246,40 @@ TEST(StoreOomTest, ARecompressionPassOutOfMemoryLeavesNothingBehind) {
   }
   EXPECT_GT(failed, 3);
   std::printf("recompress: each of %ld allocations failed in turn\n", failed);
+}
+
+TEST(StoreOomTest, ABatchedLoadOutOfMemoryOnTheParallelBackend) {
+  constexpr std::size_t kPages = 64;
+  const std::vector<std::byte> pages = Pages(kPages, 7);
+  PageStoreOptions o;
+  o.num_pages = kPages;
+  o.batch_backend = BatchBackend::kParallel;
+  o.parallel_workers = 3;
+  auto made = PageStore::Create(o);
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  PageStore& store = **made;
+  ASSERT_OK(store.StoreBatch(0, pages));
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the load failing");
+    bool fired = false;
+    OnThreadWithin30s("a batched load", [&] {
+      std::vector<std::byte> out(pages.size());
+      testing::FailNthAllocation(n);
+      try {
+        (void)store.LoadBatch(0, out, {});
+      } catch (const std::bad_alloc&) {
+      }
+      fired = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
+    });
+    failed += fired;
+    ExpectPages(store, pages);
+    if (!fired || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 10000) << "a load that never ends allocating";
+  }
+  EXPECT_GT(failed, 0);
+  std::printf("batched load: each of %ld allocations failed in turn\n", failed);
 }
 
 }  // namespace
