@@ -81,8 +81,10 @@ Status FillLoop(Userfaultfd& u, const char* what, std::uintptr_t start,
       continue;
     }
     if (err == EAGAIN && ++retries < kMaxRetries) continue;
-    st = PosixError(Where(what, start + off, len - off), err);
-    break;
+    // What was done is said before the message is made: making it may
+    // throw (std::bad_alloc), and the caller must still know.
+    if (done != nullptr) *done = off;
+    return PosixError(Where(what, start + off, len - off), err);
   }
   if (done != nullptr) *done = off;
   return st;

@@ -113,7 +113,8 @@ void Region::Impl::Handle(const uffd_msg* msgs, std::size_t n) {
     try {
       HandleFault(msgs[i]);
     } catch (const std::bad_alloc&) {
-      // Only a load's error message allocates, before anything changed:
+      // What allocates here changes nothing first (a load's error
+      // message; a copy's goes through CopyPages, which does not throw):
       // the faulter is woken to fault again, and served then.
       LogOutOfMemory("fault handler");
       Status w = uffd->Wake(
@@ -190,7 +191,7 @@ void Region::Impl::MapZeros(std::size_t p) {
   // this process (an IPI each, costly on a VM), and untouched memory is
   // nearly always about to be written.
   std::size_t done = 0;
-  Status st = uffd->Copy(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
+  Status st = CopyPages(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
                         /*wp=*/false, &done);
   if (!st.ok()) {
     // Pages not reached stay untouched; the faulter retries, and if p was
@@ -268,7 +269,7 @@ void Region::Impl::FaultIn(std::size_t p) {
   auto install = [&](std::size_t a, std::size_t b) {
     const bool read_ahead = a != p;
     std::size_t done = 0;
-    Status cs = uffd->Copy(Addr(a), staging.get() + (a - w0) * kPageSize,
+    Status cs = CopyPages(Addr(a), staging.get() + (a - w0) * kPageSize,
                           (b - a) * kPageSize,
                           read_ahead && options.count_ra_hits, &done);
     const std::size_t end = a + done / kPageSize;
@@ -375,6 +376,17 @@ void Region::Impl::HandleWriteProtect(std::size_t p) {
   }
   Status st = uffd->WriteProtect(Addr(p), kPageSize, /*wp=*/false);
   if (!st.ok()) ResolveFailed(Addr(p), kPageSize, st);
+}
+
+Status Region::Impl::CopyPages(std::uintptr_t dst, const std::byte* src,
+                               std::size_t len, bool wp,
+                               std::size_t* done) noexcept {
+  try {
+    return uffd->Copy(dst, src, len, wp, done);
+  } catch (const std::bad_alloc&) {
+    // Its error message could not be made; *done is set (FillLoop).
+    return Status::IoError("UFFDIO_COPY");
+  }
 }
 
 void Region::Impl::ResolveFailed(std::uintptr_t addr, std::size_t len,

@@ -149,6 +149,11 @@ struct Region::Impl {
   // which a failed ioctl leaves asleep; they fault again and are served
   // anew (or get the signal of a range no longer mapped).
   void ResolveFailed(std::uintptr_t addr, std::size_t len, const Status& st);
+  // uffd->Copy that does not throw: a failure whose message could not be
+  // made (std::bad_alloc) is still a failure, with *done set, so that the
+  // caller's undo of its bookkeeping for the pages not copied always runs.
+  Status CopyPages(std::uintptr_t dst, const std::byte* src, std::size_t len,
+                   bool wp, std::size_t* done) noexcept;
   // Frees the slot of page p, stored or written back, and takes it out of
   // those counters; the caller gives p its new state. REQUIRES: mu
   void ForgetStored(std::size_t p);

@@ -995,6 +995,42 @@ INSTANTIATE_TEST_SUITE_P(Errno, CopyFailureTest,
                            return p.param == ENOMEM ? "ENOMEM" : "EAGAIN";
                          });
 
+// UFFDIO_COPY failing while stored pages are faulted in, and its error
+// message not to be had (std::bad_alloc, here thrown where the wrapper
+// makes its error): the install is undone all the same, so the pages stay
+// stored and each reads back intact on its next fault, never as zeros.
+TEST(RegionTest, ACopyFailureWithoutMemoryForItsMessageLosesNothing) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 64;
+  std::atomic<int> failures{0};
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  o.max_pool_percent = 100;
+  o.page_cluster = 3;
+  auto made = RegionTestPeer::CreateFaulty(o, [&](const internal::UffdCall& c) {
+    if (c.op != internal::UffdCall::kCopy) return 0;
+    int left = failures.load();
+    while (left > 0 && !failures.compare_exchange_weak(left, left - 1)) {
+    }
+    if (left > 0) throw std::bad_alloc();
+    return 0;
+  });
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  Region& r = **made;
+  Fill(r, 0, kPages, 0, false);
+  ASSERT_OK(r.Pageout(r.data(), r.size()));
+  ASSERT_EQ(r.Stats().stored_pages, kPages);
+  failures = 10;
+  ::testing::internal::CaptureStderr();
+  const std::size_t bad = FirstBad(r, 0, kPages, 0, false);
+  ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(bad, kPages);
+  EXPECT_EQ(failures.load(), 0);  // every injected failure was hit
+  const RegionStats s = Settled(r);
+  EXPECT_EQ(s.stored_pages, 0u);
+  EXPECT_EQ(s.resident_pages, kPages);
+}
+
 // UFFDIO_WRITEPROTECT failing in an eviction: no page may be stored (a write
 // after the store's read would be lost), so every victim stays resident and
 // keeps its data; the failure is logged.
