@@ -131,6 +131,55 @@ TEST(StoreOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
   std::printf("each of %ld allocations failed in turn\n", failed);
 }
 
+// A reclaim that runs out of memory leaves its unit to be queued again by
+// the next free (not marked queued for good, which would keep the whole
+// object until its last page goes).
+TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
+  constexpr std::size_t kUnit8 = 8;
+  const std::vector<std::byte> pages = Pages(kUnit8, 4);
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the discard failing");
+    PageStoreOptions o;
+    o.num_pages = 64;
+    o.unit_pages = kUnit8;
+    auto made = PageStore::Create(o);
+    ASSERT_TRUE(made.has_value()) << made.error().ToString();
+    PageStore& store = **made;
+    ASSERT_OK(store.StoreBatch(0, pages));
+    bool fired = false, threw = false;
+    OnThreadWithin30s("the discards", [&] {
+      for (std::uint64_t i = 0; i < 4; ++i) ASSERT_OK(store.Discard(i));
+      // The fifth leaves 3 of 8 pages: the unit is queued and reclaimed.
+      testing::FailNthAllocation(n);
+      try {
+        store.Discard(4).IgnoreError();
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      fired = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
+      ASSERT_OK(store.Discard(5));
+    });
+    failed += fired;
+    // (A survivor the pool had no room for, a nothrow allocation failing,
+    // is a refusal: that unit stays queued, by design, until its last
+    // page goes.)
+    if (threw) {
+      EXPECT_EQ(store.Stats().units, 0u) << "the unit was never reclaimed";
+    }
+    std::vector<std::byte> out(kPageSize);
+    for (std::uint64_t i = 6; i < kUnit8; ++i) {
+      ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+      ASSERT_EQ(
+          std::memcmp(out.data(), pages.data() + i * kPageSize, kPageSize), 0);
+    }
+    if (!fired || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 10000);
+  }
+  EXPECT_GT(failed, 0);
+}
+
 TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
   constexpr std::size_t kPages = 256;  // 64 pages in units of 4, then 192
   const std::vector<std::byte> pages = Pages(kPages, 3);

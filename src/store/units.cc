@@ -309,17 +309,31 @@ void PageStore::Impl::ReclaimQueued() {
     reclaim_work.swap(reclaim_queue);
     reclaim_pending.store(false, std::memory_order_relaxed);
   }
-  for (const auto& [u, gen] : reclaim_work) {
-    // Stream before slots (the lock order): the survivors are compressed
-    // under the run's locks, so that nothing changes between read and
-    // install.
-    internal::StreamPool::Lease lease = streams->Acquire();
-    // A newer dictionary's codec is built before the run is locked, not
-    // while readers of its pages wait.
-    StreamDict(*lease);
-    const UnitLock run(*this, u);
-    internal::Unit& e = units[u];
-    if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
+  std::size_t k = 0;
+  try {
+    for (; k < reclaim_work.size(); ++k) {
+      const auto [u, gen] = reclaim_work[k];
+      // Stream before slots (the lock order): the survivors are compressed
+      // under the run's locks, so that nothing changes between read and
+      // install.
+      internal::StreamPool::Lease lease = streams->Acquire();
+      // A newer dictionary's codec is built before the run is locked, not
+      // while readers of its pages wait.
+      StreamDict(*lease);
+      const UnitLock run(*this, u);
+      internal::Unit& e = units[u];
+      if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
+    }
+  } catch (...) {
+    // Out of memory (a thread's first unit cache, an error message): the
+    // units not reclaimed lose their `queued` mark, so that the next free
+    // of one of their pages queues them again (rather than none ever).
+    for (; k < reclaim_work.size(); ++k) {
+      const auto [u, gen] = reclaim_work[k];
+      internal::Unit& e = units[u];
+      if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
+    }
+    throw;
   }
   pool->ReleaseSpares();
 }
@@ -338,6 +352,21 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
   Pending made[internal::kMaxUnitPages];
   alignas(8) std::byte page[kPageSize];
   const std::uint32_t dict = StreamDict(stream);
+  // The survivors made so far go back to the pool unless installed: on a
+  // refusal below, and on an exception (a later member's load, out of
+  // memory for its error message).
+  struct DropMade {
+    Impl& m;
+    Pending* made;
+    std::size_t n;
+    bool installing = false;
+    ~DropMade() {
+      if (installing) return;
+      for (std::size_t k = 0; k < n; ++k) {
+        if (made[k].content != 0) m.DropPending(made[k]);
+      }
+    }
+  } drop{*this, made, unit_pages};
   bool ok = true;
   for (std::size_t k = 0; k < unit_pages && ok; ++k) {
     Slot& s = slots[first + k];
@@ -374,12 +403,8 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
                false};
     CountDict(made[k].content);  // as MakeObject does
   }
-  if (!ok) {
-    for (std::size_t k = 0; k < unit_pages; ++k) {
-      if (made[k].content != 0) DropPending(made[k]);
-    }
-    return;  // `queued` stays set
-  }
+  if (!ok) return;         // `queued` stays set; DropMade frees what was made
+  drop.installing = true;  // nothing below throws
   for (std::size_t k = 0; k < unit_pages; ++k) {
     if (made[k].content == 0) continue;
     Slot& s = slots[first + k];

@@ -30,8 +30,8 @@ void Region::Impl::NoteStored(std::size_t p) {
   if (options.backing == nullptr) return;
   pages.set(p, PageMap::kLruRef);
   if (pages.test(p, PageMap::kInLru)) return;
+  lru.push_back(static_cast<std::uint32_t>(p));  // may throw: flag after
   pages.set(p, PageMap::kInLru);
-  lru.push_back(static_cast<std::uint32_t>(p));
 }
 
 bool Region::Impl::Shrink() {
