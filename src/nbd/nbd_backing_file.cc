@@ -6,6 +6,7 @@
 #include <libnbd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +17,8 @@
 #include <functional>
 #include <mutex>
 #include <new>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <utility>
@@ -666,39 +669,60 @@ Status NbdFile::Open() {
 }
 
 // Whether the query of `uri` (after '?', '&'-separated) has `name`=.
-bool HasQueryParam(std::string_view uri, std::string_view name) {
+// The value of query parameter `name` of `uri` (after '?', '&'-separated),
+// or nullopt when it has none.
+std::optional<std::string> QueryParam(std::string_view uri,
+                                      std::string_view name) {
   const std::size_t q = uri.find('?');
-  if (q == std::string_view::npos) return false;
+  if (q == std::string_view::npos) return std::nullopt;
   std::string_view rest = uri.substr(q + 1);
   while (!rest.empty()) {
     const std::size_t amp = rest.find('&');
     const std::string_view item = rest.substr(0, amp);
     if (item.starts_with(name) && item.substr(name.size()).starts_with('=')) {
-      return true;
+      return std::string(item.substr(name.size() + 1));
     }
     if (amp == std::string_view::npos) break;
     rest.remove_prefix(amp + 1);
   }
-  return false;
+  return std::nullopt;
 }
 
-// The URI's TLS settings make sense: over TCP (nbds://) the server must be
-// authenticated, by a CA (tls-certificates=DIR with its ca-cert.pem) or a
-// PSK, since libnbd (1.14) verifies no certificate without one, and TLS
-// parameters on a plain scheme (which libnbd ignores) are refused.
+// The URI's TLS settings make sense. Over TCP (nbds://) the server must be
+// authenticated: by a PSK, or by a CA, the ca-cert.pem of tls-certificates=
+// DIR or of libnbd's default folder (/etc/pki/libnbd for root,
+// $HOME/.pki/libnbd otherwise); libnbd (1.14) verifies no certificate
+// where it finds none (it then loads the system's CAs but turns
+// verification off). TLS parameters on a plain scheme, which libnbd
+// ignores, are refused.
 Status CheckTlsParams(std::string_view uri) {
-  const bool named = HasQueryParam(uri, "tls-certificates") ||
-                     HasQueryParam(uri, "tls-psk-file");
+  const std::optional<std::string> dir = QueryParam(uri, "tls-certificates");
+  const bool psk = QueryParam(uri, "tls-psk-file").has_value();
   if (uri.starts_with("nbds:")) {
-    if (named) return Status::Ok();
+    if (psk) return Status::Ok();
+    std::string ca_dir;
+    if (dir.has_value()) {
+      ca_dir = *dir;
+    } else if (::geteuid() == 0) {
+      ca_dir = "/etc/pki/libnbd";
+    } else if (const char* home = std::getenv("HOME")) {
+      ca_dir = std::string(home) + "/.pki/libnbd";
+    }
+    const std::string ca = ca_dir + "/ca-cert.pem";
+    if (!ca_dir.empty() && ::access(ca.c_str(), R_OK) == 0) {
+      return Status::Ok();
+    }
     return Status::InvalidArgument(
         "nbds:// needs the server's CA (tls-certificates=DIR, a folder "
-        "holding ca-cert.pem) or a pre-shared key (tls-psk-file=FILE): "
-        "without either, the server's certificate is not verified, and "
-        "anyone in the path could read and change written-back pages");
+        "holding ca-cert.pem" +
+        std::string(dir.has_value() ? "; " + ca + " cannot be read"
+                                    : ", or " + ca) +
+        ") or a pre-shared key (tls-psk-file=FILE): without either, the "
+        "server's certificate is not verified, and anyone in the path could "
+        "read and change written-back pages");
   }
   if (!uri.starts_with("nbds+unix:") &&
-      (named || HasQueryParam(uri, "tls-username"))) {
+      (dir.has_value() || psk || QueryParam(uri, "tls-username"))) {
     return Status::InvalidArgument(
         "TLS parameters on a plain-text URI (the connection would not use "
         "TLS): use nbds:// or nbds+unix://");

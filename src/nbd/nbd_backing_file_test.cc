@@ -147,21 +147,33 @@ TEST(NbdBackingFileTest, RejectsWhatItCannotUse) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(OpenNbdBackingFile("nbd://x", {.connections = 0}).error().code(),
             StatusCode::kInvalidArgument);
-  // TLS over TCP must authenticate the server; TLS settings on a plain
-  // scheme would be ignored. Refused before any connection is tried.
-  for (const auto& [uri, why] :
-       std::initializer_list<std::pair<const char*, const char*>>{
-           {"nbds://localhost:1/x", "needs the server's CA"},
-           {"nbds://localhost:1/x?tls-username=me", "needs the server's CA"},
-           {"nbd://localhost:1/x?tls-certificates=/etc/pki",
-            "TLS parameters on a plain-text URI"},
-           {"nbd+unix:///x?socket=/s&tls-psk-file=/k",
-            "TLS parameters on a plain-text URI"}}) {
-    auto r = OpenNbdBackingFile(uri, {.timeout_ms = 100});
-    ASSERT_FALSE(r.has_value()) << uri;
-    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument) << uri;
-    EXPECT_NE(r.error().message().find(why), std::string::npos)
-        << r.error().message();
+  // TLS over TCP must authenticate the server (a folder without
+  // ca-cert.pem would not); TLS settings on a plain scheme would be
+  // ignored. Refused before any connection is tried.
+  {
+    ScopedTempDir empty;
+    const std::string no_ca = "?tls-certificates=" + empty.path();
+    for (const auto& [uri, why] :
+         std::initializer_list<std::pair<std::string, const char*>>{
+             {"nbds://localhost:1/x" + no_ca, "ca-cert.pem cannot be read"},
+             {"nbds://localhost:1/x" + no_ca + "&tls-username=me",
+              "needs the server's CA"},
+             {"nbd://localhost:1/x?tls-certificates=/etc/pki",
+              "TLS parameters on a plain-text URI"},
+             {"nbd+unix:///x?socket=/s&tls-psk-file=/k",
+              "TLS parameters on a plain-text URI"}}) {
+      auto r = OpenNbdBackingFile(uri, {.timeout_ms = 100});
+      ASSERT_FALSE(r.has_value()) << uri;
+      EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument) << uri;
+      EXPECT_NE(r.error().message().find(why), std::string::npos)
+          << r.error().message();
+    }
+    // With a CA it goes on to connect (and finds nobody there).
+    ASSERT_EQ(Sh("touch '" + empty.File("ca-cert.pem") + "'").exit_code, 0);
+    auto r =
+        OpenNbdBackingFile("nbds://localhost:1/x" + no_ca, {.timeout_ms = 100});
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), StatusCode::kIoError) << r.error().ToString();
   }
   ScopedTempDir dir;
   auto none = OpenNbdBackingFile(

@@ -14,9 +14,11 @@
 // TLS: nbds:// and nbds+unix:// require it; the URI may name the client's
 // certificates (tls-certificates=DIR, the layout libnbd reads) or a PSK
 // file (tls-psk-file=FILE): it comes from the operator, so local files are
-// allowed (nbd_set_uri_allow_local_file). nbds:// must name one of them:
-// without a ca-cert.pem or a PSK libnbd (1.14) verifies no certificate,
-// and the remote would not be authenticated. libnbd verifies a server's
+// allowed (nbd_set_uri_allow_local_file). nbds:// must authenticate the
+// server: a PSK, or a readable ca-cert.pem in tls-certificates=DIR or in
+// libnbd's default folder (/etc/pki/libnbd for root, $HOME/.pki/libnbd
+// otherwise); without one libnbd (1.14) verifies no certificate, and such
+// a URI is refused. libnbd verifies a server's
 // certificate only against a host name, so over nbds+unix:// none is
 // checked: encrypted, not authenticated, unless with a PSK. TLS
 // parameters on nbd:// or nbd+unix:// (plain text) are refused.
