@@ -91,7 +91,15 @@ bool Region::Impl::Evict(std::span<const std::uint32_t> victims) {
       while (r > i && victims[r] == victims[r - 1] + 1) --r;
       if (r > i) j = r;
     }
-    if (!EvictChunk(victims.subspan(i, j - i))) return false;
+    bool done = false;
+    try {
+      done = EvictChunk(victims.subspan(i, j - i));
+    } catch (const std::bad_alloc&) {
+      // A chunk's vectors, made before anything of it changed: the rest
+      // stays resident, as if the pool had refused it.
+      LogOutOfMemory("eviction");
+    }
+    if (!done) return false;
     i = j;
   }
   return true;

@@ -125,7 +125,7 @@ TEST(EvictOomTest, NoFailedAllocationOfAPageoutLosesOrBlocksAPage) {
       try {
         st = r.Pageout(r.data(), r.size());
       } catch (const std::bad_alloc&) {
-        // Before the eviction began (its victim list): nothing changed.
+        // Only before the eviction began (its victim list): nothing changed.
       }
       const bool fired = testing::AllocationFailed();
       testing::FailNthAllocation(0);
