@@ -12,6 +12,7 @@
 #define ZTIER_TESTING_SERVE_PROCESS_H_
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -106,14 +107,18 @@ class ServeProcess {
   bool running() { return Reap(WNOHANG), pid_ > 0; }
   pid_t pid() const { return pid_; }
   int exit_code() const { return exit_code_; }
+  // Its peak resident memory (KiB), once Wait() or Stop() has reaped it.
+  long max_rss_kib() const { return max_rss_kib_; }
   std::string Log() const { return Sh("cat '" + log_ + "'").out; }
 
  private:
   void Reap(int options) {
     if (pid_ <= 0) return;
     int status;
-    if (::waitpid(pid_, &status, options) == pid_) {
+    rusage usage{};
+    if (::wait4(pid_, &status, options, &usage) == pid_) {
       exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+      max_rss_kib_ = usage.ru_maxrss;
       pid_ = -1;
     }
   }
@@ -122,6 +127,7 @@ class ServeProcess {
   pid_t pid_ = -1;
   std::size_t log_from_ = 0;  // WaitForLog(text) looks from here
   int exit_code_ = -1;
+  long max_rss_kib_ = 0;
 };
 
 // `ztier serve` on a Unix NBD socket and a control socket in a temporary

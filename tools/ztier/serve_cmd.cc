@@ -701,10 +701,14 @@ struct Servers {
 // each Unix socket path a live server accepts on is refused now, as
 // StartServers would refuse it later. (A TCP port in use is found there.)
 std::optional<int> CheckSocketsFree(const ServeSettings& s) {
+  // The control socket first: a probe there is not logged or counted by
+  // the running server, where one of its NBD socket would be (a
+  // connection closed in its handshake); that one is probed only when the
+  // others are free.
   const std::pair<const std::string*, const char*> sockets[] = {
-      {&s.unix_path, "cannot serve NBD"},
       {&s.ctl_path, "cannot open the control socket"},
-      {&s.metrics_unix, "cannot serve metrics"}};
+      {&s.metrics_unix, "cannot serve metrics"},
+      {&s.unix_path, "cannot serve NBD"}};
   for (const auto& [path, what] : sockets) {
     if (path->empty()) continue;
     auto fd = platform::ConnectUnix(*path);
