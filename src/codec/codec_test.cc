@@ -435,6 +435,7 @@ TEST(ParamsTest, Errors) {
                            "level=3x",
                            "level=1.5",
                            "level=99999999999",
+                           "level=-2147483648",  // kDefaultLevel
                            "level=+-1",
                            "level= 3",
                            "dict",

@@ -42,7 +42,10 @@ Status ApplyToken(std::string_view token, CodecParams* p) {
   const std::string_view key = token.substr(0, eq);
   const std::string_view value = token.substr(eq + 1);
   if (key == "level") {
-    if (!ParseInt(value, &p->level)) return Bad("malformed level", token);
+    // INT32_MIN is kDefaultLevel, "none given": out of every range.
+    if (!ParseInt(value, &p->level) || p->level == CodecParams::kDefaultLevel) {
+      return Bad("malformed level", token);
+    }
   } else if (key == "dict") {
     p->dict_path.assign(value);
   } else if (key == "algo") {
