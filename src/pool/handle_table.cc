@@ -43,13 +43,24 @@ bool HandleTable::MakeChunk(int k, bool populate) {
   const std::size_t n = Chunks::ChunkSize(k);
   std::atomic<std::uint64_t>* chunk = nullptr;
   if (n >= kMappedChunkEntries) {
-    Result<platform::Mapping> m = platform::Mapping::Anonymous(
-        n * sizeof(std::uint64_t), platform::Commit::kOnTouch,
-        "mmap handle table");
-    if (!m.has_value()) return false;
-    if (populate && !m->Populate("populate handle table").ok()) return false;
-    chunk = m->as<std::atomic<std::uint64_t>>();
-    mapped_[k] = std::move(*m);
+    // Runs under a class lock that Malloc releases by hand: a failure must
+    // be a false, never an exception (the mapping's error message is made
+    // with the heap). kUnlocked unless populated: under the process's
+    // mlockall(MCL_FUTURE) a locked chunk would be faulted in whole here.
+    try {
+      Result<platform::Mapping> m = platform::Mapping::Anonymous(
+          n * sizeof(std::uint64_t),
+          populate ? platform::Commit::kOnTouch : platform::Commit::kUnlocked,
+          "mmap handle table");
+      if (!m.has_value()) return false;
+      if (populate && !m->Populate("populate handle table").ok()) {
+        return false;
+      }
+      chunk = m->as<std::atomic<std::uint64_t>>();
+      mapped_[k] = std::move(*m);
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
   } else {
     chunk = new (std::nothrow) std::atomic<std::uint64_t>[n];
     if (chunk == nullptr) return false;
