@@ -60,34 +60,37 @@ class KernelUserfaultfd final : public Userfaultfd {
 template <typename Issue>
 Status FillLoop(Userfaultfd& u, const char* what, std::uintptr_t start,
                 std::size_t len, std::size_t* done, Issue issue) {
+  // *done follows the progress as it is made, before any message (a wake's
+  // or the error's) is: making one may throw (std::bad_alloc), and the
+  // caller must still know what was done.
   std::size_t off = 0;
+  const auto advance = [&](std::size_t to) {
+    off = to;
+    if (done != nullptr) *done = off;
+  };
+  advance(0);
   int retries = 0;
-  Status st;
   while (off < len) {
     std::int64_t result = 0;
     if (issue(off, &result) == 0) {
-      off = len;
+      advance(len);
       break;
     }
     const int err = errno;
     if (result > 0) {  // partial: the kernel woke what it did
-      off += static_cast<std::size_t>(result);
+      advance(off + static_cast<std::size_t>(result));
       continue;
     }
     if (err == EEXIST) {  // already mapped: done, but nobody was woken
-      Status w = u.Wake(start + off, kPageSize);
+      advance(off + kPageSize);
+      Status w = u.Wake(start + off - kPageSize, kPageSize);
       w.IgnoreError();  // nothing waits there, or it re-faults
-      off += kPageSize;
       continue;
     }
     if (err == EAGAIN && ++retries < kMaxRetries) continue;
-    // What was done is said before the message is made: making it may
-    // throw (std::bad_alloc), and the caller must still know.
-    if (done != nullptr) *done = off;
     return PosixError(Where(what, start + off, len - off), err);
   }
-  if (done != nullptr) *done = off;
-  return st;
+  return Status::Ok();
 }
 
 Status KernelUserfaultfd::Register(void* start, std::size_t len) {

@@ -95,8 +95,9 @@ bool Region::Impl::Evict(std::span<const std::uint32_t> victims) {
     try {
       done = EvictChunk(victims.subspan(i, j - i));
     } catch (const std::bad_alloc&) {
-      // A chunk's vectors, made before anything of it changed: the rest
-      // stays resident, as if the pool had refused it.
+      // A chunk's vectors, made before anything of it changed (its steps
+      // 1-2 catch their own, and step 3 does not throw): the rest stays
+      // resident, as if the pool had refused it.
       LogOutOfMemory("eviction");
     }
     if (!done) return false;
@@ -269,8 +270,12 @@ void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
   const std::uintptr_t addr = Addr(run[0]);
   const std::size_t len = n * kPageSize;
   if (stored) {
-    const Status zap = platform::Advise(reinterpret_cast<void*>(addr), len,
-                                        platform::Advice::kDiscard);
+    // Step 3 must not throw (see EvictChunk): errors whose message cannot
+    // be made are still errors (NoThrow).
+    const Status zap = NoThrow("madvise", [&] {
+      return platform::Advise(reinterpret_cast<void*>(addr), len,
+                              platform::Advice::kDiscard);
+    });
     if (zap.ok()) {
       FinishPages(run, n, /*zapped=*/true);
       return;
@@ -281,10 +286,11 @@ void Region::Impl::FinishRun(const std::uint32_t* run, std::size_t n,
     // page learns which it is: zapping a dropped page again succeeds.
     LogError(zap);
     for (std::size_t q = 0; q < n; ++q) {
-      const bool zapped =
-          platform::Advise(reinterpret_cast<void*>(Addr(run[q])), kPageSize,
-                           platform::Advice::kDiscard)
-              .ok();
+      const bool zapped = NoThrow("madvise", [&] {
+                            return platform::Advise(
+                                reinterpret_cast<void*>(Addr(run[q])),
+                                kPageSize, platform::Advice::kDiscard);
+                          }).ok();
       FinishPages(run + q, 1, zapped);
       if (!zapped) pages.set(run[q], PageMap::kRefused);  // locked, say
     }
@@ -318,9 +324,11 @@ void Region::Impl::FinishPages(const std::uint32_t* run, std::size_t n,
     Bump(c.zswpout, n);
   }
   if (zapped) {
-    Status st = uffd->Wake(addr, len);
+    Status st = NoThrow("UFFDIO_WAKE", [&] { return uffd->Wake(addr, len); });
     if (!st.ok()) LogError(st);
-  } else if (Status st = uffd->WriteProtect(addr, len, /*wp=*/false);
+  } else if (Status st = NoThrow("UFFDIO_WP", [&] {
+               return uffd->WriteProtect(addr, len, /*wp=*/false);
+             });
              !st.ok()) {
     ResolveFailed(addr, len, st);
   }

@@ -274,7 +274,9 @@ void Region::Impl::FaultIn(std::size_t p) {
                           read_ahead && options.count_ra_hits, &done);
     const std::size_t end = a + done / kPageSize;
     for (std::size_t i = a; i < end; ++i) {
-      Status d = store->Discard(i);  // exclusive loads
+      // Exclusive loads. (A reclaim that Discard starts may run out of
+      // memory after the slot is freed: the install goes on.)
+      Status d = NoThrow("discard", [&] { return store->Discard(i); });
       d.IgnoreError();               // only kOutOfRange, and i is in range
     }
     if (cs.ok()) return;
@@ -381,18 +383,14 @@ void Region::Impl::HandleWriteProtect(std::size_t p) {
 Status Region::Impl::CopyPages(std::uintptr_t dst, const std::byte* src,
                                std::size_t len, bool wp,
                                std::size_t* done) noexcept {
-  try {
-    return uffd->Copy(dst, src, len, wp, done);
-  } catch (const std::bad_alloc&) {
-    // Its error message could not be made; *done is set (FillLoop).
-    return Status::IoError("UFFDIO_COPY");
-  }
+  // *done is set before any message is made (FillLoop).
+  return NoThrow("UFFDIO_COPY", [&] { return uffd->Copy(dst, src, len, wp, done); });
 }
 
 void Region::Impl::ResolveFailed(std::uintptr_t addr, std::size_t len,
                                  const Status& st) {
   LogError(st);
-  Status woken = uffd->Wake(addr, len);
+  Status woken = NoThrow("UFFDIO_WAKE", [&] { return uffd->Wake(addr, len); });
   woken.IgnoreError();  // nothing more to try
 }
 

@@ -259,7 +259,10 @@ Status Region::Impl::PageRange(const void* addr, std::size_t len,
 }
 
 void Region::Impl::ForgetStored(std::size_t p) {
-  Status d = store->Discard(p);
+  // Discard frees the slot first; what may throw after (std::bad_alloc in
+  // the reclaim of a unit it left sparse) leaves that unit to a later free
+  // (store/units.cc), and must not stop the caller's bookkeeping.
+  Status d = NoThrow("discard", [&] { return store->Discard(p); });
   d.IgnoreError();  // only kOutOfRange, and p is in range
   Drop(pages.test(p, internal::PageMap::kWrittenBack) ? c.written_back
                                                       : c.stored);

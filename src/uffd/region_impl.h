@@ -154,6 +154,18 @@ struct Region::Impl {
   // caller's undo of its bookkeeping for the pages not copied always runs.
   Status CopyPages(std::uintptr_t dst, const std::byte* src, std::size_t len,
                    bool wp, std::size_t* done) noexcept;
+  // f(), a call that returns a Status, without throwing: a std::bad_alloc
+  // while it made its error message is that error, named `what` (at most
+  // 15 characters: no allocation). For the steps whose bookkeeping must go
+  // on whatever happens (the end of an eviction, a wake).
+  template <typename F>
+  static Status NoThrow(const char* what, F&& f) noexcept {
+    try {
+      return f();
+    } catch (const std::bad_alloc&) {
+      return Status::IoError(what);
+    }
+  }
   // Frees the slot of page p, stored or written back, and takes it out of
   // those counters; the caller gives p its new state. REQUIRES: mu
   void ForgetStored(std::size_t p);

@@ -35,36 +35,49 @@ void Region::Impl::NoteStored(std::size_t p) {
 }
 
 bool Region::Impl::Shrink() {
+  // What may throw (std::bad_alloc) comes before a page leaves the list,
+  // or puts it back: a page off the list and not written back would stay
+  // in the pool for good.
   std::vector<std::uint32_t> victims;
+  victims.reserve(kShrinkBatch);
+  WritebackRequest req;
+  req.in_flight = 32;
+  req.max_io_pages = 32;
+  req.scans.reserve(kShrinkBatch);
   while (store->PoolBytes() > pool_accept) {
     victims.clear();
+    req.scans.clear();
     while (victims.size() < kShrinkBatch && !lru.empty()) {
       const std::uint32_t p = lru.front();
-      lru.pop_front();
       if (!pages.is(p, PageState::kStored) ||
           pages.test(p, PageMap::kWrittenBack)) {
+        lru.pop_front();
         pages.clear(p, PageMap::kInLru | PageMap::kLruRef);
         continue;
       }
       if (pages.test(p, PageMap::kLruRef)) {
         pages.clear(p, PageMap::kLruRef);
-        lru.push_back(p);
+        lru.push_back(p);  // may throw: then it is still at the front
+        lru.pop_front();
         continue;
       }
+      lru.pop_front();
       pages.clear(p, PageMap::kInLru);
       if (store->Inspect(p).same) continue;
-      victims.push_back(p);
+      victims.push_back(p);  // reserved
     }
     if (victims.empty()) break;
-    WritebackRequest req;
-    req.in_flight = 32;
-    req.max_io_pages = 32;
-    req.scans.reserve(victims.size());
     for (const std::uint32_t p : victims) {
       // 64-bit: the last page of a 16 TiB region is 2^32 - 1.
-      req.scans.push_back({0, p, std::uint64_t{p} + 1});
+      req.scans.push_back({0, p, std::uint64_t{p} + 1});  // reserved
     }
-    Result<WritebackResult> r = store->Writeback(req);
+    Result<WritebackResult> r = WritebackResult{};
+    try {
+      r = store->Writeback(req);
+    } catch (...) {
+      for (const std::uint32_t p : victims) NoteStored(p);  // back on the list
+      throw;
+    }
     if (!r.has_value()) {
       LogError(r.error());
       for (const std::uint32_t p : victims) NoteStored(p);
