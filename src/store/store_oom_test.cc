@@ -137,7 +137,7 @@ TEST(StoreOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
 TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
   constexpr std::size_t kUnit8 = 8;
   const std::vector<std::byte> pages = Pages(kUnit8, 4);
-  long failed = 0;
+  long failed = 0, thrown = 0;
   for (long n = 1;; ++n) {
     SCOPED_TRACE("allocation " + std::to_string(n) + " of the discard failing");
     PageStoreOptions o;
@@ -162,6 +162,7 @@ TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
       ASSERT_OK(store.Discard(5));
     });
     failed += fired;
+    thrown += threw;
     // (A survivor the pool had no room for, a nothrow allocation failing,
     // is a refusal: that unit stays queued, by design, until its last
     // page goes.)
@@ -178,6 +179,7 @@ TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
     ASSERT_LT(n, 10000);
   }
   EXPECT_GT(failed, 0);
+  EXPECT_GT(thrown, 0) << "no reclaim ran out of memory by an exception";
 }
 
 TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {

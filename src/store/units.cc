@@ -328,11 +328,15 @@ void PageStore::Impl::ReclaimQueued() {
     // Out of memory (a thread's first unit cache, an error message): the
     // units not reclaimed lose their `queued` mark, so that the next free
     // of one of their pages queues them again (rather than none ever).
+    // (gen is read under the run's locks, as unit_table.h requires;
+    // locking allocates nothing.)
     for (; k < reclaim_work.size(); ++k) {
       const auto [u, gen] = reclaim_work[k];
+      const UnitLock run(*this, u);
       internal::Unit& e = units[u];
       if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
     }
+    pool->ReleaseSpares();
     throw;
   }
   pool->ReleaseSpares();
