@@ -700,23 +700,29 @@ Status CheckTlsParams(std::string_view uri) {
   const bool psk = QueryParam(uri, "tls-psk-file").has_value();
   if (uri.starts_with("nbds:")) {
     if (psk) return Status::Ok();
-    std::string ca_dir;
+    // Where libnbd (lib/crypto.c) looks for ca-cert.pem.
+    std::vector<std::string> dirs;
     if (dir.has_value()) {
-      ca_dir = *dir;
+      dirs.push_back(*dir);
     } else if (::geteuid() == 0) {
-      ca_dir = "/etc/pki/libnbd";
+      dirs.push_back("/etc/pki/libnbd");
     } else if (const char* home = std::getenv("HOME")) {
-      ca_dir = std::string(home) + "/.pki/libnbd";
+      dirs.push_back(std::string(home) + "/.pki/libnbd");
+      dirs.push_back(std::string(home) + "/.config/pki/libnbd");
     }
-    const std::string ca = ca_dir + "/ca-cert.pem";
-    if (!ca_dir.empty() && ::access(ca.c_str(), R_OK) == 0) {
-      return Status::Ok();
+    std::string tried;
+    for (const std::string& d : dirs) {
+      const std::string ca = d + "/ca-cert.pem";
+      if (::access(ca.c_str(), R_OK) == 0) return Status::Ok();
+      tried += (tried.empty() ? "" : ", ") + ca;
     }
     return Status::InvalidArgument(
         "nbds:// needs the server's CA (tls-certificates=DIR, a folder "
         "holding ca-cert.pem" +
-        std::string(dir.has_value() ? "; " + ca + " cannot be read"
-                                    : ", or " + ca) +
+        (tried.empty() ? std::string()
+                       : std::string(dir.has_value() ? "; cannot read "
+                                                     : "; none readable: ") +
+                             tried) +
         ") or a pre-shared key (tls-psk-file=FILE): without either, the "
         "server's certificate is not verified, and anyone in the path could "
         "read and change written-back pages");

@@ -154,8 +154,8 @@ TEST(NbdBackingFileTest, RejectsWhatItCannotUse) {
     ScopedTempDir empty;
     const std::string no_ca = "?tls-certificates=" + empty.path();
     for (const auto& [uri, why] :
-         std::initializer_list<std::pair<std::string, const char*>>{
-             {"nbds://localhost:1/x" + no_ca, "ca-cert.pem cannot be read"},
+         std::initializer_list<std::pair<std::string, std::string>>{
+             {"nbds://localhost:1/x" + no_ca, "cannot read " + empty.path()},
              {"nbds://localhost:1/x" + no_ca + "&tls-username=me",
               "needs the server's CA"},
              {"nbd://localhost:1/x?tls-certificates=/etc/pki",

@@ -30,7 +30,9 @@
 //
 // An exception from fn, on any lane, is rethrown by Run() once every lane
 // has returned (the first one, if several threw): what fn refers to on the
-// caller's stack outlives the lanes that use it.
+// caller's stack outlives the lanes that use it. (Where the caller runs
+// every lane itself, with no workers or n == 1, the first exception ends
+// Run at once: no lane is left running.)
 //
 // Thread safety: all methods may be called from any thread. fn must not call
 // Run() on the same pool.
