@@ -31,15 +31,22 @@ using ::ztier::testing::Sh;
 
 constexpr std::size_t kPages = 512;
 
-// An nbdkit memory export on a Unix socket in `dir`, a child of the test;
-// with `tls`, it requires TLS with the certificates MakeTestCertificates
-// wrote in `dir`. `params` follow the plugin's (a filter's).
+// An nbdkit export on a Unix socket in `dir`, a child of the test: the
+// memory plugin, or `plugin` (its name and arguments: "file", PATH keeps
+// its data when killed and started again); with `tls`, it requires TLS
+// with the certificates MakeTestCertificates wrote in `dir`. `params`
+// follow the plugin's (a filter's).
 class Remote {
  public:
   explicit Remote(const ScopedTempDir& dir, std::string flag = "",
-                  bool tls = false, std::vector<std::string> params = {})
-      : dir_(dir.path()), sock_(dir.File("remote.sock")), flag_(std::move(flag)),
-        params_(std::move(params)), tls_(tls) {
+                  bool tls = false, std::vector<std::string> params = {},
+                  std::vector<std::string> plugin = {"memory", "8M"})
+      : dir_(dir.path()),
+        sock_(dir.File("remote.sock")),
+        flag_(std::move(flag)),
+        params_(std::move(params)),
+        plugin_(std::move(plugin)),
+        tls_(tls) {
     Start();
   }
   ~Remote() { Kill(); }
@@ -52,7 +59,8 @@ class Remote {
       args.push_back("--tls=require");
       args.push_back("--tls-certificates=" + dir_);
     }
-    for (const char* a : {"-U", sock_.c_str(), "memory", "8M"}) args.push_back(a);
+    args.insert(args.end(), {"-U", sock_});
+    args.insert(args.end(), plugin_.begin(), plugin_.end());
     args.insert(args.end(), params_.begin(), params_.end());
     std::string error;
     pid_ = ::ztier::testing::SpawnNbdServer(args, Uri(), dir_ + "/remote.log",
@@ -81,7 +89,7 @@ class Remote {
 
  private:
   std::string dir_, sock_, flag_;
-  std::vector<std::string> params_;
+  std::vector<std::string> params_, plugin_;
   bool tls_ = false;
   pid_t pid_ = 0;
 };
@@ -241,34 +249,19 @@ TEST(NbdBackingFileTest, WritesStayWithinTheExportsMaximumRequest) {
 TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
   ScopedTempDir dir;
   const std::string image = dir.File("remote.img");
-  const std::string sock = dir.File("remote.sock");
-  const std::string uri = "nbd+unix:///?socket=" + sock;
   ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
-  const auto spawn = [&] {
-    Sh("rm -f '" + sock + "'");
-    std::string error;
-    const pid_t pid = ::ztier::testing::SpawnNbdServer(
-        {"nbdkit", "-f", "-U", sock, "file", image}, uri,
-        dir.File("remote.log"), &error);
-    EXPECT_GT(pid, 0) << error;
-    return pid;
-  };
-  pid_t server = spawn();
-  ASSERT_GT(server, 0);
-  auto file = OpenNbdBackingFile(uri, {.connections = 1, .timeout_ms = 10000});
+  Remote remote(dir, "", false, {}, {"file", image});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
   Fill(*store, 0, 64);
   ASSERT_EQ(WriteBackIdle(*store).written, 64u);
-  ::kill(server, SIGKILL);
-  ::waitpid(server, nullptr, 0);
+  remote.Kill();
   ASSERT_EQ(Sh("truncate -s +1M '" + image + "'").exit_code, 0);
-  server = spawn();
-  ASSERT_GT(server, 0);
+  remote.Start();
   Expect(*store, 0, 64);
   EXPECT_EQ((*file)->lost_blocks(), 0u);
-  ::kill(server, SIGKILL);
-  ::waitpid(server, nullptr, 0);
 }
 
 // Over TCP, each connection has keepalive on (it may sit idle for hours
@@ -307,8 +300,6 @@ TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
   ScopedTempDir dir;
   const std::string image = dir.File("plain.img");
   const std::string script = dir.File("plain.sh");
-  const std::string sock = dir.File("remote.sock");
-  const std::string uri = "nbd+unix:///?socket=" + sock;
   std::ofstream(script)
       << ("#!/bin/sh\n"
           "f='" +
@@ -328,37 +319,24 @@ TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
   ASSERT_EQ(Sh("chmod +x '" + script + "' && truncate -s 2M '" + image + "'")
                 .exit_code,
             0);
-  const auto spawn = [&] {
-    Sh("rm -f '" + sock + "'");
-    std::string error;
-    const pid_t pid = ::ztier::testing::SpawnNbdServer(
-        {"nbdkit", "-f", "-U", sock, "sh", script}, uri, dir.File("remote.log"),
-        &error);
-    EXPECT_GT(pid, 0) << error;
-    return pid;
-  };
-  pid_t server = spawn();
-  ASSERT_GT(server, 0);
-  auto file = OpenNbdBackingFile(uri, {.connections = 1, .timeout_ms = 10000});
+  Remote remote(dir, "", false, {}, {"sh", script});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   ASSERT_FALSE((*file)->can_discard());
   auto store = StoreOn(*file);
   Fill(*store, 0, 64);
   ASSERT_EQ(WriteBackIdle(*store).written, 64u);
   for (std::uint64_t i = 0; i < 20; ++i) ASSERT_OK(store->Discard(i));
-  ::kill(server, SIGKILL);
-  ::waitpid(server, nullptr, 0);
+  remote.Kill();
   // Back empty: no label.
   ASSERT_EQ(
       Sh("truncate -s 0 '" + image + "' && truncate -s 2M '" + image + "'")
           .exit_code,
       0);
-  server = spawn();
-  ASSERT_GT(server, 0);
+  remote.Start();
   Expect(*store, 20, 64, /*want_error=*/true);
   EXPECT_EQ((*file)->lost_blocks(), 44u);
-  ::kill(server, SIGKILL);
-  ::waitpid(server, nullptr, 0);
 }
 
 // A server that answers ESHUTDOWN is going away, and the client must then
