@@ -18,17 +18,16 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <thread>
 #include <vector>
 
 #include "testing/failing_new.h"
 #include "testing/test_util.h"
+#include "testing/watchdog.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
@@ -66,22 +65,8 @@ void ExpectPages(PageStore& store, const std::vector<std::byte>& pages) {
 // would block it for good, so the process ends, saying `what`.
 template <typename Fn>
 void OnThreadWithin30s(const char* what, Fn fn) {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::thread t([&] {
-    fn();
-    std::lock_guard l(mu);
-    done = true;
-    cv.notify_one();
-  });
-  std::unique_lock l(mu);
-  if (!cv.wait_for(l, std::chrono::seconds(30), [&] { return done; })) {
-    std::fprintf(stderr, "units_oom_test: %s: stuck\n", what);
-    std::abort();
-  }
-  l.unlock();
-  t.join();
+  const testing::Watchdog watchdog(what, std::chrono::seconds(30));
+  std::thread(fn).join();
 }
 
 TEST(StoreOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {

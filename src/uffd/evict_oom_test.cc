@@ -12,7 +12,6 @@
 // thread (std::bad_alloc, or null for the nothrow forms). Pageout evicts
 // on the calling thread; the region's handler thread is never failed. Skipped
 // where userfaultfd is not available to this process.
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,6 +20,7 @@
 #include "region_test_peer.h"
 #include "testing/failing_new.h"
 #include "testing/test_util.h"
+#include "testing/watchdog.h"
 #include "ztier/backing_store.h"
 #include "ztier/page.h"
 #include "ztier/region.h"
@@ -55,36 +55,6 @@ std::size_t FirstBad(const Region& r, std::uint64_t version) {
   }
   return kPages;
 }
-
-// Aborts the process, saying `what`, unless Done() comes within 60 s: a
-// write that blocks for good would otherwise hang the test until CTest's
-// timeout, with no word of where.
-class Watchdog {
- public:
-  explicit Watchdog(const char* what)
-      : thread_([this, what] {
-          std::unique_lock l(mu_);
-          if (!cv_.wait_for(l, std::chrono::seconds(60),
-                            [this] { return done_; })) {
-            std::fprintf(stderr, "evict_oom_test: %s: stuck\n", what);
-            std::abort();
-          }
-        }) {}
-  ~Watchdog() {
-    {
-      std::lock_guard l(mu_);
-      done_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
 
 TEST(EvictOomTest, NoFailedAllocationOfAPageoutLosesOrBlocksAPage) {
   {
@@ -133,7 +103,10 @@ TEST(EvictOomTest, NoFailedAllocationOfAPageoutLosesOrBlocksAPage) {
       EXPECT_OK(st);
 
       {
-        Watchdog w("reading and writing every page after a failed Pageout");
+        const testing::Watchdog w(
+            "evict_oom_test: reading and writing every page after a failed "
+            "Pageout",
+            std::chrono::seconds(60));
         ASSERT_EQ(FirstBad(r, 0), kPages);
         {
           std::lock_guard lock(RegionTestPeer::HandlerMutex(r));
@@ -151,7 +124,9 @@ TEST(EvictOomTest, NoFailedAllocationOfAPageoutLosesOrBlocksAPage) {
       ASSERT_OK(r.Pageout(r.data(), r.size()));
       EXPECT_GT(r.Stats().zswpout, 0u);
       {
-        Watchdog w("reading every page after a second Pageout");
+        const testing::Watchdog w(
+            "evict_oom_test: reading every page after a second Pageout",
+            std::chrono::seconds(60));
         ASSERT_EQ(FirstBad(r, 1), kPages);
       }
       if (!fired || ::testing::Test::HasFailure()) break;
