@@ -668,7 +668,6 @@ Status NbdFile::Open() {
   return Status::Ok();
 }
 
-// Whether the query of `uri` (after '?', '&'-separated) has `name`=.
 // The value of query parameter `name` of `uri` (after '?', '&'-separated),
 // or nullopt when it has none.
 std::optional<std::string> QueryParam(std::string_view uri,
@@ -690,10 +689,10 @@ std::optional<std::string> QueryParam(std::string_view uri,
 
 // The URI's TLS settings make sense. Over TCP (nbds://) the server must be
 // authenticated: by a PSK, or by a CA, the ca-cert.pem of tls-certificates=
-// DIR or of libnbd's default folder (/etc/pki/libnbd for root,
-// $HOME/.pki/libnbd otherwise); libnbd (1.14) verifies no certificate
-// where it finds none (it then loads the system's CAs but turns
-// verification off). TLS parameters on a plain scheme, which libnbd
+// DIR or of libnbd's default folders (/etc/pki/libnbd for root,
+// $HOME/.pki/libnbd and $HOME/.config/pki/libnbd otherwise); libnbd (1.14)
+// verifies no certificate where it finds none (it then loads the system's CAs
+// but turns verification off). TLS parameters on a plain scheme, which libnbd
 // ignores, are refused.
 Status CheckTlsParams(std::string_view uri) {
   const std::optional<std::string> dir = QueryParam(uri, "tls-certificates");

@@ -117,9 +117,11 @@ void Region::Impl::Handle(const uffd_msg* msgs, std::size_t n) {
       // message; a copy's goes through CopyPages, which does not throw):
       // the faulter is woken to fault again, and served then.
       LogOutOfMemory("fault handler");
-      Status w = uffd->Wake(
-          msgs[i].arg.pagefault.address & ~std::uintptr_t{kPageSize - 1},
-          kPageSize);
+      const std::uintptr_t addr =
+          msgs[i].arg.pagefault.address & ~std::uintptr_t{kPageSize - 1};
+      // In a handler: its own failure must not throw either.
+      Status w =
+          NoThrow("UFFDIO_WAKE", [&] { return uffd->Wake(addr, kPageSize); });
       w.IgnoreError();
     }
   }
