@@ -20,19 +20,23 @@
 // Pages go back to the OS (madvise) only after the class lock is dropped.
 //
 // There is no reverse map (object -> handle) in steady state: it would cost
-// 8 bytes per object. Compaction builds one for the non-full zspages only,
-// by scanning the pool's handle table once without the class lock
-// (temporary memory, freed on return), and only when an object will
-// actually move. Since the scan runs unlocked and the lock is dropped between
-// holds, the map may be stale: before each move the object's entry is read
-// again under the lock, and the move is made only if it still names that
-// zspage and index. A stale entry ends the hold; the map is built again (at
-// most kMaxRebuilds times a class, then the class is left as it is: with
-// other threads allocating and freeing, compaction is best effort). The
-// map is the one allocation (with the list of its zspages, sized under
-// the lock): a class whose map cannot be had (out of memory, when
-// compaction is wanted most) is left as it is, nothing moved. Moves under
-// the lock only update the map's entries, never add one.
+// 8 bytes per object. Compaction builds one for the non-full zspages only
+// (OwnerMap), by scanning the pool's handle table without any class lock
+// (temporary memory, freed as each batch of classes is done). One scan
+// serves as many classes as fit kMapEntries objects together, so a pool
+// of millions of handles is scanned a few times per Compact(), not once per
+// class; a bitmap of the wanted zspage ids skips the other entries without
+// a hash lookup. Since the scan runs unlocked and the lock is dropped
+// between holds, the map may be stale: before each move the object's entry
+// is read again under the lock, and the move is made only if it still
+// names that zspage and index. A stale entry ends the hold; the class's map
+// is built again, for that class alone (at most kMaxRebuilds times a class,
+// then the class is left as it is: with other threads allocating and
+// freeing, compaction is best effort). The map is the one allocation (with
+// the list of its zspages, sized under the lock): a class whose map cannot
+// be had (out of memory, when compaction is wanted most) is left as it is,
+// nothing moved. Moves under the lock only update the map's entries, never
+// add one.
 //
 // Moving one object: hold the source zspage exclusively (WriterLock waits
 // for pinned readers and writers), copy, publish the new location (release),
@@ -47,6 +51,7 @@
 //
 // One Compact() at a time per pool (compact_mu): the zspage held through the
 // discard must have one writer only.
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <unordered_map>
@@ -66,11 +71,59 @@ namespace {
 constexpr std::uint32_t kMovesPerHold = 32;
 // Times one class's reverse map may be rebuilt after it went stale.
 constexpr int kMaxRebuilds = 4;
-
-// slot index -> handle-table index, per zspage id.
-using OwnerMap = std::unordered_map<std::uint32_t, std::vector<std::uint64_t>>;
+// Objects of non-full zspages one scan of the handle table maps at most,
+// unless one class alone has more (8 bytes each, 8 MiB).
+constexpr std::uint64_t kMapEntries = std::uint64_t{1} << 20;
 
 }  // namespace
+
+// zspage id -> the handle-table index of each of its objects (kNoIndex: not
+// known), for the zspages added. Plain data of one thread (the compactor).
+class Pool::Impl::OwnerMap {
+ public:
+  bool empty() const { return owners_.empty(); }
+  void Clear() {
+    owners_.clear();
+    wanted_.clear();
+  }
+  // Adds zspage `id` of `objs` objects, none known. May throw
+  // std::bad_alloc.
+  void Add(std::uint32_t id, std::uint32_t objs) {
+    if (id / 64 >= wanted_.size()) wanted_.resize(id / 64 + 1);
+    owners_[id].assign(objs, ip::kNoIndex);
+    wanted_[id / 64] |= std::uint64_t{1} << (id % 64);
+  }
+  // Fills the entries of the zspages added from the table, read without any
+  // lock: an entry may be stale as soon as it is read (Compaction::Owner).
+  void Scan(const ip::HandleTable& entries) {
+    const std::uint64_t n = entries.size();
+    const std::size_t words = wanted_.size();
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t e = entries.Entry(i).load(std::memory_order_relaxed);
+      if (e & ip::kEntryFree) continue;
+      const std::uint32_t id = ip::EntryZspage(e);
+      if (id / 64 >= words || ((wanted_[id / 64] >> (id % 64)) & 1) == 0) {
+        continue;
+      }
+      std::vector<std::uint64_t>& objs = owners_.find(id)->second;
+      if (ip::EntryIdx(e) < objs.size()) objs[ip::EntryIdx(e)] = i;
+    }
+  }
+  // The entry of object a of zspage id, or nullptr when the map has none
+  // (a zspage added with fewer objects: its id since went to another
+  // class).
+  std::uint64_t* Find(std::uint32_t id, std::uint32_t a) {
+    const auto it = owners_.find(id);
+    if (it == owners_.end() || a >= it->second.size()) return nullptr;
+    return &it->second[a];
+  }
+  // Drops a freed zspage (its id may come back in another class).
+  void Forget(std::uint32_t id) { owners_.erase(id); }
+
+ private:
+  std::unordered_map<std::uint32_t, std::vector<std::uint64_t>> owners_;
+  std::vector<std::uint64_t> wanted_;  // a bit per zspage id added
+};
 
 // What one hold of the class lock leaves to do.
 enum class Pool::Impl::CompactNext {
@@ -80,8 +133,9 @@ enum class Pool::Impl::CompactNext {
   kDone,
 };
 
-// One class's compaction: its reverse map, and the move of one object that
-// keeps the map current.
+// One class's compaction: its reverse map (its batch's, until that went
+// stale; then its own), and the move of one object that keeps the map
+// current.
 struct Pool::Impl::Compaction {
   // The pages of zspage id to discard, held exclusively (WriterLock).
   struct Tail {
@@ -92,8 +146,8 @@ struct Pool::Impl::Compaction {
   };
 
   Impl& m;
-  OwnerMap owners;
-  bool have_owners = false;
+  OwnerMap* map = nullptr;  // batch's or &own; nullptr: none yet
+  OwnerMap own;
   int rebuilds = 0;
   // Holds left to each phase; with no other thread at work each round of
   // phase 1 takes at most objs / kMovesPerHold + 1 holds, and phase 2 as
@@ -101,45 +155,22 @@ struct Pool::Impl::Compaction {
   std::size_t holds_left = 0;
   Tail tail;
 
-  // Builds the map for the class's non-full zspages, their ids taken under
-  // the lock, the table scanned without it. false once rebuilt too often.
+  // Builds the class's own map of its non-full zspages, their ids taken
+  // under the lock, the table scanned without it. false once rebuilt too
+  // often, or when memory runs out.
   bool Rebuild(SizeClass& sc) ZT_EXCLUDES(sc.mu) {
-    if (have_owners && ++rebuilds > kMaxRebuilds) return false;
-    have_owners = true;
-    const std::uint32_t objs = sc.geo.objs;
-    owners.clear();
-    std::vector<std::uint32_t> ids;
+    if (map != nullptr && ++rebuilds > kMaxRebuilds) return false;
+    map = &own;
+    own.Clear();
     try {
-      {
-        internal::MutexLock lock(sc.mu);
-        ids.reserve(m.NonFullZspages(sc));
-        for (int g = 1; g < ip::kGroupFull; ++g) {
-          for (std::uint32_t id = sc.group_head[g]; id != ip::kNoId;
-               id = m.descs.Get(id)->next) {
-            ids.push_back(id);
-          }
-        }
-      }
-      m.SweepDeferred(sc);  // as every holder does after letting go
-      for (std::uint32_t id : ids) owners[id].assign(objs, ip::kNoIndex);
+      std::vector<std::uint32_t> ids;
+      m.NonFullIds(sc, &ids);
+      for (std::uint32_t id : ids) own.Add(id, sc.geo.objs);
     } catch (const std::bad_alloc&) {
-      owners = OwnerMap();
-      m.SweepDeferred(sc);
+      own = OwnerMap();
       return false;  // left as it is
     }
-    // The table is the pool's, and other classes change their entries
-    // meanwhile (this one too, now): what is found is checked before use
-    // (Owner).
-    const std::uint64_t n = m.handles.size();
-    for (std::uint64_t i = 0; i < n; ++i) {
-      const std::uint64_t e =
-          m.handles.Entry(i).load(std::memory_order_relaxed);
-      if (e & ip::kEntryFree) continue;
-      auto it = owners.find(ip::EntryZspage(e));
-      if (it != owners.end() && ip::EntryIdx(e) < objs) {
-        it->second[ip::EntryIdx(e)] = i;
-      }
-    }
+    own.Scan(m.handles);
     return true;
   }
 
@@ -150,10 +181,9 @@ struct Pool::Impl::Compaction {
   std::uint64_t Owner(SizeClass& sc, std::uint32_t sid, std::uint32_t a) const
       ZT_REQUIRES(sc.mu) {
     (void)sc;  // (it names the lock the check needs)
-    const auto it = owners.find(sid);
-    if (it == owners.end()) return ip::kNoIndex;
-    const std::uint64_t hidx = it->second[a];
-    if (hidx == ip::kNoIndex) return ip::kNoIndex;
+    const std::uint64_t* known = map == nullptr ? nullptr : map->Find(sid, a);
+    if (known == nullptr || *known == ip::kNoIndex) return ip::kNoIndex;
+    const std::uint64_t hidx = *known;
     const std::uint64_t e =
         m.handles.Entry(hidx).load(std::memory_order_relaxed);
     if ((e & ip::kEntryFree) != 0 || ip::EntryZspage(e) != sid ||
@@ -182,13 +212,11 @@ struct Pool::Impl::Compaction {
     --s->inuse;
     d->Set(sc.geo.objs, b);
     ++d->inuse;
-    if (auto it = owners.find(sid); it != owners.end()) {
-      it->second[a] = ip::kNoIndex;
-    }
+    if (std::uint64_t* known = map->Find(sid, a)) *known = ip::kNoIndex;
     // A destination the map does not know (non-full only since the map
     // was built) stays unknown: its objects read as stale if it is ever a
     // source, and the map is built again then.
-    if (auto it = owners.find(did); it != owners.end()) it->second[b] = hidx;
+    if (std::uint64_t* known = map->Find(did, b)) *known = hidx;
   }
 };
 
@@ -198,8 +226,61 @@ std::size_t Pool::Impl::NonFullZspages(SizeClass& sc) {
   return nonfull;
 }
 
-std::size_t Pool::Impl::CompactClass(SizeClass& sc) {
+void Pool::Impl::NonFullIds(SizeClass& sc, std::vector<std::uint32_t>* ids) {
+  // Every lock holder sweeps after it unlocks (pool.cc), on every way out.
+  struct SweepOnExit {
+    Impl& m;
+    SizeClass& sc;
+    ~SweepOnExit() { m.SweepDeferred(sc); }
+  } sweep{*this, sc};
+  internal::MutexLock lock(sc.mu);
+  const std::size_t nonfull = NonFullZspages(sc);
+  if (nonfull == 1) {
+    // Nothing to move if its one partial zspage is packed already.
+    std::uint32_t id = ip::kNoId;
+    for (int g = 1; g < ip::kGroupFull && id == ip::kNoId; ++g) {
+      id = sc.group_head[g];
+    }
+    const ZspageDesc* z = descs.Get(id);
+    if (z->LowestFree(sc.geo.objs) > z->HighestUsed(sc.geo.objs)) return;
+  }
+  ids->reserve(ids->size() + nonfull);
+  for (int g = 1; g < ip::kGroupFull; ++g) {
+    for (std::uint32_t id = sc.group_head[g]; id != ip::kNoId;
+         id = descs.Get(id)->next) {
+      ids->push_back(id);
+    }
+  }
+}
+
+std::size_t Pool::Impl::MapClasses(std::size_t first, OwnerMap* map) {
+  map->Clear();
+  std::size_t next = first;
+  std::uint64_t entries = 0;
+  try {
+    std::vector<std::uint32_t> ids;
+    for (; next < classes.size(); ++next) {
+      SizeClass* sc = classes[next].get();
+      if (sc == nullptr) continue;
+      ids.clear();
+      NonFullIds(*sc, &ids);
+      // Alone, a class may go over the budget: it needs its map anyway.
+      const std::uint64_t more = ids.size() * std::uint64_t{sc->geo.objs};
+      if (entries != 0 && entries + more > kMapEntries) break;
+      entries += more;
+      for (std::uint32_t id : ids) map->Add(id, sc->geo.objs);
+    }
+  } catch (const std::bad_alloc&) {
+    *map = OwnerMap();  // each class tries its own, smaller map
+    return std::max(next, first + 1);
+  }
+  if (!map->empty()) map->Scan(handles);
+  return std::max(next, first + 1);
+}
+
+std::size_t Pool::Impl::CompactClass(SizeClass& sc, OwnerMap& batch) {
   Compaction c{*this};
+  if (!batch.empty()) c.map = &batch;
   std::size_t nonfull = 0;
   {
     internal::MutexLock lock(sc.mu);
@@ -244,7 +325,7 @@ Pool::Impl::CompactNext Pool::Impl::MergeNonFull(SizeClass& sc,
                                                  ip::RunReleases* later) {
   const std::uint32_t objs = sc.geo.objs;
   if (NonFullZspages(sc) < 2) return CompactNext::kDone;
-  if (!c.have_owners) return CompactNext::kRebuild;
+  if (c.map == nullptr) return CompactNext::kRebuild;
   std::uint32_t sid = ip::kNoId;
   for (int g = 1; g < ip::kGroupFull && sid == ip::kNoId; ++g) {
     sid = sc.group_head[g];
@@ -277,7 +358,7 @@ Pool::Impl::CompactNext Pool::Impl::MergeNonFull(SizeClass& sc,
   }
   if (s->inuse == 0) {
     *freed += FreeZspage(sc, sid, s, later);
-    c.owners.erase(sid);
+    c.map->Forget(sid);
     GroupInsert(sc, did, d);
   } else if (d->inuse == objs) {
     GroupInsert(sc, sid, s);
@@ -304,7 +385,7 @@ Pool::Impl::CompactNext Pool::Impl::PackLast(SizeClass& sc, Compaction& c,
     const std::uint32_t lo = z->LowestFree(objs);
     if (lo > hi) break;
     if (moved == kMovesPerHold) return CompactNext::kMore;
-    const std::uint64_t hidx = c.have_owners ? c.Owner(sc, zid, hi) : ip::kNoIndex;
+    const std::uint64_t hidx = c.Owner(sc, zid, hi);
     if (hidx == ip::kNoIndex) return CompactNext::kRebuild;
     c.Move(sc, hidx, zid, z, hi, zid, z, lo);
   }
@@ -368,8 +449,13 @@ std::size_t Pool::Compact() {
   internal::MutexLock serial(impl_->compact_mu);
   const std::size_t freed = ReleaseSpares();
   std::size_t compacted = 0;
-  for (auto& sc : impl_->classes) {
-    if (sc != nullptr) compacted += impl_->CompactClass(*sc);
+  Impl::OwnerMap batch;
+  for (std::size_t i = 0; i < impl_->classes.size();) {
+    const std::size_t end = impl_->MapClasses(i, &batch);
+    for (; i < end; ++i) {
+      SizeClass* sc = impl_->classes[i].get();
+      if (sc != nullptr) compacted += impl_->CompactClass(*sc, batch);
+    }
   }
   impl_->pages_compacted.fetch_add(freed + compacted,
                                    std::memory_order_relaxed);

@@ -626,11 +626,26 @@ struct Pool::Impl {
 
   // One Compact() at a time (compact.cc); taken before any class lock.
   internal::Mutex compact_mu;
-  // Compacts one class in holds of its lock; returns the pages freed.
-  std::size_t CompactClass(internal_pool::SizeClass& sc) ZT_EXCLUDES(sc.mu)
+  // The reverse map compaction builds (object -> handle-table index), for
+  // the non-full zspages of one or more classes (compact.cc).
+  class OwnerMap;
+  // Maps the non-full zspages of the classes from index `first` on, as many
+  // as fit one map (at least one), into *map with one scan of the handle
+  // table; returns the index past the last class mapped. *map is left
+  // empty when memory runs out.
+  std::size_t MapClasses(std::size_t first, OwnerMap* map)
       ZT_REQUIRES(compact_mu);
+  // Compacts one class in holds of its lock, starting from `batch` (the
+  // map MapClasses made, or empty); returns the pages freed.
+  std::size_t CompactClass(internal_pool::SizeClass& sc, OwnerMap& batch)
+      ZT_EXCLUDES(sc.mu) ZT_REQUIRES(compact_mu);
   std::size_t NonFullZspages(internal_pool::SizeClass& sc) ZT_REQUIRES(sc.mu);
-  // CompactClass's reverse map and one hold of each of its two phases
+  // The non-full zspages of sc, appended to *ids, unless there is nothing
+  // to move (one partial zspage, packed). May throw std::bad_alloc; called
+  // unlocked, it locks sc itself and sweeps after.
+  void NonFullIds(internal_pool::SizeClass& sc, std::vector<std::uint32_t>* ids)
+      ZT_EXCLUDES(sc.mu);
+  // CompactClass's state and one hold of each of its two phases
   // (compact.cc); each adds the pages it freed to *freed and says what is
   // left to do.
   struct Compaction;

@@ -186,6 +186,8 @@ class Pool {
   std::size_t HugeClassSize() const;
 
   // Compacts every class; returns the number of OS pages freed by this call.
+  // Does not throw: a class whose temporary reverse map cannot be allocated
+  // is left as it is (compaction is best effort).
   std::size_t Compact();
 
   // Returns every class's spare zspage to the OS (without compacting);
