@@ -15,6 +15,8 @@
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -48,13 +50,31 @@ struct BlockWriter::Impl {
   // Last: destroyed first, it waits for the writes still in the kernel.
   std::unique_ptr<BackingFileWriter> file;
 
-  // Turns the file's result into io->status.
-  void Complete(Io* io, long result) const;
-  // Reports io's blocks to `done` and frees it. Returns the block count.
-  std::size_t Report(Io* io, const std::function<void(const Done&)>& done);
+  // Turns the file's result into io->status; without memory for the
+  // message, the status has none.
+  void Complete(Io* io, long result) const noexcept;
+  void CompleteOrThrow(Io* io, long result) const;
+  // Frees io and reports its blocks to `done`. An exception from `done`
+  // (std::bad_alloc) goes in *failed, the first one only, and the other
+  // blocks are still reported: else an IO taken from the file would stay
+  // counted in flight, or its blocks unreported, for ever. Returns the block
+  // count.
+  std::size_t Report(Io* io, const std::function<void(const Done&)>& done,
+                     std::exception_ptr* failed) noexcept;
 };
 
-void BlockWriter::Impl::Complete(Io* io, long result) const {
+void BlockWriter::Impl::Complete(Io* io, long result) const noexcept {
+  try {
+    CompleteOrThrow(io, result);
+  } catch (const std::bad_alloc&) {
+    io->status = Status(result == -ENOSPC || result == -EDQUOT
+                            ? StatusCode::kResourceExhausted
+                            : StatusCode::kIoError,
+                        "");
+  }
+}
+
+void BlockWriter::Impl::CompleteOrThrow(Io* io, long result) const {
   const long bytes = static_cast<long>(io->blocks * kPageSize);
   io->may_land = result == -ETIMEDOUT || result == -ENOTCONN;
   if (result == bytes) {
@@ -78,18 +98,21 @@ void BlockWriter::Impl::Complete(Io* io, long result) const {
 }
 
 std::size_t BlockWriter::Impl::Report(
-    Io* io, const std::function<void(const Done&)>& done) {
+    Io* io, const std::function<void(const Done&)>& done,
+    std::exception_ptr* failed) noexcept {
   const std::size_t blocks = io->blocks;
-  if (done) {
-    for (std::size_t i = 0; i < blocks; ++i) {
+  --submitted;
+  free_ios.push_back(io);  // reserved for every IO: does not allocate
+  for (std::size_t i = 0; done && i < blocks; ++i) {
+    try {
       done(Done{.block = io->first_block + i,
                 .tag = io->tags[i],
                 .status = io->status,
                 .may_land = io->may_land});
+    } catch (...) {
+      if (!*failed) *failed = std::current_exception();
     }
   }
-  --submitted;
-  free_ios.push_back(io);
   return blocks;
 }
 
@@ -130,16 +153,20 @@ void BlockWriter::Submit(Io* io) {
     return;
   }
   assert(io->first_block + io->blocks <= m.num_blocks);
-  ++m.submitted;
   for (std::size_t i = 0; m.cipher != nullptr && i < io->blocks; ++i) {
     const Status s = m.cipher->Seal(
         io->first_block + i, MutablePage(io->buf + i * kPageSize, kPageSize));
     if (!s.ok()) {
+      // Counted in flight only once queued: a std::bad_alloc here leaves
+      // the IO out of in_flight(), so a caller that reaps until none is
+      // in flight does not wait for it for ever.
       io->status = Status(s.code(), *m.path + ": " + s.message());
       m.completed.push_back(io);
+      ++m.submitted;
       return;
     }
   }
+  ++m.submitted;
   m.file->Queue(io->index, io->first_block * kPageSize,
                 io->blocks * kPageSize);
 }
@@ -147,18 +174,25 @@ void BlockWriter::Submit(Io* io) {
 std::size_t BlockWriter::Reap(bool wait,
                               const std::function<void(const Done&)>& done) {
   Impl& m = *impl_;
-  std::size_t n = 0;
+  struct Reaping {
+    const std::function<void(const Done&)>& done;
+    std::size_t n = 0;
+    std::exception_ptr failed;
+  } r{done};
   while (!m.completed.empty()) {
     Io* io = m.completed.front();
     m.completed.pop_front();
-    n += m.Report(io, done);
+    r.n += m.Report(io, done, &r.failed);
   }
-  m.file->Reap(wait && n == 0, [&](std::size_t index, long result) {
+  // Two references: the function is held in place, not allocated.
+  m.file->Reap(wait && r.n == 0, [&m, &r](std::size_t index, long result) {
     Io* io = &m.ios[index];
     m.Complete(io, result);
-    n += m.Report(io, done);
+    r.n += m.Report(io, r.done, &r.failed);
   });
-  return n;
+  // After the file's reap has taken every completion it saw.
+  if (r.failed) std::rethrow_exception(r.failed);
+  return r.n;
 }
 
 Result<std::unique_ptr<BlockWriter>> BackingStore::NewWriter(
@@ -189,6 +223,7 @@ Result<std::unique_ptr<BlockWriter>> BackingStore::NewWriter(
   m.max_io_blocks = blocks;
   m.tags.resize(options.in_flight * blocks);
   m.ios.resize(options.in_flight);
+  m.free_ios.reserve(options.in_flight);
   for (std::size_t i = options.in_flight; i-- > 0;) {
     BlockWriter::Io& io = m.ios[i];
     io.index = static_cast<unsigned>(i);

@@ -14,6 +14,10 @@ namespace ztier::internal {
 
 class DoneWrites {
  public:
+  // Room for `ios` results, one per IO of the writer: Add never allocates,
+  // so a write made is never left unreported (BlockWriter counts it in
+  // flight before Queue). May throw std::bad_alloc.
+  explicit DoneWrites(std::size_t ios) { done_.reserve(ios); }
   void Add(std::size_t io, long result) { done_.emplace_back(io, result); }
   // Calls done(io, result) for each, in the order added, and forgets them.
   // Returns how many.

@@ -63,8 +63,9 @@ class MemBackingFile final : public BackingFile {
 
 class MemWriter final : public BackingFileWriter {
  public:
-  MemWriter(MemBackingFile* file, std::byte* buffers, std::size_t io_bytes)
-      : file_(file), buffers_(buffers), io_bytes_(io_bytes) {}
+  MemWriter(MemBackingFile* file, std::byte* buffers, std::size_t ios,
+            std::size_t io_bytes)
+      : file_(file), buffers_(buffers), io_bytes_(io_bytes), done_(ios) {}
   ~MemWriter() override { std::free(buffers_); }
 
   std::byte* buffer(std::size_t io) override {
@@ -92,8 +93,13 @@ Result<std::unique_ptr<BackingFileWriter>> MemBackingFile::NewWriter(
   if (p == nullptr) {
     return Err(Status::ResourceExhausted("writer buffers for " + name_));
   }
-  return std::unique_ptr<BackingFileWriter>(
-      std::make_unique<MemWriter>(this, static_cast<std::byte*>(p), io_bytes));
+  try {
+    return std::unique_ptr<BackingFileWriter>(std::make_unique<MemWriter>(
+        this, static_cast<std::byte*>(p), ios, io_bytes));
+  } catch (...) {  // std::bad_alloc: the writer never owned them
+    std::free(p);
+    throw;
+  }
 }
 
 }  // namespace

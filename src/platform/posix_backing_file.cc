@@ -67,7 +67,8 @@ class PosixBackingFile final : public BackingFile {
 // One pwrite() per IO, in Queue; Reap reports them.
 class PwriteWriter final : public BackingFileWriter {
  public:
-  PwriteWriter(int fd, std::size_t io_bytes) : fd_(fd), io_bytes_(io_bytes) {}
+  PwriteWriter(int fd, std::size_t ios, std::size_t io_bytes)
+      : fd_(fd), io_bytes_(io_bytes), done_(ios) {}
 
   platform::Mapping buffers;
 
@@ -97,7 +98,7 @@ class PwriteWriter final : public BackingFileWriter {
 
 Result<std::unique_ptr<BackingFileWriter>> NewPwriteWriter(
     int fd, const std::string& path, std::size_t ios, std::size_t io_bytes) {
-  auto w = std::make_unique<PwriteWriter>(fd, io_bytes);
+  auto w = std::make_unique<PwriteWriter>(fd, ios, io_bytes);
   ZT_ASSIGN_OR_RETURN(
       w->buffers,
       platform::Mapping::Anonymous(ios * io_bytes, platform::Commit::kCharged,

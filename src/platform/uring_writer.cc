@@ -23,7 +23,6 @@
 #include <chrono>
 #include <climits>
 #include <cstring>
-#include <deque>
 #include <string>
 #include <thread>
 #include <utility>
@@ -62,8 +61,12 @@ class UringWriter final : public BackingFileWriter {
   bool registered_ = false;  // buffers registered with the ring
   io_uring ring_;
   std::size_t ring_pending_ = 0;  // in the kernel
+  // Both hold at most one entry per IO, and have room for every IO
+  // (Init): Queue never allocates, so a write it prepared is never left
+  // untracked.
   std::vector<std::pair<std::size_t, io_uring_sqe*>> queued_;
-  std::deque<std::pair<std::size_t, long>> failed_;  // never reached it
+  std::vector<std::pair<std::size_t, long>> failed_;  // never reached it
+  std::size_t failed_head_ = 0;  // failed_[0, head) reported
 };
 
 // User data of an SQE: io + 1, so that null marks a no-op.
@@ -96,6 +99,8 @@ Status UringWriter::Init(const std::string& path, std::size_t ios) {
                            ") for " + path + ": " + std::strerror(-r));
   }
   has_ring_ = true;
+  queued_.reserve(ios);
+  failed_.reserve(ios);
   ZT_ASSIGN_OR_RETURN(
       buffers_,
       platform::Mapping::Anonymous(ios * io_bytes_, platform::Commit::kCharged,
@@ -152,11 +157,14 @@ void UringWriter::SubmitQueued(bool wait) {
 std::size_t UringWriter::Reap(
     bool wait, const std::function<void(std::size_t, long)>& done) {
   std::size_t n = 0;
-  if (!queued_.empty()) SubmitQueued(wait && failed_.empty());
+  if (!queued_.empty()) SubmitQueued(wait && failed_head_ == failed_.size());
   for (;;) {
-    while (!failed_.empty()) {
-      const auto [io, result] = failed_.front();
-      failed_.pop_front();
+    while (failed_head_ < failed_.size()) {
+      const auto [io, result] = failed_[failed_head_++];
+      if (failed_head_ == failed_.size()) {
+        failed_.clear();
+        failed_head_ = 0;
+      }
       done(io, result);
       ++n;
     }

@@ -225,7 +225,9 @@ class BlockWriter {
   void Submit(Io* io);
   // Submits what is queued, then calls `done` once per block of every IO
   // that has completed; with `wait`, first waits until at least one has (if
-  // any is in flight). Returns the number of blocks reported.
+  // any is in flight). Returns the number of blocks reported. An exception
+  // from `done` (std::bad_alloc) is rethrown once every block the call took
+  // has been reported: in_flight() then counts only IOs still to reap.
   std::size_t Reap(bool wait, const std::function<void(const Done&)>& done);
 
  private:
