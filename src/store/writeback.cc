@@ -129,14 +129,23 @@ class WritebackPass {
             writer.max_io_blocks(),
             std::min<std::size_t>(req.in_flight * writer.max_io_blocks(),
                                   kMaxGroupPages))),
-        scratch_(new std::byte[scratch_pages_ * kPageSize]) {}
-  // A pass an exception (std::bad_alloc) ended early: the candidates it
-  // (or the units' pass after it) marked PP lose the mark, or no later pass
-  // would pick them again (WritebackEligible) and cold pages would stay in RAM
-  // for good. The writer, destroyed after the pass, waits for the IO in flight;
-  // the blocks of that IO stay allocated (counted in bd_count until a reset).
+        scratch_(new std::byte[scratch_pages_ * kPageSize]) {
+    group_.reserve(req.in_flight);  // never more IOs begun at once
+  }
+  // A pass an exception (std::bad_alloc) ended early:
+  //  - the blocks of its IOs go back: those begun and not submitted
+  //    unwritten, those in flight as they complete (not installed), each
+  //    refunded to the budget; else they would stay allocated, counted in
+  //    bd_count until a reset, and a device that ran out of memory often
+  //    enough would find its backing store full. (WritebackUnits gives its
+  //    own IOs back before it lets an exception through; while it runs, the
+  //    pages' IOs are all reaped.)
+  //  - the candidates it (or the units' pass after it) marked PP lose the
+  //    mark, or no later pass would pick them again (WritebackEligible) and
+  //    cold pages would stay in RAM for good.
   ~WritebackPass() {
     if (finished_) return;
+    GiveBackBlocks();
     for (const WritebackScan& scan : req_.scans) {
       m_.ClearPassMarks(scan.lo, scan.hi);
     }
@@ -226,14 +235,48 @@ class WritebackPass {
         break;
       }
       BlockWriter::Io* io = writer_.Begin(first);
+      group_.push_back({io, first, got});  // reserved: does not throw
       FillIo(io, got);
       for (std::size_t k = writer_.BlocksIn(io); k < got; ++k) {
         bs.FreeUnwritten(first + k);
       }
-      group_.push_back(io);
+      group_.back().blocks = writer_.BlocksIn(io);
     }
     Decompress();
-    for (BlockWriter::Io* io : group_) writer_.Submit(io);
+    for (Begun& g : group_) {
+      writer_.Submit(g.io);
+      g.io = nullptr;
+    }
+  }
+
+  // For the destructor: every block of the pass's IOs back to the backing
+  // store, refunded. Does not throw; a failure to reap (no memory for an
+  // IO's error message) leaves the rest allocated, as before.
+  void GiveBackBlocks() noexcept {
+    BackingStore& bs = *m_.options.backing;
+    for (const Begun& g : group_) {
+      if (g.io == nullptr) continue;  // submitted
+      for (std::size_t k = 0; k < g.blocks; ++k) bs.FreeUnwritten(g.first + k);
+      for (std::size_t k = writer_.BlocksIn(g.io); k > 0; --k) {
+        Refund(req_.budget);  // charged as it was added
+      }
+    }
+    group_.clear();
+    try {
+      std::size_t reaped = 1;
+      while (writer_.in_flight() != 0 && reaped != 0) {
+        reaped = writer_.Reap(/*wait=*/true, [&](const BlockWriter::Done& d) {
+          Refund(req_.budget);
+          if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
+          if (d.may_hold_data()) {
+            bs.Free(d.block);
+          } else {
+            bs.FreeUnwritten(d.block);
+          }
+        });
+      }
+    } catch (...) {
+    }
   }
 
   // Copies candidates into `io`'s blocks, at most `got` of them.
@@ -392,13 +435,70 @@ class WritebackPass {
   bool finished_ = false;  // Finished() was called
   WritebackResult result_;
   std::vector<Copy> copies_;             // this group's, in block order
-  std::vector<BlockWriter::Io*> group_;  // this group's IOs
+  // An IO of this group, begun, and its blocks from `first`: `blocks` of
+  // them allocated (at first all the allocation got, then those filled).
+  struct Begun {
+    BlockWriter::Io* io;  // null once submitted
+    std::uint64_t first;
+    std::size_t blocks;
+  };
+  std::vector<Begun> group_;  // this group's IOs
   std::vector<BatchItem> items_;
   std::vector<bool> done_;  // copies_[k] decompressed in this group
   std::vector<std::uint64_t> bad_;  // slots whose object did not decompress
 };
 
 }  // namespace internal
+
+namespace {
+
+// One unit of a WritebackUnits group.
+struct UnitWritebackJob {
+  std::uint64_t u = 0;
+  std::uint64_t gen = 0;
+  int pieces = 0;
+  std::uint64_t blocks[internal::kMaxUnitPieces];
+  int alloc = 0;  // blocks[0, alloc) allocated
+  int got = 0;    // blocks[0, got) in IOs
+  bool io_failed = false;
+  bool not_written = false;  // no blocks for it (store full, or stopped)
+  // Bit k: piece k's block was written, or its write may still land
+  // (BlockWriter::Done::may_land); it is given back with a discard.
+  std::uint32_t written = 0;
+  std::uint32_t ok = 0;  // pieces whose write succeeded
+};
+static_assert(internal::kMaxUnitPieces <= 32);
+
+// For a group an exception (std::bad_alloc) ended before it completed: its
+// IOs reaped, each job's blocks given back (with a discard where written)
+// and its charge refunded; the caller's pass clears the PP marks
+// (~WritebackPass). A failure to reap leaves the rest allocated.
+void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
+                     WritebackBudget* budget,
+                     std::span<UnitWritebackJob> jobs) noexcept {
+  try {
+    while (writer.in_flight() != 0 &&
+           writer.Reap(/*wait=*/true, [&](const BlockWriter::Done& d) {
+             if (!d.may_hold_data()) return;
+             jobs[d.tag / internal::kMaxUnitPieces].written |=
+                 std::uint32_t{1} << (d.tag % internal::kMaxUnitPieces);
+           }) != 0) {
+    }
+  } catch (...) {
+  }
+  for (const UnitWritebackJob& j : jobs) {
+    for (int k = 0; k < j.alloc; ++k) {
+      if (j.written >> k & 1) {
+        bs.Free(j.blocks[k]);
+      } else {
+        bs.FreeUnwritten(j.blocks[k]);
+      }
+    }
+    for (int k = 0; k < j.pieces; ++k) Refund(budget);
+  }
+}
+
+}  // namespace
 
 // Units (unit_table.h) are written after the pages, a group at a time, each
 // whole: under the run's locks it is checked (every live page passes the
@@ -412,20 +512,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
   if (unit_pages == 0) return;
   BackingStore& bs = *options.backing;
   constexpr std::size_t kGroup = 16;  // units (1 MiB of copies) at a time
-  struct Job {
-    std::uint64_t u = 0;
-    std::uint64_t gen = 0;
-    int pieces = 0;
-    std::uint64_t blocks[internal::kMaxUnitPieces];
-    int got = 0;
-    bool io_failed = false;
-    bool not_written = false;  // no blocks for it (store full, or stopped)
-    // Bit k: piece k's block was written, or its write may still land
-    // (BlockWriter::Done::may_land); it is given back with a discard.
-    std::uint32_t written = 0;
-    std::uint32_t ok = 0;  // pieces whose write succeeded
-  };
-  static_assert(internal::kMaxUnitPieces <= 32);
+  using Job = UnitWritebackJob;
   std::vector<Job> jobs;
   jobs.reserve(kGroup);  // no allocation while a unit is locked
   std::unique_ptr<std::byte[]> data(
@@ -452,95 +539,105 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
     while (u < end && !stopped && !spent) {
       // Pick and copy out up to kGroup units.
       jobs.clear();
-      for (; u < end && jobs.size() < kGroup && !stopped && !spent; ++u) {
-        internal::Unit& e = units[u];
-        const UnitLock run(*this, u);
-        bool ok = e.gen != 0 && !e.wb;
-        if (ok) {
-          members_of(u, [&](Slot&, std::uint32_t f) {
-            ok = ok && !(f & (slot::kPp | slot::kWb)) &&
-                 PassesFilter(f, scan.filter);
-          });
-        }
-        int charged = 0;
-        while (ok && charged < e.pieces && Charge(req.budget)) ++charged;
-        if (ok && charged < e.pieces) {
-          for (; charged > 0; --charged) Refund(req.budget);
-          spent = true;
-          result->status = Status::IoError("writeback_limit reached");
-          ok = false;
-        }
-        if (ok) {
-          result->candidates += std::popcount(e.live.load());
-          Job& j = jobs.emplace_back();
-          j.u = u;
-          j.gen = e.gen;
-          j.pieces = e.pieces;
-          std::byte* dst = data.get() + (jobs.size() - 1) *
-                                            internal::kMaxUnitPieces * kPageSize;
-          for (int k = 0; k < e.pieces; ++k) {
-            std::span<std::byte> block(dst + k * kPageSize, kPageSize);
-            const std::size_t n = pool->ReadInto(e.piece[k], block);
-            std::memset(block.data() + n, 0, kPageSize - n);
+      try {
+        for (; u < end && jobs.size() < kGroup && !stopped && !spent; ++u) {
+          internal::Unit& e = units[u];
+          const UnitLock run(*this, u);
+          bool ok = e.gen != 0 && !e.wb;
+          if (ok) {
+            members_of(u, [&](Slot&, std::uint32_t f) {
+              ok = ok && !(f & (slot::kPp | slot::kWb)) &&
+                   PassesFilter(f, scan.filter);
+            });
           }
-          members_of(u, [](Slot& s, std::uint32_t) {
-            SlotTable::AssertHeld(s);
-            SlotTable::SetFlags(s, slot::kPp);
-          });
-        }
-      }
-      // Blocks and IOs. A tag is a job and a piece.
-      const auto done = [&](const BlockWriter::Done& d) {
-        Job& j = jobs[d.tag / internal::kMaxUnitPieces];
-        const std::uint32_t bit = std::uint32_t{1}
-                                  << (d.tag % internal::kMaxUnitPieces);
-        if (d.may_hold_data()) j.written |= bit;
-        if (d.status.ok()) j.ok |= bit;
-        if (!d.status.ok()) {
-          j.io_failed = true;
-          result->status = d.status;
-          // A full file system will refuse the rest too.
-          if (d.status.code() == StatusCode::kResourceExhausted) {
-            stopped = true;
+          int charged = 0;
+          while (ok && charged < e.pieces && Charge(req.budget)) ++charged;
+          if (ok && charged < e.pieces) {
+            for (; charged > 0; --charged) Refund(req.budget);
+            spent = true;
+            result->status = Status::IoError("writeback_limit reached");
+            ok = false;
           }
-        }
-      };
-      for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
-        Job& j = jobs[ji];
-        const std::byte* src =
-            data.get() + ji * internal::kMaxUnitPieces * kPageSize;
-        while (j.got < j.pieces) {
-          std::size_t got = 0;
-          const std::uint64_t b =
-              stopped
-                  ? 0
-                  : AllocOrDiscard(
-                        bs, static_cast<std::size_t>(j.pieces - j.got), &got);
-          if (got == 0) {
-            // Not written: the unit stays in RAM, not counted as failed.
-            j.not_written = true;
-            if (!stopped) {
-              stop(Status::ResourceExhausted("backing store " + bs.path() +
-                                             " is full"));
+          if (ok) {
+            result->candidates += std::popcount(e.live.load());
+            Job& j = jobs.emplace_back();
+            j.u = u;
+            j.gen = e.gen;
+            j.pieces = e.pieces;
+            std::byte* dst = data.get() + (jobs.size() - 1) *
+                                              internal::kMaxUnitPieces *
+                                              kPageSize;
+            for (int k = 0; k < e.pieces; ++k) {
+              std::span<std::byte> block(dst + k * kPageSize, kPageSize);
+              const std::size_t n = pool->ReadInto(e.piece[k], block);
+              std::memset(block.data() + n, 0, kPageSize - n);
             }
-            break;
-          }
-          for (std::size_t k = 0; k < got;) {
-            while (!writer.HasRoom()) writer.Reap(/*wait=*/true, done);
-            BlockWriter::Io* io = writer.Begin(b + k);
-            for (std::size_t n = 0;
-                 n < writer.max_io_blocks() && k < got; ++n, ++k) {
-              const int piece = j.got++;
-              j.blocks[piece] = b + k;
-              std::memcpy(writer.Add(io, ji * internal::kMaxUnitPieces + piece)
-                              .data(),
-                          src + piece * kPageSize, kPageSize);
-            }
-            writer.Submit(io);
+            members_of(u, [](Slot& s, std::uint32_t) {
+              SlotTable::AssertHeld(s);
+              SlotTable::SetFlags(s, slot::kPp);
+            });
           }
         }
+        // Blocks and IOs. A tag is a job and a piece.
+        const auto done = [&](const BlockWriter::Done& d) {
+          Job& j = jobs[d.tag / internal::kMaxUnitPieces];
+          const std::uint32_t bit = std::uint32_t{1}
+                                    << (d.tag % internal::kMaxUnitPieces);
+          if (d.may_hold_data()) j.written |= bit;
+          if (d.status.ok()) j.ok |= bit;
+          if (!d.status.ok()) {
+            j.io_failed = true;
+            result->status = d.status;
+            // A full file system will refuse the rest too.
+            if (d.status.code() == StatusCode::kResourceExhausted) {
+              stopped = true;
+            }
+          }
+        };
+        for (std::size_t ji = 0; ji < jobs.size(); ++ji) {
+          Job& j = jobs[ji];
+          const std::byte* src =
+              data.get() + ji * internal::kMaxUnitPieces * kPageSize;
+          while (j.got < j.pieces) {
+            std::size_t got = 0;
+            const std::uint64_t b =
+                stopped
+                    ? 0
+                    : AllocOrDiscard(
+                          bs, static_cast<std::size_t>(j.pieces - j.got), &got);
+            for (std::size_t k = 0; k < got; ++k) j.blocks[j.alloc + k] = b + k;
+            j.alloc += static_cast<int>(got);
+            if (got == 0) {
+              // Not written: the unit stays in RAM, not counted as failed.
+              j.not_written = true;
+              if (!stopped) {
+                stop(Status::ResourceExhausted("backing store " + bs.path() +
+                                               " is full"));
+              }
+              break;
+            }
+            for (std::size_t k = 0; k < got;) {
+              while (!writer.HasRoom()) writer.Reap(/*wait=*/true, done);
+              BlockWriter::Io* io = writer.Begin(b + k);
+              for (std::size_t n = 0; n < writer.max_io_blocks() && k < got;
+                   ++n, ++k) {
+                const int piece = j.got++;
+                std::memcpy(
+                    writer.Add(io, ji * internal::kMaxUnitPieces + piece)
+                        .data(),
+                    src + piece * kPageSize, kPageSize);
+              }
+              writer.Submit(io);
+            }
+          }
+        }
+        while (writer.in_flight() != 0) writer.Reap(/*wait=*/true, done);
+      } catch (...) {
+        // std::bad_alloc: the group's blocks and budget go back before the
+        // exception leaves (~WritebackPass clears the PP marks).
+        AbandonUnitJobs(bs, writer, req.budget, jobs);
+        throw;
       }
-      while (writer.in_flight() != 0) writer.Reap(/*wait=*/true, done);
       // Complete.
       for (Job& j : jobs) {
         internal::Unit& e = units[j.u];
