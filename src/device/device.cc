@@ -8,6 +8,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -157,8 +158,22 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   };
   const char* p = t.data();
   const char* end = t.data() + t.size();
+  // The kernel's memparse() reads a number in C's bases: "0x40000000" is
+  // hex, as there; "010M" would be octal (8M) there, so a leading zero
+  // before a digit is refused rather than read another way.
+  int radix = 10;
+  if (end - p > 2 && p[0] == '0' && (p[1] == 'x' || p[1] == 'X') &&
+      std::isxdigit(static_cast<unsigned char>(p[2]))) {
+    radix = 16;
+    p += 2;
+  } else if (end - p > 1 && p[0] == '0' &&
+             std::isdigit(static_cast<unsigned char>(p[1]))) {
+    return Err(Status::InvalidArgument(
+        "not a size: '" + t +
+        "' (a leading zero: the kernel would read it as octal)"));
+  }
   std::uint64_t whole = 0;
-  auto [after_whole, ec] = std::from_chars(p, end, whole);
+  auto [after_whole, ec] = std::from_chars(p, end, whole, radix);
   if (ec == std::errc::result_out_of_range) {
     return Err(Status::InvalidArgument("size too large: '" + t + "'"));
   }
@@ -166,7 +181,7 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   p = after_whole;
   // A fraction ("1.5G", as zramctl's strtosize takes): at most 18 digits.
   std::uint64_t frac = 0, frac_scale = 1;
-  if (p != end && *p == '.') {
+  if (p != end && *p == '.' && radix == 10) {
     ++p;
     const char* digits = p;
     while (p != end && std::isdigit(static_cast<unsigned char>(*p))) {
@@ -217,9 +232,25 @@ Result<std::uint64_t> ParseSize(std::string_view text) {
   return static_cast<std::uint64_t>(bytes);
 }
 
+namespace {
+std::atomic<std::uint64_t> g_device_serial{0};
+
+// mem_limit page-aligned up, as SetMemLimit stores it (and as the store
+// rounds it): the preallocated reserve, mm_stat and a later write of the
+// same value then agree.
+DeviceDefaults WithAlignedLimit(DeviceDefaults d) {
+  if (d.mem_limit <= UINT64_MAX - kPageMask) {
+    d.mem_limit = (d.mem_limit + kPageMask) & ~kPageMask;
+  }
+  return d;
+}
+
+}  // namespace
+
 Device::Impl::Impl(std::string name, DeviceDefaults defaults)
     : name_(std::move(name)),
-      defaults_(std::move(defaults)),
+      serial_(g_device_serial.fetch_add(1, std::memory_order_relaxed) + 1),
+      defaults_(WithAlignedLimit(std::move(defaults))),
       comp_algorithm_(defaults_.comp_algorithm),
       mem_limit_(defaults_.mem_limit) {
   ResetPriorities();
@@ -1002,6 +1033,18 @@ std::size_t Device::Impl::streams() const {
 
 void Device::Impl::NoteMemLimit(const Status& s) {
   if (!defaults_.log || mem_limit_ == 0) return;
+  // Made in place and logged under a catch: this runs on the IO path, and
+  // neither may throw into a client's request.
+  char line[256];
+  const auto log = [&](const char* format) noexcept {
+    const int n = std::snprintf(line, sizeof line, format, name_.c_str(),
+                                static_cast<unsigned long long>(mem_limit_));
+    try {
+      defaults_.log(std::string_view(
+          line, std::min<std::size_t>(n < 0 ? 0 : n, sizeof line - 1)));
+    } catch (...) {  // no memory: the line is dropped
+    }
+  };
   // Only the store's refusals for the limit (page_store_impl.h: over
   // mem_limit, or the preallocated reserve of mem_limit bytes full), not an
   // incompressible page it declines.
@@ -1009,10 +1052,8 @@ void Device::Impl::NoteMemLimit(const Status& s) {
       (s.message() == "over mem_limit" || s.message() == "pool is full")) {
     if (!at_mem_limit_.exchange(true, std::memory_order_relaxed)) {
       mem_limit_checked_ns_.store(platform::MonotonicNs(), std::memory_order_relaxed);
-      defaults_.log("warning: " + name_ + ": mem_limit reached (" +
-                    std::to_string(mem_limit_) +
-                    " bytes): writes fail with ENOSPC until pages are freed "
-                    "or the limit is raised");
+      log("warning: %s: mem_limit reached (%llu bytes): writes fail with "
+          "ENOSPC until pages are freed or the limit is raised");
     }
     return;
   }
@@ -1028,7 +1069,7 @@ void Device::Impl::NoteMemLimit(const Status& s) {
   }
   if (store_->Stats().mem_used_total * 10 >= mem_limit_ * 9) return;
   if (at_mem_limit_.exchange(false, std::memory_order_relaxed)) {
-    defaults_.log(name_ + ": below mem_limit again; writes succeed");
+    log("%s: below mem_limit again; writes succeed");
   }
 }
 
@@ -1059,6 +1100,7 @@ Device::ClientRef::~ClientRef() {
 }
 
 const std::string& Device::name() const { return impl_->name_; }
+std::uint64_t Device::serial() const { return impl_->serial_; }
 int Device::clients() const { return impl_->clients_.load(); }
 
 Result<Device::ClientRef> Device::Attach() {

@@ -111,6 +111,7 @@ struct Device::Impl {
   Status Retire();
 
   const std::string name_;
+  const std::uint64_t serial_;
   const DeviceDefaults defaults_;
   mutable std::shared_mutex mu_;  // guards everything below
   std::string comp_algorithm_;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <new>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -71,6 +72,16 @@ TEST(ParseSizeTest, Memparse) {
     EXPECT_FALSE(ParseSize(bad).has_value()) << bad;
   }
   EXPECT_EQ(ParseSize("nonsense").error().message().find("not a size: "), 0u);
+  // memparse's bases: hex as there; a leading zero (octal there) refused.
+  EXPECT_EQ(*ParseSize("0x40000000"), 1ull << 30);
+  EXPECT_EQ(*ParseSize("0X10m"), 16u << 20);
+  EXPECT_EQ(*ParseSize("0"), 0u);
+  EXPECT_EQ(*ParseSize("0.5K"), 512u);
+  for (const char* bad : {"010M", "00", "0x", "0x1.5G", "0xZ"}) {
+    EXPECT_FALSE(ParseSize(bad).has_value()) << bad;
+  }
+  EXPECT_NE(ParseSize("010M").error().message().find("octal"),
+            std::string::npos);
 }
 
 TEST(DeviceTest, LifecycleFollowsZram) {
@@ -844,9 +855,9 @@ TEST(DeviceTest, LogsMemLimitOnceAndCompactionWithCounts) {
   std::vector<std::string> lines;
   std::mutex mu;
   DeviceDefaults defaults;
-  defaults.log = [&](const std::string& line) {
+  defaults.log = [&](std::string_view line) {
     std::lock_guard lock(mu);
-    lines.push_back(line);
+    lines.emplace_back(line);
   };
   Device d("zram0", defaults);
   ASSERT_TRUE(d.SetMemLimit(256 << 10).ok());
@@ -883,6 +894,29 @@ TEST(DeviceTest, LogsMemLimitOnceAndCompactionWithCounts) {
   EXPECT_NE(lines[2].find(" pages compacted"), std::string::npos);
 }
 
+// A default mem_limit that is not a whole number of pages is rounded up as
+// a written one is: mm_stat shows one value before, during and after
+// initialisation, and with preallocation the same value can be written
+// back (it used to be refused as above the 1000000 bytes preallocated).
+TEST(DeviceTest, AnUnalignedDefaultMemLimitIsAlignedAsAWrittenOne) {
+  DeviceDefaults defaults;
+  defaults.mem_limit = 1000000;
+  defaults.prealloc = true;
+  Device d("zram0", defaults);
+  const auto mem_limit = [&] {
+    std::istringstream in(d.ShowMmStat());
+    std::uint64_t v[4] = {};
+    in >> v[0] >> v[1] >> v[2] >> v[3];
+    return v[3];
+  };
+  EXPECT_EQ(mem_limit(), 1003520u);
+  ASSERT_OK(d.SetDisksize(16 << 20));
+  EXPECT_EQ(mem_limit(), 1003520u);
+  EXPECT_OK(d.SetMemLimit(1000000));
+  EXPECT_EQ(mem_limit(), 1003520u);
+  ASSERT_OK(d.Reset());
+  EXPECT_EQ(mem_limit(), 1003520u);
+}
 
 TEST(DeviceTest, WritePagesStoresRunsAndPartialEnds) {
   Device d("zram0", DeviceDefaults{});

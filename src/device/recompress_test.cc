@@ -228,7 +228,7 @@ class RecompressedDeviceTest : public ::testing::Test {
   static constexpr std::uint64_t kRandom = kNibblePages + 1;
 
   void SetUp() override {
-    defaults_.log = [this](const std::string& line) { log_.push_back(line); };
+    defaults_.log = [this](std::string_view line) { log_.emplace_back(line); };
     d_ = std::make_unique<Device>("zram0", defaults_);
     ASSERT_OK(d_->SetRecompAlgorithm("algo=zstd"));
     ASSERT_OK(d_->SetDisksize(4 << 20));

@@ -31,7 +31,7 @@ std::uint64_t MemUsedTotal(const Device& d) {
 TEST(TrainDictTest, TrainsUsesAndLogs) {
   DeviceDefaults defaults;
   std::vector<std::string> log;
-  defaults.log = [&](const std::string& line) { log.push_back(line); };
+  defaults.log = [&](std::string_view line) { log.emplace_back(line); };
   Device d("zram0", defaults);
   EXPECT_EQ(d.TrainDictionary("").error().code(),
             StatusCode::kInvalidArgument);  // not initialised

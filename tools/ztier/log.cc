@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -52,28 +53,44 @@ bool LogEnabled(LogLevel level) {
 
 void Log(LogLevel level, std::string_view message) {
   if (!LogEnabled(level)) return;
-  std::string line;
-  line.reserve(message.size() + 32);
+  std::string_view prefix;
+  char journal[4] = {'<', static_cast<char>('0' + static_cast<int>(level)), '>',
+                     '\0'};
   if (ToJournal()) {
-    line += '<';
-    line += static_cast<char>('0' + static_cast<int>(level));
-    line += '>';
+    prefix = std::string_view(journal, 3);
   } else {
-    line += "ztier serve: ";
     switch (level) {
-      case LogLevel::kError: line += "error: "; break;
-      case LogLevel::kWarning: line += "warning: "; break;
-      case LogLevel::kDebug: line += "debug: "; break;
-      case LogLevel::kInfo: break;
+      case LogLevel::kError:
+        prefix = "ztier serve: error: ";
+        break;
+      case LogLevel::kWarning:
+        prefix = "ztier serve: warning: ";
+        break;
+      case LogLevel::kDebug:
+        prefix = "ztier serve: debug: ";
+        break;
+      case LogLevel::kInfo:
+        prefix = "ztier serve: ";
+        break;
     }
   }
-  line += message;
-  line += '\n';
-  std::size_t done = 0;
-  while (done < line.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+  iovec iov[3] = {{const_cast<char*>(prefix.data()), prefix.size()},
+                  {const_cast<char*>(message.data()), message.size()},
+                  {const_cast<char*>("\n"), 1}};
+  iovec* next = iov;
+  int left = 3;
+  while (left > 0) {
+    ssize_t n = ::writev(STDERR_FILENO, next, left);
     if (n <= 0) break;
-    done += static_cast<std::size_t>(n);
+    while (left > 0 && static_cast<std::size_t>(n) >= next->iov_len) {
+      n -= static_cast<ssize_t>(next->iov_len);
+      ++next;
+      --left;
+    }
+    if (left > 0) {
+      next->iov_base = static_cast<char*>(next->iov_base) + n;
+      next->iov_len -= static_cast<std::size_t>(n);
+    }
   }
 }
 

@@ -11,7 +11,9 @@
 // (sd-daemon(3)), and without "ztier serve: ", which the journal adds.
 //
 // Thread safety: Log() may be called from any thread; a line is written
-// with one write(2), so lines never interleave. SetLogLevel() at start-up.
+// with one writev(2), so lines never interleave. Log() does not allocate:
+// the engine logs where memory may have run out (a device at its
+// mem_limit, on the IO path). SetLogLevel() at start-up.
 #ifndef ZTIER_TOOLS_ZTIER_LOG_H_
 #define ZTIER_TOOLS_ZTIER_LOG_H_
 

@@ -379,10 +379,10 @@ std::string Summary(const DeviceRegistry& registry, const nbd::NbdServer& nbd) {
 // A line of the engine's log callbacks (device, NBD server, ublk): a
 // warning when it starts with "warning: " (which the log's level then
 // replaces), else information.
-void LogEngineLine(const std::string& line) {
+void LogEngineLine(std::string_view line) {
   constexpr std::string_view kWarning = "warning: ";
   if (line.starts_with(kWarning)) {
-    Log(LogLevel::kWarning, std::string_view(line).substr(kWarning.size()));
+    Log(LogLevel::kWarning, line.substr(kWarning.size()));
   } else {
     Log(LogLevel::kInfo, line);
   }

@@ -55,7 +55,10 @@ namespace ztier {
 // Unlike memparse, anything after the suffix is an error, not ignored. As
 // zramctl's (util-linux strtosize), also a fraction before a suffix ("1.5G",
 // rounded down to a byte) and the suffixes KiB, MiB, ... (1024) and KB, MB,
-// ... (1000). kInvalidArgument for anything else or a size past 2^64 - 1.
+// ... (1000). As memparse, "0x..." is hex ("0x40000000", "0x10M"); a
+// leading zero before a digit, which memparse reads as octal ("010M" is
+// 8M there), is refused. kInvalidArgument for anything else or a size past
+// 2^64 - 1.
 Result<std::uint64_t> ParseSize(std::string_view text);
 
 // Parses zram's `writeback` input (writeback_store() in zram_drv.c) for a
@@ -104,6 +107,8 @@ struct DeviceDefaults {
   // recomp_algorithm and its algorithm_params at priorities 1..3 (recomp[0]
   // is priority 1); empty names: none (`ztier serve --recomp-algorithm`).
   std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;
+  // Bytes, page-aligned up as a write of the mem_limit attribute is; 0:
+  // none.
   std::uint64_t mem_limit = 0;
   BatchBackend batch_backend = BatchBackend::kSerial;
   std::size_t streams = 0;  // 0: one per core
@@ -143,7 +148,10 @@ struct DeviceDefaults {
   // and mem_limit reached (once, until the pool is back under 90% of it).
   // Never one line per IO. A warning (mem_limit reached, a pass that
   // stopped on an error or whose writes failed) starts with "warning: ".
-  std::function<void(const std::string&)> log;
+  // The mem_limit lines are made without allocating (they come from the IO
+  // path, where memory may have run out); a log that does not allocate
+  // either keeps that path free of allocation.
+  std::function<void(std::string_view)> log;
 };
 
 class Device {
@@ -154,6 +162,10 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const;
+  // A number no other Device of this process has had: a device removed and
+  // added again under its name is another device (the policy's per-device
+  // state).
+  std::uint64_t serial() const;
 
   // ---- lifecycle and attributes (zram's names) ----
   // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set. With
