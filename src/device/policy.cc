@@ -141,7 +141,7 @@ class Policy::Pacer {
     std::uint64_t waited_ms = 0;
     while (Busy()) {
       if (waited_ms >= o.busy_give_up_ms || GiveWay()) return false;
-      p_.env_.sleep_ns(o.busy_pause_ms * kNsPerMs);
+      if (!Pause(o.busy_pause_ms * kNsPerMs)) return false;
       waited_ms += o.busy_pause_ms;
     }
     return true;
@@ -186,15 +186,40 @@ Policy::Policy(PolicyOptions options, PolicyEnv env)
   if (!env_.thread_cpu_ns) env_.thread_cpu_ns = ThreadCpuNs;
 }
 
-void Policy::Log(const std::string& line) const {
-  if (env_.log) env_.log(line);
+void Policy::Log(const std::string& line) const noexcept {
+  if (!env_.log) return;
+  try {
+    env_.log(line);
+  } catch (...) {
+  }
 }
 
-PolicyPassResult Policy::RunPass(Device& device) {
+PolicyPassResult Policy::RunPass(Device& device) noexcept {
   PolicyPassResult r;
   if (stopped() || !device.initialized()) return r;
   r.ran = true;
+  // The engine's passes leave their state consistent when they throw
+  // (store/page_store.h); the policy thread must not end with one.
+  const auto failed = [&](StatusCode code, const char* what) {
+    try {
+      if (r.status.ok()) r.status = Status(code, what);
+      Log(device.name() + ": policy pass: error: " + r.status.ToString());
+    } catch (...) {  // no memory for the message either
+    }
+  };
+  try {
+    RunSteps(device, r);
+  } catch (const std::bad_alloc&) {
+    failed(StatusCode::kResourceExhausted, "out of memory");
+  } catch (const std::exception& e) {
+    failed(StatusCode::kIoError, e.what());
+  }
+  return r;
+}
+
+void Policy::RunSteps(Device& device, PolicyPassResult& r) {
   DeviceState& state = devices_[device.name()];
+  if (state.serial != device.serial()) state = DeviceState{device.serial()};
   // A device removed meanwhile is uninitialised: its later steps are
   // skipped rather than failed.
   TrainDictStep(device, state, r);
@@ -215,7 +240,6 @@ PolicyPassResult Policy::RunPass(Device& device) {
   if (r.writeback_skipped_busy) line += "; writeback skipped, clients busy";
   if (!r.status.ok()) line += "; error: " + r.status.ToString();
   Log(line);
-  return r;
 }
 
 void Policy::TrainDictStep(Device& device, DeviceState& state,

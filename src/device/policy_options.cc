@@ -5,11 +5,14 @@
 // policy runs unattended for days, so a typo ("idle_age=10min",
 // "writeback_dayly=400M") is an error that names the token rather than a
 // default silently kept.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <string>
+#include <vector>
 
 #include "kernel_args.h"
+#include "ztier/codec.h"
 #include "ztier/page.h"
 #include "ztier/policy.h"
 
@@ -98,9 +101,12 @@ Status ApplyToken(std::string_view key, std::string_view value,
     ZT_ASSIGN_OR_RETURN(o->writeback_age_s, ParseSeconds(value, token));
   } else if (key == "busy_pause") {
     ZT_ASSIGN_OR_RETURN(o->busy_pause_ms, ParseDurationMs(value, token, true));
-    if (o->busy_pause_ms == 0) return Bad(token, "must be at least 1ms");
+    if (o->busy_pause_ms == 0 || o->busy_pause_ms > 60'000) {
+      return Bad(token, "want 1ms to 60s");
+    }
   } else if (key == "busy_give_up") {
     ZT_ASSIGN_OR_RETURN(o->busy_give_up_ms, ParseDurationMs(value, token, true));
+    if (o->busy_give_up_ms > 3'600'000) return Bad(token, "want at most 1h");
   } else if (key == "recompress") {
     ZT_ASSIGN_OR_RETURN(o->recompress, ParseOnOff(value, token));
   } else if (key == "writeback") {
@@ -113,7 +119,13 @@ Status ApplyToken(std::string_view key, std::string_view value,
   } else if (key == "busy_pages") {
     ZT_ASSIGN_OR_RETURN(o->busy_pages, ParseCount(value, token));
   } else if (key == "recompress_algo") {
-    AddParam(o, "algo", value);  // the device checks the name
+    // Whether a device has it as a recomp_algorithm, each pass finds out.
+    const std::vector<std::string_view> names = CodecNames();
+    if (std::find(names.begin(), names.end(), CanonicalCodecName(value)) ==
+        names.end()) {
+      return Bad(token, "no such algorithm");
+    }
+    AddParam(o, "algo", value);
   } else if (key == "recompress_priority") {
     auto v = ParseCount(value, token);
     if (!v.has_value() || *v < 1 || *v > 3) return Bad(token, "want 1, 2 or 3");
@@ -121,6 +133,9 @@ Status ApplyToken(std::string_view key, std::string_view value,
   } else if (key == "recompress_threshold") {
     auto v = ParseSize(value);
     if (!v.has_value()) return Bad(token, v.error().message());
+    // An object's size: below a page (zram's threshold, below its huge
+    // class size, which each device checks).
+    if (*v >= kPageSize) return Bad(token, "want a size below 4096");
     AddParam(o, "threshold", std::to_string(*v));
   } else if (key == "recompress_max") {
     ZT_ASSIGN_OR_RETURN(std::uint64_t v, ParseCount(value, token));

@@ -73,34 +73,39 @@ TEST(PolicyOptionsTest, DurationsAndShares) {
 
 TEST(PolicyOptionsTest, EveryBadTokenIsNamed) {
   const char* bad[] = {
-      "period",                  // no '='
-      "period=",                 // no value
-      "=5",                      // no key
-      "period=0",                // no passes
-      "period=10min",            // unknown suffix
-      "period=5ms",              // ms only for busy_pause / busy_give_up
-      "period=-5",               // not a number
-      "idle_age=1e3",            // not digits
-      "idle_age=50000d",         // past the store's 32-bit seconds
-      "recompress=maybe",        // not on/off
-      "writeback=2",             // not on/off
-      "recompress_rate=0",       // no pages
-      "recompress_rate=fast",    // not a count
-      "recompress_cpu=0%",       // below 1%
-      "recompress_cpu=101%",     // above one core
-      "recompress_cpu=25%%",     // malformed
-      "recompress_priority=0",   // 1..3
-      "recompress_priority=4",   // 1..3
-      "recompress_threshold=2Q", // not a size
-      "recompress_max=-1",       // not a count
-      "writeback_daily=lots",    // not a size
-      "writeback_daily=100",     // below one page: 0 pages a day
-      "busy_pause=0ms",          // a pause that never waits
-      "busy_pages=many",         // not a count
-      "train_dict_pages=some",   // not a count
-      "train_dict_size=512",     // below 1K
-      "train_dict_size=2M",      // above 1M
-      "writeback_dayly=400M",    // unknown key
+      "period",                     // no '='
+      "period=",                    // no value
+      "=5",                         // no key
+      "period=0",                   // no passes
+      "period=10min",               // unknown suffix
+      "period=5ms",                 // ms only for busy_pause / busy_give_up
+      "period=-5",                  // not a number
+      "idle_age=1e3",               // not digits
+      "idle_age=50000d",            // past the store's 32-bit seconds
+      "recompress=maybe",           // not on/off
+      "writeback=2",                // not on/off
+      "recompress_rate=0",          // no pages
+      "recompress_rate=fast",       // not a count
+      "recompress_cpu=0%",          // below 1%
+      "recompress_cpu=101%",        // above one core
+      "recompress_cpu=25%%",        // malformed
+      "recompress_priority=0",      // 1..3
+      "recompress_priority=4",      // 1..3
+      "recompress_threshold=2Q",    // not a size
+      "recompress_max=-1",          // not a count
+      "writeback_daily=lots",       // not a size
+      "writeback_daily=100",        // below one page: 0 pages a day
+      "busy_pause=0ms",             // a pause that never waits
+      "busy_pause=10m",             // a pass asleep, holding its device
+      "busy_give_up=2h",            // over an hour
+      "recompress_algo=zsdt",       // no such codec: every pass would fail
+      "recompress_threshold=8G",    // not an object's size
+      "recompress_threshold=4096",  // a whole page
+      "busy_pages=many",            // not a count
+      "train_dict_pages=some",      // not a count
+      "train_dict_size=512",        // below 1K
+      "train_dict_size=2M",         // above 1M
+      "writeback_dayly=400M",       // unknown key
   };
   for (const char* text : bad) {
     auto r = ParsePolicyOptions(std::string("period=60s ") + text);

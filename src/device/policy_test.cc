@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/failing_new.h"
 #include "testing/test_util.h"
 
 namespace ztier {
@@ -388,6 +389,72 @@ TEST(PolicyTest, SkipsWhatADeviceLacksAndSaysSoOnce) {
   EXPECT_EQ(passes, 3);
   policy.Stop();
   EXPECT_FALSE(policy.RunPass(plain).ran);
+}
+
+// Each allocation of a pass that trains a dictionary, recompresses and
+// writes back fails in turn (the policy thread's first, its second, ...).
+// The pass returns (a std::bad_alloc used to leave the policy thread and
+// end the server), no page is lost, and the next pass runs clean.
+TEST(PolicyTest, APassOutOfMemoryLosesNothingAndTheNextRuns) {
+  long failed = 0;
+  long errors = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the pass failing");
+    FakeTime time;
+    testing::ScopedTempDir dir;
+    std::vector<std::byte> expected;
+    auto d = MakeDevice(time, 64, &dir, &expected);
+    Policy policy(Options("idle_age=10m writeback_age=1h "
+                          "recompress_rate=1000000 writeback_daily=512K "
+                          "busy_pages=0 train_dict_pages=32"),
+                  time.Env());
+    time.Advance(2 * kHour);
+    testing::FailNthAllocation(n);
+    const PolicyPassResult r = policy.RunPass(*d);
+    const bool fired = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    failed += fired;
+    errors += !r.status.ok();
+    ExpectReadsBack(*d, expected);
+    time.Advance(kDay + kHour);
+    const PolicyPassResult next = policy.RunPass(*d);
+    EXPECT_TRUE(next.status.ok()) << next.status.ToString();
+    if (!fired || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 100000) << "a pass that never ends allocating";
+  }
+  EXPECT_GT(failed, 10);
+  EXPECT_GT(errors, 0);
+  std::printf(
+      "policy pass: each of %ld allocations failed in turn, %ld "
+      "passes ended with an error\n",
+      failed, errors);
+}
+
+// A device removed and added again under its name is a new device to the
+// policy: its budget is armed on its first pass, as the first device's was
+// (the policy kept the first device's day, and wrote nothing back on the
+// second until that day ended).
+TEST(PolicyTest, ADeviceAddedAgainUnderItsNameStartsAfresh) {
+  FakeTime time;
+  testing::ScopedTempDir dir;
+  Policy policy(Options("idle_age=10m writeback_age=1h busy_pages=0 "
+                        "recompress=off writeback_daily=1M"),
+                time.Env());
+  std::uint64_t first_written = 0;
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round == 0 ? "first device" : "added again");
+    std::vector<std::byte> expected;
+    auto d = MakeDevice(time, 64, &dir, &expected);
+    time.Advance(2 * kHour);
+    const PolicyPassResult r = policy.RunPass(*d);
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+    EXPECT_TRUE(r.budget_rearmed);
+    // Every page but the same-filled ones.
+    EXPECT_GT(r.writeback.written, 60u);
+    if (round == 0) first_written = r.writeback.written;
+    EXPECT_EQ(r.writeback.written, first_written);
+    ExpectReadsBack(*d, expected);
+  }
 }
 
 }  // namespace

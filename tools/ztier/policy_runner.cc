@@ -3,6 +3,8 @@
 #include "policy_runner.h"
 
 #include <chrono>
+#include <new>
+#include <vector>
 
 namespace ztier::tool {
 
@@ -42,7 +44,13 @@ bool PolicyRunner::Wait(std::uint64_t ns) {
 void PolicyRunner::Loop() {
   const std::uint64_t period = policy_->options().period_s * kNsPerSecond;
   while (Wait(period)) {
-    for (const std::shared_ptr<Device>& d : registry_->List()) {
+    std::vector<std::shared_ptr<Device>> devices;
+    try {
+      devices = registry_->List();
+    } catch (const std::bad_alloc&) {
+      continue;  // out of memory: the next period tries again
+    }
+    for (const std::shared_ptr<Device>& d : devices) {
       if (policy_->stopped()) return;
       if (!policy_->RunPass(*d).ran) continue;
       std::lock_guard lock(mu_);

@@ -123,8 +123,10 @@ struct PolicyOptions {
 // count and train_dict_size= a size (1K..1M). Tokens not given keep
 // PolicyOptions' defaults. kInvalidArgument naming the token for an
 // unknown key, a token without '=' or a value, a bad value, period=0,
-// writeback_daily= below 4K but not 0, and recompress_rate with
-// recompress_cpu.
+// writeback_daily= below 4K but not 0, recompress_rate with
+// recompress_cpu, busy_pause= outside 1ms..60s, busy_give_up= over 1h,
+// recompress_algo= naming no codec, and recompress_threshold= of 4096 or
+// more (each would fail every pass).
 Result<PolicyOptions> ParsePolicyOptions(std::string_view tokens);
 
 // The policy's time. Null members: the real ones (CLOCK_BOOTTIME, so that
@@ -161,8 +163,12 @@ class Policy {
   const PolicyOptions& options() const { return options_; }
 
   // One pass over `device` (the steps above). An uninitialised device is
-  // left alone (ran false).
-  PolicyPassResult RunPass(Device& device);
+  // left alone (ran false). Does not throw: a step that runs out of memory
+  // (std::bad_alloc) ends the pass with kResourceExhausted in status, as
+  // any other exception does with kIoError; the device is left as the
+  // engine's own passes leave it then (consistent), and the next pass tries
+  // again.
+  PolicyPassResult RunPass(Device& device) noexcept;
 
   // Ends a pass in progress at its next batch, and every later pass at
   // once. Any thread.
@@ -171,7 +177,10 @@ class Policy {
 
  private:
   // Per device, by name: when its budget day began, what was logged once.
+  // Started afresh for a device of another serial() (removed and added
+  // again under the name).
   struct DeviceState {
+    std::uint64_t serial = 0;
     bool day_started = false;
     std::uint64_t day_start_ns = 0;
     bool said_no_recomp = false;
@@ -186,7 +195,9 @@ class Policy {
   void WritebackStep(Device& device, DeviceState& state, PolicyPassResult& r);
   bool ClientsBusy(Device& device, std::uint64_t since_ns,
                    std::uint64_t ops_before);
-  void Log(const std::string& line) const;
+  void RunSteps(Device& device, PolicyPassResult& r);
+  // Never throws: a line that cannot be made or written is dropped.
+  void Log(const std::string& line) const noexcept;
 
   const PolicyOptions options_;
   PolicyEnv env_;
