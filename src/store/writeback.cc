@@ -265,15 +265,9 @@ class WritebackPass {
     try {
       std::size_t reaped = 1;
       while (writer_.in_flight() != 0 && reaped != 0) {
-        reaped = writer_.Reap(/*wait=*/true, [&](const BlockWriter::Done& d) {
-          Refund(req_.budget);
-          if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
-          if (d.may_hold_data()) {
-            bs.Free(d.block);
-          } else {
-            bs.FreeUnwritten(d.block);
-          }
-        });
+        reaped = writer_.Reap(
+            /*wait=*/true,
+            [this](const BlockWriter::Done& d) { NotInstalled(d); });
       }
     } catch (...) {
     }
@@ -355,6 +349,19 @@ class WritebackPass {
     }
   }
 
+  // A block whose page is not installed: refunded and freed (with a
+  // discard where it was written, or may be).
+  void NotInstalled(const BlockWriter::Done& d) noexcept {
+    BackingStore& bs = *m_.options.backing;
+    Refund(req_.budget);
+    if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
+    if (d.may_hold_data()) {
+      bs.Free(d.block);
+    } else {
+      bs.FreeUnwritten(d.block);
+    }
+  }
+
   // Step 3 for one block.
   void Complete(const BlockWriter::Done& d) {
     BackingStore& bs = *m_.options.backing;
@@ -362,13 +369,7 @@ class WritebackPass {
     const bool bad = !bad_.empty() &&
                      std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
     if (!d.status.ok() || bad) {
-      Refund(req_.budget);
-      if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
-      if (d.may_hold_data()) {
-        bs.Free(d.block);
-      } else {
-        bs.FreeUnwritten(d.block);
-      }
+      NotInstalled(d);
       {
         SlotLock lock(s);
         SlotTable::ClearFlags(s, slot::kPp);
