@@ -103,12 +103,18 @@ std::size_t BlockWriter::Impl::Report(
   const std::size_t blocks = io->blocks;
   --submitted;
   free_ios.push_back(io);  // reserved for every IO: does not allocate
-  for (std::size_t i = 0; done && i < blocks; ++i) {
+  if (!done) return blocks;
+  Done d{.may_land = io->may_land};
+  try {
+    d.status = io->status;
+  } catch (const std::bad_alloc&) {  // its code, without its message
+    d.status = Status(io->status.code(), {});
+  }
+  for (std::size_t i = 0; i < blocks; ++i) {
+    d.block = io->first_block + i;
+    d.tag = io->tags[i];
     try {
-      done(Done{.block = io->first_block + i,
-                .tag = io->tags[i],
-                .status = io->status,
-                .may_land = io->may_land});
+      done(d);
     } catch (...) {
       if (!*failed) *failed = std::current_exception();
     }

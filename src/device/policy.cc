@@ -213,6 +213,8 @@ PolicyPassResult Policy::RunPass(Device& device) noexcept {
     failed(StatusCode::kResourceExhausted, "out of memory");
   } catch (const std::exception& e) {
     failed(StatusCode::kIoError, e.what());
+  } catch (...) {
+    failed(StatusCode::kIoError, "unknown exception");
   }
   return r;
 }

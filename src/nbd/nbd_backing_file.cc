@@ -503,8 +503,16 @@ class NbdWriter final : public BackingFileWriter {
     x.conn = next_conn_++ % file_.write_connections();
     Conn& c = file_.conn(x.conn);
     std::lock_guard l(c.mu);
-    if (!file_.Connect(c, Clock::now() + milliseconds(file_.timeout_ms()))
-             .ok()) {
+    // Queue does not throw (BlockWriter counts the IO in flight before it):
+    // a connection that cannot even build its error message is an error.
+    bool connected = false;
+    try {
+      connected =
+          file_.Connect(c, Clock::now() + milliseconds(file_.timeout_ms()))
+              .ok();
+    } catch (const std::bad_alloc&) {
+    }
+    if (!connected) {
       x.result = -EIO;  // reported by the next Reap
     } else {
       // The write has its whole timeout, however long connecting took.

@@ -17,6 +17,7 @@
 //     lanes are done (they use its stack), and every page loads after.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "testing/failing_new.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 #include "testing/watchdog.h"
 #include "ztier/backing_store.h"
@@ -167,18 +169,27 @@ TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
   EXPECT_GT(thrown, 0) << "no reclaim ran out of memory by an exception";
 }
 
-// Each allocation of a writeback pass (pages, then units) fails in turn.
-// Its candidates are left to the next pass, and its blocks go back: after
-// a second pass, the backing store holds as many blocks as when nothing
-// failed (blocks of IOs in flight used to stay allocated until a reset, and
-// a device that ran out of memory often enough found its store full).
-TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
+// Each allocation of a writeback pass (pages, then units) fails in turn,
+// with a budget. Its candidates are left to the next pass, and its blocks
+// and budget go back: after a second pass, the backing store holds as many
+// blocks as when nothing failed (blocks of IOs in flight used to stay
+// allocated until a reset, and a device that ran out of memory often
+// enough found its store full), and the budget is charged that many pages.
+// With every write failing (EIO) too, no block and no budget stay taken
+// (an IO whose error could not be copied for its report was left out).
+void WritebackOutOfMemory(bool writes_fail) {
   constexpr std::size_t kPages = 256;  // 64 pages in units of 4, then 192
+  constexpr std::uint64_t kBudget = 100000;
   const std::vector<std::byte> pages = Pages(kPages, 3);
   const auto make = [&](const testing::ScopedTempDir& dir) {
     BackingOptions bo;
     bo.path = dir.File("backing");
     bo.size_bytes = 2 * kPages * kPageSize;
+    if (writes_fail) {
+      bo.wrap_file = testing::FaultyFile([](const FileIo& io, long result) {
+        return io.kind == FileIo::Kind::kWrite ? -EIO : result;
+      });
+    }
     auto b = BackingStore::Open(bo);
     EXPECT_TRUE(b.has_value()) << b.error().ToString();
     PageStoreOptions o;
@@ -196,18 +207,26 @@ TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
     }
     return std::move(*made);
   };
+  WritebackBudget budget;
   WritebackRequest r;
   r.scans.push_back({0, 0, kPages});
   r.in_flight = 2;
   r.max_io_pages = 8;
+  r.budget = &budget;
+  const auto arm = [&] {
+    budget.enabled = true;
+    budget.pages = kBudget;
+  };
   std::uint64_t blocks = 0;  // in use once every page is written back
-  {
+  if (!writes_fail) {
     testing::ScopedTempDir dir;
     auto store = make(dir);
     ASSERT_NE(store, nullptr);
+    arm();
     ASSERT_TRUE(store->Writeback(r).has_value());
     blocks = store->Stats().bd_count;
     ASSERT_GT(blocks, 0u);
+    ASSERT_EQ(kBudget - budget.pages, blocks);
   }
   long failed = 0;
   for (long n = 1;; ++n) {
@@ -216,6 +235,7 @@ TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
     auto made = make(dir);
     ASSERT_NE(made, nullptr);
     PageStore& store = *made;
+    arm();
     testing::FailNthAllocation(n);
     try {
       (void)store.Writeback(r);
@@ -229,18 +249,31 @@ TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
     // page reads back as stored.
     auto second = store.Writeback(r);
     ASSERT_TRUE(second.has_value()) << second.error().ToString();
-    ASSERT_OK(second->status);
-    EXPECT_EQ(second->failed, 0u);
+    if (!writes_fail) {
+      ASSERT_OK(second->status);
+      EXPECT_EQ(second->failed, 0u);
+    }
     std::size_t on_backing = 0;
     for (std::size_t i = 0; i < kPages; ++i) on_backing += store.Inspect(i).wb;
-    EXPECT_EQ(on_backing, kPages) << "written by the first pass or the second";
+    EXPECT_EQ(on_backing, writes_fail ? 0 : kPages)
+        << "written by the first pass or the second";
     EXPECT_EQ(store.Stats().bd_count, blocks) << "blocks left allocated";
+    EXPECT_EQ(kBudget - budget.pages, blocks) << "budget left charged";
     ExpectPages(store, pages);
     if (!fired || ::testing::Test::HasFailure()) break;
     ASSERT_LT(n, 100000) << "a pass that never ends allocating";
   }
   EXPECT_GT(failed, 3);
-  std::printf("writeback: each of %ld allocations failed in turn\n", failed);
+  std::printf("writeback%s: each of %ld allocations failed in turn\n",
+              writes_fail ? " (every write failing)" : "", failed);
+}
+
+TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
+  WritebackOutOfMemory(/*writes_fail=*/false);
+}
+
+TEST(StoreOomTest, AWritebackPassOutOfMemoryWhoseWritesFailKeepsNoBlock) {
+  WritebackOutOfMemory(/*writes_fail=*/true);
 }
 
 TEST(StoreOomTest, ARecompressionPassOutOfMemoryLeavesNothingBehind) {

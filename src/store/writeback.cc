@@ -202,6 +202,7 @@ class WritebackPass {
       SlotLock lock(s);
       SlotTable::ClearFlags(s, slot::kPp);
     }
+    reaped_ = true;
     return std::move(result_);
   }
 
@@ -262,6 +263,7 @@ class WritebackPass {
       }
     }
     group_.clear();
+    if (reaped_) return;
     try {
       std::size_t reaped = 1;
       while (writer_.in_flight() != 0 && reaped != 0) {
@@ -434,6 +436,9 @@ class WritebackPass {
   std::size_t next_ = 0;
   bool stopped_ = false;
   bool finished_ = false;  // Finished() was called
+  // Run() returned: every page IO is reaped (IOs in flight after it are the
+  // units', which WritebackUnits answers for).
+  bool reaped_ = false;
   WritebackResult result_;
   std::vector<Copy> copies_;             // this group's, in block order
   // An IO of this group, begun, and its blocks from `first`: `blocks` of
@@ -467,28 +472,35 @@ struct UnitWritebackJob {
   // (BlockWriter::Done::may_land); it is given back with a discard.
   std::uint32_t written = 0;
   std::uint32_t ok = 0;  // pieces whose write succeeded
+  std::uint32_t reported = 0;  // pieces whose IO was reaped
 };
 static_assert(internal::kMaxUnitPieces <= 32);
 
 // For a group an exception (std::bad_alloc) ended before it completed: its
 // IOs reaped, each job's blocks given back (with a discard where written)
 // and its charge refunded; the caller's pass clears the PP marks
-// (~WritebackPass). A failure to reap leaves the rest allocated.
+// (~WritebackPass). If the reaping stops with IOs still in flight, the
+// blocks of pieces in an IO not yet reported stay allocated (the kernel
+// may still be writing them).
 void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
                      WritebackBudget* budget,
                      std::span<UnitWritebackJob> jobs) noexcept {
   try {
     while (writer.in_flight() != 0 &&
            writer.Reap(/*wait=*/true, [&](const BlockWriter::Done& d) {
-             if (!d.may_hold_data()) return;
-             jobs[d.tag / internal::kMaxUnitPieces].written |=
-                 std::uint32_t{1} << (d.tag % internal::kMaxUnitPieces);
+             UnitWritebackJob& j = jobs[d.tag / internal::kMaxUnitPieces];
+             const std::uint32_t bit = std::uint32_t{1}
+                                       << (d.tag % internal::kMaxUnitPieces);
+             j.reported |= bit;
+             if (d.may_hold_data()) j.written |= bit;
            }) != 0) {
     }
   } catch (...) {
   }
+  const bool all_reaped = writer.in_flight() == 0;
   for (const UnitWritebackJob& j : jobs) {
     for (int k = 0; k < j.alloc; ++k) {
+      if (!all_reaped && k < j.got && !(j.reported >> k & 1)) continue;
       if (j.written >> k & 1) {
         bs.Free(j.blocks[k]);
       } else {
@@ -584,6 +596,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           Job& j = jobs[d.tag / internal::kMaxUnitPieces];
           const std::uint32_t bit = std::uint32_t{1}
                                     << (d.tag % internal::kMaxUnitPieces);
+          j.reported |= bit;
           if (d.may_hold_data()) j.written |= bit;
           if (d.status.ok()) j.ok |= bit;
           if (!d.status.ok()) {
