@@ -22,6 +22,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <new>
 #include <thread>
 #include <vector>
@@ -30,6 +32,7 @@
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 #include "testing/watchdog.h"
+#include "ztier/backing_file.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
@@ -274,6 +277,117 @@ TEST(StoreOomTest, AWritebackPassOutOfMemoryLeavesEveryPageToTheNext) {
 
 TEST(StoreOomTest, AWritebackPassOutOfMemoryWhoseWritesFailKeepsNoBlock) {
   WritebackOutOfMemory(/*writes_fail=*/true);
+}
+
+// A file whose writer's first waiting Reap after an allocation failed
+// returns nothing, with writes still in flight: what the io_uring writer
+// does when io_uring_wait_cqe fails (EAGAIN, ENOMEM), as it may when memory
+// runs out.
+class StallingWriter final : public BackingFileWriter {
+ public:
+  explicit StallingWriter(std::unique_ptr<BackingFileWriter> base)
+      : base_(std::move(base)) {}
+  std::byte* buffer(std::size_t io) override { return base_->buffer(io); }
+  void Queue(std::size_t io, std::uint64_t offset, std::size_t len) override {
+    base_->Queue(io, offset, len);
+  }
+  std::size_t Reap(
+      bool wait, const std::function<void(std::size_t, long)>& done) override {
+    if (wait && !stalled_ && testing::AllocationFailed()) {
+      stalled_ = true;
+      return 0;
+    }
+    return base_->Reap(wait, done);
+  }
+
+ private:
+  std::unique_ptr<BackingFileWriter> base_;
+  bool stalled_ = false;
+};
+
+class StallingFile final : public BackingFile {
+ public:
+  explicit StallingFile(std::shared_ptr<BackingFile> base)
+      : base_(std::move(base)) {}
+  const std::string& name() const override { return base_->name(); }
+  std::uint64_t size() const override { return base_->size(); }
+  bool direct() const override { return base_->direct(); }
+  long Read(std::uint64_t offset, std::span<std::byte> out) override {
+    return base_->Read(offset, out);
+  }
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
+      std::size_t ios, std::size_t io_bytes) override {
+    ZT_ASSIGN_OR_RETURN(std::unique_ptr<BackingFileWriter> w,
+                        base_->NewWriter(ios, io_bytes));
+    return std::unique_ptr<BackingFileWriter>(
+        std::make_unique<StallingWriter>(std::move(w)));
+  }
+
+ private:
+  std::shared_ptr<BackingFile> base_;
+};
+
+// Each allocation of a writeback pass fails in turn, and the writer's reap
+// then stalls once with writes in flight. The blocks of writes not reaped
+// stay allocated (the kernel may still write them: at most the 16 pages of
+// the two IOs in flight); none is freed twice (the pages' pass used to reap
+// the units' IOs as its own and free their blocks again, which the block
+// bitmap counts below zero), and a second pass writes every page back.
+TEST(StoreOomTest, AWritebackPassOutOfMemoryWhoseReapStallsFreesNoBlockTwice) {
+  constexpr std::size_t kPages = 256;  // 64 pages in units of 4, then 192
+  const std::vector<std::byte> pages = Pages(kPages, 5);
+  long stalled = 0;
+  std::uint64_t blocks = 0;  // in use after a pass with memory
+  for (long n = 0;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of the pass failing");
+    testing::ScopedTempDir dir;
+    BackingOptions bo;
+    bo.path = dir.File("backing");
+    bo.size_bytes = 4 * kPages * kPageSize;
+    bo.wrap_file = [](std::shared_ptr<BackingFile> file) {
+      return std::shared_ptr<BackingFile>(
+          std::make_shared<StallingFile>(std::move(file)));
+    };
+    auto b = BackingStore::Open(bo);
+    ASSERT_TRUE(b.has_value()) << b.error().ToString();
+    PageStoreOptions o;
+    o.num_pages = kPages;
+    o.unit_pages = kUnit;
+    o.backing = std::move(*b);
+    auto made = PageStore::Create(o);
+    ASSERT_TRUE(made.has_value()) << made.error().ToString();
+    PageStore& store = **made;
+    ASSERT_OK(store.StoreBatch(0, std::span(pages).first(64 * kPageSize)));
+    for (std::size_t i = 64; i < kPages; ++i) {
+      ASSERT_OK(
+          store.Store(i, ConstPage(pages.data() + i * kPageSize, kPageSize)));
+    }
+    WritebackRequest r;
+    r.scans.push_back({0, 0, kPages});
+    r.in_flight = 2;
+    r.max_io_pages = 8;
+    testing::FailNthAllocation(n);  // 0: none, the pass that counts blocks
+    try {
+      (void)store.Writeback(r);
+    } catch (const std::bad_alloc&) {
+    }
+    const bool fired = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    stalled += fired;
+    auto second = store.Writeback(r);
+    ASSERT_TRUE(second.has_value()) << second.error().ToString();
+    ASSERT_OK(second->status);
+    std::size_t on_backing = 0;
+    for (std::size_t i = 0; i < kPages; ++i) on_backing += store.Inspect(i).wb;
+    EXPECT_EQ(on_backing, kPages);
+    ExpectPages(store, pages);
+    if (n == 0) blocks = store.Stats().bd_count;
+    EXPECT_GE(store.Stats().bd_count, blocks);
+    EXPECT_LE(store.Stats().bd_count, blocks + 16);
+    if ((n > 0 && !fired) || ::testing::Test::HasFailure()) break;
+    ASSERT_LT(n, 100000) << "a pass that never ends allocating";
+  }
+  EXPECT_GT(stalled, 3);
 }
 
 TEST(StoreOomTest, ARecompressionPassOutOfMemoryLeavesNothingBehind) {
