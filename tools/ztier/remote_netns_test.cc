@@ -199,10 +199,14 @@ class RemoteNetnsTest : public ::testing::Test {
   // The device read whole equals the input; bd_stat's count is the pages
   // now written back (every page is marked: none same-filled).
   void ExpectWhole(ztier::testing::ServeOnSockets& s) {
-    const std::string out = dir_.File("out.bin");
-    const Shell get = Sh("timeout 120 nbdcopy " + s.Uri() + " '" + out + "'");
+    const Shell get = Sh("timeout 120 nbdcopy " + s.Uri() + " '" +
+                         dir_.File("out.bin") + "'");
     ASSERT_EQ(get.exit_code, 0) << get.out << s.Log();
-    EXPECT_EQ(Sha256(out), Sha256(in_));
+    ExpectRead(s);
+  }
+  // What ExpectWhole checks, of the device as last read into out.bin.
+  void ExpectRead(ztier::testing::ServeOnSockets& s) {
+    EXPECT_EQ(Sha256(dir_.File("out.bin")), Sha256(in_));
     const auto bd = Numbers(s.Ctl("bd_stat").out);
     const auto mm = Numbers(s.Ctl("mm_stat").out);
     ASSERT_EQ(bd.size(), 3u);
@@ -387,8 +391,12 @@ TEST_F(RemoteNetnsTest, LinkCutThenRestored) {
                        dir_.File("bad.bin") + "'");
   EXPECT_NE(bad.exit_code, 0) << bad.out;
   net_.Link(true);
+  // The device as WaitUntilReadable read it whole, not read again: nbdkit
+  // (1.32) may still abort on a reply to a write of the old connections
+  // (raw_send_socket's assertion, after "write reply: Broken pipe"), and a
+  // read it was serving then fails, rightly, with EIO.
   WaitUntilReadable(*s, [&] { remote.RestartIfExited(); });
-  ExpectWhole(*s);
+  ExpectRead(*s);
   ExpectWritebackResumes(*s, [&] { remote.RestartIfExited(); });
   EXPECT_EQ(s->Stop(), 0) << s->Log();
 }
