@@ -408,7 +408,11 @@ TEST(RegionTest, RefusedPagesDoNotCostAPassPerFault) {
   ASSERT_OK(r->Discard(r->data(), o.size / 2));
   Fill(*r, 0, kPages / 2, 0, false);
   const RegionStats t = Settled(*r);
-  EXPECT_LE(t.resident_pages, kPages / 2 + kBudget + 64) << t.resident_pages;
+  // Evictions run beside the writer, and a page it touches during one
+  // stays resident: under TSan's slower threads more do (2432 once, for a
+  // bound of 2368). Without the fix nothing more is evicted: 4096.
+  const std::size_t slack = UnderSanitizer() ? kBudget : 64;
+  EXPECT_LE(t.resident_pages, kPages / 2 + kBudget + slack) << t.resident_pages;
   EXPECT_GT(t.stored_pages, kPages / 4);
   EXPECT_EQ(FirstBad(*r, 0, kPages / 2, 0, false), kPages / 2);
   EXPECT_EQ(
