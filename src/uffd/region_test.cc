@@ -409,10 +409,12 @@ TEST(RegionTest, RefusedPagesDoNotCostAPassPerFault) {
   Fill(*r, 0, kPages / 2, 0, false);
   const RegionStats t = Settled(*r);
   // Evictions run beside the writer, and a page it touches during one
-  // stays resident: under TSan's slower threads more do (2432 once, for a
-  // bound of 2368). Without the fix nothing more is evicted: 4096.
-  const std::size_t slack = UnderSanitizer() ? kBudget : 64;
-  EXPECT_LE(t.resident_pages, kPages / 2 + kBudget + slack) << t.resident_pages;
+  // stays resident: under TSan's slower threads more do (CI saw 2432 and
+  // 2688 against the bound of 2368). A region that stopped evicting keeps
+  // all 4096, and stores none (below).
+  const std::size_t bound =
+      UnderSanitizer() ? kPages * 3 / 4 : kPages / 2 + kBudget + 64;
+  EXPECT_LE(t.resident_pages, bound) << t.resident_pages;
   EXPECT_GT(t.stored_pages, kPages / 4);
   EXPECT_EQ(FirstBad(*r, 0, kPages / 2, 0, false), kPages / 2);
   EXPECT_EQ(
