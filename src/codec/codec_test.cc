@@ -316,6 +316,11 @@ TEST(CodecTest, LzoRleIsLzo) {
   auto p = MakeCodec("lzo-rle", "algo=lzo-rle");
   EXPECT_TRUE(p.has_value());
   EXPECT_EQ(CanonicalCodecName("zstd"), "zstd");
+  EXPECT_TRUE(IsCodecName("lzo-rle"));
+  for (std::string_view name : CodecNames()) EXPECT_TRUE(IsCodecName(name));
+  for (std::string_view bad : {"", "LZ4", "lz5", "zstd ", "lzo-rl"}) {
+    EXPECT_FALSE(IsCodecName(bad)) << bad;
+  }
 }
 
 TEST(CodecTest, BadNamesAndLevels) {

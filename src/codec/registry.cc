@@ -67,6 +67,14 @@ std::string_view CanonicalCodecName(std::string_view name) {
   return name == "lzo-rle" ? std::string_view("lzo") : name;
 }
 
+bool IsCodecName(std::string_view name) {
+  const std::string_view canonical = CanonicalCodecName(name);
+  for (const Entry& e : kCodecs) {
+    if (e.name == canonical) return true;
+  }
+  return false;
+}
+
 Result<std::shared_ptr<const Codec>> MakeCodec(std::string_view name,
                                                const CodecParams& params) {
   name = CanonicalCodecName(name);

@@ -124,11 +124,6 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
   return std::shared_ptr<BackingStore>(std::move(*opened));
 }
 
-bool IsCodecName(std::string_view name) {
-  const auto names = CodecNames();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
 // comp_algorithm's listing (zcomp_available_show()): every name, the
 // selected one in brackets, and a newline.
 std::string AlgorithmList(std::string_view selected) {

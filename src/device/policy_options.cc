@@ -5,11 +5,9 @@
 // policy runs unattended for days, so a typo ("idle_age=10min",
 // "writeback_dayly=400M") is an error that names the token rather than a
 // default silently kept.
-#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <string>
-#include <vector>
 
 #include "kernel_args.h"
 #include "ztier/codec.h"
@@ -120,11 +118,7 @@ Status ApplyToken(std::string_view key, std::string_view value,
     ZT_ASSIGN_OR_RETURN(o->busy_pages, ParseCount(value, token));
   } else if (key == "recompress_algo") {
     // Whether a device has it as a recomp_algorithm, each pass finds out.
-    const std::vector<std::string_view> names = CodecNames();
-    if (std::find(names.begin(), names.end(), CanonicalCodecName(value)) ==
-        names.end()) {
-      return Bad(token, "no such algorithm");
-    }
+    if (!IsCodecName(value)) return Bad(token, "no such algorithm");
     AddParam(o, "algo", value);
   } else if (key == "recompress_priority") {
     auto v = ParseCount(value, token);

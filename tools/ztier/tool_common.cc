@@ -70,13 +70,9 @@ std::string BackingDevValue(const std::string& value) {
 }
 
 Status CheckCodecName(std::string_view name, std::string_view noun) {
-  const std::vector<std::string_view> known = CodecNames();
-  if (std::find(known.begin(), known.end(), CanonicalCodecName(name)) !=
-      known.end()) {
-    return Status::Ok();
-  }
+  if (IsCodecName(name)) return Status::Ok();
   std::string list;
-  for (std::string_view k : known) {
+  for (std::string_view k : CodecNames()) {
     list += (list.empty() ? "" : ", ") + std::string(k);
   }
   return Status::InvalidArgument("unknown " + std::string(noun) + " '" +

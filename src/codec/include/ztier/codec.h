@@ -171,6 +171,9 @@ std::vector<std::string_view> CodecNames();
 // and every place that takes an algorithm name accept both.
 std::string_view CanonicalCodecName(std::string_view name);
 
+// Whether `name` selects a codec: one of CodecNames(), or lzo-rle.
+bool IsCodecName(std::string_view name);
+
 // This thread's Decompressor for `codec`, created on first use and kept until
 // the thread exits. Lock-free after the first call. Where the codec cannot
 // create one (it can only fail by running out of memory, std::bad_alloc
