@@ -66,9 +66,10 @@ bool Charge(WritebackBudget* budget) {
   return true;
 }
 
-void Refund(WritebackBudget* budget) {
+// Gives `pages` charged pages back.
+void Refund(WritebackBudget* budget, std::uint64_t pages = 1) {
   if (budget != nullptr && budget->enabled.load(std::memory_order_relaxed)) {
-    budget->pages.fetch_add(1, std::memory_order_relaxed);
+    budget->pages.fetch_add(pages, std::memory_order_relaxed);
   }
 }
 
@@ -258,9 +259,7 @@ class WritebackPass {
     for (const Begun& g : group_) {
       if (g.io == nullptr) continue;  // submitted
       for (std::size_t k = 0; k < g.blocks; ++k) bs.FreeUnwritten(g.first + k);
-      for (std::size_t k = writer_.BlocksIn(g.io); k > 0; --k) {
-        Refund(req_.budget);  // charged as it was added
-      }
+      Refund(req_.budget, writer_.BlocksIn(g.io));  // charged as added
     }
     group_.clear();
     if (reaped_) return;
@@ -507,7 +506,7 @@ void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
         bs.FreeUnwritten(j.blocks[k]);
       }
     }
-    for (int k = 0; k < j.pieces; ++k) Refund(budget);
+    Refund(budget, static_cast<std::uint64_t>(j.pieces));
   }
 }
 
@@ -566,7 +565,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           int charged = 0;
           while (ok && charged < e.pieces && Charge(req.budget)) ++charged;
           if (ok && charged < e.pieces) {
-            for (; charged > 0; --charged) Refund(req.budget);
+            Refund(req.budget, static_cast<std::uint64_t>(charged));
             spent = true;
             result->status = Status::IoError("writeback_limit reached");
             ok = false;
@@ -693,7 +692,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           }
           // Only a unit installed on the backing store is charged; every
           // block written counts in bd_writes (zram's writeback_store()).
-          for (int k = 0; k < j.pieces; ++k) Refund(req.budget);
+          Refund(req.budget, static_cast<std::uint64_t>(j.pieces));
           Add(bd_writes, static_cast<std::uint64_t>(std::popcount(j.ok)));
           if (j.io_failed) {
             result->failed += live;
