@@ -53,7 +53,6 @@ struct BlockWriter::Impl {
   // Turns the file's result into io->status; without memory for the
   // message, the status has none.
   void Complete(Io* io, long result) const noexcept;
-  void CompleteOrThrow(Io* io, long result) const;
   // Frees io and reports its blocks to `done`. An exception from `done`
   // (std::bad_alloc) goes in *failed, the first one only, and the other
   // blocks are still reported: else an IO taken from the file would stay
@@ -64,36 +63,26 @@ struct BlockWriter::Impl {
 };
 
 void BlockWriter::Impl::Complete(Io* io, long result) const noexcept {
-  try {
-    CompleteOrThrow(io, result);
-  } catch (const std::bad_alloc&) {
-    io->status = Status(result == -ENOSPC || result == -EDQUOT
-                            ? StatusCode::kResourceExhausted
-                            : StatusCode::kIoError,
-                        "");
-  }
-}
-
-void BlockWriter::Impl::CompleteOrThrow(Io* io, long result) const {
   const long bytes = static_cast<long>(io->blocks * kPageSize);
   io->may_land = result == -ETIMEDOUT || result == -ENOTCONN;
   if (result == bytes) {
     io->status = Status::Ok();
     return;
   }
-  std::string where = "write " + *path + " blocks " +
-                      std::to_string(io->first_block) + ".." +
-                      std::to_string(io->first_block + io->blocks - 1);
-  if (result < 0) {
-    where += ": ";
-    where += std::strerror(static_cast<int>(-result));
-    io->status = (result == -ENOSPC || result == -EDQUOT)
-                     ? Status::ResourceExhausted(where)
-                     : Status::IoError(where);
-  } else {
-    io->status = Status::IoError("short write: " + where + ": " +
-                                 std::to_string(result) + " of " +
-                                 std::to_string(bytes) + " bytes");
+  const StatusCode code = result == -ENOSPC || result == -EDQUOT
+                              ? StatusCode::kResourceExhausted
+                              : StatusCode::kIoError;
+  try {
+    std::string where = "write " + *path + " blocks " +
+                        std::to_string(io->first_block) + ".." +
+                        std::to_string(io->first_block + io->blocks - 1);
+    io->status = Status(
+        code, result < 0
+                  ? where + ": " + std::strerror(static_cast<int>(-result))
+                  : "short write: " + where + ": " + std::to_string(result) +
+                        " of " + std::to_string(bytes) + " bytes");
+  } catch (const std::bad_alloc&) {
+    io->status = Status(code, {});  // no memory for the message
   }
 }
 
