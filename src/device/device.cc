@@ -25,6 +25,13 @@ namespace ztier {
 namespace {
 
 constexpr std::uint64_t kPageMask = kPageSize - 1;
+
+// `bytes` rounded up to a page, or `bytes` itself when that would pass
+// UINT64_MAX.
+std::uint64_t PageAlignUp(std::uint64_t bytes) {
+  return bytes > UINT64_MAX - kPageMask ? bytes
+                                        : (bytes + kPageMask) & ~kPageMask;
+}
 // The store's slot table: 16 bytes a page (src/store/slot_table.h).
 constexpr std::uint64_t kSlotTableBytesPerPage = 16;
 
@@ -234,9 +241,7 @@ std::atomic<std::uint64_t> g_device_serial{0};
 // rounds it): the preallocated reserve, mm_stat and a later write of the
 // same value then agree.
 DeviceDefaults WithAlignedLimit(DeviceDefaults d) {
-  if (d.mem_limit <= UINT64_MAX - kPageMask) {
-    d.mem_limit = (d.mem_limit + kPageMask) & ~kPageMask;
-  }
+  d.mem_limit = PageAlignUp(d.mem_limit);
   return d;
 }
 
@@ -1117,8 +1122,7 @@ Status Device::SetDisksize(std::uint64_t bytes) {
   return Status::Ok();
 }
 std::uint64_t Device::AlignedDisksize(std::uint64_t bytes) {
-  return bytes > UINT64_MAX - kPageMask ? bytes
-                                        : (bytes + kPageMask) & ~kPageMask;
+  return PageAlignUp(bytes);
 }
 std::uint64_t Device::disksize() const { return impl_->disksize(); }
 bool Device::initialized() const { return impl_->initialized(); }
