@@ -901,16 +901,9 @@ Status Device::Impl::Write(std::uint64_t offset,
 
 Status Device::Impl::StoreRunLocked(std::uint64_t first,
                                     std::span<const std::byte> pages) {
-  Status s = store_->StoreBatch(first, pages);
-  if (s.code() == StatusCode::kResourceExhausted) {
-    // All-or-nothing refused the run: page by page, so that the pages
-    // before the one the limit stops are written.
-    for (std::uint64_t p = 0; p < pages.size(); p += kPageSize) {
-      s = store_->Store(first + p / kPageSize,
-                        ConstPage(pages.data() + p, kPageSize));
-      if (!s.ok()) break;
-    }
-  }
+  // Refused for memory, the run is stored page by page, so that the pages
+  // before the one the limit stops are written.
+  Status s = store_->StoreBatch(first, pages, BatchRefusal::kKeepPrefix);
   NoteMemLimit(s);
   return s;
 }

@@ -180,16 +180,24 @@ std::size_t PageStore::PoolBytes() const { return impl_->UsedBytes(); }
 Status PageStore::Store(std::uint64_t index, ConstPage page) {
   Impl& m = *impl_;
   ZT_RETURN_IF_ERROR(m.CheckSlot(index));
+  bool poor = false;
+  Status st = m.StoreOne(index, page, &poor);
+  ZT_RETURN_IF_ERROR(m.CountFailedWrite(std::move(st), poor));
+  m.ReclaimUnits();
+  return Status::Ok();
+}
+
+Status PageStore::Impl::StoreOne(std::uint64_t index, ConstPage page,
+                                 bool* poor) {
   Pending p;
-  ZT_RETURN_IF_ERROR(m.Prepare(page, &p));
-  Slot& s = m.slots[index];
-  const std::uint32_t now = m.Now();
+  ZT_RETURN_IF_ERROR(Prepare(page, &p, poor));
+  Slot& s = slots[index];
+  const std::uint32_t now = Now();
   {
     SlotLock lock(s);
-    m.InstallLocked(s, p, now);
+    InstallLocked(s, p, now);
   }
-  Add(m.stores);
-  m.ReclaimUnits();
+  Add(stores);
   return Status::Ok();
 }
 
@@ -229,7 +237,9 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
     }
     std::memcpy(page + offset, data.data(), data.size());
     Pending p;
-    ZT_RETURN_IF_ERROR(m.Prepare(ConstPage(page, kPageSize), &p));
+    bool poor = false;
+    Status st = m.Prepare(ConstPage(page, kPageSize), &p, &poor);
+    ZT_RETURN_IF_ERROR(m.CountFailedWrite(std::move(st), poor));
     {
       SlotLock lock(s);
       if (m.StillSeesLocked(s, seen, seen_object)) {
@@ -249,7 +259,9 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
     ZT_RETURN_IF_ERROR(m.LoadLocked(index, s, page, /*as_write=*/true));
     std::memcpy(page + offset, data.data(), data.size());
     Pending p;
-    ZT_RETURN_IF_ERROR(m.PrepareWith(lease, ConstPage(page, kPageSize), &p));
+    bool poor = false;
+    Status st = m.PrepareWith(lease, ConstPage(page, kPageSize), &p, &poor);
+    ZT_RETURN_IF_ERROR(m.CountFailedWrite(std::move(st), poor));
     m.InstallLocked(s, p, m.Now());
     Add(m.stores);
   }
@@ -258,54 +270,71 @@ Status PageStore::StorePartial(std::uint64_t index, std::size_t offset,
 }
 
 Status PageStore::StoreBatch(std::uint64_t first,
-                             std::span<const std::byte> pages) {
+                             std::span<const std::byte> pages,
+                             BatchRefusal on_refusal) {
   Impl& m = *impl_;
   assert(pages.size() % kPageSize == 0);
   const std::size_t count = pages.size() / kPageSize;
   ZT_RETURN_IF_ERROR(m.CheckSlots(first, count));
-  const std::uint32_t now = m.Now();
-  bool poor = false;
+  Impl::BatchWrite w{.now = m.Now()};
+  Status st = m.StoreRange(first, pages, &w);
+  if (st.ok()) {
+    Add(m.stores, count);
+    Add(m.huge_pages_since, w.huge);
+  } else if (st.code() == StatusCode::kResourceExhausted &&
+             on_refusal == BatchRefusal::kKeepPrefix) {
+    // The range is empty now; its pages one at a time, as a block device
+    // writes a request's, until one fails. One failure is counted.
+    for (std::size_t i = 0; i < count; ++i) {
+      w.poor = false;
+      st = m.StoreOne(first + i,
+                      ConstPage(pages.data() + i * kPageSize, kPageSize),
+                      &w.poor);
+      if (!st.ok()) break;
+    }
+  }
+  m.ReclaimUnits();
+  return m.CountFailedWrite(std::move(st), w.poor);
+}
+
+Status PageStore::Impl::StoreRange(std::uint64_t first,
+                                   std::span<const std::byte> pages,
+                                   BatchWrite* w) {
+  Impl& m = *this;
+  const std::size_t count = pages.size() / kPageSize;
   Status st;
   const std::uint64_t unit = m.unit_pages;
   // With units: the whole aligned runs in the range are units, the pages
   // before the first and after the last are stored one object each.
   const std::uint64_t a = unit == 0 ? 0 : (first + unit - 1) / unit * unit;
   const std::uint64_t b = unit == 0 ? 0 : (first + count) / unit * unit;
-  if (unit == 0 || a >= b) {
-    st = m.StorePages(first, pages, now, &poor);
-  } else {
-    auto sub = [&](std::uint64_t lo, std::uint64_t hi) {
-      return pages.subspan((lo - first) * kPageSize, (hi - lo) * kPageSize);
-    };
-    if (a > first) st = m.StorePages(first, sub(first, a), now, &poor);
-    for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
-      st = m.StoreUnit(u, sub(u, u + unit).data(), now, &poor);
-    }
-    if (st.ok() && first + count > b) {
-      st = m.StorePages(b, sub(b, first + count), now, &poor);
-    }
-    if (!st.ok()) {
-      // All or nothing, as below.
-      for (std::size_t i = 0; i < count; ++i) {
-        Slot& s = m.slots[first + i];
-        SlotLock lock(s);
-        m.FreeSlotLocked(s);
-      }
+  if (unit == 0 || a >= b) return m.StorePages(first, pages, w);
+  auto sub = [&](std::uint64_t lo, std::uint64_t hi) {
+    return pages.subspan((lo - first) * kPageSize, (hi - lo) * kPageSize);
+  };
+  if (a > first) st = m.StorePages(first, sub(first, a), w);
+  for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
+    st = m.StoreUnit(u, sub(u, u + unit).data(), w);
+  }
+  if (st.ok() && first + count > b) {
+    st = m.StorePages(b, sub(b, first + count), w);
+  }
+  if (!st.ok()) {
+    // All or nothing, as below.
+    for (std::size_t i = 0; i < count; ++i) {
+      Slot& s = m.slots[first + i];
+      SlotLock lock(s);
+      m.FreeSlotLocked(s);
     }
   }
-  if (st.ok()) {
-    Add(m.stores, count);
-  } else if (!poor) {
-    Add(m.failed_writes);
-  }
-  m.ReclaimUnits();
   return st;
 }
 
 Status PageStore::Impl::StorePages(std::uint64_t first,
                                    std::span<const std::byte> pages,
-                                   std::uint32_t now, bool* poor_out) {
+                                   BatchWrite* w) {
   Impl& m = *this;
+  const std::uint32_t now = w->now;
   const std::size_t count = pages.size() / kPageSize;
   thread_local std::vector<Pending> pending;
   pending.assign(count, Pending{});
@@ -364,7 +393,7 @@ Status PageStore::Impl::StorePages(std::uint64_t first,
                            c->dict, &p, &c->poor[k]);
       if (!c->status[k].ok()) return;
       SlotLock lock(c->slots[i]);
-      c->m->InstallLocked(c->slots[i], p, c->now);
+      c->m->InstallLocked(c->slots[i], p, c->now, /*count_since=*/false);
       p.installed = true;
     };
     lease->batch->Compress(std::span<BatchItem>(items, n), &sink);
@@ -387,14 +416,15 @@ Status PageStore::Impl::StorePages(std::uint64_t first,
       SlotLock lock(s);
       m.FreeSlotLocked(s);
     }
-    *poor_out = poor;
+    w->poor = poor;
     return st;
   }
   for (std::size_t i = 0; i < count; ++i) {
+    if (pending[i].content & slot::kHuge) ++w->huge;
     if (pending[i].installed) continue;
     Slot& s = m.slots[first + i];
     SlotLock lock(s);
-    m.InstallLocked(s, pending[i], now);
+    m.InstallLocked(s, pending[i], now, /*count_since=*/false);
   }
   return Status::Ok();
 }

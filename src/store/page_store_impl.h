@@ -260,6 +260,16 @@ struct PageStore::Impl {
                internal::UnitTable::kEntryBytes;
   }
 
+  // What one StoreBatch carries through StoreRange: the time it stamps,
+  // whether its failure was an incompressible page refused, and the HUGE
+  // pages it installed, counted in huge_pages_since only if it succeeds
+  // (a batch that fails stored none of them).
+  struct BatchWrite {
+    std::uint32_t now = 0;
+    bool poor = false;
+    std::uint64_t huge = 0;
+  };
+
   // ---- units (page_store.h, unit_pages; units.cc) ----
   std::size_t unit_pages = 0;  // 0: off
   internal::UnitTable units;
@@ -282,12 +292,26 @@ struct PageStore::Impl {
   // unit (with the same-filled pages as SAME), or, if it does not pay,
   // page by page. On failure the run is as it was, or, if it was being
   // stored page by page, empty. REQUIRES: no slot lock and no stream held.
-  Status StoreUnit(std::uint64_t first, const std::byte* pages,
-                   std::uint32_t now, bool* poor) ZT_EXCLUDES(*streams);
+  Status StoreUnit(std::uint64_t first, const std::byte* pages, BatchWrite* w)
+      ZT_EXCLUDES(*streams);
   // Stores consecutive pages one object each (StoreBatch without units).
   // All-or-nothing over its range, as StoreBatch.
   Status StorePages(std::uint64_t first, std::span<const std::byte> pages,
-                    std::uint32_t now, bool* poor) ZT_EXCLUDES(*streams);
+                    BatchWrite* w) ZT_EXCLUDES(*streams);
+  // StoreBatch's all-or-nothing store of the range, counting neither its
+  // stores nor a failure.
+  Status StoreRange(std::uint64_t first, std::span<const std::byte> pages,
+                    BatchWrite* w) ZT_EXCLUDES(*streams);
+  // Store() of a valid index, counting no failure.
+  Status StoreOne(std::uint64_t index, ConstPage page, bool* poor)
+      ZT_EXCLUDES(*streams);
+  // Counts a store that failed (zram's failed_writes), unless the page was
+  // refused as incompressible (reject_compress_poor counted that). Returns
+  // st.
+  Status CountFailedWrite(Status st, bool poor) {
+    if (!st.ok() && !poor) Add(failed_writes);
+    return st;
+  }
   // The parts of FreeSlotLocked and LoadLocked for a UNIT slot.
   void FreeUnitMemberLocked(std::uint64_t index, std::uint32_t f);
   Status LoadUnitLocked(std::uint64_t index, std::byte* out);
@@ -402,9 +426,11 @@ struct PageStore::Impl {
     SlotTable::SetContent(s, 0);
   }
 
-  // Puts p into slot s, freeing the old content. REQUIRES: s locked.
-  void InstallLocked(Slot& s, const Pending& p, std::uint32_t now)
-      ZT_REQUIRES(s) {
+  // Puts p into slot s, freeing the old content; without `count_since`,
+  // a HUGE page is left for the caller to count in huge_pages_since.
+  // REQUIRES: s locked.
+  void InstallLocked(Slot& s, const Pending& p, std::uint32_t now,
+                     bool count_since = true) ZT_REQUIRES(s) {
     FreeSlotLocked(s);
     s.value.store(p.value, std::memory_order_relaxed);
     SlotTable::SetContent(s, p.content);  // its dictionary is counted
@@ -415,7 +441,7 @@ struct PageStore::Impl {
       Add(compr_data_size, p.content & slot::kSizeMask);
       if (p.content & slot::kHuge) {
         Add(huge_pages);
-        Add(huge_pages_since);
+        if (count_since) Add(huge_pages_since);
       }
     }
     Add(pages_stored);
@@ -474,12 +500,13 @@ struct PageStore::Impl {
   }
 
   // Turns a page into what a slot will hold: the fill word, or a pool object
-  // (compressed or raw) within mem_limit. On failure nothing is allocated
-  // and the error is counted.
+  // (compressed or raw) within mem_limit. On failure nothing is allocated,
+  // and *poor says whether the page was refused as incompressible (the
+  // caller counts the failure: CountFailedWrite).
   // A stream is taken for the compression only. REQUIRES: no slot lock
   // held (the lock order), and no stream (a second one could sleep while
   // holding the first).
-  Status Prepare(ConstPage page, Pending* p) ZT_EXCLUDES(*streams) {
+  Status Prepare(ConstPage page, Pending* p, bool* poor) ZT_EXCLUDES(*streams) {
     std::uint64_t fill;
     if (IsSameFilled(page.data(), &fill)) {
       p->value = fill;
@@ -487,13 +514,13 @@ struct PageStore::Impl {
       return Status::Ok();
     }
     internal::StreamPool::Lease lease = streams->Acquire();
-    return PrepareWith(lease, page, p);
+    return PrepareWith(lease, page, p, poor);
   }
 
   // Prepare, compressing with the stream the caller holds (which may hold
   // slot locks taken after it: stream before slot).
   Status PrepareWith(internal::StreamPool::Lease& lease, ConstPage page,
-                     Pending* p) ZT_REQUIRES(*streams) {
+                     Pending* p, bool* poor) ZT_REQUIRES(*streams) {
     std::uint64_t fill;
     if (IsSameFilled(page.data(), &fill)) {
       p->value = fill;
@@ -503,9 +530,8 @@ struct PageStore::Impl {
     const std::uint32_t dict = StreamDict(*lease);
     BatchItem item{page, lease->buffer(0)};
     lease->batch->Compress(std::span<BatchItem>(&item, 1));
-    bool poor = false;
-    Status st = MakeObject(page, lease->buffer(0).first(item.length), dict, p,
-                           &poor);
+    Status st =
+        MakeObject(page, lease->buffer(0).first(item.length), dict, p, poor);
     if (st.ok()) {
       st = CheckLimitAfterAlloc();
       if (!st.ok()) {
@@ -513,7 +539,6 @@ struct PageStore::Impl {
         pool->ReleaseSpares();  // the freed object's zspage must not linger
       }
     }
-    if (!st.ok() && !poor) Add(failed_writes);
     return st;
   }
 

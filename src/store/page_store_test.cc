@@ -230,7 +230,7 @@ TEST_P(BatchAllOrNothingTest, BatchStoreRoundTripsAndIsAllOrNothing) {
     Page p = RandomPage(100 + i);
     std::memcpy(&random[i * kPageSize], p.data(), kPageSize);
   }
-  const std::uint64_t before_failed = store->Stats().failed_writes;
+  const PageStoreStats before = store->Stats();
   EXPECT_EQ(store->StoreBatch(8, random).code(), StatusCode::kResourceExhausted);
   for (std::size_t i = 8; i < 24; ++i) {
     EXPECT_FALSE(store->Inspect(i).allocated) << "slot " << i;
@@ -238,7 +238,62 @@ TEST_P(BatchAllOrNothingTest, BatchStoreRoundTripsAndIsAllOrNothing) {
   PageStoreStats s = store->Stats();
   EXPECT_EQ(s.orig_data_size, 0u);
   EXPECT_EQ(s.compr_data_size, 0u);
-  EXPECT_EQ(s.failed_writes, before_failed + 1);
+  EXPECT_EQ(s.failed_writes, before.failed_writes + 1);
+  // The HUGE pages installed before the failure were not stored after all.
+  EXPECT_EQ(s.huge_pages, 0u);
+  EXPECT_EQ(s.huge_pages_since, before.huge_pages_since);
+}
+
+// kKeepPrefix: refused for memory, the batch is stored page by page until
+// the limit stops one; one failed write is counted, and huge_pages_since
+// counts the HUGE pages stored, not those of the refused batch as well.
+TEST_P(BatchAllOrNothingTest, KeepPrefixStoresThePagesBeforeTheLimit) {
+  for (const std::size_t unit_pages : {0, 16}) {
+    SCOPED_TRACE(unit_pages);
+    PageStoreOptions o;
+    o.num_pages = 64;
+    o.batch_backend = GetParam();
+    o.unit_pages = unit_pages;
+    auto store = MakeStore(o);
+    ASSERT_OK(store->Store(0, TextPage(1)));
+    const Page random0 = RandomPage(200);
+    ASSERT_OK(store->Store(40, random0));  // HUGE, kept
+    store->SetMemLimit(store->Stats().mem_used_total + 5 * kPageSize);
+    std::vector<std::byte> pages(16 * kPageSize);
+    for (std::size_t i = 0; i < 16; ++i) {
+      Page p = RandomPage(300 + i);
+      std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
+    }
+    const PageStoreStats before = store->Stats();
+    EXPECT_EQ(store->StoreBatch(16, pages, BatchRefusal::kKeepPrefix).code(),
+              StatusCode::kResourceExhausted);
+    const PageStoreStats s = store->Stats();
+    std::size_t stored = 0;
+    while (stored < 16 && store->Inspect(16 + stored).allocated) ++stored;
+    EXPECT_GE(stored, 3u);
+    EXPECT_LT(stored, 16u);
+    for (std::size_t i = 16 + stored; i < 32; ++i) {
+      EXPECT_FALSE(store->Inspect(i).allocated) << "slot " << i;
+    }
+    Page out;
+    for (std::size_t i = 0; i < stored; ++i) {
+      ASSERT_OK(store->Load(16 + i, out));
+      EXPECT_EQ(0, std::memcmp(out.data(), &pages[i * kPageSize], kPageSize));
+    }
+    ASSERT_OK(store->Load(40, out));
+    EXPECT_EQ(out, random0);
+    EXPECT_EQ(s.failed_writes, before.failed_writes + 1);
+    EXPECT_EQ(s.huge_pages, 1 + stored);
+    EXPECT_EQ(s.huge_pages_since, 1 + stored);
+    // Without it, the range is left empty.
+    EXPECT_EQ(store->StoreBatch(16, pages).code(),
+              StatusCode::kResourceExhausted);
+    for (std::size_t i = 16; i < 32; ++i) {
+      EXPECT_FALSE(store->Inspect(i).allocated) << "slot " << i;
+    }
+    EXPECT_EQ(store->Stats().failed_writes, before.failed_writes + 2);
+    EXPECT_EQ(store->Stats().huge_pages_since, 1 + stored);
+  }
 }
 
 TEST(PageStoreTest, ParallelBackendMatchesSerial) {

@@ -67,7 +67,8 @@ void PageStore::Impl::UnlockUnit(std::uint64_t u)
 }
 
 Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
-                                  std::uint32_t now, bool* poor) {
+                                  BatchWrite* w) {
+  const std::uint32_t now = w->now;
   const std::uint64_t u = first / unit_pages;
   // Same-filled pages stay SAME; the others are the unit's members.
   // (A failure below changes nothing of the run; StoreBatch then empties
@@ -114,9 +115,8 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   // Worth it only below the pages' raw size; else page by page.
   if (len == 0 || len >= n * kPageSize) {
     UncountDict(dict);
-    return StorePages(first,
-                      std::span<const std::byte>(pages, unit_pages * kPageSize),
-                      now, poor);
+    return StorePages(
+        first, std::span<const std::byte>(pages, unit_pages * kPageSize), w);
   }
   pieces = (len + kPageSize - 1) / kPageSize;
   for (std::size_t k = 0; k < pieces; ++k) {

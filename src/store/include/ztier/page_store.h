@@ -317,6 +317,12 @@ struct SlotInfo {
 // else (data in RAM or on the backing store, a non-zero fill word).
 enum class SlotState : std::uint8_t { kEmpty, kZero, kData };
 
+// What StoreBatch does when the pool or mem_limit refuses the batch.
+enum class BatchRefusal : std::uint8_t {
+  kAllOrNothing,  // the range is left empty (zswap's store)
+  kKeepPrefix,    // then page by page until one fails (a block device)
+};
+
 // Every counter the store keeps. Names follow zram's mm_stat/io_stat/
 // debug_stat columns and zswap's debugfs files.
 struct PageStoreStats {
@@ -421,8 +427,14 @@ class PageStore {
   // Stores pages.size() / 4096 consecutive pages from slot `first` (any
   // count; compressed batch_size() at a time). All-or-nothing: on failure,
   // every slot of the range is left empty and the first error is returned.
+  // With kKeepPrefix, a batch refused for memory (kResourceExhausted) is
+  // then stored again one page at a time, in order, until a page fails, as
+  // a block device writes a request's pages: the pages before that one
+  // hold the new data, it and the ones after it are empty. Either way a
+  // failed call counts one failed write, as zram counts one per request.
   // REQUIRES: pages.size() is a multiple of 4096.
-  Status StoreBatch(std::uint64_t first, std::span<const std::byte> pages);
+  Status StoreBatch(std::uint64_t first, std::span<const std::byte> pages,
+                    BatchRefusal on_refusal = BatchRefusal::kAllOrNothing);
 
   // Reads slot `index` into `out` (zeros if never written). kCorruption if
   // the stored object does not decompress (failed_reads counts it).
