@@ -76,8 +76,19 @@ struct Conn {
   bool Live() const {
     return h != nullptr && nbd_aio_is_dead(h) == 0 && nbd_aio_is_closed(h) == 0;
   }
-  void Close() {
-    if (h != nullptr) nbd_close(h);
+  // Closes the connection. `abortive` (a timeout, a failed poll, a failed
+  // check): it is given up with commands maybe still in its socket, which
+  // the kernel drops, resetting the connection. Closed the usual way, the
+  // socket would go on sending them: after a link cut, once the link
+  // returns, the remote would apply writes this file counted failed (their
+  // blocks may be in use again by then), and reply into a closed socket,
+  // which nbdkit 1.32 can abort on.
+  void Close(bool abortive = true) {
+    if (h == nullptr) return;
+    if (const int fd = nbd_aio_get_fd(h); abortive && fd >= 0) {
+      platform::SetResetOnClose(fd);
+    }
+    nbd_close(h);
     h = nullptr;
   }
   // A command's error: ESHUTDOWN says the server is going away, and the
@@ -88,7 +99,7 @@ struct Conn {
     const int e = nbd_get_errno();
     if (e == ESHUTDOWN) {
       nbd_aio_disconnect(h, 0);
-      Close();
+      Close(/*abortive=*/false);
     }
     return -(e != 0 ? e : EIO);
   }
@@ -108,7 +119,7 @@ class NbdFile final : public BackingFile {
     }
   }
   ~NbdFile() override {
-    for (auto& c : conns_) c->Close();
+    for (auto& c : conns_) c->Close(/*abortive=*/false);
   }
 
   Status Open();

@@ -355,6 +355,11 @@ void SetNoDelay(int fd) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+void SetResetOnClose(int fd) {
+  const linger now{.l_onoff = 1, .l_linger = 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+}
+
 void SetKeepAlive(int fd) {
   const int one = 1;
   const int idle = kKeepAliveIdleSeconds;

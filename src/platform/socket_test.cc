@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstring>
@@ -283,6 +284,53 @@ TEST(SocketTest, TcpLoopback) {
       Listener::Tcp("127.0.0.1:" + std::to_string(l->port()));
   ASSERT_FALSE(again.has_value());
   EXPECT_EQ(again.error().code(), StatusCode::kBusy) << again.error().ToString();
+}
+
+// Closed after SetResetOnClose, a connection is reset: what its socket had
+// not sent yet is dropped, and the peer's read ends in ECONNRESET. Closed
+// the usual way, the peer reads every byte, then the end of the stream.
+TEST(SocketTest, ResetOnCloseDropsWhatIsUnsent) {
+  for (const bool reset : {false, true}) {
+    SCOPED_TRACE(reset);
+    Result<Listener> l = Listener::Tcp("127.0.0.1:0");
+    ASSERT_TRUE(l.has_value()) << l.error().ToString();
+    const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(c, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<std::uint16_t>(l->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+              0);
+    pollfd p{l->fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 5000), 1);
+    Result<int> s = l->Accept(/*nonblocking=*/false);
+    ASSERT_TRUE(s.has_value()) << s.error().ToString();
+    // Both buffers full: the peer reads nothing yet.
+    const std::string chunk(65536, 'x');
+    std::size_t sent = 0;
+    for (Result<std::size_t> r; (r = Send(c, chunk.data(), chunk.size(),
+                                          /*dontwait=*/true))
+                                    .has_value();) {
+      sent += *r;
+    }
+    if (reset) SetResetOnClose(c);
+    ::close(c);
+    std::size_t got = 0;
+    ssize_t n;
+    std::vector<char> buf(1 << 20);
+    while ((n = ::recv(*s, buf.data(), buf.size(), 0)) > 0) got += n;
+    const int err = errno;
+    if (reset) {
+      EXPECT_LT(got, sent);
+      EXPECT_EQ(n, -1);
+      EXPECT_EQ(err, ECONNRESET);
+    } else {
+      EXPECT_EQ(got, sent);
+      EXPECT_EQ(n, 0);
+    }
+    ::close(*s);
+  }
 }
 
 TEST(SocketTest, BadTcpAddresses) {

@@ -102,6 +102,13 @@ Result<std::size_t> Send(int fd, const void* buf, std::size_t n,
 // Sets TCP_NODELAY (no-op on a non-TCP socket).
 void SetNoDelay(int fd);
 
+// Makes close(2) of the socket abortive (SO_LINGER with a zero timeout):
+// what is not yet sent is dropped and the peer gets a reset. For a
+// connection given up with commands maybe still in the socket: closed the
+// usual way, the kernel would go on sending them, after a link cut even
+// minutes later once the link returns.
+void SetResetOnClose(int fd);
+
 // TCP keepalive (no-op on a non-TCP socket): after kKeepAliveIdleSeconds
 // without a byte from the peer, a probe every kKeepAliveIntervalSeconds;
 // kKeepAliveProbes unanswered ones end the connection (about 20 minutes in
