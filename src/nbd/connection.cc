@@ -506,9 +506,17 @@ void Connection::RunJob(Job* job) {
   const std::span<std::byte> data(job->buffer.get(),
                                   job->buffer ? job->length : 0);
   Status s;
-  bool abandoned = false;  // a long request whose reply cannot go
+  bool abandoned = false;  // a request whose reply cannot go
   switch (job->type) {
-    case kCmdRead: s = device_->Read(job->offset, data); break;
+    case kCmdRead:
+      // Not done once its reply cannot go (the socket failed: the client
+      // has gone; or the server stops): it would change nothing, and a
+      // read of a written-back page can hold a worker for the backing
+      // store's whole timeout while other connections' requests wait
+      // behind it in the shared queue.
+      abandoned = RepliesCannotGo();
+      if (!abandoned) s = device_->Read(job->offset, data);
+      break;
     case kCmdWrite: s = device_->Write(job->offset, data); break;
     case kCmdTrim:
     case kCmdWriteZeroes: {

@@ -10,14 +10,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "nbd_test_util.h"
 #include "nbd/protocol.h"
+#include "nbd_test_util.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
 namespace ztier::nbd {
@@ -638,6 +640,78 @@ TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
   std::vector<std::byte> back(4096);
   ASSERT_OK(f.device().Read(kSize - 4096, back));
   EXPECT_EQ(back, last);
+}
+
+// A client that leaves with reads queued for the workers: those whose
+// replies cannot go are not done. Each one here reaches a written-back page
+// whose backing read is slow (the first waits until the client has left, the
+// others take 300 ms), as a remote's is during an outage; done, they would hold
+// the only worker one after another, and another client's requests would
+// wait behind them.
+TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
+  constexpr int kReads = 16;
+  std::mutex mu;
+  std::condition_variable cv;
+  int reads = 0;
+  bool open = false;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap =
+      ztier::testing::FaultyFile([&](const FileIo& io, long result) {
+        if (io.kind == FileIo::Kind::kRead) {
+          std::unique_lock l(mu);
+          ++reads;
+          cv.notify_all();
+          cv.wait_for(l, std::chrono::seconds(10), [&] { return open; });
+          l.unlock();
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        return result;
+      });
+  NbdServerOptions o;
+  o.workers = 1;
+  o.inline_max_bytes = 0;  // every read through the worker queue
+  ServerFixture f(kReads * 4096, o, std::move(defaults));
+  ASSERT_OK(f.device().Reset());
+  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
+  ASSERT_OK(f.device().SetDisksize(kReads * 4096));
+  ASSERT_OK(f.device().Write(0, RandomBytes(kReads * 4096, 3)));
+  WritebackResult r;
+  ASSERT_OK(
+      f.device().Writeback("page_indexes=0-" + std::to_string(kReads - 1), &r));
+  ASSERT_EQ(r.written, static_cast<std::uint64_t>(kReads));
+  {
+    RawClient a(f.socket());
+    ASSERT_EQ(a.Go("zram0"), kReads * 4096);
+    for (int i = 0; i < kReads; ++i) {
+      ASSERT_TRUE(a.SendRequest(kCmdRead, 0, i + 1, i * 4096ull, 4096));
+    }
+    std::unique_lock l(mu);
+    ASSERT_TRUE(
+        cv.wait_for(l, std::chrono::seconds(10), [&] { return reads == 1; }));
+  }  // the client leaves while the worker is in its first read
+  {
+    std::lock_guard l(mu);
+    open = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(f.WaitConnections(0));
+  {
+    // The first, and those the worker took before its reply failed.
+    std::lock_guard l(mu);
+    EXPECT_LE(reads, 3) << "reads done for a client that had gone";
+  }
+  // The device still serves a new client.
+  RawClient b(f.socket());
+  ASSERT_EQ(b.Go("zram0"), kReads * 4096);
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  std::vector<std::byte> data;
+  ASSERT_TRUE(b.SendRequest(kCmdRead, 0, 7, 4096, 4096));
+  ASSERT_TRUE(b.ReadReply(&err, &cookie, &data, 4096));
+  EXPECT_EQ(err, 0u);
+  const auto all = RandomBytes(kReads * 4096, 3);
+  EXPECT_EQ(data,
+            std::vector<std::byte>(all.begin() + 4096, all.begin() + 8192));
 }
 
 TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {

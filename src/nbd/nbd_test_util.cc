@@ -42,8 +42,9 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-ServerFixture::ServerFixture(std::uint64_t size, NbdServerOptions options)
-    : socket_(tmp_.File("nbd.sock")), registry_(DeviceDefaults{}) {
+ServerFixture::ServerFixture(std::uint64_t size, NbdServerOptions options,
+                             DeviceDefaults defaults)
+    : socket_(tmp_.File("nbd.sock")), registry_(std::move(defaults)) {
   device_ = *registry_.Add("zram0");
   if (!device_->SetDisksize(size).ok()) std::abort();
   options.unix_path = socket_;

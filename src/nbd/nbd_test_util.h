@@ -35,8 +35,10 @@ class TempDir {
 // <tmp>/nbd.sock.
 class ServerFixture {
  public:
+  // zram0 of `size` bytes, in a registry with `defaults`.
   explicit ServerFixture(std::uint64_t size = 64 << 20,
-                         NbdServerOptions options = {});
+                         NbdServerOptions options = {},
+                         DeviceDefaults defaults = {});
   ~ServerFixture();
   Device& device() { return *device_; }
   DeviceRegistry& registry() { return registry_; }
