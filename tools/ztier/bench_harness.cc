@@ -121,8 +121,8 @@ Result<Measurements> RunVariants(const RunPlan& plan,
 }
 
 void AddJsonFlag(FlagSet& flags, std::string* path) {
-  flags.AddString("json", path, "FILE",
-                  "also write every figure as JSON to FILE");
+  flags.AddOutputFile("json", path, "FILE",
+                      "also write every figure as JSON to FILE");
 }
 
 void AddPlotFlag(FlagSet& flags, std::string* dir) {

@@ -228,8 +228,8 @@ std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
   std::string mappings_text = "anon";
   FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("pid", &a->pid, "PID", "the process to capture", 1, INT32_MAX);
-  flags.AddString("output", &a->output, "FILE",
-                  "the corpus to write; FILE.json is written beside it");
+  flags.AddOutputFile("output", &a->output, "FILE",
+                      "the corpus to write; FILE.json is written beside it");
   flags.AddString("after", &after_text, "SECONDS",
                   "with -- COMMAND: how long the command runs before the "
                   "capture (default 1)");
@@ -243,10 +243,6 @@ std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
   flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (a->output.empty()) return UsageError("-o FILE is required");
-  // Checked before the capture, which may run a command for a long time.
-  if (Status st = CheckOutputFolder("-o", a->output); !st.ok()) {
-    return UsageError(st.message());
-  }
   if ((a->pid != 0) == !a->command.empty()) {
     return UsageError("give either --pid PID or -- COMMAND ARGS...");
   }

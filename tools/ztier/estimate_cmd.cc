@@ -312,7 +312,8 @@ int RunEstimate(std::span<const std::string_view> args) {
                 "zstd, zstd:9, deflate)");
   flags.AddInt("runs", &runs, "N",
                "timed runs of each codec, after a warm-up (default 3)", 1, 100);
-  flags.AddString("json", &json_path, "FILE", "also write the figures as JSON");
+  flags.AddOutputFile("json", &json_path, "FILE",
+                      "also write the figures as JSON");
   flags.AddString("mappings", &mappings_text, "anon|file|all",
                   "with --pid: which mappings (default anon)");
   flags.AddInt("max-pages", &max_pages, "N",
@@ -324,10 +325,6 @@ int RunEstimate(std::span<const std::string_view> args) {
   }
   if (pid == 0 && (flags.WasSet("mappings") || flags.WasSet("max-pages"))) {
     return UsageError("--mappings and --max-pages go with --pid");
-  }
-  // Checked before the measurements, not after them.
-  if (Status st = CheckOutputFolder("--json", json_path); !st.ok()) {
-    return UsageError(st.message());
   }
   if (codecs.empty()) codecs.assign(std::begin(kDefaultCodecs), std::end(kDefaultCodecs));
   std::vector<CodecSpec> specs;

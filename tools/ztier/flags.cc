@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 
@@ -31,6 +32,12 @@ void FlagSet::AddString(std::string name, std::string* out,
                         std::string value_name, std::string help) {
   flags_.push_back({std::move(name), Kind::kString, out, std::move(value_name),
                     std::move(help)});
+}
+
+void FlagSet::AddOutputFile(std::string name, std::string* out,
+                            std::string value_name, std::string help) {
+  AddString(std::move(name), out, std::move(value_name), std::move(help));
+  flags_.back().output_file = true;
 }
 
 void FlagSet::AddList(std::string name, std::vector<std::string>* out,
@@ -170,6 +177,20 @@ Status FlagSet::Parse(std::span<const std::string_view> args) {
                                      " needs a value (" + flag->value_name +
                                      ")");
     }
+  }
+  return CheckOutputFolders();
+}
+
+Status FlagSet::CheckOutputFolders() const {
+  namespace fs = std::filesystem;
+  for (const Flag& f : flags_) {
+    const auto& path = *static_cast<const std::string*>(f.out);
+    if (!f.output_file || path.empty()) continue;
+    const fs::path folder = fs::path(path).parent_path();
+    std::error_code ec;
+    if (folder.empty() || fs::is_directory(folder, ec)) continue;
+    return Status::InvalidArgument(command_ + ": --" + f.name + " " + path +
+                                   ": no folder " + folder.string());
   }
   return Status::Ok();
 }

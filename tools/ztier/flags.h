@@ -53,6 +53,11 @@ class FlagSet {
   // Declares a flag. `value_name` is shown in the usage ("FILE", "N").
   void AddString(std::string name, std::string* out, std::string value_name,
                  std::string help);
+  // A string naming a file the command will write: Parse() refuses a
+  // path whose folder does not exist, so that a command that runs for
+  // minutes does not find out only when it writes.
+  void AddOutputFile(std::string name, std::string* out, std::string value_name,
+                     std::string help);
   // Repeatable; each occurrence may be a comma list (SplitCommaList); empty
   // items are skipped.
   void AddList(std::string name, std::vector<std::string>* out,
@@ -102,12 +107,15 @@ class FlagSet {
     std::int64_t max = 0;
     bool seen = false;
     char letter = 0;  // the -x alias; 0: none
+    bool output_file = false;  // AddOutputFile
   };
 
   Flag* Find(std::string_view name);
   // Parses the short-flag word args[*i] ("-b", "-bn", "-oNAME", "-o NAME").
   Status ParseShort(std::span<const std::string_view> args, std::size_t* i);
   Status Set(Flag& flag, std::string_view value);
+  // Parse()'s last step: the folder of every output file given exists.
+  Status CheckOutputFolders() const;
 
   std::string command_;
   std::string synopsis_;

@@ -51,14 +51,6 @@ std::string AbsoluteNote(const std::string& path) {
   return ec || abs == path ? "" : " (" + abs + ")";
 }
 
-Status CheckOutputFolder(std::string_view flag, const std::string& path) {
-  const fs::path folder = fs::path(path).parent_path();
-  std::error_code ec;
-  if (folder.empty() || fs::is_directory(folder, ec)) return Status::Ok();
-  return Status::InvalidArgument(std::string(flag) + " " + path +
-                                 ": no folder " + folder.string());
-}
-
 std::string BackingDevValue(const std::string& value) {
   if (value.empty() || value.front() == '/' || value == "none" ||
       value.find("://") != std::string::npos) {

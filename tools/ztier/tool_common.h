@@ -50,11 +50,6 @@ int ReportUsageError(std::string_view command, const std::string& message);
 // "" when it is or cannot be made absolute. Follows a path in a message.
 std::string AbsoluteNote(const std::string& path);
 
-// OK when the folder `path` would be written in exists (or path has
-// none); else kInvalidArgument "FLAG PATH: no folder F". For output files
-// checked before a long run rather than after it.
-Status CheckOutputFolder(std::string_view flag, const std::string& path);
-
 // A backing_dev value as the server should get it: a relative path made
 // absolute against this process's working directory (the caller's, not
 // the server's); "", "none", an absolute path and a URI ("://") as given.

@@ -113,6 +113,31 @@ TEST(FlagSetTest, RejectsBadInput) {
   EXPECT_NE(parse({"--nosuch"}).message().find("--nosuch"), std::string::npos);
 }
 
+// An output file whose folder is missing is refused by Parse, before the
+// command's work, with the flag and the folder named.
+TEST(FlagSetTest, OutputFileNeedsAnExistingFolder) {
+  ztier::testing::ScopedTempDir dir;
+  auto parse = [](Args args) {
+    std::string json;
+    FlagSet flags("t");
+    flags.AddOutputFile("json", &json, "FILE", "");
+    flags.Short("json", 'j');
+    return flags.Parse(args);
+  };
+  EXPECT_OK(parse({}));
+  EXPECT_OK(parse({"--json", "here.json"}));  // the working folder
+  const std::string ok = dir.File("x.json");
+  EXPECT_OK(parse({"--json", ok}));
+  const std::string missing = dir.File("no/such/x.json");
+  const Status st = parse({"--json=" + missing});
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("--json " + missing + ": no folder " +
+                              dir.File("no/such")),
+            std::string::npos)
+      << st.message();
+  EXPECT_EQ(parse({"-j" + missing}).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(FlagSetTest, ShortFlagsAndClusters) {
   struct Parsed {
     bool bytes = false, quiet = false;

@@ -479,12 +479,18 @@ TEST_F(ZtierCliTest, ExclusiveOptionsAndMissingFoldersAreUsageErrors) {
     EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
   }
   MakeCorpus(37);
-  const RunResult r =
-      Run("estimate --corpus small.pages --json no/such/dir/x.json");
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("--json no/such/dir/x.json: no folder no/such/dir"),
-            std::string::npos)
-      << r.err;
+  // estimate, and a benchmark whose runs would take minutes: refused at
+  // once.
+  for (const char* args :
+       {"estimate --corpus small.pages --json no/such/dir/x.json",
+        "bench engine --corpus small.pages --json no/such/dir/x.json"}) {
+    const RunResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("--json no/such/dir/x.json: no folder no/such/dir"),
+              std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.out, "") << args;
+  }
 }
 
 TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
