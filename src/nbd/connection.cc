@@ -19,6 +19,7 @@
 #include "nbd/protocol.h"
 #include "nbd/transport.h"
 #include "platform/clock.h"
+#include "work_queue.h"
 
 namespace ztier::nbd {
 namespace {
@@ -95,57 +96,6 @@ void ObserveLatency(NbdServerCounters* counters, std::uint16_t type,
 }
 
 }  // namespace
-
-// ---- WorkQueue ----
-
-WorkQueue::WorkQueue(std::size_t workers) {
-  threads_.reserve(workers);
-  for (std::size_t i = 0; i < workers; ++i) {
-    threads_.emplace_back([this] { Loop(); });
-  }
-}
-
-WorkQueue::~WorkQueue() {
-  {
-    std::lock_guard l(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  for (auto& t : threads_) t.join();
-  assert(head_ == nullptr);
-}
-
-void WorkQueue::Push(Job* job) {
-  Append(job);
-  cv_.notify_one();
-}
-
-void WorkQueue::PushBack(Job* job) { Append(job); }
-
-void WorkQueue::Append(Job* job) {
-  job->next = nullptr;
-  std::lock_guard l(mu_);
-  if (tail_ == nullptr) {
-    head_ = tail_ = job;
-  } else {
-    tail_->next = job;
-    tail_ = job;
-  }
-}
-
-void WorkQueue::Loop() {
-  std::unique_lock l(mu_);
-  for (;;) {
-    cv_.wait(l, [this] { return stop_ || head_ != nullptr; });
-    if (head_ == nullptr) return;  // stop_ and drained
-    Job* job = head_;
-    head_ = job->next;
-    if (head_ == nullptr) tail_ = nullptr;
-    l.unlock();
-    job->conn->RunJob(job);
-    l.lock();
-  }
-}
 
 // ---- Connection ----
 

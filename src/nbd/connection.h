@@ -27,8 +27,9 @@
 //    itself: a small WRITE straight from the input buffer, a READ straight
 //    into the output buffer, where replies gather until the reader has no
 //    complete request left to parse; then one send() carries them all.
-//  * on the shared WorkQueue otherwise (or always, with inline_max_bytes 0):
-//    the reader copies the payload into a Job's pooled buffer, and a worker
+//  * on the shared WorkQueue (work_queue.h) otherwise (or always, with
+//    inline_max_bytes 0): the reader copies the payload into a Job's
+//    pooled buffer, and a worker
 //    runs it and sends its reply itself. Replies may leave out of order. A
 //    TRIM or WRITE_ZEROES (up to 4 GiB) runs 16 MiB at a time: after each
 //    step the job goes to the back of the queue, so that one client's long
@@ -144,28 +145,7 @@ struct Job {
   std::size_t capacity = 0;
 };
 
-// Worker threads shared by all connections of one server; FIFO.
-class WorkQueue {
- public:
-  explicit WorkQueue(std::size_t workers);
-  ~WorkQueue();  // REQUIRES: no job queued or running (connections joined)
-  WorkQueue(const WorkQueue&) = delete;
-  WorkQueue& operator=(const WorkQueue&) = delete;
-  void Push(Job* job);
-  // From a worker's RunJob: queues `job` again, last, waking nobody (the
-  // worker takes the next job itself when RunJob returns).
-  void PushBack(Job* job);
-
- private:
-  void Loop();
-  void Append(Job* job);
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Job* head_ = nullptr;
-  Job* tail_ = nullptr;
-  bool stop_ = false;
-  std::vector<std::thread> threads_;
-};
+class WorkQueue;  // work_queue.h
 
 class Connection {
  public:

@@ -8,14 +8,14 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
-#include <cstdio>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <list>
-#include <string>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,6 +24,7 @@
 #include "nbd/transport.h"
 #include "platform/event_fd.h"
 #include "platform/socket.h"
+#include "work_queue.h"
 
 namespace ztier::nbd {
 namespace {
@@ -60,7 +61,8 @@ class NbdServerImpl final : public NbdServer {
     limits_.counters = &counters_;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
-    queue_ = std::make_unique<WorkQueue>(workers);
+    queue_ = std::make_unique<WorkQueue>(
+        workers, [](Job* job) { job->conn->RunJob(job); }, options_.log);
     accept_thread_ = std::thread([this] { AcceptLoop(); });
     refuse_thread_ = std::thread([this] { RefuseLoop(); });
     return Status::Ok();

@@ -714,6 +714,68 @@ TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
             std::vector<std::byte>(all.begin() + 4096, all.begin() + 8192));
 }
 
+// A read that blocks in the backing store (a remote's outage, say) holds
+// the only worker; the next client's read, of a page in RAM, is served by
+// an extra worker once it has waited WorkQueue::kStarvedMs, not after the
+// blocked read.
+TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int reads = 0;
+  bool open = false;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap =
+      ztier::testing::FaultyFile([&](const FileIo& io, long result) {
+        if (io.kind == FileIo::Kind::kRead) {
+          std::unique_lock l(mu);
+          ++reads;
+          cv.notify_all();
+          cv.wait_for(l, std::chrono::seconds(30), [&] { return open; });
+        }
+        return result;
+      });
+  NbdServerOptions o;
+  o.workers = 1;
+  o.inline_max_bytes = 0;  // every read through the worker queue
+  ServerFixture f(8 * 4096, o, std::move(defaults));
+  ASSERT_OK(f.device().Reset());
+  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
+  ASSERT_OK(f.device().SetDisksize(8 * 4096));
+  const auto data = RandomBytes(8 * 4096, 4);
+  ASSERT_OK(f.device().Write(0, data));
+  WritebackResult r;
+  ASSERT_OK(f.device().Writeback("page_index=0", &r));
+  ASSERT_EQ(r.written, 1u);
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 8 * 4096);
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));  // written back
+  {
+    std::unique_lock l(mu);
+    ASSERT_TRUE(
+        cv.wait_for(l, std::chrono::seconds(10), [&] { return reads == 1; }));
+  }
+  RawClient b(f.socket());
+  ASSERT_EQ(b.Go("zram0"), 8 * 4096);
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  std::vector<std::byte> got;
+  ASSERT_TRUE(b.SendRequest(kCmdRead, 0, 2, 4096, 4096));  // in RAM
+  ASSERT_TRUE(b.ReadReply(&err, &cookie, &got, 4096))
+      << "the second client waited for the first's blocked read";
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(got,
+            std::vector<std::byte>(data.begin() + 4096, data.begin() + 8192));
+  {
+    std::lock_guard l(mu);
+    EXPECT_EQ(reads, 1);  // the first read is still blocked
+    open = true;
+    cv.notify_all();
+  }
+  ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, 4096));
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(got, std::vector<std::byte>(data.begin(), data.begin() + 4096));
+}
+
 TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {
   NbdServerOptions o;
   o.max_connections = 2;
