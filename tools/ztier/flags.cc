@@ -184,8 +184,9 @@ Status FlagSet::Parse(std::span<const std::string_view> args) {
 Status FlagSet::CheckOutputFolders() const {
   namespace fs = std::filesystem;
   for (const Flag& f : flags_) {
+    if (!f.output_file) continue;
     const auto& path = *static_cast<const std::string*>(f.out);
-    if (!f.output_file || path.empty()) continue;
+    if (path.empty()) continue;
     const fs::path folder = fs::path(path).parent_path();
     std::error_code ec;
     if (folder.empty() || fs::is_directory(folder, ec)) continue;
