@@ -281,7 +281,7 @@ Status PageStore::StoreBatch(std::uint64_t first,
   if (st.ok()) {
     Add(m.stores, count);
     Add(m.huge_pages_since, w.huge);
-  } else if (st.code() == StatusCode::kResourceExhausted &&
+  } else if (st.code() == StatusCode::kResourceExhausted && !w.poor &&
              on_refusal == BatchRefusal::kKeepPrefix) {
     // The range is empty now; its pages one at a time, as a block device
     // writes a request's, until one fails. One failure is counted.

@@ -333,6 +333,28 @@ TEST(PageStoreTest, RejectsIncompressiblePagesInZswapMode) {
   EXPECT_OK(store->Store(0, TextPage(1)));
 }
 
+// kKeepPrefix retries a batch refused for memory only: one refused for an
+// incompressible page (zswap semantics) is left empty, counted once.
+TEST(PageStoreTest, KeepPrefixDoesNotRetryAnIncompressiblePage) {
+  PageStoreOptions o;
+  o.num_pages = 8;
+  o.store_incompressible = false;
+  auto store = MakeStore(o);
+  std::vector<std::byte> pages(4 * kPageSize);
+  for (std::size_t i = 0; i < 4; ++i) {
+    const Page p = i == 2 ? RandomPage(i) : TextPage(i);
+    std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
+  }
+  EXPECT_EQ(store->StoreBatch(0, pages, BatchRefusal::kKeepPrefix).code(),
+            StatusCode::kResourceExhausted);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_FALSE(store->Inspect(i).allocated) << "slot " << i;
+  }
+  const PageStoreStats s = store->Stats();
+  EXPECT_EQ(s.reject_compress_poor, 1u);
+  EXPECT_EQ(s.failed_writes, 0u);
+}
+
 TEST(PageStoreTest, IdleMarkingByAllAndByAge) {
   std::uint32_t now = 1000;
   PageStoreOptions o;

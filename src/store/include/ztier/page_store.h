@@ -427,11 +427,14 @@ class PageStore {
   // Stores pages.size() / 4096 consecutive pages from slot `first` (any
   // count; compressed batch_size() at a time). All-or-nothing: on failure,
   // every slot of the range is left empty and the first error is returned.
-  // With kKeepPrefix, a batch refused for memory (kResourceExhausted) is
-  // then stored again one page at a time, in order, until a page fails, as
-  // a block device writes a request's pages: the pages before that one
-  // hold the new data, it and the ones after it are empty. Either way a
-  // failed call counts one failed write, as zram counts one per request.
+  // With kKeepPrefix, a batch refused for memory (kResourceExhausted, the
+  // pool or mem_limit; not an incompressible page refused) is then stored
+  // again one page at a time, in order, until a page fails, as a block
+  // device writes a request's pages: the pages before that one hold the
+  // new data, it and the ones after it are empty. Either way a failed call
+  // counts one failed write, as zram counts one per request; the page that
+  // fails on the retry counts in pool_limit_hit or reject_alloc_fail as an
+  // attempt of its own.
   // REQUIRES: pages.size() is a multiple of 4096.
   Status StoreBatch(std::uint64_t first, std::span<const std::byte> pages,
                     BatchRefusal on_refusal = BatchRefusal::kAllOrNothing);
