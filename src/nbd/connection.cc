@@ -113,6 +113,7 @@ Connection::Connection(int fd, DeviceRegistry* registry, WorkQueue* queue,
       jobs_(std::max<std::size_t>(1, limits.max_in_flight)) {
   for (Job& j : jobs_) {
     j.conn = this;
+    j.lane = &lane_;
     j.next = free_;
     free_ = &j;
   }

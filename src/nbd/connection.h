@@ -29,12 +29,13 @@
 //    complete request left to parse; then one send() carries them all.
 //  * on the shared WorkQueue (work_queue.h) otherwise (or always, with
 //    inline_max_bytes 0): the reader copies the payload into a Job's
-//    pooled buffer, and a worker
-//    runs it and sends its reply itself. Replies may leave out of order. A
-//    TRIM or WRITE_ZEROES (up to 4 GiB) runs 16 MiB at a time: after each
-//    step the job goes to the back of the queue, so that one client's long
-//    requests hold the workers for a step each, not for their whole length,
-//    and every other client's requests keep their turn. Once Shutdown() is
+//    pooled buffer, and a worker runs it and sends its reply itself (the
+//    connections' queued jobs take turns for the workers). Replies may
+//    leave out of order. A TRIM or WRITE_ZEROES (up to 4 GiB) runs 16 MiB
+//    at a time: after each step the job goes to the back of its
+//    connection's queue, so that one client's long requests hold the
+//    workers for a step each, not for their whole length, and every other
+//    client's requests keep their turn. Once Shutdown() is
 //    called or the socket fails, the steps left are dropped (the reply,
 //    ESHUTDOWN, cannot go); after DISC they still run.
 //
@@ -90,6 +91,7 @@
 
 #include "nbd/nbd_counters.h"
 #include "nbd/transport.h"
+#include "work_queue.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
 
@@ -129,6 +131,7 @@ inline constexpr std::uint64_t kMaxLoggedErrors = 32;
 // A request handed to a worker; owned by its connection, reused.
 struct Job {
   Connection* conn = nullptr;
+  WorkQueue::Lane* lane = nullptr;  // its connection's, in the WorkQueue
   Job* next = nullptr;  // free list / queue link
   std::uint16_t type = 0;
   std::uint16_t flags = 0;
@@ -144,8 +147,6 @@ struct Job {
   std::unique_ptr<std::byte[]> buffer;
   std::size_t capacity = 0;
 };
-
-class WorkQueue;  // work_queue.h
 
 class Connection {
  public:
@@ -264,6 +265,7 @@ class Connection {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Job> jobs_;      // fixed; max_in_flight entries
+  WorkQueue::Lane lane_;       // its jobs queued for the workers (queue_'s)
   Job* free_ = nullptr;        // guarded by mu_
   std::size_t in_flight_ = 0;  // guarded by mu_
   std::uint64_t in_flight_bytes_ = 0;  // guarded by mu_

@@ -5,15 +5,11 @@
 #include <chrono>
 #include <exception>
 #include <string>
-#include <system_error>
 #include <utility>
 
 #include "connection.h"  // Job
-#include "platform/clock.h"
 
 namespace ztier::nbd {
-
-using platform::MonotonicNs;
 
 WorkQueue::WorkQueue(std::size_t workers, std::function<void(Job*)> run,
                      std::function<void(const std::string&)> log,
@@ -21,11 +17,21 @@ WorkQueue::WorkQueue(std::size_t workers, std::function<void(Job*)> run,
     : run_(std::move(run)),
       log_(std::move(log)),
       extra_idle_ms_(extra_idle_ms) {
-  threads_.reserve(workers);
-  for (std::size_t i = 0; i < workers; ++i) {
-    threads_.emplace_back([this] { Loop(nullptr); });
+  try {
+    threads_.reserve(workers);
+    for (std::size_t i = 0; i < workers; ++i) {
+      threads_.emplace_back([this] { Loop(nullptr); });
+    }
+    watcher_ = std::thread([this] { Watch(); });
+  } catch (...) {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    throw;
   }
-  watcher_ = std::thread([this] { Watch(); });
 }
 
 WorkQueue::~WorkQueue() {
@@ -34,26 +40,28 @@ WorkQueue::~WorkQueue() {
     stop_ = true;
   }
   cv_.notify_all();
+  extra_cv_.notify_all();
   watch_cv_.notify_all();
   watcher_.join();
   for (auto& t : threads_) t.join();
   for (Extra& e : extra_) {
     if (e.thread.joinable()) e.thread.join();
   }
-  assert(head_ == nullptr);
+  assert(ring_head_ == nullptr);
 }
 
 void WorkQueue::Push(Job* job) {
+  std::condition_variable* wake;
   {
     std::lock_guard l(mu_);
-    Append(job);
+    wake = Append(job);
   }
-  cv_.notify_one();
+  if (wake != nullptr) wake->notify_one();
 }
 
 void WorkQueue::PushBack(Job* job) {
   std::lock_guard l(mu_);
-  Append(job);
+  Append(job);  // the worker calling takes the next job itself
 }
 
 std::size_t WorkQueue::threads() const {
@@ -61,41 +69,64 @@ std::size_t WorkQueue::threads() const {
   return threads_.size() + extras_;
 }
 
-void WorkQueue::Append(Job* job) {
-  job->next = nullptr;
-  const bool behind = head_ != nullptr;
-  if (tail_ == nullptr) {
-    head_ = tail_ = job;
-    head_since_ns_ = MonotonicNs();
+namespace {
+
+void LinkLast(WorkQueue::Lane* lane, WorkQueue::Lane** head,
+              WorkQueue::Lane** tail) {
+  lane->next = nullptr;
+  lane->in_ring = true;
+  if (*tail == nullptr) {
+    *head = lane;
   } else {
-    tail_->next = job;
-    tail_ = job;
+    (*tail)->next = lane;
   }
-  if ((behind || idle_ == 0) && !watching_) {
+  *tail = lane;
+}
+
+}  // namespace
+
+std::condition_variable* WorkQueue::Append(Job* job) {
+  Lane* const lane = job->lane;
+  assert(lane != nullptr);
+  job->next = nullptr;
+  const bool behind = ring_head_ != nullptr;
+  if (lane->tail == nullptr) {
+    lane->head = job;
+  } else {
+    lane->tail->next = job;
+  }
+  lane->tail = job;
+  if (!lane->in_ring) LinkLast(lane, &ring_head_, &ring_tail_);
+  std::condition_variable* wake = idle_ > 0         ? &cv_
+                                  : idle_extra_ > 0 ? &extra_cv_
+                                                    : nullptr;
+  if ((behind || wake == nullptr) && !watching_) {
     watching_ = true;
     watch_cv_.notify_one();
   }
+  return wake;
 }
 
 void WorkQueue::Loop(Extra* extra) {
   std::unique_lock l(mu_);
   for (;;) {
-    ++idle_;
-    if (extra == nullptr) {
-      cv_.wait(l, [this] { return stop_ || head_ != nullptr; });
-    } else {
-      cv_.wait_for(l, std::chrono::milliseconds(extra_idle_ms_),
-                   [this] { return stop_ || head_ != nullptr; });
-    }
-    --idle_;
-    if (head_ == nullptr) {
-      if (stop_ || extra != nullptr) break;  // stopping, or idle too long
+    if (ring_head_ == nullptr) {
+      if (stop_) break;
+      if (extra == nullptr) {
+        ++idle_;
+        cv_.wait(l, [this] { return stop_ || ring_head_ != nullptr; });
+        --idle_;
+      } else {
+        ++idle_extra_;
+        const bool woken = extra_cv_.wait_for(
+            l, std::chrono::milliseconds(extra_idle_ms_),
+            [this] { return stop_ || ring_head_ != nullptr; });
+        --idle_extra_;
+        if (!woken) break;  // no job for extra_idle_ms: not needed now
+      }
       continue;
     }
-    Job* job = head_;
-    head_ = job->next;
-    if (head_ == nullptr) tail_ = nullptr;
-    head_since_ns_ = MonotonicNs();
+    Job* job = Take();
     l.unlock();
     run_(job);
     l.lock();
@@ -108,27 +139,58 @@ void WorkQueue::Loop(Extra* extra) {
   }
 }
 
-void WorkQueue::StartExtra() {
+Job* WorkQueue::Take() {
+  Lane* const lane = ring_head_;
+  ring_head_ = lane->next;
+  if (ring_head_ == nullptr) ring_tail_ = nullptr;
+  Job* const job = lane->head;
+  lane->head = job->next;
+  if (lane->head == nullptr) {
+    lane->tail = nullptr;
+    lane->in_ring = false;
+  } else {
+    LinkLast(lane, &ring_head_, &ring_tail_);
+  }
+  ++taken_;
+  return job;
+}
+
+bool WorkQueue::StartExtra() {
   for (Extra& e : extra_) {
     if (e.thread.joinable()) continue;
     try {
       e.thread = std::thread([this, &e] { Loop(&e); });
-      ++extras_;
-    } catch (const std::system_error&) {
-      // No thread to be had (a task limit): the jobs wait for the workers
-      // there are.
+    } catch (const std::exception&) {
+      return false;  // no thread to be had (a task limit, no memory)
     }
-    return;
+    ++extras_;
+    return true;
   }
+  return false;
 }
 
-void WorkQueue::JoinDone() {
+void WorkQueue::JoinDone(std::unique_lock<std::mutex>& l) {
+  std::array<std::thread, kMaxExtraWorkers> done;
+  std::size_t n = 0;
   for (Extra& e : extra_) {
     if (!e.done) continue;
-    e.thread.join();  // it has returned, or is about to (it set done last)
+    done[n++] = std::move(e.thread);  // the slot is free again
     e.done = false;
   }
   reap_ = false;
+  l.unlock();  // a thread's exit (its thread_local state) takes a while
+  for (std::size_t i = 0; i < n; ++i) done[i].join();
+  l.lock();
+}
+
+void WorkQueue::Log(std::unique_lock<std::mutex>& l, const std::string& line) {
+  if (!log_) return;
+  l.unlock();
+  try {
+    log_(line);
+  } catch (const std::exception&) {
+  }
+  l.lock();
 }
 
 void WorkQueue::Watch() {
@@ -136,38 +198,46 @@ void WorkQueue::Watch() {
   for (;;) {
     watch_cv_.wait(l, [this] { return stop_ || watching_ || reap_; });
     if (stop_) return;
-    if (reap_) JoinDone();
-    if (!watching_) continue;
-    if (head_ == nullptr) {
-      watching_ = false;  // drained: until a job waits again
+    if (reap_) {
+      JoinDone(l);
       continue;
     }
-    const std::uint64_t waited_ms = (MonotonicNs() - head_since_ns_) / 1000000;
-    if (waited_ms >= static_cast<std::uint64_t>(kStarvedMs) && idle_ == 0 &&
-        extras_ < kMaxExtraWorkers) {
+    // One period, and whether a job left the queue meanwhile.
+    const bool was_empty = ring_head_ == nullptr;
+    const std::uint64_t seen = taken_;
+    watch_cv_.wait_for(l, std::chrono::milliseconds(kStarvedMs),
+                       [this] { return stop_; });
+    if (stop_) return;
+    if (ring_head_ == nullptr) {
+      if (was_empty) {  // empty at both ends: asleep until a job waits
+        watching_ = false;
+        start_failed_ = false;
+      }
+      continue;
+    }
+    if (was_empty || taken_ != seen) continue;  // jobs are being taken
+    // The head has waited the whole period and nothing left the queue.
+    if (idle_ > 0) {  // a wake-up that went to a thread already woken
+      cv_.notify_one();
+    } else if (idle_extra_ > 0) {
+      extra_cv_.notify_one();
+    } else if (extras_ < kMaxExtraWorkers) {
       const bool first = extras_ == 0;
-      StartExtra();
-      head_since_ns_ = MonotonicNs();  // the next one after another wait
-      if (first && extras_ > 0 && log_) {
-        l.unlock();
-        try {
-          log_("warning: nbd: a request waited " + std::to_string(kStarvedMs) +
-               " ms with every worker busy (blocked in a slow backing "
-               "store?): starting more workers, up to " +
-               std::to_string(kMaxExtraWorkers));
-        } catch (const std::exception&) {
+      if (StartExtra()) {
+        if (first) {
+          Log(l, "warning: nbd: a request waited " +
+                     std::to_string(kStarvedMs) +
+                     " ms with every worker busy (blocked in a slow backing "
+                     "store?): starting more workers, up to " +
+                     std::to_string(kMaxExtraWorkers) + " beyond --workers");
         }
-        l.lock();
-        continue;
+      } else if (!start_failed_) {
+        start_failed_ = true;
+        Log(l,
+            "warning: nbd: every worker is busy and no thread can be "
+            "started for another; requests wait");
       }
     }
-    const std::uint64_t left_ms =
-        waited_ms >= static_cast<std::uint64_t>(kStarvedMs)
-            ? kStarvedMs
-            : kStarvedMs - waited_ms;
-    watch_cv_.wait_for(l, std::chrono::milliseconds(left_ms),
-                       [this] { return stop_ || reap_; });
-    if (stop_) return;
   }
 }
 

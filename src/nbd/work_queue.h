@@ -1,18 +1,33 @@
 // work_queue.h: the worker threads that the connections of one NBD server
-// share (connection.h), and their queue of jobs, first in, first out.
+// share (connection.h), and their queue of jobs.
+//
+// Each connection queues its jobs in its own Lane, first in, first out;
+// the workers take from the lanes in turn (round robin), so that a client
+// with many requests queued delays another client's by at most one of its
+// own, not by all of them.
 //
 // `workers` threads run jobs for as long as the queue lives. A job can
-// block in the device for long: a READ of a written-back page waits for
-// the backing store, up to its timeout (a remote's outage, say). A few
-// such jobs can hold every worker, and the requests of every other
-// connection, served from RAM, would wait behind them. So once the job at
-// the head of the queue has waited kStarvedMs with no worker free, one more
-// thread starts, up to kMaxExtraWorkers beyond `workers`; an extra thread
-// ends after kExtraIdleMs without a job. A watcher thread starts them. It
-// waits without a deadline until a job is queued while no worker is free
-// (or behind another queued job), and then looks again every kStarvedMs at
-// most, until the queue is empty: a server whose workers keep up never
-// wakes it, and a saturated one a few times a second.
+// hold its worker for long: a READ of a written-back page waits for the
+// backing store, up to its timeout (a remote's outage, say). A few such
+// jobs can hold every worker, and the requests of every other connection,
+// served from RAM, would wait behind them. So when no job has left the
+// queue for kStarvedMs while one waited at its head and no worker was
+// free, one more thread starts, up to kMaxExtraWorkers beyond `workers`.
+// Any job that holds a worker that long counts (a write compressed with a
+// slow codec too), not only a blocked read. A job goes to an idle worker
+// first and to an idle extra thread only when none is idle, so that an
+// extra thread that the load no longer needs finds no job for
+// `extra_idle_ms`, and ends.
+//
+// A watcher thread starts them. It sleeps until a job is queued behind
+// another or with no worker free; then it looks every kStarvedMs, until
+// it has found the queue empty at both ends of one period. So a server
+// whose workers are free when requests come never wakes it, and a busy
+// one a few times a second. Extra threads take what any thread takes on
+// its first request: a stack, and the per-thread state of the engine (a
+// decompression context, unit buffers), so they are the one source of
+// new memory on a preallocated server (--prealloc), and then only while
+// a request would otherwise wait.
 //
 // Thread safety: Push and PushBack may be called from any thread.
 #ifndef ZTIER_NBD_WORK_QUEUE_H_
@@ -34,13 +49,24 @@ struct Job;
 
 class WorkQueue {
  public:
+  // One connection's queued jobs (Job::lane); its owner keeps it until
+  // none of its jobs is queued or running.
+  struct Lane {
+    Job* head = nullptr;
+    Job* tail = nullptr;
+    Lane* next = nullptr;  // in the ring of lanes with jobs
+    bool in_ring = false;
+  };
+
   static constexpr int kStarvedMs = 200;
   static constexpr std::size_t kMaxExtraWorkers = 32;
   static constexpr int kExtraIdleMs = 5000;
 
   // `run` runs a job (the server's: job->conn->RunJob(job)); an extra
   // thread ends after `extra_idle_ms` without a job. `log`, if set, gets a
-  // warning line when extra threads start where none ran.
+  // warning line when extra threads start where none ran, and when one
+  // cannot be started. Throws std::system_error (no thread to be had), with
+  // no thread left running.
   WorkQueue(std::size_t workers, std::function<void(Job*)> run,
             std::function<void(const std::string&)> log = nullptr,
             int extra_idle_ms = kExtraIdleMs);
@@ -48,7 +74,7 @@ class WorkQueue {
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // Queues `job`, last; a worker runs it.
+  // Queues `job` last in its lane (REQUIRES: job->lane); a worker runs it.
   void Push(Job* job);
   // From a worker's RunJob: queues `job` again, last, waking nobody (the
   // worker takes the next job itself when RunJob returns).
@@ -64,27 +90,39 @@ class WorkQueue {
   };
   void Loop(Extra* extra);
   void Watch();
-  // Under mu_: links `job` last, and wakes the watcher where it must look.
-  void Append(Job* job);
-  // Under mu_: starts an extra thread in a free slot, if one can be had.
-  void StartExtra();
-  // Under mu_: joins the extra threads that have returned.
-  void JoinDone();
+  // Under mu_: the next job, from the lane at the head of the ring, which
+  // then goes to the ring's end if it has more. REQUIRES: ring_head_.
+  Job* Take();
+  // Under mu_: links `job` last; returns the condition variable to notify
+  // (an idle worker's, else an idle extra thread's), or null. Wakes the
+  // watcher where it must look.
+  std::condition_variable* Append(Job* job);
+  // Under mu_: starts an extra thread in a free slot; false when none can
+  // be had.
+  bool StartExtra();
+  // Joins the extra threads that have returned, with mu_ (held by l)
+  // dropped meanwhile.
+  void JoinDone(std::unique_lock<std::mutex>& l);
+  // log_(line), with mu_ (held by l) dropped meanwhile.
+  void Log(std::unique_lock<std::mutex>& l, const std::string& line);
 
   const std::function<void(Job*)> run_;
   const std::function<void(const std::string&)> log_;
   const int extra_idle_ms_;
   mutable std::mutex mu_;
   std::condition_variable cv_;        // the workers: a job, or stop_
+  std::condition_variable extra_cv_;  // the extra threads: the same
   std::condition_variable watch_cv_;  // the watcher
-  Job* head_ = nullptr;
-  Job* tail_ = nullptr;
-  std::uint64_t head_since_ns_ = 0;  // when head_ became the head
+  Lane* ring_head_ = nullptr;         // the lanes with jobs, in turn
+  Lane* ring_tail_ = nullptr;
+  std::uint64_t taken_ = 0;  // jobs taken off the queue, ever
   bool stop_ = false;
-  std::size_t idle_ = 0;    // workers waiting for a job
-  bool watching_ = false;   // the watcher looks every kStarvedMs
-  bool reap_ = false;       // an extra thread returned
-  std::size_t extras_ = 0;  // extra threads running
+  std::size_t idle_ = 0;        // workers waiting for a job
+  std::size_t idle_extra_ = 0;  // extra threads waiting for a job
+  bool watching_ = false;       // the watcher looks every kStarvedMs
+  bool reap_ = false;           // an extra thread returned
+  bool start_failed_ = false;   // logged once an extra could not start
+  std::size_t extras_ = 0;      // extra threads running
   std::vector<std::thread> threads_;
   std::array<Extra, kMaxExtraWorkers> extra_;
   std::thread watcher_;

@@ -25,6 +25,7 @@ class Jobs {
   void Run(Job* job) {
     std::unique_lock l(mu_);
     ++started_;
+    starts_.push_back(job->cookie);
     cv_.notify_all();
     if (job->cookie == 1) cv_.wait(l, [&] { return open_; });
     done_.push_back(job->cookie);
@@ -48,6 +49,13 @@ class Jobs {
     std::unique_lock l(mu_);
     return cv_.wait_for(l, within, [&] { return started_ >= n; });
   }
+  // The jobs that started before the one with `cookie`.
+  std::size_t StartedBefore(std::uint64_t cookie) {
+    std::lock_guard l(mu_);
+    std::size_t n = 0;
+    while (n < starts_.size() && starts_[n] != cookie) ++n;
+    return n;
+  }
   bool WaitAllDone(std::size_t n) {
     std::unique_lock l(mu_);
     return cv_.wait_for(l, std::chrono::seconds(10),
@@ -60,7 +68,19 @@ class Jobs {
   int started_ = 0;
   bool open_ = false;
   std::vector<std::uint64_t> done_;
+  std::vector<std::uint64_t> starts_;
 };
+
+// Jobs of one client: their cookies from `first`, in `lane`.
+std::vector<Job> MakeJobs(std::size_t n, std::uint64_t first,
+                          WorkQueue::Lane* lane) {
+  std::vector<Job> jobs(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    jobs[i].cookie = first + i;
+    jobs[i].lane = lane;
+  }
+  return jobs;
+}
 
 bool WaitThreads(const WorkQueue& q, std::size_t n) {
   const auto end = steady_clock::now() + std::chrono::seconds(10);
@@ -81,13 +101,13 @@ TEST(WorkQueueTest, AJobBehindABlockedWorkerGetsAnExtraThread) {
       [&](const std::string& line) { lines.push_back(line); },
       /*extra_idle_ms=*/1000);
   EXPECT_EQ(q.threads(), 1u);
-  Job blocked, next;
-  blocked.cookie = 1;
-  next.cookie = 2;
-  q.Push(&blocked);
+  WorkQueue::Lane a, b;
+  std::vector<Job> blocked = MakeJobs(1, 1, &a);
+  std::vector<Job> next = MakeJobs(1, 2, &b);
+  q.Push(&blocked[0]);
   ASSERT_TRUE(jobs.WaitStarted(1));
   const auto t0 = steady_clock::now();
-  q.Push(&next);
+  q.Push(&next[0]);
   ASSERT_TRUE(jobs.WaitDone(2)) << "the job waited for the blocked one";
   EXPECT_GE(steady_clock::now() - t0, milliseconds(WorkQueue::kStarvedMs));
   EXPECT_EQ(q.threads(), 2u);
@@ -98,15 +118,63 @@ TEST(WorkQueueTest, AJobBehindABlockedWorkerGetsAnExtraThread) {
   ASSERT_TRUE(jobs.WaitDone(1));
 }
 
+// Lanes take turns: one client's backlog of blocked jobs delays another
+// client's job by one of its own, not by all of them.
+TEST(WorkQueueTest, ClientsTakeTurns) {
+  Jobs jobs;
+  WorkQueue q(1, [&](Job* j) { jobs.Run(j); });
+  WorkQueue::Lane a, b;
+  std::vector<Job> backlog(10);
+  for (Job& j : backlog) {
+    j.cookie = 1;  // each blocks
+    j.lane = &a;
+  }
+  std::vector<Job> other = MakeJobs(1, 2, &b);
+  q.Push(&backlog[0]);
+  ASSERT_TRUE(jobs.WaitStarted(1));
+  for (std::size_t i = 1; i < backlog.size(); ++i) q.Push(&backlog[i]);
+  q.Push(&other[0]);
+  // The first extra thread takes a's next job, the second b's (with one
+  // queue for all, b's would have started after a's nine).
+  ASSERT_TRUE(jobs.WaitDone(2));
+  EXPECT_EQ(jobs.StartedBefore(2), 2u);
+  jobs.Open();
+  ASSERT_TRUE(jobs.WaitAllDone(backlog.size() + 1));
+}
+
+// Jobs go to an idle worker before an idle extra thread: once the worker
+// is free again, an extra thread ends after its idle time even while jobs
+// keep coming.
+TEST(WorkQueueTest, ExtraThreadsEndWhileTheWorkersKeepUp) {
+  Jobs jobs;
+  WorkQueue q(
+      1, [&](Job* j) { jobs.Run(j); }, nullptr,
+      /*extra_idle_ms=*/300);
+  WorkQueue::Lane a;
+  std::vector<Job> blocked = MakeJobs(1, 1, &a);
+  std::vector<Job> next = MakeJobs(1, 2, &a);
+  q.Push(&blocked[0]);
+  ASSERT_TRUE(jobs.WaitStarted(1));
+  q.Push(&next[0]);
+  ASSERT_TRUE(jobs.WaitDone(2));
+  jobs.Open();
+  ASSERT_TRUE(jobs.WaitDone(1));
+  std::vector<Job> trickle = MakeJobs(40, 100, &a);
+  for (std::size_t i = 0; i < trickle.size(); ++i) {
+    q.Push(&trickle[i]);
+    ASSERT_TRUE(jobs.WaitDone(100 + i));
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  EXPECT_EQ(q.threads(), 1u);
+}
+
 // Workers that keep up: no extra thread, whatever the number of jobs.
 TEST(WorkQueueTest, WorkersThatKeepUpGetNoExtraThread) {
   Jobs jobs;
   WorkQueue q(2, [&](Job* j) { jobs.Run(j); });
-  std::vector<Job> all(1000);
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    all[i].cookie = 100 + i;
-    q.Push(&all[i]);
-  }
+  WorkQueue::Lane a;
+  std::vector<Job> all = MakeJobs(1000, 100, &a);
+  for (Job& j : all) q.Push(&j);
   ASSERT_TRUE(jobs.WaitDone(100 + all.size() - 1));
   EXPECT_EQ(q.threads(), 2u);
 }
@@ -118,9 +186,11 @@ TEST(WorkQueueTest, ExtraThreadsAreBounded) {
   Jobs jobs;
   WorkQueue q(1, [&](Job* j) { jobs.Run(j); });
   constexpr int kMost = 1 + static_cast<int>(WorkQueue::kMaxExtraWorkers);
+  WorkQueue::Lane a;
   std::vector<Job> all(kMost + 3);
   for (Job& j : all) {
     j.cookie = 1;
+    j.lane = &a;
     q.Push(&j);
   }
   ASSERT_TRUE(jobs.WaitStarted(kMost));
