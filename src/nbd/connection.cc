@@ -471,6 +471,12 @@ void Connection::RunJob(Job* job) {
     case kCmdWrite: s = device_->Write(job->offset, data); break;
     case kCmdTrim:
     case kCmdWriteZeroes: {
+      // A step after the first waited its turn: dropped if the reply
+      // cannot go any more (below).
+      if (job->done > 0 && RepliesCannotGo()) {
+        abandoned = true;
+        break;
+      }
       // One step, up to the next multiple of kZeroStepBytes (so that the
       // steps between the request's ends are whole pages).
       const std::uint64_t at = job->offset + job->done;

@@ -89,7 +89,6 @@ std::condition_variable* WorkQueue::Append(Job* job) {
   Lane* const lane = job->lane;
   assert(lane != nullptr);
   job->next = nullptr;
-  const bool behind = ring_head_ != nullptr;
   if (lane->tail == nullptr) {
     lane->head = job;
   } else {
@@ -97,10 +96,16 @@ std::condition_variable* WorkQueue::Append(Job* job) {
   }
   lane->tail = job;
   if (!lane->in_ring) LinkLast(lane, &ring_head_, &ring_tail_);
-  std::condition_variable* wake = idle_ > 0         ? &cv_
-                                  : idle_extra_ > 0 ? &extra_cv_
-                                                    : nullptr;
-  if ((behind || wake == nullptr) && !watching_) {
+  ++queued_;
+  // idle_ counts a thread woken for an earlier job until it takes one, so
+  // each queued job is matched with a waiting thread: a worker while there
+  // are enough, then an extra thread.
+  std::condition_variable* wake = nullptr;
+  if (idle_ >= queued_) {
+    wake = &cv_;
+  } else if (idle_ + idle_extra_ >= queued_) {
+    wake = &extra_cv_;
+  } else if (!watching_) {
     watching_ = true;
     watch_cv_.notify_one();
   }
@@ -152,6 +157,7 @@ Job* WorkQueue::Take() {
     LinkLast(lane, &ring_head_, &ring_tail_);
   }
   ++taken_;
+  --queued_;
   return job;
 }
 
@@ -188,13 +194,16 @@ void WorkQueue::Log(std::unique_lock<std::mutex>& l, const std::string& line) {
   l.unlock();
   try {
     log_(line);
-  } catch (const std::exception&) {
+  } catch (...) {
   }
   l.lock();
 }
 
 void WorkQueue::Watch() {
   std::unique_lock l(mu_);
+  // Jobs that the threads the last decision woke or started may take in
+  // the next period without that counting as progress.
+  std::uint64_t credit = 0;
   for (;;) {
     watch_cv_.wait(l, [this] { return stop_ || watching_ || reap_; });
     if (stop_) return;
@@ -202,12 +211,13 @@ void WorkQueue::Watch() {
       JoinDone(l);
       continue;
     }
-    // One period, and whether a job left the queue meanwhile.
+    // One period, and whether jobs left the queue meanwhile.
     const bool was_empty = ring_head_ == nullptr;
     const std::uint64_t seen = taken_;
     watch_cv_.wait_for(l, std::chrono::milliseconds(kStarvedMs),
                        [this] { return stop_; });
     if (stop_) return;
+    const std::uint64_t rescued = std::exchange(credit, 0);
     if (ring_head_ == nullptr) {
       if (was_empty) {  // empty at both ends: asleep until a job waits
         watching_ = false;
@@ -215,18 +225,18 @@ void WorkQueue::Watch() {
       }
       continue;
     }
-    if (was_empty || taken_ != seen) continue;  // jobs are being taken
-    // The head has waited the whole period and nothing left the queue.
-    if (idle_ > 0) {  // a wake-up that went to a thread already woken
-      cv_.notify_one();
-    } else if (idle_extra_ > 0) {
-      extra_cv_.notify_one();
+    if (was_empty || taken_ - seen > rescued) continue;  // being taken
+    // A job waited the whole period, and no thread took one of its own.
+    if (idle_ + idle_extra_ > 0) {  // wake-ups that went to threads woken
+      credit = idle_ + idle_extra_;
+      cv_.notify_all();
+      extra_cv_.notify_all();
     } else if (extras_ < kMaxExtraWorkers) {
       const bool first = extras_ == 0;
       if (StartExtra()) {
+        credit = 1;
         if (first) {
-          Log(l, "warning: nbd: a request waited " +
-                     std::to_string(kStarvedMs) +
+          Log(l, "warning: nbd: requests waited " + std::to_string(kStarvedMs) +
                      " ms with every worker busy (blocked in a slow backing "
                      "store?): starting more workers, up to " +
                      std::to_string(kMaxExtraWorkers) + " beyond --workers");

@@ -11,7 +11,7 @@
 // backing store, up to its timeout (a remote's outage, say). A few such
 // jobs can hold every worker, and the requests of every other connection,
 // served from RAM, would wait behind them. So when no job has left the
-// queue for kStarvedMs while one waited at its head and no worker was
+// queue for a period of kStarvedMs while one waited and no thread was
 // free, one more thread starts, up to kMaxExtraWorkers beyond `workers`.
 // Any job that holds a worker that long counts (a write compressed with a
 // slow codec too), not only a blocked read. A job goes to an idle worker
@@ -19,17 +19,19 @@
 // extra thread that the load no longer needs finds no job for
 // `extra_idle_ms`, and ends.
 //
-// A watcher thread starts them. It sleeps until a job is queued behind
-// another or with no worker free; then it looks every kStarvedMs, until
-// it has found the queue empty at both ends of one period. So a server
-// whose workers are free when requests come never wakes it, and a busy
-// one a few times a second. Extra threads take what any thread takes on
-// its first request: a stack, and the per-thread state of the engine (a
-// decompression context, unit buffers), so they are the one source of
-// new memory on a preallocated server (--prealloc), and then only while
-// a request would otherwise wait.
+// A watcher thread starts them. It sleeps until a job is queued with no
+// thread free to take it; then it looks every kStarvedMs, until it has
+// found the queue empty at both ends of one period. So a server whose
+// workers are free when requests come never wakes it, and a busy one a
+// few times a second. The first extra thread starts 200 to 400 ms after
+// jobs began to wait, the next ones one a period while they still do.
+// Extra threads take what any thread takes on its first request: a stack,
+// and the per-thread state of the engine (a decompression context, unit
+// buffers), so they are the one source of new memory on a preallocated
+// server (--prealloc), and then only while a request would otherwise wait.
 //
-// Thread safety: Push and PushBack may be called from any thread.
+// Thread safety: Push may be called from any thread; PushBack, only from
+// a job being run (see there).
 #ifndef ZTIER_NBD_WORK_QUEUE_H_
 #define ZTIER_NBD_WORK_QUEUE_H_
 
@@ -65,8 +67,9 @@ class WorkQueue {
   // `run` runs a job (the server's: job->conn->RunJob(job)); an extra
   // thread ends after `extra_idle_ms` without a job. `log`, if set, gets a
   // warning line when extra threads start where none ran, and when one
-  // cannot be started. Throws std::system_error (no thread to be had), with
-  // no thread left running.
+  // cannot be started. Throws what starting a thread throws
+  // (std::system_error: none to be had; std::bad_alloc), with no thread
+  // left running.
   WorkQueue(std::size_t workers, std::function<void(Job*)> run,
             std::function<void(const std::string&)> log = nullptr,
             int extra_idle_ms = kExtraIdleMs);
@@ -76,8 +79,8 @@ class WorkQueue {
 
   // Queues `job` last in its lane (REQUIRES: job->lane); a worker runs it.
   void Push(Job* job);
-  // From a worker's RunJob: queues `job` again, last, waking nobody (the
-  // worker takes the next job itself when RunJob returns).
+  // Only from within `run`, which then returns: queues `job` again, last
+  // in its lane, waking nobody (the thread takes the next job itself).
   void PushBack(Job* job);
 
   // The threads running jobs now, extra ones included.
@@ -116,6 +119,7 @@ class WorkQueue {
   Lane* ring_head_ = nullptr;         // the lanes with jobs, in turn
   Lane* ring_tail_ = nullptr;
   std::uint64_t taken_ = 0;  // jobs taken off the queue, ever
+  std::size_t queued_ = 0;   // jobs in the queue now
   bool stop_ = false;
   std::size_t idle_ = 0;        // workers waiting for a job
   std::size_t idle_extra_ = 0;  // extra threads waiting for a job

@@ -180,7 +180,7 @@ TEST(WorkQueueTest, WorkersThatKeepUpGetNoExtraThread) {
 }
 
 // Every thread blocked, and more jobs behind them: extra threads start,
-// one per kStarvedMs, each taking one job, up to kMaxExtraWorkers; the
+// one a period of kStarvedMs, each taking one job, up to kMaxExtraWorkers; the
 // jobs left wait.
 TEST(WorkQueueTest, ExtraThreadsAreBounded) {
   Jobs jobs;
