@@ -642,6 +642,48 @@ TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
   EXPECT_EQ(back, last);
 }
 
+// Backing reads that wait until Open(), then take `after_open` each: a
+// backing store in an outage, and slow once it is back.
+class GatedReads {
+ public:
+  explicit GatedReads(std::chrono::milliseconds after_open = {})
+      : after_open_(after_open) {}
+  BackingFileWrap Wrap() {
+    return ztier::testing::FaultyFile([this](const FileIo& io, long result) {
+      if (io.kind == FileIo::Kind::kRead) {
+        std::unique_lock l(mu_);
+        ++reads_;
+        cv_.notify_all();
+        cv_.wait_for(l, std::chrono::seconds(30), [&] { return open_; });
+        l.unlock();
+        std::this_thread::sleep_for(after_open_);
+      }
+      return result;
+    });
+  }
+  bool WaitReads(int n) {
+    std::unique_lock l(mu_);
+    return cv_.wait_for(l, std::chrono::seconds(10),
+                        [&] { return reads_ == n; });
+  }
+  void Open() {
+    std::lock_guard l(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  int reads() {
+    std::lock_guard l(mu_);
+    return reads_;
+  }
+
+ private:
+  const std::chrono::milliseconds after_open_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int reads_ = 0;
+  bool open_ = false;
+};
+
 // A client that leaves with reads queued for the workers: those whose
 // replies cannot go are not done. Each one here reaches a written-back page
 // whose backing read is slow (the first waits until the client has left, the
@@ -650,23 +692,9 @@ TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
 // wait behind them.
 TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
   constexpr int kReads = 16;
-  std::mutex mu;
-  std::condition_variable cv;
-  int reads = 0;
-  bool open = false;
+  GatedReads gate(std::chrono::milliseconds(300));
   DeviceDefaults defaults;
-  defaults.backing_file_wrap =
-      ztier::testing::FaultyFile([&](const FileIo& io, long result) {
-        if (io.kind == FileIo::Kind::kRead) {
-          std::unique_lock l(mu);
-          ++reads;
-          cv.notify_all();
-          cv.wait_for(l, std::chrono::seconds(10), [&] { return open; });
-          l.unlock();
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));
-        }
-        return result;
-      });
+  defaults.backing_file_wrap = gate.Wrap();
   NbdServerOptions o;
   o.workers = 1;
   o.inline_max_bytes = 0;  // every read through the worker queue
@@ -685,21 +713,12 @@ TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
     for (int i = 0; i < kReads; ++i) {
       ASSERT_TRUE(a.SendRequest(kCmdRead, 0, i + 1, i * 4096ull, 4096));
     }
-    std::unique_lock l(mu);
-    ASSERT_TRUE(
-        cv.wait_for(l, std::chrono::seconds(10), [&] { return reads == 1; }));
+    ASSERT_TRUE(gate.WaitReads(1));
   }  // the client leaves while the worker is in its first read
-  {
-    std::lock_guard l(mu);
-    open = true;
-    cv.notify_all();
-  }
+  gate.Open();
   ASSERT_TRUE(f.WaitConnections(0));
-  {
-    // The first, and those the worker took before its reply failed.
-    std::lock_guard l(mu);
-    EXPECT_LE(reads, 3) << "reads done for a client that had gone";
-  }
+  // The first, and those the worker took before its reply failed.
+  EXPECT_LE(gate.reads(), 3) << "reads done for a client that had gone";
   // The device still serves a new client.
   RawClient b(f.socket());
   ASSERT_EQ(b.Go("zram0"), kReads * 4096);
@@ -719,21 +738,9 @@ TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
 // an extra worker once it has waited WorkQueue::kStarvedMs, not after the
 // blocked read.
 TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
-  std::mutex mu;
-  std::condition_variable cv;
-  int reads = 0;
-  bool open = false;
+  GatedReads gate;
   DeviceDefaults defaults;
-  defaults.backing_file_wrap =
-      ztier::testing::FaultyFile([&](const FileIo& io, long result) {
-        if (io.kind == FileIo::Kind::kRead) {
-          std::unique_lock l(mu);
-          ++reads;
-          cv.notify_all();
-          cv.wait_for(l, std::chrono::seconds(30), [&] { return open; });
-        }
-        return result;
-      });
+  defaults.backing_file_wrap = gate.Wrap();
   NbdServerOptions o;
   o.workers = 1;
   o.inline_max_bytes = 0;  // every read through the worker queue
@@ -749,11 +756,7 @@ TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
   RawClient a(f.socket());
   ASSERT_EQ(a.Go("zram0"), 8 * 4096);
   ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));  // written back
-  {
-    std::unique_lock l(mu);
-    ASSERT_TRUE(
-        cv.wait_for(l, std::chrono::seconds(10), [&] { return reads == 1; }));
-  }
+  ASSERT_TRUE(gate.WaitReads(1));
   RawClient b(f.socket());
   ASSERT_EQ(b.Go("zram0"), 8 * 4096);
   std::uint32_t err = 0;
@@ -765,12 +768,8 @@ TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
   EXPECT_EQ(err, 0u);
   EXPECT_EQ(got,
             std::vector<std::byte>(data.begin() + 4096, data.begin() + 8192));
-  {
-    std::lock_guard l(mu);
-    EXPECT_EQ(reads, 1);  // the first read is still blocked
-    open = true;
-    cv.notify_all();
-  }
+  EXPECT_EQ(gate.reads(), 1);  // the first read is still blocked
+  gate.Open();
   ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, 4096));
   EXPECT_EQ(err, 0u);
   EXPECT_EQ(got, std::vector<std::byte>(data.begin(), data.begin() + 4096));
