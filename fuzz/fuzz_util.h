@@ -154,7 +154,8 @@ inline DeviceRegistry* NbdRegistry() {
 }
 
 inline nbd::WorkQueue* NbdQueue() {
-  static auto* queue = new nbd::WorkQueue(1);
+  static auto* queue =
+      new nbd::WorkQueue(1, [](nbd::Job* job) { job->conn->RunJob(job); });
   return queue;
 }
 
