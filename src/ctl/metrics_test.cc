@@ -23,9 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "ctl/metrics_server.h"
 #include "../nbd/nbd_test_util.h"  // nbd's test helper (src/nbd)
+#include "ctl/metrics_server.h"
 #include "nbd/protocol.h"
+#include "testing/loopback.h"
 #include "testing/test_util.h"
 
 namespace ztier::ctl {
@@ -36,21 +37,9 @@ using nbd::testing::CommandResult;
 using nbd::testing::HaveProgram;
 using nbd::testing::RunCommand;
 using nbd::testing::TempDir;
+using ztier::testing::ConnectTcpLoopback;
 
 // ---- raw HTTP clients ----
-
-int ConnectTcp(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 int ConnectUnix(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -114,7 +103,7 @@ HttpResponse Exchange(int fd, const std::string& request) {
 }
 
 HttpResponse TcpRequest(int port, const std::string& request) {
-  return Exchange(ConnectTcp(port), request);
+  return Exchange(ConnectTcpLoopback(port), request);
 }
 
 std::string Get(const std::string& path) {
@@ -439,7 +428,7 @@ TEST_F(MetricsTest, ServesOverTcpAndUnixSocket) {
 
   (*server)->Stop();
   EXPECT_FALSE(fs::exists(o.unix_path));
-  EXPECT_LT(ConnectTcp(port), 0);
+  EXPECT_LT(ConnectTcpLoopback(port), 0);
 }
 
 TEST_F(MetricsTest, ErrorStatuses) {
@@ -502,15 +491,15 @@ TEST_F(MetricsTest, SilentAndGarbageClientsDoNotBlockOthers) {
 
   // One says nothing; one sends half a request and stalls; one sends
   // garbage with no end; one connects and leaves at once.
-  const int silent = ConnectTcp(port);
+  const int silent = ConnectTcpLoopback(port);
   const int half = ConnectUnix(o.unix_path);
-  const int garbage = ConnectTcp(port);
+  const int garbage = ConnectTcpLoopback(port);
   ASSERT_GE(silent, 0);
   ASSERT_GE(half, 0);
   ASSERT_GE(garbage, 0);
   ASSERT_GT(::send(half, "GET /metr", 9, MSG_NOSIGNAL), 0);
   ASSERT_GT(::send(garbage, "\xff\xfe\x00zz", 5, MSG_NOSIGNAL), 0);
-  ::close(ConnectTcp(port));
+  ::close(ConnectTcpLoopback(port));
 
   // Others are answered while those are still open: not after them.
   EXPECT_EQ(TcpRequest(port, Get("/metrics")).status, 200);
@@ -528,7 +517,7 @@ TEST_F(MetricsTest, SilentAndGarbageClientsDoNotBlockOthers) {
   }
   // A client that sends garbage and closes its side gets nothing but EOF,
   // and the next one is served.
-  const int g2 = ConnectTcp(port);
+  const int g2 = ConnectTcpLoopback(port);
   ASSERT_GT(::send(g2, "zzzz", 4, MSG_NOSIGNAL), 0);
   ::shutdown(g2, SHUT_WR);
   EXPECT_EQ(ReadToEof(g2), std::optional<std::string>(""));
@@ -551,7 +540,7 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestUnfinishedRequestMakesRoom) {
   // Silent ones, and ones that have begun a request and stall.
   std::vector<int> silent;
   for (int i = 0; i < 20; ++i) {
-    silent.push_back(ConnectTcp(port));
+    silent.push_back(ConnectTcpLoopback(port));
     ASSERT_GE(silent.back(), 0);
     if (i % 2 == 1) {
       ASSERT_EQ(::send(silent.back(), "G", 1, MSG_NOSIGNAL), 1);
@@ -573,7 +562,7 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestUnfinishedRequestMakesRoom) {
   std::vector<int> scrapers;
   const std::string get = Get("/metrics");
   for (int i = 0; i < 5; ++i) {
-    scrapers.push_back(ConnectTcp(port));
+    scrapers.push_back(ConnectTcpLoopback(port));
     ASSERT_GE(scrapers.back(), 0);
     ASSERT_EQ(::send(scrapers.back(), get.data(), get.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(get.size()));

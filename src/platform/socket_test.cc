@@ -26,12 +26,14 @@
 #include <vector>
 
 #include "platform/event_fd.h"
+#include "testing/loopback.h"
 #include "testing/test_util.h"
 
 namespace ztier::platform {
 namespace {
 
 namespace fs = std::filesystem;
+using ztier::testing::ConnectTcpLoopback;
 
 // A socket file with nobody accepting on it, as a crashed server leaves.
 void LeaveStaleSocket(const std::string& path) {
@@ -246,27 +248,12 @@ TEST(SocketTest, BadUnixPaths) {
   EXPECT_EQ(nobody.error().code(), StatusCode::kNotFound);
 }
 
-// A TCP socket connected to 127.0.0.1:port; -1 on failure.
-int ConnectLoopback(int port) {
-  const int c = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (c < 0) return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(c);
-    return -1;
-  }
-  return c;
-}
-
 TEST(SocketTest, TcpLoopback) {
   Result<Listener> l = Listener::Tcp("127.0.0.1:0");
   ASSERT_TRUE(l.has_value()) << l.error().ToString();
   EXPECT_TRUE(l->tcp());
   ASSERT_GT(l->port(), 0);
-  const int c = ConnectLoopback(l->port());
+  const int c = ConnectTcpLoopback(l->port());
   ASSERT_GE(c, 0);
   SetNoDelay(c);
   int nodelay = 0;
@@ -304,7 +291,7 @@ TEST(SocketTest, ResetOnCloseDropsWhatIsUnsent) {
     SCOPED_TRACE(reset);
     Result<Listener> l = Listener::Tcp("127.0.0.1:0");
     ASSERT_TRUE(l.has_value()) << l.error().ToString();
-    const int c = ConnectLoopback(l->port());
+    const int c = ConnectTcpLoopback(l->port());
     ASSERT_GE(c, 0);
     pollfd p{l->fd(), POLLIN, 0};
     ASSERT_EQ(::poll(&p, 1, 5000), 1);
