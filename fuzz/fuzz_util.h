@@ -154,8 +154,7 @@ inline DeviceRegistry* NbdRegistry() {
 }
 
 inline nbd::WorkQueue* NbdQueue() {
-  static auto* queue =
-      new nbd::WorkQueue(1, [](nbd::Job* job) { job->conn->RunJob(job); });
+  static auto* queue = new nbd::WorkQueue(1, nbd::Connection::Run);
   return queue;
 }
 

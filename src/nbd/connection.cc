@@ -457,50 +457,49 @@ void Connection::RunJob(Job* job) {
   const std::span<std::byte> data(job->buffer.get(),
                                   job->buffer ? job->length : 0);
   Status s;
-  bool abandoned = false;  // a request whose reply cannot go
-  switch (job->type) {
-    case kCmdRead:
-      // Not done once its reply cannot go (the socket failed: the client
-      // has gone; or the server stops): it would change nothing, and a
-      // read of a written-back page can hold a worker for the backing
-      // store's whole timeout while other connections' requests wait
-      // behind it in the shared queue.
-      abandoned = RepliesCannotGo();
-      if (!abandoned) s = device_->Read(job->offset, data);
-      break;
-    case kCmdWrite: s = device_->Write(job->offset, data); break;
-    case kCmdTrim:
-    case kCmdWriteZeroes: {
-      // A step after the first waited its turn: dropped if the reply
-      // cannot go any more (below).
-      if (job->done > 0 && RepliesCannotGo()) {
-        abandoned = true;
+  // A READ, or a long request's step after the first, is not done once its
+  // reply cannot go (the socket failed: the client has gone; or the server
+  // stops): it would change nothing the client can see, and a read of a
+  // written-back page can hold a worker for the backing store's whole
+  // timeout while other connections' requests wait.
+  bool abandoned =
+      (job->type == kCmdRead || job->done > 0) && RepliesCannotGo();
+  if (!abandoned) {
+    switch (job->type) {
+      case kCmdRead:
+        s = device_->Read(job->offset, data);
+        break;
+      case kCmdWrite:
+        s = device_->Write(job->offset, data);
+        break;
+      case kCmdTrim:
+      case kCmdWriteZeroes: {
+        // One step, up to the next multiple of kZeroStepBytes (so that the
+        // steps between the request's ends are whole pages).
+        const std::uint64_t at = job->offset + job->done;
+        const std::uint64_t end = job->offset + job->length;
+        const std::uint64_t step =
+            std::min(end, (at / kZeroStepBytes + 1) * kZeroStepBytes) - at;
+        s = job->type == kCmdTrim
+                ? device_->Trim(at, step)
+                : device_->WriteZeroes(at, step,
+                                       (job->flags & kCmdFlagNoHole) != 0);
+        job->done += static_cast<std::uint32_t>(step);
+        if (s.ok() && job->done < job->length) {
+          // The rest after the jobs queued meanwhile; not done at all once
+          // the connection is being shut down or its socket failed (a
+          // client that sent DISC still gets its replies, as proto.md asks).
+          abandoned = RepliesCannotGo();
+          if (!abandoned) {
+            queue_->PushBack(job);
+            return;
+          }
+        }
         break;
       }
-      // One step, up to the next multiple of kZeroStepBytes (so that the
-      // steps between the request's ends are whole pages).
-      const std::uint64_t at = job->offset + job->done;
-      const std::uint64_t end = job->offset + job->length;
-      const std::uint64_t step =
-          std::min(end, (at / kZeroStepBytes + 1) * kZeroStepBytes) - at;
-      s = job->type == kCmdTrim
-              ? device_->Trim(at, step)
-              : device_->WriteZeroes(at, step,
-                                     (job->flags & kCmdFlagNoHole) != 0);
-      job->done += static_cast<std::uint32_t>(step);
-      if (s.ok() && job->done < job->length) {
-        // The rest after the jobs queued meanwhile; not done at all once
-        // the connection is being shut down or its socket failed (a
-        // client that sent DISC still gets its replies, as proto.md asks).
-        abandoned = RepliesCannotGo();
-        if (!abandoned) {
-          queue_->PushBack(job);
-          return;
-        }
-      }
-      break;
+      default:
+        break;
     }
-    default: break;
   }
   job->error = abandoned ? kErrShutdown : ToNbdError(s);
   if (job->error != 0 && !abandoned) {

@@ -170,6 +170,8 @@ class Connection {
   // Worker side: runs `job` against the device, replies, recycles the job
   // (a long TRIM or WRITE_ZEROES: one step, then queues it again).
   void RunJob(Job* job);
+  // The WorkQueue's run function for connections' jobs.
+  static void Run(Job* job) { job->conn->RunJob(job); }
 
  private:
   void Main();

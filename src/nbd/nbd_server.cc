@@ -61,8 +61,8 @@ class NbdServerImpl final : public NbdServer {
     limits_.counters = &counters_;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
-    queue_ = std::make_unique<WorkQueue>(
-        workers, [](Job* job) { job->conn->RunJob(job); }, options_.log);
+    queue_ =
+        std::make_unique<WorkQueue>(workers, Connection::Run, options_.log);
     accept_thread_ = std::thread([this] { AcceptLoop(); });
     refuse_thread_ = std::thread([this] { RefuseLoop(); });
     return Status::Ok();

@@ -69,21 +69,16 @@ std::size_t WorkQueue::threads() const {
   return threads_.size() + extras_;
 }
 
-namespace {
-
-void LinkLast(WorkQueue::Lane* lane, WorkQueue::Lane** head,
-              WorkQueue::Lane** tail) {
+void WorkQueue::LinkLast(Lane* lane) {
   lane->next = nullptr;
   lane->in_ring = true;
-  if (*tail == nullptr) {
-    *head = lane;
+  if (ring_tail_ == nullptr) {
+    ring_head_ = lane;
   } else {
-    (*tail)->next = lane;
+    ring_tail_->next = lane;
   }
-  *tail = lane;
+  ring_tail_ = lane;
 }
-
-}  // namespace
 
 std::condition_variable* WorkQueue::Append(Job* job) {
   Lane* const lane = job->lane;
@@ -95,7 +90,7 @@ std::condition_variable* WorkQueue::Append(Job* job) {
     lane->tail->next = job;
   }
   lane->tail = job;
-  if (!lane->in_ring) LinkLast(lane, &ring_head_, &ring_tail_);
+  if (!lane->in_ring) LinkLast(lane);
   ++queued_;
   // idle_ counts a thread woken for an earlier job until it takes one, so
   // each queued job is matched with a waiting thread: a worker while there
@@ -154,7 +149,7 @@ Job* WorkQueue::Take() {
     lane->tail = nullptr;
     lane->in_ring = false;
   } else {
-    LinkLast(lane, &ring_head_, &ring_tail_);
+    LinkLast(lane);
   }
   ++taken_;
   --queued_;

@@ -93,6 +93,8 @@ class WorkQueue {
   };
   void Loop(Extra* extra);
   void Watch();
+  // Under mu_: puts `lane` at the end of the ring.
+  void LinkLast(Lane* lane);
   // Under mu_: the next job, from the lane at the head of the ring, which
   // then goes to the ring's end if it has more. REQUIRES: ring_head_.
   Job* Take();
