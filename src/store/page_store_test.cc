@@ -53,6 +53,17 @@ Page FilledPage(std::uint64_t word) {
   return p;
 }
 
+// `n` pages one after another, page i being page(i): a batch to store.
+template <typename PageOf>
+std::vector<std::byte> Pages(std::size_t n, PageOf page) {
+  std::vector<std::byte> out(n * kPageSize);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Page p = page(i);
+    std::memcpy(&out[i * kPageSize], p.data(), kPageSize);
+  }
+  return out;
+}
+
 std::unique_ptr<PageStore> MakeStore(PageStoreOptions o) {
   auto s = PageStore::Create(o);
   EXPECT_TRUE(s.has_value()) << s.error().ToString();
@@ -210,11 +221,11 @@ TEST_P(BatchAllOrNothingTest, BatchStoreRoundTripsAndIsAllOrNothing) {
   o.num_pages = 64;
   o.batch_backend = GetParam();
   auto store = MakeStore(o);
-  std::vector<std::byte> pages(16 * kPageSize);
-  for (std::size_t i = 0; i < 16; ++i) {
-    Page p = i % 5 == 0 ? FilledPage(i) : i % 3 == 0 ? RandomPage(i) : TextPage(i);
-    std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
-  }
+  const std::vector<std::byte> pages = Pages(16, [](std::size_t i) {
+    return i % 5 == 0   ? FilledPage(i)
+           : i % 3 == 0 ? RandomPage(i)
+                        : TextPage(i);
+  });
   ASSERT_OK(store->StoreBatch(8, pages));
   std::vector<std::byte> out(16 * kPageSize);
   std::vector<Status> statuses(16);
@@ -225,11 +236,8 @@ TEST_P(BatchAllOrNothingTest, BatchStoreRoundTripsAndIsAllOrNothing) {
   // Now make the batch fail part-way: the limit lets only a few pages in.
   // Afterwards no slot of the range holds anything, old or new.
   store->SetMemLimit(store->Stats().mem_used_total + 2 * kPageSize);
-  std::vector<std::byte> random(16 * kPageSize);
-  for (std::size_t i = 0; i < 16; ++i) {
-    Page p = RandomPage(100 + i);
-    std::memcpy(&random[i * kPageSize], p.data(), kPageSize);
-  }
+  const std::vector<std::byte> random =
+      Pages(16, [](std::size_t i) { return RandomPage(100 + i); });
   const PageStoreStats before = store->Stats();
   EXPECT_EQ(store->StoreBatch(8, random).code(), StatusCode::kResourceExhausted);
   for (std::size_t i = 8; i < 24; ++i) {
@@ -259,11 +267,8 @@ TEST_P(BatchAllOrNothingTest, KeepPrefixStoresThePagesBeforeTheLimit) {
     const Page random0 = RandomPage(200);
     ASSERT_OK(store->Store(40, random0));  // HUGE, kept
     store->SetMemLimit(store->Stats().mem_used_total + 5 * kPageSize);
-    std::vector<std::byte> pages(16 * kPageSize);
-    for (std::size_t i = 0; i < 16; ++i) {
-      Page p = RandomPage(300 + i);
-      std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
-    }
+    const std::vector<std::byte> pages =
+        Pages(16, [](std::size_t i) { return RandomPage(300 + i); });
     const PageStoreStats before = store->Stats();
     EXPECT_EQ(store->StoreBatch(16, pages, BatchRefusal::kKeepPrefix).code(),
               StatusCode::kResourceExhausted);
@@ -303,11 +308,9 @@ TEST(PageStoreTest, ParallelBackendMatchesSerial) {
   auto store = MakeStore(o);
   EXPECT_EQ(store->batch_backend(), BatchBackend::kParallel);
   EXPECT_EQ(store->batch_size(), kMaxBatchSize);
-  std::vector<std::byte> pages(64 * kPageSize);
-  for (std::size_t i = 0; i < 64; ++i) {
-    Page p = i % 7 == 0 ? RandomPage(i) : TextPage(i);
-    std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
-  }
+  const std::vector<std::byte> pages = Pages(64, [](std::size_t i) {
+    return i % 7 == 0 ? RandomPage(i) : TextPage(i);
+  });
   ASSERT_OK(store->StoreBatch(0, pages));
   std::vector<std::byte> out(64 * kPageSize);
   ASSERT_OK(store->LoadBatch(0, out));
@@ -340,11 +343,8 @@ TEST(PageStoreTest, KeepPrefixDoesNotRetryAnIncompressiblePage) {
   o.num_pages = 8;
   o.store_incompressible = false;
   auto store = MakeStore(o);
-  std::vector<std::byte> pages(4 * kPageSize);
-  for (std::size_t i = 0; i < 4; ++i) {
-    const Page p = i == 2 ? RandomPage(i) : TextPage(i);
-    std::memcpy(&pages[i * kPageSize], p.data(), kPageSize);
-  }
+  const std::vector<std::byte> pages = Pages(
+      4, [](std::size_t i) { return i == 2 ? RandomPage(i) : TextPage(i); });
   EXPECT_EQ(store->StoreBatch(0, pages, BatchRefusal::kKeepPrefix).code(),
             StatusCode::kResourceExhausted);
   for (std::size_t i = 0; i < 4; ++i) {
