@@ -435,9 +435,11 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
       }
       if (r != -ENOTCONN) return r;  // the server's own error, or the deadline
     }
-    // Not connected, or the connection dropped: again, until the deadline.
+    // Not connected, or the connection dropped: again, until the deadline;
+    // at once -EIO when the backoff or a hold-off allows no attempt before
+    // it (sleeping to the deadline would only hold this thread).
     const auto now = Clock::now();
-    if (now >= deadline) return -EIO;
+    if (now >= deadline || retry_at >= deadline) return -EIO;
     std::this_thread::sleep_until(std::min(std::max(retry_at, now + milliseconds(1)),
                                            deadline));
   }

@@ -468,6 +468,11 @@ TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
   // Away: written-back pages are errors, never data; a writeback pass
   // keeps its pages in RAM and fails with EIO.
   Expect(*store, 0, 2, /*want_error=*/true);
+  // The failed attempts of those two reads have grown the backoff past a
+  // read's timeout (2 s): the next read fails at once, not at its deadline.
+  const auto t0 = std::chrono::steady_clock::now();
+  Expect(*store, 2, 3, /*want_error=*/true);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
   Fill(*store, 256, kPages);
   const WritebackResult away = WriteBackIdle(*store);
   EXPECT_EQ(away.status.code(), StatusCode::kIoError);
@@ -476,6 +481,15 @@ TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
   // Back, but empty (a restarted memory export): the old blocks are lost,
   // said once, and their pages stay errors; new writeback works.
   remote.Start();
+  // Reads fail at once until the backoff (at most 5 s since the last failed
+  // attempt) allows the next one, which finds the remote back.
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((*file)->lost_blocks() == 0 &&
+         std::chrono::steady_clock::now() < until) {
+    Expect(*store, 0, 1, /*want_error=*/true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   Expect(*store, 0, 256, /*want_error=*/true);
   EXPECT_EQ((*file)->lost_blocks(), 256u);
   EXPECT_EQ(store->Stats().bd_lost, 256u);

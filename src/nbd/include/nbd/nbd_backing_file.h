@@ -82,7 +82,9 @@
 //   - Reconnection: a closed connection is made again by the next command
 //     that needs it, but no sooner than a backoff after the last failed
 //     attempt (100 ms, doubling to 5 s; reset by a success). A read waits
-//     at most timeout_ms in all (connecting included) before it fails.
+//     at most timeout_ms in all (connecting included) before it fails, and
+//     fails at once when no attempt is allowed before then (the backoff,
+//     or a hold-off below).
 //   - A stalled remote (a command or a connection attempt out of time): no
 //     connection is attempted for timeout_ms after, so the commands behind
 //     it fail at once (a writeback pass then fails in about two timeouts,
