@@ -79,14 +79,19 @@ Status ApplyDeviceConfig(const ServiceConfig& config, const DeviceConfig& d,
   return Status::Ok();
 }
 
+Status CheckResidentLimit(const ServiceConfig& config, const DeviceConfig& d,
+                          bool prealloc) {
+  if (!prealloc || d.mem_limit != 0) return Status::Ok();
+  return Status::InvalidArgument(
+      Where(config, d) +
+      "--mlock and --prealloc need a zram-resident-limit on every "
+      "device: each preallocates (and with --mlock locks) that much");
+}
+
 Status Configure(const ServiceConfig& config, const DeviceConfig& d,
                  bool prealloc, DeviceRegistry* registry) {
   const std::string where = Where(config, d);
-  if (prealloc && d.mem_limit == 0) {
-    return Status::InvalidArgument(
-        where + "--mlock and --prealloc need a zram-resident-limit on every "
-                "device: each preallocates (and with --mlock locks) that much");
-  }
+  ZT_RETURN_IF_ERROR(CheckResidentLimit(config, d, prealloc));
   auto made = registry->Add(d.name);
   if (!made.has_value()) return Status(made.error().code(), where + ErrnoText(made.error()));
   // A step that fails takes the half-made device away again, so that a
@@ -102,6 +107,13 @@ Status Configure(const ServiceConfig& config, const DeviceConfig& d,
 
 Status CreateConfiguredDevices(const ServiceConfig& config, bool prealloc,
                                DeviceRegistry* registry) {
+  // Every device before any is made: a device made first would take (and
+  // lock) its whole limit, seconds for gigabytes, only for the start to fail.
+  for (const DeviceConfig& d : config.devices) {
+    if (d.skipped.empty()) {
+      ZT_RETURN_IF_ERROR(CheckResidentLimit(config, d, prealloc));
+    }
+  }
   for (const DeviceConfig& d : config.devices) {
     if (!d.skipped.empty()) {
       Log(LogLevel::kInfo, d.name + ": not created: " + d.skipped);

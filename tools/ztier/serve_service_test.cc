@@ -247,6 +247,24 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
             std::string::npos) << both.Log();
 }
 
+// Every device's resident limit is checked before any device is made: the
+// first would otherwise preallocate (and lock) its whole limit in vain.
+TEST(ServeConfigTest, AMissingResidentLimitFailsBeforeAnyDeviceIsMade) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("m.conf"),
+            "[ztier]\nunix = " + dir.File("n.sock") +
+                "\nctl = " + dir.File("c.sock") +
+                "\nmlock = yes\n[zram0]\nzram-size = 8\n"
+                "zram-resident-limit = 8\n[zram1]\nzram-size = 8\n");
+  Server s(dir, {"--config", dir.File("m.conf")});
+  EXPECT_EQ(s.Wait(), 2) << s.Log();
+  EXPECT_NE(s.Log().find(":8: [zram1]: --mlock and --prealloc need a "
+                         "zram-resident-limit on every device"),
+            std::string::npos)
+      << s.Log();
+  EXPECT_EQ(s.Log().find("zram0: configured"), std::string::npos) << s.Log();
+}
+
 // --recomp-algorithm sets every --device device's recomp_algorithm at
 // priorities 1, 2 in order, with its parameters; reset restores them.
 TEST(ServeConfigTest, RecompAlgorithmFlagsAreTheDevicesDefaults) {
