@@ -186,9 +186,16 @@ class NbdFile final : public BackingFile {
 
  private:
   // One command on a connection already made, polled to its end under
-  // c.mu (for the label). 0 or -errno.
+  // c.mu (for the label). 0 or -errno: -ETIMEDOUT when the deadline passed.
   long SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
                   Clock::time_point deadline);
+  // Why SyncLocked failed with `r`, for a message: libnbd's last error,
+  // which is not set when the deadline was what failed.
+  std::string SyncError(long r) const {
+    if (r != -ETIMEDOUT) return LastError();
+    return "no answer within the timeout (" +
+           std::to_string(options_.timeout_ms) + " ms)";
+  }
   void Log(const std::string& line) const {
     if (options_.log) options_.log("backing_dev " + uri_ + ": " + line);
   }
@@ -228,7 +235,7 @@ long NbdFile::SyncLocked(Conn& c, bool write, void* buf, std::uint64_t offset,
     if (Clock::now() >= deadline) {
       HoldOff(start);
       c.Close();
-      return -EIO;
+      return -ETIMEDOUT;
     }
     if (nbd_poll(c.h, MsLeft(deadline)) == -1) {
       c.Close();
@@ -311,8 +318,8 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   // used until that is known: a failed check closes it again, and the next
   // Connect checks anew.
   std::lock_guard check(check_mu_);
-  auto unchecked = [&](const char* what) {
-    const std::string error = LastError();
+  auto unchecked = [&](const char* what, long r) {
+    const std::string error = SyncError(r);
     c.Close();
     c.Failed();
     return Status::IoError(std::string(what) + ": " + error);
@@ -320,7 +327,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   alignas(4096) std::byte now_label[kLabelBytes];
   const std::int64_t size = nbd_get_size(h);
   long r = SyncLocked(c, false, now_label, 0, deadline);
-  if (r != 0) return unchecked("reading the label");
+  if (r != 0) return unchecked("reading the label", r);
   // Grown is the same export (a volume resized while its server was
   // restarted): this file uses no more of it than before.
   if (size >= 0 && static_cast<std::uint64_t>(size) >= export_size_ &&
@@ -346,7 +353,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
         " written-back blocks are lost; their pages read as errors");
   }
   r = SyncLocked(c, true, label_, 0, deadline);
-  if (r != 0) return unchecked("writing the label");
+  if (r != 0) return unchecked("writing the label", r);
   c.backoff = kFirstBackoff;
   return Status::Ok();
 }
@@ -679,8 +686,8 @@ Status NbdFile::Open() {
   if (getrandom(label_ + sizeof(kMagic), 16, 0) != 16) {
     return Status::IoError("getrandom for the label");
   }
-  if (SyncLocked(c, true, label_, 0, deadline) != 0) {
-    return Status::IoError("writing the label: " + LastError());
+  if (const long r = SyncLocked(c, true, label_, 0, deadline); r != 0) {
+    return Status::IoError("writing the label: " + SyncError(r));
   }
   for (std::size_t i = 1; i < write_connections(); ++i) {
     std::lock_guard li(conns_[i]->mu);

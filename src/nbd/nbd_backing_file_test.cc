@@ -339,6 +339,20 @@ TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
   EXPECT_EQ((*file)->lost_blocks(), 44u);
 }
 
+// A remote that does not answer the label write in time: the open says
+// so, rather than libnbd's last error, which the deadline does not set.
+TEST(NbdBackingFileTest, ALabelWriteOutOfTimeSaysSo) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=delay", false, {"delay-write=2"});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 300});
+  ASSERT_FALSE(file.has_value());
+  EXPECT_NE(file.error().ToString().find(
+                "writing the label: no answer within the timeout (300 ms)"),
+            std::string::npos)
+      << file.error().ToString();
+}
+
 // A server that answers ESHUTDOWN is going away, and the client must then
 // disconnect (proto.md, "Terminating the transmission phase"). The file
 // leaves the connection and its read goes on on a new one, as for a
