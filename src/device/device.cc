@@ -366,6 +366,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   clear_busy.impl = nullptr;  // done here, with the install
   store_ = std::move(store);
   backing_ = std::move(backing);
+  has_backing_.store(backing_ != nullptr, std::memory_order_relaxed);
   disksize_ = aligned;
   preallocated_ = defaults_.prealloc ? mem_limit_.load() : 0;
   return Status::Ok();
@@ -445,6 +446,7 @@ std::shared_ptr<BackingStore> Device::Impl::ResetLocked() {
   // stay (zram's reset does not clear them either).
   store_.reset();
   std::shared_ptr<BackingStore> backing = std::move(backing_);
+  has_backing_.store(false, std::memory_order_relaxed);
   backing_dev_.clear();
   disksize_ = 0;
   preallocated_ = 0;
@@ -1005,6 +1007,18 @@ Status Device::Impl::PageStates(std::uint64_t first_page,
   return store_->SlotStates(first_page, out);
 }
 
+bool Device::Impl::ReadMayWait(std::uint64_t offset,
+                               std::uint64_t length) const {
+  if (!has_backing_.load(std::memory_order_relaxed) || length == 0) {
+    return false;
+  }
+  std::shared_lock lock(mu_);
+  if (store_ == nullptr) return false;
+  const std::uint64_t first = offset / kPageSize;
+  const std::uint64_t last = (offset + length - 1) / kPageSize;
+  return store_->MayReadBacking(first, last - first + 1);
+}
+
 PageStoreStats Device::Impl::Stats() const {
   std::shared_lock lock(mu_);
   if (store_ != nullptr) return store_->Stats();
@@ -1223,6 +1237,9 @@ Status Device::Flush() { return impl_->Flush(); }
 Status Device::PageStates(std::uint64_t first_page,
                           std::span<SlotState> out) const {
   return impl_->PageStates(first_page, out);
+}
+bool Device::ReadMayWait(std::uint64_t offset, std::uint64_t length) const {
+  return impl_->ReadMayWait(offset, length);
 }
 PageStoreStats Device::Stats() const { return impl_->Stats(); }
 std::string Device::algorithm() const { return impl_->algorithm(); }

@@ -99,6 +99,7 @@ struct Device::Impl {
   Status WriteZeroes(std::uint64_t offset, std::uint64_t length, bool no_hole);
   Status Flush();
   Status PageStates(std::uint64_t first_page, std::span<SlotState> out) const;
+  bool ReadMayWait(std::uint64_t offset, std::uint64_t length) const;
   PageStoreStats Stats() const;
   std::string algorithm() const;
   std::size_t streams() const;
@@ -131,6 +132,9 @@ struct Device::Impl {
   std::uint64_t disksize_ = 0;
   std::string backing_dev_;  // empty: none
   std::shared_ptr<BackingStore> backing_;
+  // backing_ != nullptr, read without mu_ (ReadMayWait's first test, so
+  // that a device without one takes no lock for it); written under mu_.
+  std::atomic<bool> has_backing_{false};
   bool compressed_writeback_ = false;
   std::atomic<std::uint64_t> writeback_batch_size_{32};
   WritebackBudget budget_;

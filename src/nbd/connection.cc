@@ -291,8 +291,18 @@ void Connection::Serve() {
         std::min(limits_.inline_max_bytes, kInlineCeiling);
     bool small = false;
     switch (type) {
+      // A read that may wait for the backing store (a written-back page:
+      // up to --backing-timeout while a remote is away) goes to the
+      // workers, so that this connection's other requests do not wait
+      // behind it; so does a write of part of such a page, which reads it.
       case kCmdRead:
-      case kCmdWrite: small = length <= inline_max; break;
+        small = length <= inline_max && !device_->ReadMayWait(offset, length);
+        break;
+      case kCmdWrite:
+        small = length <= inline_max &&
+                (((offset | length) & (kPageSize - 1)) == 0 ||
+                 !device_->ReadMayWait(offset, length));
+        break;
       case kCmdTrim:
       case kCmdWriteZeroes:
         small = inline_max > 0 && length <= kInlineZeroBytes;

@@ -776,6 +776,50 @@ TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
   EXPECT_EQ(got, std::vector<std::byte>(data.begin(), data.begin() + 4096));
 }
 
+// A small read runs on the connection's own thread, unless its page is
+// written back: then it may wait for the backing store, and goes to a
+// worker, so that the requests behind it on the same connection (here a
+// read from RAM) are answered meanwhile.
+TEST(NbdServerTest, ASmallReadOfAWrittenBackPageHoldsNoRequestBehindIt) {
+  GatedReads gate;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = gate.Wrap();
+  NbdServerOptions o;  // small reads inline, by default
+  ASSERT_GE(o.inline_max_bytes, 4096u);
+  ServerFixture f(8 * 4096, o, std::move(defaults));
+  ASSERT_OK(f.device().Reset());
+  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
+  ASSERT_OK(f.device().SetDisksize(8 * 4096));
+  const auto data = RandomBytes(8 * 4096, 5);
+  ASSERT_OK(f.device().Write(0, data));
+  WritebackResult r;
+  ASSERT_OK(f.device().Writeback("page_index=0", &r));
+  ASSERT_EQ(r.written, 1u);
+  EXPECT_TRUE(f.device().ReadMayWait(0, 4096));
+  EXPECT_TRUE(f.device().ReadMayWait(4000, 200));  // ends in page 1
+  EXPECT_FALSE(f.device().ReadMayWait(4096, 7 * 4096));
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 8 * 4096);
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));  // written back
+  ASSERT_TRUE(gate.WaitReads(1));
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 2, 4096, 4096));  // in RAM
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  std::vector<std::byte> got;
+  ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, 4096))
+      << "the read from RAM waited for the blocked one";
+  EXPECT_EQ(cookie, 2u);
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(got,
+            std::vector<std::byte>(data.begin() + 4096, data.begin() + 8192));
+  EXPECT_EQ(gate.reads(), 1);  // the first read is still blocked
+  gate.Open();
+  ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, 4096));
+  EXPECT_EQ(cookie, 1u);
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(got, std::vector<std::byte>(data.begin(), data.begin() + 4096));
+}
+
 TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {
   NbdServerOptions o;
   o.max_connections = 2;

@@ -655,6 +655,20 @@ SlotInfo PageStore::Inspect(std::uint64_t index) const {
   return info;
 }
 
+bool PageStore::MayReadBacking(std::uint64_t first, std::size_t count) const {
+  const Impl& m = *impl_;
+  if (m.options.backing == nullptr || first >= m.slots.size()) return false;
+  const std::uint64_t end =
+      first + std::min<std::uint64_t>(count, m.slots.size() - first);
+  for (std::uint64_t i = first; i < end; ++i) {
+    // A unit's members carry WB too (slot_table.h).
+    if ((m.slots[i].flags.load(std::memory_order_relaxed) & slot::kWb) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Status PageStore::SlotStates(std::uint64_t first,
                              std::span<SlotState> out) const {
   const Impl& m = *impl_;

@@ -378,6 +378,12 @@ TEST(UnitsTest, WritebackWritesEachUnitOnce) {
   EXPECT_EQ(after.units, 16u);
   EXPECT_TRUE(store->Inspect(1).wb);
   EXPECT_FALSE(store->Inspect(20).wb);
+  // Members of a written-back unit may read the backing store; the unit
+  // kept in RAM may not.
+  EXPECT_TRUE(store->MayReadBacking(1, 1));
+  EXPECT_TRUE(store->MayReadBacking(15, 2));
+  EXPECT_FALSE(store->MayReadBacking(16, 16));
+  EXPECT_FALSE(store->MayReadBacking(256, 1));  // past the end
   EXPECT_LT(after.compr_data_size, before.compr_data_size);
   ExpectRange(*store, 0, data);
   EXPECT_GT(store->Stats().bd_reads, 0u);

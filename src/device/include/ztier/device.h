@@ -314,6 +314,11 @@ class Device {
   // SlotStates; the NBD server's block status). Uninitialised:
   // kFailedPrecondition; kOutOfRange past disksize.
   Status PageStates(std::uint64_t first_page, std::span<SlotState> out) const;
+  // Whether Read(offset, length) may wait for the backing store (PageStore::
+  // MayReadBacking of its pages): the NBD server hands such a read to its
+  // workers rather than run it on the connection's own thread. A hint;
+  // false when uninitialised.
+  bool ReadMayWait(std::uint64_t offset, std::uint64_t length) const;
 
   // The store, or null before init. Holds a shared lock for the caller's use.
   PageStoreStats Stats() const;           // zeros before init

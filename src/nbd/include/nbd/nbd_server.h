@@ -40,7 +40,9 @@ struct NbdServerOptions {
   std::uint32_t max_request_bytes = 32 << 20;  // NBD_INFO_BLOCK_SIZE maximum
   std::size_t workers = 0;  // request worker threads; 0: number of cores
   // READ/WRITE requests up to this size run on the connection's reader
-  // thread (cheaper than a hand-off); larger ones go to the workers. 0: every
+  // thread (cheaper than a hand-off); larger ones go to the workers, and so
+  // does a READ (or a WRITE of part of a page) of a written-back page, which
+  // may wait for the backing store (Device::ReadMayWait). 0: every
   // READ/WRITE/TRIM/WRITE_ZEROES goes to the workers. At most 64 KiB.
   std::uint32_t inline_max_bytes = 16 << 10;
   // Requests of one connection queued or running on workers at once, and

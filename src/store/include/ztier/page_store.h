@@ -547,6 +547,13 @@ class PageStore {
   // word is needed), is read under its lock. Each state is exact at some
   // moment during the call; a concurrent store may change it right after.
   Status SlotStates(std::uint64_t first, std::span<SlotState> out) const;
+  // Whether loading a slot of [first, first + count) may read the backing
+  // store: one holds a written-back page, or a member of a written-back
+  // unit. A hint for a caller choosing a thread that may block, read with
+  // one atomic load per slot and no lock: a writeback or a load may change
+  // it right after. False without a backing store; slots past the end are
+  // not looked at.
+  bool MayReadBacking(std::uint64_t first, std::size_t count) const;
   PageStoreStats Stats() const;
 
   // Slot table plus pool metadata, in bytes.
