@@ -294,18 +294,20 @@ void Connection::Serve() {
       // A read that may wait for the backing store (a written-back page:
       // up to --backing-timeout while a remote is away) goes to the
       // workers, so that this connection's other requests do not wait
-      // behind it; so does a write of part of such a page, which reads it.
+      // behind it; so does a write or a zeroing of part of such a page,
+      // which reads it.
       case kCmdRead:
         small = length <= inline_max && !device_->ReadMayWait(offset, length);
         break;
       case kCmdWrite:
-        small = length <= inline_max &&
-                (((offset | length) & (kPageSize - 1)) == 0 ||
-                 !device_->ReadMayWait(offset, length));
+        small = length <= inline_max && !EdgeMayWait(offset, length);
         break;
-      case kCmdTrim:
-      case kCmdWriteZeroes:
+      case kCmdTrim:  // whole pages only: reads none
         small = inline_max > 0 && length <= kInlineZeroBytes;
+        break;
+      case kCmdWriteZeroes:
+        small = inline_max > 0 && length <= kInlineZeroBytes &&
+                !EdgeMayWait(offset, length);
         break;
       default: small = true; break;  // FLUSH, CACHE: nothing to do
     }
@@ -373,6 +375,14 @@ std::uint32_t Connection::Validate(std::uint16_t type, std::uint16_t flags,
                                                          : kErrInval;
   }
   return 0;
+}
+
+bool Connection::EdgeMayWait(std::uint64_t offset, std::uint32_t length) const {
+  const std::uint64_t end = offset + length;
+  const bool head = offset % kPageSize != 0;
+  const bool tail = end % kPageSize != 0;
+  return (head && device_->ReadMayWait(offset, 1)) ||
+         (tail && device_->ReadMayWait(end - 1, 1));
 }
 
 bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,

@@ -21,7 +21,10 @@
 //
 // Then a request runs in one of two places:
 //  * inline, on the reader, when it is small (READ/WRITE up to
-//    inline_max_bytes, TRIM/WRITE_ZEROES up to 1 MiB, FLUSH, CACHE). Such a
+//    inline_max_bytes, TRIM/WRITE_ZEROES up to 1 MiB, FLUSH, CACHE) and
+//    cannot wait for the backing store: not a READ of a written-back page,
+//    nor a WRITE or WRITE_ZEROES of part of one, which reads it
+//    (Device::ReadMayWait). Such a
 //    request costs a few microseconds, less than handing it to another thread
 //    (a wake-up across vCPUs is ~20 us on a VM), so the reader serves it
 //    itself: a small WRITE straight from the input buffer, a READ straight
@@ -183,6 +186,10 @@ class Connection {
   std::uint32_t Validate(std::uint16_t type, std::uint16_t flags,
                          std::uint64_t offset, std::uint32_t length,
                          std::string_view* why) const;
+  // Whether a write of [offset, offset + length) reads a page at either
+  // end that may wait for the backing store: one it covers only in part
+  // (Device::ReadMayWait).
+  bool EdgeMayWait(std::uint64_t offset, std::uint32_t length) const;
   bool RunInline(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
                  std::uint64_t offset, std::uint32_t length);
   // NBD_CMD_BLOCK_STATUS for base:allocation, into the output batch.

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -776,15 +777,18 @@ TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
   EXPECT_EQ(got, std::vector<std::byte>(data.begin(), data.begin() + 4096));
 }
 
-// A small read runs on the connection's own thread, unless its page is
-// written back: then it may wait for the backing store, and goes to a
-// worker, so that the requests behind it on the same connection (here a
-// read from RAM) are answered meanwhile.
-TEST(NbdServerTest, ASmallReadOfAWrittenBackPageHoldsNoRequestBehindIt) {
+// A small request runs on the connection's own thread, unless it may wait
+// for the backing store: a READ of a written-back page, or a WRITE or
+// WRITE_ZEROES of part of one (which reads it). That one goes to a worker,
+// so that the requests behind it on the same connection (here a read from
+// RAM) are answered meanwhile. `type` and [offset, offset + length) make
+// the request, within page 0, the one written back.
+void ExpectNotHeldBehind(std::uint16_t type, std::uint64_t offset,
+                         std::uint32_t length) {
   GatedReads gate;
   DeviceDefaults defaults;
   defaults.backing_file_wrap = gate.Wrap();
-  NbdServerOptions o;  // small reads inline, by default
+  NbdServerOptions o;  // small requests inline, by default
   ASSERT_GE(o.inline_max_bytes, 4096u);
   ServerFixture f(8 * 4096, o, std::move(defaults));
   ASSERT_OK(f.device().Reset());
@@ -795,29 +799,66 @@ TEST(NbdServerTest, ASmallReadOfAWrittenBackPageHoldsNoRequestBehindIt) {
   WritebackResult r;
   ASSERT_OK(f.device().Writeback("page_index=0", &r));
   ASSERT_EQ(r.written, 1u);
-  EXPECT_TRUE(f.device().ReadMayWait(0, 4096));
-  EXPECT_TRUE(f.device().ReadMayWait(4000, 200));  // ends in page 1
-  EXPECT_FALSE(f.device().ReadMayWait(4096, 7 * 4096));
   RawClient a(f.socket());
   ASSERT_EQ(a.Go("zram0"), 8 * 4096);
-  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));  // written back
-  ASSERT_TRUE(gate.WaitReads(1));
+  const std::vector<std::byte> payload(type == kCmdWrite ? length : 0,
+                                       std::byte{0x5a});
+  ASSERT_TRUE(a.SendRequest(type, 0, 1, offset, length, payload));
+  ASSERT_TRUE(gate.WaitReads(1));  // it reads page 0 from the backing store
   ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 2, 4096, 4096));  // in RAM
   std::uint32_t err = 0;
   std::uint64_t cookie = 0;
   std::vector<std::byte> got;
   ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, 4096))
-      << "the read from RAM waited for the blocked one";
+      << "the read from RAM waited for the blocked request";
   EXPECT_EQ(cookie, 2u);
   EXPECT_EQ(err, 0u);
   EXPECT_EQ(got,
             std::vector<std::byte>(data.begin() + 4096, data.begin() + 8192));
-  EXPECT_EQ(gate.reads(), 1);  // the first read is still blocked
+  EXPECT_EQ(gate.reads(), 1);  // the first request is still blocked
   gate.Open();
-  ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, 4096));
+  ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, type == kCmdRead ? length : 0));
   EXPECT_EQ(cookie, 1u);
   EXPECT_EQ(err, 0u);
-  EXPECT_EQ(got, std::vector<std::byte>(data.begin(), data.begin() + 4096));
+  std::vector<std::byte> want(data.begin(), data.begin() + 4096);
+  if (type == kCmdRead) {
+    EXPECT_EQ(got, std::vector<std::byte>(want.begin() + offset,
+                                          want.begin() + offset + length));
+  } else {
+    std::fill_n(want.begin() + offset, length,
+                type == kCmdWrite ? std::byte{0x5a} : std::byte{0});
+    std::vector<std::byte> page(4096);
+    ASSERT_OK(f.device().Read(0, page));
+    EXPECT_EQ(page, want);
+  }
+}
+
+TEST(NbdServerTest, ASmallReadOfAWrittenBackPageHoldsNoRequestBehindIt) {
+  ExpectNotHeldBehind(kCmdRead, 0, 4096);
+}
+
+TEST(NbdServerTest, APartialWriteOfAWrittenBackPageHoldsNoRequestBehindIt) {
+  ExpectNotHeldBehind(kCmdWrite, 100, 200);
+  ExpectNotHeldBehind(kCmdWriteZeroes, 4000, 96);
+}
+
+TEST(NbdServerTest, TheReadMayWaitHintFollowsWrittenBackPages) {
+  DeviceDefaults defaults;
+  ServerFixture f(8 * 4096, NbdServerOptions{}, std::move(defaults));
+  EXPECT_FALSE(f.device().ReadMayWait(0, 4096));  // no backing store
+  ASSERT_OK(f.device().Reset());
+  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
+  ASSERT_OK(f.device().SetDisksize(8 * 4096));
+  ASSERT_OK(f.device().Write(0, RandomBytes(8 * 4096, 6)));
+  EXPECT_FALSE(f.device().ReadMayWait(0, 8 * 4096));
+  WritebackResult r;
+  ASSERT_OK(f.device().Writeback("page_index=1", &r));
+  ASSERT_EQ(r.written, 1u);
+  EXPECT_TRUE(f.device().ReadMayWait(4096, 4096));
+  EXPECT_TRUE(f.device().ReadMayWait(4000, 200));  // ends in page 1
+  EXPECT_FALSE(f.device().ReadMayWait(0, 4096));
+  EXPECT_FALSE(f.device().ReadMayWait(2 * 4096, 6 * 4096));
+  EXPECT_FALSE(f.device().ReadMayWait(4096, 0));
 }
 
 TEST(NbdServerTest, MaxConnectionsRefusesTheExtraOne) {
