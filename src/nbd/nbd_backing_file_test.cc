@@ -343,12 +343,12 @@ TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
 // so, rather than libnbd's last error, which the deadline does not set.
 TEST(NbdBackingFileTest, ALabelWriteOutOfTimeSaysSo) {
   ScopedTempDir dir;
-  Remote remote(dir, "--filter=delay", false, {"delay-write=2"});
+  Remote remote(dir, "--filter=delay", false, {"delay-write=5"});
   auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 300});
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 1000});
   ASSERT_FALSE(file.has_value());
   EXPECT_NE(file.error().ToString().find(
-                "writing the label: no answer within the timeout (300 ms)"),
+                "writing the label: no answer within the timeout (1000 ms)"),
             std::string::npos)
       << file.error().ToString();
 }
@@ -481,11 +481,12 @@ TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
   remote.Kill();
   // Away: written-back pages are errors, never data; a writeback pass
   // keeps its pages in RAM and fails with EIO.
-  Expect(*store, 0, 2, /*want_error=*/true);
-  // The failed attempts of those two reads have grown the backoff past a
-  // read's timeout (2 s): the next read fails at once, not at its deadline.
+  Expect(*store, 0, 3, /*want_error=*/true);
+  // The failed attempts of those three reads have grown the backoff to its
+  // 5 s, past a read's timeout (2 s): the next read fails at once, not at
+  // its deadline.
   const auto t0 = std::chrono::steady_clock::now();
-  Expect(*store, 2, 3, /*want_error=*/true);
+  Expect(*store, 3, 4, /*want_error=*/true);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
   Fill(*store, 256, kPages);
   const WritebackResult away = WriteBackIdle(*store);
