@@ -735,6 +735,19 @@ TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
             std::vector<std::byte>(all.begin() + 4096, all.begin() + 8192));
 }
 
+// Makes f's zram0 a device of data.size() bytes over the backing file "wb"
+// of the fixture's folder (wrapped as its DeviceDefaults say), writes
+// `data`, and writes page 0 back.
+void WriteBackPageZero(ServerFixture& f, const std::vector<std::byte>& data) {
+  ASSERT_OK(f.device().Reset());
+  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
+  ASSERT_OK(f.device().SetDisksize(data.size()));
+  ASSERT_OK(f.device().Write(0, data));
+  WritebackResult r;
+  ASSERT_OK(f.device().Writeback("page_index=0", &r));
+  ASSERT_EQ(r.written, 1u);
+}
+
 // A read that blocks in the backing store (a remote's outage, say) holds
 // the only worker; the next client's read, of a page in RAM, is served by
 // an extra worker once it has waited WorkQueue::kStarvedMs, not after the
@@ -747,14 +760,8 @@ TEST(NbdServerTest, AReadBlockedInTheBackingStoreStallsNoOtherClient) {
   o.workers = 1;
   o.inline_max_bytes = 0;  // every read through the worker queue
   ServerFixture f(8 * 4096, o, std::move(defaults));
-  ASSERT_OK(f.device().Reset());
-  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
-  ASSERT_OK(f.device().SetDisksize(8 * 4096));
   const auto data = RandomBytes(8 * 4096, 4);
-  ASSERT_OK(f.device().Write(0, data));
-  WritebackResult r;
-  ASSERT_OK(f.device().Writeback("page_index=0", &r));
-  ASSERT_EQ(r.written, 1u);
+  ASSERT_NO_FATAL_FAILURE(WriteBackPageZero(f, data));
   RawClient a(f.socket());
   ASSERT_EQ(a.Go("zram0"), 8 * 4096);
   ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));  // written back
@@ -791,14 +798,8 @@ void ExpectNotHeldBehind(std::uint16_t type, std::uint64_t offset,
   NbdServerOptions o;  // small requests inline, by default
   ASSERT_GE(o.inline_max_bytes, 4096u);
   ServerFixture f(8 * 4096, o, std::move(defaults));
-  ASSERT_OK(f.device().Reset());
-  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
-  ASSERT_OK(f.device().SetDisksize(8 * 4096));
   const auto data = RandomBytes(8 * 4096, 5);
-  ASSERT_OK(f.device().Write(0, data));
-  WritebackResult r;
-  ASSERT_OK(f.device().Writeback("page_index=0", &r));
-  ASSERT_EQ(r.written, 1u);
+  ASSERT_NO_FATAL_FAILURE(WriteBackPageZero(f, data));
   RawClient a(f.socket());
   ASSERT_EQ(a.Go("zram0"), 8 * 4096);
   const std::vector<std::byte> payload(type == kCmdWrite ? length : 0,
