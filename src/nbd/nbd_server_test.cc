@@ -844,8 +844,7 @@ TEST(NbdServerTest, APartialWriteOfAWrittenBackPageHoldsNoRequestBehindIt) {
 }
 
 TEST(NbdServerTest, TheReadMayWaitHintFollowsWrittenBackPages) {
-  DeviceDefaults defaults;
-  ServerFixture f(8 * 4096, NbdServerOptions{}, std::move(defaults));
+  ServerFixture f(8 * 4096);
   EXPECT_FALSE(f.device().ReadMayWait(0, 4096));  // no backing store
   ASSERT_OK(f.device().Reset());
   ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
