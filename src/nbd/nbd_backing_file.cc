@@ -142,11 +142,24 @@ class NbdFile final : public BackingFile {
     return multi_conn_ ? conns_.size() : 1;
   }
   Conn& conn(std::size_t i) { return *conns_[i]; }
+  std::size_t index(const Conn& c) const {
+    std::size_t i = 0;
+    while (conns_[i].get() != &c) ++i;
+    return i;
+  }
   std::uint32_t timeout_ms() const { return options_.timeout_ms; }
 
   // Makes c's connection if it is closed (checking the remote after a
   // reconnect). REQUIRES: c.mu held.
   Status Connect(Conn& c, Clock::time_point deadline);
+  // The first write connection, from the `from`th round, that is up or is
+  // made now, returned with `lock` holding its mu: a connection down and
+  // not yet due another attempt (its backoff) passes the command on.
+  // Null, with `lock` empty, when none is; *retry_at is then when the
+  // first of them may be tried again. REQUIRES: no Conn::mu held.
+  Conn* LockUp(std::size_t from, Clock::time_point deadline,
+               std::unique_lock<std::mutex>& lock,
+               Clock::time_point* retry_at = nullptr);
   // Waits for `cookie` on c (generation gen): 0; -ENOTCONN when the
   // connection dropped (or was made again) first; -ETIMEDOUT when the
   // deadline passed first, closing c; else the server's error (-errno).
@@ -409,6 +422,34 @@ bool NbdFile::Matches(std::uint64_t offset, std::span<const std::byte> got) {
   return true;
 }
 
+Conn* NbdFile::LockUp(std::size_t from, Clock::time_point deadline,
+                      std::unique_lock<std::mutex>& lock,
+                      Clock::time_point* retry_at) {
+  if (retry_at != nullptr) *retry_at = Clock::time_point::max();
+  const std::size_t n = write_connections();
+  // A deadline spent (an attempt that ran out of time) ends the round: a
+  // connection tried then would be failed, and backed off, for nothing.
+  for (std::size_t k = 0; k < n && (k == 0 || Clock::now() < deadline); ++k) {
+    Conn& c = *conns_[(from + k) % n];
+    std::unique_lock l(c.mu);
+    // Callers cannot throw (a writer's Queue): a connection that cannot
+    // even build its error message is down.
+    bool up = false;
+    try {
+      up = Connect(c, deadline).ok();
+    } catch (const std::bad_alloc&) {
+    }
+    if (up) {
+      lock = std::move(l);
+      return &c;
+    }
+    if (retry_at != nullptr) {
+      *retry_at = std::min(*retry_at, std::max(c.next_try, hold_until()));
+    }
+  }
+  return nullptr;
+}
+
 long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
   const auto [first, end] = Blocks(offset, out.size());
   auto lost = [&] {
@@ -419,28 +460,27 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
   };
   if (lost()) return -EIO;
   const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
-  Conn& c = *conns_[0];
   for (;;) {
     std::int64_t cookie = -1;
     std::uint64_t gen = 0;
-    Clock::time_point retry_at{};
-    {
-      std::lock_guard l(c.mu);
-      if (Connect(c, deadline).ok()) {
-        cookie = nbd_aio_pread(c.h, out.data(), out.size(), offset + kLabelBytes,
-                               kNoCompletion, 0);
-        gen = c.generation;
-      } else {
-        retry_at = std::max(c.next_try, hold_until());
-      }
+    Clock::time_point retry_at;
+    std::unique_lock<std::mutex> l;
+    Conn* const c = LockUp(0, deadline, l, &retry_at);
+    if (c != nullptr) {
+      cookie = nbd_aio_pread(c->h, out.data(), out.size(), offset + kLabelBytes,
+                             kNoCompletion, 0);
+      gen = c->generation;
+      if (cookie == -1) retry_at = Clock::time_point{};  // again at once
+      l.unlock();
     }
     if (cookie != -1) {
-      const long r = Wait(c, gen, cookie, deadline);
+      const long r = Wait(*c, gen, cookie, deadline);
       if (r == 0) {
         if (lost()) return -EIO;
         return Matches(offset, out) ? static_cast<long>(out.size()) : -EIO;
       }
       if (r != -ENOTCONN) return r;  // the server's own error, or the deadline
+      retry_at = Clock::time_point{};  // dropped: made again at once
     }
     // Not connected, or the connection dropped: again, until the deadline;
     // at once -EIO when the backoff or a hold-off allows no attempt before
@@ -452,32 +492,32 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
   }
 }
 
-// TRIMs on the first connection, all sent, then each waited for. A block
+// TRIMs on one connection, all sent, then each waited for. A block
 // whose TRIM is answered (done or refused), or freed on a remote without
 // TRIM, is no longer written: a remote that comes back without the label
 // does not count it lost.
 void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   std::fill(sent.begin(), sent.end(), false);
   const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
-  Conn& c = *conns_[0];
   std::vector<std::int64_t> cookies(ranges.size(), -1);
   std::uint64_t gen = 0;
-  {
-    std::lock_guard l(c.mu);
-    if (!Connect(c, deadline).ok()) return;
-    if (!c.can_trim) {
-      // Come back without TRIM: nothing to send, and the blocks are free
-      // (still holding what was written, as after a refused TRIM).
-      std::fill(sent.begin(), sent.end(), true);
-      for (const Range& r : ranges) Unwritten(r);
-      return;
-    }
-    gen = c.generation;
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
-                                ranges[i].offset + kLabelBytes, kNoCompletion, 0);
-    }
+  std::unique_lock<std::mutex> l;
+  Conn* const up = LockUp(0, deadline, l);
+  if (up == nullptr) return;
+  Conn& c = *up;
+  if (!c.can_trim) {
+    // Come back without TRIM: nothing to send, and the blocks are free
+    // (still holding what was written, as after a refused TRIM).
+    std::fill(sent.begin(), sent.end(), true);
+    for (const Range& r : ranges) Unwritten(r);
+    return;
   }
+  gen = c.generation;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
+                              ranges[i].offset + kLabelBytes, kNoCompletion, 0);
+  }
+  l.unlock();
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (cookies[i] == -1) continue;
     const long r = Wait(c, gen, cookies[i], deadline);
@@ -498,8 +538,8 @@ void NbdFile::Unwritten(const Range& range) {
   for (std::uint64_t b = first; b < end; ++b) sums_[b].store(0);
 }
 
-// Writes round-robin over the write connections; results come back through
-// Reap, in any order.
+// Writes round-robin over the write connections that are up; results come
+// back through Reap, in any order.
 class NbdWriter final : public BackingFileWriter {
  public:
   NbdWriter(NbdFile& file, std::size_t ios, std::size_t io_bytes)
@@ -520,30 +560,22 @@ class NbdWriter final : public BackingFileWriter {
     x = Io{};
     x.offset = offset;
     x.len = len;
-    x.conn = next_conn_++ % file_.write_connections();
-    Conn& c = file_.conn(x.conn);
-    std::lock_guard l(c.mu);
-    // Queue does not throw (BlockWriter counts the IO in flight before it):
-    // a connection that cannot even build its error message is an error.
-    bool connected = false;
-    try {
-      connected =
-          file_.Connect(c, Clock::now() + milliseconds(file_.timeout_ms()))
-              .ok();
-    } catch (const std::bad_alloc&) {
-    }
-    if (!connected) {
-      x.result = -EIO;  // reported by the next Reap
-    } else {
-      // The write has its whole timeout, however long connecting took.
-      x.deadline = Clock::now() + milliseconds(file_.timeout_ms());
-      x.cookie = nbd_aio_pwrite(c.h, buffer(io), len, offset + kLabelBytes,
-                                kNoCompletion, c.write_flags);
-      x.gen = c.generation;
-      if (x.cookie == -1) x.result = -EIO;
-    }
     x.pending = true;
     ++pending_;
+    std::unique_lock<std::mutex> l;
+    Conn* const c = file_.LockUp(
+        next_conn_++, Clock::now() + milliseconds(file_.timeout_ms()), l);
+    if (c == nullptr) {
+      x.result = -EIO;  // reported by the next Reap
+      return;
+    }
+    x.conn = file_.index(*c);
+    // The write has its whole timeout, however long connecting took.
+    x.deadline = Clock::now() + milliseconds(file_.timeout_ms());
+    x.cookie = nbd_aio_pwrite(c->h, buffer(io), len, offset + kLabelBytes,
+                              kNoCompletion, c->write_flags);
+    x.gen = c->generation;
+    if (x.cookie == -1) x.result = -EIO;
   }
 
   std::size_t Reap(bool wait,

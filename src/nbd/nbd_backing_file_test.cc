@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -518,6 +519,51 @@ TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
   // Overwriting a lost page makes it whole again.
   Fill(*store, 0, 1);
   Expect(*store, 0, 1);
+}
+
+// Reads and writes go on a connection that is up when another is down:
+// a remote back after a restart that takes one connection only (nbdkit's
+// limit filter) serves every read and write, with none failing on the
+// connection that cannot be made, whichever of the two has the remote.
+TEST(NbdBackingFileTest, ReadsAndWritesGoOnAConnectionThatIsUp) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  std::optional<Remote> remote;
+  auto restart = [&](bool one_connection) {
+    remote.reset();
+    remote.emplace(dir, one_connection ? "--filter=limit" : "", false,
+                   one_connection ? std::vector<std::string>{"limit=1"}
+                                  : std::vector<std::string>{},
+                   std::vector<std::string>{"file", image});
+  };
+  restart(false);
+  auto file =
+      OpenNbdBackingFile(remote->Uri(), {.connections = 2, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  // The first connection takes the remote (a read, made again on it);
+  // a pass's write on the second, cut by the restart, fails.
+  restart(true);
+  Expect(*store, 0, 64);
+  Fill(*store, 64, 128);
+  WriteBackIdle(*store);
+  Fill(*store, 128, 192);
+  ASSERT_OK(WriteBackIdle(*store).status);
+  EXPECT_EQ(store->Stats().bd_count, 192u);
+  // The second connection takes it (past its backoff, while the first
+  // still holds its cut connection), and serves the reads.
+  restart(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  Fill(*store, 192, 256);
+  WriteBackIdle(*store);
+  Fill(*store, 256, 320);
+  ASSERT_OK(WriteBackIdle(*store).status);
+  EXPECT_EQ(store->Stats().bd_count, 320u);
+  Expect(*store, 0, 320);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
 }
 
 TEST(NbdBackingFileTest, AStoppedRemoteTimesOutAndThenServesAgain) {

@@ -34,7 +34,10 @@
 // go round-robin over all of them, many in flight at once (libnbd's
 // asynchronous commands), when the server offers multi-conn (the NBD spec's
 // guarantee that a write completed on one connection is seen by the others);
-// without it, over the first alone. Reads use the first.
+// without it, over the first alone. Reads and TRIMs use the first. A
+// connection that is down and not yet due another attempt (see Failures)
+// passes its command to the next one that is up: after a restart, the
+// first connection made serves every command.
 //
 // Block sizes: the export's NBD_INFO_BLOCK_SIZE limits are honoured. A
 // minimum above 4096 bytes (or a maximum below) is refused at open; the
@@ -49,7 +52,7 @@
 //
 // Discards: when the export takes TRIM, a block the store frees is
 // trimmed (BackingStore::DiscardFreed, at the start of each writeback
-// pass; on the first connection), so a remote with thin storage (nbdkit's
+// pass), so a remote with thin storage (nbdkit's
 // memory plugin, a sparse file, a thin volume) gets its space back. The
 // block is reused only after the remote has answered its TRIM (or refused
 // it: an answer all the same). A block whose write failed outright is
