@@ -182,14 +182,16 @@ class NbdFile final : public BackingFile {
   // Records the blocks of `range` as freed: no checksum, never lost.
   void Unwritten(const Range& range);
   // A command or a connection attempt begun at `since` ran out of time.
-  // When it had the whole timeout, the remote is stalled: no connection is
-  // attempted for the next timeout_ms, so that the commands after it fail
-  // at once instead of each waiting its whole timeout (a writeback pass of
-  // thousands of blocks would take hours). A wait cut short by its
-  // caller's deadline (a read's last attempt) proves nothing.
+  // When it had (nearly) the whole timeout, the remote is stalled: no
+  // connection is attempted for the next timeout_ms, so that the commands
+  // after it fail at once instead of each waiting its whole timeout (a
+  // writeback pass of thousands of blocks would take hours). "Nearly":
+  // nine tenths, since the caller's clock starts before the attempt does
+  // (a read's deadline is set before it finds a connection). A wait cut
+  // short by its caller's deadline (a read's later attempt) proves nothing.
   void HoldOff(Clock::time_point since) {
     const auto now = Clock::now();
-    if (now - since < milliseconds(options_.timeout_ms)) return;
+    if (now - since < milliseconds(options_.timeout_ms) * 9 / 10) return;
     hold_until_.store(
         (now + milliseconds(options_.timeout_ms)).time_since_epoch().count());
   }
@@ -426,26 +428,46 @@ Conn* NbdFile::LockUp(std::size_t from, Clock::time_point deadline,
                       std::unique_lock<std::mutex>& lock,
                       Clock::time_point* retry_at) {
   if (retry_at != nullptr) *retry_at = Clock::time_point::max();
-  const std::size_t n = write_connections();
-  // A deadline spent (an attempt that ran out of time) ends the round: a
-  // connection tried then would be failed, and backed off, for nothing.
-  for (std::size_t k = 0; k < n && (k == 0 || Clock::now() < deadline); ++k) {
-    Conn& c = *conns_[(from + k) % n];
-    std::unique_lock l(c.mu);
-    // Callers cannot throw (a writer's Queue): a connection that cannot
-    // even build its error message is down.
-    bool up = false;
-    try {
-      up = Connect(c, deadline).ok();
-    } catch (const std::bad_alloc&) {
+  // c, locked by l: taken when up, or when made now; no attempt once the
+  // deadline has passed (it would fail, and back c off, for nothing).
+  auto take = [&](Conn& c, std::unique_lock<std::mutex>& l) {
+    bool up = c.Live();
+    if (!up && Clock::now() < deadline) {
+      // Callers cannot throw (a writer's Queue): a connection that cannot
+      // even build its error message is down.
+      try {
+        up = Connect(c, deadline).ok();
+      } catch (const std::bad_alloc&) {
+      }
     }
     if (up) {
       lock = std::move(l);
-      return &c;
+      return true;
     }
     if (retry_at != nullptr) {
       *retry_at = std::min(*retry_at, std::max(c.next_try, hold_until()));
     }
+    return false;
+  };
+  // In turn from `from`, passing over a connection whose mutex is held
+  // (another command's reconnect holds it up to its whole timeout); then
+  // those, waiting for them.
+  const std::size_t n = write_connections();
+  std::uint64_t busy = 0;  // bit k: (from + k) % n; n <= 64
+  for (std::size_t k = 0; k < n; ++k) {
+    Conn& c = *conns_[(from + k) % n];
+    std::unique_lock l(c.mu, std::try_to_lock);
+    if (!l.owns_lock()) {
+      busy |= std::uint64_t{1} << k;
+    } else if (take(c, l)) {
+      return &c;
+    }
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    if ((busy >> k & 1) == 0) continue;
+    Conn& c = *conns_[(from + k) % n];
+    std::unique_lock l(c.mu);
+    if (take(c, l)) return &c;
   }
   return nullptr;
 }
@@ -489,6 +511,7 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
     if (now >= deadline || retry_at >= deadline) return -EIO;
     std::this_thread::sleep_until(std::min(std::max(retry_at, now + milliseconds(1)),
                                            deadline));
+    if (Clock::now() >= deadline) return -EIO;
   }
 }
 

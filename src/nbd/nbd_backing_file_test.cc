@@ -598,6 +598,47 @@ TEST(NbdBackingFileTest, AStoppedRemoteTimesOutAndThenServesAgain) {
   Expect(*store, 0, 256);
 }
 
+// A remote that stalls while the connection is down (restarted, then
+// stopped: a new connection's handshake gets no answer): the reconnect
+// that runs out of time holds off the next attempts for a timeout, so a
+// writeback pass then fails at once rather than wait a timeout of its own
+// (a read waits for the hold-off to end and tries once more: Read's
+// contract). Once the remote goes on, reads and writes work again.
+TEST(NbdBackingFileTest, AStalledReconnectHoldsOffTheCommandsBehindIt) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  Remote remote(dir, "", false, {}, {"file", image});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  remote.Kill();
+  remote.Start();
+  remote.Stop();
+  Expect(*store, 0, 1, /*want_error=*/true);  // a whole timeout (2 s)
+  // Past the backoff (100 ms), inside the hold-off (2 s).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  Fill(*store, 64, 128);
+  const auto t0 = std::chrono::steady_clock::now();
+  const WritebackResult stalled = WriteBackIdle(*store);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_EQ(stalled.status.code(), StatusCode::kIoError);
+  EXPECT_LT(seconds, 1.0);  // at once; an attempt of its own takes 2 s
+  remote.Continue();
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+  Expect(*store, 0, 128);
+  const WritebackResult again = WriteBackIdle(*store);
+  ASSERT_OK(again.status);
+  EXPECT_EQ(again.written, 64u);
+  Expect(*store, 0, 128);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+}
+
 // Bytes of the export that hold data, from `nbdinfo --map --totals`
 // (nbdkit's memory plugin reports trimmed ranges as holes).
 std::uint64_t DataBytes(const std::string& uri) {

@@ -34,10 +34,11 @@
 // go round-robin over all of them, many in flight at once (libnbd's
 // asynchronous commands), when the server offers multi-conn (the NBD spec's
 // guarantee that a write completed on one connection is seen by the others);
-// without it, over the first alone. Reads and TRIMs use the first. A
-// connection that is down and not yet due another attempt (see Failures)
-// passes its command to the next one that is up: after a restart, the
-// first connection made serves every command.
+// without it, over the first alone. Reads and TRIMs use the first. With
+// multi-conn, a command passes on to the next connection when its own is
+// known to be down and not yet due another attempt (see Failures), or is
+// being made by another command: after a remote restart, the first
+// connection made again serves the commands of those still backing off.
 //
 // Block sizes: the export's NBD_INFO_BLOCK_SIZE limits are honoured. A
 // minimum above 4096 bytes (or a maximum below) is refused at open; the
@@ -88,10 +89,11 @@
 //     at most timeout_ms in all (connecting included) before it fails, and
 //     fails at once when no attempt is allowed before then (the backoff,
 //     or a hold-off below).
-//   - A stalled remote (a command or a connection attempt out of time): no
-//     connection is attempted for timeout_ms after, so the commands behind
-//     it fail at once (a writeback pass then fails in about two timeouts,
-//     not one per command).
+//   - A stalled remote (a command or a connection attempt out of time,
+//     having had at least nine tenths of timeout_ms): no connection is
+//     attempted for timeout_ms after, so the commands behind it fail at
+//     once (a writeback pass then fails in about two timeouts, not one per
+//     command).
 //   - A remote that comes back different (smaller, or without this
 //     file's label: restarted empty, or another export): every block
 //     written before, and not freed since (trimmed, or freed where TRIM is
@@ -106,7 +108,7 @@
 // while it waits in between; except that (re)connecting resolves the
 // host name under it (libnbd's getaddrinfo blocks, and its time counts
 // against the command's timeout): the other commands of that connection
-// wait for it, those of the others do not.
+// wait for it, or pass on to another connection that is free (above).
 #ifndef ZTIER_NBD_NBD_BACKING_FILE_H_
 #define ZTIER_NBD_NBD_BACKING_FILE_H_
 
