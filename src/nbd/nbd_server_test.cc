@@ -574,9 +574,9 @@ TEST(NbdServerTest, LongTrimAndWriteZeroesRunInStepsAndReplyOnce) {
   }
 }
 
-// One worker, and one client's four WRITE_ZEROES of 2 GiB on it: another
+// One worker, and one client's WRITE_ZEROES of 2 GiB on it, many: another
 // client's READ (too large to run inline) is answered after a step of
-// each, not after the whole (before the steps it waited for all 8 GiB).
+// each, not after the whole (before the steps it waited for them all).
 TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
   constexpr std::uint64_t kSize = 4ull << 30;
   NbdServerOptions o;
@@ -588,14 +588,23 @@ TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
   std::uint32_t err = 0;
   ASSERT_TRUE(b.Write(0, RandomBytes(65536, 9), &err));
   ASSERT_EQ(err, 0u);
+  // As many as take about 0.5 s in all, timed from one alone: long enough
+  // for the test to look before they end on a loaded machine (4 take 30 ms
+  // natively), short of RawClient's 10 s wait under a sanitizer (which
+  // zeroes 25 times slower).
+  std::uint64_t cookie = 0;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(a.SendRequest(kCmdWriteZeroes, 0, 1, 1 << 20, 0x80000000u));
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));
+  const auto one = std::chrono::steady_clock::now() - start;
+  const std::uint64_t kLong = std::clamp<std::uint64_t>(
+      std::chrono::milliseconds(500) / std::max(one, decltype(one){1}), 4, 60);
   // A FLUSH behind them: its reply (made on A's reader, which waits for
   // no job) says the long requests are queued, so B's READ comes after.
-  for (std::uint64_t cookie : {10, 11, 12, 13}) {
-    ASSERT_TRUE(
-        a.SendRequest(kCmdWriteZeroes, 0, cookie, 1 << 20, 0x80000000u));
+  for (std::uint64_t c = 10; c < 10 + kLong; ++c) {
+    ASSERT_TRUE(a.SendRequest(kCmdWriteZeroes, 0, c, 1 << 20, 0x80000000u));
   }
   ASSERT_TRUE(a.SendRequest(kCmdFlush, 0, 3, 0, 0));
-  std::uint64_t cookie = 0;
   ASSERT_TRUE(a.ReadReply(&err, &cookie));
   ASSERT_EQ(cookie, 3u);
   ASSERT_TRUE(b.SendRequest(kCmdRead, 0, 2, 0, 65536));
@@ -607,18 +616,19 @@ TEST(NbdServerTest, ALongWriteZeroesLeavesOtherClientsTheirTurn) {
   struct pollfd p = {a.fd(), POLLIN, 0};
   EXPECT_EQ(::poll(&p, 1, 0), 0) << "the READ waited for a whole request";
   std::uint64_t cookies = 0;
-  for (int i = 0; i < 4; ++i) {
+  for (std::uint64_t i = 0; i < kLong; ++i) {
     ASSERT_TRUE(a.ReadReply(&err, &cookie));
     EXPECT_EQ(err, 0u);
     cookies += cookie;
   }
-  EXPECT_EQ(cookies, 10u + 11u + 12u + 13u);
+  EXPECT_EQ(cookies, kLong * 10 + kLong * (kLong - 1) / 2);
 }
 
 // A server that stops does not finish its clients' long requests first:
-// their replies could not go, so the steps left are dropped. Eight 4 GiB
-// WRITE_ZEROES take turns step by step, so the last 16 MiB of each range
-// would be zeroed last; after Stop() the device's last page keeps its data.
+// their replies could not go, so the steps left are dropped. 32 WRITE_ZEROES
+// of 4 GiB take turns step by step, so the last 16 MiB of each range would
+// be zeroed last (after about 0.5 s natively: room for a loaded machine);
+// after Stop() the device's last page keeps its data.
 TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
   constexpr std::uint64_t kSize = 4ull << 30;
   NbdServerOptions o;
@@ -628,15 +638,15 @@ TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
   ASSERT_OK(f.device().Write(kSize - 4096, last));
   RawClient a(f.socket());
   ASSERT_EQ(a.Go("zram0"), static_cast<std::int64_t>(kSize));
-  for (std::uint64_t cookie = 1; cookie <= 8; ++cookie) {
+  for (std::uint64_t cookie = 1; cookie <= 32; ++cookie) {
     ASSERT_TRUE(
         a.SendRequest(kCmdWriteZeroes, 0, cookie, 1 << 20, 0xfff00000u));
   }
   std::uint32_t err = 0;
   std::uint64_t cookie = 0;
-  ASSERT_TRUE(a.SendRequest(kCmdFlush, 0, 9, 0, 0));
-  ASSERT_TRUE(a.ReadReply(&err, &cookie));  // all eight are queued
-  ASSERT_EQ(cookie, 9u);
+  ASSERT_TRUE(a.SendRequest(kCmdFlush, 0, 33, 0, 0));
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));  // all 32 are queued
+  ASSERT_EQ(cookie, 33u);
   f.server().Stop();
   std::vector<std::byte> back(4096);
   ASSERT_OK(f.device().Read(kSize - 4096, back));
