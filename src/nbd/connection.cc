@@ -208,6 +208,26 @@ void Connection::Main() {
   on_exit_(this);
 }
 
+namespace {
+
+// An anonymous mapping of `bytes` (Connection's comment says why not
+// malloc); empty without the memory (a memlock or overcommit limit).
+platform::Mapping NewBuffer(std::size_t bytes) {
+  auto m = platform::Mapping::Anonymous(bytes, platform::Commit::kCharged,
+                                        "mmap NBD buffer");
+  return m.has_value() ? std::move(*m) : platform::Mapping();
+}
+
+// The size of the buffer for a request of `length` bytes: larger than a
+// job keeps, a whole number of MiB, so that a spare serves the requests of
+// nearby sizes.
+std::uint64_t BufferBytes(std::uint64_t length) {
+  if (length <= kKeepBufferBytes) return length;
+  return (length + kKeepBufferBytes - 1) / kKeepBufferBytes * kKeepBufferBytes;
+}
+
+}  // namespace
+
 std::size_t Connection::PreallocatedBytes() const {
   return std::min<std::size_t>(limits_.prealloc_job_bytes, kKeepBufferBytes);
 }
@@ -215,15 +235,23 @@ std::size_t Connection::PreallocatedBytes() const {
 void Connection::Serve() {
   // Without the memory for its buffers (a memlock or overcommit limit) the
   // connection ends; the server goes on.
-  in_.reset(new (std::nothrow) std::byte[kInCapacity]);
-  out_.reset(new (std::nothrow) std::byte[kOutCapacity]);
-  bool have = in_ != nullptr && out_ != nullptr;
+  in_ = NewBuffer(kInCapacity);
+  out_ = NewBuffer(kOutCapacity);
+  bool have = !in_.empty() && !out_.empty();
+  if (have) {
+    std::lock_guard l(mu_);
+    try {
+      spares_.reserve(limits_.max_in_flight_bytes / (kKeepBufferBytes + 1));
+    } catch (const std::bad_alloc&) {
+      have = false;
+    }
+  }
   const std::size_t bytes = PreallocatedBytes();
   if (have && bytes != 0) {
     for (Job& j : jobs_) {
-      j.buffer.reset(new (std::nothrow) std::byte[bytes]());  // resident
-      j.capacity = j.buffer != nullptr ? bytes : 0;
-      have = have && j.buffer != nullptr;
+      j.buffer = NewBuffer(bytes);
+      have = have && !j.buffer.empty() &&
+             j.buffer.Populate("populate NBD buffer").ok();  // resident
     }
   }
   if (!have) {
@@ -240,7 +268,7 @@ void Connection::Serve() {
       if (!FlushBatch() || !Fill(sizeof(Request))) break;
     }
     Request r;
-    std::memcpy(&r, in_.get() + in_begin_, sizeof(r));
+    std::memcpy(&r, in_.data() + in_begin_, sizeof(r));
     in_begin_ += sizeof(r);
     if (FromBig(r.magic) != kRequestMagic) {  // lost sync: close
       char magic[16];
@@ -397,7 +425,7 @@ bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,
           !FlushBatch()) {
         return false;
       }
-      std::byte* header = out_.get() + out_used_;
+      std::byte* header = out_.data() + out_used_;
       std::byte* data =
           header + (structured_ ? sizeof(OffsetDataChunk) : sizeof(SimpleReply));
       s = device_->Read(offset, std::span<std::byte>(data, length));
@@ -415,8 +443,8 @@ bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,
       return BlockStatus(flags, cookie, offset, length);
     case kCmdWrite:
       if (!Fill(length)) return false;
-      s = device_->Write(offset, std::span<const std::byte>(
-                                     in_.get() + in_begin_, length));
+      s = device_->Write(
+          offset, std::span<const std::byte>(in_.data() + in_begin_, length));
       in_begin_ += length;
       break;
     case kCmdTrim:
@@ -441,7 +469,8 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
                       std::uint64_t cookie, std::uint64_t offset,
                       std::uint32_t length) {
   const bool has_buffer = type == kCmdRead || type == kCmdWrite;
-  Job* job = AcquireJob(has_buffer ? length : 0);
+  const std::uint64_t bytes = has_buffer ? BufferBytes(length) : 0;
+  Job* job = AcquireJob(bytes);
   if (job == nullptr) return false;
   job->type = type;
   job->flags = flags;
@@ -451,13 +480,12 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   job->done = 0;
   job->structured = structured_;
   job->start_ns = request_start_ns_;
-  if (has_buffer && job->capacity < length) {
+  if (has_buffer && job->buffer.size() < length) {
     // Without the memory (a memlock or overcommit limit), this request
     // fails with ENOMEM; the connection and the server go on.
-    job->buffer.reset();
-    job->buffer.reset(new (std::nothrow) std::byte[length]);
-    job->capacity = job->buffer != nullptr ? length : 0;
-    if (job->buffer == nullptr) {
+    job->buffer = platform::Mapping();
+    job->buffer = TakeBuffer(bytes);
+    if (job->buffer.empty()) {
       Release(job);
       if (type == kCmdWrite && !SkipInput(length)) return false;
       constexpr std::string_view kWhy = "no memory for the request's buffer";
@@ -465,7 +493,7 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
       return AddErrorReply(type, cookie, kErrNoMem, kWhy);
     }
   }
-  if (type == kCmdWrite && !ReadPayload(job->buffer.get(), length)) {
+  if (type == kCmdWrite && !ReadPayload(job->buffer.data(), length)) {
     Release(job);
     return false;
   }
@@ -474,8 +502,8 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
 }
 
 void Connection::RunJob(Job* job) {
-  const std::span<std::byte> data(job->buffer.get(),
-                                  job->buffer ? job->length : 0);
+  const std::span<std::byte> data(job->buffer.data(),
+                                  job->buffer.empty() ? 0 : job->length);
   Status s;
   // A READ, or a long request's step after the first, is not done once its
   // reply cannot go (the socket failed: the client has gone; or the server
@@ -542,7 +570,7 @@ bool Connection::Fill(std::size_t n) {
   if (in_begin_ == in_end_) {
     in_begin_ = in_end_ = 0;
   } else if (in_begin_ + n > kInCapacity) {
-    std::memmove(in_.get(), in_.get() + in_begin_, in_end_ - in_begin_);
+    std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
     in_end_ -= in_begin_;
     in_begin_ = 0;
   }
@@ -552,8 +580,8 @@ bool Connection::Fill(std::size_t n) {
     const int timeout = in_end_ == in_begin_ && n == sizeof(Request)
                             ? -1
                             : limits_.io_timeout_ms;
-    Result<std::size_t> r = transport_->Recv(
-        in_.get() + in_end_, kInCapacity - in_end_, timeout);
+    Result<std::size_t> r =
+        transport_->Recv(in_.data() + in_end_, kInCapacity - in_end_, timeout);
     if (!r.has_value()) return Stop("receiving: " + r.error().message());
     if (*r == 0) {
       return Stop(in_end_ == in_begin_
@@ -574,7 +602,7 @@ bool Connection::SkipInput(std::size_t n) {
 
 bool Connection::ReadPayload(std::byte* dst, std::size_t n) {
   const std::size_t have = std::min(n, in_end_ - in_begin_);
-  std::memcpy(dst, in_.get() + in_begin_, have);
+  std::memcpy(dst, in_.data() + in_begin_, have);
   in_begin_ += have;
   const Status s = RecvExact(transport_.get(), dst + have, n - have,
                              limits_.io_timeout_ms);
@@ -588,7 +616,7 @@ bool Connection::AddReply(std::uint64_t cookie, std::uint32_t error) {
     return false;
   }
   const SimpleReply reply = {ToBig(kSimpleReplyMagic), ToBig(error), cookie};
-  std::memcpy(out_.get() + out_used_, &reply, sizeof(reply));
+  std::memcpy(out_.data() + out_used_, &reply, sizeof(reply));
   out_used_ += sizeof(reply);
   return true;
 }
@@ -596,7 +624,7 @@ bool Connection::AddReply(std::uint64_t cookie, std::uint32_t error) {
 bool Connection::AddErrorReply(std::uint16_t type, std::uint64_t cookie,
                                std::uint32_t error, std::string_view why) {
   if (out_used_ + kMaxReplyHead > kOutCapacity && !FlushBatch()) return false;
-  out_used_ += PutReplyHead(out_.get() + out_used_, structured_, type, cookie,
+  out_used_ += PutReplyHead(out_.data() + out_used_, structured_, type, cookie,
                             0, 0, error, why);
   return true;
 }
@@ -617,7 +645,7 @@ bool Connection::BlockStatus(std::uint16_t flags, std::uint64_t cookie,
           max_extents * sizeof(BlockDescriptor),
       kMaxReplyHead);
   if (out_used_ + room > kOutCapacity && !FlushBatch()) return false;
-  std::byte* const head = out_.get() + out_used_;
+  std::byte* const head = out_.data() + out_used_;
   std::byte* const descriptors =
       head + sizeof(StructuredReplyHeader) + sizeof(std::uint32_t);
   // Descriptors [0, n) are final but for the last, whose length grows while
@@ -684,7 +712,7 @@ bool Connection::BlockStatus(std::uint16_t flags, std::uint64_t cookie,
 
 bool Connection::FlushBatch() {
   if (out_used_ == 0) return true;
-  const struct iovec iov = {out_.get(), out_used_};
+  const struct iovec iov = {out_.data(), out_used_};
   out_used_ = 0;
   std::unique_lock l(send_mu_);
   // After the queue: its head may be a reply sent in part.
@@ -712,8 +740,7 @@ static int ReplyIov(const Job* job, std::byte* head, struct iovec out[2]) {
                    job->length, job->error, {});
   const bool with_data = job->type == kCmdRead && job->error == 0;
   const struct iovec parts[2] = {
-      {head, head_size},
-      {job->buffer.get(), with_data ? job->length : 0}};
+      {head, head_size}, {job->buffer.data(), with_data ? job->length : 0}};
   std::size_t skip = job->sent;
   int n = 0;
   for (const struct iovec& p : parts) {
@@ -826,6 +853,20 @@ void Connection::MarkBroken() {
 
 // ---- jobs ----
 
+platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
+  if (bytes > kKeepBufferBytes) {
+    std::lock_guard l(mu_);
+    for (auto it = spares_.begin(); it != spares_.end(); ++it) {
+      if (it->size() != bytes) continue;
+      platform::Mapping m = std::move(*it);
+      spares_.erase(it);
+      kept_bytes_ -= bytes;
+      return m;
+    }
+  }
+  return NewBuffer(bytes);
+}
+
 Job* Connection::AcquireJob(std::uint64_t bytes) {
   std::unique_lock l(mu_);
   // A job keeps a buffer larger than the preallocated one (up to 1 MiB)
@@ -833,8 +874,9 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
   // needs (a TRIM needs none), so that kept buffers taken by small
   // requests cannot take the connection past max_in_flight_bytes.
   auto charge = [&](const Job* job) {
-    return std::max<std::uint64_t>(
-        bytes, job->capacity > PreallocatedBytes() ? job->capacity : 0);
+    const std::size_t kept = job->buffer.size();
+    return std::max<std::uint64_t>(bytes,
+                                   kept > PreallocatedBytes() ? kept : 0);
   };
   auto ready = [&] {
     return stopping_ || (free_ != nullptr &&
@@ -852,7 +894,9 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
   Job* job = free_;
   free_ = job->next;
   const std::uint64_t charged = charge(job);
-  if (job->capacity > PreallocatedBytes()) kept_bytes_ -= job->capacity;
+  if (job->buffer.size() > PreallocatedBytes()) {
+    kept_bytes_ -= job->buffer.size();
+  }
   ++in_flight_;
   in_flight_bytes_ += charged;
   job->charged = charged;
@@ -860,21 +904,25 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
 }
 
 void Connection::Release(Job* job) {
-  std::unique_ptr<std::byte[]> dropped;  // freed after the lock
+  platform::Mapping dropped;  // unmapped after the lock
   // Notify under the lock: once it is released the reader may finish and
   // the Connection may be deleted.
   std::lock_guard l(mu_);
-  // A buffer larger than the preallocated one is kept for reuse only up
-  // to 1 MiB, and only while the kept ones stay within
-  // max_in_flight_bytes: so a client cannot make the free jobs hold
-  // max_in_flight MiB beside the buffers of the requests in flight.
-  if (job->capacity > PreallocatedBytes()) {
-    if (job->capacity > kKeepBufferBytes ||
-        kept_bytes_ + job->capacity > limits_.max_in_flight_bytes) {
+  // A buffer larger than the preallocated one is kept for reuse only while
+  // the kept ones stay within max_in_flight_bytes: so a client cannot make
+  // the connection hold max_in_flight MiB beside the buffers of the
+  // requests in flight. One larger than 1 MiB becomes a spare, so that the
+  // job's next (maybe small) request is not charged for it.
+  const std::size_t size = job->buffer.size();
+  if (size > PreallocatedBytes()) {
+    if (kept_bytes_ + size > limits_.max_in_flight_bytes ||
+        (size > kKeepBufferBytes && spares_.size() == spares_.capacity())) {
       dropped = std::move(job->buffer);
-      job->capacity = 0;
     } else {
-      kept_bytes_ += job->capacity;
+      if (size > kKeepBufferBytes) {
+        spares_.push_back(std::move(job->buffer));  // reserved: no throw
+      }
+      kept_bytes_ += size;
     }
   }
   --in_flight_;

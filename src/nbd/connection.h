@@ -46,7 +46,14 @@
 // output batch, and at most max_in_flight jobs holding max_in_flight_bytes
 // of buffers (one larger request, up to max_request_bytes, may run alone);
 // the reader stops reading when either is reached, also while replies wait
-// in the send queue. Job buffers are kept for reuse up to 1 MiB each.
+// in the send queue. Buffers are kept for reuse, at most
+// max_in_flight_bytes of them: up to 1 MiB by the job, larger ones (whole
+// MiB) by the connection for its next request of that size. Every buffer
+// is a mapping of its own, not malloc's: the connection's end gives the
+// memory back to the system. (glibc serves a large block with mmap only
+// until one is freed, then raises that threshold, up to 32 MiB, and keeps
+// such blocks freed in per-thread arenas: a server whose clients sent
+// large requests held well over 100 MB it no longer used.)
 //
 // Sending: one thread at a time owns the send side (sending_, under
 // send_mu_), and no thread holds a lock while it sends. A worker never waits
@@ -94,6 +101,7 @@
 
 #include "nbd/nbd_counters.h"
 #include "nbd/transport.h"
+#include "platform/mapping.h"
 #include "work_queue.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
@@ -147,8 +155,9 @@ struct Job {
   bool structured = false;  // a READ answers in a structured chunk
   std::size_t sent = 0;     // reply bytes already sent (send queue)
   std::uint64_t start_ns = 0;  // when the request was read (MonotonicNs)
-  std::unique_ptr<std::byte[]> buffer;
-  std::size_t capacity = 0;
+  // Its own mapping (Connection::NewBuffer), empty until a request needs
+  // one; buffer.size() is its capacity.
+  platform::Mapping buffer;
 };
 
 class Connection {
@@ -229,6 +238,9 @@ class Connection {
   // Records why the reader stops (the first reason wins); returns false.
   bool Stop(std::string reason);
   // Jobs.
+  // A buffer of `bytes` (BufferBytes): a spare of that size, else new;
+  // empty without the memory.
+  platform::Mapping TakeBuffer(std::size_t bytes);
   Job* AcquireJob(std::uint64_t bytes);
   void Release(Job* job);
   void WaitIdle();
@@ -254,10 +266,10 @@ class Connection {
   std::string stop_reason_;  // guarded by mu_: why the reader stopped
   std::uint64_t requests_ = 0;
   std::uint64_t request_start_ns_ = 0;  // the current request's read time
-  std::unique_ptr<std::byte[]> in_;
+  platform::Mapping in_;
   std::size_t in_begin_ = 0;
   std::size_t in_end_ = 0;
-  std::unique_ptr<std::byte[]> out_;
+  platform::Mapping out_;
   std::size_t out_used_ = 0;
 
   std::mutex send_mu_;
@@ -278,8 +290,12 @@ class Connection {
   Job* free_ = nullptr;        // guarded by mu_
   std::size_t in_flight_ = 0;  // guarded by mu_
   std::uint64_t in_flight_bytes_ = 0;  // guarded by mu_
-  // Bytes of the buffers kept by free jobs beyond the preallocated size
-  // (Release): at most max_in_flight_bytes. Guarded by mu_.
+  // Buffers larger than a job keeps (1 MiB), each a whole number of MiB,
+  // kept for the next request of that size (Release, TakeBuffer); room for
+  // as many as max_in_flight_bytes holds, reserved. Guarded by mu_.
+  std::vector<platform::Mapping> spares_;
+  // Bytes of the buffers kept by free jobs beyond the preallocated size,
+  // and of spares_ (Release): at most max_in_flight_bytes. Guarded by mu_.
   std::uint64_t kept_bytes_ = 0;
   bool stopping_ = false;      // guarded by mu_
   bool closed_ = false;        // guarded by mu_: fd_ is closed
