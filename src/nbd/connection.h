@@ -53,7 +53,8 @@
 // memory back to the system. (glibc serves a large block with mmap only
 // until one is freed, then raises that threshold, up to 32 MiB, and keeps
 // such blocks freed in per-thread arenas: a server whose clients sent
-// large requests held well over 100 MB it no longer used.)
+// large requests held well over 100 MB it no longer used;
+// tools/bench/nbd_idle_rss.py measures it.)
 //
 // Sending: one thread at a time owns the send side (sending_, under
 // send_mu_), and no thread holds a lock while it sends. A worker never waits
