@@ -219,11 +219,13 @@ platform::Mapping NewBuffer(std::size_t bytes) {
 }
 
 // The size of the buffer for a request of `length` bytes: larger than a
-// job keeps, a whole number of MiB, so that a spare serves the requests of
-// nearby sizes.
-std::uint64_t BufferBytes(std::uint64_t length) {
+// job keeps, a whole number of MiB (at most `max_request`, the largest a
+// request may be), so that a spare serves the requests of nearby sizes.
+std::uint64_t BufferBytes(std::uint64_t length, std::uint64_t max_request) {
   if (length <= kKeepBufferBytes) return length;
-  return (length + kKeepBufferBytes - 1) / kKeepBufferBytes * kKeepBufferBytes;
+  const std::uint64_t whole =
+      (length + kKeepBufferBytes - 1) / kKeepBufferBytes * kKeepBufferBytes;
+  return std::max(length, std::min(whole, max_request));
 }
 
 }  // namespace
@@ -241,7 +243,9 @@ void Connection::Serve() {
   if (have) {
     std::lock_guard l(mu_);
     try {
-      spares_.reserve(limits_.max_in_flight_bytes / (kKeepBufferBytes + 1));
+      // Each spare is 2 MiB or more; past 256 of them a buffer is dropped.
+      spares_.reserve(std::min<std::uint64_t>(
+          limits_.max_in_flight_bytes / (2 * kKeepBufferBytes), 256));
     } catch (const std::bad_alloc&) {
       have = false;
     }
@@ -469,7 +473,8 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
                       std::uint64_t cookie, std::uint64_t offset,
                       std::uint32_t length) {
   const bool has_buffer = type == kCmdRead || type == kCmdWrite;
-  const std::uint64_t bytes = has_buffer ? BufferBytes(length) : 0;
+  const std::uint64_t bytes =
+      has_buffer ? BufferBytes(length, limits_.max_request_bytes) : 0;
   Job* job = AcquireJob(bytes);
   if (job == nullptr) return false;
   job->type = type;
@@ -601,6 +606,7 @@ bool Connection::SkipInput(std::size_t n) {
 }
 
 bool Connection::ReadPayload(std::byte* dst, std::size_t n) {
+  if (n == 0) return true;  // dst may be null (a job without a buffer)
   const std::size_t have = std::min(n, in_end_ - in_begin_);
   std::memcpy(dst, in_.data() + in_begin_, have);
   in_begin_ += have;
@@ -854,6 +860,7 @@ void Connection::MarkBroken() {
 // ---- jobs ----
 
 platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
+  platform::Mapping evicted;  // unmapped after the lock
   if (bytes > kKeepBufferBytes) {
     std::lock_guard l(mu_);
     for (auto it = spares_.begin(); it != spares_.end(); ++it) {
@@ -862,6 +869,14 @@ platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
       spares_.erase(it);
       kept_bytes_ -= bytes;
       return m;
+    }
+    // None of this size, and no room to keep one: the oldest spare goes,
+    // so that a client whose requests changed size gets spares of the new
+    // size as its requests end (and this one's mapping has the room).
+    if (!spares_.empty() && kept_bytes_ + bytes > limits_.max_in_flight_bytes) {
+      evicted = std::move(spares_.front());
+      spares_.erase(spares_.begin());
+      kept_bytes_ -= evicted.size();
     }
   }
   return NewBuffer(bytes);
@@ -935,6 +950,17 @@ void Connection::Release(Job* job) {
 void Connection::WaitIdle() {
   std::unique_lock l(mu_);
   cv_.wait(l, [this] { return in_flight_ == 0; });
+  // The accounting, once every job is back: kept_bytes_ is what the free
+  // jobs keep beyond the preallocated size, and the spares; within bound.
+  std::uint64_t kept = 0;
+  for (const Job& j : jobs_) {
+    if (j.buffer.size() > PreallocatedBytes()) kept += j.buffer.size();
+  }
+  for (const platform::Mapping& m : spares_) kept += m.size();
+  assert(in_flight_bytes_ == 0);
+  assert(kept == kept_bytes_);
+  assert(kept <= limits_.max_in_flight_bytes);
+  (void)kept;
 }
 
 // ---- log ----

@@ -48,7 +48,8 @@
 // the reader stops reading when either is reached, also while replies wait
 // in the send queue. Buffers are kept for reuse, at most
 // max_in_flight_bytes of them: up to 1 MiB by the job, larger ones (whole
-// MiB) by the connection for its next request of that size. Every buffer
+// MiB) by the connection for its next request of that size (the oldest
+// gives way to a new size when they fill the bound). Every buffer
 // is a mapping of its own, not malloc's: the connection's end gives the
 // memory back to the system. (glibc serves a large block with mmap only
 // until one is freed, then raises that threshold, up to 32 MiB, and keeps

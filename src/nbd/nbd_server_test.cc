@@ -556,6 +556,36 @@ TEST(NbdServerTest, LargeRequestBuffersAreNotTheHeaps) {
   EXPECT_LT(after, before + (1 << 20)) << before << " -> " << after;
 }
 
+// A client whose large requests change size: its spares of 3 MiB (as many
+// as max_in_flight_bytes, 6 MiB, lets it keep) make room for 4 MiB ones,
+// and every reply is right. The connection's accounting is checked when
+// it ends (WaitIdle's asserts).
+TEST(NbdServerTest, SparesFollowAChangeOfRequestSize) {
+  NbdServerOptions o;
+  o.max_in_flight_bytes = 6 << 20;
+  ServerFixture f(64 << 20, o);
+  RawClient c(f.socket());
+  ASSERT_EQ(c.Go("zram0"), 64 << 20);
+  const auto data = RandomBytes(4 << 20, 14);
+  std::uint32_t err = 0;
+  ASSERT_TRUE(c.Write(8 << 20, data, &err));
+  ASSERT_EQ(err, 0u);
+  std::vector<std::byte> back;
+  for (std::uint32_t bytes : {3u << 20, 4u << 20, 3u << 20}) {
+    for (std::uint64_t cookie = 1; cookie <= 40; ++cookie) {
+      ASSERT_TRUE(c.SendRequest(kCmdRead, 0, cookie, 8 << 20, bytes));
+    }
+    for (int i = 0; i < 40; ++i) {
+      std::uint64_t cookie = 0;
+      ASSERT_TRUE(c.ReadReply(&err, &cookie, &back, bytes));
+      ASSERT_EQ(err, 0u);
+      ASSERT_TRUE(std::equal(back.begin(), back.end(), data.begin()));
+    }
+  }
+  c.Close();
+  ASSERT_TRUE(f.WaitConnections(0));
+}
+
 TEST(NbdServerTest, MemLimitIsEnospc) {
   ServerFixture f(16 << 20);
   ASSERT_OK(f.device().SetMemLimit(1 << 20));
