@@ -860,7 +860,7 @@ void Connection::MarkBroken() {
 // ---- jobs ----
 
 platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
-  platform::Mapping evicted;  // unmapped after the lock
+  platform::Mapping evicted;  // unmapped out of the lock
   if (bytes > kKeepBufferBytes) {
     std::lock_guard l(mu_);
     for (auto it = spares_.begin(); it != spares_.end(); ++it) {
@@ -879,6 +879,7 @@ platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
       kept_bytes_ -= evicted.size();
     }
   }
+  evicted = platform::Mapping();  // unmapped before the new one is mapped
   return NewBuffer(bytes);
 }
 
