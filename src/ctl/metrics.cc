@@ -381,6 +381,10 @@ void WriteNbd(Writer& w, const nbd::NbdServer& server) {
            "NBD connections refused because max_connections were open.");
   w.Sample("ztier_nbd_connections_refused_total", "",
            c.connections_refused.load(kRelaxed));
+  w.Family("ztier_nbd_request_buffers_mapped_total", kCounter,
+           "NBD request buffers mapped as requests came (not at set-up).");
+  w.Sample("ztier_nbd_request_buffers_mapped_total", "",
+           c.request_buffers_mapped.load(kRelaxed));
 
   w.Family("ztier_nbd_requests_total", kCounter,
            "NBD requests received, by command (invalid ones included).");

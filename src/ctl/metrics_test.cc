@@ -638,6 +638,7 @@ TEST(MetricsNbdTest, RequestCountersMove) {
   const std::string before = TcpRequest(port, Get("/metrics")).body;
   EXPECT_EQ(Number(before, "ztier_nbd_connections_open"), 0u);
   EXPECT_EQ(Number(before, "ztier_nbd_requests_total{type=\"read\"}"), 0u);
+  EXPECT_EQ(Number(before, "ztier_nbd_request_buffers_mapped_total"), 0u);
 
   nbd::testing::RawClient c(f.socket());
   ASSERT_TRUE(c.connected());
@@ -674,6 +675,8 @@ TEST(MetricsNbdTest, RequestCountersMove) {
   EXPECT_EQ(Number(text, "ztier_nbd_connections_open"), 1u);
   EXPECT_EQ(Number(text, "ztier_nbd_connections_accepted_total"), 1u);
   EXPECT_EQ(Number(text, "ztier_nbd_connections_refused_total"), 0u);
+  // The worker's 256 KiB READ mapped its slot's buffer.
+  EXPECT_EQ(Number(text, "ztier_nbd_request_buffers_mapped_total"), 1u);
   EXPECT_EQ(Number(text, "ztier_nbd_requests_total{type=\"write\"}"), 1u);
   EXPECT_EQ(Number(text, "ztier_nbd_requests_total{type=\"read\"}"), 3u);
   EXPECT_EQ(Number(text, "ztier_nbd_requests_total{type=\"flush\"}"), 1u);

@@ -253,9 +253,9 @@ void Connection::Serve() {
   const std::size_t bytes = PreallocatedBytes();
   if (have && bytes != 0) {
     for (Job& j : jobs_) {
-      j.buffer = NewBuffer(bytes);
-      have = have && !j.buffer.empty() &&
-             j.buffer.Populate("populate NBD buffer").ok();  // resident
+      j.reserve = NewBuffer(bytes);
+      have = have && !j.reserve.empty() &&
+             j.reserve.Populate("populate NBD buffer").ok();  // resident
     }
   }
   if (!have) {
@@ -485,11 +485,17 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   job->done = 0;
   job->structured = structured_;
   job->start_ns = request_start_ns_;
-  if (has_buffer && job->buffer.size() < length) {
+  job->data = nullptr;
+  if (has_buffer && length <= job->reserve.size()) {
+    job->data = job->reserve.data();
+  } else if (has_buffer) {
     // Without the memory (a memlock or overcommit limit), this request
     // fails with ENOMEM; the connection and the server go on.
-    job->buffer = platform::Mapping();
-    job->buffer = TakeBuffer(bytes);
+    if (job->buffer.size() < length) {
+      job->buffer = platform::Mapping();
+      job->buffer = TakeBuffer(bytes);
+    }
+    job->data = job->buffer.data();
     if (job->buffer.empty()) {
       Release(job);
       if (type == kCmdWrite && !SkipInput(length)) return false;
@@ -498,7 +504,7 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
       return AddErrorReply(type, cookie, kErrNoMem, kWhy);
     }
   }
-  if (type == kCmdWrite && !ReadPayload(job->buffer.data(), length)) {
+  if (type == kCmdWrite && !ReadPayload(job->data, length)) {
     Release(job);
     return false;
   }
@@ -507,8 +513,8 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
 }
 
 void Connection::RunJob(Job* job) {
-  const std::span<std::byte> data(job->buffer.data(),
-                                  job->buffer.empty() ? 0 : job->length);
+  const std::span<std::byte> data(job->data,
+                                  job->data == nullptr ? 0 : job->length);
   Status s;
   // A READ, or a long request's step after the first, is not done once its
   // reply cannot go (the socket failed: the client has gone; or the server
@@ -745,8 +751,8 @@ static int ReplyIov(const Job* job, std::byte* head, struct iovec out[2]) {
       PutReplyHead(head, job->structured, job->type, job->cookie, job->offset,
                    job->length, job->error, {});
   const bool with_data = job->type == kCmdRead && job->error == 0;
-  const struct iovec parts[2] = {
-      {head, head_size}, {job->buffer.data(), with_data ? job->length : 0}};
+  const struct iovec parts[2] = {{head, head_size},
+                                 {job->data, with_data ? job->length : 0}};
   std::size_t skip = job->sent;
   int n = 0;
   for (const struct iovec& p : parts) {
@@ -880,19 +886,21 @@ platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
     }
   }
   evicted = platform::Mapping();  // unmapped before the new one is mapped
+  if (limits_.counters != nullptr) {
+    limits_.counters->request_buffers_mapped.fetch_add(
+        1, std::memory_order_relaxed);
+  }
   return NewBuffer(bytes);
 }
 
 Job* Connection::AcquireJob(std::uint64_t bytes) {
   std::unique_lock l(mu_);
-  // A job keeps a buffer larger than the preallocated one (up to 1 MiB)
-  // from an earlier request: it is charged for it, whatever this request
-  // needs (a TRIM needs none), so that kept buffers taken by small
-  // requests cannot take the connection past max_in_flight_bytes.
+  // A job may keep a buffer (up to 1 MiB; its reserve aside) from an
+  // earlier request: it is charged for it, whatever this request needs (a
+  // TRIM needs none), so that kept buffers taken by small requests cannot
+  // take the connection past max_in_flight_bytes.
   auto charge = [&](const Job* job) {
-    const std::size_t kept = job->buffer.size();
-    return std::max<std::uint64_t>(bytes,
-                                   kept > PreallocatedBytes() ? kept : 0);
+    return std::max<std::uint64_t>(bytes, job->buffer.size());
   };
   auto ready = [&] {
     return stopping_ || (free_ != nullptr &&
@@ -910,9 +918,7 @@ Job* Connection::AcquireJob(std::uint64_t bytes) {
   Job* job = free_;
   free_ = job->next;
   const std::uint64_t charged = charge(job);
-  if (job->buffer.size() > PreallocatedBytes()) {
-    kept_bytes_ -= job->buffer.size();
-  }
+  kept_bytes_ -= job->buffer.size();
   ++in_flight_;
   in_flight_bytes_ += charged;
   job->charged = charged;
@@ -924,13 +930,13 @@ void Connection::Release(Job* job) {
   // Notify under the lock: once it is released the reader may finish and
   // the Connection may be deleted.
   std::lock_guard l(mu_);
-  // A buffer larger than the preallocated one is kept for reuse only while
-  // the kept ones stay within max_in_flight_bytes: so a client cannot make
-  // the connection hold max_in_flight MiB beside the buffers of the
-  // requests in flight. One larger than 1 MiB becomes a spare, so that the
-  // job's next (maybe small) request is not charged for it.
+  // A buffer (the reserve aside) is kept for reuse only while the kept
+  // ones stay within max_in_flight_bytes: so a client cannot make the
+  // connection hold max_in_flight MiB beside the buffers of the requests in
+  // flight. One larger than 1 MiB becomes a spare, so that the job's next
+  // (maybe small) request is not charged for it.
   const std::size_t size = job->buffer.size();
-  if (size > PreallocatedBytes()) {
+  if (size != 0) {
     if (kept_bytes_ + size > limits_.max_in_flight_bytes ||
         (size > kKeepBufferBytes && spares_.size() == spares_.capacity())) {
       dropped = std::move(job->buffer);
@@ -952,11 +958,9 @@ void Connection::WaitIdle() {
   std::unique_lock l(mu_);
   cv_.wait(l, [this] { return in_flight_ == 0; });
   // The accounting, once every job is back: kept_bytes_ is what the free
-  // jobs keep beyond the preallocated size, and the spares; within bound.
+  // jobs keep (their reserves aside), and the spares; within bound.
   std::uint64_t kept = 0;
-  for (const Job& j : jobs_) {
-    if (j.buffer.size() > PreallocatedBytes()) kept += j.buffer.size();
-  }
+  for (const Job& j : jobs_) kept += j.buffer.size();
   for (const platform::Mapping& m : spares_) kept += m.size();
   assert(in_flight_bytes_ == 0);
   assert(kept == kept_bytes_);

@@ -157,9 +157,13 @@ struct Job {
   bool structured = false;  // a READ answers in a structured chunk
   std::size_t sent = 0;     // reply bytes already sent (send queue)
   std::uint64_t start_ns = 0;  // when the request was read (MonotonicNs)
-  // Its own mapping (Connection::NewBuffer), empty until a request needs
-  // one; buffer.size() is its capacity.
+  // Its own mapping (Connection::NewBuffer), empty until a request larger
+  // than `reserve` needs one; buffer.size() is its capacity.
   platform::Mapping buffer;
+  // --prealloc's buffer (ConnectionLimits::prealloc_job_bytes), made at
+  // set-up and never given up: a larger request takes `buffer` instead.
+  platform::Mapping reserve;
+  std::byte* data = nullptr;  // this request's: reserve's or buffer's
 };
 
 class Connection {
@@ -223,8 +227,7 @@ class Connection {
   void SendReply(Job* job);
   void WriterLoop();
   // The buffer each job gets at start (ConnectionLimits::prealloc_job_bytes,
-  // at most 1 MiB); a buffer that size or smaller is always kept (one
-  // replaced by a larger request's counts as kept beyond it).
+  // at most 1 MiB): its reserve, kept beside any larger buffer.
   std::size_t PreallocatedBytes() const;
   // Starts writer_; on failure marks the connection broken and returns
   // false. REQUIRES: send_mu_ held.
@@ -296,8 +299,8 @@ class Connection {
   // kept for the next request of that size (Release, TakeBuffer); room for
   // as many as max_in_flight_bytes holds, reserved. Guarded by mu_.
   std::vector<platform::Mapping> spares_;
-  // Bytes of the buffers kept by free jobs beyond the preallocated size,
-  // and of spares_ (Release): at most max_in_flight_bytes. Guarded by mu_.
+  // Bytes of the buffers kept by free jobs (their reserves aside), and of
+  // spares_ (Release): at most max_in_flight_bytes. Guarded by mu_.
   std::uint64_t kept_bytes_ = 0;
   bool stopping_ = false;      // guarded by mu_
   bool closed_ = false;        // guarded by mu_: fd_ is closed

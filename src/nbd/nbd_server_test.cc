@@ -586,6 +586,34 @@ TEST(NbdServerTest, SparesFollowAChangeOfRequestSize) {
   ASSERT_TRUE(f.WaitConnections(0));
 }
 
+// --prealloc: requests within a slot's 64 KiB buffer map nothing, also
+// after a larger request took that slot (its buffer then becomes a spare,
+// and the slot keeps its preallocated one).
+TEST(NbdServerTest, PreallocatedSlotBuffersOutliveALargerRequest) {
+  NbdServerOptions o;
+  o.preallocate = true;
+  ServerFixture f(64 << 20, o);
+  RawClient c(f.socket());
+  ASSERT_EQ(c.Go("zram0"), 64 << 20);
+  const auto data = RandomBytes(4 << 20, 15);
+  std::uint32_t err = 0;
+  std::vector<std::byte> back;
+  const auto& mapped = f.server().counters().request_buffers_mapped;
+  ASSERT_TRUE(c.Read(0, 32 << 10, &back, &err));  // a worker's, in 64 KiB
+  EXPECT_EQ(mapped.load(), 0u);
+  ASSERT_TRUE(c.Write(0, data, &err));  // larger: one buffer mapped
+  ASSERT_EQ(err, 0u);
+  EXPECT_EQ(mapped.load(), 1u);
+  // The free slots are taken last-freed first: these come to the slot of
+  // the 4 MiB WRITE.
+  for (std::uint32_t offset = 0; offset < (1u << 20); offset += 32u << 10) {
+    ASSERT_TRUE(c.Read(offset, 32 << 10, &back, &err));
+    ASSERT_EQ(err, 0u);
+    ASSERT_TRUE(std::equal(back.begin(), back.end(), data.begin() + offset));
+  }
+  EXPECT_EQ(mapped.load(), 1u);
+}
+
 TEST(NbdServerTest, MemLimitIsEnospc) {
   ServerFixture f(16 << 20);
   ASSERT_OK(f.device().SetMemLimit(1 << 20));

@@ -79,6 +79,10 @@ struct NbdServerCounters {
   alignas(64) std::atomic<std::uint64_t> connections_accepted{0};
   // Those refused because max_connections were open.
   std::atomic<std::uint64_t> connections_refused{0};
+  // Request buffers mapped as requests came (a connection's set-up, and
+  // --prealloc's buffers, not counted): none while a --prealloc server's
+  // requests fit its buffers, as a swap device's IO must take no memory.
+  std::atomic<std::uint64_t> request_buffers_mapped{0};
   // Requests read in the transmission phase, NBD_CMD_DISC included, bad
   // ones (answered EINVAL) included.
   alignas(64) std::array<std::atomic<std::uint64_t>, kCommandSlots> requests{};
