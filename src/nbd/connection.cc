@@ -886,11 +886,12 @@ platform::Mapping Connection::TakeBuffer(std::size_t bytes) {
     }
   }
   evicted = platform::Mapping();  // unmapped before the new one is mapped
-  if (limits_.counters != nullptr) {
+  platform::Mapping m = NewBuffer(bytes);
+  if (!m.empty() && limits_.counters != nullptr) {
     limits_.counters->request_buffers_mapped.fetch_add(
         1, std::memory_order_relaxed);
   }
-  return NewBuffer(bytes);
+  return m;
 }
 
 Job* Connection::AcquireJob(std::uint64_t bytes) {

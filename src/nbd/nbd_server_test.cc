@@ -588,10 +588,12 @@ TEST(NbdServerTest, SparesFollowAChangeOfRequestSize) {
 
 // --prealloc: requests within a slot's 64 KiB buffer map nothing, also
 // after a larger request took that slot (its buffer then becomes a spare,
-// and the slot keeps its preallocated one).
+// and the slot keeps its preallocated one). One slot, so that every
+// request takes it.
 TEST(NbdServerTest, PreallocatedSlotBuffersOutliveALargerRequest) {
   NbdServerOptions o;
   o.preallocate = true;
+  o.max_in_flight = 1;
   ServerFixture f(64 << 20, o);
   RawClient c(f.socket());
   ASSERT_EQ(c.Go("zram0"), 64 << 20);
@@ -604,14 +606,14 @@ TEST(NbdServerTest, PreallocatedSlotBuffersOutliveALargerRequest) {
   ASSERT_TRUE(c.Write(0, data, &err));  // larger: one buffer mapped
   ASSERT_EQ(err, 0u);
   EXPECT_EQ(mapped.load(), 1u);
-  // The free slots are taken last-freed first: these come to the slot of
-  // the 4 MiB WRITE.
   for (std::uint32_t offset = 0; offset < (1u << 20); offset += 32u << 10) {
     ASSERT_TRUE(c.Read(offset, 32 << 10, &back, &err));
     ASSERT_EQ(err, 0u);
     ASSERT_TRUE(std::equal(back.begin(), back.end(), data.begin() + offset));
   }
   EXPECT_EQ(mapped.load(), 1u);
+  c.Close();
+  ASSERT_TRUE(f.WaitConnections(0));  // WaitIdle's asserts have run
 }
 
 TEST(NbdServerTest, MemLimitIsEnospc) {

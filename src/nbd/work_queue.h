@@ -27,8 +27,9 @@
 // jobs began to wait, the next ones one a period while they still do.
 // Extra threads take what any thread takes on its first request: a stack,
 // and the per-thread state of the engine (a decompression context, unit
-// buffers), so they are the one source of new memory on a preallocated
-// server (--prealloc), and then only while a request would otherwise wait.
+// buffers): on a preallocated server (--prealloc) they are new memory,
+// only while a request would otherwise wait, beside the buffers of
+// requests larger than its slots' (connection.h).
 //
 // Thread safety: Push may be called from any thread; PushBack, only from
 // a job being run (see there).
