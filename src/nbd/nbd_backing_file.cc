@@ -154,9 +154,10 @@ class NbdFile final : public BackingFile {
   Status Connect(Conn& c, Clock::time_point deadline);
   // The first write connection, from the `from`th round, that is up or is
   // made now, returned with `lock` holding its mu: a connection down and
-  // not yet due another attempt (its backoff) passes the command on.
-  // Null, with `lock` empty, when none is; *retry_at is then when the
-  // first of them may be tried again. REQUIRES: no Conn::mu held.
+  // not yet due another attempt (its backoff) passes the command on, and
+  // one whose mu another command holds is tried last. Null, with `lock`
+  // empty, when none is; *retry_at is then when the first of them may be
+  // tried again. REQUIRES: no Conn::mu held.
   Conn* LockUp(std::size_t from, Clock::time_point deadline,
                std::unique_lock<std::mutex>& lock,
                Clock::time_point* retry_at = nullptr);
