@@ -492,7 +492,7 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
     // Without the memory (a memlock or overcommit limit), this request
     // fails with ENOMEM; the connection and the server go on.
     if (job->buffer.size() < length) {
-      job->buffer = platform::Mapping();
+      job->buffer = platform::Mapping();  // unmapped before the new one
       job->buffer = TakeBuffer(bytes);
     }
     job->data = job->buffer.data();

@@ -296,8 +296,9 @@ class Connection {
   std::size_t in_flight_ = 0;  // guarded by mu_
   std::uint64_t in_flight_bytes_ = 0;  // guarded by mu_
   // Buffers larger than a job keeps (1 MiB), each a whole number of MiB,
-  // kept for the next request of that size (Release, TakeBuffer); room for
-  // as many as max_in_flight_bytes holds, reserved. Guarded by mu_.
+  // kept for the next request of that size (Release, TakeBuffer); room
+  // reserved in Serve() for as many as max_in_flight_bytes holds, at most
+  // 256. Guarded by mu_.
   std::vector<platform::Mapping> spares_;
   // Bytes of the buffers kept by free jobs (their reserves aside), and of
   // spares_ (Release): at most max_in_flight_bytes. Guarded by mu_.

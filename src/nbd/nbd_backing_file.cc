@@ -141,12 +141,6 @@ class NbdFile final : public BackingFile {
   std::size_t write_connections() const {
     return multi_conn_ ? conns_.size() : 1;
   }
-  Conn& conn(std::size_t i) { return *conns_[i]; }
-  std::size_t index(const Conn& c) const {
-    std::size_t i = 0;
-    while (conns_[i].get() != &c) ++i;
-    return i;
-  }
   std::uint32_t timeout_ms() const { return options_.timeout_ms; }
 
   // Makes c's connection if it is closed (checking the remote after a
@@ -593,7 +587,7 @@ class NbdWriter final : public BackingFileWriter {
       x.result = -EIO;  // reported by the next Reap
       return;
     }
-    x.conn = file_.index(*c);
+    x.conn = c;
     // The write has its whole timeout, however long connecting took.
     x.deadline = Clock::now() + milliseconds(file_.timeout_ms());
     x.cookie = nbd_aio_pwrite(c->h, buffer(io), len, offset + kLabelBytes,
@@ -622,7 +616,7 @@ class NbdWriter final : public BackingFileWriter {
       // Wait on the connection of the first write in flight.
       for (Io& x : ios_) {
         if (!x.pending) continue;
-        Conn& c = file_.conn(x.conn);
+        Conn& c = *x.conn;
         std::lock_guard l(c.mu);
         if (c.generation == x.gen && c.Live()) {
           if (nbd_poll(c.h, MsLeft(x.deadline)) == -1) c.Close();
@@ -637,7 +631,7 @@ class NbdWriter final : public BackingFileWriter {
     bool pending = false;
     std::uint64_t offset = 0;
     std::size_t len = 0;
-    std::size_t conn = 0;
+    Conn* conn = nullptr;  // set when the command went out (result 0)
     std::uint64_t gen = 0;
     std::int64_t cookie = -1;
     long result = 0;  // set when known before the command completes
@@ -646,7 +640,7 @@ class NbdWriter final : public BackingFileWriter {
 
   // x's result if its command has ended (len, or -errno), else 0.
   long Poll(Io& x) {
-    Conn& c = file_.conn(x.conn);
+    Conn& c = *x.conn;
     std::lock_guard l(c.mu);
     if (c.generation != x.gen || !c.Live()) return -ENOTCONN;
     // Done already, or once what the socket holds now is read (checked
