@@ -315,6 +315,10 @@ struct PageStore::Impl {
   // The parts of FreeSlotLocked and LoadLocked for a UNIT slot.
   void FreeUnitMemberLocked(std::uint64_t index, std::uint32_t f);
   Status LoadUnitLocked(std::uint64_t index, std::byte* out);
+  // Copies the object of unit `e`, held in the pool (not written back),
+  // from its pieces into out (room for kMaxUnitPages pages); returns its
+  // length (e.bytes). REQUIRES: a live member's slot locked (unit_table.h).
+  std::size_t GatherUnitLocked(const internal::Unit& e, std::byte* out) const;
   // Decompresses the unit of UNIT slot `index` (its members, in order) into
   // out. REQUIRES: slot index locked.
   Status DecompressUnitLocked(std::uint64_t index, std::byte* out);

@@ -6,8 +6,9 @@
 // compressed as one input: the run's pages that are not same-filled, in
 // slot order (`members`, one bit per page of the run). The compressed
 // object is split into `pieces`: full 4096-byte pool objects (the pool's
-// page-sized class, which packs without waste) and one shorter last one,
-// or, once written back, one backing block each. Each member slot has the
+// page-sized class, which packs without waste), then its rest in a few
+// power-of-two pieces (units.cc, UnitPieceSizes), or, once written back,
+// one backing block per 4096 bytes or part. Each member slot has the
 // UNIT flag (slot_table.h) and refers to the entry by its position.
 //
 // Entry rules (the lock is the slots' own; there is no lock of its own):
@@ -44,15 +45,16 @@
 namespace ztier::internal {
 
 inline constexpr std::size_t kMaxUnitPages = 16;
-// A unit is kept only if it compresses to at most its members' pages, so
-// its object never needs more than one piece per page.
+// A unit is kept only if it compresses to less than its members' pages, so
+// its object never needs more than one block per page; its pool pieces
+// are as many as this bound allows (UnitPieceSizes).
 inline constexpr std::size_t kMaxUnitPieces = kMaxUnitPages;
 
 struct Unit {
   std::atomic<std::uint32_t> live;  // members still attached, by bit
   std::uint32_t members;  // the pages the object holds, by bit, in order
   std::uint32_t bytes;    // the compressed object's length
-  std::uint8_t pieces;    // ceil(bytes / 4096)
+  std::uint8_t pieces;    // pool pieces, or (wb) ceil(bytes / 4096) blocks
   std::uint8_t dict;      // the dictionary id it was compressed with
   std::uint8_t wb;        // piece[] are backing blocks, not pool handles
   std::atomic<std::uint8_t> queued;  // on the reclaim queue

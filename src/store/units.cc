@@ -36,6 +36,30 @@ UnitCache& LocalUnitCache() {
   return cache;
 }
 
+// The sizes of the pool objects that hold a unit's compressed object of
+// `len` bytes, in order; returns their count (at most kMaxUnitPieces, as
+// len < kMaxUnitPages * kPageSize). Whole pages first: the pool's
+// page-sized class packs them without waste. The rest, while pieces are
+// left, in descending powers of two from 2048 bytes down to 64, and what
+// remains (under 64 bytes, or whatever the last piece left must hold) as
+// the last piece. A pool class wastes the unused part of its last page;
+// a rest of any size would fall in any of the pool's classes, so the
+// units of a device would leave a partly used page in each (about 200 KB
+// for 256 units); split this way they leave one in each of about eight.
+std::size_t UnitPieceSizes(std::size_t len,
+                           std::size_t (&sizes)[internal::kMaxUnitPieces]) {
+  std::size_t n = 0;
+  for (; len >= kPageSize; len -= kPageSize) sizes[n++] = kPageSize;
+  for (std::size_t p = kPageSize / 2;
+       p >= 64 && len != 0 && n + 1 < internal::kMaxUnitPieces; p /= 2) {
+    if (len < p) continue;
+    sizes[n++] = p;
+    len -= p;
+  }
+  if (len != 0) sizes[n++] = len;
+  return n;
+}
+
 std::uint32_t Bit(std::uint64_t index, std::size_t unit_pages) {
   return 1u << (index % unit_pages);
 }
@@ -51,7 +75,10 @@ bool PageStoreTestPeer::CorruptUnit(PageStore& store, std::uint64_t index) {
   if (!(SlotTable::Flags(s) & slot::kUnit) || e.wb) return false;
   std::byte junk[64];
   std::memset(junk, 0xa5, sizeof(junk));
-  m.pool->Write(e.piece[0], std::span<const std::byte>(junk, sizeof(junk)));
+  m.pool->Write(
+      e.piece[0],
+      std::span<const std::byte>(
+          junk, std::min(sizeof(junk), m.pool->ObjectSize(e.piece[0]))));
   return true;
 }
 
@@ -118,10 +145,10 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
     return StorePages(
         first, std::span<const std::byte>(pages, unit_pages * kPageSize), w);
   }
-  pieces = (len + kPageSize - 1) / kPageSize;
-  for (std::size_t k = 0; k < pieces; ++k) {
-    const std::size_t size = std::min(kPageSize, len - k * kPageSize);
-    piece[k] = pool->Malloc(size);
+  std::size_t sizes[internal::kMaxUnitPieces];
+  pieces = UnitPieceSizes(len, sizes);
+  for (std::size_t k = 0, at = 0; k < pieces; at += sizes[k++]) {
+    piece[k] = pool->Malloc(sizes[k]);
     if (piece[k] == kInvalidHandle) {
       for (std::size_t j = 0; j < k; ++j) pool->Free(piece[j]);
       pool->ReleaseSpares();
@@ -129,7 +156,7 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
       Add(reject_alloc_fail);
       return Status::ResourceExhausted("pool is full");
     }
-    pool->Write(piece[k], std::span<const std::byte>(out + k * kPageSize, size));
+    pool->Write(piece[k], std::span<const std::byte>(out + at, sizes[k]));
   }
   Add(units_live);  // counted before the limit check, as its entry is
   if (Status st = CheckLimitAfterAlloc(); !st.ok()) {
@@ -215,22 +242,28 @@ void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
   }
 }
 
+std::size_t PageStore::Impl::GatherUnitLocked(const internal::Unit& e,
+                                              std::byte* out) const {
+  std::size_t at = 0;
+  for (int k = 0; k < e.pieces; ++k) {
+    at += pool->ReadInto(e.piece[k],
+                         std::span<std::byte>(out + at, kUnitBytes - at));
+  }
+  return at;
+}
+
 Status PageStore::Impl::DecompressUnitLocked(std::uint64_t index,
                                              std::byte* out) {
   const std::uint64_t u = index / unit_pages;
   const internal::Unit& e = units[u];
   std::byte* obj = UnitBuffer(2);
   Status st;
-  for (int k = 0; k < e.pieces && st.ok(); ++k) {
-    std::span<std::byte> dst(obj + k * kPageSize, kPageSize);
-    if (!e.wb) {
-      pool->ReadInto(e.piece[k], dst);
-      continue;
-    }
+  if (!e.wb) GatherUnitLocked(e, obj);
+  for (int k = 0; e.wb && k < e.pieces && st.ok(); ++k) {
     Add(bd_reads);
     alignas(kPageSize) thread_local std::byte block[kPageSize];
     st = options.backing->ReadBlock(e.piece[k], MutablePage(block, kPageSize));
-    if (st.ok()) std::memcpy(dst.data(), block, kPageSize);
+    if (st.ok()) std::memcpy(obj + k * kPageSize, block, kPageSize);
   }
   if (!st.ok()) return st;
   const std::size_t n = static_cast<std::size_t>(std::popcount(e.members));

@@ -5,11 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
-#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -156,6 +157,27 @@ TEST(UnitsTest, UnitsTakeLessThanPages) {
   EXPECT_LT(b.compr_data_size, a.compr_data_size);
   EXPECT_LT(b.mem_used_total, a.mem_used_total);
   EXPECT_GT(b.units, 0u);
+}
+
+// A unit's object is whole pages and a rest in power-of-two pieces of at
+// least 64 bytes, and one last piece under that: the rests of many units
+// fill a few of the pool's size classes, each of which wastes the unused
+// part of its last page, not one partly used page in nearly every class.
+TEST(UnitsTest, UnitRestsFillFewSizeClasses) {
+  auto store = MakeStore(2048, 16);
+  ASSERT_OK(store->StoreBatch(0, Pages(0, 2048, DenseBase())));
+  const PageStoreStats st = store->Stats();
+  ASSERT_GE(st.units, 120u);
+  std::size_t in_use = 0;
+  for (const PoolClassStats& c : store->pool().ClassStats()) {
+    if (c.obj_used == 0) continue;
+    ++in_use;
+    EXPECT_TRUE(c.size <= 64 || std::has_single_bit(c.size))
+        << "class of " << c.size << " bytes holds " << c.obj_used;
+  }
+  // 4096, 2048, 1024, 512, 256, 128, 64, and the classes under 64 bytes.
+  EXPECT_LE(in_use, 10u);
+  ExpectRange(*store, 0, Pages(0, 2048, DenseBase()));
 }
 
 TEST(UnitsTest, IncompressibleRunsArePages) {
@@ -396,8 +418,8 @@ TEST(UnitsTest, WritebackWritesEachUnitOnce) {
 }
 
 // A writeback_limit that runs out within a group of units still writes the
-// units charged before it (a unit has at most 16 pieces, so a budget of 16
-// takes at least one whole unit), as zram writes up to its limit.
+// units charged before it (a unit takes at most 16 blocks, so a budget of
+// 16 takes at least one whole unit), as zram writes up to its limit.
 TEST(UnitsTest, ABudgetSpentMidGroupWritesTheUnitsChargedBefore) {
   ScopedTempDir dir;
   auto store = MakeStore(64, 16, WithBacking(dir, 1024));
@@ -412,7 +434,7 @@ TEST(UnitsTest, ABudgetSpentMidGroupWritesTheUnitsChargedBefore) {
   EXPECT_EQ(r->status.code(), StatusCode::kIoError) << r->status.ToString();
   EXPECT_GE(r->written, 16u);
   EXPECT_LT(r->written, 64u);
-  // What was charged is exactly what was written: a piece a block.
+  // What was charged is exactly what was written: a budget page a block.
   EXPECT_EQ(store->Stats().bd_writes, 16 - budget.pages.load());
   ExpectRange(*store, 0, data);
 }

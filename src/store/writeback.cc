@@ -461,17 +461,17 @@ namespace {
 struct UnitWritebackJob {
   std::uint64_t u = 0;
   std::uint64_t gen = 0;
-  int pieces = 0;
+  int nblocks = 0;  // the blocks its object takes: one per 4 KiB or part
   std::uint64_t blocks[internal::kMaxUnitPieces];
   int alloc = 0;  // blocks[0, alloc) allocated
   int got = 0;    // blocks[0, got) in IOs
   bool io_failed = false;
   bool not_written = false;  // no blocks for it (store full, or stopped)
-  // Bit k: piece k's block was written, or its write may still land
+  // Bit k: block k was written, or its write may still land
   // (BlockWriter::Done::may_land); it is given back with a discard.
   std::uint32_t written = 0;
-  std::uint32_t ok = 0;  // pieces whose write succeeded
-  std::uint32_t reported = 0;  // pieces whose IO was reaped
+  std::uint32_t ok = 0;        // blocks whose write succeeded
+  std::uint32_t reported = 0;  // blocks whose IO was reaped
 };
 static_assert(internal::kMaxUnitPieces <= 32);
 
@@ -479,8 +479,8 @@ static_assert(internal::kMaxUnitPieces <= 32);
 // IOs reaped, each job's blocks given back (with a discard where written)
 // and its charge refunded; the caller's pass clears the PP marks
 // (~WritebackPass). If the reaping stops with IOs still in flight, the
-// blocks of pieces in an IO not yet reported stay allocated (the kernel
-// may still be writing them).
+// blocks in an IO not yet reported stay allocated (the kernel may still be
+// writing them).
 void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
                      WritebackBudget* budget,
                      std::span<UnitWritebackJob> jobs) noexcept {
@@ -506,7 +506,7 @@ void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
         bs.FreeUnwritten(j.blocks[k]);
       }
     }
-    Refund(budget, static_cast<std::uint64_t>(j.pieces));
+    Refund(budget, static_cast<std::uint64_t>(j.nblocks));
   }
 }
 
@@ -515,7 +515,7 @@ void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
 // Units (unit_table.h) are written after the pages, a group at a time, each
 // whole: under the run's locks it is checked (every live page passes the
 // scan's filter and lies in the scan), charged one budget page per block,
-// its pages marked PP and its pieces copied out; its blocks are written;
+// its pages marked PP and its object copied out; its blocks are written;
 // under the locks again it becomes WB only if it is the same unit and no
 // page of it was touched (PP still set on each), else its blocks are freed.
 void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
@@ -562,9 +562,11 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
                    PassesFilter(f, scan.filter);
             });
           }
+          const auto blocks =
+              static_cast<int>((e.bytes + kPageSize - 1) / kPageSize);
           int charged = 0;
-          while (ok && charged < e.pieces && Charge(req.budget)) ++charged;
-          if (ok && charged < e.pieces) {
+          while (ok && charged < blocks && Charge(req.budget)) ++charged;
+          if (ok && charged < blocks) {
             Refund(req.budget, static_cast<std::uint64_t>(charged));
             spent = true;
             result->status = Status::IoError("writeback_limit reached");
@@ -575,22 +577,19 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
             Job& j = jobs.emplace_back();
             j.u = u;
             j.gen = e.gen;
-            j.pieces = e.pieces;
+            j.nblocks = blocks;
             std::byte* dst = data.get() + (jobs.size() - 1) *
                                               internal::kMaxUnitPieces *
                                               kPageSize;
-            for (int k = 0; k < e.pieces; ++k) {
-              std::span<std::byte> block(dst + k * kPageSize, kPageSize);
-              const std::size_t n = pool->ReadInto(e.piece[k], block);
-              std::memset(block.data() + n, 0, kPageSize - n);
-            }
+            const std::size_t n = GatherUnitLocked(e, dst);
+            std::memset(dst + n, 0, blocks * kPageSize - n);
             members_of(u, [](Slot& s, std::uint32_t) {
               SlotTable::AssertHeld(s);
               SlotTable::SetFlags(s, slot::kPp);
             });
           }
         }
-        // Blocks and IOs. A tag is a job and a piece.
+        // Blocks and IOs. A tag is a job and a block of its object.
         const auto done = [&](const BlockWriter::Done& d) {
           Job& j = jobs[d.tag / internal::kMaxUnitPieces];
           const std::uint32_t bit = std::uint32_t{1}
@@ -611,13 +610,13 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           Job& j = jobs[ji];
           const std::byte* src =
               data.get() + ji * internal::kMaxUnitPieces * kPageSize;
-          while (j.got < j.pieces) {
+          while (j.got < j.nblocks) {
             std::size_t got = 0;
             const std::uint64_t b =
-                stopped
-                    ? 0
-                    : AllocOrDiscard(
-                          bs, static_cast<std::size_t>(j.pieces - j.got), &got);
+                stopped ? 0
+                        : AllocOrDiscard(
+                              bs, static_cast<std::size_t>(j.nblocks - j.got),
+                              &got);
             for (std::size_t k = 0; k < got; ++k) j.blocks[j.alloc + k] = b + k;
             j.alloc += static_cast<int>(got);
             if (got == 0) {
@@ -664,10 +663,9 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
         const auto live =
             static_cast<std::uint64_t>(std::popcount(e.live.load()));
         if (same) {
-          for (int k = 0; k < j.pieces; ++k) {
-            pool->Free(e.piece[k]);
-            e.piece[k] = j.blocks[k];
-          }
+          for (int k = 0; k < e.pieces; ++k) pool->Free(e.piece[k]);
+          for (int k = 0; k < j.nblocks; ++k) e.piece[k] = j.blocks[k];
+          e.pieces = static_cast<std::uint8_t>(j.nblocks);
           e.wb = 1;
           Sub(compr_data_size, e.bytes);
           members_of(j.u, [](Slot& s, std::uint32_t) {
@@ -676,7 +674,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
             SlotTable::SetFlags(s, slot::kWb);
           });
           Add(wb_pages, live);
-          Add(bd_writes, static_cast<std::uint64_t>(j.pieces));
+          Add(bd_writes, static_cast<std::uint64_t>(j.nblocks));
           result->written += live;
         } else {
           // Blocks written (before a failed IO, or before the store ran
@@ -692,7 +690,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           }
           // Only a unit installed on the backing store is charged; every
           // block written counts in bd_writes (zram's writeback_store()).
-          Refund(req.budget, static_cast<std::uint64_t>(j.pieces));
+          Refund(req.budget, static_cast<std::uint64_t>(j.nblocks));
           Add(bd_writes, static_cast<std::uint64_t>(std::popcount(j.ok)));
           if (j.io_failed) {
             result->failed += live;

@@ -126,7 +126,9 @@ struct PageStoreOptions {
   // kInvalidArgument). A StoreBatch that covers a whole aligned run of
   // unit_pages slots compresses that run's pages (the same-filled ones
   // aside, kept as SAME) as one object, split into page-sized pool
-  // objects and one shorter last one; each slot refers to it. A run that
+  // objects and a rest in a few power-of-two pieces (so that the units'
+  // rests fill a few size classes, not partly used pages of every class);
+  // each slot refers to it. A run that
   // does not compress to fewer bytes than its pages is stored page by page.
   //   - Loads: reading one page decompresses the whole unit into a
   //     per-thread copy of the last unit decompressed, so the unit's other
@@ -150,9 +152,10 @@ struct PageStoreOptions {
   //     page goes: recompression does not rewrite units.
   //   - Each thread that stores or reads units keeps 256 KiB of buffers
   //     (its last decompressed unit among them), outside mem_used_total.
-  //   - Writeback writes a unit once (one block per piece: its compressed
-  //     object, with or without compressed_writeback), when every page of
-  //     it passes the scan's filter and lies in the scan.
+  //   - Writeback writes a unit once (its compressed object, one block
+  //     per 4096 bytes or part, with or without compressed_writeback),
+  //     when every page of it passes the scan's filter and lies in the
+  //     scan.
   //   - Recompression skips unit pages; dictionary training samples them;
   //     a unit is compressed with the current dictionary, as a page is.
   // mm_stat counts as for pages (orig_data_size: pages; compr_data_size:
