@@ -44,8 +44,8 @@ UnitCache& LocalUnitCache() {
 // remains (under 64 bytes, or whatever the last piece left must hold) as
 // the last piece. A pool class wastes the unused part of its last page;
 // a rest of any size would fall in any of the pool's classes, so the
-// units of a device would leave a partly used page in each (about 200 KB
-// for 256 units); split this way they leave one in each of about eight.
+// units of a device would leave a partly used page in each (about 250 KB
+// for 256 units); split this way they leave one in each of about ten.
 std::size_t UnitPieceSizes(std::size_t len,
                            std::size_t (&sizes)[internal::kMaxUnitPieces]) {
   std::size_t n = 0;
