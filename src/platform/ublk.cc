@@ -465,6 +465,8 @@ Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t dev_id) {
 namespace {
 // User data of a queue SQE: the tag (a CQE names the tag it answers).
 std::uint64_t TagData(std::uint16_t tag) { return tag; }
+// The wake read's user data: above every tag's (tags are < 4096).
+constexpr std::uint64_t kWakeData = std::uint64_t{1} << 32;
 }  // namespace
 
 Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(
@@ -494,7 +496,8 @@ Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(
   for (unsigned flags : tries) {
     io_uring_params p{};
     p.flags = flags;
-    r = io_uring_queue_init_params(depth, &ring->ring, &p);
+    // A command per tag and the wake read (ArmWake).
+    r = io_uring_queue_init_params(depth + 1u, &ring->ring, &p);
     if (r != -EINVAL) break;
   }
   if (r < 0) {
@@ -512,15 +515,7 @@ UblkQueueRing::~UblkQueueRing() {
 
 void UblkQueueRing::QueueCmd(std::uint32_t op, std::uint16_t tag,
                              std::int32_t result) {
-  io_uring* ring = &ring_->ring;
-  io_uring_sqe* sqe;
-  // At most one command per tag is ever queued and the ring has depth
-  // entries, so the ring is full only after a failed submit: hand the
-  // queued ones over until one is free (see Wait on the kernel refusing
-  // for a while).
-  while ((sqe = io_uring_get_sqe(ring)) == nullptr) {
-    if (io_uring_submit(ring) < 0) BackOff();
-  }
+  io_uring_sqe* sqe = FreeSqe();
   std::memset(sqe, 0, sizeof *sqe);
   sqe->opcode = IORING_OP_URING_CMD;
   sqe->fd = char_fd_;
@@ -562,6 +557,25 @@ void UblkQueueRing::Commit(std::uint16_t tag, std::int32_t result) {
   QueueCmd(ublk::kIoCommitAndFetchReq, tag, result);
 }
 
+void UblkQueueRing::ArmWake(int event_fd) {
+  io_uring_sqe* sqe = FreeSqe();
+  io_uring_prep_read(sqe, event_fd, &wake_value_, sizeof wake_value_, 0);
+  io_uring_sqe_set_data64(sqe, kWakeData);
+}
+
+io_uring_sqe* UblkQueueRing::FreeSqe() {
+  io_uring* ring = &ring_->ring;
+  io_uring_sqe* sqe;
+  // At most one command per tag and one wake read are ever queued, and the
+  // ring has that many entries, so the ring is full only after a failed
+  // submit: hand the queued ones over until one is free (see Wait on the
+  // kernel refusing for a while).
+  while ((sqe = io_uring_get_sqe(ring)) == nullptr) {
+    if (io_uring_submit(ring) < 0) BackOff();
+  }
+  return sqe;
+}
+
 Result<std::size_t> UblkQueueRing::Wait(std::span<Completion> out,
                                         int timeout_ms) {
   io_uring* ring = &ring_->ring;
@@ -590,7 +604,9 @@ Result<std::size_t> UblkQueueRing::Wait(std::span<Completion> out,
   unsigned head;
   io_uring_for_each_cqe(ring, head, cqe) {
     if (n == out.size()) break;
-    out[n].tag = static_cast<std::uint16_t>(io_uring_cqe_get_data64(cqe));
+    const std::uint64_t data = io_uring_cqe_get_data64(cqe);
+    out[n].tag =
+        data == kWakeData ? kWakeTag : static_cast<std::uint16_t>(data);
     out[n].res = cqe->res;
     ++n;
   }
@@ -636,6 +652,7 @@ Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(int,
 UblkQueueRing::~UblkQueueRing() = default;
 Status UblkQueueRing::FetchAll() { return NoUring(); }
 void UblkQueueRing::Commit(std::uint16_t, std::int32_t) {}
+void UblkQueueRing::ArmWake(int) {}
 void UblkQueueRing::QueueCmd(std::uint32_t, std::uint16_t, std::int32_t) {}
 Result<std::size_t> UblkQueueRing::Wait(std::span<Completion>, int) {
   return Err(NoUring());
@@ -671,11 +688,18 @@ Status UblkQueueRing::ReadRequest(std::uint16_t tag, std::uint32_t offset,
 
 Status UblkQueueRing::WriteRequest(std::uint16_t tag, std::uint32_t offset,
                                    std::span<const std::byte> data) const {
-  return MoveAll(data.size(), "pwrite ublk request data", [&](std::size_t done) {
-    return ::pwrite(char_fd_, data.data() + done, data.size() - done,
-                    static_cast<off_t>(UblkUserCopyOffset(
-                        q_id_, tag, offset + static_cast<std::uint32_t>(done))));
-  });
+  return UblkWriteRequest(char_fd_, q_id_, tag, offset, data);
+}
+
+Status UblkWriteRequest(int char_fd, std::uint16_t q_id, std::uint16_t tag,
+                        std::uint32_t offset, std::span<const std::byte> data) {
+  return MoveAll(
+      data.size(), "pwrite ublk request data", [&](std::size_t done) {
+        return ::pwrite(
+            char_fd, data.data() + done, data.size() - done,
+            static_cast<off_t>(UblkUserCopyOffset(
+                q_id, tag, offset + static_cast<std::uint32_t>(done))));
+      });
 }
 
 }  // namespace ztier::platform

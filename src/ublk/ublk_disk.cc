@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "platform/event_fd.h"
 #include "ublk/request.h"
 
 namespace ztier::ublk {
@@ -23,6 +24,11 @@ struct UblkDisk::Queue {
   platform::Mapping buffers;  // depth * max_io_bytes
   std::promise<Status> ready;  // the ring made and every tag fetched
   std::thread thread;
+  // The waiters' results for this queue (room for depth, reserved at
+  // start), and the eventfd that wakes the queue thread to commit them.
+  platform::EventFd wake;
+  internal::Mutex done_mu;
+  std::vector<platform::UblkQueueRing::Completion> done ZT_GUARDED_BY(done_mu);
 };
 
 namespace {
@@ -139,6 +145,11 @@ Status UblkDisk::Run() {
   for (std::size_t i = 0; i < queues_.size(); ++i) {
     auto q = std::make_unique<Queue>();
     q->id = static_cast<std::uint16_t>(i);
+    ZT_ASSIGN_OR_RETURN(q->wake, platform::EventFd::Create());
+    {
+      internal::MutexLock lock(q->done_mu);
+      q->done.reserve(options_.depth);
+    }
     ZT_ASSIGN_OR_RETURN(
         q->buffers,
         platform::Mapping::Anonymous(
@@ -149,6 +160,16 @@ Status UblkDisk::Run() {
       ZT_RETURN_IF_ERROR(q->buffers.Populate("populate ublk queue buffers"));
     }
     queues_[i] = std::move(q);
+  }
+  waiting_.resize(queues_.size() * options_.depth);
+  const std::size_t waiters = std::max<std::size_t>(2, queues_.size());
+  try {
+    for (std::size_t i = 0; i < waiters; ++i) {
+      waiters_.emplace_back([this] { WaiterMain(); });
+    }
+  } catch (const std::system_error& e) {
+    return Status::ResourceExhausted(
+        std::string("no thread for a ublk waiter: ") + e.what());
   }
   std::vector<std::future<Status>> ready;
   for (auto& q : queues_) {
@@ -194,10 +215,16 @@ void UblkDisk::QueueMain(Queue* q) {
     return;
   }
   q->ready.set_value(Status::Ok());
+  ring.ArmWake(q->wake.fd());
 
   const Limits limits{disksize_, options_.max_io_bytes};
-  std::vector<platform::UblkQueueRing::Completion> done(options_.depth);
+  using Completion = platform::UblkQueueRing::Completion;
+  // Room for every tag and the wake read.
+  std::vector<Completion> done(options_.depth + 1u);
+  std::vector<Completion> results;  // the waiters', swapped out of q->done
+  results.reserve(options_.depth);
   std::size_t live = options_.depth;  // tags fetched, not yet aborted
+  std::size_t handed = 0;  // tags with the waiters, not yet committed
   while (live > 0) {
     auto n = ring.Wait(done, kIdleWaitMs);
     if (!n.has_value()) {
@@ -207,11 +234,24 @@ void UblkDisk::QueueMain(Queue* q) {
       break;
     }
     if (*n == 0) {
-      if (stopping_.load(std::memory_order_acquire)) break;
+      if (stopping_.load(std::memory_order_acquire) && handed == 0) break;
       continue;
     }
     for (std::size_t i = 0; i < *n; ++i) {
       const std::uint16_t tag = done[i].tag;
+      if (tag == platform::UblkQueueRing::kWakeTag) {
+        // A waiter has results (or the read failed, which never happens
+        // to an eventfd: the results are looked for all the same).
+        ring.ArmWake(q->wake.fd());
+        {
+          internal::MutexLock lock(q->done_mu);
+          results.swap(q->done);  // both keep room for depth
+        }
+        for (const Completion& c : results) Finish(ring, c.tag, c.res);
+        handed -= results.size();
+        results.clear();
+        continue;
+      }
       if (done[i].res != abi::kIoResOk) {
         // Aborted (the device stops) or refused: no more for this tag.
         --live;
@@ -225,6 +265,18 @@ void UblkDisk::QueueMain(Queue* q) {
       const abi::IoDesc desc = ring.desc(tag);  // ours until the commit
       std::int32_t result;
       auto req = ParseDescriptor(desc, limits);
+      if (req.has_value() && req->op == Op::kRead &&
+          device_->ReadMayWait(req->offset, req->length)) {
+        {
+          std::lock_guard lock(wait_mu_);
+          waiting_[(wait_head_ + wait_count_) % waiting_.size()] = {q, tag,
+                                                                    *req};
+          ++wait_count_;
+        }
+        wait_cv_.notify_one();
+        ++handed;
+        continue;
+      }
       if (!req.has_value()) {
         result = req.error();
       } else {
@@ -243,23 +295,7 @@ void UblkDisk::QueueMain(Queue* q) {
           result = -EIO;
         }
       }
-      // Formatted only for the one line logged: the request path allocates
-      // nothing after that.
-      if (result < 0 && result != -ENOSPC && !IoErrorLogged()) {
-        LogIoErrorOnce(block_path() + ": " + OpName(desc.op_flags & 0xff) +
-                       " of " + std::to_string(desc.nr_sectors) +
-                       " sectors at sector " +
-                       std::to_string(desc.start_sector) + " failed: " +
-                       std::strerror(-result));
-      }
-      if (options_.trace != nullptr) {
-        char line[kTraceLineMax];
-        const std::size_t len = FormatTraceLine(desc, result, line);
-        internal::MutexLock lock(*options_.trace_mu);
-        std::fwrite(line, 1, len, options_.trace);
-      }
-      requests_.fetch_add(1, std::memory_order_relaxed);
-      ring.Commit(tag, result);
+      Finish(ring, tag, result);
     }
   }
   if (live == 0 && !stop_asked_.load(std::memory_order_acquire)) {
@@ -269,6 +305,67 @@ void UblkDisk::QueueMain(Queue* q) {
   }
   // Leaving closes the ring (made.value()'s destructor), which cancels any
   // command still in the kernel.
+}
+
+void UblkDisk::Finish(platform::UblkQueueRing& ring, std::uint16_t tag,
+                      std::int32_t result) {
+  const abi::IoDesc desc = ring.desc(tag);
+  // Formatted only for the one line logged: the request path allocates
+  // nothing after that.
+  if (result < 0 && result != -ENOSPC && !IoErrorLogged()) {
+    LogIoErrorOnce(block_path() + ": " + OpName(desc.op_flags & 0xff) + " of " +
+                   std::to_string(desc.nr_sectors) + " sectors at sector " +
+                   std::to_string(desc.start_sector) +
+                   " failed: " + std::strerror(-result));
+  }
+  if (options_.trace != nullptr) {
+    char line[kTraceLineMax];
+    const std::size_t len = FormatTraceLine(desc, result, line);
+    internal::MutexLock lock(*options_.trace_mu);
+    std::fwrite(line, 1, len, options_.trace);
+  }
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  ring.Commit(tag, result);
+}
+
+void UblkDisk::WaiterMain() {
+  // A waiter serves a swap device's reads as the queue threads do (their
+  // warning covers it).
+  (void)platform::SetIoFlusher();
+  for (;;) {
+    Waiting w;
+    {
+      std::unique_lock lock(wait_mu_);
+      wait_cv_.wait(lock, [&] { return wait_count_ != 0 || waiters_stop_; });
+      if (wait_count_ == 0) return;  // stopped, and nothing left
+      w = waiting_[wait_head_];
+      wait_head_ = (wait_head_ + 1) % waiting_.size();
+      --wait_count_;
+    }
+    const std::span<std::byte> buf(
+        w.q->buffers.data() + std::size_t{w.tag} * options_.max_io_bytes,
+        w.req.length);
+    std::int32_t result = ServeRequest(*device_, w.req, buf);
+    if (result > 0 &&
+        !platform::UblkWriteRequest(char_fd_, w.q->id, w.tag, 0, buf).ok()) {
+      result = -EIO;
+    }
+    {
+      internal::MutexLock lock(w.q->done_mu);
+      w.q->done.push_back({w.tag, result});  // within the room reserved
+    }
+    w.q->wake.Signal();
+  }
+}
+
+void UblkDisk::StopWaiters() {
+  {
+    std::lock_guard lock(wait_mu_);
+    waiters_stop_ = true;
+  }
+  wait_cv_.notify_all();
+  for (std::thread& t : waiters_) t.join();
+  waiters_.clear();
 }
 
 void UblkDisk::Stop() {
@@ -286,6 +383,10 @@ void UblkDisk::Stop() {
   for (auto& q : queues_) {
     if (q != nullptr && q->thread.joinable()) q->thread.join();
   }
+  // A queue thread ends with no read left with the waiters, but for one
+  // that ended on a ring error: its waiters' reads end within the backing
+  // store's timeout.
+  StopWaiters();
   queues_.clear();  // buffers unmapped; the rings closed with their threads
   platform::CloseFd(char_fd_);  // before DEL_DEV, which waits for openers
   char_fd_ = -1;

@@ -42,6 +42,10 @@ is left (zt_stop). A guest without /dev/ublk-control fails these tests.
                 umount and swapoff, hot_remove succeeds
   ublk_crash    SIGKILL leaves the ublk device behind; the next server
                 deletes it and serves a new disk in its place
+  ublk_stall    with a remote backing store (a second ztier) stopped, a
+                read of a written-back page waits while a read from RAM on
+                the same queue is served at once; the stalled read ends
+                with the right data once the remote goes on
 
 --via-nbd runs the in-guest tests with ztier over NBD inside the guest
 (a Unix socket and nbd-client) instead of ublk: a debugging aid for the
@@ -150,6 +154,7 @@ def guest_tests():
         "ublk_hotplug": ({}, 256, 2),
         "ublk_busy": ({}, 256, 2),
         "ublk_crash": ({}, 256, 2),
+        "ublk_stall": ({}, 256, 2),
         # Not in the default list: captures testdata/ublk_descriptors.txt.
         "ublk_trace": ({}, 256, 2),
     }
@@ -203,7 +208,7 @@ JUDGES = {"conformance": judge_conformance, "ublk_trace": judge_trace}
 
 HOST_TESTS = ["swap", "ext4", "conformance"]
 GUEST_TESTS = ["ublk_fio", "ublk_ext4", "ublk_swap", "ublk_hotplug",
-               "ublk_busy", "ublk_crash"]
+               "ublk_busy", "ublk_crash", "ublk_stall"]
 
 
 def run_one(name, ztier, guest, results_dir, via_nbd):

@@ -46,6 +46,8 @@
 #include "platform/ublk_abi.h"
 #include "ztier/status.h"
 
+struct io_uring_sqe;  // liburing's, in builds with io_uring
+
 namespace ztier::platform {
 
 inline constexpr const char* kUblkControlPath = "/dev/ublk-control";
@@ -134,6 +136,8 @@ class UblkQueueRing {
     std::uint16_t tag;
     std::int32_t res;
   };
+  // The tag of the wake read's completion (ArmWake); no request's tag.
+  static constexpr std::uint16_t kWakeTag = 0xffff;
 
   // `char_fd` is /dev/ublkcN (kept open by the caller for this ring's life).
   static Result<std::unique_ptr<UblkQueueRing>> Create(int char_fd,
@@ -156,13 +160,19 @@ class UblkQueueRing {
   // Queues UBLK_U_IO_COMMIT_AND_FETCH_REQ for `tag` with `result`; Wait
   // submits it.
   void Commit(std::uint16_t tag, std::int32_t result);
+  // Queues a read of 8 bytes from `event_fd` (an eventfd the caller keeps
+  // open for this ring's life), which completes, as a Completion with tag
+  // kWakeTag, once another thread writes to it: a way for other threads to
+  // wake Wait. Arm it again after each such completion; one at a time.
+  void ArmWake(int event_fd);
   // Submits what is queued and waits up to timeout_ms (-1: no limit) for
   // completions; fills `out` and returns how many (0 on timeout).
   Result<std::size_t> Wait(std::span<Completion> out, int timeout_ms);
 
   // User copy: the data of request `tag` at `offset`, whole or an error.
   // ReadRequest (the request is a WRITE: what to store); WriteRequest (a
-  // READ: what the reader gets).
+  // READ: what the reader gets). Any thread may call them (UblkWriteRequest
+  // needs no ring at all).
   Status ReadRequest(std::uint16_t tag, std::uint32_t offset,
                      std::span<std::byte> out) const;
   Status WriteRequest(std::uint16_t tag, std::uint32_t offset,
@@ -171,6 +181,7 @@ class UblkQueueRing {
  private:
   UblkQueueRing(int char_fd, std::uint16_t q_id, std::uint16_t depth);
   void QueueCmd(std::uint32_t op, std::uint16_t tag, std::int32_t result);
+  ::io_uring_sqe* FreeSqe();  // a free submission entry (io_uring builds)
 
   struct Ring;
   const int char_fd_;
@@ -178,7 +189,14 @@ class UblkQueueRing {
   const std::uint16_t depth_;
   std::unique_ptr<Ring> ring_;
   Mapping descs_;
+  std::uint64_t wake_value_ = 0;  // the wake read's buffer
 };
+
+// UblkQueueRing::WriteRequest without the ring: the READ data of request
+// `tag` of queue `q_id` on /dev/ublkcN `char_fd`, at `offset` (user copy,
+// from any thread, while the request is the server's).
+Status UblkWriteRequest(int char_fd, std::uint16_t q_id, std::uint16_t tag,
+                        std::uint32_t offset, std::span<const std::byte> data);
 
 // Opens `path` (as /dev/ublkcN, which udev may still be making: retries
 // ENOENT, and EBUSY, for up to timeout_ms) read-write; the fd, or the

@@ -1,9 +1,9 @@
 // ublk_disk.h: one /dev/ublkbN serving one Device (ztier/device.h)
-// through the ublk driver (Linux 6.5+, for UBLK_F_USER_COPY; platform/ublk.h has the driver's
-// side): ADD_DEV with UBLK_F_USER_COPY | UBLK_F_CMD_IOCTL_ENCODE, the
-// parameters (4096-byte logical and physical blocks, discard and write
-// zeroes), one thread per queue with its own io_uring, START_DEV; Stop()
-// undoes it all.
+// through the ublk driver (Linux 6.5+, for UBLK_F_USER_COPY; platform/ublk.h
+// has the driver's side): ADD_DEV with UBLK_F_USER_COPY |
+// UBLK_F_CMD_IOCTL_ENCODE, the parameters (4096-byte logical and physical
+// blocks, discard and write zeroes), one thread per queue with its own
+// io_uring, START_DEV; Stop() undoes it all.
 //
 // The request path allocates nothing: each queue maps depth buffers of
 // max_io_bytes up front (populated, so locked by --mlock's mlockall, when
@@ -14,6 +14,16 @@
 // allocations trigger must not wait on the disk it serves); without
 // CAP_SYS_RESOURCE it warns once and goes on. Queue threads are not
 // pinned to CPUs (pinning queue i to CPU i collapsed throughput).
+//
+// A READ that may wait for the backing store (Device::ReadMayWait: it
+// covers a written-back page) is served by one of the disk's waiter
+// threads (one per queue, at least two), not by the queue thread: a
+// stalled remote backing store then holds that read (up to
+// --backing-timeout) and the waiters, while the queue goes on serving
+// every request from RAM. A waiter copies the data to the driver itself
+// (user copy works from any thread) and hands the result back through the
+// queue's eventfd, read by the queue's ring (UblkQueueRing::ArmWake); the
+// queue thread commits it, as it commits every request.
 //
 // The disk holds a Device::ClientRef while it exists, so the device cannot
 // be reset or removed under it; the ublk front end (ublk_front_end.h)
@@ -29,10 +39,12 @@
 #define ZTIER_UBLK_UBLK_DISK_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -40,6 +52,7 @@
 
 #include "platform/mutex.h"
 #include "platform/ublk.h"
+#include "ublk/request.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
 
@@ -98,10 +111,22 @@ class UblkDisk {
 
  private:
   struct Queue;
+  // A READ handed to a waiter: its queue, tag and request.
+  struct Waiting {
+    Queue* q = nullptr;
+    std::uint16_t tag = 0;
+    Request req;
+  };
   UblkDisk(platform::UblkControl* control, std::shared_ptr<Device> device,
            Device::ClientRef ref, const UblkDiskOptions& options);
   Status Run();  // Start's steps after ADD_DEV
   void QueueMain(Queue* q);
+  void WaiterMain();
+  // Logs (once) a failed request, writes its trace line, counts it and
+  // commits its result. On q's thread.
+  void Finish(platform::UblkQueueRing& ring, std::uint16_t tag,
+              std::int32_t result);
+  void StopWaiters();
   void Log(const std::string& line) const;
   // Whether this disk's one IO error line has been logged: check it before
   // formatting a line for LogIoErrorOnce.
@@ -119,6 +144,15 @@ class UblkDisk {
   bool started_ = false;
   bool stopped_ = false;
   std::vector<std::unique_ptr<Queue>> queues_;
+  // The waiters' queue: a ring of queues * depth entries (every tag at most
+  // once), made at start, so that handing a read over allocates nothing.
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  std::vector<Waiting> waiting_;  // guarded by wait_mu_
+  std::size_t wait_head_ = 0;     // guarded by wait_mu_
+  std::size_t wait_count_ = 0;    // guarded by wait_mu_
+  bool waiters_stop_ = false;     // guarded by wait_mu_
+  std::vector<std::thread> waiters_;
   std::atomic<bool> stopping_{false};   // the kernel has stopped the disk
   std::atomic<bool> stop_asked_{false};  // Stop() has begun
   std::atomic<bool> io_error_logged_{false};
