@@ -557,9 +557,9 @@ void UblkQueueRing::Commit(std::uint16_t tag, std::int32_t result) {
   QueueCmd(ublk::kIoCommitAndFetchReq, tag, result);
 }
 
-void UblkQueueRing::ArmWake(int event_fd) {
+void UblkQueueRing::ArmWake(int event_fd, std::uint64_t* value) {
   io_uring_sqe* sqe = FreeSqe();
-  io_uring_prep_read(sqe, event_fd, &wake_value_, sizeof wake_value_, 0);
+  io_uring_prep_read(sqe, event_fd, value, sizeof *value, 0);
   io_uring_sqe_set_data64(sqe, kWakeData);
 }
 
@@ -652,7 +652,7 @@ Result<std::unique_ptr<UblkQueueRing>> UblkQueueRing::Create(int,
 UblkQueueRing::~UblkQueueRing() = default;
 Status UblkQueueRing::FetchAll() { return NoUring(); }
 void UblkQueueRing::Commit(std::uint16_t, std::int32_t) {}
-void UblkQueueRing::ArmWake(int) {}
+void UblkQueueRing::ArmWake(int, std::uint64_t*) {}
 void UblkQueueRing::QueueCmd(std::uint32_t, std::uint16_t, std::int32_t) {}
 Result<std::size_t> UblkQueueRing::Wait(std::span<Completion>, int) {
   return Err(NoUring());

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <system_error>
@@ -25,8 +26,14 @@ struct UblkDisk::Queue {
   std::promise<Status> ready;  // the ring made and every tag fetched
   std::thread thread;
   // The waiters' results for this queue (room for depth, reserved at
-  // start), and the eventfd that wakes the queue thread to commit them.
+  // start), and the eventfd that wakes the queue thread to commit them,
+  // read by its ring into wake_value (here, not on the queue thread's
+  // stack: it outlives the ring, see UblkQueueRing::ArmWake).
   platform::EventFd wake;
+  std::uint64_t wake_value = 0;
+  // Set when the queue thread has left on a ring error: its requests are
+  // failed by the driver, and the waiters skip those still queued.
+  std::atomic<bool> dead{false};
   internal::Mutex done_mu;
   std::vector<platform::UblkQueueRing::Completion> done ZT_GUARDED_BY(done_mu);
 };
@@ -215,7 +222,7 @@ void UblkDisk::QueueMain(Queue* q) {
     return;
   }
   q->ready.set_value(Status::Ok());
-  ring.ArmWake(q->wake.fd());
+  ring.ArmWake(q->wake.fd(), &q->wake_value);
 
   const Limits limits{disksize_, options_.max_io_bytes};
   using Completion = platform::UblkQueueRing::Completion;
@@ -231,6 +238,7 @@ void UblkDisk::QueueMain(Queue* q) {
       // Not LogIoErrorOnce: the end of a queue is never left unsaid.
       Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
           " stops: " + n.error().ToString());
+      q->dead.store(true, std::memory_order_relaxed);
       break;
     }
     if (*n == 0) {
@@ -240,9 +248,15 @@ void UblkDisk::QueueMain(Queue* q) {
     for (std::size_t i = 0; i < *n; ++i) {
       const std::uint16_t tag = done[i].tag;
       if (tag == platform::UblkQueueRing::kWakeTag) {
-        // A waiter has results (or the read failed, which never happens
-        // to an eventfd: the results are looked for all the same).
-        ring.ArmWake(q->wake.fd());
+        // A waiter has results. (A failed read, which an eventfd never
+        // gives, is armed again after a pause, not in a spin; the results
+        // are looked for all the same.)
+        if (done[i].res < 0) {
+          Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
+              ": wake read failed: " + std::strerror(-done[i].res));
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        ring.ArmWake(q->wake.fd(), &q->wake_value);
         {
           internal::MutexLock lock(q->done_mu);
           results.swap(q->done);  // both keep room for depth
@@ -342,6 +356,8 @@ void UblkDisk::WaiterMain() {
       wait_head_ = (wait_head_ + 1) % waiting_.size();
       --wait_count_;
     }
+    // Its queue has gone: nobody would commit the result.
+    if (w.q->dead.load(std::memory_order_relaxed)) continue;
     const std::span<std::byte> buf(
         w.q->buffers.data() + std::size_t{w.tag} * options_.max_io_bytes,
         w.req.length);
@@ -384,8 +400,8 @@ void UblkDisk::Stop() {
     if (q != nullptr && q->thread.joinable()) q->thread.join();
   }
   // A queue thread ends with no read left with the waiters, but for one
-  // that ended on a ring error: its waiters' reads end within the backing
-  // store's timeout.
+  // that ended on a ring error: the waiters skip its reads not yet begun,
+  // and one begun ends within the backing store's timeout.
   StopWaiters();
   queues_.clear();  // buffers unmapped; the rings closed with their threads
   platform::CloseFd(char_fd_);  // before DEL_DEV, which waits for openers

@@ -43,10 +43,18 @@ check "the pages were written back (bd_stat '$bd')" "$(field "$bd" 1)" -ge 2048
 dd if=/tmp/data of="$DEV" bs=1M seek=4 skip=4 count=4 oflag=direct 2>/dev/null
 check "the second half written again" $? = 0
 
+# bd_reads: counted when the server begins a read of a written-back page.
+bd_reads() {
+  field "$(zt_ctl bd_stat)" 2
+}
+
 kill -STOP "$REMOTE"
 # Page 0 is on the remote, which does not answer now.
+reads=$(bd_reads)
 dd if="$DEV" of=/tmp/page0 bs=4k count=1 iflag=direct 2>/dev/null &
 STALLED=$!
+wait_until 30 test "$(bd_reads)" -gt "$reads"
+check "the server began the read of a written-back page" $? = 0
 sleep 1
 alive "$STALLED"
 check "the read of a written-back page waits for the stopped remote" $? = 0
@@ -65,6 +73,13 @@ alive "$STALLED"
 check "the written-back read still waits" $? = 0
 
 kill -CONT "$REMOTE"
+# Bounded: a read never committed must fail the test, not hang it.
+stalled_done() {
+  ! alive "$STALLED"
+}
+wait_until 30 stalled_done
+check "the written-back read ended once the remote answered" $? = 0
+alive "$STALLED" && kill -KILL "$STALLED"
 wait "$STALLED"
 rc=$?
 check "the written-back read completed once the remote answered (status $rc)" "$rc" = 0

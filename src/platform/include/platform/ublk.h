@@ -161,10 +161,13 @@ class UblkQueueRing {
   // submits it.
   void Commit(std::uint16_t tag, std::int32_t result);
   // Queues a read of 8 bytes from `event_fd` (an eventfd the caller keeps
-  // open for this ring's life), which completes, as a Completion with tag
-  // kWakeTag, once another thread writes to it: a way for other threads to
-  // wake Wait. Arm it again after each such completion; one at a time.
-  void ArmWake(int event_fd);
+  // open for this ring's life) into *value, which completes, as a
+  // Completion with tag kWakeTag, once another thread writes to it: a way
+  // for other threads to wake Wait. Arm it again after each such
+  // completion; one at a time. *value must outlive the ring, and stay
+  // valid until no thread writes event_fd any more (the kernel cancels
+  // an armed read after the ring closes, not at once).
+  void ArmWake(int event_fd, std::uint64_t* value);
   // Submits what is queued and waits up to timeout_ms (-1: no limit) for
   // completions; fills `out` and returns how many (0 on timeout).
   Result<std::size_t> Wait(std::span<Completion> out, int timeout_ms);
@@ -189,7 +192,6 @@ class UblkQueueRing {
   const std::uint16_t depth_;
   std::unique_ptr<Ring> ring_;
   Mapping descs_;
-  std::uint64_t wake_value_ = 0;  // the wake read's buffer
 };
 
 // UblkQueueRing::WriteRequest without the ring: the READ data of request

@@ -19,8 +19,11 @@
 // covers a written-back page) is served by one of the disk's waiter
 // threads (one per queue, at least two), not by the queue thread: a
 // stalled remote backing store then holds that read (up to
-// --backing-timeout) and the waiters, while the queue goes on serving
-// every request from RAM. A waiter copies the data to the driver itself
+// --backing-timeout) and the waiters, while the queue goes on serving the
+// requests behind it from RAM (but a write to a page being read that way,
+// which waits for that page's lock; and ReadMayWait is a hint: a page
+// written back just after it looked is read on the queue thread). A
+// waiter copies the data to the driver itself
 // (user copy works from any thread) and hands the result back through the
 // queue's eventfd, read by the queue's ring (UblkQueueRing::ArmWake); the
 // queue thread commits it, as it commits every request.
