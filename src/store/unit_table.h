@@ -7,8 +7,8 @@
 // slot order (`members`, one bit per page of the run). The compressed
 // object is split into `pieces`: full 4096-byte pool objects (the pool's
 // page-sized class, which packs without waste), then its rest in a few
-// power-of-two pieces (units.cc, UnitPieceSizes), or, once written back,
-// one backing block per 4096 bytes or part. Each member slot has the
+// power-of-two pieces (UnitPieceSizes below), or, once written back, one
+// backing block per 4096 bytes or part. Each member slot has the
 // UNIT flag (slot_table.h) and refers to the entry by its position.
 //
 // Entry rules (the lock is the slots' own; there is no lock of its own):
@@ -49,6 +49,31 @@ inline constexpr std::size_t kMaxUnitPages = 16;
 // its object never needs more than one block per page; its pool pieces
 // are as many as this bound allows (UnitPieceSizes).
 inline constexpr std::size_t kMaxUnitPieces = kMaxUnitPages;
+
+// The sizes of the pool objects that hold a unit's compressed object of
+// `len` bytes, in order; returns their count, at most kMaxUnitPieces (as
+// 0 < len < kMaxUnitPages * kPageSize), none empty. Whole pages first: the
+// pool's page-sized class packs them without waste. The rest, while
+// pieces are left, in descending powers of two from 2048 bytes down to
+// 64, and what remains as the last piece: under 64 bytes, or, for a unit
+// of 10 or more whole pages (one that compresses poorly), whatever the
+// last piece left must hold. A pool class wastes the unused part of its
+// last page; rests of any size fall in any of the pool's classes, so the
+// units of a device would leave a partly used page in each (about 250 KB
+// for 256 units); split this way they leave one in each of about ten.
+inline std::size_t UnitPieceSizes(std::size_t len,
+                                  std::size_t (&sizes)[kMaxUnitPieces]) {
+  std::size_t n = 0;
+  for (; len >= kPageSize; len -= kPageSize) sizes[n++] = kPageSize;
+  for (std::size_t p = kPageSize / 2;
+       p >= 64 && len != 0 && n + 1 < kMaxUnitPieces; p /= 2) {
+    if (len < p) continue;
+    sizes[n++] = p;
+    len -= p;
+  }
+  if (len != 0) sizes[n++] = len;
+  return n;
+}
 
 struct Unit {
   std::atomic<std::uint32_t> live;  // members still attached, by bit

@@ -36,30 +36,6 @@ UnitCache& LocalUnitCache() {
   return cache;
 }
 
-// The sizes of the pool objects that hold a unit's compressed object of
-// `len` bytes, in order; returns their count (at most kMaxUnitPieces, as
-// len < kMaxUnitPages * kPageSize). Whole pages first: the pool's
-// page-sized class packs them without waste. The rest, while pieces are
-// left, in descending powers of two from 2048 bytes down to 64, and what
-// remains (under 64 bytes, or whatever the last piece left must hold) as
-// the last piece. A pool class wastes the unused part of its last page;
-// a rest of any size would fall in any of the pool's classes, so the
-// units of a device would leave a partly used page in each (about 250 KB
-// for 256 units); split this way they leave one in each of about ten.
-std::size_t UnitPieceSizes(std::size_t len,
-                           std::size_t (&sizes)[internal::kMaxUnitPieces]) {
-  std::size_t n = 0;
-  for (; len >= kPageSize; len -= kPageSize) sizes[n++] = kPageSize;
-  for (std::size_t p = kPageSize / 2;
-       p >= 64 && len != 0 && n + 1 < internal::kMaxUnitPieces; p /= 2) {
-    if (len < p) continue;
-    sizes[n++] = p;
-    len -= p;
-  }
-  if (len != 0) sizes[n++] = len;
-  return n;
-}
-
 std::uint32_t Bit(std::uint64_t index, std::size_t unit_pages) {
   return 1u << (index % unit_pages);
 }
@@ -146,7 +122,7 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
         first, std::span<const std::byte>(pages, unit_pages * kPageSize), w);
   }
   std::size_t sizes[internal::kMaxUnitPieces];
-  pieces = UnitPieceSizes(len, sizes);
+  pieces = internal::UnitPieceSizes(len, sizes);
   for (std::size_t k = 0, at = 0; k < pieces; at += sizes[k++]) {
     piece[k] = pool->Malloc(sizes[k]);
     if (piece[k] == kInvalidHandle) {

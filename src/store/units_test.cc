@@ -18,6 +18,7 @@
 #include "testing/discarding_file.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
+#include "unit_table.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
 
@@ -166,18 +167,49 @@ TEST(UnitsTest, UnitsTakeLessThanPages) {
 TEST(UnitsTest, UnitRestsFillFewSizeClasses) {
   auto store = MakeStore(2048, 16);
   ASSERT_OK(store->StoreBatch(0, Pages(0, 2048, DenseBase())));
-  const PageStoreStats st = store->Stats();
-  ASSERT_GE(st.units, 120u);
-  std::size_t in_use = 0;
+  // Every run a unit (none stored page by page, whose objects would fall
+  // in any class), each of under 10 whole pages.
+  ASSERT_EQ(store->Stats().units, 128u);
   for (const PoolClassStats& c : store->pool().ClassStats()) {
     if (c.obj_used == 0) continue;
-    ++in_use;
     EXPECT_TRUE(c.size <= 64 || std::has_single_bit(c.size))
         << "class of " << c.size << " bytes holds " << c.obj_used;
   }
-  // 4096, 2048, 1024, 512, 256, 128, 64, and the classes under 64 bytes.
-  EXPECT_LE(in_use, 10u);
   ExpectRange(*store, 0, Pages(0, 2048, DenseBase()));
+}
+
+// Every length a unit's object can have: at most kMaxUnitPieces pieces,
+// none empty, adding up to it; whole pages first, then powers of two from
+// 2048 down to 64 while pieces last, and one last piece.
+TEST(UnitsTest, UnitPieceSizesSplitEveryLength) {
+  for (std::size_t len = 1; len < internal::kMaxUnitPages * kPageSize; ++len) {
+    std::size_t sizes[internal::kMaxUnitPieces];
+    const std::size_t n = internal::UnitPieceSizes(len, sizes);
+    ASSERT_GE(n, 1u) << len;
+    ASSERT_LE(n, internal::kMaxUnitPieces) << len;
+    std::size_t sum = 0;
+    std::size_t k = 0;
+    for (; k < n && sizes[k] == kPageSize; ++k) sum += kPageSize;
+    ASSERT_EQ(k, len / kPageSize) << len;
+    for (; k < n; ++k) {
+      ASSERT_GT(sizes[k], 0u) << len;
+      if (k + 1 < n) {
+        ASSERT_TRUE(std::has_single_bit(sizes[k]) && sizes[k] >= 64 &&
+                    sizes[k] < kPageSize)
+            << len << " piece " << k << ": " << sizes[k];
+        if (k > len / kPageSize) {
+          ASSERT_LT(sizes[k], sizes[k - 1]) << len;
+        }
+      } else if (n < internal::kMaxUnitPieces && sizes[k] != kPageSize) {
+        // Pieces to spare: the last is a power of two of the run, or under
+        // 64 bytes.
+        ASSERT_TRUE(sizes[k] < 64 || std::has_single_bit(sizes[k]))
+            << len << " last piece: " << sizes[k];
+      }
+      sum += sizes[k];
+    }
+    ASSERT_EQ(sum, len);
+  }
 }
 
 TEST(UnitsTest, IncompressibleRunsArePages) {
@@ -383,7 +415,8 @@ TEST(UnitsTest, WritebackWritesEachUnitOnce) {
   ASSERT_OK(store->StoreBatch(0, data));
   const PageStoreStats before = store->Stats();
   ASSERT_EQ(before.units, 16u);
-  const std::uint64_t pieces = (before.compr_data_size + 4095) / 4096;
+  // One block per 4096 bytes of each unit's object, or part.
+  const std::uint64_t blocks = before.compr_data_size / 4096 + before.units;
   store->MarkIdleAll();
   // A page read since it was marked idle keeps its unit out of an idle
   // pass.
@@ -394,7 +427,7 @@ TEST(UnitsTest, WritebackWritesEachUnitOnce) {
   ASSERT_OK(r->status);
   const PageStoreStats after = store->Stats();
   EXPECT_EQ(r->written, before.unit_pages - 14);  // 16..31 but 18, 27 stayed
-  EXPECT_LE(after.bd_writes, pieces);
+  EXPECT_LE(after.bd_writes, blocks);
   EXPECT_GT(after.bd_writes, 0u);
   EXPECT_EQ(after.bd_count, after.bd_writes);
   EXPECT_EQ(after.units, 16u);

@@ -127,7 +127,9 @@ struct PageStoreOptions {
   // unit_pages slots compresses that run's pages (the same-filled ones
   // aside, kept as SAME) as one object, split into page-sized pool
   // objects and a rest in a few power-of-two pieces (so that the units'
-  // rests fill a few size classes, not partly used pages of every class);
+  // rests fill a few size classes, not partly used pages of every class;
+  // a unit of 10 or more whole pages runs out of pieces and ends in one
+  // of any size);
   // each slot refers to it. A run that
   // does not compress to fewer bytes than its pages is stored page by page.
   //   - Loads: reading one page decompresses the whole unit into a
