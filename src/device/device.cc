@@ -367,6 +367,9 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   store_ = std::move(store);
   backing_ = std::move(backing);
   has_backing_.store(backing_ != nullptr, std::memory_order_relaxed);
+  remote_backing_.store(backing_ != nullptr && defaults_.is_remote_backing &&
+                            defaults_.is_remote_backing(backing_dev_),
+                        std::memory_order_relaxed);
   disksize_ = aligned;
   preallocated_ = defaults_.prealloc ? mem_limit_.load() : 0;
   return Status::Ok();
@@ -447,6 +450,7 @@ std::shared_ptr<BackingStore> Device::Impl::ResetLocked() {
   store_.reset();
   std::shared_ptr<BackingStore> backing = std::move(backing_);
   has_backing_.store(false, std::memory_order_relaxed);
+  remote_backing_.store(false, std::memory_order_relaxed);
   backing_dev_.clear();
   disksize_ = 0;
   preallocated_ = 0;
@@ -1019,6 +1023,12 @@ bool Device::Impl::ReadMayWait(std::uint64_t offset,
   return store_->MayReadBacking(first, last - first + 1);
 }
 
+bool Device::Impl::ReadMayStall(std::uint64_t offset,
+                                std::uint64_t length) const {
+  return remote_backing_.load(std::memory_order_relaxed) &&
+         ReadMayWait(offset, length);
+}
+
 PageStoreStats Device::Impl::Stats() const {
   std::shared_lock lock(mu_);
   if (store_ != nullptr) return store_->Stats();
@@ -1240,6 +1250,9 @@ Status Device::PageStates(std::uint64_t first_page,
 }
 bool Device::ReadMayWait(std::uint64_t offset, std::uint64_t length) const {
   return impl_->ReadMayWait(offset, length);
+}
+bool Device::ReadMayStall(std::uint64_t offset, std::uint64_t length) const {
+  return impl_->ReadMayStall(offset, length);
 }
 PageStoreStats Device::Stats() const { return impl_->Stats(); }
 std::string Device::algorithm() const { return impl_->algorithm(); }

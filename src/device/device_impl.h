@@ -100,6 +100,7 @@ struct Device::Impl {
   Status Flush();
   Status PageStates(std::uint64_t first_page, std::span<SlotState> out) const;
   bool ReadMayWait(std::uint64_t offset, std::uint64_t length) const;
+  bool ReadMayStall(std::uint64_t offset, std::uint64_t length) const;
   PageStoreStats Stats() const;
   std::string algorithm() const;
   std::size_t streams() const;
@@ -135,6 +136,8 @@ struct Device::Impl {
   // backing_ != nullptr, read without mu_ (ReadMayWait's first test, so
   // that a device without one takes no lock for it); written under mu_.
   std::atomic<bool> has_backing_{false};
+  // ... and it is a remote one (ReadMayStall); the same rules.
+  std::atomic<bool> remote_backing_{false};
   bool compressed_writeback_ = false;
   std::atomic<std::uint64_t> writeback_batch_size_{32};
   WritebackBudget budget_;

@@ -84,6 +84,43 @@ TEST(ParseSizeTest, Memparse) {
             std::string::npos);
 }
 
+// ReadMayWait holds for a written-back page with any backing store;
+// ReadMayStall only with a remote one.
+TEST(DeviceTest, ReadMayStallOnlyWithARemoteBackingStore) {
+  testing::ScopedTempDir tmp;
+  DeviceDefaults d;
+  d.is_remote_backing = [](std::string_view v) {
+    return v.starts_with("mem:");
+  };
+  d.open_remote_backing =
+      [](const std::string&,
+         std::uint64_t) -> Result<std::shared_ptr<BackingFile>> {
+    return std::make_shared<testing::DiscardingFile>(std::uint64_t{1} << 20);
+  };
+  for (const std::string& backing : {tmp.File("wb"), std::string("mem:wb")}) {
+    SCOPED_TRACE(backing);
+    const bool remote = backing.starts_with("mem:");
+    Device dev("zram0", d);
+    EXPECT_FALSE(dev.ReadMayStall(0, 4096));  // uninitialised
+    ASSERT_OK(dev.SetBackingDev(backing));
+    ASSERT_OK(dev.SetDisksize(8 * 4096));
+    std::vector<std::byte> data(8 * 4096);
+    std::mt19937_64 rng(5);
+    for (auto& b : data) b = static_cast<std::byte>(rng());
+    ASSERT_OK(dev.Write(0, data));
+    EXPECT_FALSE(dev.ReadMayStall(0, 8 * 4096));
+    WritebackResult r;
+    ASSERT_OK(dev.Writeback("page_index=1", &r));
+    ASSERT_EQ(r.written, 1u);
+    EXPECT_TRUE(dev.ReadMayWait(4096, 4096));
+    EXPECT_EQ(dev.ReadMayStall(4096, 4096), remote);
+    EXPECT_EQ(dev.ReadMayStall(4000, 200), remote);  // ends in page 1
+    EXPECT_FALSE(dev.ReadMayStall(2 * 4096, 6 * 4096));
+    ASSERT_OK(dev.Reset());
+    EXPECT_FALSE(dev.ReadMayStall(4096, 4096));
+  }
+}
+
 TEST(DeviceTest, LifecycleFollowsZram) {
   Device d("zram0", DeviceDefaults{});
   EXPECT_FALSE(d.initialized());

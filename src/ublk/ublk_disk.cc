@@ -280,7 +280,7 @@ void UblkDisk::QueueMain(Queue* q) {
       std::int32_t result;
       auto req = ParseDescriptor(desc, limits);
       if (req.has_value() && req->op == Op::kRead &&
-          device_->ReadMayWait(req->offset, req->length)) {
+          device_->ReadMayStall(req->offset, req->length)) {
         {
           std::lock_guard lock(wait_mu_);
           waiting_[(wait_head_ + wait_count_) % waiting_.size()] = {q, tag,

@@ -319,6 +319,12 @@ class Device {
   // workers rather than run it on the connection's own thread. A hint;
   // false when uninitialised.
   bool ReadMayWait(std::uint64_t offset, std::uint64_t length) const;
+  // ReadMayWait, with a remote backing store only (DeviceDefaults::
+  // is_remote_backing), which can stall for up to its timeout, where a
+  // local file's read takes a disk's time: the ublk disk hands only such
+  // reads to its waiter threads, since the hand-off costs more than a
+  // read from a fast local file. A hint; false when uninitialised.
+  bool ReadMayStall(std::uint64_t offset, std::uint64_t length) const;
 
   // The store, or null before init. Holds a shared lock for the caller's use.
   PageStoreStats Stats() const;           // zeros before init
