@@ -129,9 +129,8 @@ struct PageStoreOptions {
   // objects and a rest in a few power-of-two pieces (so that the units'
   // rests fill a few size classes, not partly used pages of every class;
   // a unit of 10 or more whole pages runs out of pieces and ends in one
-  // of any size);
-  // each slot refers to it. A run that
-  // does not compress to fewer bytes than its pages is stored page by page.
+  // of any size); each slot refers to it. A run that does not compress to
+  // fewer bytes than its pages is stored page by page.
   //   - Loads: reading one page decompresses the whole unit into a
   //     per-thread copy of the last unit decompressed, so the unit's other
   //     pages read next (sequential reads, readahead) cost a copy each. A
