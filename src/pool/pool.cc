@@ -57,6 +57,11 @@ Pool::Impl::Impl(const PoolOptions& opts)
     classes[i]->index = i;
     classes[i]->geo = table.geometry[i];
   }
+  const auto pages = static_cast<std::uint32_t>(opts.max_pages_per_zspage);
+  classes[ip::kPackedClass] = std::make_unique<SizeClass>();
+  classes[ip::kPackedClass]->index = ip::kPackedClass;
+  classes[ip::kPackedClass]->geo = {static_cast<std::uint32_t>(ip::kPageSize),
+                                    pages, pages};
 }
 
 Pool::Impl::~Impl() {
@@ -197,9 +202,9 @@ Result<std::unique_ptr<Pool>> Pool::Create(const PoolOptions& options) {
     if (options.prealloc_objects != 0) {
       objects = std::min<std::uint64_t>(objects, options.prealloc_objects);
     }
-    if (!m.descs.Reserve(pages + 4 * ip::kNumClasses + 1024) ||
+    if (!m.descs.Reserve(pages + 4 * ip::kNumClassSlots + 1024) ||
         !m.handles.Reserve(objects +
-                           std::uint64_t{ip::kNumClasses} *
+                           std::uint64_t{ip::kNumClassSlots} *
                                ip::HandleTable::kCacheHigh +
                            ip::HandleTable::kFreshBatch)) {
       return Err(Status::ResourceExhausted("pool: preallocating metadata"));
@@ -214,19 +219,28 @@ Pool::~Pool() = default;
 Handle Pool::Malloc(std::size_t size) {
   assert(size >= 1 && size <= ip::kPageSize);
   if (size < 1 || size > ip::kPageSize) return kInvalidHandle;
-  Impl& m = *impl_;
-  // Declared before the lock, so that zspages emptied by deferred frees
-  // drained below give their pages back after the lock is dropped (see
-  // Free).
-  Impl::ReleaseOnExit later{&m, {}};
-  SizeClass& sc = m.LockClassFor(size);
+  SizeClass& sc = impl_->LockClassFor(size);
   sc.mu.AssertHeld();
-  m.DrainDeferredFrees(sc, &later.runs);
-  const Handle h = m.AllocateLocked(sc, size, &later);
+  return impl_->AllocateAndUnlock(sc, size);
+}
+
+Handle Pool::MallocWholePage() {
+  SizeClass& sc = *impl_->classes[ip::kPackedClass];
+  sc.mu.Lock();
+  return impl_->AllocateAndUnlock(sc, ip::kPageSize);
+}
+
+Handle Pool::Impl::AllocateAndUnlock(SizeClass& sc, std::size_t size) {
+  // Declared before the allocation, so that zspages emptied by deferred
+  // frees drained below give their pages back after the lock is dropped
+  // (see Free).
+  ReleaseOnExit later{this, {}};
+  DrainDeferredFrees(sc, &later.runs);
+  const Handle h = AllocateLocked(sc, size, &later);
   // The one exit, failed or not: frees deferred while the lock was held
   // are swept now, so none is stranded until the class's next locker.
   sc.mu.Unlock();
-  m.SweepDeferred(sc);
+  SweepDeferred(sc);
   return h;
 }
 

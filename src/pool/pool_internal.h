@@ -14,7 +14,8 @@
 //   pool_format.cc Stats, ClassStats, FormatClasses.
 //
 // Handle bit budget (64 bits):
-//   [63..40] merged class index (0..254)   [39..0] handle-table index + 1
+//   [63..40] class index (0..254 a merged size class, 255 the packed page
+//   class)   [39..0] handle-table index + 1
 // so a handle is never 0. The one handle table of the pool holds up to
 // 2^36 entries (HandleTable::kMaxHandles).
 //
@@ -27,12 +28,12 @@
 // size never changes while the handle lives.
 //
 // Locking (outermost first): Impl::compact_mu (one Compact at a time) ->
-// SizeClass::mu (Malloc, Free, Compact of that class) -> one of DescTable::mu_ (descriptor ids), HandleTable::mu_ (its
-// shared free list) or Arena::mu_ (runs); none of those three is held while
-// another is taken. Readers and writers of object bytes take no mutex: they
-// pin the zspage (Pin below). The mutexes are capabilities (platform/
-// mutex.h): the fields they guard and the functions that need them say so,
-// and `make check-locks` checks it.
+// SizeClass::mu (Malloc, Free, Compact of that class) -> one of DescTable::mu_
+// (descriptor ids), HandleTable::mu_ (its shared free list) or Arena::mu_
+// (runs); none of those three is held while another is taken. Readers and
+// writers of object bytes take no mutex: they pin the zspage (Pin below). The
+// mutexes are capabilities (platform/ mutex.h): the fields they guard and the
+// functions that need them say so, and `make check-locks` checks it.
 #ifndef ZTIER_POOL_POOL_INTERNAL_H_
 #define ZTIER_POOL_POOL_INTERNAL_H_
 
@@ -58,6 +59,10 @@ inline constexpr std::size_t kMinAllocSize = 32;
 inline constexpr std::size_t kClassDelta = 16;
 inline constexpr int kNumClasses = 255;
 inline constexpr int kHugeClass = kNumClasses - 1;  // 4096-byte objects
+// 4096-byte objects, one a page, max_pages_per_zspage pages a zspage
+// (Pool::MallocWholePage); reached only through that call, never by size.
+inline constexpr int kPackedClass = kNumClasses;
+inline constexpr int kNumClassSlots = kNumClasses + 1;
 inline constexpr std::size_t kMaxPagesPerZspage = 16;
 
 // Fullness groups, as zsmalloc's ZS_INUSE_RATIO_*: 0 empty, 1..10 the ten
@@ -544,9 +549,11 @@ struct Pool::Impl {
 
   PoolOptions options;
   internal_pool::ClassTable table;
+  // Indexed by class: only merged classes and the packed page class are
+  // non-null.
   std::array<std::unique_ptr<internal_pool::SizeClass>,
-             internal_pool::kNumClasses>
-      classes;  // only merged classes are non-null
+             internal_pool::kNumClassSlots>
+      classes;
   internal_pool::Arena arena;
   std::atomic<std::size_t> metadata_bytes{0};
   internal_pool::DescTable descs{&metadata_bytes};
@@ -560,7 +567,8 @@ struct Pool::Impl {
 
   internal_pool::SizeClass& ClassOf(Handle h) const {
     const int c = internal_pool::HandleClass(h);
-    assert(c >= 0 && c < internal_pool::kNumClasses && classes[c] != nullptr);
+    assert(c >= 0 && c < internal_pool::kNumClassSlots &&
+           classes[c] != nullptr);
     return *classes[c];
   }
 
@@ -664,6 +672,10 @@ struct Pool::Impl {
   // `size` (its own class, else a larger one), locked; the analysis cannot
   // follow which class that is, so the caller asserts the returned lock.
   internal_pool::SizeClass& LockClassFor(std::size_t size);
+  // Malloc's rest once sc is locked: one object in sc (AllocateLocked),
+  // then sc unlocked, deferred frees swept, and emptied runs released.
+  Handle AllocateAndUnlock(internal_pool::SizeClass& sc, std::size_t size)
+      ZT_RELEASE(sc.mu);
   // One object in sc, or kInvalidHandle when memory runs out (nothing
   // is left taken then). Runs to release go on `later`.
   Handle AllocateLocked(internal_pool::SizeClass& sc, std::size_t size,

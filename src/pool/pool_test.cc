@@ -116,7 +116,13 @@ TEST(PoolTest, ClassGeometryMatchesZsmalloc) {
     ASSERT_GE(pool->ClassSizeFor(s), s);
     ASSERT_EQ(pool->ClassSizeFor(s) % 16, 0u);
   }
-  const auto rows = pool->ClassStats();
+  auto rows = pool->ClassStats();
+  // Last, the packed page class (MallocWholePage): one object a page.
+  ASSERT_FALSE(rows.empty());
+  EXPECT_EQ(rows.back().size, 4096u);
+  EXPECT_EQ(rows.back().pages_per_zspage, 8u);
+  EXPECT_EQ(rows.back().objs_per_zspage, 8u);
+  rows.pop_back();
   EXPECT_EQ(rows.size(), 119u);  // exact waste fractions; zsmalloc has 123
   for (const auto& r : rows) {
     EXPECT_GE(r.pages_per_zspage, 1u);
@@ -185,6 +191,60 @@ TEST(PoolTest, HugeObjectsTakeOnePageEach) {
   EXPECT_EQ(pool->Stats().pages_used, 1u);  // the huge class's spare
   pool->Compact();
   EXPECT_EQ(pool->Stats().pages_used, 0u);
+}
+
+// The packed page class: pages held as the huge class holds them, one
+// descriptor for every 8 (the default chain), and the same handling of
+// holes as every class: compaction moves the objects left.
+TEST(PoolTest, WholePagesShareDescriptors) {
+  for (const bool reserve : {false, true}) {
+    SCOPED_TRACE(reserve ? "reserve" : "lazy");
+    PoolOptions options;
+    if (reserve) options.prealloc_bytes = 8 << 20;
+    auto packed = NewPool(options);
+    auto huge = NewPool(options);
+    constexpr int kPages = 1024;
+    std::vector<Obj> objs;
+    std::vector<std::byte> buf;
+    for (int i = 0; i < kPages; ++i) {
+      Obj o{packed->MallocWholePage(), static_cast<std::uint64_t>(i), 4096};
+      ASSERT_NE(o.h, kInvalidHandle);
+      Fill(buf, o.tag, o.size);
+      packed->Write(o.h, buf);
+      objs.push_back(o);
+      ASSERT_NE(huge->Malloc(4096), kInvalidHandle);
+    }
+    const PoolStats p = packed->Stats();
+    const PoolStats h = huge->Stats();
+    EXPECT_EQ(p.pages_used, std::size_t{kPages});
+    EXPECT_EQ(h.pages_used, std::size_t{kPages});
+    // 128 descriptors of 32 bytes instead of 1024 (the tables grow in
+    // chunks, so allow for a part-used one).
+    EXPECT_GE(h.metadata_bytes, p.metadata_bytes + (kPages - 128) * 32)
+        << h.metadata_bytes << " " << p.metadata_bytes;
+    for (const Obj& o : objs) {
+      ASSERT_EQ(packed->ObjectSize(o.h), 4096u);
+      ASSERT_TRUE(Matches(*packed, o.h, o.tag, o.size));
+    }
+
+    // Every other page freed: each zspage keeps its pages (a hole is not
+    // given back alone) until compaction moves the survivors together.
+    std::vector<Obj> kept;
+    for (std::size_t i = 0; i < objs.size(); ++i) {
+      if (i % 2 == 0) {
+        packed->Free(objs[i].h);
+      } else {
+        kept.push_back(objs[i]);
+      }
+    }
+    EXPECT_EQ(packed->Stats().pages_used, std::size_t{kPages});
+    packed->Compact();
+    EXPECT_EQ(packed->Stats().pages_used, kept.size());
+    for (const Obj& o : kept) ASSERT_TRUE(Matches(*packed, o.h, o.tag, o.size));
+    for (const Obj& o : kept) packed->Free(o.h);
+    packed->Compact();
+    EXPECT_EQ(packed->Stats().pages_used, 0u);
+  }
 }
 
 TEST(PoolTest, RandomRoundTrips) {
@@ -477,10 +537,13 @@ TEST(PoolTest, ConcurrentWithCompaction) {
       std::size_t n = 0;
       while (std::chrono::steady_clock::now() < deadline) {
         for (int k = 0; k < 64; ++k, ++n) {
-          // Small sizes in a few classes so threads share zspages.
-          const std::size_t size = 40 + rng() % 600;
+          // Small sizes in a few classes so threads share zspages, and
+          // one in eight a page of the packed page class.
+          const bool whole = rng() % 8 == 0;
+          const std::size_t size = whole ? 4096 : 40 + rng() % 600;
           if (mine.size() < 300 && (mine.size() < 50 || rng() % 2)) {
-            Obj o{pool->Malloc(size), ++tag, size};
+            Obj o{whole ? pool->MallocWholePage() : pool->Malloc(size), ++tag,
+                  size};
             if (o.h == kInvalidHandle) {
               failures.fetch_add(1);
               continue;

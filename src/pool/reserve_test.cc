@@ -27,7 +27,7 @@ namespace {
 constexpr std::size_t kPage = 4096;
 // What the reserve adds for the untouched tails of each class's newest
 // zspage, with 8-page chains (pool.h).
-constexpr std::size_t kTailPages = 471;
+constexpr std::size_t kTailPages = 478;
 
 std::unique_ptr<Pool> NewPool(PoolOptions options = {}) {
   auto pool = Pool::Create(options);

@@ -52,8 +52,10 @@ inline constexpr std::size_t kMaxUnitPieces = kMaxUnitPages;
 
 // The sizes of the pool objects that hold a unit's compressed object of
 // `len` bytes, in order; returns their count, at most kMaxUnitPieces (as
-// 0 < len < kMaxUnitPages * kPageSize), none empty. Whole pages first: the
-// pool's page-sized class packs them without waste. The rest, while
+// 0 < len < kMaxUnitPages * kPageSize), none empty. Whole pages first, in
+// the pool's packed page class (Pool::MallocWholePage): no waste, and one
+// descriptor for several pages, as a unit's pages come and go together.
+// The rest, while
 // pieces are left, in descending powers of two from 2048 bytes down to
 // 64, and what remains as the last piece: under 64 bytes, or, for a unit
 // of 10 or more whole pages (one that compresses poorly), whatever the

@@ -124,7 +124,8 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   std::size_t sizes[internal::kMaxUnitPieces];
   pieces = internal::UnitPieceSizes(len, sizes);
   for (std::size_t k = 0, at = 0; k < pieces; at += sizes[k++]) {
-    piece[k] = pool->Malloc(sizes[k]);
+    piece[k] = sizes[k] == kPageSize ? pool->MallocWholePage()
+                                     : pool->Malloc(sizes[k]);
     if (piece[k] == kInvalidHandle) {
       for (std::size_t j = 0; j < k; ++j) pool->Free(piece[j]);
       pool->ReleaseSpares();

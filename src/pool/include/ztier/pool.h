@@ -20,6 +20,12 @@
 //                  object per 1-page zspage. HugeClassSize() is that
 //                  watermark: the store keeps pages compressing to at least
 //                  that many bytes raw, as zram does.
+//   packed page    4096-byte objects, one a page, in zspages of
+//   class          max_pages_per_zspage pages (MallocWholePage): one
+//                  descriptor for that many pages, where the huge class
+//                  takes one a page. For pages allocated and freed
+//                  together; a page freed alone stays held until the rest
+//                  of its zspage goes or compaction moves them.
 //   zspage         a run of OS pages carved from a large mmap'd arena (not
 //                  one malloc per object). An object never crosses the end of
 //                  its zspage and, since the run is contiguous, is one span.
@@ -44,9 +50,9 @@
 // and faulting fresh ones in soon after; at most one spare per class, held
 // pages counted in TotalBytes(), released by Compact().
 //
-// Compaction (Compact()): per class, releases the spare, moves objects from the sparsest zspages
-// into the fullest, frees emptied zspages, then packs the last partial zspage
-// toward its front; every page freed goes back to the OS with
+// Compaction (Compact()): per class, releases the spare, moves objects from the
+// sparsest zspages into the fullest, frees emptied zspages, then packs the last
+// partial zspage toward its front; every page freed goes back to the OS with
 // madvise(MADV_DONTNEED) (not with a reserve: see below) and is counted in
 // pages_compacted. It holds a class's lock for a few dozen moves at a time,
 // so Malloc and Free of the class go on meanwhile; what they change under
@@ -111,7 +117,7 @@ struct PoolOptions {
   bool huge_pages = true;
   // Bytes of objects' pages to preallocate and keep resident (rounded up
   // to pages), see "Reserve" above; the reserve adds room for the untouched
-  // tail of the newest zspage of each class (471 pages, 1.8 MiB, with the
+  // tail of the newest zspage of each class (478 pages, 1.9 MiB, with the
   // default 8-page chains). The pool then never maps more. 0: no reserve,
   // arenas grow lazily.
   std::size_t prealloc_bytes = 0;
@@ -159,6 +165,12 @@ class Pool {
   // memory (address space, the OS, or the reserve) runs out. The contents
   // are undefined until written.
   Handle Malloc(std::size_t size);
+
+  // Allocates a 4096-byte object in the packed page class (see Layout):
+  // for whole pages of data that are stored and freed together, such as a
+  // multi-page unit's pieces, where one huge-class zspage a page would
+  // cost a descriptor (32 bytes) a page. kInvalidHandle as Malloc.
+  Handle MallocWholePage();
 
   // Frees the object. REQUIRES: h came from Malloc and was not freed.
   void Free(Handle h);
