@@ -170,11 +170,20 @@ TEST(UnitsTest, UnitRestsFillFewSizeClasses) {
   // Every run a unit (none stored page by page, whose objects would fall
   // in any class), each of under 10 whole pages.
   ASSERT_EQ(store->Stats().units, 128u);
+  std::size_t whole = 0;
   for (const PoolClassStats& c : store->pool().ClassStats()) {
     if (c.obj_used == 0) continue;
     EXPECT_TRUE(c.size <= 64 || std::has_single_bit(c.size))
         << "class of " << c.size << " bytes holds " << c.obj_used;
+    // Whole pages go to the packed page class, several pages a zspage,
+    // not to the huge class's one-page zspages.
+    if (c.size == kPageSize) {
+      EXPECT_GT(c.objs_per_zspage, 1u)
+          << c.obj_used << " in class " << c.class_index;
+      whole += c.obj_used;
+    }
   }
+  EXPECT_GE(whole, 128u);  // each unit's object is over a page
   ExpectRange(*store, 0, Pages(0, 2048, DenseBase()));
 }
 

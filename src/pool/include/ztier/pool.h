@@ -209,10 +209,11 @@ class Pool {
 
   std::size_t TotalBytes() const;
   PoolStats Stats() const;
-  std::vector<PoolClassStats> ClassStats() const;  // merged classes only
+  // The merged classes, then the packed page class (class_index 255).
+  std::vector<PoolClassStats> ClassStats() const;
 
   // zsmalloc's debugfs `classes` text: header, one row per class in use or
-  // not, and a Total row.
+  // not (the packed page class last, as class 255), and a Total row.
   std::string FormatClasses() const;
 
  private:
