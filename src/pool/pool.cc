@@ -227,7 +227,11 @@ Handle Pool::Malloc(std::size_t size) {
 Handle Pool::MallocWholePage() {
   SizeClass& sc = *impl_->classes[ip::kPackedClass];
   sc.mu.Lock();
-  return impl_->AllocateAndUnlock(sc, ip::kPageSize);
+  const Handle h = impl_->AllocateAndUnlock(sc, ip::kPageSize);
+  // A reserve whose free pages are scattered may have no run as long as
+  // a packed zspage: then a page of the huge class (its handle names its
+  // class, so Free and Read need not know).
+  return h != kInvalidHandle ? h : Malloc(ip::kPageSize);
 }
 
 Handle Pool::Impl::AllocateAndUnlock(SizeClass& sc, std::size_t size) {
@@ -273,6 +277,7 @@ SizeClass& Pool::Impl::LockClassFor(std::size_t size)
       if (own.mu.TryLock()) return own;
     }
     int tries = 0;
+    static_assert(ip::kHugeClass < ip::kPackedClass);  // never handed out
     for (int k = ci + 1; k < ip::kHugeClass && tries < ip::kMallocAlternatives;
          ++k) {
       if (classes[k] == nullptr) continue;

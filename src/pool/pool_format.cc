@@ -1,12 +1,13 @@
 // File: pool/pool_format.cc
 //
 // Statistics: Stats() from the pool-wide atomic counters, ClassStats() and
-// FormatClasses() from each merged class under its lock (so each row is
+// FormatClasses() from each class under its lock (so each row is
 // consistent, the table as a whole is not a snapshot).
 //
 // FormatClasses() prints zsmalloc's debugfs `classes` file with the kernel's
 // printf widths (zs_stats_size_show, 6.3+): one row per merged class, used
-// or not, then an empty line and a Total row. Two documented differences:
+// or not, and the packed page class's (index 255, which zsmalloc has not),
+// then an empty line and a Total row. Two documented differences:
 // pages_used is the pages actually held (touched), where the kernel prints
 // obj_allocated / objs_per_zspage * pages_per_zspage; and class indexes are
 // ours (the kernel's merge rule differs slightly, see size_class.cc).

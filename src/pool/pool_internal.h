@@ -100,8 +100,8 @@ inline constexpr int kHandleClassShift = 40;
 inline constexpr std::uint64_t kHandleIndexMask =
     (std::uint64_t{1} << kHandleClassShift) - 1;
 
-inline Handle MakeHandle(int merged_class, std::uint64_t index) {
-  return (static_cast<std::uint64_t>(merged_class) << kHandleClassShift) |
+inline Handle MakeHandle(int class_index, std::uint64_t index) {
+  return (static_cast<std::uint64_t>(class_index) << kHandleClassShift) |
          (index + 1);
 }
 inline int HandleClass(Handle h) {

@@ -205,6 +205,36 @@ TEST(PoolReserveTest, RunsOfOneLengthServeAnother) {
   EXPECT_EQ(Fill(*pool, 4096, SIZE_MAX).size(), kAll);
 }
 
+// A packed page needs a run as long as a packed zspage; a reserve whose
+// free pages are all single (huge-class pages, which compaction never
+// moves, freed every other one) has none, and MallocWholePage takes a
+// huge-class page instead of failing.
+TEST(PoolReserveTest, WholePagesFitAFragmentedReserve) {
+  auto pool = ReservePool(2 << 20);
+  ASSERT_NE(pool, nullptr);
+  std::vector<Handle> huge = Fill(*pool, 4096, SIZE_MAX);
+  ASSERT_GT(huge.size(), 100u);
+  std::size_t freed = 0;
+  for (std::size_t i = 0; i < huge.size(); i += 2, ++freed) {
+    pool->Free(huge[i]);
+  }
+  pool->Compact();  // gives back the huge class's spare
+  std::vector<std::byte> data(4096, std::byte{0x3c});
+  std::vector<Handle> whole;
+  for (Handle h; (h = pool->MallocWholePage()) != kInvalidHandle;) {
+    pool->Write(h, data);
+    whole.push_back(h);
+  }
+  EXPECT_GE(whole.size(), freed);
+  for (Handle h : whole) {
+    std::vector<std::byte> got(4096);
+    ASSERT_EQ(pool->ReadInto(h, got), 4096u);
+    ASSERT_EQ(got, data);
+    pool->Free(h);
+  }
+  for (std::size_t i = 1; i < huge.size(); i += 2) pool->Free(huge[i]);
+}
+
 TEST(PoolReserveTest, StatisticsAreThoseOfAPoolWithoutAReserve) {
   auto with = ReservePool(16 << 20);
   auto without = NewPool();
@@ -268,8 +298,10 @@ TEST(PoolReserveTest, ConcurrentWithCompaction) {
       std::vector<std::byte> buf(4096);
       for (int i = 0; i < 20000; ++i) {
         if (live.size() < 100 && rng() % 100 < 60) {
-          const std::size_t size = 1 + rng() % 4096;
-          const Handle h = pool->Malloc(size);
+          // One in eight a page of the packed page class.
+          const bool whole = rng() % 8 == 0;
+          const std::size_t size = whole ? 4096 : 1 + rng() % 4096;
+          const Handle h = whole ? pool->MallocWholePage() : pool->Malloc(size);
           if (h == kInvalidHandle) continue;  // the reserve is full
           const auto tag = static_cast<std::uint8_t>(rng());
           std::fill(buf.begin(), buf.begin() + size, std::byte{tag});

@@ -6,7 +6,7 @@
 // compressed as one input: the run's pages that are not same-filled, in
 // slot order (`members`, one bit per page of the run). The compressed
 // object is split into `pieces`: full 4096-byte pool objects (the pool's
-// page-sized class, which packs without waste), then its rest in a few
+// packed page class, Pool::MallocWholePage), then its rest in a few
 // power-of-two pieces (UnitPieceSizes below), or, once written back, one
 // backing block per 4096 bytes or part. Each member slot has the
 // UNIT flag (slot_table.h) and refers to the entry by its position.

@@ -11,9 +11,10 @@
 // Layout:
 //   size classes   every 16 bytes from 32 to 4096 (255 classes; index
 //                  (size - 32 + 15) / 16). Each class stores its objects in
-//                  zspages of 1..8 contiguous OS pages; the page count is the
-//                  one that wastes the least of the zspage's tail (ties go to
-//                  fewer pages). Classes with the same (pages per zspage,
+//                  zspages of 1..max_pages_per_zspage (8 by default)
+//                  contiguous OS pages; the page count is the one that
+//                  wastes the least of the zspage's tail (ties go to fewer
+//                  pages). Classes with the same (pages per zspage,
 //                  objects per zspage) are merged into the largest of them.
 //                  Objects above the largest class that packs more than one
 //                  object per zspage go to the huge class: one 4096-byte
@@ -24,8 +25,13 @@
 //   class          max_pages_per_zspage pages (MallocWholePage): one
 //                  descriptor for that many pages, where the huge class
 //                  takes one a page. For pages allocated and freed
-//                  together; a page freed alone stays held until the rest
-//                  of its zspage goes or compaction moves them.
+//                  together; a page freed alone stays held (the class's
+//                  next page takes its place first) until the rest of its
+//                  zspage goes or compaction moves them, and an emptied
+//                  zspage is the class's spare, as in every class. With a
+//                  reserve, a packed zspage needs a free run of its
+//                  length; where there is none, MallocWholePage takes a
+//                  page of the huge class instead.
 //   zspage         a run of OS pages carved from a large mmap'd arena (not
 //                  one malloc per object). An object never crosses the end of
 //                  its zspage and, since the run is contiguous, is one span.
@@ -169,10 +175,12 @@ class Pool {
   // Allocates a 4096-byte object in the packed page class (see Layout):
   // for whole pages of data that are stored and freed together, such as a
   // multi-page unit's pieces, where one huge-class zspage a page would
-  // cost a descriptor (32 bytes) a page. kInvalidHandle as Malloc.
+  // cost a descriptor (32 bytes) a page. Falls back to the huge class
+  // when the packed class cannot have a run; kInvalidHandle as Malloc.
   Handle MallocWholePage();
 
-  // Frees the object. REQUIRES: h came from Malloc and was not freed.
+  // Frees the object. REQUIRES: h came from Malloc or MallocWholePage and
+  // was not freed.
   void Free(Handle h);
 
   // Copies `data` into the object. REQUIRES: data.size() <= ObjectSize(h).
