@@ -32,7 +32,7 @@
 // (descriptor ids), HandleTable::mu_ (its shared free list) or Arena::mu_
 // (runs); none of those three is held while another is taken. Readers and
 // writers of object bytes take no mutex: they pin the zspage (Pin below). The
-// mutexes are capabilities (platform/ mutex.h): the fields they guard and the
+// mutexes are capabilities (platform/mutex.h): the fields they guard and the
 // functions that need them say so, and `make check-locks` checks it.
 #ifndef ZTIER_POOL_POOL_INTERNAL_H_
 #define ZTIER_POOL_POOL_INTERNAL_H_
