@@ -780,6 +780,11 @@ Status Device::Impl::Compact() {
   return Status::Ok();
 }
 
+std::uint64_t Device::Impl::CompactablePages() const {
+  std::shared_lock lock(mu_);
+  return store_ == nullptr ? 0 : store_->CompactablePages();
+}
+
 std::string Device::Impl::ShowMmStat() const {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) {
@@ -1223,6 +1228,9 @@ std::string Device::recomp_algorithm(int priority) const {
   return impl_->recomp_algorithm(priority);
 }
 Status Device::Compact() { return impl_->Compact(); }
+std::uint64_t Device::CompactablePages() const {
+  return impl_->CompactablePages();
+}
 std::string Device::ShowMmStat() const { return impl_->ShowMmStat(); }
 std::string Device::ShowIoStat() const { return impl_->ShowIoStat(); }
 std::string Device::ShowDebugStat() const { return impl_->ShowDebugStat(); }

@@ -79,6 +79,7 @@ struct Device::Impl {
   Result<DictionaryInfo> TrainDictionary(std::string_view size);
   std::string recomp_algorithm(int priority) const;
   Status Compact();
+  std::uint64_t CompactablePages() const;
   std::string ShowMmStat() const;
   std::string ShowIoStat() const;
   std::string ShowDebugStat() const;

@@ -227,6 +227,7 @@ void Policy::RunSteps(Device& device, PolicyPassResult& r) {
   TrainDictStep(device, state, r);
   if (device.initialized()) RecompressStep(device, state, r);
   if (device.initialized()) WritebackStep(device, state, r);
+  if (device.initialized()) CompactStep(device, r);
   r.budget_left = device.writeback_limit();
   const RecompressResult& rc = r.recompress;
   std::string line = device.name() + ": policy pass: " +
@@ -240,6 +241,9 @@ void Policy::RunSteps(Device& device, PolicyPassResult& r) {
   }
   if (r.recompress_ended_early) line += "; recompression paused";
   if (r.writeback_skipped_busy) line += "; writeback skipped, clients busy";
+  if (r.pages_compacted != 0) {
+    line += "; " + std::to_string(r.pages_compacted) + " pages compacted";
+  }
   if (!r.status.ok()) line += "; error: " + r.status.ToString();
   Log(line);
 }
@@ -306,6 +310,19 @@ bool Policy::ClientsBusy(Device& device, std::uint64_t since_ns,
                          std::uint64_t ops_before) {
   return AboveRate(ClientPages(device.Stats()), ops_before,
                    env_.now_ns() - since_ns, options_.busy_pages);
+}
+
+void Policy::CompactStep(Device& device, PolicyPassResult& r) {
+  if (options_.compact_min == UINT64_MAX || stopped()) return;
+  const std::uint64_t pages = device.CompactablePages();
+  // At least a page, whatever compact_min says: nothing to free, no pass.
+  if (pages == 0 || pages * kPageSize < options_.compact_min) return;
+  const std::uint64_t before = device.Stats().pages_compacted;
+  if (Status s = device.Compact(); !s.ok()) {
+    if (r.status.ok()) r.status = s;
+    return;
+  }
+  r.pages_compacted = device.Stats().pages_compacted - before;
 }
 
 void Policy::WritebackStep(Device& device, DeviceState& state,

@@ -67,6 +67,15 @@ Result<std::uint32_t> ParseSeconds(std::string_view value,
   return static_cast<std::uint32_t>(ms / 1000);
 }
 
+// A size, or "none": UINT64_MAX.
+Result<std::uint64_t> ParseSizeOrNone(std::string_view value,
+                                      std::string_view token) {
+  if (value == "none") return UINT64_MAX;
+  auto v = ParseSize(value);
+  if (!v.has_value()) return Err(Bad(token, v.error().message() + " or none"));
+  return *v;
+}
+
 Result<bool> ParseOnOff(std::string_view value, std::string_view token) {
   if (value == "on" || value == "yes" || value == "1") return true;
   if (value == "off" || value == "no" || value == "0") return false;
@@ -141,27 +150,25 @@ Status ApplyToken(std::string_view key, std::string_view value,
     if (!v.has_value()) return Bad(token, v.error().message());
     if (*v < 1024 || *v > (1u << 20)) return Bad(token, "want 1K..1M");
     o->train_dict_size = *v;
+  } else if (key == "compact_min") {
+    ZT_ASSIGN_OR_RETURN(o->compact_min, ParseSizeOrNone(value, token));
   } else if (key == "writeback_daily") {
-    if (value == "none") {
-      o->writeback_daily = UINT64_MAX;
-      return Status::Ok();
-    }
-    auto v = ParseSize(value);
-    if (!v.has_value()) return Bad(token, v.error().message() + " or none");
+    ZT_ASSIGN_OR_RETURN(const std::uint64_t v, ParseSizeOrNone(value, token));
     // A budget below one page would be 0 pages: no writeback ever, with
     // no sign of why. 0 says that on purpose.
-    if (*v != 0 && *v < kPageSize) {
+    if (v != 0 && v < kPageSize) {
       return Bad(token, "less than one page (4K); 0 writes back nothing, "
                         "none sets no budget");
     }
-    o->writeback_daily = *v;
+    o->writeback_daily = v;
   } else {
     return Bad(token,
                "unknown key (period, idle_age, recompress, recompress_rate, "
                "recompress_cpu, recompress_algo, recompress_priority, "
                "recompress_threshold, recompress_max, writeback, "
                "writeback_age, writeback_daily, busy_pages, busy_pause, "
-               "busy_give_up, train_dict_pages, train_dict_size)");
+               "busy_give_up, train_dict_pages, train_dict_size, "
+               "compact_min)");
   }
   return Status::Ok();
 }

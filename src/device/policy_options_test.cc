@@ -28,6 +28,7 @@ TEST(PolicyOptionsTest, EmptyKeepsTheDefaults) {
   EXPECT_EQ(o.writeback_daily, 400ull << 20);
   EXPECT_EQ(o.train_dict_pages, 0u);  // never
   EXPECT_EQ(o.train_dict_size, 16u << 10);
+  EXPECT_EQ(o.compact_min, 1u << 20);
 }
 
 TEST(PolicyOptionsTest, EveryKey) {
@@ -36,7 +37,7 @@ TEST(PolicyOptionsTest, EveryKey) {
       "writeback=no recompress_rate=2000 writeback_daily=1G busy_pages=500 "
       "busy_pause=50ms busy_give_up=3s recompress_algo=zstd "
       "recompress_priority=2 recompress_threshold=2K recompress_max=100 "
-      "train_dict_pages=4096 train_dict_size=32K");
+      "train_dict_pages=4096 train_dict_size=32K compact_min=4M");
   EXPECT_EQ(o.period_s, 30u);
   EXPECT_EQ(o.idle_age_s, 600u);
   EXPECT_EQ(o.writeback_age_s, 7200u);
@@ -52,6 +53,7 @@ TEST(PolicyOptionsTest, EveryKey) {
             "algo=zstd priority=2 threshold=2048 max_pages=100");
   EXPECT_EQ(o.train_dict_pages, 4096u);
   EXPECT_EQ(o.train_dict_size, 32u << 10);
+  EXPECT_EQ(o.compact_min, 4u << 20);
 }
 
 TEST(PolicyOptionsTest, DurationsAndShares) {
@@ -69,6 +71,8 @@ TEST(PolicyOptionsTest, DurationsAndShares) {
   EXPECT_EQ(Parse("writeback_daily=4K").writeback_daily, 4096u);
   EXPECT_EQ(Parse("idle_age=0").idle_age_s, 0u);
   EXPECT_EQ(Parse("busy_pages=0").busy_pages, 0u);  // never yields
+  EXPECT_EQ(Parse("compact_min=none").compact_min, UINT64_MAX);
+  EXPECT_EQ(Parse("compact_min=0").compact_min, 0u);  // any page
 }
 
 TEST(PolicyOptionsTest, EveryBadTokenIsNamed) {
@@ -105,6 +109,7 @@ TEST(PolicyOptionsTest, EveryBadTokenIsNamed) {
       "train_dict_pages=some",      // not a count
       "train_dict_size=512",        // below 1K
       "train_dict_size=2M",         // above 1M
+      "compact_min=lots",           // not a size
       "writeback_dayly=400M",       // unknown key
   };
   for (const char* text : bad) {

@@ -264,6 +264,8 @@ class Device {
   // The recomp_algorithm at `priority` (1..3), or "" where none is set.
   std::string recomp_algorithm(int priority) const;
   Status Compact();                         // uninit: kFailedPrecondition
+  // PageStore::CompactablePages(); 0 before init.
+  std::uint64_t CompactablePages() const;
   std::string ShowMmStat() const;     // zeros before init (kernel format)
   std::string ShowIoStat() const;
   std::string ShowDebugStat() const;

@@ -16,9 +16,16 @@
 //   3. MarkIdle(writeback_age), then Writeback("idle"), within the daily
 //      writeback budget (see "Daily writeback budget"). A device without a
 //      backing_dev skips this step (logged once).
+//   4. Compact() when a compaction could free at least compact_min
+//      (Device::CompactablePages): the holes that frees, overwrites and
+//      writeback leave in the pool's zspages hold their pages until then,
+//      as zsmalloc's do until its shrinker or zram's `compact` attribute
+//      compacts (mm/zsmalloc.c, zs_shrinker_scan). A recompression that
+//      changed anything has compacted already (step 2).
 // A device with no recomp_algorithm skips step 2 (logged once). Each pass
 // logs one line: pages examined (the recompression candidates), pages
-// recompressed, bytes saved, pages written back.
+// recompressed, bytes saved, pages written back, and pages compacted when
+// step 4 ran.
 //
 //   auto options = ztier::ParsePolicyOptions("period=60s idle_age=10m "
 //       "recompress_cpu=25% writeback_age=1h writeback_daily=400M");
@@ -109,6 +116,9 @@ struct PolicyOptions {
   // trains its dictionary (step 0); 0: never.
   std::uint64_t train_dict_pages = 0;
   std::uint64_t train_dict_size = 16 << 10;  // train_dict_size=: bytes
+  // compact_min=: bytes a compaction could free before step 4 compacts;
+  // UINT64_MAX ("none"): never.
+  std::uint64_t compact_min = 1 << 20;
 };
 
 // Parses the policy's tokens, separated by spaces: period=, idle_age=,
@@ -120,7 +130,8 @@ struct PolicyOptions {
 // recompress_priority=N (1..3) pass on as algo= and priority=;
 // recompress_threshold= and writeback_daily= a size (ParseSize; "none":
 // no budget); recompress_max= a count (max_pages); train_dict_pages= a
-// count and train_dict_size= a size (1K..1M). Tokens not given keep
+// count and train_dict_size= a size (1K..1M); compact_min= a size or
+// none. Tokens not given keep
 // PolicyOptions' defaults. kInvalidArgument naming the token for an
 // unknown key, a token without '=' or a value, a bad value, period=0,
 // writeback_daily= below 4K but not 0, recompress_rate with
@@ -149,6 +160,7 @@ struct PolicyPassResult {
   bool recompress_ended_early = false;  // pace ended it (stop, busy, period)
   WritebackResult writeback;
   bool writeback_skipped_busy = false;
+  std::uint64_t pages_compacted = 0;  // by step 4
   bool budget_rearmed = false;
   std::uint64_t budget_left = 0;  // writeback_limit after the pass
   Status status;  // the first unexpected error of a step (the rest ran)
@@ -193,6 +205,7 @@ class Policy {
   void RecompressStep(Device& device, DeviceState& state,
                       PolicyPassResult& r);
   void WritebackStep(Device& device, DeviceState& state, PolicyPassResult& r);
+  void CompactStep(Device& device, PolicyPassResult& r);
   bool ClientsBusy(Device& device, std::uint64_t since_ns,
                    std::uint64_t ops_before);
   void RunSteps(Device& device, PolicyPassResult& r);
