@@ -106,8 +106,8 @@ Result<std::shared_ptr<Device>> MakeDevice(const Flags& f,
 // One run of a variant: the client's reads of the hot pages for --seconds,
 // timed, with the policy's thread running when `with_policy`. Samples:
 // "read p50", "read p99" (us), "reads", and the device's "recompressed",
-// "written back" and the policy's "passes". kCorruption if a read returned
-// wrong data.
+// "written back", "compacted" (pages, the policy's compactions) and the
+// policy's "passes". kCorruption if a read returned wrong data.
 Status RunOnce(const Flags& f, bool with_policy, const corpus::PageSet& pages,
                Samples& out) {
   ZT_ASSIGN_OR_RETURN(TempDir dir, TempDir::Create("ztier-bench-policy"));
@@ -151,6 +151,7 @@ Status RunOnce(const Flags& f, bool with_policy, const corpus::PageSet& pages,
   out.Add("read p99", Percentile(ns, 0.99) / 1000.0);
   out.Add("recompressed", static_cast<double>(st.recompressed_pages));
   out.Add("written back", static_cast<double>(st.bd_writes));
+  out.Add("compacted", static_cast<double>(st.pages_compacted));
   out.Add("passes", static_cast<double>(passes));
   return Status::Ok();
 }
@@ -165,6 +166,7 @@ void AddTables(const Measurements& m, Report& report) {
         .Figure("reads per run", m.Of(v, "reads"), 0, kMedian)
         .Figure("recompressed", m.Of(v, "recompressed"), 0, kMedian)
         .Figure("written back", m.Of(v, "written back"), 0, kMedian)
+        .Figure("compacted", m.Of(v, "compacted"), 0, kMedian)
         .Figure("passes", m.Of(v, "passes"), 0, kMedian);
   }
   Table& c = report.AddTable("policy_vs_none",
