@@ -769,10 +769,11 @@ std::string Device::Impl::ShowBlockState(std::uint64_t first,
   return store_->FormatBlockState(first, count);
 }
 
-Status Device::Impl::Compact() {
+Status Device::Impl::Compact(std::uint64_t* pages) {
   std::shared_lock lock(mu_);
   if (store_ == nullptr) return Uninitialized();
   const std::size_t moved = store_->Compact();
+  if (pages != nullptr) *pages = moved;
   if (defaults_.log) {
     defaults_.log(name_ + ": compaction: " + std::to_string(moved) +
                   " pages compacted");
@@ -1227,7 +1228,8 @@ std::string Device::ShowBlockState(std::uint64_t first,
 std::string Device::recomp_algorithm(int priority) const {
   return impl_->recomp_algorithm(priority);
 }
-Status Device::Compact() { return impl_->Compact(); }
+Status Device::Compact(std::uint64_t* pages) { return impl_->Compact(pages); }
+bool Device::preallocated() const { return impl_->preallocated(); }
 std::uint64_t Device::CompactablePages() const {
   return impl_->CompactablePages();
 }

@@ -78,8 +78,9 @@ struct Device::Impl {
   std::string ShowBlockState(std::uint64_t first, std::uint64_t count) const;
   Result<DictionaryInfo> TrainDictionary(std::string_view size);
   std::string recomp_algorithm(int priority) const;
-  Status Compact();
+  Status Compact(std::uint64_t* pages);
   std::uint64_t CompactablePages() const;
+  bool preallocated() const { return defaults_.prealloc; }
   std::string ShowMmStat() const;
   std::string ShowIoStat() const;
   std::string ShowDebugStat() const;

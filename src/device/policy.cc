@@ -314,15 +314,34 @@ bool Policy::ClientsBusy(Device& device, std::uint64_t since_ns,
 
 void Policy::CompactStep(Device& device, PolicyPassResult& r) {
   if (options_.compact_min == UINT64_MAX || stopped()) return;
+  // Clients, an operator's pass and a reset come first, as for the steps
+  // before; and a reserve keeps the pages a compaction frees (nothing goes
+  // back to the system), where the map compaction builds takes memory a
+  // swap device may lack (docs/swap.md): `compact` by hand there.
+  if (r.recompress_ended_early || r.writeback_skipped_busy ||
+      device.PassesWaiting() || device.preallocated()) {
+    return;
+  }
   const std::uint64_t pages = device.CompactablePages();
   // At least a page, whatever compact_min says: nothing to free, no pass.
   if (pages == 0 || pages * kPageSize < options_.compact_min) return;
-  const std::uint64_t before = device.Stats().pages_compacted;
-  if (Status s = device.Compact(); !s.ok()) {
+  if (options_.busy_pages != 0) {
+    const bool busy = BusyNow(device);
+    if (stopped() || busy) return;
+  }
+  std::uint64_t freed = 0;
+  if (Status s = device.Compact(&freed); !s.ok()) {
     if (r.status.ok()) r.status = s;
     return;
   }
-  r.pages_compacted = device.Stats().pages_compacted - before;
+  r.pages_compacted = freed;
+}
+
+bool Policy::BusyNow(Device& device) {
+  const std::uint64_t t0 = env_.now_ns();
+  const std::uint64_t ops0 = ClientPages(device.Stats());
+  env_.sleep_ns(kBusyWindowNs);
+  return ClientsBusy(device, t0, ops0);
 }
 
 void Policy::WritebackStep(Device& device, DeviceState& state,
@@ -358,11 +377,9 @@ void Policy::WritebackStep(Device& device, DeviceState& state,
     if (device.writeback_limit() == 0) return;  // spent for today
   }
   if (options_.busy_pages != 0) {
-    const std::uint64_t t0 = env_.now_ns();
-    const std::uint64_t ops0 = ClientPages(device.Stats());
-    env_.sleep_ns(kBusyWindowNs);
+    const bool busy = BusyNow(device);
     if (stopped()) return;
-    if (ClientsBusy(device, t0, ops0)) {
+    if (busy) {
       r.writeback_skipped_busy = true;
       return;
     }

@@ -380,7 +380,13 @@ TEST(PolicyTest, CompactsOnceTheHolesReachCompactMin) {
   const std::uint64_t holes = d->CompactablePages();
   ASSERT_GT(holes, 100u);
   const std::uint64_t before = d->Stats().mem_used_total;
-  for (const char* tokens : {"compact_min=none", "compact_min=64M"}) {
+  // Busy clients: 100 reads during the policy's 10 ms look at them.
+  std::vector<std::byte> page(kPageSize);
+  time.on_sleep = [&](std::uint64_t) {
+    for (int i = 0; i < 100; ++i) ASSERT_OK(d->Read(kPageSize, page));
+  };
+  for (const char* tokens : {"compact_min=none", "compact_min=64M",
+                             "compact_min=64K busy_pages=1000"}) {
     Policy policy(
         Options(std::string("recompress=off writeback=off ") + tokens),
         time.Env());
@@ -389,6 +395,7 @@ TEST(PolicyTest, CompactsOnceTheHolesReachCompactMin) {
     EXPECT_EQ(r.pages_compacted, 0u) << tokens;
     EXPECT_EQ(d->CompactablePages(), holes) << tokens;
   }
+  time.on_sleep = nullptr;
   Policy policy(Options("recompress=off writeback=off compact_min=64K"),
                 time.Env());
   const PolicyPassResult r = policy.RunPass(*d);
@@ -404,6 +411,20 @@ TEST(PolicyTest, CompactsOnceTheHolesReachCompactMin) {
             std::string::npos)
       << time.log.back();
   ExpectReadsBack(*d, expected);
+
+  // A device with a reserve keeps the pages a compaction frees: no step 4.
+  DeviceDefaults defaults;
+  defaults.clock = time.StoreClock();
+  defaults.prealloc = true;
+  Device reserved("zram1", defaults);
+  ASSERT_OK(reserved.SetMemLimit(16 << 20));
+  ASSERT_OK(reserved.SetDisksize(expected.size()));
+  ASSERT_OK(reserved.Write(0, expected));
+  for (std::size_t i = 1; i < 2048; i += 2) {
+    ASSERT_OK(reserved.Trim(i * kPageSize, kPageSize));
+  }
+  ASSERT_GT(reserved.CompactablePages(), 100u);
+  EXPECT_EQ(policy.RunPass(reserved).pages_compacted, 0u);
 }
 
 TEST(PolicyTest, SkipsWhatADeviceLacksAndSaysSoOnce) {

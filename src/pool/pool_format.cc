@@ -56,6 +56,21 @@ std::vector<PoolClassStats> Pool::ClassStats() const {
   return rows;
 }
 
+std::size_t Pool::CompactablePages() const {
+  std::size_t pages = 0;
+  for (const auto& sc : impl_->classes) {
+    if (sc == nullptr) continue;
+    std::size_t free_slots;
+    {
+      internal::MutexLock lock(sc->mu);
+      free_slots = sc->zspages * sc->geo.objs - sc->obj_used;
+    }
+    impl_->SweepDeferred(*sc);
+    pages += free_slots / sc->geo.objs * sc->geo.pages;
+  }
+  return pages;
+}
+
 std::string Pool::FormatClasses() const {
   std::string out;
   char buf[512];

@@ -620,11 +620,7 @@ void PageStore::MarkIdleOlderThan(std::uint32_t age_seconds) {
 std::size_t PageStore::Compact() { return impl_->pool->Compact(); }
 
 std::size_t PageStore::CompactablePages() const {
-  std::size_t pages = 0;
-  for (const PoolClassStats& c : impl_->pool->ClassStats()) {
-    pages += c.freeable;
-  }
-  return pages;
+  return impl_->pool->CompactablePages();
 }
 
 void PageStore::SetMemLimit(std::size_t bytes) {

@@ -263,9 +263,14 @@ class Device {
                              std::uint64_t count = UINT64_MAX) const;
   // The recomp_algorithm at `priority` (1..3), or "" where none is set.
   std::string recomp_algorithm(int priority) const;
-  Status Compact();                         // uninit: kFailedPrecondition
+  // Compacts the pool; the OS pages it freed go in *pages when given.
+  Status Compact(
+      std::uint64_t* pages = nullptr);  // uninit: kFailedPrecondition
   // PageStore::CompactablePages(); 0 before init.
   std::uint64_t CompactablePages() const;
+  // Whether the device has a reserve (DeviceDefaults::prealloc), which
+  // keeps the pages a compaction frees.
+  bool preallocated() const;
   std::string ShowMmStat() const;     // zeros before init (kernel format)
   std::string ShowIoStat() const;
   std::string ShowDebugStat() const;

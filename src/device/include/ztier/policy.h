@@ -17,11 +17,16 @@
 //      writeback budget (see "Daily writeback budget"). A device without a
 //      backing_dev skips this step (logged once).
 //   4. Compact() when a compaction could free at least compact_min
-//      (Device::CompactablePages): the holes that frees, overwrites and
-//      writeback leave in the pool's zspages hold their pages until then,
-//      as zsmalloc's do until its shrinker or zram's `compact` attribute
-//      compacts (mm/zsmalloc.c, zs_shrinker_scan). A recompression that
-//      changed anything has compacted already (step 2).
+//      (Device::CompactablePages; 0: any page): the holes that frees,
+//      overwrites and writeback leave in the pool's zspages hold their
+//      pages until then, as zsmalloc's do until its shrinker or zram's
+//      `compact` attribute compacts (mm/zsmalloc.c, zs_shrinker_scan). A
+//      recompression that changed anything has compacted already (step
+//      2). Skipped, as writeback is, while clients are busy, when step 2
+//      or 3 gave way to them, or to an operator's pass or a reset, and on
+//      a device with a reserve (DeviceDefaults::prealloc), which keeps
+//      the pages freed. Once begun it runs to its end (Pool::Compact
+//      holds each class lock for a bounded number of moves).
 // A device with no recomp_algorithm skips step 2 (logged once). Each pass
 // logs one line: pages examined (the recompression candidates), pages
 // recompressed, bytes saved, pages written back, and pages compacted when
@@ -208,6 +213,8 @@ class Policy {
   void CompactStep(Device& device, PolicyPassResult& r);
   bool ClientsBusy(Device& device, std::uint64_t since_ns,
                    std::uint64_t ops_before);
+  // Whether clients are busy over one window from now (sleeps it).
+  bool BusyNow(Device& device);
   void RunSteps(Device& device, PolicyPassResult& r);
   // Never throws: a line that cannot be made or written is dropped.
   void Log(const std::string& line) const noexcept;

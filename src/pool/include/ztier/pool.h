@@ -219,6 +219,11 @@ class Pool {
   PoolStats Stats() const;
   // The merged classes, then the packed page class (class_index 255).
   std::vector<PoolClassStats> ClassStats() const;
+  // The sum of ClassStats()' freeable, without allocating: the pages a
+  // Compact() now could free (zsmalloc's zs_can_compact). An estimate, as
+  // zsmalloc's: a zspage's untouched tail pages, which hold no memory,
+  // count too.
+  std::size_t CompactablePages() const;
 
   // zsmalloc's debugfs `classes` text: header, one row per class in use or
   // not (the packed page class last, as class 255), and a Total row.

@@ -537,8 +537,9 @@ class PageStore {
   // Compacts the pool; returns OS pages freed.
   std::size_t Compact();
   // The pages a Compact() now could free: each class's free object slots
-  // in whole zspages (zsmalloc's zs_can_compact), summed. Takes each class
-  // lock for a moment.
+  // in whole zspages (zsmalloc's zs_can_compact), summed
+  // (Pool::CompactablePages). Takes each class lock for a moment; does
+  // not allocate.
   std::size_t CompactablePages() const;
 
   // mem_limit in bytes (0: none), changeable at run time. Rounded up to pages.
