@@ -19,6 +19,17 @@ namespace ztier {
 
 namespace ip = internal_pool;
 
+namespace {
+
+// zsmalloc's zs_can_compact(): whole zspages' worth of free slots, for a
+// class with `allocated` object slots of which `used` hold objects.
+std::size_t FreeablePages(std::size_t allocated, std::size_t used,
+                          const ip::ClassGeometry& geo) {
+  return (allocated - used) / geo.objs * geo.pages;
+}
+
+}  // namespace
+
 PoolStats Pool::Stats() const {
   const Impl& m = *impl_;
   PoolStats s;
@@ -48,9 +59,7 @@ std::vector<PoolClassStats> Pool::ClassStats() const {
       r.pages_used = sc->touched_pages;
     }
     impl_->SweepDeferred(*sc);  // frees deferred while we held the lock
-    // zsmalloc's zs_can_compact(): whole zspages' worth of free slots.
-    r.freeable =
-        (r.obj_allocated - r.obj_used) / sc->geo.objs * sc->geo.pages;
+    r.freeable = FreeablePages(r.obj_allocated, r.obj_used, sc->geo);
     rows.push_back(r);
   }
   return rows;
@@ -60,13 +69,14 @@ std::size_t Pool::CompactablePages() const {
   std::size_t pages = 0;
   for (const auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
-    std::size_t free_slots;
+    std::size_t allocated, used;
     {
       internal::MutexLock lock(sc->mu);
-      free_slots = sc->zspages * sc->geo.objs - sc->obj_used;
+      allocated = sc->zspages * sc->geo.objs;
+      used = sc->obj_used;
     }
     impl_->SweepDeferred(*sc);
-    pages += free_slots / sc->geo.objs * sc->geo.pages;
+    pages += FreeablePages(allocated, used, sc->geo);
   }
   return pages;
 }
