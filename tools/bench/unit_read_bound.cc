@@ -17,6 +17,11 @@
 //                 that first page as its dictionary (raw content), so a
 //                 read decompresses the first page, then the page with it
 //                 (LZ4_decompress_safe_usingDict, ZSTD_decompress_usingDict).
+// Then the pages are read in order, three times: each page's own object,
+// each unit's object (one call per 16 pages), and each unit's object
+// copied into one buffer first (what ztier does: a unit's object lies in
+// several pieces of the pool, units.cc), the bound under `bench ratio`'s
+// sequential reads.
 // Prints the MB/s of pages read and each unit figure over per-page, and
 // the compressed bytes of units and of anchors over per-page's: what each
 // design saves in memory against what its reads cost. The bytes themselves
@@ -75,6 +80,17 @@ std::vector<char> Compress(bool lz4, const char* src, std::size_t n,
   return out;
 }
 
+// Decompresses the `len` bytes at `src` into `n` bytes at `out`: one
+// codec call.
+void Decompress(bool lz4, ZSTD_DCtx* dctx, const char* src, std::size_t len,
+                char* out, std::size_t n) {
+  if (lz4) {
+    LZ4_decompress_safe(src, out, static_cast<int>(len), static_cast<int>(n));
+  } else {
+    ZSTD_decompressDCtx(dctx, out, n, src, len);
+  }
+}
+
 std::size_t Bytes(const std::vector<std::vector<char>>& objs) {
   std::size_t n = 0;
   for (const std::vector<char>& o : objs) n += o.size();
@@ -119,23 +135,12 @@ int main(int argc, char** argv) {
       const auto t0 = Clock::now();
       for (const std::size_t i : order) {
         const std::vector<char>& o = page_obj[i];
-        if (lz4) {
-          LZ4_decompress_safe(o.data(), out.data(), static_cast<int>(o.size()),
-                              kPage);
-        } else {
-          ZSTD_decompressDCtx(dctx, out.data(), kPage, o.data(), o.size());
-        }
+        Decompress(lz4, dctx, o.data(), o.size(), out.data(), kPage);
       }
       const auto t1 = Clock::now();
       for (const std::size_t i : order) {
         const std::vector<char>& o = unit_obj[i / kUnit];
-        if (lz4) {
-          LZ4_decompress_safe(o.data(), out.data(), static_cast<int>(o.size()),
-                              kUnit * kPage);
-        } else {
-          ZSTD_decompressDCtx(dctx, out.data(), kUnit * kPage, o.data(),
-                              o.size());
-        }
+        Decompress(lz4, dctx, o.data(), o.size(), out.data(), kUnit * kPage);
       }
       const auto t2 = Clock::now();
       for (const std::size_t i : order) {
@@ -184,6 +189,34 @@ int main(int argc, char** argv) {
           mb / Seconds(t1, t2), Seconds(t0, t1) / Seconds(t1, t2),
           mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3),
           mb / Seconds(t3, t4), Seconds(t0, t1) / Seconds(t3, t4));
+    }
+    std::vector<char> gathered(LZ4_compressBound(kUnit * kPage) +
+                               ZSTD_compressBound(kUnit * kPage));
+    for (int rep = 0; rep < 3; ++rep) {
+      const auto t0 = Clock::now();
+      for (std::size_t i = 0; i < pages; ++i) {
+        const std::vector<char>& o = page_obj[i];
+        Decompress(lz4, dctx, o.data(), o.size(), &out[i % kUnit * kPage],
+                   kPage);
+      }
+      const auto t1 = Clock::now();
+      for (const std::vector<char>& o : unit_obj) {
+        Decompress(lz4, dctx, o.data(), o.size(), out.data(), kUnit * kPage);
+      }
+      const auto t2 = Clock::now();
+      for (const std::vector<char>& o : unit_obj) {
+        std::copy(o.begin(), o.end(), gathered.begin());
+        Decompress(lz4, dctx, gathered.data(), o.size(), out.data(),
+                   kUnit * kPage);
+      }
+      const auto t3 = Clock::now();
+      const double mb = static_cast<double>(pages * kPage) / 1e6;
+      std::printf(
+          "%s %s in order, run %d: per-page %.0f MB/s, unit %.0f MB/s "
+          "(%.3fx), unit gathered %.0f MB/s (%.3fx)\n",
+          argv[1], lz4 ? "lz4" : "zstd", rep + 1, mb / Seconds(t0, t1),
+          mb / Seconds(t1, t2), Seconds(t0, t1) / Seconds(t1, t2),
+          mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3));
     }
     const double per_page = static_cast<double>(Bytes(page_obj));
     std::printf(

@@ -1,7 +1,8 @@
 #!/bin/sh
-# unit_read_bound.sh: the codec's own bound on random 4 KiB reads from
-# 16-page units (unit_read_bound.cc), on each corpus of a folder: what
-# docs/benchmarks.md sets beside `ztier bench ratio`'s units-16 rows.
+# unit_read_bound.sh: the codec's own bound on random 4 KiB reads and on
+# reads in order from 16-page units (unit_read_bound.cc), on each corpus of
+# a folder: what docs/benchmarks.md sets beside `ztier bench ratio`'s
+# units-16 rows.
 #
 #   tools/bench/unit_read_bound.sh [CORPUS_DIR]     (default testdata)
 #
