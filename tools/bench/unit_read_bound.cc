@@ -17,11 +17,11 @@
 //                 that first page as its dictionary (raw content), so a
 //                 read decompresses the first page, then the page with it
 //                 (LZ4_decompress_safe_usingDict, ZSTD_decompress_usingDict).
-// Then the pages are read in order, three times: each page's own object,
-// each unit's object (one call per 16 pages), and each unit's object
-// copied into one buffer first (what ztier does: a unit's object lies in
-// several pieces of the pool, units.cc), the bound under `bench ratio`'s
-// sequential reads.
+// Then the pages are read in order, three times, from objects packed back
+// to back as a pool packs them: each page's own object, each unit's object
+// (one call per 16 pages), and each unit's object copied into one buffer
+// first (what ztier does: a unit's object lies in several pieces of the
+// pool, units.cc), the bound under `bench ratio`'s sequential reads.
 // Prints the MB/s of pages read and each unit figure over per-page, and
 // the compressed bytes of units and of anchors over per-page's: what each
 // design saves in memory against what its reads cost. The bytes themselves
@@ -40,9 +40,11 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <initializer_list>
 #include <iterator>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -89,6 +91,39 @@ void Decompress(bool lz4, ZSTD_DCtx* dctx, const char* src, std::size_t len,
   } else {
     ZSTD_decompressDCtx(dctx, out, n, src, len);
   }
+}
+
+// Objects copied back to back into one buffer.
+class Packed {
+ public:
+  explicit Packed(const std::vector<std::vector<char>>& objs) {
+    for (const std::vector<char>& o : objs) {
+      start_.push_back(bytes_.size());
+      bytes_.insert(bytes_.end(), o.begin(), o.end());
+    }
+    start_.push_back(bytes_.size());
+  }
+  const char* at(std::size_t i) const { return &bytes_[start_[i]]; }
+  std::size_t size(std::size_t i) const { return start_[i + 1] - start_[i]; }
+
+ private:
+  std::vector<char> bytes_;
+  std::vector<std::size_t> start_;
+};
+
+// Prints each read's MB/s for `pages` pages read in `seconds`, and every
+// read after the first over the first (per-page), on the rest of a line.
+void PrintRates(std::size_t pages,
+                std::initializer_list<std::pair<const char*, double>> seconds) {
+  const double mb = static_cast<double>(pages * kPage) / 1e6;
+  const double base = seconds.begin()->second;
+  const char* sep = "";
+  for (const auto& [name, s] : seconds) {
+    std::printf("%s%s %.0f MB/s", sep, name, mb / s);
+    if (*sep != '\0') std::printf(" (%.3fx)", base / s);
+    sep = ", ";
+  }
+  std::printf("\n");
 }
 
 std::size_t Bytes(const std::vector<std::vector<char>>& objs) {
@@ -181,42 +216,39 @@ int main(int argc, char** argv) {
                                   anchor, kPage);
       }
       const auto t4 = Clock::now();
-      const double mb = static_cast<double>(pages * kPage) / 1e6;
-      std::printf(
-          "%s %s run %d: per-page %.0f MB/s, unit whole %.0f MB/s (%.3fx), "
-          "unit prefix %.0f MB/s (%.3fx), anchor %.0f MB/s (%.3fx)\n",
-          argv[1], lz4 ? "lz4" : "zstd", rep + 1, mb / Seconds(t0, t1),
-          mb / Seconds(t1, t2), Seconds(t0, t1) / Seconds(t1, t2),
-          mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3),
-          mb / Seconds(t3, t4), Seconds(t0, t1) / Seconds(t3, t4));
+      std::printf("%s %s run %d: ", argv[1], lz4 ? "lz4" : "zstd", rep + 1);
+      PrintRates(pages, {{"per-page", Seconds(t0, t1)},
+                         {"unit whole", Seconds(t1, t2)},
+                         {"unit prefix", Seconds(t2, t3)},
+                         {"anchor", Seconds(t3, t4)}});
     }
+    // Objects in order, back to back, as a pool packs them.
+    const Packed packed_pages(page_obj), packed_units(unit_obj);
     std::vector<char> gathered(LZ4_compressBound(kUnit * kPage) +
                                ZSTD_compressBound(kUnit * kPage));
     for (int rep = 0; rep < 3; ++rep) {
       const auto t0 = Clock::now();
       for (std::size_t i = 0; i < pages; ++i) {
-        const std::vector<char>& o = page_obj[i];
-        Decompress(lz4, dctx, o.data(), o.size(), &out[i % kUnit * kPage],
-                   kPage);
+        Decompress(lz4, dctx, packed_pages.at(i), packed_pages.size(i),
+                   &out[i % kUnit * kPage], kPage);
       }
       const auto t1 = Clock::now();
-      for (const std::vector<char>& o : unit_obj) {
-        Decompress(lz4, dctx, o.data(), o.size(), out.data(), kUnit * kPage);
+      for (std::size_t u = 0; u < units; ++u) {
+        Decompress(lz4, dctx, packed_units.at(u), packed_units.size(u),
+                   out.data(), kUnit * kPage);
       }
       const auto t2 = Clock::now();
-      for (const std::vector<char>& o : unit_obj) {
-        std::copy(o.begin(), o.end(), gathered.begin());
-        Decompress(lz4, dctx, gathered.data(), o.size(), out.data(),
+      for (std::size_t u = 0; u < units; ++u) {
+        std::copy_n(packed_units.at(u), packed_units.size(u), gathered.data());
+        Decompress(lz4, dctx, gathered.data(), packed_units.size(u), out.data(),
                    kUnit * kPage);
       }
       const auto t3 = Clock::now();
-      const double mb = static_cast<double>(pages * kPage) / 1e6;
-      std::printf(
-          "%s %s in order, run %d: per-page %.0f MB/s, unit %.0f MB/s "
-          "(%.3fx), unit gathered %.0f MB/s (%.3fx)\n",
-          argv[1], lz4 ? "lz4" : "zstd", rep + 1, mb / Seconds(t0, t1),
-          mb / Seconds(t1, t2), Seconds(t0, t1) / Seconds(t1, t2),
-          mb / Seconds(t2, t3), Seconds(t0, t1) / Seconds(t2, t3));
+      std::printf("%s %s in order, run %d: ", argv[1], lz4 ? "lz4" : "zstd",
+                  rep + 1);
+      PrintRates(pages, {{"per-page", Seconds(t0, t1)},
+                         {"unit", Seconds(t1, t2)},
+                         {"unit gathered", Seconds(t2, t3)}});
     }
     const double per_page = static_cast<double>(Bytes(page_obj));
     std::printf(
