@@ -229,7 +229,11 @@ TEST(BatchCodecTest, CallerTakesTheShareOfABusyWorker) {
   auto codec = Make("lz4");
   auto bc = NewBatchCompressor(
       codec, {.backend = BatchBackend::kParallel, .pool = &pool});
-  ASSERT_TRUE(bc.has_value());
+  if (!bc.has_value()) {
+    release = true;
+    other.join();
+    FAIL() << bc.error().ToString();
+  }
   Batch b(0, 8);
   const auto caller = std::this_thread::get_id();
   std::atomic<int> on_caller{0};

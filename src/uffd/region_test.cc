@@ -639,7 +639,8 @@ TEST(RegionTest, WriterRacingEvictionsKeepsTheLastValue) {
   // round after round; Pageout evicts the pages under it meanwhile.
   std::atomic<bool> done{false};
   std::uint64_t last = 0;
-  std::thread writer([&] {
+  // A jthread: an ASSERT below that returns joins it (it ends on its own).
+  std::jthread writer([&] {
     const auto end = std::chrono::steady_clock::now() + kRunFor;
     for (std::uint64_t round = 1;; ++round) {
       for (std::size_t i = 0; i < kPages; ++i) {
