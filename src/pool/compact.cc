@@ -14,9 +14,14 @@
 //  2. Slide the objects of that last partial zspage down to its lowest free
 //     indices and discard the pages past its last object.
 // Every page freed counts in pages_compacted, as do the pages of the spare
-// zspage each class may keep (pool.cc), which compaction releases first.
-// With a reserve the pages are freed for the pool (out of TotalBytes(), back
-// in the reserve) but stay resident: Arena::Discard leaves them alone.
+// zspage each class may keep (pool.cc), which compaction releases first;
+// less the pages that moves into a destination's untouched tail touched
+// (zsmalloc's zspages are whole, so its moves touch none): the count is
+// what the pool's held pages fell by.
+// With a reserve the pages are freed for the pool (out of TotalBytes(); a
+// freed zspage's run back in the reserve, a discarded tail's pages kept in
+// their zspage's run for its next objects) but stay resident:
+// Arena::Discard leaves them alone.
 // Pages go back to the OS (madvise) only after the class lock is dropped.
 //
 // There is no reverse map (object -> handle) in steady state: it would cost
@@ -154,6 +159,10 @@ struct Pool::Impl::Compaction {
   // many, so the budget only stops a class that others keep changing.
   std::size_t holds_left = 0;
   Tail tail;
+  // Pages the moves touched in destinations' untouched tails (a page only
+  // touched holds no memory): they come off the pages freed, so that
+  // Compact() returns what the pool's held pages fell by.
+  std::size_t touched = 0;
 
   // Builds the class's own map of its non-full zspages, their ids taken
   // under the lock, the table scanned without it. false once rebuilt too
@@ -202,7 +211,7 @@ struct Pool::Impl::Compaction {
     std::atomic<std::uint64_t>& slot = m.handles.Entry(hidx);
     const std::uint64_t e = slot.load(std::memory_order_relaxed);
     const std::uint32_t size = ip::EntrySize(e);
-    m.Touch(sc, d, b);
+    touched += m.Touch(sc, d, b);
     ip::WriterLock(s);
     std::memcpy(d->base + std::size_t{b} * stride,
                 s->base + std::size_t{a} * stride, size);
@@ -316,7 +325,9 @@ std::size_t Pool::Impl::CompactClass(SizeClass& sc, OwnerMap& batch) {
     }
     c.holds_left = sc.geo.objs / kMovesPerHold + 2;
   }
-  return freed;
+  // Net of what the moves touched; a class left mid-round (its budget
+  // spent, or others changing it) may have touched more than it freed.
+  return freed > c.touched ? freed - c.touched : 0;
 }
 
 Pool::Impl::CompactNext Pool::Impl::MergeNonFull(SizeClass& sc,

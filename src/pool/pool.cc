@@ -112,15 +112,15 @@ void Pool::Impl::Regroup(SizeClass& sc, std::uint32_t id, ZspageDesc* d) {
   GroupInsert(sc, id, d);
 }
 
-void Pool::Impl::Touch(SizeClass& sc, ZspageDesc* d, std::uint32_t idx) {
+std::size_t Pool::Impl::Touch(SizeClass& sc, ZspageDesc* d, std::uint32_t idx) {
   const std::size_t end = (std::size_t{idx} + 1) * sc.geo.size;
   const std::size_t pages = (end + ip::kPageSize - 1) / ip::kPageSize;
-  if (pages > d->touched_pages) {
-    const std::size_t grow = pages - d->touched_pages;
-    d->touched_pages = static_cast<std::uint8_t>(pages);
-    sc.touched_pages += grow;
-    touched_pages.fetch_add(grow, std::memory_order_relaxed);
-  }
+  if (pages <= d->touched_pages) return 0;
+  const std::size_t grow = pages - d->touched_pages;
+  d->touched_pages = static_cast<std::uint8_t>(pages);
+  sc.touched_pages += grow;
+  touched_pages.fetch_add(grow, std::memory_order_relaxed);
+  return grow;
 }
 
 std::size_t Pool::Impl::FreeZspage(SizeClass& sc, std::uint32_t id,

@@ -28,6 +28,17 @@ std::size_t FreeablePages(std::size_t allocated, std::size_t used,
   return (allocated - used) / geo.objs * geo.pages;
 }
 
+// The pages a class holds past what a whole compaction leaves it (compact.cc):
+// its `used` objects in full zspages, and the last zspage's objects packed
+// into its first pages, out of `touched` pages held.
+std::size_t CompactablePagesOf(std::size_t touched, std::size_t used,
+                               const ip::ClassGeometry& geo) {
+  const std::size_t last_bytes = used % geo.objs * geo.size;
+  const std::size_t needed = used / geo.objs * geo.pages +
+                             (last_bytes + ip::kPageSize - 1) / ip::kPageSize;
+  return touched > needed ? touched - needed : 0;
+}
+
 }  // namespace
 
 PoolStats Pool::Stats() const {
@@ -69,14 +80,14 @@ std::size_t Pool::CompactablePages() const {
   std::size_t pages = 0;
   for (const auto& sc : impl_->classes) {
     if (sc == nullptr) continue;
-    std::size_t allocated, used;
+    std::size_t touched, used;
     {
       internal::MutexLock lock(sc->mu);
-      allocated = sc->zspages * sc->geo.objs;
+      touched = sc->touched_pages;
       used = sc->obj_used;
     }
     impl_->SweepDeferred(*sc);
-    pages += FreeablePages(allocated, used, sc->geo);
+    pages += CompactablePagesOf(touched, used, sc->geo);
   }
   return pages;
 }

@@ -579,9 +579,10 @@ struct Pool::Impl {
       ZT_REQUIRES(sc.mu);
   void Regroup(internal_pool::SizeClass& sc, std::uint32_t id,
                internal_pool::ZspageDesc* d) ZT_REQUIRES(sc.mu);
-  // Raises d's touched pages to cover object idx; REQUIRES sc.mu.
-  void Touch(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d,
-             std::uint32_t idx) ZT_REQUIRES(sc.mu);
+  // Raises d's touched pages to cover object idx; returns the pages that
+  // adds. REQUIRES sc.mu.
+  std::size_t Touch(internal_pool::SizeClass& sc, internal_pool::ZspageDesc* d,
+                    std::uint32_t idx) ZT_REQUIRES(sc.mu);
   // Frees an empty zspage: discards its pages, returns the run and the id.
   // Returns the pages it held. REQUIRES sc.mu; d is in no group list.
   // Frees h / every deferred free of sc. REQUIRES: sc.mu held. Zspages

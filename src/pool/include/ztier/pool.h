@@ -60,9 +60,11 @@
 // sparsest zspages into the fullest, frees emptied zspages, then packs the last
 // partial zspage toward its front; every page freed goes back to the OS with
 // madvise(MADV_DONTNEED) (not with a reserve: see below) and is counted in
-// pages_compacted. It holds a class's lock for a few dozen moves at a time,
-// so Malloc and Free of the class go on meanwhile; what they change under
-// it may leave a class less than fully compacted (best effort).
+// pages_compacted, less the pages that moves touched in a destination's
+// untouched tail: the count is what the held pages fell by. It holds a class's
+// lock for a few dozen moves at a time, so Malloc and Free of the class go on
+// meanwhile; what they change under it may leave a class less than fully
+// compacted (best effort).
 //
 // Reserve (PoolOptions::prealloc_bytes > 0): at Create() the pool maps that
 // much memory and faults every page of it in (MADV_POPULATE_WRITE), and from
@@ -205,7 +207,8 @@ class Pool {
   // Objects of at least this many bytes go to the huge class.
   std::size_t HugeClassSize() const;
 
-  // Compacts every class; returns the number of OS pages freed by this call.
+  // Compacts every class; returns the pages the pool's held pages fell by
+  // (freed, less those the moves touched), as pages_compacted counts them.
   // Does not throw: a class whose temporary reverse map cannot be allocated
   // is left as it is (compaction is best effort).
   std::size_t Compact();
@@ -219,10 +222,13 @@ class Pool {
   PoolStats Stats() const;
   // The merged classes, then the packed page class (class_index 255).
   std::vector<PoolClassStats> ClassStats() const;
-  // The sum of ClassStats()' freeable, without allocating: the pages a
-  // Compact() now could free (zsmalloc's zs_can_compact). An estimate, as
-  // zsmalloc's: a zspage's untouched tail pages, which hold no memory,
-  // count too.
+  // The pages a Compact() now could free, without allocating: each class's
+  // held (touched) pages past those its objects need once packed into full
+  // zspages and the first pages of one partial zspage. What Compact() frees
+  // when no other thread changes the pool meanwhile. Not ClassStats()'
+  // freeable (zsmalloc's zs_can_compact), which counts whole zspages' worth
+  // of free slots only: it counts untouched tail pages, which hold no
+  // memory, and misses the holes of the last partial zspage.
   std::size_t CompactablePages() const;
 
   // zsmalloc's debugfs `classes` text: header, one row per class in use or

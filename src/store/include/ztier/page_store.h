@@ -534,12 +534,11 @@ class PageStore {
   // dictionary's memory would pass mem_limit.
   Result<DictionaryInfo> TrainDictionary(const TrainDictRequest& request);
 
-  // Compacts the pool; returns OS pages freed.
+  // Compacts the pool; returns the pages its held pages fell by.
   std::size_t Compact();
-  // The pages a Compact() now could free: each class's free object slots
-  // in whole zspages (zsmalloc's zs_can_compact), summed
-  // (Pool::CompactablePages). Takes each class lock for a moment; does
-  // not allocate.
+  // The pages a Compact() now could free: each class's held pages past
+  // those its objects need once packed (Pool::CompactablePages). Takes
+  // each class lock for a moment; does not allocate.
   std::size_t CompactablePages() const;
 
   // mem_limit in bytes (0: none), changeable at run time. Rounded up to pages.
