@@ -312,21 +312,30 @@ Status PageStore::Impl::StoreRange(std::uint64_t first,
   auto sub = [&](std::uint64_t lo, std::uint64_t hi) {
     return pages.subspan((lo - first) * kPageSize, (hi - lo) * kPageSize);
   };
-  if (a > first) st = m.StorePages(first, sub(first, a), w);
-  for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
-    st = m.StoreUnit(u, sub(u, u + unit).data(), w);
-  }
-  if (st.ok() && first + count > b) {
-    st = m.StorePages(b, sub(b, first + count), w);
-  }
-  if (!st.ok()) {
-    // All or nothing, as below.
+  // All or nothing, as below: each part installs its pages as it goes, so
+  // a part that fails, or throws (std::bad_alloc: a thread's first unit
+  // buffers or pending list), empties the whole range, the parts before it
+  // included; no page of the range keeps its old data.
+  auto empty_range = [&] {
     for (std::size_t i = 0; i < count; ++i) {
       Slot& s = m.slots[first + i];
       SlotLock lock(s);
       m.FreeSlotLocked(s);
     }
+  };
+  try {
+    if (a > first) st = m.StorePages(first, sub(first, a), w);
+    for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
+      st = m.StoreUnit(u, sub(u, u + unit).data(), w);
+    }
+    if (st.ok() && first + count > b) {
+      st = m.StorePages(b, sub(b, first + count), w);
+    }
+  } catch (...) {
+    empty_range();
+    throw;
   }
+  if (!st.ok()) empty_range();
   return st;
 }
 

@@ -12,6 +12,8 @@
 //   - a recompression pass: no object it made is left behind (the pool
 //     holds no object once every page is discarded), and the next pass
 //     recompresses every page the first did not;
+//   - a batch store of units and single pages: the range is emptied, as
+//     on a failed call, never left part new and part old;
 //   - a batched load on the parallel backend, on a thread whose buffers and
 //     decompressors are still to be made: it may throw, but only once its
 //     lanes are done (they use its stack), and every page loads after.
@@ -124,6 +126,62 @@ TEST(StoreOomTest, NoFailedAllocationOfAReclaimLeavesTheUnitLocked) {
 // A reclaim that runs out of memory leaves its unit to be queued again by
 // the next free (not marked queued for good, which would keep the whole
 // object until its last page goes).
+// A batch of units and single pages installs its parts one after another;
+// one that throws (a thread's first unit buffers or pending list) leaves the
+// range as a failed batch does: empty, no page new while another is old.
+TEST(StoreOomTest, ABatchThatThrowsLeavesNoMixOfOldAndNewPages) {
+  const std::vector<std::byte> old_pages = Pages(12, 1);
+  const std::vector<std::byte> new_pages = Pages(12, 2);
+  struct Range {
+    std::uint64_t first;
+    std::size_t count;
+  };
+  // Single pages, then a unit; a unit, then a single page.
+  for (const Range r : {Range{2, 6}, Range{0, 5}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "StoreBatch(" << r.first << ", " << r.count << " pages)");
+    int threw = 0;
+    for (long n = 1;; ++n) {
+      auto made = PageStore::Create({.num_pages = 64, .unit_pages = kUnit});
+      ASSERT_TRUE(made.has_value());
+      PageStore& store = **made;
+      ASSERT_OK(store.StoreBatch(0, old_pages));
+      bool failed = false;
+      bool thrown = false;
+      OnThreadWithin30s("a batch store out of memory", [&] {
+        testing::FailNthAllocation(n);
+        try {
+          store
+              .StoreBatch(r.first, std::span<const std::byte>(
+                                       new_pages.data() + r.first * kPageSize,
+                                       r.count * kPageSize))
+              .IgnoreError();
+        } catch (const std::bad_alloc&) {
+          thrown = true;
+        }
+        failed = testing::AllocationFailed();
+        testing::FailNthAllocation(0);
+      });
+      if (!failed) break;  // every allocation of the call has failed once
+      if (!thrown) continue;
+      ++threw;
+      std::size_t olds = 0, news = 0;
+      std::vector<std::byte> out(kPageSize);
+      for (std::uint64_t i = r.first; i < r.first + r.count; ++i) {
+        ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+        olds += std::memcmp(out.data(), old_pages.data() + i * kPageSize,
+                            kPageSize) == 0;
+        news += std::memcmp(out.data(), new_pages.data() + i * kPageSize,
+                            kPageSize) == 0;
+      }
+      EXPECT_FALSE(olds != 0 && news != 0)
+          << "allocation " << n << " left " << news << " new and " << olds
+          << " old pages";
+    }
+    EXPECT_GT(threw, 0);
+  }
+}
+
 TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
   constexpr std::size_t kUnit8 = 8;
   const std::vector<std::byte> pages = Pages(kUnit8, 4);

@@ -23,8 +23,9 @@
 //   4. Under the slot's lock, free the old content and install the new.
 // A batch store (StoreBatch) compresses up to batch_size() pages per codec
 // call with one stream taken once per chunk, and is all-or-nothing: if any
-// page fails, every page of the batch is discarded (zswap's store semantics:
-// no stale copy of a page of the unit survives to be read later).
+// page fails, or the call throws (std::bad_alloc), every page of the batch
+// is discarded (zswap's store semantics: no stale copy of a page of the
+// unit survives to be read later).
 //
 // Loads: SAME pages are filled from the word, HUGE pages copied, the rest
 // decompressed straight from the pool into the caller's page. A load never
