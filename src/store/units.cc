@@ -144,6 +144,10 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
     return st;
   }
   const UnitLock run(*this, u);
+  // The run's old unit, if any, goes whole with this loop: marked queued,
+  // its members' frees do not queue it on the way (an entry only a pass
+  // could skip, which took a place in the queue meant for one per unit).
+  units[u].queued.store(1, std::memory_order_relaxed);
   for (std::size_t k = 0; k < unit_pages; ++k) {
     Slot& s = slots[first + k];
     SlotTable::AssertHeld(s);

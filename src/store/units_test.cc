@@ -302,6 +302,51 @@ TEST(UnitsTest, RewritingARunReplacesItsUnit) {
   ExpectRange(*store, 0, newer);
 }
 
+// Rewriting a unit in place queues no reclaim of the unit it replaces (its
+// object goes with the rewrite). Such entries used to fill the queue, one
+// place per unit, while a pass was held up, so that a unit that really went
+// below half its pages was dropped from it and kept its whole object.
+TEST(UnitsTest, RewritingAUnitTakesNoPlaceInTheReclaimQueue) {
+  constexpr std::size_t kU = 4;
+  auto store = MakeStore(4 * kU, kU);  // 4 units: the queue holds 4
+  const std::size_t base = DenseBase();
+  for (std::size_t u = 0; u < 4; ++u) {
+    ASSERT_OK(store->StoreBatch(u * kU, Pages(u * kU, kU, base)));
+  }
+  // A pass held up: unit 0 goes below half (pages 0-2 discarded) and the
+  // discard's pass waits for page 3, which the holder keeps locked.
+  std::atomic<bool> locked{false}, release{false};
+  std::thread holder([&] {
+    PageStoreTestPeer::WithSlotLocked(*store, 3, [&] {
+      locked = true;
+      while (!release.load()) std::this_thread::yield();
+    });
+  });
+  while (!locked.load()) std::this_thread::yield();
+  std::thread discarder([&] {
+    for (std::uint64_t i = 0; i < 3; ++i) EXPECT_OK(store->Discard(i));
+  });
+  while (!PageStoreTestPeer::SlotHasWaiters(*store, 3)) {
+    std::this_thread::yield();
+  }
+  for (int r = 0; r < 6; ++r) {
+    EXPECT_OK(store->StoreBatch(kU, Pages(kU, kU, base + 100 + r)));
+  }
+  for (std::uint64_t i = 2 * kU; i < 2 * kU + 3; ++i) {
+    EXPECT_OK(store->Discard(i));  // unit 2: 1 page of 4 left
+  }
+  release = true;
+  holder.join();
+  discarder.join();
+  // The next call's pass takes what is queued.
+  ASSERT_OK(store->Discard(3 * kU));
+  EXPECT_FALSE(store->Inspect(2 * kU + 3).unit)
+      << "unit 2 keeps its object for 1 page of 4";
+  EXPECT_EQ(store->Stats().units, 2u);  // units 1 and 3
+  ExpectRange(*store, kU, Pages(kU, kU, base + 105));
+  ExpectRange(*store, 2 * kU + 3, Pages(2 * kU + 3, 1, base));
+}
+
 TEST(UnitsTest, DamagedUnitIsAnErrorForEveryPage) {
   auto store = MakeStore(64, 16);
   const auto data = Pages(0, 32, 0, 7);  // zero pages 0, 7, 14, 21, 28
