@@ -21,6 +21,7 @@
 //      compressors are dropped, to be made again with the new dictionary.
 #include <algorithm>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <utility>
@@ -87,11 +88,19 @@ void PageStore::Impl::RefreshStream(internal::Stream& s) {
   std::lock_guard l(dict_mu);
   const std::uint64_t gen = dict_generation.load(std::memory_order_relaxed);
   const int id = dict_current.load(std::memory_order_relaxed);
-  auto made = NewBatchCompressor(dicts[id]->codecs[0], stream_batch);
-  // Out of memory: the stream keeps its compressor (and its entry, so the
-  // id stays valid) and tries again at its next store.
-  if (!made.has_value()) return;
-  s.batch = std::move(*made);
+  // Out of memory (an error, or std::bad_alloc from a compressor's
+  // making): the stream keeps its compressor (and its entry, so the id
+  // stays valid) and tries again at its next store. Not thrown: a store's
+  // batch would be left part installed, and a training's stream taken.
+  std::unique_ptr<BatchCompressor> made;
+  try {
+    auto r = NewBatchCompressor(dicts[id]->codecs[0], stream_batch);
+    if (!r.has_value()) return;
+    made = std::move(*r);
+  } catch (const std::bad_alloc&) {
+    return;
+  }
+  s.batch = std::move(made);
   s.dict_entry = dicts[id];
   s.dict_id = id;
   s.dict_generation = gen;

@@ -12,6 +12,7 @@
 //   - a recompression pass: no object it made is left behind (the pool
 //     holds no object once every page is discarded), and the next pass
 //     recompresses every page the first did not;
+//   - a dictionary's training: no compression stream is left taken;
 //   - a batch store of units and single pages: the range is emptied, as
 //     on a failed call, never left part new and part old;
 //   - a batched load on the parallel backend, on a thread whose buffers and
@@ -30,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "page_store_test_peer.h"
+#include "stream_pool.h"
 #include "testing/failing_new.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
@@ -180,6 +183,50 @@ TEST(StoreOomTest, ABatchThatThrowsLeavesNoMixOfOldAndNewPages) {
     }
     EXPECT_GT(threw, 0);
   }
+}
+
+// A training that runs out of memory while it moves the idle streams to
+// the current dictionary leaves every stream free: each one it took is
+// given back, and one whose compressor cannot be made keeps its old one.
+TEST(StoreOomTest, ATrainingOutOfMemoryLeavesNoStreamTaken) {
+  constexpr std::size_t kPages = 1024;  // enough samples to train from
+  auto made =
+      PageStore::Create({.num_pages = kPages, .codec = "zstd", .streams = 1});
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  PageStore& store = **made;
+  const corpus::PageSet& corpus = testing::TestCorpus("anon-python");
+  for (std::size_t i = 0; i < kPages; ++i) {
+    ASSERT_OK(store.Store(i, corpus.page(i % corpus.size())));
+  }
+  internal::StreamPool& streams = PageStoreTestPeer::Streams(store);
+  const auto idle = [&streams] {
+    std::size_t n = 0;
+    streams.VisitIdle([&n](internal::Stream&) { ++n; });
+    return n;
+  };
+  const std::size_t all = streams.count() + streams.reserve_count();
+  for (long n = 1;; ++n) {
+    // Every stream one dictionary behind, so that a training refreshes it.
+    ASSERT_TRUE(store.TrainDictionary({.dict_bytes = 4096}).has_value());
+    ASSERT_EQ(idle(), all);
+    bool failed = false;
+    OnThreadWithin30s("a training out of memory", [&] {
+      testing::FailNthAllocation(n);
+      try {
+        (void)store.TrainDictionary({.dict_bytes = 4096});
+      } catch (const std::bad_alloc&) {
+      }
+      failed = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
+    });
+    EXPECT_EQ(idle(), all) << "allocation " << n << " left streams taken";
+    // The streams' compressors are made first; the sampling and training
+    // after them allocate much more, and take no stream.
+    if (!failed || n == 8) break;
+  }
+  // Stores take a stream, and do not wait for one.
+  OnThreadWithin30s("a store after the trainings",
+                    [&] { EXPECT_OK(store.Store(0, corpus.page(1))); });
 }
 
 TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {

@@ -69,8 +69,14 @@ void StreamPool::VisitIdle(const std::function<void(Stream&)>& fn) {
   for (auto* streams : {&regular_, &reserve_}) {
     for (auto& s : *streams) {
       if (!TryTake(*s)) continue;
+      // Given back on every way out: a stream fn throws from would stay
+      // taken for good, and with every stream taken each store waits.
+      struct GiveBack {
+        StreamPool& pool;
+        Stream* s;
+        ~GiveBack() { pool.Release(s); }
+      } give_back{*this, s.get()};
       fn(*s);
-      Release(s.get());
     }
   }
 }

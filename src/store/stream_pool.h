@@ -109,6 +109,7 @@ class ZT_CAPABILITY("stream") StreamPool {
   // Calls fn with each stream that is free now, taken for the call (so no
   // store uses it meanwhile); streams in use are skipped. The store uses
   // it to move idle streams to a new dictionary. `fn` must not Acquire().
+  // A stream is given back when fn returns or throws.
   void VisitIdle(const std::function<void(Stream&)>& fn);
 
   std::size_t count() const { return regular_.size(); }

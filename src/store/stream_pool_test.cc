@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -44,6 +45,22 @@ TEST(StreamPoolTest, ReserveStreamsServeWhenAllRegularOnesAreHeld) {
   }
   auto e = pool->Acquire();  // the only free one: the released stream
   EXPECT_EQ(&*e, released);
+}
+
+// A visit that throws gives its stream back: none is left taken, so a
+// store after it does not wait for good.
+TEST(StreamPoolTest, AVisitThatThrowsGivesItsStreamBack) {
+  auto pool = MakePool(1, 2);
+  int visits = 0;
+  EXPECT_THROW(pool->VisitIdle([&](Stream&) {
+    ++visits;
+    throw std::bad_alloc();
+  }),
+               std::bad_alloc);
+  EXPECT_EQ(visits, 1);
+  std::size_t idle = 0;
+  pool->VisitIdle([&](Stream&) { ++idle; });
+  EXPECT_EQ(idle, pool->count() + pool->reserve_count());
 }
 
 TEST(StreamPoolTest, WaitsOnlyWhenEverythingIsHeldAndWakesOnRelease) {
