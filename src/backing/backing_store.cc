@@ -4,6 +4,7 @@
 // block_writer.cc.
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cassert>
 #include <cerrno>
@@ -131,13 +132,27 @@ std::uint64_t BackingStore::DiscardFreed() {
     std::lock_guard l(m.discard_mu);
     m.pending.swap(m.taking);
   }
+  // Until the discards are answered, the taken blocks go back to `pending`
+  // on any way out (std::bad_alloc from the ranges, the flags or the
+  // file's Discard): a block dropped here would be neither free nor asked
+  // for again, lost to the store for good.
+  struct PutBack {
+    Impl& m;
+    bool armed = true;
+    ~PutBack() {
+      if (!armed) return;
+      std::lock_guard l(m.discard_mu);
+      for (std::size_t w = 0; w < m.taking.size(); ++w) {
+        m.pending[w] |= std::exchange(m.taking[w], 0);
+      }
+    }
+  } put_back{m};
   // Runs of consecutive blocks, one discard each, of at most
   // kMaxDiscardBytes (an NBD request's length is 32 bits: proto.md,
-  // "Request message"); `taking` is left clear.
+  // "Request message").
   std::vector<BackingFile::Range> ranges;
   for (std::size_t w = 0; w < m.taking.size(); ++w) {
-    for (std::uint64_t bits = std::exchange(m.taking[w], 0); bits != 0;
-         bits &= bits - 1) {
+    for (std::uint64_t bits = m.taking[w]; bits != 0; bits &= bits - 1) {
       const std::uint64_t offset =
           (w * 64 + std::countr_zero(bits)) * kPageSize;
       if (!ranges.empty() &&
@@ -152,6 +167,8 @@ std::uint64_t BackingStore::DiscardFreed() {
   if (ranges.empty()) return 0;
   std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
   m.file->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
+  put_back.armed = false;  // each block is freed or asked for again below
+  std::fill(m.taking.begin(), m.taking.end(), 0);
   // `discarding` drops before the bitmap's count does, so blocks_used()
   // is never too low meanwhile.
   std::uint64_t freed = 0;

@@ -14,11 +14,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "testing/discarding_file.h"
+#include "testing/failing_new.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
@@ -435,6 +437,38 @@ TEST(BackingStoreTest, FreedBlocksAreDiscardedBeforeTheyAreReused) {
   local->Free(0);
   EXPECT_EQ(local->AllocRange(1, &got), 0u);
   EXPECT_EQ(local->DiscardFreed(), 0u);
+}
+
+// Out of memory partway through a discard pass (its list of ranges, its
+// answers, the file's Discard) loses no block: the ones it took are asked
+// for again by the next pass, and handed out once answered.
+TEST(BackingStoreTest, ADiscardPassOutOfMemoryLosesNoBlock) {
+  constexpr std::size_t kBlocks = 64;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " fails");
+    auto file = std::make_shared<DiscardingFile>(kBlocks * kPageSize);
+    auto bs = OpenStore({.file = file});
+    ASSERT_NE(bs, nullptr);
+    std::size_t got = 0;
+    ASSERT_EQ(bs->AllocRange(kBlocks, &got), 0u);
+    ASSERT_EQ(got, kBlocks);
+    for (std::size_t k = 0; k < kBlocks; ++k) bs->Free(k);
+    testing::FailNthAllocation(n);
+    bool threw = false;
+    try {
+      (void)bs->DiscardFreed();
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    const bool failed = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    EXPECT_EQ(threw, failed);
+    (void)bs->DiscardFreed();
+    EXPECT_EQ(bs->blocks_used(), 0u);
+    EXPECT_EQ(bs->AllocRange(kBlocks, &got), 0u);
+    EXPECT_EQ(got, kBlocks) << "blocks freed but never handed out again";
+    if (!failed) break;
+  }
 }
 
 // An NBD request's length is 32 bits: a run of freed blocks longer than
