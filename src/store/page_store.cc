@@ -352,72 +352,12 @@ Status PageStore::Impl::StorePages(std::uint64_t first,
   std::size_t page_of[kMaxBatchSize];
   Status st;
   bool poor = false;
-  for (std::size_t c = 0; c < count && st.ok(); c += bs) {
-    const std::size_t end = std::min(count, c + bs);
-    auto lease = m.streams->Acquire();  // one stream per chunk
-    const std::uint32_t dict = m.StreamDict(*lease);
-    std::size_t n = 0;
-    for (std::size_t i = c; i < end; ++i) {
-      const std::byte* src = pages.data() + i * kPageSize;
-      std::uint64_t fill;
-      if (IsSameFilled(src, &fill)) {
-        pending[i] = {fill, slot::kSame};
-        continue;
-      }
-      items[n] = BatchItem{std::span<const std::byte>(src, kPageSize),
-                           lease->buffer(n)};
-      page_of[n++] = i;
-    }
-    if (n == 0) continue;
-    // The lane that compressed a page also allocates its object, copies it
-    // into the pool and installs it in the slot, so the parallel backend
-    // spreads all of that, and the caller has no serial tail to run after
-    // the batch. Installing early keeps all-or-nothing: a failed batch
-    // empties its whole range below. (The sink captures one pointer so
-    // std::function does not allocate; it must not name the thread_local
-    // `pending`, which is per thread.)
-    Status item_status[kMaxBatchSize];
-    bool item_poor[kMaxBatchSize] = {};
-    struct SinkContext {
-      Impl* m;
-      const std::byte* pages;
-      BatchItem* items;
-      std::size_t* page_of;
-      Pending* pending;
-      Status* status;
-      bool* poor;
-      internal::Stream* stream;
-      Slot* slots;  // the slot of page i is slots[i]
-      std::uint32_t now;
-      std::uint32_t dict;
-    } ctx{&m,          pages.data(), items,   page_of,         pending.data(),
-          item_status, item_poor,    &*lease, &m.slots[first], now,
-          dict};
-    const BatchCompressor::ItemSink sink = [c = &ctx](std::size_t k) {
-      const std::size_t i = c->page_of[k];
-      Pending& p = c->pending[i];
-      c->status[k] =
-          c->m->MakeObject(ConstPage(c->pages + i * kPageSize, kPageSize),
-                           c->stream->buffer(k).first(c->items[k].length),
-                           c->dict, &p, &c->poor[k]);
-      if (!c->status[k].ok()) return;
-      SlotLock lock(c->slots[i]);
-      c->m->InstallLocked(c->slots[i], p, c->now, /*count_since=*/false);
-      p.installed = true;
-    };
-    lease->batch->Compress(std::span<BatchItem>(items, n), &sink);
-    for (std::size_t k = 0; k < n; ++k) {
-      if (!item_status[k].ok() && st.ok()) {
-        st = item_status[k];
-        poor = item_poor[k];
-      }
-    }
-    if (st.ok()) st = m.CheckLimitAfterAlloc();
-  }
-  if (!st.ok()) {
-    // All or nothing: drop what this call allocated and empty the range
-    // (pages already installed included), so that no older copy of any page
-    // of the unit can be read later.
+  // All or nothing: drop what this call allocated and empty the range
+  // (pages already installed included), so that no older copy of any page
+  // of the unit can be read later; on a failure, or on an exception (a
+  // chunk's stream made on first use, out of memory) with earlier chunks
+  // installed.
+  auto abandon = [&] {
     for (const Pending& p : pending) m.DropPending(p);
     m.pool->ReleaseSpares();
     for (std::size_t i = 0; i < count; ++i) {
@@ -425,6 +365,76 @@ Status PageStore::Impl::StorePages(std::uint64_t first,
       SlotLock lock(s);
       m.FreeSlotLocked(s);
     }
+  };
+  try {
+    for (std::size_t c = 0; c < count && st.ok(); c += bs) {
+      const std::size_t end = std::min(count, c + bs);
+      auto lease = m.streams->Acquire();  // one stream per chunk
+      const std::uint32_t dict = m.StreamDict(*lease);
+      std::size_t n = 0;
+      for (std::size_t i = c; i < end; ++i) {
+        const std::byte* src = pages.data() + i * kPageSize;
+        std::uint64_t fill;
+        if (IsSameFilled(src, &fill)) {
+          pending[i] = {fill, slot::kSame};
+          continue;
+        }
+        items[n] = BatchItem{std::span<const std::byte>(src, kPageSize),
+                             lease->buffer(n)};
+        page_of[n++] = i;
+      }
+      if (n == 0) continue;
+      // The lane that compressed a page also allocates its object, copies it
+      // into the pool and installs it in the slot, so the parallel backend
+      // spreads all of that, and the caller has no serial tail to run after
+      // the batch. Installing early keeps all-or-nothing: a failed batch
+      // empties its whole range below. (The sink captures one pointer so
+      // std::function does not allocate; it must not name the thread_local
+      // `pending`, which is per thread.)
+      Status item_status[kMaxBatchSize];
+      bool item_poor[kMaxBatchSize] = {};
+      struct SinkContext {
+        Impl* m;
+        const std::byte* pages;
+        BatchItem* items;
+        std::size_t* page_of;
+        Pending* pending;
+        Status* status;
+        bool* poor;
+        internal::Stream* stream;
+        Slot* slots;  // the slot of page i is slots[i]
+        std::uint32_t now;
+        std::uint32_t dict;
+      } ctx{&m,          pages.data(), items,   page_of,         pending.data(),
+            item_status, item_poor,    &*lease, &m.slots[first], now,
+            dict};
+      const BatchCompressor::ItemSink sink = [c = &ctx](std::size_t k) {
+        const std::size_t i = c->page_of[k];
+        Pending& p = c->pending[i];
+        c->status[k] =
+            c->m->MakeObject(ConstPage(c->pages + i * kPageSize, kPageSize),
+                             c->stream->buffer(k).first(c->items[k].length),
+                             c->dict, &p, &c->poor[k]);
+        if (!c->status[k].ok()) return;
+        SlotLock lock(c->slots[i]);
+        c->m->InstallLocked(c->slots[i], p, c->now, /*count_since=*/false);
+        p.installed = true;
+      };
+      lease->batch->Compress(std::span<BatchItem>(items, n), &sink);
+      for (std::size_t k = 0; k < n; ++k) {
+        if (!item_status[k].ok() && st.ok()) {
+          st = item_status[k];
+          poor = item_poor[k];
+        }
+      }
+      if (st.ok()) st = m.CheckLimitAfterAlloc();
+    }
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  if (!st.ok()) {
+    abandon();
     w->poor = poor;
     return st;
   }
