@@ -400,8 +400,7 @@ Pool::Impl::CompactNext Pool::Impl::PackLast(SizeClass& sc, Compaction& c,
     if (hidx == ip::kNoIndex) return CompactNext::kRebuild;
     c.Move(sc, hidx, zid, z, hi, zid, z, lo);
   }
-  const std::size_t end = std::size_t{z->inuse} * sc.geo.size;
-  const std::size_t needed = (end + ip::kPageSize - 1) / ip::kPageSize;
+  const std::size_t needed = sc.geo.PagesFor(z->inuse);
   if (needed >= z->touched_pages) return CompactNext::kDone;
   const std::size_t drop = z->touched_pages - needed;
   z->touched_pages = static_cast<std::uint8_t>(needed);

@@ -113,8 +113,7 @@ void Pool::Impl::Regroup(SizeClass& sc, std::uint32_t id, ZspageDesc* d) {
 }
 
 std::size_t Pool::Impl::Touch(SizeClass& sc, ZspageDesc* d, std::uint32_t idx) {
-  const std::size_t end = (std::size_t{idx} + 1) * sc.geo.size;
-  const std::size_t pages = (end + ip::kPageSize - 1) / ip::kPageSize;
+  const std::size_t pages = sc.geo.PagesFor(std::size_t{idx} + 1);
   if (pages <= d->touched_pages) return 0;
   const std::size_t grow = pages - d->touched_pages;
   d->touched_pages = static_cast<std::uint8_t>(pages);

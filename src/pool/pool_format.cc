@@ -33,9 +33,8 @@ std::size_t FreeablePages(std::size_t allocated, std::size_t used,
 // into its first pages, out of `touched` pages held.
 std::size_t CompactablePagesOf(std::size_t touched, std::size_t used,
                                const ip::ClassGeometry& geo) {
-  const std::size_t last_bytes = used % geo.objs * geo.size;
-  const std::size_t needed = used / geo.objs * geo.pages +
-                             (last_bytes + ip::kPageSize - 1) / ip::kPageSize;
+  const std::size_t needed =
+      used / geo.objs * geo.pages + geo.PagesFor(used % geo.objs);
   return touched > needed ? touched - needed : 0;
 }
 

@@ -140,6 +140,11 @@ struct ClassGeometry {
   std::uint32_t size = 0;   // object stride in bytes
   std::uint32_t pages = 0;  // OS pages per zspage
   std::uint32_t objs = 0;   // objects per zspage
+
+  // The pages of a zspage that its first n objects lie in.
+  std::size_t PagesFor(std::size_t n) const {
+    return (n * size + kPageSize - 1) / kPageSize;
+  }
 };
 
 struct ClassTable {
