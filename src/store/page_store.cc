@@ -316,13 +316,6 @@ Status PageStore::Impl::StoreRange(std::uint64_t first,
   // a part that fails, or throws (std::bad_alloc: a thread's first unit
   // buffers or pending list), empties the whole range, the parts before it
   // included; no page of the range keeps its old data.
-  auto empty_range = [&] {
-    for (std::size_t i = 0; i < count; ++i) {
-      Slot& s = m.slots[first + i];
-      SlotLock lock(s);
-      m.FreeSlotLocked(s);
-    }
-  };
   try {
     if (a > first) st = m.StorePages(first, sub(first, a), w);
     for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
@@ -332,11 +325,19 @@ Status PageStore::Impl::StoreRange(std::uint64_t first,
       st = m.StorePages(b, sub(b, first + count), w);
     }
   } catch (...) {
-    empty_range();
+    m.EmptyRange(first, count);
     throw;
   }
-  if (!st.ok()) empty_range();
+  if (!st.ok()) m.EmptyRange(first, count);
   return st;
+}
+
+void PageStore::Impl::EmptyRange(std::uint64_t first, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    Slot& s = slots[first + i];
+    SlotLock lock(s);
+    FreeSlotLocked(s);
+  }
 }
 
 Status PageStore::Impl::StorePages(std::uint64_t first,
@@ -360,11 +361,7 @@ Status PageStore::Impl::StorePages(std::uint64_t first,
   auto abandon = [&] {
     for (const Pending& p : pending) m.DropPending(p);
     m.pool->ReleaseSpares();
-    for (std::size_t i = 0; i < count; ++i) {
-      Slot& s = m.slots[first + i];
-      SlotLock lock(s);
-      m.FreeSlotLocked(s);
-    }
+    m.EmptyRange(first, count);
   };
   try {
     for (std::size_t c = 0; c < count && st.ok(); c += bs) {

@@ -302,6 +302,9 @@ struct PageStore::Impl {
   // stores nor a failure.
   Status StoreRange(std::uint64_t first, std::span<const std::byte> pages,
                     BatchWrite* w) ZT_EXCLUDES(*streams);
+  // Frees the `count` slots from `first`, each under its lock: a failed
+  // batch store's range, so that no older copy of its pages is read later.
+  void EmptyRange(std::uint64_t first, std::size_t count);
   // Store() of a valid index, counting no failure.
   Status StoreOne(std::uint64_t index, ConstPage page, bool* poor)
       ZT_EXCLUDES(*streams);
