@@ -201,19 +201,16 @@ int main(int argc, char** argv) {
         const std::size_t first = i - i % kUnit;
         const std::vector<char>& a = anchor_obj[first];
         const std::vector<char>& o = anchor_obj[i];
+        Decompress(lz4, dctx, a.data(), a.size(), anchor, kPage);
+        if (i == first) continue;
         if (lz4) {
-          LZ4_decompress_safe(a.data(), anchor, static_cast<int>(a.size()),
-                              kPage);
-          if (i == first) continue;
           LZ4_decompress_safe_usingDict(o.data(), out.data(),
                                         static_cast<int>(o.size()), kPage,
                                         anchor, kPage);
-          continue;
+        } else {
+          ZSTD_decompress_usingDict(dctx, out.data(), kPage, o.data(), o.size(),
+                                    anchor, kPage);
         }
-        ZSTD_decompressDCtx(dctx, anchor, kPage, a.data(), a.size());
-        if (i == first) continue;
-        ZSTD_decompress_usingDict(dctx, out.data(), kPage, o.data(), o.size(),
-                                  anchor, kPage);
       }
       const auto t4 = Clock::now();
       std::printf("%s %s run %d: ", argv[1], lz4 ? "lz4" : "zstd", rep + 1);
