@@ -302,6 +302,9 @@ def build(out, ztier):
 
 def main():
     args = sys.argv[1:]
+    if any(a in ("-h", "--help") for a in args):
+        print(__doc__.strip())
+        return
     ztier = None
     if "--ztier" in args:
         i = args.index("--ztier")
