@@ -6,7 +6,12 @@
 # (docs/benchmarks.md). mem_used_total does not depend on the guest's
 # emulated CPU.
 #
-#   tools/bench/guest_zram_mm_stat.sh [CORPUS_DIR]     (default testdata)
+#   tools/bench/guest_zram_mm_stat.sh [CORPUS_DIR [PARAMS]]
+#
+# CORPUS_DIR defaults to testdata. PARAMS, zram's algorithm_params tokens
+# (such as level=9), go to each codec through the guest's
+# /sys/block/zram0/algorithm_params, beside `ztier bench ratio
+# --algorithm-params PARAMS`; by default each codec's default level.
 #
 # Needs the guest of `make test-kernel` (build/guest) and the built ztier:
 # a `ztier serve` on the host's loopback holds the corpora and the guest
@@ -15,6 +20,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 dir=${1:-testdata}
+params=${2:-}
 work=$(mktemp -d)
 trap 'kill $server 2>/dev/null || true; rm -rf "$work"' EXIT
 names=""
@@ -40,6 +46,9 @@ for corpus in $names; do
   for codec in lz4 zstd; do
     echo 1 > /sys/block/zram0/reset
     echo \$codec > /sys/block/zram0/comp_algorithm
+    if [ -n "$params" ]; then
+      echo "algo=\$codec $params" > /sys/block/zram0/algorithm_params || exit 1
+    fi
     echo 16M > /sys/block/zram0/disksize
     dd if=/dev/nbd0 of=/dev/zram0 bs=128k count=128 skip=\$((i * 128)) \
       iflag=direct oflag=direct 2>/dev/null

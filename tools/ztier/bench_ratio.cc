@@ -20,6 +20,7 @@
 #include "bench_zram_compare_io.h"
 #include "bench_zram_compare_kernel.h"
 #include "tool_common.h"
+#include "ztier/codec.h"
 #include "ztier/page_store.h"
 
 namespace ztier::tool {
@@ -27,7 +28,8 @@ namespace {
 
 constexpr const char kCommand[] = "ztier bench ratio";
 constexpr const char kSynopsis[] =
-    "[--corpus-dir DIR] [--codec NAME]... [--dict-size SIZE] [--runs N] "
+    "[--corpus-dir DIR] [--codec NAME]... [--dict-size SIZE] "
+    "[--algorithm-params TOKENS] [--runs N] "
     "[--zram-dev PATH] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "the memory the same pages take (mem_used_total): per-page objects,\n"
@@ -55,6 +57,7 @@ struct Config {
   std::string corpus_dir = kDefaultCorpusDir;
   std::vector<std::string> codecs;
   std::size_t dict_bytes = 16 << 10;
+  std::string algorithm_params;  // for every store and the kernel's zram
   std::string zram_dev = "/dev/zram0";
 };
 
@@ -119,10 +122,12 @@ Status ReadAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
 // trained after the first fill and every page stored again with it.
 Status RunZtier(const Config& cfg, const corpus::PageSet& set,
                 const std::string& codec, const ZtierVariant& v, Samples& s) {
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
-                      PageStore::Create({.num_pages = set.size(),
-                                         .codec = codec,
-                                         .unit_pages = v.unit_pages}));
+  ZT_ASSIGN_OR_RETURN(
+      std::unique_ptr<PageStore> store,
+      PageStore::Create({.num_pages = set.size(),
+                         .codec = codec,
+                         .algorithm_params = cfg.algorithm_params,
+                         .unit_pages = v.unit_pages}));
   ZT_RETURN_IF_ERROR(StoreAll(*store, set, s));
   if (v.dict) {
     ZT_ASSIGN_OR_RETURN(const DictionaryInfo info,
@@ -135,12 +140,13 @@ Status RunZtier(const Config& cfg, const corpus::PageSet& set,
 }
 
 // The kernel's zram with `codec`, written with the pages.
-Status RunKernel(KernelZram& zram, const corpus::PageSet& set,
-                 const std::string& codec, Samples& s) {
+Status RunKernel(const Config& cfg, KernelZram& zram,
+                 const corpus::PageSet& set, const std::string& codec,
+                 Samples& s) {
   const corpus::PageSet* one[] = {&set};
   ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(one, 0));
   const std::uint64_t bytes = set.size() * kPageSize;
-  ZT_RETURN_IF_ERROR(zram.Init(codec, bytes));
+  ZT_RETURN_IF_ERROR(zram.Init(codec, bytes, cfg.algorithm_params));
   const IoTarget t{.path = zram.dev_path()};
   ZT_ASSIGN_OR_RETURN(
       IoResult r,
@@ -165,6 +171,10 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
                 "codecs to compare (default lz4 and zstd)");
   flags.AddString("dict-size", &dict_size, "SIZE",
                   "the trained dictionary's size (default 16K; 1K..1M)");
+  flags.AddString("algorithm-params", &cfg->algorithm_params, "TOKENS",
+                  "zram's algorithm_params tokens for every codec, in ztier "
+                  "and in the kernel's zram alike (e.g. level=9; default "
+                  "none: each codec's default level)");
   AddBenchFlags(flags, &cfg->common);
   flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
                   "the kernel device (default /dev/zram0)");
@@ -173,6 +183,9 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   for (const std::string& c : cfg->codecs) {
     if (Status st = CheckCodecName(c); !st.ok()) {
       return ReportUsageError(kCommand, st.message());
+    }
+    if (auto codec = MakeCodec(c, cfg->algorithm_params); !codec.has_value()) {
+      return ReportUsageError(kCommand, codec.error().message());
     }
   }
   auto bytes = ParseSizeFlag(dict_size, 1024, "1K");
@@ -292,14 +305,24 @@ int RunBenchRatio(std::span<const std::string_view> args) {
   }
   report.Condition("runs", std::to_string(cfg.common.runs));
   report.Condition("dict_bytes", std::to_string(cfg.dict_bytes));
-  report.Line("config: codecs " + [&] {
-    std::string s;
-    for (const std::string& c : cfg.codecs) s += (s.empty() ? "" : ",") + c;
-    return s;
-  }() + ", dictionary " + std::to_string(cfg.dict_bytes) +
+  if (!cfg.algorithm_params.empty()) {
+    report.Condition("algorithm_params", cfg.algorithm_params);
+  }
+  report.Line("config: codecs " +
+              [&] {
+                std::string s;
+                for (const std::string& c : cfg.codecs)
+                  s += (s.empty() ? "" : ",") + c;
+                return s;
+              }() +
+              (cfg.algorithm_params.empty() ? ""
+                                            : " with algorithm_params \"" +
+                                                  cfg.algorithm_params + "\"") +
+              ", dictionary " + std::to_string(cfg.dict_bytes) +
               " bytes, runs=" + std::to_string(cfg.common.runs) +
               " (+1 warm-up), variants alternate; every page read back "
-              "and checked\n" + kernel_line + "\n");
+              "and checked\n" +
+              kernel_line + "\n");
   std::vector<std::vector<Measurements>> m(corpora.size());
   Progress progress;
   for (std::size_t k = 0; k < corpora.size(); ++k) {
@@ -317,7 +340,7 @@ int RunBenchRatio(std::span<const std::string_view> args) {
                     codec) != zram->algorithms().end();
       if (offered) {
         variants.push_back({"kernel", [&](std::size_t, Samples& s) {
-                              return RunKernel(*zram, set, codec, s);
+                              return RunKernel(cfg, *zram, set, codec, s);
                             }});
       }
       auto r = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),

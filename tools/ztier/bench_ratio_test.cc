@@ -75,6 +75,48 @@ TEST(BenchRatioTest, DictionaryAgainstPerPageOnEveryCorpus) {
   }
 }
 
+// The median MiB of `variant`'s row for `corpus` ("anon-python.pages
+// per-page    6.111 (...)"); -1 when the row is missing.
+double MiB(const std::string& text, const std::string& corpus,
+           const std::string& variant) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string c, v;
+    double mib = -1;
+    if (words >> c >> v >> mib && c == corpus && v == variant) return mib;
+  }
+  return -1;
+}
+
+// --algorithm-params reaches every store: lz4 at acceleration 64 takes
+// more memory for the same pages than at its default, and the config
+// line says which tokens ran.
+TEST(BenchRatioTest, AlgorithmParamsReachTheStores) {
+  ScopedTempDir dir;
+  ASSERT_EQ(
+      ztier::testing::Sh("mkdir '" + dir.File("c") + "' && ln -s '" +
+                         ztier::testing::CorpusDir() +
+                         "/anon-python.pages.zst' '" + dir.File("c") + "/'")
+          .exit_code,
+      0);
+  const std::string run = "'" ZTIER_BIN "' bench ratio --corpus-dir '" +
+                          dir.File("c") + "' --runs 1 --codec lz4 --zram-dev " +
+                          dir.File("zram9");
+  const ztier::testing::Shell plain = ztier::testing::Sh(run);
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  const ztier::testing::Shell fast =
+      ztier::testing::Sh(run + " --algorithm-params level=64");
+  ASSERT_EQ(fast.exit_code, 0) << fast.out;
+  ExpectIn(fast.out, "config: codecs lz4 with algorithm_params \"level=64\"");
+  for (const char* variant : {"per-page", "units-16", "units-16+dict"}) {
+    const double a = MiB(plain.out, "anon-python.pages", variant);
+    const double b = MiB(fast.out, "anon-python.pages", variant);
+    EXPECT_GT(a, 1) << variant << "\n" << plain.out;
+    EXPECT_GT(b, a * 1.05) << variant << "\n" << fast.out;
+  }
+}
+
 TEST(BenchRatioTest, BadUsage) {
   EXPECT_EQ(ztier::testing::Sh("'" ZTIER_BIN "' bench ratio --codec lz5")
                 .exit_code,
@@ -82,6 +124,10 @@ TEST(BenchRatioTest, BadUsage) {
   EXPECT_EQ(ztier::testing::Sh("'" ZTIER_BIN "' bench ratio --dict-size 1")
                 .exit_code,
             2);
+  const ztier::testing::Shell level = ztier::testing::Sh(
+      "'" ZTIER_BIN "' bench ratio --codec zstd --algorithm-params level=99");
+  EXPECT_EQ(level.exit_code, 2) << level.out;
+  ExpectIn(level.out, "level");
 }
 
 }  // namespace

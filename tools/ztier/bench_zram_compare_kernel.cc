@@ -85,7 +85,8 @@ KernelZram::~KernelZram() {
   }
 }
 
-Status KernelZram::Init(std::string_view codec, std::uint64_t bytes) {
+Status KernelZram::Init(std::string_view codec, std::uint64_t bytes,
+                        std::string_view params) {
   if (std::find(algorithms_.begin(), algorithms_.end(), codec) ==
       algorithms_.end()) {
     return Status::Unsupported("the kernel's zram does not offer " +
@@ -94,6 +95,11 @@ Status KernelZram::Init(std::string_view codec, std::uint64_t bytes) {
   ZT_RETURN_IF_ERROR(Reset());
   initialised_ = true;  // from here on, even a half-done Init is reset
   ZT_RETURN_IF_ERROR(WriteAttr("comp_algorithm", codec));
+  if (!params.empty()) {
+    ZT_RETURN_IF_ERROR(
+        WriteAttr("algorithm_params",
+                  "algo=" + std::string(codec) + " " + std::string(params)));
+  }
   return WriteAttr("disksize", std::to_string(bytes));
 }
 

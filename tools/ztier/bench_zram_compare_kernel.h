@@ -57,9 +57,13 @@ class KernelZram {
   // comp_algorithm's names, read at Open(), the selected one unbracketed.
   const std::vector<std::string>& algorithms() const { return algorithms_; }
 
-  // Resets, then sets comp_algorithm and disksize. kUnsupported when the
-  // kernel does not offer `codec`; kIoError when a sysfs write fails.
-  Status Init(std::string_view codec, std::uint64_t bytes);
+  // Resets, then sets comp_algorithm, algorithm_params (as "algo=CODEC
+  // PARAMS", when `params` is not empty; Documentation/admin-guide/
+  // blockdev/zram.rst) and disksize. kUnsupported when the kernel does
+  // not offer `codec`; kIoError when a sysfs write fails, as one the
+  // kernel's params refuse.
+  Status Init(std::string_view codec, std::uint64_t bytes,
+              std::string_view params = {});
   Status Reset();  // kIoError (EBUSY while someone holds the device open)
   Result<MmStat> ReadMmStat() const;
 

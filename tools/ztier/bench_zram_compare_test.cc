@@ -54,6 +54,7 @@ class FakeZram {
               "16777216  6005333  6909952        0  6909952       37        "
               "0       91       91\n");
     WriteText(sys() + "/reset", "");
+    WriteText(sys() + "/algorithm_params", "");
   }
   std::string dev() const { return dir_.File("zram7"); }
   std::string sys() const { return dir_.File("sys"); }
@@ -88,6 +89,7 @@ TEST(KernelZramTest, InitWritesSysfsAndResetsWhenDestroyed) {
     EXPECT_EQ(ReadText(fake.sys() + "/reset"), "1");
     EXPECT_TRUE(ReadText(fake.sys() + "/comp_algorithm").starts_with("lzo-rle"));
     EXPECT_TRUE(ReadText(fake.sys() + "/disksize").starts_with("1048576"));
+    EXPECT_EQ(ReadText(fake.sys() + "/algorithm_params"), "");  // none given
     auto mm = zram->ReadMmStat();
     ASSERT_TRUE(mm.has_value()) << mm.error().ToString();
     EXPECT_EQ(mm->mem_used_total, 6909952u);
@@ -99,7 +101,8 @@ TEST(KernelZramTest, InitWritesSysfsAndResetsWhenDestroyed) {
   {
     auto zram = KernelZram::Open(fake.dev(), fake.sys());
     ASSERT_TRUE(zram.has_value());
-    ASSERT_OK(zram->Init("lz4", 1 << 20));
+    ASSERT_OK(zram->Init("lz4", 1 << 20, "level=2"));
+    EXPECT_EQ(ReadText(fake.sys() + "/algorithm_params"), "algo=lz4 level=2");
     ASSERT_OK(zram->Reset());
     WriteText(fake.sys() + "/reset", "");
   }
