@@ -235,6 +235,7 @@ bench: build
 	$(call bench_run,usemem,usemem --workers 4 --budget 60% --corpus $(BENCH_CORPUS) --compare-batching $(BENCH_USEMEM_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-recompress,bench recompress --corpus-dir $(CORPUS) $(BENCH_RECOMPRESS_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-ratio,bench ratio --corpus-dir $(CORPUS) $(BENCH_RATIO_ARGS))
+	$(call bench_run,bench-ratio-zstd9,bench ratio --corpus-dir $(CORPUS) --codec zstd --algorithm-params level=9 $(BENCH_RATIO_ARGS))
 	$(call bench_run,bench-readahead,bench readahead --corpus $(BENCH_CORPUS) $(BENCH_READAHEAD_ARGS) $(BENCH_PLOT))
 	$(call bench_run,bench-zram-compare,bench zram-compare --corpus-dir $(CORPUS) $(BENCH_ZRAM_COMPARE_ARGS))
 	$(call bench_run,bench-ublk,bench ublk $(BENCH_UBLK_ARGS))
