@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <vector>
 
 #include "page_store_impl.h"
@@ -338,20 +339,19 @@ void PageStore::Impl::ReclaimQueued() {
       internal::Unit& e = units[u];
       if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
     }
-  } catch (...) {
+  } catch (const std::bad_alloc&) {
     // Out of memory (a thread's first unit cache, an error message): the
     // units not reclaimed lose their `queued` mark, so that the next free
     // of one of their pages queues them again (rather than none ever).
     // (gen is read under the run's locks, as unit_table.h requires;
-    // locking allocates nothing.)
+    // locking allocates nothing.) The call that ran the pass did its own
+    // work: it does not fail for the reclaim it left to a later free.
     for (; k < reclaim_work.size(); ++k) {
       const auto [u, gen] = reclaim_work[k];
       const UnitLock run(*this, u);
       internal::Unit& e = units[u];
       if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
     }
-    pool->ReleaseSpares();
-    throw;
   }
   pool->ReleaseSpares();
 }

@@ -25,7 +25,9 @@
 // call with one stream taken once per chunk, and is all-or-nothing: if any
 // page fails, or the call throws (std::bad_alloc), every page of the batch
 // is discarded (zswap's store semantics: no stale copy of a page of the
-// unit survives to be read later).
+// unit survives to be read later). A store or discard that leaves a unit
+// below half its pages also reclaims it (units.cc); a reclaim that runs out
+// of memory is left to the unit's next free and does not fail the call.
 //
 // Loads: SAME pages are filled from the word, HUGE pages copied, the rest
 // decompressed straight from the pool into the caller's page. A load never
