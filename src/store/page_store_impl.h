@@ -454,9 +454,15 @@ struct PageStore::Impl {
     Add(pages_stored);
   }
 
-  // After an allocation: zram checks mem_limit here, and tracks the peak.
+  // After an allocation: zram tracks the peak here, then checks mem_limit
+  // (zram_can_store_page(): update_used_max() comes first, so a refused
+  // allocation's peak is recorded too).
   Status CheckLimitAfterAlloc() {
     const std::uint64_t used = UsedBytes();
+    std::uint64_t peak = mem_used_max.load(std::memory_order_relaxed);
+    while (used > peak && !mem_used_max.compare_exchange_weak(
+                              peak, used, std::memory_order_relaxed)) {
+    }
     const std::uint64_t limit = mem_limit.load(std::memory_order_relaxed);
     if (limit != 0 && used > limit) {
       Add(pool_limit_hit);
@@ -464,10 +470,6 @@ struct PageStore::Impl {
       // (15 bytes): a full swap device refuses stores all the time, and
       // must not allocate to do so.
       return Status::ResourceExhausted("over mem_limit");
-    }
-    std::uint64_t peak = mem_used_max.load(std::memory_order_relaxed);
-    while (used > peak && !mem_used_max.compare_exchange_weak(
-                              peak, used, std::memory_order_relaxed)) {
     }
     return Status::Ok();
   }

@@ -208,6 +208,21 @@ TEST(PageStoreTest, MemLimitRefusesTheStoreAndKeepsTheOldContent) {
   EXPECT_OK(store->Store(2, RandomPage(4)));
 }
 
+// zram's zram_can_store_page() records the pool's size in max_used_pages
+// before it compares it with the limit: a write refused for mem_limit
+// still leaves its peak in mem_used_max (which then exceeds mem_limit).
+TEST(PageStoreTest, MemUsedMaxRecordsThePeakOfARefusedStore) {
+  auto store = MakeStore(4096);
+  ASSERT_OK(store->Store(0, TextPage(3)));
+  store->SetMemLimit(store->Stats().mem_used_total);
+  ASSERT_EQ(store->Store(1, RandomPage(4)).code(),
+            StatusCode::kResourceExhausted);
+  const PageStoreStats s = store->Stats();
+  ASSERT_EQ(s.pool_limit_hit, 1u);
+  EXPECT_GT(s.mem_used_max, s.mem_limit)
+      << "the refused allocation's peak is not in mem_used_max";
+}
+
 // Both backends: each lane installs the pages it compressed, so a failed
 // batch must also take back what the lanes already installed.
 class BatchAllOrNothingTest : public ::testing::TestWithParam<BatchBackend> {};
