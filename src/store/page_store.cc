@@ -308,7 +308,17 @@ Status PageStore::Impl::StoreRange(std::uint64_t first,
   // before the first and after the last are stored one object each.
   const std::uint64_t a = unit == 0 ? 0 : (first + unit - 1) / unit * unit;
   const std::uint64_t b = unit == 0 ? 0 : (first + count) / unit * unit;
-  if (unit == 0 || a >= b) return m.StorePages(first, pages, w);
+  if (unit == 0 || a >= b) {
+    // StorePages empties the range on a failure and on an exception from
+    // its chunks, but its pending list is made (and may throw) before
+    // that: empty it here too, so that a throw leaves no old page either.
+    try {
+      return m.StorePages(first, pages, w);
+    } catch (...) {
+      m.EmptyRange(first, count);
+      throw;
+    }
+  }
   auto sub = [&](std::uint64_t lo, std::uint64_t hi) {
     return pages.subspan((lo - first) * kPageSize, (hi - lo) * kPageSize);
   };

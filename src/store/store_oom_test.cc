@@ -185,6 +185,47 @@ TEST(StoreOomTest, ABatchThatThrowsLeavesNoMixOfOldAndNewPages) {
   }
 }
 
+// page_store.h: a batch store that throws (std::bad_alloc) discards every
+// page of its range, as one that fails: no older copy of a page survives
+// to be read later. Here without units, on a thread whose first batch
+// store it is (its list of pending pages still to be made).
+TEST(StoreOomTest, ABatchOfSinglePagesThatThrowsLeavesNoOldPage) {
+  const std::vector<std::byte> old_pages = Pages(8, 1);
+  const std::vector<std::byte> new_pages = Pages(8, 2);
+  int threw = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " failing");
+    auto made = PageStore::Create({.num_pages = 64});
+    ASSERT_TRUE(made.has_value());
+    PageStore& store = **made;
+    ASSERT_OK(store.StoreBatch(0, old_pages));
+    bool failed = false;
+    bool thrown = false;
+    OnThreadWithin30s("a batch store out of memory", [&] {
+      testing::FailNthAllocation(n);
+      try {
+        store.StoreBatch(0, new_pages).IgnoreError();
+      } catch (const std::bad_alloc&) {
+        thrown = true;
+      }
+      failed = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
+    });
+    if (!failed) break;
+    if (!thrown) continue;
+    ++threw;
+    std::vector<std::byte> out(kPageSize);
+    for (std::uint64_t i = 0; i < 8; ++i) {
+      ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+      EXPECT_NE(
+          std::memcmp(out.data(), old_pages.data() + i * kPageSize, kPageSize),
+          0)
+          << "page " << i << " still reads as before the failed batch";
+    }
+  }
+  EXPECT_GT(threw, 0);
+}
+
 // A training that runs out of memory while it moves the idle streams to
 // the current dictionary leaves every stream free: each one it took is
 // given back, and one whose compressor cannot be made keeps its old one.
