@@ -87,6 +87,17 @@ TEST(PageStoreTest, CreateRejectsBadOptions) {
   EXPECT_EQ(PageStore::Create(o).error().code(), StatusCode::kInvalidArgument);
 }
 
+// A slot table too large to address (num_pages * 16 bytes past SIZE_MAX)
+// is an error, not a store of however many slots the wrapped size holds.
+TEST(PageStoreTest, CreateRejectsASlotTableWhoseSizeOverflows) {
+  const std::size_t pages = SIZE_MAX / 16 + 2;  // * 16 wraps to 16 bytes
+  auto made = PageStore::Create({.num_pages = pages});
+  if (made.has_value()) {
+    EXPECT_EQ((*made)->num_pages(), pages)
+        << "Create made a store of another size than asked";
+  }
+}
+
 TEST(PageStoreTest, RoundTripsEveryKindOfPage) {
   auto store = MakeStore(8);
   const Page pages[] = {TextPage(1), RandomPage(2), FilledPage(0),

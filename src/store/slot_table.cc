@@ -2,6 +2,8 @@
 #include "slot_table.h"
 
 #include <climits>
+#include <cstdint>
+#include <string>
 #include <utility>
 
 #include "platform/cpu_relax.h"
@@ -11,6 +13,10 @@ namespace ztier::internal {
 
 Result<SlotTable> SlotTable::Create(std::size_t count, bool populate) {
   if (count == 0) return Err(Status::InvalidArgument("slot table of 0 slots"));
+  if (count > SIZE_MAX / sizeof(Slot)) {
+    return Err(Status::InvalidArgument(
+        "slot table of " + std::to_string(count) + " slots: too large"));
+  }
   ZT_ASSIGN_OR_RETURN(
       platform::Mapping m,
       platform::Mapping::Table(count * sizeof(Slot), populate, "slot table"));
