@@ -424,6 +424,9 @@ struct Checked {
   std::uint32_t ublk_max_io = 512 << 10;
 };
 
+std::optional<Status> InFile(const Status& st, const ServiceConfig& config,
+                             const FlagSet& given);
+
 // The command line (-v and -q are --verbose and --quiet) and the
 // --config file into *s and *config, the command line's alone into
 // *from_command_line; the exit status when it is bad or asked for --help.
@@ -468,6 +471,12 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
     }
   }
   if (Status st = SetUpLog(*s); !st.ok()) {
+    // The file's log-level, said where the file sets it.
+    if (config->has_value()) {
+      if (auto where = InFile(st, **config, flags)) {
+        return UsageFail(where->message());
+      }
+    }
     return ReportUsageError(kCommand, st.message());
   }
   return std::nullopt;
@@ -903,10 +912,16 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
   Checked scratch;
   if (next.ok()) {
     next = CheckValues(next_start, /*have_config=*/true, &scratch);
-    if (auto where = InFile(next, *reread, flags)) next = *where;
   }
+  if (auto where = InFile(next, *reread, flags)) next = *where;
   if (next.ok() && !next_start.policy.empty()) {
-    if (auto p = ParsePolicyOptions(next_start.policy); !p) next = p.error();
+    if (auto p = ParsePolicyOptions(next_start.policy); !p) {
+      next = p.error();
+      if (auto where = InFile(Status(next.code(), "--" + next.message()),
+                              *reread, flags)) {
+        next = *where;
+      }
+    }
   }
   if (!next.ok() && !next.message().starts_with(reread->path + ":")) {
     next = Status::InvalidArgument(reread->path + ": [ztier]: " +
@@ -1054,6 +1069,14 @@ int RunServe(std::span<const std::string_view> raw_args) {
   if (!s.policy.empty()) {
     auto parsed = ParsePolicyOptions(s.policy);
     if (!parsed.has_value()) {
+      // The file's policy, said where the file sets it.
+      if (config.has_value()) {
+        if (auto where = InFile(
+                Status(parsed.error().code(), "--" + parsed.error().message()),
+                *config, flags)) {
+          return UsageFail(where->message());
+        }
+      }
       return ReportUsageError(kCommand, parsed.error().message());
     }
     policy = std::move(*parsed);

@@ -211,7 +211,7 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
        ":2: compression-algorithm: zstd(level=99)"},
       {"[ztier]\nmlock = maybe\n", ":2: mlock: want yes or no"},
       {"[ztier]\nmax-connections = 0\n", ":2: "},
-      {"[ztier]\nlog-level = loud\n", "--log-level takes error"},
+      {"[ztier]\nlog-level = loud\n", ":2: [ztier] log-level takes error", 2},
       // The key's own line, also when the device opens it at disksize (a
       // remote export).
       {"[ztier]\nunix = /a\nctl = /b\n[zram0]\nzram-size=8\n"
@@ -226,6 +226,8 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
        "need a zram-resident-limit on every device", 2},
       {"[ztier]\nmetrics-listen = nowhere\n[zram0]\nzram-size = 8\n",
        "cannot serve metrics", 2},
+      {"[ztier]\npolicy = bogus=1\n[zram0]\nzram-size = 8\n",
+       ":2: [ztier] policy: 'bogus=1': unknown key", 2},
   };
   for (const Case& c : cases) {
     WriteFile(dir.File("bad.conf"), c.text);
@@ -245,6 +247,27 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
   EXPECT_EQ(both.Wait(), 2);
   EXPECT_NE(both.Log().find("--device cannot be combined with --config"),
             std::string::npos) << both.Log();
+}
+
+// A [ztier] log-level the next start would refuse: the error names the
+// file, the line and the key, at start and on SIGHUP alike, and never a
+// --log-level flag nobody gave.
+TEST(ServeConfigTest, ABadLogLevelNamesItsLineAtStartAndOnReload) {
+  ScopedTempDir dir;
+  const std::string good = "[ztier]\nunix = " + dir.File("n.sock") +
+                           "\nctl = " + dir.File("c.sock") +
+                           "\n[zram0]\nzram-size = 8\n";
+  WriteFile(dir.File("l.conf"), good);
+  Server s(dir, {"--config", dir.File("l.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+  WriteFile(dir.File("l.conf"), good + "[ztier]\nlog-level = loud\n");
+  ASSERT_TRUE(s.Reload());
+  ASSERT_TRUE(s.WaitForLog("change(s) applied")) << s.Log();
+  EXPECT_NE(s.Log().find("l.conf:7: [ztier] log-level takes error"),
+            std::string::npos)
+      << s.Log();
+  EXPECT_EQ(s.Log().find("--log-level"), std::string::npos) << s.Log();
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
 // Every device's resident limit is checked before any device is made: the
