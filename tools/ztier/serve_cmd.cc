@@ -635,6 +635,25 @@ std::optional<int> CheckSettings(ServeSettings& s, const FlagSet& given,
     if (s.unix_path.empty()) s.unix_path = *dir + "/ztier.sock";
     if (s.ctl_path.empty()) s.ctl_path = *dir + "/ztier.ctl";
   }
+  // One path for two of the sockets cannot work (the second finds the
+  // first live, and would blame "a running server"): a restart would meet
+  // it again.
+  const std::pair<const char*, const std::string*> sockets[] = {
+      {"unix", &s.unix_path},
+      {"ctl", &s.ctl_path},
+      {"metrics-unix", &s.metrics_unix}};
+  for (std::size_t i = 0; i < std::size(sockets); ++i) {
+    for (std::size_t j = i + 1; j < std::size(sockets); ++j) {
+      if (sockets[i].second->empty() || sockets[j].second->empty() ||
+          Absolute(*sockets[i].second) != Absolute(*sockets[j].second)) {
+        continue;
+      }
+      return UsageFail(std::string(sockets[i].first) + " and " +
+                       sockets[j].first + " are the same socket, " +
+                       Absolute(*sockets[i].second) +
+                       ": give each its own path");
+    }
+  }
   return std::nullopt;
 }
 

@@ -270,6 +270,23 @@ TEST(ServeConfigTest, ABadLogLevelNamesItsLineAtStartAndOnReload) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// Two sockets at one path: a usage error (exit 2, which the unit does not
+// restart) naming both, not EBUSY blaming "a running server" (exit 1).
+TEST(ServeConfigTest, TwoSocketsAtOnePathAreAUsageError) {
+  ScopedTempDir dir;
+  const std::string same = dir.File("same.sock");
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--unix", same, "--ctl", same},
+        std::vector<std::string>{"--unix", same, "--ctl", dir.File("c.sock"),
+                                 "--metrics-unix", same}}) {
+    Server s(dir, flags);
+    EXPECT_EQ(s.Wait(), 2) << s.Log();
+    EXPECT_NE(s.Log().find("are the same socket"), std::string::npos)
+        << s.Log();
+    EXPECT_EQ(s.Log().find("running server"), std::string::npos) << s.Log();
+  }
+}
+
 // Every device's resident limit is checked before any device is made: the
 // first would otherwise preallocate (and lock) its whole limit in vain.
 TEST(ServeConfigTest, AMissingResidentLimitFailsBeforeAnyDeviceIsMade) {
