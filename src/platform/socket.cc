@@ -177,26 +177,31 @@ Result<Listener> Listener::Unix(const std::string& path) {
   return l;
 }
 
-Result<Listener> Listener::Tcp(const std::string& spec) {
+Result<TcpAddress> ParseTcpAddress(const std::string& spec) {
   const std::size_t colon = spec.rfind(':');
   if (colon == std::string::npos) {
     return Err(Status::InvalidArgument("listen address '" + spec +
                                        "' is not HOST:PORT or :PORT"));
   }
-  std::string host = spec.substr(0, colon);
-  const std::string port_text = spec.substr(colon + 1);
+  TcpAddress a{spec.substr(0, colon), spec.substr(colon + 1)};
   int port_value = -1;
-  auto [p, ec] = std::from_chars(port_text.data(),
-                                 port_text.data() + port_text.size(),
-                                 port_value);
-  if (ec != std::errc() || p != port_text.data() + port_text.size() ||
+  auto [p, ec] =
+      std::from_chars(a.port.data(), a.port.data() + a.port.size(), port_value);
+  if (ec != std::errc() || p != a.port.data() + a.port.size() ||
       port_value < 0 || port_value > 65535) {
     return Err(Status::InvalidArgument("bad port in '" + spec + "'"));
   }
-  if (host.empty()) host = "127.0.0.1";
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
+  if (a.host.empty()) a.host = "127.0.0.1";
+  if (a.host.size() >= 2 && a.host.front() == '[' && a.host.back() == ']') {
+    a.host = a.host.substr(1, a.host.size() - 2);
   }
+  return a;
+}
+
+Result<Listener> Listener::Tcp(const std::string& spec) {
+  ZT_ASSIGN_OR_RETURN(const TcpAddress address, ParseTcpAddress(spec));
+  const std::string& host = address.host;
+  const std::string& port_text = address.port;
   struct addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

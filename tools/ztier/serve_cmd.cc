@@ -536,6 +536,17 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
         "K (the page size) up to 32M, not '" + s.ublk_max_io + "'");
   }
   c->ublk_max_io = ublk_disk.max_io_bytes;
+  // The addresses' form now, before any device is made; a name that does
+  // not resolve is found when it is bound.
+  for (const auto& [flag, spec] :
+       {std::pair{"listen", &s.listen},
+        std::pair{"metrics-listen", &s.metrics_listen}}) {
+    if (spec->empty()) continue;
+    if (auto a = platform::ParseTcpAddress(*spec); !a.has_value()) {
+      return Status::InvalidArgument(std::string("--") + flag + ": " +
+                                     a.error().message());
+    }
+  }
   ZT_RETURN_IF_ERROR(CheckTls(s, c));
   ZT_RETURN_IF_ERROR(
       CheckCodecName(CanonicalCodecName(s.comp_algorithm), "--comp-algorithm"));

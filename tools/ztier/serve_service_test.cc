@@ -225,7 +225,11 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
       {"[ztier]\nmlock = yes\n[zram0]\nzram-size = 8\n",
        "need a zram-resident-limit on every device", 2},
       {"[ztier]\nmetrics-listen = nowhere\n[zram0]\nzram-size = 8\n",
-       "cannot serve metrics", 2},
+       ":2: [ztier] metrics-listen: listen address 'nowhere' is not "
+       "HOST:PORT",
+       2},
+      {"[ztier]\nlisten = nohost:99999\n[zram0]\nzram-size = 8\n",
+       ":2: [ztier] listen: bad port in 'nohost:99999'", 2},
       {"[ztier]\npolicy = bogus=1\n[zram0]\nzram-size = 8\n",
        ":2: [ztier] policy: 'bogus=1': unknown key", 2},
   };

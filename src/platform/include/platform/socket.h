@@ -43,6 +43,16 @@
 
 namespace ztier::platform {
 
+// A TCP listen address's host and port: "HOST:PORT", "[V6HOST]:PORT"
+// (brackets removed) or ":PORT" (host 127.0.0.1), PORT 0..65535. Only the
+// form is checked, nothing is resolved: kInvalidArgument naming `spec`
+// when it is none of these.
+struct TcpAddress {
+  std::string host;
+  std::string port;
+};
+Result<TcpAddress> ParseTcpAddress(const std::string& spec);
+
 class Listener {
  public:
   // A Unix stream socket listening at `path`; see the file comment.
