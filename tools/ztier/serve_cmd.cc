@@ -489,7 +489,14 @@ Status CheckTls(ServeSettings& s, Checked* c) {
     return Status::InvalidArgument("--tls takes off, on or require, not '" +
                                    s.tls + "'");
   }
-  if (s.tls != "off" && (s.tls_cert.empty() || s.tls_key.empty())) {
+  // Each message leads with a setting that was given, so that a file's
+  // error names its line (InFile).
+  if (s.tls != "off" && s.tls_cert.empty() != s.tls_key.empty()) {
+    return Status::InvalidArgument(s.tls_cert.empty()
+                                       ? "--tls-key: needs --tls-cert as well"
+                                       : "--tls-cert: needs --tls-key as well");
+  }
+  if (s.tls != "off" && s.tls_cert.empty()) {
     return Status::InvalidArgument("--tls=" + s.tls +
                                    " needs --tls-cert and --tls-key");
   }
@@ -508,7 +515,7 @@ Status CheckTls(ServeSettings& s, Checked* c) {
 // first that cannot work (a TLS file that cannot be loaded:
 // kFailedPrecondition).
 // What a start checks, and what a reload checks of the next start's
-// settings; the addresses are checked only when bound.
+// settings; of the addresses only their form: names resolve when bound.
 Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   auto max_request = ParseSize(s.max_request);
   // proto.md: a server MUST serve unfragmented reads of 64 KiB.

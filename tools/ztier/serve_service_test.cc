@@ -612,6 +612,8 @@ TEST(ServeServiceTest, ReloadAddsDevicesRetriesFailuresAndReplacesNotes) {
        {std::pair<std::string, std::string>{
             "unit-pages = 3", "[ztier] unit-pages: want 4, 8 or 16"},
         {"tls = on", "[ztier] tls=on needs --tls-cert and --tls-key"},
+        {"tls-cert = /nonexistent/cert.pem",
+         "[ztier] tls-cert: needs --tls-key as well"},
         {"policy = period=never", "period"}}) {
     text = good;
     text.replace(text.find("max-connections = abc\n"), 22, line + "\n");
