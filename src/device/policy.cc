@@ -392,8 +392,9 @@ void Policy::WritebackStep(Device& device, DeviceState& state,
   const Status s = device.Writeback("idle", &r.writeback);
   // The budget running out mid-pass is zram's EIO "limit reached": the
   // day's work is done, not an error.
-  const bool spent = device.writeback_limit_enable() &&
-                     device.writeback_limit() == 0 &&
+  // A unit is charged whole: the budget may stop the pass with a few
+  // blocks left. An IO error that failed a page is an error all the same.
+  const bool spent = r.writeback.limit_reached && r.writeback.failed == 0 &&
                      s.code() == StatusCode::kIoError;
   if (!s.ok() && !spent && r.status.ok()) r.status = s;
 }

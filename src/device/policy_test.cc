@@ -519,5 +519,36 @@ TEST(PolicyTest, ADeviceAddedAgainUnderItsNameStartsAfresh) {
   }
 }
 
+// A day's budget too small for the next unit (DeviceDefaults::unit_pages:
+// a unit is written whole, a block per 4 KiB of its object) ends the
+// writeback with zram's "writeback_limit reached" while a block or two of
+// the budget is left: the day's work is done, not an error.
+TEST(PolicyTest, ABudgetTooSmallForAUnitIsSpentNotAnError) {
+  FakeTime time;
+  testing::ScopedTempDir dir;
+  DeviceDefaults defaults;
+  defaults.clock = time.StoreClock();
+  defaults.unit_pages = 16;
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("zram0.wb")));
+  ASSERT_OK(d.SetDisksize(256 * kPageSize));
+  const corpus::PageSet& corpus = testing::TestCorpus("anon-python");
+  std::vector<std::byte> data(256 * kPageSize);
+  for (std::size_t i = 0; i < 256; ++i) {
+    std::memcpy(data.data() + i * kPageSize,
+                corpus.page(i % corpus.size()).data(), kPageSize);
+  }
+  ASSERT_OK(d.Write(0, data));  // whole aligned runs: every page in a unit
+  Policy policy(Options("recompress=off busy_pages=0 writeback_age=1h "
+                        "writeback_daily=4K"),
+                time.Env());
+  time.Advance(2 * kHour);
+  const PolicyPassResult r = policy.RunPass(d);
+  EXPECT_TRUE(r.budget_rearmed);
+  EXPECT_EQ(r.writeback.written, 0u);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  ExpectReadsBack(d, data);
+}
+
 }  // namespace
 }  // namespace ztier

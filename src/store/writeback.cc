@@ -287,6 +287,7 @@ class WritebackPass {
         continue;
       }
       if (!Charge(req_.budget)) {
+        result_.limit_reached = true;
         Stop(Status::IoError("writeback_limit reached"));
         break;
       }
@@ -569,6 +570,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           if (ok && charged < blocks) {
             Refund(req.budget, static_cast<std::uint64_t>(charged));
             spent = true;
+            result->limit_reached = true;
             result->status = Status::IoError("writeback_limit reached");
             ok = false;
           }

@@ -219,6 +219,9 @@ struct WritebackResult {
   // kIoError (an IO failed; also "writeback_limit reached", as zram's EIO),
   // kResourceExhausted (the backing store or its file system is full).
   Status status;
+  // The budget stopped the pass: a page, or a unit's blocks, it could not
+  // pay for (some budget may be left: a unit is charged whole).
+  bool limit_reached = false;
 };
 
 // ---- recompression (zram's `recompress` attribute, recompress_store()) ----
