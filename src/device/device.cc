@@ -290,6 +290,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   std::string backing_dev;
   std::uint64_t aligned = 0;
   {
+    const Waiting waiting(pass_waiters_);  // a paced pass gives way
     std::unique_lock lock(mu_);
     if (retired_) return Removed(name_);
     if (store_ != nullptr) return Status::Busy("disksize is already set");
@@ -468,6 +469,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
   if (!IsCodecName(n)) {
     return Status::InvalidArgument("unknown algorithm '" + n + "'");
   }
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("comp_algorithm"));
   comp_algorithm_ = n;
@@ -480,6 +482,7 @@ std::string Device::Impl::ShowCompAlgorithm() const {
 }
 
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("algorithm_params"));
   // As zram's algorithm_params_store(): priority=N or algo=NAME picks the
@@ -552,6 +555,7 @@ Status Device::Impl::MarkIdle(std::string_view value) {
 
 Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("backing_dev"));
   if (p.empty() || p == "none") {
@@ -650,6 +654,7 @@ std::uint64_t Device::Impl::writeback_batch_size() const {
 }
 
 Status Device::Impl::SetCompressedWriteback(bool on) {
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("compressed_writeback"));
   compressed_writeback_ = on;
@@ -675,6 +680,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
     return Status::InvalidArgument("recomp_algorithm: unknown algorithm '" +
                                    n + "'");
   }
+  const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("recomp_algorithm"));
   recomp_algorithm_[t.priority] = n;

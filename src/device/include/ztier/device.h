@@ -245,9 +245,12 @@ class Device {
   using RecompressPace = std::function<bool(const StatsReader& stats)>;
   // Whether anything waits for this device's passes to end: a writeback,
   // an unpaced recompress or a train_dict (an operator's), a Reset or a
-  // removal, from its call until it returns. A paced pass gives way (the
-  // policy's pace ends its pass at the next batch): an operator's command
-  // waits one batch and one pause, not the rest of the policy's period.
+  // removal, or a store that takes the device's lock exclusively
+  // (disksize, comp_algorithm, algorithm_params, recomp_algorithm,
+  // backing_dev, compressed_writeback), from its call until it returns. A
+  // paced pass gives way (the policy's pace ends its pass at the next
+  // batch): an operator's command waits one batch and one pause, not the
+  // rest of the policy's period.
   bool PassesWaiting() const;
   Status Recompress(std::string_view tokens,
                     RecompressResult* result = nullptr,
