@@ -56,6 +56,13 @@ bool AboveRate(std::uint64_t ops, std::uint64_t before, std::uint64_t dt_ns,
                           static_cast<double>(per_second);
 }
 
+// Records a step's error as the pass's first, unless the device was reset
+// or removed meanwhile (an operator's reset while the pass ran): its step
+// failed for that, and the rest of the pass is skipped, not failed.
+void NoteError(const Device& device, PolicyPassResult& r, const Status& s) {
+  if (!s.ok() && r.status.ok() && device.initialized()) r.status = s;
+}
+
 }  // namespace
 
 // The pace callback of one pass: the rules of "Budget and yielding" in
@@ -281,7 +288,7 @@ void Policy::RecompressStep(Device& device, DeviceState& state,
   if (!options_.recompress) return;
   if (Status s = device.MarkIdle(std::to_string(options_.idle_age_s));
       !s.ok()) {
-    r.status = s;
+    NoteError(device, r, s);
     return;
   }
   if (device.ShowRecompAlgorithm().empty()) {
@@ -303,7 +310,7 @@ void Policy::RecompressStep(Device& device, DeviceState& state,
                           return pacer.Pace(stats);
                         });
   r.recompress_ended_early = pacer.ended_early();
-  if (!s.ok() && r.status.ok()) r.status = s;
+  NoteError(device, r, s);
 }
 
 bool Policy::ClientsBusy(Device& device, std::uint64_t since_ns,
@@ -331,7 +338,7 @@ void Policy::CompactStep(Device& device, PolicyPassResult& r) {
   }
   std::uint64_t freed = 0;
   if (Status s = device.Compact(&freed); !s.ok()) {
-    if (r.status.ok()) r.status = s;
+    NoteError(device, r, s);
     return;
   }
   r.pages_compacted = freed;
@@ -367,7 +374,7 @@ void Policy::WritebackStep(Device& device, DeviceState& state,
       Status s = device.SetWritebackLimitEnable(true);
       if (s.ok()) s = device.SetWritebackLimit(pages);
       if (!s.ok()) {
-        r.status = s;
+        NoteError(device, r, s);
         return;
       }
       r.budget_rearmed = true;
@@ -386,7 +393,7 @@ void Policy::WritebackStep(Device& device, DeviceState& state,
   }
   if (Status s = device.MarkIdle(std::to_string(options_.writeback_age_s));
       !s.ok()) {
-    if (r.status.ok()) r.status = s;
+    NoteError(device, r, s);
     return;
   }
   const Status s = device.Writeback("idle", &r.writeback);
@@ -396,7 +403,7 @@ void Policy::WritebackStep(Device& device, DeviceState& state,
   // blocks left. An IO error that failed a page is an error all the same.
   const bool spent = r.writeback.limit_reached && r.writeback.failed == 0 &&
                      s.code() == StatusCode::kIoError;
-  if (!s.ok() && !spent && r.status.ok()) r.status = s;
+  if (!spent) NoteError(device, r, s);
 }
 
 }  // namespace ztier

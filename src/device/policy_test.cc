@@ -587,5 +587,31 @@ TEST(PolicyTest, APacedPassGivesWayToAnAttributeStore) {
   ExpectReadsBack(*d, p.expected);
 }
 
+// An operator's reset while a pass runs (here at the writeback step's look
+// at the clients, where the policy holds no lock) leaves the rest of the
+// pass skipped, not failed: the device is uninitialised, as a removed one.
+TEST(PolicyTest, AResetDuringAPassSkipsItsLaterStepsWithoutAnError) {
+  FakeTime time;
+  testing::ScopedTempDir dir;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 64, &dir, &expected);
+  Policy policy(Options("recompress=off writeback_age=1h"), time.Env());
+  time.Advance(2 * kHour);
+  bool reset = false;
+  time.on_sleep = [&](std::uint64_t) {
+    if (reset) return;
+    reset = true;
+    ASSERT_OK(d->Reset());
+  };
+  const PolicyPassResult r = policy.RunPass(*d);
+  ASSERT_TRUE(reset);
+  EXPECT_TRUE(r.ran);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.writeback.written, 0u);
+  ASSERT_FALSE(time.log.empty());
+  EXPECT_EQ(time.log.back().find("error"), std::string::npos)
+      << time.log.back();
+}
+
 }  // namespace
 }  // namespace ztier
