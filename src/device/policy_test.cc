@@ -613,5 +613,35 @@ TEST(PolicyTest, AResetDuringAPassSkipsItsLaterStepsWithoutAnError) {
       << time.log.back();
 }
 
+// A device with a reserve is never compacted by the policy (policy.h, step
+// 4; docs/swap.md: "the policy does not compact a device with a reserve"),
+// its recompression step included.
+TEST(PolicyTest, ARecompressionPassDoesNotCompactADeviceWithAReserve) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  {
+    auto plain = MakeDevice(time, 2048, nullptr, &expected);  // the pages
+  }
+  DeviceDefaults defaults;
+  defaults.clock = time.StoreClock();
+  defaults.prealloc = true;
+  Device reserved("zram1", defaults);
+  ASSERT_OK(reserved.SetMemLimit(16 << 20));
+  ASSERT_OK(reserved.SetRecompAlgorithm("algo=zstd priority=1"));
+  ASSERT_OK(reserved.SetDisksize(expected.size()));
+  ASSERT_OK(reserved.Write(0, expected));
+  Policy policy(Options("idle_age=1m recompress_rate=1000000 writeback=off "
+                        "busy_pages=0 compact_min=4K"),
+                time.Env());
+  time.Advance(2 * kMinute);
+  const std::uint64_t compacted0 = reserved.Stats().pages_compacted;
+  const PolicyPassResult r = policy.RunPass(reserved);
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  ASSERT_GT(r.recompress.recompressed, 100u);
+  EXPECT_EQ(r.pages_compacted, 0u);
+  EXPECT_EQ(reserved.Stats().pages_compacted, compacted0);
+  ExpectReadsBack(reserved, expected);
+}
+
 }  // namespace
 }  // namespace ztier

@@ -382,8 +382,10 @@ Result<RecompressResult> PageStore::Recompress(
   // The point of the pass is memory, and each win freed an object of a
   // larger class, leaving holes across those classes' zspages: compact
   // them now (zram leaves that to its `compact` attribute). Compact()
-  // releases the spare zspages too.
-  if (result.recompressed != 0) m.pool->Compact();
+  // releases the spare zspages too. Not with a reserve: the pages it frees
+  // stay in it, and the map it builds takes memory a swap server may lack
+  // (docs/swap.md).
+  if (result.recompressed != 0 && !m.options.prealloc) m.pool->Compact();
   return result;
 }
 

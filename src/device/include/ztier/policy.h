@@ -22,11 +22,12 @@
 //      pages until then, as zsmalloc's do until its shrinker or zram's
 //      `compact` attribute compacts (mm/zsmalloc.c, zs_shrinker_scan). A
 //      recompression that changed anything has compacted already (step
-//      2). Skipped, as writeback is, while clients are busy, when step 2
-//      or 3 gave way to them, or to an operator's pass or a reset, and on
-//      a device with a reserve (DeviceDefaults::prealloc), which keeps
-//      the pages freed. Once begun it runs to its end (Pool::Compact
-//      holds each class lock for a bounded number of moves).
+//      2), except on a device with a reserve. Skipped, as writeback is,
+//      while clients are busy, when step 2 or 3 gave way to them, or to
+//      an operator's pass or a reset, and on a device with a reserve
+//      (DeviceDefaults::prealloc), which keeps the pages freed. Once begun
+//      it runs to its end (Pool::Compact holds each class lock for a
+//      bounded number of moves).
 // A device with no recomp_algorithm skips step 2 (logged once). Each pass
 // logs one line: pages examined (the recompression candidates), pages
 // recompressed, bytes saved, pages written back, and pages compacted when

@@ -514,7 +514,9 @@ class PageStore {
   //      has lost PP and keeps its newer content.
   //   4. A pass that recompressed anything compacts the pool (Compact()),
   //      which zram leaves to its `compact` attribute: each win leaves a
-  //      hole in a larger class.
+  //      hole in a larger class. Not with a reserve (prealloc), which keeps
+  //      the pages a compaction frees while its map takes memory: there,
+  //      `compact` by hand, as zram.
   // Passes and writeback passes run one at a time (a second caller
   // waits). Client IO never waits for a pass, only for the copy-out or
   // swap of one slot. kInvalidArgument when no priority in the range has a
