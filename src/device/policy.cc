@@ -71,7 +71,7 @@ void NoteError(const Device& device, PolicyPassResult& r, const Status& s) {
 class Policy::Pacer {
  public:
   Pacer(Policy& policy, Device& device) : p_(policy), d_(device) {
-    start_ns_ = window_ns_ = p_.env_.now_ns();
+    start_ns_ = budget_ns_ = window_ns_ = p_.env_.now_ns();
     const PageStoreStats st = d_.Stats();  // before the pass: no lock held
     window_ops_ = ClientPages(st);
     attempts0_ = st.recompress_attempts;
@@ -89,6 +89,11 @@ class Policy::Pacer {
       if (now - attempts0_ > kMaxPassBatchSize) {
         attempts0_ = now - kMaxPassBatchSize;
       }
+      // Nor is the time it waited budget for this one: the rate and CPU
+      // budgets count from its first batch (charged as if it took no
+      // time), so that a pass that waited W s does not try rate x W pages
+      // at once. The period still counts from the pass's call.
+      budget_ns_ = p_.env_.now_ns();
     }
     if (!Continue()) {
       ended_early_ = true;
@@ -106,8 +111,9 @@ class Policy::Pacer {
       return false;
     }
     if (!YieldToClients()) return false;
-    const std::uint64_t elapsed = p_.env_.now_ns() - start_ns_;
-    std::uint64_t due = 0;  // when the budget allows what is done so far
+    const std::uint64_t now = p_.env_.now_ns();
+    std::uint64_t due = 0;  // when the budget allows what is done so far,
+                            // from budget_ns_
     if (o.recompress_rate != 0) {
       // The pages tried so far (the store counts them batch by batch).
       const std::uint64_t done = (*stats_)().recompress_attempts - attempts0_;
@@ -117,9 +123,9 @@ class Policy::Pacer {
       due = cpu * 100 / o.recompress_cpu;
     }
     // Never past the end of the period, where the pass ends anyway.
-    const std::uint64_t period_end = o.period_s * kNsPerSecond;
-    due = std::min(due, period_end);
-    if (due > elapsed + kMinSleepNs) return Pause(due - elapsed);
+    const std::uint64_t period_end = start_ns_ + o.period_s * kNsPerSecond;
+    const std::uint64_t due_at = std::min(budget_ns_ + due, period_end);
+    if (due_at > now + kMinSleepNs) return Pause(due_at - now);
     return !GiveWay();
   }
 
@@ -170,6 +176,7 @@ class Policy::Pacer {
   Policy& p_;
   Device& d_;
   std::uint64_t start_ns_ = 0;
+  std::uint64_t budget_ns_ = 0;  // where the rate and CPU budgets start
   const Device::StatsReader* stats_ = nullptr;  // the current Pace()'s
   std::uint64_t attempts0_ = 0;  // recompress_attempts before the pass
   bool first_pace_ = true;

@@ -643,5 +643,65 @@ TEST(PolicyTest, ARecompressionPassDoesNotCompactADeviceWithAReserve) {
   ExpectReadsBack(reserved, expected);
 }
 
+// A pass that waits for another (here a paced recompress by another caller,
+// as it would for an operator's writeback or recompress) before its first
+// batch does not take the time it waited as budget: at recompress_rate=100
+// it tries about 100 pages a second from its first batch on, not the
+// 3000 pages of a 30 s wait at once.
+TEST(PolicyTest, TimeWaitedForAnotherPassIsNotRecompressionBudget) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 4096, nullptr, &expected);
+  time.Advance(2 * kMinute);
+  // The policy's first look at its clock is its recompression pass's
+  // start: the other pass holds the store's pass lock by then.
+  std::atomic<int> now_calls{0};
+  PolicyEnv env = time.Env();
+  env.now_ns = [&] {
+    now_calls.fetch_add(1);
+    now_calls.notify_all();
+    return time.ns.load();
+  };
+  std::uint64_t attempts_at_first_sleep = 0;
+  bool slept = false;
+  time.on_sleep = [&](std::uint64_t) {
+    if (slept) return;
+    slept = true;
+    attempts_at_first_sleep = d->Stats().recompress_attempts;
+  };
+  Policy policy(Options("period=60s idle_age=1m recompress_rate=100 "
+                        "busy_pages=0 writeback=off compact_min=none"),
+                env);
+  // The other pass: one batch, then it holds the pass lock in its pace
+  // until released.
+  std::atomic<bool> holding{false}, release{false};
+  ASSERT_OK(d->MarkIdle("60"));
+  std::thread other([&] {
+    EXPECT_OK(
+        d->Recompress("type=idle", nullptr, [&](const Device::StatsReader&) {
+          holding = true;
+          holding.notify_all();
+          release.wait(false);
+          return false;
+        }));
+  });
+  holding.wait(false);
+  const std::uint64_t other_attempts = d->Stats().recompress_attempts;
+  std::thread pass([&] {
+    const PolicyPassResult r = policy.RunPass(*d);
+    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  });
+  now_calls.wait(0);
+  time.Advance(30 * kNsPerSecond);  // the wait for the other pass
+  release = true;
+  release.notify_all();
+  other.join();
+  pass.join();
+  ASSERT_TRUE(slept);
+  EXPECT_LE(attempts_at_first_sleep - other_attempts, 2 * kMaxPassBatchSize)
+      << "pages tried at once after the wait";
+  ExpectReadsBack(*d, expected);
+}
+
 }  // namespace
 }  // namespace ztier

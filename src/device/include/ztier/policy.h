@@ -55,6 +55,8 @@
 //   - recompress_cpu=P%: sleeps until the pass thread's CPU time is within
 //     P% of the pass's elapsed time (a duty cycle of one core). With the
 //     parallel batch backend its workers' CPU time is not counted.
+//   For both, the elapsed time counts from the pass's first batch: time it
+//   waited for another pass (an operator's writeback) is not budget.
 // So a pass never holds a slot lock across a pause (the engine holds each
 // only to swap one slot), and client IO waits for at most one batch.
 // Writeback is not paced: it is skipped in a pass whose clients are busy
