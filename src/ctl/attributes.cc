@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ctl/status_report.h"
+#include "ztier/recompress_tokens.h"
 
 namespace ztier::ctl {
 namespace {
@@ -239,6 +240,12 @@ WireReply StoreCompressedWriteback(Device& d, std::string_view v) {
 }
 WireReply ShowRecompAlgorithm(Device& d) { return Ok(d.ShowRecompAlgorithm()); }
 WireReply StoreRecompAlgorithm(Device& d, std::string_view v) {
+  // As comp_algorithm: __comp_algorithm_store() refuses a name of 128
+  // bytes or more with E2BIG, after recomp_algorithm_store()'s own checks
+  // of the tokens (which SetRecompAlgorithm makes with their errors).
+  if (auto t = ParseRecompAlgorithmTokens(v); t && t->algo.size() >= 128) {
+    return Error("E2BIG", "algorithm name too long");
+  }
   return FromStatus(d.SetRecompAlgorithm(v));
 }
 // zram's recompress_store(): every refusal is EINVAL (not initialised
@@ -357,16 +364,32 @@ WireReply HotAdd(DeviceRegistry& registry) {
 
 WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
   std::string_view v = StripNewline(value);
+  // kstrtoint(buf, 10): an optional sign, then decimal digits.
+  std::string_view digits = v;
+  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) {
+    digits.remove_prefix(1);
+  }
   const bool numeric =
-      !v.empty() && std::all_of(v.begin(), v.end(), [](char c) {
+      !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
         return c >= '0' && c <= '9';
       });
-  std::string name = numeric ? "zram" + std::string(v) : std::string(v);
+  std::string name(v);
   if (numeric) {
-    // "007" names zram7, as kstrtoint reads it; past INT_MAX it is ERANGE.
+    // "007" names zram7, as kstrtoint reads it; past INT_MAX it is ERANGE;
+    // a negative id is EINVAL, as hot_remove_store()'s dev_id < 0.
     int n = 0;
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-    if (ec != std::errc()) return Error("ERANGE", "device number out of range");
+    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc()) {
+      // INT_MIN's magnitude does not fit an int; kstrtoint takes it, and
+      // zram refuses it as negative.
+      if (v.front() == '-' && digits == "2147483648") {
+        return Error("EINVAL", "device number must not be negative");
+      }
+      return Error("ERANGE", "device number out of range");
+    }
+    if (v.front() == '-' && n != 0) {
+      return Error("EINVAL", "device number must not be negative");
+    }
     name = "zram" + std::to_string(n);
   }
   return FromStatus(registry.Remove(name));

@@ -401,6 +401,24 @@ TEST_F(ControlServerTest, RecompressionAttributesAndErrnos) {
 }
 
 // A block_state longer than the reply limit is refused by name, not cut.
+// recomp_algorithm_store() hands algo= to __comp_algorithm_store(), which
+// refuses a name of 128 bytes or more with E2BIG before looking it up, as
+// comp_algorithm does.
+TEST_F(ControlServerTest, RecompAlgorithmNameTooLongIsE2big) {
+  const std::string long_name(128, 'z');
+  EXPECT_EQ(StoreErrno("comp_algorithm", long_name), "E2BIG");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=" + long_name), "E2BIG");
+  EXPECT_EQ(StoreErrno("recomp_algorithm",
+                       "algo=" + long_name + " priority=2"),
+            "E2BIG");
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=" + std::string(127, 'z')),
+            "EINVAL");  // short enough: unknown
+  // The token checks come first, as the kernel's.
+  EXPECT_EQ(StoreErrno("recomp_algorithm",
+                       "algo=" + long_name + " priority=4"),
+            "EINVAL");
+}
+
 TEST_F(ControlServerTest, BlockStatePastTheReplyLimitIsE2big) {
   ASSERT_EQ(Store("disksize", "2G"), "");
   // 524288 same-filled pages (no pool memory): 40 bytes a line, 20 MiB.
@@ -558,6 +576,17 @@ TEST_F(ControlServerTest, HotAddHotRemoveAndStatus) {
   EXPECT_EQ(StoreErrno("hot_remove", "2147483648", ""), "ERANGE");
   EXPECT_EQ(StoreErrno("hot_remove", "4294967296", ""), "ERANGE");
   EXPECT_EQ(StoreErrno("nonsense", "", ""), "ENOENT");
+}
+
+// hot_remove_store() reads the id with kstrtoint(buf, 10): a leading '+'
+// is part of the number ("+1" removes zram1), and a negative id
+// is EINVAL, not a device that is not there.
+TEST_F(ControlServerTest, HotRemoveParsesTheIdAsKstrtoint) {
+  EXPECT_EQ(Show("hot_add", ""), "1\n");
+  EXPECT_EQ(StoreErrno("hot_remove", "-1", ""), "EINVAL");
+  EXPECT_EQ(Store("hot_remove", "+1\n", ""), "");
+  EXPECT_EQ(registry_->Find("zram1"), nullptr);
+  EXPECT_EQ(StoreErrno("hot_remove", "+1", ""), "ENODEV");
 }
 
 TEST_F(ControlServerTest, SocketModeIs0600AndStopRemovesIt) {

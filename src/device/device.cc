@@ -524,7 +524,12 @@ Status Device::Impl::SetMemLimit(std::uint64_t bytes) {
 }
 
 Status Device::Impl::ResetMemUsedMax(std::string_view value) {
-  if (TrimSpace(value) != "0") {
+  // As mem_used_max_store(): kstrtoul(buf, 10) must give 0 ("+0" and "00"
+  // are 0 too); anything else, overflow included, is EINVAL.
+  std::uint64_t n = 0;
+  if (kernel_args::ParseDecimal(TrimSpace(value), &n) !=
+          kernel_args::NumberError::kNone ||
+      n != 0) {
     return Status::InvalidArgument("mem_used_max accepts only 0");
   }
   std::shared_lock lock(mu_);

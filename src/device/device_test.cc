@@ -286,6 +286,21 @@ TEST(DeviceTest, IdleAgesParseAsTheKernelParsesThem) {
   }
 }
 
+// mem_used_max_store() parses with kstrtoul(buf, 10, &val) and takes any
+// spelling of zero it accepts: a leading '+' and leading zeros included.
+TEST(DeviceTest, MemUsedMaxTakesEveryZeroKstrtoulTakes) {
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetDisksize(1 << 20));
+  for (const char* zero : {"0", "0\n", "+0", "00", "000\n"}) {
+    const Status s = d.ResetMemUsedMax(zero);
+    EXPECT_TRUE(s.ok()) << zero << ": " << s.ToString();
+  }
+  for (const char* bad : {"1", "", "-0", "0x0", "0 0", "+", "01x"}) {
+    EXPECT_EQ(d.ResetMemUsedMax(bad).code(), StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 TEST(DeviceTest, MemLimitAndAttributes) {
   Device d("zram0", DeviceDefaults{});
   ASSERT_OK(d.SetDisksize(1 << 20));
