@@ -369,16 +369,16 @@ WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
   if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) {
     digits.remove_prefix(1);
   }
-  const bool numeric =
-      !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
-        return c >= '0' && c <= '9';
-      });
+  const bool numeric = !digits.empty() &&
+                       std::all_of(digits.begin(), digits.end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
   std::string name(v);
   if (numeric) {
     // "007" names zram7, as kstrtoint reads it; past INT_MAX it is ERANGE;
     // a negative id is EINVAL, as hot_remove_store()'s dev_id < 0.
     int n = 0;
-    auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    auto [p, ec] =
+        std::from_chars(digits.data(), digits.data() + digits.size(), n);
     if (ec != std::errc()) {
       // INT_MIN's magnitude does not fit an int; kstrtoint takes it, and
       // zram refuses it as negative.

@@ -408,14 +408,12 @@ TEST_F(ControlServerTest, RecompAlgorithmNameTooLongIsE2big) {
   const std::string long_name(128, 'z');
   EXPECT_EQ(StoreErrno("comp_algorithm", long_name), "E2BIG");
   EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=" + long_name), "E2BIG");
-  EXPECT_EQ(StoreErrno("recomp_algorithm",
-                       "algo=" + long_name + " priority=2"),
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=" + long_name + " priority=2"),
             "E2BIG");
   EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=" + std::string(127, 'z')),
             "EINVAL");  // short enough: unknown
   // The token checks come first, as the kernel's.
-  EXPECT_EQ(StoreErrno("recomp_algorithm",
-                       "algo=" + long_name + " priority=4"),
+  EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=" + long_name + " priority=4"),
             "EINVAL");
 }
 
