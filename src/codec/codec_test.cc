@@ -5,6 +5,7 @@
 // the hostile-input loops work on samples; seeds are fixed.
 #include "ztier/codec.h"
 
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zdict.h>
@@ -230,6 +231,49 @@ TEST(CodecTest, ADictionaryShrinksUnitsToo) {
         "zstd %s, %zu pages of %s in %zu-page runs: %zu bytes "
         "without dictionary, %zu with\n",
         level, pages, set.name().c_str(), kRun, sum_plain, sum_dict);
+  }
+}
+
+// The unit context's workspace and per-unit work must not grow with the
+// dictionary: train_dict takes up to 1 MiB, dict=PATH up to 16 MiB. Sized
+// with ZSTD_getCParams(level, 64 KiB, dictionary size) and loading the whole
+// dictionary per unit (ZSTD_dictForceLoad), a 1 MiB dictionary at level 19
+// took a 34 MiB context per compressor, made at the first unit, and 60 ms
+// per 2-page unit. Measured: what the first unit allocates (mallinfo2).
+TEST(CodecTest, ALargeDictionaryDoesNotGrowTheUnitContext) {
+  const auto& set = Corpora().at(1);
+  ASSERT_GE(set.size(), 512u);
+  // 1 MiB of pages as plain content, train_dict's largest.
+  auto dict = std::make_shared<const Bytes>(set.page(0).data(),
+                                            set.page(0).data() + (1 << 20));
+  const std::span<const std::byte> unit(set.page(300).data(), 2 * kPageSize);
+  const auto first_unit_bytes = [&](const Codec& codec) -> std::size_t {
+    auto c = codec.NewCompressor();
+    EXPECT_TRUE(c.has_value());
+    if (!c.has_value()) return 0;
+    Bytes out(4 * kPageSize), back(unit.size());
+    const struct mallinfo2 before = ::mallinfo2();
+    const std::size_t n = (*c)->Compress(unit, out);
+    const struct mallinfo2 after = ::mallinfo2();
+    EXPECT_GT(n, 0u);
+    EXPECT_OK(LocalDecompressor(codec).Decompress(std::span(out).first(n),
+                                                  back));
+    EXPECT_EQ(std::memcmp(back.data(), unit.data(), unit.size()), 0);
+    return (after.uordblks + after.hblkhd) - (before.uordblks + before.hblkhd);
+  };
+  for (int level : {9, 19}) {
+    SCOPED_TRACE(level);
+    CodecParams params;
+    params.level = level;
+    auto plain = MakeCodec("zstd", params);
+    params.dict = dict;
+    params.dict_content_only = true;
+    auto with = MakeCodec("zstd", params);
+    ASSERT_TRUE(plain.has_value() && with.has_value());
+    const std::size_t a = first_unit_bytes(**plain);
+    const std::size_t b = first_unit_bytes(**with);
+    EXPECT_LE(b, 2 * a) << "without a dictionary " << a << " bytes, with "
+                        << b;
   }
 }
 

@@ -91,22 +91,34 @@ class ZstdCompressor final : public Compressor {
     }
   }
 
-  // The parameters of large_: zstd's for kLargeMax at this level, with the
-  // dictionary's size when there is one.
-  ZSTD_compressionParameters LargeParams() const {
-    return ZSTD_getCParams(level_, kLargeMax, dict_ ? dict_->bytes->size() : 0);
+  // Whether large_ loads the dictionary per frame (ConfigureLarge): only one
+  // of at most kLargeMax bytes. Loading costs time in proportion to the
+  // dictionary at every unit, and LargeParams() grow with it (a 1 MiB
+  // dictionary at level 19: 34 MiB of workspace, 60 ms per 2-page unit); a
+  // larger dictionary is attached, as for pages.
+  bool LoadsDict() const {
+    return dict_ != nullptr && dict_->bytes->size() <= kLargeMax;
   }
 
-  // With a dictionary, large_ loads the dictionary's content into its own
-  // tables for every frame (ZSTD_dictForceLoad) and compresses with
-  // LargeParams(). Attached, a unit would be matched through the CDict's
-  // tables, sized for one page (2^12 entries): on anon-python at level 9
-  // that made units of 16 pages with a dictionary larger than without
-  // one. Loading 16 KiB of dictionary per unit of up to 64 KiB costs
-  // store time, not memory; the frames read back with the same DDict.
+  // The parameters of large_: zstd's for kLargeMax at this level, with the
+  // dictionary's size when it loads it.
+  ZSTD_compressionParameters LargeParams() const {
+    return ZSTD_getCParams(level_, kLargeMax,
+                           LoadsDict() ? dict_->bytes->size() : 0);
+  }
+
+  // With a dictionary of at most kLargeMax bytes (LoadsDict()), large_
+  // loads the dictionary's content into its own tables for every frame
+  // (ZSTD_dictForceLoad) and compresses with LargeParams(). Attached, a
+  // unit would be matched through the CDict's tables, sized for one page
+  // (2^12 entries): on anon-python at level 9 that made units of 16 pages
+  // with a dictionary larger than without one. Loading a 16 KiB
+  // dictionary per unit of up to 64 KiB costs store time, and no memory
+  // past a context sized for the unit; the frames read back with the same
+  // DDict.
   void ConfigureLarge(ZSTD_CCtx* cctx) const {
     Configure(cctx);
-    if (dict_ == nullptr) return;
+    if (!LoadsDict()) return;
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_forceAttachDict, ZSTD_dictForceLoad);
     const ZSTD_compressionParameters cp = LargeParams();
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_windowLog, cp.windowLog);
