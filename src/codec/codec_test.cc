@@ -538,6 +538,7 @@ TEST(ParamsTest, Errors) {
                            "deflate.winbits=-7",
                            "deflate.winbits=0",
                            "deflate.winbits=x",
+                           "deflate.winbits=-2147483648",  // -INT_MIN
                            "level=3 bogus"}) {
     auto p = ParseAlgorithmParams(text);
     ASSERT_FALSE(p.has_value()) << "'" << text << "'";

@@ -57,8 +57,8 @@ Status ApplyToken(std::string_view token, CodecParams* p) {
   } else if (key == "deflate.winbits") {
     int w = 0;
     if (!ParseInt(value, &w)) return Bad("malformed deflate.winbits", token);
-    const int abs_w = w < 0 ? -w : w;
-    if (abs_w < 8 || abs_w > 15) {
+    // Not -w: it overflows for INT_MIN, which from_chars accepts.
+    if (w < -15 || w > 15 || (w > -8 && w < 8)) {
       return Bad("deflate.winbits out of range (8..15 or -15..-8)", token);
     }
     p->deflate_winbits = w;
