@@ -325,6 +325,18 @@ void PageStore::Impl::ReclaimQueued() {
     reclaim_pending.store(false, std::memory_order_relaxed);
   }
   std::size_t k = 0;
+  // The units from k on lose their `queued` mark, so that the next free of
+  // one of their pages queues them again (rather than none ever). (gen is
+  // read under the run's locks, as unit_table.h requires; locking
+  // allocates nothing.)
+  const auto unqueue_rest = [&] {
+    for (; k < reclaim_work.size(); ++k) {
+      const auto [u, gen] = reclaim_work[k];
+      const UnitLock run(*this, u);
+      internal::Unit& e = units[u];
+      if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
+    }
+  };
   try {
     for (; k < reclaim_work.size(); ++k) {
       const auto [u, gen] = reclaim_work[k];
@@ -341,17 +353,13 @@ void PageStore::Impl::ReclaimQueued() {
     }
   } catch (const std::bad_alloc&) {
     // Out of memory (a thread's first unit cache, an error message): the
-    // units not reclaimed lose their `queued` mark, so that the next free
-    // of one of their pages queues them again (rather than none ever).
-    // (gen is read under the run's locks, as unit_table.h requires;
-    // locking allocates nothing.) The call that ran the pass did its own
-    // work: it does not fail for the reclaim it left to a later free.
-    for (; k < reclaim_work.size(); ++k) {
-      const auto [u, gen] = reclaim_work[k];
-      const UnitLock run(*this, u);
-      internal::Unit& e = units[u];
-      if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
-    }
+    // call that ran the pass did its own work, and does not fail for the
+    // reclaims it leaves to a later free.
+    unqueue_rest();
+  } catch (...) {
+    unqueue_rest();
+    pool->ReleaseSpares();
+    throw;
   }
   pool->ReleaseSpares();
 }
