@@ -308,31 +308,25 @@ Status PageStore::Impl::StoreRange(std::uint64_t first,
   // before the first and after the last are stored one object each.
   const std::uint64_t a = unit == 0 ? 0 : (first + unit - 1) / unit * unit;
   const std::uint64_t b = unit == 0 ? 0 : (first + count) / unit * unit;
-  if (unit == 0 || a >= b) {
-    // StorePages empties the range on a failure and on an exception from
-    // its chunks, but its pending list is made (and may throw) before
-    // that: empty it here too, so that a throw leaves no old page either.
-    try {
-      return m.StorePages(first, pages, w);
-    } catch (...) {
-      m.EmptyRange(first, count);
-      throw;
-    }
-  }
   auto sub = [&](std::uint64_t lo, std::uint64_t hi) {
     return pages.subspan((lo - first) * kPageSize, (hi - lo) * kPageSize);
   };
-  // All or nothing, as below: each part installs its pages as it goes, so
-  // a part that fails, or throws (std::bad_alloc: a thread's first unit
-  // buffers or pending list), empties the whole range, the parts before it
+  // All or nothing, as StorePages is: each part installs its pages as it
+  // goes, so a part that fails, or throws (std::bad_alloc: a thread's
+  // first unit buffers, or StorePages' pending list, made before StorePages
+  // can empty anything), empties the whole range, the parts before it
   // included; no page of the range keeps its old data.
   try {
-    if (a > first) st = m.StorePages(first, sub(first, a), w);
-    for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
-      st = m.StoreUnit(u, sub(u, u + unit).data(), w);
-    }
-    if (st.ok() && first + count > b) {
-      st = m.StorePages(b, sub(b, first + count), w);
+    if (unit == 0 || a >= b) {
+      st = m.StorePages(first, pages, w);
+    } else {
+      if (a > first) st = m.StorePages(first, sub(first, a), w);
+      for (std::uint64_t u = a; st.ok() && u < b; u += unit) {
+        st = m.StoreUnit(u, sub(u, u + unit).data(), w);
+      }
+      if (st.ok() && first + count > b) {
+        st = m.StorePages(b, sub(b, first + count), w);
+      }
     }
   } catch (...) {
     m.EmptyRange(first, count);
