@@ -422,6 +422,7 @@ struct Checked {
   std::vector<DeviceSpec> specs;  // without --config
   std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;  // --recomp-algorithm
   std::uint32_t ublk_max_io = 512 << 10;
+  std::optional<PolicyOptions> policy;  // --policy, when given
 };
 
 std::optional<Status> InFile(const Status& st, const ServiceConfig& config,
@@ -510,8 +511,9 @@ Status CheckTls(ServeSettings& s, Checked* c) {
   return Status::Ok();
 }
 
-// The settings' values into *c, filling in s's defaults (--tls, --device)
-// and reading the TLS files, nothing else; kInvalidArgument naming the
+// The settings' values into *c (the policy's tokens parsed), filling in
+// s's defaults (--tls, --device) and reading the TLS files, nothing else;
+// kInvalidArgument naming the
 // first that cannot work (a TLS file that cannot be loaded:
 // kFailedPrecondition).
 // What a start checks, and what a reload checks of the next start's
@@ -553,6 +555,13 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
       return Status::InvalidArgument(std::string("--") + flag + ": " +
                                      a.error().message());
     }
+  }
+  if (!s.policy.empty()) {
+    auto p = ParsePolicyOptions(s.policy);  // "policy: ..." on an error
+    if (!p.has_value()) {
+      return Status(p.error().code(), "--" + p.error().message());
+    }
+    c->policy = std::move(*p);
   }
   ZT_RETURN_IF_ERROR(CheckTls(s, c));
   ZT_RETURN_IF_ERROR(
@@ -951,15 +960,6 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
     next = CheckValues(next_start, /*have_config=*/true, &scratch);
   }
   if (auto where = InFile(next, *reread, flags)) next = *where;
-  if (next.ok() && !next_start.policy.empty()) {
-    if (auto p = ParsePolicyOptions(next_start.policy); !p) {
-      next = p.error();
-      if (auto where = InFile(Status(next.code(), "--" + next.message()),
-                              *reread, flags)) {
-        next = *where;
-      }
-    }
-  }
   if (!next.ok() && !next.message().starts_with(reread->path + ":")) {
     next = Status::InvalidArgument(reread->path + ": [ztier]: " +
                                    next.message());
@@ -1102,21 +1102,8 @@ int RunServe(std::span<const std::string_view> raw_args) {
   }
   Checked c;
   if (auto rc = CheckSettings(s, flags, config, &c)) return *rc;
-  std::optional<PolicyOptions> policy;
-  if (!s.policy.empty()) {
-    auto parsed = ParsePolicyOptions(s.policy);
-    if (!parsed.has_value()) {
-      // The file's policy, said where the file sets it.
-      if (config.has_value()) {
-        if (auto where = InFile(
-                Status(parsed.error().code(), "--" + parsed.error().message()),
-                *config, flags)) {
-          return UsageFail(where->message());
-        }
-      }
-      return ReportUsageError(kCommand, parsed.error().message());
-    }
-    policy = std::move(*parsed);
+  std::optional<PolicyOptions> policy = std::move(c.policy);
+  if (policy.has_value()) {
     // A device's bare "(k=v,...)" of compression-algorithm: its own
     // recompress tokens for the policy's passes.
     for (const DeviceConfig& d : config ? config->devices
