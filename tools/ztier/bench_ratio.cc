@@ -308,17 +308,15 @@ int RunBenchRatio(std::span<const std::string_view> args) {
   if (!cfg.algorithm_params.empty()) {
     report.Condition("algorithm_params", cfg.algorithm_params);
   }
-  report.Line("config: codecs " +
-              [&] {
-                std::string s;
-                for (const std::string& c : cfg.codecs)
-                  s += (s.empty() ? "" : ",") + c;
-                return s;
-              }() +
-              (cfg.algorithm_params.empty() ? ""
-                                            : " with algorithm_params \"" +
-                                                  cfg.algorithm_params + "\"") +
-              ", dictionary " + std::to_string(cfg.dict_bytes) +
+  std::string codecs;
+  for (const std::string& c : cfg.codecs) {
+    codecs += (codecs.empty() ? "" : ",") + c;
+  }
+  if (!cfg.algorithm_params.empty()) {
+    codecs += " with algorithm_params \"" + cfg.algorithm_params + "\"";
+  }
+  report.Line("config: codecs " + codecs + ", dictionary " +
+              std::to_string(cfg.dict_bytes) +
               " bytes, runs=" + std::to_string(cfg.common.runs) +
               " (+1 warm-up), variants alternate; every page read back "
               "and checked\n" +
