@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -366,7 +367,8 @@ WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
   std::string_view v = StripNewline(value);
   // kstrtoint(buf, 10): an optional sign, then decimal digits.
   std::string_view digits = v;
-  if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) {
+  const bool negative = !digits.empty() && digits.front() == '-';
+  if (!digits.empty() && (digits.front() == '+' || negative)) {
     digits.remove_prefix(1);
   }
   const bool numeric = !digits.empty() &&
@@ -374,20 +376,13 @@ WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
                                    [](char c) { return c >= '0' && c <= '9'; });
   std::string name(v);
   if (numeric) {
-    // "007" names zram7, as kstrtoint reads it; past INT_MAX it is ERANGE;
-    // a negative id is EINVAL, as hot_remove_store()'s dev_id < 0.
-    int n = 0;
-    auto [p, ec] =
-        std::from_chars(digits.data(), digits.data() + digits.size(), n);
-    if (ec != std::errc()) {
-      // INT_MIN's magnitude does not fit an int; kstrtoint takes it, and
-      // zram refuses it as negative.
-      if (v.front() == '-' && digits == "2147483648") {
-        return Error("EINVAL", "device number must not be negative");
-      }
-      return Error("ERANGE", "device number out of range");
-    }
-    if (v.front() == '-' && n != 0) {
+    // "007" names zram7, as kstrtoint reads it; past INT_MAX (INT_MIN's
+    // magnitude when negative) it is ERANGE; a negative id is EINVAL, as
+    // hot_remove_store()'s dev_id < 0.
+    std::uint64_t n = 0;
+    const std::uint64_t max = negative ? std::uint64_t{INT_MAX} + 1 : INT_MAX;
+    if (WireReply r = ParseUnsigned(digits, max, &n); !r.ok) return r;
+    if (negative && n != 0) {
       return Error("EINVAL", "device number must not be negative");
     }
     name = "zram" + std::to_string(n);

@@ -582,6 +582,9 @@ TEST_F(ControlServerTest, HotAddHotRemoveAndStatus) {
 TEST_F(ControlServerTest, HotRemoveParsesTheIdAsKstrtoint) {
   EXPECT_EQ(Show("hot_add", ""), "1\n");
   EXPECT_EQ(StoreErrno("hot_remove", "-1", ""), "EINVAL");
+  // INT_MIN is an int, and negative; one below it is not an int.
+  EXPECT_EQ(StoreErrno("hot_remove", "-2147483648", ""), "EINVAL");
+  EXPECT_EQ(StoreErrno("hot_remove", "-2147483649", ""), "ERANGE");
   EXPECT_EQ(Store("hot_remove", "+1\n", ""), "");
   EXPECT_EQ(registry_->Find("zram1"), nullptr);
   EXPECT_EQ(StoreErrno("hot_remove", "+1", ""), "ENODEV");
