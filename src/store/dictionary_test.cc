@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -99,6 +100,32 @@ TEST_P(DictionaryTest, StoresAfterTrainingUseIt) {
   Fill(*store, 0, 1024);
   EXPECT_GT(WithDict(*store, 0, 1024, 1), 900u);
   ExpectPages(*store, 0, 2048);
+}
+
+// A dictionary given as dict=PATH (zram's algorithm_params) is held for
+// the store's life: it counts in mem_used_total from the start.
+TEST_P(DictionaryTest, AGivenDictionaryCountsToo) {
+  ScopedTempDir dir;
+  const std::string path = dir.File("given.dict");
+  {
+    std::ofstream f(path, std::ios::binary);
+    for (std::size_t i = 0; i < 4; ++i) {
+      f.write(reinterpret_cast<const char*>(CorpusPage(i * 97).data()),
+              kPageSize);
+    }
+  }
+  auto store = MakeStore(GetParam(), 256, {.algorithm_params = "dict=" + path});
+  ASSERT_NE(store, nullptr);
+  const std::size_t memory = store->codec().dictionary_bytes();
+  EXPECT_GE(memory, 4 * kPageSize);
+  PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.dict_memory, memory);
+  EXPECT_EQ(st.mem_used_total, store->pool().TotalBytes() + memory);
+  Fill(*store, 0, 256);
+  st = store->Stats();
+  EXPECT_EQ(st.dict_memory, memory);
+  EXPECT_EQ(st.mem_used_total, store->pool().TotalBytes() + memory);
+  ExpectPages(*store, 0, 256);
 }
 
 INSTANTIATE_TEST_SUITE_P(Codecs, DictionaryTest,

@@ -156,6 +156,12 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     none->codecs[p] = m.codecs[p];
     m.codec_of[0][p].store(m.codecs[p].get(), std::memory_order_relaxed);
   }
+  // A dictionary the codecs were given (dict=PATH) is held for the
+  // store's life and counts as a trained one does (page_store.h).
+  for (int p = 0; p < kMaxCodecPriorities; ++p) {
+    if (m.codecs[p] != nullptr) none->memory += m.codecs[p]->dictionary_bytes();
+  }
+  m.dict_memory.store(none->memory, std::memory_order_relaxed);
   m.dicts[0] = std::move(none);
   m.SetMemLimitBytes(options.mem_limit);
   return store;
