@@ -266,7 +266,11 @@ WireReply StoreRecompress(Device& d, std::string_view v) {
 // zram's debugfs block_state, read here through the control protocol: a
 // listing longer than its reply limit (kMaxReplyTextBytes, 16 MiB, about
 // 430000 slots of 39 bytes) is E2BIG, found without building it whole.
+// Before disksize it is EINVAL, as read_block_state() in zram_drv.c.
 WireReply ShowBlockState(Device& d) {
+  if (!d.initialized()) {
+    return Error("EINVAL", "block_state: device is not initialised");
+  }
   constexpr std::uint64_t kChunk = 1 << 16;  // slots formatted at a time
   const std::uint64_t pages = d.disksize() / kPageSize;
   std::string out;

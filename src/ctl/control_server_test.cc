@@ -365,7 +365,7 @@ TEST_F(ControlServerTest, RecompressionAttributesAndErrnos) {
   EXPECT_EQ(StoreErrno("algorithm_params", "algo=zstd dict=/nonexistent/d"),
             "ENOENT");
   ASSERT_EQ(Store("algorithm_params", "algo=zstd level=9"), "");
-  EXPECT_EQ(Show("block_state"), "");  // uninitialised
+  EXPECT_EQ(ShowErrno("block_state"), "EINVAL");  // uninitialised
   ASSERT_EQ(Store("disksize", "64K"), "");
   EXPECT_EQ(StoreErrno("recomp_algorithm", "algo=lz4hc"), "EBUSY");
   EXPECT_EQ(StoreErrno("algorithm_params", "priority=1 level=3"), "EBUSY");
