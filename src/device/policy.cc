@@ -102,12 +102,16 @@ class Policy::Pacer {
     return true;
   }
   bool ended_early() const { return ended_early_; }
+  // Ended early for clients, Stop() or a waiting pass, not at the
+  // period's end.
+  bool yielded() const { return ended_early_ && !period_over_; }
 
  private:
   bool Continue() {
     const PolicyOptions& o = p_.options_;
     if (GiveWay()) return false;
     if (p_.env_.now_ns() - start_ns_ >= o.period_s * kNsPerSecond) {
+      period_over_ = true;
       return false;
     }
     if (!YieldToClients()) return false;
@@ -185,6 +189,7 @@ class Policy::Pacer {
   std::uint64_t window_ops_ = 0;
   bool busy_ = false;
   bool ended_early_ = false;
+  bool period_over_ = false;
 };
 
 Policy::Policy(PolicyOptions options, PolicyEnv env)
@@ -317,6 +322,7 @@ void Policy::RecompressStep(Device& device, DeviceState& state,
                           return pacer.Pace(stats);
                         });
   r.recompress_ended_early = pacer.ended_early();
+  r.recompress_yielded = pacer.yielded();
   NoteError(device, r, s);
 }
 
@@ -332,7 +338,7 @@ void Policy::CompactStep(Device& device, PolicyPassResult& r) {
   // before; and a reserve keeps the pages a compaction frees (nothing goes
   // back to the system), where the map compaction builds takes memory a
   // swap device may lack (docs/swap.md): `compact` by hand there.
-  if (r.recompress_ended_early || r.writeback_skipped_busy ||
+  if (r.recompress_yielded || r.writeback_skipped_busy ||
       device.PassesWaiting() || device.preallocated()) {
     return;
   }

@@ -24,7 +24,8 @@
 //      recompression that changed anything has compacted already (step
 //      2), except on a device with a reserve. Skipped, as writeback is,
 //      while clients are busy, when step 2 or 3 gave way to them, or to
-//      an operator's pass or a reset, and on a device with a reserve
+//      an operator's pass or a reset (not when step 2 ran for its whole
+//      period: that is no reason), and on a device with a reserve
 //      (DeviceDefaults::prealloc), which keeps the pages freed. Once begun
 //      it runs to its end (Pool::Compact holds each class lock for a
 //      bounded number of moves).
@@ -166,6 +167,8 @@ struct PolicyPassResult {
   DictionaryInfo dict;
   RecompressResult recompress;
   bool recompress_ended_early = false;  // pace ended it (stop, busy, period)
+  bool recompress_yielded =
+      false;  // ...for stop, busy clients or a waiting pass
   WritebackResult writeback;
   bool writeback_skipped_busy = false;
   std::uint64_t pages_compacted = 0;  // by step 4
