@@ -248,7 +248,7 @@ void Region::Impl::FaultIn(std::size_t p) {
   }
   // A load refused for want of memory (a decompressor or a read buffer
   // that could not be had) may work a moment later: the faulting page is
-  // tried again, 1 to 16 ms apart, before it is given up as lost.
+  // tried again, 1 to 16 ms apart (and then faulted again, below).
   for (int ms = 1; !ok[p - w0] && ms <= 16 &&
                    (st[p - w0].code() == StatusCode::kResourceExhausted ||
                     st[p - w0].code() == StatusCode::kBusy);
@@ -258,7 +258,13 @@ void Region::Impl::FaultIn(std::size_t p) {
         p, MutablePage(staging.get() + (p - w0) * kPageSize, kPageSize));
     ok[p - w0] = st[p - w0].ok();
   }
-  if (!ok[p - w0]) LoadFailed(p, st[p - w0]);
+  // Still refused for want of memory: the slot is intact, and running out
+  // of memory must lose nothing (region.h). p stays stored and its faulter
+  // is woken (after the read-ahead installs below) to fault again.
+  const bool retry_p =
+      !ok[p - w0] && (st[p - w0].code() == StatusCode::kResourceExhausted ||
+                      st[p - w0].code() == StatusCode::kBusy);
+  if (!ok[p - w0] && !retry_p) LoadFailed(p, st[p - w0]);
   // Install: p first and writable, then each run of read-ahead pages
   // write-protected. The bookkeeping for all of them comes first: p's copy
   // wakes the faulter, who may look at Stats() at once.
@@ -302,6 +308,11 @@ void Region::Impl::FaultIn(std::size_t p) {
     while (b < w1 && ok[b - w0] && b != p) ++b;
     install(a, b);
     a = b;
+  }
+  if (retry_p) {
+    LogError(st[p - w0]);
+    Status w = uffd->Wake(Addr(p), kPageSize);
+    w.IgnoreError();
   }
 }
 

@@ -955,6 +955,41 @@ TEST(RegionTest, AWrittenBackPageRefusedForMemoryOnceIsReadAgain) {
   EXPECT_EQ(t.first_bad, kPages);
 }
 
+// A written-back page whose reads are refused for want of memory for longer
+// than the handler's retries is not lost either: running out of memory
+// loses nothing (region.h). The faulter is woken, faults again, and reads
+// the right bytes once the reads succeed; no SIGBUS.
+TEST(RegionTest, AWrittenBackPageRefusedForMemoryForLongIsNotLost) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 512;
+  ScopedTempDir dir;
+  std::atomic<int> refusals{0};
+  auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
+    if (io.kind != FileIo::Kind::kRead || refusals.load() <= 0) return res;
+    --refusals;
+    return static_cast<long>(-ENOMEM);
+  });
+  ASSERT_NE(backing, nullptr);
+  auto r = FilledAndPagedOut(backing, kPages);
+  ASSERT_NE(r, nullptr);
+  const std::uint64_t written_back = r->Stats().written_back_now;
+  ASSERT_GT(written_back, 0u);
+  // Three times, the next written-back page touched has its next 20 reads
+  // refused: more than one fault's tries.
+  int armed = 0;
+  const Touched t = TouchEvery(*r, kPages, [&](std::size_t) {
+    if (armed < 3 && refusals.load() == 0) {
+      refusals = 20;
+      ++armed;
+    }
+  });
+  EXPECT_EQ(t.buses, 0u);
+  EXPECT_EQ(t.first_bad, kPages);
+  EXPECT_EQ(armed, 3);
+  EXPECT_EQ(r->Stats().written_back_now, 0u);
+  EXPECT_EQ(r->Stats().stored_pages, 0u);
+}
+
 // UFFDIO_COPY failing as a whole (ENOMEM: the kernel could not allocate the
 // page; EAGAIN: its retries ran out) while stored pages are faulted back
 // in: the pages stay stored, the faulter retries, and every page reads back
