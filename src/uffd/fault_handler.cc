@@ -195,19 +195,32 @@ void Region::Impl::MapZeros(std::size_t p) {
   std::size_t done = 0;
   Status st = CopyPages(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
                         /*wp=*/false, &done);
-  if (!st.ok()) {
-    // Pages not reached stay untouched; the faulter retries, and if p was
-    // not reached it faults again.
-    const std::size_t n = done / kPageSize;
-    for (std::size_t i = lo + n; i < hi; ++i) {
-      pages.set_state(i, PageState::kUntouched);
-      pages.clear(i, PageMap::kRef);
-    }
-    Drop(c.resident, hi - lo - n);
-    LogError(st);
-    Status w = uffd->Wake(Addr(p), kPageSize);
-    w.IgnoreError();
+  if (st.ok()) return;
+  // Pages not reached stay untouched.
+  const std::size_t n = done / kPageSize;
+  for (std::size_t i = lo + n; i < hi; ++i) {
+    pages.set_state(i, PageState::kUntouched);
+    pages.clear(i, PageMap::kRef);
   }
+  Drop(c.resident, hi - lo - n);
+  // One UFFDIO_COPY cannot span two mappings (ENOENT), and the window may
+  // cross where mlock, mprotect or madvise split the region: were p not
+  // reached, every retry of its faulter would fail the same way. So p is
+  // mapped alone (within one mapping) before the failure counts.
+  if (lo + n <= p && hi - lo > 1) {
+    pages.set_state(p, PageState::kResident);
+    pages.set(p, PageMap::kRef);
+    Bump(c.resident);
+    st = CopyPages(Addr(p), zeros.get(), kPageSize, /*wp=*/false, &done);
+    if (st.ok()) return;
+    pages.set_state(p, PageState::kUntouched);
+    pages.clear(p, PageMap::kRef);
+    Drop(c.resident);
+  }
+  // The faulter retries, and if p was not reached it faults again.
+  LogError(st);
+  Status w = uffd->Wake(Addr(p), kPageSize);
+  w.IgnoreError();
 }
 
 void Region::Impl::FaultIn(std::size_t p) {

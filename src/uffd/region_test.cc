@@ -706,6 +706,42 @@ TEST(RegionTest, EvictionOverAnMlockedPartLosesNothing) {
   ::syscall(SYS_munlock, locked, kPages / 2 * kPageSize);
 }
 
+// mlock() of part of an untouched region (region.h: it faults in and pins
+// the pages it covers) splits the mapping first, then faults the pages in:
+// the first touch's zero window around a page must not span the split (one
+// UFFDIO_COPY cannot cross two mappings, and would fail for good). The
+// mlock returns, and every page reads as zeros. (If it hung, destroying
+// the region would unregister the memory and release it.)
+TEST(RegionTest, MlockOfPartOfAnUntouchedRegionFaultsItIn) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 128;
+  RegionOptions o;
+  o.size = kPages * kPageSize;
+  auto r = MakeRegion(o);
+  ASSERT_NE(r, nullptr);
+  std::byte* locked = r->data() + 8 * kPageSize;
+  constexpr std::size_t kLockedBytes = 16 * kPageSize;
+  // The system call itself: AddressSanitizer makes mlock(3) a no-op.
+  auto done = std::async(std::launch::async, [&] {
+    return ::syscall(SYS_mlock, locked, kLockedBytes) == 0 ? 0 : errno;
+  });
+  if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+    ADD_FAILURE() << "mlock of part of the region did not return";
+    r.reset();  // unregisters the memory: the mlock ends
+    return;
+  }
+  const int err = done.get();
+  if (err == EPERM || err == ENOMEM) {
+    GTEST_SKIP() << "mlock: " << std::strerror(err);
+  }
+  ASSERT_EQ(err, 0) << std::strerror(err);
+  for (std::size_t i = 0; i < kPages; ++i) {
+    ASSERT_EQ(r->data()[i * kPageSize], std::byte{0}) << i;
+  }
+  EXPECT_EQ(r->Stats().resident_pages, kPages);
+  ::syscall(SYS_munlock, locked, kLockedBytes);
+}
+
 // Discard drops pages whatever their state: stored ones are freed and
 // resident ones unmapped, and each reads as zeros; the rest is kept.
 TEST(RegionTest, DiscardDropsStoredAndResidentPages) {
