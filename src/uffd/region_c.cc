@@ -29,7 +29,6 @@ int ToErrno(ztier::StatusCode code) {
     case StatusCode::kOk:
       return 0;
     case StatusCode::kInvalidArgument:
-    case StatusCode::kFailedPrecondition:
       return -EINVAL;
     case StatusCode::kOutOfRange:
       return -ERANGE;
@@ -41,6 +40,9 @@ int ToErrno(ztier::StatusCode code) {
       return -ENOENT;
     case StatusCode::kBusy:
       return -EBUSY;
+    // The one precondition a region has: being used by the process that
+    // made it, not a fork()ed child (ztier/region.h).
+    case StatusCode::kFailedPrecondition:
     case StatusCode::kPermissionDenied:
       return -EPERM;
     case StatusCode::kIoError:

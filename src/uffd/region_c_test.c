@@ -8,6 +8,7 @@
  * usable here.
  */
 #undef NDEBUG /* Keep the test strong in builds without assertions. */
+#define _POSIX_C_SOURCE 200809L /* fork, waitpid under C99 */
 
 #include "ztier/region_c.h"
 
@@ -15,6 +16,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define PAGE 4096u
 #define PAGES 256u /* 1 MiB */
@@ -148,6 +152,23 @@ int main(void) {
     }
   }
   CHECK(p[PAGE] == Pattern(1, 0));
+
+  /* A fork()ed child may not use the region (ztier/region.h): "an
+   * operation this process may not do", -EPERM, not a bad argument. */
+  {
+    int status = 0;
+    const pid_t child = fork();
+    if (child == 0) {
+      const int pageout = ztier_region_pageout(r, p, PAGE);
+      const int discard = ztier_region_discard(r, p, PAGE);
+      _exit(pageout == -EPERM && discard == -EPERM ? 0 : 1);
+    }
+    CHECK(child > 0);
+    if (child > 0) {
+      CHECK(waitpid(child, &status, 0) == child);
+      CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+  }
 
   ztier_region_destroy(r);
   if (failures != 0) {
