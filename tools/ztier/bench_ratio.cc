@@ -21,6 +21,7 @@
 #include "bench_zram_compare_kernel.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
+#include "ztier/device.h"
 #include "ztier/page_store.h"
 
 namespace ztier::tool {
@@ -188,9 +189,17 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
       return ReportUsageError(kCommand, codec.error().message());
     }
   }
-  auto bytes = ParseSizeFlag(dict_size, 1024, "1K");
+  // train_dict's own bounds (1K to 1M), checked here so that a size out of
+  // range is bad usage, not a failure after the corpora are loaded; not
+  // rounded to pages, as train_dict takes any size in that range.
+  auto bytes = ParseSize(dict_size);
   if (!bytes.has_value()) {
-    return ReportUsageError(kCommand, bytes.error().message());
+    return ReportUsageError(
+        kCommand, "--dict-size " + dict_size + ": " + bytes.error().message());
+  }
+  if (*bytes < 1024 || *bytes > (1u << 20)) {
+    return ReportUsageError(kCommand,
+                            "--dict-size " + dict_size + ": want 1K to 1M");
   }
   cfg->dict_bytes = *bytes;
   return std::nullopt;
