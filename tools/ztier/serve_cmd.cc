@@ -328,7 +328,12 @@ Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
     const std::string arg = "--" + e.key + "=" + value;
     const std::string_view args[] = {arg};
     if (Status st = file_flags.Parse(args); !st.ok()) {
-      return Status::InvalidArgument(where + st.message());
+      // The flag parser names a flag ("ztier serve: --workers: ..."); the
+      // file's line names its key, as every other [ztier] error does.
+      std::string m = st.message();
+      const std::string flag = std::string(kCommand) + ": --";
+      if (m.starts_with(flag)) m = "[ztier] " + m.substr(flag.size());
+      return Status::InvalidArgument(where + m);
     }
     *s = scratch;
   }

@@ -210,7 +210,12 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
       {"[zram0]\ncompression-algorithm = lz4 zstd(level=99)\n",
        ":2: compression-algorithm: zstd(level=99)"},
       {"[ztier]\nmlock = maybe\n", ":2: mlock: want yes or no"},
-      {"[ztier]\nmax-connections = 0\n", ":2: "},
+      // A value the flag parser refuses names the key, not a flag nobody
+      // gave.
+      {"[ztier]\nmax-connections = 0\n",
+       ":2: [ztier] max-connections: 0 is out of range", 2},
+      {"[ztier]\nworkers = abc\n",
+       ":2: [ztier] workers: 'abc' is not a whole number", 2},
       {"[ztier]\nlog-level = loud\n", ":2: [ztier] log-level takes error", 2},
       // The key's own line, also when the device opens it at disksize (a
       // remote export).
