@@ -126,6 +126,12 @@ int RunCtl(std::span<const std::string_view> args) {
     const std::size_t slash = named.find('/');
     if (slash != std::string_view::npos || named.starts_with("zram")) {
       if (slash != std::string_view::npos) {
+        // "/mm_stat" would reach the control operations (no device) and
+        // be refused as one of them; "zram0/" would ask for attribute ''.
+        if (slash == 0 || slash + 1 == named.size()) {
+          return ReportUsageError(
+              kCommand, "'" + std::string(named) + "': want DEVICE/ATTRIBUTE");
+        }
         positional[0] = named.substr(slash + 1);
         named = named.substr(0, slash);
       } else {

@@ -662,6 +662,14 @@ TEST_F(ZtierCliTest, CtlTakesTheDeviceFirstAsSysfsPathsDo) {
   r = Run(c + "zram1");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("missing ATTRIBUTE"), std::string::npos) << r.err;
+  // A slash with nothing before or after it: usage errors, not a control
+  // operation "mm_stat" nor an attribute ''.
+  for (const char* word : {"/mm_stat", "zram1/"}) {
+    r = Run(c + word);
+    EXPECT_EQ(r.exit_code, 2) << word << ": " << r.err;
+    EXPECT_NE(r.err.find("want DEVICE/ATTRIBUTE"), std::string::npos)
+        << word << ": " << r.err;
+  }
   // A device the server does not have is the server's ENODEV.
   r = Run(c + "zram7/disksize");
   EXPECT_EQ(r.exit_code, 1);
