@@ -319,6 +319,19 @@ void Connection::Serve() {
       if (!AddErrorReply(type, r.cookie, error, why)) break;
       continue;
     }
+    // proto.md, NBD_CMD_WRITE_ZEROES: with NBD_CMD_FLAG_FAST_ZERO the server
+    // MUST fail quickly with ENOTSUP (and leave the export as it is) unless
+    // the zeroing is faster than a WRITE. Zeroing part of a written-back
+    // page reads it from the backing store first, as a WRITE would: it may
+    // wait up to --backing-timeout.
+    if (type == kCmdWriteZeroes && (flags & kCmdFlagFastZero) != 0 &&
+        length != 0 && EdgeMayWait(offset, length)) {
+      constexpr std::string_view kSlow =
+          "fast zero refused: part of a written-back page";
+      LogError(type, offset, length, kErrNotSup, kSlow);
+      if (!AddErrorReply(type, r.cookie, kErrNotSup, kSlow)) break;
+      continue;
+    }
     const std::uint32_t inline_max =
         std::min(limits_.inline_max_bytes, kInlineCeiling);
     bool small = false;
@@ -455,7 +468,8 @@ bool Connection::RunInline(std::uint16_t type, std::uint16_t flags,
       s = device_->Trim(offset, length);
       break;
     case kCmdWriteZeroes:
-      // FAST_ZERO needs nothing: zeroing never falls back to writing.
+      // FAST_ZERO: a zeroing that would read the backing store was
+      // refused in Serve(); any other is as fast as it gets.
       s = device_->WriteZeroes(offset, length, (flags & kCmdFlagNoHole) != 0);
       break;
     case kCmdFlush:

@@ -961,6 +961,48 @@ TEST(NbdServerTest, APartialWriteOfAWrittenBackPageHoldsNoRequestBehindIt) {
   ExpectNotHeldBehind(kCmdWriteZeroes, 4000, 96);
 }
 
+// proto.md, NBD_CMD_WRITE_ZEROES: with NBD_CMD_FLAG_FAST_ZERO the server
+// MUST fail quickly with ENOTSUP unless it can zero faster than it writes.
+// Zeroing part of a written-back page reads it from the backing store (as a
+// WRITE would), which may take the backing store's whole timeout: refused
+// at once, the page untouched. Whole pages, and pages in RAM, are zeroed.
+TEST(NbdServerTest, AFastZeroThatWouldReadTheBackingStoreFailsAtOnce) {
+  GatedReads gate;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = gate.Wrap();
+  ServerFixture f(8 * 4096, {}, std::move(defaults));
+  const auto data = RandomBytes(8 * 4096, 7);
+  ASSERT_NO_FATAL_FAILURE(WriteBackPageZero(f, data));
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 8 * 4096);
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  ASSERT_TRUE(a.SendRequest(kCmdWriteZeroes, kCmdFlagFastZero, 1, 4000, 96));
+  const bool replied = a.ReadReply(&err, &cookie);
+  gate.Open();  // the old behaviour: the reply waited for the backing read
+  ASSERT_TRUE(replied) << "the fast zero waited for the backing store";
+  EXPECT_EQ(cookie, 1u);
+  EXPECT_EQ(err, kErrNotSup);
+  EXPECT_EQ(gate.reads(), 0);
+  std::vector<std::byte> page(4096);
+  ASSERT_OK(f.device().Read(0, page));
+  EXPECT_EQ(page, std::vector<std::byte>(data.begin(), data.begin() + 4096));
+  // Whole pages (the written-back one too) and a part of a page in RAM.
+  ASSERT_TRUE(a.SendRequest(kCmdWriteZeroes, kCmdFlagFastZero, 2, 0, 4096));
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, 0u);
+  ASSERT_TRUE(
+      a.SendRequest(kCmdWriteZeroes, kCmdFlagFastZero, 3, 4096 + 10, 20));
+  ASSERT_TRUE(a.ReadReply(&err, &cookie));
+  EXPECT_EQ(err, 0u);
+  std::vector<std::byte> want(data.begin(), data.begin() + 2 * 4096);
+  std::fill_n(want.begin(), 4096, std::byte{0});
+  std::fill_n(want.begin() + 4096 + 10, 20, std::byte{0});
+  std::vector<std::byte> got(2 * 4096);
+  ASSERT_OK(f.device().Read(0, got));
+  EXPECT_EQ(got, want);
+}
+
 TEST(NbdServerTest, TheReadMayWaitHintFollowsWrittenBackPages) {
   ServerFixture f(8 * 4096);
   EXPECT_FALSE(f.device().ReadMayWait(0, 4096));  // no backing store
