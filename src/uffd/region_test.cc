@@ -969,61 +969,47 @@ TEST(RegionTest, UnreadableWrittenBackPageRaisesSigbus) {
   EXPECT_EQ(r->Stats().stored_pages, 0u);
 }
 
-// A written-back page whose read is refused for want of memory (ENOMEM)
-// once is read again, not lost: no SIGBUS, the right bytes.
-TEST(RegionTest, AWrittenBackPageRefusedForMemoryOnceIsReadAgain) {
+// A written-back page whose reads are refused for want of memory (ENOMEM)
+// is read again, not lost (region.h: running out of memory loses
+// nothing): no SIGBUS, the right bytes. Refused once before each page, the
+// handler's own retries read it; refused 20 times in a row (more than one
+// fault's tries), the faulter is woken, faults again, and reads it once
+// the reads succeed.
+TEST(RegionTest, AWrittenBackPageRefusedForMemoryIsReadAgain) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 512;
-  ScopedTempDir dir;
-  std::atomic<int> refusals{0};
-  auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
-    if (io.kind != FileIo::Kind::kRead || refusals.load() <= 0) return res;
-    --refusals;
-    return static_cast<long>(-ENOMEM);
-  });
-  ASSERT_NE(backing, nullptr);
-  auto r = FilledAndPagedOut(backing, kPages);
-  ASSERT_NE(r, nullptr);
-  ASSERT_GT(r->Stats().written_back_now, 0u);
-  // Before each page, the next read of the backing file is refused.
-  const Touched t = TouchEvery(*r, kPages, [&](std::size_t) { refusals = 1; });
-  EXPECT_EQ(t.buses, 0u);
-  EXPECT_EQ(t.first_bad, kPages);
-}
-
-// A written-back page whose reads are refused for want of memory for longer
-// than the handler's retries is not lost either: running out of memory
-// loses nothing (region.h). The faulter is woken, faults again, and reads
-// the right bytes once the reads succeed; no SIGBUS.
-TEST(RegionTest, AWrittenBackPageRefusedForMemoryForLongIsNotLost) {
-  REQUIRE_UFFD();
-  constexpr std::size_t kPages = 512;
-  ScopedTempDir dir;
-  std::atomic<int> refusals{0};
-  auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
-    if (io.kind != FileIo::Kind::kRead || refusals.load() <= 0) return res;
-    --refusals;
-    return static_cast<long>(-ENOMEM);
-  });
-  ASSERT_NE(backing, nullptr);
-  auto r = FilledAndPagedOut(backing, kPages);
-  ASSERT_NE(r, nullptr);
-  const std::uint64_t written_back = r->Stats().written_back_now;
-  ASSERT_GT(written_back, 0u);
-  // Three times, the next written-back page touched has its next 20 reads
-  // refused: more than one fault's tries.
-  int armed = 0;
-  const Touched t = TouchEvery(*r, kPages, [&](std::size_t) {
-    if (armed < 3 && refusals.load() == 0) {
-      refusals = 20;
-      ++armed;
+  for (const int times : {1, 20}) {
+    SCOPED_TRACE("refused " + std::to_string(times) + " times");
+    ScopedTempDir dir;
+    std::atomic<int> refusals{0};
+    auto backing = MakeBacking(dir, kPages, [&](const FileIo& io, long res) {
+      if (io.kind != FileIo::Kind::kRead || refusals.load() <= 0) return res;
+      --refusals;
+      return static_cast<long>(-ENOMEM);
+    });
+    ASSERT_NE(backing, nullptr);
+    auto r = FilledAndPagedOut(backing, kPages);
+    ASSERT_NE(r, nullptr);
+    ASSERT_GT(r->Stats().written_back_now, 0u);
+    // Once: before each page. 20 times: three times over, when the last
+    // refusals are used up.
+    int armed = 0;
+    const Touched t = TouchEvery(*r, kPages, [&](std::size_t) {
+      if (times == 1) {
+        refusals = 1;
+      } else if (armed < 3 && refusals.load() == 0) {
+        refusals = times;
+        ++armed;
+      }
+    });
+    EXPECT_EQ(t.buses, 0u);
+    EXPECT_EQ(t.first_bad, kPages);
+    if (times > 1) {
+      EXPECT_EQ(armed, 3);
     }
-  });
-  EXPECT_EQ(t.buses, 0u);
-  EXPECT_EQ(t.first_bad, kPages);
-  EXPECT_EQ(armed, 3);
-  EXPECT_EQ(r->Stats().written_back_now, 0u);
-  EXPECT_EQ(r->Stats().stored_pages, 0u);
+    EXPECT_EQ(r->Stats().written_back_now, 0u);
+    EXPECT_EQ(r->Stats().stored_pages, 0u);
+  }
 }
 
 // UFFDIO_COPY failing as a whole (ENOMEM: the kernel could not allocate the
