@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -46,11 +47,45 @@ std::string LastError() {
   return e != nullptr ? e : "unknown libnbd error";
 }
 
-// A block's checksum, never 0 (0 means none recorded).
-std::uint64_t BlockSum(const std::byte* block) {
-  return std::hash<std::string_view>{}(std::string_view(
-             reinterpret_cast<const char*>(block), kLabelBytes)) |
-         1;
+// A block's checksum under `key`, never 0 (0 means none recorded):
+// SipHash-2-4, a keyed pseudorandom function, so that a remote that does
+// not know the key (random, kept only in memory) cannot make other bytes
+// that match it. An unkeyed hash (std::hash, MurmurHash) would not do: its
+// every 8-byte step is invertible, so a hostile remote that changes a block
+// can fix up 8 other bytes to keep its sum.
+std::uint64_t BlockSum(const std::uint64_t (&key)[2], const std::byte* block) {
+  std::uint64_t v0 = key[0] ^ 0x736f6d6570736575ULL;
+  std::uint64_t v1 = key[1] ^ 0x646f72616e646f6dULL;
+  std::uint64_t v2 = key[0] ^ 0x6c7967656e657261ULL;
+  std::uint64_t v3 = key[1] ^ 0x7465646279746573ULL;
+  auto rounds = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      v0 += v1;
+      v1 = std::rotl(v1, 13) ^ v0;
+      v0 = std::rotl(v0, 32);
+      v2 += v3;
+      v3 = std::rotl(v3, 16) ^ v2;
+      v0 += v3;
+      v3 = std::rotl(v3, 21) ^ v0;
+      v2 += v1;
+      v1 = std::rotl(v1, 17) ^ v2;
+      v2 = std::rotl(v2, 32);
+    }
+  };
+  auto absorb = [&](std::uint64_t m) {
+    v3 ^= m;
+    rounds(2);
+    v0 ^= m;
+  };
+  for (std::uint64_t i = 0; i < kLabelBytes; i += 8) {
+    std::uint64_t m;
+    std::memcpy(&m, block + i, 8);
+    absorb(m);
+  }
+  absorb((kLabelBytes & 0xff) << 56);  // the length, mod 256
+  v2 ^= 0xff;
+  rounds(4);
+  return (v0 ^ v1 ^ v2 ^ v3) | 1;
 }
 
 int MsLeft(Clock::time_point deadline) {
@@ -224,6 +259,7 @@ class NbdFile final : public BackingFile {
   // last written, 0 for none (never written, trimmed or lost). A read that
   // finds other bytes fails (see Read).
   std::unique_ptr<std::atomic<std::uint64_t>[]> sums_;
+  std::uint64_t sum_key_[2] = {};  // BlockSum's key, random (Open)
   std::atomic<std::uint64_t> lost_{0};
   std::mutex check_mu_;  // one remote check (and label rewrite) at a time
   std::atomic<Clock::rep> hold_until_{0};  // HoldOff()
@@ -399,7 +435,7 @@ void NbdFile::Written(std::uint64_t offset, std::size_t len,
                       const std::byte* data) {
   const auto [first, end] = Blocks(offset, len);
   for (std::uint64_t b = first; b < end; ++b) {
-    sums_[b].store(BlockSum(data + (b - first) * kLabelBytes));
+    sums_[b].store(BlockSum(sum_key_, data + (b - first) * kLabelBytes));
     lost_block_[b].store(0);
   }
 }
@@ -410,7 +446,8 @@ bool NbdFile::Matches(std::uint64_t offset, std::span<const std::byte> got) {
   const auto [first, end] = Blocks(offset, got.size() / kLabelBytes * kLabelBytes);
   for (std::uint64_t b = first; b < end; ++b) {
     const std::uint64_t want = sums_[b].load();
-    if (want != 0 && BlockSum(got.data() + (b - first) * kLabelBytes) != want) {
+    if (want != 0 &&
+        BlockSum(sum_key_, got.data() + (b - first) * kLabelBytes) != want) {
       Log("block " + std::to_string(b) +
           " does not hold what was written to it; its read fails");
       return false;
@@ -735,6 +772,10 @@ Status NbdFile::Open() {
   std::memcpy(label_, kMagic, sizeof(kMagic));
   if (getrandom(label_ + sizeof(kMagic), 16, 0) != 16) {
     return Status::IoError("getrandom for the label");
+  }
+  if (getrandom(sum_key_, sizeof(sum_key_), 0) !=
+      static_cast<ssize_t>(sizeof(sum_key_))) {
+    return Status::IoError("getrandom for the checksum key");
   }
   if (const long r = SyncLocked(c, true, label_, 0, deadline); r != 0) {
     return Status::IoError("writing the label: " + SyncError(r));

@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -465,6 +467,63 @@ TEST(NbdBackingFileTest, BlocksChangedOnTheRemoteReadAsErrors) {
         << "page " << i;
   }
   EXPECT_EQ(errors, 16u);
+}
+
+// `page` with its first 8 bytes changed and the next 8 fixed up so that
+// its std::hash (libstdc++'s MurmurHash64A: every 8-byte step is
+// invertible) stays the same: what a hostile remote can do to an unkeyed
+// checksum.
+std::vector<std::byte> ForgedPage(const std::vector<std::byte>& page) {
+  constexpr std::uint64_t kMul = (std::uint64_t{0xc6a4a793} << 32) + 0x5bd1e995;
+  std::uint64_t inv = kMul;  // kMul's inverse mod 2^64 (Newton)
+  for (int i = 0; i < 6; ++i) inv *= 2 - kMul * inv;
+  auto mix = [](std::uint64_t v) { return v ^ (v >> 47); };  // an involution
+  auto step = [&](std::uint64_t k) { return mix(k * kMul) * kMul; };
+  auto unstep = [&](std::uint64_t y) { return mix(y * inv) * inv; };
+  std::uint64_t k0, k1;
+  std::memcpy(&k0, page.data(), 8);
+  std::memcpy(&k1, page.data() + 8, 8);
+  const std::uint64_t h0 = std::uint64_t{0xc70f6907} ^ (page.size() * kMul);
+  const std::uint64_t forged0 = 0x2144454752524f46;  // "FORRGED!"
+  const std::uint64_t h1 = (h0 ^ step(k0)) * kMul;
+  const std::uint64_t f1 = (h0 ^ step(forged0)) * kMul;
+  const std::uint64_t forged1 = unstep(h1 ^ f1 ^ step(k1));
+  std::vector<std::byte> out = page;
+  std::memcpy(out.data(), &forged0, 8);
+  std::memcpy(out.data() + 8, &forged1, 8);
+  return out;
+}
+
+// A hostile remote that changes a block so that an unkeyed checksum still
+// matches (the forgery above): the page reads as an IO error, never as
+// the forged bytes.
+TEST(NbdBackingFileTest, BlocksForgedOnTheRemoteReadAsErrors) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 1});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 1);
+  ASSERT_EQ(WriteBackIdle(*store).written, 1u);
+  const std::vector<std::byte> forged = ForgedPage(Page(0));
+  auto view = [](const std::vector<std::byte>& p) {
+    return std::string_view(reinterpret_cast<const char*>(p.data()), p.size());
+  };
+  ASSERT_NE(view(forged), view(Page(0)));
+  ASSERT_EQ(std::hash<std::string_view>{}(view(forged)),
+            std::hash<std::string_view>{}(view(Page(0))));
+  {
+    std::ofstream f(dir.File("forged"), std::ios::binary);
+    f.write(view(forged).data(), static_cast<std::streamsize>(forged.size()));
+  }
+  // Block 0 (after the 4096-byte label).
+  const auto w = Sh("qemu-io -f raw '" + remote.Uri() + "' -c 'write -s " +
+                    dir.File("forged") + " 4096 4096' 2>&1");
+  ASSERT_EQ(w.exit_code, 0) << w.out;
+  std::vector<std::byte> out(kPageSize);
+  const Status st = store->Load(0, MutablePage(out.data(), kPageSize));
+  EXPECT_EQ(st.code(), StatusCode::kIoError) << st.ToString();
+  EXPECT_NE(std::memcmp(out.data(), forged.data(), kPageSize), 0);
 }
 
 TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
