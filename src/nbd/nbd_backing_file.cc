@@ -718,10 +718,15 @@ Result<std::unique_ptr<BackingFileWriter>> NbdFile::NewWriter(
 }
 
 Status NbdFile::Open() {
-  const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
+  // Each step (a connection made, the label written) has the whole
+  // timeout, as the header says: not one deadline for them all, which a
+  // slow handshake (TLS, a distant remote) times several connections out of.
+  auto deadline = [this] {
+    return Clock::now() + milliseconds(options_.timeout_ms);
+  };
   Conn& c = *conns_[0];
   std::lock_guard l(c.mu);
-  ZT_RETURN_IF_ERROR(Connect(c, deadline));
+  ZT_RETURN_IF_ERROR(Connect(c, deadline()));
   const std::int64_t size = nbd_get_size(c.h);
   if (size < 0) return Status::IoError(LastError());
   if (nbd_is_read_only(c.h) == 1) {
@@ -777,12 +782,12 @@ Status NbdFile::Open() {
       static_cast<ssize_t>(sizeof(sum_key_))) {
     return Status::IoError("getrandom for the checksum key");
   }
-  if (const long r = SyncLocked(c, true, label_, 0, deadline); r != 0) {
+  if (const long r = SyncLocked(c, true, label_, 0, deadline()); r != 0) {
     return Status::IoError("writing the label: " + SyncError(r));
   }
   for (std::size_t i = 1; i < write_connections(); ++i) {
     std::lock_guard li(conns_[i]->mu);
-    ZT_RETURN_IF_ERROR(Connect(*conns_[i], deadline));
+    ZT_RETURN_IF_ERROR(Connect(*conns_[i], deadline()));
   }
   return Status::Ok();
 }

@@ -389,6 +389,21 @@ TEST(NbdBackingFileTest, ReadsGoOnPastAServerShuttingDown) {
   Expect(*store, 0, 16);
 }
 
+// Each connection has the whole timeout to be made, as has the label's
+// write: a remote whose every connection takes 400 ms (here nbdkit's
+// delay filter) opens with 4 connections and a 1 s timeout.
+TEST(NbdBackingFileTest, EachConnectionHasItsOwnTimeoutAtOpen) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=delay", false, {"delay-open=400ms"});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 4, .timeout_ms = 1000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  Expect(*store, 0, 64);
+}
+
 // Every write is durable on the remote before the store frees its RAM
 // copy (FUA, the label's too), and a file given max_bytes uses no more of
 // the export.
