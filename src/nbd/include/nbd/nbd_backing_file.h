@@ -66,11 +66,11 @@
 //
 // Checksums: the file keeps a 64-bit checksum of what it last wrote to
 // each block (8 bytes of memory per block): SipHash-2-4 under a random key
-// kept only in memory, so a remote cannot make other bytes that match. A block
-// that reads back other bytes fails with -EIO and a log line, never as data: a
-// remote that changed it, or a write that timed out on a connection given up on
-// and landed after a later write to the same block on a new one (NBD has no
-// fence for an abandoned connection).
+// kept only in memory, so that a remote cannot make other bytes that
+// match. A block that reads back other bytes fails with -EIO and a log
+// line, never as data: a remote that changed it, or a write that timed
+// out on a connection given up on and landed after a later write to the
+// same block on a new one (NBD has no fence for an abandoned connection).
 //
 // Failures (the file never returns data it cannot vouch for):
 //   - A command that fails reports the server's error (-EIO for a read or
