@@ -281,11 +281,12 @@ struct PageStore::Impl {
   // slot lock. Both vectors hold one entry per unit of capacity from the
   // start, and ReclaimQueued swaps them, so queueing (on the IO path,
   // under slot locks) never allocates; a full queue leaves the unit for a
-  // later free to queue. reclaim_pass_mu: one ReclaimQueued at a time.
+  // later free to queue. reclaim_running (under reclaim_mu): one
+  // ReclaimQueued pass at a time, which owns reclaim_work.
   std::mutex reclaim_mu;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reclaim_queue;
   std::atomic<bool> reclaim_pending{false};
-  std::mutex reclaim_pass_mu;
+  bool reclaim_running = false;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reclaim_work;
 
   // Stores the aligned run [first, first + unit_pages) from `pages` as one
@@ -346,6 +347,9 @@ struct PageStore::Impl {
     if (reclaim_pending.load(std::memory_order_relaxed)) ReclaimQueued();
   }
   void ReclaimQueued() ZT_EXCLUDES(*streams);
+  // One pass of ReclaimQueued over reclaim_work. REQUIRES: the running
+  // pass (reclaim_running), no slot lock and no stream.
+  void ReclaimPass() ZT_EXCLUDES(*streams);
   // Reclaims unit u with `stream`. REQUIRES: the run locked, u live in RAM.
   void ReclaimLocked(std::uint64_t u, internal::Stream& stream);
   // Writes back the units the scans cover (writeback.cc).

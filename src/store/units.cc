@@ -314,16 +314,43 @@ std::size_t PageStore::Impl::LoadUnitRun(std::uint64_t first, std::byte* out,
 }
 
 void PageStore::Impl::ReclaimQueued() {
-  // Another thread's pass takes what is queued; what is queued after its
-  // swap sets reclaim_pending again for the next call.
-  std::unique_lock pass(reclaim_pass_mu, std::try_to_lock);
-  if (!pass.owns_lock()) return;
-  reclaim_work.clear();  // keeps its capacity
+  // One pass at a time (reclaim_running). A unit queued while a pass runs
+  // is taken by that pass: before it ends it looks at the queue again,
+  // under the lock the queuer took, so that no unit is left queued once
+  // the calls that queued them have returned.
   {
     std::lock_guard l(reclaim_mu);
-    reclaim_work.swap(reclaim_queue);
-    reclaim_pending.store(false, std::memory_order_relaxed);
+    if (reclaim_running) return;
+    reclaim_running = true;
   }
+  // The pass ends in the same hold of reclaim_mu that finds the queue
+  // empty; only an exception ends it otherwise.
+  struct Running {
+    Impl& m;
+    bool ended = false;
+    ~Running() {
+      if (ended) return;
+      std::lock_guard l(m.reclaim_mu);
+      m.reclaim_running = false;
+    }
+  } running{*this};
+  for (;;) {
+    {
+      std::lock_guard l(reclaim_mu);
+      reclaim_pending.store(false, std::memory_order_relaxed);
+      if (reclaim_queue.empty()) {
+        reclaim_running = false;
+        running.ended = true;
+        return;
+      }
+      reclaim_work.clear();  // keeps its capacity
+      reclaim_work.swap(reclaim_queue);
+    }
+    ReclaimPass();
+  }
+}
+
+void PageStore::Impl::ReclaimPass() {
   std::size_t k = 0;
   // The units from k on lose their `queued` mark, so that the next free of
   // one of their pages queues them again (rather than none ever). (gen is

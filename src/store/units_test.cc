@@ -347,6 +347,48 @@ TEST(UnitsTest, RewritingAUnitTakesNoPlaceInTheReclaimQueue) {
   ExpectRange(*store, 2 * kU + 3, Pages(2 * kU + 3, 1, base));
 }
 
+// A discard that takes a unit below half its pages while another call's
+// reclaim pass runs finds the pass taken and returns at once: that pass
+// takes the unit before it returns, so that once both calls have returned
+// no unit keeps its whole object for 1 page of 4.
+TEST(UnitsTest, AUnitQueuedDuringAPassIsReclaimedByThatPass) {
+  constexpr std::size_t kU = 4;
+  auto store = MakeStore(2 * kU, kU);
+  const std::size_t base = DenseBase();
+  ASSERT_OK(store->StoreBatch(0, Pages(0, 2 * kU, base)));
+  ASSERT_EQ(store->Stats().units, 2u);
+  // Each unit down to 2 of 4: not yet below half.
+  for (const std::size_t i : {std::size_t{1}, std::size_t{2}, kU + 1, kU + 2}) {
+    ASSERT_OK(store->Discard(i));
+  }
+  ASSERT_EQ(store->Stats().units, 2u);
+  // Unit 0's pass held up: the discard of page 3 queues it, and its pass
+  // waits for page 0, which the holder keeps locked.
+  std::atomic<bool> locked{false}, release{false};
+  std::thread holder([&] {
+    PageStoreTestPeer::WithSlotLocked(*store, 0, [&] {
+      locked = true;
+      while (!release.load()) std::this_thread::yield();
+    });
+  });
+  while (!locked.load()) std::this_thread::yield();
+  std::thread discarder([&] { EXPECT_OK(store->Discard(3)); });
+  while (!PageStoreTestPeer::SlotHasWaiters(*store, 0)) {
+    std::this_thread::yield();
+  }
+  // Unit 1 below half while that pass runs: this discard returns at once.
+  ASSERT_OK(store->Discard(kU + 3));
+  release = true;
+  holder.join();
+  discarder.join();
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 0u) << "a unit keeps its object for 1 page of 4";
+  EXPECT_FALSE(store->Inspect(kU).unit);
+  EXPECT_EQ(st.units_reclaimed, 2u);
+  ExpectRange(*store, 0, Pages(0, 1, base));
+  ExpectRange(*store, kU, Pages(kU, 1, base));
+}
+
 TEST(UnitsTest, DamagedUnitIsAnErrorForEveryPage) {
   auto store = MakeStore(64, 16);
   const auto data = Pages(0, 32, 0, 7);  // zero pages 0, 7, 14, 21, 28
