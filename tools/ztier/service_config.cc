@@ -4,6 +4,10 @@
 // (systemd/zram-generator, man/zram-generator.conf.md).
 #include "service_config.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -533,18 +537,47 @@ Result<double> HostMemTotalMib() {
 }
 
 Result<ServiceConfig> LoadServiceConfig(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  // Read at start and on every SIGHUP by the thread that also waits for
+  // SIGTERM: a FIFO must not block it (open and read are non-blocking, and
+  // only a regular file is read), nor a device such as /dev/zero, or a huge
+  // file, take the memory of a server that may hold a kernel's swap.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return Err(PosixError(path + ": cannot read", errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return Err(PosixError(path + ": cannot read", err));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
     return Err(Status::InvalidArgument(path + ": is a directory, not a "
                                               "configuration file"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Err(PosixError(path + ": cannot read", errno));
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Err(Status::InvalidArgument(path + ": not a regular file"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  const std::string body = text.str();
+  std::string body;
+  char buf[16384];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return Err(PosixError(path + ": cannot read", err));
+    }
+    if (n == 0) break;
+    if (body.size() + static_cast<std::size_t>(n) > kMaxConfigFileBytes) {
+      ::close(fd);
+      return Err(Status::InvalidArgument(
+          path + ": larger than " + std::to_string(kMaxConfigFileBytes >> 10) +
+          " KiB; not a configuration file"));
+    }
+    body.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
   if (body.find('\0') != std::string::npos) {
     return Err(Status::InvalidArgument(path + ": not a text file (it holds a "
                                               "NUL byte)"));

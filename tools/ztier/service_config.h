@@ -61,6 +61,7 @@
 #ifndef ZTIER_TOOLS_ZTIER_SERVICE_CONFIG_H_
 #define ZTIER_TOOLS_ZTIER_SERVICE_CONFIG_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -141,7 +142,12 @@ Result<ServiceConfig> ParseServiceConfig(std::string_view text,
                                          std::string_view path,
                                          double memtotal_mib);
 
-// Reads `path` and parses it with this host's MemTotal.
+// The largest configuration file LoadServiceConfig reads.
+inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
+
+// Reads `path` and parses it with this host's MemTotal. Only a regular file
+// of at most kMaxConfigFileBytes is read (kInvalidArgument otherwise), and
+// nothing blocks: a FIFO there is an error, not a wait.
 Result<ServiceConfig> LoadServiceConfig(const std::string& path);
 
 // MemTotal of /proc/meminfo, in MiB.

@@ -5,9 +5,15 @@
 // each with its own message naming the file and line.
 #include "service_config.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <string>
 
@@ -375,6 +381,48 @@ TEST(ServiceConfigTest, UnreadableFiles) {
   auto dir = LoadServiceConfig("/");
   ASSERT_FALSE(dir.has_value());
   EXPECT_NE(dir.error().message().find("is a directory"), std::string::npos);
+}
+
+// The file is read at every SIGHUP by the thread that waits for SIGTERM: a
+// FIFO must be an error at once, not a wait for a writer's data, and a
+// file too large for a configuration is refused rather than read whole.
+TEST(ServiceConfigTest, OnlyABoundedRegularFileIsRead) {
+  std::string dir =
+      (std::filesystem::temp_directory_path() / "ztier_conf.XXXXXX").string();
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string fifo = dir + "/fifo.conf";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A writer that never writes: a blocking read would wait for it.
+  const int writer = ::open(fifo.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(writer, 0);
+  auto loading =
+      std::async(std::launch::async, [&] { return LoadServiceConfig(fifo); });
+  const bool returned =
+      loading.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  ::close(writer);  // ends a read that waited (the old code), EOF
+  auto from_fifo = loading.get();
+  EXPECT_TRUE(returned) << "LoadServiceConfig waited on a FIFO";
+  ASSERT_FALSE(from_fifo.has_value());
+  EXPECT_NE(from_fifo.error().message().find("not a regular file"),
+            std::string::npos)
+      << from_fifo.error().message();
+
+  const std::string big = dir + "/big.conf";
+  {
+    std::ofstream out(big);
+    out << "[zram0]\nzram-size = 16\n";
+    const std::string comment = "# " + std::string(1021, 'c') + "\n";
+    for (std::size_t n = 0; n <= kMaxConfigFileBytes; n += comment.size()) {
+      out << comment;
+    }
+  }
+  auto from_big = LoadServiceConfig(big);
+  ASSERT_FALSE(from_big.has_value()) << "a file over the limit was read";
+  EXPECT_EQ(from_big.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(from_big.error().message().find(big + ": larger than 1024 KiB"),
+            std::string::npos)
+      << from_big.error().message();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServiceConfigTest, AlgorithmItemErrorsNameTheirProblem) {
