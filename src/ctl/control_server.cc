@@ -9,6 +9,7 @@
 #include "ctl/control_server.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -60,15 +61,23 @@ class Server final : public ControlServer {
   std::size_t connections() const override { return active_.load(); }
 
  private:
+  // A connection waits for a request (kWaiting), is answering one
+  // (kBusy), was shut down by the accept thread to make room (kEvicted), or
+  // is closing its fd (kClosing: Evict must not touch the number then).
+  enum class State { kWaiting, kBusy, kEvicted, kClosing };
   struct Conn {
     int fd = -1;
     std::thread thread;
     std::atomic<bool> done{false};
+    std::atomic<State> state{State::kWaiting};
+    std::atomic<bool> released{false};  // its slot given back to active_
   };
 
   void AcceptLoop();
   void Serve(Conn* conn);
-  void ServeRequests(int fd);
+  void ServeRequests(Conn* conn);
+  bool Evict();
+  void Release(Conn* conn);
   bool SendAll(int fd, std::string_view data);
   void Reap();
 
@@ -143,7 +152,7 @@ void Server::AcceptLoop() {
           platform::Send(fd, reply.data(), reply.size(), /*dontwait=*/true);
       ::close(fd);
     };
-    if (active_.load() >= options_.max_connections) {
+    if (active_.load() >= options_.max_connections && !Evict()) {
       refuse("EBUSY", "too many control connections (" +
                           std::to_string(options_.max_connections) + ")");
       continue;
@@ -168,6 +177,31 @@ void Server::AcceptLoop() {
   }
 }
 
+// Full: the oldest connection waiting for (the rest of) a request gives its
+// place to the new one, so that idle or trickling clients cannot keep every
+// other client out for their idle_timeout_ms; one answering a request
+// keeps its place. False when every connection is answering one.
+bool Server::Evict() {
+  std::lock_guard lock(mu_);
+  for (const auto& c : conns_) {
+    State waiting = State::kWaiting;
+    if (c->done.load() ||
+        !c->state.compare_exchange_strong(waiting, State::kEvicted)) {
+      continue;
+    }
+    // Wakes its poll; its recv then sees the end (the fd stays open
+    // until its own thread closes it).
+    ::shutdown(c->fd, SHUT_RDWR);
+    Release(c.get());
+    return true;
+  }
+  return false;
+}
+
+void Server::Release(Conn* conn) {
+  if (!conn->released.exchange(true)) active_.fetch_sub(1);
+}
+
 bool Server::SendAll(int fd, std::string_view data) {
   while (!data.empty()) {
     const Result<std::size_t> n =
@@ -190,7 +224,7 @@ bool Server::SendAll(int fd, std::string_view data) {
 void Server::Serve(Conn* conn) {
   const int fd = conn->fd;
   try {
-    ServeRequests(fd);
+    ServeRequests(conn);
   } catch (const std::bad_alloc&) {
     // Out of memory for a request or its reply: answer if that still can
     // be done and hang up; the server, and every device, goes on.
@@ -201,12 +235,17 @@ void Server::Serve(Conn* conn) {
     } catch (const std::bad_alloc&) {
     }
   }
+  {
+    std::lock_guard lock(mu_);  // after any Evict() that shuts fd down
+    conn->state.store(State::kClosing);
+  }
   ::close(fd);
-  active_.fetch_sub(1);
+  Release(conn);
   conn->done.store(true);
 }
 
-void Server::ServeRequests(int fd) {
+void Server::ServeRequests(Conn* conn) {
+  const int fd = conn->fd;
   using Clock = std::chrono::steady_clock;
   std::string in;
   Clock::time_point started;  // when the request in `in` had its first byte
@@ -214,6 +253,11 @@ void Server::ServeRequests(int fd) {
   for (;;) {
     RequestParse p = ParseRequest(in, options_.max_request_bytes);
     if (p.state == ParseState::kDone) {
+      // Answering: no longer a connection a new one may take the place of.
+      State waiting = State::kWaiting;
+      if (!conn->state.compare_exchange_strong(waiting, State::kBusy)) {
+        return;  // evicted
+      }
       in.erase(0, p.consumed);
       started = Clock::now();  // what follows in `in` has just arrived
       const WireReply r = HandleRequest(*registry_, p.request);
@@ -221,6 +265,7 @@ void Server::ServeRequests(int fd) {
                             : EncodeError(r.errno_name, r.message))) {
         return;
       }
+      conn->state.store(State::kWaiting);
       continue;
     }
     if (p.state == ParseState::kMalformed) {
