@@ -262,8 +262,9 @@ class MetricsServerImpl final : public MetricsServer {
       fds.clear();
       fds.push_back({wake_.fd(), POLLIN, 0});
       // Full, a new client can still take the place of one that has not
-      // sent its whole request yet (see Accept); not of one being answered.
-      const bool full = clients_.size() >= max_clients_ && !HasReading();
+      // sent its whole request yet, or has had its whole reply (see
+      // Accept); not of one being answered.
+      const bool full = clients_.size() >= max_clients_ && !HasReplaceable();
       const bool paused = Clock::now() < accept_pause_until_;
       const bool room = !full && !paused;
       const std::size_t first_listen = fds.size();
@@ -324,8 +325,11 @@ class MetricsServerImpl final : public MetricsServer {
   static bool Reading(const Client& c) {
     return c.state == Client::State::kReading;
   }
-  bool HasReading() const {
-    return std::any_of(clients_.begin(), clients_.end(), Reading);
+  static bool Replaceable(const Client& c) {
+    return c.state != Client::State::kWriting;
+  }
+  bool HasReplaceable() const {
+    return std::any_of(clients_.begin(), clients_.end(), Replaceable);
   }
   // The oldest client still short of its whole request, after taking in
   // what the reading ones have sent by now (a scraper sends its request as
@@ -338,17 +342,31 @@ class MetricsServerImpl final : public MetricsServer {
     clients_.remove_if([](const Client& c) { return c.fd < 0; });
     return std::find_if(clients_.begin(), clients_.end(), Reading);
   }
+  // Else the oldest that has had its whole reply and is only waiting for
+  // the client to close (after what it sent meanwhile is read, so that our
+  // close does not reset the connection under the reply).
+  std::list<Client>::iterator OldestReplaceable() {
+    auto victim = OldestReading();
+    if (victim != clients_.end()) return victim;
+    for (Client& c : clients_) {
+      if (c.state == Client::State::kDraining) Drain(c);
+    }
+    clients_.remove_if([](const Client& c) { return c.fd < 0; });
+    return std::find_if(clients_.begin(), clients_.end(), Replaceable);
+  }
 
   // Accepts every waiting connection. Over max_clients, each new one takes
   // the place of the oldest client that has not sent its whole request,
   // which is closed with no reply: idle or trickling connections cannot keep
-  // a scraper out for their read_timeout_ms. Clients being answered keep
+  // a scraper out for their read_timeout_ms; failing that, of the oldest
+  // that has had its whole reply but not closed: clients that never close
+  // cannot keep it out for the drain timeout. Clients being answered keep
   // their place; when all are, new ones wait in the listen backlog.
   void Accept(const platform::Listener& listener) {
     for (;;) {
       auto victim = clients_.end();
       if (clients_.size() >= max_clients_) {
-        victim = OldestReading();
+        victim = OldestReplaceable();
         if (clients_.size() >= max_clients_ && victim == clients_.end()) {
           return;
         }

@@ -575,6 +575,39 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestUnfinishedRequestMakesRoom) {
   }
 }
 
+// Clients that have had their whole reply but never close cannot keep a
+// scraper out either: over max_clients, a new one takes the place of the
+// oldest of them, rather than wait out each one's drain time in turn
+// (a second per max_clients of them), and every reply still arrives whole.
+TEST_F(MetricsTest, OverMaxClientsTheOldestAnsweredClientMakesRoom) {
+  MetricsServerOptions o;
+  o.listen = ":0";
+  o.max_clients = 2;
+  auto server = StartServer(o);
+  ASSERT_TRUE(server.has_value()) << server.error().ToString();
+  const int port = (*server)->tcp_port();
+  const std::string get = Get("/metrics");
+  std::vector<int> lingering;  // send a request, then neither read nor close
+  for (int i = 0; i < 40; ++i) {
+    lingering.push_back(ConnectTcpLoopback(port));
+    ASSERT_GE(lingering.back(), 0);
+    ASSERT_EQ(::send(lingering.back(), get.data(), get.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(get.size()));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(TcpRequest(port, get).status, 200);
+  // 40 drain times in pairs would be 20 s.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  for (int i = 0; i < 40; ++i) {
+    const std::optional<std::string> reply = ReadToEof(lingering[i]);
+    ASSERT_TRUE(reply.has_value()) << "client " << i;
+    EXPECT_TRUE(reply->starts_with("HTTP/1.1 200")) << "client " << i;
+    EXPECT_NE(reply->find("ztier_zram_disksize_bytes"), std::string::npos)
+        << "client " << i;
+    ::close(lingering[i]);
+  }
+}
+
 TEST_F(MetricsTest, ClearStartErrors) {
   auto none = StartServer({});
   ASSERT_FALSE(none.has_value());

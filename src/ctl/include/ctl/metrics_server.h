@@ -19,8 +19,10 @@
 // connection is bounded by max_request_bytes plus one rendered reply. Over
 // max_clients, a new connection takes the place of the oldest one that has
 // not sent its whole request yet (closed with no reply), so idle or
-// trickling connections cannot keep a scraper out; when all are being
-// answered, new ones wait in the listen backlog. Rendering runs on that thread;
+// trickling connections cannot keep a scraper out; failing that, of the
+// oldest that has had its whole reply but not closed (its pending input read
+// first, so the close resets nothing); when all are being answered, new
+// ones wait in the listen backlog. Rendering runs on that thread;
 // it waits for a device whose store a reset is dropping (metrics.h).
 //
 // Errors (from Start): neither listen nor unix_path set, or a bad listen
