@@ -39,11 +39,11 @@ struct UblkDisk::Queue {
 };
 
 namespace {
-// An idle queue thread looks at stopping_ this often (ms): after STOP_DEV
-// every fetch is aborted at once, so this bounds only a start that failed
-// before START_DEV and a kernel that does not abort. Each look is a
-// wake-up of every queue thread of every disk on an idle host: once a
-// second each.
+// An idle queue thread looks at stopping_ this often (ms), a busy one at
+// each wake-up: after STOP_DEV every fetch is aborted at once, so this
+// bounds only a start that failed before START_DEV, a failed STOP_DEV and
+// a kernel that does not abort. Each look is a wake-up of every queue
+// thread of every disk on an idle host: once a second each.
 constexpr int kIdleWaitMs = 1000;
 
 const char* OpName(std::uint32_t op) {
@@ -241,10 +241,15 @@ void UblkDisk::QueueMain(Queue* q) {
       q->dead.store(true, std::memory_order_relaxed);
       break;
     }
-    if (*n == 0) {
-      if (stopping_.load(std::memory_order_acquire) && handed == 0) break;
-      continue;
-    }
+    // Stop() has sent STOP_DEV (or had no disk to stop) and nothing is
+    // with the waiters: leave, busy or not. After a STOP_DEV that worked
+    // the driver has drained the disk and aborts every tag at once; one
+    // that failed leaves the disk live, and IO may keep coming, so waiting
+    // for an idle ring could wait for ever. Closing the ring then has the
+    // driver fail what is left and stop the disk itself
+    // (ublk_uring_cmd_cancel_fn() in ublk_drv.c).
+    if (stopping_.load(std::memory_order_acquire) && handed == 0) break;
+    if (*n == 0) continue;
     for (std::size_t i = 0; i < *n; ++i) {
       const std::uint16_t tag = done[i].tag;
       if (tag == platform::UblkQueueRing::kWakeTag) {
@@ -279,7 +284,9 @@ void UblkDisk::QueueMain(Queue* q) {
       const abi::IoDesc desc = ring.desc(tag);  // ours until the commit
       std::int32_t result;
       auto req = ParseDescriptor(desc, limits);
+      // Once stopping, no more hand-offs: `handed` must drain to 0.
       if (req.has_value() && req->op == Op::kRead &&
+          !stopping_.load(std::memory_order_relaxed) &&
           device_->ReadMayStall(req->offset, req->length)) {
         {
           std::lock_guard lock(wait_mu_);

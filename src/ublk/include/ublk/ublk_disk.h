@@ -160,7 +160,7 @@ class UblkDisk {
   std::size_t wait_count_ = 0;    // guarded by wait_mu_
   bool waiters_stop_ = false;     // guarded by wait_mu_
   std::vector<std::thread> waiters_;
-  std::atomic<bool> stopping_{false};   // the kernel has stopped the disk
+  std::atomic<bool> stopping_{false};   // STOP_DEV sent (or no disk): leave
   std::atomic<bool> stop_asked_{false};  // Stop() has begun
   std::atomic<bool> io_error_logged_{false};
   std::atomic<bool> flusher_warned_{false};
