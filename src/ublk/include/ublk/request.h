@@ -5,11 +5,12 @@
 // Status turned into the errno the driver hands to the block layer.
 //
 // Results follow ublk_drv.c's ublk_complete_rq() (Linux 6.12): a READ or
-// WRITE commits the bytes done (fewer ends the request early, 0 for a READ
-// is EIO), other ops commit 0, and a negative errno fails the request with
-// errno_to_blk_status() of it: -EOPNOTSUPP is BLK_STS_NOTSUPP, -ENOSPC
-// BLK_STS_NOSPC, -EINVAL BLK_STS_INVAL, -EIO (and anything unknown)
-// BLK_STS_IOERR.
+// WRITE commits the bytes done (fewer completes that many and requeues
+// the rest, which comes back as a new descriptor: blk_update_request(),
+// then blk_mq_requeue_request(); 0 for a READ is EIO), other ops commit
+// 0, and a negative errno fails the request with errno_to_blk_status() of
+// it: -EOPNOTSUPP is BLK_STS_NOTSUPP, -ENOSPC BLK_STS_NOSPC, -EINVAL
+// BLK_STS_INVAL, -EIO (and anything unknown) BLK_STS_IOERR.
 //
 // Thread safety: pure functions; ServeRequest as thread-safe as the Device.
 #ifndef ZTIER_UBLK_REQUEST_H_

@@ -89,8 +89,9 @@ struct UblkDiskOptions {
 };
 
 // Whether `options` are ones Start accepts: max_io_bytes a multiple of
-// 4 KiB from 4 KiB to 32 MiB (the driver's UBLKSRV_IO_BUF_TOTAL_SIZE
-// bound), depth 1..4096; else kInvalidArgument saying which. `ztier serve`
+// the page size (platform::UblkPageBytes(): 4, 16 or 64 KiB) from one page
+// to 32 MiB (the driver's per-request user-copy window, UBLK_IO_BUF_BITS),
+// depth 1..4096; else kInvalidArgument saying which. `ztier serve`
 // checks its flags with it before any disk starts.
 Status CheckDiskOptions(const UblkDiskOptions& options);
 
