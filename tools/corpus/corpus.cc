@@ -4,8 +4,9 @@
 // one 16 MiB frame with a 16 MiB window, and streaming decompression lets us
 // bound the window (ZSTD_d_windowLogMax = 27, 128 MiB) instead of trusting
 // the header. The frame's content size, when present, only presizes the
-// output. Any other file is read as is. Either way the result is padded with
-// zeros to a whole number of pages.
+// output (up to 64 MiB: a 13-byte header may claim anything). Any other
+// file is read as is. Either way the result is padded with zeros to a
+// whole number of pages.
 #include "corpus/corpus.h"
 
 #include <fcntl.h>
@@ -23,6 +24,8 @@ namespace ztier::corpus {
 namespace {
 
 constexpr int kWindowLogMax = 27;
+// The most output a frame's content size presizes (64 MiB).
+constexpr unsigned long long kReserveMax = 1ull << 26;
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() &&
@@ -61,17 +64,19 @@ Result<std::vector<std::byte>> DecompressZstd(const std::string& path,
       ZSTD_DCtx_setParameter(ds.get(), ZSTD_d_windowLogMax, kWindowLogMax);
   if (ZSTD_isError(set)) return Err(Status::Unsupported("ZSTD_d_windowLogMax"));
   std::vector<std::byte> out;
+  // The header's content size is the file's word, not a fact: it only
+  // presizes, up to kReserveMax, and the output grows as it is decoded.
   const unsigned long long content =
       ZSTD_getFrameContentSize(in.data(), in.size());
   if (content != ZSTD_CONTENTSIZE_UNKNOWN &&
-      content != ZSTD_CONTENTSIZE_ERROR && content <= (1ull << 32)) {
-    out.reserve(content);
+      content != ZSTD_CONTENTSIZE_ERROR) {
+    out.reserve(std::min<unsigned long long>(content, kReserveMax));
   }
   ZSTD_inBuffer ib{in.data(), in.size(), 0};
   std::size_t used = 0;
   for (;;) {
     if (out.size() - used < ZSTD_DStreamOutSize()) {
-      out.resize(std::max(out.capacity(), used + ZSTD_DStreamOutSize()));
+      out.resize(used + ZSTD_DStreamOutSize());
     }
     ZSTD_outBuffer ob{out.data() + used, out.size() - used, 0};
     const std::size_t hint = ZSTD_decompressStream(ds.get(), &ob, &ib);

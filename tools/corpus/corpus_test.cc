@@ -1,11 +1,14 @@
 // corpus_test.cc: loading the testdata/ corpora and plain files as pages.
 #include "corpus/corpus.h"
 
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <string>
 
 #include "testing/test_util.h"
@@ -101,6 +104,47 @@ TEST(CorpusTest, TruncatedFrameIsCorruption) {
   std::remove(path.c_str());
   ASSERT_FALSE(set.has_value());
   EXPECT_EQ(set.error().code(), StatusCode::kCorruption);
+}
+
+// A frame header is the file's word: one that claims 4 GiB of content, with
+// no blocks behind it, is a corrupt file, not a 4 GiB allocation. Loaded in
+// a child whose address space has 1 GiB to spare: presizing the output to
+// the claim fails there (std::bad_alloc, an abort), reading it does not.
+TEST(CorpusTest, ContentSizeClaimIsNotAllocated) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "RLIMIT_AS and a sanitizer's shadow do not mix";
+#endif
+  const std::string path = TempPath("ztier_corpus_claim") + ".zst";
+  // Magic, then a descriptor of one segment and an 8-byte content size.
+  std::string frame = "\x28\xb5\x2f\xfd\xe0";
+  const std::uint64_t claim = std::uint64_t{1} << 32;
+  for (int i = 0; i < 8; ++i) frame += static_cast<char>(claim >> (8 * i));
+  WriteFile(path, frame);
+  // The address space in use now, in pages (/proc/self/statm's first word).
+  std::uint64_t vm_pages = 0;
+  std::ifstream("/proc/self/statm") >> vm_pages;
+  ASSERT_GT(vm_pages, 0u);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const rlim_t spare = rlim_t{1} << 30;
+    const rlim_t limit = vm_pages * ::sysconf(_SC_PAGESIZE) + spare;
+    const rlimit rl{limit, limit};
+    if (::setrlimit(RLIMIT_AS, &rl) != 0) ::_exit(3);
+    try {
+      auto set = LoadPageSet(path);
+      ::_exit(!set.has_value() && set.error().code() == StatusCode::kCorruption
+                  ? 0
+                  : 1);
+    } catch (const std::bad_alloc&) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  std::remove(path.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "child status " << status << " (exit status 2: std::bad_alloc)";
 }
 
 }  // namespace
