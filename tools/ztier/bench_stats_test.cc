@@ -61,6 +61,24 @@ TEST(BenchStatsTest, FigureJsonShape) {
   }
 }
 
+// JSON is UTF-8: well-formed sequences pass through, any other byte (a
+// command line or file name may hold any) is U+FFFD.
+TEST(BenchStatsTest, JsonStringsAreUtf8) {
+  JsonWriter w;
+  w.BeginArray();
+  w.String("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  w.String("a\xff\xfe" "b\xc3" "c\xed\xa0\x80" "d\xc0\xaf");
+  w.EndArray();
+  const std::string text = w.Take();
+  EXPECT_NE(text.find("\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"a\\ufffd\\ufffdb\\ufffdc\\ufffd\\ufffd\\ufffdd"
+                      "\\ufffd\\ufffd\""),
+            std::string::npos)
+      << text;
+}
+
 TEST(BenchStatsTest, WriteJsonFileNamesAnUnwritablePath) {
   JsonWriter w;
   w.BeginObject();
