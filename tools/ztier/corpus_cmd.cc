@@ -243,6 +243,13 @@ std::optional<int> ParseCaptureArgs(std::span<const std::string_view> all_args,
   flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (a->output.empty()) return UsageError("-o FILE is required");
+  // The loaders (estimate, the benchmarks) decompress by the name: a corpus
+  // named otherwise would be read as its compressed bytes.
+  if (!a->output.ends_with(".zst")) {
+    return UsageError("-o " + a->output +
+                      ": a corpus is a zstd frame, named FILE.pages.zst (the "
+                      "corpus loaders read other names as plain pages)");
+  }
   if ((a->pid != 0) == !a->command.empty()) {
     return UsageError("give either --pid PID or -- COMMAND ARGS...");
   }

@@ -145,7 +145,7 @@ TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
       << r.out;
   EXPECT_TRUE(fs::is_empty(dir_.path()));
   // A FILE that cannot be written (a folder is there) leaves no sidecar.
-  const std::string taken = dir_.File("taken");
+  const std::string taken = dir_.File("taken.pages.zst");
   fs::create_directory(taken);
   r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) + " -o " +
                taken));
@@ -155,13 +155,26 @@ TEST_F(CorpusCaptureCliTest, UnwritableOutputLeavesNothing) {
   EXPECT_FALSE(fs::exists(taken + ".json"));
 }
 
+// A corpus named otherwise than *.zst would be loaded (estimate, the
+// benchmarks) as plain pages: its compressed bytes.
+TEST_F(CorpusCaptureCliTest, OutputMustBeNamedZst) {
+  SleepingChild child;
+  const std::string out = dir_.File("sleep.corpus");
+  auto r = Sh(Ztier("corpus capture --pid " + std::to_string(child.pid()) +
+                    " --level 1 -o " + out));
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("FILE.pages.zst"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_empty(dir_.path()));
+}
+
 TEST_F(CorpusCaptureCliTest, UsageErrors) {
   for (const char* args :
-       {"corpus capture -o x", "corpus capture --pid 1",
-        "corpus capture --pid 1 -o x -- sleep 1",
-        "corpus capture --after 1 --pid 1 -o x",
-        "corpus capture --pid 1 -o x --mappings heap",
-        "corpus capture --after -1 -o x -- sleep 1", "corpus frobnicate"}) {
+       {"corpus capture -o x.pages.zst", "corpus capture --pid 1",
+        "corpus capture --pid 1 -o x.pages.zst -- sleep 1",
+        "corpus capture --after 1 --pid 1 -o x.pages.zst",
+        "corpus capture --pid 1 -o x.pages.zst --mappings heap",
+        "corpus capture --after -1 -o x.pages.zst -- sleep 1",
+        "corpus frobnicate"}) {
     auto r = Sh(Ztier(args));
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
     EXPECT_NE(r.out.find("--help"), std::string::npos) << args << "\n" << r.out;
