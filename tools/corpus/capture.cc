@@ -257,7 +257,20 @@ Status CheckReadable(pid_t pid) {
     return Status::Ok();
   }
   if (errno == ESRCH) {
-    return Status::NotFound("ESRCH: no process " + std::to_string(pid));
+    // No process, or one without an address space (mm_access() gives
+    // ESRCH for both): /proc/PID tells them apart.
+    int err = 0;
+    auto stat = ReadSmallFile(Proc(pid, "stat"), &err);
+    const auto paren = stat.has_value() ? stat->rfind(')') : std::string::npos;
+    if (paren == std::string::npos || paren + 2 >= stat->size()) {
+      return Status::NotFound("ESRCH: no process " + std::to_string(pid));
+    }
+    const char state = (*stat)[paren + 2];
+    return Status::NotFound(
+        "ESRCH: process " + std::to_string(pid) +
+        (state == 'Z' || state == 'X'
+             ? " has exited (a zombie): its memory is gone"
+             : " has no user memory to capture (a kernel thread)"));
   }
   if (errno == EPERM) {
     return NotPermitted(pid, "process_vm_readv: Operation not permitted");

@@ -109,6 +109,26 @@ TEST_F(CorpusCaptureCliTest, NoSuchProcess) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// A process that has exited but is not yet reaped is there, without memory.
+TEST_F(CorpusCaptureCliTest, ZombieIsNotAMissingProcess) {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ASSERT_GT(pid, 0);
+  siginfo_t info{};  // wait for its exit, leaving it a zombie
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT),
+            0);
+  const std::string out = dir_.File("zombie.pages.zst");
+  auto r =
+      Sh(Ztier("corpus capture --pid " + std::to_string(pid) + " -o " + out));
+  ::waitpid(pid, nullptr, 0);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("ESRCH: process " + std::to_string(pid) +
+                       " has exited (a zombie)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 // As `nobody`, root's process may not be read: EPERM, and no file.
 TEST_F(CorpusCaptureCliTest, WithoutPermissionIsEperm) {
   ASSERT_EQ(::geteuid(), 0u) << "this test needs root (to drop to nobody)";
