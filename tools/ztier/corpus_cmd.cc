@@ -38,8 +38,23 @@ int UsageError(const std::string& message) {
   return ReportUsageError(kCommand, message);
 }
 
-// A started COMMAND, stopped (SIGTERM, then SIGKILL after 5 s) and reaped
-// when the object dies.
+// The process group of the started COMMAND, for the signal handler.
+volatile sig_atomic_t g_child_group = 0;
+
+// SIGINT, SIGTERM or SIGHUP to ztier while COMMAND runs in its own group
+// (where the terminal's ^C does not reach): the group is stopped with
+// SIGTERM, as after a capture but without waiting, and ztier dies of it.
+void ForwardSignal(int sig) {
+  if (g_child_group > 0) ::kill(-g_child_group, SIGTERM);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
+
+// A started COMMAND, in a process group of its own with what it starts,
+// stopped (SIGTERM to the group, then SIGKILL after 5 s to what is left
+// of it) and reaped when the object dies.
 class Child {
  public:
   static Result<Child> Start(std::span<const std::string_view> argv) {
@@ -47,13 +62,26 @@ class Child {
     std::vector<char*> ptrs;
     for (std::string& w : words) ptrs.push_back(w.data());
     ptrs.push_back(nullptr);
+    posix_spawnattr_t attr;
+    ::posix_spawnattr_init(&attr);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    ::posix_spawnattr_setpgroup(&attr, 0);
+    for (int sig : kForwarded) ::signal(sig, ForwardSignal);
     pid_t pid = -1;
     const int err =
-        ::posix_spawnp(&pid, ptrs[0], nullptr, nullptr, ptrs.data(), environ);
-    if (err != 0) return Err(PosixError("start " + words[0], err));
+        ::posix_spawnp(&pid, ptrs[0], nullptr, &attr, ptrs.data(), environ);
+    ::posix_spawnattr_destroy(&attr);
+    if (err != 0) {
+      for (int sig : kForwarded) ::signal(sig, SIG_DFL);
+      return Err(PosixError("start " + words[0], err));
+    }
+    g_child_group = pid;
     return Child(pid);
   }
-  Child(Child&& o) noexcept : pid_(o.pid_) { o.pid_ = -1; }
+  Child(Child&& o) noexcept : pid_(o.pid_), group_(o.group_) {
+    o.pid_ = -1;
+    o.group_ = -1;
+  }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
   ~Child() { Stop(); }
@@ -64,30 +92,41 @@ class Child {
   bool Exited(int* status) {
     if (pid_ < 0) return true;
     if (::waitpid(pid_, status, WNOHANG) == pid_) {
-      pid_ = -1;
+      pid_ = -1;  // what it started may live on: Stop() stops its group
       return true;
     }
     return false;
   }
 
+  // Stops the group: done when the command is reaped and no process is
+  // left in its group (which outlives it while any is).
   void Stop() {
-    if (pid_ < 0) return;
-    ::kill(pid_, SIGTERM);
+    if (group_ < 0) return;
+    ::kill(-group_, SIGTERM);
     for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
+      if (pid_ >= 0 && ::waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
+      if (pid_ < 0 && ::kill(-group_, 0) != 0) {
+        Stopped();
         return;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
+    ::kill(-group_, SIGKILL);
+    if (pid_ >= 0) ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
+    Stopped();
   }
 
  private:
-  explicit Child(pid_t pid) : pid_(pid) {}
+  explicit Child(pid_t pid) : pid_(pid), group_(pid) {}
+  void Stopped() {
+    pid_ = -1;
+    group_ = -1;
+    g_child_group = 0;
+    for (int sig : kForwarded) ::signal(sig, SIG_DFL);
+  }
   pid_t pid_;
+  pid_t group_;  // -1 once stopped
 };
 
 std::string ExitText(int status) {

@@ -95,6 +95,26 @@ TEST_F(CorpusCaptureCliTest, CommandThatExitsFirstLeavesNoFile) {
   EXPECT_FALSE(fs::exists(out + ".json"));
 }
 
+// What the command starts is stopped with it: a shell's background job
+// does not outlive the capture.
+TEST_F(CorpusCaptureCliTest, CommandsChildrenAreStoppedToo) {
+  const std::string out = dir_.File("kids.pages.zst");
+  const std::string pidfile = dir_.File("kid.pid");
+  auto r = Sh(Ztier("corpus capture --after 0.5 --level 1 -o " + out +
+                    " -- sh -c 'sleep 301.25 >/dev/null 2>&1 & echo $! > " +
+                    pidfile + "; wait'"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const std::string kid = ReadFile(pidfile);
+  ASSERT_FALSE(kid.empty()) << "the shell did not start its job in 0.5 s";
+  const pid_t pid = std::stoi(kid);
+  // Gone, or a zombie of its new parent's (no cmdline).
+  const std::string cmdline =
+      ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  const bool alive = cmdline.find("301.25") != std::string::npos;
+  if (alive) ::kill(pid, SIGKILL);
+  EXPECT_FALSE(alive) << "sleep " << pid << " outlived the capture";
+}
+
 TEST_F(CorpusCaptureCliTest, NoSuchProcess) {
   pid_t pid = ::fork();
   if (pid == 0) ::_exit(0);
