@@ -10,11 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
-#include <optional>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -96,6 +97,22 @@ class Child {
       return true;
     }
     return false;
+  }
+
+  // Waits `seconds`, or less if it exits first: whether it has exited (it
+  // is then reaped; *status says how).
+  bool ExitsWithin(double seconds, int* status) {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(seconds));
+    for (;;) {
+      if (Exited(status)) return true;
+      const auto now = Clock::now();
+      if (now >= deadline) return false;
+      std::this_thread::sleep_for(std::min<Clock::duration>(
+          deadline - now, std::chrono::milliseconds(10)));
+    }
   }
 
   // Stops the group: done when the command is reaped and no process is
@@ -348,9 +365,8 @@ int RunCapture(std::span<const std::string_view> all_args) {
     if (!started.has_value()) return Fail(started.error().message());
     child.emplace(std::move(*started));
     a.pid = child->pid();
-    std::this_thread::sleep_for(std::chrono::duration<double>(a.after));
     int status = 0;
-    if (child->Exited(&status)) {
+    if (child->ExitsWithin(a.after, &status)) {
       return Fail("ESRCH: " + std::string(a.command[0]) + " exited (" +
                   ExitText(status) + ") before the capture; no corpus written");
     }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +114,22 @@ TEST_F(CorpusCaptureCliTest, CommandsChildrenAreStoppedToo) {
   const bool alive = cmdline.find("301.25") != std::string::npos;
   if (alive) ::kill(pid, SIGKILL);
   EXPECT_FALSE(alive) << "sleep " << pid << " outlived the capture";
+}
+
+// A command that exits at once fails the capture at once, not after the
+// whole of --after.
+TEST_F(CorpusCaptureCliTest, CommandThatExitsFirstFailsWithoutWaiting) {
+  const std::string out = dir_.File("quick.pages.zst");
+  const auto start = std::chrono::steady_clock::now();
+  auto r = Sh(Ztier("corpus capture --after 90 -o " + out + " -- false"));
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("ESRCH: false exited (exit status 1) before the "
+                       "capture; no corpus written"),
+            std::string::npos)
+      << r.out;
+  EXPECT_LT(took, std::chrono::seconds(45));
+  EXPECT_FALSE(fs::exists(out));
 }
 
 TEST_F(CorpusCaptureCliTest, NoSuchProcess) {
