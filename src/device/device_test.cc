@@ -279,6 +279,16 @@ TEST(DeviceTest, IdleAgesParseAsTheKernelParsesThem) {
   EXPECT_EQ(idle_at("0200"), Result<bool>(false));   // octal: 128
   EXPECT_EQ(idle_at("0144\n"), Result<bool>(false));  // 100, not older
   EXPECT_EQ(idle_at("99999999999"), Result<bool>(false));
+  // idle_store()'s cutoff is boottime minus the age in nanoseconds, and a
+  // slot is idle when accessed before it: age 0 marks every slot, as
+  // "all", even one written in the same (whole) second.
+  {
+    EXPECT_OK(d.Write(0, page));  // at 1000
+    ASSERT_OK(d.MarkIdle("0"));   // still 1000
+    WritebackResult r;
+    EXPECT_OK(d.Writeback("idle", &r));
+    EXPECT_EQ(r.written, 1u);
+  }
   for (const char* bad : {"60s", "0x", "-5", "089", ""}) {
     const auto r = idle_at(bad);
     ASSERT_FALSE(r.has_value()) << bad;

@@ -634,8 +634,13 @@ void PageStore::MarkIdleOlderThan(std::uint32_t age_seconds) {
     if (!Allocated(s.flags.load(std::memory_order_relaxed))) continue;
     SlotLock lock(s);
     if (!IdleEligible(SlotTable::Flags(s))) continue;
-    // Idle when the last access is more than age_seconds ago.
-    if (now >= s.ac_time && now - s.ac_time > age_seconds) {
+    // Idle when the last access is more than age_seconds ago. zram's
+    // idle_store() compares nanoseconds (cutoff = now - age, idle when
+    // cutoff is after ac_time), so age 0 marks every slot accessed before
+    // now, as "all" does; in whole seconds a slot accessed this second
+    // would otherwise stay busy.
+    if (age_seconds == 0 ||
+        (now >= s.ac_time && now - s.ac_time > age_seconds)) {
       SlotTable::SetFlags(s, slot::kIdle);
     } else {
       SlotTable::ClearFlags(s, slot::kIdle);

@@ -474,7 +474,8 @@ class PageStore {
 
   // zram's `idle` attribute: MarkIdleAll() sets IDLE on every allocated slot
   // that is not SAME or WB; MarkIdleOlderThan(age) sets it where the last
-  // access is more than `age_seconds` ago and clears it elsewhere.
+  // access is more than `age_seconds` ago and clears it elsewhere (age 0:
+  // on every such slot, as zram's nanosecond cutoff does).
   void MarkIdleAll();
   void MarkIdleOlderThan(std::uint32_t age_seconds);
 
