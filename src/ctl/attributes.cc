@@ -135,10 +135,17 @@ WireReply StoreCompAlgorithm(Device& d, std::string_view v) {
 }
 WireReply StoreAlgorithmParams(Device& d, std::string_view v) {
   const Status s = d.SetAlgorithmParams(v);
-  // kNotFound here is a dict= file that is not there: zram's
-  // kernel_read_file gives ENOENT (StatusCodeErrnoName says ENODEV).
-  if (s.code() == StatusCode::kNotFound) return Error("ENOENT", s.message());
-  return FromStatus(s);
+  // kNotFound, kPermissionDenied, kIoError here are a dict= file that could
+  // not be read: zram's comp_params_store() answers EINVAL for any failure
+  // of kernel_read_file_from_path() (sz < 0), whatever its errno.
+  switch (s.code()) {
+    case StatusCode::kNotFound:
+    case StatusCode::kPermissionDenied:
+    case StatusCode::kIoError:
+      return Error("EINVAL", s.message());
+    default:
+      return FromStatus(s);
+  }
 }
 WireReply StoreMemLimit(Device& d, std::string_view v) {
   auto size = ParseSize(v);
