@@ -600,6 +600,16 @@ Status Device::Impl::Writeback(std::string_view tokens,
   WritebackRequest request;
   ZT_ASSIGN_OR_RETURN(request.scans,
                       ParseWritebackTokens(tokens, disksize_ / kPageSize));
+  // zram 6.12's writeback_store() checks writeback_limit before each slot
+  // it scans, a candidate or not: with the limit enabled and spent, a pass
+  // is EIO even where it would find nothing to write.
+  if (budget_.enabled.load() && budget_.pages.load() == 0) {
+    WritebackResult r;
+    r.limit_reached = true;
+    r.status = Status::IoError("writeback_limit reached");
+    if (result != nullptr) *result = r;
+    return r.status;
+  }
   request.in_flight = static_cast<std::size_t>(
       std::min(writeback_batch_size_.load(), kMaxWritebackInFlight));
   request.compressed = compressed_writeback_;

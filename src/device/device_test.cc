@@ -503,6 +503,30 @@ TEST(DeviceBackingTest, WritebackLimitStopsWithIoError) {
   EXPECT_EQ(d.Stats().bd_count, 8u);
 }
 
+// writeback_store() in 6.12 checks the limit before each slot it scans, so
+// a spent limit fails the pass with EIO even when no slot would be written
+// (no idle page, an empty slot, a same-filled one).
+TEST(DeviceBackingTest, ASpentWritebackLimitFailsEvenWithNothingToWrite) {
+  testing::ScopedTempDir dir;
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  ASSERT_OK(d.Write(0, Bytes(kPageSize, 8)));                        // not idle
+  ASSERT_OK(d.WriteZeroes(kPageSize, kPageSize, /*no_hole=*/true));  // same
+  ASSERT_OK(d.SetWritebackLimitEnable(true));
+  ASSERT_OK(d.SetWritebackLimit(0));
+  for (const char* tokens : {"idle", "huge", "page_index=1", "page_index=9"}) {
+    WritebackResult r;
+    EXPECT_EQ(d.Writeback(tokens, &r).code(), StatusCode::kIoError) << tokens;
+    EXPECT_TRUE(r.limit_reached) << tokens;
+    EXPECT_EQ(r.written, 0u) << tokens;
+  }
+  ASSERT_OK(d.SetWritebackLimitEnable(false));
+  WritebackResult r;
+  ASSERT_OK(d.Writeback("idle", &r));
+  EXPECT_EQ(r.written, 0u);
+}
+
 TEST(DeviceBackingTest, BackingIoErrorsReachTheCaller) {
   testing::ScopedTempDir dir;
   std::atomic<long> fault{0};  // 0: none; else the -errno every write gets
