@@ -19,6 +19,8 @@
 #      source tree, are run: each stores data through the library and reads
 #      it back (exit 0 only when it round-trips; the C program's 77 means
 #      userfaultfd is unusable here, which is reported and tolerated);
+#      The C program is also built by a C-only CMake project
+#      (consumer_cmake_c/), which links with the C compiler;
 #   3. neither program needs GnuTLS: both are linked with --no-as-needed, so
 #      anything ztier.pc or ztierTargets.cmake drags in becomes a NEEDED
 #      entry, and no libgnutls may be among them (readelf -d), nor any gnutls
@@ -196,5 +198,16 @@ grep -rqF -- "$ROOT/include" "$TMP/cxx/build/CMakeFiles/consumer_cxx.dir/flags.m
   fail "the C++ consumer was not compiled with $ROOT/include"
 check_no_gnutls "$TMP/cxx/build/consumer_cxx"
 run_consumer "$TMP/cxx/build/consumer_cxx"
+
+echo "== C consumer: find_package(ztier) from a C-only project"
+mkdir "$TMP/cmc"
+cp "$SRC/testing/install/consumer_cmake_c/CMakeLists.txt" "$SRC/testing/install/consumer_c.c" "$TMP/cmc/"
+"$CMAKE" -S "$TMP/cmc" -B "$TMP/cmc/build" -DCMAKE_PREFIX_PATH="$ROOT" \
+  -DCMAKE_C_COMPILER="$CC" -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_C_FLAGS="$SAN" -DCMAKE_EXE_LINKER_FLAGS="$SAN" >"$TMP/cmc.log" 2>&1 ||
+  { cat "$TMP/cmc.log" >&2; fail "find_package(ztier) C project does not configure"; }
+"$CMAKE" --build "$TMP/cmc/build" >>"$TMP/cmc.log" 2>&1 ||
+  { tail -20 "$TMP/cmc.log" >&2; fail "the C consumer does not link through find_package(ztier)"; }
+run_consumer "$TMP/cmc/build/consumer_c"
 
 echo "install_test: ok"
