@@ -62,14 +62,20 @@ install: build
 
 # `make uninstall`: removes what the last `make install` from this build
 # installed ($(INSTALLED)), but not while ztier.service runs (stop and
-# disable it first). The record stays until every file is gone.
+# disable it first), then the folders named ztier that held them once empty
+# (include/ztier, lib/cmake/ztier, share/doc/ztier; etc/ztier unless a
+# ztier.conf is left in it). The record stays until every file is gone.
 uninstall:
 	@test -f $(INSTALLED) || \
 	  { echo "uninstall: no $(INSTALLED): nothing was installed from $(BUILD)"; exit 1; }
 	@if systemctl is-active --quiet ztier 2>/dev/null; then \
 	  echo "uninstall: ztier.service is running; first: systemctl disable --now ztier"; exit 1; fi
 	@rc=0; while IFS= read -r f || [ -n "$$f" ]; do rm -fv "$$f" || rc=1; done < $(INSTALLED); \
-	  if [ $$rc = 0 ]; then rm -f $(INSTALLED); else \
+	  if [ $$rc = 0 ]; then \
+	    sed -n 's|/[^/]*$$||p' $(INSTALLED) | sort -u | while IFS= read -r d; do \
+	      case $$d in */ztier) ! rmdir "$$d" 2>/dev/null || \
+	        echo "removed directory '$$d'";; esac; done; \
+	    rm -f $(INSTALLED); else \
 	    echo "uninstall: some files stayed; $(INSTALLED) still lists them"; exit 1; fi
 
 # The main job: a 1 GiB compressed RAM device (zram0, lz4) served over NBD on

@@ -210,4 +210,18 @@ cp "$SRC/testing/install/consumer_cmake_c/CMakeLists.txt" "$SRC/testing/install/
   { tail -20 "$TMP/cmc.log" >&2; fail "the C consumer does not link through find_package(ztier)"; }
 run_consumer "$TMP/cmc/build/consumer_c"
 
+# 4. `make uninstall` (the Makefile's rule, on a record of this install as
+#    `make install` writes it) removes every file installed and the folders
+#    named ztier it made, but leaves a user's ztier.conf (and its folder).
+echo "== make uninstall"
+: >"$DEST$ETC/ztier/ztier.conf"
+sed "s|^|$DEST|" "$BUILD/install_manifest.txt" >"$TMP/installed.txt"
+make -s -C "$SRC" uninstall INSTALLED="$TMP/installed.txt" >"$TMP/uninstall.log" 2>&1 ||
+  { cat "$TMP/uninstall.log" >&2; fail "make uninstall failed"; }
+[ ! -e "$TMP/installed.txt" ] || fail "make uninstall kept its record"
+[ -f "$DEST$ETC/ztier/ztier.conf" ] || fail "make uninstall removed the user's ztier.conf"
+rm "$DEST$ETC/ztier/ztier.conf"
+left=$(find "$DEST" -type f -o -type d -name ztier ! -path "$ROOT" ! -path "$DEST$ETC/ztier")
+[ -z "$left" ] || fail "make uninstall left: $left"
+
 echo "install_test: ok"
