@@ -111,6 +111,24 @@ for h in "$SRC"/src/*/include/ztier/*.h; do
   need_file "$ROOT/include/ztier/$(basename "$h")"
   cmp -s "$h" "$ROOT/include/ztier/$(basename "$h")" || fail "header $(basename "$h") differs"
 done
+# Each header compiles on its own against the installed include folder
+# only (C++23; region_c.h also as C99 and C11), and before C++23 a C++
+# header says what it needs rather than failing inside <expected>.
+for h in "$ROOT"/include/ztier/*.h; do
+  printf '#include <ztier/%s>\nint main() { return 0; }\n' "$(basename "$h")" >"$TMP/h.cc"
+  "$CXX" -std=c++23 -Wall -Wextra -Werror -fsyntax-only -I"$ROOT/include" "$TMP/h.cc" ||
+    fail "$(basename "$h") does not compile on its own (C++23)"
+done
+printf '#include <ztier/region_c.h>\nint main(void) { return 0; }\n' >"$TMP/h.c"
+for std in c99 c11; do
+  "$CC" -std=$std -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$ROOT/include" "$TMP/h.c" ||
+    fail "region_c.h does not compile as $std"
+done
+printf '#include <ztier/region.h>\nint main() { return 0; }\n' >"$TMP/h20.cc"
+if "$CXX" -std=c++20 -fsyntax-only -I"$ROOT/include" "$TMP/h20.cc" >"$TMP/h20.log" 2>&1; then
+  fail "ztier/region.h compiled as C++20"
+fi
+grep -q 'need C++23' "$TMP/h20.log" || fail "ztier/region.h as C++20 does not say it needs C++23: $(head -3 "$TMP/h20.log")"
 for d in platform nbd ctl corpus uffd; do
   [ ! -e "$ROOT/include/$d" ] || fail "installed a layer's internal headers: include/$d"
 done

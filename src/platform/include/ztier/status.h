@@ -35,6 +35,12 @@
 #define ZTIER_STATUS_H_
 
 #include <expected>
+// Every C++ header of ztier uses std::expected (Result<T>): say so here, not
+// with an error about `expected` deep in a user's build (C programs use
+// ztier/region_c.h, which needs none of this).
+#if !defined(__cpp_lib_expected) || __cpp_lib_expected < 202202L
+#error "ztier's C++ headers need C++23 std::expected: compile with -std=c++23 (GCC 12 or later with libstdc++)"
+#endif
 #include <string>
 #include <string_view>
 #include <utility>
