@@ -659,6 +659,16 @@ TEST(ServeServiceTest, TheShippedUnitVerifies) {
   unit << in.rdbuf();
   std::string text = unit.str();
   ASSERT_NE(text.find("Type=notify"), std::string::npos);
+  // No device allow-list, explicit or implied: the service opens block
+  // devices (writeback-device) and, with ublk = yes, /dev/ublk-control and
+  // /dev/ublkcN. ProtectClock=yes implies DeviceAllow=char-rtc r, which on
+  // older systemd (245 to 251) blocks every other device.
+  for (const char* key : {"ProtectClock=yes", "PrivateDevices=yes",
+                          "DeviceAllow=", "DevicePolicy="}) {
+    EXPECT_EQ(std::regex_search(text, std::regex(std::string("(^|\\n)") + key)),
+              false)
+        << "dist/ztier.service sets " << key;
+  }
   const std::string bin = std::string(ZTIER_BIN);
   text = std::regex_replace(text, std::regex("@ZTIER_BINDIR@"),
                             bin.substr(0, bin.rfind('/')));
