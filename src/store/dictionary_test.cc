@@ -6,12 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
-#include <chrono>
 #include <thread>
 #include <vector>
 

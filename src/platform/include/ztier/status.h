@@ -39,7 +39,8 @@
 // with an error about `expected` deep in a user's build (C programs use
 // ztier/region_c.h, which needs none of this).
 #if !defined(__cpp_lib_expected) || __cpp_lib_expected < 202202L
-#error "ztier's C++ headers need C++23 std::expected: compile with -std=c++23 (GCC 12 or later with libstdc++)"
+#error \
+    "ztier's C++ headers need C++23 std::expected: compile with -std=c++23 (GCC 12 or later with libstdc++)"
 #endif
 #include <string>
 #include <string_view>
