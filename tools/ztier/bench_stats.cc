@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <utility>
 
+#include "ctl/json_string.h"
+
 namespace ztier::tool {
 
 SampleStats Summarize(std::span<const double> samples) {
@@ -98,81 +100,6 @@ std::string TextTable::Render() const {
   return out;
 }
 
-namespace {
-
-// The length of the well-formed UTF-8 sequence at the start of `s`, or 0
-// (a stray byte: not UTF-8, as a command line or file name may hold).
-std::size_t Utf8Length(std::string_view s) {
-  const auto b = [&](std::size_t i) {
-    return i < s.size() ? static_cast<unsigned char>(s[i]) : 0u;
-  };
-  const unsigned c = b(0);
-  const auto cont = [&](std::size_t i, unsigned lo = 0x80, unsigned hi = 0xbf) {
-    return b(i) >= lo && b(i) <= hi;
-  };
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
-  if (c >= 0xe0 && c <= 0xef) {
-    const unsigned lo = c == 0xe0 ? 0xa0 : 0x80;  // no overlong forms
-    const unsigned hi = c == 0xed ? 0x9f : 0xbf;  // no surrogates
-    return cont(1, lo, hi) && cont(2) ? 3 : 0;
-  }
-  if (c >= 0xf0 && c <= 0xf4) {
-    const unsigned lo = c == 0xf0 ? 0x90 : 0x80;
-    const unsigned hi = c == 0xf4 ? 0x8f : 0xbf;  // to U+10FFFF
-    return cont(1, lo, hi) && cont(2) && cont(3) ? 4 : 0;
-  }
-  return 0;
-}
-
-// `s` as a JSON string literal, quotes included. JSON text is UTF-8: a byte
-// that is not part of a UTF-8 sequence becomes U+FFFD.
-std::string JsonQuote(std::string_view s) {
-  std::string out = "\"";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char ch = s[i];
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x80) {
-      const std::size_t n = Utf8Length(s.substr(i));
-      if (n == 0) {
-        out += "\\ufffd";
-      } else {
-        out.append(s.substr(i, n));
-        i += n - 1;
-      }
-      continue;
-    }
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
-
 void JsonWriter::Newline() {
   if (has_element_.size() >= inline_from_) {
     out_ += ' ';
@@ -233,14 +160,14 @@ void JsonWriter::EndArray() { Close(']'); }
 
 void JsonWriter::Key(std::string_view key) {
   BeforeValue();
-  out_ += JsonQuote(key);
+  ctl::AppendJsonString(out_, key);
   out_ += ": ";
   after_key_ = true;
 }
 
 void JsonWriter::String(std::string_view value) {
   BeforeValue();
-  out_ += JsonQuote(value);
+  ctl::AppendJsonString(out_, value);
 }
 
 void JsonWriter::Int(std::int64_t value) {
