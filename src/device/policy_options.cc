@@ -12,6 +12,7 @@
 #include "kernel_args.h"
 #include "ztier/codec.h"
 #include "ztier/page.h"
+#include "ztier/page_store.h"
 #include "ztier/policy.h"
 
 namespace ztier {
@@ -148,7 +149,9 @@ Status ApplyToken(std::string_view key, std::string_view value,
   } else if (key == "train_dict_size") {
     auto v = ParseSize(value);
     if (!v.has_value()) return Bad(token, v.error().message());
-    if (*v < 1024 || *v > (1u << 20)) return Bad(token, "want 1K..1M");
+    if (*v < kMinDictBytes || *v > kMaxDictBytes) {
+      return Bad(token, "want 1K..1M");
+    }
     o->train_dict_size = *v;
   } else if (key == "compact_min") {
     ZT_ASSIGN_OR_RETURN(o->compact_min, ParseSizeOrNone(value, token));

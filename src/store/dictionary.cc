@@ -32,8 +32,6 @@
 namespace ztier {
 namespace {
 
-constexpr std::size_t kMinDictBytes = 1024;
-constexpr std::size_t kMaxDictBytes = std::size_t{1} << 20;
 constexpr std::size_t kMinSamples = 512;
 constexpr std::size_t kMaxSamples = 16384;
 

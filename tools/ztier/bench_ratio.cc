@@ -197,7 +197,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
     return ReportUsageError(
         kCommand, "--dict-size " + dict_size + ": " + bytes.error().message());
   }
-  if (*bytes < 1024 || *bytes > (1u << 20)) {
+  if (*bytes < kMinDictBytes || *bytes > kMaxDictBytes) {
     return ReportUsageError(kCommand,
                             "--dict-size " + dict_size + ": want 1K to 1M");
   }

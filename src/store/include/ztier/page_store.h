@@ -283,8 +283,12 @@ struct RecompressResult {
 // (codec.h, dictionary_bytes; its bytes and zstd's CDict and DDict) counts
 // in mem_used_total and against mem_limit for as long as it is held: while
 // it is the newest, or any object made with it lives.
+// The sizes a trained dictionary may be asked for (dict_bytes below).
+inline constexpr std::size_t kMinDictBytes = 1024;
+inline constexpr std::size_t kMaxDictBytes = std::size_t{1} << 20;
+
 struct TrainDictRequest {
-  std::size_t dict_bytes = 16 * 1024;  // at most; 1 KiB..1 MiB
+  std::size_t dict_bytes = 16 * 1024;  // at most; kMinDictBytes..kMaxDictBytes
   // Pages sampled, evenly across the store's compressed pages (SAME, HUGE
   // and written-back ones are not sampled), half to train on (0: 100 bytes
   // per byte of dictionary, ZDICT's advice) and half held out to judge
