@@ -182,40 +182,40 @@ void Region::Impl::MapZeros(std::size_t p) {
   std::size_t hi = p + 1;
   while (lo > w0 && pages.is(lo - 1, PageState::kUntouched)) --lo;
   while (hi < w1 && pages.is(hi, PageState::kUntouched)) ++hi;
-  // Counted first: the ioctl wakes the faulter.
-  for (std::size_t i = lo; i < hi; ++i) {
-    pages.set_state(i, PageState::kResident);
-    pages.set(i, PageMap::kRef);
-  }
-  Bump(c.resident, hi - lo);
   // Zeroed pages, not the shared zero page: the first write to a zero-page
   // mapping is a copy-on-write that flushes the TLB of every CPU running
   // this process (an IPI each, costly on a VM), and untouched memory is
-  // nearly always about to be written.
-  std::size_t done = 0;
-  Status st = CopyPages(Addr(lo), zeros.get(), (hi - lo) * kPageSize,
-                        /*wp=*/false, &done);
+  // nearly always about to be written. map(a, b) maps [a, b), counted
+  // first (the ioctl wakes the faulter); the pages it did not reach stay
+  // untouched. It returns how many it mapped.
+  Status st;
+  const auto map = [&](std::size_t a, std::size_t b) {
+    for (std::size_t i = a; i < b; ++i) {
+      pages.set_state(i, PageState::kResident);
+      pages.set(i, PageMap::kRef);
+    }
+    Bump(c.resident, b - a);
+    std::size_t done = 0;
+    st = CopyPages(Addr(a), zeros.get(), (b - a) * kPageSize, /*wp=*/false,
+                   &done);
+    if (st.ok()) return b - a;
+    const std::size_t n = done / kPageSize;
+    for (std::size_t i = a + n; i < b; ++i) {
+      pages.set_state(i, PageState::kUntouched);
+      pages.clear(i, PageMap::kRef);
+    }
+    Drop(c.resident, b - a - n);
+    return n;
+  };
+  const std::size_t n = map(lo, hi);
   if (st.ok()) return;
-  // Pages not reached stay untouched.
-  const std::size_t n = done / kPageSize;
-  for (std::size_t i = lo + n; i < hi; ++i) {
-    pages.set_state(i, PageState::kUntouched);
-    pages.clear(i, PageMap::kRef);
-  }
-  Drop(c.resident, hi - lo - n);
   // One UFFDIO_COPY cannot span two mappings (ENOENT), and the window may
   // cross where mlock, mprotect or madvise split the region: were p not
   // reached, every retry of its faulter would fail the same way. So p is
   // mapped alone (within one mapping) before the failure counts.
   if (lo + n <= p && hi - lo > 1) {
-    pages.set_state(p, PageState::kResident);
-    pages.set(p, PageMap::kRef);
-    Bump(c.resident);
-    st = CopyPages(Addr(p), zeros.get(), kPageSize, /*wp=*/false, &done);
+    map(p, p + 1);
     if (st.ok()) return;
-    pages.set_state(p, PageState::kUntouched);
-    pages.clear(p, PageMap::kRef);
-    Drop(c.resident);
   }
   // The faulter retries, and if p was not reached it faults again.
   LogError(st);
@@ -259,13 +259,15 @@ void Region::Impl::FaultIn(std::size_t p) {
   for (std::size_t i = w0; i < w1; ++i) {
     ok[i - w0] = ok[i - w0] && st[i - w0].ok();
   }
-  // A load refused for want of memory (a decompressor or a read buffer
-  // that could not be had) may work a moment later: the faulting page is
-  // tried again, 1 to 16 ms apart (and then faulted again, below).
-  for (int ms = 1; !ok[p - w0] && ms <= 16 &&
-                   (st[p - w0].code() == StatusCode::kResourceExhausted ||
-                    st[p - w0].code() == StatusCode::kBusy);
-       ms *= 2) {
+  // A load of p refused for want of memory (a decompressor or a read
+  // buffer that could not be had) may work a moment later: it is tried
+  // again, 1 to 16 ms apart.
+  const auto short_of_memory = [&] {
+    return !ok[p - w0] &&
+           (st[p - w0].code() == StatusCode::kResourceExhausted ||
+            st[p - w0].code() == StatusCode::kBusy);
+  };
+  for (int ms = 1; short_of_memory() && ms <= 16; ms *= 2) {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     st[p - w0] = store->Load(
         p, MutablePage(staging.get() + (p - w0) * kPageSize, kPageSize));
@@ -274,9 +276,7 @@ void Region::Impl::FaultIn(std::size_t p) {
   // Still refused for want of memory: the slot is intact, and running out
   // of memory must lose nothing (region.h). p stays stored and its faulter
   // is woken (after the read-ahead installs below) to fault again.
-  const bool retry_p =
-      !ok[p - w0] && (st[p - w0].code() == StatusCode::kResourceExhausted ||
-                      st[p - w0].code() == StatusCode::kBusy);
+  const bool retry_p = short_of_memory();
   if (!ok[p - w0] && !retry_p) LoadFailed(p, st[p - w0]);
   // Install: p first and writable, then each run of read-ahead pages
   // write-protected. The bookkeeping for all of them comes first: p's copy
