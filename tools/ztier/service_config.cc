@@ -13,12 +13,11 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <set>
-#include <sstream>
 
 #include "nbd/nbd_backing_file.h"
+#include "platform/unique_fd.h"
 #include "size_expr.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
@@ -541,43 +540,37 @@ Result<ServiceConfig> LoadServiceConfig(const std::string& path) {
   // SIGTERM: a FIFO must not block it (open and read are non-blocking, and
   // only a regular file is read), nor a device such as /dev/zero, or a huge
   // file, take the memory of a server that may hold a kernel's swap.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Err(PosixError(path + ": cannot read", errno));
+  const platform::UniqueFd fd(
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   struct stat st;
-  if (::fstat(fd, &st) != 0) {
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
     const int err = errno;
-    ::close(fd);
     return Err(PosixError(path + ": cannot read", err));
   }
   if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
     return Err(Status::InvalidArgument(path + ": is a directory, not a "
                                               "configuration file"));
   }
   if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
     return Err(Status::InvalidArgument(path + ": not a regular file"));
   }
   std::string body;
   char buf[16384];
   for (;;) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       const int err = errno;
-      ::close(fd);
       return Err(PosixError(path + ": cannot read", err));
     }
     if (n == 0) break;
     if (body.size() + static_cast<std::size_t>(n) > kMaxConfigFileBytes) {
-      ::close(fd);
       return Err(Status::InvalidArgument(
           path + ": larger than " + std::to_string(kMaxConfigFileBytes >> 10) +
           " KiB; not a configuration file"));
     }
     body.append(buf, static_cast<std::size_t>(n));
   }
-  ::close(fd);
   if (body.find('\0') != std::string::npos) {
     return Err(Status::InvalidArgument(path + ": not a text file (it holds a "
                                               "NUL byte)"));
