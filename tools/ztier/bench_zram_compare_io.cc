@@ -17,6 +17,8 @@
 #include <latch>
 #include <thread>
 
+#include "platform/unique_fd.h"
+
 namespace ztier::tool {
 namespace {
 
@@ -30,16 +32,13 @@ AlignedBuffer AllocAligned(std::size_t bytes) {
   return b;
 }
 
-struct Fd {  // a descriptor, closed when destroyed
-  int fd;
-  ~Fd() { ::close(fd); }
-};
-
-Result<std::shared_ptr<Fd>> OpenDirect(const std::string& path, bool writes) {
-  const int fd = ::open(path.c_str(), (writes ? O_WRONLY : O_RDONLY) |
-                                          O_DIRECT | O_CLOEXEC);
-  if (fd < 0) return Err(PosixError("open " + path + " O_DIRECT", errno));
-  return std::make_shared<Fd>(fd);
+// `t`'s block device opened O_DIRECT; none (-1) for a Device.
+Result<platform::UniqueFd> OpenDirect(const IoTarget& t, bool writes) {
+  if (t.device != nullptr) return platform::UniqueFd();
+  const int fd = ::open(t.path.c_str(),
+                        (writes ? O_WRONLY : O_RDONLY) | O_DIRECT | O_CLOEXEC);
+  if (fd < 0) return Err(PosixError("open " + t.path + " O_DIRECT", errno));
+  return platform::UniqueFd(fd);
 }
 
 // An IO of `want` bytes on `path` that returned `n` (errno `err` if < 0).
@@ -51,27 +50,18 @@ Status IoStatus(long n, std::size_t want, const std::string& path, int err) {
                                  std::to_string(want) + " bytes");
 }
 
-// One synchronous IO at `off`: a write of `src`, or (null) a read into `out`.
-using BlockIo = std::function<Status(std::uint64_t off, const std::byte* src,
-                                     std::span<std::byte> out)>;
-
-Result<BlockIo> SyncIo(const IoTarget& t, bool writes) {
+// One synchronous IO at `off` on t.device, else on `fd`: a write of `src`,
+// or (null) a read into `out`.
+Status SyncIo(const IoTarget& t, int fd, std::uint64_t off,
+              const std::byte* src, std::span<std::byte> out) {
   if (Device* d = t.device) {
-    return BlockIo([d](std::uint64_t off, const std::byte* src,
-                       std::span<std::byte> out) {
-      return src != nullptr ? d->Write(off, {src, out.size()})
-                            : d->Read(off, out);
-    });
+    return src != nullptr ? d->Write(off, {src, out.size()})
+                          : d->Read(off, out);
   }
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<Fd> fd, OpenDirect(t.path, writes));
-  return BlockIo([fd, path = t.path](std::uint64_t off, const std::byte* src,
-                                     std::span<std::byte> out) {
-    const auto at = static_cast<off_t>(off);
-    const ssize_t n = src != nullptr
-                          ? ::pwrite(fd->fd, src, out.size(), at)
-                          : ::pread(fd->fd, out.data(), out.size(), at);
-    return IoStatus(n, out.size(), path, errno);
-  });
+  const auto at = static_cast<off_t>(off);
+  const ssize_t n = src != nullptr ? ::pwrite(fd, src, out.size(), at)
+                                   : ::pread(fd, out.data(), out.size(), at);
+  return IoStatus(n, out.size(), t.path, errno);
 }
 
 // The byte offsets one thread visits (see the header); Next() is false
@@ -105,17 +95,17 @@ using Start = std::function<Clock::time_point()>;
 Status SyncWorker(const IoTarget& t, const IoPattern& p,
                   const DataPages& data, std::size_t thread,
                   const Start& start, std::uint64_t& ops) {
-  ZT_ASSIGN_OR_RETURN(const BlockIo io, SyncIo(t, p.writes));
+  ZT_ASSIGN_OR_RETURN(const platform::UniqueFd fd, OpenDirect(t, p.writes));
   AlignedBuffer buffer = AllocAligned(p.block_bytes);
   if (buffer == nullptr) return Status::ResourceExhausted("read buffer");
   Blocks blocks(p, thread);
   const Clock::time_point deadline = start();
   for (std::uint64_t off;
        (ops == 0 || Clock::now() < deadline) && blocks.Next(&off); ++ops) {
-    ZT_RETURN_IF_ERROR(io(off,
-                          p.writes ? data.ForAreaPage(off / kPageSize)
-                                   : nullptr,
-                          {buffer.get(), p.block_bytes}));
+    ZT_RETURN_IF_ERROR(
+        SyncIo(t, fd.get(), off,
+               p.writes ? data.ForAreaPage(off / kPageSize) : nullptr,
+               {buffer.get(), p.block_bytes}));
   }
   return Status::Ok();
 }
@@ -124,7 +114,7 @@ Status SyncWorker(const IoTarget& t, const IoPattern& p,
 Status UringWorker(const IoTarget& t, const IoPattern& p,
                    const DataPages& data, std::size_t thread,
                    const Start& start, std::uint64_t& ops) {
-  ZT_ASSIGN_OR_RETURN(std::shared_ptr<Fd> fd, OpenDirect(t.path, p.writes));
+  ZT_ASSIGN_OR_RETURN(const platform::UniqueFd fd, OpenDirect(t, p.writes));
   io_uring ring;
   if (const int r = io_uring_queue_init(p.depth, &ring, 0); r < 0) {
     return PosixError("io_uring_queue_init", -r);
@@ -140,10 +130,10 @@ Status UringWorker(const IoTarget& t, const IoPattern& p,
     if (!blocks.Next(&off)) return false;
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
     if (p.writes) {
-      io_uring_prep_write(sqe, fd->fd, data.ForAreaPage(off / kPageSize),
+      io_uring_prep_write(sqe, fd.get(), data.ForAreaPage(off / kPageSize),
                           p.block_bytes, off);
     } else {
-      io_uring_prep_read(sqe, fd->fd, buffers.get() + slot * p.block_bytes,
+      io_uring_prep_read(sqe, fd.get(), buffers.get() + slot * p.block_bytes,
                          p.block_bytes, off);
     }
     io_uring_sqe_set_data64(sqe, slot);
@@ -259,11 +249,12 @@ Result<IoResult> RunIo(const IoTarget& t, const IoPattern& p,
 
 Status VerifyArea(const IoTarget& t, std::uint64_t area_bytes,
                   const DataPages& data, std::uint64_t stride) {
-  ZT_ASSIGN_OR_RETURN(const BlockIo io, SyncIo(t, false));
+  ZT_ASSIGN_OR_RETURN(const platform::UniqueFd fd, OpenDirect(t, false));
   AlignedBuffer page = AllocAligned(kPageSize);
   if (page == nullptr) return Status::ResourceExhausted("verify buffer");
   for (std::uint64_t p = 0; p < area_bytes / kPageSize; p += stride) {
-    ZT_RETURN_IF_ERROR(io(p * kPageSize, nullptr, {page.get(), kPageSize}));
+    ZT_RETURN_IF_ERROR(
+        SyncIo(t, fd.get(), p * kPageSize, nullptr, {page.get(), kPageSize}));
     if (std::memcmp(page.get(), data.ForAreaPage(p), kPageSize) != 0) {
       return Status::Corruption("page " + std::to_string(p) +
                                 " reads back different from what was "
