@@ -3,19 +3,26 @@
 // `ztier bench zram-compare` (see bench_zram_compare.h): parses flags, finds
 // the kernel device, the tools and the corpora, runs part (a) and one
 // variant per codec pair of part (b) through RunVariants (bench_harness.h),
-// and reports (bench_zram_compare_report.h).
+// and reports (bench_report.h) the configuration lines, the mm_stat table,
+// the IO tables and the io_uring driver against fio. Samples: variant
+// "mm_stat" holds part (a) under MmFigure names, one variant per codec pair
+// (PairName) part (b) under IoFigure names; ratios are taken per run.
 #include "bench_zram_compare.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <fstream>
 #include <optional>
 
+#include "bench_fio.h"
+#include "bench_harness.h"
 #include "bench_proc.h"
+#include "bench_report.h"
+#include "bench_stats.h"
 #include "bench_zram_compare_io.h"
 #include "bench_zram_compare_kernel.h"
-#include "bench_zram_compare_report.h"
 #include "flags.h"
 #include "progress.h"
 #include "serve_cmd.h"
@@ -25,7 +32,6 @@
 namespace ztier::tool {
 namespace {
 
-using namespace zramcmp;  // NOLINT: this file is the benchmark's driver
 using std::chrono::milliseconds;
 
 constexpr const char kCommand[] = "ztier bench zram-compare";
@@ -49,9 +55,91 @@ constexpr const char kAbout[] =
 // that the kernel device is still reset and the servers stopped.
 volatile std::sig_atomic_t g_interrupted = 0;
 
+// A kernel codec and the ztier codec compared with it.
+struct CodecPair {
+  std::string kernel;
+  std::string ztier;
+  bool kernel_offered = true;  // the kernel's comp_algorithm lists it
+};
+
+// How an IO reaches a device, in the order the paths alternate (kIoPaths):
+// kernel-io_uring, ztier-lib, kernel-psync, kernel-fio, ztier-nbd.
+enum class IoPath { kUring, kLib, kSync, kFio, kNbd };
+using enum IoPath;
+constexpr IoPath kIoPaths[] = {kUring, kLib, kSync, kFio, kNbd};
+
+std::string IoPathName(IoPath p) {  // the --paths name
+  constexpr const char* kNames[] = {"kernel-io_uring", "ztier-lib",
+                                    "kernel-psync", "kernel-fio", "ztier-nbd"};
+  return kNames[static_cast<int>(p)];
+}
+bool IsKernelPath(IoPath p) { return p != kLib && p != kNbd; }
+
+// One fio-style job at one thread count.
+struct IoCase {
+  bench::NbdJob job;
+  std::size_t threads = 1;
+};
+
+// What the runs measure, and what the report says about it.
+struct Config {
+  struct Corpus {
+    std::string name;  // "anon-python.pages"
+    std::string path;
+    std::size_t pages = 0;  // used (after --corpus-pages)
+  };
+  BenchFlags bench{.runs = 5};  // measured runs, after one warm-up run
+  std::int64_t seconds = 1;
+  std::uint64_t area_bytes = 0;
+  std::vector<CodecPair> pairs;
+  std::vector<IoCase> cases;  // in the order they run
+  std::vector<IoPath> paths;  // those asked for (--paths)
+  std::string corpus_dir = kDefaultCorpusDir;
+  std::size_t corpus_pages = 0;  // per corpus; 0: all
+  std::vector<Corpus> corpora;
+  std::size_t data_pages = 0;  // the part (b) data: every corpus, in order
+  std::string zram_dev = "/dev/zram0";
+  std::string kernel_state;    // "used", "missing", "busy" or "unusable"
+  std::string kernel_message;  // why not used
+  std::vector<std::string> kernel_algorithms;
+  bench::ToolInfo ztier, fio, nbdcopy;  // path empty: not found
+  std::vector<std::string> notes;       // what was skipped, and why
+
+  // In `paths`, and possible here.
+  bool Measures(IoPath p) const {
+    return std::ranges::find(paths, p) != paths.end() &&
+           (!IsKernelPath(p) || kernel_state == "used") &&
+           ((p != kFio && p != kNbd) || !fio.path.empty()) &&
+           (p != kNbd || !nbdcopy.path.empty());
+  }
+  // The first pair with its ztier codec measures ztier (lzo once).
+  bool MeasuresZtier(std::size_t p) const {
+    return std::none_of(
+        pairs.begin(), pairs.begin() + p,
+        [&](const CodecPair& q) { return q.ztier == pairs[p].ztier; });
+  }
+};
+
+std::string CaseTitle(const IoCase& c) {  // "randread 4k QD32 x2"
+  return bench::JobTitle(c.job) + " x" + std::to_string(c.threads);
+}
+// "lz4/lz4": the variant of a codec pair.
+std::string PairName(const CodecPair& p) { return p.kernel + "/" + p.ztier; }
+// The samples of corpus `c`, pair `p`, side 'k' or 'z', field `field`
+// (compr, used, huge, same, meta) in variant "mm_stat".
+std::string MmFigure(std::size_t c, std::size_t p, char side,
+                     std::string_view field) {
+  return std::to_string(c) + "/" + std::to_string(p) + " " + side + " " +
+         std::string(field);
+}
+// The samples of case `c` on `path` ("iops" or "mb_s") in a pair's variant.
+std::string IoFigure(std::size_t c, IoPath path, std::string_view unit) {
+  return std::to_string(c) + " " + IoPathName(path) + " " + std::string(unit);
+}
+
 // Everything the runs need.
 struct Bench {
-  ZramCompareConfig cfg;
+  Config cfg;
   std::optional<KernelZram> zram;  // empty: the kernel side is skipped
   std::vector<corpus::PageSet> corpora;
   std::vector<DataPages> corpus_data;  // part (a), one per corpus
@@ -60,7 +148,6 @@ struct Bench {
   std::string area_file;  // part (b)'s fill as a file, for nbdcopy
   Progress progress;
 };
-
 // Fills the area of `t` with `data` (untimed), then checks every
 // `stride`-th page.
 Status Fill(const IoTarget& t, std::uint64_t area, std::size_t threads,
@@ -172,7 +259,7 @@ struct PairDevices {
 
 Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
                  bool ztier, const std::string& prefix, PairDevices* d) {
-  const ZramCompareConfig& cfg = b.cfg;
+  const Config& cfg = b.cfg;
   const std::size_t threads = cfg.cases.back().threads;
   if (kernel) {
     b.progress.Update(prefix + "fill kernel " + pair.kernel);
@@ -181,7 +268,7 @@ Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
     ZT_RETURN_IF_ERROR(Fill({.path = b.zram->dev_path()}, cfg.area_bytes,
                             threads, *b.data, kVerifyStride));
   }
-  if (ztier && cfg.Measures(IoPath::kZtierLib)) {
+  if (ztier && cfg.Measures(kLib)) {
     b.progress.Update(prefix + "fill ztier-lib " + pair.ztier);
     d->lib = std::make_unique<Device>(
         "zram0", DeviceDefaults{.comp_algorithm = pair.ztier});
@@ -189,7 +276,7 @@ Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
     ZT_RETURN_IF_ERROR(Fill({.device = d->lib.get()}, cfg.area_bytes,
                             threads, *b.data, kVerifyStride));
   }
-  if (ztier && cfg.Measures(IoPath::kZtierNbd)) {
+  if (ztier && cfg.Measures(kNbd)) {
     b.progress.Update(prefix + "fill ztier-nbd " + pair.ztier);
     const std::string sock = b.dir + "/serve.sock", ctl = b.dir + "/serve.ctl";
     ZT_ASSIGN_OR_RETURN(
@@ -209,26 +296,24 @@ Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
 // One measurement of case `c` on `path`: its iops and mb_s into `s`.
 Status Measure(Bench& b, const PairDevices& d, IoPath path,
                std::size_t c, Samples& s) {
-  const ZramCompareConfig& cfg = b.cfg;
+  const Config& cfg = b.cfg;
   const IoCase& io = cfg.cases[c];
   const std::string dev = b.zram.has_value() ? b.zram->dev_path() : "";
   double iops, mb_s;
-  if (path == IoPath::kKernelFio || path == IoPath::kZtierNbd) {
+  if (path == kFio || path == kNbd) {
     ZT_ASSIGN_OR_RETURN(
         bench::FioFigures fig,
         bench::RunFio(FioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
-                              cfg.seconds, d.uri,
-                              path == IoPath::kKernelFio ? dev : ""),
+                              cfg.seconds, d.uri, path == kFio ? dev : ""),
                       b.dir, milliseconds((cfg.seconds + 120) * 1000)));
     const bench::FioDirection& f = io.job.writes ? fig.write : fig.read;
     iops = f.iops;
     mb_s = f.bw_bytes / 1e6;
   } else {
     IoPattern p = PatternFor(io.job, io.threads, cfg.area_bytes, cfg.seconds);
-    p.sync = path == IoPath::kKernelSync;
-    const IoTarget t{.path = dev, .device = path == IoPath::kZtierLib
-                                                ? d.lib.get()
-                                                : nullptr};
+    p.sync = path == kSync;
+    const IoTarget t{.path = dev,
+                     .device = path == kLib ? d.lib.get() : nullptr};
     ZT_ASSIGN_OR_RETURN(IoResult r, RunIo(t, p, *b.data));
     iops = r.iops();
     mb_s = r.mb_s();
@@ -242,7 +327,7 @@ Status Measure(Bench& b, const PairDevices& d, IoPath path,
 bool PairSide(const Bench& b, std::size_t p, bool kernel) {
   return (kernel ? b.zram.has_value() && b.cfg.pairs[p].kernel_offered
                  : b.cfg.MeasuresZtier(p)) &&
-         std::any_of(std::begin(kIoPaths), std::end(kIoPaths), [&](IoPath x) {
+         std::ranges::any_of(kIoPaths, [&](IoPath x) {
            return IsKernelPath(x) == kernel && b.cfg.Measures(x);
          });
 }
@@ -250,7 +335,7 @@ bool PairSide(const Bench& b, std::size_t p, bool kernel) {
 // Part (b) of one run for pair `p`: fresh devices, then every case on every
 // path in turn.
 Status PairRun(Bench& b, std::size_t p, std::size_t run, Samples& s) {
-  const ZramCompareConfig& cfg = b.cfg;
+  const Config& cfg = b.cfg;
   const CodecPair& pair = cfg.pairs[p];
   const bool kernel = PairSide(b, p, true), ztier = PairSide(b, p, false);
   const std::string prefix =
@@ -263,9 +348,7 @@ Status PairRun(Bench& b, std::size_t p, std::size_t run, Samples& s) {
         continue;
       }
       ZT_RETURN_IF_ERROR(
-          Step(b,
-               prefix + CaseTitle(cfg.cases[c]) + " on " +
-                   std::string(IoPathName(path)),
+          Step(b, prefix + CaseTitle(cfg.cases[c]) + " on " + IoPathName(path),
                [&] { return Measure(b, d, path, c, s); }));
     }
   }
@@ -280,15 +363,14 @@ Result<std::vector<std::size_t>> Select(const std::vector<std::string>& names,
                                         const std::vector<std::string>& flags,
                                         std::string_view what) {
   for (const std::string& f : flags) {
-    if (std::find(names.begin(), names.end(), f) == names.end()) {
+    if (std::ranges::find(names, f) == names.end()) {
       return Err(Status::InvalidArgument("unknown " + std::string(what) +
                                          " '" + f + "' (see --help)"));
     }
   }
   std::vector<std::size_t> out;
   for (std::size_t i = 0; i < names.size(); ++i) {
-    if (flags.empty() ||
-        std::find(flags.begin(), flags.end(), names[i]) != flags.end()) {
+    if (flags.empty() || std::ranges::find(flags, names[i]) != flags.end()) {
       out.push_back(i);
     }
   }
@@ -296,12 +378,14 @@ Result<std::vector<std::size_t>> Select(const std::vector<std::string>& names,
 }
 
 // --codec, --jobs (reads first), --threads, --paths and --size into `cfg`.
-Status ParseChoices(const std::vector<std::vector<std::string>>& lists,
+Status ParseChoices(const std::vector<std::string>& codec_flags,
+                    const std::vector<std::string>& job_flags,
+                    const std::vector<std::string>& path_flags,
                     std::int64_t threads, const std::string& size_text,
-                    ZramCompareConfig* cfg) {
+                    Config* cfg) {
   const std::vector<std::string> kernel = {"lz4", "lzo-rle", "lzo"};
   ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> codecs,
-                      Select(kernel, lists[0], "kernel codec"));
+                      Select(kernel, codec_flags, "kernel codec"));
   for (std::size_t i : codecs) {
     cfg->pairs.push_back({kernel[i], i == 0 ? "lz4" : "lzo"});
     ZT_RETURN_IF_ERROR(CheckCodecName(cfg->pairs.back().ztier));
@@ -309,21 +393,20 @@ Status ParseChoices(const std::vector<std::vector<std::string>>& lists,
   const std::span<const bench::NbdJob> standard = bench::StandardJobs();
   std::vector<std::string> names;
   for (const bench::NbdJob& j : standard) names.emplace_back(j.name);
-  ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> jobs,
-                      Select(names, lists[1], "job"));
-  for (bool writes : {false, true}) {
-    for (std::size_t j : jobs) {
-      if (standard[j].writes != writes) continue;
-      cfg->cases.push_back({standard[j], 1});
-      if (threads > 1) {
-        cfg->cases.push_back({standard[j], static_cast<std::size_t>(threads)});
-      }
+  ZT_ASSIGN_OR_RETURN(std::vector<std::size_t> jobs,
+                      Select(names, job_flags, "job"));
+  std::ranges::stable_partition(
+      jobs, [&](std::size_t j) { return !standard[j].writes; });
+  for (std::size_t j : jobs) {
+    cfg->cases.push_back({standard[j], 1});
+    if (threads > 1) {
+      cfg->cases.push_back({standard[j], static_cast<std::size_t>(threads)});
     }
   }
   names.clear();
-  for (IoPath p : kIoPaths) names.emplace_back(IoPathName(p));
+  for (IoPath p : kIoPaths) names.push_back(IoPathName(p));
   ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> paths,
-                      Select(names, lists[2], "path"));
+                      Select(names, path_flags, "path"));
   for (std::size_t p : paths) cfg->paths.push_back(kIoPaths[p]);
   ZT_ASSIGN_OR_RETURN(const std::uint64_t size,
                       ParseSizeFlag(size_text, 1u << 20, "1M"));
@@ -339,16 +422,14 @@ Status ParseChoices(const std::vector<std::vector<std::string>>& lists,
 // The command line into *cfg; the exit status when it is bad (2) or asked
 // for --help (0).
 std::optional<int> ParseFlags(std::span<const std::string_view> args,
-                              unsigned cores, ZramCompareConfig* cfg) {
+                              unsigned cores, Config* cfg) {
   std::vector<std::string> codec_flags, job_flags, path_flags;
   std::string size_text = "256M";
-  std::int64_t seconds = 1, threads = cores, corpus_pages = 0;
-  cfg->corpus_dir = kDefaultCorpusDir;
-  cfg->zram_dev = "/dev/zram0";
+  std::int64_t threads = cores, corpus_pages = 0;
   FlagSet flags(kCommand, kSynopsis);
   flags.AddInt("runs", &cfg->bench.runs, "N",
                "measured runs, after one warm-up run (default 5)", 1, 1000);
-  flags.AddInt("seconds", &seconds, "S",
+  flags.AddInt("seconds", &cfg->seconds, "S",
                "time of each IO job on each path (default 1)", 1, 3600);
   flags.AddString("size", &size_text, "SIZE",
                   "the area (disksize) of part (b) (default 256M; K/M/G)");
@@ -372,15 +453,14 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
                   "the kernel device (default /dev/zram0)");
   AddJsonFlag(flags, &cfg->bench.json);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  cfg->seconds = seconds;
   cfg->corpus_pages = static_cast<std::size_t>(corpus_pages);
-  const Status s = ParseChoices({codec_flags, job_flags, path_flags}, threads,
-                                size_text, cfg);
+  const Status s =
+      ParseChoices(codec_flags, job_flags, path_flags, threads, size_text, cfg);
   if (!s.ok()) return ReportUsageError(kCommand, s.message());
   return std::nullopt;
 }
 
-void Note(ZramCompareConfig& cfg, std::string text) {
+void Note(Config& cfg, std::string text) {
   PrintError(kCommand, text);
   cfg.notes.push_back(std::move(text));
 }
@@ -391,10 +471,8 @@ void FindTools(Bench& b) {
   b.cfg.ztier.version = bench::ToolVersion(b.cfg.ztier.path, b.dir);
   for (auto [name, tool] : {std::pair{"fio", &b.cfg.fio},
                             std::pair{"nbdcopy", &b.cfg.nbdcopy}}) {
-    tool->path = bench::FindExecutable(name);
-    if (!tool->path.empty()) {
-      tool->version = bench::ToolVersion(tool->path, b.dir);
-    } else {
+    *tool = bench::FindTool(name, b.dir);
+    if (tool->path.empty()) {
       Note(b.cfg, std::string(name) + " not found on PATH: the paths that "
                                       "need it are skipped");
     }
@@ -406,7 +484,6 @@ void FindTools(Bench& b) {
 Status LoadCorpora(Bench& b) {
   ZT_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
                       FindCorpusDir(b.cfg.corpus_dir, kCorpusDirHint));
-  std::vector<const corpus::PageSet*> all;
   for (const std::string& path : paths) {
     ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
     const corpus::PageSet* one[] = {&set};
@@ -419,11 +496,12 @@ Status LoadCorpora(Bench& b) {
     b.corpus_data.push_back(std::move(*data));
     b.corpora.push_back(std::move(set));
   }
+  std::vector<const corpus::PageSet*> all;
   for (const corpus::PageSet& s : b.corpora) all.push_back(&s);
   ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(all, b.cfg.corpus_pages));
   b.cfg.data_pages = data.count();
   b.data.emplace(std::move(data));
-  if (!b.cfg.Measures(IoPath::kZtierNbd)) return Status::Ok();
+  if (!b.cfg.Measures(kNbd)) return Status::Ok();
   b.area_file = b.dir + "/area.pages";  // part (b)'s fill, for nbdcopy
   std::ofstream out(b.area_file, std::ios::binary);
   for (std::uint64_t p = 0; p < b.cfg.area_bytes / kPageSize; ++p) {
@@ -436,7 +514,7 @@ Status LoadCorpora(Bench& b) {
 
 // The kernel device when it can be used; else its state and a note.
 void OpenKernel(Bench& b) {
-  ZramCompareConfig& cfg = b.cfg;
+  Config& cfg = b.cfg;
   auto z = KernelZram::Open(cfg.zram_dev);
   if (!z.has_value()) {
     const StatusCode code = z.error().code();
@@ -452,9 +530,8 @@ void OpenKernel(Bench& b) {
   cfg.kernel_state = "used";
   cfg.kernel_algorithms = z->algorithms();
   for (CodecPair& p : cfg.pairs) {
-    p.kernel_offered =
-        std::find(cfg.kernel_algorithms.begin(), cfg.kernel_algorithms.end(),
-                  p.kernel) != cfg.kernel_algorithms.end();
+    p.kernel_offered = std::ranges::find(cfg.kernel_algorithms, p.kernel) !=
+                       cfg.kernel_algorithms.end();
     if (!p.kernel_offered) {
       Note(cfg, "the kernel's zram does not offer " + p.kernel + ": ztier " +
                     p.ztier + " is measured alone");
@@ -476,6 +553,200 @@ std::vector<Variant> Variants(Bench& b) {
                  }});
   }
   return v;
+}
+
+std::string Joined(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (const std::string& s : v) {
+    (out += out.empty() ? std::string_view() : sep) += s;
+  }
+  return out;
+}
+
+void AddConfig(Report& r, const Config& cfg) {
+  std::vector<std::string> pairs, paths, jobs, threads;
+  for (const CodecPair& p : cfg.pairs) pairs.push_back(PairName(p));
+  for (IoPath p : cfg.paths) {
+    paths.push_back(IoPathName(p) + (cfg.Measures(p) ? "" : " (skipped)"));
+  }
+  for (const IoCase& c : cfg.cases) {
+    if (c.threads == 1) jobs.push_back(bench::JobTitle(c.job));
+    if (c.job.name == cfg.cases.front().job.name) {
+      threads.push_back(std::to_string(c.threads));
+    }
+  }
+  const auto version = [](const bench::ToolInfo& t) {
+    return t.path.empty() ? std::string("not found")
+                          : t.version + " (" + t.path + ")";
+  };
+  const std::string tools = "ztier " + version(cfg.ztier) + "; fio " +
+                            version(cfg.fio) + "; nbdcopy " +
+                            version(cfg.nbdcopy);
+  const std::string kernel = cfg.zram_dev + ": " + cfg.kernel_state;
+  r.Line("config: runs=" + std::to_string(cfg.bench.runs) +
+         " (after 1 warm-up run, not counted), IO job time=" +
+         std::to_string(cfg.seconds) + " s, area=" + FormatMiB(cfg.area_bytes) +
+         " (each thread on its own equal share), threads: " +
+         Joined(threads, " and ") + "\ncodec pairs (kernel/ztier): " +
+         Joined(pairs, ", ") + "\nkernel device: " + kernel +
+         (cfg.kernel_message.empty() ? "" : " (" + cfg.kernel_message + ")"));
+  if (!cfg.kernel_algorithms.empty()) {
+    r.Line("  kernel comp_algorithm offers: " +
+           Joined(cfg.kernel_algorithms, " "));
+  }
+  r.Line("part (b): paths, alternating in this order for every job: " +
+         Joined(paths, ", ") + "\n  jobs (reads first): " + Joined(jobs, ", ") +
+         "\n  fill (untimed): area page p = data page p % " +
+         std::to_string(cfg.data_pages) +
+         ", every 61st page read back and compared; psync and lib rows at "
+         "QD32 repeat QD1 (a synchronous call has no queue)");
+  if (!cfg.cases.empty()) {
+    const IoCase& c = cfg.cases.front();
+    const auto line = [&](const std::string& uri, const std::string& dev) {
+      return bench::CommandLine(FioArgs("fio", c.job, c.threads, cfg.area_bytes,
+                                        cfg.seconds, uri, dev));
+    };
+    r.Line("  kernel-fio, e.g.: " + line("", cfg.zram_dev) +
+           "\n  ztier-nbd, e.g.: " + line("URI", "") +
+           "\n  fio writes its own buffers, not corpus data: fio rows compare "
+           "fio's data on both sides");
+  }
+  r.Line("tools: " + tools);
+  for (const Config::Corpus& c : cfg.corpora) {
+    r.Line("corpus: " + c.name + " (" + std::to_string(c.pages) +
+           " pages) from " + c.path);
+  }
+  for (const std::string& n : cfg.notes) r.Line("note: " + n);
+  r.Line("");
+  const std::pair<const char*, std::string> conditions[] = {
+      {"runs", std::to_string(cfg.bench.runs)},
+      {"seconds", std::to_string(cfg.seconds)},
+      {"area_bytes", std::to_string(cfg.area_bytes)},
+      {"codec_pairs", Joined(pairs, ", ")},
+      {"paths", Joined(paths, ", ")},
+      {"kernel_device", kernel},
+      {"tools", tools}};
+  for (const auto& [key, value] : conditions) r.Condition(key, value);
+}
+
+void AddMmTable(Report& r, const Config& cfg, const Measurements& m) {
+  Table& t = r.AddTable(
+      "mm_stat",
+      "(a) mm_stat after writing each corpus to a fresh device (medians over " +
+          std::to_string(cfg.bench.runs) +
+          " runs; MiB = 2^20 bytes; k = kernel zram, z = ztier; z/k < 1: ztier "
+          "smaller)");
+  for (std::size_t c = 0; c < cfg.corpora.size(); ++c) {
+    for (std::size_t p = 0; p < cfg.pairs.size(); ++p) {
+      const auto of = [&](char side, std::string_view f, double by = 1) {
+        std::vector<double> v = m.Of("mm_stat", MmFigure(c, p, side, f));
+        for (double& x : v) x /= by;
+        return v;
+      };
+      const auto zk = [&](std::string_view f) {
+        return m.Ratios("mm_stat", MmFigure(c, p, 'z', f), "mm_stat",
+                        MmFigure(c, p, 'k', f));
+      };
+      const auto kz = [&](std::string_view f) {  // "91/91", "-" for none
+        std::string out;
+        for (char side : {'k', 'z'}) {
+          const std::vector<double> v = of(side, f);
+          out +=
+              (side == 'z' ? "/" : "") +
+              (v.empty() ? "-"
+                         : std::to_string(std::llround(Summarize(v).median)));
+        }
+        return out;
+      };
+      t.AddRow()
+          .Text("corpus", cfg.corpora[c].name)
+          .Text("kernel/ztier", PairName(cfg.pairs[p]))
+          .Number("orig MiB", cfg.corpora[c].pages * 4096.0 / (1 << 20), 2)
+          .Figure("compr k", of('k', "compr", 1 << 20), 2, kMedian)
+          .Figure("compr z", of('z', "compr", 1 << 20), 2, kMedian)
+          .Figure("compr z/k", zk("compr"), 3, kMedian)
+          .Figure("mem_used k", of('k', "used", 1 << 20), 2, kMedian)
+          .Figure("mem_used z", of('z', "used", 1 << 20), 2, kMedian)
+          .Figure("mem_used z/k", zk("used"), 3, kMedian)
+          .Text("huge k/z", kz("huge"))
+          .Text("same k/z", kz("same"))
+          .Figure("z pool meta KiB", of('z', "meta", 1024), 1, kMedian);
+    }
+  }
+}
+
+// The variant that holds `path` of pair `p`: the pair's own, or for the
+// ztier paths the first pair with the same ztier codec.
+std::string Holder(const Config& cfg, std::size_t p, IoPath path) {
+  while (!IsKernelPath(path) && !cfg.MeasuresZtier(p)) --p;
+  return PairName(cfg.pairs[p]);
+}
+
+// A table of `ztier` against `kernel`, or with `driver_check` (ztier:
+// kernel-io_uring, kernel: kernel-fio) the driver check's one column.
+void AddIoTable(Report& r, const Config& cfg, const Measurements& m,
+                IoPath kernel, IoPath ztier, std::string name,
+                const std::string& title) {
+  const bool check = name == "driver_check";
+  Table& t = r.AddTable(
+      std::move(name),
+      check ? title
+            : title + ": " + IoPathName(ztier) + " vs " + IoPathName(kernel) +
+                  " (" + std::to_string(cfg.seconds) + " s per job, " +
+                  std::to_string(cfg.bench.runs) +
+                  " runs; MB/s = 10^6 bytes/s; ratio within each run, then "
+                  "median)");
+  for (std::size_t c = 0; c < cfg.cases.size(); ++c) {
+    const bool mb_s = cfg.cases[c].job.block_size > 4096;
+    const std::string unit = mb_s ? "mb_s" : "iops";
+    for (std::size_t p = 0; p < cfg.pairs.size(); ++p) {
+      const std::string kv = Holder(cfg, p, kernel), zv = Holder(cfg, p, ztier);
+      const std::string kf = IoFigure(c, kernel, unit);
+      const std::string zf = IoFigure(c, ztier, unit);
+      const std::vector<double> k = m.Of(kv, kf), z = m.Of(zv, zf);
+      if (check ? !cfg.pairs[p].kernel_offered : k.empty() && z.empty()) {
+        continue;
+      }
+      Row& row = t.AddRow().Text("job x threads", CaseTitle(cfg.cases[c]));
+      if (check) {
+        row.Text("kernel codec", cfg.pairs[p].kernel)
+            .Figure("io_uring driver / fio", m.Ratios(zv, zf, kv, kf), 3,
+                    kRange);
+        continue;
+      }
+      row.Text("kernel/ztier", PairName(cfg.pairs[p]))
+          .Text("unit", mb_s ? "MB/s" : "IOPS")
+          .Figure("kernel", k, mb_s ? 1 : 0, kRange | kOwnCv)
+          .Figure("ztier", z, mb_s ? 1 : 0, kRange | kOwnCv)
+          .Figure("ztier/kernel", m.Ratios(zv, zf, kv, kf), 3, kRange);
+    }
+  }
+}
+
+// The whole report: configuration lines, the tables.
+void AddReport(Report& report, const Config& cfg, const Measurements& m) {
+  AddConfig(report, cfg);
+  AddMmTable(report, cfg, m);
+  if (cfg.cases.empty()) return;
+  const bool uring = cfg.Measures(kUring), fio = cfg.Measures(kFio);
+  if (uring) {
+    AddIoTable(report, cfg, m, kUring, kLib, "library_io_uring",
+               "(b) library path, corpus data");
+  }
+  if (cfg.Measures(kSync) || cfg.Measures(kLib)) {
+    AddIoTable(report, cfg, m, kSync, kLib, "library_psync",
+               "(b) library path, corpus data, synchronous calls on both "
+               "sides");
+  }
+  if (fio || cfg.Measures(kNbd)) {
+    AddIoTable(report, cfg, m, kFio, kNbd, "nbd",
+               "(b) NBD path, fio on both sides");
+  }
+  if (uring && fio) {
+    AddIoTable(report, cfg, m, kFio, kUring, "driver_check",
+               "check: this tool's io_uring driver vs fio on the same kernel "
+               "device (reads: same data; writes: corpus vs fio's data)");
+  }
 }
 
 }  // namespace
@@ -507,7 +778,7 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
     return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
   }
   Report report(kCommand, machine);
-  AddZramCompareReport(report, b.cfg, *m);
+  AddReport(report, b.cfg, *m);
   return report.Finish(kCommand, b.cfg.bench);
 }
 

@@ -2,21 +2,10 @@
 //
 // `ztier bench zram-compare`: the kernel's own zram on this machine
 // (/dev/zram0) against ztier, on the same data and the same access
-// patterns, in one run.
-//
-//   ztier bench zram-compare [--runs N] [--seconds S] [--size SIZE]
-//       [--codec NAME]... [--jobs NAME]... [--paths NAME]... [--threads N]
-//       [--corpus-dir DIR] [--corpus-pages N] [--zram-dev PATH]
-//       [--json FILE]
-//
-// Part (a): each corpus of --corpus-dir on a fresh kernel device and in a
-// fresh ztier PageStore, per codec pair (kernel lz4, lzo-rle, lzo against
-// ztier lz4, lzo, lzo): mm_stat, read back and checked. Part (b): fio-style
-// jobs on one thread and on --threads, on the paths kernel-io_uring,
-// ztier-lib, kernel-psync, kernel-fio and ztier-nbd alternating per job,
-// each on fresh devices filled with the corpus pages. Runs go through
-// RunVariants (bench_harness.h), the output through one Report
-// (bench_report.h); docs/benchmarks.md describes the tables.
+// patterns, in one run: (a) mm_stat after writing each corpus, (b)
+// fio-style jobs on the paths kernel-io_uring, ztier-lib, kernel-psync,
+// kernel-fio and ztier-nbd. ztier(8) `ztier bench zram-compare` lists the
+// flags; docs/benchmarks.md describes the runs and the tables.
 //
 // A missing or busy kernel device is left alone, said on stderr and in the
 // output, and ztier measured alone; one it uses is reset after every use.
