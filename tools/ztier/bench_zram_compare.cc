@@ -81,8 +81,8 @@ struct IoCase {
   std::size_t threads = 1;
 };
 
-// What the runs measure, and what the report says about it.
-struct Config {
+// Everything the runs need, and what the report says about them.
+struct Bench {
   struct Corpus {
     std::string name;  // "anon-python.pages"
     std::string path;
@@ -104,6 +104,13 @@ struct Config {
   std::vector<std::string> kernel_algorithms;
   bench::ToolInfo ztier, fio, nbdcopy;  // path empty: not found
   std::vector<std::string> notes;       // what was skipped, and why
+  std::optional<KernelZram> zram;       // empty: the kernel side is skipped
+  std::vector<corpus::PageSet> sets;    // the corpora's pages
+  std::vector<DataPages> corpus_data;   // part (a), one per corpus
+  std::optional<DataPages> data;        // part (b): every corpus
+  std::string dir;                      // the temporary folder
+  std::string area_file;  // part (b)'s fill as a file, for nbdcopy
+  Progress progress;
 
   // In `paths`, and possible here.
   bool Measures(IoPath p) const {
@@ -137,17 +144,6 @@ std::string IoFigure(std::size_t c, IoPath path, std::string_view unit) {
   return std::to_string(c) + " " + IoPathName(path) + " " + std::string(unit);
 }
 
-// Everything the runs need.
-struct Bench {
-  Config cfg;
-  std::optional<KernelZram> zram;  // empty: the kernel side is skipped
-  std::vector<corpus::PageSet> corpora;
-  std::vector<DataPages> corpus_data;  // part (a), one per corpus
-  std::optional<DataPages> data;       // part (b): every corpus
-  std::string dir;                     // the temporary folder
-  std::string area_file;  // part (b)'s fill as a file, for nbdcopy
-  Progress progress;
-};
 // Fills the area of `t` with `data` (untimed), then checks every
 // `stride`-th page.
 Status Fill(const IoTarget& t, std::uint64_t area, std::size_t threads,
@@ -175,8 +171,8 @@ void AddMm(Samples& s, std::size_t c, std::size_t p, char side,
 // Part (a), kernel: corpus `c` on a fresh device with pair `p`'s codec.
 Status KernelMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
   KernelZram& zram = *b.zram;
-  const std::uint64_t bytes = b.cfg.corpora[c].pages * kPageSize;
-  ZT_RETURN_IF_ERROR(zram.Init(b.cfg.pairs[p].kernel, bytes));
+  const std::uint64_t bytes = b.corpora[c].pages * kPageSize;
+  ZT_RETURN_IF_ERROR(zram.Init(b.pairs[p].kernel, bytes));
   ZT_RETURN_IF_ERROR(
       Fill({.path = zram.dev_path()}, bytes, 1, b.corpus_data[c], 1));
   ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
@@ -187,25 +183,25 @@ Status KernelMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
 // Part (a), ztier: corpus `c` in a fresh PageStore with pair `p`'s codec,
 // its figures for every pair with that codec.
 Status ZtierMm(Bench& b, std::size_t c, std::size_t p, Samples& s) {
-  const std::size_t pages = b.cfg.corpora[c].pages;
-  ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
-                      PageStore::Create({.num_pages = pages,
-                                         .codec = b.cfg.pairs[p].ztier}));
+  const std::size_t pages = b.corpora[c].pages;
+  ZT_ASSIGN_OR_RETURN(
+      std::unique_ptr<PageStore> store,
+      PageStore::Create({.num_pages = pages, .codec = b.pairs[p].ztier}));
   for (std::size_t i = 0; i < pages; ++i) {
-    ZT_RETURN_IF_ERROR(store->Store(i, b.corpora[c].page(i)));
+    ZT_RETURN_IF_ERROR(store->Store(i, b.sets[c].page(i)));
   }
   const PageStoreStats st = store->Stats();
   const double meta = static_cast<double>(store->pool().Stats().metadata_bytes);
   alignas(8) std::byte out[kPageSize];
   for (std::size_t i = 0; i < pages; ++i) {
     ZT_RETURN_IF_ERROR(store->Load(i, MutablePage(out, kPageSize)));
-    if (std::memcmp(out, b.corpora[c].page(i).data(), kPageSize) != 0) {
+    if (std::memcmp(out, b.sets[c].page(i).data(), kPageSize) != 0) {
       return Status::Corruption("page " + std::to_string(i) +
                                 " reads back different");
     }
   }
-  for (std::size_t q = p; q < b.cfg.pairs.size(); ++q) {
-    if (b.cfg.pairs[q].ztier != b.cfg.pairs[p].ztier) continue;
+  for (std::size_t q = p; q < b.pairs.size(); ++q) {
+    if (b.pairs[q].ztier != b.pairs[p].ztier) continue;
     AddMm(s, c, q, 'z', st);
     s.Add(MmFigure(c, q, 'z', "meta"), meta);
   }
@@ -226,16 +222,16 @@ Status Step(Bench& b, const std::string& what, F f) {
 
 // Part (a) of one run: every corpus, every pair; ztier once per codec.
 Status MmRun(Bench& b, std::size_t run, Samples& s) {
-  for (std::size_t c = 0; c < b.cfg.corpora.size(); ++c) {
-    for (std::size_t p = 0; p < b.cfg.pairs.size(); ++p) {
-      const CodecPair& pair = b.cfg.pairs[p];
-      const std::string what = RunLabel(run, b.cfg.bench.runs) +
-                               ": mm_stat " + b.cfg.corpora[c].name + " ";
+  for (std::size_t c = 0; c < b.corpora.size(); ++c) {
+    for (std::size_t p = 0; p < b.pairs.size(); ++p) {
+      const CodecPair& pair = b.pairs[p];
+      const std::string what =
+          RunLabel(run, b.bench.runs) + ": mm_stat " + b.corpora[c].name + " ";
       if (b.zram.has_value() && pair.kernel_offered) {
         ZT_RETURN_IF_ERROR(Step(b, what + "kernel " + pair.kernel,
                                 [&] { return KernelMm(b, c, p, s); }));
       }
-      if (b.cfg.MeasuresZtier(p)) {
+      if (b.MeasuresZtier(p)) {
         ZT_RETURN_IF_ERROR(Step(b, what + "ztier " + pair.ztier,
                                 [&] { return ZtierMm(b, c, p, s); }));
       }
@@ -259,35 +255,34 @@ struct PairDevices {
 
 Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
                  bool ztier, const std::string& prefix, PairDevices* d) {
-  const Config& cfg = b.cfg;
-  const std::size_t threads = cfg.cases.back().threads;
+  const std::size_t threads = b.cases.back().threads;
   if (kernel) {
     b.progress.Update(prefix + "fill kernel " + pair.kernel);
     d->zram = &*b.zram;
-    ZT_RETURN_IF_ERROR(b.zram->Init(pair.kernel, cfg.area_bytes));
-    ZT_RETURN_IF_ERROR(Fill({.path = b.zram->dev_path()}, cfg.area_bytes,
-                            threads, *b.data, kVerifyStride));
+    ZT_RETURN_IF_ERROR(b.zram->Init(pair.kernel, b.area_bytes));
+    ZT_RETURN_IF_ERROR(Fill({.path = b.zram->dev_path()}, b.area_bytes, threads,
+                            *b.data, kVerifyStride));
   }
-  if (ztier && cfg.Measures(kLib)) {
+  if (ztier && b.Measures(kLib)) {
     b.progress.Update(prefix + "fill ztier-lib " + pair.ztier);
     d->lib = std::make_unique<Device>(
         "zram0", DeviceDefaults{.comp_algorithm = pair.ztier});
-    ZT_RETURN_IF_ERROR(d->lib->SetDisksize(cfg.area_bytes));
-    ZT_RETURN_IF_ERROR(Fill({.device = d->lib.get()}, cfg.area_bytes,
-                            threads, *b.data, kVerifyStride));
+    ZT_RETURN_IF_ERROR(d->lib->SetDisksize(b.area_bytes));
+    ZT_RETURN_IF_ERROR(Fill({.device = d->lib.get()}, b.area_bytes, threads,
+                            *b.data, kVerifyStride));
   }
-  if (ztier && cfg.Measures(kNbd)) {
+  if (ztier && b.Measures(kNbd)) {
     b.progress.Update(prefix + "fill ztier-nbd " + pair.ztier);
     const std::string sock = b.dir + "/serve.sock", ctl = b.dir + "/serve.ctl";
     ZT_ASSIGN_OR_RETURN(
         d->nbd, bench::StartServerProcess(
-                    bench::ZtierServeArgs(cfg.ztier.path, cfg.area_bytes,
+                    bench::ZtierServeArgs(b.ztier.path, b.area_bytes,
                                           pair.ztier, sock, ctl),
                     "ztier-nbd " + pair.ztier, sock, ctl, b.dir + "/serve.log",
                     b.dir, kStartTimeout));
     d->uri = NbdUnixUri("zram0", sock);
-    auto copied = bench::RunNbdcopy(cfg.nbdcopy.path, b.area_file, d->uri,
-                                    b.dir, kCopyTimeout);
+    auto copied = bench::RunNbdcopy(b.nbdcopy.path, b.area_file, d->uri, b.dir,
+                                    kCopyTimeout);
     if (!copied.has_value()) return copied.error();
   }
   return Status::Ok();
@@ -296,21 +291,20 @@ Status SetUpPair(Bench& b, const CodecPair& pair, bool kernel,
 // One measurement of case `c` on `path`: its iops and mb_s into `s`.
 Status Measure(Bench& b, const PairDevices& d, IoPath path,
                std::size_t c, Samples& s) {
-  const Config& cfg = b.cfg;
-  const IoCase& io = cfg.cases[c];
+  const IoCase& io = b.cases[c];
   const std::string dev = b.zram.has_value() ? b.zram->dev_path() : "";
   double iops, mb_s;
   if (path == kFio || path == kNbd) {
     ZT_ASSIGN_OR_RETURN(
         bench::FioFigures fig,
-        bench::RunFio(FioArgs(cfg.fio.path, io.job, io.threads, cfg.area_bytes,
-                              cfg.seconds, d.uri, path == kFio ? dev : ""),
-                      b.dir, milliseconds((cfg.seconds + 120) * 1000)));
+        bench::RunFio(FioArgs(b.fio.path, io.job, io.threads, b.area_bytes,
+                              b.seconds, d.uri, path == kFio ? dev : ""),
+                      b.dir, milliseconds((b.seconds + 120) * 1000)));
     const bench::FioDirection& f = io.job.writes ? fig.write : fig.read;
     iops = f.iops;
     mb_s = f.bw_bytes / 1e6;
   } else {
-    IoPattern p = PatternFor(io.job, io.threads, cfg.area_bytes, cfg.seconds);
+    IoPattern p = PatternFor(io.job, io.threads, b.area_bytes, b.seconds);
     p.sync = path == kSync;
     const IoTarget t{.path = dev,
                      .device = path == kLib ? d.lib.get() : nullptr};
@@ -325,30 +319,29 @@ Status Measure(Bench& b, const PairDevices& d, IoPath path,
 
 // Whether pair `p` measures its kernel (or ztier) side in part (b).
 bool PairSide(const Bench& b, std::size_t p, bool kernel) {
-  return (kernel ? b.zram.has_value() && b.cfg.pairs[p].kernel_offered
-                 : b.cfg.MeasuresZtier(p)) &&
+  return (kernel ? b.zram.has_value() && b.pairs[p].kernel_offered
+                 : b.MeasuresZtier(p)) &&
          std::ranges::any_of(kIoPaths, [&](IoPath x) {
-           return IsKernelPath(x) == kernel && b.cfg.Measures(x);
+           return IsKernelPath(x) == kernel && b.Measures(x);
          });
 }
 
 // Part (b) of one run for pair `p`: fresh devices, then every case on every
 // path in turn.
 Status PairRun(Bench& b, std::size_t p, std::size_t run, Samples& s) {
-  const Config& cfg = b.cfg;
-  const CodecPair& pair = cfg.pairs[p];
+  const CodecPair& pair = b.pairs[p];
   const bool kernel = PairSide(b, p, true), ztier = PairSide(b, p, false);
   const std::string prefix =
-      RunLabel(run, cfg.bench.runs) + ": " + PairName(pair) + ": ";
+      RunLabel(run, b.bench.runs) + ": " + PairName(pair) + ": ";
   PairDevices d;
   ZT_RETURN_IF_ERROR(SetUpPair(b, pair, kernel, ztier, prefix, &d));
-  for (std::size_t c = 0; c < cfg.cases.size(); ++c) {
+  for (std::size_t c = 0; c < b.cases.size(); ++c) {
     for (IoPath path : kIoPaths) {
-      if (!cfg.Measures(path) || !(IsKernelPath(path) ? kernel : ztier)) {
+      if (!b.Measures(path) || !(IsKernelPath(path) ? kernel : ztier)) {
         continue;
       }
       ZT_RETURN_IF_ERROR(
-          Step(b, prefix + CaseTitle(cfg.cases[c]) + " on " + IoPathName(path),
+          Step(b, prefix + CaseTitle(b.cases[c]) + " on " + IoPathName(path),
                [&] { return Measure(b, d, path, c, s); }));
     }
   }
@@ -377,18 +370,18 @@ Result<std::vector<std::size_t>> Select(const std::vector<std::string>& names,
   return out;
 }
 
-// --codec, --jobs (reads first), --threads, --paths and --size into `cfg`.
+// --codec, --jobs (reads first), --threads, --paths and --size into `b`.
 Status ParseChoices(const std::vector<std::string>& codec_flags,
                     const std::vector<std::string>& job_flags,
                     const std::vector<std::string>& path_flags,
                     std::int64_t threads, const std::string& size_text,
-                    Config* cfg) {
+                    Bench* b) {
   const std::vector<std::string> kernel = {"lz4", "lzo-rle", "lzo"};
   ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> codecs,
                       Select(kernel, codec_flags, "kernel codec"));
   for (std::size_t i : codecs) {
-    cfg->pairs.push_back({kernel[i], i == 0 ? "lz4" : "lzo"});
-    ZT_RETURN_IF_ERROR(CheckCodecName(cfg->pairs.back().ztier));
+    b->pairs.push_back({kernel[i], i == 0 ? "lz4" : "lzo"});
+    ZT_RETURN_IF_ERROR(CheckCodecName(b->pairs.back().ztier));
   }
   const std::span<const bench::NbdJob> standard = bench::StandardJobs();
   std::vector<std::string> names;
@@ -398,38 +391,38 @@ Status ParseChoices(const std::vector<std::string>& codec_flags,
   std::ranges::stable_partition(
       jobs, [&](std::size_t j) { return !standard[j].writes; });
   for (std::size_t j : jobs) {
-    cfg->cases.push_back({standard[j], 1});
+    b->cases.push_back({standard[j], 1});
     if (threads > 1) {
-      cfg->cases.push_back({standard[j], static_cast<std::size_t>(threads)});
+      b->cases.push_back({standard[j], static_cast<std::size_t>(threads)});
     }
   }
   names.clear();
   for (IoPath p : kIoPaths) names.push_back(IoPathName(p));
   ZT_ASSIGN_OR_RETURN(const std::vector<std::size_t> paths,
                       Select(names, path_flags, "path"));
-  for (std::size_t p : paths) cfg->paths.push_back(kIoPaths[p]);
+  for (std::size_t p : paths) b->paths.push_back(kIoPaths[p]);
   ZT_ASSIGN_OR_RETURN(const std::uint64_t size,
                       ParseSizeFlag(size_text, 1u << 20, "1M"));
   const std::uint64_t unit = kBlock * static_cast<std::uint64_t>(threads);
-  cfg->area_bytes = size / unit * unit;
-  if (cfg->area_bytes == 0) {
+  b->area_bytes = size / unit * unit;
+  if (b->area_bytes == 0) {
     return Status::InvalidArgument("--size " + size_text +
                                    " is less than 128 KiB per thread");
   }
   return Status::Ok();
 }
 
-// The command line into *cfg; the exit status when it is bad (2) or asked
+// The command line into *b; the exit status when it is bad (2) or asked
 // for --help (0).
 std::optional<int> ParseFlags(std::span<const std::string_view> args,
-                              unsigned cores, Config* cfg) {
+                              unsigned cores, Bench* b) {
   std::vector<std::string> codec_flags, job_flags, path_flags;
   std::string size_text = "256M";
   std::int64_t threads = cores, corpus_pages = 0;
   FlagSet flags(kCommand, kSynopsis);
-  flags.AddInt("runs", &cfg->bench.runs, "N",
+  flags.AddInt("runs", &b->bench.runs, "N",
                "measured runs, after one warm-up run (default 5)", 1, 1000);
-  flags.AddInt("seconds", &cfg->seconds, "S",
+  flags.AddInt("seconds", &b->seconds, "S",
                "time of each IO job on each path (default 1)", 1, 3600);
   flags.AddString("size", &size_text, "SIZE",
                   "the area (disksize) of part (b) (default 256M; K/M/G)");
@@ -445,36 +438,37 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   flags.AddInt("threads", &threads, "N",
                "the second thread count (default: online cores; 1: none)", 1,
                1024);
-  AddCorpusDirFlag(flags, &cfg->corpus_dir);
+  AddCorpusDirFlag(flags, &b->corpus_dir);
   flags.AddInt("corpus-pages", &corpus_pages, "N",
                "the first N pages of each corpus (default 0: all)", 0,
                INT64_MAX);
-  flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
+  flags.AddString("zram-dev", &b->zram_dev, "PATH",
                   "the kernel device (default /dev/zram0)");
-  AddJsonFlag(flags, &cfg->bench.json);
+  AddJsonFlag(flags, &b->bench.json);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  cfg->corpus_pages = static_cast<std::size_t>(corpus_pages);
+  b->corpus_pages = static_cast<std::size_t>(corpus_pages);
   const Status s =
-      ParseChoices(codec_flags, job_flags, path_flags, threads, size_text, cfg);
+      ParseChoices(codec_flags, job_flags, path_flags, threads, size_text, b);
   if (!s.ok()) return ReportUsageError(kCommand, s.message());
   return std::nullopt;
 }
 
-void Note(Config& cfg, std::string text) {
+void Note(Bench& b, std::string text) {
   PrintError(kCommand, text);
-  cfg.notes.push_back(std::move(text));
+  b.notes.push_back(std::move(text));
 }
 
 // The versions of ztier, fio and nbdcopy; a note for each one missing.
 void FindTools(Bench& b) {
-  b.cfg.ztier.path = bench::SelfExecutable();
-  b.cfg.ztier.version = bench::ToolVersion(b.cfg.ztier.path, b.dir);
-  for (auto [name, tool] : {std::pair{"fio", &b.cfg.fio},
-                            std::pair{"nbdcopy", &b.cfg.nbdcopy}}) {
+  b.ztier.path = bench::SelfExecutable();
+  b.ztier.version = bench::ToolVersion(b.ztier.path, b.dir);
+  for (auto [name, tool] :
+       {std::pair{"fio", &b.fio}, std::pair{"nbdcopy", &b.nbdcopy}}) {
     *tool = bench::FindTool(name, b.dir);
     if (tool->path.empty()) {
-      Note(b.cfg, std::string(name) + " not found on PATH: the paths that "
-                                      "need it are skipped");
+      Note(b, std::string(name) +
+                  " not found on PATH: the paths that "
+                  "need it are skipped");
     }
   }
 }
@@ -483,28 +477,28 @@ void FindTools(Bench& b) {
 // all of them for part (b).
 Status LoadCorpora(Bench& b) {
   ZT_ASSIGN_OR_RETURN(const std::vector<std::string> paths,
-                      FindCorpusDir(b.cfg.corpus_dir, kCorpusDirHint));
+                      FindCorpusDir(b.corpus_dir, kCorpusDirHint));
   for (const std::string& path : paths) {
     ZT_ASSIGN_OR_RETURN(corpus::PageSet set, LoadCorpus(path));
     const corpus::PageSet* one[] = {&set};
-    auto data = DataPages::From(one, b.cfg.corpus_pages);
+    auto data = DataPages::From(one, b.corpus_pages);
     if (!data.has_value()) {
       return Status::InvalidArgument("corpus " + path + ": " +
                                      data.error().message());
     }
-    b.cfg.corpora.push_back({set.name(), path, data->count()});
+    b.corpora.push_back({set.name(), path, data->count()});
     b.corpus_data.push_back(std::move(*data));
-    b.corpora.push_back(std::move(set));
+    b.sets.push_back(std::move(set));
   }
   std::vector<const corpus::PageSet*> all;
-  for (const corpus::PageSet& s : b.corpora) all.push_back(&s);
-  ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(all, b.cfg.corpus_pages));
-  b.cfg.data_pages = data.count();
+  for (const corpus::PageSet& s : b.sets) all.push_back(&s);
+  ZT_ASSIGN_OR_RETURN(DataPages data, DataPages::From(all, b.corpus_pages));
+  b.data_pages = data.count();
   b.data.emplace(std::move(data));
-  if (!b.cfg.Measures(kNbd)) return Status::Ok();
+  if (!b.Measures(kNbd)) return Status::Ok();
   b.area_file = b.dir + "/area.pages";  // part (b)'s fill, for nbdcopy
   std::ofstream out(b.area_file, std::ios::binary);
-  for (std::uint64_t p = 0; p < b.cfg.area_bytes / kPageSize; ++p) {
+  for (std::uint64_t p = 0; p < b.area_bytes / kPageSize; ++p) {
     out.write(reinterpret_cast<const char*>(b.data->ForAreaPage(p)),
               kPageSize);
   }
@@ -514,27 +508,25 @@ Status LoadCorpora(Bench& b) {
 
 // The kernel device when it can be used; else its state and a note.
 void OpenKernel(Bench& b) {
-  Config& cfg = b.cfg;
-  auto z = KernelZram::Open(cfg.zram_dev);
+  auto z = KernelZram::Open(b.zram_dev);
   if (!z.has_value()) {
     const StatusCode code = z.error().code();
-    cfg.kernel_state = code == StatusCode::kNotFound ? "missing"
-                       : code == StatusCode::kBusy   ? "busy"
-                                                     : "unusable";
-    cfg.kernel_message = z.error().message();
-    Note(cfg, cfg.zram_dev + " " + cfg.kernel_state + ": " +
-                  cfg.kernel_message +
-                  "; the kernel side is skipped, ztier is measured alone");
+    b.kernel_state = code == StatusCode::kNotFound ? "missing"
+                     : code == StatusCode::kBusy   ? "busy"
+                                                   : "unusable";
+    b.kernel_message = z.error().message();
+    Note(b, b.zram_dev + " " + b.kernel_state + ": " + b.kernel_message +
+                "; the kernel side is skipped, ztier is measured alone");
     return;
   }
-  cfg.kernel_state = "used";
-  cfg.kernel_algorithms = z->algorithms();
-  for (CodecPair& p : cfg.pairs) {
-    p.kernel_offered = std::ranges::find(cfg.kernel_algorithms, p.kernel) !=
-                       cfg.kernel_algorithms.end();
+  b.kernel_state = "used";
+  b.kernel_algorithms = z->algorithms();
+  for (CodecPair& p : b.pairs) {
+    p.kernel_offered = std::ranges::find(b.kernel_algorithms, p.kernel) !=
+                       b.kernel_algorithms.end();
     if (!p.kernel_offered) {
-      Note(cfg, "the kernel's zram does not offer " + p.kernel + ": ztier " +
-                    p.ztier + " is measured alone");
+      Note(b, "the kernel's zram does not offer " + p.kernel + ": ztier " +
+                  p.ztier + " is measured alone");
     }
   }
   b.zram.emplace(std::move(*z));
@@ -544,11 +536,9 @@ void OpenKernel(Bench& b) {
 std::vector<Variant> Variants(Bench& b) {
   std::vector<Variant> v = {
       {"mm_stat", [&b](std::size_t run, Samples& s) { return MmRun(b, run, s); }}};
-  for (std::size_t p = 0; !b.cfg.cases.empty() && p < b.cfg.pairs.size();
-       ++p) {
+  for (std::size_t p = 0; !b.cases.empty() && p < b.pairs.size(); ++p) {
     if (!PairSide(b, p, true) && !PairSide(b, p, false)) continue;
-    v.push_back({PairName(b.cfg.pairs[p]), [&b, p](std::size_t run,
-                                                   Samples& s) {
+    v.push_back({PairName(b.pairs[p]), [&b, p](std::size_t run, Samples& s) {
                    return PairRun(b, p, run, s);
                  }});
   }
@@ -563,15 +553,15 @@ std::string Joined(const std::vector<std::string>& v, std::string_view sep) {
   return out;
 }
 
-void AddConfig(Report& r, const Config& cfg) {
+void AddConfig(Report& r, const Bench& b) {
   std::vector<std::string> pairs, paths, jobs, threads;
-  for (const CodecPair& p : cfg.pairs) pairs.push_back(PairName(p));
-  for (IoPath p : cfg.paths) {
-    paths.push_back(IoPathName(p) + (cfg.Measures(p) ? "" : " (skipped)"));
+  for (const CodecPair& p : b.pairs) pairs.push_back(PairName(p));
+  for (IoPath p : b.paths) {
+    paths.push_back(IoPathName(p) + (b.Measures(p) ? "" : " (skipped)"));
   }
-  for (const IoCase& c : cfg.cases) {
+  for (const IoCase& c : b.cases) {
     if (c.threads == 1) jobs.push_back(bench::JobTitle(c.job));
-    if (c.job.name == cfg.cases.front().job.name) {
+    if (c.job.name == b.cases.front().job.name) {
       threads.push_back(std::to_string(c.threads));
     }
   }
@@ -579,49 +569,48 @@ void AddConfig(Report& r, const Config& cfg) {
     return t.path.empty() ? std::string("not found")
                           : t.version + " (" + t.path + ")";
   };
-  const std::string tools = "ztier " + version(cfg.ztier) + "; fio " +
-                            version(cfg.fio) + "; nbdcopy " +
-                            version(cfg.nbdcopy);
-  const std::string kernel = cfg.zram_dev + ": " + cfg.kernel_state;
-  r.Line("config: runs=" + std::to_string(cfg.bench.runs) +
+  const std::string tools = "ztier " + version(b.ztier) + "; fio " +
+                            version(b.fio) + "; nbdcopy " + version(b.nbdcopy);
+  const std::string kernel = b.zram_dev + ": " + b.kernel_state;
+  r.Line("config: runs=" + std::to_string(b.bench.runs) +
          " (after 1 warm-up run, not counted), IO job time=" +
-         std::to_string(cfg.seconds) + " s, area=" + FormatMiB(cfg.area_bytes) +
+         std::to_string(b.seconds) + " s, area=" + FormatMiB(b.area_bytes) +
          " (each thread on its own equal share), threads: " +
          Joined(threads, " and ") + "\ncodec pairs (kernel/ztier): " +
          Joined(pairs, ", ") + "\nkernel device: " + kernel +
-         (cfg.kernel_message.empty() ? "" : " (" + cfg.kernel_message + ")"));
-  if (!cfg.kernel_algorithms.empty()) {
+         (b.kernel_message.empty() ? "" : " (" + b.kernel_message + ")"));
+  if (!b.kernel_algorithms.empty()) {
     r.Line("  kernel comp_algorithm offers: " +
-           Joined(cfg.kernel_algorithms, " "));
+           Joined(b.kernel_algorithms, " "));
   }
   r.Line("part (b): paths, alternating in this order for every job: " +
          Joined(paths, ", ") + "\n  jobs (reads first): " + Joined(jobs, ", ") +
          "\n  fill (untimed): area page p = data page p % " +
-         std::to_string(cfg.data_pages) +
+         std::to_string(b.data_pages) +
          ", every 61st page read back and compared; psync and lib rows at "
          "QD32 repeat QD1 (a synchronous call has no queue)");
-  if (!cfg.cases.empty()) {
-    const IoCase& c = cfg.cases.front();
+  if (!b.cases.empty()) {
+    const IoCase& c = b.cases.front();
     const auto line = [&](const std::string& uri, const std::string& dev) {
-      return bench::CommandLine(FioArgs("fio", c.job, c.threads, cfg.area_bytes,
-                                        cfg.seconds, uri, dev));
+      return bench::CommandLine(
+          FioArgs("fio", c.job, c.threads, b.area_bytes, b.seconds, uri, dev));
     };
-    r.Line("  kernel-fio, e.g.: " + line("", cfg.zram_dev) +
+    r.Line("  kernel-fio, e.g.: " + line("", b.zram_dev) +
            "\n  ztier-nbd, e.g.: " + line("URI", "") +
            "\n  fio writes its own buffers, not corpus data: fio rows compare "
            "fio's data on both sides");
   }
   r.Line("tools: " + tools);
-  for (const Config::Corpus& c : cfg.corpora) {
+  for (const Bench::Corpus& c : b.corpora) {
     r.Line("corpus: " + c.name + " (" + std::to_string(c.pages) +
            " pages) from " + c.path);
   }
-  for (const std::string& n : cfg.notes) r.Line("note: " + n);
+  for (const std::string& n : b.notes) r.Line("note: " + n);
   r.Line("");
   const std::pair<const char*, std::string> conditions[] = {
-      {"runs", std::to_string(cfg.bench.runs)},
-      {"seconds", std::to_string(cfg.seconds)},
-      {"area_bytes", std::to_string(cfg.area_bytes)},
+      {"runs", std::to_string(b.bench.runs)},
+      {"seconds", std::to_string(b.seconds)},
+      {"area_bytes", std::to_string(b.area_bytes)},
       {"codec_pairs", Joined(pairs, ", ")},
       {"paths", Joined(paths, ", ")},
       {"kernel_device", kernel},
@@ -629,15 +618,15 @@ void AddConfig(Report& r, const Config& cfg) {
   for (const auto& [key, value] : conditions) r.Condition(key, value);
 }
 
-void AddMmTable(Report& r, const Config& cfg, const Measurements& m) {
+void AddMmTable(Report& r, const Bench& b, const Measurements& m) {
   Table& t = r.AddTable(
       "mm_stat",
       "(a) mm_stat after writing each corpus to a fresh device (medians over " +
-          std::to_string(cfg.bench.runs) +
+          std::to_string(b.bench.runs) +
           " runs; MiB = 2^20 bytes; k = kernel zram, z = ztier; z/k < 1: ztier "
           "smaller)");
-  for (std::size_t c = 0; c < cfg.corpora.size(); ++c) {
-    for (std::size_t p = 0; p < cfg.pairs.size(); ++p) {
+  for (std::size_t c = 0; c < b.corpora.size(); ++c) {
+    for (std::size_t p = 0; p < b.pairs.size(); ++p) {
       const auto of = [&](char side, std::string_view f, double by = 1) {
         std::vector<double> v = m.Of("mm_stat", MmFigure(c, p, side, f));
         for (double& x : v) x /= by;
@@ -659,9 +648,9 @@ void AddMmTable(Report& r, const Config& cfg, const Measurements& m) {
         return out;
       };
       t.AddRow()
-          .Text("corpus", cfg.corpora[c].name)
-          .Text("kernel/ztier", PairName(cfg.pairs[p]))
-          .Number("orig MiB", cfg.corpora[c].pages * 4096.0 / (1 << 20), 2)
+          .Text("corpus", b.corpora[c].name)
+          .Text("kernel/ztier", PairName(b.pairs[p]))
+          .Number("orig MiB", b.corpora[c].pages * 4096.0 / (1 << 20), 2)
           .Figure("compr k", of('k', "compr", 1 << 20), 2, kMedian)
           .Figure("compr z", of('z', "compr", 1 << 20), 2, kMedian)
           .Figure("compr z/k", zk("compr"), 3, kMedian)
@@ -677,44 +666,43 @@ void AddMmTable(Report& r, const Config& cfg, const Measurements& m) {
 
 // The variant that holds `path` of pair `p`: the pair's own, or for the
 // ztier paths the first pair with the same ztier codec.
-std::string Holder(const Config& cfg, std::size_t p, IoPath path) {
-  while (!IsKernelPath(path) && !cfg.MeasuresZtier(p)) --p;
-  return PairName(cfg.pairs[p]);
+std::string Holder(const Bench& b, std::size_t p, IoPath path) {
+  while (!IsKernelPath(path) && !b.MeasuresZtier(p)) --p;
+  return PairName(b.pairs[p]);
 }
 
 // A table of `ztier` against `kernel`, or with `driver_check` (ztier:
 // kernel-io_uring, kernel: kernel-fio) the driver check's one column.
-void AddIoTable(Report& r, const Config& cfg, const Measurements& m,
-                IoPath kernel, IoPath ztier, std::string name,
-                const std::string& title) {
+void AddIoTable(Report& r, const Bench& b, const Measurements& m, IoPath kernel,
+                IoPath ztier, std::string name, const std::string& title) {
   const bool check = name == "driver_check";
   Table& t = r.AddTable(
       std::move(name),
       check ? title
             : title + ": " + IoPathName(ztier) + " vs " + IoPathName(kernel) +
-                  " (" + std::to_string(cfg.seconds) + " s per job, " +
-                  std::to_string(cfg.bench.runs) +
+                  " (" + std::to_string(b.seconds) + " s per job, " +
+                  std::to_string(b.bench.runs) +
                   " runs; MB/s = 10^6 bytes/s; ratio within each run, then "
                   "median)");
-  for (std::size_t c = 0; c < cfg.cases.size(); ++c) {
-    const bool mb_s = cfg.cases[c].job.block_size > 4096;
+  for (std::size_t c = 0; c < b.cases.size(); ++c) {
+    const bool mb_s = b.cases[c].job.block_size > 4096;
     const std::string unit = mb_s ? "mb_s" : "iops";
-    for (std::size_t p = 0; p < cfg.pairs.size(); ++p) {
-      const std::string kv = Holder(cfg, p, kernel), zv = Holder(cfg, p, ztier);
+    for (std::size_t p = 0; p < b.pairs.size(); ++p) {
+      const std::string kv = Holder(b, p, kernel), zv = Holder(b, p, ztier);
       const std::string kf = IoFigure(c, kernel, unit);
       const std::string zf = IoFigure(c, ztier, unit);
       const std::vector<double> k = m.Of(kv, kf), z = m.Of(zv, zf);
-      if (check ? !cfg.pairs[p].kernel_offered : k.empty() && z.empty()) {
+      if (check ? !b.pairs[p].kernel_offered : k.empty() && z.empty()) {
         continue;
       }
-      Row& row = t.AddRow().Text("job x threads", CaseTitle(cfg.cases[c]));
+      Row& row = t.AddRow().Text("job x threads", CaseTitle(b.cases[c]));
       if (check) {
-        row.Text("kernel codec", cfg.pairs[p].kernel)
+        row.Text("kernel codec", b.pairs[p].kernel)
             .Figure("io_uring driver / fio", m.Ratios(zv, zf, kv, kf), 3,
                     kRange);
         continue;
       }
-      row.Text("kernel/ztier", PairName(cfg.pairs[p]))
+      row.Text("kernel/ztier", PairName(b.pairs[p]))
           .Text("unit", mb_s ? "MB/s" : "IOPS")
           .Figure("kernel", k, mb_s ? 1 : 0, kRange | kOwnCv)
           .Figure("ztier", z, mb_s ? 1 : 0, kRange | kOwnCv)
@@ -724,26 +712,26 @@ void AddIoTable(Report& r, const Config& cfg, const Measurements& m,
 }
 
 // The whole report: configuration lines, the tables.
-void AddReport(Report& report, const Config& cfg, const Measurements& m) {
-  AddConfig(report, cfg);
-  AddMmTable(report, cfg, m);
-  if (cfg.cases.empty()) return;
-  const bool uring = cfg.Measures(kUring), fio = cfg.Measures(kFio);
+void AddReport(Report& report, const Bench& b, const Measurements& m) {
+  AddConfig(report, b);
+  AddMmTable(report, b, m);
+  if (b.cases.empty()) return;
+  const bool uring = b.Measures(kUring), fio = b.Measures(kFio);
   if (uring) {
-    AddIoTable(report, cfg, m, kUring, kLib, "library_io_uring",
+    AddIoTable(report, b, m, kUring, kLib, "library_io_uring",
                "(b) library path, corpus data");
   }
-  if (cfg.Measures(kSync) || cfg.Measures(kLib)) {
-    AddIoTable(report, cfg, m, kSync, kLib, "library_psync",
+  if (b.Measures(kSync) || b.Measures(kLib)) {
+    AddIoTable(report, b, m, kSync, kLib, "library_psync",
                "(b) library path, corpus data, synchronous calls on both "
                "sides");
   }
-  if (fio || cfg.Measures(kNbd)) {
-    AddIoTable(report, cfg, m, kFio, kNbd, "nbd",
+  if (fio || b.Measures(kNbd)) {
+    AddIoTable(report, b, m, kFio, kNbd, "nbd",
                "(b) NBD path, fio on both sides");
   }
   if (uring && fio) {
-    AddIoTable(report, cfg, m, kFio, kUring, "driver_check",
+    AddIoTable(report, b, m, kFio, kUring, "driver_check",
                "check: this tool's io_uring driver vs fio on the same kernel "
                "device (reads: same data; writes: corpus vs fio's data)");
   }
@@ -754,7 +742,7 @@ void AddReport(Report& report, const Config& cfg, const Measurements& m) {
 int RunBenchZramCompare(std::span<const std::string_view> args) {
   const MachineInfo machine = GetMachineInfo();
   Bench b;
-  if (auto rc = ParseFlags(args, machine.cores, &b.cfg)) return *rc;
+  if (auto rc = ParseFlags(args, machine.cores, &b)) return *rc;
   auto temp = TempDir::Create("ztier-bench-zram-compare");
   if (!temp.has_value()) return ReportFailure(kCommand, temp.error().ToString());
   b.dir = temp->path();
@@ -767,7 +755,7 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
   auto* const old_int = std::signal(SIGINT, [](int) { g_interrupted = 1; });
   auto* const old_term = std::signal(SIGTERM, [](int) { g_interrupted = 1; });
   auto m = RunVariants(
-      {.runs = static_cast<std::size_t>(b.cfg.bench.runs), .label = "zram"},
+      {.runs = static_cast<std::size_t>(b.bench.runs), .label = "zram"},
       variants, b.progress);
   std::signal(SIGINT, old_int);
   std::signal(SIGTERM, old_term);
@@ -778,8 +766,8 @@ int RunBenchZramCompare(std::span<const std::string_view> args) {
     return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
   }
   Report report(kCommand, machine);
-  AddReport(report, b.cfg, *m);
-  return report.Finish(kCommand, b.cfg.bench);
+  AddReport(report, b, *m);
+  return report.Finish(kCommand, b.bench);
 }
 
 }  // namespace ztier::tool
