@@ -4,6 +4,8 @@
 // helpers and the report, and an end-to-end smoke test of the built binary
 // (ZTIER_BIN): one one-second run of ztier alone on a small generated corpus,
 // with --json. The smoke test skips when fio or nbdcopy is not on PATH.
+#include "bench_nbd.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,7 +19,6 @@
 #include <string>
 
 #include "bench_fio.h"
-#include "bench_nbd_report.h"
 #include "bench_proc.h"
 #include "testing/test_util.h"
 

@@ -43,6 +43,35 @@ void KillAndReap(pid_t pid, int* wait_status) {
   }
 }
 
+// Connects to the Unix socket `path` until a connect succeeds (closing it
+// at once), at most `timeout`. An error when `process` ends first, or on
+// the deadline.
+Status WaitForUnixSocket(const std::string& path, Process* process,
+                         milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  while (true) {
+    const Result<int> fd = platform::ConnectUnix(path);
+    if (fd.has_value()) {
+      ::close(*fd);
+      return Status::Ok();
+    }
+    // An empty or too long path never connects.
+    if (fd.error().code() == StatusCode::kInvalidArgument) return fd.error();
+    if (!process->Running()) {
+      auto ended = process->Wait(milliseconds(0));
+      return Status::IoError(
+          "the server ended (" +
+          (ended.has_value() ? ended->Describe() : std::string("?")) +
+          ") before its socket " + path + " accepted");
+    }
+    if (Clock::now() >= deadline) {
+      return Status::IoError("socket " + path + " did not accept within " +
+                             std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+}
+
 }  // namespace
 
 std::string FindExecutable(std::string_view name) {
@@ -198,32 +227,6 @@ Result<ExitInfo> RunToCompletion(const std::vector<std::string>& argv,
                           " s; killed"));
 }
 
-Status WaitForUnixSocket(const std::string& path, Process* process,
-                         milliseconds timeout) {
-  const Clock::time_point deadline = Clock::now() + timeout;
-  while (true) {
-    const Result<int> fd = platform::ConnectUnix(path);
-    if (fd.has_value()) {
-      ::close(*fd);
-      return Status::Ok();
-    }
-    // An empty or too long path never connects.
-    if (fd.error().code() == StatusCode::kInvalidArgument) return fd.error();
-    if (process != nullptr && !process->Running()) {
-      auto ended = process->Wait(milliseconds(0));
-      return Status::IoError(
-          "the server ended (" +
-          (ended.has_value() ? ended->Describe() : std::string("?")) +
-          ") before its socket " + path + " accepted");
-    }
-    if (Clock::now() >= deadline) {
-      return Status::IoError("socket " + path + " did not accept within " +
-                             std::to_string(timeout.count()) + " ms");
-    }
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-}
-
 Result<ServerProcess> StartServerProcess(const std::vector<std::string>& argv,
                                          std::string label, std::string sock,
                                          std::string ctl, std::string log,
@@ -269,16 +272,6 @@ std::vector<std::string> ZtierServeArgs(const std::string& ztier_path,
   const std::string device = "zram0:" + std::to_string(size);
   return {ztier_path, "serve",  "--device", device,  "--comp-algorithm",
           codec,      "--unix", sock,       "--ctl", ctl};
-}
-
-std::vector<std::string> NbdkitMemoryArgs(const std::string& nbdkit_path,
-                                          std::uint64_t size,
-                                          const std::string& sock, bool zstd) {
-  std::vector<std::string> argv = {nbdkit_path, "--foreground",
-                                   "--unix",    sock,
-                                   "memory",    std::to_string(size)};
-  if (zstd) argv.push_back("allocator=zstd");
-  return argv;
 }
 
 Result<double> RunNbdcopy(const std::string& nbdcopy_path,

@@ -87,12 +87,6 @@ Result<ExitInfo> RunToCompletion(const std::vector<std::string>& argv,
                                  std::chrono::milliseconds timeout,
                                  double* seconds = nullptr);
 
-// Connects to the Unix socket `path` until a connect succeeds (closing it
-// at once), at most `timeout`. An error when `process` (if not null) ends
-// first, or on the deadline.
-Status WaitForUnixSocket(const std::string& path, Process* process,
-                         std::chrono::milliseconds timeout);
-
 struct ServerProcess {  // a server child on a Unix socket
   std::string label;    // names it in messages: "ztier-lz4", "nbdkit"
   Process process;
@@ -123,12 +117,6 @@ std::vector<std::string> ZtierServeArgs(const std::string& ztier_path,
                                         const std::string& codec,
                                         const std::string& sock,
                                         const std::string& ctl);
-
-// `nbdkit --foreground --unix SOCK memory SIZE`, with `allocator=zstd` when
-// `zstd`; its export is "nbd+unix:///?socket=SOCK".
-std::vector<std::string> NbdkitMemoryArgs(const std::string& nbdkit_path,
-                                          std::uint64_t size,
-                                          const std::string& sock, bool zstd);
 
 // `nbdcopy SRC DST` in `dir` (output in DIR/nbdcopy.log, at most
 // `timeout`): the process's wall time in seconds. Errors carry the command
