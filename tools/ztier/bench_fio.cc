@@ -77,35 +77,26 @@ bool Walk(std::string_view s, std::size_t& i, const std::string& path,
     if (s.substr(i, word.size()) == word) return i += word.size(), true;
   }
   const std::size_t start = i;
-  while (i < s.size() && std::string_view("+-0123456789.eE").find(s[i]) !=
-                             std::string_view::npos) {
-    ++i;
-  }
+  i = std::min(s.size(), s.find_first_not_of("+-0123456789.eE", i));
   const std::string token(s.substr(start, i - start));
   char* end = nullptr;
   (*out)[path] = std::strtod(token.c_str(), &end);
   return !token.empty() && end == token.c_str() + token.size();
 }
 
-std::string Flag(std::string_view name, const std::string& value) {
-  return "--" + std::string(name) + "=" + value;
-}
+// The untimed fill: one sequential pass over the area.
+constexpr NbdJob kFill = {"fill", "write", 128 * 1024, 8, true};
 
 // fio NAME COMMON --uri=URI --rw=RW --bs=BS --iodepth=D --size=AREA: --uri
 // is an option of the nbd engine, so it follows --ioengine.
-std::vector<std::string> Args(const std::string& fio, std::string_view name,
-                              const std::string& uri, std::string_view rw,
-                              std::uint32_t bs, std::uint32_t depth,
-                              std::uint64_t area) {
-  std::vector<std::string> argv = {fio, Flag("name", std::string(name))};
+std::vector<std::string> Args(const std::string& fio, const NbdJob& job,
+                              const std::string& uri, std::uint64_t area) {
+  std::vector<std::string> argv = {fio, "--name=" + std::string(job.name)};
   for (std::string& f : FioCommonFlags()) argv.push_back(std::move(f));
-  for (auto [k, v] : {std::pair{"uri", uri},
-                      {"rw", std::string(rw)},
-                      {"bs", std::to_string(bs)},
-                      {"iodepth", std::to_string(depth)},
-                      {"size", std::to_string(area)}}) {
-    argv.push_back(Flag(k, v));
-  }
+  argv.insert(argv.end(), {"--uri=" + uri, "--rw=" + std::string(job.rw),
+                           "--bs=" + std::to_string(job.block_size),
+                           "--iodepth=" + std::to_string(job.iodepth),
+                           "--size=" + std::to_string(area)});
   return argv;
 }
 
@@ -129,17 +120,16 @@ std::vector<std::string> FioJobArgs(const std::string& fio_path,
                                     const NbdJob& job, const std::string& uri,
                                     std::uint64_t area_bytes,
                                     std::int64_t seconds) {
-  std::vector<std::string> argv = Args(fio_path, job.name, uri, job.rw,
-                                       job.block_size, job.iodepth, area_bytes);
-  argv.push_back("--time_based");
-  argv.push_back(Flag("runtime", std::to_string(seconds)));
+  std::vector<std::string> argv = Args(fio_path, job, uri, area_bytes);
+  argv.insert(argv.end(),
+              {"--time_based", "--runtime=" + std::to_string(seconds)});
   return argv;
 }
 
 std::vector<std::string> FioFillArgs(const std::string& fio_path,
                                      const std::string& uri,
                                      std::uint64_t area_bytes) {
-  return Args(fio_path, "fill", uri, "write", 128 * 1024, 8, area_bytes);
+  return Args(fio_path, kFill, uri, area_bytes);
 }
 
 Result<FioFigures> ParseFioJson(std::string_view text) {

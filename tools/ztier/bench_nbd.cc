@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <tuple>
 
@@ -43,20 +44,15 @@ std::string SizeText(std::uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-std::string Joined(const std::vector<std::string>& words,
-                   std::string_view sep) {
+// text(item) of each of `items`, joined with `sep`.
+template <typename Range, typename Text = std::identity>
+std::string Joined(const Range& items, std::string_view sep, Text text = {}) {
   std::string out;
-  for (const std::string& w : words) {
+  for (const auto& item : items) {
     if (!out.empty()) out += sep;
-    out += w;
+    out += std::invoke(text, item);
   }
   return out;
-}
-
-std::string ServerLabels(const NbdBenchConfig& cfg, std::string_view sep) {
-  std::vector<std::string> labels;
-  for (const ServerSpec& s : cfg.servers) labels.push_back(s.label);
-  return Joined(labels, sep);
 }
 
 std::string ConfigText(const NbdBenchConfig& cfg) {
@@ -71,9 +67,9 @@ std::string ConfigText(const NbdBenchConfig& cfg) {
       SizeText(cfg.area_bytes) + "), codecs=" + Joined(cfg.codecs, ",") +
       "\nservers (one at a time, the order reversed every other run; each "
       "started fresh for its fio jobs and for each copy): " +
-      ServerLabels(cfg, ", ") + "\ntools: " + tool("ztier", cfg.ztier) + "; " +
-      tool("fio", cfg.fio) + "; " + tool("nbdkit", cfg.nbdkit) + "; " +
-      tool("nbdcopy", cfg.nbdcopy);
+      Joined(cfg.servers, ", ", &ServerSpec::label) +
+      "\ntools: " + tool("ztier", cfg.ztier) + "; " + tool("fio", cfg.fio) +
+      "; " + tool("nbdkit", cfg.nbdkit) + "; " + tool("nbdcopy", cfg.nbdcopy);
   if (!cfg.fio.path.empty()) {
     text += "\nfio: " + Joined(FioCommonFlags(), " ") +
             " --uri=URI --size=" + std::to_string(cfg.area_bytes) +
@@ -200,18 +196,17 @@ std::string SampleName(std::string_view name, std::string_view figure) {
 Report NbdReport(const NbdBenchConfig& cfg, const Measurements& m,
                  MachineInfo machine) {
   Report r("ztier bench nbd", std::move(machine));
-  std::vector<std::string> corpora;
-  for (const auto& c : cfg.corpora) {
-    corpora.push_back(c.name + " (" + std::to_string(c.bytes) + " bytes)");
-  }
+  const auto corpus = [](const NbdBenchConfig::Corpus& c) {
+    return c.name + " (" + std::to_string(c.bytes) + " bytes)";
+  };
   for (const auto& [key, value] :
        {std::pair{"runs", std::to_string(cfg.common.runs)},
         {"seconds", std::to_string(cfg.seconds)},
         {"size_bytes", std::to_string(cfg.size_bytes)},
         {"area_bytes", std::to_string(cfg.area_bytes)},
         {"codecs", Joined(cfg.codecs, ",")},
-        {"servers", ServerLabels(cfg, ",")},
-        {"corpora", Joined(corpora, ", ")},
+        {"servers", Joined(cfg.servers, ",", &ServerSpec::label)},
+        {"corpora", Joined(cfg.corpora, ", ", corpus)},
         {"fio", cfg.fio.version},
         {"nbdkit", cfg.nbdkit.version},
         {"nbdcopy", cfg.nbdcopy.version}}) {
@@ -380,7 +375,6 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   std::vector<std::string> codecs;
   cfg->corpus_dir = kDefaultCorpusDir;
   FlagSet flags(kCommand, kSynopsis);
-  // No warm-up run: every run starts each server afresh.
   flags.AddInt("runs", &cfg->common.runs, "N",
                "runs, each of every job and copy (default 5)", 1, 1000);
   flags.AddInt("seconds", &cfg->seconds, "S",

@@ -37,10 +37,13 @@ bool IsExecutableFile(const std::string& path) {
          ::access(path.c_str(), X_OK) == 0;
 }
 
-void KillAndReap(pid_t pid, int* wait_status) {
+// SIGKILL, and the wait status once reaped.
+int KillAndReap(pid_t pid) {
+  int wait_status = 0;
   ::kill(pid, SIGKILL);
-  while (::waitpid(pid, wait_status, 0) < 0 && errno == EINTR) {
+  while (::waitpid(pid, &wait_status, 0) < 0 && errno == EINTR) {
   }
+  return wait_status;
 }
 
 // Connects to the Unix socket `path` until a connect succeeds (closing it
@@ -157,8 +160,7 @@ Process& Process::operator=(Process&& other) noexcept {
 }
 
 Process::~Process() {
-  int st = 0;
-  if (pid_ > 0) KillAndReap(pid_, &st);
+  if (pid_ > 0) KillAndReap(pid_);
 }
 
 void Process::Reaped(int wait_status) {
@@ -205,9 +207,7 @@ ExitInfo Process::Terminate(milliseconds grace) {
   if (pid_ <= 0) return exit_;
   ::kill(pid_, SIGTERM);
   if (auto r = Wait(grace); r.has_value()) return *r;
-  int st = 0;
-  KillAndReap(pid_, &st);
-  Reaped(st);
+  Reaped(KillAndReap(pid_));
   return exit_;
 }
 
