@@ -292,8 +292,7 @@ Status CompareFile(const std::string& path, const std::string& orig) {
   const std::string want = ReadFileText(orig, 1ull << 40);
   const std::string got = ReadFileText(path, want.size() + 1);
   if (got == want) return Status::Ok();
-  std::size_t at = 0;
-  while (at < got.size() && at < want.size() && got[at] == want[at]) ++at;
+  const auto at = std::ranges::mismatch(got, want).in1 - got.begin();
   return Status::Corruption("copied-out " + path + " (" +
                             std::to_string(got.size()) + " bytes) differs " +
                             "from the original in page " +

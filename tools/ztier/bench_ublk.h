@@ -1,15 +1,13 @@
 // File: tools/ztier/bench_ublk.h
 //
-// `ztier bench ublk`: ztier as a block device inside the test guest (qemu
-// TCG, testing/guest/): the guest kernel's own zram, `ztier serve --ublk`
-// (/dev/ublkb0) and the same server over NBD on the guest's loopback, one
-// at a time, alternating, with the fio jobs of `ztier bench nbd`. The
-// experiment is testing/guest/bench_ublk.py of the checkout this binary was
-// built from (ZTIER_SOURCE_DIR); this command runs it as
+// `ztier bench ublk` (ztier(8)): the guest experiment (the guest kernel's
+// zram, `ztier serve --ublk` and the same server over NBD, under qemu) of
+// testing/guest/bench_ublk.py in the checkout this binary was built from
+// (ZTIER_SOURCE_DIR). This command checks ARGS, so that --help and usage
+// errors are the tool's own, and then runs
 //   python3 SCRIPT --ztier <this binary> --machine-line L --machine-json J
 //           ARGS...
-// after checking ARGS here, so that --help and usage errors are the tool's
-// own and the machine line is every experiment's (machine_info.h).
+// so that the machine line is every experiment's (machine_info.h).
 //
 // Exit status: the script's (0 measured, 1 a failure); 1 when python3 or
 // the script is missing; 2 bad usage.
