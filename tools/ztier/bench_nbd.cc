@@ -259,16 +259,16 @@ struct Bench {
 Result<ServerProcess> Start(const Bench& b, const ServerSpec& spec,
                             const std::string& tag, std::uint64_t size) {
   const std::string base = b.dir + "/" + tag, sock = base + ".sock";
-  const bool ztier = spec.kind == ServerKind::kZtier;
+  const std::string ctl = spec.kind == ServerKind::kZtier ? base + ".ctl" : "";
   std::vector<std::string> argv =
-      ztier ? ZtierServeArgs(b.cfg->ztier.path, size, spec.codec, sock,
-                             base + ".ctl")
-            : std::vector<std::string>{
-                  b.cfg->nbdkit.path, "--foreground",      "--unix", sock,
-                  "memory",           std::to_string(size)};
+      ZtierServeArgs(b.cfg->ztier.path, size, spec.codec, sock, ctl);
+  if (ctl.empty()) {
+    argv = {b.cfg->nbdkit.path, "--foreground",      "--unix", sock,
+            "memory",           std::to_string(size)};
+  }
   if (spec.kind == ServerKind::kNbdkitZstd) argv.push_back("allocator=zstd");
-  return StartServerProcess(argv, spec.label, sock, ztier ? base + ".ctl" : "",
-                            base + ".log", b.dir, kStart);
+  return StartServerProcess(argv, spec.label, sock, ctl, base + ".log", b.dir,
+                            kStart);
 }
 
 std::string Uri(const ServerProcess& s) {
