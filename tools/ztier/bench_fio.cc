@@ -133,15 +133,12 @@ std::vector<std::string> FioFillArgs(const std::string& fio_path,
 }
 
 Result<FioFigures> ParseFioJson(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size() &&
-         (text[i] != '{' || (i > 0 && text[i - 1] != '\n'))) {
-    ++i;
-  }
-  Numbers n;
-  if (i == text.size()) {
+  std::size_t i = text.starts_with('{') ? 0 : text.find("\n{");
+  if (i == std::string_view::npos) {
     return Err(Status::Corruption("fio printed no JSON document"));
   }
+  if (text[i] == '\n') ++i;
+  Numbers n;
   if (!Walk(text, i, "", 0, &n)) {
     return Err(Status::Corruption("fio JSON: malformed"));
   }

@@ -328,19 +328,20 @@ Status FioPart(Bench& b, const ServerSpec& spec, std::size_t run,
   return Status::Ok();
 }
 
-// Corpus `c` copied in and out of an export of its size on `spec`, and
+// `corpus` copied in and out of an export of its size on `spec`, and
 // checked (a mismatch is fatal). The memory holding it is ztier's
 // mem_used_total and nbdkit's VmRSS growth over the copy-in; MB/s is over
 // nbdcopy's wall time.
-Status CopyPart(Bench& b, const ServerSpec& spec, std::size_t c,
-                std::size_t run, Samples& out) {
-  const std::string& name = b.cfg->corpora[c].name;
-  const double bytes = static_cast<double>(b.cfg->corpora[c].bytes);
+Status CopyPart(Bench& b, const ServerSpec& spec,
+                const NbdBenchConfig::Corpus& corpus, std::size_t run,
+                Samples& out) {
+  const std::string& name = corpus.name;
+  const double bytes = static_cast<double>(corpus.bytes);
   const std::string& nbdcopy = b.cfg->nbdcopy.path;
   const std::string raw = b.dir + "/" + name, copy = b.dir + "/copied-out";
   b.Step(run, spec, "nbdcopy " + name);
   ZT_ASSIGN_OR_RETURN(ServerProcess server,
-                      Start(b, spec, "copy", b.cfg->corpora[c].bytes));
+                      Start(b, spec, "copy", corpus.bytes));
   ZT_ASSIGN_OR_RETURN(std::uint64_t rss0,
                       ProcessRssBytes(server.process.pid()));
   ZT_ASSIGN_OR_RETURN(double in_s,
@@ -465,7 +466,7 @@ int RunBenchNbd(std::span<const std::string_view> args) {
            if (!cfg.fio.path.empty()) {
              ZT_RETURN_IF_ERROR(FioPart(b, spec, run, out));
            }
-           for (std::size_t c = 0; c < cfg.corpora.size(); ++c) {
+           for (const NbdBenchConfig::Corpus& c : cfg.corpora) {
              ZT_RETURN_IF_ERROR(CopyPart(b, spec, c, run, out));
            }
            return Status::Ok();
