@@ -2,19 +2,16 @@
 //
 // `ztier bench nbd` (ztier(8)): `ztier serve` against nbdkit's memory
 // plugin, measured from the outside with fio (bench_fio.h) and nbdcopy over
-// NBD on Unix sockets. A variant per server (bench_harness.h), one at a
-// time, the order reversed every other run, no warm-up run (each run starts
-// every server afresh, in a private temporary folder): ztier-CODEC per
-// --codec, nbdkit (`nbdkit memory SIZE`) and nbdkit-zstd (`...
-// allocator=zstd`).
+// NBD on Unix sockets. A variant per server (bench_harness.h: ztier-CODEC
+// per --codec, nbdkit and nbdkit-zstd), no warm-up run: each run starts
+// every server afresh, in a private temporary folder.
 //
 // A server's variant gives, per run, "JOB iops", "JOB mb_s" and "JOB cpu"
 // for each fio job (NbdJob::name), and "CORPUS in_mb_s", "CORPUS out_mb_s",
 // "CORPUS stored_mib", "CORPUS rss_mib" and "CORPUS orig_over_stored" for
 // each corpus (its name). NbdReport makes of them the configuration lines,
-// the fio table, the nbdcopy table, the derived ratios (each taken within a
-// run, Measurements::Ratios, before the median over the runs) and the two
-// charts.
+// the fio and nbdcopy tables, the derived ratios (each taken within a run,
+// Measurements::Ratios, before the median over the runs) and two charts.
 //
 // A missing tool skips its part with a note: fio, the fio part; nbdcopy,
 // the copies; nbdkit (or --no-nbdkit), the peers and ratios. Exit status: 0
