@@ -23,8 +23,8 @@
 #include "bench_proc.h"
 #include "bench_report.h"
 #include "bench_stats.h"
-#include "tool_common.h"
 #include "nbd/nbd_backing_file.h"
+#include "tool_common.h"
 #include "ztier/backing_store.h"
 #include "ztier/page.h"
 #include "ztier/page_store.h"
@@ -33,10 +33,6 @@ namespace ztier::tool {
 namespace {
 
 constexpr const char kCommand[] = "ztier bench writeback";
-constexpr const char kSynopsis[] =
-    "[--corpus FILE] [--size SIZE] [--dir DIR] [--runs N] [--codec NAME] "
-    "[--batch-size N] [--compressed] [--backing URI] "
-    "[--backing-connections N] [--json FILE] [--plot DIR]";
 constexpr const char kAbout[] =
     "zram-style writeback of a filled store to a\nbacking file, one "
     "page at a time (one synchronous 4 KiB pwrite per page, zram\nbefore "
@@ -47,9 +43,23 @@ constexpr const char kAbout[] =
     "remote NBD export, one\ncommand at a time and batched, in the same "
     "run.";
 
-constexpr const char* kVariants[] = {"sync", "batched", "fio",
-                                     "remote-sync", "remote-batched"};
-constexpr int kStoreVariants[] = {0, 1, 3, 4};  // those with a last run
+// The variants, in the order of the tables and the chart's bars; all but
+// fio are a store's writeback, one page at a time (sync) or batched, to
+// the file or (remote) the --backing export.
+struct VariantSpec {
+  const char* name;
+  const char* tic;  // the chart's label
+  bool sync, remote;
+};
+constexpr VariantSpec kVariants[] = {
+    {"sync", "sync (a 4 KiB pwrite per page)", true, false},
+    {"batched", "batched (io_uring)", false, false},
+    {"fio", "fio (the disk's limit)", false, false},
+    {"remote-sync", "remote-sync (one NBD write at a time)", true, true},
+    {"remote-batched", "remote-batched (NBD)", false, true}};
+constexpr int kFio = 2;
+constexpr std::size_t kMaxIoPages = 32;    // batched: pages per IO
+constexpr std::size_t kVerifyStride = 64;  // every 64th slot is checked
 
 struct Flags {
   BenchFlags common{.runs = 5};
@@ -62,33 +72,6 @@ struct Flags {
   std::string backing;  // an NBD URI: the remote variants
   std::int64_t backing_connections = 4;
 };
-
-void DeclareFlags(FlagSet& flags, Flags* f) {
-  AddCorpusFileFlag(flags, &f->corpus,
-                    "pages to fill the store with, repeated as needed");
-  flags.AddString("size", &f->size, "SIZE",
-                  "store and backing file size (default 1G; K/M/G suffixes; "
-                  "at least 1M)");
-  flags.AddString("dir", &f->dir, "DIR",
-                  "where the backing file and fio's file go; put it on the "
-                  "file system under test (default /var/tmp; needs SIZE "
-                  "free; the files are removed at the end)");
-  AddBenchFlags(flags, &f->common);
-  flags.AddString("codec", &f->codec, "NAME", "store codec (default lz4)");
-  flags.AddInt("batch-size", &f->batch_size, "N",
-               "IOs in flight for the batched variant (default 32)", 1, 1024);
-  flags.AddBool("compressed", &f->compressed,
-                "compressed writeback: write the compressed objects");
-  flags.AddString("backing", &f->backing, "URI",
-                  "also write back to this NBD export (nbd://HOST[:PORT]/"
-                  "EXPORT, nbds://, nbd+unix://): the variants remote-sync "
-                  "and remote-batched; it must hold SIZE + 4096 bytes, and "
-                  "its first SIZE + 4096 bytes are overwritten");
-  flags.AddInt("backing-connections", &f->backing_connections, "N",
-               "connections to the --backing export (default 4; used at "
-               "once when it offers multi-conn)",
-               1, 64);
-}
 
 // The two files in --dir, removed on SIGINT/SIGTERM/SIGHUP too.
 char g_files[2][4096];
@@ -123,27 +106,25 @@ Status CheckDir(const std::string& dir, std::uint64_t size) {
                                    std::to_string(size >> 20) + " MiB)");
 }
 
-struct WritebackRunConfig {
-  std::string image_path;
-  std::uint64_t size_bytes = 0;  // a multiple of 4096
-  std::string codec = "lz4";
-  std::size_t in_flight = 32;     // IOs at once (1: synchronous)
-  std::size_t max_io_pages = 32;  // pages per IO
-  bool compressed = false;        // write the compressed objects
-  std::string remote_uri;         // non-empty: the NBD export, not the file
-  std::size_t connections = 4;    // to remote_uri
-};
-
-constexpr std::size_t kVerifyStride = 64;  // every 64th slot is checked
-
 struct WritebackSample {
   std::uint64_t written = 0;             // pages
   double seconds = 0;                    // the Writeback() call alone
-  double mb_s = 0;                       // written * 4096 / seconds / 1e6
   PageStoreStats before, after;          // around the Writeback() call
   std::uint64_t verified = 0;            // slots read back and compared
   std::uint64_t verified_from_disk = 0;  // of them, written-back slots
   bool direct = false;                   // the file was opened O_DIRECT
+};
+
+struct Bench {
+  const Flags& f;
+  const corpus::PageSet& corpus;
+  std::uint64_t size_bytes;  // a multiple of 4096
+  std::string image_path;    // DIR/ztier-bench-writeback.img
+  std::string fio;           // fio's path; empty: not on PATH
+  std::string fio_file;      // DIR/ztier-bench-fio.img
+  std::string scratch;       // fio's output
+  WritebackSample last[5];   // each store variant's last run (kVariants)
+  bool direct = true;        // every run's backing file was O_DIRECT
 };
 
 // Deletes the file when it goes out of scope (also on error).
@@ -167,38 +148,6 @@ Status Fill(PageStore& store, const corpus::PageSet& corpus) {
   return Status::Ok();
 }
 
-// Times one writeback of every idle slot; an error unless all went.
-Status TimedWriteback(PageStore& store, const WritebackRunConfig& config,
-                      WritebackSample* out) {
-  // The request (it allocates) is built before the clock starts.
-  const WritebackRequest request{
-      .scans = {{kWritebackIdle, 0, store.num_pages()}},
-      .in_flight = config.in_flight,
-      .max_io_pages = config.max_io_pages,
-      .compressed = config.compressed};
-  const auto t0 = std::chrono::steady_clock::now();
-  ZT_ASSIGN_OR_RETURN(WritebackResult r, store.Writeback(request));
-  out->seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
-  out->written = r.written;
-  if (r.candidates == 0) {
-    return Status::InvalidArgument(
-        "writeback found no page to write: every corpus page is "
-        "same-filled (kept as one word, never written back)");
-  }
-  if (!r.status.ok() || r.written != r.candidates) {
-    return Status::IoError(
-        "writeback wrote " + std::to_string(r.written) + " of " +
-        std::to_string(r.candidates) + " candidate pages (changed " +
-        std::to_string(r.changed) + ", failed " + std::to_string(r.failed) +
-        "): " + r.status.ToString());
-  }
-  out->mb_s = static_cast<double>(r.written) * kPageSize /
-              std::max(out->seconds, 1e-9) / 1e6;
-  return Status::Ok();
-}
-
 // Reads back every kVerifyStride-th slot and compares it with its corpus page.
 Status Verify(PageStore& store, const corpus::PageSet& corpus,
               WritebackSample* out) {
@@ -219,84 +168,96 @@ Status Verify(PageStore& store, const corpus::PageSet& corpus,
   return Status::Ok();
 }
 
-// One store measurement (bench_writeback.h).
-Result<WritebackSample> RunStoreWriteback(const WritebackRunConfig& config,
-                                          const corpus::PageSet& corpus) {
+// One store measurement (bench_writeback.h) of variant `v`; an error unless
+// the timed Writeback() writes every idle slot.
+Result<WritebackSample> RunStoreWriteback(const Bench& b,
+                                          const VariantSpec& v) {
+  const corpus::PageSet& corpus = b.corpus;
   if (corpus.size() == 0) return Err(Status::InvalidArgument("empty corpus"));
-  ::unlink(config.image_path.c_str());
-  Unlinker remove{config.image_path};
-  BackingOptions bo{.path = config.image_path, .size_bytes = config.size_bytes};
-  if (!config.remote_uri.empty()) {
+  ::unlink(b.image_path.c_str());
+  Unlinker remove{b.image_path};
+  BackingOptions bo{.path = b.image_path, .size_bytes = b.size_bytes};
+  if (v.remote) {
     ZT_ASSIGN_OR_RETURN(
-        bo.file, nbd::OpenNbdBackingFile(config.remote_uri,
-                                         {.connections = config.connections}));
-    if (bo.file->size() < config.size_bytes) {
+        bo.file, nbd::OpenNbdBackingFile(
+                     b.f.backing, {.connections = static_cast<std::size_t>(
+                                       b.f.backing_connections)}));
+    if (bo.file->size() < b.size_bytes) {
       return Err(Status::InvalidArgument(
-          config.remote_uri + " holds " + std::to_string(bo.file->size()) +
-          " bytes after its 4096-byte label; " +
-          std::to_string(config.size_bytes) + " are needed"));
+          b.f.backing + " holds " + std::to_string(bo.file->size()) +
+          " bytes after its 4096-byte label; " + std::to_string(b.size_bytes) +
+          " are needed"));
     }
   }
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<BackingStore> backing,
                       BackingStore::Open(bo));
   WritebackSample out{.direct = backing->direct()};
   PageStoreOptions options;
-  options.num_pages = config.size_bytes / kPageSize;
-  options.codec = config.codec;
+  options.num_pages = b.size_bytes / kPageSize;
+  options.codec = b.f.codec;
   options.backing = std::move(backing);
   ZT_ASSIGN_OR_RETURN(std::unique_ptr<PageStore> store,
                       PageStore::Create(options));
   ZT_RETURN_IF_ERROR(Fill(*store, corpus));
   store->MarkIdleAll();
   out.before = store->Stats();
-  ZT_RETURN_IF_ERROR(TimedWriteback(*store, config, &out));
+  // The request (it allocates) is built before the clock starts.
+  const WritebackRequest request{
+      .scans = {{kWritebackIdle, 0, store->num_pages()}},
+      .in_flight = v.sync ? 1 : static_cast<std::size_t>(b.f.batch_size),
+      .max_io_pages = v.sync ? 1 : kMaxIoPages,
+      .compressed = b.f.compressed};
+  const auto t0 = std::chrono::steady_clock::now();
+  ZT_ASSIGN_OR_RETURN(WritebackResult r, store->Writeback(request));
+  out.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  out.written = r.written;
+  if (r.candidates == 0) {
+    return Err(Status::InvalidArgument(
+        "writeback found no page to write: every corpus page is "
+        "same-filled (kept as one word, never written back)"));
+  }
+  if (!r.status.ok() || r.written != r.candidates) {
+    return Err(Status::IoError(
+        "writeback wrote " + std::to_string(r.written) + " of " +
+        std::to_string(r.candidates) + " candidate pages (changed " +
+        std::to_string(r.changed) + ", failed " + std::to_string(r.failed) +
+        "): " + r.status.ToString()));
+  }
   out.after = store->Stats();
   ZT_RETURN_IF_ERROR(Verify(*store, corpus, &out));
   return out;
 }
 
-struct Bench {
-  const Flags& f;
-  WritebackRunConfig run;
-  std::string fio;       // fio's path; empty: not on PATH
-  std::string fio_file;  // DIR/ztier-bench-fio.img
-  std::string scratch;   // fio's output
-  std::string corpus_name;
-  WritebackSample last[5];  // each store variant's last run (kVariants)
-  bool direct = true;       // every run's backing file was O_DIRECT
-};
-
-// sync or batched, to the file or (remote) the --backing export: a
-// store's writeback, its figures in `out`.
-Variant StoreVariant(Bench& b, const corpus::PageSet& corpus, bool sync,
-                     bool remote = false) {
-  const int index = (remote ? 3 : 0) + (sync ? 0 : 1);
-  return {kVariants[index],
-          [&b, &corpus, sync, remote, index](std::size_t,
-                                             Samples& out) -> Status {
-            WritebackRunConfig rc = b.run;
-            if (sync) rc.in_flight = rc.max_io_pages = 1;
-            if (remote) rc.remote_uri = b.f.backing;
+// A store variant: its writeback's figures in `out`.
+Variant StoreVariant(Bench& b, int index) {
+  return {kVariants[index].name,
+          [&b, index](std::size_t, Samples& out) -> Status {
+            const VariantSpec& v = kVariants[index];
             WritebackSample& s = b.last[index];
-            ZT_ASSIGN_OR_RETURN(s, RunStoreWriteback(rc, corpus));
-            if (!remote) b.direct = b.direct && s.direct;
+            ZT_ASSIGN_OR_RETURN(s, RunStoreWriteback(b, v));
+            if (!v.remote) b.direct = b.direct && s.direct;
             out.Add("pages", static_cast<double>(s.written));
             out.Add("seconds", s.seconds);
-            out.Add("mb_s", s.mb_s);
+            out.Add("mb_s", static_cast<double>(s.written) * kPageSize /
+                                std::max(s.seconds, 1e-9) / 1e6);
             return Status::Ok();
           }};
 }
 
 // fio's sequential write of --size bytes to DIR/ztier-bench-fio.img.
 std::vector<std::string> FioArgs(const Bench& b) {
-  std::vector<std::string> a = {b.fio, "--name=seqwrite",
-                                "--filename=" + b.fio_file,
-                                "--size=" + std::to_string(b.run.size_bytes)};
-  for (const char* x : {"--rw=write", "--bs=128k", "--ioengine=io_uring",
-                        "--direct=1", "--iodepth=32", "--output-format=json"}) {
-    a.push_back(x);
-  }
-  return a;
+  return {b.fio,
+          "--name=seqwrite",
+          "--filename=" + b.fio_file,
+          "--size=" + std::to_string(b.size_bytes),
+          "--rw=write",
+          "--bs=128k",
+          "--ioengine=io_uring",
+          "--direct=1",
+          "--iodepth=32",
+          "--output-format=json"};
 }
 
 Variant FioVariant(const Bench& b) {
@@ -305,12 +266,12 @@ Variant FioVariant(const Bench& b) {
             // At least 1 MB/s, plus two minutes for fio's start and layout.
             auto fig = bench::RunFio(
                 FioArgs(b), b.scratch,
-                std::chrono::milliseconds(120'000 + b.run.size_bytes / 1000));
+                std::chrono::milliseconds(120'000 + b.size_bytes / 1000));
             ::unlink(b.fio_file.c_str());
             if (!fig) return fig.error();
             const double bw = fig->write.bw_bytes;
             const double bytes = static_cast<double>(
-                fig->write.io_bytes ? fig->write.io_bytes : b.run.size_bytes);
+                fig->write.io_bytes ? fig->write.io_bytes : b.size_bytes);
             if (bw <= 0) return Status::IoError("fio wrote nothing");
             out.Add("pages", bytes / kPageSize);
             out.Add("seconds", bytes / bw);
@@ -320,70 +281,90 @@ Variant FioVariant(const Bench& b) {
 }
 
 // The configuration: conditions and the "config:" lines.
-void Describe(Report& r, const Bench& b, std::size_t corpus_pages) {
-  const WritebackRunConfig& c = b.run;
-  const std::string qd = std::to_string(c.in_flight);
+void Describe(Report& r, const Bench& b) {
+  const Flags& f = b.f;
+  const std::string qd = std::to_string(f.batch_size);
+  const std::string io_kib = std::to_string(kMaxIoPages * kPageSize / 1024);
   const std::string fio = b.fio.empty()
                               ? "not measured: fio not found on PATH"
                               : bench::ToolVersion(b.fio, b.scratch) + ": " +
                                     bench::CommandLine(FioArgs(b));
-  r.Condition("corpus", b.f.corpus);
-  r.Condition("size_bytes", std::to_string(c.size_bytes));
-  r.Condition("dir", b.f.dir);
-  r.Condition("runs", std::to_string(b.f.common.runs));
-  r.Condition("codec", c.codec);
+  const char* compressed = f.compressed ? "yes" : "no";
+  r.Condition("corpus", f.corpus);
+  r.Condition("size_bytes", std::to_string(b.size_bytes));
+  r.Condition("dir", f.dir);
+  r.Condition("runs", std::to_string(f.common.runs));
+  r.Condition("codec", f.codec);
   r.Condition("batch_size", qd);
-  r.Condition("compressed", c.compressed ? "yes" : "no");
+  r.Condition("compressed", compressed);
   r.Condition("fio", fio);
-  r.Condition("backing", b.f.backing.empty() ? "none" : b.f.backing);
+  r.Condition("backing", f.backing.empty() ? "none" : f.backing);
   r.Line(
-      "config: corpus=" + b.f.corpus + " (" + b.corpus_name + ", " +
-      std::to_string(corpus_pages) +
-      " pages, repeated to fill) size=" + std::to_string(c.size_bytes) + " (" +
-      std::to_string(c.size_bytes / kPageSize) + " slots) codec=" + c.codec +
-      " compressed=" + (c.compressed ? "yes" : "no") + " runs=" +
-      std::to_string(b.f.common.runs) + " (+1 warm-up, not counted)\n" +
-      "  files: " + c.image_path + " (backing), " + b.fio_file +
+      "config: corpus=" + f.corpus + " (" + b.corpus.name() + ", " +
+      std::to_string(b.corpus.size()) +
+      " pages, repeated to fill) size=" + std::to_string(b.size_bytes) + " (" +
+      std::to_string(b.size_bytes / kPageSize) + " slots) codec=" + f.codec +
+      " compressed=" + compressed + " runs=" + std::to_string(f.common.runs) +
+      " (+1 warm-up, not counted)\n  files: " + b.image_path + " (backing), " +
+      b.fio_file +
       " (fio)\n  sync     PageStore::Writeback in_flight=1 max_io_pages=1: "
       "one synchronous 4 KiB pwrite per page (zram before its writeback "
       "batching series)\n  batched  PageStore::Writeback in_flight=" +
-      qd + " max_io_pages=" + std::to_string(c.max_io_pages) +
-      ": io_uring, up to " + qd + " IOs of up to " +
-      std::to_string(c.max_io_pages * kPageSize / 1024) + " KiB\n" +
+      qd + " max_io_pages=" + std::to_string(kMaxIoPages) +
+      ": io_uring, up to " + qd + " IOs of up to " + io_kib + " KiB\n" +
       "  fio      " + fio + "\n" +
-      (b.f.backing.empty()
+      (f.backing.empty()
            ? std::string()
-           : "  remote-sync     the same as sync to " + b.f.backing +
+           : "  remote-sync     the same as sync to " + f.backing +
                  " (libnbd): one 4 KiB NBD write in flight at a time\n"
-                 "  remote-batched  the same as batched to " + b.f.backing +
-                 ": up to " + qd + " NBD writes of up to " +
-                 std::to_string(c.max_io_pages * kPageSize / 1024) +
-                 " KiB in flight, over " + std::to_string(c.connections) +
+                 "  remote-batched  the same as batched to " +
+                 f.backing + ": up to " + qd + " NBD writes of up to " +
+                 io_kib + " KiB in flight, over " +
+                 std::to_string(f.backing_connections) +
                  " connections when the server offers multi-conn\n") +
-      "  timed: the Writeback() call alone (fill, " +
-      "idle marking and the check of every " + std::to_string(kVerifyStride) +
+      "  timed: the Writeback() call alone (fill, idle marking and the check "
+      "of every " +
+      std::to_string(kVerifyStride) +
       "th slot are not); variants alternate: sync, batched, fio / fio, "
       "batched, sync\n");
 }
 
 // The variants table, the last run's lines, the ratios and the chart.
 void Results(Report& r, const Bench& b, const Measurements& m) {
+  Chart c{.name = "writeback",
+          .title = "Writeback of " + FormatMiB(b.size_bytes) + " (" +
+                   b.f.codec + ", " + b.corpus.name() +
+                   "): one page at a time vs batched vs fio (" +
+                   MedianOfRuns(b.f.common.runs) + ")",
+          .x_label = "variant",
+          .y_label = "throughput (MB/s of pages written back, log scale)",
+          .style = PlotStyle::kBars,
+          .log_y = true};
+  PlotSeries bars{.title = "MB/s"};
   Table& t = r.AddTable("variants", "");
-  for (const char* v : kVariants) {
-    if (m.Of(v, "mb_s").empty()) continue;  // not run
+  for (int i = 0; i < 5; ++i) {
+    const char* v = kVariants[i].name;
+    if (i <= kFio || !b.f.backing.empty()) {
+      c.x_tics.emplace_back(i, kVariants[i].tic);
+    }
+    const std::vector<double> mb_s = m.Of(v, "mb_s");
+    if (mb_s.empty()) continue;  // not run
     Row& row = t.AddRow().Text("variant", v);
     if (auto pages = m.At(v, "pages", 1)) row.Int("pages", *pages);
     row.Figure("seconds", m.Of(v, "seconds"), 3)
-        .Figure("MB/s", m.Of(v, "mb_s"), 1, kRange | kCv);
+        .Figure("MB/s", mb_s, 1, kRange | kCv);
+    // A log axis has no 0: a variant that wrote nothing is left out.
+    if (Summarize(mb_s).min > 0) bars.points.push_back(SpreadPoint(i, mb_s));
   }
+  c.series.push_back(std::move(bars));
   Table& l = r.AddTable("last_run",
                         "last run: mem_used_total before and after writeback, "
                         "bd_stat after, slots read back");
-  for (const int i : kStoreVariants) {
-    if (m.Of(kVariants[i], "mb_s").empty()) continue;
+  for (int i = 0; i < 5; ++i) {
+    if (i == kFio || m.Of(kVariants[i].name, "mb_s").empty()) continue;
     const WritebackSample& w = b.last[i];
     l.AddRow()
-        .Text("variant", kVariants[i])
+        .Text("variant", kVariants[i].name)
         .Number("MiB before", w.before.mem_used_total / 1048576.0, 1)
         .Number("MiB after", w.after.mem_used_total / 1048576.0, 1)
         .Int("bd_count", w.after.bd_count)
@@ -392,14 +373,15 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
         .Int("checked", w.verified)
         .Int("from the file", w.verified_from_disk);
   }
-  if (b.run.compressed) {
-    r.Line("NOTE: MB/s counts the pages written back (4096 bytes each); "
-           "with --compressed the file gets their compressed objects, fewer "
-           "bytes, so the ratio to fio (which counts the bytes it writes) "
-           "overstates what the disk did.\n");
+  if (b.f.compressed) {
+    r.Line(
+        "NOTE: MB/s counts the pages written back (4096 bytes each); "
+        "with --compressed the file gets their compressed objects, fewer "
+        "bytes, so the ratio to fio (which counts the bytes it writes) "
+        "overstates what the disk did.\n");
   }
   if (!b.direct) {
-    r.Line("NOTE: the file system refused O_DIRECT for " + b.run.image_path +
+    r.Line("NOTE: the file system refused O_DIRECT for " + b.image_path +
            ": writeback went through the page cache, while fio uses "
            "--direct=1.\n");
   }
@@ -414,30 +396,6 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
     r.Ratio("remote batched / local batched",
             m.Ratios("remote-batched", "mb_s", "batched", "mb_s"), "no runs");
   }
-  Chart c{.name = "writeback",
-          .title = "Writeback of " + FormatMiB(b.run.size_bytes) + " (" +
-                   b.run.codec + ", " + b.corpus_name +
-                   "): one page at a time vs batched vs fio (" +
-                   MedianOfRuns(b.f.common.runs) + ")",
-          .x_label = "variant",
-          .y_label = "throughput (MB/s of pages written back, log scale)",
-          .style = PlotStyle::kBars,
-          .log_y = true,
-          .x_tics = {{0, "sync (a 4 KiB pwrite per page)"},
-                     {1, "batched (io_uring)"},
-                     {2, "fio (the disk's limit)"}}};
-  PlotSeries bars{.title = "MB/s"};
-  if (!b.f.backing.empty()) {
-    c.x_tics.push_back({3, "remote-sync (one NBD write at a time)"});
-    c.x_tics.push_back({4, "remote-batched (NBD)"});
-  }
-  for (int i = 0; i < 5; ++i) {
-    const std::vector<double> x = m.Of(kVariants[i], "mb_s");
-    // A log axis has no 0: a variant that wrote nothing is left out.
-    if (!x.empty() && Summarize(x).min > 0)
-      bars.points.push_back(SpreadPoint(i, x));
-  }
-  c.series.push_back(std::move(bars));
   r.AddChart(std::move(c));
 }
 
@@ -445,8 +403,35 @@ void Results(Report& r, const Bench& b, const Measurements& m) {
 
 int RunBenchWriteback(std::span<const std::string_view> args) {
   Flags f;
-  FlagSet flags(kCommand, kSynopsis);
-  DeclareFlags(flags, &f);
+  FlagSet flags(kCommand,
+                "[--corpus FILE] [--size SIZE] [--dir DIR] [--runs N] "
+                "[--codec NAME] [--batch-size N] [--compressed] "
+                "[--backing URI] [--backing-connections N] [--json FILE] "
+                "[--plot DIR]");
+  AddCorpusFileFlag(flags, &f.corpus,
+                    "pages to fill the store with, repeated as needed");
+  flags.AddString("size", &f.size, "SIZE",
+                  "store and backing file size (default 1G; K/M/G suffixes; "
+                  "at least 1M)");
+  flags.AddString("dir", &f.dir, "DIR",
+                  "where the backing file and fio's file go; put it on the "
+                  "file system under test (default /var/tmp; needs SIZE "
+                  "free; the files are removed at the end)");
+  AddBenchFlags(flags, &f.common);
+  flags.AddString("codec", &f.codec, "NAME", "store codec (default lz4)");
+  flags.AddInt("batch-size", &f.batch_size, "N",
+               "IOs in flight for the batched variant (default 32)", 1, 1024);
+  flags.AddBool("compressed", &f.compressed,
+                "compressed writeback: write the compressed objects");
+  flags.AddString("backing", &f.backing, "URI",
+                  "also write back to this NBD export (nbd://HOST[:PORT]/"
+                  "EXPORT, nbds://, nbd+unix://): the variants remote-sync "
+                  "and remote-batched; it must hold SIZE + 4096 bytes, and "
+                  "its first SIZE + 4096 bytes are overwritten");
+  flags.AddInt("backing-connections", &f.backing_connections, "N",
+               "connections to the --backing export (default 4; used at "
+               "once when it offers multi-conn)",
+               1, 64);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
   Status codec = CheckCodecName(f.codec);
@@ -463,24 +448,17 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     return ReportFailure(
         kCommand, (corpus ? scratch.error() : corpus.error()).ToString());
   }
-  const std::string dir = f.dir + "/";
   Bench b{.f = f,
-          .run = {.image_path = dir + "ztier-bench-writeback.img",
-                  .size_bytes = *size,
-                  .codec = f.codec,
-                  .in_flight = static_cast<std::size_t>(f.batch_size),
-                  .compressed = f.compressed,
-                  .connections =
-                      static_cast<std::size_t>(f.backing_connections)},
+          .corpus = *corpus,
+          .size_bytes = *size,
+          .image_path = f.dir + "/ztier-bench-writeback.img",
           .fio = bench::FindExecutable("fio"),
-          .fio_file = dir + "ztier-bench-fio.img",
-          .scratch = scratch->path(),
-          .corpus_name = corpus->name()};
-  RemoveFilesOnSignal(b.run.image_path, b.fio_file);
+          .fio_file = f.dir + "/ztier-bench-fio.img",
+          .scratch = scratch->path()};
+  RemoveFilesOnSignal(b.image_path, b.fio_file);
   Report report(kCommand, GetMachineInfo());
-  Describe(report, b, corpus->size());
-  std::vector<Variant> variants = {StoreVariant(b, *corpus, true),
-                                   StoreVariant(b, *corpus, false)};
+  Describe(report, b);
+  std::vector<Variant> variants = {StoreVariant(b, 0), StoreVariant(b, 1)};
   if (b.fio.empty()) {
     PrintError(kCommand,
                "fio not found on PATH: the fio sequential write is not "
@@ -493,8 +471,8 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
       PrintError(kCommand, "--backing: not an NBD URI: " + f.backing);
       return 2;
     }
-    variants.push_back(StoreVariant(b, *corpus, true, true));
-    variants.push_back(StoreVariant(b, *corpus, false, true));
+    variants.push_back(StoreVariant(b, 3));
+    variants.push_back(StoreVariant(b, 4));
   }
   Progress progress;
   auto m = RunVariants({.runs = static_cast<std::size_t>(f.common.runs)},
