@@ -248,16 +248,12 @@ Variant StoreVariant(Bench& b, int index) {
 
 // fio's sequential write of --size bytes to DIR/ztier-bench-fio.img.
 std::vector<std::string> FioArgs(const Bench& b) {
-  return {b.fio,
-          "--name=seqwrite",
-          "--filename=" + b.fio_file,
-          "--size=" + std::to_string(b.size_bytes),
-          "--rw=write",
-          "--bs=128k",
-          "--ioengine=io_uring",
-          "--direct=1",
-          "--iodepth=32",
-          "--output-format=json"};
+  std::vector<std::string> a = {b.fio, "--name=seqwrite",
+                                "--filename=" + b.fio_file,
+                                "--size=" + std::to_string(b.size_bytes)};
+  a.insert(a.end(), {"--rw=write", "--bs=128k", "--ioengine=io_uring",
+                     "--direct=1", "--iodepth=32", "--output-format=json"});
+  return a;
 }
 
 Variant FioVariant(const Bench& b) {
