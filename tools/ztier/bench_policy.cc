@@ -89,17 +89,15 @@ Result<std::shared_ptr<Device>> MakeDevice(const Flags& f,
   const std::uint64_t total =
       static_cast<std::uint64_t>(f.hot_pages) * kPageSize + f.cold_bytes;
   ZT_RETURN_IF_ERROR(d->SetDisksize(total));
-  std::vector<std::byte> chunk(kFillPages * kPageSize);
-  for (std::uint64_t first = 0; first < total / kPageSize;
-       first += kFillPages) {
-    const std::uint64_t n =
-        std::min<std::uint64_t>(kFillPages, total / kPageSize - first);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      std::memcpy(chunk.data() + i * kPageSize,
-                  pages.page((first + i) % pages.size()).data(), kPageSize);
-    }
+  // Runs of up to kFillPages consecutive corpus pages.
+  for (std::uint64_t first = 0; first < total / kPageSize;) {
+    const std::size_t from = first % pages.size();
+    const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(
+        {total / kPageSize - first, pages.size() - from, kFillPages}));
     ZT_RETURN_IF_ERROR(
-        d->Write(first * kPageSize, std::span(chunk.data(), n * kPageSize)));
+        d->Write(first * kPageSize,
+                 pages.bytes().subspan(from * kPageSize, n * kPageSize)));
+    first += n;
   }
   return d;
 }
