@@ -1,8 +1,7 @@
 // File: tools/ztier/bench_writeback.cc
 //
-// `ztier bench writeback` (see bench_writeback.h): flags, the store and fio
-// measurements, the variants (bench_harness.h) and the report
-// (bench_report.h).
+// `ztier bench writeback` (see bench_writeback.h): the store and fio
+// measurements, run as variants (bench_harness.h) into one report.
 #include "bench_writeback.h"
 
 #include <signal.h>
