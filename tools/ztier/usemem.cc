@@ -1,29 +1,36 @@
 // File: tools/ztier/usemem.cc
 //
 // `ztier usemem` (see usemem.h): parses flags, loads the corpus, runs the
-// variants (bench_harness.h's RunVariants; one run is usemem_run.h's) and
+// variants (bench_harness.h's RunVariants; one run is RunOnce's) and
 // reports (bench_report.h).
 #include "usemem.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <latch>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_harness.h"
 #include "bench_report.h"
 #include "bench_stats.h"
+#include "corpus/corpus.h"
 #include "tool_common.h"
-#include "usemem_run.h"
 #include "ztier/device.h"
 #include "ztier/page.h"
+#include "ztier/region.h"
 
 namespace ztier::tool {
 namespace {
 
+using Clock = std::chrono::steady_clock;
 constexpr const char kCommand[] = "ztier usemem";
 constexpr const char kSynopsis[] =
     "[--workers N] [--size BYTES] [--budget PERCENT|BYTES] [--corpus FILE] "
@@ -46,14 +53,14 @@ constexpr const char kAbout[] =
 struct Flags {
   BenchFlags common{.runs = 1};
   std::int64_t workers = 4;
-  std::string size = "256M";
-  std::string budget = "60%";
-  std::string corpus = kDefaultCorpusFile;
-  std::string codec = "lz4";
+  std::string size = "256M", budget = "60%", corpus = kDefaultCorpusFile;
+  std::string codec = "lz4", sleep = "1";
   bool compare = false;
-  std::int64_t page_cluster = 3;  // vm.page-cluster's default
-  std::string sleep = "1";
-  std::int64_t max_pool_percent = 50;  // not zswap's 20: see the help
+  std::int64_t page_cluster = 3;       // vm.page-cluster's default
+  std::int64_t max_pool_percent = 50;  // not zswap's 20: see usemem.h
+  // From the flags, by CheckFlags.
+  std::size_t worker_bytes = 0, budget_bytes = 0;  // multiples of 4096
+  double sleep_seconds = 1;
 };
 
 void DeclareFlags(FlagSet& flags, Flags* f) {
@@ -101,98 +108,191 @@ double ParseNumber(const std::string& text, std::string_view suffix,
   return ok ? v : NAN;
 }
 
-// Fills *r from the flags; an error (bad usage) names the flag.
-Status CheckFlags(const Flags& f, UsememRunConfig* r) {
+// Fills f's derived fields; an error (bad usage) names the flag.
+Status CheckFlags(Flags& f) {
   ZT_RETURN_IF_ERROR(CheckCodecName(f.codec));
-  ZT_ASSIGN_OR_RETURN(r->worker_bytes, ParseSizeFlag(f.size, kPageSize, "4K"));
-  r->workers = static_cast<std::size_t>(f.workers);
-  const double region = static_cast<double>(r->workers * r->worker_bytes);
+  ZT_ASSIGN_OR_RETURN(f.worker_bytes, ParseSizeFlag(f.size, kPageSize, "4K"));
+  const double region = static_cast<double>(f.workers * f.worker_bytes);
+  const auto bad_budget = [&](const std::string& why) {
+    return Status::InvalidArgument("--budget " + f.budget + ": " + why);
+  };
   if (f.budget.ends_with('%')) {
     const double pct = ParseNumber(f.budget, "%", 100);
-    if (!(pct > 0)) {
-      return Status::InvalidArgument("--budget " + f.budget +
-                                     ": a percent must be in (0, 100]");
-    }
-    r->budget_bytes = static_cast<std::size_t>(region * pct / 100);
+    if (!(pct > 0)) return bad_budget("a percent must be in (0, 100]");
+    f.budget_bytes = static_cast<std::size_t>(region * pct / 100);
   } else {
     auto size = ParseSize(f.budget);
-    if (!size)
-      return Status::InvalidArgument("--budget " + f.budget + ": " +
-                                     size.error().message());
-    r->budget_bytes = *size;
+    if (!size) return bad_budget(size.error().message());
+    f.budget_bytes = *size;
   }
-  r->budget_bytes = r->budget_bytes / kPageSize * kPageSize;
-  if (r->budget_bytes < (256 << 10)) {  // RegionOptions::budget's least
-    return Status::InvalidArgument("--budget " + f.budget +
-                                   ": must be at least 256K (64 pages)");
+  f.budget_bytes = f.budget_bytes / kPageSize * kPageSize;
+  if (f.budget_bytes < (256 << 10)) {  // RegionOptions::budget's least
+    return bad_budget("must be at least 256K (64 pages)");
   }
-  r->sleep_seconds = ParseNumber(f.sleep, "", 3600);
-  if (std::isnan(r->sleep_seconds)) {
+  f.sleep_seconds = ParseNumber(f.sleep, "", 3600);
+  if (std::isnan(f.sleep_seconds)) {
     return Status::InvalidArgument(
         "--sleep " + f.sleep + ": must be a number of seconds in [0, 3600]");
   }
-  r->codec = f.codec;
-  r->page_cluster = static_cast<unsigned>(f.page_cluster);
-  r->max_pool_percent = static_cast<unsigned>(f.max_pool_percent);
   return Status::Ok();
 }
 
 constexpr const char* kVariants[] = {"one-at-a-time", "batched"};
+constexpr std::size_t kWordsPerPage = kPageSize / sizeof(std::uint64_t);
+constexpr std::size_t kMaxMismatchesShown = 8;  // per worker
+
+// One worker's passes: seconds, its KB/s (its bytes / 1024 / (fill + write
+// + read)) and the pages that read back wrong (the first few with their
+// first differing word, printed on stderr).
+struct Worker {
+  double fill_seconds = 0, write_seconds = 0, read_seconds = 0, kb_s = 0;
+  std::string mismatches;        // the first kMaxMismatchesShown, lines
+  std::uint64_t mismatched = 0;  // all of them
+};
 
 struct Usemem {
   const Flags& f;
-  UsememRunConfig run;
-  std::string corpus_name;
-  UsememRunResult last[2];  // each variant's last run
+  const corpus::PageSet& corpus;
+  RegionStats last[2];  // each variant's last run, before the destruction
   std::uint64_t verified = 0, limit_runs = 0, runs = 0;
   Table workers{"workers", "", {}, false};  // every worker of every run
 };
 
-// The first mismatches of each worker, one line each, on stderr.
-void PrintMismatches(const UsememRunResult& r, std::size_t run) {
-  for (const UsememWorkerResult& w : r.workers) {
-    for (const UsememMismatch& m : w.mismatches) {
-      std::fprintf(
-          stderr,
-          "  run %zu %s: worker %zu page %zu word %zu: got 0x%016" PRIx64
-          " want 0x%016" PRIx64 "\n",
-          run, kVariants[r.batched], m.worker, m.page, m.word, m.got, m.want);
-    }
-  }
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
 }
 
-Variant UsememVariant(Usemem& u, const corpus::PageSet& corpus, bool batched) {
-  return {kVariants[batched],
-          [&u, &corpus, batched](std::size_t run, Samples& out) -> Status {
-            UsememRunConfig rc = u.run;
-            rc.batched = batched;
-            ZT_ASSIGN_OR_RETURN(UsememRunResult r, RunUsememOnce(rc, corpus));
-            u.verified += r.pages_verified;
-            u.limit_runs += r.stats.pool_limit_hit > 0;
-            ++u.runs;
-            if (r.mismatches > 0) {
-              PrintMismatches(r, run);
-              return Status::Corruption(std::to_string(r.mismatches) + " of " +
-                                        std::to_string(r.pages_verified) +
-                                        " pages read back wrong");
-            }
-            for (std::size_t w = 0; w < r.workers.size(); ++w) {
-              const UsememWorkerResult& x = r.workers[w];
-              u.workers.AddRow()
-                  .Text("variant", kVariants[batched])
-                  .Int("run", static_cast<std::int64_t>(run))
-                  .Int("worker", static_cast<std::int64_t>(w))
-                  .Number("fill seconds", x.fill_seconds, 6)
-                  .Number("write seconds", x.write_seconds, 6)
-                  .Number("read seconds", x.read_seconds, 6)
-                  .Number("KB/s", x.kb_s, 1);
-            }
-            out.Add("avg_kb_s", r.avg_kb_s);
-            out.Add("total_kb_s", r.total_kb_s);
-            out.Add("free_usecs", r.free_usecs);
-            u.last[batched] = std::move(r);
-            return Status::Ok();
-          }};
+// Word j of a corpus page, read without assuming its alignment.
+std::uint64_t CorpusWord(ConstPage page, std::size_t j) {
+  std::uint64_t v;
+  std::memcpy(&v, page.data() + j * sizeof(v), sizeof(v));
+  return v;
+}
+
+// Worker `index` of run `run` of `variant`, on its slice at `base`
+// (`pages` pages): copies corpus page i % corpus.size() to its page i
+// (fill) and adds a key of its own to every 8-byte word (write), timed;
+// sleeps; reads every page back and compares it with corpus page + key
+// (read, timed; a page that differs is a mismatch, counted, not an error).
+// The region's memory has no declared type; the workers only ever access
+// it as uint64_t (after the fill's memcpy).
+void RunWorker(std::size_t index, std::byte* base, std::size_t pages,
+               const Usemem& u, std::size_t run, const char* variant,
+               std::latch& start, Worker& out) {
+  const corpus::PageSet& corpus = u.corpus;
+  // Odd and different in every byte, so that a page of one worker read in
+  // another's place, or a word left unwritten, cannot match.
+  const std::uint64_t key = 0x9E3779B97F4A7C15ull * (2 * index + 1);
+  start.arrive_and_wait();
+  const Clock::time_point t0 = Clock::now();
+  for (std::size_t i = 0; i < pages; ++i) {
+    std::memcpy(base + i * kPageSize, corpus.page(i % corpus.size()).data(),
+                kPageSize);
+  }
+  const Clock::time_point t1 = Clock::now();
+  std::uint64_t* w = reinterpret_cast<std::uint64_t*>(base);
+  for (std::size_t i = 0; i < pages * kWordsPerPage; ++i) w[i] += key;
+  const Clock::time_point t2 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(u.f.sleep_seconds));
+  // Counted in locals: the workers' results sit side by side in memory.
+  std::uint64_t mismatched = 0;
+  const Clock::time_point t3 = Clock::now();
+  for (std::size_t i = 0; i < pages; ++i) {
+    const std::uint64_t* pw = w + i * kWordsPerPage;
+    const ConstPage src = corpus.page(i % corpus.size());
+    std::uint64_t diff = 0;
+    for (std::size_t j = 0; j < kWordsPerPage; ++j) {
+      diff |= pw[j] ^ (CorpusWord(src, j) + key);
+    }
+    if (diff == 0 || ++mismatched > kMaxMismatchesShown) continue;
+    std::size_t j = 0;
+    while (pw[j] == CorpusWord(src, j) + key) ++j;
+    char line[160];
+    std::snprintf(
+        line, sizeof(line),
+        "  run %zu %s: worker %zu page %zu word %zu: got 0x%016" PRIx64
+        " want 0x%016" PRIx64 "\n",
+        run, variant, index, i, j, pw[j], CorpusWord(src, j) + key);
+    out.mismatches += line;
+  }
+  const Clock::time_point t4 = Clock::now();
+  out.mismatched = mismatched;
+  out.fill_seconds = Seconds(t0, t1);
+  out.write_seconds = Seconds(t1, t2);
+  out.read_seconds = Seconds(t3, t4);
+  const double busy = out.fill_seconds + out.write_seconds + out.read_seconds;
+  out.kb_s =
+      busy > 0 ? static_cast<double>(pages * kPageSize) / 1024 / busy : 0;
+}
+
+// Run `run` of a variant: a Region of workers * --size (batched:
+// batch_stores, parallel backend, batch 8; else the serial backend, one
+// page at a time), the workers started together, then the region's
+// counters and its destruction timed (the time to free). Adds the workers'
+// rows to u.workers and "avg_kb_s" (the mean of their KB/s), "total_kb_s"
+// (the sum) and "free_usecs" to `out`. Errors: Region::Create's
+// (kUnsupported without userfaultfd), kCorruption when a page read back
+// wrong.
+Status RunOnce(Usemem& u, bool batched, std::size_t run, Samples& out) {
+  const Flags& f = u.f;
+  const auto workers = static_cast<std::size_t>(f.workers);
+  const std::size_t pages = f.worker_bytes / kPageSize;
+  ZT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Region> region,
+      Region::Create(
+          {.size = workers * f.worker_bytes,
+           .budget = f.budget_bytes,
+           .codec = f.codec,
+           .max_pool_percent = static_cast<unsigned>(f.max_pool_percent),
+           .page_cluster = static_cast<unsigned>(f.page_cluster),
+           .batch_backend =
+               batched ? BatchBackend::kParallel : BatchBackend::kSerial,
+           .batch_size = kMaxBatchSize,
+           .batch_stores = batched}));
+  std::vector<Worker> w(workers);
+  std::latch start(static_cast<std::ptrdiff_t>(workers));
+  {
+    std::vector<std::jthread> threads;
+    for (std::size_t i = 0; i < workers; ++i) {
+      threads.emplace_back(RunWorker, i, region->data() + i * f.worker_bytes,
+                           pages, std::cref(u), run, kVariants[batched],
+                           std::ref(start), std::ref(w[i]));
+    }
+  }  // joined
+  const RegionStats stats = region->Stats();
+  const Clock::time_point free_start = Clock::now();
+  region.reset();
+  const double free_usecs = Seconds(free_start, Clock::now()) * 1e6;
+  double total_kb_s = 0;
+  std::uint64_t mismatches = 0;
+  for (const Worker& x : w) {
+    total_kb_s += x.kb_s;
+    mismatches += x.mismatched;
+  }
+  u.verified += workers * pages;
+  u.limit_runs += stats.pool_limit_hit > 0;
+  ++u.runs;
+  if (mismatches > 0) {
+    for (const Worker& x : w) std::fputs(x.mismatches.c_str(), stderr);
+    return Status::Corruption(std::to_string(mismatches) + " of " +
+                              std::to_string(workers * pages) +
+                              " pages read back wrong");
+  }
+  for (std::size_t i = 0; i < workers; ++i) {
+    u.workers.AddRow()
+        .Text("variant", kVariants[batched])
+        .Int("run", static_cast<std::int64_t>(run))
+        .Int("worker", static_cast<std::int64_t>(i))
+        .Number("fill seconds", w[i].fill_seconds, 6)
+        .Number("write seconds", w[i].write_seconds, 6)
+        .Number("read seconds", w[i].read_seconds, 6)
+        .Number("KB/s", w[i].kb_s, 1);
+  }
+  out.Add("avg_kb_s", total_kb_s / static_cast<double>(workers));
+  out.Add("total_kb_s", total_kb_s);
+  out.Add("free_usecs", free_usecs);
+  u.last[batched] = stats;
+  return Status::Ok();
 }
 
 std::string Change(double base, double now) {
@@ -202,34 +302,33 @@ std::string Change(double base, double now) {
 }
 
 // The configuration: conditions and the "config:" lines.
-void Describe(Report& r, const Usemem& u, std::size_t corpus_pages) {
-  const UsememRunConfig& c = u.run;
+void Describe(Report& r, const Flags& c, const corpus::PageSet& corpus) {
   const std::size_t region = c.workers * c.worker_bytes;
   r.Condition("workers", std::to_string(c.workers));
   r.Condition("region_bytes", std::to_string(region));
   r.Condition("budget_bytes", std::to_string(c.budget_bytes));
   r.Condition("codec", c.codec);
-  r.Condition("corpus", u.f.corpus);
-  r.Condition("runs", std::to_string(u.f.common.runs));
-  r.Condition("compare_batching", u.f.compare ? "yes" : "no");
+  r.Condition("corpus", c.corpus);
+  r.Condition("runs", std::to_string(c.common.runs));
+  r.Condition("compare_batching", c.compare ? "yes" : "no");
   r.Line("config: workers=" + std::to_string(c.workers) +
          " size=" + FormatMiB(c.worker_bytes) + " each (region " +
          FormatMiB(region) + ", " + std::to_string(region / kPageSize) +
-         " pages) budget=" + u.f.budget + " (" + FormatMiB(c.budget_bytes) +
+         " pages) budget=" + c.budget + " (" + FormatMiB(c.budget_bytes) +
          ", " + FormatDouble(100.0 * c.budget_bytes / region, 1) +
          "% of the region) codec=" + c.codec +
          " page_cluster=" + std::to_string(c.page_cluster) +
          " max_pool_percent=" + std::to_string(c.max_pool_percent) + " sleep=" +
-         FormatDouble(c.sleep_seconds, 1) + "s\n  corpus=" + u.f.corpus + " (" +
-         u.corpus_name + ", " + std::to_string(corpus_pages) +
+         FormatDouble(c.sleep_seconds, 1) + "s\n  corpus=" + c.corpus + " (" +
+         corpus.name() + ", " + std::to_string(corpus.size()) +
          " pages, copied cyclically into each worker's slice)\n  runs=" +
-         std::to_string(u.f.common.runs) +
-         (u.f.compare ? " per variant, alternating" : "") +
+         std::to_string(c.common.runs) +
+         (c.compare ? " per variant, alternating" : "") +
          " (fresh region each run)" +
-         (u.f.compare ? "\n  one-at-a-time  batch_stores=false, serial "
-                        "backend: every page stored by itself (the zswap "
-                        "store batching series' baseline)"
-                      : "") +
+         (c.compare ? "\n  one-at-a-time  batch_stores=false, serial "
+                      "backend: every page stored by itself (the zswap "
+                      "store batching series' baseline)"
+                    : "") +
          "\n  batched        batch_stores=true, parallel backend, batch " +
          std::to_string(kMaxBatchSize) +
          ": runs of 16 victims in 64 KiB units (the zswap store batching "
@@ -238,12 +337,7 @@ void Describe(Report& r, const Usemem& u, std::size_t corpus_pages) {
          "time to free: the region's destruction\n");
 }
 
-struct Counter {
-  const char* name;
-  std::uint64_t RegionStats::*field;
-};
-
-constexpr Counter kCounters[] = {
+constexpr std::pair<const char*, std::uint64_t RegionStats::*> kCounters[] = {
     {"zswpout", &RegionStats::zswpout},
     {"zswpin", &RegionStats::zswpin},
     {"pool_limit_hit", &RegionStats::pool_limit_hit},
@@ -253,15 +347,21 @@ constexpr Counter kCounters[] = {
     {"wp_faults", &RegionStats::wp_faults},
 };
 
+// "usemem: 4 workers x 256 MiB, budget 60%, lz4", the table's and the
+// chart's title.
+std::string Heading(const Flags& f) {
+  return "usemem: " + std::to_string(f.workers) + " workers x " +
+         FormatMiB(f.worker_bytes) + ", budget " + f.budget + ", " + f.codec;
+}
+
 // The series' table, the counters, the verified line and the ratio.
-void Results(Report& r, Usemem& u, const Measurements& m) {
-  const bool compare = u.f.compare;
+void Results(Report& r, const Usemem& u, const Measurements& m) {
+  const Flags& f = u.f;
+  const bool compare = f.compare;
   const std::size_t n = m.Of("batched", "total_kb_s").size();
   const unsigned show = n > 1 ? kRange : kMedian;
-  const UsememRunConfig& c = u.run;
   r.Line(
-      "usemem: " + std::to_string(c.workers) + " workers x " +
-      FormatMiB(c.worker_bytes) + ", budget " + u.f.budget + ", " + c.codec +
+      Heading(f) +
       (n > 1 ? "; median (min-max) over " + std::to_string(n) + " runs" : ""));
   Table& t = r.AddTable("usemem", "");
   const std::pair<const char*, const char*> kFigures[] = {
@@ -285,16 +385,15 @@ void Results(Report& r, Usemem& u, const Measurements& m) {
   }
   r.Line("counters at the end of the last run of each variant:");
   Table& k = r.AddTable("counters", "");
-  for (const Counter& x : kCounters) {
-    const bool resident = x.field == &RegionStats::resident_pages;
+  for (const auto& [name, field] : kCounters) {
+    const bool resident = field == &RegionStats::resident_pages;
     Row& row = k.AddRow().Text(
         "counter",
-        x.name + (resident
-                      ? " (budget " +
-                            std::to_string(c.budget_bytes / kPageSize) + ")"
-                      : std::string()));
+        name + (resident ? " (budget " +
+                               std::to_string(f.budget_bytes / kPageSize) + ")"
+                         : std::string()));
     const auto v = [&](bool b) {
-      return static_cast<std::int64_t>(u.last[b].stats.*x.field);
+      return static_cast<std::int64_t>(u.last[b].*field);
     };
     if (compare) row.Int(kVariants[0], v(false));
     row.Int(kVariants[1], v(true));
@@ -309,7 +408,7 @@ void Results(Report& r, Usemem& u, const Measurements& m) {
   }
   r.Line("verified: " + std::to_string(u.verified) + " pages read back and " +
          "checked (every page of every run: " +
-         std::to_string(c.workers * c.worker_bytes / kPageSize) + " x " +
+         std::to_string(f.workers * f.worker_bytes / kPageSize) + " x " +
          std::to_string(u.runs) + " runs), 0 mismatches");  // else failed
   Table& v = r.AddTable("verified", "");
   v.text = false;
@@ -327,12 +426,9 @@ void Results(Report& r, Usemem& u, const Measurements& m) {
 // usemem.png: bars of the average and total throughput of each variant in
 // MiB/s (the table's KB/s / 1024), median with min-max error bars.
 Chart UsememChart(const Usemem& u, const Measurements& m) {
-  const UsememRunConfig& c = u.run;
   Chart chart{
       .name = "usemem",
-      .title = "usemem: " + std::to_string(c.workers) + " workers x " +
-               FormatMiB(c.worker_bytes) + ", budget " + u.f.budget + ", " +
-               c.codec + " (" + MedianOfRuns(u.f.common.runs) + ")",
+      .title = Heading(u.f) + " (" + MedianOfRuns(u.f.common.runs) + ")",
       .x_label = "throughput measured",
       .y_label = "throughput (MiB/s = usemem's KB/s / 1024)",
       .style = PlotStyle::kBars,
@@ -357,17 +453,21 @@ int RunUsemem(std::span<const std::string_view> args) {
   DeclareFlags(flags, &f);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (!flags.WasSet("runs")) f.common.runs = f.compare ? 3 : 1;
-  UsememRunConfig run;
-  if (Status s = CheckFlags(f, &run); !s.ok()) {
+  if (Status s = CheckFlags(f); !s.ok()) {
     PrintError(kCommand, s.message());
     return 2;
   }
   auto corpus = LoadCorpus(f.corpus);
   if (!corpus) return ReportFailure(kCommand, corpus.error().message());
-  Usemem u{.f = f, .run = run, .corpus_name = corpus->name()};
-  std::vector<Variant> variants = {UsememVariant(u, *corpus, true)};
-  if (f.compare)
-    variants.insert(variants.begin(), UsememVariant(u, *corpus, false));
+  Usemem u{.f = f, .corpus = *corpus};
+  std::vector<Variant> variants;
+  for (bool batched : {false, true}) {
+    if (!batched && !f.compare) continue;
+    variants.push_back(
+        {kVariants[batched], [&u, batched](std::size_t run, Samples& out) {
+           return RunOnce(u, batched, run, out);
+         }});
+  }
   Progress progress;
   // The machine as the runs start (its round trip is "at the start").
   Report report(kCommand, GetMachineInfo());
@@ -375,7 +475,7 @@ int RunUsemem(std::span<const std::string_view> args) {
       {.runs = static_cast<std::size_t>(f.common.runs), .warmups = 0}, variants,
       progress);
   if (!m) return ReportFailure(kCommand, "FATAL: " + m.error().ToString());
-  Describe(report, u, corpus->size());
+  Describe(report, f, *corpus);
   Results(report, u, *m);
   report.AddTable("workers", "") = std::move(u.workers);
   report.AddChart(UsememChart(u, *m));
