@@ -454,8 +454,7 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (!flags.WasSet("runs")) f.common.runs = f.compare ? 3 : 1;
   if (Status s = CheckFlags(f); !s.ok()) {
-    PrintError(kCommand, s.message());
-    return 2;
+    return ReportUsageError(kCommand, s.message());
   }
   auto corpus = LoadCorpus(f.corpus);
   if (!corpus) return ReportFailure(kCommand, corpus.error().message());

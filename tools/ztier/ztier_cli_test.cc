@@ -506,6 +506,15 @@ TEST_F(ZtierCliTest, UnknownFlagIsAUsageError) {
   EXPECT_NE(r.err.find("unknown flag --nosuch"), std::string::npos) << r.err;
 }
 
+// A bad flag value is a usage error like an unknown flag: exit 2, and the
+// line that says where the usage is.
+TEST_F(ZtierCliTest, UsememBadBudgetIsAUsageError) {
+  const RunResult r = Run("usemem --budget 0%");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--budget"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ztier usemem --help"), std::string::npos) << r.err;
+}
+
 TEST_F(ZtierCliTest, UnknownCodecIsAUsageError) {
   const RunResult r = Run("bench engine --codec nosuch");
   EXPECT_EQ(r.exit_code, 2);
