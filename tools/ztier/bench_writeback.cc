@@ -431,8 +431,12 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   auto size = ParseSizeFlag(f.size, 1u << 20, "1M");
   Status codec = CheckCodecName(f.codec);
   if (!size.has_value() || !codec.ok()) {
-    PrintError(kCommand, size ? codec.message() : size.error().message());
-    return 2;
+    return ReportUsageError(kCommand,
+                            size ? codec.message() : size.error().message());
+  }
+  if (!f.backing.empty() && !nbd::IsNbdUri(f.backing)) {
+    return ReportUsageError(kCommand,
+                            "--backing: not an NBD URI: " + f.backing);
   }
   if (Status s = CheckDir(f.dir, *size); !s.ok()) {
     return ReportFailure(kCommand, s.message());
@@ -462,10 +466,6 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
     variants.push_back(FioVariant(b));
   }
   if (!f.backing.empty()) {
-    if (!nbd::IsNbdUri(f.backing)) {
-      PrintError(kCommand, "--backing: not an NBD URI: " + f.backing);
-      return 2;
-    }
     variants.push_back(StoreVariant(b, 3));
     variants.push_back(StoreVariant(b, 4));
   }

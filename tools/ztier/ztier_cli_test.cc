@@ -515,6 +515,18 @@ TEST_F(ZtierCliTest, UsememBadBudgetIsAUsageError) {
   EXPECT_NE(r.err.find("ztier usemem --help"), std::string::npos) << r.err;
 }
 
+// A --backing that is no NBD URI is refused before anything is checked or
+// made: even with no corpus, it is the usage error.
+TEST_F(ZtierCliTest, WritebackBadBackingIsAUsageErrorFirst) {
+  const RunResult r =
+      Run("bench writeback --corpus nosuch.pages --backing /tmp/x.img");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--backing: not an NBD URI"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("ztier bench writeback --help"), std::string::npos)
+      << r.err;
+}
+
 TEST_F(ZtierCliTest, UnknownCodecIsAUsageError) {
   const RunResult r = Run("bench engine --codec nosuch");
   EXPECT_EQ(r.exit_code, 2);
