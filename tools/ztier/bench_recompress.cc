@@ -5,20 +5,27 @@
 // and reports them through one Report (bench_report.h).
 #include "bench_recompress.h"
 
+#include <sys/utsname.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "bench_harness.h"
-#include "bench_recompress_kernel.h"
-#include "bench_recompress_run.h"
 #include "bench_report.h"
 #include "bench_stats.h"
 #include "plot.h"
 #include "tool_common.h"
+#include "ztier/batch_codec.h"
 #include "ztier/page.h"
+#include "ztier/page_store.h"
 
 namespace ztier::tool {
 namespace {
@@ -98,25 +105,89 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   return std::nullopt;
 }
 
-// The figures of one pass, by name.
-void AddPassSamples(const RecompressSample& s, Samples& out) {
-  const double examined = static_cast<double>(s.result.attempted);
-  const double secs = std::max(s.seconds, 1e-9);  // a clock tick at least
-  out.Add("seconds", s.seconds);
+// A store with `options`, slot i holding page i % corpus.size(), stored
+// through StoreBatch a corpus' worth at a time.
+Result<std::unique_ptr<PageStore>> FilledStore(const PageStoreOptions& options,
+                                               const corpus::PageSet& corpus) {
+  ZT_ASSIGN_OR_RETURN(auto store, PageStore::Create(options));
+  const std::size_t n = options.num_pages;
+  for (std::size_t first = 0; first < n; first += corpus.size()) {
+    const std::size_t count = std::min(corpus.size(), n - first);
+    if (Status s =
+            store->StoreBatch(first, corpus.bytes().first(count * kPageSize));
+        !s.ok()) {
+      return Err(Status(s.code(), "fill with " + options.codec + ", slots " +
+                                      std::to_string(first) + "+" +
+                                      std::to_string(count) + ": " +
+                                      s.message()));
+    }
+  }
+  return store;
+}
+
+// Loads every slot and compares it with the page it was filled with.
+Status CheckPages(PageStore& store, const corpus::PageSet& corpus) {
+  std::vector<std::byte> page(kPageSize);
+  for (std::size_t i = 0; i < store.num_pages(); ++i) {
+    if (Status s = store.Load(i, MutablePage(page.data(), kPageSize));
+        !s.ok()) {
+      return Status(s.code(),
+                    "load of slot " + std::to_string(i) +
+                        " after recompression and compaction: " + s.message());
+    }
+    const ConstPage want = corpus.page(i % corpus.size());
+    if (std::memcmp(page.data(), want.data(), kPageSize) != 0) {
+      return Status::Corruption("slot " + std::to_string(i) +
+                                " read back wrong after recompression and "
+                                "compaction");
+    }
+  }
+  return Status::Ok();
+}
+
+// One run of "serial" or "parallel": a --codec store with `backend`, every
+// slot marked idle and recompressed with --secondary (priority 1), timed
+// around the Recompress() call alone; then the pool compacted (as zram's
+// `compact` after recompression: the pass leaves holes in the pool's
+// pages) and every slot read back and checked.
+Status RunPass(const Config& cfg, const corpus::PageSet& set,
+               BatchBackend backend, Samples& out) {
+  PageStoreOptions options{
+      .num_pages = cfg.pages, .codec = cfg.codec, .batch_backend = backend};
+  options.recomp[0] = RecompCodec{.codec = cfg.secondary};
+  ZT_ASSIGN_OR_RETURN(auto store, FilledStore(options, set));
+  store->MarkIdleAll();
+  const PageStoreStats before = store->Stats();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto result = store->Recompress({.filter = kRecompressIdle});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  if (const Status& s = result ? result->status : result.error(); !s.ok()) {
+    return Status(s.code(), "recompress: " + s.message());
+  }
+  const PageStoreStats after = store->Stats();
+  store->Compact();
+  const PageStoreStats compacted = store->Stats();
+  ZT_RETURN_IF_ERROR(CheckPages(*store, set));
+  const double examined = static_cast<double>(result->attempted);
+  const double secs = std::max(seconds, 1e-9);  // a clock tick at least
+  out.Add("seconds", seconds);
   out.Add("mb_s", examined * kPageSize / 1e6 / secs);
   out.Add("pages_s", examined / secs);
-  out.Add("mem_before", s.before.mem_used_total);
-  out.Add("mem_after", s.after.mem_used_total);
-  out.Add("mem_compacted", s.compacted.mem_used_total);
-  out.Add("compr_before", s.before.compr_data_size);
-  out.Add("compr_after", s.after.compr_data_size);
-  out.Add("huge_before", s.before.huge_pages);
-  out.Add("huge_after", s.after.huge_pages);
-  out.Add("candidates", s.result.candidates);
-  out.Add("attempted", s.result.attempted);
-  out.Add("recompressed", s.result.recompressed);
-  out.Add("incompressible", s.result.incompressible);
-  out.Add("at_priority_1", s.after.priority_pages[1]);
+  out.Add("mem_before", before.mem_used_total);
+  out.Add("mem_after", after.mem_used_total);
+  out.Add("mem_compacted", compacted.mem_used_total);
+  out.Add("compr_before", before.compr_data_size);
+  out.Add("compr_after", after.compr_data_size);
+  out.Add("huge_before", before.huge_pages);
+  out.Add("huge_after", after.huge_pages);
+  out.Add("candidates", result->candidates);
+  out.Add("attempted", result->attempted);
+  out.Add("recompressed", result->recompressed);
+  out.Add("incompressible", result->incompressible);
+  out.Add("at_priority_1", after.priority_pages[1]);
+  return Status::Ok();
 }
 
 // "serial" and "parallel" (a pass each), then "direct".
@@ -125,22 +196,16 @@ std::vector<Variant> CaseVariants(const Config& cfg,
   std::vector<Variant> variants;
   for (BatchBackend b : {BatchBackend::kSerial, BatchBackend::kParallel}) {
     variants.push_back({std::string(BatchBackendName(b)),
-                        [&cfg, &set, b](std::size_t, Samples& out) -> Status {
-                          ZT_ASSIGN_OR_RETURN(
-                              const RecompressSample s,
-                              MeasureRecompress({.primary = cfg.codec,
-                                                 .secondary = cfg.secondary,
-                                                 .pages = cfg.pages,
-                                                 .backend = b},
-                                                set));
-                          AddPassSamples(s, out);
-                          return Status::Ok();
+                        [&cfg, &set, b](std::size_t, Samples& out) {
+                          return RunPass(cfg, set, b, out);
                         }});
   }
   variants.push_back(
       {"direct", [&cfg, &set](std::size_t, Samples& out) -> Status {
-         ZT_ASSIGN_OR_RETURN(const PageStoreStats st,
-                             MeasureDirect(cfg.secondary, cfg.pages, set));
+         ZT_ASSIGN_OR_RETURN(auto store, FilledStore({.num_pages = cfg.pages,
+                                                      .codec = cfg.secondary},
+                                                     set));
+         const PageStoreStats st = store->Stats();
          out.Add("mem", st.mem_used_total);
          out.Add("compr", st.compr_data_size);
          out.Add("huge", st.huge_pages);
@@ -273,19 +338,19 @@ Chart MemoryChart(const Config& cfg, const std::vector<Case>& cases) {
               .x_label = "corpus",
               .y_label = "mem_used_total (MiB)",
               .style = PlotStyle::kBars};
-  const std::pair<const char*, const char*> bars[] = {
-      {"serial", "mem_before"},
-      {"serial", "mem_after"},
-      {"serial", "mem_compacted"},
-      {"direct", "mem"}};
-  const std::string titles[] = {cfg.codec,
-                                "after recompression with " + cfg.secondary,
-                                "and Compact()", cfg.secondary + " directly"};
-  for (int i = 0; i < 4; ++i) {
-    PlotSeries s{.title = titles[i]};
+  const struct {
+    const char* variant;
+    const char* figure;
+    std::string title;
+  } bars[] = {
+      {"serial", "mem_before", cfg.codec},
+      {"serial", "mem_after", "after recompression with " + cfg.secondary},
+      {"serial", "mem_compacted", "and Compact()"},
+      {"direct", "mem", cfg.secondary + " directly"}};
+  for (const auto& bar : bars) {
+    PlotSeries s{.title = bar.title};
     for (std::size_t j = 0; j < cases.size(); ++j) {
-      const std::vector<double> v =
-          MiB(cases[j].m.Of(bars[i].first, bars[i].second));
+      const std::vector<double> v = MiB(cases[j].m.Of(bar.variant, bar.figure));
       if (!v.empty()) s.points.push_back(SpreadPoint(j, v));
     }
     chart.series.push_back(std::move(s));
@@ -366,6 +431,28 @@ int RunBenchRecompress(std::span<const std::string_view> args) {
   AddThroughputTables(report, cases);
   report.AddChart(MemoryChart(cfg, cases));
   return report.Finish(kCommand, cfg.common);
+}
+
+KernelRecompProbe ProbeKernelRecomp(const std::string& sys_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(sys_dir, ec)) {
+    return {.line = "kernel: not compared: " + sys_dir +
+                    " does not exist (no zram device here)"};
+  }
+  const std::string file = sys_dir + "/recomp_algorithm";
+  if (!fs::exists(file, ec)) {
+    struct utsname u {};
+    const std::string release = ::uname(&u) == 0 ? u.release : "unknown";
+    return {.line = "kernel: not compared: " + file +
+                    " does not exist: the running kernel (" + release +
+                    ") was built without CONFIG_ZRAM_MULTI_COMP, so its zram "
+                    "cannot recompress"};
+  }
+  return {.has_multi_comp = true,
+          .line = "kernel: " + file +
+                  " exists (CONFIG_ZRAM_MULTI_COMP), but this experiment's "
+                  "kernel path is not implemented: no kernel figures"};
 }
 
 }  // namespace ztier::tool

@@ -1,9 +1,12 @@
 // File: tools/ztier/bench_recompress_test.cc
 //
-// `ztier bench recompress`: the kernel probe (bench_recompress_kernel.h) on
-// fake sysfs folders, with and without recomp_algorithm; and the built
-// binary (ZTIER_BIN) on the checkout's corpora with tiny settings: its
-// tables and JSON, the pass making the store smaller, and bad usage.
+// `ztier bench recompress`: the kernel probe (ProbeKernelRecomp,
+// bench_recompress.h) on fake sysfs folders, with and without
+// recomp_algorithm; and the built binary (ZTIER_BIN) on the checkout's
+// corpora with tiny settings: its tables and JSON, the pass making the
+// store smaller, and bad usage.
+#include "bench_recompress.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +15,6 @@
 #include <string>
 #include <vector>
 
-#include "bench_recompress_kernel.h"
 #include "testing/test_util.h"
 
 namespace ztier::tool {
