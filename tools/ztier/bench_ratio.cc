@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -41,16 +42,18 @@ constexpr const char kAbout[] =
 constexpr std::size_t kSeqBatch = 32;    // pages per LoadBatch
 constexpr std::size_t kStoreBatch = 16;  // pages per StoreBatch
 
-// The ztier variants: their names, unit_pages and whether they train.
-struct ZtierVariant {
+// The variants in the order of the tables' rows and the charts' bars: the
+// kernel's zram, then ztier's with their unit_pages and whether they train
+// a dictionary (ztier's run first, the kernel's last).
+struct RatioVariant {
   const char* name;
   std::size_t unit_pages;
   bool dict;
 };
-constexpr ZtierVariant kZtierVariants[] = {
-    {"per-page", 0, false}, {"units-4", 4, false},
-    {"units-8", 8, false},  {"units-16", 16, false},
-    {"dict", 0, true},      {"units-16+dict", 16, true},
+constexpr RatioVariant kVariants[] = {
+    {"kernel", 0, false},        {"per-page", 0, false},  {"units-4", 4, false},
+    {"units-8", 8, false},       {"units-16", 16, false}, {"dict", 0, true},
+    {"units-16+dict", 16, true},
 };
 
 struct Config {
@@ -77,8 +80,8 @@ Status StoreAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
   const auto t0 = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < set.size(); i += kStoreBatch) {
     const std::size_t n = std::min(kStoreBatch, set.size() - i);
-    ZT_RETURN_IF_ERROR(store.StoreBatch(
-        i, std::span<const std::byte>(set.page(i).data(), n * kPageSize)));
+    ZT_RETURN_IF_ERROR(
+        store.StoreBatch(i, set.bytes().subspan(i * kPageSize, n * kPageSize)));
   }
   s.Add("store_mb_s", MbS(set.size(), Seconds(t0)));
   return Status::Ok();
@@ -107,12 +110,11 @@ Status ReadAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
   }
   s.Add("seq_read_mb_s", MbS(n, load_seconds));
   std::vector<std::size_t> order(n);
-  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::iota(order.begin(), order.end(), std::size_t{0});
   std::shuffle(order.begin(), order.end(), std::mt19937_64(n));
   const auto t0 = std::chrono::steady_clock::now();
   for (const std::size_t i : order) {
-    ZT_RETURN_IF_ERROR(
-        store.Load(i, MutablePage(out.data(), kPageSize)));
+    ZT_RETURN_IF_ERROR(store.Load(i, MutablePage(out.data(), kPageSize)));
   }
   s.Add("rand_read_mb_s", MbS(n, Seconds(t0)));
   s.Add("used", static_cast<double>(store.Stats().mem_used_total));
@@ -122,7 +124,7 @@ Status ReadAll(PageStore& store, const corpus::PageSet& set, Samples& s) {
 // One ztier variant: per-page or units, and with `dict` a dictionary
 // trained after the first fill and every page stored again with it.
 Status RunZtier(const Config& cfg, const corpus::PageSet& set,
-                const std::string& codec, const ZtierVariant& v, Samples& s) {
+                const std::string& codec, const RatioVariant& v, Samples& s) {
   ZT_ASSIGN_OR_RETURN(
       std::unique_ptr<PageStore> store,
       PageStore::Create({.num_pages = set.size(),
@@ -150,12 +152,15 @@ Status RunKernel(const Config& cfg, KernelZram& zram,
   ZT_RETURN_IF_ERROR(zram.Init(codec, bytes, cfg.algorithm_params));
   const IoTarget t{.path = zram.dev_path()};
   ZT_ASSIGN_OR_RETURN(
-      IoResult r,
-      RunIo(t,
-            {.random = false, .writes = true,
-             .block_bytes = static_cast<std::uint32_t>(kPageSize), .depth = 1,
-             .threads = 1, .area_bytes = bytes, .seconds = 0},
-            data));
+      IoResult r, RunIo(t,
+                        {.random = false,
+                         .writes = true,
+                         .block_bytes = static_cast<std::uint32_t>(kPageSize),
+                         .depth = 1,
+                         .threads = 1,
+                         .area_bytes = bytes,
+                         .seconds = 0},
+                        data));
   s.Add("store_mb_s", r.mb_s());
   ZT_RETURN_IF_ERROR(VerifyArea(t, bytes, data, 1));
   ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());
@@ -205,83 +210,59 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   return std::nullopt;
 }
 
-// One table per codec: a row per corpus and variant.
-void AddTables(Report& report, const Config& cfg,
-               const std::vector<std::string>& corpora,
-               const std::vector<std::vector<Measurements>>& m) {
-  for (std::size_t c = 0; c < cfg.codecs.size(); ++c) {
-    const std::string& codec = cfg.codecs[c];
-    Table& t = report.AddTable("ratio_" + codec, codec);
-    for (std::size_t k = 0; k < corpora.size(); ++k) {
-      const Measurements& mm = m[k][c];
-      std::vector<const char*> rows = {"kernel"};
-      for (const ZtierVariant& zv : kZtierVariants) rows.push_back(zv.name);
-      for (const char* v : rows) {
-        if (mm.Of(v, "used").empty()) continue;
-        t.AddRow()
-            .Text("corpus", corpora[k])
-            .Text("variant", v)
-            .Figure("mem_used_total MiB", MiB(mm.Of(v, "used")), 3, kRange)
-            .Figure("/ per-page", mm.Ratios(v, "used", "per-page", "used"), 3)
-            .Figure("/ kernel", mm.Ratios(v, "used", "kernel", "used"), 3)
-            .Figure("store MB/s", mm.Of(v, "store_mb_s"), 0)
-            .Figure("rand read MB/s", mm.Of(v, "rand_read_mb_s"), 0)
-            .Figure("seq read MB/s", mm.Of(v, "seq_read_mb_s"), 0);
-      }
-    }
-    for (std::size_t k = 0; k < corpora.size(); ++k) {
-      const Measurements& mm = m[k][c];
-      const std::string what = corpora[k] + " " + codec + " mem_used_total, ";
-      report.Ratio(what + "dict / per-page",
-                   mm.Ratios("dict", "used", "per-page", "used"),
-                   "no dictionary");
-      report.Ratio(what + "units-16+dict / per-page",
-                   mm.Ratios("units-16+dict", "used", "per-page", "used"),
-                   "no dictionary");
-      report.Ratio(what + "dict / kernel zram",
-                   mm.Ratios("dict", "used", "kernel", "used"),
-                   cfg.zram_dev + " not used or without " + codec);
-      report.Ratio(what + "units-16+dict / kernel zram",
-                   mm.Ratios("units-16+dict", "used", "kernel", "used"),
-                   cfg.zram_dev + " not used or without " + codec);
-      const std::string reads = corpora[k] + " " + codec + " units-16 / per-page, ";
-      report.Ratio(reads + "random 4 KiB read MB/s",
-                   mm.Ratios("units-16", "rand_read_mb_s", "per-page",
-                             "rand_read_mb_s"),
-                   "no units");
-      report.Ratio(reads + "sequential read MB/s",
-                   mm.Ratios("units-16", "seq_read_mb_s", "per-page",
-                             "seq_read_mb_s"),
-                   "no units");
+// Codec c's table (a row per corpus and variant) and ratios, and its chart
+// (bars of mem_used_total per corpus, one per variant).
+void ReportCodec(Report& report, const Config& cfg, std::size_t c,
+                 const std::vector<corpus::PageSet>& corpora,
+                 const std::vector<std::vector<Measurements>>& m) {
+  const std::string& codec = cfg.codecs[c];
+  Chart chart{.name = "ratio-" + codec,
+              .title = "mem_used_total of the same pages, " + codec + " (" +
+                       MedianOfRuns(cfg.common.runs) + ")",
+              .x_label = "corpus",
+              .y_label = "mem_used_total (MiB)",
+              .style = PlotStyle::kBars};
+  for (const RatioVariant& v : kVariants) chart.series.push_back({v.name});
+  Table& t = report.AddTable("ratio_" + codec, codec);
+  for (std::size_t k = 0; k < corpora.size(); ++k) {
+    const Measurements& mm = m[k][c];
+    chart.x_tics.push_back({static_cast<double>(k), corpora[k].name()});
+    for (std::size_t i = 0; i < std::size(kVariants); ++i) {
+      const char* v = kVariants[i].name;
+      const std::vector<double> used = MiB(mm.Of(v, "used"));
+      if (used.empty()) continue;
+      chart.series[i].points.push_back(SpreadPoint(k, used));
+      t.AddRow()
+          .Text("corpus", corpora[k].name())
+          .Text("variant", v)
+          .Figure("mem_used_total MiB", used, 3, kRange)
+          .Figure("/ per-page", mm.Ratios(v, "used", "per-page", "used"), 3)
+          .Figure("/ kernel", mm.Ratios(v, "used", "kernel", "used"), 3)
+          .Figure("store MB/s", mm.Of(v, "store_mb_s"), 0)
+          .Figure("rand read MB/s", mm.Of(v, "rand_read_mb_s"), 0)
+          .Figure("seq read MB/s", mm.Of(v, "seq_read_mb_s"), 0);
     }
   }
-}
-
-// A chart per codec: bars of mem_used_total per corpus, one per variant.
-void AddCharts(Report& report, const Config& cfg,
-               const std::vector<std::string>& corpora,
-               const std::vector<std::vector<Measurements>>& m) {
-  for (std::size_t c = 0; c < cfg.codecs.size(); ++c) {
-    Chart chart{.name = "ratio-" + cfg.codecs[c],
-                .title = "mem_used_total of the same pages, " + cfg.codecs[c] +
-                         " (" + MedianOfRuns(cfg.common.runs) + ")",
-                .x_label = "corpus",
-                .y_label = "mem_used_total (MiB)",
-                .style = PlotStyle::kBars};
-    std::vector<const char*> variants = {"kernel"};
-    for (const ZtierVariant& zv : kZtierVariants) variants.push_back(zv.name);
-    for (const char* v : variants) {
-      PlotSeries s{.title = v};
-      for (std::size_t k = 0; k < corpora.size(); ++k) {
-        const std::vector<double> used = MiB(m[k][c].Of(v, "used"));
-        if (!used.empty()) s.points.push_back(SpreadPoint(k, used));
-      }
-      chart.series.push_back(std::move(s));
+  report.AddChart(std::move(chart));
+  // After the table's rows: the first Ratio adds the table "ratios".
+  const std::string no_kernel = cfg.zram_dev + " not used or without " + codec;
+  for (std::size_t k = 0; k < corpora.size(); ++k) {
+    const Measurements& mm = m[k][c];
+    const std::string what = corpora[k].name() + " " + codec + " ";
+    for (const std::string v : {"dict", "units-16+dict"}) {
+      report.Ratio(what + "mem_used_total, " + v + " / per-page",
+                   mm.Ratios(v, "used", "per-page", "used"), "no dictionary");
     }
-    for (std::size_t k = 0; k < corpora.size(); ++k) {
-      chart.x_tics.push_back({static_cast<double>(k), corpora[k]});
+    for (const std::string v : {"dict", "units-16+dict"}) {
+      report.Ratio(what + "mem_used_total, " + v + " / kernel zram",
+                   mm.Ratios(v, "used", "kernel", "used"), no_kernel);
     }
-    report.AddChart(std::move(chart));
+    for (const auto& [f, reads] :
+         {std::pair{"rand_read_mb_s", "random 4 KiB read MB/s"},
+          std::pair{"seq_read_mb_s", "sequential read MB/s"}}) {
+      report.Ratio(what + "units-16 / per-page, " + reads,
+                   mm.Ratios("units-16", f, "per-page", f), "no units");
+    }
   }
 }
 
@@ -291,37 +272,33 @@ int RunBenchRatio(std::span<const std::string_view> args) {
   Config cfg;
   if (auto rc = ParseFlags(args, &cfg)) return *rc;
   auto paths = FindCorpusDir(cfg.corpus_dir, kCorpusDirHint);
-  if (!paths.has_value()) return ReportFailure(kCommand, paths.error().message());
+  if (!paths.has_value())
+    return ReportFailure(kCommand, paths.error().message());
   std::vector<corpus::PageSet> corpora;
-  std::vector<std::string> names;
   for (const std::string& path : *paths) {
     auto set = LoadCorpus(path);
     if (!set.has_value()) return ReportFailure(kCommand, set.error().message());
-    names.push_back(set->name());
     corpora.push_back(std::move(*set));
   }
   Report report(kCommand, GetMachineInfo());
   std::optional<KernelZram> zram;
-  std::string kernel_line;
+  std::string kernel_line = "kernel: " + cfg.zram_dev;
   if (auto z = KernelZram::Open(cfg.zram_dev); z.has_value()) {
     zram.emplace(std::move(*z));
-    std::string offered;
-    for (const std::string& a : zram->algorithms()) offered += " " + a;
-    kernel_line = "kernel: " + cfg.zram_dev + " offers" + offered;
+    kernel_line += " offers";
+    for (const std::string& a : zram->algorithms()) kernel_line += " " + a;
   } else {
-    kernel_line = "kernel: " + cfg.zram_dev + " not used: " +
-                  z.error().message() + "; compare with per-page";
+    kernel_line +=
+        " not used: " + z.error().message() + "; compare with per-page";
   }
   report.Condition("runs", std::to_string(cfg.common.runs));
   report.Condition("dict_bytes", std::to_string(cfg.dict_bytes));
-  if (!cfg.algorithm_params.empty()) {
-    report.Condition("algorithm_params", cfg.algorithm_params);
-  }
   std::string codecs;
   for (const std::string& c : cfg.codecs) {
     codecs += (codecs.empty() ? "" : ",") + c;
   }
   if (!cfg.algorithm_params.empty()) {
+    report.Condition("algorithm_params", cfg.algorithm_params);
     codecs += " with algorithm_params \"" + cfg.algorithm_params + "\"";
   }
   report.Line("config: codecs " + codecs + ", dictionary " +
@@ -336,33 +313,31 @@ int RunBenchRatio(std::span<const std::string_view> args) {
     for (const std::string& codec : cfg.codecs) {
       const corpus::PageSet& set = corpora[k];
       std::vector<Variant> variants;
-      for (const ZtierVariant& zv : kZtierVariants) {
-        variants.push_back({zv.name, [&](std::size_t, Samples& s) {
-                              return RunZtier(cfg, set, codec, zv, s);
+      for (const RatioVariant& v : std::span(kVariants).subspan(1)) {
+        variants.push_back({v.name, [&](std::size_t, Samples& s) {
+                              return RunZtier(cfg, set, codec, v, s);
                             }});
       }
-      const bool offered =
-          zram.has_value() &&
-          std::find(zram->algorithms().begin(), zram->algorithms().end(),
-                    codec) != zram->algorithms().end();
-      if (offered) {
+      if (zram.has_value() && std::ranges::find(zram->algorithms(), codec) !=
+                                  zram->algorithms().end()) {
         variants.push_back({"kernel", [&](std::size_t, Samples& s) {
                               return RunKernel(cfg, *zram, set, codec, s);
                             }});
       }
       auto r = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),
-                            .label = "[" + names[k] + " " + codec + "]"},
+                            .label = "[" + set.name() + " " + codec + "]"},
                            variants, progress);
       if (!r.has_value()) {
         if (zram.has_value()) (void)zram->Reset();
-        return ReportFailure(kCommand, "FATAL: " + names[k] + " " + codec +
+        return ReportFailure(kCommand, "FATAL: " + set.name() + " " + codec +
                                            ": " + r.error().ToString());
       }
       m[k].push_back(std::move(*r));
     }
   }
-  AddTables(report, cfg, names, m);
-  AddCharts(report, cfg, names, m);
+  for (std::size_t c = 0; c < cfg.codecs.size(); ++c) {
+    ReportCodec(report, cfg, c, corpora, m);
+  }
   return report.Finish(kCommand, cfg.common);
 }
 

@@ -6,10 +6,7 @@
 // (PageStore::TrainDictionary), with units of 16 and a dictionary, and in
 // the kernel's zram where /dev/zram0 offers the codec; with, from the same
 // runs, the store's MB/s and the MB/s of random 4 KiB and of sequential
-// reads.
-//
-//   ztier bench ratio [--corpus-dir DIR] [--codec NAME]... [--dict-size SIZE]
-//                     [--runs N] [--zram-dev PATH] [--json FILE]
+// reads. Flags: ztier(8), `ztier bench ratio`, and --help.
 //
 // For each corpus and codec (default lz4 and zstd), RunVariants
 // (bench_harness.h) alternates the variants:
@@ -26,9 +23,9 @@
 //   kernel    /dev/zram0 reset, set to the codec, written with the pages
 //             (O_DIRECT), mm_stat read; only where the device is free and
 //             offers the codec (this machine's kernel has no zstd).
-// One Report (bench_report.h) holds a table per codec and the ratios of
-// mem_used_total (dict and units-16+dict against per-page and kernel) and
-// of read MB/s (units-16 against per-page).
+// One Report (bench_report.h) holds a table and a chart per codec and the
+// ratios of mem_used_total (dict and units-16+dict against per-page and
+// kernel) and of read MB/s (units-16 against per-page).
 //
 // Exit status: 0 done; 1 a runtime failure (no corpus, a store or load
 // error, a page read back wrong, a dictionary refused); 2 bad usage.
