@@ -151,16 +151,10 @@ Status RunKernel(const Config& cfg, KernelZram& zram,
   const std::uint64_t bytes = set.size() * kPageSize;
   ZT_RETURN_IF_ERROR(zram.Init(codec, bytes, cfg.algorithm_params));
   const IoTarget t{.path = zram.dev_path()};
-  ZT_ASSIGN_OR_RETURN(
-      IoResult r, RunIo(t,
-                        {.random = false,
-                         .writes = true,
-                         .block_bytes = static_cast<std::uint32_t>(kPageSize),
-                         .depth = 1,
-                         .threads = 1,
-                         .area_bytes = bytes,
-                         .seconds = 0},
-                        data));
+  // A fill: one sequential pass of 4 KiB writes, one at a time.
+  const IoPattern fill{
+      .random = false, .writes = true, .area_bytes = bytes, .seconds = 0};
+  ZT_ASSIGN_OR_RETURN(IoResult r, RunIo(t, fill, data));
   s.Add("store_mb_s", r.mb_s());
   ZT_RETURN_IF_ERROR(VerifyArea(t, bytes, data, 1));
   ZT_ASSIGN_OR_RETURN(MmStat mm, zram.ReadMmStat());

@@ -222,27 +222,55 @@ std::string Met(const std::vector<double>& ratios, bool at_most,
   return (at_most ? v <= target : v >= target) ? "yes" : "NO";
 }
 
-void AddMemoryTable(Report& r, const Config& cfg,
-                    const std::vector<Case>& cases) {
+// The memory table, and its chart: bars per corpus of before, after,
+// compacted and direct.
+void AddMemory(Report& r, const Config& cfg, const std::vector<Case>& cases) {
   Table& t = r.AddTable(
       "memory", "mem_used_total, MiB: " + cfg.codec +
                     " store before and after idle recompression with " +
                     cfg.secondary + " (serial backend), after Compact(), and " +
                     cfg.secondary + " directly; median (min-max) over runs");
-  for (const Case& c : cases) {
+  Chart chart{.name = "recompress-memory",
+              .title = "mem_used_total: " + cfg.codec +
+                       ", then idle recompression with " + cfg.secondary +
+                       ", against " + cfg.secondary + " directly (" +
+                       MedianOfRuns(cfg.common.runs) + ")",
+              .x_label = "corpus",
+              .y_label = "mem_used_total (MiB)",
+              .style = PlotStyle::kBars};
+  const struct {
+    const char* variant;
+    const char* figure;
+    std::string title;
+  } bars[] = {
+      {"serial", "mem_before", cfg.codec},
+      {"serial", "mem_after", "after recompression with " + cfg.secondary},
+      {"serial", "mem_compacted", "and Compact()"},
+      {"direct", "mem", cfg.secondary + " directly"}};
+  for (const auto& bar : bars) chart.series.push_back({bar.title});
+  for (std::size_t j = 0; j < cases.size(); ++j) {
+    const Measurements& m = cases[j].m;
+    std::vector<double> mib[std::size(bars)];
+    for (std::size_t i = 0; i < std::size(bars); ++i) {
+      mib[i] = MiB(m.Of(bars[i].variant, bars[i].figure));
+      if (!mib[i].empty())
+        chart.series[i].points.push_back(SpreadPoint(j, mib[i]));
+    }
+    chart.x_tics.push_back({static_cast<double>(j), cases[j].corpus});
     const std::vector<double> ratio =
-        c.m.Ratios("serial", "mem_after", "direct", "mem");
+        m.Ratios("serial", "mem_after", "direct", "mem");
     t.AddRow()
-        .Text("corpus", c.corpus)
+        .Text("corpus", cases[j].corpus)
         .Int("slots", static_cast<std::int64_t>(cfg.pages))
-        .Figure("before MiB", MiB(c.m.Of("serial", "mem_before")), 2)
-        .Figure("after MiB", MiB(c.m.Of("serial", "mem_after")), 2)
-        .Figure("compacted MiB", MiB(c.m.Of("serial", "mem_compacted")), 2)
-        .Figure("direct MiB", MiB(c.m.Of("direct", "mem")), 2)
+        .Figure("before MiB", mib[0], 2)
+        .Figure("after MiB", mib[1], 2)
+        .Figure("compacted MiB", mib[2], 2)
+        .Figure("direct MiB", mib[3], 2)
         .Figure("after/direct", ratio, 3)
         .Number("target <=", kMemTarget, 2)
         .Text("met", Met(ratio, true, kMemTarget));
   }
+  r.AddChart(std::move(chart));
 }
 
 // Per corpus and backend, the counts of its first measured run (the same in
@@ -328,39 +356,6 @@ void AddThroughputTables(Report& r, const std::vector<Case>& cases) {
   }
 }
 
-// Bars per corpus: before, after, compacted, direct.
-Chart MemoryChart(const Config& cfg, const std::vector<Case>& cases) {
-  Chart chart{.name = "recompress-memory",
-              .title = "mem_used_total: " + cfg.codec +
-                       ", then idle recompression with " + cfg.secondary +
-                       ", against " + cfg.secondary + " directly (" +
-                       MedianOfRuns(cfg.common.runs) + ")",
-              .x_label = "corpus",
-              .y_label = "mem_used_total (MiB)",
-              .style = PlotStyle::kBars};
-  const struct {
-    const char* variant;
-    const char* figure;
-    std::string title;
-  } bars[] = {
-      {"serial", "mem_before", cfg.codec},
-      {"serial", "mem_after", "after recompression with " + cfg.secondary},
-      {"serial", "mem_compacted", "and Compact()"},
-      {"direct", "mem", cfg.secondary + " directly"}};
-  for (const auto& bar : bars) {
-    PlotSeries s{.title = bar.title};
-    for (std::size_t j = 0; j < cases.size(); ++j) {
-      const std::vector<double> v = MiB(cases[j].m.Of(bar.variant, bar.figure));
-      if (!v.empty()) s.points.push_back(SpreadPoint(j, v));
-    }
-    chart.series.push_back(std::move(s));
-  }
-  for (std::size_t j = 0; j < cases.size(); ++j) {
-    chart.x_tics.push_back({static_cast<double>(j), cases[j].corpus});
-  }
-  return chart;
-}
-
 // The conditions and the lines before the tables.
 void AddConfig(Report& r, const Config& cfg,
                const std::vector<corpus::PageSet>& corpora,
@@ -426,10 +421,9 @@ int RunBenchRecompress(std::span<const std::string_view> args) {
     }
     cases.push_back({set.name(), std::move(*m)});
   }
-  AddMemoryTable(report, cfg, cases);
+  AddMemory(report, cfg, cases);
   AddSlotsTable(report, cases);
   AddThroughputTables(report, cases);
-  report.AddChart(MemoryChart(cfg, cases));
   return report.Finish(kCommand, cfg.common);
 }
 
