@@ -190,30 +190,6 @@ Status RunPass(const Config& cfg, const corpus::PageSet& set,
   return Status::Ok();
 }
 
-// "serial" and "parallel" (a pass each), then "direct".
-std::vector<Variant> CaseVariants(const Config& cfg,
-                                  const corpus::PageSet& set) {
-  std::vector<Variant> variants;
-  for (BatchBackend b : {BatchBackend::kSerial, BatchBackend::kParallel}) {
-    variants.push_back({std::string(BatchBackendName(b)),
-                        [&cfg, &set, b](std::size_t, Samples& out) {
-                          return RunPass(cfg, set, b, out);
-                        }});
-  }
-  variants.push_back(
-      {"direct", [&cfg, &set](std::size_t, Samples& out) -> Status {
-         ZT_ASSIGN_OR_RETURN(auto store, FilledStore({.num_pages = cfg.pages,
-                                                      .codec = cfg.secondary},
-                                                     set));
-         const PageStoreStats st = store->Stats();
-         out.Add("mem", st.mem_used_total);
-         out.Add("compr", st.compr_data_size);
-         out.Add("huge", st.huge_pages);
-         return Status::Ok();
-       }});
-  return variants;
-}
-
 // "yes", "NO", or "?" when there is no figure.
 std::string Met(const std::vector<double>& ratios, bool at_most,
                 double target) {
@@ -411,7 +387,25 @@ int RunBenchRecompress(std::span<const std::string_view> args) {
   std::vector<Case> cases;
   Progress progress;
   for (const corpus::PageSet& set : corpora) {
-    const std::vector<Variant> variants = CaseVariants(cfg, set);
+    // "serial" and "parallel" (a pass each), then "direct".
+    std::vector<Variant> variants;
+    for (BatchBackend b : {BatchBackend::kSerial, BatchBackend::kParallel}) {
+      variants.push_back({std::string(BatchBackendName(b)),
+                          [&cfg, &set, b](std::size_t, Samples& out) {
+                            return RunPass(cfg, set, b, out);
+                          }});
+    }
+    variants.push_back(
+        {"direct", [&cfg, &set](std::size_t, Samples& out) -> Status {
+           ZT_ASSIGN_OR_RETURN(auto store, FilledStore({.num_pages = cfg.pages,
+                                                        .codec = cfg.secondary},
+                                                       set));
+           const PageStoreStats st = store->Stats();
+           out.Add("mem", st.mem_used_total);
+           out.Add("compr", st.compr_data_size);
+           out.Add("huge", st.huge_pages);
+           return Status::Ok();
+         }});
     auto m = RunVariants({.runs = static_cast<std::size_t>(cfg.common.runs),
                           .label = "[" + set.name() + "]"},
                          variants, progress);
