@@ -192,13 +192,10 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   // range is bad usage, not a failure after the corpora are loaded; not
   // rounded to pages, as train_dict takes any size in that range.
   auto bytes = ParseSize(dict_size);
-  if (!bytes.has_value()) {
+  if (!bytes.has_value() || *bytes < kMinDictBytes || *bytes > kMaxDictBytes) {
     return ReportUsageError(
-        kCommand, "--dict-size " + dict_size + ": " + bytes.error().message());
-  }
-  if (*bytes < kMinDictBytes || *bytes > kMaxDictBytes) {
-    return ReportUsageError(kCommand,
-                            "--dict-size " + dict_size + ": want 1K to 1M");
+        kCommand, "--dict-size " + dict_size + ": " +
+                      (bytes ? "want 1K to 1M" : bytes.error().message()));
   }
   cfg->dict_bytes = *bytes;
   return std::nullopt;

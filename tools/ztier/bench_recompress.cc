@@ -88,11 +88,9 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
     return ReportUsageError(kCommand, bytes.error().message());
   }
   cfg->pages = *bytes / kPageSize;
-  for (const std::string* name : {&cfg->codec, &cfg->secondary}) {
-    const Status s = CheckCodecName(
-        *name, name == &cfg->codec ? "codec" : "secondary codec");
-    if (!s.ok()) return ReportUsageError(kCommand, s.message());
-  }
+  Status s = CheckCodecName(cfg->codec);
+  if (s.ok()) s = CheckCodecName(cfg->secondary, "secondary codec");
+  if (!s.ok()) return ReportUsageError(kCommand, s.message());
   // --corpus-dir's corpora join the --corpus files when given, and stand
   // in for them when there are none.
   if (cfg->paths.empty() || flags.WasSet("corpus-dir")) {
