@@ -10,13 +10,14 @@
 // backend, every slot marked idle and recompressed with --secondary) and
 // "direct" (the same pages stored with --secondary directly). One Report
 // (bench_report.h) holds the tables "memory" (mem_used_total before and
-// after the pass, after Compact() and direct), "slots" (candidates,
-// recompressed, incompressible, huge pages, per backend), "throughput" (MB/s
-// of original pages examined and pages/s per backend) and "targets"
-// (after/direct and compacted/direct <= 1.03, parallel/serial MB/s >= 1.6);
-// and the chart recompress-memory (bars per corpus: before, after,
-// compacted, direct). A line says whether the kernel's zram could be
-// compared (ProbeKernelRecomp below); the kernel path is not implemented.
+// after the pass, after Compact() and direct, after/direct against its
+// target 1.03), "slots" (candidates, recompressed, incompressible, huge
+// pages, per backend), "throughput" (MB/s of original pages examined and
+// pages/s per backend) and "targets" (after/direct and compacted/direct
+// <= 1.03, parallel/serial MB/s >= 1.6); and the chart recompress-memory
+// (bars per corpus: before, after, compacted, direct). A line says whether
+// the kernel's zram could be compared (ProbeKernelRecomp below); the
+// kernel path is not implemented.
 //
 // Exit status: 0 done; 1 a runtime failure (no or unreadable corpus, a
 // store, recompression or load error, a page read back wrong, a chart not
