@@ -9,14 +9,13 @@
 #include <filesystem>
 
 #include "corpus/corpus.h"
-#include "plot.h"
 #include "tool_common.h"
 
 namespace ztier::tool {
 
 void AddBenchFlags(FlagSet& flags, BenchFlags* f) {
-  flags.AddInt("runs", &f->runs, "N", "measured runs, after one warm-up run",
-               1, 1000);
+  flags.AddInt("runs", &f->runs, "N", "measured runs, after one warm-up run", 1,
+               1000);
   AddJsonFlag(flags, &f->json);
   AddPlotFlag(flags, &f->plot);
 }
@@ -31,33 +30,27 @@ void Samples::Add(std::string_view figure, double value) {
   values_.emplace_back(std::string(figure), value);
 }
 
-const Measurements::Entry* Measurements::Find(std::string_view variant,
+const Measurements::ByRun* Measurements::Find(std::string_view variant,
                                               std::string_view figure) const {
-  for (const Entry& e : entries_) {
-    if (e.variant == variant && e.figure == figure) return &e;
-  }
-  return nullptr;
+  auto it = by_run_.find({std::string(variant), std::string(figure)});
+  return it != by_run_.end() ? &it->second : nullptr;
 }
 
 void Measurements::Record(std::string_view variant, std::size_t run,
                           const Samples& s) {
   for (const auto& [figure, value] : s.values()) {
-    Entry* e = const_cast<Entry*>(Find(variant, figure));
-    if (e == nullptr) {
-      e = &entries_.emplace_back(
-          Entry{std::string(variant), figure, {}});
-    }
-    if (e->by_run.size() < run) e->by_run.resize(run);
-    e->by_run[run - 1] = value;
+    ByRun& v = by_run_[{std::string(variant), figure}];
+    if (v.size() < run) v.resize(run);
+    v[run - 1] = value;
   }
 }
 
 std::vector<double> Measurements::Of(std::string_view variant,
                                      std::string_view figure) const {
   std::vector<double> out;
-  if (const Entry* e = Find(variant, figure)) {
-    for (const std::optional<double>& v : e->by_run) {
-      if (v.has_value()) out.push_back(*v);
+  if (const ByRun* v = Find(variant, figure)) {
+    for (const std::optional<double>& x : *v) {
+      if (x.has_value()) out.push_back(*x);
     }
   }
   return out;
@@ -66,9 +59,9 @@ std::vector<double> Measurements::Of(std::string_view variant,
 std::optional<double> Measurements::At(std::string_view variant,
                                        std::string_view figure,
                                        std::size_t run) const {
-  const Entry* e = Find(variant, figure);
-  if (e == nullptr || run == 0 || run > e->by_run.size()) return std::nullopt;
-  return e->by_run[run - 1];
+  const ByRun* v = Find(variant, figure);
+  if (v == nullptr || run == 0 || run > v->size()) return std::nullopt;
+  return (*v)[run - 1];
 }
 
 std::vector<double> Measurements::Ratios(std::string_view num_variant,
@@ -76,14 +69,12 @@ std::vector<double> Measurements::Ratios(std::string_view num_variant,
                                          std::string_view den_variant,
                                          std::string_view den_figure) const {
   std::vector<double> out;
-  const Entry* num = Find(num_variant, num_figure);
-  const Entry* den = Find(den_variant, den_figure);
+  const ByRun* num = Find(num_variant, num_figure);
+  const ByRun* den = Find(den_variant, den_figure);
   if (num == nullptr || den == nullptr) return out;
-  const std::size_t n = std::min(num->by_run.size(), den->by_run.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    if (num->by_run[i].has_value() && den->by_run[i].has_value() &&
-        *den->by_run[i] != 0) {
-      out.push_back(*num->by_run[i] / *den->by_run[i]);
+  for (std::size_t i = 0; i < std::min(num->size(), den->size()); ++i) {
+    if ((*num)[i].has_value() && (*den)[i].has_value() && *(*den)[i] != 0) {
+      out.push_back(*(*num)[i] / *(*den)[i]);
     }
   }
   return out;
@@ -110,8 +101,8 @@ Result<Measurements> RunVariants(const RunPlan& plan,
       Samples s;
       if (Status st = v->run(run, s); !st.ok()) {
         progress.Clear();
-        return Err(Status(st.code(), v->name + ", " + label + ": " +
-                                         st.message()));
+        return Err(
+            Status(st.code(), v->name + ", " + label + ": " + st.message()));
       }
       if (!warmup) m.Record(v->name, run, s);
     }
@@ -126,7 +117,10 @@ void AddJsonFlag(FlagSet& flags, std::string* path) {
 }
 
 void AddPlotFlag(FlagSet& flags, std::string* dir) {
-  flags.AddString("plot", dir, "DIR", kPlotFlagHelp);
+  flags.AddString("plot", dir, "DIR",
+                  "also draw PNG charts with gnuplot into DIR (NAME.png, with "
+                  "the NAME.gp script and NAME.dat data beside it to "
+                  "re-render)");
 }
 
 void AddCorpusFileFlag(FlagSet& flags, std::string* file,
@@ -146,20 +140,16 @@ void AddCorpusDirFlag(FlagSet& flags, std::string* dir, std::string_view when) {
 
 Result<std::vector<std::string>> FindCorpusDir(const std::string& dir,
                                                std::string_view hint) {
-  const std::string shown = "'" + dir + "'" + AbsoluteNote(dir);
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    return Err(Status::NotFound("no corpus: the corpus folder " + shown +
-                                " is missing (or not a folder).\n" +
-                                std::string(hint)));
+  const char* problem = "is missing (or not a folder)";
+  if (std::filesystem::is_directory(dir, ec)) {
+    auto found = corpus::FindCorpusFiles(dir);
+    if (found.has_value() && !found->empty()) return std::move(*found);
+    problem = "holds no *.pages.zst files";
   }
-  auto found = corpus::FindCorpusFiles(dir);
-  if (!found.has_value() || found->empty()) {
-    return Err(Status::NotFound("no corpus: the corpus folder " + shown +
-                                " holds no *.pages.zst files.\n" +
-                                std::string(hint)));
-  }
-  return std::move(*found);
+  return Err(Status::NotFound("no corpus: the corpus folder '" + dir + "'" +
+                              AbsoluteNote(dir) + " " + problem + ".\n" +
+                              std::string(hint)));
 }
 
 std::string RunLabel(std::size_t run, std::size_t runs) {

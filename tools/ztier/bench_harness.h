@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -111,13 +112,9 @@ class Measurements {
   void Record(std::string_view variant, std::size_t run, const Samples& s);
 
  private:
-  struct Entry {
-    std::string variant;
-    std::string figure;
-    std::vector<std::optional<double>> by_run;  // index run - 1
-  };
-  const Entry* Find(std::string_view variant, std::string_view figure) const;
-  std::vector<Entry> entries_;
+  using ByRun = std::vector<std::optional<double>>;  // index run - 1
+  const ByRun* Find(std::string_view variant, std::string_view figure) const;
+  std::map<std::pair<std::string, std::string>, ByRun> by_run_;
 };
 
 // Runs plan.warmups warm-up runs and then plan.runs measured runs of every
@@ -133,7 +130,7 @@ Result<Measurements> RunVariants(const RunPlan& plan,
 // --json FILE: "also write every figure as JSON to FILE".
 void AddJsonFlag(FlagSet& flags, std::string* path);
 
-// --plot DIR (plot.h's kPlotFlagHelp).
+// --plot DIR: "also draw PNG charts with gnuplot into DIR (...)" (plot.h).
 void AddPlotFlag(FlagSet& flags, std::string* dir);
 
 // --corpus FILE, one file: "PURPOSE (a .pages.zst file or any plain file

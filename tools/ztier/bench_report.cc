@@ -6,95 +6,94 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <utility>
 
 #include "bench_harness.h"
-#include "bench_stats.h"
 #include "tool_common.h"
 
 namespace ztier::tool {
 namespace {
 
-bool IsText(const Cell& c) {
-  return std::holds_alternative<std::string>(c.value) ||
-         std::holds_alternative<bool>(c.value);
+using Cell = Row::Cell;
+
+// "MIN-MAX" of `s`, each with `decimals` decimals.
+std::string MinMax(const SampleStats& s, int decimals) {
+  return FormatDouble(s.min, decimals) + "-" + FormatDouble(s.max, decimals);
 }
 
-// The text columns one cell takes: heading and content, one or two.
-void CellColumns(const Cell& c, std::vector<std::string>* heads,
-                 std::vector<std::string>* texts) {
-  if (const auto* f = std::get_if<Cell::FigureValue>(&c.value)) {
-    const SampleStats s = Summarize(f->samples);
-    const bool any = !f->samples.empty();
+// The text columns one cell takes, one or two: heading and content.
+std::vector<std::pair<std::string, std::string>> CellColumns(const Cell& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (const auto* f = std::get_if<Row::FigureValue>(&c.value)) {
+    const SampleStats& s = f->stats;
+    const auto shown = [&](std::string text) {
+      return s.n > 0 ? text : std::string("-");
+    };
+    const std::string median = FormatDouble(s.median, f->decimals);
     if (f->show & kRange) {
-      heads->push_back(c.column + " median (min-max)");
-      texts->push_back(any ? FormatSpread(f->samples, f->decimals) : "-");
+      out.emplace_back(c.column + " median (min-max)",
+                       shown(median + " (" + MinMax(s, f->decimals) + ")"));
     } else {
-      heads->push_back(c.column);
-      texts->push_back(any ? FormatDouble(s.median, f->decimals) : "-");
+      out.emplace_back(c.column, shown(median));
     }
     if (f->show & (kCv | kOwnCv)) {
-      heads->push_back(f->show & kOwnCv ? c.column + " cv%" : "cv%");
-      texts->push_back(any ? FormatDouble(s.cv_percent, 1) : "-");
+      out.emplace_back(f->show & kOwnCv ? c.column + " cv%" : "cv%",
+                       shown(FormatDouble(s.cv_percent, 1)));
     }
-    return;
-  }
-  heads->push_back(c.column);
-  if (const auto* t = std::get_if<std::string>(&c.value)) {
-    texts->push_back(*t);
+  } else if (const auto* t = std::get_if<std::string>(&c.value)) {
+    out.emplace_back(c.column, *t);
   } else if (const auto* i = std::get_if<std::int64_t>(&c.value)) {
-    texts->push_back(std::to_string(*i));
-  } else if (const auto* n = std::get_if<Cell::NumberValue>(&c.value)) {
-    texts->push_back(FormatDouble(n->value, n->decimals));
+    out.emplace_back(c.column, std::to_string(*i));
+  } else if (const auto* n = std::get_if<Row::NumberValue>(&c.value)) {
+    out.emplace_back(c.column, FormatDouble(n->value, n->decimals));
   } else {
-    texts->push_back(std::get<bool>(c.value) ? "yes" : "no");
+    out.emplace_back(c.column, std::get<bool>(c.value) ? "yes" : "no");
   }
+  return out;
 }
 
 std::string TableText(const Table& t) {
-  // The columns, in the order rows first name them.
+  // The columns, in the order rows first name them, and each row's cells.
   std::vector<std::string> heads;
   std::vector<Align> align;
+  std::vector<std::vector<std::pair<std::string, std::string>>> rows;
   for (const Row& r : t.rows) {
+    auto& row = rows.emplace_back();
     for (const Cell& c : r.cells()) {
-      std::vector<std::string> h, x;
-      CellColumns(c, &h, &x);
-      for (const std::string& name : h) {
-        if (std::find(heads.begin(), heads.end(), name) != heads.end()) {
-          continue;
+      const bool text = std::holds_alternative<std::string>(c.value) ||
+                        std::holds_alternative<bool>(c.value);
+      for (auto& column : CellColumns(c)) {
+        if (std::find(heads.begin(), heads.end(), column.first) ==
+            heads.end()) {
+          heads.push_back(column.first);
+          align.push_back(text ? Align::kLeft : Align::kRight);
         }
-        heads.push_back(name);
-        align.push_back(IsText(c) ? Align::kLeft : Align::kRight);
+        row.push_back(std::move(column));
       }
     }
   }
   TextTable table(heads, align);
-  for (const Row& r : t.rows) {
+  for (const auto& row : rows) {
     std::vector<std::string> cells(heads.size());
-    for (const Cell& c : r.cells()) {
-      std::vector<std::string> h, x;
-      CellColumns(c, &h, &x);
-      for (std::size_t i = 0; i < h.size(); ++i) {
-        cells[std::find(heads.begin(), heads.end(), h[i]) - heads.begin()] =
-            x[i];
-      }
+    for (const auto& [head, text] : row) {
+      cells[std::find(heads.begin(), heads.end(), head) - heads.begin()] = text;
     }
     table.AddRow(std::move(cells));
   }
-  std::string out;
-  if (!t.title.empty()) out += "== " + t.title + " ==\n";
-  return out + table.Render() + "\n";
+  return (t.title.empty() ? "" : "== " + t.title + " ==\n") + table.Render() +
+         "\n";
 }
 
 void CellJson(JsonWriter& w, const Cell& c) {
   const std::string key = JsonKey(c.column);
-  if (const auto* f = std::get_if<Cell::FigureValue>(&c.value)) {
-    WriteStatsJson(w, key, Summarize(f->samples), f->decimals);
+  if (const auto* f = std::get_if<Row::FigureValue>(&c.value)) {
+    WriteStatsJson(w, key, f->stats, f->decimals);
   } else if (const auto* t = std::get_if<std::string>(&c.value)) {
     w.StringField(key, *t);
   } else if (const auto* i = std::get_if<std::int64_t>(&c.value)) {
     w.IntField(key, *i);
-  } else if (const auto* n = std::get_if<Cell::NumberValue>(&c.value)) {
+  } else if (const auto* n = std::get_if<Row::NumberValue>(&c.value)) {
     w.DoubleField(key, n->value, n->decimals);
   } else {
     w.BoolField(key, std::get<bool>(c.value));
@@ -119,34 +118,6 @@ std::string JsonKey(std::string_view column) {
   return out;
 }
 
-Row& Row::Text(std::string_view column, std::string value) {
-  cells_.push_back({std::string(column), std::move(value)});
-  return *this;
-}
-
-Row& Row::Int(std::string_view column, std::int64_t value) {
-  cells_.push_back({std::string(column), value});
-  return *this;
-}
-
-Row& Row::Number(std::string_view column, double value, int decimals) {
-  cells_.push_back({std::string(column), Cell::NumberValue{value, decimals}});
-  return *this;
-}
-
-Row& Row::Bool(std::string_view column, bool value) {
-  cells_.push_back({std::string(column), value});
-  return *this;
-}
-
-Row& Row::Figure(std::string_view column, std::span<const double> samples,
-                 int decimals, unsigned show) {
-  cells_.push_back(
-      {std::string(column),
-       Cell::FigureValue{{samples.begin(), samples.end()}, decimals, show}});
-  return *this;
-}
-
 Report::Report(std::string benchmark, MachineInfo machine)
     : benchmark_(std::move(benchmark)), machine_(std::move(machine)) {}
 
@@ -169,7 +140,7 @@ void Report::Ratio(std::string what, std::span<const double> ratios,
   }
   const SampleStats s = Summarize(ratios);
   Line(what + ": " + FormatDouble(s.median, 2) + "x (" + std::string(note) +
-       ", " + FormatDouble(s.min, 2) + "-" + FormatDouble(s.max, 2) + ")");
+       ", " + MinMax(s, 2) + ")");
 }
 
 Table& Report::AddTable(std::string name, std::string title) {
@@ -193,11 +164,6 @@ std::string Report::Text() const {
 
 std::string Report::Json() const {
   JsonWriter w;
-  BuildJson(w);
-  return w.Take();
-}
-
-void Report::BuildJson(JsonWriter& w) const {
   w.BeginObject();
   w.StringField("benchmark", benchmark_);
   w.Key("machine");
@@ -220,23 +186,48 @@ void Report::BuildJson(JsonWriter& w) const {
   }
   w.EndObject();
   w.EndObject();
+  return w.Take();
 }
 
 int Report::Finish(std::string_view command, const BenchFlags& flags) const {
-  ChartWriter charts(std::string(command), flags.plot);
+  const std::string cmd(command);
+  const char* dir = flags.plot.c_str();
+  std::optional<Result<Plotter>> plotter;
+  if (!flags.plot.empty()) {
+    plotter = Plotter::Create(flags.plot);
+    if (!plotter->has_value()) {
+      std::fprintf(stderr,
+                   "%s: --plot %s: %s; the benchmark runs, but draws no "
+                   "charts\n",
+                   cmd.c_str(), dir, plotter->error().message().c_str());
+    }
+  }
   std::fputs(Text().c_str(), stdout);
   std::fflush(stdout);
   int status = 0;
   if (!flags.json.empty()) {
-    JsonWriter w;
-    BuildJson(w);
-    if (Status s = WriteJsonFile(flags.json, w); !s.ok()) {
+    if (Status s = WriteTextFile(flags.json, Json()); !s.ok()) {
       status = ReportFailure(command, s.ToString());
     } else {
       std::printf("\nwrote %s\n", flags.json.c_str());
     }
   }
-  if (!charts.Write(charts_)) status = 1;
+  if (!plotter.has_value()) return status;
+  if (!plotter->has_value()) {
+    std::fprintf(stderr, "%s: --plot %s: no charts drawn: %s\n", cmd.c_str(),
+                 dir, plotter->error().message().c_str());
+    return 1;
+  }
+  for (const Chart& c : charts_) {
+    auto png = (*plotter)->Render(c);
+    if (png.has_value()) {
+      std::fprintf(stderr, "wrote %s\n", png->c_str());
+    } else {
+      std::fprintf(stderr, "%s: --plot: %s\n", cmd.c_str(),
+                   png.error().message().c_str());
+      status = 1;
+    }
+  }
   return status;
 }
 

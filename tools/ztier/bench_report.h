@@ -48,20 +48,21 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
+#include "bench_stats.h"
 #include "machine_info.h"
 #include "plot.h"
 
 namespace ztier::tool {
 
-class JsonWriter;
 struct BenchFlags;
 
 // How a Figure cell is shown in the text (bits; the JSON always has all).
 enum FigureShow : unsigned {
-  kMedian = 0,     // the median alone
+  kMedian = 0,      // the median alone
   kRange = 1 << 0,  // "median (min-max)"
   kCv = 1 << 1,     // and a "cv%" column after it
   // and a column "COLUMN cv%" after it: for rows with several figures
@@ -73,37 +74,50 @@ enum FigureShow : unsigned {
 // than [a-z0-9] one '_', none at either end.
 std::string JsonKey(std::string_view column);
 
-// One cell of a row: its column heading and its value.
-struct Cell {
-  struct FigureValue {
-    std::vector<double> samples;
-    int decimals = 1;
-    unsigned show = kRange;
-  };
-  struct NumberValue {
-    double value = 0;
-    int decimals = 1;
-  };
-  std::string column;
-  std::variant<std::string, std::int64_t, NumberValue, bool, FigureValue>
-      value;
-};
-
 // One row of a table; the setters return *this so that a row is one
 // statement.
 class Row {
  public:
-  Row& Text(std::string_view column, std::string value);
-  Row& Int(std::string_view column, std::int64_t value);
-  Row& Number(std::string_view column, double value, int decimals);
+  struct NumberValue {
+    double value;
+    int decimals;
+  };
+  struct FigureValue {
+    SampleStats stats;  // of the samples
+    int decimals;
+    unsigned show;
+  };
+  // One cell: its column heading and its value.
+  struct Cell {
+    std::string column;
+    std::variant<std::string, std::int64_t, NumberValue, bool, FigureValue>
+        value;
+  };
+
+  Row& Text(std::string_view column, std::string value) {
+    return Add(column, std::move(value));
+  }
+  Row& Int(std::string_view column, std::int64_t value) {
+    return Add(column, value);
+  }
+  Row& Number(std::string_view column, double value, int decimals) {
+    return Add(column, NumberValue{value, decimals});
+  }
   // Text "yes" / "no"; JSON true / false.
-  Row& Bool(std::string_view column, bool value);
+  Row& Bool(std::string_view column, bool value) { return Add(column, value); }
   Row& Figure(std::string_view column, std::span<const double> samples,
-              int decimals, unsigned show = kRange);
+              int decimals, unsigned show = kRange) {
+    return Add(column, FigureValue{Summarize(samples), decimals, show});
+  }
 
   const std::vector<Cell>& cells() const { return cells_; }
 
  private:
+  Row& Add(std::string_view column, decltype(Cell::value) value) {
+    cells_.push_back({std::string(column), std::move(value)});
+    return *this;
+  }
+
   std::vector<Cell> cells_;
 };
 
@@ -147,17 +161,18 @@ class Report {
   std::string Json() const;
 
   // Prints Text() on stdout; with flags.json writes Json() there and prints
-  // "\nwrote PATH"; with flags.plot draws the charts (plot.h's ChartWriter,
-  // its messages on stderr). Returns the command's exit status: 0, or 1
-  // with "COMMAND: error" on stderr when the JSON or a chart could not be
-  // written.
+  // "\nwrote PATH"; with flags.plot draws the charts (plot.h's Plotter)
+  // and prints "wrote DIR/NAME.png" for each, or the chart's error, on
+  // stderr, never stdout, which holds the tables. When no Plotter can be
+  // made (no gnuplot) it says so on stderr before the text ("COMMAND: --plot
+  // DIR: ERROR; the benchmark runs, but draws no charts") and again after
+  // it. Returns the command's exit status: 0, or 1 with "COMMAND: error" on
+  // stderr when the JSON or a chart could not be written.
   int Finish(std::string_view command, const BenchFlags& flags) const;
 
   const std::vector<Chart>& charts() const { return charts_; }
 
  private:
-  void BuildJson(JsonWriter& w) const;
-
   std::string benchmark_;
   MachineInfo machine_;
   std::vector<std::pair<std::string, std::string>> conditions_;

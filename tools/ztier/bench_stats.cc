@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <utility>
 
 #include "ctl/json_string.h"
@@ -24,9 +25,8 @@ SampleStats Summarize(std::span<const double> samples) {
   s.max = sorted.back();
   s.median = (s.n % 2 == 1) ? sorted[s.n / 2]
                             : (sorted[s.n / 2 - 1] + sorted[s.n / 2]) / 2.0;
-  double sum = 0;
-  for (double v : sorted) sum += v;
-  s.mean = sum / static_cast<double>(s.n);
+  s.mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) /
+           static_cast<double>(s.n);
   if (s.n > 1) {
     double sq = 0;
     for (double v : sorted) sq += (v - s.mean) * (v - s.mean);
@@ -41,22 +41,13 @@ std::size_t PercentileIndex(std::size_t n, double q) {
   // The epsilon keeps q * n that is an integer in exact arithmetic (0.99 *
   // 100) from rounding up past it.
   const double rank = std::ceil(q * static_cast<double>(n) - 1e-9);
-  return std::clamp<std::size_t>(static_cast<std::size_t>(std::max(rank, 1.0)),
-                                 1, n) -
-         1;
+  return std::min(static_cast<std::size_t>(std::max(rank, 1.0)), n) - 1;
 }
 
 std::string FormatDouble(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;
-}
-
-std::string FormatSpread(std::span<const double> samples, int decimals) {
-  const SampleStats s = Summarize(samples);
-  return FormatDouble(s.median, decimals) + " (" +
-         FormatDouble(s.min, decimals) + "-" + FormatDouble(s.max, decimals) +
-         ")";
 }
 
 std::string FormatMiB(std::uint64_t bytes) {
@@ -121,9 +112,13 @@ void JsonWriter::BeforeValue() {
   }
 }
 
-void JsonWriter::BeginObject() {
+void JsonWriter::Raw(std::string_view text) {
   BeforeValue();
-  out_ += '{';
+  out_ += text;
+}
+
+void JsonWriter::Open(char bracket) {
+  Raw(std::string_view(&bracket, 1));
   has_element_.push_back(false);
 }
 
@@ -137,30 +132,17 @@ void JsonWriter::Close(char bracket) {
   const bool had = has_element_.back();
   const bool one_line = has_element_.size() >= inline_from_;
   has_element_.pop_back();
-  if (had) {
-    if (one_line) {
-      out_ += ' ';
-    } else {
-      Newline();
-    }
+  if (had && one_line) {
+    out_ += ' ';
+  } else if (had) {
+    Newline();
   }
   out_ += bracket;
   if (has_element_.size() < inline_from_) inline_from_ = SIZE_MAX;
 }
 
-void JsonWriter::EndObject() { Close('}'); }
-
-void JsonWriter::BeginArray() {
-  BeforeValue();
-  out_ += '[';
-  has_element_.push_back(false);
-}
-
-void JsonWriter::EndArray() { Close(']'); }
-
 void JsonWriter::Key(std::string_view key) {
-  BeforeValue();
-  ctl::AppendJsonString(out_, key);
+  String(key);
   out_ += ": ";
   after_key_ = true;
 }
@@ -170,54 +152,8 @@ void JsonWriter::String(std::string_view value) {
   ctl::AppendJsonString(out_, value);
 }
 
-void JsonWriter::Int(std::int64_t value) {
-  BeforeValue();
-  out_ += std::to_string(value);
-}
-
-void JsonWriter::Uint(std::uint64_t value) {
-  BeforeValue();
-  out_ += std::to_string(value);
-}
-
 void JsonWriter::Double(double value, int decimals) {
-  BeforeValue();
-  out_ += std::isfinite(value) ? FormatDouble(value, decimals) : "null";
-}
-
-void JsonWriter::Bool(bool value) {
-  BeforeValue();
-  out_ += value ? "true" : "false";
-}
-
-void JsonWriter::Null() {
-  BeforeValue();
-  out_ += "null";
-}
-
-void JsonWriter::StringField(std::string_view key, std::string_view value) {
-  Key(key);
-  String(value);
-}
-
-void JsonWriter::IntField(std::string_view key, std::int64_t value) {
-  Key(key);
-  Int(value);
-}
-
-void JsonWriter::UintField(std::string_view key, std::uint64_t value) {
-  Key(key);
-  Uint(value);
-}
-
-void JsonWriter::DoubleField(std::string_view key, double value, int decimals) {
-  Key(key);
-  Double(value, decimals);
-}
-
-void JsonWriter::BoolField(std::string_view key, bool value) {
-  Key(key);
-  Bool(value);
+  Raw(std::isfinite(value) ? FormatDouble(value, decimals) : "null");
 }
 
 std::string JsonWriter::Take() {
@@ -228,23 +164,15 @@ std::string JsonWriter::Take() {
 
 void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
                     int decimals) {
-  const std::string n(name);
-  const struct {
-    const char* suffix;
-    double value;
-    int decimals;
-  } keys[] = {{"_median", s.median, decimals},
-              {"_min", s.min, decimals},
-              {"_max", s.max, decimals},
-              {"_stddev", s.stddev, decimals},
-              {"_cv", s.cv_percent, 2}};
-  for (const auto& k : keys) {
-    w.Key(n + k.suffix);
-    if (s.n == 0) {
-      w.Null();
-    } else {
-      w.Double(k.value, k.decimals);
-    }
+  const std::pair<std::string_view, double> keys[] = {{"_median", s.median},
+                                                      {"_min", s.min},
+                                                      {"_max", s.max},
+                                                      {"_stddev", s.stddev},
+                                                      {"_cv", s.cv_percent}};
+  for (const auto& [suffix, value] : keys) {
+    // NaN is written as null: no samples.
+    w.DoubleField(std::string(name).append(suffix), s.n == 0 ? NAN : value,
+                  suffix == "_cv" ? 2 : decimals);
   }
 }
 

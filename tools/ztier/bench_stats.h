@@ -24,8 +24,8 @@
 // there are no samples), beside the string and integer fields that identify
 // it; tools/bench/compare_runs.py reads exactly that shape.
 //
-// FormatSpread, FormatMiB and WriteJsonFile are the report pieces that
-// several commands share.
+// FormatMiB and WriteJsonFile are the report pieces that several commands
+// share.
 //
 // Thread safety: plain values and functions; no shared state.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
@@ -74,9 +74,6 @@ T Percentile(std::vector<T>& v, double q) {
 // printf("%.*f") into a std::string.
 std::string FormatDouble(double v, int decimals);
 
-// "median (min-max)" of `samples`, each with `decimals` decimals.
-std::string FormatSpread(std::span<const double> samples, int decimals);
-
 // `bytes` in MiB with one decimal and the unit: "12.5 MiB".
 std::string FormatMiB(std::uint64_t bytes);
 
@@ -112,35 +109,53 @@ class TextTable {
 //   std::string text = w.Take();
 class JsonWriter {
  public:
-  void BeginObject();
+  void BeginObject() { Open('{'); }
   // An object written on one line ({ "a": 1, "b": 2 }), with everything
   // nested in it; closed with EndObject().
   void BeginInlineObject();
-  void EndObject();
-  void BeginArray();
-  void EndArray();
+  void EndObject() { Close('}'); }
+  void BeginArray() { Open('['); }
+  void EndArray() { Close(']'); }
   void Key(std::string_view key);
   void String(std::string_view value);
-  void Int(std::int64_t value);
-  void Uint(std::uint64_t value);
+  void Int(std::int64_t value) { Raw(std::to_string(value)); }
+  void Uint(std::uint64_t value) { Raw(std::to_string(value)); }
   // Non-finite values are written as null (JSON has no NaN).
   void Double(double value, int decimals = 3);
-  void Bool(bool value);
-  void Null();
+  void Bool(bool value) { Raw(value ? "true" : "false"); }
+  void Null() { Raw("null"); }
 
   // Key(key) and then the value: one member of the open object.
-  void StringField(std::string_view key, std::string_view value);
-  void IntField(std::string_view key, std::int64_t value);
-  void UintField(std::string_view key, std::uint64_t value);
-  void DoubleField(std::string_view key, double value, int decimals = 3);
-  void BoolField(std::string_view key, bool value);
+  void StringField(std::string_view key, std::string_view value) {
+    Key(key);
+    String(value);
+  }
+  void IntField(std::string_view key, std::int64_t value) {
+    Key(key);
+    Int(value);
+  }
+  void UintField(std::string_view key, std::uint64_t value) {
+    Key(key);
+    Uint(value);
+  }
+  void DoubleField(std::string_view key, double value, int decimals = 3) {
+    Key(key);
+    Double(value, decimals);
+  }
+  void BoolField(std::string_view key, bool value) {
+    Key(key);
+    Bool(value);
+  }
 
   // The document, newline-terminated.
   std::string Take();
 
  private:
   void BeforeValue();
+  // BeforeValue() and then `text` as it is.
+  void Raw(std::string_view text);
   void Newline();
+  void Open(char bracket);
   void Close(char bracket);
 
   std::string out_;

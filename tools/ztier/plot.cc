@@ -25,13 +25,11 @@ namespace fs = std::filesystem;
 constexpr int kWidth = 960;
 constexpr int kHeight = 600;
 constexpr std::chrono::milliseconds kGnuplotTimeout{60'000};
-constexpr unsigned char kPngSignature[8] = {0x89, 'P',  'N',  'G',
-                                            '\r', '\n', 0x1a, '\n'};
+constexpr std::string_view kPngSignature("\x89PNG\r\n\x1a\n", 8);
 
 // Colours that stay apart on white and in print (matplotlib's "tab10").
-constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c",
-                                   "#d62728", "#9467bd", "#8c564b",
-                                   "#e377c2", "#7f7f7f"};
+constexpr const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
+                                   "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 constexpr int kNumColors = sizeof(kColors) / sizeof(kColors[0]);
 
 // `s` as a gnuplot single-quoted string: no escapes inside, a quote is
@@ -63,10 +61,9 @@ std::string Num(double v) {
 
 // Whether any point's error bar has a length (one run gives none).
 bool HasErrorBars(const PlotSeries& s) {
-  for (const PlotPoint& p : s.points) {
-    if (p.y_min.value_or(p.y) != p.y_max.value_or(p.y)) return true;
-  }
-  return false;
+  return std::any_of(s.points.begin(), s.points.end(), [](const PlotPoint& p) {
+    return p.y_min.value_or(p.y) != p.y_max.value_or(p.y);
+  });
 }
 
 // The series that are drawn (those with points), in order.
@@ -79,25 +76,10 @@ std::vector<const PlotSeries*> Drawn(const Chart& chart) {
 }
 
 bool ValidName(std::string_view name) {
-  if (name.empty() || name[0] == '.') return false;
-  for (char c : name) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-                    c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
-bool StartsWithPngSignature(const fs::path& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return false;
-  unsigned char head[sizeof(kPngSignature)] = {};
-  const std::size_t n = std::fread(head, 1, sizeof(head), f);
-  std::fclose(f);
-  return n == sizeof(head) &&
-         std::equal(std::begin(head), std::end(head),
-                    std::begin(kPngSignature));
+  return !name.empty() && name[0] != '.' &&
+         name.find_first_not_of(
+             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS"
+             "TUVWXYZ0123456789._-") == name.npos;
 }
 
 // The last few lines of a child's output, for an error message.
@@ -108,50 +90,13 @@ std::string Tail(const std::string& text) {
   return t;
 }
 
-}  // namespace
-
-Status ValidateChart(const Chart& chart) {
-  const std::string which = "chart '" + chart.name + "'";
-  if (!ValidName(chart.name)) {
-    return Status::InvalidArgument(
-        which + ": the name must be non-empty and only [A-Za-z0-9._-], not "
-                "starting with '.'");
-  }
-  if (Drawn(chart).empty()) {
-    return Status::InvalidArgument(which + " (" + chart.title +
-                                   ") has no data");
-  }
-  for (const PlotSeries& s : chart.series) {
-    for (const PlotPoint& p : s.points) {
-      const std::string at = which + ", series '" + s.title + "' at x=" +
-                             Num(p.x) + ": ";
-      for (double v : {p.x, p.y, p.y_min.value_or(p.y), p.y_max.value_or(p.y)}) {
-        if (!std::isfinite(v)) {
-          return Status::InvalidArgument(at + "a value is not finite");
-        }
-      }
-      if (p.y_min.value_or(p.y) > p.y || p.y_max.value_or(p.y) < p.y) {
-        return Status::InvalidArgument(at + "y lies outside [y_min, y_max]");
-      }
-      if (chart.log_x && p.x <= 0) {
-        return Status::InvalidArgument(at + "x <= 0 on a log x axis");
-      }
-      if (chart.log_y && p.y_min.value_or(p.y) <= 0) {
-        return Status::InvalidArgument(at + "y <= 0 on a log y axis");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
 std::string GnuplotData(const Chart& chart) {
   std::string out = "# " + chart.name + ": " + chart.title +
                     "\n# one block per series; columns: x y y_min y_max\n";
-  bool first = true;
+  const char* separator = "";  // two blank lines: gnuplot's next `index`
   for (const PlotSeries* s : Drawn(chart)) {
-    if (!first) out += "\n\n";  // two blank lines: gnuplot's next `index`
-    first = false;
-    out += "# series: " + s->title + "\n";
+    out += separator + ("# series: " + s->title) + "\n";
+    separator = "\n\n";
     for (const PlotPoint& p : s->points) {
       out += Num(p.x) + " " + Num(p.y) + " " + Num(p.y_min.value_or(p.y)) +
              " " + Num(p.y_max.value_or(p.y)) + "\n";
@@ -161,27 +106,22 @@ std::string GnuplotData(const Chart& chart) {
 }
 
 std::string GnuplotScript(const Chart& chart, std::string_view terminal) {
-  const std::string dat = Quote(chart.name + ".dat");
   std::string g = "# " + chart.name + ": " + chart.title +
                   "\n# Drawn by `ztier bench ... --plot DIR`; to draw it "
                   "again, in this folder: gnuplot " +
                   chart.name + ".gp\n";
   g += "set terminal " + std::string(terminal) + " size " +
        std::to_string(kWidth) + "," + std::to_string(kHeight) +
-       (terminal == "pngcairo" ? " noenhanced font 'sans,11'"
-                               : " noenhanced") +
-       "\n";
-  g += "set output " + Quote(chart.name + ".png") + "\n";
+       (terminal == "pngcairo" ? " noenhanced font 'sans,11'" : " noenhanced") +
+       "\nset output " + Quote(chart.name + ".png") + "\n";
   for (int i = 0; i < kNumColors; ++i) {
     g += "set linetype " + std::to_string(i + 1) + " lc rgb '" + kColors[i] +
          "' lw 2 pt 7 ps 1.2\n";
   }
-  g += "set title " + Quote(chart.title) + "\n";
-  g += "set xlabel " + Quote(chart.x_label) + "\n";
-  g += "set ylabel " + Quote(chart.y_label) + "\n";
-  g += "set key outside bottom center horizontal Left reverse\n";
-  g += "set grid ytics lc rgb '#d0d0d0'\n";
-  g += "set border 3\nset tics nomirror\n";
+  g += "set title " + Quote(chart.title) + "\nset xlabel " +
+       Quote(chart.x_label) + "\nset ylabel " + Quote(chart.y_label) +
+       "\nset key outside bottom center horizontal Left reverse\n"
+       "set grid ytics lc rgb '#d0d0d0'\nset border 3\nset tics nomirror\n";
   if (chart.log_x) g += "set logscale x 2\n";
   if (chart.log_y) {
     g += "set logscale y 10\nset format y '%.12g'\n";  // 1000000, not 1e+06
@@ -198,65 +138,96 @@ std::string GnuplotScript(const Chart& chart, std::string_view terminal) {
   }
   const std::vector<const PlotSeries*> drawn = Drawn(chart);
   const std::size_t n = drawn.size();
-  std::vector<std::string> parts;
-  if (chart.style == PlotStyle::kBars) {
-    double lo = 0;
-    double hi = 0;
-    bool any = false;
+  const bool bars = chart.style == PlotStyle::kBars;
+  const double width = 0.8 / static_cast<double>(n);  // of a bar
+  if (bars) {
+    double lo = drawn[0]->points[0].x;
+    double hi = lo;
     for (const PlotSeries* s : drawn) {
       for (const PlotPoint& p : s->points) {
-        lo = any ? std::min(lo, p.x) : p.x;
-        hi = any ? std::max(hi, p.x) : p.x;
-        any = true;
+        lo = std::min(lo, p.x);
+        hi = std::max(hi, p.x);
       }
     }
     g += "set xrange [" + Num(lo - 0.6) + ":" + Num(hi + 0.6) + "]\n";
     g += "set style fill solid 0.85 border -1\n";
     g += "set offsets 0, 0, graph 0.08, 0\n";  // room for the labels on top
-    const double width = 0.8 / static_cast<double>(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const PlotSeries& s = *drawn[i];
-      const int lt = s.color > 0 ? s.color : static_cast<int>(i % kNumColors) + 1;
+  } else {
+    g += "set offsets graph 0.04, graph 0.04, 0, 0\n";
+  }
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < n; ++i) {
+    const PlotSeries& s = *drawn[i];
+    const int lt = s.color > 0 ? s.color : static_cast<int>(i % kNumColors) + 1;
+    const std::string data =
+        Quote(chart.name + ".dat") + " index " + std::to_string(i) + " using ";
+    const std::string t = " lt " + std::to_string(lt) + TitleClause(s.title);
+    if (bars) {
       const double off = (static_cast<double>(i) - (n - 1) / 2.0) * width;
-      const std::string x = "($1+(" + Num(off) + "))";
-      const std::string idx = " index " + std::to_string(i);
-      parts.push_back(dat + idx + " using " + x + ":2:(" + Num(width) +
-                      ") with boxes lt " + std::to_string(lt) +
-                      TitleClause(s.title));
+      const std::string x = data + "($1+(" + Num(off) + "))";
+      parts.push_back(x + ":2:(" + Num(width) + ") with boxes" + t);
       if (HasErrorBars(s)) {
         // I-beams from y_min to y_max (vectors: `yerrorbars` would blank a
         // dot around the median).
-        parts.push_back(dat + idx + " using " + x +
+        parts.push_back(x +
                         ":3:(0):($4-$3) with vectors heads size screen "
                         "0.006,90 lc rgb 'black' lw 1.5 notitle");
       }
       // The median written above the bar (and above its error bar).
-      parts.push_back(dat + idx + " using " + x +
-                      ":4:(sprintf('%.4g', $2)) with labels nopoint offset 0,0.8 "
-                      "font ',9' notitle");
-    }
-  } else {
-    g += "set offsets graph 0.04, graph 0.04, 0, 0\n";
-    for (std::size_t i = 0; i < n; ++i) {
-      const PlotSeries& s = *drawn[i];
-      const int lt = s.color > 0 ? s.color : static_cast<int>(i % kNumColors) + 1;
-      const std::string idx = " index " + std::to_string(i);
-      const std::string t = " lt " + std::to_string(lt) + TitleClause(s.title);
-      if (s.dashed) {
-        parts.push_back(dat + idx + " using 1:2 with lines dt 2" + t);
-      } else if (HasErrorBars(s)) {
-        parts.push_back(dat + idx + " using 1:2:3:4 with yerrorlines" + t);
-      } else {
-        parts.push_back(dat + idx + " using 1:2 with linespoints" + t);
-      }
+      parts.push_back(x +
+                      ":4:(sprintf('%.4g', $2)) with labels nopoint offset "
+                      "0,0.8 font ',9' notitle");
+    } else if (s.dashed) {
+      parts.push_back(data + "1:2 with lines dt 2" + t);
+    } else if (HasErrorBars(s)) {
+      parts.push_back(data + "1:2:3:4 with yerrorlines" + t);
+    } else {
+      parts.push_back(data + "1:2 with linespoints" + t);
     }
   }
   g += "plot ";
   for (std::size_t i = 0; i < parts.size(); ++i) {
     g += (i ? ", \\\n     " : "") + parts[i];
   }
-  g += "\n";
-  return g;
+  return g + "\n";
+}
+
+}  // namespace
+
+Status ValidateChart(const Chart& chart) {
+  const std::string which = "chart '" + chart.name + "'";
+  if (!ValidName(chart.name)) {
+    return Status::InvalidArgument(
+        which +
+        ": the name must be non-empty and only [A-Za-z0-9._-], not "
+        "starting with '.'");
+  }
+  if (Drawn(chart).empty()) {
+    return Status::InvalidArgument(which + " (" + chart.title +
+                                   ") has no data");
+  }
+  for (const PlotSeries& s : chart.series) {
+    for (const PlotPoint& p : s.points) {
+      const std::string at =
+          which + ", series '" + s.title + "' at x=" + Num(p.x) + ": ";
+      for (double v :
+           {p.x, p.y, p.y_min.value_or(p.y), p.y_max.value_or(p.y)}) {
+        if (!std::isfinite(v)) {
+          return Status::InvalidArgument(at + "a value is not finite");
+        }
+      }
+      if (p.y_min.value_or(p.y) > p.y || p.y_max.value_or(p.y) < p.y) {
+        return Status::InvalidArgument(at + "y lies outside [y_min, y_max]");
+      }
+      if (chart.log_x && p.x <= 0) {
+        return Status::InvalidArgument(at + "x <= 0 on a log x axis");
+      }
+      if (chart.log_y && p.y_min.value_or(p.y) <= 0) {
+        return Status::InvalidArgument(at + "y <= 0 on a log y axis");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 std::string MedianOfRuns(std::size_t runs) {
@@ -280,27 +251,27 @@ Result<Plotter> Plotter::Create(std::string dir) {
   // gnuplot runs in the folder, and the child's output files are opened
   // there too: absolute paths.
   const std::string abs = fs::absolute(dir, ec).lexically_normal().string();
-  if (ec) return Err(Status::IoError("cannot resolve " + dir + ": " + ec.message()));
+  if (ec) {
+    return Err(Status::IoError("cannot resolve " + dir + ": " + ec.message()));
+  }
   // `set terminal` lists the terminals on stderr.
   const std::string list =
       (fs::path(abs) / (".gnuplot-terminals." + std::to_string(::getpid())))
           .string();
   auto r = bench::RunToCompletion(
       {gnuplot, "-e", "set terminal"},
-      {.cwd = abs, .stdout_path = list, .stderr_path = list},
-      kGnuplotTimeout);
+      {.cwd = abs, .stdout_path = list, .stderr_path = list}, kGnuplotTimeout);
   const std::string text = bench::ReadFileText(list);
   ::unlink(list.c_str());
   if (!r.has_value()) return Err(r.error());
-  std::string terminal;
-  if (text.find("pngcairo") != std::string::npos) {
-    terminal = "pngcairo";
-  } else if (text.find(" png ") != std::string::npos) {
-    terminal = "png";
-  } else {
+  const char* terminal = text.find("pngcairo") != std::string::npos ? "pngcairo"
+                         : text.find(" png ") != std::string::npos  ? "png"
+                                                                    : nullptr;
+  if (terminal == nullptr) {
     return Err(Status::Unsupported(
-        gnuplot + " has neither the pngcairo nor the png terminal (install "
-                  "gnuplot-nox)"));
+        gnuplot +
+        " has neither the pngcairo nor the png terminal (install "
+        "gnuplot-nox)"));
   }
   return Plotter(std::move(dir), abs, gnuplot, terminal);
 }
@@ -315,59 +286,25 @@ Result<std::string> Plotter::Render(const Chart& chart) const {
       WriteTextFile(base.string() + ".gp", GnuplotScript(chart, terminal_)));
   std::error_code ec;
   fs::remove(png, ec);  // a stale picture must not pass the check below
-  auto r = bench::RunToCompletion(
-      {gnuplot_, chart.name + ".gp"},
-      {.cwd = abs_dir_, .stdout_path = log.string(),
-       .stderr_path = log.string()},
-      kGnuplotTimeout);
+  auto r = bench::RunToCompletion({gnuplot_, chart.name + ".gp"},
+                                  {.cwd = abs_dir_,
+                                   .stdout_path = log.string(),
+                                   .stderr_path = log.string()},
+                                  kGnuplotTimeout);
   const std::string output = bench::ReadFileText(log.string());
   fs::remove(log, ec);
   if (!r.has_value()) return Err(r.error());
   if (!r->ok()) {
-    return Err(Status::IoError("gnuplot " + base.string() + ".gp: " +
-                               r->Describe() + ": " + Tail(output)));
+    return Err(Status::IoError("gnuplot " + base.string() +
+                               ".gp: " + r->Describe() + ": " + Tail(output)));
   }
-  if (!StartsWithPngSignature(png)) {
+  if (!bench::ReadFileText(png, kPngSignature.size())
+           .starts_with(kPngSignature)) {
     return Err(Status::IoError("gnuplot " + base.string() +
                                ".gp wrote no PNG " + png.string() +
                                (output.empty() ? "" : ": " + Tail(output))));
   }
   return png.string();
-}
-
-ChartWriter::ChartWriter(std::string command, std::string dir)
-    : command_(std::move(command)), dir_(std::move(dir)) {
-  if (dir_.empty()) return;
-  auto p = Plotter::Create(dir_);
-  if (p.has_value()) {
-    plotter_.emplace(std::move(*p));
-    return;
-  }
-  error_ = p.error().message();
-  std::fprintf(stderr,
-               "%s: --plot %s: %s; the benchmark runs, but draws no charts\n",
-               command_.c_str(), dir_.c_str(), error_.c_str());
-}
-
-bool ChartWriter::Write(std::span<const Chart> charts) {
-  if (dir_.empty()) return true;
-  if (!plotter_.has_value()) {
-    std::fprintf(stderr, "%s: --plot %s: no charts drawn: %s\n",
-                 command_.c_str(), dir_.c_str(), error_.c_str());
-    return false;
-  }
-  bool ok = true;
-  for (const Chart& c : charts) {
-    auto png = plotter_->Render(c);
-    if (png.has_value()) {
-      std::fprintf(stderr, "wrote %s\n", png->c_str());
-    } else {
-      std::fprintf(stderr, "%s: --plot: %s\n", command_.c_str(),
-                   png.error().message().c_str());
-      ok = false;
-    }
-  }
-  return ok;
 }
 
 }  // namespace ztier::tool

@@ -23,10 +23,10 @@
 // y_min == y_max, as after one run, gets none) or bars (clustered: series i
 // of n is the i-th bar at each x, x being a category index whose label
 // comes from x_tics; error bars likewise; each bar's y written above it).
-// A dashed series (an ideal line) is drawn without points. The terminal is pngcairo when this gnuplot
-// has it (`gnuplot -e "set terminal"` lists it), else png. Text is drawn
-// as given (gnuplot's "enhanced" markup is off, so "page_cluster" stays as
-// it is).
+// A dashed series (an ideal line) is drawn without points. The terminal is
+// pngcairo when this gnuplot has it (`gnuplot -e "set terminal"` lists it),
+// else png. Text is drawn as given (gnuplot's "enhanced" markup is off, so
+// "page_cluster" stays as it is).
 //
 // Errors:
 //   kInvalidArgument  a chart with no points at all, a name that is empty
@@ -72,13 +72,13 @@ struct PlotSeries {
 enum class PlotStyle { kLines, kBars };
 
 struct Chart {
-  std::string name;     // file stem: DIR/NAME.png, NAME.gp, NAME.dat
+  std::string name;  // file stem: DIR/NAME.png, NAME.gp, NAME.dat
   std::string title;
   std::string x_label;  // with its unit, e.g. "threads", "batch (pages)"
   std::string y_label;  // with its unit, e.g. "throughput (MB/s)"
   PlotStyle style = PlotStyle::kLines;
-  bool log_x = false;   // base 2
-  bool log_y = false;   // base 10
+  bool log_x = false;  // base 2
+  bool log_y = false;  // base 10
   // Labelled tics at these x values (bars: the categories 0..n-1); empty:
   // gnuplot's automatic tics.
   std::vector<std::pair<double, std::string>> x_tics;
@@ -87,11 +87,6 @@ struct Chart {
 
 // Checks `chart` against the rules above.
 Status ValidateChart(const Chart& chart);
-
-// The contents of NAME.dat and NAME.gp for `chart` drawn on gnuplot terminal
-// `terminal` ("pngcairo" or "png"). REQUIRES: ValidateChart(chart) is OK.
-std::string GnuplotData(const Chart& chart);
-std::string GnuplotScript(const Chart& chart, std::string_view terminal);
 
 class Plotter {
  public:
@@ -120,41 +115,9 @@ class Plotter {
   std::string terminal_;  // "pngcairo" or "png"
 };
 
-// What a benchmark command does with `--plot DIR`, so that every command
-// behaves alike:
-//
-//   ChartWriter charts(kCommand, plot_dir);  // at start: checks for gnuplot
-//   ... run the benchmark, print its tables ...
-//   if (!charts.Write(MakeCharts(results))) return 1;
-//
-// With an empty `dir` it does nothing and Write returns true. Otherwise the
-// constructor prepares a Plotter, printing "<command>: --plot DIR: <error>;
-// the benchmark runs, but draws no charts" to stderr when it cannot (no
-// gnuplot), so that the user learns it before a long run. Write renders
-// each chart, printing "wrote DIR/NAME.png" (or the chart's error) to
-// stderr, never stdout, which holds the benchmark's tables. It returns false
-// when --plot was given and any chart was not written (the command then
-// exits 1, after its tables and JSON).
-class ChartWriter {
- public:
-  ChartWriter(std::string command, std::string dir);
-  bool Write(std::span<const Chart> charts);
-
- private:
-  std::string command_;
-  std::string dir_;
-  std::optional<Plotter> plotter_;
-  std::string error_;  // why plotter_ is empty
-};
-
 // "median of 5 runs, bars min-max", or "median of 1 run": what a chart of
 // medians over `runs` runs, with min-max error bars, says in its title.
 std::string MedianOfRuns(std::size_t runs);
-
-// The --plot flag's help text, shared by every command that has it.
-inline constexpr const char kPlotFlagHelp[] =
-    "also draw PNG charts with gnuplot into DIR (NAME.png, with the NAME.gp "
-    "script and NAME.dat data beside it to re-render)";
 
 }  // namespace ztier::tool
 
