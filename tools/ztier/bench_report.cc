@@ -105,15 +105,14 @@ void CellJson(JsonWriter& w, const Cell& c) {
 std::string JsonKey(std::string_view column) {
   std::string out;
   bool gap = false;
-  for (char ch : column) {
-    const unsigned char u = static_cast<unsigned char>(ch);
-    if (std::isalnum(u)) {
-      if (gap && !out.empty()) out += '_';
-      out += static_cast<char>(std::tolower(u));
-      gap = false;
-    } else {
+  for (const unsigned char u : column) {
+    if (!std::isalnum(u)) {
       gap = true;
+      continue;
     }
+    if (gap && !out.empty()) out += '_';
+    out += static_cast<char>(std::tolower(u));
+    gap = false;
   }
   return out;
 }

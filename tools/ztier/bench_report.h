@@ -23,11 +23,6 @@
 // a row does not have is blank. docs/benchmarks.md quotes this text, and
 // tools/bench/render_docs.sh finds its parts by the "== TITLE" lines.
 //
-// A Figure cell is a sample over runs, shown as its median; with kRange as
-// "median (min-max)", under the heading "COLUMN median (min-max)"; with kCv
-// followed by a column "cv%" (percent, 1 decimal); with kOwnCv by a column
-// "COLUMN cv%".
-//
 // JSON (one schema for every experiment; tools/bench/compare_runs.py reads
 // it):
 //   {"benchmark": "bench writeback",
@@ -60,11 +55,12 @@ namespace ztier::tool {
 
 struct BenchFlags;
 
-// How a Figure cell is shown in the text (bits; the JSON always has all).
+// How a Figure cell (a sample over runs) is shown in the text (bits; the
+// JSON always has all).
 enum FigureShow : unsigned {
   kMedian = 0,      // the median alone
-  kRange = 1 << 0,  // "median (min-max)"
-  kCv = 1 << 1,     // and a "cv%" column after it
+  kRange = 1 << 0,  // "median (min-max)", under "COLUMN median (min-max)"
+  kCv = 1 << 1,     // and a column "cv%" (percent, 1 decimal) after it
   // and a column "COLUMN cv%" after it: for rows with several figures
   // that each show their cv (a plain "cv%" heading is one column).
   kOwnCv = 1 << 2,

@@ -147,6 +147,23 @@ TEST(BenchReportTest, OwnCvGivesEachFigureItsCvColumn) {
   EXPECT_NE(r.Json().find("\"z_cv\": 0.00"), std::string::npos) << r.Json();
 }
 
+// compare_runs.py's output for the JSON of `one` against that of `two`,
+// each written by Finish.
+std::string CompareRuns(const Report& one, const Report& two) {
+  ztier::testing::ScopedTempDir dir;
+  EXPECT_EQ(ztier::testing::Sh("mkdir '" + dir.File("one") + "' '" +
+                               dir.File("two") + "'")
+                .exit_code,
+            0);
+  EXPECT_EQ(one.Finish("bench test", {.json = dir.File("one/x.json")}), 0);
+  EXPECT_EQ(two.Finish("bench test", {.json = dir.File("two/x.json")}), 0);
+  const auto r =
+      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
+                         dir.File("one") + "' '" + dir.File("two") + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  return r.out;
+}
+
 TEST(BenchReportTest, JsonHasOneShapeAndCompareRunsReadsIt) {
   const std::string json = SampleReport({10, 9, 11}).Json();
   for (const char* key :
@@ -156,49 +173,29 @@ TEST(BenchReportTest, JsonHasOneShapeAndCompareRunsReadsIt) {
         "\"pages\": 7", "\"ratio\": 1.50", "\"met\": true"}) {
     EXPECT_NE(json.find(key), std::string::npos) << key << " in\n" << json;
   }
-  ztier::testing::ScopedTempDir dir;
-  ASSERT_EQ(ztier::testing::Sh("mkdir '" + dir.File("one") + "' '" +
-                               dir.File("two") + "'")
-                .exit_code,
-            0);
-  BenchFlags one{.json = dir.File("one/x.json")};
-  BenchFlags two{.json = dir.File("two/x.json")};
-  ASSERT_EQ(SampleReport({10, 9, 11}).Finish("bench test", one), 0);
-  ASSERT_EQ(SampleReport({30, 29, 31}).Finish("bench test", two), 0);
-  const auto r =
-      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
-                         dir.File("one") + "' '" + dir.File("two") + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("x: 0 of 1 medians agree"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("tables / variants / 7 sync / mb_s: 10 (9-11) vs 30 "
-                       "(29-31)"),
+  const std::string out =
+      CompareRuns(SampleReport({10, 9, 11}), SampleReport({30, 29, 31}));
+  EXPECT_NE(out.find("x: 0 of 1 medians agree"), std::string::npos) << out;
+  EXPECT_NE(out.find("tables / variants / 7 sync / mb_s: 10 (9-11) vs 30 "
+                     "(29-31)"),
             std::string::npos)
-      << r.out;
+      << out;
 }
 
 // A ratio row whose target is met in one run and missed in the other is
 // still the same row to compare_runs.py: "met" states a result.
 TEST(BenchReportTest, CompareRunsMatchesARowWhoseVerdictFlipped) {
-  ztier::testing::ScopedTempDir dir;
-  ASSERT_EQ(ztier::testing::Sh("mkdir '" + dir.File("one") + "' '" +
-                               dir.File("two") + "'")
-                .exit_code,
-            0);
-  for (const bool met : {true, false}) {
+  auto report = [](bool met) {
     Report r("bench test", MachineInfo{});
     r.AddTable("derived", "").AddRow().Text("ratio", "a/b").Figure(
         "value", {{met ? 1.2 : 0.8}}, 2).Bool("met", met);
-    BenchFlags f{.json = dir.File(met ? "one/x.json" : "two/x.json")};
-    ASSERT_EQ(r.Finish("bench test", f), 0);
-  }
-  const auto r =
-      ztier::testing::Sh("/usr/bin/python3 '" ZTIER_COMPARE_RUNS "' '" +
-                         dir.File("one") + "' '" + dir.File("two") + "'");
-  ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_NE(r.out.find("x: 0 of 1 medians agree"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("a/b / value: 1.2 (1.2-1.2) vs 0.8 (0.8-0.8)"),
+    return r;
+  };
+  const std::string out = CompareRuns(report(true), report(false));
+  EXPECT_NE(out.find("x: 0 of 1 medians agree"), std::string::npos) << out;
+  EXPECT_NE(out.find("a/b / value: 1.2 (1.2-1.2) vs 0.8 (0.8-0.8)"),
             std::string::npos)
-      << r.out;
+      << out;
 }
 
 TEST(BenchReportTest, FinishFailsWhenTheJsonCannotBeWritten) {

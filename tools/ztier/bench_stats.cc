@@ -141,10 +141,11 @@ void JsonWriter::Close(char bracket) {
   if (has_element_.size() < inline_from_) inline_from_ = SIZE_MAX;
 }
 
-void JsonWriter::Key(std::string_view key) {
+JsonWriter& JsonWriter::Key(std::string_view key) {
   String(key);
   out_ += ": ";
   after_key_ = true;
+  return *this;
 }
 
 void JsonWriter::String(std::string_view value) {
@@ -174,10 +175,6 @@ void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
     w.DoubleField(std::string(name).append(suffix), s.n == 0 ? NAN : value,
                   suffix == "_cv" ? 2 : decimals);
   }
-}
-
-Status WriteJsonFile(const std::string& path, JsonWriter& w) {
-  return WriteTextFile(path, w.Take());
 }
 
 Status WriteTextFile(const std::string& path, std::string_view text) {

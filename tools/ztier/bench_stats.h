@@ -7,25 +7,12 @@
 //   SampleStats s = Summarize({512.1, 498.7, 505.0});
 //   // s.median 505.0, s.min 498.7, s.max 512.1, s.stddev, s.cv_percent
 //
-//   TextTable t({"path", "op", "median"}, {Align::kLeft, Align::kLeft,
-//                                          Align::kRight});
-//   t.AddRow({"codec", "compress", "512.1"});
-//   std::fputs(t.Render().c_str(), stdout);
-//
 // The standard deviation is the sample one (n - 1 in the denominator; 0 for a
 // single sample); CV is stddev / mean in percent (0 when the mean is 0).
 //
 // Percentiles are nearest rank (PercentileIndex): the q-quantile of n samples
 // is the smallest one with at least q of them at or below it, so p50 of
 // {1, 2, 3, 4} is 2 and p99 of 100 samples is the 99th smallest.
-//
-// JSON schema: every figure is written as NAME_median, NAME_min, NAME_max,
-// NAME_stddev and NAME_cv keys of the object that describes it (null when
-// there are no samples), beside the string and integer fields that identify
-// it; tools/bench/compare_runs.py reads exactly that shape.
-//
-// FormatMiB and WriteJsonFile are the report pieces that several commands
-// share.
 //
 // Thread safety: plain values and functions; no shared state.
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_STATS_H_
@@ -53,7 +40,7 @@ struct SampleStats {
   double cv_percent = 0;
 };
 
-// REQUIRES: nothing; an empty sample gives all zeros.
+// An empty sample gives all zeros.
 SampleStats Summarize(std::span<const double> samples);
 
 // The index, in ascending order, of the q-quantile of `n` samples by nearest
@@ -116,7 +103,7 @@ class JsonWriter {
   void EndObject() { Close('}'); }
   void BeginArray() { Open('['); }
   void EndArray() { Close(']'); }
-  void Key(std::string_view key);
+  JsonWriter& Key(std::string_view key);
   void String(std::string_view value);
   void Int(std::int64_t value) { Raw(std::to_string(value)); }
   void Uint(std::uint64_t value) { Raw(std::to_string(value)); }
@@ -125,27 +112,14 @@ class JsonWriter {
   void Bool(bool value) { Raw(value ? "true" : "false"); }
   void Null() { Raw("null"); }
 
-  // Key(key) and then the value: one member of the open object.
-  void StringField(std::string_view key, std::string_view value) {
-    Key(key);
-    String(value);
+  // Key(k) and then the value v: one member of the open object.
+  void StringField(std::string_view k, std::string_view v) { Key(k).String(v); }
+  void IntField(std::string_view k, std::int64_t v) { Key(k).Int(v); }
+  void UintField(std::string_view k, std::uint64_t v) { Key(k).Uint(v); }
+  void DoubleField(std::string_view k, double v, int decimals = 3) {
+    Key(k).Double(v, decimals);
   }
-  void IntField(std::string_view key, std::int64_t value) {
-    Key(key);
-    Int(value);
-  }
-  void UintField(std::string_view key, std::uint64_t value) {
-    Key(key);
-    Uint(value);
-  }
-  void DoubleField(std::string_view key, double value, int decimals = 3) {
-    Key(key);
-    Double(value, decimals);
-  }
-  void BoolField(std::string_view key, bool value) {
-    Key(key);
-    Bool(value);
-  }
+  void BoolField(std::string_view k, bool v) { Key(k).Bool(v); }
 
   // The document, newline-terminated.
   std::string Take();
@@ -170,16 +144,19 @@ class JsonWriter {
 // NAME_median, NAME_min, NAME_max and NAME_stddev of `s` with `decimals`
 // decimals, and NAME_cv (percent, 2 decimals), as keys of the open object;
 // each null when s.n is 0. The one shape of a figure in every experiment's
-// JSON.
+// JSON, beside the fields that identify it; tools/bench/compare_runs.py
+// reads exactly that shape.
 void WriteStatsJson(JsonWriter& w, std::string_view name, const SampleStats& s,
                     int decimals);
 
-// Writes `w`'s document (Take()) to `path`; PosixError "open PATH" or
-// "write PATH" when the file cannot be opened or written.
-Status WriteJsonFile(const std::string& path, JsonWriter& w);
-
-// Writes `text` to `path`, with the errors of WriteJsonFile.
+// Writes `text` to `path`; PosixError "open PATH" or "write PATH" when the
+// file cannot be opened or written.
 Status WriteTextFile(const std::string& path, std::string_view text);
+
+// Writes `w`'s document (Take()) to `path`, as WriteTextFile.
+inline Status WriteJsonFile(const std::string& path, JsonWriter& w) {
+  return WriteTextFile(path, w.Take());
+}
 
 }  // namespace ztier::tool
 

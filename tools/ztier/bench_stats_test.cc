@@ -25,6 +25,11 @@ TEST(BenchStatsTest, SummarizeKnownSamples) {
   EXPECT_NEAR(s.stddev, 1.2910, 1e-4);  // sqrt(5 / 3)
   EXPECT_NEAR(s.cv_percent, 51.64, 1e-2);
   EXPECT_EQ(Summarize({}).n, 0u);
+  EXPECT_EQ(Summarize(std::vector<double>{7}).stddev, 0);
+  const SampleStats odd = Summarize(std::vector<double>{3, 1, 2});
+  EXPECT_EQ(odd.median, 2);
+  EXPECT_DOUBLE_EQ(odd.stddev, 1.0);
+  EXPECT_DOUBLE_EQ(odd.cv_percent, 50.0);
 }
 
 TEST(BenchStatsTest, PercentileIsNearestRank) {

@@ -5,13 +5,11 @@
 // exports its version as a header macro.
 #include "machine_info.h"
 
-#include "bench_stats.h"
-
 #include <libdeflate.h>
-#include <pthread.h>
-#include <sched.h>
 #include <lz4.h>
 #include <lzo/lzoconf.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -24,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_stats.h"
 #include "platform/mapping.h"
 
 namespace ztier::tool {
@@ -35,10 +34,10 @@ std::string CpuModel() {
   while (std::getline(in, line)) {
     if (!line.starts_with("model name")) continue;
     const std::size_t colon = line.find(':');
-    if (colon == std::string::npos) break;
-    std::size_t start = line.find_first_not_of(" \t", colon + 1);
-    if (start == std::string::npos) break;
-    return line.substr(start);
+    const std::size_t start = colon == std::string::npos
+                                  ? colon
+                                  : line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown" : line.substr(start);
   }
   return "unknown";
 }
@@ -136,14 +135,11 @@ std::vector<double> FreshMemoryPopulateUs(std::size_t bytes) {
 MachineInfo GetMachineInfo() {
   MachineInfo m;
   m.cpu_model = CpuModel();
-  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  m.cores = cores > 0 ? static_cast<unsigned>(cores) : 1;
+  m.cores = static_cast<unsigned>(std::max(sysconf(_SC_NPROCESSORS_ONLN), 1L));
   struct utsname u;
-  if (uname(&u) == 0) {
-    m.kernel = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  } else {
-    m.kernel = "unknown";
-  }
+  m.kernel = uname(&u) == 0
+                 ? std::string(u.sysname) + " " + u.release + " " + u.machine
+                 : "unknown";
 #if defined(__clang__)
   m.compiler = std::string("clang ") + __clang_version__;
 #elif defined(__GNUC__)
@@ -163,11 +159,11 @@ std::string MachineLine(const MachineInfo& m) {
   return "machine: " + m.cpu_model + ", " + std::to_string(m.cores) +
          " cores, " + m.kernel + ", " + m.compiler + "; lz4 " + m.lz4 +
          ", zstd " + m.zstd + ", libdeflate " + m.deflate + ", lzo " + m.lzo +
-         (m.cross_cpu_rtt_ns > 0
-              ? "; cross-CPU round trip " +
-                    std::to_string(static_cast<long>(m.cross_cpu_rtt_ns + 0.5)) +
-                    " ns"
-              : "");
+         (m.cross_cpu_rtt_ns > 0 ? "; cross-CPU round trip " +
+                                       std::to_string(static_cast<long>(
+                                           m.cross_cpu_rtt_ns + 0.5)) +
+                                       " ns"
+                                 : "");
 }
 
 void WriteMachineJson(const MachineInfo& m, JsonWriter& w) {

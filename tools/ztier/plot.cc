@@ -210,19 +210,19 @@ Status ValidateChart(const Chart& chart) {
     for (const PlotPoint& p : s.points) {
       const std::string at =
           which + ", series '" + s.title + "' at x=" + Num(p.x) + ": ";
-      for (double v :
-           {p.x, p.y, p.y_min.value_or(p.y), p.y_max.value_or(p.y)}) {
-        if (!std::isfinite(v)) {
-          return Status::InvalidArgument(at + "a value is not finite");
-        }
+      const double lo = p.y_min.value_or(p.y);
+      const double hi = p.y_max.value_or(p.y);
+      if (!std::isfinite(p.x) || !std::isfinite(p.y) || !std::isfinite(lo) ||
+          !std::isfinite(hi)) {
+        return Status::InvalidArgument(at + "a value is not finite");
       }
-      if (p.y_min.value_or(p.y) > p.y || p.y_max.value_or(p.y) < p.y) {
+      if (lo > p.y || hi < p.y) {
         return Status::InvalidArgument(at + "y lies outside [y_min, y_max]");
       }
       if (chart.log_x && p.x <= 0) {
         return Status::InvalidArgument(at + "x <= 0 on a log x axis");
       }
-      if (chart.log_y && p.y_min.value_or(p.y) <= 0) {
+      if (chart.log_y && lo <= 0) {
         return Status::InvalidArgument(at + "y <= 0 on a log y axis");
       }
     }

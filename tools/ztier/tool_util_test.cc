@@ -1,8 +1,7 @@
 // File: tools/ztier/tool_util_test.cc
 //
-// Tests of the tool's helpers: the flag parser (flags.h), the statistics,
-// table and JSON writer (bench_stats.h) and the machine description
-// (machine_info.h).
+// Tests of the tool's helpers: the flag parser (flags.h), the table and JSON
+// writer (bench_stats.h) and the machine description (machine_info.h).
 #include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -209,21 +208,6 @@ TEST(SplitCommaListTest, SkipsEmptyItems) {
   // --recomp-algorithm 'zstd(level=9,dict=F)': its params stay together.
   EXPECT_EQ(SplitCommaList("zstd(level=9,dict=/d),lz4hc"),
             (std::vector<std::string>{"zstd(level=9,dict=/d)", "lz4hc"}));
-}
-
-TEST(SummarizeTest, MedianSpreadAndCv) {
-  const std::vector<double> odd = {3, 1, 2};
-  SampleStats s = Summarize(odd);
-  EXPECT_EQ(s.median, 2);
-  EXPECT_EQ(s.min, 1);
-  EXPECT_EQ(s.max, 3);
-  EXPECT_DOUBLE_EQ(s.stddev, 1.0);
-  EXPECT_DOUBLE_EQ(s.cv_percent, 50.0);
-  const std::vector<double> even = {4, 1, 3, 2};
-  EXPECT_EQ(Summarize(even).median, 2.5);
-  const std::vector<double> one = {7};
-  EXPECT_EQ(Summarize(one).stddev, 0);
-  EXPECT_EQ(Summarize({}).n, 0u);
 }
 
 TEST(TextTableTest, PadsColumns) {
