@@ -65,42 +65,36 @@ double CrossCpuRoundTripNs() {
 
   constexpr int kBursts = 5;
   constexpr int kPasses = 2000;
-  // The counter is alone in its cache line; even values are the pinger's
-  // turn, odd ones the ponger's.
+  // The counter is alone in its cache line.
   struct alignas(64) Line {
     std::atomic<int> turn{0};
   };
   Line line;
-  std::atomic<bool> ponger_pinned{true};
-  std::thread ponger([&] {
-    if (!PinTo(cpus[1])) ponger_pinned = false;
-    for (int i = 0; i < kBursts * kPasses; ++i) {
-      while (line.turn.load(std::memory_order_acquire) != 2 * i + 1) {
-      }
-      line.turn.store(2 * i + 2, std::memory_order_release);
-    }
-  });
-  // Measured on a thread of its own, so the caller's affinity is untouched.
+  // Each side on a thread of its own, so the caller's affinity is untouched.
+  // Pass i: the pinger (side 0, timed) stores 2i+1 and waits for 2i+2; the
+  // ponger (side 1) waits for 2i+1 and stores 2i+2.
   std::vector<double> ns;
-  bool pinger_pinned = true;
-  std::thread pinger([&] {
-    pinger_pinned = PinTo(cpus[0]);
+  bool pinned[2] = {};
+  auto play = [&](int side) {
+    pinned[side] = PinTo(cpus[side]);
     for (int b = 0; b < kBursts; ++b) {
       const auto start = std::chrono::steady_clock::now();
-      for (int k = 0; k < kPasses; ++k) {
-        const int i = b * kPasses + k;
-        line.turn.store(2 * i + 1, std::memory_order_release);
-        while (line.turn.load(std::memory_order_acquire) != 2 * i + 2) {
+      for (int i = b * kPasses; i < (b + 1) * kPasses; ++i) {
+        if (side == 0) line.turn.store(2 * i + 1, std::memory_order_release);
+        while (line.turn.load(std::memory_order_acquire) != 2 * i + 2 - side) {
         }
+        if (side == 1) line.turn.store(2 * i + 2, std::memory_order_release);
       }
       const std::chrono::duration<double, std::nano> took =
           std::chrono::steady_clock::now() - start;
-      ns.push_back(took.count() / kPasses);
+      if (side == 0) ns.push_back(took.count() / kPasses);
     }
-  });
+  };
+  std::thread ponger(play, 1);
+  std::thread pinger(play, 0);
   pinger.join();
   ponger.join();
-  if (!pinger_pinned || !ponger_pinned.load()) return 0;
+  if (!pinned[0] || !pinned[1]) return 0;
   std::sort(ns.begin(), ns.end());
   return ns[ns.size() / 2];
 }
