@@ -11,25 +11,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <utility>
 
+#include "bench_proc.h"
 #include "testing/test_util.h"
 
 namespace ztier::tool {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Width and height from a PNG's IHDR chunk; {0, 0} if it is not a PNG.
 std::pair<std::uint32_t, std::uint32_t> PngSize(const std::string& bytes) {
@@ -99,14 +91,14 @@ TEST(PlotTest, RendersALineChartToPng) {
   auto png = plotter->Render(LineChart());
   ASSERT_TRUE(png.has_value()) << png.error().ToString();
   EXPECT_EQ(*png, dir + "/threads-test.png");
-  const auto size = PngSize(ReadFile(*png));
+  const auto size = PngSize(bench::ReadFileText(*png));
   EXPECT_EQ(size.first, 960u);
   EXPECT_EQ(size.second, 600u);
 
   // The script and data stay beside the picture, with the title, labels
   // and every series in them.
-  const std::string gp = ReadFile(dir + "/threads-test.gp");
-  const std::string dat = ReadFile(dir + "/threads-test.dat");
+  const std::string gp = bench::ReadFileText(dir + "/threads-test.gp");
+  const std::string dat = bench::ReadFileText(dir + "/threads-test.dat");
   EXPECT_NE(gp.find("set title 'lz4: throughput against threads "
                     "(page_cluster ''x'')'"),
             std::string::npos)
@@ -129,7 +121,7 @@ TEST(PlotTest, RendersALineChartToPng) {
   const std::string cmd =
       "cd '" + dir + "' && gnuplot threads-test.gp >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
-  EXPECT_EQ(PngSize(ReadFile(*png)).first, 960u);
+  EXPECT_EQ(PngSize(bench::ReadFileText(*png)).first, 960u);
 }
 
 TEST(PlotTest, RendersABarChartWithLogYAndSkipsEmptySeries) {
@@ -138,8 +130,8 @@ TEST(PlotTest, RendersABarChartWithLogYAndSkipsEmptySeries) {
   ASSERT_TRUE(plotter.has_value()) << plotter.error().ToString();
   auto png = plotter->Render(BarChart());
   ASSERT_TRUE(png.has_value()) << png.error().ToString();
-  EXPECT_EQ(PngSize(ReadFile(*png)).second, 600u);
-  const std::string gp = ReadFile(tmp.File("bars-test.gp"));
+  EXPECT_EQ(PngSize(bench::ReadFileText(*png)).second, 600u);
+  const std::string gp = bench::ReadFileText(tmp.File("bars-test.gp"));
   EXPECT_NE(gp.find("with boxes"), std::string::npos) << gp;
   EXPECT_NE(gp.find("with vectors heads"), std::string::npos) << gp;  // bars
   EXPECT_NE(gp.find("with labels"), std::string::npos) << gp;  // medians
@@ -161,7 +153,7 @@ TEST(PlotTest, RendersIntoARelativeFolder) {
   fs::current_path(old_cwd);
   ASSERT_TRUE(png.has_value()) << png.error().ToString();
   EXPECT_EQ(*png, "rel/charts/threads-test.png");
-  EXPECT_EQ(PngSize(ReadFile(tmp.File(*png))).first, 960u);
+  EXPECT_EQ(PngSize(bench::ReadFileText(tmp.File(*png))).first, 960u);
 }
 
 TEST(PlotTest, AChartWithNoDataIsAnError) {
