@@ -259,5 +259,44 @@ TEST(FaultyFileTest, TheFaultSeesEveryTransferAndDecidesItsResult) {
   for (long r : WriteAll(*f, 1, 1)) EXPECT_EQ(r, -EIO);
 }
 
+// A file that answers every optional question of the interface as a remote
+// would, and records what it is told.
+class RemoteLikeFile final : public BackingFile {
+ public:
+  const std::string& name() const override { return name_; }
+  std::uint64_t size() const override { return 64 * kPageSize; }
+  bool direct() const override { return false; }
+  long Read(std::uint64_t, std::span<std::byte> out) override {
+    return static_cast<long>(out.size());
+  }
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(std::size_t,
+                                                       std::size_t) override {
+    return Err(Status::Unsupported("no writer"));
+  }
+  std::size_t max_write_bytes() const override { return 8 * kPageSize; }
+  std::uint64_t lost_blocks() const override { return 3; }
+  bool can_discard() const override { return true; }
+  void Forget(const Range& range) override { forgotten.push_back(range); }
+
+  std::vector<Range> forgotten;
+
+ private:
+  const std::string name_ = "remote";
+};
+
+TEST(FaultyFileTest, PassesEveryOtherQuestionToTheFileItWraps) {
+  auto remote = std::make_shared<RemoteLikeFile>();
+  auto f = NewFaultyBackingFile(remote, nullptr);
+  // A store sizes its IOs by max_write_bytes(): a wrapper that hid the
+  // remote's limit would have it send writes the remote refuses.
+  EXPECT_EQ(f->max_write_bytes(), 8 * kPageSize);
+  EXPECT_EQ(f->lost_blocks(), 3u);
+  EXPECT_TRUE(f->can_discard());
+  f->Forget({.offset = 2 * kPageSize, .len = kPageSize});
+  ASSERT_EQ(remote->forgotten.size(), 1u);
+  EXPECT_EQ(remote->forgotten[0].offset, 2 * kPageSize);
+  EXPECT_EQ(remote->forgotten[0].len, kPageSize);
+}
+
 }  // namespace
 }  // namespace ztier

@@ -42,11 +42,15 @@ class FaultyBackingFile final : public BackingFile {
   const std::string& name() const override { return base_->name(); }
   std::uint64_t size() const override { return base_->size(); }
   bool direct() const override { return base_->direct(); }
+  std::size_t max_write_bytes() const override {
+    return base_->max_write_bytes();
+  }
   std::uint64_t lost_blocks() const override { return base_->lost_blocks(); }
   bool can_discard() const override { return base_->can_discard(); }
   void Discard(std::span<const Range> ranges, std::span<bool> sent) override {
     base_->Discard(ranges, sent);
   }
+  void Forget(const Range& range) override { base_->Forget(range); }
   long Read(std::uint64_t offset, std::span<std::byte> out) override {
     const long result = base_->Read(offset, out);
     if (!fault_) return result;
