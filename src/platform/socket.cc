@@ -17,6 +17,7 @@
 #include <cstdio>  // renameat2
 #include <cstring>
 #include <cstddef>
+#include <mutex>
 #include <utility>
 
 namespace ztier::platform {
@@ -129,10 +130,19 @@ Status BindPrivate(int fd, const std::string& path, struct stat* st) {
   // socket is bound at `path` itself: a umask of 0077 makes it 0600 from
   // the start, with no window before the chmod. The umask is the process's;
   // a file another thread creates meanwhile only comes out more private.
+  // Two such binds at once are serialised: interleaved, the second would
+  // save the first's 0077 as the mask to give back and leave it set for
+  // good (and the first's restore would let it bind under the old mask).
+  static std::mutex umask_mu;
+  std::unique_lock<std::mutex> umask_lock(umask_mu, std::defer_lock);
+  if (!staged) umask_lock.lock();
   const mode_t old_mask = staged ? 0 : ::umask(0077);
   const int bound_at = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   const int bind_errno = errno;
-  if (!staged) ::umask(old_mask);
+  if (!staged) {
+    ::umask(old_mask);
+    umask_lock.unlock();
+  }
   if (bound_at != 0) {
     s = PosixError("bind " + bound, bind_errno);
   } else if (::chmod(bound.c_str(), 0600) != 0) {

@@ -12,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
@@ -114,6 +115,36 @@ TEST(SocketTest, APathTooLongToStageIs0600Too) {
   Result<int> c = ConnectUnix(path);
   ASSERT_TRUE(c.has_value()) << c.error().ToString();
   ExpectConnected(*l, *c);
+}
+
+// The umask is the process's: two listeners bound in place at once must
+// still give back the one they found, not leave 0077 behind for good.
+TEST(SocketTest, ListenersBoundInPlaceAtOnceGiveTheUmaskBack) {
+  testing::ScopedTempDir tmp;
+  std::vector<std::string> paths;
+  for (const char* name : {"/ab.sock", "/cd.sock"}) {
+    std::string dir = tmp.path() + "/" + name[1];
+    dir += std::string(100 - 8 - dir.size(), 'd');
+    ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+    paths.push_back(dir + name);
+    ASSERT_EQ(paths.back().size(), 100u);  // too long to stage: bound in place
+  }
+  ::umask(022);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (const std::string& path : paths) {
+    threads.emplace_back([&, path] {
+      while (std::chrono::steady_clock::now() < deadline) {
+        Result<Listener> l = Listener::Unix(path);
+        if (!l.has_value()) failures.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(::umask(022), 022u);
 }
 
 TEST(SocketTest, AcceptWithNobodyWaitingIsBusy) {
