@@ -67,9 +67,8 @@ Result<std::string> ResolveCtlPath(const std::string& flag) {
 int ConnectCtl(std::string_view command, const std::string& flag, int* fd) {
   auto path = ResolveCtlPath(flag);
   if (!path.has_value()) {
-    std::fprintf(stderr, "%.*s: %s\n", static_cast<int>(command.size()),
-                 command.data(), path.error().message().c_str());
-    return 2;
+    // No default: the caller must pass --ctl, a usage error.
+    return ReportUsageError(command, path.error().message());
   }
   auto connected = ctl::Connect(*path);
   if (!connected.has_value()) {

@@ -38,7 +38,8 @@ Result<std::string> ResolveCtlPath(const std::string& flag);
 // Connects to the server's control socket (ResolveCtlPath(flag)) for
 // `command`. On failure prints why on stderr (with the hint of
 // CtlConnectHint when the socket cannot be reached) and returns the exit
-// status to end with: 2 when there is no default path, else 1. On success
+// status to end with: 2 when there is no default path (a usage error, with
+// its "Run '<command> --help' for usage." line), else 1. On success
 // sets *fd (the caller closes it) and returns 0.
 int ConnectCtl(std::string_view command, const std::string& flag, int* fd);
 

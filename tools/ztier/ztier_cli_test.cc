@@ -500,6 +500,29 @@ TEST_F(ZtierCliTest, UnknownCommandIsAUsageError) {
   EXPECT_NE(r.err.find("--help"), std::string::npos) << r.err;
 }
 
+// With no control socket to default to (not root, no XDG_RUNTIME_DIR nor
+// ZTIER_CTL), `ztier ctl` and `ztier status` exit 2, a usage error: so the
+// message ends with the line every usage error has.
+TEST_F(ZtierCliTest, NoDefaultControlSocketIsAUsageError) {
+  std::string env = "-u XDG_RUNTIME_DIR -u ZTIER_CTL";
+  if (::geteuid() == 0) {  // root has /run/ztier: run the command as nobody
+    if (std::system("command -v setpriv >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "root, and no setpriv to run as another user";
+    }
+    env += " setpriv --reuid 65534 --regid 65534 --clear-groups";
+  }
+  for (const std::string command : {"ctl", "status"}) {
+    const RunResult r =
+        Run(command + (command == "ctl" ? " disksize" : ""), env);
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("no default control socket"), std::string::npos)
+        << command << ": " << r.err;
+    EXPECT_NE(r.err.find("\nRun 'ztier " + command + " --help' for usage.\n"),
+              std::string::npos)
+        << command << ": " << r.err;
+  }
+}
+
 TEST_F(ZtierCliTest, UnknownFlagIsAUsageError) {
   const RunResult r = Run("bench engine --nosuch 1");
   EXPECT_EQ(r.exit_code, 2);
