@@ -50,6 +50,10 @@ int RunStatus(std::span<const std::string_view> args) {
   flags.Short("noheadings", 'n');
   flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
+  // As in `ztier ctl`: an empty --ctl is a mistake, not the default.
+  if (flags.WasSet("ctl") && ctl_path.empty()) {
+    return ReportUsageError(kCommand, "--ctl: empty path");
+  }
   if (flags.WasSet("output") && output_all) {
     return ReportUsageError(kCommand, "-o and --output-all exclude each other");
   }

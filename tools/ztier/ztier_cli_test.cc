@@ -523,6 +523,27 @@ TEST_F(ZtierCliTest, NoDefaultControlSocketIsAUsageError) {
   }
 }
 
+// An empty --ctl (`--ctl "$SOCK"` with SOCK unset) is refused, not read
+// as "the default socket": that would send the request, a reset say, to
+// whatever server runs there. An empty --device names no device (it went
+// to the server as a control operation: "no control operation
+// 'disksize'"). Both are refused before any connection.
+TEST_F(ZtierCliTest, EmptyCtlOrDeviceIsAUsageError) {
+  const std::string env = "ZTIER_CTL=" + (dir_ / "default.ctl").string();
+  for (const char* args :
+       {"ctl --ctl= disksize", "ctl --ctl '' disksize", "status --ctl=",
+        "status --ctl ''", "ctl --device= disksize",
+        "ctl --device '' disksize"}) {
+    const RunResult r = Run(args, env);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(": empty"), std::string::npos) << args << ": " << r.err;
+    EXPECT_EQ(r.err.find("default.ctl"), std::string::npos)
+        << args << ": " << r.err;
+    EXPECT_NE(r.err.find("--help' for usage."), std::string::npos)
+        << args << ": " << r.err;
+  }
+}
+
 TEST_F(ZtierCliTest, UnknownFlagIsAUsageError) {
   const RunResult r = Run("bench engine --nosuch 1");
   EXPECT_EQ(r.exit_code, 2);
