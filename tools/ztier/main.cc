@@ -23,12 +23,15 @@
 // Each command's usage line and flags: its --help, and README.md's
 // "Command reference".
 //
-// Exit status: what the subcommand returns (0 success, 1 runtime failure);
+// Exit status: what the subcommand returns (0 success, 1 runtime failure,
+// also when its output could not be written);
 // 2 for bad usage: no or an unknown subcommand, or an unknown flag, reported
 // on stderr with a hint to run `--help`. A new subcommand is one row in
 // kCommands (or in a group's table, as `bench` has).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -228,6 +231,14 @@ int Main(Args args) {
 int main(int argc, char** argv) {
   std::vector<std::string_view> args(argv + 1, argv + argc);
   const int status = ztier::tool::Main(args);
-  std::fflush(stdout);
+  // A report or listing that could not be written (a full disk, a file
+  // system error) is no success: say so, and exit 1 rather than 0.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    std::fprintf(stderr, "ztier: write error on standard output%s%s\n",
+                 err != 0 ? ": " : "", err != 0 ? std::strerror(err) : "");
+    return status == 0 ? 1 : status;
+  }
   return status;
 }

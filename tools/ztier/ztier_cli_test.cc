@@ -544,6 +544,23 @@ TEST_F(ZtierCliTest, EmptyCtlOrDeviceIsAUsageError) {
   }
 }
 
+// Output that cannot be written (a full disk: /dev/full) is a failure,
+// not a success with a truncated report: exit 1 and a message.
+TEST_F(ZtierCliTest, AnOutputWriteErrorIsAFailure) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  for (const char* args : {"--version", "--help", "help bench",
+                           "status --help"}) {
+    const std::string cmd = "cd '" + dir_.string() + "' && '" ZTIER_BIN "' " +
+                            args + " >/dev/full 2>err.txt";
+    const int status = std::system(cmd.c_str());
+    ASSERT_TRUE(status != -1 && WIFEXITED(status)) << args;
+    EXPECT_EQ(WEXITSTATUS(status), 1) << args;
+    const std::string err = ReadFile(dir_ / "err.txt");
+    EXPECT_NE(err.find("ztier: write error"), std::string::npos)
+        << args << ": " << err;
+  }
+}
+
 TEST_F(ZtierCliTest, UnknownFlagIsAUsageError) {
   const RunResult r = Run("bench engine --nosuch 1");
   EXPECT_EQ(r.exit_code, 2);
