@@ -108,6 +108,10 @@ Status FlagSet::Set(Flag& flag, std::string_view value) {
   flag.seen = true;
   switch (flag.kind) {
     case Kind::kString:
+      // An output file's empty name would write nothing, yet succeed.
+      if (flag.output_file && value.empty()) {
+        return Status::InvalidArgument(where + ": empty file name");
+      }
       *static_cast<std::string*>(flag.out) = std::string(value);
       return Status::Ok();
     case Kind::kList: {

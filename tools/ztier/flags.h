@@ -53,9 +53,10 @@ class FlagSet {
   // Declares a flag. `value_name` is shown in the usage ("FILE", "N").
   void AddString(std::string name, std::string* out, std::string value_name,
                  std::string help);
-  // A string naming a file the command will write: Parse() refuses a
-  // path whose folder does not exist, so that a command that runs for
-  // minutes does not find out only when it writes.
+  // A string naming a file the command will write: Parse() refuses an
+  // empty name and a path whose folder does not exist, so that a command
+  // that runs for minutes does not find out only when it writes (or, for
+  // an empty name, never: it would write nothing).
   void AddOutputFile(std::string name, std::string* out, std::string value_name,
                      std::string help);
   // Repeatable; each occurrence may be a comma list (SplitCommaList); empty

@@ -135,6 +135,15 @@ TEST(FlagSetTest, OutputFileNeedsAnExistingFolder) {
             std::string::npos)
       << st.message();
   EXPECT_EQ(parse({"-j" + missing}).code(), StatusCode::kInvalidArgument);
+  // An empty name (`--json "$OUT"` with OUT unset) would write no file and
+  // still succeed: refused, with the flag named.
+  for (const Args& empty :
+       {Args{"--json="}, Args{"--json", ""}, Args{"-j", ""}}) {
+    const Status e = parse(empty);
+    EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << empty[0];
+    EXPECT_NE(e.message().find("--json: empty file name"), std::string::npos)
+        << e.message();
+  }
 }
 
 TEST(FlagSetTest, ShortFlagsAndClusters) {
