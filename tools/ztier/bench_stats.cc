@@ -45,6 +45,7 @@ std::size_t PercentileIndex(std::size_t n, double q) {
 }
 
 std::string FormatDouble(double v, int decimals) {
+  if (!std::isfinite(v)) return "-";
   char buf[64];
   std::snprintf(buf, sizeof(buf), "%.*f", decimals, v);
   return buf;

@@ -58,7 +58,9 @@ T Percentile(std::vector<T>& v, double q) {
   return *at;
 }
 
-// printf("%.*f") into a std::string.
+// printf("%.*f") into a std::string; "-" (a table's "no figure") for an
+// infinity or a NaN, such as the ratio of pages that all compress to
+// nothing (same-filled).
 std::string FormatDouble(double v, int decimals);
 
 // `bytes` in MiB with one decimal and the unit: "12.5 MiB".

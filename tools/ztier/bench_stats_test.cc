@@ -5,6 +5,7 @@
 // (compare_runs.py reads it back in bench_report_test.cc).
 #include "bench_stats.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,15 @@ TEST(BenchStatsTest, SummarizeKnownSamples) {
   EXPECT_EQ(odd.median, 2);
   EXPECT_DOUBLE_EQ(odd.stddev, 1.0);
   EXPECT_DOUBLE_EQ(odd.cv_percent, 50.0);
+}
+
+// A ratio of nothing to nothing (every page same-filled) is no figure:
+// the tables print "-", never "inf" or "-nan".
+TEST(BenchStatsTest, FormatDoubleShowsNoFigureForInfinityAndNan) {
+  EXPECT_EQ(FormatDouble(2.0 / 3.0, 2), "0.67");
+  EXPECT_EQ(FormatDouble(1.0 / 0.0, 3), "-");
+  EXPECT_EQ(FormatDouble(-1.0 / 0.0, 1), "-");
+  EXPECT_EQ(FormatDouble(std::nan(""), 2), "-");
 }
 
 TEST(BenchStatsTest, PercentileIsNearestRank) {
