@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -210,12 +211,14 @@ Recommendation Recommend(const std::vector<EstimateRow>& rows) {
                  " of the pages do not compress)";
     return rec;
   }
-  rec.reason = pick.codec + ": it saves " + Percent(Saved(pick)) +
-               " of the memory (ratio " + FormatDouble(pick.ratio, 2) +
-               ") and is among the fast codecs here (compress " +
-               FormatDouble(pick.compress_mb_s, 0) + " MB/s, decompress " +
-               FormatDouble(pick.decompress_mb_s, 0) +
-               " MB/s; fast = at least half the fastest both ways)";
+  rec.reason =
+      pick.codec + ": it saves " + Percent(Saved(pick)) + " of the memory (" +
+      (std::isfinite(pick.ratio) ? "ratio " + FormatDouble(pick.ratio, 2)
+                                 : std::string("every page same-filled")) +
+      ") and is among the fast codecs here (compress " +
+      FormatDouble(pick.compress_mb_s, 0) + " MB/s, decompress " +
+      FormatDouble(pick.decompress_mb_s, 0) +
+      " MB/s; fast = at least half the fastest both ways)";
   if (rec.smallest != rec.recommended) {
     rec.reason += ". For the most saving, " + best.codec + " saves " +
                   Percent(Saved(best)) + " at " +

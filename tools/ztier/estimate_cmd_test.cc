@@ -152,6 +152,17 @@ TEST(RecommendTest, SmallestOfTheFastAndTheSmallestOverall) {
   EXPECT_NE(rec.reason.find("zstd saves 75.0%"), std::string::npos);
 }
 
+// Memory that is all same-filled pages takes nothing: the reason says so
+// rather than "ratio inf".
+TEST(RecommendTest, AllSameFilledSaysSoNotAnInfiniteRatio) {
+  const std::vector<EstimateRow> rows = {Row("lz4", 0, 800, 2000)};
+  const Recommendation rec = Recommend(rows);
+  EXPECT_TRUE(rec.helps);
+  EXPECT_NE(rec.reason.find("(every page same-filled)"), std::string::npos)
+      << rec.reason;
+  EXPECT_EQ(rec.reason.find("inf"), std::string::npos) << rec.reason;
+}
+
 TEST(RecommendTest, IncompressibleDataIsNotWorthIt) {
   const std::vector<EstimateRow> rows = {Row("lz4", 980, 800, 2000),
                                          Row("zstd", 950, 200, 600)};
