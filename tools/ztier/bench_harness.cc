@@ -121,6 +121,7 @@ void AddPlotFlag(FlagSet& flags, std::string* dir) {
                   "also draw PNG charts with gnuplot into DIR (NAME.png, with "
                   "the NAME.gp script and NAME.dat data beside it to "
                   "re-render)");
+  flags.NotEmpty("plot");
 }
 
 void AddCorpusFileFlag(FlagSet& flags, std::string* file,
@@ -130,12 +131,14 @@ void AddCorpusFileFlag(FlagSet& flags, std::string* file,
                       " (a .pages.zst file or any plain file read as pages; "
                       "default " +
                       kDefaultCorpusFile + ")");
+  flags.NotEmpty("corpus");
 }
 
 void AddCorpusDirFlag(FlagSet& flags, std::string* dir, std::string_view when) {
   flags.AddString("corpus-dir", dir, "DIR",
                   "every *.pages.zst in DIR (default " +
                       std::string(kDefaultCorpusDir) + std::string(when) + ")");
+  flags.NotEmpty("corpus-dir");
 }
 
 Result<std::vector<std::string>> FindCorpusDir(const std::string& dir,

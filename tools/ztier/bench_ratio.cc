@@ -178,6 +178,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   AddBenchFlags(flags, &cfg->common);
   flags.AddString("zram-dev", &cfg->zram_dev, "PATH",
                   "the kernel device (default /dev/zram0)");
+  flags.NotEmpty("zram-dev");
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   if (cfg->codecs.empty()) cfg->codecs = {"lz4", "zstd"};
   for (const std::string& c : cfg->codecs) {

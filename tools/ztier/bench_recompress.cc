@@ -82,6 +82,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
   flags.AddString("zram-sys", &cfg->zram_sys, "DIR",
                   "the kernel zram device's sysfs folder, probed for "
                   "recomp_algorithm (default /sys/block/zram0)");
+  flags.NotEmpty("zram-sys");
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   auto bytes = ParseSizeFlag(size, 64 << 10, "64K");
   if (!bytes.has_value()) {

@@ -61,6 +61,7 @@ int RunBenchUblk(std::span<const std::string_view> args) {
                   "ztier-ublk, ztier-nbd (default all three)");
   flags.AddString("guest", &guest, "DIR", "the guest's folder (default: "
                   "guest beside this binary, as `make test-kernel`)");
+  flags.NotEmpty("guest");
   flags.AddInt("mem", &mem, "MIB", "guest RAM (default 1024)", 256, 65536);
   flags.AddInt("smp", &smp, "N", "guest vCPUs (default 2)", 1, 64);
   flags.AddString("cpu", &cpu, "MODEL", "qemu's -cpu for the guest "

@@ -412,6 +412,7 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
                   "where the backing file and fio's file go; put it on the "
                   "file system under test (default /var/tmp; needs SIZE "
                   "free; the files are removed at the end)");
+  flags.NotEmpty("dir");
   AddBenchFlags(flags, &f.common);
   flags.AddString("codec", &f.codec, "NAME", "store codec (default lz4)");
   flags.AddInt("batch-size", &f.batch_size, "N",

@@ -444,6 +444,7 @@ std::optional<int> ParseFlags(std::span<const std::string_view> args,
                INT64_MAX);
   flags.AddString("zram-dev", &b->zram_dev, "PATH",
                   "the kernel device (default /dev/zram0)");
+  flags.NotEmpty("zram-dev");
   AddJsonFlag(flags, &b->bench.json);
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
   b->corpus_pages = static_cast<std::size_t>(corpus_pages);

@@ -87,6 +87,8 @@ int RunCtl(std::span<const std::string_view> args) {
                 "[--ctl PATH] [--device NAME] [DEVICE[/]]ATTRIBUTE [VALUE]");
   flags.AddString("ctl", &ctl_path, "PATH", kCtlFlagHelp);
   flags.AddString("device", &device, "NAME", "device (default zram0)");
+  flags.NotEmpty("ctl");
+  flags.NotEmpty("device");
 
   std::vector<std::string_view> flag_words;
   std::vector<std::string_view> positional;
@@ -117,14 +119,6 @@ int RunCtl(std::span<const std::string_view> args) {
     positional.push_back(a);
   }
   if (auto rc = flags.ParseOrUsageError(flag_words)) return *rc;
-  // An empty value is a mistake (`--ctl "$SOCK"` with SOCK unset), not a
-  // request for the default: the default socket may be another server's.
-  if (flags.WasSet("ctl") && ctl_path.empty()) {
-    return ReportUsageError(kCommand, "--ctl: empty path");
-  }
-  if (flags.WasSet("device") && device.empty()) {
-    return ReportUsageError(kCommand, "--device: empty name");
-  }
   // The device may lead, as in /sys/block: DEVICE/ATTRIBUTE for any
   // device (no attribute's name holds a '/'), or zramN ATTRIBUTE (no
   // attribute's name starts with "zram").

@@ -38,6 +38,7 @@ void FlagSet::AddOutputFile(std::string name, std::string* out,
                             std::string value_name, std::string help) {
   AddString(std::move(name), out, std::move(value_name), std::move(help));
   flags_.back().output_file = true;
+  flags_.back().not_empty = true;
 }
 
 void FlagSet::AddList(std::string name, std::vector<std::string>* out,
@@ -60,6 +61,11 @@ void FlagSet::AddBool(std::string name, bool* out, std::string help) {
 void FlagSet::Short(std::string_view name, char letter) {
   Flag* f = Find(name);
   if (f != nullptr && letter != 'h') f->letter = letter;
+}
+
+void FlagSet::NotEmpty(std::string_view name) {
+  Flag* f = Find(name);
+  if (f != nullptr && f->kind == Kind::kString) f->not_empty = true;
 }
 
 Status FlagSet::ParseShort(std::span<const std::string_view> args,
@@ -108,9 +114,8 @@ Status FlagSet::Set(Flag& flag, std::string_view value) {
   flag.seen = true;
   switch (flag.kind) {
     case Kind::kString:
-      // An output file's empty name would write nothing, yet succeed.
-      if (flag.output_file && value.empty()) {
-        return Status::InvalidArgument(where + ": empty file name");
+      if (flag.not_empty && value.empty()) {
+        return Status::InvalidArgument(where + ": empty " + flag.value_name);
       }
       *static_cast<std::string*>(flag.out) = std::string(value);
       return Status::Ok();

@@ -53,10 +53,10 @@ class FlagSet {
   // Declares a flag. `value_name` is shown in the usage ("FILE", "N").
   void AddString(std::string name, std::string* out, std::string value_name,
                  std::string help);
-  // A string naming a file the command will write: Parse() refuses an
-  // empty name and a path whose folder does not exist, so that a command
-  // that runs for minutes does not find out only when it writes (or, for
-  // an empty name, never: it would write nothing).
+  // A string naming a file the command will write: NotEmpty, and Parse()
+  // refuses a path whose folder does not exist, so that a command that
+  // runs for minutes does not find out only when it writes (or, for an
+  // empty name, never: it would write nothing).
   void AddOutputFile(std::string name, std::string* out, std::string value_name,
                      std::string help);
   // Repeatable; each occurrence may be a comma list (SplitCommaList); empty
@@ -72,6 +72,11 @@ class FlagSet {
   // Gives the declared flag `name` the alias `-letter` (REQUIRES: declared,
   // the letter not taken, and not 'h', which means --help).
   void Short(std::string_view name, char letter);
+  // Parse() refuses an empty value of the declared string flag `name`
+  // ("--name: empty VALUE_NAME"): `--ctl "$SOCK"` with SOCK unset is a
+  // mistake, never a request for the flag's default, which may name
+  // another server's socket or nothing at all.
+  void NotEmpty(std::string_view name);
 
   // Parses `args` (the words after the subcommand name). On error returns
   // kInvalidArgument; the outputs may then be partly written.
@@ -109,6 +114,7 @@ class FlagSet {
     bool seen = false;
     char letter = 0;  // the -x alias; 0: none
     bool output_file = false;  // AddOutputFile
+    bool not_empty = false;    // NotEmpty
   };
 
   Flag* Find(std::string_view name);

@@ -441,19 +441,17 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
                              ServeSettings* from_command_line,
                              std::optional<ServiceConfig>* config) {
   DefineFlags(flags, s);
+  // On the command line an empty value (an unset variable in a unit's
+  // ExecStart) is not a default: it would serve something other than what
+  // was meant (a [ztier] key left empty in the file keeps its default).
+  for (const char* name : {"config", "unix", "ctl", "listen", "backing-dev",
+                           "tls-cert", "tls-key", "metrics-listen",
+                           "metrics-unix", "ublk-trace"}) {
+    flags.NotEmpty(name);
+  }
   flags.Short("verbose", 'v');
   flags.Short("quiet", 'q');
   if (auto rc = flags.ParseCommandLine(raw_args, kAbout)) return *rc;
-  // An empty path (an unset variable in a unit's ExecStart) is not a
-  // default: it would serve something other than what was meant.
-  const std::pair<const char*, const std::string*> kPaths[] = {
-      {"config", &s->config}, {"unix", &s->unix_path}, {"ctl", &s->ctl_path}};
-  for (const auto& [flag, value] : kPaths) {
-    if (flags.WasSet(flag) && value->empty()) {
-      return ReportUsageError(kCommand,
-                              std::string("--") + flag + " needs a path");
-    }
-  }
   *from_command_line = *s;  // what each reload's next start begins from
   if (!s->config.empty()) {
     for (const char* per_device : {"device", "comp-algorithm",

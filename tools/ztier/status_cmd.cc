@@ -34,6 +34,7 @@ int RunStatus(std::span<const std::string_view> args) {
                 "[--ctl PATH] [--json | [-b] [-n] [--raw] "
                 "[-o LIST | --output-all]]");
   flags.AddString("ctl", &ctl_path, "PATH", kCtlFlagHelp);
+  flags.NotEmpty("ctl");
   flags.AddBool("json", &json, "print the raw report as JSON (sizes in bytes)");
   flags.AddBool("bytes", &table.bytes, "print sizes in bytes");
   flags.AddBool("noheadings", &table.no_headings, "print no header line");
@@ -50,10 +51,6 @@ int RunStatus(std::span<const std::string_view> args) {
   flags.Short("noheadings", 'n');
   flags.Short("output", 'o');
   if (auto rc = flags.ParseCommandLine(args, kAbout)) return *rc;
-  // As in `ztier ctl`: an empty --ctl is a mistake, not the default.
-  if (flags.WasSet("ctl") && ctl_path.empty()) {
-    return ReportUsageError(kCommand, "--ctl: empty path");
-  }
   if (flags.WasSet("output") && output_all) {
     return ReportUsageError(kCommand, "-o and --output-all exclude each other");
   }

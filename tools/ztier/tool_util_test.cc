@@ -141,7 +141,29 @@ TEST(FlagSetTest, OutputFileNeedsAnExistingFolder) {
        {Args{"--json="}, Args{"--json", ""}, Args{"-j", ""}}) {
     const Status e = parse(empty);
     EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << empty[0];
-    EXPECT_NE(e.message().find("--json: empty file name"), std::string::npos)
+    EXPECT_NE(e.message().find("--json: empty FILE"), std::string::npos)
+        << e.message();
+  }
+}
+
+// NotEmpty refuses an empty value of that flag only, in every form; an
+// undeclared name is ignored.
+TEST(FlagSetTest, NotEmptyRefusesAnEmptyValue) {
+  auto parse = [](Args args) {
+    std::string ctl = "default", other = "default";
+    FlagSet flags("t");
+    flags.AddString("ctl", &ctl, "PATH", "");
+    flags.AddString("other", &other, "X", "");
+    flags.Short("ctl", 'c');
+    flags.NotEmpty("ctl");
+    flags.NotEmpty("nosuch");
+    return flags.Parse(args);
+  };
+  EXPECT_OK(parse({"--ctl", "x", "--other="}));
+  for (const Args& empty : {Args{"--ctl="}, Args{"--ctl", ""}, Args{"-c", ""}}) {
+    const Status e = parse(empty);
+    EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << empty[0];
+    EXPECT_NE(e.message().find("t: --ctl: empty PATH"), std::string::npos)
         << e.message();
   }
 }

@@ -436,8 +436,11 @@ TEST_F(ZtierCliTest, ServeSettingsThatCannotWorkExit2) {
       {"--device zram0:16M --device zram0:32M", "--device zram0 is given twice"},
       {"--comp-algorithm zstd --algorithm-params level=99 --device zram0:16M",
        "level 99 out of range"},
-      {"--config=", "--config needs a path"},
-      {"--unix= --device zram0:16M", "--unix needs a path"},
+      {"--config=", "--config: empty FILE"},
+      {"--unix= --device zram0:16M", "--unix: empty PATH"},
+      {"--device zram0:16M --tls-cert=", "--tls-cert: empty PATH"},
+      {"--device zram0:16M --backing-dev ''", "--backing-dev: empty PATH|URI"},
+      {"--device zram0:16M --metrics-unix=", "--metrics-unix: empty PATH"},
   };
   for (const auto& c : kCases) {
     const RunResult r =
@@ -527,13 +530,16 @@ TEST_F(ZtierCliTest, NoDefaultControlSocketIsAUsageError) {
 // as "the default socket": that would send the request, a reset say, to
 // whatever server runs there. An empty --device names no device (it went
 // to the server as a control operation: "no control operation
-// 'disksize'"). Both are refused before any connection.
-TEST_F(ZtierCliTest, EmptyCtlOrDeviceIsAUsageError) {
+// 'disksize'"). Both are refused before any connection, as is an empty
+// path or folder given to a benchmark, which would run on its default.
+TEST_F(ZtierCliTest, AnEmptyPathOrNameIsAUsageError) {
   const std::string env = "ZTIER_CTL=" + (dir_ / "default.ctl").string();
   for (const char* args :
        {"ctl --ctl= disksize", "ctl --ctl '' disksize", "status --ctl=",
         "status --ctl ''", "ctl --device= disksize",
-        "ctl --device '' disksize"}) {
+        "ctl --device '' disksize", "bench engine --corpus-dir=",
+        "bench engine --plot ''", "bench ratio --zram-dev=",
+        "bench writeback --dir="}) {
     const RunResult r = Run(args, env);
     EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
     EXPECT_NE(r.err.find(": empty"), std::string::npos) << args << ": " << r.err;
