@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/nothing_stored.h"
 #include "testing/test_util.h"
 #include "testing/watchdog.h"
 #include "ztier/device.h"
@@ -770,18 +771,7 @@ void RunStress(const Config& cfg) {
   ASSERT_OK(dev.Compact());
   const PageStoreStats z = dev.Stats();
   EXPECT_EQ(dev.ShowBlockState(), "");
-  EXPECT_EQ(z.stored_pages, 0u);
-  EXPECT_EQ(z.orig_data_size, 0u);
-  EXPECT_EQ(z.compr_data_size, 0u);
-  EXPECT_EQ(z.same_pages, 0u);
-  EXPECT_EQ(z.huge_pages, 0u);
-  EXPECT_EQ(z.bd_count, 0u);
-  EXPECT_EQ(z.incompressible_pages, 0u);
-  EXPECT_EQ(z.units, 0u);
-  EXPECT_EQ(z.unit_pages, 0u);
-  for (std::size_t i = 0; i < z.priority_pages.size(); ++i) {
-    EXPECT_EQ(z.priority_pages[i], 0u) << "priority " << i;
-  }
+  ztier::testing::ExpectNothingStored(z);
   std::printf("[ stress ] %s: after discarding everything: mem_used_total "
               "%llu, dict_memory %llu\n",
               cfg.name, static_cast<unsigned long long>(z.mem_used_total),

@@ -20,6 +20,7 @@
 
 #include "testing/discarding_file.h"
 #include "testing/faulty_file.h"
+#include "testing/nothing_stored.h"
 #include "testing/test_util.h"
 #include "unit_table.h"
 #include "ztier/backing_store.h"
@@ -355,17 +356,7 @@ TEST_P(UnitsRaceTest, EverythingAtOnce) {
       (unsigned long long)st.reject_alloc_fail);
   for (std::size_t i = 0; i < kPages; ++i) ASSERT_OK(store.Discard(i));
   st = store.Stats();
-  EXPECT_EQ(st.units, 0u);
-  EXPECT_EQ(st.unit_pages, 0u);
-  EXPECT_EQ(st.compr_data_size, 0u);
-  EXPECT_EQ(st.stored_pages, 0u);
-  EXPECT_EQ(st.same_pages, 0u);
-  EXPECT_EQ(st.huge_pages, 0u);
-  EXPECT_EQ(st.bd_count, 0u);
-  EXPECT_EQ(st.incompressible_pages, 0u);
-  for (int d = 1; d < 4; ++d) EXPECT_EQ(st.dict_pages[d], 0u) << d;
-  for (int p = 1; p < kMaxCodecPriorities; ++p)
-    EXPECT_EQ(st.priority_pages[p], 0u);
+  ztier::testing::ExpectNothingStored(st);
   store.Compact();
   const PoolStats ps = store.pool().Stats();
   EXPECT_EQ(ps.objects, 0u);
