@@ -1,9 +1,6 @@
 // dictionary.cc: where a codec's dictionary comes from (a file or bytes in
 // memory, codec_internal.h's LoadDictionary) and how one is trained
 // (TrainDictionary, ztier/codec.h).
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zdict.h>
 
 #include <cerrno>
@@ -14,49 +11,23 @@
 #include <vector>
 
 #include "codec_internal.h"
+#include "platform/read_file.h"
 
 namespace ztier {
 namespace {
 
 // The largest dictionary file read: zstd's dictionaries are tens to
 // hundreds of KiB, lz4 uses the last 64 KiB of one.
-constexpr std::int64_t kMaxDictFileBytes = std::int64_t{16} << 20;
+constexpr std::size_t kMaxDictFileBytes = std::size_t{16} << 20;
 
 Result<std::vector<std::byte>> ReadWholeFile(std::string_view codec,
                                              const std::string& path) {
-  const std::string what = std::string(codec) + ": dict " + path;
-  // O_NONBLOCK: a FIFO at the path must not block the open (it is refused
-  // below); it has no effect on a regular file's reads.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return Err(PosixError(what, errno));
-  const auto fail = [fd](Status s) {
-    ::close(fd);
-    return Err(std::move(s));
-  };
-  const Status too_large = Status::InvalidArgument(
-      what + " is larger than " + std::to_string(kMaxDictFileBytes >> 20) +
-      " MiB");
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return fail(PosixError(what, errno));
-  if (!S_ISREG(st.st_mode)) {
-    return fail(Status::InvalidArgument(what + " is not a regular file"));
-  }
-  if (st.st_size > kMaxDictFileBytes) return fail(too_large);
-  std::vector<std::byte> data;
-  std::byte buf[1 << 16];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return fail(PosixError(what, errno));
-    if (r == 0) break;
-    data.insert(data.end(), buf, buf + r);
-    // Grown since the fstat.
-    if (data.size() > static_cast<std::size_t>(kMaxDictFileBytes)) {
-      return fail(too_large);
-    }
-  }
-  ::close(fd);
-  return data;
+  ZT_ASSIGN_OR_RETURN(
+      const std::string text,
+      platform::ReadRegularFile(path, kMaxDictFileBytes,
+                                std::string(codec) + ": dict"));
+  const auto* p = reinterpret_cast<const std::byte*>(text.data());
+  return std::vector<std::byte>(p, p + text.size());
 }
 
 }  // namespace

@@ -21,11 +21,9 @@
 // does not write.
 #include "nbd/tls.h"
 
-#include <fcntl.h>
 #include <gnutls/gnutls.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +38,7 @@
 #include <utility>
 
 #include "platform/clock.h"
+#include "platform/read_file.h"
 
 // gnutls_record_send2 and priority_init2 need 3.6.3; TLS 1.3 is on by
 // default from 3.6.5. Since 3.3.0 the library initialises itself when it is
@@ -69,37 +68,16 @@ struct TlsContext::Impl {
 
 namespace {
 
-// The whole of a (small) file, or kInvalidArgument naming it. Read in place
-// into a buffer of the file's size, so a private key leaves no stray copies
-// behind (the caller wipes the result).
+// The whole of a credential file of at most 1 MiB, read in place
+// (ReadRegularFile), so a private key leaves no stray copies behind (the
+// caller wipes the result). Any failure is kInvalidArgument: the file is
+// one the settings name.
 Result<std::string> ReadSmallFile(const std::string& path,
                                   std::string_view what) {
-  auto fail = [&](const std::string& why) {
-    return Err(
-        Status::InvalidArgument(std::string(what) + " " + path + ": " + why));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (1 << 20)) {
-    ::close(fd);
-    return fail("not a regular file of at most 1 MiB");
+  auto data = platform::ReadRegularFile(path, 1 << 20, what);
+  if (!data.has_value()) {
+    return Err(Status::InvalidArgument(data.error().message()));
   }
-  std::string data(static_cast<std::size_t>(st.st_size), '\0');
-  std::size_t got = 0;
-  while (got < data.size()) {
-    const ssize_t r = ::read(fd, data.data() + got, data.size() - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      return fail(std::strerror(err));
-    }
-    if (r == 0) break;  // shrank meanwhile
-    got += static_cast<std::size_t>(r);
-  }
-  ::close(fd);
-  data.resize(got);
   return data;
 }
 

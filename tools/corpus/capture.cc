@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "platform/read_file.h"
+
 namespace ztier::corpus {
 namespace {
 
@@ -66,27 +68,14 @@ Status NotPermitted(pid_t pid, const std::string& how) {
       "/proc/sys/kernel/yama/ptrace_scope where Yama is enabled");
 }
 
-// The whole of a small /proc file; errno on failure.
+// The whole of a /proc file (ReadRegularFile; no mappings list nears the
+// bound); errno on failure, 0 for one that has none.
 Result<std::string> ReadSmallFile(const std::string& path, int* err) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    *err = errno;
-    return Err(Errno("open " + path, errno));
+  auto text = platform::ReadRegularFile(path, std::size_t{1} << 30, "read");
+  if (!text.has_value()) {
+    *err = text.error().posix_errno();
+    if (*err != 0) return Err(Errno("read " + path, *err));
   }
-  std::string text;
-  char buf[65536];
-  for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof(buf));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      *err = errno;
-      ::close(fd);
-      return Err(Errno("read " + path, *err));
-    }
-    if (r == 0) break;
-    text.append(buf, static_cast<std::size_t>(r));
-  }
-  ::close(fd);
   return text;
 }
 

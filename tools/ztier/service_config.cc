@@ -4,10 +4,6 @@
 // (systemd/zram-generator, man/zram-generator.conf.md).
 #include "service_config.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -17,7 +13,7 @@
 #include <set>
 
 #include "nbd/nbd_backing_file.h"
-#include "platform/unique_fd.h"
+#include "platform/read_file.h"
 #include "size_expr.h"
 #include "tool_common.h"
 #include "ztier/codec.h"
@@ -537,40 +533,12 @@ Result<double> HostMemTotalMib() {
 
 Result<ServiceConfig> LoadServiceConfig(const std::string& path) {
   // Read at start and on every SIGHUP by the thread that also waits for
-  // SIGTERM: a FIFO must not block it (open and read are non-blocking, and
-  // only a regular file is read), nor a device such as /dev/zero, or a huge
-  // file, take the memory of a server that may hold a kernel's swap.
-  const platform::UniqueFd fd(
-      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  struct stat st;
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
-    const int err = errno;
-    return Err(PosixError(path + ": cannot read", err));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    return Err(Status::InvalidArgument(path + ": is a directory, not a "
-                                              "configuration file"));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    return Err(Status::InvalidArgument(path + ": not a regular file"));
-  }
-  std::string body;
-  char buf[16384];
-  for (;;) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      return Err(PosixError(path + ": cannot read", err));
-    }
-    if (n == 0) break;
-    if (body.size() + static_cast<std::size_t>(n) > kMaxConfigFileBytes) {
-      return Err(Status::InvalidArgument(
-          path + ": larger than " + std::to_string(kMaxConfigFileBytes >> 10) +
-          " KiB; not a configuration file"));
-    }
-    body.append(buf, static_cast<std::size_t>(n));
-  }
+  // SIGTERM: a FIFO must not block it, nor a device such as /dev/zero, or
+  // a huge file, take the memory of a server that may hold a kernel's swap
+  // (ReadRegularFile reads only a regular file, up to a bound).
+  ZT_ASSIGN_OR_RETURN(const std::string body,
+                      platform::ReadRegularFile(path, kMaxConfigFileBytes,
+                                                "configuration file"));
   if (body.find('\0') != std::string::npos) {
     return Err(Status::InvalidArgument(path + ": not a text file (it holds a "
                                               "NUL byte)"));
