@@ -4,6 +4,7 @@
 
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <random>
 #include <string>
@@ -693,6 +695,30 @@ TEST_F(TlsTest, LoadFailsForMissingFiles) {
   EXPECT_EQ(b.error().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(b.error().message().find(missing_key), std::string::npos)
       << b.error().ToString();
+}
+
+// A FIFO named as the key (no writer) is refused at once: a blocking
+// open would hold `ztier serve`'s start for good.
+TEST_F(TlsTest, LoadRefusesAFifoAtOnce) {
+  const std::string fifo = File("key-fifo.pem");
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto loading = std::async(std::launch::async, [&] {
+    return TlsContext::Load(File("server-cert.pem"), fifo);
+  });
+  const bool returned =
+      loading.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!returned) {  // end the open that waits for a writer
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    if (w >= 0) ::close(w);
+  }
+  auto r = loading.get();
+  ::unlink(fifo.c_str());
+  EXPECT_TRUE(returned) << "Load waited for a writer of the FIFO";
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("not a regular file"), std::string::npos)
+      << r.error().ToString();
 }
 
 TEST_F(TlsTest, LoadFailsForKeyOfAnotherCertificate) {
