@@ -46,7 +46,10 @@ volatile sig_atomic_t g_child_group = 0;
 // (where the terminal's ^C does not reach): the group is stopped with
 // SIGTERM, as after a capture but without waiting, and ztier dies of it.
 void ForwardSignal(int sig) {
-  if (g_child_group > 0) ::kill(-g_child_group, SIGTERM);
+  if (g_child_group > 0) {
+    ::kill(-g_child_group, SIGTERM);
+    ::kill(-g_child_group, SIGCONT);  // see Child::Stop()
+  }
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
@@ -119,7 +122,11 @@ class Child {
   // left in its group (which outlives it while any is).
   void Stop() {
     if (group_ < 0) return;
+    // A stopped process (a background job that read the terminal: SIGTTIN)
+    // keeps SIGTERM pending until it runs again, as a shell's `kill` of a
+    // stopped job knows: SIGCONT lets it act on it now, not at the SIGKILL.
     ::kill(-group_, SIGTERM);
+    ::kill(-group_, SIGCONT);
     for (int i = 0; i < 500; ++i) {
       if (pid_ >= 0 && ::waitpid(pid_, nullptr, WNOHANG) == pid_) pid_ = -1;
       if (pid_ < 0 && ::kill(-group_, 0) != 0) {

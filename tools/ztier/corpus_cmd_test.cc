@@ -116,6 +116,21 @@ TEST_F(CorpusCaptureCliTest, CommandsChildrenAreStoppedToo) {
   EXPECT_FALSE(alive) << "sleep " << pid << " outlived the capture";
 }
 
+// A command that is stopped (here by itself; by SIGTTIN when it reads the
+// terminal from its background group) is continued after the SIGTERM, so
+// that it acts on it, as its handler shows; the old code left it pending
+// until the SIGKILL 5 s later.
+TEST_F(CorpusCaptureCliTest, AStoppedCommandGetsItsSigterm) {
+  const std::string out = dir_.File("stopped.pages.zst");
+  const std::string mark = dir_.File("term");
+  auto r = Sh(Ztier("corpus capture --after 0.3 --level 1 -o " + out +
+                    " -- sh -c 'trap \"echo term > " + mark +
+                    "; exit 0\" TERM; kill -STOP $$; while :; do sleep "
+                    "0.1; done'"));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(ReadFile(mark), "term\n");
+}
+
 // A command that exits at once fails the capture at once, not after the
 // whole of --after.
 TEST_F(CorpusCaptureCliTest, CommandThatExitsFirstFailsWithoutWaiting) {
