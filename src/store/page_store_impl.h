@@ -347,11 +347,15 @@ struct PageStore::Impl {
     if (reclaim_pending.load(std::memory_order_relaxed)) ReclaimQueued();
   }
   void ReclaimQueued() ZT_EXCLUDES(*streams);
-  // One pass of ReclaimQueued over reclaim_work. REQUIRES: the running
-  // pass (reclaim_running), no slot lock and no stream.
-  void ReclaimPass() ZT_EXCLUDES(*streams);
-  // Reclaims unit u with `stream`. REQUIRES: the run locked, u live in RAM.
-  void ReclaimLocked(std::uint64_t u, internal::Stream& stream);
+  // One pass of ReclaimQueued over reclaim_work; false if the pool refused
+  // a unit: it and the units after it are then queued again.
+  // REQUIRES: the running pass (reclaim_running), no slot lock and no
+  // stream.
+  bool ReclaimPass() ZT_EXCLUDES(*streams);
+  // Reclaims unit u with `stream`; false if the pool had no room for its
+  // survivors (the unit is left as it was). REQUIRES: the run locked, u
+  // live in RAM.
+  bool ReclaimLocked(std::uint64_t u, internal::Stream& stream);
   // Writes back the units the scans cover (writeback.cc).
   void WritebackUnits(const WritebackRequest& req, BlockWriter& writer,
                       WritebackResult* result);

@@ -269,8 +269,8 @@ TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedAtTheNextFree) {
     failed += fired;
     // A reclaim that ran out of memory by an exception leaves the unit to
     // the next free, which reclaims it. (A survivor the pool had no room
-    // for, a nothrow allocation failing, is a refusal: that unit stays
-    // queued, by design, until its last page goes.)
+    // for, a nothrow allocation failing, is a refusal: that unit is queued
+    // again, and the next call, Discard(5), reclaims it as well.)
     deferred += units_after_failure == 1 && store.Stats().units == 0;
     std::vector<std::byte> out(kPageSize);
     for (std::uint64_t i = 6; i < kUnit8; ++i) {

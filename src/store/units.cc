@@ -317,7 +317,9 @@ void PageStore::Impl::ReclaimQueued() {
   // One pass at a time (reclaim_running). A unit queued while a pass runs
   // is taken by that pass: before it ends it looks at the queue again,
   // under the lock the queuer took, so that no unit is left queued once
-  // the calls that queued them have returned.
+  // the calls that queued them have returned. Except after a refusal by
+  // the pool (ReclaimPass): what is queued then waits for the next call,
+  // so that while the pool is full a call tries one unit at most.
   {
     std::lock_guard l(reclaim_mu);
     if (reclaim_running) return;
@@ -334,23 +336,26 @@ void PageStore::Impl::ReclaimQueued() {
       m.reclaim_running = false;
     }
   } running{*this};
+  bool refused = false;
   for (;;) {
     {
       std::lock_guard l(reclaim_mu);
-      reclaim_pending.store(false, std::memory_order_relaxed);
-      if (reclaim_queue.empty()) {
+      if (reclaim_queue.empty() || refused) {
+        reclaim_pending.store(!reclaim_queue.empty(),
+                              std::memory_order_relaxed);
         reclaim_running = false;
         running.ended = true;
         return;
       }
+      reclaim_pending.store(false, std::memory_order_relaxed);
       reclaim_work.clear();  // keeps its capacity
       reclaim_work.swap(reclaim_queue);
     }
-    ReclaimPass();
+    refused = !ReclaimPass();
   }
 }
 
-void PageStore::Impl::ReclaimPass() {
+bool PageStore::Impl::ReclaimPass() {
   std::size_t k = 0;
   // The units from k on lose their `queued` mark, so that the next free of
   // one of their pages queues them again (rather than none ever). (gen is
@@ -364,6 +369,23 @@ void PageStore::Impl::ReclaimPass() {
       if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
     }
   };
+  // After a refusal by the pool: the units from k on (the refused one,
+  // then those not tried) go back on the queue, still marked queued, for
+  // the next call; any the queue has no room for are unqueued, as a full
+  // queue leaves a unit (FreeUnitMemberLocked). Within the queue's
+  // capacity, push_back allocates nothing.
+  const auto requeue_rest = [&] {
+    {
+      std::lock_guard l(reclaim_mu);
+      for (; k < reclaim_work.size() &&
+             reclaim_queue.size() < reclaim_queue.capacity();
+           ++k) {
+        reclaim_queue.push_back(reclaim_work[k]);
+      }
+    }
+    unqueue_rest();
+  };
+  bool refused = false;
   try {
     for (; k < reclaim_work.size(); ++k) {
       const auto [u, gen] = reclaim_work[k];
@@ -376,7 +398,10 @@ void PageStore::Impl::ReclaimPass() {
       StreamDict(*lease);
       const UnitLock run(*this, u);
       internal::Unit& e = units[u];
-      if (e.gen == gen && !e.wb) ReclaimLocked(u, *lease);
+      if (e.gen == gen && !e.wb && !ReclaimLocked(u, *lease)) {
+        refused = true;
+        break;
+      }
     }
   } catch (const std::bad_alloc&) {
     // Out of memory (a thread's first unit cache, an error message): the
@@ -388,19 +413,24 @@ void PageStore::Impl::ReclaimPass() {
     pool->ReleaseSpares();
     throw;
   }
+  if (refused) requeue_rest();
   pool->ReleaseSpares();
+  return !refused;
 }
 
 // All or nothing: every survivor is made into its own object first, and
 // only then installed (the last install frees the unit). The new objects
 // are not held to mem_limit: they replace a larger object, and a unit
 // must not stay whole for one page because memory is tight. A survivor
-// that cannot be its own object (the unit does not decompress, the pool is
-// out of memory, or, without store_incompressible, a page that compresses
-// poorly alone) leaves the unit as it is, and it stays queued (`queued`
-// set), so that it is not tried again with every later free: it goes with
-// its last page. No failure here is a client's failed write.
-void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
+// that cannot be its own object leaves the unit as it is. Where no retry
+// would do better (the unit does not decompress, or, without
+// store_incompressible, a page compresses poorly alone), the unit stays
+// marked queued (`queued` set) and off the queue, so that it is not tried
+// again with every later free: it goes with its last page. Where the pool
+// had no room, this returns false, and the pass puts the unit back on the
+// queue for a later call, when objects freed meanwhile may have made room.
+// No failure here is a client's failed write.
+bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
   const std::uint64_t first = u * unit_pages;
   Pending made[internal::kMaxUnitPages];
   alignas(8) std::byte page[kPageSize];
@@ -421,6 +451,7 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     }
   } drop{*this, made, unit_pages};
   bool ok = true;
+  bool refused = false;  // by the pool
   for (std::size_t k = 0; k < unit_pages && ok; ++k) {
     Slot& s = slots[first + k];
     SlotTable::AssertHeld(s);
@@ -447,6 +478,7 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     const Handle h = pool->Malloc(obj.size());
     if (h == kInvalidHandle) {
       Add(reject_alloc_fail);
+      refused = true;
       ok = false;
       break;
     }
@@ -456,7 +488,7 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
                false};
     CountDict(made[k].content);  // as MakeObject does
   }
-  if (!ok) return;         // `queued` stays set; DropMade frees what was made
+  if (!ok) return !refused;  // `queued` stays set; DropMade frees what was made
   drop.installing = true;  // nothing below throws
   for (std::size_t k = 0; k < unit_pages; ++k) {
     if (made[k].content == 0) continue;
@@ -468,6 +500,7 @@ void PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     if (idle) SlotTable::SetFlags(s, slot::kIdle);
     Add(units_reclaimed);
   }
+  return true;
 }
 
 }  // namespace ztier

@@ -56,6 +56,18 @@ std::vector<std::byte> Pages(std::size_t first, std::size_t count,
   return v;
 }
 
+// `count` pages of random bytes (seeded): none compresses, each is HUGE
+// alone.
+std::vector<std::byte> RandomPages(std::size_t count, std::uint64_t seed) {
+  std::vector<std::byte> v(count * kPageSize);
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = 0; i < v.size(); i += 8) {
+    const std::uint64_t x = rng();
+    std::memcpy(v.data() + i, &x, 8);
+  }
+  return v;
+}
+
 // A corpus page number from which 64 pages in a row are none of them
 // same-filled, so that a run stored from there is all members.
 std::size_t DenseBase() {
@@ -489,6 +501,57 @@ TEST(UnitsTest, ReclaimIsNotHeldToMemLimit) {
   EXPECT_EQ(st.failed_writes, 0u);
   EXPECT_EQ(st.pool_limit_hit, 0u);
   ExpectRange(*store, 9, Pages(9, 7, DenseBase()));
+}
+
+// A unit whose reclaim the pool refuses (its reserve spent) keeps its
+// object, every page intact, and stays queued: once pages elsewhere free
+// memory, the next store or discard that returns reclaims it, though no
+// page of the unit leaves again (not kept whole until its last page goes).
+TEST(UnitsTest, AUnitThePoolRefusedIsReclaimedOnceThereIsRoom) {
+  constexpr std::size_t kPages = 2048;
+  PageStoreOptions o;
+  o.mem_limit = 256 * 1024;
+  o.prealloc = true;
+  auto store = MakeStore(kPages, 16, o);
+  // Past mem_limit, up to what the reserve holds (it does not grow).
+  store->SetMemLimit(std::size_t{1} << 30);
+  const auto data = Pages(0, 16, DenseBase());
+  ASSERT_OK(store->StoreBatch(0, data));
+  ASSERT_EQ(store->Stats().units, 1u);
+  // The rest of the reserve: raw pages, until the pool refuses one.
+  const auto noise = RandomPages(kPages, 11);
+  auto raw = [&](std::size_t i) {
+    return ConstPage(noise.data() + i * kPageSize, kPageSize);
+  };
+  std::size_t end = 16;
+  while (end < kPages && store->Store(end, raw(end)).ok()) ++end;
+  ASSERT_LT(end, kPages);
+  ASSERT_GT(end, 16u + 64);
+  // 7 of 16 pages left: the discard's reclaim finds no room for the
+  // survivors, and the unit stays as it was.
+  const PageStoreStats full = store->Stats();
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store->Discard(i));
+  ASSERT_GT(store->Stats().reject_alloc_fail, full.reject_alloc_fail);
+  ASSERT_EQ(store->Stats().units, 1u);
+  ASSERT_EQ(store->Stats().unit_pages, 7u);
+  const std::vector<std::byte> survivors(data.begin() + 9 * kPageSize,
+                                         data.end());
+  ExpectRange(*store, 9, survivors);
+  // A call while the pool is still full tries it again, once.
+  const std::uint64_t refusals = store->Stats().reject_alloc_fail;
+  ASSERT_OK(store->Discard(kPages - 1));  // an empty slot: frees nothing
+  EXPECT_EQ(store->Stats().reject_alloc_fail, refusals + 1);
+  ASSERT_EQ(store->Stats().units, 1u);
+  // Room again: 64 raw pages go, and none of the unit's.
+  for (std::size_t i = 16; i < 16 + 64; ++i) ASSERT_OK(store->Discard(i));
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 0u) << "the unit keeps its object for 7 pages of 16";
+  EXPECT_EQ(st.units_reclaimed, 7u);
+  EXPECT_EQ(st.failed_writes, full.failed_writes);  // none since the fill
+  ExpectRange(*store, 9, survivors);
+  ExpectRange(*store, 16 + 64,
+              std::vector<std::byte>(noise.begin() + (16 + 64) * kPageSize,
+                                     noise.begin() + end * kPageSize));
 }
 
 TEST(UnitsTest, MemLimitRefusesTheWholeBatch) {

@@ -27,7 +27,9 @@
 // is discarded (zswap's store semantics: no stale copy of a page of the
 // unit survives to be read later). A store or discard that leaves a unit
 // below half its pages also reclaims it (units.cc); a reclaim that runs out
-// of memory is left to the unit's next free and does not fail the call.
+// of memory does not fail the call: one that throws std::bad_alloc is left
+// to the unit's next free, one the pool has no room for to the next store
+// or discard that returns (unit_pages below).
 //
 // Loads: SAME pages are filled from the word, HUGE pages copied, the rest
 // decompressed straight from the pool into the caller's page. A load never
@@ -149,9 +151,13 @@ struct PageStoreOptions {
   //     N/2 + 1 live pages, about twice their share. Exceptions, which keep
   //     a unit until its last page goes: a written-back unit (its blocks
   //     are freed then); a unit whose survivors cannot be objects of their
-  //     own (it does not decompress, the pool is out of memory, or, with
-  //     store_incompressible false, a page does not compress alone). The
-  //     new objects are not held to mem_limit: they replace a larger one.
+  //     own (it does not decompress, or, with store_incompressible false,
+  //     a page does not compress alone). A reclaim the pool has no room
+  //     for (its reserve spent, with prealloc) leaves the unit whole and
+  //     queued: each later store or discard that returns tries it again,
+  //     until one finds room or its last page goes (a pass the pool
+  //     refuses stops there: a call tries one such unit at most). The new
+  //     objects are not held to mem_limit: they replace a larger one.
   //   - A unit keeps its dictionary id (TrainDictionary) until its last
   //     page goes: recompression does not rewrite units.
   //   - Each thread that stores or reads units keeps 256 KiB of buffers
