@@ -496,7 +496,10 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     SlotTable::AssertHeld(s);
     const std::uint32_t ac_time = s.ac_time;
     const std::uint32_t idle = SlotTable::Flags(s) & slot::kIdle;
-    InstallLocked(s, made[k], ac_time);  // the last one frees the unit
+    // The last one frees the unit. A survivor kept raw is a huge page
+    // now, but no huge page stored: huge_pages_since counts the clients'
+    // stores, as zram counts its writes (recompression adds none either).
+    InstallLocked(s, made[k], ac_time, /*count_since=*/false);
     if (idle) SlotTable::SetFlags(s, slot::kIdle);
     Add(units_reclaimed);
   }

@@ -554,6 +554,37 @@ TEST(UnitsTest, AUnitThePoolRefusedIsReclaimedOnceThereIsRoom) {
                                      noise.begin() + end * kPageSize));
 }
 
+// A survivor that does not compress alone is kept raw (HUGE) by the
+// reclaim: a huge page now, but not a huge page stored. huge_pages_since
+// counts the pages the clients' stores keep raw, as zram counts those of
+// its writes (zram_write_page); the reclaim rewrites a page no one wrote,
+// as recompression does, which leaves the counter alone.
+TEST(UnitsTest, AReclaimedRawSurvivorIsNoHugePageStored) {
+  auto store = MakeStore(64, 16);
+  auto data = Pages(0, 16, DenseBase());
+  const auto noise = RandomPages(1, 7);
+  std::memcpy(data.data() + 15 * kPageSize, noise.data(), kPageSize);
+  ASSERT_OK(store->StoreBatch(0, data));
+  ASSERT_EQ(store->Stats().units, 1u);
+  ASSERT_EQ(store->Stats().unit_pages, 16u);
+  ASSERT_EQ(store->Stats().huge_pages_since, 0u);
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store->Discard(i));
+  PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 0u);
+  EXPECT_EQ(st.units_reclaimed, 7u);
+  EXPECT_TRUE(store->Inspect(15).huge);
+  const std::uint64_t huge = st.huge_pages;  // a few text pages too
+  EXPECT_GE(huge, 1u);
+  EXPECT_EQ(st.huge_pages_since, 0u) << "the reclaim counted as a store";
+  ExpectRange(*store, 9,
+              std::vector<std::byte>(data.begin() + 9 * kPageSize, data.end()));
+  // The client's store of that page counts.
+  ASSERT_OK(store->Store(20, ConstPage(noise.data(), kPageSize)));
+  st = store->Stats();
+  EXPECT_EQ(st.huge_pages, huge + 1);
+  EXPECT_EQ(st.huge_pages_since, 1u);
+}
+
 TEST(UnitsTest, MemLimitRefusesTheWholeBatch) {
   PageStoreOptions o;
   o.mem_limit = 64 * 1024;

@@ -355,6 +355,9 @@ struct PageStoreStats {
   std::uint64_t same_pages = 0;
   std::uint64_t pages_compacted = 0;
   std::uint64_t huge_pages = 0;
+  // HUGE pages stored by the clients' stores (cumulative), as zram counts
+  // those of its writes; not the store's own rewrites (a unit's reclaim,
+  // recompression).
   std::uint64_t huge_pages_since = 0;
   // io_stat
   std::uint64_t failed_reads = 0;
