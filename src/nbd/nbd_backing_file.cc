@@ -16,9 +16,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -145,6 +147,43 @@ struct Conn {
   }
 };
 
+// A read's own buffer (NbdFile::Read): libnbd reads into `data`, and the
+// read's completion callback copies that to the caller's `out`, unless the
+// caller has given up on the command (NbdFile::Wait: its deadline passed
+// before the connection's timeout, and the connection is kept). Such a
+// read may still be answered after its caller has returned and reused
+// `out`: its bytes land here and go nowhere. Once sent, libnbd owns it
+// (`Free` at the command's retirement, or when the connection closes); the
+// reader touches it only under the connection's mutex, while the command
+// is in flight.
+struct ReadBuffer {
+  std::span<std::byte> out;
+  std::unique_ptr<std::byte[]> data;
+  bool given_up = false;
+
+  // A new one for `out`, or null without the memory.
+  static ReadBuffer* New(std::span<std::byte> out) {
+    auto* b = new (std::nothrow) ReadBuffer;
+    if (b == nullptr) return nullptr;
+    b->out = out;
+    b->data.reset(new (std::nothrow) std::byte[out.size()]);
+    if (b->data == nullptr) {
+      delete b;
+      return nullptr;
+    }
+    return b;
+  }
+  // nbd_completion_callback: 0 leaves the command to Wait's
+  // nbd_aio_command_completed; 1 retires it (nobody waits for it).
+  static int Done(void* self, int* error) {
+    auto* b = static_cast<ReadBuffer*>(self);
+    if (b->given_up) return 1;
+    if (*error == 0) std::memcpy(b->out.data(), b->data.get(), b->out.size());
+    return 0;
+  }
+  static void Free(void* self) { delete static_cast<ReadBuffer*>(self); }
+};
+
 class NbdFile final : public BackingFile {
  public:
   NbdFile(std::string uri, NbdBackingOptions options)
@@ -191,11 +230,16 @@ class NbdFile final : public BackingFile {
                std::unique_lock<std::mutex>& lock,
                Clock::time_point* retry_at = nullptr);
   // Waits for `cookie` on c (generation gen): 0; -ENOTCONN when the
-  // connection dropped (or was made again) first; -ETIMEDOUT when the
-  // deadline passed first, closing c; else the server's error (-errno).
+  // connection dropped (or was made again) first; else the server's error
+  // (-errno); -ETIMEDOUT when the deadline passed first. A command out of
+  // time after (nearly) its whole timeout shows a stalled remote (HoldOff):
+  // c is closed, and every command on it fails. One cut short by its
+  // caller's deadline (a read whose connecting took most of its time)
+  // proves nothing: a read's command is given up on (`read`, its buffer)
+  // and left to end on c, which is kept; any other command still closes c.
   // REQUIRES: c.mu not held.
   long Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
-            Clock::time_point deadline);
+            Clock::time_point deadline, ReadBuffer* read = nullptr);
   // The file's blocks that bytes [offset, offset + len) touch: [first, end).
   std::pair<std::uint64_t, std::uint64_t> Blocks(std::uint64_t offset,
                                                  std::uint64_t len) const {
@@ -219,11 +263,13 @@ class NbdFile final : public BackingFile {
   // nine tenths, since the caller's clock starts before the attempt does
   // (a read's deadline is set before it finds a connection). A wait cut
   // short by its caller's deadline (a read's later attempt) proves nothing.
-  void HoldOff(Clock::time_point since) {
+  // Returns whether the remote was found stalled.
+  bool HoldOff(Clock::time_point since) {
     const auto now = Clock::now();
-    if (now - since < milliseconds(options_.timeout_ms) * 9 / 10) return;
+    if (now - since < milliseconds(options_.timeout_ms) * 9 / 10) return false;
     hold_until_.store(
         (now + milliseconds(options_.timeout_ms)).time_since_epoch().count());
+    return true;
   }
   Clock::time_point hold_until() const {
     return Clock::time_point(Clock::duration(hold_until_.load()));
@@ -405,7 +451,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
 }
 
 long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
-                   Clock::time_point deadline) {
+                   Clock::time_point deadline, ReadBuffer* read) {
   const auto start = Clock::now();
   for (;;) {
     std::lock_guard l(c.mu);
@@ -420,8 +466,11 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
       return e == -ESHUTDOWN ? -ENOTCONN : e;
     }
     if (Clock::now() >= deadline) {
-      HoldOff(start);
-      c.Close();  // every command on it fails
+      if (HoldOff(start) || read == nullptr) {
+        c.Close();  // every command on it fails
+      } else {
+        read->given_up = true;  // in flight (above): `read` is alive
+      }
       return -ETIMEDOUT;
     }
     if (nbd_poll(c.h, MsLeft(deadline)) == -1) {
@@ -518,17 +567,28 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
     std::int64_t cookie = -1;
     std::uint64_t gen = 0;
     Clock::time_point retry_at;
+    // Each attempt has a buffer of its own: an earlier one's stays with
+    // its connection until that closes.
+    ReadBuffer* const buffer = ReadBuffer::New(out);
+    if (buffer == nullptr) return -ENOMEM;
     std::unique_lock<std::mutex> l;
     Conn* const c = LockUp(0, deadline, l, &retry_at);
-    if (c != nullptr) {
-      cookie = nbd_aio_pread(c->h, out.data(), out.size(), offset + kLabelBytes,
-                             kNoCompletion, 0);
+    if (c == nullptr) {
+      ReadBuffer::Free(buffer);
+    } else {
+      // libnbd owns `buffer` from here, failed or not.
+      cookie = nbd_aio_pread(
+          c->h, buffer->data.get(), out.size(), offset + kLabelBytes,
+          nbd_completion_callback{.callback = &ReadBuffer::Done,
+                                  .user_data = buffer,
+                                  .free = &ReadBuffer::Free},
+          0);
       gen = c->generation;
       if (cookie == -1) retry_at = Clock::time_point{};  // again at once
       l.unlock();
     }
     if (cookie != -1) {
-      const long r = Wait(*c, gen, cookie, deadline);
+      const long r = Wait(*c, gen, cookie, deadline, buffer);
       if (r == 0) {
         if (lost()) return -EIO;
         return Matches(offset, out) ? static_cast<long>(out.size()) : -EIO;

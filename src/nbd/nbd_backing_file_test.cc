@@ -404,6 +404,32 @@ TEST(NbdBackingFileTest, EachConnectionHasItsOwnTimeoutAtOpen) {
   Expect(*store, 0, 64);
 }
 
+// A read whose reconnect takes most of its timeout (here every handshake
+// takes 1.2 s and every read 0.5 s, the label's on reconnect included, of
+// a 2 s timeout) runs out of its own time, not the connection's: it fails,
+// within its timeout, and leaves the connection up, so the reads after it
+// are served. (Closing it made every read reconnect, and fail, for ever.)
+TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  Remote remote(dir, "--filter=delay", false,
+                {"delay-open=1200ms", "delay-read=500ms"}, {"file", image});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 4);
+  ASSERT_EQ(WriteBackIdle(*store).written, 4u);
+  remote.Kill();
+  remote.Start();
+  const auto t0 = std::chrono::steady_clock::now();
+  Expect(*store, 0, 1, /*want_error=*/true);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
+  Expect(*store, 0, 4);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+}
+
 // Every write is durable on the remote before the store frees its RAM
 // copy (FUA, the label's too), and a file given max_bytes uses no more of
 // the export.

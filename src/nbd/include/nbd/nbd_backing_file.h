@@ -79,8 +79,13 @@
 //     a write: it may still land, BackingFile's contract). The store keeps
 //     the pages of a failed writeback pass in RAM, and its reads fail with
 //     kIoError. A timed-out or dropped connection is closed; every command
-//     in flight on it fails so. A read whose connection drops retries on
-//     a new one until its deadline, then fails (-EIO, or -ETIMEDOUT). A
+//     in flight on it fails so. But a read whose deadline (timeout_ms in
+//     all) passes before its command has had (nearly) a whole timeout,
+//     connecting having taken the rest, proves no stall: it fails
+//     -ETIMEDOUT and leaves the connection up (its command may still be
+//     answered, into a buffer of the read's own). A read whose connection
+//     drops retries on a new one until its deadline, then fails (-EIO, or
+//     -ETIMEDOUT). A
 //     server that answers ESHUTDOWN (it is stopping) is left at once
 //     (NBD_CMD_DISC, as proto.md requires) and its read goes on the same
 //     way, on the server that comes back; a write so answered fails.
