@@ -40,6 +40,9 @@ constexpr char kMagic[8] = {'Z', 'T', 'I', 'E', 'R', 'B', 'K', '1'};
 constexpr milliseconds kFirstBackoff{100};
 constexpr milliseconds kMaxBackoff{5000};
 constexpr int kPollSliceMs = 10;  // the longest a poll holds a connection
+// The largest request payload a client may send to a server that states no
+// maximum (proto.md, "Block size constraints").
+constexpr std::int64_t kDefaultMaxPayload = 32 << 20;
 // libnbd's NBD_NULL_COMPLETION, without its C compound literal: no
 // callback; the result is collected with nbd_aio_command_completed.
 constexpr nbd_completion_callback kNoCompletion{};
@@ -103,8 +106,9 @@ struct Conn {
   std::mutex mu;
   nbd_handle* h = nullptr;
   std::uint64_t generation = 0;
-  // What the server offers on this connection (it may differ after a
-  // reconnect): FUA for every write, TRIM.
+  // What the server offers on this connection: FUA for every write, TRIM.
+  // After a reconnect TRIM may differ; FUA may be gained, not lost
+  // (NbdFile::StillOffers).
   std::uint32_t write_flags = 0;
   bool can_trim = false;
   Clock::time_point next_try{};
@@ -220,6 +224,13 @@ class NbdFile final : public BackingFile {
   // Makes c's connection if it is closed (checking the remote after a
   // reconnect). REQUIRES: c.mu held.
   Status Connect(Conn& c, Clock::time_point deadline);
+  // Whether the export on `h`, a connection made again, still offers what
+  // Open found and this file relies on: writable; holding the part of it
+  // this file uses; multi-conn, when writes go over several connections;
+  // FUA, when it offered it; block size limits that allow 4096-byte
+  // requests and writes as large as before. Else kIoError, saying how it
+  // came back.
+  Status StillOffers(nbd_handle* h) const;
   // The first write connection, from the `from`th round, that is up or is
   // made now, returned with `lock` holding its mu: a connection down and
   // not yet due another attempt (its backoff) passes the command on, and
@@ -297,6 +308,7 @@ class NbdFile final : public BackingFile {
   std::uint64_t export_size_ = 0;
   std::uint64_t size_ = 0;
   bool multi_conn_ = false;
+  bool fua_ = false;  // the first connection offered FUA
   std::size_t max_write_ = 0;  // the export's maximum request, 0: none said
   bool can_trim_ = false;
   alignas(4096) std::byte label_[kLabelBytes] = {};
@@ -308,6 +320,9 @@ class NbdFile final : public BackingFile {
   std::uint64_t sum_key_[2] = {};  // BlockSum's key, random (Open)
   std::atomic<std::uint64_t> lost_{0};
   std::mutex check_mu_;  // one remote check (and label rewrite) at a time
+  // Why the last check found the remote offering less (StillOffers), once
+  // logged; empty after a check it passes. Guarded by check_mu_.
+  std::string refused_;
   std::atomic<Clock::rep> hold_until_{0};  // HoldOff()
 };
 
@@ -410,6 +425,19 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   // used until that is known: a failed check closes it again, and the next
   // Connect checks anew.
   std::lock_guard check(check_mu_);
+  if (Status st = StillOffers(h); !st.ok()) {
+    // Said once, not at every attempt the backoff allows.
+    if (st.message() != refused_) {
+      refused_ = st.message();
+      Log(refused_ +
+          ": not used until it offers what it did (meanwhile written-back "
+          "pages read as errors, and writeback fails)");
+    }
+    c.Close();
+    c.Failed();
+    return st;
+  }
+  refused_.clear();
   auto unchecked = [&](const char* what, long r) {
     const std::string error = SyncError(r);
     c.Close();
@@ -447,6 +475,44 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   r = SyncLocked(c, true, label_, 0, deadline);
   if (r != 0) return unchecked("writing the label", r);
   c.backoff = kFirstBackoff;
+  return Status::Ok();
+}
+
+Status NbdFile::StillOffers(nbd_handle* h) const {
+  auto differs = [](const std::string& how) {
+    return Status::IoError("the remote came back " + how);
+  };
+  if (nbd_is_read_only(h) == 1) return differs("read-only");
+  const std::int64_t size = nbd_get_size(h);
+  if (size < 0) return Status::IoError(LastError());
+  if (static_cast<std::uint64_t>(size) < kLabelBytes + size_) {
+    return differs("smaller (" + std::to_string(size) +
+                   " bytes) than the part of it this file uses (" +
+                   std::to_string(kLabelBytes + size_) + " bytes)");
+  }
+  // Without multi-conn, a write done on one connection need not be seen
+  // on another.
+  if (write_connections() > 1 && nbd_can_multi_conn(h) != 1) {
+    return differs("without multi-conn (writes go over " +
+                   std::to_string(write_connections()) + " connections)");
+  }
+  if (fua_ && nbd_can_fua(h) != 1) {
+    return differs("without FUA (written-back pages would be only as "
+                   "durable as the server's cache)");
+  }
+  const std::int64_t min_block = nbd_get_block_size(h, LIBNBD_SIZE_MINIMUM);
+  const std::int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+  const std::int64_t max_write =
+      max_write_ != 0 ? static_cast<std::int64_t>(max_write_)
+                      : kDefaultMaxPayload;
+  if (min_block > static_cast<std::int64_t>(kLabelBytes) ||
+      (max_block > 0 && max_block < max_write)) {
+    return differs("with block size limits (minimum " +
+                   std::to_string(min_block) + ", maximum " +
+                   std::to_string(max_block) +
+                   " bytes) that do not allow 4096-byte requests and writes "
+                   "of " + std::to_string(max_write) + " bytes");
+  }
   return Status::Ok();
 }
 
@@ -821,6 +887,7 @@ Status NbdFile::Open() {
                                    kLabelBytes * kLabelBytes
                              : 0;
   multi_conn_ = nbd_can_multi_conn(c.h) == 1;
+  fua_ = c.write_flags != 0;
   can_trim_ = c.can_trim;
   if (c.write_flags == 0) {
     Log("the export offers no FUA: written-back pages are as durable as "

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -265,6 +266,93 @@ TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
   remote.Start();
   Expect(*store, 0, 64);
   EXPECT_EQ((*file)->lost_blocks(), 0u);
+}
+
+// A remote that comes back offering less than it did at open (each
+// restart below) is refused, saying why in the log: its written-back pages
+// read as errors meanwhile, none counted lost, and a writeback pass fails
+// keeping its pages. Back as it was, it serves them all again.
+TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  std::optional<Remote> remote;
+  auto restart = [&](std::string flag, std::vector<std::string> params) {
+    remote.reset();
+    remote.emplace(dir, std::move(flag), false, std::move(params),
+                   std::vector<std::string>{"file", image});
+  };
+  restart("", {});
+  std::mutex log_mu;
+  std::string log;
+  auto file = OpenNbdBackingFile(
+      remote->Uri(), {.connections = 2,
+                      .timeout_ms = 1000,
+                      .log = [&](const std::string& l) {
+                        std::lock_guard g(log_mu);
+                        log += l + "\n";
+                      }});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  // Until a read succeeds (the backoff since the last refusal has passed).
+  auto served = [&] {
+    std::vector<std::byte> out(kPageSize);
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!store->Load(0, MutablePage(out.data(), kPageSize)).ok()) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return true;
+  };
+  struct Less {
+    std::string flag;
+    std::vector<std::string> params;
+    std::string said;
+  };
+  for (const Less& less : std::vector<Less>{
+           {"-r", {}, "came back read-only"},
+           {"--filter=multi-conn", {"multi-conn-mode=disable"},
+            "came back without multi-conn (writes go over 2 connections)"},
+           {"--filter=fua", {}, "came back without FUA"},
+           {"--filter=blocksize-policy",
+            {"blocksize-minimum=8192", "blocksize-preferred=8192"},
+            "came back with block size limits (minimum 8192"},
+           {"--filter=blocksize-policy", {"blocksize-maximum=16384"},
+            "maximum 16384 bytes) that do not allow"},
+           {"smaller", {}, "came back smaller (1048576 bytes)"}}) {
+    SCOPED_TRACE(less.said);
+    if (less.flag == "smaller") {
+      remote.reset();
+      ASSERT_EQ(Sh("truncate -s 1M '" + image + "'").exit_code, 0);
+      restart("", {});
+    } else {
+      restart(less.flag, less.params);
+    }
+    Expect(*store, 0, 1, /*want_error=*/true);
+    Fill(*store, 64, 65);
+    const WritebackResult r = WriteBackIdle(*store);
+    EXPECT_EQ(r.status.code(), StatusCode::kIoError);
+    EXPECT_EQ(r.written, 0u);
+    Expect(*store, 64, 65);
+    EXPECT_EQ((*file)->lost_blocks(), 0u);
+    {
+      std::lock_guard g(log_mu);
+      EXPECT_NE(log.find(less.said), std::string::npos) << log;
+    }
+    // As it was (a file that only shrank is whole again: the part this
+    // file uses kept its data up to 1 MiB).
+    remote.reset();
+    ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+    restart("", {});
+    ASSERT_TRUE(served());
+    Expect(*store, 0, 64);
+    EXPECT_EQ((*file)->lost_blocks(), 0u);
+    ASSERT_OK(WriteBackIdle(*store).status);
+    Expect(*store, 64, 65);
+  }
 }
 
 // Over TCP, each connection has keepalive on (it may sit idle for hours

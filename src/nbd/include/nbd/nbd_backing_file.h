@@ -100,8 +100,17 @@
 //     attempted for timeout_ms after, so the commands behind it fail at
 //     once (a writeback pass then fails in about two timeouts, not one per
 //     command).
-//   - A remote that comes back different (smaller, or without this
-//     file's label: restarted empty, or another export): every block
+//   - A remote that comes back offering less than at open: read-only;
+//     smaller than the part of it this file uses; without multi-conn while
+//     writes go over several connections; without FUA where it had it; or
+//     with block size limits that refuse 4096-byte requests or writes as
+//     large as before. The connection is refused (closed, and tried again
+//     after the backoff, as a failed one), and the log says why, once:
+//     meanwhile reads fail and writeback passes fail (keeping their pages
+//     in RAM), and nothing is counted lost. (TRIM may come and go: a block
+//     is then freed without one.)
+//   - A remote that comes back different (smaller than it was, or without
+//     this file's label: restarted empty, or another export): every block
 //     written before, and not freed since (trimmed, or freed where TRIM is
 //     refused or not offered), is lost. Its reads fail with -EIO from then on
 //     (never zeros); lost_blocks() counts them (bd_lost in the store's stats
