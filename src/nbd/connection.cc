@@ -139,7 +139,7 @@ bool Connection::StartWriter() {
     return true;
   } catch (const std::system_error&) {
     Warn("no thread for the reply writer; the connection ends");
-    MarkBroken();
+    MarkBroken("no thread for the reply writer");
     return false;
   }
 }
@@ -751,7 +751,7 @@ bool Connection::FlushBatch() {
   const Status s = transport_->Send(&iov, 1, limits_.io_timeout_ms);
   l.lock();
   sending_ = false;
-  if (!s.ok()) MarkBroken();
+  if (!s.ok()) MarkBroken("sending replies: " + s.message());
   send_cv_.notify_all();
   l.unlock();
   return s.ok() || Stop("sending replies: " + s.message());
@@ -800,7 +800,9 @@ void Connection::SendReply(Job* job) {
     l.lock();
     sending_ = false;
     send_cv_.notify_all();
-    if (!sent.has_value()) MarkBroken();
+    if (!sent.has_value()) {
+      MarkBroken("sending replies: " + sent.error().message());
+    }
     if (!sent.has_value() || *sent == total) {
       l.unlock();
       Release(job);
@@ -860,7 +862,7 @@ void Connection::WriterLoop() {
       const Status s = transport_->Send(iov, n, limits_.io_timeout_ms);
       l.lock();
       sending_ = false;
-      if (!s.ok()) MarkBroken();
+      if (!s.ok()) MarkBroken("sending replies: " + s.message());
       send_cv_.notify_all();
     }
     l.unlock();
@@ -869,10 +871,11 @@ void Connection::WriterLoop() {
   }
 }
 
-void Connection::MarkBroken() {
+void Connection::MarkBroken(std::string why) {
   // The peer is gone or stuck: wake the reader so that the connection ends.
   if (!broken_) {
     broken_ = true;
+    broken_why_ = std::move(why);
     ::shutdown(fd_, SHUT_RDWR);
   }
 }
@@ -1011,6 +1014,12 @@ void Connection::LogError(std::uint16_t type, std::uint64_t offset,
 }
 
 bool Connection::Stop(std::string reason) {
+  {
+    // The reader's receive ends (EOF) once a failed send has shut the
+    // socket down: that failure is the reason, not the client.
+    std::lock_guard l(send_mu_);
+    if (broken_) reason = broken_why_;
+  }
   std::lock_guard l(mu_);
   if (stop_reason_.empty()) {
     stop_reason_ = stopping_ ? "server stopping" : std::move(reason);

@@ -232,7 +232,9 @@ class Connection {
   // Starts writer_; on failure marks the connection broken and returns
   // false. REQUIRES: send_mu_ held.
   bool StartWriter();
-  void MarkBroken();  // REQUIRES: send_mu_ held
+  // The socket failed (`why`, for the close's reason): shuts it down.
+  // REQUIRES: send_mu_ held.
+  void MarkBroken(std::string why);
   // Log.
   void Log(const std::string& line) const;
   // Log's line as a warning: "warning: " first (ConnectionLimits::log).
@@ -240,7 +242,9 @@ class Connection {
   // Logs an error reply to a request (any thread).
   void LogError(std::uint16_t type, std::uint64_t offset, std::uint32_t length,
                 std::uint32_t error, std::string_view why);
-  // Records why the reader stops (the first reason wins); returns false.
+  // Records why the reader stops (the first reason wins; once the socket
+  // has failed, MarkBroken's reason stands for `reason`); returns false.
+  // Takes send_mu_, then mu_ (never both at once).
   bool Stop(std::string reason);
   // Jobs.
   // A buffer of `bytes` (BufferBytes): a spare of that size, else new;
@@ -280,6 +284,7 @@ class Connection {
   std::mutex send_mu_;
   std::condition_variable send_cv_;
   bool broken_ = false;   // guarded by send_mu_: the socket failed
+  std::string broken_why_;  // guarded by send_mu_: how (MarkBroken)
   bool sending_ = false;  // guarded by send_mu_: a thread owns the send side
   Job* queue_head_ = nullptr;  // guarded by send_mu_: replies to send
   Job* queue_tail_ = nullptr;  // guarded by send_mu_

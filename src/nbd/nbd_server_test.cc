@@ -145,6 +145,28 @@ TEST(NbdServerTest, LogSaysWhoConnectedEveryErrorAndWhyItClosed) {
   EXPECT_EQ(all.find("\nztier serve: forged"), std::string::npos) << all;
 }
 
+// A client that takes none of its replies is dropped once a send has
+// waited io_timeout_ms, and its close says so: the server shut the socket,
+// not the client.
+TEST(NbdServerTest, LogSaysWhenASendTimedOut) {
+  LogLines log;
+  NbdServerOptions options;
+  options.io_timeout_ms = 300;
+  options.log = log.Sink();
+  ServerFixture f(16 << 20, options);
+  RawClient c(f.socket());
+  ASSERT_EQ(c.Go("zram0"), 16 << 20);
+  // 1 MiB reads (on the workers), far more than the socket holds.
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    ASSERT_TRUE(c.SendRequest(kCmdRead, 0, i, i << 20, 1 << 20));
+  }
+  std::string all;
+  EXPECT_TRUE(log.WaitFor("nbd #1 (unix): closed: sending replies: timed "
+                          "out sending after 300 ms (requests: 16",
+                          &all))
+      << all;
+}
+
 TEST(NbdServerTest, GoReportsSizeAndServesReadWrite) {
   ServerFixture f(8 << 20);
   RawClient c(f.socket());
