@@ -93,19 +93,19 @@ Status ClearStaleSocket(const std::string& path) {
 
 // Renames `from` to `to` unless something is at `to` (EEXIST): 0 or the
 // errno. Where the file system has no RENAME_NOREPLACE (some FUSE and 9p
-// file systems), a plain rename, where nothing is at `to` a moment before.
+// file systems: EINVAL), a plain rename, where nothing is at `to` a moment
+// before; something there is EEXIST all the same.
 int RenameNoReplace(const std::string& from, const std::string& to) {
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(),
                   RENAME_NOREPLACE) == 0) {
     return 0;
   }
   const int err = errno;
+  if (err != EINVAL && err != ENOSYS) return err;
   struct stat there;
-  if ((err == EINVAL || err == ENOSYS) && ::lstat(to.c_str(), &there) != 0 &&
-      errno == ENOENT) {
-    return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
-  }
-  return err;
+  if (::lstat(to.c_str(), &there) == 0) return EEXIST;
+  if (errno != ENOENT) return errno;
+  return ::rename(from.c_str(), to.c_str()) == 0 ? 0 : errno;
 }
 
 // Binds `fd` at `path` with mode 0600 and makes it listen (see socket.h);
