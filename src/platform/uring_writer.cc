@@ -13,12 +13,16 @@
 // back: they are turned into no-ops (user data null, completions ignored)
 // that the next submit carries, and their writes fail with the submit's
 // error (EAGAIN when it gave none). A queue with no free SQE fails the write
-// with EBUSY.
+// with EBUSY. A write that `done` queues again and that fails at once is
+// reported by the next Reap, not by the one calling `done`: a Reap ends
+// even while the kernel refuses every submit and `done` queues every
+// failed write again.
 #include <liburing.h>
 #include <limits.h>
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -53,6 +57,8 @@ class UringWriter final : public BackingFileWriter {
   // Hands the queued SQEs to the kernel, waiting for one completion too
   // when `wait`. Writes the kernel did not take fail (see the file comment).
   void SubmitQueued(bool wait);
+  // Adds a write that never reached the kernel to failed_.
+  void Fail(std::size_t io, long result);
 
   const int fd_;
   const std::size_t io_bytes_;
@@ -61,12 +67,16 @@ class UringWriter final : public BackingFileWriter {
   bool registered_ = false;  // buffers registered with the ring
   io_uring ring_;
   std::size_t ring_pending_ = 0;  // in the kernel
-  // Both hold at most one entry per IO, and have room for every IO
-  // (Init): Queue never allocates, so a write it prepared is never left
-  // untracked.
+  // Both hold at most one entry per IO (an IO is queued again only once
+  // its write was reported), and have room for every IO (Init): Queue never
+  // allocates, so a write it prepared is never left untracked.
   std::vector<std::pair<std::size_t, io_uring_sqe*>> queued_;
-  std::vector<std::pair<std::size_t, long>> failed_;  // never reached it
-  std::size_t failed_head_ = 0;  // failed_[0, head) reported
+  // Writes that never reached the kernel, to report: a ring of one slot
+  // per IO, failed_count_ of them from failed_head_. Each leaves it before
+  // its `done` runs, so a `done` that queues it again finds its slot free.
+  std::vector<std::pair<std::size_t, long>> failed_;
+  std::size_t failed_head_ = 0;
+  std::size_t failed_count_ = 0;
 };
 
 // User data of an SQE: io + 1, so that null marks a no-op.
@@ -100,7 +110,7 @@ Status UringWriter::Init(const std::string& path, std::size_t ios) {
   }
   has_ring_ = true;
   queued_.reserve(ios);
-  failed_.reserve(ios);
+  failed_.resize(ios);
   ZT_ASSIGN_OR_RETURN(
       buffers_,
       platform::Mapping::Anonymous(ios * io_bytes_, platform::Commit::kCharged,
@@ -122,7 +132,7 @@ void UringWriter::Queue(std::size_t io, std::uint64_t offset, std::size_t len) {
     sqe = io_uring_get_sqe(&ring_);
   }
   if (sqe == nullptr) {
-    failed_.emplace_back(io, -EBUSY);
+    Fail(io, -EBUSY);
     return;
   }
   if (registered_) {
@@ -149,22 +159,27 @@ void UringWriter::SubmitQueued(bool wait) {
     auto [io, sqe] = queued_[i];
     io_uring_prep_nop(sqe);
     io_uring_sqe_set_data(sqe, nullptr);
-    failed_.emplace_back(io, r < 0 ? r : -EAGAIN);
+    Fail(io, r < 0 ? r : -EAGAIN);
   }
   queued_.clear();
+}
+
+void UringWriter::Fail(std::size_t io, long result) {
+  assert(failed_count_ < failed_.size());
+  failed_[(failed_head_ + failed_count_) % failed_.size()] = {io, result};
+  ++failed_count_;
 }
 
 std::size_t UringWriter::Reap(
     bool wait, const std::function<void(std::size_t, long)>& done) {
   std::size_t n = 0;
-  if (!queued_.empty()) SubmitQueued(wait && failed_head_ == failed_.size());
+  if (!queued_.empty()) SubmitQueued(wait && failed_count_ == 0);
   for (;;) {
-    while (failed_head_ < failed_.size()) {
-      const auto [io, result] = failed_[failed_head_++];
-      if (failed_head_ == failed_.size()) {
-        failed_.clear();
-        failed_head_ = 0;
-      }
+    // Those failed so far only (see the file comment).
+    for (std::size_t k = failed_count_; k > 0; --k) {
+      const auto [io, result] = failed_[failed_head_];
+      failed_head_ = (failed_head_ + 1) % failed_.size();
+      --failed_count_;
       done(io, result);
       ++n;
     }
