@@ -6,13 +6,18 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 
 namespace ztier::tool {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+// Held while a line is written: its rest, after a short write, follows it
+// with no other thread's line in between.
+std::mutex g_write_mu;
 
 // Whether stderr is the journal's stream: JOURNAL_STREAM ("DEV:INO") names
 // it, and it still is stderr (sd-daemon(3)); a process that inherited the
@@ -79,8 +84,14 @@ void Log(LogLevel level, std::string_view message) {
                   {const_cast<char*>("\n"), 1}};
   iovec* next = iov;
   int left = 3;
+  // After a short write (a full pipe, a signal once some bytes went) the
+  // rest; after EINTR (a signal before any) the same again. Any other error
+  // (EAGAIN from a non-blocking stderr, EPIPE, EIO, ENOSPC), or a write of
+  // nothing, drops what is left of the line: there is nowhere to report it.
+  std::lock_guard<std::mutex> lock(g_write_mu);
   while (left > 0) {
     ssize_t n = ::writev(STDERR_FILENO, next, left);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     while (left > 0 && static_cast<std::size_t>(n) >= next->iov_len) {
       n -= static_cast<ssize_t>(next->iov_len);

@@ -11,9 +11,12 @@
 // (sd-daemon(3)), and without "ztier serve: ", which the journal adds.
 //
 // Thread safety: Log() may be called from any thread; a line is written
-// with one writev(2), so lines never interleave. Log() does not allocate:
-// the engine logs where memory may have run out (a device at its
-// mem_limit, on the IO path). SetLogLevel() at start-up.
+// with one writev(2), and its rest after a short write with more, under a
+// lock, so lines never interleave. A signal neither drops nor cuts a line
+// (EINTR is retried); any other error drops the rest of the line,
+// unreported. Log() does not allocate: the engine logs where memory may
+// have run out (a device at its mem_limit, on the IO path). SetLogLevel()
+// at start-up.
 #ifndef ZTIER_TOOLS_ZTIER_LOG_H_
 #define ZTIER_TOOLS_ZTIER_LOG_H_
 

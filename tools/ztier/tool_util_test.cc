@@ -1,22 +1,28 @@
 // File: tools/ztier/tool_util_test.cc
 //
 // Tests of the tool's helpers: the flag parser (flags.h), the table and JSON
-// writer (bench_stats.h) and the machine description (machine_info.h).
+// writer (bench_stats.h), the machine description (machine_info.h) and the
+// log of `ztier serve` (log.h).
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "bench_stats.h"
 #include "ctl_cmd.h"
 #include "flags.h"
+#include "log.h"
 #include "machine_info.h"
 #include "paths.h"
 #include "testing/test_util.h"
@@ -299,6 +305,52 @@ TEST(PathsTest, SocketsGoInTheRuntimeDirectoryAndZtierCtlWins) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
   EXPECT_EQ(MakeRuntimeDir(tmp.File("no/such/parent")).code(),
             StatusCode::kNotFound);
+}
+
+// A line longer than the pipe that is stderr, its writer interrupted by
+// signals while the pipe is full (a short write, then EINTR): the whole
+// line comes out all the same, once the pipe is read.
+TEST(LogTest, SignalsNeitherDropNorCutALine) {
+  struct sigaction ignore = {}, old = {};
+  ignore.sa_handler = [](int) {};  // no SA_RESTART: writev fails with EINTR
+  ASSERT_EQ(::sigaction(SIGUSR1, &ignore, &old), 0);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const int saved_stderr = ::dup(STDERR_FILENO);
+  ASSERT_GE(saved_stderr, 0);
+  ASSERT_EQ(::dup2(pipe_fds[1], STDERR_FILENO), STDERR_FILENO);
+  ::close(pipe_fds[1]);
+
+  std::string message;
+  for (int i = 0; message.size() < (256u << 10); ++i) {
+    message += std::to_string(i) + " ";
+  }
+  std::thread logger([&] { Log(LogLevel::kInfo, message); });
+  // The pipe fills (64 KiB) and the writer waits: interrupt it, again and
+  // again, for a while.
+  for (int i = 0; i < 200; ++i) {
+    ::pthread_kill(logger.native_handle(), SIGUSR1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::string got;
+  std::thread reader([&] {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(pipe_fds[0], buf, sizeof(buf))) > 0 ||
+           (n < 0 && errno == EINTR)) {
+      if (n > 0) got.append(buf, static_cast<std::size_t>(n));
+    }
+  });
+  logger.join();
+  ::dup2(saved_stderr, STDERR_FILENO);  // the pipe's last writer: EOF
+  ::close(saved_stderr);
+  reader.join();
+  ::close(pipe_fds[0]);
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_EQ(got.size(), ("ztier serve: " + message + "\n").size());
+  EXPECT_TRUE(got == "ztier serve: " + message + "\n")
+      << "the line's first bytes: " << got.substr(0, 40) << ", its last: "
+      << got.substr(got.size() - std::min<std::size_t>(got.size(), 40));
 }
 
 }  // namespace
