@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <optional>
 #include <utility>
 
 #include "bench_harness.h"
@@ -190,17 +189,6 @@ std::string Report::Json() const {
 
 int Report::Finish(std::string_view command, const BenchFlags& flags) const {
   const std::string cmd(command);
-  const char* dir = flags.plot.c_str();
-  std::optional<Result<Plotter>> plotter;
-  if (!flags.plot.empty()) {
-    plotter = Plotter::Create(flags.plot);
-    if (!plotter->has_value()) {
-      std::fprintf(stderr,
-                   "%s: --plot %s: %s; the benchmark runs, but draws no "
-                   "charts\n",
-                   cmd.c_str(), dir, plotter->error().message().c_str());
-    }
-  }
   std::fputs(Text().c_str(), stdout);
   std::fflush(stdout);
   int status = 0;
@@ -211,14 +199,15 @@ int Report::Finish(std::string_view command, const BenchFlags& flags) const {
       std::printf("\nwrote %s\n", flags.json.c_str());
     }
   }
-  if (!plotter.has_value()) return status;
-  if (!plotter->has_value()) {
+  if (flags.plot.empty()) return status;
+  const Result<Plotter> plotter = Plotter::Create(flags.plot);
+  if (!plotter.has_value()) {
     std::fprintf(stderr, "%s: --plot %s: no charts drawn: %s\n", cmd.c_str(),
-                 dir, plotter->error().message().c_str());
+                 flags.plot.c_str(), plotter.error().message().c_str());
     return 1;
   }
   for (const Chart& c : charts_) {
-    auto png = (*plotter)->Render(c);
+    auto png = plotter->Render(c);
     if (png.has_value()) {
       std::fprintf(stderr, "wrote %s\n", png->c_str());
     } else {
@@ -228,6 +217,16 @@ int Report::Finish(std::string_view command, const BenchFlags& flags) const {
     }
   }
   return status;
+}
+
+void WarnIfNoCharts(std::string_view command, const BenchFlags& flags) {
+  if (flags.plot.empty()) return;
+  const Result<Plotter> plotter = Plotter::Create(flags.plot);
+  if (plotter.has_value()) return;
+  std::fprintf(stderr,
+               "%s: --plot %s: %s; the benchmark runs, but draws no charts\n",
+               std::string(command).c_str(), flags.plot.c_str(),
+               plotter.error().message().c_str());
 }
 
 PlotPoint SpreadPoint(double x, std::span<const double> samples) {

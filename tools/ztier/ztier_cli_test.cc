@@ -211,6 +211,22 @@ TEST_F(ZtierCliTest, BenchPlotWithoutGnuplotStillPrintsItsTables) {
   EXPECT_FALSE(fs::exists(dir_ / "charts" / "engine-batch-lz4.png"));
 }
 
+// The warning comes before the run, not with the tables at its end: a
+// run that then fails at once (its corpus missing) has given it.
+TEST_F(ZtierCliTest, BenchPlotWithoutGnuplotWarnsBeforeTheRun) {
+  fs::create_directory(dir_ / "nobin");
+  const RunResult r =
+      Run("bench engine --corpus missing.pages --codec lz4 --runs 1 "
+          "--threads 1 --plot charts",
+          "PATH=" + (dir_ / "nobin").string());
+  EXPECT_EQ(r.exit_code, 1);
+  const std::size_t warning = r.err.find("draws no charts");
+  const std::size_t failure = r.err.find("missing.pages");
+  ASSERT_NE(warning, std::string::npos) << r.err;
+  ASSERT_NE(failure, std::string::npos) << r.err;
+  EXPECT_LT(warning, failure) << r.err;
+}
+
 TEST_F(ZtierCliTest, BadThreadCountIsAUsageError) {
   MakeCorpus(37);
   const RunResult r =
