@@ -3,6 +3,7 @@
 // in-memory file, and the fault-injecting wrapper, through the interface.
 #include "ztier/backing_file.h"
 
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
@@ -14,11 +15,18 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
+#include <new>
+#include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "backing_writers.h"
 #include "platform/posix_backing_file.h"
+#include "testing/failing_new.h"
 #include "testing/test_util.h"
 #include "ztier/page.h"
 
@@ -297,6 +305,176 @@ TEST(FaultyFileTest, PassesEveryOtherQuestionToTheFileItWraps) {
   EXPECT_EQ(remote->forgotten[0].offset, 2 * kPageSize);
   EXPECT_EQ(remote->forgotten[0].len, kPageSize);
 }
+
+// A `done` that queues a write again, as BlockWriter's user may (its IO is
+// free before its `done` runs): every writer alike (ztier/backing_file.h).
+enum class WriterKind {
+  kPwrite,     // internal::NewPwriteWriter, whatever the shape
+  kRealFile,   // the real file's own choice: io_uring where built in
+  kMem,        // NewMemBackingFile
+  kFaultyMem,  // NewFaultyBackingFile over NewMemBackingFile
+};
+
+struct RequeueCase {
+  const char* name;
+  WriterKind kind;
+  std::size_t ios;
+};
+void PrintTo(const RequeueCase& c, std::ostream* os) { *os << c.name; }
+
+class RequeueFromDoneTest : public ::testing::TestWithParam<RequeueCase> {
+ protected:
+  static constexpr std::size_t kPages = 64;
+
+  void SetUp() override {
+    const RequeueCase c = GetParam();
+    std::shared_ptr<BackingFile> mem;
+    switch (c.kind) {
+      case WriterKind::kPwrite: {
+        fd_ = ::open(dir_.File("f").c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
+                     0600);
+        ASSERT_GE(fd_, 0) << std::strerror(errno);
+        ASSERT_EQ(::ftruncate(fd_, kPages * kPageSize), 0);
+        auto w = internal::NewPwriteWriter(fd_, dir_.File("f"), c.ios,
+                                           kPageSize);
+        ASSERT_TRUE(w.has_value()) << w.error().ToString();
+        w_ = std::move(*w);
+        return;
+      }
+      case WriterKind::kRealFile: {
+        bool created = false;
+        auto f = internal::OpenPosixBackingFile(
+            dir_.File("f"), kPages * kPageSize, /*direct=*/false, &created);
+        ASSERT_TRUE(f.has_value()) << f.error().ToString();
+        file_ = std::move(*f);
+        break;
+      }
+      case WriterKind::kMem:
+        file_ = NewMemBackingFile(kPages * kPageSize);
+        break;
+      case WriterKind::kFaultyMem:
+        mem = NewMemBackingFile(kPages * kPageSize);
+        file_ = NewFaultyBackingFile(mem, nullptr);
+        break;
+    }
+    auto w = file_->NewWriter(c.ios, kPageSize);
+    ASSERT_TRUE(w.has_value()) << w.error().ToString();
+    w_ = std::move(*w);
+  }
+  void TearDown() override {
+    w_.reset();
+    file_.reset();
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  std::size_t ios() const { return GetParam().ios; }
+  // Queues a write of IO `io` to page `page`, which then holds `page`.
+  void Queue(std::size_t io, std::size_t page) {
+    std::memset(w_->buffer(io), static_cast<int>(page), kPageSize);
+    w_->Queue(io, page * kPageSize, kPageSize);
+    ++queued_[io];
+  }
+  // One Reap(wait) with `done`, checking that it reports each IO at most
+  // once (a write queued by its `done` is a later Reap's).
+  std::size_t ReapOnce(const std::function<void(std::size_t, long)>& done) {
+    std::vector<int> seen(ios(), 0);
+    const std::size_t n =
+        w_->Reap(/*wait=*/true, [&](std::size_t io, long result) {
+          EXPECT_LT(io, ios());
+          if (io >= ios()) return;
+          EXPECT_EQ(++seen[io], 1) << "io " << io << " twice in one Reap";
+          EXPECT_EQ(result, static_cast<long>(kPageSize)) << "io " << io;
+          ++reported_[io];
+          done(io, result);
+        });
+    std::size_t sum = 0;
+    for (int s : seen) sum += static_cast<std::size_t>(s);
+    EXPECT_EQ(n, sum);
+    return n;
+  }
+  // Reaps until every queued write is reported (each exactly once), at most
+  // `tries` times.
+  void ReapTheRest(int tries = 100) {
+    for (int i = 0; i < tries && reported_ != queued_; ++i) {
+      ReapOnce([](std::size_t, long) {});
+    }
+    EXPECT_EQ(reported_, queued_);
+  }
+  // Page `page` of the file holds the byte `page`.
+  void ExpectPage(std::size_t page) {
+    alignas(kPageSize) static std::byte buf[kPageSize];
+    if (file_ == nullptr) {
+      ASSERT_EQ(::pread(fd_, buf, kPageSize,
+                        static_cast<off_t>(page * kPageSize)),
+                static_cast<ssize_t>(kPageSize));
+    } else {
+      ASSERT_EQ(file_->Read(page * kPageSize, buf),
+                static_cast<long>(kPageSize));
+    }
+    EXPECT_EQ(buf[0], static_cast<std::byte>(page)) << "page " << page;
+  }
+
+  ScopedTempDir dir_;
+  int fd_ = -1;
+  std::unique_ptr<BackingFile> file_;
+  std::unique_ptr<BackingFileWriter> w_;
+  std::map<std::size_t, int> queued_;
+  std::map<std::size_t, int> reported_;
+};
+
+// IO 0 written, and from its `done` written again elsewhere: the second
+// write is reported too, by a later Reap, and queueing it allocated
+// nothing (a write made and not recorded would never be reported). With
+// one IO, every IO is in flight; with two, one is idle.
+TEST_P(RequeueFromDoneTest, AWriteQueuedFromDoneIsReportedByALaterReap) {
+  Queue(0, 1);
+  bool allocated = false;
+  bool again = true;
+  const auto requeue_once = [&](std::size_t io, long) {
+    if (!std::exchange(again, false)) return;
+    testing::FailEveryAllocation(true);
+    try {
+      Queue(io, 2);
+    } catch (const std::bad_alloc&) {
+      allocated = true;
+    }
+    testing::FailEveryAllocation(false);
+  };
+  for (int i = 0; i < 100 && reported_[0] == 0; ++i) ReapOnce(requeue_once);
+  EXPECT_FALSE(again);
+  EXPECT_FALSE(allocated);
+  ReapTheRest();
+  EXPECT_EQ(reported_[0], 2);
+  ExpectPage(1);
+  ExpectPage(2);
+}
+
+// Every IO in flight, and each `done` queues its IO again: a Reap reports
+// each write once and returns, whatever `done` queues; the writes it
+// queued are all reported later, each once.
+TEST_P(RequeueFromDoneTest, EveryWriteQueuedAgainFromDoneIsReportedOnce) {
+  for (std::size_t io = 0; io < ios(); ++io) Queue(io, io);
+  const auto requeue = [&](std::size_t io, long) {
+    Queue(io, reported_[io] * ios() + io);
+  };
+  // A bound, so that a writer that reported them for ever still returns.
+  for (int i = 0; i < 10; ++i) ReapOnce(requeue);
+  ReapTheRest();
+  for (std::size_t io = 0; io < ios(); ++io) {
+    EXPECT_EQ(reported_[io], queued_[io]) << "io " << io;
+    for (int k = 0; k < queued_[io]; ++k) ExpectPage(k * ios() + io);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Writers, RequeueFromDoneTest,
+    ::testing::Values(RequeueCase{"Pwrite1", WriterKind::kPwrite, 1},
+                      RequeueCase{"Pwrite2", WriterKind::kPwrite, 2},
+                      RequeueCase{"RealFile4", WriterKind::kRealFile, 4},
+                      RequeueCase{"Mem1", WriterKind::kMem, 1},
+                      RequeueCase{"Mem2", WriterKind::kMem, 2},
+                      RequeueCase{"FaultyMem2", WriterKind::kFaultyMem, 2}),
+    [](const auto& p) { return std::string(p.param.name); });
 
 }  // namespace
 }  // namespace ztier

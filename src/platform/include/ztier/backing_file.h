@@ -68,6 +68,16 @@ class BackingFileWriter {
   // write was sent but its end is unknown (a remote given up on, or whose
   // connection dropped): it may still land on the file later. Returns the
   // number of writes reported.
+  //
+  // `done` may Queue again: its own IO, or any other whose write was
+  // reported. Each write is reported exactly once, and a Reap calls `done`
+  // at most once per IO, so it ends whatever `done` queues. A write queued
+  // from inside `done` is reported by a later Reap, not by the one calling
+  // `done`: by the next where the write is made in Queue (pwrite, the
+  // in-memory file: platform/done_writes.h); io_uring submits it with the
+  // next Reap (uring_writer.cc). The NBD writer (nbd_backing_file.cc) is
+  // the exception: one queued for an IO its Reap has not come to yet may
+  // be reported by that same Reap.
   virtual std::size_t Reap(
       bool wait,
       const std::function<void(std::size_t io, long result)>& done) = 0;
