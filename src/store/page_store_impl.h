@@ -348,7 +348,8 @@ struct PageStore::Impl {
   }
   void ReclaimQueued() ZT_EXCLUDES(*streams);
   // One pass of ReclaimQueued over reclaim_work; false if the pool refused
-  // a unit: it and the units after it are then queued again.
+  // a unit: the units not tried, then the refused ones (two at most: the
+  // pass stops at the second), are then queued again.
   // REQUIRES: the running pass (reclaim_running), no slot lock and no
   // stream.
   bool ReclaimPass() ZT_EXCLUDES(*streams);

@@ -319,7 +319,7 @@ void PageStore::Impl::ReclaimQueued() {
   // under the lock the queuer took, so that no unit is left queued once
   // the calls that queued them have returned. Except after a refusal by
   // the pool (ReclaimPass): what is queued then waits for the next call,
-  // so that while the pool is full a call tries one unit at most.
+  // so that while the pool is full a call makes two refused tries at most.
   {
     std::lock_guard l(reclaim_mu);
     if (reclaim_running) return;
@@ -356,25 +356,31 @@ void PageStore::Impl::ReclaimQueued() {
 }
 
 bool PageStore::Impl::ReclaimPass() {
-  std::size_t k = 0;
-  // The units from k on lose their `queued` mark, so that the next free of
-  // one of their pages queues them again (rather than none ever). (gen is
-  // read under the run's locks, as unit_table.h requires; locking
-  // allocates nothing.)
-  const auto unqueue_rest = [&] {
-    for (; k < reclaim_work.size(); ++k) {
-      const auto [u, gen] = reclaim_work[k];
-      const UnitLock run(*this, u);
-      internal::Unit& e = units[u];
-      if (e.gen == gen) e.queued.store(0, std::memory_order_relaxed);
-    }
+  // A unit loses its `queued` mark, so that the next free of one of its
+  // pages queues it again (rather than none ever). (gen is read under the
+  // run's locks, as unit_table.h requires; locking allocates nothing.)
+  const auto unqueue = [&](std::pair<std::uint64_t, std::uint64_t> w) {
+    const UnitLock run(*this, w.first);
+    internal::Unit& e = units[w.first];
+    if (e.gen == w.second) e.queued.store(0, std::memory_order_relaxed);
   };
-  // After a refusal by the pool: the units from k on (the refused one,
-  // then those not tried) go back on the queue, still marked queued, for
-  // the next call; any the queue has no room for are unqueued, as a full
-  // queue leaves a unit (FreeUnitMemberLocked). Within the queue's
-  // capacity, push_back allocates nothing.
+  std::size_t k = 0;
+  const auto unqueue_rest = [&] {
+    for (; k < reclaim_work.size(); ++k) unqueue(reclaim_work[k]);
+  };
+  // The units the pool refused: the pass goes on past the first, so that
+  // a unit that stays refused (its class full) holds up no other, whose
+  // reclaim may succeed and make room; it stops at the second, so that a
+  // call makes two refused tries at most while the pool stays full.
+  std::pair<std::uint64_t, std::uint64_t> refused[2];
+  std::size_t refusals = 0;
+  // After a refusal: the units not tried, then the refused ones, go back
+  // on the queue, still marked queued, for the next call; any the queue
+  // has no room for are unqueued, as a full queue leaves a unit
+  // (FreeUnitMemberLocked). Within the queue's capacity, push_back
+  // allocates nothing.
   const auto requeue_rest = [&] {
+    std::size_t kept = 0;
     {
       std::lock_guard l(reclaim_mu);
       for (; k < reclaim_work.size() &&
@@ -382,12 +388,17 @@ bool PageStore::Impl::ReclaimPass() {
            ++k) {
         reclaim_queue.push_back(reclaim_work[k]);
       }
+      for (; kept < refusals &&
+             reclaim_queue.size() < reclaim_queue.capacity();
+           ++kept) {
+        reclaim_queue.push_back(refused[kept]);
+      }
     }
     unqueue_rest();
+    for (; kept < refusals; ++kept) unqueue(refused[kept]);
   };
-  bool refused = false;
   try {
-    for (; k < reclaim_work.size(); ++k) {
+    for (; k < reclaim_work.size() && refusals < 2; ++k) {
       const auto [u, gen] = reclaim_work[k];
       // Stream before slots (the lock order): the survivors are compressed
       // under the run's locks, so that nothing changes between read and
@@ -399,8 +410,7 @@ bool PageStore::Impl::ReclaimPass() {
       const UnitLock run(*this, u);
       internal::Unit& e = units[u];
       if (e.gen == gen && !e.wb && !ReclaimLocked(u, *lease)) {
-        refused = true;
-        break;
+        refused[refusals++] = reclaim_work[k];
       }
     }
   } catch (const std::bad_alloc&) {
@@ -408,14 +418,17 @@ bool PageStore::Impl::ReclaimPass() {
     // call that ran the pass did its own work, and does not fail for the
     // reclaims it leaves to a later free.
     unqueue_rest();
+    for (std::size_t i = 0; i < refusals; ++i) unqueue(refused[i]);
+    refusals = 0;
   } catch (...) {
     unqueue_rest();
+    for (std::size_t i = 0; i < refusals; ++i) unqueue(refused[i]);
     pool->ReleaseSpares();
     throw;
   }
-  if (refused) requeue_rest();
+  if (refusals > 0) requeue_rest();
   pool->ReleaseSpares();
-  return !refused;
+  return refusals == 0;
 }
 
 // All or nothing: every survivor is made into its own object first, and

@@ -585,6 +585,68 @@ TEST(UnitsTest, AReclaimedRawSurvivorIsNoHugePageStored) {
   EXPECT_EQ(st.huge_pages_since, 1u);
 }
 
+// A unit the pool refuses (a raw survivor, no room in the huge class)
+// holds up no other queued unit: one whose survivors fit where there is
+// room (slots freed in their own classes) is reclaimed by the same call.
+TEST(UnitsTest, ARefusedUnitHoldsUpNoOtherUnit) {
+  constexpr std::size_t kPages = 4096;
+  PageStoreOptions o;
+  o.mem_limit = 512 * 1024;
+  o.prealloc = true;
+  auto store = MakeStore(kPages, 16, o);
+  store->SetMemLimit(std::size_t{1} << 30);
+  // A: 15 corpus pages and a random one (a raw survivor); B: 16 corpus
+  // pages.
+  auto a = Pages(0, 16, DenseBase());
+  const auto noise = RandomPages(kPages, 11);
+  std::memcpy(a.data() + 15 * kPageSize, noise.data(), kPageSize);
+  const auto b = Pages(16, 16, DenseBase());
+  ASSERT_OK(store->StoreBatch(0, a));
+  ASSERT_OK(store->StoreBatch(16, b));
+  ASSERT_EQ(store->Stats().units, 2u);
+  // Ten single copies of each of B's survivors (pages 25..31) and A's
+  // (9..14), at 64 on: objects of the classes their reclaims need.
+  std::size_t next = 64;
+  std::vector<std::size_t> copies;
+  for (int r = 0; r < 10; ++r) {
+    for (std::size_t k = 9; k < 16; ++k) {
+      const std::byte* src = k == 15 ? nullptr : a.data() + k * kPageSize;
+      if (src != nullptr) {
+        ASSERT_OK(store->Store(next, ConstPage(src, kPageSize)));
+        copies.push_back(next++);
+      }
+      ASSERT_OK(store->Store(next, ConstPage(b.data() + k * kPageSize,
+                                             kPageSize)));
+      copies.push_back(next++);
+    }
+  }
+  // The rest of the reserve: raw pages, until the pool refuses one.
+  std::size_t end = next;
+  while (end < kPages &&
+         store->Store(end, ConstPage(noise.data() + end * kPageSize,
+                                     kPageSize)).ok()) {
+    ++end;
+  }
+  ASSERT_LT(end, kPages);
+  // Room in the small classes only: one copy of each discarded (their
+  // zspages keep the other copies).
+  for (std::size_t i = 0; i < 13; ++i) ASSERT_OK(store->Discard(copies[i]));
+  // A below half: refused (its raw survivor has no room).
+  const PageStoreStats before = store->Stats();
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store->Discard(i));
+  ASSERT_GT(store->Stats().reject_alloc_fail, before.reject_alloc_fail);
+  ASSERT_EQ(store->Stats().units, 2u);
+  // B below half: its survivors fit.
+  for (std::size_t i = 16; i < 25; ++i) ASSERT_OK(store->Discard(i));
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, 1u) << "B was not reclaimed (reclaimed: "
+                          << st.units_reclaimed << ")";
+  ExpectRange(*store, 9,
+              std::vector<std::byte>(a.begin() + 9 * kPageSize, a.end()));
+  ExpectRange(*store, 25,
+              std::vector<std::byte>(b.begin() + 9 * kPageSize, b.end()));
+}
+
 TEST(UnitsTest, MemLimitRefusesTheWholeBatch) {
   PageStoreOptions o;
   o.mem_limit = 64 * 1024;

@@ -155,9 +155,12 @@ struct PageStoreOptions {
   //     a page does not compress alone). A reclaim the pool has no room
   //     for (its reserve spent, with prealloc) leaves the unit whole and
   //     queued: each later store or discard that returns tries it again,
-  //     until one finds room or its last page goes (a pass the pool
-  //     refuses stops there: a call tries one such unit at most). The new
-  //     objects are not held to mem_limit: they replace a larger one.
+  //     until one finds room or its last page goes. A pass goes on past
+  //     a unit the pool refuses, which goes to the back of the queue, so
+  //     that it holds up no other; it stops at a second refusal, so that
+  //     while the pool stays full a call makes two refused tries at most.
+  //     The new objects are not held to mem_limit: they replace a larger
+  //     one.
   //   - A unit keeps its dictionary id (TrainDictionary) until its last
   //     page goes: recompression does not rewrite units.
   //   - Each thread that stores or reads units keeps 256 KiB of buffers
