@@ -34,9 +34,13 @@ Result<std::string> ReadRegularFile(const std::string& path,
   if (static_cast<std::uint64_t>(st.st_size) > max_bytes) {
     return invalid(too_large);
   }
-  // One byte past the size: a read that fills it has found growth (or a
-  // /proc file, whose size says 0).
-  std::string data(static_cast<std::size_t>(st.st_size) + 1, '\0');
+  // At least one byte past the size: a read that fills the buffer has
+  // found growth (or a /proc file, whose size says 0, read from 4 KiB).
+  std::string data(
+      std::min(max_bytes + 1,
+               std::max(static_cast<std::size_t>(st.st_size) + 1,
+                        std::size_t{4096})),
+      '\0');
   std::size_t got = 0;
   for (;;) {
     if (got == data.size()) {
