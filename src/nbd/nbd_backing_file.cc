@@ -240,17 +240,19 @@ class NbdFile final : public BackingFile {
   Conn* LockUp(std::size_t from, Clock::time_point deadline,
                std::unique_lock<std::mutex>& lock,
                Clock::time_point* retry_at = nullptr);
-  // Waits for `cookie` on c (generation gen): 0; -ENOTCONN when the
-  // connection dropped (or was made again) first; else the server's error
-  // (-errno); -ETIMEDOUT when the deadline passed first. A command out of
-  // time after (nearly) its whole timeout shows a stalled remote (HoldOff):
-  // c is closed, and every command on it fails. One cut short by its
-  // caller's deadline (a read whose connecting took most of its time)
-  // proves nothing: a read's command is given up on (`read`, its buffer)
-  // and left to end on c, which is kept; any other command still closes c.
-  // REQUIRES: c.mu not held.
+  // Waits for `cookie`, sent on c (generation gen) at `sent`: 0; -ENOTCONN
+  // when the connection dropped (or was made again) first; else the
+  // server's error (-errno); -ETIMEDOUT when the deadline passed first. A
+  // command out of time after (nearly) its whole timeout since `sent` shows
+  // a stalled remote (HoldOff): c is closed, and every command on it fails.
+  // One cut short by its caller's deadline (a read, whose deadline counts
+  // its connecting too; a TRIM's is its whole timeout from `sent`, as a
+  // write's) proves nothing: a read's command is given up on (`read`, its
+  // buffer) and left to end on c, which is kept; any other command still
+  // closes c. REQUIRES: c.mu not held.
   long Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
-            Clock::time_point deadline, ReadBuffer* read = nullptr);
+            Clock::time_point sent, Clock::time_point deadline,
+            ReadBuffer* read = nullptr);
   // The file's blocks that bytes [offset, offset + len) touch: [first, end).
   std::pair<std::uint64_t, std::uint64_t> Blocks(std::uint64_t offset,
                                                  std::uint64_t len) const {
@@ -517,8 +519,8 @@ Status NbdFile::StillOffers(nbd_handle* h) const {
 }
 
 long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
-                   Clock::time_point deadline, ReadBuffer* read) {
-  const auto start = Clock::now();
+                   Clock::time_point sent, Clock::time_point deadline,
+                   ReadBuffer* read) {
   for (;;) {
     std::lock_guard l(c.mu);
     if (c.generation != gen || !c.Live()) return -ENOTCONN;
@@ -532,7 +534,7 @@ long NbdFile::Wait(Conn& c, std::uint64_t gen, std::int64_t cookie,
       return e == -ESHUTDOWN ? -ENOTCONN : e;
     }
     if (Clock::now() >= deadline) {
-      if (HoldOff(start) || read == nullptr) {
+      if (HoldOff(sent) || read == nullptr) {
         c.Close();  // every command on it fails
       } else {
         read->given_up = true;  // in flight (above): `read` is alive
@@ -632,7 +634,7 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
   for (;;) {
     std::int64_t cookie = -1;
     std::uint64_t gen = 0;
-    Clock::time_point retry_at;
+    Clock::time_point sent, retry_at;
     // Each attempt has a buffer of its own: an earlier one's stays with
     // its connection until that closes.
     ReadBuffer* const buffer = ReadBuffer::New(out);
@@ -642,6 +644,7 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
     if (c == nullptr) {
       ReadBuffer::Free(buffer);
     } else {
+      sent = Clock::now();
       // libnbd owns `buffer` from here, failed or not.
       cookie = nbd_aio_pread(
           c->h, buffer->data.get(), out.size(), offset + kLabelBytes,
@@ -654,7 +657,7 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
       l.unlock();
     }
     if (cookie != -1) {
-      const long r = Wait(*c, gen, cookie, deadline, buffer);
+      const long r = Wait(*c, gen, cookie, sent, deadline, buffer);
       if (r == 0) {
         if (lost()) return -EIO;
         return Matches(offset, out) ? static_cast<long>(out.size()) : -EIO;
@@ -679,11 +682,11 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
 // does not count it lost.
 void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   std::fill(sent.begin(), sent.end(), false);
-  const auto deadline = Clock::now() + milliseconds(options_.timeout_ms);
   std::vector<std::int64_t> cookies(ranges.size(), -1);
   std::uint64_t gen = 0;
   std::unique_lock<std::mutex> l;
-  Conn* const up = LockUp(0, deadline, l);
+  Conn* const up =
+      LockUp(0, Clock::now() + milliseconds(options_.timeout_ms), l);
   if (up == nullptr) return;
   Conn& c = *up;
   if (!c.can_trim) {
@@ -694,6 +697,12 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     return;
   }
   gen = c.generation;
+  // The TRIMs have their whole timeout, however long connecting took, as a
+  // write has (NbdWriter::Queue): out of time, they show a stalled remote.
+  // (Timed from before the connecting, one cut short by a slow reconnect
+  // closed a connection that had not stalled.)
+  const auto sent_at = Clock::now();
+  const auto deadline = sent_at + milliseconds(options_.timeout_ms);
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
                               ranges[i].offset + kLabelBytes, kNoCompletion, 0);
@@ -701,7 +710,7 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   l.unlock();
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (cookies[i] == -1) continue;
-    const long r = Wait(c, gen, cookies[i], deadline);
+    const long r = Wait(c, gen, cookies[i], sent_at, deadline);
     // A dropped connection or a deadline: not known to be done. The
     // server's own refusal (an error reply): answered, nothing more to do,
     // but the blocks may still hold what was written.

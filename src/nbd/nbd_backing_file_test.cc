@@ -522,6 +522,42 @@ TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
   EXPECT_EQ((*file)->lost_blocks(), 0u);
 }
 
+// A TRIM has its whole timeout from when it is sent, as a write has: one
+// sent after a slow reconnect (here every handshake takes 1 s and every
+// read 1 s, the label's on reconnect included, of a 3 s timeout: the
+// reconnect's 2 s leave a loaded machine 1 s) is answered in its 1.2 s,
+// and the connection stays up: the read after it needs no handshake.
+// (Timed from before the reconnect, the TRIM ran out, unanswered, and
+// closed a connection that had not stalled.)
+TEST(NbdBackingFileTest, ATrimAfterASlowReconnectHasItsWholeTimeout) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  Remote remote(dir, "--filter=delay", false,
+                {"delay-open=1000ms", "delay-read=1000ms", "delay-trim=1200ms"},
+                {"file", image});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 3000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_TRUE((*file)->can_discard());
+  remote.Kill();
+  remote.Start();
+  const std::vector<BackingFile::Range> ranges = {{0, 4 * kPageSize},
+                                                  {8 * kPageSize, kPageSize}};
+  bool sent[2] = {};
+  // The first finds the connection dropped; the second makes it again.
+  (*file)->Discard(ranges, sent);
+  (*file)->Discard(ranges, sent);
+  EXPECT_TRUE(sent[0]);
+  EXPECT_TRUE(sent[1]);
+  std::vector<std::byte> out(kPageSize);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ((*file)->Read(16 * kPageSize, out), static_cast<long>(kPageSize));
+  // Its 1 s read alone (a reconnect's handshake and label read add 2 s).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::milliseconds(1800));
+}
+
 // Every write is durable on the remote before the store frees its RAM
 // copy (FUA, the label's too), and a file given max_bytes uses no more of
 // the export.

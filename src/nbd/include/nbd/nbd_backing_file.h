@@ -75,8 +75,10 @@
 // Failures (the file never returns data it cannot vouch for):
 //   - A command that fails reports the server's error (-EIO for a read or
 //     write it refuses); a command on a connection that drops reports
-//     -ENOTCONN, and one not answered within `timeout_ms` -ETIMEDOUT (for
-//     a write: it may still land, BackingFile's contract). The store keeps
+//     -ENOTCONN, and one not answered within `timeout_ms` -ETIMEDOUT (a
+//     write or a TRIM has the whole timeout from when it is sent, however
+//     long connecting took; a write so failed may still land,
+//     BackingFile's contract). The store keeps
 //     the pages of a failed writeback pass in RAM, and its reads fail with
 //     kIoError. A timed-out or dropped connection is closed; every command
 //     in flight on it fails so. But a read whose deadline (timeout_ms in
