@@ -221,8 +221,10 @@ class NbdFile final : public BackingFile {
   }
   std::uint32_t timeout_ms() const { return options_.timeout_ms; }
 
-  // Makes c's connection if it is closed (checking the remote after a
-  // reconnect). REQUIRES: c.mu held.
+  // Makes c's connection if it is closed, its handshake within `deadline`;
+  // after a reconnect, checks the remote, each step of the check (the
+  // label read, and its rewrite) within a timeout of its own, as at Open.
+  // REQUIRES: c.mu held.
   Status Connect(Conn& c, Clock::time_point deadline);
   // Whether the export on `h`, a connection made again, still offers what
   // Open found and this file relies on: writable; holding the part of it
@@ -446,9 +448,16 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     c.Failed();
     return Status::IoError(std::string(what) + ": " + error);
   };
+  // Each step has the whole timeout, as at Open, not what the handshake
+  // left of the caller's deadline: a remote whose handshake and label read
+  // took longer than one timeout would fail every check, and be closed and
+  // made again for ever.
+  auto step_deadline = [this] {
+    return Clock::now() + milliseconds(options_.timeout_ms);
+  };
   alignas(4096) std::byte now_label[kLabelBytes];
   const std::int64_t size = nbd_get_size(h);
-  long r = SyncLocked(c, false, now_label, 0, deadline);
+  long r = SyncLocked(c, false, now_label, 0, step_deadline());
   if (r != 0) return unchecked("reading the label", r);
   // Grown is the same export (a volume resized while its server was
   // restarted): this file uses no more of it than before.
@@ -474,7 +483,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
         ": " + std::to_string(lost) +
         " written-back blocks are lost; their pages read as errors");
   }
-  r = SyncLocked(c, true, label_, 0, deadline);
+  r = SyncLocked(c, true, label_, 0, step_deadline());
   if (r != 0) return unchecked("writing the label", r);
   c.backoff = kFirstBackoff;
   return Status::Ok();

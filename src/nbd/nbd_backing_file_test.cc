@@ -522,6 +522,32 @@ TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
   EXPECT_EQ((*file)->lost_blocks(), 0u);
 }
 
+// A reconnect's check has a timeout of its own, as at open: a remote
+// whose handshake (1 s) and label read (1.2 s) take longer together than
+// the 2 s timeout, each fitting in it with 0.8 s to spare on a loaded
+// machine, is made again and used: the read that reconnects runs out of
+// its own time, and the reads after it are served. (Checked within what
+// the handshake left of the read's deadline, the label read ran out at
+// every attempt, and every read failed.)
+TEST(NbdBackingFileTest, AReconnectsLabelReadHasItsOwnTimeout) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  Remote remote(dir, "--filter=delay", false,
+                {"delay-open=1000ms", "delay-read=1200ms"}, {"file", image});
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 4);
+  ASSERT_EQ(WriteBackIdle(*store).written, 4u);
+  remote.Kill();
+  remote.Start();
+  Expect(*store, 0, 1, /*want_error=*/true);
+  Expect(*store, 0, 4);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+}
+
 // A TRIM has its whole timeout from when it is sent, as a write has: one
 // sent after a slow reconnect (here every handshake takes 1 s and every
 // read 1 s, the label's on reconnect included, of a 3 s timeout: the

@@ -93,10 +93,12 @@
 //     way, on the server that comes back; a write so answered fails.
 //   - Reconnection: a closed connection is made again by the next command
 //     that needs it, but no sooner than a backoff after the last failed
-//     attempt (100 ms, doubling to 5 s; reset by a success). A read waits
-//     at most timeout_ms in all (connecting included) before it fails, and
-//     fails at once when no attempt is allowed before then (the backoff,
-//     or a hold-off below).
+//     attempt (100 ms, doubling to 5 s; reset by a success). A connection
+//     made again is checked (below: its label read, and written again
+//     where it is gone), each step within a timeout of its own, as at
+//     open. A read waits at most timeout_ms in all (connecting included,
+//     but not that check) before it fails, and fails at once when no
+//     attempt is allowed before then (the backoff, or a hold-off below).
 //   - A stalled remote (a command or a connection attempt out of time,
 //     having had at least nine tenths of timeout_ms): no connection is
 //     attempted for timeout_ms after, so the commands behind it fail at
