@@ -40,9 +40,6 @@ constexpr char kMagic[8] = {'Z', 'T', 'I', 'E', 'R', 'B', 'K', '1'};
 constexpr milliseconds kFirstBackoff{100};
 constexpr milliseconds kMaxBackoff{5000};
 constexpr int kPollSliceMs = 10;  // the longest a poll holds a connection
-// The largest request payload a client may send to a server that states no
-// maximum (proto.md, "Block size constraints").
-constexpr std::int64_t kDefaultMaxPayload = 32 << 20;
 // libnbd's NBD_NULL_COMPLETION, without its C compound literal: no
 // callback; the result is collected with nbd_aio_command_completed.
 constexpr nbd_completion_callback kNoCompletion{};
@@ -210,7 +207,7 @@ class NbdFile final : public BackingFile {
       std::size_t ios, std::size_t io_bytes) override;
 
   std::uint64_t lost_blocks() const override { return lost_.load(); }
-  std::size_t max_write_bytes() const override { return max_write_; }
+  std::size_t max_write_bytes() const override { return max_write_.load(); }
   // A block freed on an export without TRIM: not counted lost if the
   // remote comes back without the label.
   void Forget(const Range& range) override { Unwritten(range); }
@@ -230,8 +227,8 @@ class NbdFile final : public BackingFile {
   // Open found and this file relies on: writable; holding the part of it
   // this file uses; multi-conn, when writes go over several connections;
   // FUA, when it offered it; block size limits that allow 4096-byte
-  // requests and writes as large as before. Else kIoError, saying how it
-  // came back.
+  // requests and writes as large as its writers' (largest_write_). Else
+  // kIoError, saying how it came back. REQUIRES: check_mu_ held.
   Status StillOffers(nbd_handle* h) const;
   // The first write connection, from the `from`th round, that is up or is
   // made now, returned with `lock` holding its mu: a connection down and
@@ -313,7 +310,9 @@ class NbdFile final : public BackingFile {
   std::uint64_t size_ = 0;
   bool multi_conn_ = false;
   bool fua_ = false;  // the first connection offered FUA
-  std::size_t max_write_ = 0;  // the export's maximum request, 0: none said
+  // The export's maximum request, rounded down to 4096, 0: none said; at
+  // open, or lowered by a reconnect that finds a smaller one (Connect).
+  std::atomic<std::size_t> max_write_{0};
   bool can_trim_ = false;
   alignas(4096) std::byte label_[kLabelBytes] = {};
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
@@ -323,7 +322,13 @@ class NbdFile final : public BackingFile {
   std::unique_ptr<std::atomic<std::uint64_t>[]> sums_;
   std::uint64_t sum_key_[2] = {};  // BlockSum's key, random (Open)
   std::atomic<std::uint64_t> lost_{0};
-  std::mutex check_mu_;  // one remote check (and label rewrite) at a time
+  // One remote check (and label rewrite) at a time; guards also
+  // largest_write_, and orders the writers made against max_write_'s
+  // lowering.
+  std::mutex check_mu_;
+  // The most bytes a write may carry on the writers made so far (their
+  // io_bytes): what a remote's maximum request must allow.
+  std::size_t largest_write_ = 0;
   // Why the last check found the remote offering less (StillOffers), once
   // logged; empty after a check it passes. Guarded by check_mu_.
   std::string refused_;
@@ -442,6 +447,15 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     return st;
   }
   refused_.clear();
+  // A maximum request below the one at open (or none said then) that takes
+  // every write made so far: the writers made from now on stay within it
+  // (BackingStore::NewWriter asks max_write_bytes()).
+  if (const std::int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+      max_block > 0) {
+    const std::size_t cap =
+        static_cast<std::size_t>(max_block) / kLabelBytes * kLabelBytes;
+    if (max_write_.load() == 0 || cap < max_write_.load()) max_write_.store(cap);
+  }
   auto unchecked = [&](const char* what, long r) {
     const std::string error = SyncError(r);
     c.Close();
@@ -511,11 +525,14 @@ Status NbdFile::StillOffers(nbd_handle* h) const {
     return differs("without FUA (written-back pages would be only as "
                    "durable as the server's cache)");
   }
+  // What this file sends: 4096-byte reads and label writes, and writes of
+  // at most its writers' buffers; not the maximum it had at open (32 MiB,
+  // proto.md's default, where the export stated none), which no write
+  // may have come near.
   const std::int64_t min_block = nbd_get_block_size(h, LIBNBD_SIZE_MINIMUM);
   const std::int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
-  const std::int64_t max_write =
-      max_write_ != 0 ? static_cast<std::int64_t>(max_write_)
-                      : kDefaultMaxPayload;
+  const std::int64_t max_write = static_cast<std::int64_t>(
+      std::max<std::size_t>(largest_write_, kLabelBytes));
   if (min_block > static_cast<std::int64_t>(kLabelBytes) ||
       (max_block > 0 && max_block < max_write)) {
     return differs("with block size limits (minimum " +
@@ -854,6 +871,18 @@ class NbdWriter final : public BackingFileWriter {
 
 Result<std::unique_ptr<BackingFileWriter>> NbdFile::NewWriter(
     std::size_t ios, std::size_t io_bytes) {
+  {
+    // Sized before a reconnect lowered max_write_ (Connect): writes the
+    // remote would refuse. The next writer is sized anew.
+    std::lock_guard check(check_mu_);
+    if (const std::size_t cap = max_write_.load(); cap != 0 && io_bytes > cap) {
+      return Err(Status::IoError(
+          "writes of " + std::to_string(io_bytes) +
+          " bytes: the remote now takes requests of at most " +
+          std::to_string(cap)));
+    }
+    largest_write_ = std::max(largest_write_, io_bytes);
+  }
   auto w = std::make_unique<NbdWriter>(*this, ios, io_bytes);
   if (!w->ok()) {
     return Err(Status::ResourceExhausted("NBD writer buffers"));
@@ -901,9 +930,9 @@ Status NbdFile::Open() {
                                    std::to_string(max_block) +
                                    " bytes) do not allow 4096-byte requests");
   }
-  max_write_ = max_block > 0 ? static_cast<std::size_t>(max_block) /
-                                   kLabelBytes * kLabelBytes
-                             : 0;
+  max_write_.store(max_block > 0 ? static_cast<std::size_t>(max_block) /
+                                        kLabelBytes * kLabelBytes
+                                  : 0);
   multi_conn_ = nbd_can_multi_conn(c.h) == 1;
   fua_ = c.write_flags != 0;
   can_trim_ = c.can_trim;

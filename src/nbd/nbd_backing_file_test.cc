@@ -355,6 +355,47 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
   }
 }
 
+// A remote that stated no maximum request at open (so 32 MiB, proto.md's
+// default) and comes back stating 256 KiB still takes every write this
+// file sends (128 KiB: the store's IOs): it is used as before, and the
+// writers made after it stay within it (here a pass asking for 1 MiB
+// IOs, which the remote would refuse). One whose maximum is below the
+// writes made so far is refused.
+TEST(NbdBackingFileTest, ARemoteThatComesBackWithAMaximumItsWritesFitIsUsed) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  std::optional<Remote> remote;
+  auto restart = [&](std::vector<std::string> params) {
+    remote.reset();
+    remote.emplace(dir, params.empty() ? "" : "--filter=blocksize-policy",
+                   false, std::move(params),
+                   std::vector<std::string>{"file", image});
+  };
+  restart({});
+  auto file =
+      OpenNbdBackingFile(remote->Uri(), {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  EXPECT_EQ((*file)->max_write_bytes(), 0u);
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  restart({"blocksize-maximum=262144", "blocksize-error-policy=error"});
+  Expect(*store, 0, 64);
+  EXPECT_EQ((*file)->max_write_bytes(), 262144u);
+  Fill(*store, 64, 192);
+  store->MarkIdleAll();
+  auto r = store->Writeback(
+      {.scans = {{kWritebackIdle, 0, kPages}}, .max_io_pages = 256});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  ASSERT_OK(r->status);
+  EXPECT_EQ(r->written, 128u);
+  Expect(*store, 0, 192);
+  restart({"blocksize-maximum=65536"});
+  Expect(*store, 0, 1, /*want_error=*/true);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+}
+
 // Over TCP, each connection has keepalive on (it may sit idle for hours
 // between reads of written-back pages): `ss` shows its keepalive timer.
 TEST(NbdBackingFileTest, TcpConnectionsKeepAlive) {
