@@ -159,7 +159,8 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
   flags.AddInt("backing-timeout", &s->backing_timeout, "SECONDS",
                "a remote backing_dev's command not answered in this long "
                "fails (EIO) and its connection is made again; also the "
-               "longest a read of a written-back page waits (default 30)",
+               "longest a read of a written-back page waits, but for a "
+               "reconnect's label check, timed on its own (default 30)",
                1, 3600);
   flags.AddBool("backing-encrypt", &s->backing_encrypt,
                 "encrypt written-back pages (AES-256-GCM, key kept only in "
