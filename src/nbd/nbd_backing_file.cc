@@ -306,7 +306,6 @@ class NbdFile final : public BackingFile {
   const std::string uri_;
   const NbdBackingOptions options_;
   std::vector<std::unique_ptr<Conn>> conns_;
-  std::uint64_t export_size_ = 0;
   std::uint64_t size_ = 0;
   bool multi_conn_ = false;
   bool fua_ = false;  // the first connection offered FUA
@@ -470,13 +469,12 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     return Clock::now() + milliseconds(options_.timeout_ms);
   };
   alignas(4096) std::byte now_label[kLabelBytes];
-  const std::int64_t size = nbd_get_size(h);
   long r = SyncLocked(c, false, now_label, 0, step_deadline());
   if (r != 0) return unchecked("reading the label", r);
-  // Grown is the same export (a volume resized while its server was
-  // restarted): this file uses no more of it than before.
-  if (size >= 0 && static_cast<std::uint64_t>(size) >= export_size_ &&
-      std::memcmp(now_label, label_, kLabelBytes) == 0) {
+  // The label is the same export's, whatever its size now: resized while
+  // its server was restarted, it still holds the part this file uses
+  // (StillOffers), and this file uses no more of it than before.
+  if (std::memcmp(now_label, label_, kLabelBytes) == 0) {
     c.backoff = kFirstBackoff;
     return Status::Ok();
   }
@@ -490,11 +488,8 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   lost_ += lost;
   // Said once: a retry after a failed label write finds nothing more lost.
   if (lost != 0) {
-    Log("the remote came back " +
-        std::string(static_cast<std::uint64_t>(size) < export_size_
-                        ? "smaller"
-                        : "without this store's label") +
-        ": " + std::to_string(lost) +
+    Log("the remote came back without this store's label: " +
+        std::to_string(lost) +
         " written-back blocks are lost; their pages read as errors");
   }
   r = SyncLocked(c, true, label_, 0, step_deadline());
@@ -905,10 +900,10 @@ Status NbdFile::Open() {
   if (nbd_is_read_only(c.h) == 1) {
     return Status::InvalidArgument("the export is read-only");
   }
-  export_size_ = static_cast<std::uint64_t>(size);
-  size_ = export_size_ < 2 * kLabelBytes
+  const auto export_size = static_cast<std::uint64_t>(size);
+  size_ = export_size < 2 * kLabelBytes
               ? 0
-              : (export_size_ - kLabelBytes) / kLabelBytes * kLabelBytes;
+              : (export_size - kLabelBytes) / kLabelBytes * kLabelBytes;
   if (size_ == 0) {
     return Status::InvalidArgument("the export (" + std::to_string(size) +
                                    " bytes) is smaller than two blocks");

@@ -625,6 +625,42 @@ TEST(NbdBackingFileTest, ATrimAfterASlowReconnectHasItsWholeTimeout) {
             std::chrono::milliseconds(1800));
 }
 
+// An export that comes back smaller than at open but still holding the
+// part this file uses (max_bytes), with the label, is the same export:
+// nothing is lost, at that reconnect or at later ones. (Every written
+// block was counted lost, again at each later reconnect.)
+TEST(NbdBackingFileTest, AShrunkExportHoldingTheUsedPartLosesNothing) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  std::optional<Remote> remote;
+  auto restart = [&] {
+    remote.reset();
+    remote.emplace(dir, "", false, std::vector<std::string>{},
+                   std::vector<std::string>{"file", image});
+  };
+  restart();
+  auto file = OpenNbdBackingFile(
+      remote->Uri(),
+      {.connections = 1, .timeout_ms = 10000, .max_bytes = 2 << 20});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  remote.reset();
+  ASSERT_EQ(Sh("truncate -s 4M '" + image + "'").exit_code, 0);
+  restart();
+  Expect(*store, 0, 64);
+  EXPECT_EQ((*file)->lost_blocks(), 0u);
+  // A later reconnect to the same export loses nothing either.
+  Fill(*store, 64, 128);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  const std::uint64_t before = (*file)->lost_blocks();
+  restart();
+  Expect(*store, 64, 128);
+  EXPECT_EQ((*file)->lost_blocks(), before);
+}
+
 // Every write is durable on the remote before the store frees its RAM
 // copy (FUA, the label's too), and a file given max_bytes uses no more of
 // the export.

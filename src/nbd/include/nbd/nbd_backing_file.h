@@ -117,14 +117,15 @@
 //     meanwhile reads fail and writeback passes fail (keeping their pages
 //     in RAM), and nothing is counted lost. (TRIM may come and go: a block
 //     is then freed without one.)
-//   - A remote that comes back different (smaller than it was, or without
-//     this file's label: restarted empty, or another export): every block
+//   - A remote that comes back different (without this file's label:
+//     restarted empty, or another export): every block
 //     written before, and not freed since (trimmed, or freed where TRIM is
 //     refused or not offered), is lost. Its reads fail with -EIO from then on
 //     (never zeros); lost_blocks() counts them (bd_lost in the store's stats
 //     and the metrics), and the log gets one line. The label is written again
-//     and new writes work as before. One that comes back larger, with the
-//     label, is the same export resized: used as before, and no more of it.
+//     and new writes work as before. One that comes back resized, with the
+//     label, is the same export: used as before, and no more of it (the
+//     part this file uses must still fit, above).
 //
 // Thread safety: as BackingFile's. Each connection has a mutex; a command
 // holds it while it submits or polls (at most 10 ms at a time), never
