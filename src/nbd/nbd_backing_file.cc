@@ -272,9 +272,11 @@ class NbdFile final : public BackingFile {
   // connection is attempted for the next timeout_ms, so that the commands
   // after it fail at once instead of each waiting its whole timeout (a
   // writeback pass of thousands of blocks would take hours). "Nearly":
-  // nine tenths, since the caller's clock starts before the attempt does
-  // (a read's deadline is set before it finds a connection). A wait cut
-  // short by its caller's deadline (a read's later attempt) proves nothing.
+  // nine tenths of the time since `since`: the command's send, or a
+  // connection attempt's start, whose deadline may have been set a little
+  // before it (a read's is set before it finds a connection; so a read is
+  // found stalled only when it was sent within the first tenth of its
+  // time). A wait cut short by its caller's deadline proves nothing.
   // Returns whether the remote was found stalled.
   bool HoldOff(Clock::time_point since) {
     const auto now = Clock::now();
@@ -664,6 +666,11 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
     Conn* const c = LockUp(0, deadline, l, &retry_at);
     if (c == nullptr) {
       ReadBuffer::Free(buffer);
+    } else if (Clock::now() >= deadline) {
+      // Connecting (a reconnect's label check, timed on its own) took the
+      // read's time: its pread would be sent only to be given up at once.
+      ReadBuffer::Free(buffer);
+      return -ETIMEDOUT;
     } else {
       sent = Clock::now();
       // libnbd owns `buffer` from here, failed or not.

@@ -920,8 +920,10 @@ TEST(NbdBackingFileTest, AStoppedRemoteTimesOutAndThenServesAgain) {
   EXPECT_LT(seconds, 30);  // bounded by the timeout, not hung
   Expect(*store, 128, 256);
   remote.Continue();
-  // Same remote: nothing lost; after the backoff it serves again.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Same remote: nothing lost; after the backoff it serves again. (The
+  // read below waits for the hold-off the stall set, which ends about
+  // 2 s after it: the sleep leaves its reconnect 1.5 s of its 2 s.)
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   Expect(*store, 0, 128);
   EXPECT_EQ((*file)->lost_blocks(), 0u);
   const WritebackResult again = WriteBackIdle(*store);

@@ -129,10 +129,13 @@
 //
 // Thread safety: as BackingFile's. Each connection has a mutex; a command
 // holds it while it submits or polls (at most 10 ms at a time), never
-// while it waits in between; except that (re)connecting resolves the
-// host name under it (libnbd's getaddrinfo blocks, and its time counts
-// against the command's timeout): the other commands of that connection
-// wait for it, or pass on to another connection that is free (above).
+// while it waits in between; except that (re)connecting holds it: while
+// libnbd resolves the host name (getaddrinfo blocks; its time counts
+// against the command's timeout) and, after a reconnect, through the
+// label check (up to a timeout per step, under a lock the writers' sizing
+// and the other connections' checks also take). The other commands of
+// that connection wait for it, or pass on to another connection that is
+// free (above).
 #ifndef ZTIER_NBD_NBD_BACKING_FILE_H_
 #define ZTIER_NBD_NBD_BACKING_FILE_H_
 
