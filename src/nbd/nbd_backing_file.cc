@@ -725,12 +725,14 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     return;
   }
   gen = c.generation;
-  // The TRIMs have their whole timeout, however long connecting took, as a
-  // write has (NbdWriter::Queue): out of time, they show a stalled remote.
-  // (Timed from before the connecting, one cut short by a slow reconnect
-  // closed a connection that had not stalled.)
+  // Each TRIM has its whole timeout, however long connecting took, as a
+  // write has (NbdWriter::Queue), from when it was sent or, if later, from
+  // when the one before it was answered: a remote that answers them in
+  // turn, each in time, has not stalled, however long the batch. Out of
+  // time, a TRIM shows a stalled remote. (Timed from before the connecting,
+  // one cut short by a slow reconnect closed a connection that had not
+  // stalled; timed from the send alone, the last of a long batch did.)
   const auto sent_at = Clock::now();
-  const auto deadline = sent_at + milliseconds(options_.timeout_ms);
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
                               ranges[i].offset + kLabelBytes, kNoCompletion, 0);
@@ -738,7 +740,9 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   l.unlock();
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (cookies[i] == -1) continue;
-    const long r = Wait(c, gen, cookies[i], sent_at, deadline);
+    const auto since = std::max(sent_at, Clock::now());
+    const long r = Wait(c, gen, cookies[i], since,
+                        since + milliseconds(options_.timeout_ms));
     // A dropped connection or a deadline: not known to be done. The
     // server's own refusal (an error reply): answered, nothing more to do,
     // but the blocks may still hold what was written.

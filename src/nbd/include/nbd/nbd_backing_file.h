@@ -80,7 +80,8 @@
 //     write it refuses); a command on a connection that drops reports
 //     -ENOTCONN, and one not answered within `timeout_ms` -ETIMEDOUT (a
 //     write or a TRIM has the whole timeout from when it is sent, however
-//     long connecting took; a write so failed may still land,
+//     long connecting took, a TRIM of a batch from when the one before it
+//     was answered if that is later; a write so failed may still land,
 //     BackingFile's contract). The store keeps
 //     the pages of a failed writeback pass in RAM, and its reads fail with
 //     kIoError. A timed-out or dropped connection is closed; every command
