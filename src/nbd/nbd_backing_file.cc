@@ -20,6 +20,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -217,6 +218,11 @@ class NbdFile final : public BackingFile {
     return multi_conn_ ? conns_.size() : 1;
   }
   std::uint32_t timeout_ms() const { return options_.timeout_ms; }
+  // A writer of `io_bytes` (NewWriter's) is gone.
+  void DropWriter(std::size_t io_bytes) {
+    std::lock_guard check(check_mu_);
+    live_writes_.erase(live_writes_.find(io_bytes));
+  }
 
   // Makes c's connection if it is closed, its handshake within `deadline`;
   // after a reconnect, checks the remote, each step of the check (the
@@ -227,7 +233,7 @@ class NbdFile final : public BackingFile {
   // Open found and this file relies on: writable; holding the part of it
   // this file uses; multi-conn, when writes go over several connections;
   // FUA, when it offered it; block size limits that allow 4096-byte
-  // requests and writes as large as its writers' (largest_write_). Else
+  // requests and writes as large as its writers' (live_writes_). Else
   // kIoError, saying how it came back. REQUIRES: check_mu_ held.
   Status StillOffers(nbd_handle* h) const;
   // The first write connection, from the `from`th round, that is up or is
@@ -324,12 +330,13 @@ class NbdFile final : public BackingFile {
   std::uint64_t sum_key_[2] = {};  // BlockSum's key, random (Open)
   std::atomic<std::uint64_t> lost_{0};
   // One remote check (and label rewrite) at a time; guards also
-  // largest_write_, and orders the writers made against max_write_'s
+  // live_writes_, and orders the writers made against max_write_'s
   // lowering.
   std::mutex check_mu_;
-  // The most bytes a write may carry on the writers made so far (their
-  // io_bytes): what a remote's maximum request must allow.
-  std::size_t largest_write_ = 0;
+  // The io_bytes of each writer alive (NewWriter, ~NbdWriter): the largest
+  // is what a remote's maximum request must allow. One that lowered it
+  // only caps the writers made after (max_write_).
+  std::multiset<std::size_t> live_writes_;
   // Why the last check found the remote offering less (StillOffers), once
   // logged; empty after a check it passes. Guarded by check_mu_.
   std::string refused_;
@@ -528,8 +535,8 @@ Status NbdFile::StillOffers(nbd_handle* h) const {
   // may have come near.
   const std::int64_t min_block = nbd_get_block_size(h, LIBNBD_SIZE_MINIMUM);
   const std::int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
-  const std::int64_t max_write = static_cast<std::int64_t>(
-      std::max<std::size_t>(largest_write_, kLabelBytes));
+  const std::int64_t max_write = static_cast<std::int64_t>(std::max<std::size_t>(
+      live_writes_.empty() ? 0 : *live_writes_.rbegin(), kLabelBytes));
   if (min_block > static_cast<std::int64_t>(kLabelBytes) ||
       (max_block > 0 && max_block < max_write)) {
     return differs("with block size limits (minimum " +
@@ -772,6 +779,7 @@ class NbdWriter final : public BackingFileWriter {
   ~NbdWriter() override {
     while (pending_ != 0) Reap(true, [](std::size_t, long) {});
     std::free(buffers_);
+    file_.DropWriter(io_bytes_);
   }
   bool ok() const { return buffers_ != nullptr; }
 
@@ -887,10 +895,16 @@ Result<std::unique_ptr<BackingFileWriter>> NbdFile::NewWriter(
           " bytes: the remote now takes requests of at most " +
           std::to_string(cap)));
     }
-    largest_write_ = std::max(largest_write_, io_bytes);
+    live_writes_.insert(io_bytes);
   }
-  auto w = std::make_unique<NbdWriter>(*this, ios, io_bytes);
-  if (!w->ok()) {
+  std::unique_ptr<NbdWriter> w;
+  try {
+    w = std::make_unique<NbdWriter>(*this, ios, io_bytes);
+  } catch (...) {
+    DropWriter(io_bytes);
+    throw;
+  }
+  if (!w->ok()) {  // its destructor drops it from live_writes_
     return Err(Status::ResourceExhausted("NBD writer buffers"));
   }
   return std::unique_ptr<BackingFileWriter>(std::move(w));

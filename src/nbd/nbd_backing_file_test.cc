@@ -308,6 +308,10 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
     }
     return true;
   };
+  // A writer alive throughout (a pass under way, say) with 128 KiB
+  // writes: a remote whose maximum request is below them offers less.
+  auto live = (*file)->NewWriter(1, 128 << 10);
+  ASSERT_TRUE(live.has_value()) << live.error().ToString();
   struct Less {
     std::string flag;
     std::vector<std::string> params;
@@ -360,8 +364,9 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
 // default) and comes back stating 256 KiB still takes every write this
 // file sends (128 KiB: the store's IOs): it is used as before, and the
 // writers made after it stay within it (here a pass asking for 1 MiB
-// IOs, which the remote would refuse). One whose maximum is below the
-// writes made so far is refused.
+// IOs, which the remote would refuse). With no writer alive, a maximum
+// below the writes made before is used too; one below a live writer's
+// writes is refused.
 TEST(NbdBackingFileTest, ARemoteThatComesBackWithAMaximumItsWritesFitIsUsed) {
   ScopedTempDir dir;
   const std::string image = dir.File("remote.img");
@@ -393,7 +398,14 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackWithAMaximumItsWritesFitIsUsed) {
   EXPECT_EQ(r->written, 128u);
   Expect(*store, 0, 192);
   restart({"blocksize-maximum=65536"});
-  Expect(*store, 0, 1, /*want_error=*/true);
+  Expect(*store, 0, 192);
+  EXPECT_EQ((*file)->max_write_bytes(), 65536u);
+  {
+    auto writer = (*file)->NewWriter(1, 65536);
+    ASSERT_TRUE(writer.has_value()) << writer.error().ToString();
+    restart({"blocksize-maximum=16384"});
+    Expect(*store, 0, 1, /*want_error=*/true);
+  }
   EXPECT_EQ((*file)->lost_blocks(), 0u);
 }
 

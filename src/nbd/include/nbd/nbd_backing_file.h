@@ -44,7 +44,7 @@
 // minimum above 4096 bytes (or a maximum below) is refused at open; the
 // maximum caps each write (max_write_bytes(): the store's writer splits
 // its IOs to fit). A remote that comes back with a smaller maximum, one
-// that still takes the writes of every writer made so far (Failures),
+// that still takes the writes of every writer alive (Failures),
 // caps the writers made after it; a writer asked for larger writes
 // meanwhile fails (kIoError), and the next is made to fit.
 //
@@ -112,9 +112,10 @@
 //     smaller than the part of it this file uses; without multi-conn while
 //     writes go over several connections; without FUA where it had it; or
 //     with block size limits that refuse 4096-byte requests or writes as
-//     large as its writers' (their io_bytes; not the maximum at open, nor
-//     the 32 MiB assumed where the export stated none). The connection is refused (closed, and tried again
-//     after the backoff, as a failed one), and the log says why, once:
+//     large as its live writers' (their io_bytes; not the maximum at open,
+//     nor the 32 MiB assumed where the export stated none). The connection
+//     is refused (closed, and tried again after the backoff, as a failed
+//     one), and the log says why, once:
 //     meanwhile reads fail and writeback passes fail (keeping their pages
 //     in RAM), and nothing is counted lost. (TRIM may come and go: a block
 //     is then freed without one.)
