@@ -249,8 +249,9 @@ TEST(NbdBackingFileTest, WritesStayWithinTheExportsMaximumRequest) {
 
 // An export that comes back larger, with the label (its volume resized
 // while its server restarted), is the same export: nothing written is
-// lost. (One that comes back smaller, or without the label, loses what
-// was written: AKilledRemoteKeepsPagesAndComesBackEmptyAsLost.)
+// lost. (So is one smaller that still holds the part this file uses:
+// AShrunkExportHoldingTheUsedPartLosesNothing. One without the label
+// loses what was written: AKilledRemoteKeepsPagesAndComesBackEmptyAsLost.)
 TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
   ScopedTempDir dir;
   const std::string image = dir.File("remote.img");
@@ -547,59 +548,42 @@ TEST(NbdBackingFileTest, EachConnectionHasItsOwnTimeoutAtOpen) {
   Expect(*store, 0, 64);
 }
 
-// A read whose reconnect takes most of its timeout (here every handshake
-// takes 1 s and every read 1.2 s, the label's on reconnect included, of a
-// 3 s timeout: the reconnect's 2.2 s leave a loaded machine 0.8 s, and
-// the read's own 1.2 s cannot fit) runs out of its own time, not the
-// connection's: it fails, within its timeout, and leaves the connection
-// up, so the reads after it are served. (Closing it made every read
-// reconnect, and fail, for ever.)
+// A reconnect that takes most of a read's timeout, or more (every
+// handshake takes 1 s and every read 1.2 s, the label's on reconnect
+// included), fails that read, within its time, and leaves the connection
+// up, so that the reads after it are served:
+//   - with a 3 s timeout the reconnect's 2.2 s leave a loaded machine
+//     0.8 s, and the read's own 1.2 s cannot fit: the read runs out of its
+//     own time, not the connection's (closing it made every read
+//     reconnect, and fail, for ever);
+//   - with 2 s the handshake and the label read each fit, with 0.8 s to
+//     spare, but not together: the check has a timeout of its own, as at
+//     open (within what the handshake left of the read's deadline, every
+//     attempt failed).
 TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
-  ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
-  Remote remote(dir, "--filter=delay", false,
-                {"delay-open=1000ms", "delay-read=1200ms"}, {"file", image});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 3000});
-  ASSERT_TRUE(file.has_value()) << file.error().ToString();
-  auto store = StoreOn(*file);
-  Fill(*store, 0, 4);
-  ASSERT_EQ(WriteBackIdle(*store).written, 4u);
-  remote.Kill();
-  remote.Start();
-  const auto t0 = std::chrono::steady_clock::now();
-  Expect(*store, 0, 1, /*want_error=*/true);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0,
-            std::chrono::milliseconds(4500));
-  Expect(*store, 0, 4);
-  EXPECT_EQ((*file)->lost_blocks(), 0u);
-}
-
-// A reconnect's check has a timeout of its own, as at open: a remote
-// whose handshake (1 s) and label read (1.2 s) take longer together than
-// the 2 s timeout, each fitting in it with 0.8 s to spare on a loaded
-// machine, is made again and used: the read that reconnects runs out of
-// its own time, and the reads after it are served. (Checked within what
-// the handshake left of the read's deadline, the label read ran out at
-// every attempt, and every read failed.)
-TEST(NbdBackingFileTest, AReconnectsLabelReadHasItsOwnTimeout) {
-  ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
-  Remote remote(dir, "--filter=delay", false,
-                {"delay-open=1000ms", "delay-read=1200ms"}, {"file", image});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
-  ASSERT_TRUE(file.has_value()) << file.error().ToString();
-  auto store = StoreOn(*file);
-  Fill(*store, 0, 4);
-  ASSERT_EQ(WriteBackIdle(*store).written, 4u);
-  remote.Kill();
-  remote.Start();
-  Expect(*store, 0, 1, /*want_error=*/true);
-  Expect(*store, 0, 4);
-  EXPECT_EQ((*file)->lost_blocks(), 0u);
+  for (const int timeout_ms : {3000, 2000}) {
+    SCOPED_TRACE(timeout_ms);
+    ScopedTempDir dir;
+    const std::string image = dir.File("remote.img");
+    ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+    Remote remote(dir, "--filter=delay", false,
+                  {"delay-open=1000ms", "delay-read=1200ms"}, {"file", image});
+    auto file = OpenNbdBackingFile(
+        remote.Uri(),
+        {.connections = 1, .timeout_ms = static_cast<std::uint32_t>(timeout_ms)});
+    ASSERT_TRUE(file.has_value()) << file.error().ToString();
+    auto store = StoreOn(*file);
+    Fill(*store, 0, 4);
+    ASSERT_EQ(WriteBackIdle(*store).written, 4u);
+    remote.Kill();
+    remote.Start();
+    const auto t0 = std::chrono::steady_clock::now();
+    Expect(*store, 0, 1, /*want_error=*/true);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0,
+              std::chrono::milliseconds(timeout_ms + 1500));
+    Expect(*store, 0, 4);
+    EXPECT_EQ((*file)->lost_blocks(), 0u);
+  }
 }
 
 // A TRIM has its whole timeout from when it is sent, as a write has: one
