@@ -374,6 +374,12 @@ bool PageStore::Impl::ReclaimPass() {
   // call makes two refused tries at most while the pool stays full.
   std::pair<std::uint64_t, std::uint64_t> refused[2];
   std::size_t refusals = 0;
+  // On an exception: every unit not reclaimed, tried or not, is unqueued.
+  const auto unqueue_all = [&] {
+    unqueue_rest();
+    for (std::size_t i = 0; i < refusals; ++i) unqueue(refused[i]);
+    refusals = 0;
+  };
   // After a refusal: the units not tried, then the refused ones, go back
   // on the queue, still marked queued, for the next call; any the queue
   // has no room for are unqueued, as a full queue leaves a unit
@@ -417,12 +423,9 @@ bool PageStore::Impl::ReclaimPass() {
     // Out of memory (a thread's first unit cache, an error message): the
     // call that ran the pass did its own work, and does not fail for the
     // reclaims it leaves to a later free.
-    unqueue_rest();
-    for (std::size_t i = 0; i < refusals; ++i) unqueue(refused[i]);
-    refusals = 0;
+    unqueue_all();
   } catch (...) {
-    unqueue_rest();
-    for (std::size_t i = 0; i < refusals; ++i) unqueue(refused[i]);
+    unqueue_all();
     pool->ReleaseSpares();
     throw;
   }
