@@ -94,6 +94,19 @@ std::unique_ptr<PageStore> MakeStore(std::size_t pages, std::size_t unit,
   return s.has_value() ? std::move(*s) : nullptr;
 }
 
+// A store of units of 16 whose memory is a preallocated reserve of
+// `reserve` bytes, and no more: mem_limit is lifted past it once made (the
+// reserve does not grow), so that the pool, not the limit, refuses.
+std::unique_ptr<PageStore> MakeReserveStore(std::size_t pages,
+                                            std::size_t reserve) {
+  PageStoreOptions o;
+  o.mem_limit = reserve;
+  o.prealloc = true;
+  auto store = MakeStore(pages, 16, o);
+  if (store != nullptr) store->SetMemLimit(std::size_t{1} << 30);
+  return store;
+}
+
 // Options with a backing file of `blocks` blocks in `dir`, for writeback.
 PageStoreOptions WithBacking(const ScopedTempDir& dir, std::size_t blocks) {
   BackingOptions bo;
@@ -509,12 +522,8 @@ TEST(UnitsTest, ReclaimIsNotHeldToMemLimit) {
 // page of the unit leaves again (not kept whole until its last page goes).
 TEST(UnitsTest, AUnitThePoolRefusedIsReclaimedOnceThereIsRoom) {
   constexpr std::size_t kPages = 2048;
-  PageStoreOptions o;
-  o.mem_limit = 256 * 1024;
-  o.prealloc = true;
-  auto store = MakeStore(kPages, 16, o);
-  // Past mem_limit, up to what the reserve holds (it does not grow).
-  store->SetMemLimit(std::size_t{1} << 30);
+  auto store = MakeReserveStore(kPages, 256 * 1024);
+  ASSERT_NE(store, nullptr);
   const auto data = Pages(0, 16, DenseBase());
   ASSERT_OK(store->StoreBatch(0, data));
   ASSERT_EQ(store->Stats().units, 1u);
@@ -590,11 +599,8 @@ TEST(UnitsTest, AReclaimedRawSurvivorIsNoHugePageStored) {
 // room (slots freed in their own classes) is reclaimed by the same call.
 TEST(UnitsTest, ARefusedUnitHoldsUpNoOtherUnit) {
   constexpr std::size_t kPages = 4096;
-  PageStoreOptions o;
-  o.mem_limit = 512 * 1024;
-  o.prealloc = true;
-  auto store = MakeStore(kPages, 16, o);
-  store->SetMemLimit(std::size_t{1} << 30);
+  auto store = MakeReserveStore(kPages, 512 * 1024);
+  ASSERT_NE(store, nullptr);
   // A: 15 corpus pages and a random one (a raw survivor); B: 16 corpus
   // pages.
   auto a = Pages(0, 16, DenseBase());
