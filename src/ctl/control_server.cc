@@ -61,8 +61,8 @@ class Server final : public ControlServer {
   std::size_t connections() const override { return active_.load(); }
 
  private:
-  // A connection waits for a request (kWaiting), is answering one
-  // (kBusy), was shut down by the accept thread to make room (kEvicted), or
+  // A connection waits for a request or for its client to take a reply
+  // (kWaiting), is working on a request (kBusy), was shut down by the accept thread to make room (kEvicted), or
   // is closing its fd (kClosing: Evict must not touch the number then).
   enum class State { kWaiting, kBusy, kEvicted, kClosing };
   struct Conn {
@@ -78,7 +78,7 @@ class Server final : public ControlServer {
   void ServeRequests(Conn* conn);
   bool Evict();
   void Release(Conn* conn);
-  bool SendAll(int fd, std::string_view data);
+  bool SendAll(Conn* conn, std::string_view data);
   void Reap();
 
   const std::string path_;
@@ -177,10 +177,11 @@ void Server::AcceptLoop() {
   }
 }
 
-// Full: the oldest connection waiting for (the rest of) a request gives its
-// place to the new one, so that idle or trickling clients cannot keep every
-// other client out for their idle_timeout_ms; one answering a request
-// keeps its place. False when every connection is answering one.
+// Full: the oldest connection waiting for (the rest of) a request, or for
+// its client to take a reply, gives its place to the new one, so that idle,
+// trickling or slow-reading clients cannot keep every other client out;
+// one working on a request keeps its place. False when every connection
+// is working on one.
 bool Server::Evict() {
   std::lock_guard lock(mu_);
   for (const auto& c : conns_) {
@@ -202,7 +203,8 @@ void Server::Release(Conn* conn) {
   if (!conn->released.exchange(true)) active_.fetch_sub(1);
 }
 
-bool Server::SendAll(int fd, std::string_view data) {
+bool Server::SendAll(Conn* conn, std::string_view data) {
+  const int fd = conn->fd;
   while (!data.empty()) {
     const Result<std::size_t> n =
         platform::Send(fd, data.data(), data.size(), /*dontwait=*/true);
@@ -211,9 +213,22 @@ bool Server::SendAll(int fd, std::string_view data) {
       continue;
     }
     if (!n.has_value() && n.error().code() == StatusCode::kBusy) {
-      if (Wait(fd, POLLOUT, stop_.fd(), options_.idle_timeout_ms) <= 0) {
-        return false;
+      // Waiting for the client to take its reply is waiting on the client,
+      // not working for it: meanwhile a new connection over the cap may
+      // take this one's place (Evict), as it may a trickling request's.
+      // Else a client that pipelines requests and reads their replies just
+      // fast enough to beat the timeout would hold its place for good.
+      State busy = State::kBusy;
+      const bool was_busy =
+          conn->state.compare_exchange_strong(busy, State::kWaiting);
+      const int w = Wait(fd, POLLOUT, stop_.fd(), options_.idle_timeout_ms);
+      if (was_busy) {
+        State waiting = State::kWaiting;
+        if (!conn->state.compare_exchange_strong(waiting, State::kBusy)) {
+          return false;  // evicted
+        }
       }
+      if (w <= 0) return false;
       continue;
     }
     return false;
@@ -229,7 +244,7 @@ void Server::Serve(Conn* conn) {
     // Out of memory for a request or its reply: answer if that still can
     // be done and hang up; the server, and every device, goes on.
     try {
-      SendAll(fd, EncodeError("ENOMEM",
+      SendAll(conn, EncodeError("ENOMEM",
                               "the server is out of memory now; "
                               "try again"));
     } catch (const std::bad_alloc&) {
@@ -261,7 +276,7 @@ void Server::ServeRequests(Conn* conn) {
       in.erase(0, p.consumed);
       started = Clock::now();  // what follows in `in` has just arrived
       const WireReply r = HandleRequest(*registry_, p.request);
-      if (!SendAll(fd, r.ok ? EncodeOk(r.text)
+      if (!SendAll(conn, r.ok ? EncodeOk(r.text)
                             : EncodeError(r.errno_name, r.message))) {
         return;
       }
@@ -270,7 +285,7 @@ void Server::ServeRequests(Conn* conn) {
     }
     if (p.state == ParseState::kMalformed) {
       // The framing is lost: answer, then hang up.
-      SendAll(fd, EncodeError(p.errno_name, p.message));
+      SendAll(conn, EncodeError(p.errno_name, p.message));
       return;
     }
     // An idle connection may wait idle_timeout_ms for its next request; a
@@ -285,7 +300,7 @@ void Server::ServeRequests(Conn* conn) {
     }
     const int w = Wait(fd, POLLIN, stop_.fd(), timeout);
     if (w == 0 && !in.empty()) {
-      SendAll(fd, EncodeError("ETIMEDOUT",
+      SendAll(conn, EncodeError("ETIMEDOUT",
                               "request incomplete after " +
                                   std::to_string(options_.idle_timeout_ms) +
                                   " ms"));
@@ -298,7 +313,7 @@ void Server::ServeRequests(Conn* conn) {
       // The client is done; one that stopped inside a request may still
       // read why it is not answered.
       if (!in.empty()) {
-        SendAll(fd,
+        SendAll(conn,
                 EncodeError("EINVAL",
                             "request truncated: the connection ended "
                             "after " +

@@ -759,6 +759,50 @@ TEST_F(ControlServerTest, ARequestCutShortByTheClientGetsEinval) {
   EXPECT_EQ(Show("initstate"), "0\n");
 }
 
+// A client that pipelines requests and takes their replies slowly, each
+// read within the idle timeout, keeps the server waiting on it, not
+// working for it: over the cap, a new client takes its place
+// (control_server.h), as it would a trickling request's.
+TEST_F(ControlServerTest, OverTheCapASlowReaderGivesWay) {
+  ControlServerOptions o;
+  o.max_connections = 1;
+  o.idle_timeout_ms = 1000;
+  StartServer(o);
+  RawClient slow(path_);
+  ASSERT_TRUE(slow.ok());
+  std::string requests;
+  for (int i = 0; i < 100'000; ++i) requests += "REQ 5 7 -\nzram0mm_stat";
+  std::size_t sent = 0;
+  // Keeps as many requests queued as the socket takes, without blocking.
+  const auto top_up = [&] {
+    while (sent < requests.size()) {
+      const ssize_t n = ::send(slow.fd(), requests.data() + sent,
+                               requests.size() - sent,
+                               MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n <= 0) return;
+      sent += static_cast<std::size_t>(n);
+    }
+  };
+  top_up();
+  // Reads 64 KiB every 300 ms (well within the idle timeout) and queues
+  // more, for three idle timeouts: the server always has a reply it cannot
+  // send yet.
+  std::atomic<bool> stop{false};
+  std::thread reader([&] {
+    std::vector<char> buf(64 << 10);
+    while (!stop.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      if (::recv(slow.fd(), buf.data(), buf.size(), MSG_DONTWAIT) == 0) return;
+      top_up();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  auto r = Show("initstate");
+  stop.store(true);
+  reader.join();
+  EXPECT_EQ(r, "0\n") << (r.has_value() ? "" : r.error().ToString());
+}
+
 TEST_F(ControlServerTest, StopWhileClientsAreConnected) {
   RawClient idle(path_);
   RawClient half(path_);

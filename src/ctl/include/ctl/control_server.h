@@ -10,8 +10,9 @@
 //
 // The server runs one accept thread and one thread per connection, up to
 // options.max_connections (a connection over the cap takes the place of the
-// oldest one waiting for a request, which is closed; if every one is
-// answering a request, the new one gets "ERR EBUSY" and is closed). Each
+// oldest one waiting for a request or for its client to take a reply,
+// which is closed; if every one is working on a request, the new one gets
+// "ERR EBUSY" and is closed). Each
 // connection serves its requests in order; a connection that stalls holds
 // only its own thread. An idle connection is dropped after
 // options.idle_timeout_ms; a request must be whole within
