@@ -51,6 +51,9 @@ struct Client {
   std::string in;
   std::string out;
   std::size_t sent = 0;
+  // kWriting: the socket took no more of the reply at the last try, so
+  // the client is not reading it now.
+  bool stalled = false;
 };
 
 struct HttpReply {
@@ -262,8 +265,8 @@ class MetricsServerImpl final : public MetricsServer {
       fds.clear();
       fds.push_back({wake_.fd(), POLLIN, 0});
       // Full, a new client can still take the place of one that has not
-      // sent its whole request yet, or has had its whole reply (see
-      // Accept); not of one being answered.
+      // sent its whole request yet, has had its whole reply, or has stopped
+      // taking it (see Accept); not of one whose reply is flowing.
       const bool full = clients_.size() >= max_clients_ && !HasReplaceable();
       const bool paused = Clock::now() < accept_pause_until_;
       const bool room = !full && !paused;
@@ -325,8 +328,15 @@ class MetricsServerImpl final : public MetricsServer {
   static bool Reading(const Client& c) {
     return c.state == Client::State::kReading;
   }
+  static bool Draining(const Client& c) {
+    return c.state == Client::State::kDraining;
+  }
+  // A client being answered that has stopped taking its reply is waiting
+  // on nothing the server does, as one that has not sent its request: else
+  // max_clients that send a request and never read would keep every
+  // scraper in the backlog for their write_timeout_ms.
   static bool Replaceable(const Client& c) {
-    return c.state != Client::State::kWriting;
+    return c.state != Client::State::kWriting || c.stalled;
   }
   bool HasReplaceable() const {
     return std::any_of(clients_.begin(), clients_.end(), Replaceable);
@@ -344,12 +354,20 @@ class MetricsServerImpl final : public MetricsServer {
   }
   // Else the oldest that has had its whole reply and is only waiting for
   // the client to close (after what it sent meanwhile is read, so that our
-  // close does not reset the connection under the reply).
+  // close does not reset the connection under the reply); else the oldest
+  // whose client has stopped taking its reply (after the socket is offered
+  // the rest once more).
   std::list<Client>::iterator OldestReplaceable() {
     auto victim = OldestReading();
     if (victim != clients_.end()) return victim;
     for (Client& c : clients_) {
       if (c.state == Client::State::kDraining) Drain(c);
+    }
+    clients_.remove_if([](const Client& c) { return c.fd < 0; });
+    victim = std::find_if(clients_.begin(), clients_.end(), Draining);
+    if (victim != clients_.end()) return victim;
+    for (Client& c : clients_) {
+      if (c.state == Client::State::kWriting && c.stalled) Write(c);
     }
     clients_.remove_if([](const Client& c) { return c.fd < 0; });
     return std::find_if(clients_.begin(), clients_.end(), Replaceable);
@@ -360,8 +378,11 @@ class MetricsServerImpl final : public MetricsServer {
   // which is closed with no reply: idle or trickling connections cannot keep
   // a scraper out for their read_timeout_ms; failing that, of the oldest
   // that has had its whole reply but not closed: clients that never close
-  // cannot keep it out for the drain timeout. Clients being answered keep
-  // their place; when all are, new ones wait in the listen backlog.
+  // cannot keep it out for the drain timeout; failing that, of the oldest
+  // that has stopped taking its reply (closed with the reply cut short):
+  // clients that never read cannot keep it out for the write timeout.
+  // Clients whose replies are flowing keep their place; when all do, new
+  // ones wait in the listen backlog.
   void Accept(const platform::Listener& listener) {
     for (;;) {
       auto victim = clients_.end();
@@ -452,6 +473,7 @@ class MetricsServerImpl final : public MetricsServer {
     c.in.clear();
     c.in.shrink_to_fit();
     c.sent = 0;
+    c.stalled = false;
     c.state = Client::State::kWriting;
     c.deadline =
         Clock::now() + std::chrono::milliseconds(options_.write_timeout_ms);
@@ -464,12 +486,16 @@ class MetricsServerImpl final : public MetricsServer {
       const Result<std::size_t> w =
           platform::Send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent,
                          /*dontwait=*/false);
-      if (!w.has_value() && w.error().code() == StatusCode::kBusy) return;
+      if (!w.has_value() && w.error().code() == StatusCode::kBusy) {
+        c.stalled = true;
+        return;
+      }
       if (!w.has_value()) {
         ::close(c.fd);
         c.fd = -1;
         return;
       }
+      c.stalled = false;
       c.sent += *w;
     }
     std::string().swap(c.out);

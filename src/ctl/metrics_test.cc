@@ -608,6 +608,46 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestAnsweredClientMakesRoom) {
   }
 }
 
+// Clients that send a request and never read the reply (one larger than
+// the socket takes at once) are waiting on nothing the server does: over
+// max_clients, a new one takes the place of the oldest of them rather
+// than wait in the backlog for their write_timeout_ms.
+TEST_F(MetricsTest, OverMaxClientsAClientThatNeverReadsMakesRoom) {
+  // Enough devices for a reply of several hundred KiB.
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(registry_.Add("many" + std::to_string(i)).has_value());
+  }
+  ASSERT_GT(RenderMetrics(registry_, nullptr).size(), 512u << 10);
+  MetricsServerOptions o;
+  o.unix_path = tmp_.File("m.sock");
+  o.max_clients = 2;
+  o.write_timeout_ms = 60'000;
+  auto server = StartServer(o);
+  ASSERT_TRUE(server.has_value()) << server.error().ToString();
+  const std::string get = Get("/metrics");
+  std::vector<int> deaf;  // send a request, then never read
+  for (int i = 0; i < 2; ++i) {
+    deaf.push_back(ConnectUnix(o.unix_path));
+    ASSERT_GE(deaf.back(), 0);
+    ASSERT_EQ(::send(deaf.back(), get.data(), get.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(get.size()));
+  }
+  // Both are being answered (their requests read) before the scraper comes.
+  for (int i = 0; i < 2000 && (*server)->requests_served() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ((*server)->requests_served(), 2u);
+  const int scraper = ConnectUnix(o.unix_path);
+  ASSERT_GE(scraper, 0);
+  ASSERT_EQ(::send(scraper, get.data(), get.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(get.size()));
+  const std::optional<std::string> reply = ReadToEof(scraper, 5000);
+  ::close(scraper);
+  ASSERT_TRUE(reply.has_value()) << "no reply within 5 s";
+  EXPECT_TRUE(reply->starts_with("HTTP/1.1 200")) << reply->substr(0, 80);
+  for (int fd : deaf) ::close(fd);
+}
+
 TEST_F(MetricsTest, ClearStartErrors) {
   auto none = StartServer({});
   ASSERT_FALSE(none.has_value());
