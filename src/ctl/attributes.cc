@@ -432,7 +432,16 @@ WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& req) {
   if (req.device.empty()) return HandleControl(registry, req);
   const std::shared_ptr<Device> device = registry.Find(req.device);
   if (device == nullptr) {
-    return Error("ENODEV", "no device '" + req.device + "'");
+    // Say what there is, and how to make one (`ztier ctl zram1 disksize
+    // 1G` before a hot_add lands here); a long list is cut by EncodeError.
+    std::string names;
+    for (const std::shared_ptr<Device>& d : registry.List()) {
+      names += names.empty() ? "" : " ";
+      names += d->name();
+    }
+    return Error("ENODEV", "no device '" + req.device + "' (devices: " +
+                               (names.empty() ? "none" : names) +
+                               "; `ztier ctl hot_add` adds the next zramN)");
   }
   for (const DeviceAttribute& a : kDeviceAttributes) {
     if (a.name != req.attribute) continue;
@@ -444,7 +453,8 @@ WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& req) {
     return a.show(*device);
   }
   return Error("ENOENT", "device '" + req.device + "' has no attribute '" +
-                             req.attribute + "'");
+                             req.attribute +
+                             "' (`ztier ctl --help` lists them)");
 }
 
 const std::vector<AttributeInfo>& Attributes() {

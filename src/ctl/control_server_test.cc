@@ -287,6 +287,25 @@ TEST_F(ControlServerTest, WrongDirectionUnknownAttributeUnknownDevice) {
   EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
 }
 
+// A request for a device or attribute that is not there says what is:
+// `ztier ctl zram1 disksize 1G` before any hot_add must not leave the user
+// guessing.
+TEST_F(ControlServerTest, UnknownDeviceAndAttributeErrorsSayWhatToDo) {
+  ASSERT_TRUE(registry_->Add("swap").has_value());
+  auto r = Call(path_, {"zram9", "disksize", std::string("1G")});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->errno_name, "ENODEV");
+  EXPECT_NE(r->message.find("no device 'zram9'"), std::string::npos)
+      << r->message;
+  EXPECT_NE(r->message.find("swap zram0"), std::string::npos) << r->message;
+  EXPECT_NE(r->message.find("hot_add"), std::string::npos) << r->message;
+  r = Call(path_, {"zram0", "max_comp_streams", std::nullopt});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->errno_name, "ENOENT");
+  EXPECT_NE(r->message.find("ztier ctl --help"), std::string::npos)
+      << r->message;
+}
+
 TEST_F(ControlServerTest, BackingDev) {
   EXPECT_EQ(Show("backing_dev"), "none\n");
   EXPECT_EQ(StoreErrno("backing_dev", (dir_ / "no-dir/wb").string()), "ENOENT");
