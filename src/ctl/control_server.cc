@@ -62,8 +62,9 @@ class Server final : public ControlServer {
 
  private:
   // A connection waits for a request or for its client to take a reply
-  // (kWaiting), is working on a request (kBusy), was shut down by the accept thread to make room (kEvicted), or
-  // is closing its fd (kClosing: Evict must not touch the number then).
+  // (kWaiting), is working on a request (kBusy), was shut down by the
+  // accept thread to make room (kEvicted), or is closing its fd (kClosing:
+  // Evict must not touch the number then).
   enum class State { kWaiting, kBusy, kEvicted, kClosing };
   struct Conn {
     int fd = -1;
