@@ -403,7 +403,6 @@ int RunBenchEngine(std::span<const std::string_view> args) {
   const MachineInfo machine = GetMachineInfo();
   Config cfg;
   if (auto rc = ParseFlags(args, machine.cores, &cfg)) return *rc;
-  WarnIfNoCharts(kCommand, cfg.common);
   std::vector<corpus::PageSet> corpora;
   for (const std::string& path : cfg.paths) {
     auto set = LoadCorpus(path);

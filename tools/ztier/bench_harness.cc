@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "corpus/corpus.h"
+#include "plot.h"
 #include "tool_common.h"
 
 namespace ztier::tool {
@@ -122,6 +123,18 @@ void AddPlotFlag(FlagSet& flags, std::string* dir) {
                   "the NAME.gp script and NAME.dat data beside it to "
                   "re-render)");
   flags.NotEmpty("plot");
+  // Said once the flags are parsed, before the command loads its corpora
+  // and runs, so that the user learns it before waiting for the runs;
+  // Report::Finish says it again at the end.
+  flags.AfterParse([command = flags.command(), dir] {
+    if (dir->empty()) return;
+    const Result<Plotter> plotter = Plotter::Create(*dir);
+    if (plotter.has_value()) return;
+    std::fprintf(stderr,
+                 "%s: --plot %s: %s; the benchmark runs, but draws no charts\n",
+                 command.c_str(), dir->c_str(),
+                 plotter.error().message().c_str());
+  });
 }
 
 void AddCorpusFileFlag(FlagSet& flags, std::string* file,

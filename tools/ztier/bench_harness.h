@@ -131,6 +131,10 @@ Result<Measurements> RunVariants(const RunPlan& plan,
 void AddJsonFlag(FlagSet& flags, std::string* path);
 
 // --plot DIR: "also draw PNG charts with gnuplot into DIR (...)" (plot.h).
+// When no Plotter can be made (no gnuplot, DIR cannot be created), Parse()
+// says so on stderr once the flags are parsed: "COMMAND: --plot DIR: ERROR;
+// the benchmark runs, but draws no charts". The command's own checks of
+// its other flags come after, so a usage error they find follows it.
 void AddPlotFlag(FlagSet& flags, std::string* dir);
 
 // --corpus FILE, one file: "PURPOSE (a .pages.zst file or any plain file

@@ -318,7 +318,6 @@ void AddModes(const Flags& f, const Measurements& m, Report& report) {
 int RunBenchLatency(std::span<const std::string_view> args) {
   Flags f;
   if (auto rc = ParseFlags(args, &f)) return *rc;
-  WarnIfNoCharts(kCommand, f.common);
   auto pages = LoadCorpus(f.corpus);
   if (!pages) return ReportFailure(kCommand, pages.error().message());
   const std::string config = "cpus=" + std::to_string(f.cpus) +

@@ -452,7 +452,6 @@ Status LoadCorpora(const std::string& dir, NbdBenchConfig* cfg) {
 int RunBenchNbd(std::span<const std::string_view> args) {
   NbdBenchConfig cfg;
   if (auto rc = ParseFlags(args, &cfg)) return *rc;
-  WarnIfNoCharts(kCommand, cfg.common);
   auto dir = TempDir::Create("ztier-bench-nbd");
   if (!dir.has_value()) return ReportFailure(kCommand, dir.error().ToString());
   Progress progress;

@@ -207,7 +207,6 @@ void AddResults(const Measurements& m, std::size_t runs, Report& report) {
 int RunBenchPolicy(std::span<const std::string_view> args) {
   Flags f;
   if (auto rc = ParseFlags(args, &f)) return *rc;
-  WarnIfNoCharts(kCommand, f.common);
   auto pages = LoadCorpus(f.corpus);
   if (!pages) return ReportFailure(kCommand, pages.error().message());
   const std::string config =

@@ -263,7 +263,6 @@ void ReportCodec(Report& report, const Config& cfg, std::size_t c,
 int RunBenchRatio(std::span<const std::string_view> args) {
   Config cfg;
   if (auto rc = ParseFlags(args, &cfg)) return *rc;
-  WarnIfNoCharts(kCommand, cfg.common);
   auto paths = FindCorpusDir(cfg.corpus_dir, kCorpusDirHint);
   if (!paths.has_value())
     return ReportFailure(kCommand, paths.error().message());

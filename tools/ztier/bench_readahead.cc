@@ -428,7 +428,6 @@ Status FaultLatency(const Flags& f, const corpus::PageSet& corpus,
 int RunBenchReadahead(std::span<const std::string_view> args) {
   Flags f;
   if (auto rc = ParseFlags(args, &f)) return *rc;
-  WarnIfNoCharts(kCommand, f.common);
   auto corpus = LoadCorpus(f.corpus);
   if (!corpus) return ReportFailure(kCommand, corpus.error().message());
   Report report(kCommand, GetMachineInfo());

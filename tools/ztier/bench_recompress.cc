@@ -372,7 +372,6 @@ void AddConfig(Report& r, const Config& cfg,
 int RunBenchRecompress(std::span<const std::string_view> args) {
   Config cfg;
   if (auto rc = ParseFlags(args, &cfg)) return *rc;
-  WarnIfNoCharts(kCommand, cfg.common);
   std::vector<corpus::PageSet> corpora;
   for (const std::string& path : cfg.paths) {
     auto set = LoadCorpus(path);

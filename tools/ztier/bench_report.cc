@@ -219,16 +219,6 @@ int Report::Finish(std::string_view command, const BenchFlags& flags) const {
   return status;
 }
 
-void WarnIfNoCharts(std::string_view command, const BenchFlags& flags) {
-  if (flags.plot.empty()) return;
-  const Result<Plotter> plotter = Plotter::Create(flags.plot);
-  if (plotter.has_value()) return;
-  std::fprintf(stderr,
-               "%s: --plot %s: %s; the benchmark runs, but draws no charts\n",
-               std::string(command).c_str(), flags.plot.c_str(),
-               plotter.error().message().c_str());
-}
-
 PlotPoint SpreadPoint(double x, std::span<const double> samples) {
   const SampleStats s = Summarize(samples);
   return {x, s.median, s.min, s.max};

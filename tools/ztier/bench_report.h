@@ -161,7 +161,8 @@ class Report {
   // and prints "wrote DIR/NAME.png" for each, or the chart's error, on
   // stderr, never stdout, which holds the tables. When no Plotter can be
   // made (no gnuplot) it says so on stderr after the text ("COMMAND: --plot
-  // DIR: no charts drawn: ERROR"), as WarnIfNoCharts did before the runs.
+  // DIR: no charts drawn: ERROR"), as AddPlotFlag's check did before the
+  // runs (bench_harness.h).
   // Returns the command's exit status: 0, or 1 with "COMMAND: error" on
   // stderr when the JSON or a chart could not be written.
   int Finish(std::string_view command, const BenchFlags& flags) const;
@@ -177,13 +178,6 @@ class Report {
   std::vector<Table> tables_;
   std::vector<Chart> charts_;
 };
-
-// With flags.plot, when no Plotter can be made (no gnuplot, DIR cannot be
-// created), says so on stderr: "COMMAND: --plot DIR: ERROR; the benchmark
-// runs, but draws no charts". An experiment calls it once its flags are
-// checked, before it loads its corpora and runs, so that the user learns
-// it before waiting for the runs; Report::Finish says it again at the end.
-void WarnIfNoCharts(std::string_view command, const BenchFlags& flags);
 
 // A point at `x` of a chart's series: the median of `samples`, with error
 // bars from their min to their max. REQUIRES: !samples.empty().

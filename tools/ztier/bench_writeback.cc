@@ -442,7 +442,6 @@ int RunBenchWriteback(std::span<const std::string_view> args) {
   if (Status s = CheckDir(f.dir, *size); !s.ok()) {
     return ReportFailure(kCommand, s.message());
   }
-  WarnIfNoCharts(kCommand, f.common);
   auto corpus = LoadCorpus(f.corpus);
   auto scratch = TempDir::Create("ztier-bench-writeback");
   if (!corpus || !scratch) {

@@ -68,6 +68,10 @@ void FlagSet::NotEmpty(std::string_view name) {
   if (f != nullptr && f->kind == Kind::kString) f->not_empty = true;
 }
 
+void FlagSet::AfterParse(std::function<void()> hook) {
+  after_parse_.push_back(std::move(hook));
+}
+
 Status FlagSet::ParseShort(std::span<const std::string_view> args,
                            std::size_t* i) {
   const std::string_view word = args[*i];
@@ -187,8 +191,11 @@ Status FlagSet::Parse(std::span<const std::string_view> args) {
                                      ")");
     }
   }
-  return CheckOutputFolders();
+  ZT_RETURN_IF_ERROR(CheckOutputFolders());
+  for (const std::function<void()>& hook : after_parse_) hook();
+  return Status::Ok();
 }
+
 
 Status FlagSet::CheckOutputFolders() const {
   namespace fs = std::filesystem;

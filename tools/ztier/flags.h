@@ -31,6 +31,7 @@
 #define ZTIER_TOOLS_ZTIER_FLAGS_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -77,6 +78,11 @@ class FlagSet {
   // mistake, never a request for the flag's default, which may name
   // another server's socket or nothing at all.
   void NotEmpty(std::string_view name);
+  // Parse() calls `hook` once every flag is set and checked, in the order
+  // added: the place for what a flag's own declaration must say about its
+  // value before the command goes on (AddPlotFlag's warning that no charts
+  // will be drawn). Not called after an error or for --help.
+  void AfterParse(std::function<void()> hook);
 
   // Parses `args` (the words after the subcommand name). On error returns
   // kInvalidArgument; the outputs may then be partly written.
@@ -94,6 +100,9 @@ class FlagSet {
 
   // Whether a flag named `name` was given during Parse().
   bool WasSet(std::string_view name) const;
+
+  // The `command` given to the constructor ("ztier bench engine").
+  const std::string& command() const { return command_; }
 
   // Usage text: "usage: <command> <synopsis>" and one line per flag.
   std::string Usage() const;
@@ -127,6 +136,7 @@ class FlagSet {
   std::string command_;
   std::string synopsis_;
   std::vector<Flag> flags_;
+  std::vector<std::function<void()>> after_parse_;
 };
 
 // Splits "a,b,,c" into {"a","b","c"}; a comma inside parentheses does not

@@ -174,6 +174,22 @@ TEST(FlagSetTest, NotEmptyRefusesAnEmptyValue) {
   }
 }
 
+// AfterParse hooks run once per successful Parse, in the order added, with
+// the flags already set; never after an error.
+TEST(FlagSetTest, AfterParseRunsOnceTheFlagsAreSet) {
+  std::string dir;
+  std::vector<std::string> seen;
+  FlagSet flags("t");
+  flags.AddString("plot", &dir, "DIR", "");
+  flags.AfterParse([&] { seen.push_back("a:" + dir); });
+  flags.AfterParse([&] { seen.push_back("b"); });
+  EXPECT_EQ(flags.Parse(Args{"--nosuch"}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(seen.empty());
+  EXPECT_OK(flags.Parse(Args{"--plot", "charts"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"a:charts", "b"}));
+}
+
 TEST(FlagSetTest, ShortFlagsAndClusters) {
   struct Parsed {
     bool bytes = false, quiet = false;

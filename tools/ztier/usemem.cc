@@ -456,7 +456,6 @@ int RunUsemem(std::span<const std::string_view> args) {
   if (Status s = CheckFlags(f); !s.ok()) {
     return ReportUsageError(kCommand, s.message());
   }
-  WarnIfNoCharts(kCommand, f.common);
   auto corpus = LoadCorpus(f.corpus);
   if (!corpus) return ReportFailure(kCommand, corpus.error().message());
   Usemem u{.f = f, .corpus = *corpus};
