@@ -36,6 +36,8 @@ Result<std::string> ReadRegularFile(const std::string& path,
   }
   // At least one byte past the size: a read that fills the buffer has
   // found growth (or a /proc file, whose size says 0, read from 4 KiB).
+  // The buffer never grows past max_bytes + 1, and a full one of that size
+  // is refused before the next read, so the loop ends with got <= max_bytes.
   std::string data(
       std::min(max_bytes + 1,
                std::max(static_cast<std::size_t>(st.st_size) + 1,
@@ -53,7 +55,6 @@ Result<std::string> ReadRegularFile(const std::string& path,
     if (r == 0) break;
     got += static_cast<std::size_t>(r);
   }
-  if (got > max_bytes) return invalid(too_large);
   data.resize(got);
   return data;
 }
