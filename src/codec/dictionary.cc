@@ -20,16 +20,6 @@ namespace {
 // hundreds of KiB, lz4 uses the last 64 KiB of one.
 constexpr std::size_t kMaxDictFileBytes = std::size_t{16} << 20;
 
-Result<std::vector<std::byte>> ReadWholeFile(std::string_view codec,
-                                             const std::string& path) {
-  ZT_ASSIGN_OR_RETURN(
-      const std::string text,
-      platform::ReadRegularFile(path, kMaxDictFileBytes,
-                                std::string(codec) + ": dict"));
-  const auto* p = reinterpret_cast<const std::byte*>(text.data());
-  return std::vector<std::byte>(p, p + text.size());
-}
-
 }  // namespace
 
 bool SupportsDictionary(std::string_view name) {
@@ -82,8 +72,10 @@ Result<std::shared_ptr<const std::vector<std::byte>>> LoadDictionary(
   }
   std::shared_ptr<const std::vector<std::byte>> dict = params.dict;
   if (!params.dict_path.empty()) {
-    ZT_ASSIGN_OR_RETURN(std::vector<std::byte> bytes,
-                        ReadWholeFile(codec, params.dict_path));
+    ZT_ASSIGN_OR_RETURN(
+        std::vector<std::byte> bytes,
+        platform::ReadRegularFileBytes(params.dict_path, kMaxDictFileBytes,
+                                       std::string(codec) + ": dict"));
     dict = std::make_shared<const std::vector<std::byte>>(std::move(bytes));
   }
   if (dict != nullptr && dict->empty()) {

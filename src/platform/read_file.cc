@@ -1,4 +1,4 @@
-// read_file.cc: ReadRegularFile (contract in
+// read_file.cc: ReadRegularFile and ReadRegularFileBytes (contract in
 // include/platform/read_file.h).
 #include "platform/read_file.h"
 
@@ -10,14 +10,18 @@
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "platform/unique_fd.h"
 
 namespace ztier::platform {
+namespace {
 
-Result<std::string> ReadRegularFile(const std::string& path,
-                                    std::size_t max_bytes,
-                                    std::string_view what) {
+// Both public functions: Buffer is std::string or std::vector<std::byte>,
+// each resized (zero-filled) as it grows.
+template <typename Buffer>
+Result<Buffer> ReadInto(const std::string& path, std::size_t max_bytes,
+                        std::string_view what) {
   const std::string where = std::string(what) + " " + path;
   auto invalid = [&](const std::string& why) {
     return Err(Status::InvalidArgument(where + ": " + why));
@@ -38,11 +42,10 @@ Result<std::string> ReadRegularFile(const std::string& path,
   // found growth (or a /proc file, whose size says 0, read from 4 KiB).
   // The buffer never grows past max_bytes + 1, and a full one of that size
   // is refused before the next read, so the loop ends with got <= max_bytes.
-  std::string data(
-      std::min(max_bytes + 1,
-               std::max(static_cast<std::size_t>(st.st_size) + 1,
-                        std::size_t{4096})),
-      '\0');
+  Buffer data(std::min(max_bytes + 1,
+                       std::max(static_cast<std::size_t>(st.st_size) + 1,
+                                std::size_t{4096})),
+              typename Buffer::value_type{});
   std::size_t got = 0;
   for (;;) {
     if (got == data.size()) {
@@ -57,6 +60,20 @@ Result<std::string> ReadRegularFile(const std::string& path,
   }
   data.resize(got);
   return data;
+}
+
+}  // namespace
+
+Result<std::string> ReadRegularFile(const std::string& path,
+                                    std::size_t max_bytes,
+                                    std::string_view what) {
+  return ReadInto<std::string>(path, max_bytes, what);
+}
+
+Result<std::vector<std::byte>> ReadRegularFileBytes(const std::string& path,
+                                                    std::size_t max_bytes,
+                                                    std::string_view what) {
+  return ReadInto<std::vector<std::byte>>(path, max_bytes, what);
 }
 
 }  // namespace ztier::platform

@@ -29,6 +29,16 @@ TEST(ReadRegularFileTest, ReadsTheWholeFile) {
   auto got = ReadRegularFile(path, text.size(), "test");
   ASSERT_TRUE(got.has_value()) << got.error().ToString();
   EXPECT_EQ(*got, text);
+  // The same bytes, read straight into a byte vector.
+  auto bytes = ReadRegularFileBytes(path, text.size(), "test");
+  ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(bytes->data()),
+                        bytes->size()),
+            text);
+  bytes = ReadRegularFileBytes(path, text.size() - 1, "test");
+  ASSERT_FALSE(bytes.has_value());
+  EXPECT_EQ(bytes.error().message(),
+            "test " + path + ": larger than 99999 bytes");
   Write(path, "");
   got = ReadRegularFile(path, 10, "test");
   ASSERT_TRUE(got.has_value()) << got.error().ToString();

@@ -1,5 +1,6 @@
-// read_file.h: ReadRegularFile, the whole of a small regular file: a
-// configuration file, a TLS key, a dictionary, a /proc file.
+// read_file.h: ReadRegularFile (as text) and ReadRegularFileBytes (as
+// bytes), the whole of a small regular file: a configuration file, a TLS
+// key, a dictionary, a /proc file.
 //
 //   ZT_ASSIGN_OR_RETURN(std::string text,
 //                       platform::ReadRegularFile(path, 1 << 20, "TLS key"));
@@ -29,6 +30,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ztier/status.h"
 
@@ -37,6 +39,12 @@ namespace ztier::platform {
 Result<std::string> ReadRegularFile(const std::string& path,
                                     std::size_t max_bytes,
                                     std::string_view what);
+
+// The same, read straight into bytes, for binary data kept as bytes (a
+// codec's dictionary) without a copy from a string.
+Result<std::vector<std::byte>> ReadRegularFileBytes(const std::string& path,
+                                                    std::size_t max_bytes,
+                                                    std::string_view what);
 
 }  // namespace ztier::platform
 
