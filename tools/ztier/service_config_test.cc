@@ -66,6 +66,12 @@ TEST(SizeExpressionTest, ErrorsSayWhereAndWhy) {
   EXPECT_NE(EvalError("mix(1, 2)").find("unknown function 'mix()'"),
             std::string::npos);
   EXPECT_NE(EvalError("floor(1, 2)").find("takes 1 argument"), std::string::npos);
+  // zram-generator's fasteval also takes round(modulus, x); this subset
+  // does not, and says how to write it.
+  EXPECT_NE(EvalError("round(256, ram / 4)")
+                .find("round() takes 1 argument(s), not 2; round(m, x) (x "
+                      "rounded to a multiple of m) is written round(x / m) * m"),
+            std::string::npos);
   EXPECT_NE(EvalError("(1 + 2").find("expected ')'"), std::string::npos);
   EXPECT_NE(EvalError("1 2").find("unexpected '2'"), std::string::npos);
   EXPECT_NE(EvalError("ram / 0").find("division by zero"), std::string::npos);

@@ -173,11 +173,18 @@ class Parser {
     }
     const auto want = [&](std::size_t lo, std::size_t hi) -> Status {
       if (args.size() >= lo && args.size() <= hi) return Status::Ok();
+      // fasteval's round(modulus, x), which zram-generator.conf may hold.
+      const std::string hint =
+          name == "round" && args.size() == 2
+              ? "; round(m, x) (x rounded to a multiple of m) is written "
+                "round(x / m) * m"
+              : "";
       return Error(name + "() takes " +
                        (lo == hi ? std::to_string(lo)
                                  : std::to_string(lo) + " or " +
                                        std::to_string(hi)) +
-                       " argument(s), not " + std::to_string(args.size()),
+                       " argument(s), not " + std::to_string(args.size()) +
+                       hint,
                    start + 1)
           .error();
     };

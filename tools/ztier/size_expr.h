@@ -16,6 +16,7 @@
 //            | FUNC '(' expr (',' expr)* ')'
 //   FUNC    := min | max (any number of arguments) | floor | ceil | round
 //            | abs | int (one argument) | log (one: base 10; two: log(b, x))
+// Not fasteval's round(modulus, x): its error says to write round(x / m) * m.
 // NUMBER is decimal, with an optional fraction and exponent ("1.5", "2e3").
 // Spaces are allowed between tokens.
 //
