@@ -29,6 +29,7 @@
 #ifndef ZTIER_TOOLS_ZTIER_BENCH_HARNESS_H_
 #define ZTIER_TOOLS_ZTIER_BENCH_HARNESS_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -37,6 +38,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -157,6 +159,17 @@ Result<std::vector<std::string>> FindCorpusDir(const std::string& dir,
 // The hint of FindCorpusDir for commands that take only --corpus-dir.
 inline constexpr char kCorpusDirHint[] =
     "Pass a folder of *.pages.zst files with --corpus-dir DIR.";
+
+// After each timed round of a thread (bench latency and policy; *next first
+// set to now): sleeps until the next round is due, `period` on. A round that
+// ended late skips the periods it missed (the next is due a period from
+// now), so a round blocked for long does not pile up rounds after it.
+inline void SleepUntilNextRound(std::chrono::steady_clock::time_point* next,
+                                std::chrono::microseconds period) {
+  const auto now = std::chrono::steady_clock::now();
+  *next = *next + period < now ? now + period : *next + period;
+  std::this_thread::sleep_until(*next);
+}
 
 // "warm-up" for run 0, else "run R/RUNS".
 std::string RunLabel(std::size_t run, std::size_t runs);

@@ -143,11 +143,10 @@ struct LatencyRun {
   // their buffer and load it back; the spinner burns CPU so that they get
   // preempted; the reader (storer) stores its buffer, does one untimed round
   // (a thread's first load creates its decompressor), then times each load
-  // (store) of it in rounds every kRoundUs on a fixed schedule (a late round
-  // skips the periods it missed rather than run them back to back; so a
-  // mode whose rounds block does fewer of them, and its high-priority
-  // tasks leave the workers more CPU: docs/benchmarks.md says which figure
-  // that biases).
+  // (store) of it in rounds every kRoundUs (SleepUntilNextRound: a mode
+  // whose rounds block does fewer of them, and its high-priority tasks
+  // leave the workers more CPU: docs/benchmarks.md says which figure that
+  // biases).
   void Task(std::size_t cpu, std::size_t t) {
     if (!PinAndNice(cpu, kNice[t])) priorities = false;
     const bool worker = t < 2, reader = t == 2, storer = t == 3;
@@ -164,7 +163,6 @@ struct LatencyRun {
     }
     Lat lat;
     if (!worker) lat.reserve(1 << 20);
-    const std::chrono::microseconds period(kRoundUs);
     auto next = Clock::now();
     std::size_t iter = 1;
     for (; !Stopped(); ++iter) {
@@ -180,9 +178,7 @@ struct LatencyRun {
         Op(true, first + p, data + p, timed);
       }
       if (worker) continue;
-      next += period;
-      if (next < Clock::now()) next = Clock::now() + period;
-      std::this_thread::sleep_until(next);
+      SleepUntilNextRound(&next, std::chrono::microseconds(kRoundUs));
     }
     std::lock_guard lock(mu);
     if (!worker) {

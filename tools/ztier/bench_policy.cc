@@ -9,7 +9,6 @@
 #include <cstring>
 #include <optional>
 #include <random>
-#include <thread>
 
 #include "bench_harness.h"
 #include "bench_report.h"
@@ -136,9 +135,7 @@ Status RunOnce(const Flags& f, bool with_policy, const corpus::PageSet& pages,
       mismatches += std::memcmp(got, pages.page(page % pages.size()).data(),
                                 kPageSize) != 0;
     }
-    next += std::chrono::microseconds(kRoundUs);
-    if (next < Clock::now()) next = Clock::now();  // a late round skips
-    std::this_thread::sleep_until(next);
+    SleepUntilNextRound(&next, std::chrono::microseconds(kRoundUs));
   }
   const std::uint64_t passes = runner ? runner->passes() : 0;
   runner.reset();  // stops it

@@ -88,6 +88,24 @@ Report SampleReport(std::vector<double> mb_s) {
   return r;
 }
 
+// On time, the next round is due one period after the last; a late one
+// skips the periods it missed: the next is due a period from now, not at
+// once (which would run it back to back with the late one).
+TEST(BenchReportTest, SleepUntilNextRoundSkipsMissedPeriods) {
+  using std::chrono::steady_clock;
+  const std::chrono::milliseconds period(2);
+  steady_clock::time_point next = steady_clock::now();
+  const steady_clock::time_point first = next;
+  SleepUntilNextRound(&next, period);
+  EXPECT_EQ(next, first + period);
+  EXPECT_GE(steady_clock::now(), next);
+  next -= 10 * period;  // the round ran ten periods late
+  const steady_clock::time_point late = steady_clock::now();
+  SleepUntilNextRound(&next, period);
+  EXPECT_GE(next, late + period);
+  EXPECT_GE(steady_clock::now(), next);
+}
+
 TEST(BenchReportTest, TextPadsColumnsUnderTheTitle) {
   const std::string text = SampleReport({10, 9, 11}).Text();
   EXPECT_NE(text.find("machine: cpu, 2 cores"), std::string::npos) << text;
