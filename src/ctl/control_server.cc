@@ -275,12 +275,16 @@ void Server::ServeRequests(Conn* conn) {
         return;  // evicted
       }
       in.erase(0, p.consumed);
-      started = Clock::now();  // what follows in `in` has just arrived
       const WireReply r = HandleRequest(*registry_, p.request);
       if (!SendAll(conn, r.ok ? EncodeOk(r.text)
                             : EncodeError(r.errno_name, r.message))) {
         return;
       }
+      // What follows in `in` (the start of the next request, sent while
+      // this one was worked on or answered) has its idle_timeout_ms from
+      // now, when the server is first ready to read it: a long store (a
+      // writeback) must not time out the request queued behind it.
+      started = Clock::now();
       conn->state.store(State::kWaiting);
       continue;
     }

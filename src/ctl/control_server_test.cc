@@ -71,9 +71,14 @@ class ControlServerTest : public ::testing::Test {
     path_ = (dir_ / "ztier.ctl").string();
     DeviceDefaults defaults;
     defaults.streams = 1;
-    // Backing writes fail with fault_ (a -errno) when it is not 0.
+    // Backing writes fail with fault_ (a -errno) when it is not 0, and
+    // each takes write_delay_ms_ longer.
     defaults.backing_file_wrap =
         testing::FaultyFile([this](const FileIo& io, long result) {
+          if (io.kind == FileIo::Kind::kWrite && write_delay_ms_.load() > 0) {
+            std::this_thread::sleep_for(
+                std::chrono::milliseconds(write_delay_ms_.load()));
+          }
           const long f = fault_.load();
           return io.kind == FileIo::Kind::kWrite && f != 0 ? f : result;
         });
@@ -144,6 +149,7 @@ class ControlServerTest : public ::testing::Test {
   }
 
   std::atomic<long> fault_{0};
+  std::atomic<int> write_delay_ms_{0};
   fs::path dir_;
   std::string path_;
   std::unique_ptr<DeviceRegistry> registry_;
@@ -765,6 +771,47 @@ TEST_F(ControlServerTest, ATricklingRequestTimesOutFromItsFirstByte) {
   EXPECT_LT(sent, request.size()) << "the whole request went through";
   EXPECT_GE(waited, std::chrono::milliseconds(1400));
   EXPECT_TRUE(slow.ReadToEof().starts_with("ERR ETIMEDOUT "));
+}
+
+// A request whose first bytes came in while the one before it was being
+// worked on has idle_timeout_ms from the end of that work (its reply
+// sent), not from the start of it: a slow writeback does not time out
+// the request queued behind it.
+TEST_F(ControlServerTest, ARequestBehindASlowOneTimesOutFromItsReply) {
+  ControlServerOptions o;
+  o.idle_timeout_ms = 1000;
+  StartServer(o);
+  ASSERT_EQ(Store("backing_dev", (dir_ / "wb").string()), "");
+  ASSERT_EQ(Store("disksize", "64K"), "");
+  WritePages(2);
+  // The writeback of 2 pages: 1.2 s or more (one write or two), past the
+  // timeout.
+  write_delay_ms_ = 1200;
+  RawClient c(path_);
+  ASSERT_TRUE(c.ok());
+  // The writeback, then the first half of a show of initstate.
+  c.Send("REQ 5 9 16\nzram0writebackpage_indexes=0-1" "REQ 5 9 -\nzram0");
+  struct pollfd p = {c.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10'000), 1) << "no reply to the writeback";
+  const auto replied = std::chrono::steady_clock::now();
+  write_delay_ms_ = 0;
+  char buf[4096];
+  const ssize_t n = ::recv(c.fd(), buf, sizeof(buf), 0);
+  ASSERT_GT(n, 0);
+  const std::string first(buf, static_cast<std::size_t>(n));
+  EXPECT_TRUE(first.starts_with("OK 0\n")) << first;
+  // Well within idle_timeout_ms of the reply, the rest of the request.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  c.Send("initstate");
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  const std::string rest =
+      first.substr(std::min<std::size_t>(first.size(), 5)) + c.ReadToEof();
+  EXPECT_EQ(rest, "OK 2\n1\n")
+      << "after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now() - replied)
+             .count()
+      << " ms";
 }
 
 // A client that ends its side inside a request is told why it gets no

@@ -16,10 +16,12 @@
 // connection serves its requests in order; a connection that stalls holds
 // only its own thread. An idle connection is dropped after
 // options.idle_timeout_ms; a request must be whole within
-// options.idle_timeout_ms of its first byte, else it gets "ERR ETIMEDOUT"
-// and the connection is closed. A malformed or oversized request gets an
-// error reply (EINVAL / E2BIG), as does one the client's end of the
-// connection cuts short (EINVAL), and the connection is closed. Out of
+// options.idle_timeout_ms of its first byte (or, for one whose first bytes
+// came while the request before it was worked on, of that one's reply),
+// else it gets "ERR ETIMEDOUT" and the connection is closed. A malformed
+// or oversized request gets an error reply (EINVAL / E2BIG), as does one
+// the client's end of the connection cuts short (EINVAL), and the
+// connection is closed. Out of
 // memory for a request or its reply: "ERR ENOMEM" and the connection is
 // closed; the server goes on.
 //
