@@ -96,7 +96,8 @@ Result<WireReply> Call(const std::string& socket_path,
 
 // The StatusCode an errno name of a reply stands for (the inverse of
 // StatusCodeErrnoName; ENOENT and ENODEV are kNotFound, E2BIG is
-// kInvalidArgument, EPERM is kUnsupported, an unknown name kIoError).
+// kInvalidArgument, EACCES and EPERM are kPermissionDenied, an unknown name
+// kIoError).
 StatusCode StatusCodeFromErrnoName(std::string_view errno_name);
 
 // One request from a client (what `ztier ctl` sends): device may be empty
