@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "ctl/status_report.h"
@@ -171,6 +172,14 @@ WireReply StoreBackingDev(Device& d, std::string_view v) {
   // A path that is not there is the kernel's filp_open() ENOENT
   // (StatusCodeErrnoName says ENODEV).
   if (s.code() == StatusCode::kNotFound) return Error("ENOENT", s.message());
+  // A path that cannot be opened: open()'s own errno name, as filp_open()'s
+  // error is backing_dev_store()'s (EACCES rather than the EPERM
+  // StatusCodeErrnoName gives kPermissionDenied; EROFS rather than EIO).
+  if (s.posix_errno() != 0) {
+    if (const char* name = ::strerrorname_np(s.posix_errno())) {
+      return Error(name, s.message());
+    }
+  }
   return FromStatus(s);
 }
 // zram's writeback_store(): uninitialised EINVAL, no backing_dev ENODEV, bad

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -334,6 +335,34 @@ TEST_F(ControlServerTest, BackingDev) {
 
   EXPECT_EQ(Store("reset", "1"), "");
   EXPECT_EQ(Show("backing_dev"), "none\n");
+}
+
+// A backing_dev path that is there but may not be opened for reading and
+// writing is refused at the store with open()'s errno, as zram's
+// backing_dev_store() refuses it with filp_open()'s (EACCES), and stays
+// "none". A read-only sysfs attribute is such a file even to root
+// (kernfs refuses a write open of a file without a store method).
+TEST_F(ControlServerTest, BackingDevThatCannotBeOpenedIsEacces) {
+  std::string path;
+  for (const char* p : {"/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
+                        "/sys/kernel/address_bits", "/sys/power/state"}) {
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec) && ::access(p, R_OK) == 0) {
+      const int fd = ::open(p, O_RDWR | O_CLOEXEC);
+      if (fd >= 0) {
+        ::close(fd);
+      } else if (errno == EACCES) {
+        path = p;
+        break;
+      }
+    }
+  }
+  if (path.empty()) {
+    GTEST_SKIP() << "no file here refuses open(O_RDWR) with EACCES";
+  }
+  EXPECT_EQ(StoreErrno("backing_dev", path), "EACCES");
+  EXPECT_EQ(Show("backing_dev"), "none\n");
+  EXPECT_EQ(Store("disksize", "1M"), "");
 }
 
 TEST_F(ControlServerTest, WritebackErrnos) {

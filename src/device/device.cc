@@ -2,6 +2,7 @@
 // Device::Impl (device_impl.h); Device's methods forward to it.
 #include "ztier/device.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,6 +94,12 @@ Status CheckBackingPath(const std::string& path) {
       return Status::InvalidArgument("backing_dev " + path +
                                      " is neither a file nor a block device");
     }
+    // zram's backing_dev_store() opens the path read-write at once and
+    // fails with filp_open()'s error (EACCES, EROFS, ...): so does this,
+    // rather than take the path and fail the disksize store later.
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return PosixError("backing_dev open " + path, errno);
+    ::close(fd);
     return Status::Ok();
   }
   fs::path dir = fs::path(path).parent_path();
@@ -101,6 +108,12 @@ Status CheckBackingPath(const std::string& path) {
     return Status::NotFound("backing_dev " + path +
                             ": no such file, and no directory " + dir.string() +
                             " to create it in");
+  }
+  // The file is created at disksize: the directory must let it be.
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return PosixError("backing_dev " + path + ": cannot create it in " +
+                          dir.string(),
+                      errno);
   }
   return Status::Ok();
 }

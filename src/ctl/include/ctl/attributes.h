@@ -20,6 +20,8 @@
 //           backing_dev path (and its directory) missing
 //   EACCES  show of a store-only attribute, or store to a show-only one
 //           (as sysfs refuses such an open())
+//   backing_dev, as zram's backing_dev_store(): a path that cannot be
+//           opened read-write gets open()'s errno name (EACCES, EROFS...)
 //   E2BIG   comp_algorithm name of 128 bytes or more
 //   writeback, as zram's: not initialised EINVAL, no backing_dev ENODEV,
 //           page index past the end ERANGE, an IO error or writeback_limit
