@@ -280,8 +280,10 @@ WireReply StoreRecompress(Device& d, std::string_view v) {
   return Error(StatusCodeErrnoName(s.code()), std::move(message));
 }
 // zram's debugfs block_state, read here through the control protocol: a
-// listing longer than its reply limit (kMaxReplyTextBytes, 16 MiB, about
-// 430000 slots of 39 bytes) is E2BIG, found without building it whole.
+// listing longer than its reply limit (kMaxReplyTextBytes, 16 MiB: 419,430
+// slots of 40 bytes, PageStore::FormatBlockState's
+// "%12llu %12u.%06d %c%c%c%c%c%c\n") is E2BIG, found without building it
+// whole.
 // Before disksize it is EINVAL, as read_block_state() in zram_drv.c.
 WireReply ShowBlockState(Device& d) {
   if (!d.initialized()) {

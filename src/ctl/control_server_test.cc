@@ -472,10 +472,25 @@ TEST_F(ControlServerTest, RecompAlgorithmNameTooLongIsE2big) {
             "EINVAL");
 }
 
+// block_state's lines are "%12llu %12u.%06d %c%c%c%c%c%c\n", 40 bytes
+// (PageStore::FormatBlockState): the 16 MiB reply limit holds 419,430 of
+// them (16,777,200 bytes); one more is E2BIG.
 TEST_F(ControlServerTest, BlockStatePastTheReplyLimitIsE2big) {
-  ASSERT_EQ(Store("disksize", "2G"), "");
-  // 524288 same-filled pages (no pool memory): 40 bytes a line, 20 MiB.
-  ASSERT_OK(registry_->Find("zram0")->WriteZeroes(0, 2ull << 30, true));
+  constexpr std::uint64_t kFit = kMaxReplyTextBytes / 40;
+  ASSERT_EQ(kFit, 419'430u);
+  ASSERT_EQ(Store("disksize", std::to_string((kFit + 1) * 4096)), "");
+  // Same-filled pages: no pool memory.
+  auto d = registry_->Find("zram0");
+  ASSERT_OK(d->WriteZeroes(0, kFit * 4096, true));
+  auto all = Show("block_state");
+  ASSERT_TRUE(all.has_value()) << all.error().ToString();
+  EXPECT_EQ(all->size(), kFit * 40);
+  EXPECT_EQ(all->find('\n'), 39u);
+  EXPECT_TRUE(all->starts_with("           0 ")) << all->substr(0, 40);
+  EXPECT_TRUE(all->ends_with(".000000 s.....\n"))
+      << all->substr(all->size() - 40);
+
+  ASSERT_OK(d->WriteZeroes(kFit * 4096, 4096, true));
   const std::string message = [&] {
     auto r = Call(path_, {"zram0", "block_state", std::nullopt});
     EXPECT_TRUE(r.has_value());
