@@ -412,8 +412,23 @@ WireReply HotRemove(DeviceRegistry& registry, std::string_view value) {
   return FromStatus(registry.Remove(name));
 }
 
+// hot_add has no cap, as zram's (zram_add() takes any free id), so the
+// report of enough devices is past the reply limit: E2BIG, saying how to
+// read them, rather than a reply every client refuses.
 WireReply ShowStatus(DeviceRegistry& registry) {
-  return Ok(EncodeStatusJson(CollectStatus(registry)));
+  const std::vector<DeviceStatus> devices = CollectStatus(registry);
+  std::string json = EncodeStatusJson(devices);
+  if (json.size() > kMaxReplyTextBytes) {
+    return Error("E2BIG",
+                 "the status of " + std::to_string(devices.size()) +
+                     " devices is " + std::to_string(json.size()) +
+                     " bytes, past the control protocol's " +
+                     std::to_string(kMaxReplyTextBytes) +
+                     "-byte reply limit; `ztier ctl zramN ATTRIBUTE` reads "
+                     "one device's, and hot_remove takes unused devices "
+                     "away");
+  }
+  return Ok(std::move(json));
 }
 
 WireReply WrongDirection(std::string_view name, bool has_value) {
@@ -437,9 +452,7 @@ WireReply HandleControl(DeviceRegistry& registry, const WireRequest& req) {
                              "' (hot_add, hot_remove, status)");
 }
 
-}  // namespace
-
-WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& req) {
+WireReply Dispatch(DeviceRegistry& registry, const WireRequest& req) {
   if (req.device.empty()) return HandleControl(registry, req);
   const std::shared_ptr<Device> device = registry.Find(req.device);
   if (device == nullptr) {
@@ -466,6 +479,22 @@ WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& req) {
   return Error("ENOENT", "device '" + req.device + "' has no attribute '" +
                              req.attribute +
                              "' (`ztier ctl --help` lists them)");
+}
+
+}  // namespace
+
+WireReply HandleRequest(DeviceRegistry& registry, const WireRequest& req) {
+  WireReply r = Dispatch(registry, req);
+  // A reply past the limit is one no client takes (ParseReply): E2BIG
+  // instead (block_state and status say more, before this).
+  if (r.ok && r.text.size() > kMaxReplyTextBytes) {
+    return Error("E2BIG", "the reply to '" + req.attribute + "' is " +
+                              std::to_string(r.text.size()) +
+                              " bytes, past the control protocol's " +
+                              std::to_string(kMaxReplyTextBytes) +
+                              "-byte reply limit");
+  }
+  return r;
 }
 
 const std::vector<AttributeInfo>& Attributes() {

@@ -646,6 +646,46 @@ TEST_F(ControlServerTest, HotAddHotRemoveAndStatus) {
   EXPECT_EQ(StoreErrno("nonsense", "", ""), "ENOENT");
 }
 
+// hot_add has no cap, as zram's (zram_add() in zram_drv.c takes any free
+// id: idr_alloc(..., 0, 0, ...)); a status report of so many devices that
+// it is past the 16 MiB reply limit is E2BIG from the server, saying so,
+// not a reply the client must refuse as malformed. The devices are still
+// there, one at a time.
+TEST_F(ControlServerTest, StatusPastTheReplyLimitIsE2big) {
+  // Each device with a backing_dev path of 4000 bytes ("./" over and
+  // over), so that some 4,000 devices, not 26,000, fill the report.
+  std::string wb = dir_.string();
+  while (wb.size() < 4000) wb += "/.";
+  wb += "/wb";
+  auto size = [&] {
+    return EncodeStatusJson(CollectStatus(*registry_)).size();
+  };
+  ASSERT_OK(registry_->Find("zram0")->SetBackingDev(wb));
+  const std::size_t one = size();
+  std::size_t devices = 1;
+  while (size() <= kMaxReplyTextBytes) {
+    // Later entries have longer names: at least `one` bytes each.
+    const std::size_t more = (kMaxReplyTextBytes - size()) / one + 1;
+    for (std::size_t i = 0; i < more; ++i, ++devices) {
+      auto d = registry_->HotAdd();
+      ASSERT_TRUE(d.has_value());
+      ASSERT_OK((*d)->SetBackingDev(wb));
+    }
+  }
+  auto r = Call(path_, {"", "status", std::nullopt});
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_FALSE(r->ok);
+  EXPECT_EQ(r->errno_name, "E2BIG");
+  EXPECT_NE(r->message.find(std::to_string(devices) + " devices"),
+            std::string::npos) << r->message;
+  EXPECT_NE(r->message.find(std::to_string(kMaxReplyTextBytes)),
+            std::string::npos) << r->message;
+  // hot_add goes on, and each device answers on its own.
+  EXPECT_EQ(Show("hot_add", ""), std::to_string(devices) + "\n");
+  EXPECT_EQ(Show("backing_dev", "zram" + std::to_string(devices - 1)),
+            wb + "\n");
+}
+
 // hot_remove_store() reads the id with kstrtoint(buf, 10): a leading '+'
 // is part of the number ("+1" removes zram1), and a negative id
 // is EINVAL, not a device that is not there.

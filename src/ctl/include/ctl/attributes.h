@@ -30,7 +30,8 @@
 //           zram's: malformed or unknown EINVAL (recompress of an
 //           uninitialised device too), a number past its type ERANGE,
 //           after init EBUSY; a recompress pass out of pool memory ENOMEM
-//   E2BIG   block_state longer than the reply limit (kMaxReplyTextBytes)
+//   E2BIG   block_state, status, or any reply longer than the reply limit
+//           (kMaxReplyTextBytes); hot_add has no cap, as zram's
 //   others  from the device (StatusCodeErrnoName): EINVAL, EBUSY, ENOMEM...
 //
 // Thread safety: HandleRequest may be called concurrently; the devices lock
