@@ -785,6 +785,7 @@ PageStoreStats PageStore::Stats() const {
   st.units = Get(m.units_live);
   st.unit_pages = Get(m.unit_pages_live);
   st.units_reclaimed = Get(m.units_reclaimed);
+  st.units_reclaim_refused = Get(m.units_reclaim_refused);
   return st;
 }
 

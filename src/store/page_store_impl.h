@@ -276,6 +276,7 @@ struct PageStore::Impl {
   std::atomic<std::uint64_t> units_live{0};
   std::atomic<std::uint64_t> unit_pages_live{0};
   std::atomic<std::uint64_t> units_reclaimed{0};
+  std::atomic<std::uint64_t> units_reclaim_refused{0};
   // Units below half their members, to be reclaimed (u, gen) by the next
   // public call that returns; reclaim_mu is a leaf lock, taken under a
   // slot lock. Both vectors hold one entry per unit of capacity from the

@@ -280,8 +280,9 @@ class RecompressPass {
   // Step 4. After a failed allocation, the pass installs nothing more.
   void Install() {
     for (Item& it : items_) {
+      // Not reject_alloc_fail, which counts the clients' stores the pool
+      // refused (page_store.h); the pass's result says it.
       if (it.no_memory && result_.status.ok()) {
-        Add(m_.reject_alloc_fail);
         result_.status = Status::ResourceExhausted("pool is full");
         stopped_ = true;
       }

@@ -493,7 +493,7 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
              : stream.buffer(0).first(item.length);
     const Handle h = pool->Malloc(obj.size());
     if (h == kInvalidHandle) {
-      Add(reject_alloc_fail);
+      Add(units_reclaim_refused);  // no store refused: reject_alloc_fail not
       refused = true;
       ok = false;
       break;

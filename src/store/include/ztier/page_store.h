@@ -373,6 +373,12 @@ struct PageStoreStats {
   std::uint64_t pool_total_size = 0;       // == mem_used_total
   std::uint64_t reject_compress_poor = 0;
   std::uint64_t reject_compress_fail = 0;
+  // Stores (Store, StorePartial, StoreBatch, a unit's store) the pool
+  // refused for lack of memory, as zswap's counter counts zswap_store's
+  // failed zpool_malloc (mm/zswap.c). Not the store's own rewrites: a
+  // unit's reclaim the pool refuses counts in units_reclaim_refused, and
+  // a recompression pass the pool refuses says so in its result (zram's
+  // recompress_slot counts none either).
   std::uint64_t reject_alloc_fail = 0;
   std::uint64_t pool_limit_hit = 0;
   std::uint64_t same_filled_pages = 0;     // == same_pages
@@ -404,10 +410,13 @@ struct PageStoreStats {
   std::uint64_t dict_memory = 0;
   std::array<std::uint64_t, 4> dict_pages{};
   // units (unit_pages): multi-page objects live, the pages attached to
-  // them, and the survivors of units reclaimed page by page (cumulative).
+  // them, and the survivors of units reclaimed page by page (cumulative);
+  // and the reclaims the pool refused room for a survivor (cumulative, one
+  // per try: the unit stays whole and is tried again by a later call).
   std::uint64_t units = 0;
   std::uint64_t unit_pages = 0;
   std::uint64_t units_reclaimed = 0;
+  std::uint64_t units_reclaim_refused = 0;
 };
 
 class PageStoreTestPeer;
