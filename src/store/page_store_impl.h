@@ -349,14 +349,15 @@ struct PageStore::Impl {
   }
   void ReclaimQueued() ZT_EXCLUDES(*streams);
   // One pass of ReclaimQueued over reclaim_work; false if the pool refused
-  // a unit: the units not tried, then the refused ones (two at most: the
-  // pass stops at the second), are then queued again.
+  // a unit or a reclaim threw std::bad_alloc (caught here): the units not
+  // tried, then the refused ones (two at most: the pass stops at the
+  // second, or at the one that threw), are then queued again.
   // REQUIRES: the running pass (reclaim_running), no slot lock and no
   // stream.
   bool ReclaimPass() ZT_EXCLUDES(*streams);
   // Reclaims unit u with `stream`; false if the pool had no room for its
-  // survivors (the unit is left as it was). REQUIRES: the run locked, u
-  // live in RAM.
+  // survivors or memory for a decompressor was short (the unit is left as
+  // it was, to be tried again). REQUIRES: the run locked, u live in RAM.
   bool ReclaimLocked(std::uint64_t u, internal::Stream& stream);
   // Writes back the units the scans cover (writeback.cc).
   void WritebackUnits(const WritebackRequest& req, BlockWriter& writer,

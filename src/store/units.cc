@@ -318,8 +318,9 @@ void PageStore::Impl::ReclaimQueued() {
   // is taken by that pass: before it ends it looks at the queue again,
   // under the lock the queuer took, so that no unit is left queued once
   // the calls that queued them have returned. Except after a refusal by
-  // the pool (ReclaimPass): what is queued then waits for the next call,
-  // so that while the pool is full a call makes two refused tries at most.
+  // the pool or a std::bad_alloc (ReclaimPass): what is queued then waits
+  // for the next call, so that while memory is short a call makes two
+  // failed tries at most.
   {
     std::lock_guard l(reclaim_mu);
     if (reclaim_running) return;
@@ -374,7 +375,8 @@ bool PageStore::Impl::ReclaimPass() {
   // call makes two refused tries at most while the pool stays full.
   std::pair<std::uint64_t, std::uint64_t> refused[2];
   std::size_t refusals = 0;
-  // On an exception: every unit not reclaimed, tried or not, is unqueued.
+  // On an exception other than std::bad_alloc: every unit not reclaimed,
+  // tried or not, is unqueued.
   const auto unqueue_all = [&] {
     unqueue_rest();
     for (std::size_t i = 0; i < refusals; ++i) unqueue(refused[i]);
@@ -420,10 +422,13 @@ bool PageStore::Impl::ReclaimPass() {
       }
     }
   } catch (const std::bad_alloc&) {
-    // Out of memory (a thread's first unit cache, an error message): the
-    // call that ran the pass did its own work, and does not fail for the
-    // reclaims it leaves to a later free.
-    unqueue_all();
+    // Out of memory (a thread's first unit cache, an error message, a new
+    // dictionary's codec): one rule with the pool's refusal, as both are
+    // memory that a later call may find. The unit being tried counts as
+    // refused (refusals < 2 inside the loop), and it and the units not
+    // tried go back on the queue for the next call; the call that ran the
+    // pass did its own work, and does not fail for them.
+    if (k < reclaim_work.size()) refused[refusals++] = reclaim_work[k++];
   } catch (...) {
     unqueue_all();
     pool->ReleaseSpares();
@@ -439,12 +444,14 @@ bool PageStore::Impl::ReclaimPass() {
 // are not held to mem_limit: they replace a larger object, and a unit
 // must not stay whole for one page because memory is tight. A survivor
 // that cannot be its own object leaves the unit as it is. Where no retry
-// would do better (the unit does not decompress, or, without
+// would do better (the unit is corrupt, or, without
 // store_incompressible, a page compresses poorly alone), the unit stays
 // marked queued (`queued` set) and off the queue, so that it is not tried
 // again with every later free: it goes with its last page. Where the pool
-// had no room, this returns false, and the pass puts the unit back on the
-// queue for a later call, when objects freed meanwhile may have made room.
+// had no room, or memory for a decompressor was short, this returns false,
+// and the pass puts the unit back on the queue for a later call, when
+// objects freed meanwhile may have made room (a std::bad_alloc thrown from
+// here is retried the same way, ReclaimPass).
 // No failure here is a client's failed write.
 bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
   const std::uint64_t first = u * unit_pages;
@@ -472,7 +479,10 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     Slot& s = slots[first + k];
     SlotTable::AssertHeld(s);
     if (!(SlotTable::Flags(s) & slot::kUnit)) continue;
-    if (!LoadUnitLocked(first + k, page).ok()) {
+    if (Status st = LoadUnitLocked(first + k, page); !st.ok()) {
+      // Out of memory for a decompressor is retried as a refusal is; a
+      // unit that does not decompress (kCorruption) is given up.
+      refused = st.code() == StatusCode::kResourceExhausted;
       ok = false;
       break;
     }
