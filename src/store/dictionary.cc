@@ -270,6 +270,9 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     m.dict_generation.fetch_add(1, std::memory_order_release);
   }
   for (auto& bc : m.recomp_batch) bc.reset();
+  // Units kept whole for a page that did not compress alone get another
+  // try with the new dictionary, by the next store or discard that returns.
+  m.RetryPoorUnits();
   info.id = id;
   info.bytes = bytes->size();
   info.memory = entry->memory;

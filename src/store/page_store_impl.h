@@ -355,6 +355,11 @@ struct PageStore::Impl {
   // REQUIRES: the running pass (reclaim_running), no slot lock and no
   // stream.
   bool ReclaimPass() ZT_EXCLUDES(*streams);
+  // Queues again the units given up because a page did not compress alone
+  // (Unit::queued kUnitPoorAlone), for the next call that returns: called
+  // once a new dictionary is in use, which may let that page compress.
+  // REQUIRES: no slot lock and no stream held.
+  void RetryPoorUnits() ZT_EXCLUDES(*streams);
   // Reclaims unit u with `stream`; false if the pool had no room for its
   // survivors or memory for a decompressor was short (the unit is left as
   // it was, to be tried again). REQUIRES: the run locked, u live in RAM.

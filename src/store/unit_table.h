@@ -77,6 +77,10 @@ inline std::size_t UnitPieceSizes(std::size_t len,
   return n;
 }
 
+// Unit::queued's values other than 0.
+inline constexpr std::uint8_t kUnitQueued = 1;
+inline constexpr std::uint8_t kUnitPoorAlone = 2;
+
 struct Unit {
   std::atomic<std::uint32_t> live;  // members still attached, by bit
   std::uint32_t members;  // the pages the object holds, by bit, in order
@@ -84,7 +88,11 @@ struct Unit {
   std::uint8_t pieces;    // pool pieces, or (wb) ceil(bytes / 4096) blocks
   std::uint8_t dict;      // the dictionary id it was compressed with
   std::uint8_t wb;        // piece[] are backing blocks, not pool handles
-  std::atomic<std::uint8_t> queued;  // on the reclaim queue
+  // 0; kUnitQueued: on the reclaim queue, or given up for good (corrupt);
+  // kUnitPoorAlone: given up for a page that does not compress alone
+  // (without store_incompressible), until a new dictionary (units.cc,
+  // RetryPoorUnits).
+  std::atomic<std::uint8_t> queued;
   std::uint64_t gen;      // 0: free; else unique (see above)
   std::uint64_t piece[kMaxUnitPieces];
 };

@@ -148,7 +148,7 @@ Status PageStore::Impl::StoreUnit(std::uint64_t first, const std::byte* pages,
   // The run's old unit, if any, goes whole with this loop: marked queued,
   // its members' frees do not queue it on the way (an entry only a pass
   // could skip, which took a place in the queue meant for one per unit).
-  units[u].queued.store(1, std::memory_order_relaxed);
+  units[u].queued.store(internal::kUnitQueued, std::memory_order_relaxed);
   for (std::size_t k = 0; k < unit_pages; ++k) {
     Slot& s = slots[first + k];
     SlotTable::AssertHeld(s);
@@ -212,8 +212,10 @@ void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
     Sub(units_live);
     return;
   }
+  std::uint8_t unqueued = 0;  // not a unit given up (queued, or poor alone)
   if (!wb && 2 * std::popcount(old & ~bit) < members &&
-      e.queued.exchange(1, std::memory_order_relaxed) == 0) {
+      e.queued.compare_exchange_strong(unqueued, internal::kUnitQueued,
+                                       std::memory_order_relaxed)) {
     std::lock_guard l(reclaim_mu);
     if (reclaim_queue.size() < reclaim_queue.capacity()) {
       reclaim_queue.emplace_back(u, gen);
@@ -447,12 +449,13 @@ bool PageStore::Impl::ReclaimPass() {
 // would do better (the unit is corrupt, or, without
 // store_incompressible, a page compresses poorly alone), the unit stays
 // marked queued (`queued` set) and off the queue, so that it is not tried
-// again with every later free: it goes with its last page. Where the pool
-// had no room, or memory for a decompressor was short, this returns false,
-// and the pass puts the unit back on the queue for a later call, when
-// objects freed meanwhile may have made room (a std::bad_alloc thrown from
-// here is retried the same way, ReclaimPass).
-// No failure here is a client's failed write.
+// again with every later free: it goes with its last page, or, for a page
+// poor alone, is tried again after a new dictionary (RetryPoorUnits).
+// Where the pool had no room, or memory for a decompressor was short, this
+// returns false, and the pass puts the unit back on the queue for a later
+// call, when objects freed meanwhile may have made room (a std::bad_alloc
+// thrown from here is retried the same way, ReclaimPass). No failure here
+// is a client's failed write.
 bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
   const std::uint64_t first = u * unit_pages;
   Pending made[internal::kMaxUnitPages];
@@ -495,6 +498,10 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     stream.batch->Compress(std::span<BatchItem>(&item, 1));
     const bool poor = item.length == 0 || item.length >= huge_size;
     if (poor && !options.store_incompressible) {
+      // Given up until a new dictionary may let the page compress
+      // (RetryPoorUnits).
+      units[u].queued.store(internal::kUnitPoorAlone,
+                            std::memory_order_relaxed);
       ok = false;
       break;
     }
@@ -530,6 +537,37 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     Add(units_reclaimed);
   }
   return true;
+}
+
+void PageStore::Impl::RetryPoorUnits() {
+  // A look at every entry, without a lock first: training is rare, and an
+  // entry never made is the mapping's zero page (unit_table.h). The run's
+  // locks are taken only for a unit given up, and its `queued` is read
+  // again under them (StoreUnit and reclaims change it under them).
+  bool queued_any = false;
+  for (std::uint64_t u = 0; unit_pages != 0 && u < units.size(); ++u) {
+    internal::Unit& e = units[u];
+    if (e.queued.load(std::memory_order_relaxed) != internal::kUnitPoorAlone) {
+      continue;
+    }
+    const UnitLock run(*this, u);
+    if (e.queued.load(std::memory_order_relaxed) != internal::kUnitPoorAlone) {
+      continue;
+    }
+    if (e.gen == 0 || e.wb) {  // gone (a new unit resets the mark), or on disk
+      if (e.gen == 0) e.queued.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    std::lock_guard l(reclaim_mu);
+    if (reclaim_queue.size() < reclaim_queue.capacity()) {
+      reclaim_queue.emplace_back(u, e.gen);
+      e.queued.store(internal::kUnitQueued, std::memory_order_relaxed);
+      queued_any = true;
+    } else {
+      e.queued.store(0, std::memory_order_relaxed);  // a later free queues it
+    }
+  }
+  if (queued_any) reclaim_pending.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace ztier

@@ -598,6 +598,56 @@ TEST(UnitsTest, AReclaimedRawSurvivorIsNoHugePageStored) {
   EXPECT_EQ(st.huge_pages_since, 1u);
 }
 
+// Without store_incompressible, a unit whose survivor does not compress
+// alone is given up (kept whole until its last page goes). A new
+// dictionary may make that page compress: train_dict gives such a unit
+// another chance, and the training's own call reclaims it. Here the page
+// is random bytes found in many units, so the dictionary holds them.
+TEST(UnitsTest, ANewDictionaryRetriesAUnitGivenUpForAPoorPage) {
+  PageStoreOptions o;
+  o.codec = "zstd";
+  o.store_incompressible = false;
+  constexpr std::size_t kRuns = 24;
+  auto store = MakeStore(kRuns * 16 + 16, 16, o);
+  ASSERT_NE(store, nullptr);
+  const auto noise = RandomPages(1, 5);
+  std::vector<std::vector<std::byte>> runs;
+  for (std::size_t r = 0; r < kRuns; ++r) {
+    // Text, each page its own, that compresses alone (not every corpus
+    // page does); pages 13 and 14 random (the same page in every run; two,
+    // so that the training's every-other-page split keeps one of each).
+    std::vector<std::byte> data(16 * kPageSize);
+    static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+    for (std::size_t b = 0; b < data.size(); ++b) {
+      data[b] = static_cast<std::byte>(
+          kText[(b / 7 + r * 16 + b / kPageSize) % (sizeof(kText) - 1)]);
+    }
+    std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
+    std::memcpy(data.data() + 14 * kPageSize, noise.data(), kPageSize);
+    ASSERT_OK(store->StoreBatch(r * 16, data));
+    runs.push_back(std::move(data));
+  }
+  ASSERT_EQ(store->Stats().units, kRuns);
+  // Unit 0 below half: page 13 does not compress alone, so it stays whole.
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store->Discard(i));
+  ASSERT_EQ(store->Stats().units, kRuns);
+  ASSERT_EQ(store->Stats().units_reclaimed, 0u);
+  auto info = store->TrainDictionary({.dict_bytes = 16 * 1024});
+  ASSERT_TRUE(info.has_value()) << info.error().ToString();
+  // A call after the training (an empty slot: it frees nothing).
+  ASSERT_OK(store->Discard(kRuns * 16 + 15));
+  const PageStoreStats st = store->Stats();
+  EXPECT_EQ(st.units, kRuns - 1) << "unit 0 was not tried again";
+  EXPECT_EQ(st.units_reclaimed, 7u);
+  const SlotInfo poor = store->Inspect(13);
+  EXPECT_FALSE(poor.unit);
+  EXPECT_FALSE(poor.huge);
+  EXPECT_EQ(poor.dict, info->id);
+  ExpectRange(*store, 9,
+              std::vector<std::byte>(runs[0].begin() + 9 * kPageSize,
+                                     runs[0].end()));
+}
+
 // A unit the pool refuses (a raw survivor, no room in the huge class)
 // holds up no other queued unit: one whose survivors fit where there is
 // room (slots freed in their own classes) is reclaimed by the same call.

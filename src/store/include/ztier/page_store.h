@@ -152,8 +152,10 @@ struct PageStoreOptions {
   //     a unit until its last page goes: a written-back unit (its blocks
   //     are freed then); a unit whose survivors cannot be objects of their
   //     own (it does not decompress, or, with store_incompressible false,
-  //     a page does not compress alone). A reclaim the pool has no room
-  //     for (its reserve spent, with prealloc) leaves the unit whole and
+  //     a page does not compress alone: such a unit is tried again by the
+  //     next store or discard that returns after a TrainDictionary, whose
+  //     dictionary may let the page compress). A reclaim the pool has no
+  //     room for (its reserve spent, with prealloc) leaves the unit whole and
   //     queued: each later store or discard that returns tries it again,
   //     until one finds room or its last page goes. A pass goes on past
   //     a unit the pool refuses, which goes to the back of the queue, so
