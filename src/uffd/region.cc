@@ -58,6 +58,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -221,10 +222,20 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
   ZT_ASSIGN_OR_RETURN(m.stop, platform::EventFd::Create());
   // Without it (no /proc) eviction trusts the page map (evict.cc).
   m.pagemap_fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  // Out of descriptors (or memory) is no reason to run without the two
+  // files: without both, an eviction over a page the application dropped
+  // reads it in place and waits for good on its own fault. Create fails
+  // instead, as for the userfaultfd itself.
+  if (m.pagemap_fd < 0 && (errno == EMFILE || errno == ENFILE ||
+                           errno == ENOMEM)) {
+    return PosixError("open /proc/self/pagemap", errno);
+  }
   // Without it eviction reads the pages in place, and a page the
   // application drops meanwhile hangs it (evict.cc, step 2).
   if (auto mem = platform::OwnMemory::Open(); mem.has_value()) {
     m.own_memory = std::move(*mem);
+  } else if (mem.error().code() == StatusCode::kResourceExhausted) {
+    return mem.error();
   } else {
     m.LogError(Status(mem.error().code(),
                       mem.error().message() +

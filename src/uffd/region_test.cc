@@ -7,6 +7,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -840,6 +841,62 @@ std::uint64_t RssBytes() {
 // A program under mlockall(MCL_CURRENT | MCL_FUTURE) makes a region: its
 // memory is neither locked nor faulted in whole at mmap, and its pages
 // can still be evicted.
+// Create with the process at its file descriptor limit, for each number
+// of descriptors Create may still open: it fails, or it makes a region
+// that works: a page the application dropped is evicted without the
+// eviction waiting on its own fault. In a child, so that the limit, and a
+// hang (SIGALRM), stay there. (Before, two left gave a region without
+// /proc/self/pagemap and /proc/self/mem whose Pageout of a dropped page
+// hung for good.)
+TEST(RegionTest, CreateAtTheDescriptorLimitFailsOrWorks) {
+  REQUIRE_UFFD();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(20);
+    const int lowest = ::dup(0);  // the next descriptor a call gets
+    if (lowest < 0) _exit(2);
+    ::close(lowest);
+    rlimit was{};
+    if (::getrlimit(RLIMIT_NOFILE, &was) != 0) _exit(2);
+    for (int left = 0; left < 8; ++left) {
+      rlimit tight = was;
+      tight.rlim_cur = static_cast<rlim_t>(lowest + left);
+      if (::setrlimit(RLIMIT_NOFILE, &tight) != 0) _exit(2);
+      RegionOptions o;
+      o.size = 16 * kPageSize;
+      o.batch_backend = BatchBackend::kSerial;
+      auto r = Region::Create(o);
+      if (::setrlimit(RLIMIT_NOFILE, &was) != 0) _exit(2);
+      if (!r.has_value()) {
+        std::fprintf(stderr, "%d left: %s\n", left,
+                     r.error().ToString().c_str());
+        if (r.error().code() != StatusCode::kResourceExhausted &&
+            r.error().code() != StatusCode::kUnsupported) {
+          _exit(10 + left);
+        }
+        continue;
+      }
+      std::byte* p = (*r)->data();
+      std::memset(p, 1, 16 * kPageSize);
+      if (::madvise(p, kPageSize, MADV_DONTNEED) != 0) _exit(2);
+      if (!(*r)->Pageout(p, 16 * kPageSize).ok()) _exit(30 + left);
+      if (p[0] != std::byte{0} || p[kPageSize] != std::byte{1}) {
+        _exit(40 + left);
+      }
+    }
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status))
+      << "the child hung (SIGALRM) or died: signal "
+      << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10+n: not kResourceExhausted with n descriptors left; 30+n, "
+         "40+n: the region made with n left did not work";
+}
+
 TEST(RegionTest, MlockallDoesNotLockOrPopulateTheRegion) {
   REQUIRE_UFFD();
   // A sanitizer's shadow memory is terabytes of reserved address space,
