@@ -223,12 +223,21 @@ Result<std::unique_ptr<Userfaultfd>> OpenUserfaultfd() {
       ::close(dev);
     }
     if (fd < 0) {
-      return Err(Status::Unsupported(
+      std::string why =
           std::string("userfaultfd unavailable: syscall: ") +
           std::strerror(sys_err) +
           (sys_err == EPERM ? " (needs root or vm.unprivileged_userfaultfd=1)"
                             : "") +
-          "; /dev/userfaultfd: " + std::strerror(dev_err)));
+          "; /dev/userfaultfd: " + std::strerror(dev_err);
+      // Out of descriptors or memory is not "unsupported": the caller may
+      // try again once some are free.
+      const auto short_of = [](int e) {
+        return e == EMFILE || e == ENFILE || e == ENOMEM;
+      };
+      if (short_of(sys_err) || short_of(dev_err)) {
+        return Err(Status::ResourceExhausted(std::move(why)));
+      }
+      return Err(Status::Unsupported(std::move(why)));
     }
   }
   auto uffd = std::make_unique<KernelUserfaultfd>(fd);

@@ -93,7 +93,8 @@ class Userfaultfd {
 
 // Creates the real userfaultfd and does the UFFDIO_API handshake.
 // kUnsupported, saying what is missing, when userfaultfd is unavailable or
-// lacks WP.
+// lacks WP; kResourceExhausted when the process is out of file descriptors
+// or memory (EMFILE, ENFILE, ENOMEM).
 Result<std::unique_ptr<Userfaultfd>> OpenUserfaultfd();
 
 }  // namespace ztier::internal

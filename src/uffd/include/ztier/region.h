@@ -193,7 +193,8 @@ class Region {
   // Maps the memory, registers it with userfaultfd, starts the handler.
   // kInvalidArgument for bad options (naming the option), kUnsupported when
   // userfaultfd is unavailable (saying why), kResourceExhausted when the
-  // mapping fails.
+  // mapping fails or the process has no file descriptor (or memory) left
+  // for the userfaultfd, its eventfd, /proc/self/pagemap or /proc/self/mem.
   static Result<std::unique_ptr<Region>> Create(const RegionOptions& options);
   // Stops the handler, unmaps the memory, frees every pool object and
   // backing block the region holds.
