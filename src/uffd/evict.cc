@@ -352,11 +352,17 @@ bool Region::Impl::PoolAccepts() {
     return false;
   }
   // No backing store: only loads shrink the pool. What they freed may sit
-  // in partly used zspages; compaction gives it back (tried once per size).
-  if (cur != compacted_at) {
+  // in partly used zspages, and the pool's size does not fall until
+  // compaction gives it back: so the size alone cannot tell whether a
+  // compaction would help. It runs when the pages it could free
+  // (CompactablePages, a look at each class) would bring the pool to the
+  // accept threshold, and not for less, which would cost a compaction per
+  // store while the pool stays full.
+  const std::uint64_t slack =
+      std::uint64_t{store->CompactablePages()} * kPageSize;
+  if (slack != 0 && cur - std::min(cur, slack) <= pool_accept) {
     store->Compact();
     cur = store->PoolBytes();
-    compacted_at = cur;
     if (cur <= pool_accept) {
       reached_full = false;
       return true;

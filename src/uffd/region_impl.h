@@ -116,7 +116,6 @@ struct Region::Impl {
   // takes fewer victims (see reclaim.cc). 0: no such pass.
   std::size_t reclaim_retry_at = 0;
   bool reached_full = false;  // zswap's zswap_pool_reached_full
-  std::uint64_t compacted_at = ~std::uint64_t{0};  // pool size at last try
   std::deque<std::uint32_t> lru;         // the shrinker's FIFO, in store order
   std::unique_ptr<std::byte[]> staging;  // kMaxWindow pages, for fault-in
   std::unique_ptr<std::byte[]> zeros;    // kZeroWindow zeroed pages

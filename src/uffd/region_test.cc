@@ -484,6 +484,39 @@ TEST(RegionTest, PoolLimitWithoutBackingRefusesEvictions) {
   EXPECT_GT(r->Stats().zswpout, out);
 }
 
+// The same with a pool limit of a few zspages: loads free the objects but
+// not their zspages, so the pool's size does not change until it is
+// compacted. Evictions resume once loads have emptied it. (Before, the
+// pool was compacted only when its size differed from that at the last
+// try, which it never did: with every page back, every later eviction was
+// refused, stored_pages 0, and the reclaimer could not keep the budget.)
+TEST(RegionTest, PoolLimitWithoutBackingIsLiftedByLoadsOfASmallPool) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 1024;
+  for (const std::size_t limit : {16u << 10, 64u << 10}) {
+    SCOPED_TRACE(limit);
+    RegionOptions o;
+    o.size = kPages * kPageSize;
+    o.max_pool_bytes = limit;
+    auto r = MakeRegion(o);
+    ASSERT_NE(r, nullptr);
+    Fill(*r, 0, kPages, 0, false);
+    ASSERT_OK(r->Pageout(r->data(), r->size()));
+    RegionStats s = r->Stats();
+    EXPECT_GT(s.pool_limit_hit, 0u);
+    ASSERT_GT(s.stored_pages, 0u);
+    ASSERT_EQ(FirstBad(*r, 0, kPages, 0, false), kPages);
+    s = r->Stats();
+    ASSERT_EQ(s.stored_pages, 0u);
+    const std::uint64_t out = s.zswpout;
+    ASSERT_OK(r->Pageout(r->data(), 64 * kPageSize));
+    s = r->Stats();
+    EXPECT_GT(s.zswpout, out) << "pool " << s.pool_total_size << " bytes";
+    EXPECT_GT(s.stored_pages, 0u);
+    EXPECT_EQ(FirstBad(*r, 0, kPages, 0, false), kPages);
+  }
+}
+
 class ReadAheadTest : public ::testing::TestWithParam<BatchBackend> {};
 
 TEST_P(ReadAheadTest, LoadsTheWindowAndCountsWrites) {
