@@ -351,24 +351,27 @@ bool Region::Impl::PoolAccepts() {
     Bump(c.reject_reclaim_fail);
     return false;
   }
-  // No backing store: only loads shrink the pool. What they freed may sit
-  // in partly used zspages, and the pool's size does not fall until
-  // compaction gives it back: so the size alone cannot tell whether a
-  // compaction would help. It runs when the pages it could free
-  // (CompactablePages, a look at each class) would bring the pool to the
-  // accept threshold, and not for less, which would cost a compaction per
-  // store while the pool stays full.
-  const std::uint64_t slack =
-      std::uint64_t{store->CompactablePages()} * kPageSize;
-  if (slack != 0 && cur - std::min(cur, slack) <= pool_accept) {
-    store->Compact();
-    cur = store->PoolBytes();
-    if (cur <= pool_accept) {
-      reached_full = false;
-      return true;
-    }
+  // No backing store: only loads shrink the pool.
+  if (CompactToAccept()) {
+    reached_full = false;
+    return true;
   }
   return false;
+}
+
+bool Region::Impl::CompactToAccept() {
+  // What loads freed may sit in partly used zspages, and the pool's size
+  // does not fall until compaction gives it back: so the size alone cannot
+  // tell whether a compaction would help. It runs when the pages it could
+  // free (CompactablePages, a look at each class) would bring the pool to
+  // the accept threshold, and not for less, which would cost a compaction
+  // per store while the pool stays full.
+  const std::uint64_t cur = store->PoolBytes();
+  const std::uint64_t slack =
+      std::uint64_t{store->CompactablePages()} * kPageSize;
+  if (slack == 0 || cur - std::min(cur, slack) > pool_accept) return false;
+  store->Compact();
+  return store->PoolBytes() <= pool_accept;
 }
 
 }  // namespace ztier

@@ -218,6 +218,9 @@ struct Region::Impl {
   // zswap_check_limits plus the synchronous shrinker: true if a store may
   // go ahead. REQUIRES: mu
   bool PoolAccepts();
+  // Compacts the pool if that alone brings it to pool_accept; true if the
+  // pool is there now. REQUIRES: mu
+  bool CompactToAccept();
 
   // fault_handler.cc. Ends the process with `why` on stderr: the handler
   // can no longer read or wait for faults, and no other thread can.

@@ -517,6 +517,41 @@ TEST(RegionTest, PoolLimitWithoutBackingIsLiftedByLoadsOfASmallPool) {
   }
 }
 
+// With a backing store the shrinker makes room, but once loads have
+// taken every page back it has nothing to write back: the zspages the
+// loads left empty must still be given back. (Before, the shrinker
+// stopped at its empty list without compacting: every later eviction was
+// refused, reject_reclaim_fail counting them.)
+TEST(RegionTest, ShrinkerWithNothingToWriteBackStillCompacts) {
+  REQUIRE_UFFD();
+  constexpr std::size_t kPages = 1024;
+  ScopedTempDir dir;
+  for (const std::size_t limit : {16u << 10, 64u << 10}) {
+    SCOPED_TRACE(limit);
+    RegionOptions o;
+    o.size = kPages * kPageSize;
+    o.max_pool_bytes = limit;
+    o.backing = MakeBacking(dir, kPages);
+    ASSERT_NE(o.backing, nullptr);
+    auto r = MakeRegion(o);
+    ASSERT_NE(r, nullptr);
+    Fill(*r, 0, kPages, 0, false);
+    ASSERT_OK(r->Pageout(r->data(), r->size()));
+    RegionStats s = r->Stats();
+    EXPECT_GT(s.pool_limit_hit, 0u);
+    ASSERT_EQ(FirstBad(*r, 0, kPages, 0, false), kPages);
+    s = r->Stats();
+    ASSERT_EQ(s.stored_pages + s.written_back_now, 0u);
+    const std::uint64_t out = s.zswpout;
+    ASSERT_OK(r->Pageout(r->data(), 64 * kPageSize));
+    s = r->Stats();
+    EXPECT_GT(s.zswpout, out) << "pool " << s.pool_total_size
+                              << " bytes, reject_reclaim_fail "
+                              << s.reject_reclaim_fail;
+    EXPECT_EQ(FirstBad(*r, 0, kPages, 0, false), kPages);
+  }
+}
+
 class ReadAheadTest : public ::testing::TestWithParam<BatchBackend> {};
 
 TEST_P(ReadAheadTest, LoadsTheWindowAndCountsWrites) {

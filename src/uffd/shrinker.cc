@@ -35,6 +35,10 @@ void Region::Impl::NoteStored(std::size_t p) {
 }
 
 bool Region::Impl::Shrink() {
+  // Loads may have emptied the pool's objects but not its zspages: then
+  // compaction is all it takes, with nothing written back (nor anything
+  // left to write back once every page was loaded).
+  if (CompactToAccept()) return true;
   // What may throw (std::bad_alloc) comes before a page leaves the list,
   // or puts it back: a page off the list and not written back would stay
   // in the pool for good.
