@@ -240,7 +240,8 @@ Status Region::Impl::Init(const RegionOptions& given, const UffdWrap& wrap) {
     m.LogError(Status(mem.error().code(),
                       mem.error().message() +
                           " (eviction reads pages in place: a page the "
-                          "application drops meanwhile can hang it)"));
+                          "application dropped with madvise hangs it; "
+                          "drop pages with Region::Discard)"));
   }
   m.handler = std::thread([&m] { m.HandlerLoop(); });
   return Status::Ok();

@@ -120,7 +120,14 @@
 // Requirements: userfaultfd with UFFD_FEATURE_PAGEFAULT_FLAG_WP on
 // anonymous memory (Linux 5.7+), and the right to use it (root, or
 // vm.unprivileged_userfaultfd=1, or access to /dev/userfaultfd). Create()
-// says which one is missing (kUnsupported).
+// says which one is missing (kUnsupported). /proc mounted: without
+// /proc/self/pagemap and /proc/self/mem, Create succeeds (saying so on
+// stderr) but eviction reads pages in place, and the "Dropping pages"
+// guarantee above is gone: a Pageout or reclaim pass over a page the
+// application dropped with madvise, before or during it, waits for good
+// on that page's fault (the fault waits for the region's lock, which the
+// eviction holds). Such a program must drop region pages with Discard
+// only.
 #ifndef ZTIER_REGION_H_
 #define ZTIER_REGION_H_
 
