@@ -321,6 +321,8 @@ class NbdFile final : public BackingFile {
   // open, or lowered by a reconnect that finds a smaller one (Connect).
   std::atomic<std::size_t> max_write_{0};
   bool can_trim_ = false;
+  // A TRIM was refused, and logged; none carried out since (Discard).
+  std::atomic<bool> trim_refused_{false};
   alignas(4096) std::byte label_[kLabelBytes] = {};
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
   // Per block: BlockSum of what was last written there since the label was
@@ -717,8 +719,6 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
 // does not count it lost.
 void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   std::fill(sent.begin(), sent.end(), false);
-  std::vector<std::int64_t> cookies(ranges.size(), -1);
-  std::uint64_t gen = 0;
   std::unique_lock<std::mutex> l;
   Conn* const up =
       LockUp(0, Clock::now() + milliseconds(options_.timeout_ms), l);
@@ -731,7 +731,29 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
     for (const Range& r : ranges) Unwritten(r);
     return;
   }
-  gen = c.generation;
+  const std::uint64_t gen = c.generation;
+  // Each TRIM no longer than the export's maximum request (proto.md,
+  // "Block size constraints": a server may refuse a longer one, EINVAL or
+  // EOVERFLOW, though it carries no payload). Read after LockUp: a
+  // reconnect it made may have lowered it, and no connection accepted
+  // takes less (Connect).
+  const std::uint64_t cap = max_write_.load();
+  struct Trim {
+    std::size_t range;  // in `ranges`
+    Range piece;
+    std::int64_t cookie = -1;
+  };
+  std::vector<Trim> trims;
+  std::vector<std::size_t> unanswered(ranges.size(), 0);
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    for (std::uint64_t done = 0; done < ranges[i].len;) {
+      const std::uint64_t len =
+          cap == 0 ? ranges[i].len : std::min(cap, ranges[i].len - done);
+      trims.push_back({i, {ranges[i].offset + done, len}});
+      ++unanswered[i];
+      done += len;
+    }
+  }
   // Each TRIM has its whole timeout, however long connecting took, as a
   // write has (NbdWriter::Queue), from when it was sent or, if later, from
   // when the one before it was answered: a remote that answers them in
@@ -740,22 +762,36 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   // one cut short by a slow reconnect closed a connection that had not
   // stalled; timed from the send alone, the last of a long batch did.)
   const auto sent_at = Clock::now();
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    cookies[i] = nbd_aio_trim(c.h, ranges[i].len,
-                              ranges[i].offset + kLabelBytes, kNoCompletion, 0);
+  for (Trim& t : trims) {
+    t.cookie = nbd_aio_trim(c.h, t.piece.len, t.piece.offset + kLabelBytes,
+                            kNoCompletion, 0);
   }
   l.unlock();
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    if (cookies[i] == -1) continue;
+  for (const Trim& t : trims) {
+    if (t.cookie == -1) continue;
     const auto since = std::max(sent_at, Clock::now());
-    const long r = Wait(c, gen, cookies[i], since,
+    const long r = Wait(c, gen, t.cookie, since,
                         since + milliseconds(options_.timeout_ms));
     // A dropped connection or a deadline: not known to be done. The
     // server's own refusal (an error reply): answered, nothing more to do,
-    // but the blocks may still hold what was written.
+    // but the blocks still hold what was written and their space stays in
+    // use on the remote, which the log says (once, until a TRIM is carried
+    // out). Asked for again, a refused TRIM would keep its blocks from
+    // reuse for as long as the remote refuses.
     if (r == -ENOTCONN || r == -ETIMEDOUT) continue;
-    sent[i] = true;
-    Unwritten(ranges[i]);
+    if (r != 0) {
+      if (!trim_refused_.exchange(true)) {
+        Log("the remote refused a TRIM (" +
+            std::string(std::strerror(static_cast<int>(-r))) + ", " +
+            std::to_string(t.piece.len) + " bytes at " +
+            std::to_string(t.piece.offset) +
+            "): freed blocks are reused without their space given back");
+      }
+    } else {
+      trim_refused_.store(false);
+    }
+    Unwritten(t.piece);
+    if (--unanswered[t.range] == 0) sent[t.range] = true;
   }
 }
 

@@ -43,9 +43,10 @@
 // Block sizes: the export's NBD_INFO_BLOCK_SIZE limits are honoured. A
 // minimum above 4096 bytes (or a maximum below) is refused at open; the
 // maximum caps each write (max_write_bytes(): the store's writer splits
-// its IOs to fit). A remote that comes back with a smaller maximum, one
-// that still takes the writes of every writer alive (Failures),
-// caps the writers made after it; a writer asked for larger writes
+// its IOs to fit) and each TRIM (split here: proto.md lets a server refuse
+// a longer one, though it carries no data). A remote that comes back with a
+// smaller maximum, one that still takes the writes of every writer alive
+// (Failures), caps the writers made after it; a writer asked for larger writes
 // meanwhile fails (kIoError), and the next is made to fit.
 //
 // Durability: a write is sent with FUA where the connection offers it
@@ -59,7 +60,9 @@
 // pass), so a remote with thin storage (nbdkit's
 // memory plugin, a sparse file, a thin volume) gets its space back. The
 // block is reused only after the remote has answered its TRIM (or refused
-// it: an answer all the same). A block whose write failed outright is
+// it: an answer all the same, said in the log once until a TRIM is
+// carried out; the block keeps its space on the remote until written
+// again). A block whose write failed outright is
 // reused at once; one whose write was sent and not answered (a timeout, a
 // dropped connection) waits for a TRIM like a freed one. A TRIM that is
 // not answered either (it is sent again later) may still be carried out
