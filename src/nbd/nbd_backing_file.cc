@@ -229,13 +229,19 @@ class NbdFile final : public BackingFile {
   // label read, and its rewrite) within a timeout of its own, as at Open.
   // REQUIRES: c.mu held.
   Status Connect(Conn& c, Clock::time_point deadline);
-  // Whether the export on `h`, a connection made again, still offers what
-  // Open found and this file relies on: writable; holding the part of it
-  // this file uses; multi-conn, when writes go over several connections;
-  // FUA, when it offered it; block size limits that allow 4096-byte
-  // requests and writes as large as its writers' (live_writes_). Else
-  // kIoError, saying how it came back. REQUIRES: check_mu_ held.
-  Status StillOffers(nbd_handle* h) const;
+  // Whether the export on `h`, a connection made again or one made at
+  // open after the first, still offers what Open found on the first and
+  // this file relies on: writable; holding the part of it this file uses;
+  // multi-conn, when writes go over several connections; FUA, when it
+  // offered it; block size limits that allow 4096-byte requests and
+  // writes as large as its writers' (live_writes_). Else kIoError: `who`
+  // ("the remote came back") and how. REQUIRES: check_mu_ held.
+  Status StillOffers(nbd_handle* h, const std::string& who) const;
+  // Lowers max_write_ to h's maximum request where that is smaller (or
+  // none was said): the writers made from now on stay within it
+  // (BackingStore::NewWriter asks max_write_bytes()). REQUIRES: check_mu_
+  // held, and h accepted (StillOffers: it takes every live writer's).
+  void LowerMaxWrite(nbd_handle* h);
   // The first write connection, from the `from`th round, that is up or is
   // made now, returned with `lock` holding its mu: a connection down and
   // not yet due another attempt (its backoff) passes the command on, and
@@ -444,7 +450,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   // used until that is known: a failed check closes it again, and the next
   // Connect checks anew.
   std::lock_guard check(check_mu_);
-  if (Status st = StillOffers(h); !st.ok()) {
+  if (Status st = StillOffers(h, "the remote came back"); !st.ok()) {
     // Said once, not at every attempt the backoff allows.
     if (st.message() != refused_) {
       refused_ = st.message();
@@ -457,15 +463,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     return st;
   }
   refused_.clear();
-  // A maximum request below the one at open (or none said then) that takes
-  // every write made so far: the writers made from now on stay within it
-  // (BackingStore::NewWriter asks max_write_bytes()).
-  if (const std::int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
-      max_block > 0) {
-    const std::size_t cap =
-        static_cast<std::size_t>(max_block) / kLabelBytes * kLabelBytes;
-    if (max_write_.load() == 0 || cap < max_write_.load()) max_write_.store(cap);
-  }
+  LowerMaxWrite(h);
   auto unchecked = [&](const char* what, long r) {
     const std::string error = SyncError(r);
     c.Close();
@@ -509,9 +507,17 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Status NbdFile::StillOffers(nbd_handle* h) const {
-  auto differs = [](const std::string& how) {
-    return Status::IoError("the remote came back " + how);
+void NbdFile::LowerMaxWrite(nbd_handle* h) {
+  const std::int64_t max_block = nbd_get_block_size(h, LIBNBD_SIZE_MAXIMUM);
+  if (max_block <= 0) return;
+  const std::size_t cap =
+      static_cast<std::size_t>(max_block) / kLabelBytes * kLabelBytes;
+  if (max_write_.load() == 0 || cap < max_write_.load()) max_write_.store(cap);
+}
+
+Status NbdFile::StillOffers(nbd_handle* h, const std::string& who) const {
+  auto differs = [&who](const std::string& how) {
+    return Status::IoError(who + " " + how);
   };
   if (nbd_is_read_only(h) == 1) return differs("read-only");
   const std::int64_t size = nbd_get_size(h);
@@ -1015,9 +1021,23 @@ Status NbdFile::Open() {
   if (const long r = SyncLocked(c, true, label_, 0, deadline()); r != 0) {
     return Status::IoError("writing the label: " + SyncError(r));
   }
+  // The other connections are checked as a reconnect is (Connect): a
+  // server (or a balancer in front of several) may offer one connection
+  // less than the first, and each is used as the first is. One that
+  // offers less fails the open; a smaller maximum request caps the writes.
   for (std::size_t i = 1; i < write_connections(); ++i) {
-    std::lock_guard li(conns_[i]->mu);
-    ZT_RETURN_IF_ERROR(Connect(*conns_[i], deadline()));
+    Conn& ci = *conns_[i];
+    std::lock_guard li(ci.mu);
+    ZT_RETURN_IF_ERROR(Connect(ci, deadline()));
+    std::lock_guard check(check_mu_);
+    if (Status st = StillOffers(
+            ci.h, "connection " + std::to_string(i + 1) + " of " +
+                      std::to_string(write_connections()) + " opened");
+        !st.ok()) {
+      return Status::InvalidArgument(st.message() +
+                                     ", unlike the first connection");
+    }
+    LowerMaxWrite(ci.h);
   }
   return Status::Ok();
 }

@@ -1172,5 +1172,76 @@ TEST(NbdBackingFileTest, TrimsStayWithinTheExportsMaximumRequest) {
   EXPECT_TRUE(log.empty()) << log[0];
 }
 
+// Every connection made at open is checked as a reconnect is: one that
+// offers less than the first (here nbdkit's sh plugin over a file, whose
+// connections after the first offer what the file `less` says) fails the
+// open, saying how; one with a smaller maximum request that still takes
+// 4096-byte requests caps the writes. (Only the first was checked: the
+// others were used as they came.)
+TEST(NbdBackingFileTest, EveryConnectionIsCheckedAtOpen) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  const std::string opens = dir.File("opens");
+  const std::string less = dir.File("less");
+  // Connection n (from 0, counted in `opens`): all but the first offer
+  // less in the method `less` names.
+  const std::string script = ShExport(
+      dir, image,
+      "  open) n=$(cat '" + opens + "'); echo $((n + 1)) > '" + opens +
+          "'; echo \"$n\" ;;\n"
+          "  get_size|can_write|can_multi_conn|can_fua|block_size)\n"
+          "    if [ \"$2\" != 0 ] && [ \"$(cat '" + less + "')\" = \"$1\" ]; then\n"
+          "      case \"$1\" in\n"
+          "        get_size) echo 1M ;;\n"
+          "        can_fua) echo none ;;\n"
+          "        block_size) echo 512 4096 64K ;;\n"
+          "        *) exit 3 ;;\n"
+          "      esac\n"
+          "    else\n"
+          "      case \"$1\" in\n"
+          "        get_size) stat -c %s \"$f\" ;;\n"
+          "        can_fua) echo native ;;\n"
+          "        block_size) echo 512 4096 1M ;;\n"
+          "      esac\n"
+          "    fi ;;\n");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "' && echo none > '" + less + "'")
+                .exit_code,
+            0);
+  Remote remote(dir, "", false, {}, {"sh", script});
+  auto open = [&](std::string what) {
+    EXPECT_EQ(Sh("echo 0 > '" + opens + "' && echo " + what + " > '" + less +
+                 "'")
+                  .exit_code,
+              0);
+    return OpenNbdBackingFile(remote.Uri(),
+                              {.connections = 2, .timeout_ms = 10000});
+  };
+  for (const auto& [what, said] :
+       std::initializer_list<std::pair<std::string, std::string>>{
+           {"can_write", "read-only"},
+           {"get_size", "smaller (1048576 bytes)"},
+           {"can_multi_conn", "without multi-conn"},
+           {"can_fua", "without FUA"}}) {
+    SCOPED_TRACE(what);
+    auto r = open(what);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_NE(r.error().message().find("connection 2 "), std::string::npos)
+        << r.error().message();
+    EXPECT_NE(r.error().message().find(said), std::string::npos)
+        << r.error().message();
+  }
+  auto capped = open("block_size");
+  ASSERT_TRUE(capped.has_value()) << capped.error().ToString();
+  EXPECT_EQ((*capped)->max_write_bytes(), 65536u);
+  capped->reset();
+  auto whole = open("none");
+  ASSERT_TRUE(whole.has_value()) << whole.error().ToString();
+  EXPECT_EQ((*whole)->max_write_bytes(), 1u << 20);
+  auto store = StoreOn(*whole);
+  Fill(*store, 0, 64);
+  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  Expect(*store, 0, 64);
+}
+
 }  // namespace
 }  // namespace ztier::nbd

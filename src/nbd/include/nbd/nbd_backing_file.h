@@ -177,9 +177,12 @@ inline bool IsNbdUri(std::string_view path) {
 }
 
 // Connects (each connection within timeout_ms), checks the export (at
-// least two blocks, writable) and writes the label. Errors: kInvalidArgument
-// (a bad URI or option, TLS settings as above, an export too small or
-// read-only), kIoError
+// least two blocks, writable) and writes the label; checks each connection
+// after the first as a reconnect is (Failures: one that offers less than
+// the first fails the open; the smallest maximum request caps the
+// writes). Errors: kInvalidArgument (a bad URI or option, TLS settings as
+// above, an export too small or read-only, a connection offering less
+// than the first), kIoError
 // (cannot connect or write, saying why), kUnsupported (built without
 // libnbd).
 Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
