@@ -324,7 +324,8 @@ class NbdFile final : public BackingFile {
   bool multi_conn_ = false;
   bool fua_ = false;  // the first connection offered FUA
   // The export's maximum request, rounded down to 4096, 0: none said; at
-  // open, or lowered by a reconnect that finds a smaller one (Connect).
+  // open (the smallest of its connections'), or lowered by a reconnect
+  // accepted with a smaller one (Connect, LowerMaxWrite).
   std::atomic<std::size_t> max_write_{0};
   bool can_trim_ = false;
   // A TRIM was refused, and logged; none carried out since (Discard).
@@ -463,7 +464,6 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     return st;
   }
   refused_.clear();
-  LowerMaxWrite(h);
   auto unchecked = [&](const char* what, long r) {
     const std::string error = SyncError(r);
     c.Close();
@@ -480,13 +480,19 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   alignas(4096) std::byte now_label[kLabelBytes];
   long r = SyncLocked(c, false, now_label, 0, step_deadline());
   if (r != 0) return unchecked("reading the label", r);
+  // Accepted: its maximum request caps the writers made from now on
+  // (LowerMaxWrite); not before, so a connection refused by its label's
+  // read or write lowers nothing. check_mu_ is held throughout, so the
+  // writers it was checked against are still those alive.
+  auto accepted = [&] {
+    LowerMaxWrite(h);
+    c.backoff = kFirstBackoff;
+    return Status::Ok();
+  };
   // The label is the same export's, whatever its size now: resized while
   // its server was restarted, it still holds the part this file uses
   // (StillOffers), and this file uses no more of it than before.
-  if (std::memcmp(now_label, label_, kLabelBytes) == 0) {
-    c.backoff = kFirstBackoff;
-    return Status::Ok();
-  }
+  if (std::memcmp(now_label, label_, kLabelBytes) == 0) return accepted();
   std::uint64_t lost = 0;
   for (std::uint64_t b = 0; b < size_ / kLabelBytes; ++b) {
     if (sums_[b].exchange(0) != 0) {
@@ -503,8 +509,7 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   }
   r = SyncLocked(c, true, label_, 0, step_deadline());
   if (r != 0) return unchecked("writing the label", r);
-  c.backoff = kFirstBackoff;
-  return Status::Ok();
+  return accepted();
 }
 
 void NbdFile::LowerMaxWrite(nbd_handle* h) {

@@ -1243,5 +1243,45 @@ TEST(NbdBackingFileTest, EveryConnectionIsCheckedAtOpen) {
   Expect(*store, 0, 64);
 }
 
+// A remote that comes back with a smaller maximum request, but whose
+// label cannot be read (here nbdkit's error filter fails every read while
+// a file exists), is not used, and its maximum caps nothing; once its
+// label is read, it does. (The maximum was recorded before the check.)
+TEST(NbdBackingFileTest, AMaximumIsRecordedOnlyOnceTheReconnectIsAccepted) {
+  ScopedTempDir dir;
+  const std::string image = dir.File("remote.img");
+  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string failing = dir.File("reads-fail");
+  std::optional<Remote> remote;
+  remote.emplace(dir, "", false, std::vector<std::string>{},
+                 std::vector<std::string>{"file", image});
+  auto file =
+      OpenNbdBackingFile(remote->Uri(), {.connections = 1, .timeout_ms = 1000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  EXPECT_EQ((*file)->max_write_bytes(), 0u);
+  auto store = StoreOn(*file);
+  Fill(*store, 0, 4);
+  ASSERT_EQ(WriteBackIdle(*store).written, 4u);
+  remote.reset();
+  remote.emplace(dir, "--filter=error --filter=blocksize-policy", false,
+                 std::vector<std::string>{"blocksize-maximum=65536",
+                                          "error=EIO", "error-pread-rate=1",
+                                          "error-pread-file=" + failing},
+                 std::vector<std::string>{"file", image});
+  ASSERT_EQ(Sh("touch '" + failing + "'").exit_code, 0);
+  Expect(*store, 0, 1, /*want_error=*/true);
+  EXPECT_EQ((*file)->max_write_bytes(), 0u);
+  ASSERT_EQ(Sh("rm '" + failing + "'").exit_code, 0);
+  // Read again once the backoff since the failed check allows it.
+  std::vector<std::byte> out(kPageSize);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!store->Load(0, MutablePage(out.data(), kPageSize)).ok() &&
+         std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  Expect(*store, 0, 4);
+  EXPECT_EQ((*file)->max_write_bytes(), 65536u);
+}
+
 }  // namespace
 }  // namespace ztier::nbd
