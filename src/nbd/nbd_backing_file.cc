@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "platform/done_writes.h"
 #include "platform/socket.h"
 
 namespace ztier::nbd {
@@ -815,14 +816,21 @@ void NbdFile::Unwritten(const Range& range) {
 }
 
 // Writes round-robin over the write connections that are up; results come
-// back through Reap, in any order.
+// back through Reap, in any order. A write's result goes into done_ when
+// known: in Queue when it cannot be sent, in Reap when its command ends;
+// Reap then reports what done_ holds (platform/done_writes.h), so a write
+// queued from `done` is reported by a later Reap, as with the other
+// writers (ztier/backing_file.h).
 class NbdWriter final : public BackingFileWriter {
  public:
+  // May throw std::bad_alloc (NewWriter's caller).
   NbdWriter(NbdFile& file, std::size_t ios, std::size_t io_bytes)
       : file_(file),
         io_bytes_(io_bytes),
-        buffers_(static_cast<std::byte*>(std::aligned_alloc(4096, ios * io_bytes))),
-        ios_(ios) {}
+        buffers_(
+            static_cast<std::byte*>(std::aligned_alloc(4096, ios * io_bytes))),
+        ios_(ios),
+        done_(ios) {}
   ~NbdWriter() override {
     while (pending_ != 0) Reap(true, [](std::size_t, long) {});
     std::free(buffers_);
@@ -837,13 +845,12 @@ class NbdWriter final : public BackingFileWriter {
     x = Io{};
     x.offset = offset;
     x.len = len;
-    x.pending = true;
     ++pending_;
     std::unique_lock<std::mutex> l;
     Conn* const c = file_.LockUp(
         next_conn_++, Clock::now() + milliseconds(file_.timeout_ms()), l);
     if (c == nullptr) {
-      x.result = -EIO;  // reported by the next Reap
+      done_.Add(io, -EIO);  // reported by the next Reap
       return;
     }
     x.conn = c;
@@ -852,29 +859,37 @@ class NbdWriter final : public BackingFileWriter {
     x.cookie = nbd_aio_pwrite(c->h, buffer(io), len, offset + kLabelBytes,
                               kNoCompletion, c->write_flags);
     x.gen = c->generation;
-    if (x.cookie == -1) x.result = -EIO;
+    if (x.cookie == -1) {
+      done_.Add(io, -EIO);
+      return;
+    }
+    x.in_flight = true;
   }
 
-  std::size_t Reap(bool wait,
-                   const std::function<void(std::size_t, long)>& done) override {
-    std::size_t reported = 0;
+  std::size_t Reap(
+      bool wait, const std::function<void(std::size_t, long)>& done) override {
     for (;;) {
+      // Every command ended goes into done_ before any `done` runs (which
+      // may reuse a reported IO's buffer): done_ has a slot per IO.
       for (std::size_t io = 0; io < ios_.size(); ++io) {
         Io& x = ios_[io];
-        if (!x.pending) continue;
-        long result = x.result;
-        if (result == 0) result = Poll(x);
+        if (!x.in_flight) continue;
+        const long result = Poll(x);
         if (result == 0) continue;  // still in flight
-        x.pending = false;
-        --pending_;
+        x.in_flight = false;
         if (result > 0) file_.Written(x.offset, x.len, buffer(io));
-        done(io, result);
-        ++reported;
+        done_.Add(io, result);
       }
+      const std::size_t reported =
+          done_.Report([&](std::size_t io, long result) {
+            --pending_;
+            done(io, result);
+          });
+      // Nothing reported: every write pending is in flight.
       if (reported != 0 || !wait || pending_ == 0) return reported;
       // Wait on the connection of the first write in flight.
       for (Io& x : ios_) {
-        if (!x.pending) continue;
+        if (!x.in_flight) continue;
         Conn& c = *x.conn;
         std::lock_guard l(c.mu);
         if (c.generation == x.gen && c.Live()) {
@@ -887,13 +902,12 @@ class NbdWriter final : public BackingFileWriter {
 
  private:
   struct Io {
-    bool pending = false;
+    bool in_flight = false;  // its command went out, and has not ended
     std::uint64_t offset = 0;
     std::size_t len = 0;
-    Conn* conn = nullptr;  // set when the command went out (result 0)
+    Conn* conn = nullptr;  // set when the command went out
     std::uint64_t gen = 0;
     std::int64_t cookie = -1;
-    long result = 0;  // set when known before the command completes
     Clock::time_point deadline{};
   };
 
@@ -926,7 +940,9 @@ class NbdWriter final : public BackingFileWriter {
   const std::size_t io_bytes_;
   std::byte* const buffers_;
   std::vector<Io> ios_;
-  std::size_t pending_ = 0;
+  // Results known and not yet reported (Queue's failures, commands ended).
+  internal::DoneWrites done_;
+  std::size_t pending_ = 0;  // queued, not yet reported
   std::size_t next_conn_ = 0;
 };
 

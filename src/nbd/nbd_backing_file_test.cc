@@ -1283,5 +1283,36 @@ TEST(NbdBackingFileTest, AMaximumIsRecordedOnlyOnceTheReconnectIsAccepted) {
   EXPECT_EQ((*file)->max_write_bytes(), 65536u);
 }
 
+// A write queued from inside Reap's `done` is reported by a later Reap,
+// never by the one calling `done`, as with every other writer
+// (ztier/backing_file.h). Here both fail at once in Queue (the remote is
+// gone, and its connection backing off): io 1, queued by io 0's `done`,
+// was reported by the same Reap.
+TEST(NbdBackingFileTest, AWriteQueuedFromDoneIsReportedByTheNextReap) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file =
+      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 500});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  remote.Kill();
+  std::vector<std::byte> out(kPageSize);
+  ASSERT_LT((*file)->Read(0, out), 0);  // the connection is closed
+  auto writer = (*file)->NewWriter(2, kPageSize);
+  ASSERT_TRUE(writer.has_value()) << writer.error().ToString();
+  BackingFileWriter& w = **writer;
+  w.Queue(0, 0, kPageSize);
+  std::vector<std::size_t> reported;
+  auto done = [&](std::size_t io, long result) {
+    EXPECT_LT(result, 0) << "io " << io;
+    reported.push_back(io);
+    if (io == 0) w.Queue(1, kPageSize, kPageSize);
+  };
+  EXPECT_EQ(w.Reap(true, done), 1u);
+  EXPECT_EQ(reported, std::vector<std::size_t>{0});
+  EXPECT_EQ(w.Reap(true, done), 1u);
+  EXPECT_EQ(reported, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(w.Reap(false, done), 0u);
+}
+
 }  // namespace
 }  // namespace ztier::nbd

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "done_writes.h"
+#include "platform/done_writes.h"
 #include "ztier/backing_file.h"
 #include "ztier/page.h"
 

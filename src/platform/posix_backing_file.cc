@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "backing_writers.h"
-#include "done_writes.h"
+#include "platform/done_writes.h"
 #include "platform/mapping.h"
 #include "ztier/page.h"
 

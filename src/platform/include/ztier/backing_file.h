@@ -74,10 +74,9 @@ class BackingFileWriter {
   // at most once per IO, so it ends whatever `done` queues. A write queued
   // from inside `done` is reported by a later Reap, not by the one calling
   // `done`: by the next where the write is made in Queue (pwrite, the
-  // in-memory file: platform/done_writes.h); io_uring submits it with the
-  // next Reap (uring_writer.cc). The NBD writer (nbd_backing_file.cc) is
-  // the exception: one queued for an IO its Reap has not come to yet may
-  // be reported by that same Reap.
+  // in-memory file), or fails there (the NBD writer,
+  // nbd/nbd_backing_file.cc): platform/done_writes.h; io_uring submits it
+  // with the next Reap (uring_writer.cc).
   virtual std::size_t Reap(
       bool wait,
       const std::function<void(std::size_t io, long result)>& done) = 0;

@@ -1,7 +1,8 @@
-// done_writes.h: DoneWrites, the results of writes a BackingFileWriter made
-// at once (in Queue), kept for its next Reap to report in order. Used by
-// the pwrite writer (posix_backing_file.cc) and the in-memory file. One
-// thread at a time, as the writer.
+// platform/done_writes.h: DoneWrites, the results of writes a
+// BackingFileWriter has seen end (in Queue, or in Reap before it reports),
+// kept for Reap to report in order. Used by the pwrite writer
+// (posix_backing_file.cc), the in-memory file and the NBD writer
+// (nbd/nbd_backing_file.cc). One thread at a time, as the writer.
 //
 // A `done` may queue a write again (ztier/backing_file.h): Report hands
 // out only the results it held when called, each taken out before its
