@@ -152,6 +152,19 @@ void Expect(PageStore& s, std::size_t first, std::size_t last,
   }
 }
 
+// Whether page `i` of `s` reads, tried until it does (a reconnect waits
+// out the backoff since the last failed attempt) or 20 s have passed.
+bool ReadsAgain(PageStore& s, std::size_t i = 0) {
+  std::vector<std::byte> out(kPageSize);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!s.Load(i, MutablePage(out.data(), kPageSize)).ok()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
 TEST(NbdBackingFileTest, RejectsWhatItCannotUse) {
   EXPECT_TRUE(IsNbdUri("nbd://host/x"));
   EXPECT_TRUE(IsNbdUri("nbd+unix:///?socket=/s"));
@@ -298,17 +311,6 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
   auto store = StoreOn(*file);
   Fill(*store, 0, 64);
   ASSERT_EQ(WriteBackIdle(*store).written, 64u);
-  // Until a read succeeds (the backoff since the last refusal has passed).
-  auto served = [&] {
-    std::vector<std::byte> out(kPageSize);
-    const auto until =
-        std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!store->Load(0, MutablePage(out.data(), kPageSize)).ok()) {
-      if (std::chrono::steady_clock::now() >= until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return true;
-  };
   // A writer alive throughout (a pass under way, say) with 128 KiB
   // writes: a remote whose maximum request is below them offers less.
   auto live = (*file)->NewWriter(1, 128 << 10);
@@ -353,7 +355,7 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
     remote.reset();
     ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
     restart("", {});
-    ASSERT_TRUE(served());
+    ASSERT_TRUE(ReadsAgain(*store));
     Expect(*store, 0, 64);
     EXPECT_EQ((*file)->lost_blocks(), 0u);
     ASSERT_OK(WriteBackIdle(*store).status);
@@ -438,6 +440,34 @@ TEST(NbdBackingFileTest, TcpConnectionsKeepAlive) {
   ::waitpid(server, nullptr, 0);
 }
 
+// nbdkit's sh plugin serving `image`, for what the memory and file
+// plugins and their filters do not do: `cases` go first in the script's
+// `case "$1"` (the method; $2 the handle, $3 the count, $4 the offset; $d
+// is `dir`, $f the image), before reads, writes and size from the file,
+// FUA (native) and multi-conn, and no TRIM, zero or flush. Returns the
+// script's path.
+std::string ShExport(const ScopedTempDir& dir, const std::string& image,
+                     const std::string& cases) {
+  const std::string script = dir.File("remote.sh");
+  std::ofstream(script) << "#!/bin/sh\n"
+                        << "d='" << dir.path() << "'\n"
+                        << "f='" << image << "'\n"
+                        << "case \"$1\" in\n"
+                        << cases
+                        << "  get_size) stat -c %s \"$f\" ;;\n"
+                           "  pread) dd if=\"$f\" skip=\"$4\" count=\"$3\" "
+                           "iflag=skip_bytes,count_bytes status=none ;;\n"
+                           "  pwrite) dd of=\"$f\" seek=\"$4\" conv=notrunc "
+                           "oflag=seek_bytes status=none ;;\n"
+                           "  can_write|can_multi_conn) exit 0 ;;\n"
+                           "  can_fua) echo native ;;\n"
+                           "  can_trim|can_zero|can_flush) exit 3 ;;\n"
+                           "  *) exit 2 ;;\n"
+                           "esac\n";
+  EXPECT_EQ(Sh("chmod +x '" + script + "'").exit_code, 0);
+  return script;
+}
+
 // An export without TRIM: a block the store frees is forgotten at once
 // (nothing tells the remote), and is not counted lost when the remote
 // comes back empty; the blocks still in use are. (nbdkit's sh plugin over
@@ -445,26 +475,8 @@ TEST(NbdBackingFileTest, TcpConnectionsKeepAlive) {
 TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
   ScopedTempDir dir;
   const std::string image = dir.File("plain.img");
-  const std::string script = dir.File("plain.sh");
-  std::ofstream(script)
-      << ("#!/bin/sh\n"
-          "f='" +
-          image +
-          "'\n"
-          "case \"$1\" in\n"
-          "  get_size) stat -c %s \"$f\" ;;\n"
-          "  pread) dd if=\"$f\" skip=\"$4\" count=\"$3\" "
-          "iflag=skip_bytes,count_bytes status=none ;;\n"
-          "  pwrite) dd of=\"$f\" seek=\"$4\" conv=notrunc "
-          "oflag=seek_bytes status=none ;;\n"
-          "  can_write) exit 0 ;;\n"
-          "  can_trim|can_zero|can_flush) exit 3 ;;\n"
-          "  can_fua) echo none ;;\n"
-          "  *) exit 2 ;;\n"
-          "esac\n");
-  ASSERT_EQ(Sh("chmod +x '" + script + "' && truncate -s 2M '" + image + "'")
-                .exit_code,
-            0);
+  const std::string script = ShExport(dir, image, "  can_fua) echo none ;;\n");
+  ASSERT_EQ(Sh("truncate -s 2M '" + image + "'").exit_code, 0);
   Remote remote(dir, "", false, {}, {"sh", script});
   auto file =
       OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
@@ -1108,32 +1120,6 @@ TEST(NbdBackingFileTest, WritebackOverTls) {
   EXPECT_EQ(store->Stats().bd_reads, kPages);
 }
 
-// nbdkit's sh plugin serving `image`, for what the memory and file
-// plugins and their filters do not do: `cases` go first in the script's
-// `case "$1"` (the method; $2 the handle, $3 the count, $4 the offset),
-// before reads, writes and size from the file, FUA (native) and
-// multi-conn, and no TRIM, zero or flush. Returns the script's path.
-std::string ShExport(const ScopedTempDir& dir, const std::string& image,
-                     const std::string& cases) {
-  const std::string script = dir.File("remote.sh");
-  std::ofstream(script)
-      << ("#!/bin/sh\n"
-          "f='" + image + "'\n"
-          "case \"$1\" in\n" + cases +
-          "  get_size) stat -c %s \"$f\" ;;\n"
-          "  pread) dd if=\"$f\" skip=\"$4\" count=\"$3\" "
-          "iflag=skip_bytes,count_bytes status=none ;;\n"
-          "  pwrite) dd of=\"$f\" seek=\"$4\" conv=notrunc "
-          "oflag=seek_bytes status=none ;;\n"
-          "  can_write|can_multi_conn) exit 0 ;;\n"
-          "  can_fua) echo native ;;\n"
-          "  can_trim|can_zero|can_flush) exit 3 ;;\n"
-          "  *) exit 2 ;;\n"
-          "esac\n");
-  EXPECT_EQ(Sh("chmod +x '" + script + "'").exit_code, 0);
-  return script;
-}
-
 // An export whose maximum request is 64 KiB and that refuses longer TRIMs
 // (EINVAL, which proto.md's "Block size constraints" allows a server for a
 // command without payload longer than the maximum): a freed run of 64
@@ -1150,7 +1136,7 @@ TEST(NbdBackingFileTest, TrimsStayWithinTheExportsMaximumRequest) {
       "  block_size) echo 512 4096 64K ;;\n"
       "  can_trim) exit 0 ;;\n"
       "  trim) if [ \"$3\" -gt 65536 ]; then echo EINVAL >&2; exit 1; fi;"
-      " echo \"$4 $3\" >> '" + trims + "' ;;\n");
+      "    echo \"$4 $3\" >> \"$d/trims\" ;;\n");
   Remote remote(dir, "", false, {}, {"sh", script});
   std::vector<std::string> log;
   auto file = OpenNbdBackingFile(
@@ -1183,36 +1169,36 @@ TEST(NbdBackingFileTest, EveryConnectionIsCheckedAtOpen) {
   const std::string image = dir.File("remote.img");
   const std::string opens = dir.File("opens");
   const std::string less = dir.File("less");
-  // Connection n (from 0, counted in `opens`): all but the first offer
-  // less in the method `less` names.
+  // Connection n (from 0, counted in $d/opens): all but the first offer
+  // less in the method $d/less names.
   const std::string script = ShExport(
       dir, image,
-      "  open) n=$(cat '" + opens + "'); echo $((n + 1)) > '" + opens +
-          "'; echo \"$n\" ;;\n"
-          "  get_size|can_write|can_multi_conn|can_fua|block_size)\n"
-          "    if [ \"$2\" != 0 ] && [ \"$(cat '" + less + "')\" = \"$1\" ]; then\n"
-          "      case \"$1\" in\n"
-          "        get_size) echo 1M ;;\n"
-          "        can_fua) echo none ;;\n"
-          "        block_size) echo 512 4096 64K ;;\n"
-          "        *) exit 3 ;;\n"
-          "      esac\n"
-          "    else\n"
-          "      case \"$1\" in\n"
-          "        get_size) stat -c %s \"$f\" ;;\n"
-          "        can_fua) echo native ;;\n"
-          "        block_size) echo 512 4096 1M ;;\n"
-          "      esac\n"
-          "    fi ;;\n");
+      "  open) n=$(cat \"$d/opens\"); echo $((n + 1)) > \"$d/opens\";"
+      " echo \"$n\" ;;\n"
+      "  get_size|can_write|can_multi_conn|can_fua|block_size)\n"
+      "    if [ \"$2\" != 0 ] && [ \"$(cat \"$d/less\")\" = \"$1\" ]; then\n"
+      "      case \"$1\" in\n"
+      "        get_size) echo 1M ;;\n"
+      "        can_fua) echo none ;;\n"
+      "        block_size) echo 512 4096 64K ;;\n"
+      "        *) exit 3 ;;\n"
+      "      esac\n"
+      "    else\n"
+      "      case \"$1\" in\n"
+      "        get_size) stat -c %s \"$f\" ;;\n"
+      "        can_fua) echo native ;;\n"
+      "        block_size) echo 512 4096 1M ;;\n"
+      "      esac\n"
+      "    fi ;;\n");
   ASSERT_EQ(Sh("truncate -s 8M '" + image + "' && echo none > '" + less + "'")
                 .exit_code,
             0);
   Remote remote(dir, "", false, {}, {"sh", script});
   auto open = [&](std::string what) {
-    EXPECT_EQ(Sh("echo 0 > '" + opens + "' && echo " + what + " > '" + less +
-                 "'")
-                  .exit_code,
-              0);
+    EXPECT_EQ(
+        Sh("echo 0 > '" + opens + "' && echo " + what + " > '" + less + "'")
+            .exit_code,
+        0);
     return OpenNbdBackingFile(remote.Uri(),
                               {.connections = 2, .timeout_ms = 10000});
   };
@@ -1272,13 +1258,7 @@ TEST(NbdBackingFileTest, AMaximumIsRecordedOnlyOnceTheReconnectIsAccepted) {
   Expect(*store, 0, 1, /*want_error=*/true);
   EXPECT_EQ((*file)->max_write_bytes(), 0u);
   ASSERT_EQ(Sh("rm '" + failing + "'").exit_code, 0);
-  // Read again once the backoff since the failed check allows it.
-  std::vector<std::byte> out(kPageSize);
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!store->Load(0, MutablePage(out.data(), kPageSize)).ok() &&
-         std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  ASSERT_TRUE(ReadsAgain(*store));
   Expect(*store, 0, 4);
   EXPECT_EQ((*file)->max_write_bytes(), 65536u);
 }
