@@ -71,6 +71,8 @@ class Server final : public ControlServer {
     std::thread thread;
     std::atomic<bool> done{false};
     std::atomic<State> state{State::kWaiting};
+    // kWaiting for the client to take a reply (SendAll), not for a request.
+    std::atomic<bool> sending{false};
     std::atomic<bool> released{false};  // its slot given back to active_
   };
 
@@ -181,21 +183,25 @@ void Server::AcceptLoop() {
 // Full: the oldest connection waiting for (the rest of) a request, or for
 // its client to take a reply, gives its place to the new one, so that idle,
 // trickling or slow-reading clients cannot keep every other client out;
-// one working on a request keeps its place. False when every connection
-// is working on one.
+// one working on a request keeps its place. One waiting for a request goes
+// before one waiting to send a reply, whose client may be reading a long
+// one (ztier status) as fast as it comes. False when every connection is
+// working on one.
 bool Server::Evict() {
   std::lock_guard lock(mu_);
-  for (const auto& c : conns_) {
-    State waiting = State::kWaiting;
-    if (c->done.load() ||
-        !c->state.compare_exchange_strong(waiting, State::kEvicted)) {
-      continue;
+  for (const bool sending : {false, true}) {
+    for (const auto& c : conns_) {
+      if (c->done.load() || c->sending.load() != sending) continue;
+      State waiting = State::kWaiting;
+      if (!c->state.compare_exchange_strong(waiting, State::kEvicted)) {
+        continue;
+      }
+      // Wakes its poll; its recv then sees the end (the fd stays open
+      // until its own thread closes it).
+      ::shutdown(c->fd, SHUT_RDWR);
+      Release(c.get());
+      return true;
     }
-    // Wakes its poll; its recv then sees the end (the fd stays open
-    // until its own thread closes it).
-    ::shutdown(c->fd, SHUT_RDWR);
-    Release(c.get());
-    return true;
   }
   return false;
 }
@@ -219,6 +225,7 @@ bool Server::SendAll(Conn* conn, std::string_view data) {
       // take this one's place (Evict), as it may a trickling request's.
       // Else a client that pipelines requests and reads their replies just
       // fast enough to beat the timeout would hold its place for good.
+      conn->sending.store(true);
       State busy = State::kBusy;
       const bool was_busy =
           conn->state.compare_exchange_strong(busy, State::kWaiting);
@@ -229,6 +236,7 @@ bool Server::SendAll(Conn* conn, std::string_view data) {
           return false;  // evicted
         }
       }
+      conn->sending.store(false);
       if (w <= 0) return false;
       continue;
     }

@@ -953,6 +953,65 @@ TEST_F(ControlServerTest, OverTheCapASlowReaderGivesWay) {
   EXPECT_EQ(r, "0\n") << (r.has_value() ? "" : r.error().ToString());
 }
 
+// Over the cap, a connection waiting for its next request gives way before
+// one whose client is still to take a reply: the latter may be a client
+// reading a long reply (ztier status) that only a full socket keeps waiting.
+TEST_F(ControlServerTest, OverTheCapAnIdleConnectionGivesWayBeforeAReply) {
+  ControlServerOptions o;
+  o.max_connections = 2;
+  o.idle_timeout_ms = 30'000;
+  StartServer(o);
+  RawClient reader(path_);
+  ASSERT_TRUE(reader.ok());
+  constexpr int kRequests = 20'000;  // replies past what the socket takes
+  std::string requests;
+  for (int i = 0; i < kRequests; ++i) requests += "REQ 5 8 -\nzram0disksize";
+  std::size_t sent = 0;
+  while (sent < requests.size()) {
+    const ssize_t n =
+        ::send(reader.fd(), requests.data() + sent, requests.size() - sent,
+               MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) break;
+    sent += static_cast<std::size_t>(n);
+  }
+  // The server now waits for `reader` to take a reply.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  RawClient idle(path_);  // younger, waiting for its first request
+  ASSERT_TRUE(idle.ok());
+  for (int i = 0; i < 2000 && server_->connections() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server_->connections(), 2u);
+  EXPECT_EQ(Show("initstate"), "0\n");
+  // `reader` kept its place: every reply to what it sent comes.
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    while (sent < requests.size() && !done.load()) {
+      const ssize_t n =
+          ::send(reader.fd(), requests.data() + sent, requests.size() - sent,
+                 MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<std::size_t>(n);
+    }
+  });
+  std::string in;
+  std::size_t replies = 0;
+  char buf[65536];
+  const std::string one = "OK 2\n0\n";
+  while (replies < kRequests) {
+    const ssize_t n = ::recv(reader.fd(), buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    in.append(buf, static_cast<std::size_t>(n));
+    std::size_t whole = in.size() / one.size();
+    replies += whole;
+    in.erase(0, whole * one.size());
+  }
+  done.store(true);
+  ::shutdown(reader.fd(), SHUT_RDWR);
+  writer.join();
+  EXPECT_EQ(replies, static_cast<std::size_t>(kRequests));
+}
+
 TEST_F(ControlServerTest, StopWhileClientsAreConnected) {
   RawClient idle(path_);
   RawClient half(path_);

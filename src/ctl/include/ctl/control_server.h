@@ -10,8 +10,8 @@
 //
 // The server runs one accept thread and one thread per connection, up to
 // options.max_connections (a connection over the cap takes the place of the
-// oldest one waiting for a request or for its client to take a reply,
-// which is closed; if every one is working on a request, the new one gets
+// oldest one waiting for a request, failing that of the oldest waiting for
+// its client to take a reply, which is closed; if every one is working on a request, the new one gets
 // "ERR EBUSY" and is closed). Each
 // connection serves its requests in order; a connection that stalls holds
 // only its own thread. An idle connection is dropped after
