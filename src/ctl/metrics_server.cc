@@ -42,6 +42,10 @@ namespace {
 using Clock = platform::MonotonicClock;
 
 constexpr int kDrainTimeoutMs = 1000;
+// A client being answered whose socket has taken none of its reply for this
+// long has stopped reading it (one reading it, however slowly, frees room
+// within moments: a full socket alone says nothing).
+constexpr auto kStalledAfter = std::chrono::milliseconds(1000);
 
 struct Client {
   enum class State { kReading, kWriting, kDraining };
@@ -51,9 +55,8 @@ struct Client {
   std::string in;
   std::string out;
   std::size_t sent = 0;
-  // kWriting: the socket took no more of the reply at the last try, so
-  // the client is not reading it now.
-  bool stalled = false;
+  // kWriting: when the socket last took some of the reply (or it was made).
+  Clock::time_point progress;
 };
 
 struct HttpReply {
@@ -286,6 +289,10 @@ class MetricsServerImpl final : public MetricsServer {
             c.state == Client::State::kWriting ? POLLOUT : POLLIN;
         fds.push_back({c.fd, events, 0});
         next = std::min(next, c.deadline);
+        // Full, a reply that stops flowing makes room then.
+        if (full && c.state == Client::State::kWriting) {
+          next = std::min(next, c.progress + kStalledAfter);
+        }
       }
       int timeout = -1;
       if (next != Clock::time_point::max()) {
@@ -335,8 +342,12 @@ class MetricsServerImpl final : public MetricsServer {
   // on nothing the server does, as one that has not sent its request: else
   // max_clients that send a request and never read would keep every
   // scraper in the backlog for their write_timeout_ms.
+  static bool Stalled(const Client& c) {
+    return c.state == Client::State::kWriting &&
+           Clock::now() - c.progress >= kStalledAfter;
+  }
   static bool Replaceable(const Client& c) {
-    return c.state != Client::State::kWriting || c.stalled;
+    return c.state != Client::State::kWriting || Stalled(c);
   }
   bool HasReplaceable() const {
     return std::any_of(clients_.begin(), clients_.end(), Replaceable);
@@ -367,7 +378,7 @@ class MetricsServerImpl final : public MetricsServer {
     victim = std::find_if(clients_.begin(), clients_.end(), Draining);
     if (victim != clients_.end()) return victim;
     for (Client& c : clients_) {
-      if (c.state == Client::State::kWriting && c.stalled) Write(c);
+      if (Stalled(c)) Write(c);
     }
     clients_.remove_if([](const Client& c) { return c.fd < 0; });
     return std::find_if(clients_.begin(), clients_.end(), Replaceable);
@@ -473,7 +484,7 @@ class MetricsServerImpl final : public MetricsServer {
     c.in.clear();
     c.in.shrink_to_fit();
     c.sent = 0;
-    c.stalled = false;
+    c.progress = Clock::now();
     c.state = Client::State::kWriting;
     c.deadline =
         Clock::now() + std::chrono::milliseconds(options_.write_timeout_ms);
@@ -486,16 +497,13 @@ class MetricsServerImpl final : public MetricsServer {
       const Result<std::size_t> w =
           platform::Send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent,
                          /*dontwait=*/false);
-      if (!w.has_value() && w.error().code() == StatusCode::kBusy) {
-        c.stalled = true;
-        return;
-      }
+      if (!w.has_value() && w.error().code() == StatusCode::kBusy) return;
       if (!w.has_value()) {
         ::close(c.fd);
         c.fd = -1;
         return;
       }
-      c.stalled = false;
+      if (*w > 0) c.progress = Clock::now();
       c.sent += *w;
     }
     std::string().swap(c.out);

@@ -648,6 +648,59 @@ TEST_F(MetricsTest, OverMaxClientsAClientThatNeverReadsMakesRoom) {
   for (int fd : deaf) ::close(fd);
 }
 
+// A client reading its reply as fast as it comes keeps its place over
+// max_clients even though its socket is full between reads: only one that
+// has stopped taking its reply makes room.
+TEST_F(MetricsTest, OverMaxClientsAClientReadingItsReplyKeepsItsPlace) {
+  for (int i = 0; i < 400; ++i) {
+    ASSERT_TRUE(registry_.Add("many" + std::to_string(i)).has_value());
+  }
+  ASSERT_GT(RenderMetrics(registry_, nullptr).size(), 512u << 10);
+  MetricsServerOptions o;
+  o.unix_path = tmp_.File("m.sock");
+  o.max_clients = 1;
+  o.write_timeout_ms = 60'000;
+  auto server = StartServer(o);
+  ASSERT_TRUE(server.has_value()) << server.error().ToString();
+  const std::string get = Get("/metrics");
+  const int reader = ConnectUnix(o.unix_path);
+  ASSERT_GE(reader, 0);
+  ASSERT_EQ(::send(reader, get.data(), get.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(get.size()));
+  for (int i = 0; i < 2000 && (*server)->requests_served() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ((*server)->requests_served(), 1u);
+  // Reads steadily: 8 KiB every 5 ms, so the reply takes a while.
+  std::string raw;
+  std::thread slow([&] {
+    char buf[8192];
+    for (;;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const ssize_t r = ::recv(reader, buf, sizeof(buf), 0);
+      if (r <= 0) return;
+      raw.append(buf, static_cast<std::size_t>(r));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const int scraper = ConnectUnix(o.unix_path);
+  ASSERT_GE(scraper, 0);
+  ASSERT_EQ(::send(scraper, get.data(), get.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(get.size()));
+  slow.join();
+  ::close(reader);
+  const HttpResponse first = Parse(raw);
+  EXPECT_EQ(first.status, 200);
+  EXPECT_NE(first.head.find("Content-Length: " +
+                            std::to_string(first.body.size()) + "\r\n"),
+            std::string::npos)
+      << "the reply was cut short at " << raw.size() << " bytes";
+  const std::optional<std::string> second = ReadToEof(scraper, 10000);
+  ::close(scraper);
+  ASSERT_TRUE(second.has_value());
+  EXPECT_TRUE(second->starts_with("HTTP/1.1 200")) << second->substr(0, 80);
+}
+
 TEST_F(MetricsTest, ClearStartErrors) {
   auto none = StartServer({});
   ASSERT_FALSE(none.has_value());

@@ -22,9 +22,9 @@
 // trickling connections cannot keep a scraper out; failing that, of the
 // oldest that has had its whole reply but not closed (its pending input read
 // first, so the close resets nothing); failing that, of the oldest whose
-// client has stopped taking its reply (the socket took none of the rest at
-// the last try; the reply is cut short); when every reply is flowing, new
-// ones wait in the listen backlog. Rendering runs on that thread;
+// client has stopped taking its reply (its socket took none of it for 1 s,
+// nor when offered once more; the reply is cut short); when every reply is
+// flowing, new ones wait in the listen backlog. Rendering runs on that thread;
 // it waits for a device whose store a reset is dropping (metrics.h).
 //
 // Errors (from Start): neither listen nor unix_path set, or a bad listen
