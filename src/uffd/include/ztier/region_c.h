@@ -23,11 +23,12 @@
  * codec), -ERANGE a pageout range outside the region, -ENOTSUP
  * userfaultfd is not usable here (the kernel lacks it, or this process may
  * not use it: err says which), -ENOMEM the mapping or an allocation
- * failed, or no file descriptor was left for the region, -EPERM an operation this process may not do (a fork()ed
- * child using its parent's region: pageout, discard), -EIO anything
- * else. ztier_region_create copies a NUL-terminated
- * message (truncated to err_len) into `err` when err is not NULL and
- * err_len > 0; "" on success.
+ * failed, or no file descriptor was left for the region (a passing
+ * shortage: try again once some are free), -EPERM an operation this
+ * process may not do (a fork()ed child using its parent's region: pageout,
+ * discard), -EIO anything else. ztier_region_create copies a
+ * NUL-terminated message (truncated to err_len) into `err` when err is not
+ * NULL and err_len > 0; "" on success.
  * No C++ exception ever leaves these functions.
  *
  * Threads: as the C++ Region. Each region has one handler thread.
