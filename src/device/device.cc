@@ -94,10 +94,13 @@ Status CheckBackingPath(const std::string& path) {
       return Status::InvalidArgument("backing_dev " + path +
                                      " is neither a file nor a block device");
     }
-    // zram's backing_dev_store() opens the path read-write at once and
-    // fails with filp_open()'s error (EACCES, EROFS, ...): so does this,
-    // rather than take the path and fail the disksize store later.
-    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY);
+    // zram's backing_dev_store() opens the path read-write at once, a
+    // block device with its exclusive claim, and fails with that open's
+    // error (EACCES, EROFS, EBUSY for a mounted or claimed device): so
+    // does this, rather than take the path and fail the disksize store
+    // later (the claim is taken again there, posix_backing_file.cc).
+    const int excl = fs::is_block_file(st) ? O_EXCL : 0;
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | excl);
     if (fd < 0) return PosixError("backing_dev open " + path, errno);
     ::close(fd);
     return Status::Ok();
