@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cerrno>
@@ -42,6 +43,8 @@ constexpr char kMagic[8] = {'Z', 'T', 'I', 'E', 'R', 'B', 'K', '1'};
 constexpr milliseconds kFirstBackoff{100};
 constexpr milliseconds kMaxBackoff{5000};
 constexpr int kPollSliceMs = 10;  // the longest a poll holds a connection
+// The most TRIMs of a Discard sent and not yet answered (NbdFile::Discard).
+constexpr std::size_t kTrimsInFlight = 64;
 // libnbd's NBD_NULL_COMPLETION, without its C compound literal: no
 // callback; the result is collected with nbd_aio_command_completed.
 constexpr nbd_completion_callback kNoCompletion{};
@@ -725,10 +728,10 @@ long NbdFile::Read(std::uint64_t offset, std::span<std::byte> out) {
   }
 }
 
-// TRIMs on one connection, all sent, then each waited for. A block
-// whose TRIM is answered (done or refused), or freed on a remote without
-// TRIM, is no longer written: a remote that comes back without the label
-// does not count it lost.
+// TRIMs on one connection, at most kTrimsInFlight at a time, each
+// waited for in turn. A block whose TRIM is answered (done or refused), or
+// freed on a remote without TRIM, is no longer written: a remote that comes
+// back without the label does not count it lost.
 void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   std::fill(sent.begin(), sent.end(), false);
   std::unique_lock<std::mutex> l;
@@ -748,62 +751,98 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   // "Block size constraints": a server may refuse a longer one, EINVAL or
   // EOVERFLOW, though it carries no payload). Read after LockUp: a
   // reconnect it made may have lowered it, and no connection accepted
-  // takes less (Connect).
+  // takes less (Connect). Later pieces go on this connection only (gen):
+  // one made again may take less.
   const std::uint64_t cap = max_write_.load();
+  auto pieces = [cap](const Range& r) {
+    return cap == 0 ? std::uint64_t{1} : (r.len + cap - 1) / cap;
+  };
+  std::vector<std::uint64_t> unanswered(ranges.size(), 0);
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    unanswered[i] = pieces(ranges[i]);
+  }
+  // At most kTrimsInFlight sent and not yet answered: a freed run of
+  // 1 GiB on an export taking 4 KiB requests is 262144 TRIMs, which, all
+  // in libnbd's queue at once, held its memory (about 170 bytes each) and
+  // put the reads and writes on this connection behind the whole batch
+  // (long enough, their timeout: the connection then closed as stalled,
+  // and every TRIM failed with it).
   struct Trim {
     std::size_t range;  // in `ranges`
     Range piece;
     std::int64_t cookie = -1;
+    Clock::time_point sent{};
   };
-  std::vector<Trim> trims;
-  std::vector<std::size_t> unanswered(ranges.size(), 0);
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    for (std::uint64_t done = 0; done < ranges[i].len;) {
-      const std::uint64_t len =
-          cap == 0 ? ranges[i].len : std::min(cap, ranges[i].len - done);
-      trims.push_back({i, {ranges[i].offset + done, len}});
-      ++unanswered[i];
-      done += len;
-    }
-  }
-  // Each TRIM has its whole timeout, however long connecting took, as a
-  // write has (NbdWriter::Queue), from when it was sent or, if later, from
-  // when the one before it was answered: a remote that answers them in
-  // turn, each in time, has not stalled, however long the batch. Out of
-  // time, a TRIM shows a stalled remote. (Timed from before the connecting,
-  // one cut short by a slow reconnect closed a connection that had not
-  // stalled; timed from the send alone, the last of a long batch did.)
-  const auto sent_at = Clock::now();
-  for (Trim& t : trims) {
-    t.cookie = nbd_aio_trim(c.h, t.piece.len, t.piece.offset + kLabelBytes,
-                            kNoCompletion, 0);
-  }
-  l.unlock();
-  for (const Trim& t : trims) {
-    if (t.cookie == -1) continue;
-    const auto since = std::max(sent_at, Clock::now());
-    const long r = Wait(c, gen, t.cookie, since,
-                        since + milliseconds(options_.timeout_ms));
-    // A dropped connection or a deadline: not known to be done. The
-    // server's own refusal (an error reply): answered, nothing more to do,
-    // but the blocks still hold what was written and their space stays in
-    // use on the remote, which the log says (once, until a TRIM is carried
-    // out). Asked for again, a refused TRIM would keep its blocks from
-    // reuse for as long as the remote refuses.
-    if (r == -ENOTCONN || r == -ETIMEDOUT) continue;
-    if (r != 0) {
-      if (!trim_refused_.exchange(true)) {
-        Log("the remote refused a TRIM (" +
-            std::string(std::strerror(static_cast<int>(-r))) + ", " +
-            std::to_string(t.piece.len) + " bytes at " +
-            std::to_string(t.piece.offset) +
-            "): freed blocks are reused without their space given back");
+  std::array<Trim, kTrimsInFlight> window;
+  std::size_t head = 0, count = 0;
+  std::size_t next_range = 0;
+  std::uint64_t next_done = 0;  // bytes of ranges[next_range] sent
+  // Sends pieces until the window is full or none is left; stops for good
+  // once c is no longer the connection the batch began on. REQUIRES: c.mu
+  // held.
+  bool gone = false;
+  auto send = [&] {
+    while (!gone && count < kTrimsInFlight && next_range < ranges.size()) {
+      if (c.generation != gen || !c.Live()) {
+        gone = true;
+        break;
       }
-    } else {
-      trim_refused_.store(false);
+      const Range& r = ranges[next_range];
+      const std::uint64_t len =
+          cap == 0 ? r.len : std::min(cap, r.len - next_done);
+      Trim& t = window[(head + count) % kTrimsInFlight];
+      t = {next_range, {r.offset + next_done, len}, -1, Clock::now()};
+      t.cookie = nbd_aio_trim(c.h, len, t.piece.offset + kLabelBytes,
+                              kNoCompletion, 0);
+      ++count;
+      next_done += len;
+      if (next_done >= r.len) {
+        ++next_range;
+        next_done = 0;
+      }
     }
-    Unwritten(t.piece);
-    if (--unanswered[t.range] == 0) sent[t.range] = true;
+  };
+  send();
+  l.unlock();
+  while (count != 0) {
+    const Trim t = window[head];
+    head = (head + 1) % kTrimsInFlight;
+    --count;
+    if (t.cookie != -1) {
+      // Each TRIM has its whole timeout, however long connecting took, as
+      // a write has (NbdWriter::Queue), from when it was sent or, if
+      // later, from when the one before it was answered: a remote that
+      // answers them in turn, each in time, has not stalled, however long
+      // the batch. Out of time, a TRIM shows a stalled remote.
+      const auto since = std::max(t.sent, Clock::now());
+      const long r = Wait(c, gen, t.cookie, since,
+                          since + milliseconds(options_.timeout_ms));
+      // A dropped connection or a deadline: not known to be done. The
+      // server's own refusal (an error reply): answered, nothing more to
+      // do, but the blocks still hold what was written and their space
+      // stays in use on the remote, which the log says (once, until a TRIM
+      // is carried out). Asked for again, a refused TRIM would keep its
+      // blocks from reuse for as long as the remote refuses.
+      if (r != -ENOTCONN && r != -ETIMEDOUT) {
+        if (r != 0) {
+          if (!trim_refused_.exchange(true)) {
+            Log("the remote refused a TRIM (" +
+                std::string(std::strerror(static_cast<int>(-r))) + ", " +
+                std::to_string(t.piece.len) + " bytes at " +
+                std::to_string(t.piece.offset) +
+                "): freed blocks are reused without their space given back");
+          }
+        } else {
+          trim_refused_.store(false);
+        }
+        Unwritten(t.piece);
+        if (--unanswered[t.range] == 0) sent[t.range] = true;
+      }
+    }
+    if (!gone && next_range < ranges.size()) {
+      std::lock_guard again(c.mu);
+      send();
+    }
   }
 }
 

@@ -1294,5 +1294,34 @@ TEST(NbdBackingFileTest, AWriteQueuedFromDoneIsReportedByTheNextReap) {
   EXPECT_EQ(w.Reap(false, done), 0u);
 }
 
+
+// A long run freed on an export with a small maximum request goes as many
+// TRIMs (here 65536 of 4 KiB, each taking the remote 1 ms, 16 at a time):
+// a few are in flight at once, not all, so a read on the same connection
+// waits behind a few TRIMs, not the whole batch. (All went into libnbd's
+// queue at once: the read waited its whole timeout behind them and, found
+// stalled, closed the connection, failing the TRIMs too.)
+TEST(NbdBackingFileTest, AReadIsNotQueuedBehindAWholeBatchOfTrims) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=blocksize-policy --filter=delay", false,
+                {"blocksize-maximum=4096", "delay-trim=1ms"},
+                {"memory", "1G"});
+  auto file = OpenNbdBackingFile(remote.Uri(),
+                                 {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_EQ((*file)->max_write_bytes(), 4096u);
+  const BackingFile::Range ranges[1] = {{0, std::uint64_t{256} << 20}};
+  bool sent[1] = {false};
+  std::thread discard([&] { (*file)->Discard(ranges, sent); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::vector<std::byte> out(kPageSize);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ((*file)->Read(0, out), static_cast<long>(kPageSize));
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(1000));
+  discard.join();
+  EXPECT_TRUE(sent[0]);
+}
+
 }  // namespace
 }  // namespace ztier::nbd

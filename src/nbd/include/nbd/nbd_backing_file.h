@@ -58,7 +58,10 @@
 // Discards: when the export takes TRIM, a block the store frees is
 // trimmed (BackingStore::DiscardFreed, at the start of each writeback
 // pass), so a remote with thin storage (nbdkit's
-// memory plugin, a sparse file, a thin volume) gets its space back. The
+// memory plugin, a sparse file, a thin volume) gets its space back. At
+// most 64 TRIMs are in flight at once (a freed run of 1 GiB is 262144 of
+// them on an export taking 4 KiB requests): a read or write on the same
+// connection waits behind those, not the whole batch. The
 // block is reused only after the remote has answered its TRIM (or refused
 // it: an answer all the same, said in the log once until a TRIM is
 // carried out; the block keeps its space on the remote until written

@@ -117,7 +117,8 @@ class BackingFile {
     std::uint64_t offset = 0;  // bytes, 4096-aligned
     std::uint64_t len = 0;     // bytes, a multiple of 4096
   };
-  // Discards `ranges` (all sent before any is waited for) and sets, per
+  // Discards `ranges` (sent without waiting for each in turn; a file may
+  // bound how many are in flight at once) and sets, per
   // range, sent[i]: true once the file has answered, done or refused by
   // the file (either way nothing more is to be done), false when it could
   // not be sent or answered in time (a remote away): the caller asks
