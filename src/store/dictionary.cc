@@ -267,7 +267,9 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     m.dict_memory.fetch_add(entry->memory, std::memory_order_relaxed);
     m.dicts[id] = entry;
     m.dict_current.store(id, std::memory_order_relaxed);
-    m.dict_generation.fetch_add(1, std::memory_order_release);
+    // seq_cst: pairs with ReclaimLocked's look at it after giving a unit
+    // up for a page poor alone, and RetryPoorUnits' look at that mark.
+    m.dict_generation.fetch_add(1, std::memory_order_seq_cst);
   }
   for (auto& bc : m.recomp_batch) bc.reset();
   // Units kept whole for a page that did not compress alone get another

@@ -361,8 +361,10 @@ struct PageStore::Impl {
   // REQUIRES: no slot lock and no stream held.
   void RetryPoorUnits() ZT_EXCLUDES(*streams);
   // Reclaims unit u with `stream`; false if the pool had no room for its
-  // survivors or memory for a decompressor was short (the unit is left as
-  // it was, to be tried again). REQUIRES: the run locked, u live in RAM.
+  // survivors, memory for a decompressor was short, or a page did not
+  // compress alone with a stream behind the current dictionary (the unit
+  // is left as it was, to be tried again). REQUIRES: the run locked, u
+  // live in RAM.
   bool ReclaimLocked(std::uint64_t u, internal::Stream& stream);
   // Writes back the units the scans cover (writeback.cc).
   void WritebackUnits(const WritebackRequest& req, BlockWriter& writer,

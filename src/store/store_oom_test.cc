@@ -6,7 +6,8 @@
 //   - a unit's reclaim (the discard that makes a unit reclaimable, on a
 //     thread whose first unit cache and buffers are still to be made): no
 //     slot of the unit stays locked; its other pages load as stored; the
-//     next call retries it, as a reclaim the pool refused;
+//     next call retries it, as a reclaim the pool refused; so too a retry
+//     after a new dictionary whose stream could not take it up;
 //   - a writeback pass (pages and units): the pages it did not write stay
 //     in RAM, intact, and the next pass writes them (none is left marked
 //     as picked, which no later pass would pick again);
@@ -29,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -290,6 +292,72 @@ TEST(StoreOomTest, AUnitWhoseReclaimFailedIsReclaimedByTheNextCall) {
   EXPECT_GT(retried, 0) << "no reclaim failed";
   std::printf("%ld of %ld failed allocations left the unit to the next call\n",
               retried, failed);
+}
+
+// A unit given up for a page that does not compress alone is retried after
+// a TrainDictionary (units.cc, RetryPoorUnits). A retry whose stream could
+// not take up the new dictionary (its compressor out of memory: the stream
+// keeps the old one, RefreshStream) tried the page with the old dictionary
+// only: that is no verdict on the new one, and the unit must be tried again
+// by a later call, as a reclaim out of memory is, not given up until the
+// next training.
+TEST(StoreOomTest, ARetryThatCouldNotTakeTheNewDictionaryIsTriedAgain) {
+  constexpr std::size_t kUnit16 = 16, kRuns = 24;
+  PageStoreOptions o;
+  o.codec = "zstd";
+  o.store_incompressible = false;
+  o.num_pages = kRuns * kUnit16 + kUnit16;
+  o.unit_pages = kUnit16;
+  auto made = PageStore::Create(o);
+  ASSERT_TRUE(made.has_value()) << made.error().ToString();
+  PageStore& store = **made;
+  std::vector<std::byte> noise(kPageSize);
+  std::mt19937_64 rng(5);
+  for (std::size_t i = 0; i < kPageSize; i += 8) {
+    const std::uint64_t x = rng();
+    std::memcpy(noise.data() + i, &x, 8);
+  }
+  std::vector<std::byte> run0;
+  for (std::size_t r = 0; r < kRuns; ++r) {
+    std::vector<std::byte> data(kUnit16 * kPageSize);
+    static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+    for (std::size_t b = 0; b < data.size(); ++b) {
+      data[b] = static_cast<std::byte>(
+          kText[(b / 7 + r * 16 + b / kPageSize) % (sizeof(kText) - 1)]);
+    }
+    std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
+    std::memcpy(data.data() + 14 * kPageSize, noise.data(), kPageSize);
+    ASSERT_OK(store.StoreBatch(r * kUnit16, data));
+    if (r == 0) run0 = data;
+  }
+  const std::uint64_t empty = kRuns * kUnit16 + kUnit16 - 1;
+  OnThreadWithin30s("the calls", [&] {
+    // Unit 0 below half: page 13 does not compress alone, it stays whole.
+    for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store.Discard(i));
+    ASSERT_EQ(store.Stats().units, kRuns);
+    auto info = store.TrainDictionary({.dict_bytes = 16 * 1024});
+    ASSERT_TRUE(info.has_value()) << info.error().ToString();
+    // The retry, with no memory for the new dictionary's compressor.
+    testing::FailEveryAllocation(true);
+    Status st = Status::Ok();
+    try {
+      st = store.Discard(empty);
+    } catch (const std::bad_alloc&) {
+      ADD_FAILURE() << "the discard threw for its reclaim";
+    }
+    testing::FailEveryAllocation(false);
+    ASSERT_OK(st);
+    // Memory again: the next call tries it with the new dictionary.
+    ASSERT_OK(store.Discard(empty));
+  });
+  EXPECT_EQ(store.Stats().units, kRuns - 1)
+      << "the unit tried with the old dictionary was given up";
+  std::vector<std::byte> out(kPageSize);
+  for (std::size_t i = 9; i < kUnit16; ++i) {
+    ASSERT_OK(store.Load(i, MutablePage(out.data(), kPageSize)));
+    ASSERT_EQ(std::memcmp(out.data(), run0.data() + i * kPageSize, kPageSize),
+              0);
+  }
 }
 
 // Each allocation of a writeback pass (pages, then units) fails in turn,

@@ -451,9 +451,11 @@ bool PageStore::Impl::ReclaimPass() {
 // marked queued (`queued` set) and off the queue, so that it is not tried
 // again with every later free: it goes with its last page, or, for a page
 // poor alone, is tried again after a new dictionary (RetryPoorUnits).
-// Where the pool had no room, or memory for a decompressor was short, this
-// returns false, and the pass puts the unit back on the queue for a later
-// call, when objects freed meanwhile may have made room (a std::bad_alloc
+// Where the pool had no room, memory for a decompressor was short, or a
+// page poor alone was tried with an older dictionary than the current one
+// (its stream could not take up the new one), this returns false, and the
+// pass puts the unit back on the queue for a later call, when objects
+// freed meanwhile may have made room (a std::bad_alloc
 // thrown from here is retried the same way, ReclaimPass). No failure here
 // is a client's failed write.
 bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
@@ -499,9 +501,23 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
     const bool poor = item.length == 0 || item.length >= huge_size;
     if (poor && !options.store_incompressible) {
       // Given up until a new dictionary may let the page compress
-      // (RetryPoorUnits).
-      units[u].queued.store(internal::kUnitPoorAlone,
-                            std::memory_order_relaxed);
+      // (RetryPoorUnits), if the page was tried with the current one. Else
+      // (the stream could not take up a newer one, out of memory for its
+      // compressor, RefreshStream; or a training published one meanwhile,
+      // whose RetryPoorUnits may have passed this unit, still marked
+      // queued) the try says nothing of the new dictionary: the unit is
+      // tried again by a later call, as on a refusal. The mark's store and
+      // the generation's load are seq_cst, as are TrainDictionary's
+      // increment and RetryPoorUnits' look at the mark: either this sees
+      // the new generation, or that sees the mark. (Not fences: GCC's
+      // TSan does not support them.)
+      internal::Unit& e = units[u];
+      e.queued.store(internal::kUnitPoorAlone, std::memory_order_seq_cst);
+      if (stream.dict_generation !=
+          dict_generation.load(std::memory_order_seq_cst)) {
+        e.queued.store(internal::kUnitQueued, std::memory_order_relaxed);
+        refused = true;
+      }
       ok = false;
       break;
     }
@@ -547,7 +563,10 @@ void PageStore::Impl::RetryPoorUnits() {
   bool queued_any = false;
   for (std::uint64_t u = 0; unit_pages != 0 && u < units.size(); ++u) {
     internal::Unit& e = units[u];
-    if (e.queued.load(std::memory_order_relaxed) != internal::kUnitPoorAlone) {
+    // seq_cst, with TrainDictionary's increment of dict_generation: a unit
+    // given up after this look, with an older dictionary, sees the new
+    // generation and is queued again by its reclaim (ReclaimLocked).
+    if (e.queued.load(std::memory_order_seq_cst) != internal::kUnitPoorAlone) {
       continue;
     }
     const UnitLock run(*this, u);
