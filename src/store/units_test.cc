@@ -601,8 +601,9 @@ TEST(UnitsTest, AReclaimedRawSurvivorIsNoHugePageStored) {
 // Without store_incompressible, a unit whose survivor does not compress
 // alone is given up (kept whole until its last page goes). A new
 // dictionary may make that page compress: train_dict gives such a unit
-// another chance, and the training's own call reclaims it. Here the page
-// is random bytes found in many units, so the dictionary holds them.
+// another chance, and the next store or discard that returns reclaims it
+// (not the training itself, which runs no reclaim). Here the page is
+// random bytes found in many units, so the dictionary holds them.
 TEST(UnitsTest, ANewDictionaryRetriesAUnitGivenUpForAPoorPage) {
   PageStoreOptions o;
   o.codec = "zstd";
@@ -646,6 +647,79 @@ TEST(UnitsTest, ANewDictionaryRetriesAUnitGivenUpForAPoorPage) {
   ExpectRange(*store, 9,
               std::vector<std::byte>(runs[0].begin() + 9 * kPageSize,
                                      runs[0].end()));
+}
+
+// Units given up for a poor page, retried by trainings that run at the
+// same time as the stores, discards and loads of those units: every page
+// reads as stored, nothing is left behind once every page is discarded
+// (no unit queued twice, no entry or counter left over), and after the
+// last training every unit below half is reclaimed or given up again with
+// the last dictionary.
+TEST(UnitsTest, PoorUnitsRetriedWhileTrainingsRun) {
+  PageStoreOptions o;
+  o.codec = "zstd";
+  o.store_incompressible = false;
+  constexpr std::size_t kRuns = 16;
+  auto store = MakeStore(kRuns * 16, 16, o);
+  ASSERT_NE(store, nullptr);
+  const auto noise = RandomPages(1, 5);
+  auto run_data = [&](std::size_t r, std::uint64_t v) {
+    std::vector<std::byte> data(16 * kPageSize);
+    static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+    for (std::size_t b = 0; b < data.size(); ++b) {
+      data[b] = static_cast<std::byte>(
+          kText[(b / 7 + r * 16 + v + b / kPageSize) % (sizeof(kText) - 1)]);
+    }
+    std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
+    std::memcpy(data.data() + 14 * kPageSize, noise.data(), kPageSize);
+    return data;
+  };
+  // Writer w owns the runs r % 2 == w.
+  for (std::size_t r = 0; r < kRuns; ++r) {
+    ASSERT_OK(store->StoreBatch(r * 16, run_data(r, 0)));
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      std::mt19937_64 rng(w + 7);
+      std::vector<std::byte> out(kPageSize);
+      while (!stop) {
+        const std::size_t r = (rng() % (kRuns / 2)) * 2 + w;
+        const std::uint64_t v = rng() % 4;
+        if (!store->StoreBatch(r * 16, run_data(r, v)).ok()) ++bad;
+        for (std::size_t i = 0; i < 9; ++i) {
+          if (!store->Discard(r * 16 + i).ok()) ++bad;
+        }
+        const auto data = run_data(r, v);
+        for (std::size_t i = 9; i < 16; ++i) {
+          if (!store->Load(r * 16 + i, MutablePage(out.data(), kPageSize))
+                   .ok() ||
+              std::memcmp(out.data(), data.data() + i * kPageSize,
+                          kPageSize) != 0) {
+            ++bad;
+          }
+        }
+      }
+    });
+  }
+  std::atomic<int> trained{0};
+  threads.emplace_back([&] {
+    while (!stop) {
+      trained += store->TrainDictionary({.dict_bytes = 16 * 1024}).has_value();
+      std::this_thread::yield();
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  const PageStoreStats st = store->Stats();
+  std::printf("%d trainings, %llu survivors reclaimed\n", trained.load(),
+              static_cast<unsigned long long>(st.units_reclaimed));
+  for (std::size_t i = 0; i < kRuns * 16; ++i) ASSERT_OK(store->Discard(i));
+  ztier::testing::ExpectNothingStored(store->Stats());
 }
 
 // A unit the pool refuses (a raw survivor, no room in the huge class)
