@@ -356,7 +356,7 @@ struct PageStore::Impl {
   // stream.
   bool ReclaimPass() ZT_EXCLUDES(*streams);
   // Queues again the units given up because a page did not compress alone
-  // (Unit::queued kUnitPoorAlone), for the next call that returns: called
+  // (Unit::queued UnitPoorAlone), for the next call that returns: called
   // once a new dictionary is in use, which may let that page compress.
   // REQUIRES: no slot lock and no stream held.
   void RetryPoorUnits() ZT_EXCLUDES(*streams);

@@ -79,7 +79,16 @@ inline std::size_t UnitPieceSizes(std::size_t len,
 
 // Unit::queued's values other than 0.
 inline constexpr std::uint8_t kUnitQueued = 1;
+// Given up for a page that does not compress alone: kUnitPoorAlone in the
+// low two bits, and that page's place in its run (< kMaxUnitPages) above.
 inline constexpr std::uint8_t kUnitPoorAlone = 2;
+inline constexpr std::uint8_t UnitPoorAlone(std::size_t page_in_run) {
+  return static_cast<std::uint8_t>(kUnitPoorAlone | (page_in_run << 2));
+}
+inline constexpr bool IsUnitPoorAlone(std::uint8_t queued) {
+  return (queued & 3) == kUnitPoorAlone;
+}
+static_assert(kMaxUnitPages <= 64, "a run's page fits above the two bits");
 
 struct Unit {
   std::atomic<std::uint32_t> live;  // members still attached, by bit
@@ -89,9 +98,9 @@ struct Unit {
   std::uint8_t dict;      // the dictionary id it was compressed with
   std::uint8_t wb;        // piece[] are backing blocks, not pool handles
   // 0; kUnitQueued: on the reclaim queue, or given up for good (corrupt);
-  // kUnitPoorAlone: given up for a page that does not compress alone
-  // (without store_incompressible), until a new dictionary (units.cc,
-  // RetryPoorUnits).
+  // UnitPoorAlone(k): given up for page k of the run, which does not
+  // compress alone (without store_incompressible), until a new dictionary
+  // (units.cc, RetryPoorUnits) or page k's free, which queue it again.
   std::atomic<std::uint8_t> queued;
   std::uint64_t gen;      // 0: free; else unique (see above)
   std::uint64_t piece[kMaxUnitPieces];

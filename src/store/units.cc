@@ -212,7 +212,13 @@ void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
     Sub(units_live);
     return;
   }
-  std::uint8_t unqueued = 0;  // not a unit given up (queued, or poor alone)
+  // Not a unit given up (queued, or poor alone), unless this page is the
+  // one it was given up for: the survivors left may all compress alone.
+  // (The mark is written under the run's locks, this page's among them.)
+  const std::uint8_t poor_here =
+      internal::UnitPoorAlone(index % unit_pages);
+  std::uint8_t unqueued =
+      e.queued.load(std::memory_order_relaxed) == poor_here ? poor_here : 0;
   if (!wb && 2 * std::popcount(old & ~bit) < members &&
       e.queued.compare_exchange_strong(unqueued, internal::kUnitQueued,
                                        std::memory_order_relaxed)) {
@@ -450,7 +456,8 @@ bool PageStore::Impl::ReclaimPass() {
 // store_incompressible, a page compresses poorly alone), the unit stays
 // marked queued (`queued` set) and off the queue, so that it is not tried
 // again with every later free: it goes with its last page, or, for a page
-// poor alone, is tried again after a new dictionary (RetryPoorUnits).
+// poor alone, is tried again after that page's free (FreeUnitMemberLocked)
+// or a new dictionary (RetryPoorUnits).
 // Where the pool had no room, memory for a decompressor was short, or a
 // page poor alone was tried with an older dictionary than the current one
 // (its stream could not take up the new one), this returns false, and the
@@ -512,7 +519,7 @@ bool PageStore::Impl::ReclaimLocked(std::uint64_t u, internal::Stream& stream) {
       // the new generation, or that sees the mark. (Not fences: GCC's
       // TSan does not support them.)
       internal::Unit& e = units[u];
-      e.queued.store(internal::kUnitPoorAlone, std::memory_order_seq_cst);
+      e.queued.store(internal::UnitPoorAlone(k), std::memory_order_seq_cst);
       if (stream.dict_generation !=
           dict_generation.load(std::memory_order_seq_cst)) {
         e.queued.store(internal::kUnitQueued, std::memory_order_relaxed);
@@ -566,11 +573,11 @@ void PageStore::Impl::RetryPoorUnits() {
     // seq_cst, with TrainDictionary's increment of dict_generation: a unit
     // given up after this look, with an older dictionary, sees the new
     // generation and is queued again by its reclaim (ReclaimLocked).
-    if (e.queued.load(std::memory_order_seq_cst) != internal::kUnitPoorAlone) {
+    if (!internal::IsUnitPoorAlone(e.queued.load(std::memory_order_seq_cst))) {
       continue;
     }
     const UnitLock run(*this, u);
-    if (e.queued.load(std::memory_order_relaxed) != internal::kUnitPoorAlone) {
+    if (!internal::IsUnitPoorAlone(e.queued.load(std::memory_order_relaxed))) {
       continue;
     }
     if (e.gen == 0 || e.wb) {  // gone (a new unit resets the mark), or on disk

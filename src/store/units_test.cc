@@ -649,6 +649,47 @@ TEST(UnitsTest, ANewDictionaryRetriesAUnitGivenUpForAPoorPage) {
                                      runs[0].end()));
 }
 
+// A unit given up for a page that does not compress alone is given up for
+// that page: once the page goes, the survivors can be objects of their own
+// (page_store.h, unit_pages: the exceptions to the worst case are units
+// whose survivors cannot be), and the free of that page queues the unit,
+// which the same call reclaims.
+TEST(UnitsTest, AUnitGivenUpForAPoorPageIsReclaimedOnceThatPageGoes) {
+  PageStoreOptions o;
+  o.codec = "zstd";
+  o.store_incompressible = false;
+  auto store = MakeStore(32, 16, o);
+  ASSERT_NE(store, nullptr);
+  std::vector<std::byte> data(16 * kPageSize);
+  static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+  for (std::size_t b = 0; b < data.size(); ++b) {
+    data[b] = static_cast<std::byte>(
+        kText[(b / 7 + b / kPageSize) % (sizeof(kText) - 1)]);
+  }
+  const auto noise = RandomPages(1, 5);
+  std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
+  ASSERT_OK(store->StoreBatch(0, data));
+  ASSERT_EQ(store->Stats().units, 1u);
+  // Below half: page 13 does not compress alone, the unit stays whole.
+  for (std::size_t i = 0; i < 9; ++i) ASSERT_OK(store->Discard(i));
+  ASSERT_EQ(store->Stats().units, 1u);
+  // A free of another page leaves it so.
+  ASSERT_OK(store->Discard(9));
+  ASSERT_EQ(store->Stats().units, 1u);
+  // The poor page goes: the 5 left compress alone.
+  ASSERT_OK(store->Discard(13));
+  EXPECT_EQ(store->Stats().units, 0u)
+      << "the unit stayed whole once its poor page had gone";
+  EXPECT_EQ(store->Stats().units_reclaimed, 5u);
+  std::vector<std::byte> out(kPageSize);
+  for (std::size_t i : {10, 11, 12, 14, 15}) {
+    ASSERT_OK(store->Load(i, MutablePage(out.data(), kPageSize)));
+    ASSERT_EQ(std::memcmp(out.data(), data.data() + i * kPageSize, kPageSize),
+              0)
+        << "page " << i;
+  }
+}
+
 // Units given up for a poor page, retried by trainings that run at the
 // same time as the stores, discards and loads of those units: every page
 // reads as stored, nothing is left behind once every page is discarded

@@ -153,14 +153,15 @@ struct PageStoreOptions {
   //     are freed then); a unit whose survivors cannot be objects of their
   //     own (it does not decompress, or, with store_incompressible false,
   //     a page does not compress alone: such a unit is tried again by the
-  //     next store or discard that returns after a TrainDictionary, whose
-  //     dictionary may let the page compress). A reclaim the pool has no
-  //     room for (its reserve spent, with prealloc) leaves the unit whole and
-  //     queued: each later store or discard that returns tries it again,
-  //     until one finds room or its last page goes. A pass goes on past
-  //     a unit the pool refuses, which goes to the back of the queue, so
-  //     that it holds up no other; it stops at a second refusal, so that
-  //     while the pool stays full a call makes two refused tries at most.
+  //     next store or discard that returns after that page's free, or
+  //     after a TrainDictionary, whose dictionary may let the page
+  //     compress). A reclaim the pool has no room for (its reserve spent,
+  //     with prealloc) leaves the unit whole and queued: each later store
+  //     or discard that returns tries it again, until one finds room or
+  //     its last page goes. A pass goes on past a unit the pool refuses,
+  //     which goes to the back of the queue, so that it holds up no other;
+  //     it stops at a second refusal, so that while the pool stays full a
+  //     call makes two refused tries at most.
   //     The new objects are not held to mem_limit: they replace a larger
   //     one.
   //   - A unit keeps its dictionary id (TrainDictionary) until its last
