@@ -821,15 +821,17 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
       // server's own refusal (an error reply): answered, nothing more to
       // do, but the blocks still hold what was written and their space
       // stays in use on the remote, which the log says (once, until a TRIM
-      // is carried out). Asked for again, a refused TRIM would keep its
-      // blocks from reuse for as long as the remote refuses.
+      // is carried out; where, as the export's offset, which the server's
+      // own log gives, not the file's, kLabelBytes below it). Asked for
+      // again, a refused TRIM would keep its blocks from reuse for as long
+      // as the remote refuses.
       if (r != -ENOTCONN && r != -ETIMEDOUT) {
         if (r != 0) {
           if (!trim_refused_.exchange(true)) {
             Log("the remote refused a TRIM (" +
                 std::string(std::strerror(static_cast<int>(-r))) + ", " +
-                std::to_string(t.piece.len) + " bytes at " +
-                std::to_string(t.piece.offset) +
+                std::to_string(t.piece.len) + " bytes at export offset " +
+                std::to_string(t.piece.offset + kLabelBytes) +
                 "): freed blocks are reused without their space given back");
           }
         } else {

@@ -1073,7 +1073,10 @@ TEST(NbdBackingFileTest, BlocksWhoseTrimIsRefusedAreFreedAnyway) {
   for (std::uint64_t b = 0; b < 16; b += 2) (*bs)->Free(b);
   EXPECT_EQ((*bs)->DiscardFreed(), 8u);
   ASSERT_EQ(log.size(), 1u);
-  EXPECT_NE(log[0].find("refused a TRIM"), std::string::npos) << log[0];
+  EXPECT_NE(log[0].find("refused"), std::string::npos) << log[0];
+  // Where on the export, as the server's own log has it: the file's
+  // block 0 lies after the label, at 4096.
+  EXPECT_NE(log[0].find("at export offset 4096"), std::string::npos) << log[0];
 }
 
 // Blocks freed on the remote (here with every TRIM refused) hold nothing
