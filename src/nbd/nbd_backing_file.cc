@@ -332,7 +332,8 @@ class NbdFile final : public BackingFile {
   // accepted with a smaller one (Connect, LowerMaxWrite).
   std::atomic<std::size_t> max_write_{0};
   bool can_trim_ = false;
-  // A TRIM was refused, and logged; none carried out since (Discard).
+  // A Discard had TRIMs refused, and logged it; none since had every TRIM
+  // carried out (Discard).
   std::atomic<bool> trim_refused_{false};
   alignas(4096) std::byte label_[kLabelBytes] = {};
   std::unique_ptr<std::atomic<std::uint8_t>[]> lost_block_;
@@ -804,6 +805,10 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   };
   send();
   l.unlock();
+  // TRIMs carried out, and refused (the first of them for the log).
+  std::uint64_t done = 0, refused = 0;
+  long first_error = 0;
+  Range first_refused;
   while (count != 0) {
     const Trim t = window[head];
     head = (head + 1) % kTrimsInFlight;
@@ -820,22 +825,15 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
       // A dropped connection or a deadline: not known to be done. The
       // server's own refusal (an error reply): answered, nothing more to
       // do, but the blocks still hold what was written and their space
-      // stays in use on the remote, which the log says (once, until a TRIM
-      // is carried out; where, as the export's offset, which the server's
-      // own log gives, not the file's, kLabelBytes below it). Asked for
+      // stays in use on the remote, which the log says (below). Asked for
       // again, a refused TRIM would keep its blocks from reuse for as long
       // as the remote refuses.
       if (r != -ENOTCONN && r != -ETIMEDOUT) {
-        if (r != 0) {
-          if (!trim_refused_.exchange(true)) {
-            Log("the remote refused a TRIM (" +
-                std::string(std::strerror(static_cast<int>(-r))) + ", " +
-                std::to_string(t.piece.len) + " bytes at export offset " +
-                std::to_string(t.piece.offset + kLabelBytes) +
-                "): freed blocks are reused without their space given back");
-          }
-        } else {
-          trim_refused_.store(false);
+        if (r == 0) {
+          ++done;
+        } else if (refused++ == 0) {
+          first_error = r;
+          first_refused = t.piece;
         }
         Unwritten(t.piece);
         if (--unanswered[t.range] == 0) sent[t.range] = true;
@@ -845,6 +843,31 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
       std::lock_guard again(c.mu);
       send();
     }
+  }
+  // One line for the Discard, once none of its TRIMs is in flight (none
+  // is left behind, never waited for, should it throw), and only for the
+  // first with refusals since one whose TRIMs were all carried out: a
+  // remote that refuses some and carries out others (at random, or by
+  // region) is said once, not at every refusal that follows a success
+  // (thousands of lines a batch). Where, as the export's offset, which
+  // the server's own log gives, not the file's (kLabelBytes below it).
+  if (refused != 0) {
+    if (!trim_refused_.exchange(true)) {
+      // A line that cannot be made is lost; the answers are kept (thrown,
+      // the caller would ask for every range again).
+      try {
+        Log("the remote refused " + std::to_string(refused) + " of " +
+            std::to_string(refused + done) + " TRIMs answered (the first: " +
+            std::string(std::strerror(static_cast<int>(-first_error))) +
+            ", " + std::to_string(first_refused.len) +
+            " bytes at export offset " +
+            std::to_string(first_refused.offset + kLabelBytes) +
+            "): freed blocks are reused without their space given back");
+      } catch (const std::bad_alloc&) {
+      }
+    }
+  } else if (done != 0) {
+    trim_refused_.store(false);
   }
 }
 

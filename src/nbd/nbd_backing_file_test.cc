@@ -1326,5 +1326,31 @@ TEST(NbdBackingFileTest, AReadIsNotQueuedBehindAWholeBatchOfTrims) {
   EXPECT_TRUE(sent[0]);
 }
 
+// A remote that refuses some TRIMs and carries out others (here half, at
+// random) gets one log line for the first Discard it refuses some of,
+// with how many, not one each time a refusal follows a success: three
+// passes of 128 TRIMs (which logged about 32 lines each).
+TEST(NbdBackingFileTest, TrimsRefusedNowAndThenAreLoggedOnce) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=error", false,
+                {"error-trim=EIO", "error-trim-rate=0.5"});
+  std::vector<std::string> log;
+  auto file = OpenNbdBackingFile(
+      remote.Uri(), {.connections = 1,
+                     .log = [&](const std::string& l) { log.push_back(l); }});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  std::vector<BackingFile::Range> ranges;
+  for (std::uint64_t i = 0; i < 128; ++i) {
+    ranges.push_back({2 * i * kPageSize, kPageSize});
+  }
+  for (int pass = 0; pass < 3; ++pass) {
+    bool sent[128] = {};
+    (*file)->Discard(ranges, sent);
+    for (bool s : sent) ASSERT_TRUE(s);
+  }
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_NE(log[0].find(" of 128 TRIMs"), std::string::npos) << log[0];
+}
+
 }  // namespace
 }  // namespace ztier::nbd

@@ -63,11 +63,12 @@
 // them on an export taking 4 KiB requests): a read or write on the same
 // connection waits behind those, not the whole batch. The
 // block is reused only after the remote has answered its TRIM (or refused
-// it: an answer all the same, said in the log once until a TRIM is
-// carried out; the block keeps its space on the remote until written
-// again). A block whose write failed outright is
-// reused at once; one whose write was sent and not answered (a timeout, a
-// dropped connection) waits for a TRIM like a freed one. A TRIM that is
+// it: an answer all the same, said in the log, one line for a Discard
+// with how many, and not again until a Discard has every TRIM carried
+// out; the block keeps its space on the remote until written again). A
+// block whose write failed outright is reused at once; one whose write
+// was sent and not answered (a timeout, a dropped connection) waits for
+// a TRIM like a freed one. A TRIM that is
 // not answered either (it is sent again later) may still be carried out
 // by a stalled server after the block was reused and written: NBD has no
 // fence for an abandoned connection. The checksum below turns that into
