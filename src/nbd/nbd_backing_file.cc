@@ -352,7 +352,8 @@ class NbdFile final : public BackingFile {
   // only caps the writers made after (max_write_).
   std::multiset<std::size_t> live_writes_;
   // Why the last check found the remote offering less (StillOffers), once
-  // logged; empty after a check it passes. Guarded by check_mu_.
+  // logged; empty once a reconnect is accepted (its label read, and
+  // rewritten if need be: Connect). Guarded by check_mu_.
   std::string refused_;
   std::atomic<Clock::rep> hold_until_{0};  // HoldOff()
 };
@@ -468,7 +469,6 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
     c.Failed();
     return st;
   }
-  refused_.clear();
   auto unchecked = [&](const char* what, long r) {
     const std::string error = SyncError(r);
     c.Close();
@@ -489,7 +489,12 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
   // (LowerMaxWrite); not before, so a connection refused by its label's
   // read or write lowers nothing. check_mu_ is held throughout, so the
   // writers it was checked against are still those alive.
+  // And the refusal logged last (refused_) may be logged again: not
+  // before, so a reconnect that offers what it did but then fails its
+  // label's read or write does not have the same refusal logged anew at
+  // the attempt after.
   auto accepted = [&] {
+    refused_.clear();
     LowerMaxWrite(h);
     c.backoff = kFirstBackoff;
     return Status::Ok();

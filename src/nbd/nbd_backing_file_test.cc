@@ -1352,5 +1352,43 @@ TEST(NbdBackingFileTest, TrimsRefusedNowAndThenAreLoggedOnce) {
   EXPECT_NE(log[0].find(" of 128 TRIMs"), std::string::npos) << log[0];
 }
 
+// A remote refused at a reconnect (here back read-only) is logged once,
+// though a reconnect between found it offering what it did and then
+// failed to read its label: that is no check passed. (The reason was
+// forgotten before the label read, and the same refusal logged again.)
+TEST(NbdBackingFileTest, ARefusalIsNotLoggedAgainAfterAFailedLabelRead) {
+  ScopedTempDir dir;
+  std::vector<std::string> log;
+  std::optional<Remote> remote(std::in_place, dir);
+  auto file = OpenNbdBackingFile(
+      remote->Uri(), {.connections = 1,
+                      .timeout_ms = 2000,
+                      .log = [&](const std::string& l) { log.push_back(l); }});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  const std::vector<BackingFile::Range> ranges = {{0, kPageSize}};
+  bool sent[1] = {};
+  auto restart = [&](std::string flag, std::vector<std::string> params) {
+    remote.reset();
+    // Past the backoff of the attempt before (at most 400 ms here).
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    remote.emplace(dir, std::move(flag), false, std::move(params));
+  };
+  restart("-r", {});
+  (*file)->Discard(ranges, sent);  // finds the connection dropped
+  (*file)->Discard(ranges, sent);  // refused: read-only
+  EXPECT_FALSE(sent[0]);
+  restart("--filter=error", {"error-pread=EIO", "error-pread-rate=1"});
+  (*file)->Discard(ranges, sent);  // offers what it did; its label read fails
+  EXPECT_FALSE(sent[0]);
+  restart("-r", {});
+  (*file)->Discard(ranges, sent);  // refused again, for the same reason
+  EXPECT_FALSE(sent[0]);
+  std::size_t said = 0;
+  for (const std::string& l : log) {
+    if (l.find("read-only") != std::string::npos) ++said;
+  }
+  EXPECT_EQ(said, 1u);
+}
+
 }  // namespace
 }  // namespace ztier::nbd
