@@ -902,12 +902,13 @@ class NbdWriter final : public BackingFileWriter {
         done_(ios) {}
   ~NbdWriter() override {
     while (pending_ != 0) Reap(true, [](std::size_t, long) {});
-    std::free(buffers_);
     file_.DropWriter(io_bytes_);
   }
   bool ok() const { return buffers_ != nullptr; }
 
-  std::byte* buffer(std::size_t io) override { return buffers_ + io * io_bytes_; }
+  std::byte* buffer(std::size_t io) override {
+    return buffers_.get() + io * io_bytes_;
+  }
 
   void Queue(std::size_t io, std::uint64_t offset, std::size_t len) override {
     Io& x = ios_[io];
@@ -1005,9 +1006,16 @@ class NbdWriter final : public BackingFileWriter {
     return 0;
   }
 
+  // std::aligned_alloc's, given back with std::free.
+  struct Free {
+    void operator()(std::byte* p) const { std::free(p); }
+  };
+
   NbdFile& file_;
   const std::size_t io_bytes_;
-  std::byte* const buffers_;
+  // Owned from the start: a std::bad_alloc from a member made after it
+  // (ios_, done_) frees it as the constructor unwinds.
+  const std::unique_ptr<std::byte, Free> buffers_;
   std::vector<Io> ios_;
   // Results known and not yet reported (Queue's failures, commands ended).
   internal::DoneWrites done_;

@@ -5,6 +5,7 @@
 #include "nbd/nbd_backing_file.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -21,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/failing_new.h"
 #include "testing/nbd_server.h"
 #include "testing/test_util.h"
 #include "tls_test_certs.h"
@@ -1388,6 +1390,31 @@ TEST(NbdBackingFileTest, ARefusalIsNotLoggedAgainAfterAFailedLabelRead) {
     if (l.find("read-only") != std::string::npos) ++said;
   }
   EXPECT_EQ(said, 1u);
+}
+
+// A writer whose construction runs out of memory after its buffers were
+// allocated frees them: 64 MiB of them (above glibc's largest mmap
+// threshold, so counted in hblkhd), no allocation failed keeping them.
+TEST(NbdBackingFileTest, AWriterThatCannotBeMadeFreesItsBuffers) {
+  ScopedTempDir dir;
+  Remote remote(dir);
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 1});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  const std::size_t before = mallinfo2().hblkhd;
+  int failed = 0;
+  for (long n = 1; n < 20; ++n) {
+    ::ztier::testing::FailNthAllocation(n);
+    try {
+      auto w = (*file)->NewWriter(64, std::size_t{1} << 20);
+      ::ztier::testing::FailNthAllocation(0);
+      if (!::ztier::testing::AllocationFailed()) break;  // none left to fail
+    } catch (const std::bad_alloc&) {
+      ::ztier::testing::FailNthAllocation(0);
+      ++failed;
+    }
+    EXPECT_EQ(mallinfo2().hblkhd, before) << "allocation " << n << " failed";
+  }
+  EXPECT_GE(failed, 2);
 }
 
 }  // namespace
