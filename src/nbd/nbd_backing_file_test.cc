@@ -1417,5 +1417,43 @@ TEST(NbdBackingFileTest, AWriterThatCannotBeMadeFreesItsBuffers) {
   EXPECT_GE(failed, 2);
 }
 
+// A Discard starts no range after about timeout_ms, leaving the rest
+// unanswered for the next pass (ztier/backing_file.h): a writeback pass
+// behind it waits that long, not the whole batch (here 64 runs of 4 MiB,
+// 65536 TRIMs of 4 KiB, each taking the remote 1 ms, 16 at a time: about
+// 4 s, against a 1 s timeout). Each pass answers some; the next sends
+// those left.
+TEST(NbdBackingFileTest, ADiscardStartsNoRangeAfterItsTimeout) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=blocksize-policy --filter=delay", false,
+                {"blocksize-maximum=4096", "delay-trim=1ms"},
+                {"memory", "1G"});
+  auto file = OpenNbdBackingFile(remote.Uri(),
+                                 {.connections = 1, .timeout_ms = 1000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_EQ((*file)->max_write_bytes(), 4096u);
+  std::vector<BackingFile::Range> ranges;
+  for (std::uint64_t i = 0; i < 64; ++i) {
+    ranges.push_back({i * (std::uint64_t{8} << 20), std::uint64_t{4} << 20});
+  }
+  int passes = 0;
+  while (!ranges.empty() && passes < 20) {
+    ++passes;
+    std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
+    const auto start = std::chrono::steady_clock::now();
+    (*file)->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
+    EXPECT_LT(std::chrono::steady_clock::now() - start,
+              std::chrono::milliseconds(2000));
+    ASSERT_TRUE(sent[0]) << "pass " << passes;  // each pass answers one
+    std::vector<BackingFile::Range> left;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      if (!sent[i]) left.push_back(ranges[i]);
+    }
+    ranges = std::move(left);
+  }
+  EXPECT_TRUE(ranges.empty());
+  EXPECT_GT(passes, 1);
+}
+
 }  // namespace
 }  // namespace ztier::nbd

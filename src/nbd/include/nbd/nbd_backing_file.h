@@ -61,7 +61,10 @@
 // memory plugin, a sparse file, a thin volume) gets its space back. At
 // most 64 TRIMs are in flight at once (a freed run of 1 GiB is 262144 of
 // them on an export taking 4 KiB requests): a read or write on the same
-// connection waits behind those, not the whole batch. The
+// connection waits behind those, not the whole batch. A Discard starts
+// no range (a run of at most 1 GiB) after about timeout_ms, leaving the
+// rest to the next pass, so that the writeback pass behind it is not held
+// up for the whole batch. The
 // block is reused only after the remote has answered its TRIM (or refused
 // it: an answer all the same, said in the log, one line for a Discard
 // with how many, and not again until a Discard has every TRIM carried
