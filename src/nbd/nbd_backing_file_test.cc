@@ -16,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -1453,6 +1454,82 @@ TEST(NbdBackingFileTest, ADiscardStartsNoRangeAfterItsTimeout) {
   }
   EXPECT_TRUE(ranges.empty());
   EXPECT_GT(passes, 1);
+}
+
+// Every piece of a Discard goes out once, through the window of TRIMs in
+// flight (ring slots reused many times over: 1533 pieces), each at its
+// export offset, no longer than the export's maximum, none twice, none
+// left out: what nbdkit's log filter saw is exactly the pieces.
+TEST(NbdBackingFileTest, EveryPieceOfADiscardIsSentOnce) {
+  ScopedTempDir dir;
+  const std::string trims = dir.File("trims.log");
+  Remote remote(dir, "--filter=blocksize-policy --filter=log", false,
+                {"blocksize-maximum=16384", "logfile=" + trims},
+                {"memory", "64M"});
+  auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 1});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  ASSERT_EQ((*file)->max_write_bytes(), 16384u);
+  std::vector<BackingFile::Range> ranges;
+  std::multiset<std::pair<std::uint64_t, std::uint64_t>> want;
+  std::uint64_t at = 0;
+  for (std::uint64_t i = 0; i < 300; ++i) {
+    const std::uint64_t len = (1 + (i * 7) % 37) * kPageSize;
+    ranges.push_back({at, len});
+    for (std::uint64_t d = 0; d < len; d += 16384) {
+      want.insert(
+          {kPageSize + at + d, std::min<std::uint64_t>(16384, len - d)});
+    }
+    at += len + kPageSize;
+  }
+  std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
+  (*file)->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
+  for (std::size_t i = 0; i < ranges.size(); ++i) EXPECT_TRUE(sent[i]) << i;
+  file->reset();  // the log is complete once the connection is closed
+  std::ifstream in(trims);
+  std::multiset<std::pair<std::uint64_t, std::uint64_t>> got;
+  for (std::string line; std::getline(in, line);) {
+    const auto t = line.find("Trim id=");
+    if (t == std::string::npos) continue;
+    const auto o = line.find("offset=", t);
+    const auto c = line.find("count=", t);
+    if (o == std::string::npos || c == std::string::npos) continue;
+    got.insert({std::stoull(line.substr(o + 7), nullptr, 0),
+                std::stoull(line.substr(c + 6), nullptr, 0)});
+  }
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == want);
+}
+
+// A connection made again while a Discard is under way ends it: the TRIMs
+// in flight are not known to be done and the pieces not sent stay unsent
+// (the new connection may take less), so no range is counted answered;
+// the next Discard sends it again.
+TEST(NbdBackingFileTest, ARangeCutShortByAReconnectIsNotCountedAnswered) {
+  ScopedTempDir dir;
+  auto start = [&](std::optional<Remote>& remote) {
+    remote.emplace(dir, "--filter=blocksize-policy --filter=delay", false,
+                   std::vector<std::string>{"blocksize-maximum=4096",
+                                            "delay-trim=1ms"},
+                   std::vector<std::string>{"memory", "1G"});
+  };
+  std::optional<Remote> remote;
+  start(remote);
+  auto file = OpenNbdBackingFile(remote->Uri(),
+                                 {.connections = 1, .timeout_ms = 2000});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  // 32768 TRIMs, about 2 s.
+  const BackingFile::Range ranges[1] = {{0, std::uint64_t{128} << 20}};
+  bool sent[1] = {true};
+  std::thread discard([&] { (*file)->Discard(ranges, sent); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  remote.reset();
+  start(remote);
+  std::vector<std::byte> out(kPageSize);
+  (*file)->Read(0, out);  // makes the connection again
+  discard.join();
+  EXPECT_FALSE(sent[0]);
+  (*file)->Discard(ranges, sent);
+  EXPECT_TRUE(sent[0]);
 }
 
 }  // namespace
