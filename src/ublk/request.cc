@@ -61,6 +61,11 @@ std::int32_t ServeRequest(Device& device, const Request& req,
   switch (req.op) {
     case Op::kRead:
       s = device.Read(req.offset, buffer.first(req.length));
+      // No memory for a backing read (ENOMEM) is no full disk: a read
+      // fails as zram's does, with EIO (ENOSPC, mem_limit's refusal of a
+      // write, would read "critical space allocation error" in the
+      // kernel's log, and the disk leaves it unlogged).
+      if (s.code() == StatusCode::kResourceExhausted) return -EIO;
       break;
     case Op::kWrite:
       s = device.WritePages(req.offset, buffer.first(req.length));

@@ -212,6 +212,42 @@ TEST(ServeRequestTest, FailingBackingReadIsEio) {
   EXPECT_EQ(back, data);
 }
 
+// A READ that fails for lack of memory (the backing store's read got
+// ENOMEM: kResourceExhausted) is an IO error, as zram's failed read is:
+// -ENOSPC would have the block layer report "critical space allocation
+// error" for a read, and the disk would not log it (ENOSPC is the
+// mem_limit refusal of a write, which it leaves unlogged).
+TEST(ServeRequestTest, ReadFailingForMemoryIsEioNotEnospc) {
+  testing::ScopedTempDir dir;
+  std::atomic<long> read_error{0};
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap =
+      testing::FaultyFile([&](const FileIo& io, long result) {
+        const long e = read_error.load();
+        if (io.kind == FileIo::Kind::kRead && e != 0) return e;
+        return result;
+      });
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(1 << 20));
+  auto data = Text(16 << 10, 6);
+  ASSERT_EQ(ServeRequest(d, Parse(Desc(abi::kOpWrite, 0, 32, 0)), data),
+            16 << 10);
+  ASSERT_OK(d.Writeback("page_indexes=0-3"));
+  ASSERT_EQ(d.Stats().bd_count, 4u);
+  std::vector<std::byte> back(16 << 10);
+  for (long err : {-ENOMEM, -ENOBUFS}) {
+    SCOPED_TRACE(err);
+    read_error = err;
+    EXPECT_EQ(ServeRequest(d, Parse(Desc(abi::kOpRead, 0, 32, 0)), back),
+              -EIO);
+  }
+  read_error = 0;
+  EXPECT_EQ(ServeRequest(d, Parse(Desc(abi::kOpRead, 0, 32, 0)), back),
+            16 << 10);
+  EXPECT_EQ(back, data);
+}
+
 TEST(ServeRequestTest, ResetDeviceIsEio) {
   Device d("zram0", DeviceDefaults{});
   std::vector<std::byte> buf(4096);

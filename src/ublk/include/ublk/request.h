@@ -55,7 +55,8 @@ std::expected<Request, int> ParseDescriptor(
 // (Device::WritePages, then Flush if FUA), FLUSH, DISCARD (Trim) and
 // WRITE_ZEROES (no_hole = NOUNMAP) as the NBD server does. Returns the
 // result to commit: the byte count for READ and WRITE, 0 for the others,
-// or KernelErrno of the Device's error.
+// or KernelErrno of the Device's error (but -EIO for a READ refused for
+// memory, kResourceExhausted: a backing read's ENOMEM, not a full disk).
 // REQUIRES: buffer.size() >= req.length for READ and WRITE.
 std::int32_t ServeRequest(Device& device, const Request& req,
                           std::span<std::byte> buffer);
