@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -1197,14 +1198,31 @@ int RunServe(std::span<const std::string_view> raw_args) {
   std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   // The pages of a device a client still uses (a kernel swapping to it)
-  // go with the server: said at the warning level, by device.
+  // go with the server: said at the warning level, by device. A device's
+  // ublk disk is one of its clients for as long as it exists, used or
+  // not: it counts only while its /dev/ublkbN is in use (mounted, swapped
+  // on, held open), as zram's reset sees a disk.
+  const std::map<std::string, std::string> ublk_paths =
+      ublk_disks != nullptr ? ublk_disks->Disks()
+                            : std::map<std::string, std::string>{};
   for (const auto& d : registry.List()) {
-    const int n = d->clients();
+    int n = d->clients();
+    std::string disk_user;
+    if (auto it = ublk_paths.find(d->name()); it != ublk_paths.end()) {
+      --n;  // the disk's own
+      auto user = platform::BlockDeviceUser(it->second);
+      disk_user = user.has_value() ? *user : user.error().message();
+      if (!disk_user.empty()) {
+        ++n;
+        disk_user = " (" + it->second + ": " + disk_user + ")";
+      }
+    }
     const std::uint64_t held = d->Stats().orig_data_size;
     if (n > 0 && held > 0) {
       Log(LogLevel::kWarning,
           d->name() + ": stopping with " + std::to_string(n) +
-              " client(s) attached; the " + std::to_string(held >> 10) +
+              " client(s) attached" + disk_user + "; the " +
+              std::to_string(held >> 10) +
               " KiB it holds are gone (swapoff and disconnect first: "
               "docs/swap.md)");
     }

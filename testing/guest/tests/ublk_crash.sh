@@ -2,7 +2,8 @@
 # kernel (the driver removes the block disk when its server dies, but the
 # ublk device, /dev/ublkc0, stays until someone deletes it). A new server
 # deletes that stale disk when it starts and serves a new one in its
-# place; SIGTERM then removes every disk.
+# place; SIGTERM then removes every disk, warning of cut-off clients only
+# where a disk is in use (held open), not for every disk that holds data.
 . /lib.sh
 
 dd if=/dev/urandom of=/tmp/pat bs=1M count=4 2>/dev/null
@@ -50,4 +51,25 @@ check "the IO went to the second server (orig_data_size $(field "$mm" 1))" \
   "$(field "$mm" 1)" -ge 4194304
 
 zt_stop
+# The disk held 4 MiB but nobody used it at the stop: its own client ref
+# is no client the stop would cut off, and no warning says otherwise.
+warned=$(grep -c 'client(s) attached' "$ZT_LOG")
+check "no 'client(s) attached' warning for an unused disk ($warned)" \
+  "$warned" = 0
+[ "$warned" = 0 ] || zt_log
+
+# ... but a disk held open at the stop is a client cut off: said, by path.
+mv "$ZT_LOG" /tmp/ztier-serve-2.log
+zt_serve --device zram0:64M --comp-algorithm lz4 ||
+  { check "the third ztier serve started" 1 = 0; finish; }
+zt_wait_dev 0
+roundtrip "$D0"
+check "the third server's $D0 serves IO" $? = 0
+exec 3<"$D0"
+zt_stop
+exec 3<&-
+warned=$(grep -c "client(s) attached ($D0: process" "$ZT_LOG")
+check "a 'client(s) attached' warning for a disk held open ($warned)" \
+  "$warned" = 1
+[ "$warned" = 1 ] || zt_log
 finish
