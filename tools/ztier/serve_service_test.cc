@@ -258,6 +258,35 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
             std::string::npos) << both.Log();
 }
 
+// `ram` is MemTotal in whole MiB, as zram-generator has it (its
+// memtotal_mb is an integer): a host-memory-limit of exactly that many MiB
+// (the "total" of `free -m`) keeps the device, as zram-generator does, and
+// `ram - N` is a whole number of MiB.
+TEST(ServeConfigTest, RamIsMemTotalInWholeMiBAsInZramGenerator) {
+  ScopedTempDir dir;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  unsigned long long kib = 0;
+  while (meminfo >> key && key != "MemTotal:") meminfo.ignore(1 << 20, '\n');
+  ASSERT_TRUE(meminfo >> kib);
+  const std::string mib = std::to_string(kib / 1024);
+  if (kib % 1024 == 0) {
+    GTEST_LOG_(INFO) << "MemTotal is whole MiB here: the rounding is not seen";
+  }
+  WriteFile(dir.File("r.conf"),
+            "[ztier]\nunix = " + dir.File("n.sock") + "\nctl = " +
+                dir.File("c.sock") + "\n[zram0]\nzram-size = 8\n"
+                "host-memory-limit = " + mib + "\n[zram1]\nzram-size = ram - " +
+                mib + " + 4\n");
+  Server s(dir, {"--config", dir.File("r.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+  const std::string ctl = Ztier("ctl --ctl " + dir.File("c.sock"));
+  EXPECT_EQ(Sh(ctl + " --device zram0 disksize").out, "8388608\n") << s.Log();
+  EXPECT_EQ(s.Log().find("zram0: not created"), std::string::npos) << s.Log();
+  EXPECT_EQ(Sh(ctl + " --device zram1 disksize").out, "4194304\n") << s.Log();
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 // A [ztier] log-level the next start would refuse: the error names the
 // file, the line and the key, at start and on SIGHUP alike, and never a
 // --log-level flag nobody gave.

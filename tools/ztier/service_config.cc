@@ -521,8 +521,12 @@ Result<double> HostMemTotalMib() {
   std::string key;
   while (in >> key) {
     if (key == "MemTotal:") {
+      // Whole MiB, rounded down, as zram-generator has `ram` (its
+      // memtotal_mb is an integer): a host-memory-limit copied from
+      // `free -m` then keeps this host's device, and a size expression
+      // comes out as there.
       double kib = 0;
-      if (in >> kib) return kib / 1024.0;
+      if (in >> kib) return std::floor(kib / 1024.0);
       break;
     }
     std::string rest;

@@ -150,7 +150,8 @@ inline constexpr std::size_t kMaxConfigFileBytes = 1 << 20;
 // nothing blocks: a FIFO there is an error, not a wait.
 Result<ServiceConfig> LoadServiceConfig(const std::string& path);
 
-// MemTotal of /proc/meminfo, in MiB.
+// MemTotal of /proc/meminfo, in whole MiB (rounded down, as zram-generator's
+// `ram`).
 Result<double> HostMemTotalMib();
 
 // Parses a boolean as the configuration file writes it: yes/no, true/false,
