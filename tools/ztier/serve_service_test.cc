@@ -287,6 +287,25 @@ TEST(ServeConfigTest, RamIsMemTotalInWholeMiBAsInZramGenerator) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// fasteval (zram-generator's evaluator) spells its constants e() and pi():
+// a zram-generator.conf that uses them starts.
+TEST(ServeConfigTest, FastevalConstantsEAndPi) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("e.conf"),
+            "[ztier]\nunix = " + dir.File("n.sock") + "\nctl = " +
+                dir.File("c.sock") +
+                "\n[zram0]\nzram-size = round(e() * pi())\n"
+                "[zram1]\nzram-size = ceil(e ( ) + pi)\n");
+  Server s(dir, {"--config", dir.File("e.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+  const std::string ctl = Ztier("ctl --ctl " + dir.File("c.sock"));
+  EXPECT_EQ(Sh(ctl + " --device zram0 disksize").out,
+            std::to_string(9 << 20) + "\n");
+  EXPECT_EQ(Sh(ctl + " --device zram1 disksize").out,
+            std::to_string(6 << 20) + "\n");
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 // A [ztier] log-level the next start would refuse: the error names the
 // file, the line and the key, at start and on SIGHUP alike, and never a
 // --log-level flag nobody gave.

@@ -163,6 +163,11 @@ class Parser {
                    start + 1);
     }
     ++pos_;
+    // fasteval's constants are functions of no argument, e() and pi(),
+    // which is how a zram-generator.conf writes them.
+    if ((name == "e" || name == "pi") && Accept(')')) {
+      return name == "e" ? std::numbers::e : std::numbers::pi;
+    }
     std::vector<double> args;
     for (;;) {
       ZT_ASSIGN_OR_RETURN(double v, Expr());

@@ -12,10 +12,12 @@
 //   term    := power (('*' | '/' | '%') power)*
 //   power   := unary ('^' power)?            right-associative
 //   unary   := ('+' | '-') unary | primary
-//   primary := NUMBER | 'ram' | 'e' | 'pi' | '(' expr ')'
+//   primary := NUMBER | 'ram' | 'e' | 'pi' | 'e()' | 'pi()' | '(' expr ')'
 //            | FUNC '(' expr (',' expr)* ')'
 //   FUNC    := min | max (any number of arguments) | floor | ceil | round
 //            | abs | int (one argument) | log (one: base 10; two: log(b, x))
+// e() and pi() are fasteval's spelling of its constants, as a
+// zram-generator.conf writes them; e and pi are taken too.
 // Not fasteval's round(modulus, x): its error says to write round(x / m) * m.
 // NUMBER is decimal, with an optional fraction and exponent ("1.5", "2e3").
 // Spaces are allowed between tokens.
