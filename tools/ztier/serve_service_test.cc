@@ -699,6 +699,40 @@ TEST(ServeServiceTest, AReloadConfiguresAResetDeviceAgain) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// A ztier device starts empty at every boot (no swap signature: swapon
+// says "read swap header failed"), so the /etc/fstab line docs/swap.md
+// gives must have systemd format it (x-systemd.makefs: systemd-mkswap@,
+// which skips a device that already has a signature), as zram-generator's
+// setup runs mkswap each boot.
+TEST(ServeServiceTest, TheDocumentedFstabSwapLineFormatsTheFreshDevice) {
+  if (Have("nbdcopy") && Have("blkid")) {
+    ScopedTempDir dir;
+    Server s(dir, {"--device", "zram0:1M", "--unix", dir.File("n.sock"),
+                   "--ctl", dir.File("c.sock")});
+    ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+    ASSERT_EQ(Sh("nbdcopy 'nbd+unix:///zram0?socket=" + dir.File("n.sock") +
+                 "' - > " + dir.File("fresh.img"))
+                  .exit_code,
+              0);
+    // blkid: 2 is "nothing found".
+    EXPECT_EQ(Sh("blkid -p " + dir.File("fresh.img")).exit_code, 2);
+    EXPECT_EQ(s.Stop(), 0) << s.Log();
+  }
+  std::ifstream in(std::string(ZTIER_SOURCE_DIR) + "/docs/swap.md");
+  std::string line;
+  int swap_lines = 0;
+  const std::regex fstab_swap(R"(^/dev/(ublkb|nbd)[0-9]+\s+\S+\s+swap\s+(\S+))");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (!std::regex_search(line, m, fstab_swap)) continue;
+    ++swap_lines;
+    const std::string options = "," + m[2].str() + ",";
+    EXPECT_NE(options.find(",x-systemd.makefs,"), std::string::npos) << line;
+    EXPECT_NE(options.find(",x-systemd.requires="), std::string::npos) << line;
+  }
+  EXPECT_GT(swap_lines, 0) << "docs/swap.md has no /etc/fstab swap line";
+}
+
 TEST(ServeServiceTest, TheShippedUnitVerifies) {
   ASSERT_TRUE(Have("systemd-analyze")) << "install systemd (make deps)";
   ScopedTempDir dir;
