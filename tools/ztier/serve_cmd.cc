@@ -509,7 +509,11 @@ Status CheckTls(ServeSettings& s, Checked* c) {
   if (s.tls != "off") {
     auto loaded = nbd::TlsContext::Load(s.tls_cert, s.tls_key);
     if (!loaded.has_value()) {
-      return Status::FailedPrecondition("TLS: " + loaded.error().message());
+      // Led by the setting whose file failed, so that a file's error names
+      // its line (InFile); a pair gnutls refuses is the certificate's.
+      const std::string& m = loaded.error().message();
+      return Status::FailedPrecondition(
+          (m.starts_with("TLS key ") ? "--tls-key: " : "--tls-cert: ") + m);
     }
     c->tls = std::move(*loaded);
   }

@@ -237,6 +237,13 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
        ":2: [ztier] listen: bad port in 'nohost:99999'", 2},
       {"[ztier]\npolicy = bogus=1\n[zram0]\nzram-size = 8\n",
        ":2: [ztier] policy: 'bogus=1': unknown key", 2},
+      // A TLS file that cannot be read: the line of the key naming it.
+      {"[ztier]\ntls-cert = /nonexistent/c.pem\ntls-key = /nonexistent/k.pem"
+       "\n[zram0]\nzram-size = 8\n",
+       ":2: [ztier] tls-cert: TLS certificate /nonexistent/c.pem", 2},
+      {"[ztier]\ntls-cert = " + dir.File("bad.conf") +
+           "\ntls-key = /nonexistent/k.pem\n[zram0]\nzram-size = 8\n",
+       ":3: [ztier] tls-key: TLS key /nonexistent/k.pem", 2},
   };
   for (const Case& c : cases) {
     WriteFile(dir.File("bad.conf"), c.text);
