@@ -148,8 +148,23 @@ class ConfigParser {
                               "not '" + line + "'");
       }
       const std::string key = Trim(line.substr(0, eq));
-      const std::string value = Trim(line.substr(eq + 1));
+      std::string value = Trim(line.substr(eq + 1));
       if (key.empty()) return Error(line_no, "a value with no key: " + line);
+      // A value that starts with a quote, " or ', loses that quote and the
+      // next one of its kind, and the text after it is kept, as
+      // zram-generator's ini parser reads it (rust-ini's parse_val, with its
+      // default ParseOption: enabled_quote): "zstd" is zstd, and
+      // "a" b is a b. rust-ini lets the quoted text run on across lines;
+      // here it must close on its own line.
+      if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
+        const std::size_t close = value.find(value[0], 1);
+        if (close == std::string::npos) {
+          return Error(line_no, std::string("no closing ") + value[0] +
+                                    " in the value of '" + key +
+                                    "' (a quoted value ends on its line)");
+        }
+        value = Trim(value.substr(1, close - 1) + value.substr(close + 1));
+      }
       if (in == kNone && key.starts_with("set!")) {
         return Error(line_no, "'" + key +
                                   "': zram-generator's set! "

@@ -305,6 +305,8 @@ const BadFile kBadFiles[] = {
     {"[zram0]\nswap-priority = -2\n", 2, "from -1 to 32767"},
     {"[zram0]\nmount-point = scratch\n", 2, "absolute path"},
     {"[ztier]\nsocket = /run/z.sock\n", 2, "unknown key 'socket' in [ztier]"},
+    {"[zram0]\nzram-size = 64\ncompression-algorithm = \"zstd\n", 3,
+     "no closing \" in the value of 'compression-algorithm'"},
 };
 
 TEST(ServiceConfigTest, EachBadFileHasItsOwnMessage) {
@@ -349,6 +351,37 @@ TEST(ServiceConfigTest, WhatZramGeneratorIgnoresIsIgnoredWithAWarning) {
             std::string::npos) << c.warnings[2];
   EXPECT_NE(c.warnings[3].find(":8: memory-limit is deprecated"),
             std::string::npos) << c.warnings[3];
+}
+
+// zram-generator's ini parser (rust-ini) takes a value's leading quote,
+// " or ', and the next one of its kind away, keeps the text after it, and
+// trims the whole: files written with quotes work unchanged.
+TEST(ServiceConfigTest, QuotedValuesLoseTheirQuotesAsInZramGenerator) {
+  const ServiceConfig c = Parse(
+      "[zram0]\n"
+      "compression-algorithm = \"zstd\"\n"
+      "zram-size = \"ram\" / 4\n"
+      "writeback-device = ' /var/lib/ztier/zram0.img '\n"
+      "options = 'discard,noatime'\n"
+      "[ztier]\n"
+      "policy = \"period=60s idle_age=10m\"\n"
+      "listen = \":10809\"\n");
+  ASSERT_EQ(c.devices.size(), 1u);
+  EXPECT_EQ(c.devices[0].comp_algorithm, "zstd");
+  EXPECT_EQ(c.devices[0].disksize, 6000 * kMiB);
+  EXPECT_EQ(c.devices[0].backing_dev, "/var/lib/ztier/zram0.img");
+  EXPECT_EQ(c.devices[0].notes.at("options"), "discard,noatime");
+  ASSERT_EQ(c.ztier.size(), 2u);
+  EXPECT_EQ(c.ztier[0].value, "period=60s idle_age=10m");
+  EXPECT_EQ(c.ztier[1].value, ":10809");
+  EXPECT_TRUE(c.warnings.empty());
+  // A quote inside a value is kept; an empty pair is an empty value (the
+  // key's default).
+  const ServiceConfig d = Parse(
+      "[zram0]\nzram-size = 64\nmount-point = /var/it's\n"
+      "compression-algorithm = lz4\ncompression-algorithm = \"\"\n");
+  EXPECT_EQ(d.devices[0].notes.at("mount-point"), "/var/it's");
+  EXPECT_EQ(d.devices[0].comp_algorithm, "lzo");
 }
 
 TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
