@@ -243,7 +243,9 @@ class ConfigParser {
                    "zram-generator reads them)");
         size_line = line;
       }
-      // zram-generator's deprecated pair: min(ram * fraction, max).
+      // zram-generator's deprecated pair: min(ram * fraction, max), the
+      // product rounded down to whole MiB first (its config.rs,
+      // set_disksize_if_enabled, casts it to u64).
       std::string f = "0.5";
       if (fraction != nullptr) {
         auto v = EvalSizeExpression(fraction->first, ram_);
@@ -255,7 +257,7 @@ class ConfigParser {
         }
         f = fraction->first;
       }
-      d.size_expression = "ram * " + f;
+      d.size_expression = "floor(ram * " + f + ")";
       if (max_size == nullptr || max_size->first != "none") {
         const std::string m = max_size != nullptr ? max_size->first : "4096";
         auto v = EvalSizeExpression(m, ram_);
@@ -263,7 +265,7 @@ class ConfigParser {
           return Error(max_size->second,
                        "max-zram-size: want MiB or none, not '" + m + "'");
         }
-        d.size_expression = "min(ram * " + f + ", " + m + ")";
+        d.size_expression = "min(" + d.size_expression + ", " + m + ")";
       }
       Warn(line, "zram-fraction and max-zram-size are deprecated; this is "
                  "zram-size = " + d.size_expression);

@@ -400,11 +400,23 @@ TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
   ASSERT_EQ(c.warnings.size(), 5u);
   EXPECT_NE(c.warnings[0].find(":2: zram-fraction and max-zram-size are "
                                "deprecated; this is zram-size = "
-                               "min(ram * 0.25, 2048)"),
+                               "min(floor(ram * 0.25), 2048)"),
             std::string::npos) << c.warnings[0];
   EXPECT_NE(c.warnings[3].find(":11: zram-fraction and max-zram-size override "
                                "zram-size"),
             std::string::npos) << c.warnings[3];
+  // ram * zram-fraction is rounded down to whole MiB before the cap, as
+  // zram-generator casts it to an integer (its config.rs,
+  // set_disksize_if_enabled): 1001 * 0.5 is 500 MiB, not 500.5.
+  const ServiceConfig odd = Parse(
+      "[zram0]\nzram-fraction = 0.5\nmax-zram-size = none\n"
+      "[zram1]\nzram-fraction = 0.5\nmax-zram-size = 600\n",
+      1001);
+  ASSERT_EQ(odd.devices.size(), 2u);
+  EXPECT_EQ(odd.devices[0].disksize, 500 * kMiB);
+  EXPECT_EQ(odd.devices[1].disksize, 500 * kMiB);
+  EXPECT_NE(odd.warnings[0].find("this is zram-size = floor(ram * 0.5)"),
+            std::string::npos) << odd.warnings[0];
   auto bad = ParseServiceConfig("[zram0]\nzram-fraction = half\n", "f", kRam);
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message().find("f:2: zram-fraction: want a "),
