@@ -258,8 +258,12 @@ class ConfigParser {
         f = fraction->first;
       }
       d.size_expression = "floor(ram * " + f + ")";
-      if (max_size == nullptr || max_size->first != "none") {
-        const std::string m = max_size != nullptr ? max_size->first : "4096";
+      // With no max-zram-size there is no cap: zram-generator.conf(5) says
+      // 4096, but its code since 1.1.0 (Debian 12 ships 1.1.2) takes
+      // max_mb = u64::MAX then (src/config.rs, set_disksize_if_enabled);
+      // 1.0's default of 4096 went with zram-size's arrival.
+      if (max_size != nullptr && max_size->first != "none") {
+        const std::string& m = max_size->first;
         auto v = EvalSizeExpression(m, ram_);
         if (!v.has_value() || *v < 0 || m.find("ram") != std::string::npos) {
           return Error(max_size->second,
