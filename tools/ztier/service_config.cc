@@ -37,13 +37,21 @@ std::string Lower(std::string s) {
   return s;
 }
 
+// zram and a number, as zram-generator takes a section for a device
+// (src/config.rs, read_devices: sname.starts_with("zram") &&
+// sname[4..].parse::<u64>().is_ok()): [zram0], [zram12], [zram007]. (Rust
+// also parses "+1" as a u64; a device named zram+1 is not one the kernel
+// makes, so it is not taken here.)
 bool ValidDeviceName(std::string_view n) {
-  if (n.size() <= 4 || n.size() > 64 || !n.starts_with("zram")) return false;
-  for (char c : n) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
-        c != '-') {
-      return false;
-    }
+  if (!n.starts_with("zram")) return false;
+  const std::string_view digits = n.substr(4);
+  if (digits.empty() || digits.size() > 20) return false;
+  std::uint64_t value = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return false;
+    const std::uint64_t d = static_cast<std::uint64_t>(c - '0');
+    if (value > (UINT64_MAX - d) / 10) return false;  // past u64, as Rust's
+    value = value * 10 + d;
   }
   return true;
 }
@@ -135,10 +143,13 @@ class ConfigParser {
           in = kIgnored;
           keys = nullptr;
           Warn(line_no,
-               "section [" + section +
-                   "] ignored: want [ztier] or a device, [zram0], [zram1], "
-                   "... (a name starting with zram, then letters, digits, _ "
-                   ". or -)");
+               "section [" + section + "] ignored: " +
+                   (section.starts_with("zram")
+                        ? "a device's section is zram and a number, [zram0], "
+                          "[zram1], ..., as zram-generator takes it"
+                        : "want [ztier] or a device's, [zram0], [zram1], "
+                          "... (zram and a number, as zram-generator takes "
+                          "it)"));
         }
         continue;
       }

@@ -384,6 +384,38 @@ TEST(ServiceConfigTest, QuotedValuesLoseTheirQuotesAsInZramGenerator) {
   EXPECT_EQ(d.devices[0].comp_algorithm, "lzo");
 }
 
+// zram-generator takes a section as a device only when its name is zram
+// and a number (src/config.rs: sname.starts_with("zram") &&
+// sname[4..].parse::<u64>().is_ok()) and ignores the rest with a warning;
+// so does ztier, naming the line.
+TEST(ServiceConfigTest, ADeviceSectionIsZramAndANumber) {
+  const ServiceConfig c = Parse(
+      "[zram0]\nzram-size = 64\n"
+      "[zram-swap]\nzram-size = 64\n"
+      "[zramfs]\nzram-size = 64\n"
+      "[zram1.5]\nzram-size = 64\n"
+      "[zram99999999999999999999]\nzram-size = 64\n"
+      "[zram]\nzram-size = 64\n"
+      "[zram007]\nzram-size = 64\n"
+      "[ zram12 ]\nzram-size = 64\n");
+  ASSERT_EQ(c.devices.size(), 3u);
+  EXPECT_EQ(c.devices[0].name, "zram0");
+  EXPECT_EQ(c.devices[1].name, "zram007");
+  EXPECT_EQ(c.devices[2].name, "zram12");
+  ASSERT_EQ(c.warnings.size(), 5u);
+  int line = 3;
+  for (const char* name :
+       {"zram-swap", "zramfs", "zram1.5", "zram99999999999999999999", "zram"}) {
+    EXPECT_EQ(c.warnings[(line - 3) / 2],
+              "/etc/ztier/ztier.conf:" + std::to_string(line) + ": section [" +
+                  name +
+                  "] ignored: a device's section is zram and a number, "
+                  "[zram0], [zram1], ..., as zram-generator takes it")
+        << c.warnings[(line - 3) / 2];
+    line += 2;
+  }
+}
+
 TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
   const ServiceConfig c = Parse(
       "[zram0]\nzram-fraction = 0.25\nmax-zram-size = 2048\n"
