@@ -208,26 +208,44 @@ Result<TcpAddress> ParseTcpAddress(const std::string& spec) {
   return a;
 }
 
-Result<Listener> Listener::Tcp(const std::string& spec) {
-  ZT_ASSIGN_OR_RETURN(const TcpAddress address, ParseTcpAddress(spec));
-  const std::string& host = address.host;
-  const std::string& port_text = address.port;
+namespace {
+
+// getaddrinfo for a listening socket at `address`; *res to be freed with
+// freeaddrinfo.
+Status ResolvePassive(const TcpAddress& address, struct addrinfo** res) {
   struct addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  struct addrinfo* res = nullptr;
-  const int gai = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res);
-  if (gai != 0) {
-    // A resolver that cannot answer now (no network yet, early at boot) is
-    // not a bad name: kIoError, which a service manager may try again.
-    const std::string why =
-        "cannot resolve '" + host + "': " + ::gai_strerror(gai);
-    if (gai == EAI_AGAIN || gai == EAI_SYSTEM || gai == EAI_MEMORY) {
-      return Err(Status::IoError(why));
-    }
-    return Err(Status::InvalidArgument(why));
+  *res = nullptr;
+  const int gai = ::getaddrinfo(address.host.c_str(), address.port.c_str(),
+                                &hints, res);
+  if (gai == 0) return Status::Ok();
+  // A resolver that cannot answer now (no network yet, early at boot) is
+  // not a bad name: kIoError, which a service manager may try again.
+  const std::string why =
+      "cannot resolve '" + address.host + "': " + ::gai_strerror(gai);
+  if (gai == EAI_AGAIN || gai == EAI_SYSTEM || gai == EAI_MEMORY) {
+    return Status::IoError(why);
   }
+  return Status::InvalidArgument(why);
+}
+
+}  // namespace
+
+Status ResolveTcpAddress(const std::string& spec) {
+  auto address = ParseTcpAddress(spec);
+  if (!address.has_value()) return address.error();
+  struct addrinfo* res = nullptr;
+  ZT_RETURN_IF_ERROR(ResolvePassive(*address, &res));
+  ::freeaddrinfo(res);
+  return Status::Ok();
+}
+
+Result<Listener> Listener::Tcp(const std::string& spec) {
+  ZT_ASSIGN_OR_RETURN(const TcpAddress address, ParseTcpAddress(spec));
+  struct addrinfo* res = nullptr;
+  if (Status st = ResolvePassive(address, &res); !st.ok()) return Err(st);
   Status status = Status::InvalidArgument("no address for '" + spec + "'");
   Listener l;
   l.tcp_ = true;

@@ -526,7 +526,8 @@ Status CheckTls(ServeSettings& s, Checked* c) {
 // first that cannot work (a TLS file that cannot be loaded:
 // kFailedPrecondition).
 // What a start checks, and what a reload checks of the next start's
-// settings; of the addresses only their form: names resolve when bound.
+// settings; of the addresses only their form (a start looks their names
+// up in CheckSettings).
 Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
   auto max_request = ParseSize(s.max_request);
   // proto.md: a server MUST serve unfragmented reads of 64 KiB.
@@ -554,8 +555,8 @@ Status CheckValues(ServeSettings& s, bool have_config, Checked* c) {
         "K (the page size) up to 32M, not '" + s.ublk_max_io + "'");
   }
   c->ublk_max_io = ublk_disk.max_io_bytes;
-  // The addresses' form now, before any device is made; a name that does
-  // not resolve is found when it is bound.
+  // The addresses' form now, before any device is made; their names are
+  // looked up by CheckSettings, at start only.
   for (const auto& [flag, spec] :
        {std::pair{"listen", &s.listen},
         std::pair{"metrics-listen", &s.metrics_listen}}) {
@@ -659,6 +660,23 @@ std::optional<int> CheckSettings(ServeSettings& s, const FlagSet& given,
     return st.code() == StatusCode::kInvalidArgument
                ? ReportUsageError(kCommand, st.message())
                : UsageFail(st.message());
+  }
+  // The TCP addresses' names, looked up now, before any device is made (and
+  // with --prealloc filled), so that one that does not resolve names its
+  // line or flag; they are looked up again when bound. Only at start: a
+  // reload checks their form (CheckValues). A resolver that cannot answer
+  // yet is kIoError, exit 1, which the unit restarts.
+  for (const auto& [flag, spec] :
+       {std::pair{"listen", &s.listen},
+        std::pair{"metrics-listen", &s.metrics_listen}}) {
+    if (spec->empty()) continue;
+    if (Status st = platform::ResolveTcpAddress(*spec); !st.ok()) {
+      Status named(st.code(), std::string("--") + flag + ": " + st.message());
+      if (config.has_value()) {
+        if (auto where = InFile(named, *config, given)) named = *where;
+      }
+      return FailFor(named, named.message());
+    }
   }
   // The sockets: the default directory unless both are given.
   if (s.unix_path.empty() || s.ctl_path.empty()) {

@@ -265,6 +265,37 @@ TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
             std::string::npos) << both.Log();
 }
 
+// A listen host that does not resolve fails start-up naming the file's
+// line, before any device is made (the writeback file is never created);
+// on the command line, naming the flag. A resolver that cannot answer
+// (no network) is exit status 1, a name that is not there 2: the message
+// is the same.
+TEST(ServeConfigTest, AListenHostThatDoesNotResolveFailsBeforeAnyDevice) {
+  ScopedTempDir dir;
+  for (const char* key : {"listen", "metrics-listen"}) {
+    ::unlink(dir.File("zram0.img").c_str());
+    WriteFile(dir.File("l.conf"),
+              "[ztier]\nunix = " + dir.File("n.sock") + "\nctl = " +
+                  dir.File("c.sock") + "\n" + key +
+                  " = nohost.invalid:10809\n[zram0]\nzram-size = 8\n"
+                  "writeback-device = " + dir.File("zram0.img") + "\n");
+    Server s(dir, {"--config", dir.File("l.conf")});
+    const int rc = s.Wait();
+    EXPECT_TRUE(rc == 1 || rc == 2) << rc << s.Log();
+    EXPECT_NE(s.Log().find(dir.File("l.conf") + ":4: [ztier] " + key +
+                           ": cannot resolve 'nohost.invalid'"),
+              std::string::npos) << s.Log();
+    EXPECT_NE(::access(dir.File("zram0.img").c_str(), F_OK), 0)
+        << key << ": a device was made before the address was looked up";
+  }
+  Server flag(dir, {"--unix", dir.File("n.sock"), "--ctl", dir.File("c.sock"),
+                    "--device", "zram0:8M", "--listen", "nohost.invalid:1"});
+  const int rc = flag.Wait();
+  EXPECT_TRUE(rc == 1 || rc == 2) << rc << flag.Log();
+  EXPECT_NE(flag.Log().find("--listen: cannot resolve 'nohost.invalid'"),
+            std::string::npos) << flag.Log();
+}
+
 // `ram` is MemTotal in whole MiB, as zram-generator has it (its
 // memtotal_mb is an integer): a host-memory-limit of exactly that many MiB
 // (the "total" of `free -m`) keeps the device, as zram-generator does, and

@@ -53,6 +53,13 @@ struct TcpAddress {
 };
 Result<TcpAddress> ParseTcpAddress(const std::string& spec);
 
+// Looks `spec`'s host up as Listener::Tcp does (getaddrinfo, AI_PASSIVE),
+// binding nothing, so that a name that does not resolve is found before
+// the work that precedes the bind: its form as ParseTcpAddress, a HOST
+// that does not resolve kInvalidArgument ("cannot resolve 'HOST': ..."),
+// a resolver that cannot answer now (EAI_AGAIN: no network yet) kIoError.
+Status ResolveTcpAddress(const std::string& spec);
+
 class Listener {
  public:
   // A Unix stream socket listening at `path`; see the file comment.
