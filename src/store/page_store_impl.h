@@ -281,8 +281,10 @@ struct PageStore::Impl {
   // public call that returns; reclaim_mu is a leaf lock, taken under a
   // slot lock. Both vectors hold one entry per unit of capacity from the
   // start, and ReclaimQueued swaps them, so queueing (on the IO path,
-  // under slot locks) never allocates; a full queue leaves the unit for a
-  // later free to queue. reclaim_running (under reclaim_mu): one
+  // under slot locks) never allocates. A unit rewritten while queued
+  // leaves a stale entry (an older gen of its run), so the queue can fill;
+  // QueueReclaimLocked then drops the stale ones, and a current entry
+  // always finds its place. reclaim_running (under reclaim_mu): one
   // ReclaimQueued pass at a time, which owns reclaim_work.
   std::mutex reclaim_mu;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> reclaim_queue;
@@ -348,6 +350,15 @@ struct PageStore::Impl {
     if (reclaim_pending.load(std::memory_order_relaxed)) ReclaimQueued();
   }
   void ReclaimQueued() ZT_EXCLUDES(*streams);
+  // Puts (u, gen) on reclaim_queue, within its capacity. A full queue is
+  // first compacted: of the entries of one run only the newest generation
+  // is kept (gens grow, unit_table.h, so the others are stale, and the
+  // current one of a run is its newest), which leaves at most one entry
+  // per unit; if every unit then has one, (u, gen) takes the place of its
+  // run's (newer of the two kept). Compacting sorts the queue (by run), in
+  // place: O(n log n) under reclaim_mu, only when it is full.
+  // REQUIRES: reclaim_mu held.
+  void QueueReclaimLocked(std::uint64_t u, std::uint64_t gen);
   // One pass of ReclaimQueued over reclaim_work; false if the pool refused
   // a unit or a reclaim threw std::bad_alloc (caught here): the units not
   // tried, then the refused ones (two at most: the pass stops at the

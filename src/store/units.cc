@@ -2,6 +2,7 @@
 // include/ztier/page_store.h, unit_pages; the table's rules in
 // unit_table.h): storing a run as a unit, reading a page of one, a page
 // leaving one, and reclaiming a unit that lost most of its pages.
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -223,13 +224,31 @@ void PageStore::Impl::FreeUnitMemberLocked(std::uint64_t index,
       e.queued.compare_exchange_strong(unqueued, internal::kUnitQueued,
                                        std::memory_order_relaxed)) {
     std::lock_guard l(reclaim_mu);
-    if (reclaim_queue.size() < reclaim_queue.capacity()) {
-      reclaim_queue.emplace_back(u, gen);
-      reclaim_pending.store(true, std::memory_order_relaxed);
-    } else {
-      e.queued.store(0, std::memory_order_relaxed);  // a later free queues it
-    }
+    QueueReclaimLocked(u, gen);
+    reclaim_pending.store(true, std::memory_order_relaxed);
   }
+}
+
+void PageStore::Impl::QueueReclaimLocked(std::uint64_t u, std::uint64_t gen) {
+  auto& q = reclaim_queue;
+  if (q.size() == q.capacity()) {
+    std::sort(q.begin(), q.end());  // by run, then gen: in place
+    // Of each run's entries, the last (its newest gen) stays.
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < q.size(); ++i) {
+      if (i + 1 < q.size() && q[i + 1].first == q[i].first) continue;
+      q[kept++] = q[i];
+    }
+    q.resize(kept);  // shrinks: no allocation
+  }
+  if (q.size() < q.capacity()) {
+    q.emplace_back(u, gen);
+    return;
+  }
+  // Every unit has an entry (capacity is one per unit), u's among them.
+  const auto it = std::lower_bound(
+      q.begin(), q.end(), std::pair<std::uint64_t, std::uint64_t>(u, 0));
+  if (it != q.end() && it->first == u) it->second = std::max(it->second, gen);
 }
 
 std::size_t PageStore::Impl::GatherUnitLocked(const internal::Unit& e,
@@ -391,27 +410,17 @@ bool PageStore::Impl::ReclaimPass() {
     refusals = 0;
   };
   // After a refusal: the units not tried, then the refused ones, go back
-  // on the queue, still marked queued, for the next call; any the queue
-  // has no room for are unqueued, as a full queue leaves a unit
-  // (FreeUnitMemberLocked). Within the queue's capacity, push_back
-  // allocates nothing.
+  // on the queue, still marked queued, for the next call (a current entry
+  // always finds its place, QueueReclaimLocked; within the queue's
+  // capacity, pushing allocates nothing).
   const auto requeue_rest = [&] {
-    std::size_t kept = 0;
-    {
-      std::lock_guard l(reclaim_mu);
-      for (; k < reclaim_work.size() &&
-             reclaim_queue.size() < reclaim_queue.capacity();
-           ++k) {
-        reclaim_queue.push_back(reclaim_work[k]);
-      }
-      for (; kept < refusals &&
-             reclaim_queue.size() < reclaim_queue.capacity();
-           ++kept) {
-        reclaim_queue.push_back(refused[kept]);
-      }
+    std::lock_guard l(reclaim_mu);
+    for (; k < reclaim_work.size(); ++k) {
+      QueueReclaimLocked(reclaim_work[k].first, reclaim_work[k].second);
     }
-    unqueue_rest();
-    for (; kept < refusals; ++kept) unqueue(refused[kept]);
+    for (std::size_t i = 0; i < refusals; ++i) {
+      QueueReclaimLocked(refused[i].first, refused[i].second);
+    }
   };
   try {
     for (; k < reclaim_work.size() && refusals < 2; ++k) {
@@ -585,13 +594,9 @@ void PageStore::Impl::RetryPoorUnits() {
       continue;
     }
     std::lock_guard l(reclaim_mu);
-    if (reclaim_queue.size() < reclaim_queue.capacity()) {
-      reclaim_queue.emplace_back(u, e.gen);
-      e.queued.store(internal::kUnitQueued, std::memory_order_relaxed);
-      queued_any = true;
-    } else {
-      e.queued.store(0, std::memory_order_relaxed);  // a later free queues it
-    }
+    QueueReclaimLocked(u, e.gen);
+    e.queued.store(internal::kUnitQueued, std::memory_order_relaxed);
+    queued_any = true;
   }
   if (queued_any) reclaim_pending.store(true, std::memory_order_relaxed);
 }

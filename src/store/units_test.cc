@@ -371,6 +371,57 @@ TEST(UnitsTest, RewritingAUnitTakesNoPlaceInTheReclaimQueue) {
   ExpectRange(*store, 2 * kU + 3, Pages(2 * kU + 3, 1, base));
 }
 
+// A unit rewritten while queued leaves its entry behind, stale (its
+// generation gone); rewritten and queued again and again while a pass is
+// held up, one run fills the queue, which has one place per unit. A unit
+// that then goes below half its pages still takes its place: the stale
+// entries make room (only an older generation of the same run gives way),
+// so that once the calls have returned no unit keeps its whole object for
+// 1 page of 4 (page_store.h, unit_pages: the worst case).
+TEST(UnitsTest, StaleEntriesGiveWayToAUnitBelowHalf) {
+  constexpr std::size_t kU = 4;
+  auto store = MakeStore(4 * kU, kU);  // 4 units: the queue holds 4
+  const std::size_t base = DenseBase();
+  for (std::size_t u = 0; u < 4; ++u) {
+    ASSERT_OK(store->StoreBatch(u * kU, Pages(u * kU, kU, base)));
+  }
+  // A pass held up: unit 0 goes below half (pages 0-2 discarded) and the
+  // discard's pass waits for page 3, which the holder keeps locked.
+  std::atomic<bool> locked{false}, release{false};
+  std::thread holder([&] {
+    PageStoreTestPeer::WithSlotLocked(*store, 3, [&] {
+      locked = true;
+      while (!release.load()) std::this_thread::yield();
+    });
+  });
+  while (!locked.load()) std::this_thread::yield();
+  std::thread discarder([&] {
+    for (std::uint64_t i = 0; i < 3; ++i) EXPECT_OK(store->Discard(i));
+  });
+  while (!PageStoreTestPeer::SlotHasWaiters(*store, 3)) {
+    std::this_thread::yield();
+  }
+  // Unit 1 below half, then rewritten, four times: four entries, three of
+  // them stale.
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_OK(store->StoreBatch(kU, Pages(kU, kU, base + 100 + r)));
+    for (std::uint64_t i = kU; i < kU + 3; ++i) EXPECT_OK(store->Discard(i));
+  }
+  for (std::uint64_t i = 2 * kU; i < 2 * kU + 3; ++i) {
+    EXPECT_OK(store->Discard(i));  // unit 2: 1 page of 4 left
+  }
+  release = true;
+  holder.join();
+  discarder.join();
+  ASSERT_OK(store->Discard(3 * kU));  // one more call (unit 3: 3 of 4 left)
+  EXPECT_FALSE(store->Inspect(2 * kU + 3).unit)
+      << "unit 2 keeps its object for 1 page of 4";
+  EXPECT_FALSE(store->Inspect(kU + 3).unit);
+  EXPECT_EQ(store->Stats().units, 1u);  // unit 3
+  ExpectRange(*store, kU + 3, Pages(kU + 3, 1, base + 103));
+  ExpectRange(*store, 2 * kU + 3, Pages(2 * kU + 3, 1, base));
+}
+
 // A discard that takes a unit below half its pages while another call's
 // reclaim pass runs finds the pass taken and returns at once: that pass
 // takes the unit before it returns, so that once both calls have returned
