@@ -148,6 +148,8 @@ struct DeviceSample {
   std::uint64_t dict_pages = 0;
   std::uint64_t units = 0;       // multi-page objects (unit_pages)
   std::uint64_t unit_pages = 0;
+  std::uint64_t units_reclaimed = 0;        // survivors, cumulative
+  std::uint64_t units_reclaim_refused = 0;  // tries, cumulative
   std::uint64_t bd_lost = 0;     // backing blocks lost with a remote
   std::vector<std::tuple<int, std::string, std::uint64_t>> priorities;
 };
@@ -261,6 +263,14 @@ void WriteRecompression(Writer& w, const std::vector<DeviceSample>& devices) {
       {"ztier_zram_unit_pages", kGauge,
        "Pages held in multi-page objects.",
        &DeviceSample::unit_pages},
+      {"ztier_zram_unit_reclaimed_pages_total", kCounter,
+       "Pages of multi-page objects that fell below half their pages, "
+       "stored again one object each.",
+       &DeviceSample::units_reclaimed},
+      {"ztier_zram_unit_reclaims_refused_total", kCounter,
+       "Reclaims of a multi-page object the pool had no room for (the "
+       "object stays whole and is tried again).",
+       &DeviceSample::units_reclaim_refused},
       {"ztier_zram_backing_lost_blocks_total", kCounter,
        "Written-back blocks lost with a remote backing device that came "
        "back without them; their pages read as IO errors.",
@@ -304,6 +314,8 @@ void WriteDevices(Writer& w, const DeviceRegistry& registry) {
     for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
     s.units = st.units;
     s.unit_pages = st.unit_pages;
+    s.units_reclaimed = st.units_reclaimed;
+    s.units_reclaim_refused = st.units_reclaim_refused;
     s.bd_lost = st.bd_lost;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : dev->recomp_algorithm(p);

@@ -327,6 +327,8 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
     for (const std::uint64_t n : st.dict_pages) s.dict_pages += n;
     s.units = st.units;
     s.unit_pages = st.unit_pages;
+    s.units_reclaimed = st.units_reclaimed;
+    s.units_reclaim_refused = st.units_reclaim_refused;
     s.bd_lost = st.bd_lost;
     for (int p = 0; p < kMaxCodecPriorities; ++p) {
       std::string algo = p == 0 ? s.algorithm : d->recomp_algorithm(p);
@@ -381,6 +383,8 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
         {"dict_pages", d.dict_pages},
         {"units", d.units},
         {"unit_pages", d.unit_pages},
+        {"units_reclaimed", d.units_reclaimed},
+        {"units_reclaim_refused", d.units_reclaim_refused},
         {"bd_lost", d.bd_lost},
     };
     for (const auto& [key, value] : numbers) {
@@ -458,6 +462,9 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadU64(o, "dict_pages", &d.dict_pages));
     ZT_RETURN_IF_ERROR(ReadU64(o, "units", &d.units));
     ZT_RETURN_IF_ERROR(ReadU64(o, "unit_pages", &d.unit_pages));
+    ZT_RETURN_IF_ERROR(ReadU64(o, "units_reclaimed", &d.units_reclaimed));
+    ZT_RETURN_IF_ERROR(
+        ReadU64(o, "units_reclaim_refused", &d.units_reclaim_refused));
     ZT_RETURN_IF_ERROR(ReadU64(o, "bd_lost", &d.bd_lost));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {

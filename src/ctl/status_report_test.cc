@@ -204,6 +204,25 @@ TEST(StatusReportTest, Dictionaries) {
             "dictionaries\n");
 }
 
+TEST(StatusReportTest, UnitsAndTheirReclaims) {
+  DeviceStatus s = Sample();
+  s.units = 3;
+  s.unit_pages = 40;
+  s.units_reclaimed = 17;
+  s.units_reclaim_refused = 2;
+  const std::string json = EncodeStatusJson({s});
+  EXPECT_NE(json.find("\"units\":3,\"unit_pages\":40,"
+                      "\"units_reclaimed\":17,\"units_reclaim_refused\":2"),
+            std::string::npos)
+      << json;
+  auto back = DecodeStatusJson(json);
+  ASSERT_TRUE(back.has_value()) << back.error().ToString();
+  EXPECT_EQ(back->at(0).units, 3u);
+  EXPECT_EQ(back->at(0).unit_pages, 40u);
+  EXPECT_EQ(back->at(0).units_reclaimed, 17u);
+  EXPECT_EQ(back->at(0).units_reclaim_refused, 2u);
+}
+
 // CollectStatus reads a real device's priorities after a recompression.
 TEST(StatusReportTest, CollectsTheDevicesPriorities) {
   DeviceRegistry registry({});

@@ -89,9 +89,12 @@ struct DeviceStatus {
   std::uint64_t dict_memory = 0;
   std::uint64_t dict_pages = 0;
   // Multi-page objects (unit_pages): units live and the pages attached
-  // to them.
+  // to them; the survivors of units reclaimed page by page, and the
+  // reclaims the pool refused (both cumulative, PageStoreStats).
   std::uint64_t units = 0;
   std::uint64_t unit_pages = 0;
+  std::uint64_t units_reclaimed = 0;
+  std::uint64_t units_reclaim_refused = 0;
   std::uint64_t bd_lost = 0;  // backing blocks lost with a remote
   std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
