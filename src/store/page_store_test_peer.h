@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
+#include <vector>
 
 #include "stream_pool.h"
 #include "ztier/page_store.h"
@@ -17,6 +19,12 @@ class PageStoreTestPeer {
   // Overwrites the first bytes of the object of the unit slot `index`
   // belongs to (a unit in RAM) with garbage; false if it is not one.
   static bool CorruptUnit(PageStore& store, std::uint64_t index);
+  // Puts (unit, gen) on the reclaim queue as a unit's free does
+  // (QueueReclaimLocked), and the queue's entries and capacity, in order.
+  static void QueueReclaim(PageStore& store, std::uint64_t unit,
+                           std::uint64_t gen);
+  static std::vector<std::pair<std::uint64_t, std::uint64_t>> ReclaimQueue(
+      PageStore& store, std::size_t* capacity);
   // Runs fn() while holding the lock of slot `index`.
   static void WithSlotLocked(PageStore& store, std::uint64_t index,
                              const std::function<void()>& fn);

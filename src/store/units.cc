@@ -60,6 +60,21 @@ bool PageStoreTestPeer::CorruptUnit(PageStore& store, std::uint64_t index) {
   return true;
 }
 
+void PageStoreTestPeer::QueueReclaim(PageStore& store, std::uint64_t unit,
+                                     std::uint64_t gen) {
+  PageStore::Impl& m = *store.impl_;
+  std::lock_guard l(m.reclaim_mu);
+  m.QueueReclaimLocked(unit, gen);
+}
+
+std::vector<std::pair<std::uint64_t, std::uint64_t>>
+PageStoreTestPeer::ReclaimQueue(PageStore& store, std::size_t* capacity) {
+  PageStore::Impl& m = *store.impl_;
+  std::lock_guard l(m.reclaim_mu);
+  *capacity = m.reclaim_queue.capacity();
+  return m.reclaim_queue;
+}
+
 void PageStore::Impl::LockUnit(std::uint64_t u) ZT_NO_THREAD_SAFETY_ANALYSIS {
   const std::uint64_t first = u * unit_pages;
   for (std::size_t k = 0; k < unit_pages; ++k) SlotTable::Lock(slots[first + k]);

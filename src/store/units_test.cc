@@ -422,6 +422,31 @@ TEST(UnitsTest, StaleEntriesGiveWayToAUnitBelowHalf) {
   ExpectRange(*store, 2 * kU + 3, Pages(2 * kU + 3, 1, base));
 }
 
+// The queue's compaction itself: a full queue keeps each run's newest
+// generation only (the others are stale), and once every run has an entry
+// a newer generation takes its run's place, an older one none.
+TEST(UnitsTest, AFullReclaimQueueKeepsEachRunsNewestEntry) {
+  constexpr std::size_t kU = 4;
+  auto store = MakeStore(4 * kU, kU);  // 4 units: the queue holds 4
+  using Entries = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+  std::size_t capacity = 0;
+  PageStoreTestPeer::ReclaimQueue(*store, &capacity);
+  ASSERT_EQ(capacity, 4u);
+  for (const std::uint64_t gen : {5, 6, 7}) {
+    PageStoreTestPeer::QueueReclaim(*store, 1, gen);
+  }
+  PageStoreTestPeer::QueueReclaim(*store, 2, 8);
+  PageStoreTestPeer::QueueReclaim(*store, 3, 9);  // full: compacted first
+  EXPECT_EQ(PageStoreTestPeer::ReclaimQueue(*store, &capacity),
+            (Entries{{1, 7}, {2, 8}, {3, 9}}));
+  PageStoreTestPeer::QueueReclaim(*store, 0, 10);
+  PageStoreTestPeer::QueueReclaim(*store, 2, 11);  // every run has one
+  PageStoreTestPeer::QueueReclaim(*store, 1, 4);   // older: no place
+  EXPECT_EQ(PageStoreTestPeer::ReclaimQueue(*store, &capacity),
+            (Entries{{0, 10}, {1, 7}, {2, 11}, {3, 9}}));
+  EXPECT_EQ(capacity, 4u);
+}
+
 // A discard that takes a unit below half its pages while another call's
 // reclaim pass runs finds the pass taken and returns at once: that pass
 // takes the unit before it returns, so that once both calls have returned
