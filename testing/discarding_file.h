@@ -1,7 +1,9 @@
 // testing/discarding_file.h: DiscardingFile, a memory backing file that
 // takes discards (BackingFile::can_discard()), as a remote NBD export does
 // (nbd/nbd_backing_file.h). It records each discard and answers it, or,
-// with answer == false, leaves it unsent, as a remote that is away.
+// with answer == false, leaves it unsent, as a remote that is away; with
+// answer_first, answers only that many of a Discard's first ranges and
+// leaves the rest unsent, as the NBD file does once its time is up.
 //
 //   auto file = std::make_shared<testing::DiscardingFile>(64 * kPageSize);
 //   auto bs = BackingStore::Open({.file = file});
@@ -13,6 +15,7 @@
 #ifndef ZTIER_TESTING_DISCARDING_FILE_H_
 #define ZTIER_TESTING_DISCARDING_FILE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -48,11 +51,12 @@ class DiscardingFile final : public BackingFile {
     if (on_discard) on_discard();
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       calls.push_back({ranges[i].offset, ranges[i].len});
-      sent[i] = answer;
+      sent[i] = answer && i < answer_first;
     }
   }
 
   bool answer = true;
+  std::size_t answer_first = SIZE_MAX;
   // Called at the start of each Discard (a slow remote, say); may be null.
   std::function<void()> on_discard;
   // Each discard asked for: (offset, length) in bytes.

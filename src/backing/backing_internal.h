@@ -39,6 +39,9 @@ struct BackingStore::Impl {
   std::vector<std::uint64_t> taking;   // guarded by discard_pass_mu
   std::atomic<std::uint64_t> discarding{0};
   std::mutex discard_pass_mu;  // one DiscardFreed at a time
+  // The block a DiscardFreed's ranges start from (those below it come
+  // last): where the one before stopped. Guarded by discard_pass_mu.
+  std::uint64_t discard_from = 0;
 };
 
 }  // namespace ztier

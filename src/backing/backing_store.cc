@@ -149,25 +149,48 @@ std::uint64_t BackingStore::DiscardFreed() {
   } put_back{m};
   // Runs of consecutive blocks, one discard each, of at most
   // kMaxDiscardBytes (an NBD request's length is 32 bits: proto.md,
-  // "Request message").
+  // "Request message"), in block order from discard_from round to the
+  // block before it. A file may answer only the first ranges of a Discard
+  // (the NBD file starts none after about timeout_ms:
+  // nbd/nbd_backing_file.h); starting each pass where the one before
+  // stopped, every range is reached within a few passes, where always
+  // starting at block 0 would leave the high blocks waiting for as long as
+  // frees keep coming at low ones faster than the remote answers.
   std::vector<BackingFile::Range> ranges;
-  for (std::size_t w = 0; w < m.taking.size(); ++w) {
-    for (std::uint64_t bits = m.taking[w]; bits != 0; bits &= bits - 1) {
-      const std::uint64_t offset =
-          (w * 64 + std::countr_zero(bits)) * kPageSize;
-      if (!ranges.empty() &&
-          ranges.back().offset + ranges.back().len == offset &&
-          ranges.back().len < kMaxDiscardBytes) {
-        ranges.back().len += kPageSize;
-      } else {
-        ranges.push_back({offset, kPageSize});
+  const std::uint64_t from = m.discard_from < m.num_blocks ? m.discard_from : 0;
+  auto add_runs = [&](std::uint64_t lo, std::uint64_t hi) {  // [lo, hi)
+    for (std::size_t w = lo / 64; w < (hi + 63) / 64; ++w) {
+      std::uint64_t bits = m.taking[w];
+      if (w == lo / 64) bits &= ~std::uint64_t{0} << (lo % 64);
+      if (w == hi / 64) bits &= (std::uint64_t{1} << (hi % 64)) - 1;
+      for (; bits != 0; bits &= bits - 1) {
+        const std::uint64_t offset =
+            (w * 64 + std::countr_zero(bits)) * kPageSize;
+        if (!ranges.empty() &&
+            ranges.back().offset + ranges.back().len == offset &&
+            ranges.back().len < kMaxDiscardBytes) {
+          ranges.back().len += kPageSize;
+        } else {
+          ranges.push_back({offset, kPageSize});
+        }
       }
     }
-  }
+  };
+  add_runs(from, m.num_blocks);
+  add_runs(0, from);
   if (ranges.empty()) return 0;
   std::unique_ptr<bool[]> sent(new bool[ranges.size()]());
   m.file->Discard(ranges, std::span<bool>(sent.get(), ranges.size()));
   put_back.armed = false;  // each block is freed or asked for again below
+  // The next pass starts at the first range left unanswered, or, with
+  // every range answered, after the last.
+  std::size_t first_left = 0;
+  while (first_left < ranges.size() && sent[first_left]) ++first_left;
+  const BackingFile::Range& stop =
+      ranges[first_left < ranges.size() ? first_left : ranges.size() - 1];
+  m.discard_from = first_left < ranges.size()
+                       ? stop.offset / kPageSize
+                       : (stop.offset + stop.len) / kPageSize;
   std::fill(m.taking.begin(), m.taking.end(), 0);
   // `discarding` drops before the bitmap's count does, so blocks_used()
   // is never too low meanwhile.

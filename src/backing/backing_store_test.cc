@@ -471,6 +471,43 @@ TEST(BackingStoreTest, ADiscardPassOutOfMemoryLosesNoBlock) {
   }
 }
 
+// A file that answers only a Discard's first ranges (the NBD file starts
+// none after about timeout_ms: nbd/nbd_backing_file.h) still answers every
+// freed range within a few passes, however fast frees keep coming at the
+// low blocks: each pass starts where the one before stopped. Here 8 freed
+// blocks low and one high, 2 answered a pass, and each low block answered
+// is handed out and freed again before the next pass.
+TEST(BackingStoreTest, DiscardPassesGoRoundTheFreedRanges) {
+  constexpr std::uint64_t kBlocks = 256, kHigh = 200;
+  auto file = std::make_shared<DiscardingFile>(kBlocks * kPageSize);
+  file->answer_first = 2;
+  auto bs = OpenStore({.file = file});
+  ASSERT_NE(bs, nullptr);
+  std::size_t got = 0;
+  ASSERT_EQ(bs->AllocRange(kBlocks, &got), 0u);
+  ASSERT_EQ(got, kBlocks);
+  for (std::uint64_t b = 0; b < 16; b += 2) bs->Free(b);  // apart: 8 ranges
+  bs->Free(kHigh);
+  int answered_at = 0;
+  for (int pass = 1; pass <= 20 && answered_at == 0; ++pass) {
+    EXPECT_EQ(bs->DiscardFreed(), 2u) << "pass " << pass;
+    // What was answered is free again: hand it out, and free the low
+    // blocks again at once (new frees, arriving as fast as they are
+    // trimmed).
+    for (std::uint64_t b;
+         (b = bs->AllocRange(1, &got)) != BackingStore::kNoBlock;) {
+      if (b == kHigh) {
+        answered_at = pass;
+      } else {
+        bs->Free(b);
+      }
+    }
+  }
+  // 9 ranges, 2 a pass: the high one is answered by the fifth.
+  EXPECT_NE(answered_at, 0) << "block " << kHigh << " never answered";
+  EXPECT_LE(answered_at, 5);
+}
+
 // An NBD request's length is 32 bits: a run of freed blocks longer than
 // 1 GiB goes as several discards, none longer.
 TEST(BackingStoreTest, LongRunsOfFreedBlocksAreDiscardedAGibibyteAtATime) {

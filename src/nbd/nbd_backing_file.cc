@@ -784,7 +784,8 @@ void NbdFile::Discard(std::span<const Range> ranges, std::span<bool> sent) {
   std::size_t next_range = 0;
   std::uint64_t next_done = 0;  // bytes of ranges[next_range] sent
   // No range is started after about timeout_ms (the first always is): the
-  // rest is left unanswered, for the next pass (ztier/backing_file.h), so
+  // rest is left unanswered, for the next pass, which starts with them
+  // (ranges go in the order given: ztier/backing_file.h), so
   // the writeback pass behind this one waits that long and one range more
   // (at most BackingStore's 1 GiB), not the whole batch: a fully freed
   // 64 GiB device on an export taking 4 KiB requests is 16M TRIMs. A

@@ -1456,6 +1456,59 @@ TEST(NbdBackingFileTest, ADiscardStartsNoRangeAfterItsTimeout) {
   EXPECT_GT(passes, 1);
 }
 
+// Under a BackingStore, whose passes hand the ranges left by one pass's
+// timeout to the next: frees that keep coming at low blocks faster than
+// the remote trims them do not keep a run at a high block waiting. 40 runs
+// of 4 MiB low and one high (1024 TRIMs of 4 KiB each, taking the remote
+// 1 ms apiece: about 3 s in all) against a 500 ms timeout; each low run
+// answered is handed out and freed again before the next pass. The high
+// run is answered once the passes have answered as many runs as were
+// ahead of it (41, itself included), not left for ever.
+TEST(NbdBackingFileTest, DiscardPassesReachHighBlocksWhileLowOnesAreFreed) {
+  ScopedTempDir dir;
+  Remote remote(dir, "--filter=blocksize-policy --filter=delay", false,
+                {"blocksize-maximum=4096", "delay-trim=1ms"},
+                {"memory", "1G"});
+  auto file = OpenNbdBackingFile(remote.Uri(),
+                                 {.connections = 1, .timeout_ms = 500});
+  ASSERT_TRUE(file.has_value()) << file.error().ToString();
+  auto bs = BackingStore::Open({.file = *file});
+  ASSERT_TRUE(bs.has_value()) << bs.error().ToString();
+  constexpr std::uint64_t kRun = 1024, kLowRuns = 40, kHigh = 200000;
+  const std::uint64_t blocks = (*bs)->num_blocks();
+  ASSERT_GT(blocks, kHigh + kRun);
+  std::size_t got = 0;
+  ASSERT_EQ((*bs)->AllocRange(blocks, &got), 0u);
+  ASSERT_EQ(got, blocks);
+  for (std::uint64_t k = 0; k < kLowRuns; ++k) {
+    for (std::uint64_t b = 2 * k * kRun; b < (2 * k + 1) * kRun; ++b) {
+      (*bs)->Free(b);
+    }
+  }
+  for (std::uint64_t b = kHigh; b < kHigh + kRun; ++b) (*bs)->Free(b);
+  std::uint64_t answered = 0;  // runs, before the pass that answered kHigh
+  int pass = 0, high_at = 0;
+  while (high_at == 0 && answered < 2 * (kLowRuns + 1)) {
+    ++pass;
+    const std::uint64_t freed = (*bs)->DiscardFreed();
+    ASSERT_GT(freed, 0u) << "pass " << pass;
+    ASSERT_LT(freed, (kLowRuns + 1) * kRun)
+        << "pass " << pass << " was not cut short";
+    for (std::uint64_t b;
+         (b = (*bs)->AllocRange(kRun, &got)) != BackingStore::kNoBlock;) {
+      if (b == kHigh) {
+        high_at = pass;
+      } else {
+        for (std::uint64_t i = b; i < b + got; ++i) (*bs)->Free(i);
+      }
+    }
+    if (high_at == 0) answered += freed / kRun;
+  }
+  ASSERT_NE(high_at, 0) << "the high run was never answered in " << pass
+                        << " passes that answered " << answered << " runs";
+  EXPECT_LE(answered, kLowRuns + 1) << "answered at pass " << high_at;
+}
+
 // Every piece of a Discard goes out once, through the window of TRIMs in
 // flight (ring slots reused many times over: 1533 pieces), each at its
 // export offset, no longer than the export's maximum, none twice, none

@@ -56,7 +56,11 @@
 //     discard (TRIM) and had an answer. So an answered discard never
 //     overtakes a later write to the same block, on any connection. Blocks
 //     whose discard could not be sent or was not answered (the remote
-//     away) stay queued for the next call; an unanswered one may still be
+//     away, or its time for the call up) stay queued for the next call,
+//     which starts with them: each call's runs go in block order from
+//     where the one before stopped, round to the block before it, so
+//     every freed block is reached within a few calls even while frees keep
+//     coming faster than the remote answers. An unanswered one may still be
 //     carried out late by a stalled remote (nbd/nbd_backing_file.h says
 //     what the file then does). The page store calls it at the start
 //     of each writeback pass. With a local file, Free frees at once and

@@ -64,7 +64,10 @@
 // connection waits behind those, not the whole batch. A Discard starts
 // no range (a run of at most 1 GiB) after about timeout_ms, leaving the
 // rest to the next pass, so that the writeback pass behind it is not held
-// up for the whole batch. The
+// up for the whole batch; ranges are started in the order given, and the
+// next pass starts with the first left (BackingStore::DiscardFreed goes
+// round the store's blocks), so frees that keep coming at low blocks do
+// not keep those at high ones waiting. The
 // block is reused only after the remote has answered its TRIM (or refused
 // it: an answer all the same, said in the log, one line for a Discard
 // with how many, and not again until a Discard has every TRIM carried

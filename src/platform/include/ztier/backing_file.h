@@ -122,7 +122,15 @@ class BackingFile {
   // range, sent[i]: true once the file has answered, done or refused by
   // the file (either way nothing more is to be done), false when it could
   // not be sent or answered in time (a remote away): the caller asks
-  // again later. REQUIRES: sent.size() == ranges.size().
+  // again later. Ranges are started in the order given, and a file that
+  // bounds a Discard's time (the NBD file: nbd/nbd_backing_file.h) leaves
+  // the last ones unstarted, never skips one to reach a later one; the
+  // caller starts its next call with the first range left (as
+  // BackingStore::DiscardFreed does, going round the store's blocks), so
+  // every range is answered within a few calls however many new ones
+  // keep coming. The files here that take no discards (the real file,
+  // the in-memory one) answer every range at once, and are not asked.
+  // REQUIRES: sent.size() == ranges.size().
   virtual void Discard(std::span<const Range> ranges, std::span<bool> sent) {
     (void)ranges;
     for (bool& s : sent) s = true;
