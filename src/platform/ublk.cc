@@ -205,18 +205,11 @@ std::string LoopBackedBy(const std::vector<dev_t>& devs) {
 
 }  // namespace
 
-Result<std::string> BlockDeviceUser(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
-  if (fd >= 0) {
-    ::close(fd);
-  } else {
-    const int err = errno;
-    if (err == EBUSY) return std::string("mounted, swapped on or claimed");
-    // No node here (a container's /dev, say): the disk may still exist.
-    if (err != ENOENT && err != ENXIO && err != ENODEV) {
-      return Err(PosixError("open " + path + " O_EXCL", err));
-    }
-  }
+namespace {
+// The user of block device `path` other than an exclusive open this
+// process holds on it: an opener in /proc or a loop device (see
+// BlockDeviceUser), or "".
+std::string OtherUser(const std::string& path) {
   const std::size_t slash = path.rfind('/');
   const std::vector<dev_t> devs = DiskAndPartitions(
       slash == std::string::npos ? path : path.substr(slash + 1));
@@ -224,6 +217,33 @@ Result<std::string> BlockDeviceUser(const std::string& path) {
   std::string user = ProcessWithBlockDeviceOpen(devs);
   if (user.empty()) user = LoopBackedBy(devs);
   return user;
+}
+}  // namespace
+
+Result<BlockDeviceClaim> ClaimUnusedBlockDevice(const std::string& path) {
+  BlockDeviceClaim claim;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+  if (fd >= 0) {
+    claim.fd.Reset(fd);
+  } else {
+    const int err = errno;
+    if (err == EBUSY) {
+      claim.user = "mounted, swapped on or claimed";
+      return claim;
+    }
+    // No node here (a container's /dev, say): the disk may still exist.
+    if (err != ENOENT && err != ENXIO && err != ENODEV) {
+      return Err(PosixError("open " + path + " O_EXCL", err));
+    }
+  }
+  claim.user = OtherUser(path);
+  if (!claim.user.empty()) claim.fd.Reset();
+  return claim;
+}
+
+Result<std::string> BlockDeviceUser(const std::string& path) {
+  ZT_ASSIGN_OR_RETURN(BlockDeviceClaim claim, ClaimUnusedBlockDevice(path));
+  return std::move(claim.user);  // the claim, if any, is let go here
 }
 
 bool UblkCharHeld(std::uint32_t dev_id) {

@@ -85,6 +85,35 @@ TEST(UblkProbe, AProcessWithTheDeviceOpenIsAUser) {
   EXPECT_EQ(*after, "");
 }
 
+// A device found unused stays so until the claim goes: another exclusive
+// open (what swapon and mount make) is refused meanwhile, so a reset
+// cannot delete a disk that a swapon took after the look.
+TEST(UblkProbe, AClaimOfAnUnusedDeviceKeepsOtherClaimsOut) {
+  const char* path = "/dev/loop7";
+  auto before = BlockDeviceUser(path);
+  if (!before.has_value() || ::access(path, R_OK) != 0) {
+    GTEST_SKIP() << path << " cannot be opened here";
+  }
+  if (!before->empty()) GTEST_SKIP() << path << " is in use: " << *before;
+  auto claim = ClaimUnusedBlockDevice(path);
+  ASSERT_TRUE(claim.has_value()) << claim.error().ToString();
+  EXPECT_EQ(claim->user, "");
+  ASSERT_GE(claim->fd.get(), 0);
+  const int other = ::open(path, O_RDONLY | O_EXCL | O_CLOEXEC);
+  const int err = errno;
+  if (other >= 0) ::close(other);
+  EXPECT_LT(other, 0);
+  EXPECT_EQ(err, EBUSY);
+  // Others see the claim as a user.
+  auto user = BlockDeviceUser(path);
+  ASSERT_TRUE(user.has_value());
+  EXPECT_EQ(*user, "mounted, swapped on or claimed");
+  claim->fd.Reset();
+  auto after = BlockDeviceUser(path);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(*after, "");
+}
+
 TEST(UblkProbe, ProcessAlive) {
   EXPECT_TRUE(ProcessAlive(::getpid()));
   EXPECT_FALSE(ProcessAlive(-1));

@@ -391,7 +391,7 @@ void UblkDisk::StopWaiters() {
   waiters_.clear();
 }
 
-void UblkDisk::Stop() {
+void UblkDisk::Stop(platform::UniqueFd claim) {
   if (stopped_) return;
   stopped_ = true;
   stop_asked_.store(true, std::memory_order_release);
@@ -402,6 +402,7 @@ void UblkDisk::Stop() {
       Log("warning: " + s.ToString());
     }
   }
+  claim.Reset();  // the disk is gone (or STOP_DEV failed): let go of it
   stopping_.store(true, std::memory_order_release);
   for (auto& q : queues_) {
     if (q != nullptr && q->thread.joinable()) q->thread.join();

@@ -164,9 +164,15 @@ Status UblkFrontEnd::BeforeRelease(Device& device) {
     path = it->second->block_path();
   }
   // Unlocked: the look through /proc may take a while, and every other
-  // device's disk (OnInitialized) and the stop need mu_.
-  ZT_ASSIGN_OR_RETURN(const std::string user, platform::BlockDeviceUser(path));
-  if (!user.empty()) return Status::Busy(path + " is in use (" + user + ")");
+  // device's disk (OnInitialized) and the stop need mu_. The exclusive
+  // open it leaves us with keeps a swapon or mount that comes meanwhile
+  // out until STOP_DEV has removed the disk; it is closed before DEL_DEV,
+  // which waits for the disk's last opener (UblkDisk::Stop).
+  ZT_ASSIGN_OR_RETURN(platform::BlockDeviceClaim claim,
+                      platform::ClaimUnusedBlockDevice(path));
+  if (!claim.user.empty()) {
+    return Status::Busy(path + " is in use (" + claim.user + ")");
+  }
   internal::MutexLock lock(mu_);
   auto it = disks_.find(device.name());
   if (it == disks_.end()) return Status::Ok();  // stopped meanwhile
@@ -182,7 +188,8 @@ Status UblkFrontEnd::BeforeRelease(Device& device) {
                         std::to_string(device.clients() - 1) +
                         " other client(s) attached");
   }
-  it->second->Stop();  // waits for its IO: the device's lock is free
+  // Waits for its IO: the device's lock is free.
+  it->second->Stop(std::move(claim.fd));
   disks_.erase(it);
   Log(device.name() + ": " + path + " stopped and deleted");
   return Status::Ok();

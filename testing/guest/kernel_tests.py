@@ -40,6 +40,10 @@ is left (zt_stop). A guest without /dev/ublk-control fails these tests.
   ublk_busy     hot_remove and reset refused with EBUSY while the disk is
                 mounted or swapped on, and the disk keeps serving; after
                 umount and swapoff, hot_remove succeeds
+  ublk_reset_race
+                a swapon started while a reset of the disk looks for
+                users: either the swapon wins (the reset is refused) or
+                the reset does (the swapon fails), never both
   ublk_crash    SIGKILL leaves the ublk device behind; the next server
                 deletes it and serves a new disk in its place
   ublk_stall    with a remote backing store (a second ztier) stopped, a
@@ -153,6 +157,7 @@ def guest_tests():
         "ublk_swap": ({}, 256, 2),
         "ublk_hotplug": ({}, 256, 2),
         "ublk_busy": ({}, 256, 2),
+        "ublk_reset_race": ({}, 256, 2),
         "ublk_crash": ({}, 256, 2),
         "ublk_stall": ({}, 256, 2),
         # Not in the default list: captures testdata/ublk_descriptors.txt.
@@ -208,7 +213,7 @@ JUDGES = {"conformance": judge_conformance, "ublk_trace": judge_trace}
 
 HOST_TESTS = ["swap", "ext4", "conformance"]
 GUEST_TESTS = ["ublk_fio", "ublk_ext4", "ublk_swap", "ublk_hotplug",
-               "ublk_busy", "ublk_crash", "ublk_stall"]
+               "ublk_busy", "ublk_reset_race", "ublk_crash", "ublk_stall"]
 
 
 def run_one(name, ztier, guest, results_dir, via_nbd):

@@ -44,6 +44,7 @@
 #include "platform/mapping.h"
 #include "platform/mutex.h"
 #include "platform/ublk_abi.h"
+#include "platform/unique_fd.h"
 #include "ztier/status.h"
 
 struct io_uring_sqe;  // liburing's, in builds with io_uring
@@ -219,6 +220,19 @@ void CloseFd(int fd);
 // unanswering NFS or FUSE mount cannot hang it. Openers in other PID
 // namespaces are not seen. The answer holds for the moment it was taken.
 Result<std::string> BlockDeviceUser(const std::string& path);
+
+// BlockDeviceUser, keeping the exclusive open it makes: when `user` is
+// "", `fd` is `path` opened O_EXCL (or -1 where this /dev has no node for
+// it), so that no swapon, mount or other claim can take the device until
+// it is closed, as zram's reset claims its disk before it looks at the
+// openers (reset_store() in drivers/block/zram/zram_drv.c). A plain open
+// (O_EXCL-less) by another process is not kept out. When `user` is not
+// "", `fd` is -1.
+struct BlockDeviceClaim {
+  UniqueFd fd;
+  std::string user;
+};
+Result<BlockDeviceClaim> ClaimUnusedBlockDevice(const std::string& path);
 
 // Whether a ublk device's char device is held by a server, in any PID
 // namespace: the driver lets one opener have it at a time

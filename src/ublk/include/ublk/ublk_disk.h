@@ -59,6 +59,7 @@
 
 #include "platform/mutex.h"
 #include "platform/ublk.h"
+#include "platform/unique_fd.h"
 #include "ublk/request.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
@@ -109,7 +110,11 @@ class UblkDisk {
   // STOP_DEV (the kernel waits for IO in flight, which the queues serve,
   // and removes /dev/ublkbN), joins the queue threads, closes /dev/ublkcN
   // and unmaps, DEL_DEV (asynchronous where the kernel has it). Idempotent.
-  void Stop();
+  void Stop() { Stop(platform::UniqueFd()); }
+  // Stop(), closing `claim` (an open of /dev/ublkbN, say an exclusive one
+  // that keeps new claims out while the disk goes) once STOP_DEV has
+  // returned and before DEL_DEV, which would wait for it.
+  void Stop(platform::UniqueFd claim);
 
   std::uint32_t dev_id() const { return dev_id_; }
   std::string block_path() const { return platform::UblkBlockPath(dev_id_); }

@@ -5,10 +5,14 @@
 //   - at Start, each initialised device gets its disk; later, a device
 //     gets one when its disksize is set (hot_add, then disksize);
 //   - reset and hot_remove of a device with a disk are refused with kBusy
-//     while the disk is in use (platform::BlockDeviceUser: mounted,
+//     while the disk is in use (platform::ClaimUnusedBlockDevice: mounted,
 //     swapped on or claimed; held open by a process; backing a loop
 //     device; or an NBD client is attached to the device), else the disk
-//     is stopped and deleted first and the reset or removal goes on;
+//     is stopped and deleted first and the reset or removal goes on. The
+//     look leaves the disk opened exclusively until STOP_DEV has removed
+//     it, so a swapon or mount that comes after the look fails (EBUSY)
+//     instead of landing on a disk about to go, as zram's reset claims
+//     its disk (reset_store() in drivers/block/zram/zram_drv.c);
 //   - Stop() (SIGTERM/SIGINT) stops and deletes every disk.
 // The disk of zramN is /dev/ublkbN when that id is free, else the lowest
 // free one; each disk made is logged with its path.
