@@ -2,6 +2,7 @@
 // in ublk/request.h).
 #include "ublk/request.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -108,6 +109,30 @@ bool ParseTraceLine(const std::string& line, abi::IoDesc* desc,
   desc->start_sector = start;
   if (got == 5) *result = res;
   return true;
+}
+
+CommitRetries::CommitRetries(std::uint16_t depth) : tags_(depth) {}
+
+void CommitRetries::Committed(std::uint16_t tag, std::int32_t result) {
+  Tag& t = tags_[tag];
+  t.committing = true;
+  t.result = result;
+}
+
+void CommitRetries::Fetched(std::uint16_t tag) {
+  Tag& t = tags_[tag];
+  t.committing = false;
+  t.tries = 0;
+}
+
+CommitRetries::Action CommitRetries::Refused(std::uint16_t tag) {
+  Tag& t = tags_[tag];
+  if (!t.committing) return {};
+  if (t.tries >= kCommitRetries) return {Action::kGiveUp, t.result, 0};
+  const std::uint32_t delay =
+      t.tries >= 6 ? kCommitRetryMaxMs : std::uint32_t{1} << t.tries;
+  ++t.tries;
+  return {Action::kRetry, t.result, std::min(delay, kCommitRetryMaxMs)};
 }
 
 }  // namespace ztier::ublk

@@ -307,5 +307,45 @@ TEST(ReplayTest, RecordedDescriptors) {
   }
 }
 
+// A refused commit (its CQE a negative errno, say io_uring's -ENOMEM) has
+// not completed the request it carried: the same result is committed
+// again after a doubling pause, and only a commit refused kCommitRetries
+// times gives the queue up. A refused fetch carried no request: the tag
+// ends.
+TEST(CommitRetriesTest, ARefusedCommitIsCommittedAgain) {
+  CommitRetries c(4);
+  EXPECT_EQ(c.Refused(0).kind, CommitRetries::Action::kEndOfTag);  // fetch
+
+  c.Fetched(2);
+  c.Committed(2, 4096);
+  std::vector<std::uint32_t> delays;
+  std::uint64_t total_ms = 0;
+  for (int i = 0; i < CommitRetries::kCommitRetries; ++i) {
+    const CommitRetries::Action a = c.Refused(2);
+    ASSERT_EQ(a.kind, CommitRetries::Action::kRetry) << "try " << i;
+    EXPECT_EQ(a.result, 4096);
+    if (delays.size() < 8) delays.push_back(a.delay_ms);
+    total_ms += a.delay_ms;
+  }
+  EXPECT_EQ(delays, (std::vector<std::uint32_t>{1, 2, 4, 8, 16, 32, 64, 64}));
+  EXPECT_GT(total_ms, 10000u);  // "about 12 s" (request.h)
+  EXPECT_LT(total_ms, 15000u);
+  const CommitRetries::Action last = c.Refused(2);
+  EXPECT_EQ(last.kind, CommitRetries::Action::kGiveUp);
+  EXPECT_EQ(last.result, 4096);
+
+  // A commit that went through (a request came for the tag) starts over.
+  c.Fetched(2);
+  c.Committed(2, -EIO);
+  const CommitRetries::Action again = c.Refused(2);
+  EXPECT_EQ(again.kind, CommitRetries::Action::kRetry);
+  EXPECT_EQ(again.result, -EIO);
+  EXPECT_EQ(again.delay_ms, 1u);
+  // Other tags are their own.
+  c.Committed(1, 0);
+  EXPECT_EQ(c.Refused(1).delay_ms, 1u);
+  EXPECT_EQ(c.Refused(3).kind, CommitRetries::Action::kEndOfTag);
+}
+
 }  // namespace
 }  // namespace ztier::ublk

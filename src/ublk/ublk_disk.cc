@@ -34,6 +34,9 @@ struct UblkDisk::Queue {
   // Set when the queue thread has left on a ring error: its requests are
   // failed by the driver, and the waiters skip those still queued.
   std::atomic<bool> dead{false};
+  // The queue thread's: what each tag last committed, for a refused
+  // commit (made at start; CommitRetries in request.h).
+  std::optional<CommitRetries> commits;
   internal::Mutex done_mu;
   std::vector<platform::UblkQueueRing::Completion> done ZT_GUARDED_BY(done_mu);
 };
@@ -157,6 +160,7 @@ Status UblkDisk::Run() {
       internal::MutexLock lock(q->done_mu);
       q->done.reserve(options_.depth);
     }
+    q->commits.emplace(options_.depth);
     ZT_ASSIGN_OR_RETURN(
         q->buffers,
         platform::Mapping::Anonymous(
@@ -232,7 +236,8 @@ void UblkDisk::QueueMain(Queue* q) {
   results.reserve(options_.depth);
   std::size_t live = options_.depth;  // tags fetched, not yet aborted
   std::size_t handed = 0;  // tags with the waiters, not yet committed
-  while (live > 0) {
+  bool give_up = false;    // a commit refused for good: leave
+  while (live > 0 && !give_up) {
     auto n = ring.Wait(done, kIdleWaitMs);
     if (!n.has_value()) {
       // Not LogIoErrorOnce: the end of a queue is never left unsaid.
@@ -266,13 +271,39 @@ void UblkDisk::QueueMain(Queue* q) {
           internal::MutexLock lock(q->done_mu);
           results.swap(q->done);  // both keep room for depth
         }
-        for (const Completion& c : results) Finish(ring, c.tag, c.res);
+        for (const Completion& c : results) Finish(*q, ring, c.tag, c.res);
         handed -= results.size();
         results.clear();
         continue;
       }
+      if (done[i].res != abi::kIoResOk && done[i].res != abi::kIoResAbort) {
+        // Refused. A refused commit has not completed its request, whose
+        // IO would wait for ever: it is committed again (CommitRetries).
+        const CommitRetries::Action a = q->commits->Refused(tag);
+        if (a.kind != CommitRetries::Action::kEndOfTag && !IoErrorLogged()) {
+          LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
+                         " tag " + std::to_string(tag) +
+                         ": commit refused: " + std::strerror(-done[i].res) +
+                         "; committing it again");
+        }
+        if (a.kind == CommitRetries::Action::kRetry) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
+          ring.Commit(tag, a.result);
+          continue;
+        }
+        if (a.kind == CommitRetries::Action::kGiveUp) {
+          Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
+              " stops: the commit of tag " + std::to_string(tag) +
+              " was refused " + std::to_string(CommitRetries::kCommitRetries) +
+              " times (" + std::strerror(-done[i].res) + ")");
+          q->dead.store(true, std::memory_order_relaxed);
+          give_up = true;
+          break;
+        }
+      }
       if (done[i].res != abi::kIoResOk) {
-        // Aborted (the device stops) or refused: no more for this tag.
+        // Aborted (the device stops) or a refused fetch: no more for this
+        // tag.
         --live;
         if (done[i].res != abi::kIoResAbort && !IoErrorLogged()) {
           LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
@@ -281,6 +312,7 @@ void UblkDisk::QueueMain(Queue* q) {
         }
         continue;
       }
+      q->commits->Fetched(tag);
       const abi::IoDesc desc = ring.desc(tag);  // ours until the commit
       std::int32_t result;
       auto req = ParseDescriptor(desc, limits);
@@ -316,7 +348,7 @@ void UblkDisk::QueueMain(Queue* q) {
           result = -EIO;
         }
       }
-      Finish(ring, tag, result);
+      Finish(*q, ring, tag, result);
     }
   }
   if (live == 0 && !stop_asked_.load(std::memory_order_acquire)) {
@@ -328,8 +360,8 @@ void UblkDisk::QueueMain(Queue* q) {
   // command still in the kernel.
 }
 
-void UblkDisk::Finish(platform::UblkQueueRing& ring, std::uint16_t tag,
-                      std::int32_t result) {
+void UblkDisk::Finish(Queue& q, platform::UblkQueueRing& ring,
+                      std::uint16_t tag, std::int32_t result) {
   const abi::IoDesc desc = ring.desc(tag);
   // Formatted only for the one line logged: the request path allocates
   // nothing after that.
@@ -346,6 +378,7 @@ void UblkDisk::Finish(platform::UblkQueueRing& ring, std::uint16_t tag,
     std::fwrite(line, 1, len, options_.trace);
   }
   requests_.fetch_add(1, std::memory_order_relaxed);
+  q.commits->Committed(tag, result);
   ring.Commit(tag, result);
 }
 

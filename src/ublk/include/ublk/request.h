@@ -20,6 +20,7 @@
 #include <expected>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "platform/ublk_abi.h"
 #include "ztier/device.h"
@@ -80,6 +81,52 @@ std::size_t FormatTraceLine(const platform::ublk::IoDesc& desc,
 // not lines: false). *result is set when the line has one.
 bool ParseTraceLine(const std::string& line, platform::ublk::IoDesc* desc,
                     std::int32_t* result);
+
+// The commits of one queue's tags, for the case where one is refused: a
+// COMMIT_AND_FETCH_REQ whose completion is a negative errno other than
+// UBLK_IO_RES_ABORT (io_uring refused the SQE, as io_uring_cmd_prep_setup()
+// in io_uring/uring_cmd.c does with -ENOMEM when it cannot allocate, or
+// the driver refused the command) has not completed the request it
+// carried: the driver still waits for it, and so does its IO. So the
+// queue commits the same result again, after a pause that doubles from
+// 1 ms to kCommitRetryMaxMs, up to kCommitRetries times (about 12 s in
+// all); after that it gives the queue up (its ring closed, as on a ring
+// error) rather than leave the IO waiting for ever. The pause is the
+// queue thread's, which serves nothing meanwhile: a kernel short of memory
+// for one command is so for the next. A refused FETCH_REQ (no request was
+// there) is the end of its tag.
+//
+// Thread safety: the queue thread's; allocates only in the constructor.
+class CommitRetries {
+ public:
+  static constexpr int kCommitRetries = 200;
+  static constexpr std::uint32_t kCommitRetryMaxMs = 64;
+
+  explicit CommitRetries(std::uint16_t depth);
+
+  // `tag`'s request was committed with `result` (Commit queued).
+  void Committed(std::uint16_t tag, std::int32_t result);
+  // A request came for `tag`: its last commit, if any, went through.
+  void Fetched(std::uint16_t tag);
+
+  struct Action {
+    enum Kind { kEndOfTag, kRetry, kGiveUp } kind = kEndOfTag;
+    std::int32_t result = 0;     // kRetry: the result to commit again
+    std::uint32_t delay_ms = 0;  // kRetry: the pause before it
+  };
+  // `tag`'s last command came back refused (a negative errno, not an
+  // abort): kEndOfTag for a fetch; for a commit, kRetry while retries are
+  // left, then kGiveUp.
+  Action Refused(std::uint16_t tag);
+
+ private:
+  struct Tag {
+    bool committing = false;  // the last command is a commit
+    std::int32_t result = 0;
+    int tries = 0;  // refusals of this commit so far
+  };
+  std::vector<Tag> tags_;
+};
 
 }  // namespace ztier::ublk
 

@@ -137,7 +137,7 @@ class UblkDisk {
   void WaiterMain();
   // Logs (once) a failed request, writes its trace line, counts it and
   // commits its result. On q's thread.
-  void Finish(platform::UblkQueueRing& ring, std::uint16_t tag,
+  void Finish(Queue& q, platform::UblkQueueRing& ring, std::uint16_t tag,
               std::int32_t result);
   void StopWaiters();
   void Log(const std::string& line) const;
