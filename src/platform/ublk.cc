@@ -246,6 +246,71 @@ Result<std::string> BlockDeviceUser(const std::string& path) {
   return std::move(claim.user);  // the claim, if any, is let go here
 }
 
+namespace {
+// A file's text ("" if unreadable); /proc files have no size to go by.
+std::string FileText(const char* path) {
+  std::string text;
+  if (FILE* f = std::fopen(path, "re")) {
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
+// The whitespace-separated fields of one line.
+std::vector<std::string_view> Fields(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    const std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+// Calls f(fields) for each line of `text`, until it returns true.
+template <typename F>
+bool AnyLine(const std::string& text, F f) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    if (f(Fields(std::string_view(text).substr(pos, end - pos)))) return true;
+    pos = end + 1;
+  }
+  return false;
+}
+}  // namespace
+
+std::string StoppedBlockDeviceHolder(const std::string& path,
+                                     const std::string& swaps,
+                                     const std::string& mounts) {
+  // /proc/swaps escapes the space of "PATH (deleted)" as \040 (seq_file's
+  // mangle_path(), in mm/swapfile.c's swap_show()).
+  const bool swap = AnyLine(swaps, [&](const auto& f) {
+    return !f.empty() &&
+           (f[0] == path || f[0] == path + "\\040(deleted)");
+  });
+  if (swap) return "swap";
+  std::string dir;
+  AnyLine(mounts, [&](const auto& f) {
+    if (f.size() < 2 || f[0] != path) return false;
+    dir = f[1];
+    return true;
+  });
+  if (!dir.empty()) return "the file system mounted on " + dir;
+  return "its last opener";
+}
+
+std::string StoppedBlockDeviceHolder(const std::string& path) {
+  return StoppedBlockDeviceHolder(path, FileText("/proc/swaps"),
+                                  FileText("/proc/self/mounts"));
+}
+
 bool UblkCharHeld(std::uint32_t dev_id) {
   const int fd = ::open(UblkCharPath(dev_id).c_str(), O_RDWR | O_CLOEXEC);
   if (fd >= 0) {
@@ -460,14 +525,23 @@ Status UblkControl::Stop(std::uint32_t dev_id) {
                   "UBLK_U_CMD_STOP_DEV", dev_id);
 }
 
-Status UblkControl::Delete(std::uint32_t dev_id) {
+Status UblkControl::DeleteAsync(std::uint32_t dev_id) {
   auto r = Command(ublk::kCmdDelDevAsync, Header(dev_id));
   // Before 6.9 the driver does not know the asynchronous delete
   // (ublk_check_cmd_op() / the switch's default: EOPNOTSUPP or EINVAL).
   if (r.has_value() && (*r == -EOPNOTSUPP || *r == -EINVAL)) {
-    r = Command(ublk::kCmdDelDev, Header(dev_id));
+    return Status::Unsupported(
+        "UBLK_U_CMD_DEL_DEV_ASYNC of " + DevName(dev_id) +
+        ": this kernel has no asynchronous delete (Linux 6.9 or later)");
   }
-  return CheckRes(std::move(r), "UBLK_U_CMD_DEL_DEV", dev_id);
+  return CheckRes(std::move(r), "UBLK_U_CMD_DEL_DEV_ASYNC", dev_id);
+}
+
+Status UblkControl::Delete(std::uint32_t dev_id) {
+  Status s = DeleteAsync(dev_id);
+  if (s.code() != StatusCode::kUnsupported) return s;
+  return CheckRes(Command(ublk::kCmdDelDev, Header(dev_id)),
+                  "UBLK_U_CMD_DEL_DEV", dev_id);
 }
 
 Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t dev_id) {
@@ -661,6 +735,7 @@ Status UblkControl::SetParams(std::uint32_t, const ublk::Params&) {
 Status UblkControl::Start(std::uint32_t, pid_t) { return NoUring(); }
 Status UblkControl::Stop(std::uint32_t) { return NoUring(); }
 Status UblkControl::Delete(std::uint32_t) { return NoUring(); }
+Status UblkControl::DeleteAsync(std::uint32_t) { return NoUring(); }
 Result<ublk::CtrlDevInfo> UblkControl::GetInfo(std::uint32_t) {
   return Err(NoUring());
 }

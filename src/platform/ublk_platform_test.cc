@@ -114,6 +114,27 @@ TEST(UblkProbe, AClaimOfAnUnusedDeviceKeepsOtherClaimsOut) {
   EXPECT_EQ(*after, "");
 }
 
+// Why a stopped disk's blocking DEL_DEV (kernels before 6.9) waits, for
+// the log line: swap still on it, a mount of it, or some other opener.
+TEST(UblkProbe, StoppedBlockDeviceHolder) {
+  const std::string swaps =
+      "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+      "/dev/vda2                               partition\t1000\t0\t-2\n"
+      "/dev/ublkb0\\040(deleted)                partition\t65532\t12\t-3\n";
+  const std::string mounts =
+      "/dev/vda1 / ext4 rw,relatime 0 0\n"
+      "/dev/ublkb1 /mnt/z ext4 rw,relatime 0 0\n";
+  EXPECT_EQ(StoppedBlockDeviceHolder("/dev/ublkb0", swaps, mounts), "swap");
+  EXPECT_EQ(StoppedBlockDeviceHolder("/dev/ublkb1", swaps, mounts),
+            "the file system mounted on /mnt/z");
+  EXPECT_EQ(StoppedBlockDeviceHolder("/dev/ublkb2", swaps, mounts),
+            "its last opener");
+  // ublkb1 is no prefix match of ublkb10.
+  EXPECT_EQ(StoppedBlockDeviceHolder("/dev/ublkb10", swaps, mounts),
+            "its last opener");
+  EXPECT_EQ(StoppedBlockDeviceHolder("/dev/ublkb0", "", ""), "its last opener");
+}
+
 TEST(UblkProbe, ProcessAlive) {
   EXPECT_TRUE(ProcessAlive(::getpid()));
   EXPECT_FALSE(ProcessAlive(-1));

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -120,9 +121,40 @@ void UblkFrontEnd::RecoverStale() {
     if (Status s = control_->Stop(id); !s.ok()) {
       Log("warning: ublk: " + s.ToString());
     }
-    if (Status s = control_->Delete(id); !s.ok()) {
-      Log("warning: ublk: " + s.ToString());
-    }
+    DeleteStale(id);
+  }
+}
+
+void UblkFrontEnd::DeleteStale(std::uint32_t id) {
+  Status s = control_->DeleteAsync(id);
+  if (s.code() != StatusCode::kUnsupported) {
+    if (!s.ok()) Log("warning: ublk: " + s.ToString());
+    return;
+  }
+  // Before 6.9 only the blocking DEL_DEV is there, which waits until the
+  // disk's last opener has gone (ublk_ctrl_del_dev() in
+  // drivers/block/ublk_drv.c): swap left on the dead disk by the crash
+  // would keep it, and this start-up, waiting for ever. It waits on a
+  // thread of its own, with its own control ring, and the server comes
+  // up meanwhile (a disk wanting this id takes another).
+  const std::string path = platform::UblkBlockPath(id);
+  Log("warning: ublk: deleting " + path + " waits until " +
+      platform::StoppedBlockDeviceHolder(path) +
+      " lets go of it (this kernel has no asynchronous delete, Linux 6.9+); "
+      "serving goes on meanwhile");
+  try {
+    std::thread([id, path, control_path = options_.control_path,
+                 log = options_.log] {
+      auto control = platform::UblkControl::Open(control_path);
+      Status done = control.has_value() ? (*control)->Delete(id)
+                                        : std::move(control.error());
+      if (!log) return;
+      log(done.ok() ? "ublk: " + path + " deleted at last"
+                    : "warning: ublk: " + done.ToString());
+    }).detach();
+  } catch (const std::system_error& e) {
+    Log("warning: ublk: " + path + " is left undeleted: no thread (" +
+        e.what() + ")");
   }
 }
 

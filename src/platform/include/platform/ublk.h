@@ -102,6 +102,10 @@ class UblkControl {
   // UBLK_U_CMD_DEL_DEV_ASYNC (6.9+), else UBLK_U_CMD_DEL_DEV, which waits
   // until the last opener of the device has gone.
   Status Delete(std::uint32_t dev_id);
+  // UBLK_U_CMD_DEL_DEV_ASYNC only, which does not wait for the openers:
+  // kUnsupported (and nothing done) where the kernel does not know it
+  // (before 6.9).
+  Status DeleteAsync(std::uint32_t dev_id);
   Result<ublk::CtrlDevInfo> GetInfo(std::uint32_t dev_id);
   // The ids of /dev/ublkcN in /dev (the driver's devices, live or not).
   std::vector<std::uint32_t> ListDevices();
@@ -233,6 +237,17 @@ struct BlockDeviceClaim {
   std::string user;
 };
 Result<BlockDeviceClaim> ClaimUnusedBlockDevice(const std::string& path);
+
+// What keeps block device `path`, stopped (its node and /sys entry gone),
+// from being freed: "swap" when /proc/swaps lists it ("PATH (deleted)"),
+// "the file system mounted on DIR" when /proc/self/mounts has it as a
+// source, else "its last opener" (a process or the kernel). For a log
+// line saying why a blocking DEL_DEV waits. The second form reads the
+// given texts of /proc/swaps and /proc/self/mounts.
+std::string StoppedBlockDeviceHolder(const std::string& path);
+std::string StoppedBlockDeviceHolder(const std::string& path,
+                                     const std::string& swaps,
+                                     const std::string& mounts);
 
 // Whether a ublk device's char device is held by a server, in any PID
 // namespace: the driver lets one opener have it at a time

@@ -25,7 +25,11 @@
 // servers are left alone, dead or not: one may be waiting for its server
 // to come back (UBLK_F_USER_RECOVERY), with IO queued. The data of a
 // ztier's device is gone with the killed process: recovery frees the ids,
-// it does not restore pages.
+// it does not restore pages. Where the kernel has no asynchronous delete
+// (before 6.9), the blocking DEL_DEV of such a device, which waits for
+// whatever still holds the dead disk (swap left on it, a mount), runs on
+// a detached thread: Start does not wait for it, and logs what it waits
+// for.
 //
 // Errors: Start fails when the control device cannot be opened (kNotFound:
 // "no /dev/ublk-control: this kernel has no ublk (modprobe ublk_drv)";
@@ -83,6 +87,9 @@ class UblkFrontEnd final : public DeviceWatcher {
       : registry_(registry), options_(std::move(options)) {}
   // Deletes the devices of servers that are gone (see the file comment).
   void RecoverStale();
+  // DEL_DEV of stale device `id`: asynchronous where the kernel has it
+  // (6.9+), else the blocking one on a detached thread (see the .cc).
+  void DeleteStale(std::uint32_t id);
   Status AddDiskLocked(const std::shared_ptr<Device>& device)
       ZT_REQUIRES(mu_);
   void Log(const std::string& line) const;
