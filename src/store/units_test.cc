@@ -326,6 +326,41 @@ TEST(UnitsTest, RewritingARunReplacesItsUnit) {
   ExpectRange(*store, 0, newer);
 }
 
+// Units of 4 pages with a reclaim pass held up: unit 0 goes below half
+// (pages 0-2 discarded) and the discard's pass waits for page 3, which a
+// holder keeps locked until Release.
+class HeldPass {
+ public:
+  explicit HeldPass(PageStore& store) : store_(store) {
+    holder_ = std::thread([this] {
+      PageStoreTestPeer::WithSlotLocked(store_, 3, [this] {
+        locked_ = true;
+        while (!release_.load()) std::this_thread::yield();
+      });
+    });
+    while (!locked_.load()) std::this_thread::yield();
+    discarder_ = std::thread([this] {
+      for (std::uint64_t i = 0; i < 3; ++i) EXPECT_OK(store_.Discard(i));
+    });
+    while (!PageStoreTestPeer::SlotHasWaiters(store_, 3)) {
+      std::this_thread::yield();
+    }
+  }
+  ~HeldPass() {
+    if (holder_.joinable()) Release();
+  }
+  void Release() {
+    release_ = true;
+    holder_.join();
+    discarder_.join();
+  }
+
+ private:
+  PageStore& store_;
+  std::atomic<bool> locked_{false}, release_{false};
+  std::thread holder_, discarder_;
+};
+
 // Rewriting a unit in place queues no reclaim of the unit it replaces (its
 // object goes with the rewrite). Such entries used to fill the queue, one
 // place per unit, while a pass was held up, so that a unit that really went
@@ -337,31 +372,14 @@ TEST(UnitsTest, RewritingAUnitTakesNoPlaceInTheReclaimQueue) {
   for (std::size_t u = 0; u < 4; ++u) {
     ASSERT_OK(store->StoreBatch(u * kU, Pages(u * kU, kU, base)));
   }
-  // A pass held up: unit 0 goes below half (pages 0-2 discarded) and the
-  // discard's pass waits for page 3, which the holder keeps locked.
-  std::atomic<bool> locked{false}, release{false};
-  std::thread holder([&] {
-    PageStoreTestPeer::WithSlotLocked(*store, 3, [&] {
-      locked = true;
-      while (!release.load()) std::this_thread::yield();
-    });
-  });
-  while (!locked.load()) std::this_thread::yield();
-  std::thread discarder([&] {
-    for (std::uint64_t i = 0; i < 3; ++i) EXPECT_OK(store->Discard(i));
-  });
-  while (!PageStoreTestPeer::SlotHasWaiters(*store, 3)) {
-    std::this_thread::yield();
-  }
+  HeldPass held(*store);
   for (int r = 0; r < 6; ++r) {
     EXPECT_OK(store->StoreBatch(kU, Pages(kU, kU, base + 100 + r)));
   }
   for (std::uint64_t i = 2 * kU; i < 2 * kU + 3; ++i) {
     EXPECT_OK(store->Discard(i));  // unit 2: 1 page of 4 left
   }
-  release = true;
-  holder.join();
-  discarder.join();
+  held.Release();
   // The next call's pass takes what is queued.
   ASSERT_OK(store->Discard(3 * kU));
   EXPECT_FALSE(store->Inspect(2 * kU + 3).unit)
@@ -385,22 +403,7 @@ TEST(UnitsTest, StaleEntriesGiveWayToAUnitBelowHalf) {
   for (std::size_t u = 0; u < 4; ++u) {
     ASSERT_OK(store->StoreBatch(u * kU, Pages(u * kU, kU, base)));
   }
-  // A pass held up: unit 0 goes below half (pages 0-2 discarded) and the
-  // discard's pass waits for page 3, which the holder keeps locked.
-  std::atomic<bool> locked{false}, release{false};
-  std::thread holder([&] {
-    PageStoreTestPeer::WithSlotLocked(*store, 3, [&] {
-      locked = true;
-      while (!release.load()) std::this_thread::yield();
-    });
-  });
-  while (!locked.load()) std::this_thread::yield();
-  std::thread discarder([&] {
-    for (std::uint64_t i = 0; i < 3; ++i) EXPECT_OK(store->Discard(i));
-  });
-  while (!PageStoreTestPeer::SlotHasWaiters(*store, 3)) {
-    std::this_thread::yield();
-  }
+  HeldPass held(*store);
   // Unit 1 below half, then rewritten, four times: four entries, three of
   // them stale.
   for (int r = 0; r < 4; ++r) {
@@ -410,9 +413,7 @@ TEST(UnitsTest, StaleEntriesGiveWayToAUnitBelowHalf) {
   for (std::uint64_t i = 2 * kU; i < 2 * kU + 3; ++i) {
     EXPECT_OK(store->Discard(i));  // unit 2: 1 page of 4 left
   }
-  release = true;
-  holder.join();
-  discarder.join();
+  held.Release();
   ASSERT_OK(store->Discard(3 * kU));  // one more call (unit 3: 3 of 4 left)
   EXPECT_FALSE(store->Inspect(2 * kU + 3).unit)
       << "unit 2 keeps its object for 1 page of 4";
