@@ -213,6 +213,23 @@ class MetricsTest : public ::testing::Test {
     return MetricsServer::Start(options, &registry_, nullptr);
   }
 
+  // 400 devices more, for a /metrics reply of several hundred KiB (more
+  // than a socket takes at once), and a server on a Unix socket in `o`
+  // with max_clients clients and a write timeout longer than any test.
+  Result<std::unique_ptr<MetricsServer>> StartWithALargeReply(
+      MetricsServerOptions* o, std::size_t max_clients) {
+    for (int i = 0; i < 400; ++i) {
+      if (!registry_.Add("many" + std::to_string(i)).has_value()) {
+        ADD_FAILURE() << "device many" << i;
+      }
+    }
+    EXPECT_GT(RenderMetrics(registry_, nullptr).size(), 512u << 10);
+    o->unix_path = tmp_.File("m.sock");
+    o->max_clients = max_clients;
+    o->write_timeout_ms = 60'000;
+    return StartServer(*o);
+  }
+
   TempDir tmp_;
   DeviceRegistry registry_;
   std::shared_ptr<Device> zram0_;
@@ -614,16 +631,8 @@ TEST_F(MetricsTest, OverMaxClientsTheOldestAnsweredClientMakesRoom) {
 // max_clients, a new one takes the place of the oldest of them rather
 // than wait in the backlog for their write_timeout_ms.
 TEST_F(MetricsTest, OverMaxClientsAClientThatNeverReadsMakesRoom) {
-  // Enough devices for a reply of several hundred KiB.
-  for (int i = 0; i < 400; ++i) {
-    ASSERT_TRUE(registry_.Add("many" + std::to_string(i)).has_value());
-  }
-  ASSERT_GT(RenderMetrics(registry_, nullptr).size(), 512u << 10);
   MetricsServerOptions o;
-  o.unix_path = tmp_.File("m.sock");
-  o.max_clients = 2;
-  o.write_timeout_ms = 60'000;
-  auto server = StartServer(o);
+  auto server = StartWithALargeReply(&o, 2);
   ASSERT_TRUE(server.has_value()) << server.error().ToString();
   const std::string get = Get("/metrics");
   std::vector<int> deaf;  // send a request, then never read
@@ -653,15 +662,8 @@ TEST_F(MetricsTest, OverMaxClientsAClientThatNeverReadsMakesRoom) {
 // max_clients even though its socket is full between reads: only one that
 // has stopped taking its reply makes room.
 TEST_F(MetricsTest, OverMaxClientsAClientReadingItsReplyKeepsItsPlace) {
-  for (int i = 0; i < 400; ++i) {
-    ASSERT_TRUE(registry_.Add("many" + std::to_string(i)).has_value());
-  }
-  ASSERT_GT(RenderMetrics(registry_, nullptr).size(), 512u << 10);
   MetricsServerOptions o;
-  o.unix_path = tmp_.File("m.sock");
-  o.max_clients = 1;
-  o.write_timeout_ms = 60'000;
-  auto server = StartServer(o);
+  auto server = StartWithALargeReply(&o, 1);
   ASSERT_TRUE(server.has_value()) << server.error().ToString();
   const std::string get = Get("/metrics");
   const int reader = ConnectUnix(o.unix_path);
