@@ -462,38 +462,17 @@ TEST(RegionTest, ShrinkerWritesBackWhenThePoolIsFull) {
   EXPECT_EQ(s.zswpin + s.zswpwb, kPages);
 }
 
-TEST(RegionTest, PoolLimitWithoutBackingRefusesEvictions) {
+// Without a backing store, a full pool refuses evictions; once loads have
+// emptied it they are accepted again. With a limit of a few zspages the
+// loads free the objects but not their zspages, so the pool's size does
+// not change until it is compacted. (Before, the pool was compacted only
+// when its size differed from that at the last try, which it never did:
+// with every page back, every later eviction was refused, stored_pages 0,
+// and the reclaimer could not keep the budget.)
+TEST(RegionTest, PoolLimitWithoutBackingRefusesEvictionsUntilLoadsEmptyIt) {
   REQUIRE_UFFD();
   constexpr std::size_t kPages = 1024;
-  RegionOptions o;
-  o.size = kPages * kPageSize;
-  o.max_pool_bytes = 256 << 10;
-  auto r = MakeRegion(o);
-  ASSERT_NE(r, nullptr);
-  Fill(*r, 0, kPages, 0, false);
-  ASSERT_OK(r->Pageout(r->data(), r->size()));
-  RegionStats s = r->Stats();
-  EXPECT_GT(s.pool_limit_hit, 0u);
-  EXPECT_GT(s.zswpout, 0u);
-  EXPECT_LT(s.zswpout, kPages);
-  EXPECT_EQ(s.resident_pages + s.stored_pages, kPages);
-  EXPECT_EQ(FirstBad(*r, 0, kPages, 0, false), kPages);
-  // Loads emptied the pool: evictions are accepted again.
-  const std::uint64_t out = r->Stats().zswpout;
-  ASSERT_OK(r->Pageout(r->data(), 64 * kPageSize));
-  EXPECT_GT(r->Stats().zswpout, out);
-}
-
-// The same with a pool limit of a few zspages: loads free the objects but
-// not their zspages, so the pool's size does not change until it is
-// compacted. Evictions resume once loads have emptied it. (Before, the
-// pool was compacted only when its size differed from that at the last
-// try, which it never did: with every page back, every later eviction was
-// refused, stored_pages 0, and the reclaimer could not keep the budget.)
-TEST(RegionTest, PoolLimitWithoutBackingIsLiftedByLoadsOfASmallPool) {
-  REQUIRE_UFFD();
-  constexpr std::size_t kPages = 1024;
-  for (const std::size_t limit : {16u << 10, 64u << 10}) {
+  for (const std::size_t limit : {16u << 10, 64u << 10, 256u << 10}) {
     SCOPED_TRACE(limit);
     RegionOptions o;
     o.size = kPages * kPageSize;
@@ -504,6 +483,9 @@ TEST(RegionTest, PoolLimitWithoutBackingIsLiftedByLoadsOfASmallPool) {
     ASSERT_OK(r->Pageout(r->data(), r->size()));
     RegionStats s = r->Stats();
     EXPECT_GT(s.pool_limit_hit, 0u);
+    EXPECT_GT(s.zswpout, 0u);
+    EXPECT_LT(s.zswpout, kPages);
+    EXPECT_EQ(s.resident_pages + s.stored_pages, kPages);
     ASSERT_GT(s.stored_pages, 0u);
     ASSERT_EQ(FirstBad(*r, 0, kPages, 0, false), kPages);
     s = r->Stats();
