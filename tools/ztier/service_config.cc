@@ -267,6 +267,11 @@ class ConfigParser {
                            fraction->first + "'");
         }
         f = fraction->first;
+        // An expression is one factor of ram * f, however low its
+        // operators bind ("0.5 - 0.25" is a quarter, not ram / 2 - 0.25).
+        if (f.find_first_not_of("0123456789.") != std::string::npos) {
+          f = "(" + f + ")";
+        }
       }
       d.size_expression = "floor(ram * " + f + ")";
       // With no max-zram-size there is no cap: zram-generator.conf(5) says

@@ -452,6 +452,18 @@ TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
   EXPECT_EQ(odd.devices[1].disksize, 500 * kMiB);
   EXPECT_NE(odd.warnings[0].find("this is zram-size = floor(ram * 0.5)"),
             std::string::npos) << odd.warnings[0];
+  // A fraction written as an expression is that number, whatever the
+  // precedence of its operators against the ram * in front of it.
+  const ServiceConfig expr = Parse(
+      "[zram0]\nzram-fraction = 0.5 - 0.25\n"
+      "[zram1]\nzram-fraction = 0.1 + 0.1\nmax-zram-size = 4096\n",
+      1000);
+  ASSERT_EQ(expr.devices.size(), 2u);
+  EXPECT_EQ(expr.devices[0].disksize, 250 * kMiB);  // not ram * 0.5 - 0.25
+  EXPECT_EQ(expr.devices[1].disksize, 200 * kMiB);  // not ram * 0.1 + 0.1
+  EXPECT_NE(expr.warnings[0].find("this is zram-size = floor(ram * (0.5 - "
+                                  "0.25))"),
+            std::string::npos) << expr.warnings[0];
   auto bad = ParseServiceConfig("[zram0]\nzram-fraction = half\n", "f", kRam);
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message().find("f:2: zram-fraction: want a "),
