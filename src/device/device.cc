@@ -454,8 +454,12 @@ void Device::Impl::ReleaseBacking(std::shared_ptr<BackingStore> backing,
   // so that it does not keep their bytes (or their space) after the reset.
   // Unlocked, as DiscardFreed asks: it may wait on the network. Until it
   // is done the device is kBusy for a new disksize, whose new connection
-  // to the same remote a late trim could otherwise overtake.
-  backing->DiscardFreed();
+  // to the same remote a late trim could otherwise overtake. A pass may
+  // answer only its first ranges (the NBD file starts none after about
+  // timeout_ms), so passes are made while one answers any: no later pass
+  // would send the rest. One that answers none (the remote away) ends it.
+  while (backing->DiscardFreed() != 0) {
+  }
   backing.reset();
 }
 

@@ -14,6 +14,7 @@
 #include <new>
 #include <random>
 #include <sstream>
+#include <set>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -594,6 +595,41 @@ TEST(DeviceBackingTest, AResetTrimsTheBlocksOfARemoteBacking) {
   std::uint64_t trimmed = 0;
   for (const auto& [offset, len] : remote->calls) trimmed += len;
   EXPECT_EQ(trimmed, 4 * kPageSize);
+}
+
+// A remote file may answer only a Discard's first ranges (the NBD file
+// starts none after about timeout_ms): a reset still trims every block,
+// in as many passes as that takes, while the remote answers.
+TEST(DeviceBackingTest, AResetTrimsEveryRangeOfARemoteThatAnswersAFew) {
+  testing::ScopedTempDir dir;
+  auto remote = std::make_shared<testing::DiscardingFile>(16 * kPageSize);
+  Device d("zram0", OnRemote(remote));
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  ASSERT_OK(d.SetDisksize(16 * kPageSize));
+  ASSERT_OK(d.Write(0, Bytes(8 * kPageSize, 8)));
+  WritebackResult r;
+  ASSERT_OK(d.Writeback("page_indexes=0-7", &r));
+  ASSERT_EQ(r.written, 8u);
+  // Pages 1, 3, 5 and 7 written again: their blocks are freed (and
+  // trimmed by the next pass), leaving 4 runs of one block.
+  for (std::uint64_t p : {1, 3, 5, 7}) {
+    ASSERT_OK(d.Write(p * kPageSize, Bytes(kPageSize, 9)));
+  }
+  ASSERT_OK(d.Writeback("page_index=1", &r));
+  remote->calls.clear();
+  remote->answer_first = 1;
+  std::vector<std::size_t> firsts;  // each Discard's first range, answered
+  remote->on_discard = [&] { firsts.push_back(remote->calls.size()); };
+  ASSERT_OK(d.Reset());
+  // Blocks 0, 2, 4, 6 and page 1's new one: at least 3 runs.
+  std::set<std::uint64_t> trimmed;
+  for (std::size_t i : firsts) {
+    const auto& [offset, len] = remote->calls[i];
+    for (std::uint64_t b = offset; b < offset + len; b += kPageSize) {
+      trimmed.insert(b / kPageSize);
+    }
+  }
+  EXPECT_EQ(trimmed.size(), 5u) << firsts.size() << " Discard call(s)";
 }
 
 // SetDisksize opens the backing store (a remote's connect can take its
