@@ -111,7 +111,9 @@ bool ParseTraceLine(const std::string& line, abi::IoDesc* desc,
   return true;
 }
 
-CommitRetries::CommitRetries(std::uint16_t depth) : tags_(depth) {}
+CommitRetries::CommitRetries(std::uint16_t depth) : tags_(depth) {
+  retries_.reserve(depth);  // one command per tag is ever out
+}
 
 void CommitRetries::Committed(std::uint16_t tag, std::int32_t result) {
   Tag& t = tags_[tag];
@@ -133,6 +135,11 @@ CommitRetries::Action CommitRetries::Refused(std::uint16_t tag) {
       t.tries >= 6 ? kCommitRetryMaxMs : std::uint32_t{1} << t.tries;
   ++t.tries;
   return {Action::kRetry, t.result, std::min(delay, kCommitRetryMaxMs)};
+}
+
+void CommitRetries::QueueRetry(std::uint16_t tag, const Action& retry) {
+  retries_.push_back({tag, retry.result});
+  pause_ms_ = std::max(pause_ms_, retry.delay_ms);
 }
 
 }  // namespace ztier::ublk

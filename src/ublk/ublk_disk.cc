@@ -287,8 +287,8 @@ void UblkDisk::QueueMain(Queue* q) {
                          "; committing it again");
         }
         if (a.kind == CommitRetries::Action::kRetry) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
-          ring.Commit(tag, a.result);
+          // Committed again after this round's one pause (below).
+          q->commits->QueueRetry(tag, a);
           continue;
         }
         if (a.kind == CommitRetries::Action::kGiveUp) {
@@ -349,6 +349,14 @@ void UblkDisk::QueueMain(Queue* q) {
         }
       }
       Finish(*q, ring, tag, result);
+    }
+    // One pause for all the commits refused in this round, not one each.
+    if (!give_up && q->commits->HasRetries()) {
+      std::this_thread::sleep_for(
+          std::chrono::milliseconds(q->commits->RetryPauseMs()));
+      q->commits->TakeRetries([&ring](std::uint16_t tag, std::int32_t result) {
+        ring.Commit(tag, result);
+      });
     }
   }
   if (live == 0 && !stop_asked_.load(std::memory_order_acquire)) {

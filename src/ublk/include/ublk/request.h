@@ -93,8 +93,12 @@ bool ParseTraceLine(const std::string& line, platform::ublk::IoDesc* desc,
 // all); after that it gives the queue up (its ring closed, as on a ring
 // error) rather than leave the IO waiting for ever. The pause is the
 // queue thread's, which serves nothing meanwhile: a kernel short of memory
-// for one command is so for the next. A refused FETCH_REQ (no request was
-// there) is the end of its tag.
+// for one command is so for the next. It is taken once per round of
+// completions, before all of that round's retries (QueueRetry,
+// RetryPauseMs, TakeRetries), not once per refused commit: a kernel that
+// refuses every commit would otherwise hold the queue (and a STOP_DEV
+// waiting for its IO) about 12 s per tag, some 13 minutes at depth 64.
+// A refused FETCH_REQ (no request was there) is the end of its tag.
 //
 // Thread safety: the queue thread's; allocates only in the constructor.
 class CommitRetries {
@@ -119,6 +123,19 @@ class CommitRetries {
   // left, then kGiveUp.
   Action Refused(std::uint16_t tag);
 
+  // A kRetry of `tag`: queued for the end of the round, whose pause is
+  // the longest delay_ms of its retries.
+  void QueueRetry(std::uint16_t tag, const Action& retry);
+  bool HasRetries() const { return !retries_.empty(); }
+  std::uint32_t RetryPauseMs() const { return pause_ms_; }
+  // Calls commit(tag, result) for each queued retry, then clears them.
+  template <typename F>
+  void TakeRetries(F commit) {
+    for (const Retry& r : retries_) commit(r.tag, r.result);
+    retries_.clear();
+    pause_ms_ = 0;
+  }
+
  private:
   struct Tag {
     bool committing = false;  // the last command is a commit
@@ -126,6 +143,12 @@ class CommitRetries {
     int tries = 0;  // refusals of this commit so far
   };
   std::vector<Tag> tags_;
+  struct Retry {
+    std::uint16_t tag;
+    std::int32_t result;
+  };
+  std::vector<Retry> retries_;  // room for every tag, made at construction
+  std::uint32_t pause_ms_ = 0;
 };
 
 }  // namespace ztier::ublk
