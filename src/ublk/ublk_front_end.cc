@@ -4,7 +4,10 @@
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <memory>
+#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -12,6 +15,10 @@
 namespace ztier::ublk {
 
 namespace {
+// How long Start waits for a stale disk's blocking DEL_DEV (before 6.9)
+// before it goes on without it (DeleteStale).
+constexpr int kStaleDeleteGraceMs = 2000;
+
 // N of "zramN", or UINT32_MAX (any id) for another name.
 std::uint32_t WantedId(const std::string& name) {
   if (name.size() <= 4 || name.compare(0, 4, "zram") != 0) return UINT32_MAX;
@@ -134,28 +141,60 @@ void UblkFrontEnd::DeleteStale(std::uint32_t id) {
   // Before 6.9 only the blocking DEL_DEV is there, which waits until the
   // disk's last opener has gone (ublk_ctrl_del_dev() in
   // drivers/block/ublk_drv.c): swap left on the dead disk by the crash
-  // would keep it, and this start-up, waiting for ever. It waits on a
-  // thread of its own, with its own control ring, and the server comes
-  // up meanwhile (a disk wanting this id takes another).
+  // would keep it, and this start-up, waiting for ever. It runs on a
+  // thread of its own, with its own control ring. Start waits for it a
+  // moment (kStaleDeleteGraceMs): with nothing holding the dead disk
+  // (the usual crash) it is done at once, the id is free again before
+  // the disks are added (zramN keeps /dev/ublkbN) and nothing is said of
+  // a wait. Past that moment the server comes up meanwhile (a disk
+  // wanting this id takes another), and says what the delete waits for.
   const std::string path = platform::UblkBlockPath(id);
-  Log("warning: ublk: deleting " + path + " waits until " +
-      platform::StoppedBlockDeviceHolder(path) +
-      " lets go of it (this kernel has no asynchronous delete, Linux 6.9+); "
-      "serving goes on meanwhile");
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    bool waited_out = false;  // Start went on without it
+    Status status;
+  };
+  auto shared = std::make_shared<Shared>();
   try {
-    std::thread([id, path, control_path = options_.control_path,
+    std::thread([id, path, shared, control_path = options_.control_path,
                  log = options_.log] {
       auto control = platform::UblkControl::Open(control_path);
       Status done = control.has_value() ? (*control)->Delete(id)
                                         : std::move(control.error());
-      if (!log) return;
+      bool waited_out;
+      {
+        std::lock_guard lock(shared->mu);
+        shared->done = true;
+        waited_out = shared->waited_out;
+        if (!waited_out) shared->status = done;
+      }
+      shared->cv.notify_all();
+      if (!waited_out || !log) return;  // Start logs it
       log(done.ok() ? "ublk: " + path + " deleted at last"
                     : "warning: ublk: " + done.ToString());
     }).detach();
   } catch (const std::system_error& e) {
     Log("warning: ublk: " + path + " is left undeleted: no thread (" +
         e.what() + ")");
+    return;
   }
+  std::unique_lock lock(shared->mu);
+  if (shared->cv.wait_for(lock,
+                          std::chrono::milliseconds(kStaleDeleteGraceMs),
+                          [&] { return shared->done; })) {
+    if (!shared->status.ok()) {
+      Log("warning: ublk: " + shared->status.ToString());
+    }
+    return;
+  }
+  shared->waited_out = true;
+  // Said under the lock: the thread's "deleted at last" comes after it.
+  Log("warning: ublk: deleting " + path + " waits until " +
+      platform::StoppedBlockDeviceHolder(path) +
+      " lets go of it (this kernel has no asynchronous delete, Linux 6.9+); "
+      "serving goes on meanwhile");
 }
 
 Status UblkFrontEnd::AddDiskLocked(const std::shared_ptr<Device>& device) {

@@ -43,6 +43,10 @@ echo "with the second server: $state"
 # free id, 1.
 check "the stale device is gone: one ublk device, id 0 ($state)" \
   "$state" = "/dev/ublkb0 /dev/ublkc0 "
+# Nothing held the dead disk: its delete (a blocking DEL_DEV before 6.9)
+# was done at once, and no warning says it waits for an opener.
+waits=$(grep -c 'lets go of it' "$ZT_LOG")
+check "no warning of a delete waiting for an opener ($waits)" "$waits" = 0
 zt_log
 roundtrip "$D0"
 check "the second server's $D0 serves IO (write, read back, cmp)" $? = 0

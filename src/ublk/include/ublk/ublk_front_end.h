@@ -28,8 +28,9 @@
 // it does not restore pages. Where the kernel has no asynchronous delete
 // (before 6.9), the blocking DEL_DEV of such a device, which waits for
 // whatever still holds the dead disk (swap left on it, a mount), runs on
-// a detached thread: Start does not wait for it, and logs what it waits
-// for.
+// a detached thread: Start waits for it 2 s at most (long enough for the
+// usual case, nothing holding the dead disk, so that the id is free again
+// for the new disk), then goes on and logs what it waits for.
 //
 // Errors: Start fails when the control device cannot be opened (kNotFound:
 // "no /dev/ublk-control: this kernel has no ublk (modprobe ublk_drv)";
