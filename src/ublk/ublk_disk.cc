@@ -48,6 +48,9 @@ namespace {
 // a kernel that does not abort. Each look is a wake-up of every queue
 // thread of every disk on an idle host: once a second each.
 constexpr int kIdleWaitMs = 1000;
+// How long Stop waits for a blocking DEL_DEV (before 6.9) before it goes
+// on without it (DeleteBlockingWithin).
+constexpr int kBlockingDeleteWaitMs = 2000;
 
 const char* OpName(std::uint32_t op) {
   switch (op) {
@@ -456,11 +459,67 @@ void UblkDisk::Stop(platform::UniqueFd claim) {
   platform::CloseFd(char_fd_);  // before DEL_DEV, which waits for openers
   char_fd_ = -1;
   if (added_) {
-    if (Status s = control_->Delete(dev_id_); !s.ok()) {
-      Log("warning: " + s.ToString());
+    Status s = control_->DeleteAsync(dev_id_);
+    if (s.code() == StatusCode::kUnsupported) {
+      // Before 6.9: a disk still held (swap left on it at a SIGTERM)
+      // would hold this stop, and the server's exit, for ever.
+      const std::string path = block_path();
+      s = DeleteBlockingWithin(
+          options_.control_path, dev_id_, kBlockingDeleteWaitMs,
+          [path, log = options_.log](const Status& late) {
+            if (!log) return;
+            log(late.ok() ? "ublk: " + path + " deleted at last"
+                          : "warning: ublk: " + late.ToString());
+          });
     }
+    if (!s.ok()) Log("warning: " + s.ToString());
   }
   ref_.reset();
+}
+
+Status DeleteBlockingWithin(const std::string& control_path,
+                            std::uint32_t dev_id, int wait_ms,
+                            std::function<void(const Status&)> late) {
+  struct Shared {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    bool waited_out = false;  // the caller went on without it
+    Status status;
+  };
+  auto shared = std::make_shared<Shared>();
+  const std::string path = platform::UblkBlockPath(dev_id);
+  try {
+    std::thread([dev_id, shared, control_path, late = std::move(late)] {
+      auto control = platform::UblkControl::Open(control_path);
+      Status done = control.has_value() ? (*control)->Delete(dev_id)
+                                        : std::move(control.error());
+      bool waited_out;
+      {
+        std::lock_guard lock(shared->mu);
+        shared->done = true;
+        waited_out = shared->waited_out;
+        if (!waited_out) shared->status = done;
+      }
+      shared->cv.notify_all();
+      if (waited_out && late) late(done);
+    }).detach();
+  } catch (const std::system_error& e) {
+    return Status::ResourceExhausted(path + " is left undeleted: no thread (" +
+                                     e.what() + ")");
+  }
+  std::unique_lock lock(shared->mu);
+  if (shared->cv.wait_for(lock, std::chrono::milliseconds(wait_ms),
+                          [&] { return shared->done; })) {
+    return std::move(shared->status);
+  }
+  // Decided under the lock: the thread calls `late` from now on (maybe
+  // before the caller has logged this).
+  shared->waited_out = true;
+  return Status::Busy("deleting " + path + " waits until " +
+                      platform::StoppedBlockDeviceHolder(path) +
+                      " lets go of it (this kernel has no asynchronous "
+                      "delete, Linux 6.9+); going on meanwhile");
 }
 
 UblkDisk::~UblkDisk() { Stop(); }

@@ -4,10 +4,7 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdlib>
-#include <memory>
-#include <mutex>
 #include <system_error>
 #include <thread>
 #include <utility>
@@ -149,52 +146,18 @@ void UblkFrontEnd::DeleteStale(std::uint32_t id) {
   // a wait. Past that moment the server comes up meanwhile (a disk
   // wanting this id takes another), and says what the delete waits for.
   const std::string path = platform::UblkBlockPath(id);
-  struct Shared {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    bool waited_out = false;  // Start went on without it
-    Status status;
-  };
-  auto shared = std::make_shared<Shared>();
-  try {
-    std::thread([id, path, shared, control_path = options_.control_path,
-                 log = options_.log] {
-      auto control = platform::UblkControl::Open(control_path);
-      Status done = control.has_value() ? (*control)->Delete(id)
-                                        : std::move(control.error());
-      bool waited_out;
-      {
-        std::lock_guard lock(shared->mu);
-        shared->done = true;
-        waited_out = shared->waited_out;
-        if (!waited_out) shared->status = done;
-      }
-      shared->cv.notify_all();
-      if (!waited_out || !log) return;  // Start logs it
-      log(done.ok() ? "ublk: " + path + " deleted at last"
-                    : "warning: ublk: " + done.ToString());
-    }).detach();
-  } catch (const std::system_error& e) {
-    Log("warning: ublk: " + path + " is left undeleted: no thread (" +
-        e.what() + ")");
-    return;
+  Status done = DeleteBlockingWithin(
+      options_.control_path, id, kStaleDeleteGraceMs,
+      [path, log = options_.log](const Status& late) {
+        if (!log) return;
+        log(late.ok() ? "ublk: " + path + " deleted at last"
+                      : "warning: ublk: " + late.ToString());
+      });
+  if (!done.ok()) {
+    Log("warning: ublk: " + done.ToString() +
+        (done.code() == StatusCode::kBusy ? " (serving goes on meanwhile)"
+                                          : ""));
   }
-  std::unique_lock lock(shared->mu);
-  if (shared->cv.wait_for(lock,
-                          std::chrono::milliseconds(kStaleDeleteGraceMs),
-                          [&] { return shared->done; })) {
-    if (!shared->status.ok()) {
-      Log("warning: ublk: " + shared->status.ToString());
-    }
-    return;
-  }
-  shared->waited_out = true;
-  // Said under the lock: the thread's "deleted at last" comes after it.
-  Log("warning: ublk: deleting " + path + " waits until " +
-      platform::StoppedBlockDeviceHolder(path) +
-      " lets go of it (this kernel has no asynchronous delete, Linux 6.9+); "
-      "serving goes on meanwhile");
 }
 
 Status UblkFrontEnd::AddDiskLocked(const std::shared_ptr<Device>& device) {
@@ -204,6 +167,7 @@ Status UblkFrontEnd::AddDiskLocked(const std::shared_ptr<Device>& device) {
   o.trace = trace_;
   o.trace_mu = &trace_mu_;
   o.log = options_.log;
+  o.control_path = options_.control_path;
   auto disk = UblkDisk::Start(control_.get(), device, o);
   if (!disk.has_value()) {
     return Status(disk.error().code(), device->name() + ": ublk disk: " +

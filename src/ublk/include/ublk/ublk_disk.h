@@ -87,7 +87,25 @@ struct UblkDiskOptions {
   // Event lines; may be null. A line that starts with "warning: " is one
   // (a queue that stopped, a failed stop or delete, an IO error).
   std::function<void(const std::string&)> log;
+  // For the blocking DEL_DEV (kernels before 6.9), which runs on a control
+  // ring of its own (DeleteBlockingWithin).
+  std::string control_path = platform::kUblkControlPath;
 };
+
+// The blocking UBLK_U_CMD_DEL_DEV of `dev_id`, all that a kernel before
+// 6.9 has: it removes the device (its /dev/ublkcN) at once, then waits
+// until the stopped disk's last opener (swap or a mount left on it, an
+// open) lets go, which may be never (ublk_ctrl_del_dev() in
+// drivers/block/ublk_drv.c). It runs on a thread of its own, with its own
+// control ring opened from `control_path`, and is waited for `wait_ms` at
+// most: the result when it ended in time, else kBusy saying what holds
+// the disk, and the thread goes on; `late`, if set, gets its result if it
+// ends while the process lives. Killed with the process, the command is
+// interrupted: the device is removed all the same, its id freed when the
+// opener lets go.
+Status DeleteBlockingWithin(const std::string& control_path,
+                            std::uint32_t dev_id, int wait_ms,
+                            std::function<void(const Status&)> late);
 
 // Whether `options` are ones Start accepts: max_io_bytes a multiple of
 // the page size (platform::UblkPageBytes(): 4, 16 or 64 KiB) from one page
@@ -109,7 +127,9 @@ class UblkDisk {
 
   // STOP_DEV (the kernel waits for IO in flight, which the queues serve,
   // and removes /dev/ublkbN), joins the queue threads, closes /dev/ublkcN
-  // and unmaps, DEL_DEV (asynchronous where the kernel has it). Idempotent.
+  // and unmaps, DEL_DEV (asynchronous where the kernel has it; before 6.9
+  // the blocking one, waited for 2 s at most: DeleteBlockingWithin).
+  // Idempotent.
   void Stop() { Stop(platform::UniqueFd()); }
   // Stop(), closing `claim` (an open of /dev/ublkbN, say an exclusive one
   // that keeps new claims out while the disk goes) once STOP_DEV has
