@@ -68,6 +68,24 @@ std::vector<std::byte> RandomPages(std::size_t count, std::uint64_t seed) {
   return v;
 }
 
+// A run of 16 pages of text, each its own, that compress alone (not every
+// corpus page does), but for `poor` pages from page 13 on, each `noise`
+// (one random page: it does not compress alone). `shift` varies the text.
+std::vector<std::byte> PoorAloneRun(std::uint64_t shift,
+                                    const std::vector<std::byte>& noise,
+                                    std::size_t poor) {
+  std::vector<std::byte> data(16 * kPageSize);
+  static const char kText[] = "the quick brown fox jumps over the lazy dog ";
+  for (std::size_t b = 0; b < data.size(); ++b) {
+    data[b] = static_cast<std::byte>(
+        kText[(b / 7 + shift + b / kPageSize) % (sizeof(kText) - 1)]);
+  }
+  for (std::size_t k = 13; k < 13 + poor; ++k) {
+    std::memcpy(data.data() + k * kPageSize, noise.data(), kPageSize);
+  }
+  return data;
+}
+
 // A corpus page number from which 64 pages in a row are none of them
 // same-filled, so that a run stored from there is all members.
 std::size_t DenseBase() {
@@ -691,17 +709,9 @@ TEST(UnitsTest, ANewDictionaryRetriesAUnitGivenUpForAPoorPage) {
   const auto noise = RandomPages(1, 5);
   std::vector<std::vector<std::byte>> runs;
   for (std::size_t r = 0; r < kRuns; ++r) {
-    // Text, each page its own, that compresses alone (not every corpus
-    // page does); pages 13 and 14 random (the same page in every run; two,
-    // so that the training's every-other-page split keeps one of each).
-    std::vector<std::byte> data(16 * kPageSize);
-    static const char kText[] = "the quick brown fox jumps over the lazy dog ";
-    for (std::size_t b = 0; b < data.size(); ++b) {
-      data[b] = static_cast<std::byte>(
-          kText[(b / 7 + r * 16 + b / kPageSize) % (sizeof(kText) - 1)]);
-    }
-    std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
-    std::memcpy(data.data() + 14 * kPageSize, noise.data(), kPageSize);
+    // Pages 13 and 14 random (the same page in every run; two, so that the
+    // training's every-other-page split keeps one of each).
+    std::vector<std::byte> data = PoorAloneRun(r * 16, noise, 2);
     ASSERT_OK(store->StoreBatch(r * 16, data));
     runs.push_back(std::move(data));
   }
@@ -737,14 +747,7 @@ TEST(UnitsTest, AUnitGivenUpForAPoorPageIsReclaimedOnceThatPageGoes) {
   o.store_incompressible = false;
   auto store = MakeStore(32, 16, o);
   ASSERT_NE(store, nullptr);
-  std::vector<std::byte> data(16 * kPageSize);
-  static const char kText[] = "the quick brown fox jumps over the lazy dog ";
-  for (std::size_t b = 0; b < data.size(); ++b) {
-    data[b] = static_cast<std::byte>(
-        kText[(b / 7 + b / kPageSize) % (sizeof(kText) - 1)]);
-  }
-  const auto noise = RandomPages(1, 5);
-  std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
+  const std::vector<std::byte> data = PoorAloneRun(0, RandomPages(1, 5), 1);
   ASSERT_OK(store->StoreBatch(0, data));
   ASSERT_EQ(store->Stats().units, 1u);
   // Below half: page 13 does not compress alone, the unit stays whole.
@@ -780,15 +783,7 @@ TEST(UnitsTest, PoorUnitsRetriedWhileTrainingsRun) {
   ASSERT_NE(store, nullptr);
   const auto noise = RandomPages(1, 5);
   auto run_data = [&](std::size_t r, std::uint64_t v) {
-    std::vector<std::byte> data(16 * kPageSize);
-    static const char kText[] = "the quick brown fox jumps over the lazy dog ";
-    for (std::size_t b = 0; b < data.size(); ++b) {
-      data[b] = static_cast<std::byte>(
-          kText[(b / 7 + r * 16 + v + b / kPageSize) % (sizeof(kText) - 1)]);
-    }
-    std::memcpy(data.data() + 13 * kPageSize, noise.data(), kPageSize);
-    std::memcpy(data.data() + 14 * kPageSize, noise.data(), kPageSize);
-    return data;
+    return PoorAloneRun(r * 16 + v, noise, 2);
   };
   // Writer w owns the runs r % 2 == w.
   for (std::size_t r = 0; r < kRuns; ++r) {
