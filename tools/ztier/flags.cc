@@ -30,8 +30,8 @@ std::vector<std::string> SplitCommaList(std::string_view text) {
 
 void FlagSet::AddString(std::string name, std::string* out,
                         std::string value_name, std::string help) {
-  flags_.push_back({std::move(name), Kind::kString, out, std::move(value_name),
-                    std::move(help)});
+  Declare({std::move(name), Kind::kString, out, std::move(value_name),
+           std::move(help)});
 }
 
 void FlagSet::AddOutputFile(std::string name, std::string* out,
@@ -43,19 +43,24 @@ void FlagSet::AddOutputFile(std::string name, std::string* out,
 
 void FlagSet::AddList(std::string name, std::vector<std::string>* out,
                       std::string value_name, std::string help) {
-  flags_.push_back({std::move(name), Kind::kList, out, std::move(value_name),
-                    std::move(help)});
+  Declare({std::move(name), Kind::kList, out, std::move(value_name),
+           std::move(help)});
 }
 
 void FlagSet::AddInt(std::string name, std::int64_t* out,
                      std::string value_name, std::string help, std::int64_t min,
                      std::int64_t max) {
-  flags_.push_back({std::move(name), Kind::kInt, out, std::move(value_name),
-                    std::move(help), min, max});
+  Declare({std::move(name), Kind::kInt, out, std::move(value_name),
+           std::move(help), min, max});
 }
 
 void FlagSet::AddBool(std::string name, bool* out, std::string help) {
-  flags_.push_back({std::move(name), Kind::kBool, out, "", std::move(help)});
+  Declare({std::move(name), Kind::kBool, out, "", std::move(help)});
+}
+
+void FlagSet::Declare(Flag flag) {
+  flag.section = section_;
+  flags_.push_back(std::move(flag));
 }
 
 void FlagSet::Short(std::string_view name, char letter) {
@@ -196,7 +201,6 @@ Status FlagSet::Parse(std::span<const std::string_view> args) {
   return Status::Ok();
 }
 
-
 Status FlagSet::CheckOutputFolders() const {
   namespace fs = std::filesystem;
   for (const Flag& f : flags_) {
@@ -234,7 +238,7 @@ std::optional<int> FlagSet::ParseCommandLine(
 }
 
 std::string FlagSet::Usage() const {
-  std::string text = "usage: " + command_ + " " + synopsis_ + "\n\nflags:\n";
+  std::string text = "usage: " + command_ + " " + synopsis_ + "\n";
   std::vector<std::string> left;
   std::size_t width = 0;
   for (const Flag& f : flags_) {
@@ -246,6 +250,10 @@ std::string FlagSet::Usage() const {
     left.push_back(std::move(l));
   }
   for (std::size_t i = 0; i < flags_.size(); ++i) {
+    const std::string& section = flags_[i].section;
+    if (i == 0 || section != flags_[i - 1].section) {
+      text += "\n" + (section.empty() ? "flags" : section) + ":\n";
+    }
     text += left[i] + std::string(width + 2 - left[i].size(), ' ') +
             flags_[i].help + "\n";
   }

@@ -70,6 +70,10 @@ class FlagSet {
               std::int64_t max = INT64_MAX);
   // `--name` alone sets true; `--name=true|false|1|0` also accepted.
   void AddBool(std::string name, bool* out, std::string help);
+  // The flags declared after this call are listed in Usage() under
+  // "<title>:" rather than "flags:", until the next Section(): a command
+  // with many flags groups them by what they set.
+  void Section(std::string title) { section_ = std::move(title); }
   // Gives the declared flag `name` the alias `-letter` (REQUIRES: declared,
   // the letter not taken, and not 'h', which means --help).
   void Short(std::string_view name, char letter);
@@ -104,7 +108,8 @@ class FlagSet {
   // The `command` given to the constructor ("ztier bench engine").
   const std::string& command() const { return command_; }
 
-  // Usage text: "usage: <command> <synopsis>" and one line per flag.
+  // Usage text: "usage: <command> <synopsis>" and one line per flag, under
+  // "flags:" or the heading of its Section().
   std::string Usage() const;
 
   // True when args hold `--help` or `-h` anywhere.
@@ -121,11 +126,14 @@ class FlagSet {
     std::int64_t min = 0;
     std::int64_t max = 0;
     bool seen = false;
-    char letter = 0;  // the -x alias; 0: none
+    char letter = 0;           // the -x alias; 0: none
     bool output_file = false;  // AddOutputFile
     bool not_empty = false;    // NotEmpty
+    std::string section;       // Section() in force when declared
   };
 
+  // Adds `flag` to the current Section().
+  void Declare(Flag flag);
   Flag* Find(std::string_view name);
   // Parses the short-flag word args[*i] ("-b", "-bn", "-oNAME", "-o NAME").
   Status ParseShort(std::span<const std::string_view> args, std::size_t* i);
@@ -136,6 +144,7 @@ class FlagSet {
   std::string command_;
   std::string synopsis_;
   std::vector<Flag> flags_;
+  std::string section_;  // the current Section(); empty: "flags"
   std::vector<std::function<void()>> after_parse_;
 };
 

@@ -239,6 +239,22 @@ TEST(FlagSetTest, ShortFlagsAndClusters) {
   EXPECT_NE(usage.find("      --raw    raw\n"), std::string::npos) << usage;
 }
 
+TEST(FlagSetTest, SectionsHeadTheirFlagsInTheUsage) {
+  bool b = false;
+  FlagSet flags("t", "[x]");
+  flags.AddBool("first", &b, "1");
+  flags.Section("more");
+  flags.AddBool("second", &b, "2");
+  flags.AddBool("third", &b, "3");
+  flags.Section("last");
+  flags.AddBool("fourth", &b, "4");
+  EXPECT_EQ(flags.Usage(),
+            "usage: t [x]\n"
+            "\nflags:\n      --first   1\n"
+            "\nmore:\n      --second  2\n      --third   3\n"
+            "\nlast:\n      --fourth  4\n");
+}
+
 TEST(ParseSizeFlagTest, RoundsUpToPagesWithoutWrapping) {
   EXPECT_EQ(ParseSizeFlag("5000", 4096, "4K").value(), 8192u);
   for (const char* huge : {"18446744073709551615", "16E"}) {
