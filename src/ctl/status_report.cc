@@ -60,9 +60,8 @@ class JsonReader {
   static constexpr int kMaxDepth = 16;
 
   void SkipSpace() {
-    while (pos_ < s_.size() &&
-           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' ||
-            s_[pos_] == '\r')) {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' ||
+                                s_[pos_] == '\t' || s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -94,12 +93,26 @@ class JsonReader {
       if (pos_ >= s_.size()) return std::nullopt;
       const char e = s_[pos_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned code = 0;
           if (pos_ + 4 > s_.size()) return std::nullopt;
@@ -113,7 +126,8 @@ class JsonReader {
           out += code < 0x80 ? static_cast<char>(code) : '?';
           break;
         }
-        default: return std::nullopt;
+        default:
+          return std::nullopt;
       }
     }
     return std::nullopt;
@@ -229,8 +243,8 @@ Status ReadPriorities(const JsonObject& obj, std::vector<PriorityStatus>* out) {
 }
 
 constexpr std::string_view kDefaultColumns[] = {
-    "NAME", "ALGORITHM", "DISKSIZE", "DATA", "COMPR", "TOTAL", "STREAMS",
-    "CLIENTS"};
+    "NAME",  "ALGORITHM", "DISKSIZE", "DATA",
+    "COMPR", "TOTAL",     "STREAMS",  "CLIENTS"};
 
 bool TextColumn(std::string_view c) {
   return c == "NAME" || c == "ALGORITHM" || c == "MOUNTPOINT";
@@ -284,6 +298,43 @@ std::string RawEscape(std::string_view s) {
   }
   return out;
 }
+
+// The numbers of a device's JSON object, in the order they are written.
+constexpr std::pair<const char*, std::uint64_t DeviceStatus::*> kNumbers[] = {
+    {"initstate", &DeviceStatus::initstate},
+    {"disksize", &DeviceStatus::disksize},
+    {"orig_data_size", &DeviceStatus::orig_data_size},
+    {"compr_data_size", &DeviceStatus::compr_data_size},
+    {"mem_used_total", &DeviceStatus::mem_used_total},
+    {"mem_limit", &DeviceStatus::mem_limit},
+    {"mem_used_max", &DeviceStatus::mem_used_max},
+    {"same_pages", &DeviceStatus::same_pages},
+    {"huge_pages", &DeviceStatus::huge_pages},
+    {"streams", &DeviceStatus::streams},
+    {"clients", &DeviceStatus::clients},
+    {"bd_count", &DeviceStatus::bd_count},
+    {"bd_reads", &DeviceStatus::bd_reads},
+    {"bd_writes", &DeviceStatus::bd_writes},
+    {"failed_reads", &DeviceStatus::failed_reads},
+    {"failed_writes", &DeviceStatus::failed_writes},
+    {"invalid_io", &DeviceStatus::invalid_io},
+    {"notify_free", &DeviceStatus::notify_free},
+    {"pages_compacted", &DeviceStatus::pages_compacted},
+    {"huge_pages_since", &DeviceStatus::huge_pages_since},
+    {"writeback_limit", &DeviceStatus::writeback_limit},
+    {"writeback_limit_enable", &DeviceStatus::writeback_limit_enable},
+    {"incompressible_pages", &DeviceStatus::incompressible_pages},
+    {"recompress_attempts", &DeviceStatus::recompress_attempts},
+    {"recompressed_pages", &DeviceStatus::recompressed_pages},
+    {"dict_id", &DeviceStatus::dict_id},
+    {"dict_memory", &DeviceStatus::dict_memory},
+    {"dict_pages", &DeviceStatus::dict_pages},
+    {"units", &DeviceStatus::units},
+    {"unit_pages", &DeviceStatus::unit_pages},
+    {"units_reclaimed", &DeviceStatus::units_reclaimed},
+    {"units_reclaim_refused", &DeviceStatus::units_reclaim_refused},
+    {"bd_lost", &DeviceStatus::bd_lost},
+};
 
 }  // namespace
 
@@ -352,46 +403,11 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
     AppendJsonString(out, d.name);
     out += ",\"algorithm\":";
     AppendJsonString(out, d.algorithm);
-    const std::pair<const char*, std::uint64_t> numbers[] = {
-        {"initstate", d.initstate},
-        {"disksize", d.disksize},
-        {"orig_data_size", d.orig_data_size},
-        {"compr_data_size", d.compr_data_size},
-        {"mem_used_total", d.mem_used_total},
-        {"mem_limit", d.mem_limit},
-        {"mem_used_max", d.mem_used_max},
-        {"same_pages", d.same_pages},
-        {"huge_pages", d.huge_pages},
-        {"streams", d.streams},
-        {"clients", d.clients},
-        {"bd_count", d.bd_count},
-        {"bd_reads", d.bd_reads},
-        {"bd_writes", d.bd_writes},
-        {"failed_reads", d.failed_reads},
-        {"failed_writes", d.failed_writes},
-        {"invalid_io", d.invalid_io},
-        {"notify_free", d.notify_free},
-        {"pages_compacted", d.pages_compacted},
-        {"huge_pages_since", d.huge_pages_since},
-        {"writeback_limit", d.writeback_limit},
-        {"writeback_limit_enable", d.writeback_limit_enable},
-        {"incompressible_pages", d.incompressible_pages},
-        {"recompress_attempts", d.recompress_attempts},
-        {"recompressed_pages", d.recompressed_pages},
-        {"dict_id", d.dict_id},
-        {"dict_memory", d.dict_memory},
-        {"dict_pages", d.dict_pages},
-        {"units", d.units},
-        {"unit_pages", d.unit_pages},
-        {"units_reclaimed", d.units_reclaimed},
-        {"units_reclaim_refused", d.units_reclaim_refused},
-        {"bd_lost", d.bd_lost},
-    };
-    for (const auto& [key, value] : numbers) {
+    for (const auto& [key, member] : kNumbers) {
       out += ",\"";
       out += key;
       out += "\":";
-      out += std::to_string(value);
+      out += std::to_string(d.*member);
     }
     AppendPriorities(out, d.priorities);
     out += ",\"backing_dev\":";
@@ -428,47 +444,14 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     DeviceStatus d;
     ZT_RETURN_IF_ERROR(ReadString(o, "name", &d.name));
     ZT_RETURN_IF_ERROR(ReadString(o, "algorithm", &d.algorithm));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "initstate", &d.initstate));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "disksize", &d.disksize));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "orig_data_size", &d.orig_data_size));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "compr_data_size", &d.compr_data_size));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "mem_used_total", &d.mem_used_total));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "mem_limit", &d.mem_limit));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "mem_used_max", &d.mem_used_max));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "same_pages", &d.same_pages));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "huge_pages", &d.huge_pages));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "streams", &d.streams));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "clients", &d.clients));
+    for (const auto& [key, member] : kNumbers) {
+      ZT_RETURN_IF_ERROR(ReadU64(o, key, &(d.*member)));
+    }
     ZT_RETURN_IF_ERROR(ReadString(o, "backing_dev", &d.backing_dev));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_count", &d.bd_count));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_reads", &d.bd_reads));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_writes", &d.bd_writes));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "failed_reads", &d.failed_reads));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "failed_writes", &d.failed_writes));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "invalid_io", &d.invalid_io));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "notify_free", &d.notify_free));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "pages_compacted", &d.pages_compacted));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "huge_pages_since", &d.huge_pages_since));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "writeback_limit", &d.writeback_limit));
-    ZT_RETURN_IF_ERROR(
-        ReadU64(o, "writeback_limit_enable", &d.writeback_limit_enable));
-    ZT_RETURN_IF_ERROR(
-        ReadU64(o, "incompressible_pages", &d.incompressible_pages));
-    ZT_RETURN_IF_ERROR(
-        ReadU64(o, "recompress_attempts", &d.recompress_attempts));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "recompressed_pages", &d.recompressed_pages));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "dict_id", &d.dict_id));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "dict_memory", &d.dict_memory));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "dict_pages", &d.dict_pages));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "units", &d.units));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "unit_pages", &d.unit_pages));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "units_reclaimed", &d.units_reclaimed));
-    ZT_RETURN_IF_ERROR(
-        ReadU64(o, "units_reclaim_refused", &d.units_reclaim_refused));
-    ZT_RETURN_IF_ERROR(ReadU64(o, "bd_lost", &d.bd_lost));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
-      const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
+      const auto* notes =
+          std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
       if (notes == nullptr) return Err(BadReport("notes is not an object"));
       for (const auto& [key, value] : **notes) {
         const auto* text = std::get_if<std::string>(&value.v);
@@ -530,14 +513,15 @@ Result<std::vector<std::string>> ParseStatusColumns(std::string_view list) {
   while (true) {
     const std::size_t comma = list.find(',');
     std::string name(list.substr(0, comma));
-    for (char& c : name) c = static_cast<char>(std::toupper(
-                                 static_cast<unsigned char>(c)));
-    const auto* known = std::find(std::begin(kStatusColumns),
-                                  std::end(kStatusColumns), name);
+    for (char& c : name)
+      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const auto* known =
+        std::find(std::begin(kStatusColumns), std::end(kStatusColumns), name);
     if (known == std::end(kStatusColumns)) {
       return Err(Status::InvalidArgument(
-          name.empty() ? "empty column name in the list"
-                       : "unknown column: " + std::string(list.substr(0, comma))));
+          name.empty()
+              ? "empty column name in the list"
+              : "unknown column: " + std::string(list.substr(0, comma))));
     }
     out.push_back(std::move(name));
     any = true;
@@ -621,9 +605,9 @@ std::string FormatStatusRecompression(
               std::to_string(p.pages) + " pages)";
     }
     if (!line.empty()) {
-      out += d.name + ":" + line + "; " +
-             std::to_string(d.recompressed_pages) + " recompressed, " +
-             std::to_string(d.incompressible_pages) + " incompressible\n";
+      out += d.name + ":" + line + "; " + std::to_string(d.recompressed_pages) +
+             " recompressed, " + std::to_string(d.incompressible_pages) +
+             " incompressible\n";
     }
     if (d.dict_id != 0) {
       out += d.name + ": dictionary " + std::to_string(d.dict_id) +

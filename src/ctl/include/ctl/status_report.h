@@ -74,28 +74,22 @@ struct DeviceStatus {
   std::uint64_t failed_writes = 0;
   std::uint64_t invalid_io = 0;
   std::uint64_t notify_free = 0;
-  std::uint64_t pages_compacted = 0;   // mm_stat; zramctl MIGRATED
-  std::uint64_t huge_pages_since = 0;  // mm_stat
-  std::uint64_t writeback_limit = 0;   // 4 KiB pages left
+  std::uint64_t pages_compacted = 0;         // mm_stat; zramctl MIGRATED
+  std::uint64_t huge_pages_since = 0;        // mm_stat
+  std::uint64_t writeback_limit = 0;         // 4 KiB pages left
   std::uint64_t writeback_limit_enable = 0;  // 0 or 1
-  // Recompression (PageStoreStats): slots marked INCOMPRESSIBLE now; slots
-  // passes tried and made smaller (cumulative); and by priority.
-  std::uint64_t incompressible_pages = 0;
-  std::uint64_t recompress_attempts = 0;
-  std::uint64_t recompressed_pages = 0;
-  // Trained dictionaries (PageStoreStats): the current id, their memory,
-  // and the objects made with any of them.
-  std::uint64_t dict_id = 0;
-  std::uint64_t dict_memory = 0;
-  std::uint64_t dict_pages = 0;
-  // Multi-page objects (unit_pages): units live and the pages attached
-  // to them; the survivors of units reclaimed page by page, and the
-  // reclaims the pool refused (both cumulative, PageStoreStats).
-  std::uint64_t units = 0;
-  std::uint64_t unit_pages = 0;
-  std::uint64_t units_reclaimed = 0;
-  std::uint64_t units_reclaim_refused = 0;
-  std::uint64_t bd_lost = 0;  // backing blocks lost with a remote
+  // From PageStoreStats; attempts, reclaims and refusals are cumulative.
+  std::uint64_t incompressible_pages = 0;  // slots marked INCOMPRESSIBLE
+  std::uint64_t recompress_attempts = 0;   // slots passes tried
+  std::uint64_t recompressed_pages = 0;    // ... and made smaller
+  std::uint64_t dict_id = 0;          // the trained dictionary in use; 0: none
+  std::uint64_t dict_memory = 0;      // what the dictionaries held take
+  std::uint64_t dict_pages = 0;       // objects made with any of them
+  std::uint64_t units = 0;            // multi-page objects live (unit_pages)
+  std::uint64_t unit_pages = 0;       // pages attached to them
+  std::uint64_t units_reclaimed = 0;  // survivors moved out one by one
+  std::uint64_t units_reclaim_refused = 0;  // reclaims the pool refused
+  std::uint64_t bd_lost = 0;                // backing blocks lost with a remote
   std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
   std::map<std::string, std::string> notes;
@@ -132,12 +126,13 @@ std::string FormatHumanSize(std::uint64_t bytes);
 // The default set is zramctl's with CLIENTS in place of MOUNTPOINT:
 //   NAME ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS
 inline constexpr std::string_view kStatusColumns[] = {
-    "NAME",      "DISKSIZE", "DATA",     "COMPR",      "ALGORITHM",
-    "STREAMS",   "ZERO-PAGES", "TOTAL",  "MEM-LIMIT",  "MEM-USED",
-    "MIGRATED",  "COMP-RATIO", "MOUNTPOINT", "CLIENTS"};
+    "NAME",     "DISKSIZE",   "DATA",       "COMPR",     "ALGORITHM",
+    "STREAMS",  "ZERO-PAGES", "TOTAL",      "MEM-LIMIT", "MEM-USED",
+    "MIGRATED", "COMP-RATIO", "MOUNTPOINT", "CLIENTS"};
 
 struct TableOptions {
-  std::vector<std::string> columns;  // names from kStatusColumns; empty: default
+  std::vector<std::string>
+      columns;               // names from kStatusColumns; empty: default
   bool bytes = false;        // sizes in bytes, not "4.5M" (zramctl -b)
   bool no_headings = false;  // no header line (zramctl -n)
   // zramctl --raw: no alignment, one space between cells; a space, '\' or
