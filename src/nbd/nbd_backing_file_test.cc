@@ -125,6 +125,21 @@ std::unique_ptr<PageStore> StoreOn(std::shared_ptr<BackingFile> file,
   return std::move(*s);
 }
 
+// `remote` over one connection, each command timed out after `timeout_ms`.
+auto OpenOneConnection(const Remote& remote, std::uint32_t timeout_ms) {
+  return OpenNbdBackingFile(remote.Uri(),
+                            {.connections = 1, .timeout_ms = timeout_ms});
+}
+
+// A sparse file `size` long (truncate(1)'s sizes) in `dir`, for nbdkit's
+// file plugin.
+std::string SparseImage(const ScopedTempDir& dir,
+                        const std::string& size = "8M") {
+  const std::string image = dir.File("remote.img");
+  EXPECT_EQ(Sh("truncate -s " + size + " '" + image + "'").exit_code, 0);
+  return image;
+}
+
 void Fill(PageStore& s, std::size_t first, std::size_t last) {
   for (std::size_t i = first; i < last; ++i) {
     ASSERT_OK(s.Store(i, ConstPage(Page(i).data(), kPageSize)));
@@ -137,6 +152,12 @@ WritebackResult WriteBackIdle(PageStore& s, bool compressed = false) {
       {.scans = {{kWritebackIdle, 0, kPages}}, .compressed = compressed});
   EXPECT_TRUE(r.has_value()) << r.error().ToString();
   return *r;
+}
+
+// Stores pages [0, n) and writes them back: the pages written.
+std::uint64_t FillAndWriteBack(PageStore& s, std::size_t n) {
+  Fill(s, 0, n);
+  return WriteBackIdle(s).written;
 }
 
 // Every page of [first, last) reads as written, or (want_error) fails.
@@ -270,15 +291,12 @@ TEST(NbdBackingFileTest, WritesStayWithinTheExportsMaximumRequest) {
 // loses what was written: AKilledRemoteKeepsPagesAndComesBackEmptyAsLost.)
 TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   Remote remote(dir, "", false, {}, {"file", image});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
+  auto file = OpenOneConnection(remote, 10000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   remote.Kill();
   ASSERT_EQ(Sh("truncate -s +1M '" + image + "'").exit_code, 0);
   remote.Start();
@@ -292,8 +310,7 @@ TEST(NbdBackingFileTest, AnExportThatComesBackLargerLosesNothing) {
 // keeping its pages. Back as it was, it serves them all again.
 TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   std::optional<Remote> remote;
   auto restart = [&](std::string flag, std::vector<std::string> params) {
     remote.reset();
@@ -312,8 +329,7 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
                       }});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   // A writer alive throughout (a pass under way, say) with 128 KiB
   // writes: a remote whose maximum request is below them offers less.
   auto live = (*file)->NewWriter(1, 128 << 10);
@@ -375,8 +391,7 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackOfferingLessIsRefused) {
 // writes is refused.
 TEST(NbdBackingFileTest, ARemoteThatComesBackWithAMaximumItsWritesFitIsUsed) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   std::optional<Remote> remote;
   auto restart = [&](std::vector<std::string> params) {
     remote.reset();
@@ -390,8 +405,7 @@ TEST(NbdBackingFileTest, ARemoteThatComesBackWithAMaximumItsWritesFitIsUsed) {
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   EXPECT_EQ((*file)->max_write_bytes(), 0u);
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   restart({"blocksize-maximum=262144", "blocksize-error-policy=error"});
   Expect(*store, 0, 64);
   EXPECT_EQ((*file)->max_write_bytes(), 262144u);
@@ -481,13 +495,11 @@ TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
   const std::string script = ShExport(dir, image, "  can_fua) echo none ;;\n");
   ASSERT_EQ(Sh("truncate -s 2M '" + image + "'").exit_code, 0);
   Remote remote(dir, "", false, {}, {"sh", script});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
+  auto file = OpenOneConnection(remote, 10000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   ASSERT_FALSE((*file)->can_discard());
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   for (std::uint64_t i = 0; i < 20; ++i) ASSERT_OK(store->Discard(i));
   remote.Kill();
   // Back empty: no label.
@@ -505,8 +517,7 @@ TEST(NbdBackingFileTest, BlocksFreedWithoutTrimAreNotCountedLost) {
 TEST(NbdBackingFileTest, ALabelWriteOutOfTimeSaysSo) {
   ScopedTempDir dir;
   Remote remote(dir, "--filter=delay", false, {"delay-write=5"});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 1000});
+  auto file = OpenOneConnection(remote, 1000);
   ASSERT_FALSE(file.has_value());
   EXPECT_NE(file.error().ToString().find(
                 "writing the label: no answer within the timeout (1000 ms)"),
@@ -525,12 +536,10 @@ TEST(NbdBackingFileTest, ReadsGoOnPastAServerShuttingDown) {
   Remote remote(dir, "--filter=error", false,
                 {"error=ESHUTDOWN", "error-pread-rate=100%",
                  "error-pread-file=" + trigger});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 10000});
+  auto file = OpenOneConnection(remote, 10000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 16);
-  ASSERT_EQ(WriteBackIdle(*store).written, 16u);
+  ASSERT_EQ(FillAndWriteBack(*store, 16), 16u);
   ASSERT_EQ(Sh("touch '" + trigger + "'").exit_code, 0);
   std::thread lift([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -558,8 +567,7 @@ TEST(NbdBackingFileTest, EachConnectionHasItsOwnTimeoutAtOpen) {
       OpenNbdBackingFile(remote.Uri(), {.connections = 4, .timeout_ms = 2000});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   Expect(*store, 0, 64);
 }
 
@@ -579,8 +587,7 @@ TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
   for (const int timeout_ms : {3000, 2000}) {
     SCOPED_TRACE(timeout_ms);
     ScopedTempDir dir;
-    const std::string image = dir.File("remote.img");
-    ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+    const std::string image = SparseImage(dir);
     Remote remote(dir, "--filter=delay", false,
                   {"delay-open=1000ms", "delay-read=1200ms"}, {"file", image});
     auto file = OpenNbdBackingFile(
@@ -588,8 +595,7 @@ TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
         {.connections = 1, .timeout_ms = static_cast<std::uint32_t>(timeout_ms)});
     ASSERT_TRUE(file.has_value()) << file.error().ToString();
     auto store = StoreOn(*file);
-    Fill(*store, 0, 4);
-    ASSERT_EQ(WriteBackIdle(*store).written, 4u);
+    ASSERT_EQ(FillAndWriteBack(*store, 4), 4u);
     remote.Kill();
     remote.Start();
     const auto t0 = std::chrono::steady_clock::now();
@@ -610,13 +616,11 @@ TEST(NbdBackingFileTest, AReadCutShortByItsReconnectKeepsTheConnection) {
 // closed a connection that had not stalled.)
 TEST(NbdBackingFileTest, ATrimAfterASlowReconnectHasItsWholeTimeout) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   Remote remote(dir, "--filter=delay", false,
                 {"delay-open=1000ms", "delay-read=1000ms", "delay-trim=1200ms"},
                 {"file", image});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 3000});
+  auto file = OpenOneConnection(remote, 3000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   ASSERT_TRUE((*file)->can_discard());
   remote.Kill();
@@ -646,8 +650,7 @@ TEST(NbdBackingFileTest, ATrimAfterASlowReconnectHasItsWholeTimeout) {
 TEST(NbdBackingFileTest, SlowTrimsAnsweredInTurnAreNoStall) {
   ScopedTempDir dir;
   Remote remote(dir, "--threads=1 --filter=delay", false, {"delay-trim=400ms"});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
+  auto file = OpenOneConnection(remote, 2000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   ASSERT_TRUE((*file)->can_discard());
   std::vector<BackingFile::Range> ranges;
@@ -667,8 +670,7 @@ TEST(NbdBackingFileTest, SlowTrimsAnsweredInTurnAreNoStall) {
 // block was counted lost, again at each later reconnect.)
 TEST(NbdBackingFileTest, AShrunkExportHoldingTheUsedPartLosesNothing) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   std::optional<Remote> remote;
   auto restart = [&] {
     remote.reset();
@@ -681,8 +683,7 @@ TEST(NbdBackingFileTest, AShrunkExportHoldingTheUsedPartLosesNothing) {
       {.connections = 1, .timeout_ms = 10000, .max_bytes = 2 << 20});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   remote.reset();
   ASSERT_EQ(Sh("truncate -s 4M '" + image + "'").exit_code, 0);
   restart();
@@ -811,8 +812,7 @@ TEST(NbdBackingFileTest, BlocksForgedOnTheRemoteReadAsErrors) {
   auto file = OpenNbdBackingFile(remote.Uri(), {.connections = 1});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 1);
-  ASSERT_EQ(WriteBackIdle(*store).written, 1u);
+  ASSERT_EQ(FillAndWriteBack(*store, 1), 1u);
   const std::vector<std::byte> forged = ForgedPage(Page(0));
   auto view = [](const std::vector<std::byte>& p) {
     return std::string_view(reinterpret_cast<const char*>(p.data()), p.size());
@@ -844,8 +844,7 @@ TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
                      .log = [&](const std::string& l) { log.push_back(l); }});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 256);
-  ASSERT_EQ(WriteBackIdle(*store).written, 256u);
+  ASSERT_EQ(FillAndWriteBack(*store, 256), 256u);
   remote.Kill();
   // Away: written-back pages are errors, never data; a writeback pass
   // keeps its pages in RAM and fails with EIO.
@@ -894,8 +893,7 @@ TEST(NbdBackingFileTest, AKilledRemoteKeepsPagesAndComesBackEmptyAsLost) {
 // connection that cannot be made, whichever of the two has the remote.
 TEST(NbdBackingFileTest, ReadsAndWritesGoOnAConnectionThatIsUp) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   std::optional<Remote> remote;
   auto restart = [&](bool one_connection) {
     remote.reset();
@@ -909,8 +907,7 @@ TEST(NbdBackingFileTest, ReadsAndWritesGoOnAConnectionThatIsUp) {
       OpenNbdBackingFile(remote->Uri(), {.connections = 2, .timeout_ms = 2000});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   // The first connection takes the remote (a read, made again on it);
   // a pass's write on the second, cut by the restart, fails.
   restart(true);
@@ -937,12 +934,10 @@ TEST(NbdBackingFileTest, AStoppedRemoteTimesOutAndThenServesAgain) {
   ScopedTempDir dir;
   Remote remote(dir);
   // 2 s: a loaded machine's reconnect after the Continue fits in it.
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
+  auto file = OpenOneConnection(remote, 2000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 128);
-  ASSERT_EQ(WriteBackIdle(*store).written, 128u);
+  ASSERT_EQ(FillAndWriteBack(*store, 128), 128u);
   remote.Stop();
   const auto t0 = std::chrono::steady_clock::now();
   Expect(*store, 0, 1, /*want_error=*/true);
@@ -976,15 +971,12 @@ TEST(NbdBackingFileTest, AStoppedRemoteTimesOutAndThenServesAgain) {
 // contract). Once the remote goes on, reads and writes work again.
 TEST(NbdBackingFileTest, AStalledReconnectHoldsOffTheCommandsBehindIt) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   Remote remote(dir, "", false, {}, {"file", image});
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 2000});
+  auto file = OpenOneConnection(remote, 2000);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   remote.Kill();
   remote.Start();
   remote.Stop();
@@ -1093,8 +1085,7 @@ TEST(NbdBackingFileTest, FreedBlocksAreNotCountedLost) {
                                  {.connections = 1, .timeout_ms = 2000});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto store = StoreOn(*file);
-  Fill(*store, 0, 256);
-  ASSERT_EQ(WriteBackIdle(*store).written, 256u);
+  ASSERT_EQ(FillAndWriteBack(*store, 256), 256u);
   for (std::uint64_t i = 0; i < 100; ++i) ASSERT_OK(store->Discard(i));
   // The next pass frees their blocks first (a refused TRIM).
   Fill(*store, 256, 257);
@@ -1230,8 +1221,7 @@ TEST(NbdBackingFileTest, EveryConnectionIsCheckedAtOpen) {
   ASSERT_TRUE(whole.has_value()) << whole.error().ToString();
   EXPECT_EQ((*whole)->max_write_bytes(), 1u << 20);
   auto store = StoreOn(*whole);
-  Fill(*store, 0, 64);
-  ASSERT_EQ(WriteBackIdle(*store).written, 64u);
+  ASSERT_EQ(FillAndWriteBack(*store, 64), 64u);
   Expect(*store, 0, 64);
 }
 
@@ -1241,8 +1231,7 @@ TEST(NbdBackingFileTest, EveryConnectionIsCheckedAtOpen) {
 // label is read, it does. (The maximum was recorded before the check.)
 TEST(NbdBackingFileTest, AMaximumIsRecordedOnlyOnceTheReconnectIsAccepted) {
   ScopedTempDir dir;
-  const std::string image = dir.File("remote.img");
-  ASSERT_EQ(Sh("truncate -s 8M '" + image + "'").exit_code, 0);
+  const std::string image = SparseImage(dir);
   const std::string failing = dir.File("reads-fail");
   std::optional<Remote> remote;
   remote.emplace(dir, "", false, std::vector<std::string>{},
@@ -1252,8 +1241,7 @@ TEST(NbdBackingFileTest, AMaximumIsRecordedOnlyOnceTheReconnectIsAccepted) {
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   EXPECT_EQ((*file)->max_write_bytes(), 0u);
   auto store = StoreOn(*file);
-  Fill(*store, 0, 4);
-  ASSERT_EQ(WriteBackIdle(*store).written, 4u);
+  ASSERT_EQ(FillAndWriteBack(*store, 4), 4u);
   remote.reset();
   remote.emplace(dir, "--filter=error --filter=blocksize-policy", false,
                  std::vector<std::string>{"blocksize-maximum=65536",
@@ -1277,8 +1265,7 @@ TEST(NbdBackingFileTest, AMaximumIsRecordedOnlyOnceTheReconnectIsAccepted) {
 TEST(NbdBackingFileTest, AWriteQueuedFromDoneIsReportedByTheNextReap) {
   ScopedTempDir dir;
   Remote remote(dir);
-  auto file =
-      OpenNbdBackingFile(remote.Uri(), {.connections = 1, .timeout_ms = 500});
+  auto file = OpenOneConnection(remote, 500);
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   remote.Kill();
   std::vector<std::byte> out(kPageSize);
