@@ -127,10 +127,17 @@ void CommitRetries::Fetched(std::uint16_t tag) {
   t.tries = 0;
 }
 
-CommitRetries::Action CommitRetries::Refused(std::uint16_t tag) {
+bool CommitRetries::RefusedForAWhile(std::int32_t res) {
+  return res == -ENOMEM || res == -EAGAIN || res == -EINTR;
+}
+
+CommitRetries::Action CommitRetries::Refused(std::uint16_t tag,
+                                             std::int32_t res) {
   Tag& t = tags_[tag];
   if (!t.committing) return {};
-  if (t.tries >= kCommitRetries) return {Action::kGiveUp, t.result, 0};
+  if (!RefusedForAWhile(res) || t.tries >= kCommitRetries) {
+    return {Action::kGiveUp, t.result, 0};
+  }
   const std::uint32_t delay =
       t.tries >= 6 ? kCommitRetryMaxMs : std::uint32_t{1} << t.tries;
   ++t.tries;

@@ -314,14 +314,15 @@ TEST(ReplayTest, RecordedDescriptors) {
 // ends.
 TEST(CommitRetriesTest, ARefusedCommitIsCommittedAgain) {
   CommitRetries c(4);
-  EXPECT_EQ(c.Refused(0).kind, CommitRetries::Action::kEndOfTag);  // fetch
+  EXPECT_EQ(c.Refused(0, -ENOMEM).kind,
+            CommitRetries::Action::kEndOfTag);  // fetch
 
   c.Fetched(2);
   c.Committed(2, 4096);
   std::vector<std::uint32_t> delays;
   std::uint64_t total_ms = 0;
   for (int i = 0; i < CommitRetries::kCommitRetries; ++i) {
-    const CommitRetries::Action a = c.Refused(2);
+    const CommitRetries::Action a = c.Refused(2, -ENOMEM);
     ASSERT_EQ(a.kind, CommitRetries::Action::kRetry) << "try " << i;
     EXPECT_EQ(a.result, 4096);
     if (delays.size() < 8) delays.push_back(a.delay_ms);
@@ -330,21 +331,62 @@ TEST(CommitRetriesTest, ARefusedCommitIsCommittedAgain) {
   EXPECT_EQ(delays, (std::vector<std::uint32_t>{1, 2, 4, 8, 16, 32, 64, 64}));
   EXPECT_GT(total_ms, 10000u);  // "about 12 s" (request.h)
   EXPECT_LT(total_ms, 15000u);
-  const CommitRetries::Action last = c.Refused(2);
+  const CommitRetries::Action last = c.Refused(2, -ENOMEM);
   EXPECT_EQ(last.kind, CommitRetries::Action::kGiveUp);
   EXPECT_EQ(last.result, 4096);
 
   // A commit that went through (a request came for the tag) starts over.
   c.Fetched(2);
   c.Committed(2, -EIO);
-  const CommitRetries::Action again = c.Refused(2);
+  const CommitRetries::Action again = c.Refused(2, -ENOMEM);
   EXPECT_EQ(again.kind, CommitRetries::Action::kRetry);
   EXPECT_EQ(again.result, -EIO);
   EXPECT_EQ(again.delay_ms, 1u);
   // Other tags are their own.
   c.Committed(1, 0);
-  EXPECT_EQ(c.Refused(1).delay_ms, 1u);
-  EXPECT_EQ(c.Refused(3).kind, CommitRetries::Action::kEndOfTag);
+  EXPECT_EQ(c.Refused(1, -ENOMEM).delay_ms, 1u);
+  EXPECT_EQ(c.Refused(3, -ENOMEM).kind, CommitRetries::Action::kEndOfTag);
+}
+
+// Only a refusal that may pass a moment later is retried. From the
+// kernel's sources (Linux 6.12): io_uring refuses a command for want of
+// memory (-ENOMEM, io_uring_cmd_prep_setup() in io_uring/uring_cmd.c;
+// -EAGAIN and -EINTR are its other "try again"), while the driver's own
+// refusals (__ublk_ch_uring_cmd() in drivers/block/ublk_drv.c: -EINVAL
+// for a command out of step with the tag, -EBUSY for a tag with a command
+// already there, -EOPNOTSUPP for an unknown op) and io_uring's others
+// (-EBADF, -ECANCELED for a ring going away, -EFAULT) are the same on
+// every retry: the queue gives up at once, not after about 12 s.
+TEST(CommitRetriesTest, OnlyACommitRefusedForAWhileIsCommittedAgain) {
+  for (const int err :
+       {EINVAL, EBUSY, EOPNOTSUPP, EBADF, ECANCELED, EFAULT, ENOBUFS, EPERM}) {
+    CommitRetries c(2);
+    c.Fetched(1);
+    c.Committed(1, 4096);
+    const CommitRetries::Action a = c.Refused(1, -err);
+    EXPECT_EQ(a.kind, CommitRetries::Action::kGiveUp) << strerrorname_np(err);
+    EXPECT_EQ(a.result, 4096) << strerrorname_np(err);
+    EXPECT_FALSE(CommitRetries::RefusedForAWhile(-err)) << strerrorname_np(err);
+  }
+  for (const int err : {ENOMEM, EAGAIN, EINTR}) {
+    CommitRetries c(2);
+    c.Fetched(1);
+    c.Committed(1, -EIO);
+    const CommitRetries::Action a = c.Refused(1, -err);
+    EXPECT_EQ(a.kind, CommitRetries::Action::kRetry) << strerrorname_np(err);
+    EXPECT_EQ(a.result, -EIO) << strerrorname_np(err);
+    EXPECT_EQ(a.delay_ms, 1u) << strerrorname_np(err);
+    EXPECT_TRUE(CommitRetries::RefusedForAWhile(-err)) << strerrorname_np(err);
+  }
+  // Retried for a while, then refused for good: given up at once.
+  CommitRetries c(2);
+  c.Fetched(0);
+  c.Committed(0, 0);
+  EXPECT_EQ(c.Refused(0, -ENOMEM).kind, CommitRetries::Action::kRetry);
+  EXPECT_EQ(c.Refused(0, -EINVAL).kind, CommitRetries::Action::kGiveUp);
+  // A refused fetch is the end of its tag, whatever the errno.
+  EXPECT_EQ(c.Refused(1, -EINVAL).kind, CommitRetries::Action::kEndOfTag);
+  EXPECT_EQ(c.Refused(1, -ENOMEM).kind, CommitRetries::Action::kEndOfTag);
 }
 
 // Commits refused together (a kernel short of memory refuses them all)
@@ -364,7 +406,7 @@ TEST(CommitRetriesTest, CommitsRefusedTogetherShareOnePause) {
   while (!gave_up) {
     ASSERT_LT(rounds, 1000);
     for (std::uint16_t tag = 0; tag < kDepth; ++tag) {
-      const CommitRetries::Action a = c.Refused(tag);
+      const CommitRetries::Action a = c.Refused(tag, -ENOMEM);
       if (a.kind == CommitRetries::Action::kGiveUp) {
         gave_up = true;
         break;

@@ -52,6 +52,13 @@ constexpr int kIdleWaitMs = 1000;
 // on without it (DeleteBlockingWithin).
 constexpr int kBlockingDeleteWaitMs = 2000;
 
+// "EINVAL (Invalid argument)" for a command's result -EINVAL.
+std::string ErrnoText(std::int32_t res) {
+  const char* name = ::strerrorname_np(-res);
+  const std::string text = std::strerror(-res);
+  return name != nullptr ? std::string(name) + " (" + text + ")" : text;
+}
+
 const char* OpName(std::uint32_t op) {
   switch (op) {
     case abi::kOpRead: return "read";
@@ -281,24 +288,34 @@ void UblkDisk::QueueMain(Queue* q) {
       }
       if (done[i].res != abi::kIoResOk && done[i].res != abi::kIoResAbort) {
         // Refused. A refused commit has not completed its request, whose
-        // IO would wait for ever: it is committed again (CommitRetries).
-        const CommitRetries::Action a = q->commits->Refused(tag);
-        if (a.kind != CommitRetries::Action::kEndOfTag && !IoErrorLogged()) {
-          LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
-                         " tag " + std::to_string(tag) +
-                         ": commit refused: " + std::strerror(-done[i].res) +
-                         "; committing it again");
-        }
+        // IO would wait for ever: it is committed again if the refusal may
+        // pass, else the queue gives up at once (CommitRetries).
+        const std::int32_t res = done[i].res;
+        const CommitRetries::Action a = q->commits->Refused(tag, res);
         if (a.kind == CommitRetries::Action::kRetry) {
+          if (!IoErrorLogged()) {
+            LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
+                           " tag " + std::to_string(tag) +
+                           ": commit refused for a while (" + ErrnoText(res) +
+                           "); committing it again");
+          }
           // Committed again after this round's one pause (below).
           q->commits->QueueRetry(tag, a);
           continue;
         }
         if (a.kind == CommitRetries::Action::kGiveUp) {
+          const std::string why =
+              CommitRetries::RefusedForAWhile(res)
+                  ? "still refused after " +
+                        std::to_string(CommitRetries::kCommitRetries) +
+                        " tries in about 12 s (the kernel keeps short of "
+                        "memory for it)"
+                  : "refused for good (an error no retry mends)";
           Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
-              " stops: the commit of tag " + std::to_string(tag) +
-              " was refused " + std::to_string(CommitRetries::kCommitRetries) +
-              " times (" + std::strerror(-done[i].res) + ")");
+              " stops: the commit of tag " + std::to_string(tag) + " was " +
+              why + ": " + ErrnoText(res) +
+              ". The kernel fails this queue's IO from now on; stop using " +
+              block_path() + " and restart the server to serve it again");
           q->dead.store(true, std::memory_order_relaxed);
           give_up = true;
           break;
@@ -310,8 +327,8 @@ void UblkDisk::QueueMain(Queue* q) {
         --live;
         if (done[i].res != abi::kIoResAbort && !IoErrorLogged()) {
           LogIoErrorOnce(block_path() + ": queue " + std::to_string(q->id) +
-                         " tag " + std::to_string(tag) + ": command refused: " +
-                         std::strerror(-done[i].res));
+                         " tag " + std::to_string(tag) +
+                         ": fetch refused: " + ErrnoText(done[i].res));
         }
         continue;
       }

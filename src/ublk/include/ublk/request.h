@@ -84,21 +84,33 @@ bool ParseTraceLine(const std::string& line, platform::ublk::IoDesc* desc,
 
 // The commits of one queue's tags, for the case where one is refused: a
 // COMMIT_AND_FETCH_REQ whose completion is a negative errno other than
-// UBLK_IO_RES_ABORT (io_uring refused the SQE, as io_uring_cmd_prep_setup()
-// in io_uring/uring_cmd.c does with -ENOMEM when it cannot allocate, or
-// the driver refused the command) has not completed the request it
-// carried: the driver still waits for it, and so does its IO. So the
-// queue commits the same result again, after a pause that doubles from
-// 1 ms to kCommitRetryMaxMs, up to kCommitRetries times (about 12 s in
-// all); after that it gives the queue up (its ring closed, as on a ring
-// error) rather than leave the IO waiting for ever. The pause is the
-// queue thread's, which serves nothing meanwhile: a kernel short of memory
-// for one command is so for the next. It is taken once per round of
-// completions, before all of that round's retries (QueueRetry,
-// RetryPauseMs, TakeRetries), not once per refused commit: a kernel that
-// refuses every commit would otherwise hold the queue (and a STOP_DEV
-// waiting for its IO) about 12 s per tag, some 13 minutes at depth 64.
-// A refused FETCH_REQ (no request was there) is the end of its tag.
+// UBLK_IO_RES_ABORT has not completed the request it carried: the driver
+// still waits for it, and so does its IO. What is done then follows who
+// refused it and why (Linux 6.12):
+//  - io_uring, for want of memory for the command (-ENOMEM, as
+//    io_uring_cmd_prep_setup() in io_uring/uring_cmd.c gives when it
+//    cannot allocate), or another "try again" (-EAGAIN, -EINTR): refused
+//    for a while (RefusedForAWhile). The queue commits the same result
+//    again, after a pause that doubles from 1 ms to kCommitRetryMaxMs, up
+//    to kCommitRetries times (about 12 s in all); after that it gives the
+//    queue up (its ring closed, as on a ring error) rather than leave the
+//    IO waiting for ever.
+//  - anything else: refused for good, and the queue gives up at once. The
+//    driver's refusals (__ublk_ch_uring_cmd() in drivers/block/ublk_drv.c:
+//    -EINVAL for a command out of step with its tag, -EBUSY for a tag that
+//    has a command already, -EOPNOTSUPP for an op it does not know) and
+//    io_uring's others (-EBADF, -ECANCELED for a ring going away, -EFAULT,
+//    -ENOBUFS for a buffer group, which these commands do not use) come
+//    back the same on every retry: waiting 12 s would only hold the IO
+//    and a STOP_DEV that long.
+// The pause is the queue thread's, which serves nothing meanwhile: a
+// kernel short of memory for one command is so for the next. It is taken
+// once per round of completions, before all of that round's retries
+// (QueueRetry, RetryPauseMs, TakeRetries), not once per refused commit: a
+// kernel that refuses every commit would otherwise hold the queue (and a
+// STOP_DEV waiting for its IO) about 12 s per tag, some 13 minutes at
+// depth 64. A refused FETCH_REQ (no request was there) is the end of its
+// tag, whatever the errno.
 //
 // Thread safety: the queue thread's; allocates only in the constructor.
 class CommitRetries {
@@ -118,10 +130,14 @@ class CommitRetries {
     std::int32_t result = 0;     // kRetry: the result to commit again
     std::uint32_t delay_ms = 0;  // kRetry: the pause before it
   };
-  // `tag`'s last command came back refused (a negative errno, not an
-  // abort): kEndOfTag for a fetch; for a commit, kRetry while retries are
-  // left, then kGiveUp.
-  Action Refused(std::uint16_t tag);
+  // `tag`'s last command came back refused with `res` (a negative errno,
+  // not an abort): kEndOfTag for a fetch; for a commit refused for a
+  // while, kRetry while retries are left, then kGiveUp; for one refused
+  // for good, kGiveUp at once.
+  Action Refused(std::uint16_t tag, std::int32_t res);
+  // Whether a command refused with `res` may go through when sent again
+  // (-ENOMEM, -EAGAIN, -EINTR; see above).
+  static bool RefusedForAWhile(std::int32_t res);
 
   // A kRetry of `tag`: queued for the end of the round, whose pause is
   // the longest delay_ms of its retries.
