@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <type_traits>
 
 namespace ztier::tool {
 namespace {
@@ -18,6 +19,10 @@ std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
 // Held while a line is written: its rest, after a short write, follows it
 // with no other thread's line in between.
 std::mutex g_write_mu;
+// Log() runs during the process's exit too (log.h): nothing it uses may
+// be torn down by a static destructor meanwhile.
+static_assert(std::is_trivially_destructible_v<std::atomic<int>> &&
+              std::is_trivially_destructible_v<std::mutex>);
 
 // Whether stderr is the journal's stream: JOURNAL_STREAM ("DEV:INO") names
 // it, and it still is stderr (sd-daemon(3)); a process that inherited the

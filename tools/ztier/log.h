@@ -15,8 +15,10 @@
 // lock, so lines never interleave. A signal neither drops nor cuts a line
 // (EINTR is retried); any other error drops the rest of the line,
 // unreported. Log() does not allocate: the engine logs where memory may
-// have run out (a device at its mem_limit, on the IO path). SetLogLevel()
-// at start-up.
+// have run out (a device at its mem_limit, on the IO path). Log() may also
+// be called while the process exits, after main has returned (a ublk
+// blocking DEL_DEV ending late, ublk/ublk_disk.h): its state has no
+// destructor to run before then. SetLogLevel() at start-up.
 #ifndef ZTIER_TOOLS_ZTIER_LOG_H_
 #define ZTIER_TOOLS_ZTIER_LOG_H_
 

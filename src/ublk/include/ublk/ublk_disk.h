@@ -85,7 +85,13 @@ struct UblkDiskOptions {
   std::FILE* trace = nullptr;
   internal::Mutex* trace_mu = nullptr;
   // Event lines; may be null. A line that starts with "warning: " is one
-  // (a queue that stopped, a failed stop or delete, an IO error).
+  // (a queue that stopped, a failed stop or delete, an IO error). Called
+  // from the disk's threads, and (a copy of it) from the thread of a
+  // blocking DEL_DEV that outlived Stop (DeleteBlockingWithin): that may
+  // be after the disk is gone, up to and during the process's exit, after
+  // main has returned. So it must stay callable until then: a free
+  // function, or a callable owning what it uses (shared ownership), using
+  // nothing a static destructor tears down (`ztier serve`'s tool::Log).
   std::function<void(const std::string&)> log;
   // For the blocking DEL_DEV (kernels before 6.9), which runs on a control
   // ring of its own (DeleteBlockingWithin).
@@ -100,7 +106,10 @@ struct UblkDiskOptions {
 // control ring opened from `control_path`, and is waited for `wait_ms` at
 // most: the result when it ended in time, else kBusy saying what holds
 // the disk, and the thread goes on; `late`, if set, gets its result if it
-// ends while the process lives. Killed with the process, the command is
+// ends while the process lives, on that thread: maybe after the caller
+// and what it owned are gone, or while the process exits (static
+// destructors running), so `late` must own what it uses, as
+// UblkDiskOptions::log must. Killed with the process, the command is
 // interrupted: the device is removed all the same, its id freed when the
 // opener lets go.
 Status DeleteBlockingWithin(const std::string& control_path,

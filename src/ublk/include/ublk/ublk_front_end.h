@@ -64,7 +64,9 @@ struct UblkFrontEndOptions {
   std::string control_path = platform::kUblkControlPath;
   UblkDiskOptions disk;  // dev_id, trace and log are set per disk
   std::string trace_path;  // empty: no descriptor trace
-  // May be null; a line that starts with "warning: " is one (UblkDiskOptions).
+  // May be null; a line that starts with "warning: " is one. It may be
+  // called after the front end is gone, up to the process's exit
+  // (UblkDiskOptions::log says how it must be made).
   std::function<void(const std::string&)> log;
 };
 
