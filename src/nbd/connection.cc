@@ -335,24 +335,22 @@ void Connection::Serve() {
     const std::uint32_t inline_max =
         std::min(limits_.inline_max_bytes, kInlineCeiling);
     bool small = false;
+    // A request that touches a written-back page may wait for the backing
+    // store (up to --backing-timeout while a remote is away): a READ reads
+    // it, a WRITE or WRITE_ZEROES of part of it reads it first, and any
+    // request on it (a whole-page TRIM too) waits for its slot lock while
+    // another request's read of it holds the lock (PageStore's LoadLocked).
+    // Such a request goes to the workers, so that this connection's other
+    // requests do not wait behind it.
     switch (type) {
-      // A read that may wait for the backing store (a written-back page:
-      // up to --backing-timeout while a remote is away) goes to the
-      // workers, so that this connection's other requests do not wait
-      // behind it; so does a write or a zeroing of part of such a page,
-      // which reads it.
       case kCmdRead:
+      case kCmdWrite:
         small = length <= inline_max && !device_->ReadMayWait(offset, length);
         break;
-      case kCmdWrite:
-        small = length <= inline_max && !EdgeMayWait(offset, length);
-        break;
-      case kCmdTrim:  // whole pages only: reads none
-        small = inline_max > 0 && length <= kInlineZeroBytes;
-        break;
+      case kCmdTrim:
       case kCmdWriteZeroes:
         small = inline_max > 0 && length <= kInlineZeroBytes &&
-                !EdgeMayWait(offset, length);
+                !device_->ReadMayWait(offset, length);
         break;
       default: small = true; break;  // FLUSH, CACHE: nothing to do
     }

@@ -22,9 +22,11 @@
 // Then a request runs in one of two places:
 //  * inline, on the reader, when it is small (READ/WRITE up to
 //    inline_max_bytes, TRIM/WRITE_ZEROES up to 1 MiB, FLUSH, CACHE) and
-//    cannot wait for the backing store: not a READ of a written-back page,
-//    nor a WRITE or WRITE_ZEROES of part of one, which reads it
-//    (Device::ReadMayWait). Such a
+//    cannot wait for the backing store: no READ, WRITE, TRIM or
+//    WRITE_ZEROES that touches a written-back page (Device::ReadMayWait),
+//    which a READ reads, a partial WRITE or WRITE_ZEROES reads first, and
+//    any of them waits for while another request's read of it holds its
+//    slot lock. Such a
 //    request costs a few microseconds, less than handing it to another thread
 //    (a wake-up across vCPUs is ~20 us on a VM), so the reader serves it
 //    itself: a small WRITE straight from the input buffer, a READ straight
@@ -203,7 +205,7 @@ class Connection {
                          std::string_view* why) const;
   // Whether a write of [offset, offset + length) reads a page at either
   // end that may wait for the backing store: one it covers only in part
-  // (Device::ReadMayWait).
+  // (Device::ReadMayWait). NBD_CMD_FLAG_FAST_ZERO is refused for it.
   bool EdgeMayWait(std::uint64_t offset, std::uint32_t length) const;
   bool RunInline(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
                  std::uint64_t offset, std::uint32_t length);

@@ -983,6 +983,57 @@ TEST(NbdServerTest, APartialWriteOfAWrittenBackPageHoldsNoRequestBehindIt) {
   ExpectNotHeldBehind(kCmdWriteZeroes, 4000, 96);
 }
 
+// A READ of a written-back page holds the page's slot lock while it waits
+// for the backing store. A whole-page TRIM, WRITE or WRITE_ZEROES of that
+// page reads nothing, but waits for the lock: it goes to a worker too, so
+// that the requests behind it on the same connection (a read from RAM) are
+// answered meanwhile. `type` covers page 0, the one written back.
+void ExpectWholePageNotHeldBehindARead(std::uint16_t type) {
+  GatedReads gate;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = gate.Wrap();
+  ServerFixture f(8 * 4096, {}, std::move(defaults));
+  const auto data = RandomBytes(8 * 4096, 6);
+  ASSERT_NO_FATAL_FAILURE(WriteBackPageZero(f, data));
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 8 * 4096);
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));  // written back
+  ASSERT_TRUE(gate.WaitReads(1));  // blocked, holding page 0's slot lock
+  const std::vector<std::byte> payload(type == kCmdWrite ? 4096 : 0,
+                                       std::byte{0x5a});
+  ASSERT_TRUE(a.SendRequest(type, 0, 2, 0, 4096, payload));
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 3, 4096, 4096));  // in RAM
+  SimpleReply reply;
+  const bool replied = a.Recv(&reply, sizeof(reply));
+  gate.Open();  // else the server's stop waits for the backing read
+  ASSERT_TRUE(replied) << CommandName(type)
+                       << ": the read from RAM waited for the blocked request";
+  EXPECT_EQ(reply.cookie, 3u) << CommandName(type);
+  EXPECT_EQ(FromBig(reply.error), 0u);
+  std::vector<std::byte> got(4096);
+  ASSERT_TRUE(a.Recv(got.data(), got.size()));
+  EXPECT_EQ(got,
+            std::vector<std::byte>(data.begin() + 4096, data.begin() + 8192));
+  // Then the other two, in either order.
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(a.Recv(&reply, sizeof(reply)));
+    EXPECT_EQ(FromBig(reply.error), 0u);
+    if (reply.cookie == 1) {
+      ASSERT_TRUE(a.Recv(got.data(), got.size()));
+    }
+  }
+  ASSERT_OK(f.device().Read(0, got));
+  EXPECT_EQ(got, std::vector<std::byte>(
+                     4096, type == kCmdWrite ? std::byte{0x5a} : std::byte{0}))
+      << CommandName(type);
+}
+
+TEST(NbdServerTest, AWholePageRequestHoldsNoRequestBehindAReadOfItsPage) {
+  ExpectWholePageNotHeldBehindARead(kCmdTrim);
+  ExpectWholePageNotHeldBehindARead(kCmdWrite);
+  ExpectWholePageNotHeldBehindARead(kCmdWriteZeroes);
+}
+
 // proto.md, NBD_CMD_WRITE_ZEROES: with NBD_CMD_FLAG_FAST_ZERO the server
 // MUST fail quickly with ENOTSUP unless it can zero faster than it writes.
 // Zeroing part of a written-back page reads it from the backing store (as a
