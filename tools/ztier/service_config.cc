@@ -108,13 +108,16 @@ class ConfigParser {
     Keys* keys = nullptr;  // the current section's
     std::string section;
     int line_no = 0;
+    int run_on_lines = 0;  // a quoted value's lines after its first
     std::size_t pos = 0;
     while (pos <= text.size()) {
+      const std::size_t line_start = pos;
       std::size_t end = text.find('\n', pos);
       if (end == std::string_view::npos) end = text.size();
       const std::string line = Trim(text.substr(pos, end - pos));
       pos = end + 1;
-      ++line_no;
+      line_no += 1 + run_on_lines;
+      run_on_lines = 0;
       if (line.empty() || line[0] == '#' || line[0] == ';') continue;
       if (line[0] == '[') {
         if (line.back() != ']') {
@@ -153,38 +156,63 @@ class ConfigParser {
         }
         continue;
       }
-      const std::size_t eq = line.find('=');
-      if (eq == std::string::npos) {
+      // A key ends at its first '=' or ':', as rust-ini, zram-generator's
+      // ini parser, reads it (0.17's Parser::parse_key; zram-generator
+      // 1.1.2 takes rust-ini >=0.15, <0.18): "zram-size: 64" is a setting.
+      const std::size_t sep = line.find_first_of("=:");
+      if (sep == std::string::npos) {
         return Error(line_no, "want 'key = value', '[section]' or a comment, "
                               "not '" + line + "'");
       }
-      const std::string key = Trim(line.substr(0, eq));
-      std::string value = Trim(line.substr(eq + 1));
+      const std::string key = Trim(line.substr(0, sep));
+      std::string value = Trim(line.substr(sep + 1));
       if (key.empty()) return Error(line_no, "a value with no key: " + line);
       // A value that starts with a quote, " or ', loses that quote and the
-      // next one of its kind, and the text after it is kept, as
-      // zram-generator's ini parser reads it (rust-ini's parse_val, with its
-      // default ParseOption: enabled_quote): "zstd" is zstd, and
-      // "a" b is a b. rust-ini lets the quoted text run on across lines;
-      // here it must close on its own line.
+      // next one of its kind, and the text after that one up to the end of
+      // its line is kept, as rust-ini reads it (Parser::parse_val, with its
+      // default ParseOption: enabled_quote): "zstd" is zstd, and "a" b is
+      // a b. As there, the quoted text runs on across lines to its closing
+      // quote, and with none the file is refused.
       if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
-        const std::size_t close = value.find(value[0], 1);
-        if (close == std::string::npos) {
-          return Error(line_no, std::string("no closing ") + value[0] +
+        const char quote = value[0];
+        const std::size_t open = text.find(
+            quote, line_start + text.substr(line_start).find_first_of("=:"));
+        const std::size_t close = text.find(quote, open + 1);
+        if (close == std::string_view::npos) {
+          return Error(line_no, std::string("no closing ") + quote +
                                     " in the value of '" + key +
-                                    "' (a quoted value ends on its line)");
+                                    "' (its quote runs on to the end of the "
+                                    "file)");
         }
-        value = Trim(value.substr(1, close - 1) + value.substr(close + 1));
+        std::size_t close_end = text.find('\n', close);
+        if (close_end == std::string_view::npos) close_end = text.size();
+        value =
+            Trim(std::string(text.substr(open + 1, close - open - 1)) +
+                 std::string(text.substr(close + 1, close_end - close - 1)));
+        if (close > end) {
+          const int close_line =
+              line_no +
+              static_cast<int>(std::count(
+                  text.begin() + static_cast<std::ptrdiff_t>(end),
+                  text.begin() + static_cast<std::ptrdiff_t>(close), '\n'));
+          Warn(line_no, "the quoted value of '" + key + "' runs on to line " +
+                            std::to_string(close_line) + " (its closing " +
+                            quote + " is there), as zram-generator reads it");
+          run_on_lines = close_line - line_no;
+          pos = close_end + 1;
+        }
       }
-      if (in == kNone && key.starts_with("set!")) {
-        return Error(line_no, "'" + key +
-                                  "': zram-generator's set! "
-                                  "variables (a program's output) are not "
-                                  "supported; write the value itself");
-      }
+      // zram-generator warns about settings before the first section and
+      // ignores them (1.1.2's src/config.rs, read_devices), as ztier does.
       if (in == kNone) {
-        return Error(line_no, "'" + key + "' is outside a section; put it "
-                              "under [zram0] or [ztier]");
+        Warn(line_no, "'" + key + "' is outside a section: ignored" +
+                          (key.starts_with("set!")
+                               ? " (zram-generator 1.2's set! variables, a "
+                                 "program's output, are not supported: an "
+                                 "expression that names one fails)"
+                               : ", as zram-generator does (put it under "
+                                 "[zram0] or [ztier])"));
+        continue;
       }
       if (in == kIgnored) continue;
       const auto& known = in == kZtier ? ZtierKeys() : DeviceKeys();

@@ -13,8 +13,13 @@
 //   [ztier]
 //   listen = 127.0.0.1:10809
 //
-// Lines: `[section]`, `key = value` (spaces around either optional), blank,
-// or a comment starting with '#' or ';'. As systemd.syntax(5) says (and
+// Lines: `[section]`, `key = value` or `key: value` (spaces around either
+// optional; the key ends at its first '=' or ':', as rust-ini, the ini
+// parser of zram-generator, reads it), blank, or a comment starting with
+// '#' or ';'. A value that starts with a quote, " or ', loses it and the
+// next one of its kind, which may be on a later line (the lines between are
+// part of the value, with a warning), as rust-ini reads it; the text after
+// that quote to the end of its line is kept. As systemd.syntax(5) says (and
 // zram-generator reads): a section given again continues the first, a key
 // given again replaces its earlier value (with a warning), and an empty
 // value resets the key to its default. Each [zramN] section (a name that
@@ -23,10 +28,13 @@
 //   zram-size            size expression (size_expr.h), MiB; default
 //                        min(ram / 2, 4096); 0: the device is not created
 //   zram-fraction, max-zram-size
-//                        zram-generator's deprecated form of zram-size
-//                        (min(ram * fraction, max); defaults 0.5 and 4096
-//                        MiB, max "none" for no cap); zram-size wins over
-//                        them, and either way a warning says so
+//                        zram-generator's deprecated form of zram-size:
+//                        min(floor(ram * fraction), max); the fraction
+//                        defaults to 0.5, and with no max-zram-size (or
+//                        "none") there is no cap, as zram-generator 1.1.2's
+//                        code has it (its manual says 4096). Each is a
+//                        number, as there, or an expression without ram.
+//                        They win over zram-size, as there, with a warning
 //   zram-resident-limit  mem_limit, a size expression in MiB; default 0
 //   compression-algorithm  NAME or NAME(k=v,...); the parameters become
 //                        algorithm_params ("k=v k=v"). Up to three more
@@ -51,10 +59,12 @@
 // `policy = TOKENS`, the post-processing policy (ztier/policy.h) of every
 // device.
 //
+// A setting before the first section (zram-generator 1.2's `set!`
+// variables among them) is ignored with a warning, as zram-generator does.
+//
 // Errors (kInvalidArgument), each "FILE:LINE: reason": a line that is none
-// of the above, a key outside a section (zram-generator's `set!` variables
-// among them), an unknown [ztier] key, and a bad value or expression (with
-// the reason). A file that cannot be read
+// of the above, a quote with no closing one, an unknown [ztier] key, and a
+// bad value or expression (with the reason). A file that cannot be read
 // is its errno's status, "FILE: reason".
 //
 // Thread safety: pure functions, except that LoadServiceConfig reads files.

@@ -266,9 +266,6 @@ struct BadFile {
 
 // Each bad file, the line its error names, and a piece of the message.
 const BadFile kBadFiles[] = {
-    {"zram-size = 1024\n", 1, "outside a section"},
-    {"set!top = echo 1\n[zram0]\nzram-size = top\n", 1,
-     "set! variables (a program's output) are not supported"},
     {"[zram0\n", 1, "must end with ']'"},
     {"[zram0]\nzram-size\n", 2, "want 'key = value'"},
     {"[zram0]\n= 4\n", 2, "a value with no key"},
@@ -306,7 +303,11 @@ const BadFile kBadFiles[] = {
     {"[zram0]\nmount-point = scratch\n", 2, "absolute path"},
     {"[ztier]\nsocket = /run/z.sock\n", 2, "unknown key 'socket' in [ztier]"},
     {"[zram0]\nzram-size = 64\ncompression-algorithm = \"zstd\n", 3,
-     "no closing \" in the value of 'compression-algorithm'"},
+     "no closing \" in the value of 'compression-algorithm' (its quote runs "
+     "on to the end of the file)"},
+    {"[swap]\nname = 'it\n[zram0]\nzram-size = 64\n", 2,
+     "no closing ' in the value of 'name'"},
+    {"[zram0]\n: 4\n", 2, "a value with no key"},
 };
 
 TEST(ServiceConfigTest, EachBadFileHasItsOwnMessage) {
@@ -351,6 +352,82 @@ TEST(ServiceConfigTest, WhatZramGeneratorIgnoresIsIgnoredWithAWarning) {
             std::string::npos) << c.warnings[2];
   EXPECT_NE(c.warnings[3].find(":8: memory-limit is deprecated"),
             std::string::npos) << c.warnings[3];
+}
+
+// zram-generator (1.1.2's src/config.rs, read_devices) warns about
+// settings before the first section and ignores them; so does ztier. Among
+// them a newer zram-generator's set! variables: an expression that names
+// one fails on its own line.
+TEST(ServiceConfigTest, SettingsOutsideASectionAreIgnoredWithAWarning) {
+  const ServiceConfig c = Parse(
+      "zram-size = 1024\n"
+      "set!top = echo 1\n"
+      "[zram0]\nzram-size = 64\n");
+  ASSERT_EQ(c.devices.size(), 1u);
+  EXPECT_EQ(c.devices[0].disksize, 64 * kMiB);
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_EQ(c.warnings[0],
+            "/etc/ztier/ztier.conf:1: 'zram-size' is outside a section: "
+            "ignored, as zram-generator does (put it under [zram0] or "
+            "[ztier])");
+  EXPECT_EQ(c.warnings[1],
+            "/etc/ztier/ztier.conf:2: 'set!top' is outside a section: "
+            "ignored (zram-generator 1.2's set! variables, a program's "
+            "output, are not supported: an expression that names one "
+            "fails)");
+  auto uses = ParseServiceConfig("set!top = echo 1\n[zram0]\nzram-size = top\n",
+                                 "f", kRam);
+  ASSERT_FALSE(uses.has_value());
+  EXPECT_NE(uses.error().message().find("f:3: zram-size: "), std::string::npos)
+      << uses.error().message();
+  EXPECT_NE(uses.error().message().find("'top'"), std::string::npos)
+      << uses.error().message();
+}
+
+// rust-ini, zram-generator's ini parser, ends a key at its first '=' or
+// ':' (rust-ini 0.17's Parser::parse_key; zram-generator 1.1.2 takes
+// rust-ini >=0.15, <0.18): "key: value" is a setting too.
+TEST(ServiceConfigTest, AColonSeparatesKeyAndValueAsInZramGenerator) {
+  const ServiceConfig c = Parse(
+      "[zram0]\n"
+      "zram-size: 64\n"
+      "compression-algorithm :zstd\n"
+      "writeback-device = nbd://backup:10809/zram0\n"
+      "[ztier]\n"
+      "listen: 127.0.0.1:10809\n"
+      "metrics-listen = 127.0.0.1:9470\n");
+  ASSERT_EQ(c.devices.size(), 1u);
+  EXPECT_EQ(c.devices[0].disksize, 64 * kMiB);
+  EXPECT_EQ(c.devices[0].comp_algorithm, "zstd");
+  EXPECT_EQ(c.devices[0].backing_dev, "nbd://backup:10809/zram0");
+  ASSERT_EQ(c.ztier.size(), 2u);
+  EXPECT_EQ(c.ztier[0].key, "listen");
+  EXPECT_EQ(c.ztier[0].value, "127.0.0.1:10809");
+  EXPECT_EQ(c.ztier[1].key, "metrics-listen");
+  EXPECT_EQ(c.ztier[1].value, "127.0.0.1:9470");
+  EXPECT_TRUE(c.warnings.empty());
+}
+
+// rust-ini's quoted value runs on to the next quote of its kind, across
+// lines (Parser::parse_val): zram-generator reads the lines between as
+// part of the value, and so does ztier, with a warning.
+TEST(ServiceConfigTest, AQuotedValueRunsOnAcrossLinesAsInZramGenerator) {
+  const ServiceConfig c = Parse(
+      "[swap]\n"
+      "note = 'the old\n"
+      "[zram1]\n"
+      "zram-size = 1' device\n"
+      "[zram0]\n"
+      "zram-size = 64\n");
+  ASSERT_EQ(c.devices.size(), 1u);
+  EXPECT_EQ(c.devices[0].name, "zram0");
+  EXPECT_EQ(c.devices[0].line, 5);
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_NE(c.warnings[0].find(":1: section [swap] ignored"), std::string::npos)
+      << c.warnings[0];
+  EXPECT_EQ(c.warnings[1],
+            "/etc/ztier/ztier.conf:2: the quoted value of 'note' runs on to "
+            "line 4 (its closing ' is there), as zram-generator reads it");
 }
 
 // zram-generator's ini parser (rust-ini) takes a value's leading quote,
@@ -464,6 +541,20 @@ TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
   EXPECT_NE(expr.warnings[0].find("this is zram-size = floor(ram * (0.5 - "
                                   "0.25))"),
             std::string::npos) << expr.warnings[0];
+  // zram-generator parses zram-fraction as a Rust f64 and max-zram-size as
+  // a u64 (1.1.2's src/config.rs, parse_line): their spellings of a number
+  // are numbers here too.
+  const ServiceConfig rust = Parse(
+      "[zram0]\nzram-fraction = .25\nmax-zram-size = +2048\n"
+      "[zram1]\nzram-fraction = 5E-1\nmax-zram-size = 0004096\n"
+      "[zram2]\nzram-fraction = 1.\nmax-zram-size = 100\n"
+      "[zram3]\nzram-fraction = +0.1\n",
+      1000);
+  ASSERT_EQ(rust.devices.size(), 4u);
+  EXPECT_EQ(rust.devices[0].disksize, 250 * kMiB);
+  EXPECT_EQ(rust.devices[1].disksize, 500 * kMiB);
+  EXPECT_EQ(rust.devices[2].disksize, 100 * kMiB);
+  EXPECT_EQ(rust.devices[3].disksize, 100 * kMiB);
   auto bad = ParseServiceConfig("[zram0]\nzram-fraction = half\n", "f", kRam);
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message().find("f:2: zram-fraction: want a "),
