@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -286,7 +287,19 @@ class ConfigParser {
       // product rounded down to whole MiB first (its config.rs,
       // set_disksize_if_enabled, casts it to u64).
       std::string f = "0.5";
-      if (fraction != nullptr) {
+      // Rust's f64 parse, which zram-generator's is, takes "inf" and
+      // "infinity" (any case, either sign); ram * inf cast to u64 is the
+      // largest, so max-zram-size is the size.
+      std::string unsigned_f =
+          fraction != nullptr ? Lower(fraction->first) : "";
+      if (unsigned_f.starts_with('+')) unsigned_f.erase(0, 1);
+      const bool infinite = unsigned_f == "inf" || unsigned_f == "infinity";
+      if (infinite && (max_size == nullptr || max_size->first == "none")) {
+        return Error(fraction->second,
+                     "zram-fraction: inf wants a max-zram-size (ram * inf "
+                     "is no size)");
+      }
+      if (fraction != nullptr && !infinite) {
         auto v = EvalSizeExpression(fraction->first, ram_);
         if (!v.has_value() || *v < 0 || fraction->first.find("ram") !=
                                             std::string::npos) {
@@ -313,7 +326,8 @@ class ConfigParser {
           return Error(max_size->second,
                        "max-zram-size: want MiB or none, not '" + m + "'");
         }
-        d.size_expression = "min(" + d.size_expression + ", " + m + ")";
+        d.size_expression =
+            infinite ? m : "min(" + d.size_expression + ", " + m + ")";
       }
       Warn(line, "zram-fraction and max-zram-size are deprecated; this is "
                  "zram-size = " + d.size_expression);
@@ -350,8 +364,8 @@ class ConfigParser {
     if (auto* v = host_limit) {
       if (v->first != "none") {
         ZT_ASSIGN_OR_RETURN(std::uint64_t limit,
-                            Integer("host-memory-limit", v->first, v->second, 0,
-                                    INT64_MAX, " (MiB) or none"));
+                            Unsigned("host-memory-limit", v->first, v->second,
+                                     " (MiB) or none"));
         if (ram_ > static_cast<double>(limit) && d.skipped.empty()) {
           d.skipped = "host-memory-limit is " + std::to_string(limit) +
                       " MiB and this host has " +
@@ -504,6 +518,21 @@ class ConfigParser {
                              ", not '" + text + "'");
     }
     return static_cast<std::int64_t>(v);
+  }
+
+  // A u64 as zram-generator parses one (Rust's u64 from_str): an optional
+  // '+', then decimal digits.
+  Result<std::uint64_t> Unsigned(const char* key, const std::string& text,
+                                 int line, const char* want) {
+    std::string_view t = text;
+    if (t.starts_with('+')) t.remove_prefix(1);
+    std::uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (t.empty() || ec != std::errc() || end != t.data() + t.size()) {
+      return Error(line, std::string(key) + ": want an integer" + want +
+                             ", not '" + text + "'");
+    }
+    return v;
   }
 
   std::unexpected<Status> Error(int line, const std::string& what) const {

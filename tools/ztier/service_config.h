@@ -33,7 +33,9 @@
 //                        defaults to 0.5, and with no max-zram-size (or
 //                        "none") there is no cap, as zram-generator 1.1.2's
 //                        code has it (its manual says 4096). Each is a
-//                        number, as there, or an expression without ram.
+//                        number, as there (a fraction of inf makes
+//                        max-zram-size the size), or an expression
+//                        without ram.
 //                        They win over zram-size, as there, with a warning
 //   zram-resident-limit  mem_limit, a size expression in MiB; default 0
 //   compression-algorithm  NAME or NAME(k=v,...); the parameters become

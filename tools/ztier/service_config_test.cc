@@ -548,13 +548,31 @@ TEST(ServiceConfigTest, ZramGeneratorsDeprecatedSizeKeys) {
       "[zram0]\nzram-fraction = .25\nmax-zram-size = +2048\n"
       "[zram1]\nzram-fraction = 5E-1\nmax-zram-size = 0004096\n"
       "[zram2]\nzram-fraction = 1.\nmax-zram-size = 100\n"
-      "[zram3]\nzram-fraction = +0.1\n",
+      "[zram3]\nzram-fraction = +0.1\n"
+      "[zram4]\nzram-fraction = inf\nmax-zram-size = 300\n"
+      "[zram5]\nzram-fraction = +Infinity\nmax-zram-size = 30\n"
+      "[zram6]\nzram-size = 64\nhost-memory-limit = 18446744073709551615\n",
       1000);
-  ASSERT_EQ(rust.devices.size(), 4u);
+  ASSERT_EQ(rust.devices.size(), 7u);
   EXPECT_EQ(rust.devices[0].disksize, 250 * kMiB);
   EXPECT_EQ(rust.devices[1].disksize, 500 * kMiB);
   EXPECT_EQ(rust.devices[2].disksize, 100 * kMiB);
   EXPECT_EQ(rust.devices[3].disksize, 100 * kMiB);
+  // Rust's f64 "inf": ram * inf is cast to the largest u64, and the cap is
+  // the size.
+  EXPECT_EQ(rust.devices[4].disksize, 300 * kMiB);
+  EXPECT_EQ(rust.devices[5].disksize, 30 * kMiB);
+  // host-memory-limit is a u64 there: the largest is no limit.
+  EXPECT_EQ(rust.devices[6].disksize, 64 * kMiB);
+  EXPECT_EQ(rust.devices[6].skipped, "");
+  // With no cap, ram * inf is no size (zram-generator's product wraps).
+  auto uncapped =
+      ParseServiceConfig("[zram0]\nzram-fraction = inf\n", "f", kRam);
+  ASSERT_FALSE(uncapped.has_value());
+  EXPECT_NE(uncapped.error().message().find(
+                "f:2: zram-fraction: inf wants a max-zram-size"),
+            std::string::npos)
+      << uncapped.error().message();
   auto bad = ParseServiceConfig("[zram0]\nzram-fraction = half\n", "f", kRam);
   ASSERT_FALSE(bad.has_value());
   EXPECT_NE(bad.error().message().find("f:2: zram-fraction: want a "),
