@@ -157,51 +157,63 @@ class ConfigParser {
         }
         continue;
       }
-      // A key ends at its first '=' or ':', as rust-ini, zram-generator's
-      // ini parser, reads it (0.17's Parser::parse_key; zram-generator
-      // 1.1.2 takes rust-ini >=0.15, <0.18): "zram-size: 64" is a setting.
-      const std::size_t sep = line.find_first_of("=:");
-      if (sep == std::string::npos) {
+      // A setting, read as rust-ini, zram-generator's ini parser, reads it
+      // (0.17's Parser::parse; zram-generator 1.1.2 takes rust-ini >=0.15,
+      // <0.18), escapes and all (ReadEscaped). The key ends at its first
+      // '=' or ':' ("zram-size: 64" is a setting), on its line (there it
+      // may run on to a later one's).
+      const std::size_t key_start =
+          line_start + text.substr(line_start).find_first_not_of(" \t\r\f\v");
+      ZT_ASSIGN_OR_RETURN(auto key_read,
+                          ReadEscaped(text, key_start, "=:\n", line_no));
+      const std::size_t sep = key_read.second;
+      if (sep == text.size() || text[sep] == '\n') {
         return Error(line_no, "want 'key = value', '[section]' or a comment, "
                               "not '" + line + "'");
       }
-      const std::string key = Trim(line.substr(0, sep));
-      std::string value = Trim(line.substr(sep + 1));
+      const std::string key = Trim(key_read.first);
       if (key.empty()) return Error(line_no, "a value with no key: " + line);
-      // A value that starts with a quote, " or ', loses that quote and the
-      // next one of its kind, and the text after that one up to the end of
-      // its line is kept, as rust-ini reads it (Parser::parse_val, with its
-      // default ParseOption: enabled_quote): "zstd" is zstd, and "a" b is
-      // a b. As there, the quoted text runs on across lines to its closing
-      // quote, and with none the file is refused.
-      if (!value.empty() && (value[0] == '"' || value[0] == '\'')) {
-        const char quote = value[0];
-        const std::size_t open = text.find(
-            quote, line_start + text.substr(line_start).find_first_of("=:"));
-        const std::size_t close = text.find(quote, open + 1);
-        if (close == std::string_view::npos) {
+      // The value starts at its first character that is not a space
+      // (Parser::parse_whitespace_except_line_break). One that starts with
+      // a quote, " or ', loses that quote and the next one of its kind,
+      // and the text after that one to the end of its line is kept
+      // (Parser::parse_val, with rust-ini's default ParseOption:
+      // enabled_quote): "zstd" is zstd, and "a" b is a b. The quoted text
+      // runs on across lines to its closing quote; with none the file is
+      // refused.
+      std::size_t at = sep + 1;
+      while (at < text.size() && text[at] != '\n' && text[at] != '\r' &&
+             std::isspace(static_cast<unsigned char>(text[at]))) {
+        ++at;
+      }
+      std::string value;
+      if (at < text.size() && (text[at] == '"' || text[at] == '\'')) {
+        const char quote = text[at];
+        ZT_ASSIGN_OR_RETURN(auto quoted,
+                            ReadEscaped(text, at + 1, {&quote, 1}, line_no));
+        if (quoted.second == text.size()) {
           return Error(line_no, std::string("no closing ") + quote +
                                     " in the value of '" + key +
                                     "' (its quote runs on to the end of the "
                                     "file)");
         }
-        std::size_t close_end = text.find('\n', close);
-        if (close_end == std::string_view::npos) close_end = text.size();
-        value =
-            Trim(std::string(text.substr(open + 1, close - open - 1)) +
-                 std::string(text.substr(close + 1, close_end - close - 1)));
-        if (close > end) {
-          const int close_line =
-              line_no +
-              static_cast<int>(std::count(
-                  text.begin() + static_cast<std::ptrdiff_t>(end),
-                  text.begin() + static_cast<std::ptrdiff_t>(close), '\n'));
-          Warn(line_no, "the quoted value of '" + key + "' runs on to line " +
-                            std::to_string(close_line) + " (its closing " +
-                            quote + " is there), as zram-generator reads it");
-          run_on_lines = close_line - line_no;
-          pos = close_end + 1;
+        if (quoted.second > end) {
+          Warn(line_no,
+               "the quoted value of '" + key + "' runs on to line " +
+                   std::to_string(LineOf(text, quoted.second, end, line_no)) +
+                   " (its closing " + quote +
+                   " is there), as zram-generator reads it");
         }
+        value = std::move(quoted.first);
+        at = quoted.second + 1;
+      }
+      ZT_ASSIGN_OR_RETURN(auto rest, ReadEscaped(text, at, "\n", line_no));
+      value = Trim(value + rest.first);
+      // A value that runs on (a quote, or a backslash before a line's end)
+      // takes the lines up to where it ends.
+      if (rest.second > end) {
+        run_on_lines = LineOf(text, rest.second, end, line_no) - line_no;
+        pos = rest.second + 1;
       }
       // zram-generator warns about settings before the first section and
       // ignores them (1.1.2's src/config.rs, read_devices), as ztier does.
@@ -518,6 +530,94 @@ class ConfigParser {
                              ", not '" + text + "'");
     }
     return static_cast<std::int64_t>(v);
+  }
+
+  // The text from `from` to the first of `stops` that is not escaped (or
+  // to the end), and where that stop is (text.size() at the end), with
+  // rust-ini's escapes (Parser::parse_str_until, with its default
+  // ParseOption: enabled_escape, which zram-generator's Ini::load_from_file
+  // takes) replaced: a backslash before a newline continues the line, \a
+  // \b \t \r \n are those characters, \xHHHH is that code point, and any
+  // other escaped character is itself (\\, \", \=, ...). As there, a
+  // backslash at the end of the file and a bad \x are errors; unlike there,
+  // so is \0, a NUL, which no value can hold. Errors name `line`.
+  Result<std::pair<std::string, std::size_t>> ReadEscaped(
+      std::string_view text, std::size_t from, std::string_view stops,
+      int line) {
+    std::string out;
+    std::size_t i = from;
+    for (; i < text.size() && stops.find(text[i]) == std::string_view::npos;
+         ++i) {
+      if (text[i] != '\\') {
+        out += text[i];
+        continue;
+      }
+      if (++i == text.size()) return Error(line, "a backslash ends the file");
+      switch (text[i]) {
+        case '\n':
+          break;
+        case 'a':
+          out += '\a';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case '0':
+          return Error(line, "\\0 (a NUL) is not taken");
+        case 'x': {
+          const std::string_view hex = text.substr(i + 1, 4);
+          unsigned code = 0;
+          const auto [end, ec] =
+              std::from_chars(hex.data(), hex.data() + hex.size(), code, 16);
+          if (hex.size() != 4 || ec != std::errc() ||
+              end != hex.data() + hex.size() || hex[0] == '+' ||
+              hex[0] == '-') {
+            return Error(line, "\\x" + std::string(hex) +
+                                   " is not \\x and four hex digits");
+          }
+          if (code >= 0xD800 && code <= 0xDFFF) {
+            return Error(line,
+                         "\\x" + std::string(hex) + " is not a character");
+          }
+          if (code == 0) return Error(line, "\\x0000 (a NUL) is not taken");
+          AppendUtf8(code, &out);
+          i += 4;
+          break;
+        }
+        default:
+          out += text[i];
+      }
+    }
+    return std::make_pair(std::move(out), i);
+  }
+
+  // The line of text[at], for at past `end`, the end of line `line`.
+  static int LineOf(std::string_view text, std::size_t at, std::size_t end,
+                    int line) {
+    return line + static_cast<int>(
+                      std::count(text.begin() + end, text.begin() + at, '\n'));
+  }
+
+  static void AppendUtf8(unsigned code, std::string* out) {
+    if (code < 0x80) {
+      *out += static_cast<char>(code);
+    } else if (code < 0x800) {
+      *out += static_cast<char>(0xC0 | (code >> 6));
+      *out += static_cast<char>(0x80 | (code & 0x3F));
+    } else {
+      *out += static_cast<char>(0xE0 | (code >> 12));
+      *out += static_cast<char>(0x80 | ((code >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (code & 0x3F));
+    }
   }
 
   // A u64 as zram-generator parses one (Rust's u64 from_str): an optional

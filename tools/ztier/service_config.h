@@ -19,7 +19,11 @@
 // '#' or ';'. A value that starts with a quote, " or ', loses it and the
 // next one of its kind, which may be on a later line (the lines between are
 // part of the value, with a warning), as rust-ini reads it; the text after
-// that quote to the end of its line is kept. As systemd.syntax(5) says (and
+// that quote to the end of its line is kept. A backslash in a key or a
+// value is rust-ini's escape: at a line's end it continues the line, \\ \n
+// \t \r \a \b and \xHHHH are characters, and \C any other C is C (\" a
+// quote that closes none); \0, a bad \x and a backslash ending the file
+// are errors. As systemd.syntax(5) says (and
 // zram-generator reads): a section given again continues the first, a key
 // given again replaces its earlier value (with a warning), and an empty
 // value resets the key to its default. Each [zramN] section (a name that

@@ -430,6 +430,50 @@ TEST(ServiceConfigTest, AQuotedValueRunsOnAcrossLinesAsInZramGenerator) {
             "line 4 (its closing ' is there), as zram-generator reads it");
 }
 
+// rust-ini reads a backslash in a key or a value as an escape (Parser::
+// parse_str_until, with its default ParseOption: enabled_escape, which
+// zram-generator's Ini::load_from_file takes): a backslash before the end
+// of a line continues it, \\ is one, \n \t \xHHHH are characters, and any
+// other escaped character is itself (a quote among them, which then does
+// not close one).
+TEST(ServiceConfigTest, BackslashEscapesAsInZramGenerator) {
+  const ServiceConfig c = Parse(
+      "[zram0]\n"
+      "compression-algorithm = lz4 \\\n"
+      "    zstd(level=9)\n"
+      "zram-\\\nsize = 6\\4\n"
+      "writeback-device = \"/var/lib/z\\\"q\\\\\\x0041\"\n"
+      "options = discard\\,noatime\n"
+      "mount-point = /mnt/a\\tb\n"
+      "[zram1]\n"
+      "zram-size = 32\n");
+  ASSERT_EQ(c.devices.size(), 2u);
+  const DeviceConfig& d = c.devices[0];
+  EXPECT_EQ(d.comp_algorithm, "lz4");
+  ASSERT_EQ(d.recomp_algorithms.size(), 1u);
+  EXPECT_EQ(d.recomp_algorithms[0].name, "zstd");
+  EXPECT_EQ(d.disksize, 64 * kMiB);
+  EXPECT_EQ(d.key_lines.at("zram-size"), 4);
+  EXPECT_EQ(d.backing_dev, "/var/lib/z\"q\\A");
+  EXPECT_EQ(d.notes.at("options"), "discard,noatime");
+  EXPECT_EQ(d.notes.at("mount-point"), "/mnt/a\tb");
+  EXPECT_EQ(c.devices[1].line, 9);
+  EXPECT_TRUE(c.warnings.empty());
+  // What rust-ini refuses, ztier refuses, naming the line.
+  for (const auto& [text, message] :
+       std::initializer_list<std::pair<const char*, const char*>>{
+           {"[zram0]\nzram-size = 64\\", "a backslash ends the file"},
+           {"[zram0]\nzram-size = 64\\xZZZZ\n",
+            "\\xZZZZ is not \\x and "
+            "four hex digits"},
+           {"[zram0]\nzram-size = 64\\xD800\n", "\\xD800 is not a character"},
+           {"[zram0]\nzram-size = 64\\0\n", "\\0 (a NUL) is not taken"}}) {
+    auto bad = ParseServiceConfig(text, "f", kRam);
+    ASSERT_FALSE(bad.has_value()) << text;
+    EXPECT_EQ(bad.error().message(), std::string("f:2: ") + message) << text;
+  }
+}
+
 // zram-generator's ini parser (rust-ini) takes a value's leading quote,
 // " or ', and the next one of its kind away, keeps the text after it, and
 // trims the whole: files written with quotes work unchanged.
