@@ -9,11 +9,13 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -1320,12 +1322,71 @@ std::map<std::string, std::string> Device::notes() const {
 
 // ---- DeviceRegistry ----
 
+namespace {
+
+// N of a name "zramN" as HotAdd spells it (decimal, no leading zero, at
+// most INT_MAX); none for any other name ("zram007" is not zram7).
+std::optional<int> ZramId(std::string_view name) {
+  if (!name.starts_with("zram")) return std::nullopt;
+  name.remove_prefix(4);
+  if (name.empty() || (name.size() > 1 && name.front() == '0')) {
+    return std::nullopt;
+  }
+  int n = 0;
+  auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), n);
+  if (ec != std::errc() || end != name.data() + name.size()) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+}  // namespace
+
 struct DeviceRegistry::Impl {
   explicit Impl(DeviceDefaults d) : defaults(std::move(d)) {}
   const DeviceDefaults defaults;
-  mutable std::mutex mu;  // guards devices
+  mutable std::mutex mu;  // guards the members below
   std::map<std::string, std::shared_ptr<Device>, std::less<>> devices;
   DeviceWatcher* watcher = nullptr;  // set on every device added
+  // The zramN ids in use, so that HotAdd finds the lowest free one in
+  // O(log n) rather than by trying zram0, zram1, ... in turn: every id
+  // below `next_id` is in use except those in `free_ids`; an id at or
+  // above it is in use when in `used_above` (a name Add was given).
+  int next_id = 0;
+  std::set<int> free_ids;
+  std::set<int> used_above;
+
+  void TakeId(std::string_view name) {
+    const std::optional<int> id = ZramId(name);
+    if (!id.has_value()) return;
+    if (*id < next_id) {
+      free_ids.erase(*id);
+    } else {
+      used_above.insert(*id);
+    }
+  }
+  void GiveBackId(std::string_view name) {
+    const std::optional<int> id = ZramId(name);
+    if (!id.has_value()) return;
+    if (*id < next_id) {
+      free_ids.insert(*id);
+    } else {
+      used_above.erase(*id);
+    }
+  }
+  // The lowest free id, taken; none once every id to INT_MAX is.
+  std::optional<int> NewId() {
+    if (!free_ids.empty()) return free_ids.extract(free_ids.begin()).value();
+    // Each id skipped here was put in used_above by one Add: amortised
+    // O(log n).
+    while (!used_above.empty() && *used_above.begin() == next_id) {
+      used_above.erase(used_above.begin());
+      if (next_id == INT_MAX) return std::nullopt;
+      ++next_id;
+    }
+    if (next_id == INT_MAX) return std::nullopt;
+    return next_id++;
+  }
 };
 
 DeviceRegistry::DeviceRegistry(DeviceDefaults defaults)
@@ -1346,20 +1407,22 @@ Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {
   auto d = std::make_shared<Device>(std::string(name), m.defaults);
   d->SetWatcher(m.watcher);
   m.devices.emplace(std::string(name), d);
+  m.TakeId(name);
   return d;
 }
 
 Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
   Impl& m = *impl_;
   std::lock_guard lock(m.mu);
-  for (int n = 0;; ++n) {
-    std::string name = "zram" + std::to_string(n);
-    if (m.devices.contains(name)) continue;
-    auto d = std::make_shared<Device>(name, m.defaults);
-    d->SetWatcher(m.watcher);
-    m.devices.emplace(name, d);
-    return d;
+  const std::optional<int> id = m.NewId();
+  if (!id.has_value()) {
+    return Err(Status::ResourceExhausted("every zramN name is in use"));
   }
+  std::string name = "zram" + std::to_string(*id);
+  auto d = std::make_shared<Device>(name, m.defaults);
+  d->SetWatcher(m.watcher);
+  m.devices.emplace(std::move(name), d);
+  return d;
 }
 
 Status DeviceRegistry::Remove(std::string_view name) {
@@ -1386,6 +1449,7 @@ Status DeviceRegistry::Remove(std::string_view name) {
     return Status::NotFound("no device '" + std::string(name) + "'");
   }
   m.devices.erase(it);
+  m.GiveBackId(name);
   return Status::Ok();
 }
 

@@ -763,6 +763,39 @@ TEST(DeviceRegistryTest, AddHotAddRemove) {
   EXPECT_EQ(r.Find("zram9"), nullptr);
 }
 
+// hot_add takes the lowest free zramN, whatever names Add gave and Remove
+// took back ("zram007" and "zram01" are other names, not zram7 and zram1).
+TEST(DeviceRegistryTest, HotAddTakesTheLowestFreeId) {
+  DeviceRegistry r(DeviceDefaults{});
+  const auto hot_add = [&r] {
+    auto d = r.HotAdd();
+    return d.has_value() ? (*d)->name() : d.error().ToString();
+  };
+  for (const char* name :
+       {"zram1", "zram3", "zram4", "zram007", "zram01", "disk2", "zram"}) {
+    ASSERT_TRUE(r.Add(name).has_value()) << name;
+  }
+  EXPECT_EQ(hot_add(), "zram0");
+  EXPECT_EQ(hot_add(), "zram2");
+  EXPECT_EQ(hot_add(), "zram5");  // past zram3 and zram4
+  ASSERT_OK(r.Remove("zram3"));
+  ASSERT_OK(r.Remove("zram1"));
+  ASSERT_OK(r.Remove("zram007"));
+  EXPECT_EQ(hot_add(), "zram1");
+  EXPECT_EQ(hot_add(), "zram3");
+  ASSERT_TRUE(r.Add("zram6").has_value());
+  ASSERT_TRUE(r.Add("zram8").has_value());
+  EXPECT_EQ(hot_add(), "zram7");
+  ASSERT_OK(r.Remove("zram8"));
+  EXPECT_EQ(hot_add(), "zram8");
+  EXPECT_EQ(hot_add(), "zram9");
+  ASSERT_OK(r.Remove("zram9"));
+  ASSERT_OK(r.Remove("zram0"));
+  ASSERT_TRUE(r.Add("zram0").has_value());  // taken again by name
+  EXPECT_EQ(hot_add(), "zram9");
+  EXPECT_EQ(r.List().size(), 13u);
+}
+
 // A removed device's memory and backing file go at the removal, as the
 // kernel's hot_remove resets the device, not when the last holder of the
 // Device (a policy round, a metrics scrape) lets go; passes on it find it

@@ -376,7 +376,8 @@ class DeviceRegistry {
   // Adds a device (uninitialised). kInvalidArgument for a bad name (empty,
   // longer than 64, or not [A-Za-z0-9_.-]); kBusy if it exists.
   Result<std::shared_ptr<Device>> Add(std::string_view name);
-  // Adds "zramN" with the lowest free N; returns it.
+  // Adds "zramN" with the lowest free N (O(log n) in the devices); returns
+  // it. kResourceExhausted only once every N to INT_MAX is taken.
   Result<std::shared_ptr<Device>> HotAdd();
   // kNotFound if unknown; kBusy while clients are attached.
   Status Remove(std::string_view name);
