@@ -233,7 +233,10 @@ class MetricsServerImpl final : public MetricsServer {
       unix_ = std::move(*l);
     }
     if (!options_.listen.empty()) {
-      Result<platform::Listener> l = platform::Listener::Tcp(options_.listen);
+      Result<platform::Listener> l =
+          options_.listen_addresses.has_value()
+              ? platform::Listener::Tcp(*options_.listen_addresses)
+              : platform::Listener::Tcp(options_.listen);
       if (!l.has_value()) {
         return WithContext(l.error(),
                            "listen address '" + options_.listen + "'");

@@ -46,7 +46,10 @@ class NbdServerImpl final : public NbdServer {
       ZT_ASSIGN_OR_RETURN(unix_, platform::Listener::Unix(options_.unix_path));
     }
     if (!options_.listen.empty()) {
-      ZT_ASSIGN_OR_RETURN(tcp_, platform::Listener::Tcp(options_.listen));
+      ZT_ASSIGN_OR_RETURN(
+          tcp_, options_.listen_addresses.has_value()
+                    ? platform::Listener::Tcp(*options_.listen_addresses)
+                    : platform::Listener::Tcp(options_.listen));
     }
     limits_.max_request_bytes = options_.max_request_bytes;
     limits_.inline_max_bytes = options_.inline_max_bytes;

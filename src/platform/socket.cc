@@ -233,33 +233,45 @@ Status ResolvePassive(const TcpAddress& address, struct addrinfo** res) {
 
 }  // namespace
 
-Status ResolveTcpAddress(const std::string& spec) {
-  auto address = ParseTcpAddress(spec);
-  if (!address.has_value()) return address.error();
-  struct addrinfo* res = nullptr;
-  ZT_RETURN_IF_ERROR(ResolvePassive(*address, &res));
-  ::freeaddrinfo(res);
-  return Status::Ok();
-}
-
-Result<Listener> Listener::Tcp(const std::string& spec) {
+Result<ResolvedTcpAddress> ResolveTcpAddress(const std::string& spec) {
   ZT_ASSIGN_OR_RETURN(const TcpAddress address, ParseTcpAddress(spec));
   struct addrinfo* res = nullptr;
   if (Status st = ResolvePassive(address, &res); !st.ok()) return Err(st);
+  ResolvedTcpAddress resolved{.spec = spec, .endpoints = {}};
+  for (struct addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    ResolvedTcpAddress::Endpoint& e = resolved.endpoints.emplace_back();
+    e.family = ai->ai_family;
+    e.socktype = ai->ai_socktype;
+    e.protocol = ai->ai_protocol;
+    std::memcpy(&e.addr, ai->ai_addr, ai->ai_addrlen);
+    e.len = ai->ai_addrlen;
+  }
+  ::freeaddrinfo(res);
+  return resolved;
+}
+
+Result<Listener> Listener::Tcp(const std::string& spec) {
+  ZT_ASSIGN_OR_RETURN(const ResolvedTcpAddress address,
+                      ResolveTcpAddress(spec));
+  return Tcp(address);
+}
+
+Result<Listener> Listener::Tcp(const ResolvedTcpAddress& address) {
+  const std::string& spec = address.spec;
   Status status = Status::InvalidArgument("no address for '" + spec + "'");
   Listener l;
   l.tcp_ = true;
-  for (struct addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    l.fd_ = ::socket(ai->ai_family,
-                     ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                     ai->ai_protocol);
+  for (const ResolvedTcpAddress::Endpoint& e : address.endpoints) {
+    l.fd_ = ::socket(e.family, e.socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                     e.protocol);
     if (l.fd_ < 0) {
       status = PosixError("socket", errno);
       continue;
     }
     const int one = 1;
     ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(l.fd_, ai->ai_addr, ai->ai_addrlen) != 0) {
+    if (::bind(l.fd_, reinterpret_cast<const sockaddr*>(&e.addr), e.len) != 0) {
       status = PosixError("bind " + spec, errno);
     } else if (::listen(l.fd_, SOMAXCONN) != 0) {
       status = PosixError("listen " + spec, errno);
@@ -270,7 +282,6 @@ Result<Listener> Listener::Tcp(const std::string& spec) {
     ::close(l.fd_);
     l.fd_ = -1;
   }
-  ::freeaddrinfo(res);
   if (!status.ok()) return Err(status);
   struct sockaddr_storage bound;
   socklen_t len = sizeof(bound);

@@ -363,6 +363,39 @@ TEST(SocketTest, BadTcpAddresses) {
   }
 }
 
+// An address looked up once is bound as it is: the first endpoint that
+// binds; an endpoint that cannot (in use) gives way to the next, and when
+// none binds, the last one's error is the result.
+TEST(SocketTest, AResolvedAddressBindsItsEndpoints) {
+  Result<ResolvedTcpAddress> a = ResolveTcpAddress("127.0.0.1:0");
+  ASSERT_TRUE(a.has_value()) << a.error().ToString();
+  ASSERT_FALSE(a->endpoints.empty());
+  EXPECT_EQ(a->spec, "127.0.0.1:0");
+  Result<Listener> first = Listener::Tcp(*a);
+  ASSERT_TRUE(first.has_value()) << first.error().ToString();
+  ASSERT_GT(first->port(), 0);
+  // The port in use ahead of a free one.
+  Result<ResolvedTcpAddress> taken =
+      ResolveTcpAddress("127.0.0.1:" + std::to_string(first->port()));
+  ASSERT_TRUE(taken.has_value());
+  ResolvedTcpAddress both = *taken;
+  both.endpoints.push_back(a->endpoints.front());
+  Result<Listener> second = Listener::Tcp(both);
+  ASSERT_TRUE(second.has_value()) << second.error().ToString();
+  EXPECT_NE(second->port(), first->port());
+  Result<Listener> none = Listener::Tcp(*taken);
+  ASSERT_FALSE(none.has_value());
+  EXPECT_NE(none.error().message().find("bind 127.0.0.1:"), std::string::npos)
+      << none.error().ToString();
+  Result<ResolvedTcpAddress> bad = ResolveTcpAddress("no-port-here");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Listener::Tcp(ResolvedTcpAddress{.spec = "x:1", .endpoints = {}})
+                .error()
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(SocketTest, SendWouldBlockIsBusy) {
   int sv[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);

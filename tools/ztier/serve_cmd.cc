@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "ctl/control_server.h"
@@ -446,6 +447,9 @@ struct Checked {
       recomp;  // --recomp-algorithm
   std::uint32_t ublk_max_io = 512 << 10;
   std::optional<PolicyOptions> policy;  // --policy, when given
+  // --listen's and --metrics-listen's addresses, looked up once, at start.
+  std::optional<platform::ResolvedTcpAddress> listen;
+  std::optional<platform::ResolvedTcpAddress> metrics_listen;
 };
 
 std::optional<Status> InFile(const Status& st, const ServiceConfig& config,
@@ -679,20 +683,25 @@ std::optional<int> CheckSettings(ServeSettings& s, const FlagSet& given,
   }
   // The TCP addresses' names, looked up now, before any device is made (and
   // with --prealloc filled), so that one that does not resolve names its
-  // line or flag; they are looked up again when bound. Only at start: a
-  // reload checks their form (CheckValues). A resolver that cannot answer
-  // yet is kIoError, exit 1, which the unit restarts.
-  for (const auto& [flag, spec] :
-       {std::pair{"listen", &s.listen},
-        std::pair{"metrics-listen", &s.metrics_listen}}) {
+  // line or flag; the servers bind what this lookup found (a second one
+  // would wait out unanswering nameservers again). Only at start: a reload
+  // checks their form (CheckValues). A resolver that cannot answer yet is
+  // kIoError, exit 1, which the unit restarts.
+  for (const auto& [flag, spec, resolved] :
+       {std::tuple{"listen", &s.listen, &c->listen},
+        std::tuple{"metrics-listen", &s.metrics_listen, &c->metrics_listen}}) {
     if (spec->empty()) continue;
-    if (Status st = platform::ResolveTcpAddress(*spec); !st.ok()) {
-      Status named(st.code(), std::string("--") + flag + ": " + st.message());
-      if (config.has_value()) {
-        if (auto where = InFile(named, *config, given)) named = *where;
-      }
-      return FailFor(named, named.message());
+    auto address = platform::ResolveTcpAddress(*spec);
+    if (address.has_value()) {
+      *resolved = std::move(*address);
+      continue;
     }
+    const Status& st = address.error();
+    Status named(st.code(), std::string("--") + flag + ": " + st.message());
+    if (config.has_value()) {
+      if (auto where = InFile(named, *config, given)) named = *where;
+    }
+    return FailFor(named, named.message());
   }
   // The sockets: the default directory unless both are given.
   if (s.unix_path.empty() || s.ctl_path.empty()) {
@@ -826,6 +835,7 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   nbd::NbdServerOptions options;
   options.unix_path = s.unix_path;
   options.listen = s.listen;
+  options.listen_addresses = c.listen;
   options.max_connections = static_cast<std::size_t>(s.max_connections);
   options.workers = static_cast<std::size_t>(s.workers);
   options.max_request_bytes = static_cast<std::uint32_t>(c.max_request);
@@ -859,6 +869,7 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   if (!s.metrics_listen.empty() || !s.metrics_unix.empty()) {
     ctl::MetricsServerOptions mo;
     mo.listen = s.metrics_listen;
+    mo.listen_addresses = c.metrics_listen;
     mo.unix_path = s.metrics_unix;
     auto started = ctl::MetricsServer::Start(mo, registry, servers->nbd.get());
     if (!started.has_value()) {

@@ -8,14 +8,21 @@
 // unit passes `systemd-analyze verify`; /metrics passes `promtool check
 // metrics` and its mm_stat equals `ztier ctl mm_stat`; ztier ctl finds the
 // server through ZTIER_CTL.
+#include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -42,6 +49,12 @@ void WriteFile(const std::string& path, const std::string& text) {
 }
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::string ReadFile(const std::string& path) {
+  std::ostringstream text;
+  text << std::ifstream(path).rdbuf();
+  return text.str();
+}
 
 // A datagram socket standing in for the service manager's.
 class NotifySocket {
@@ -294,6 +307,135 @@ TEST(ServeConfigTest, AListenHostThatDoesNotResolveFailsBeforeAnyDevice) {
   EXPECT_TRUE(rc == 1 || rc == 2) << rc << flag.Log();
   EXPECT_NE(flag.Log().find("--listen: cannot resolve 'nohost.invalid'"),
             std::string::npos) << flag.Log();
+}
+
+// A DNS query's question name ("host.test"), or "" when `q` is no query.
+std::string QueryName(const unsigned char* q, std::size_t n, std::size_t* end) {
+  std::string name;
+  std::size_t i = 12;
+  while (i < n && q[i] != 0 && q[i] < 64) {
+    if (!name.empty()) name += '.';
+    name.append(reinterpret_cast<const char*>(q + i + 1),
+                std::min<std::size_t>(q[i], n - i - 1));
+    i += 1 + q[i];
+  }
+  *end = i + 5;  // the root label, QTYPE, QCLASS
+  return *end <= n ? name : "";
+}
+
+// Starts `ztier serve FLAGS` (its log `log`) in a network and mount
+// namespace of its own, where /etc/resolv.conf names the DNS server this
+// function runs on 127.0.0.1:53 (RFC 1035 4.1: an A query is answered
+// 127.0.0.1, any other with no data), and stops it (SIGTERM) once the Unix
+// socket `ready` accepts. Returns the A queries for `host` the server
+// sent meanwhile; -1 when the namespaces could not be made (root needed),
+// -2 when the server never became ready.
+int ALookupsAtStart(const ScopedTempDir& dir, const std::string& host,
+                    const std::vector<std::string>& flags,
+                    const std::string& ready, const std::string& log) {
+  WriteFile(dir.File("resolv.conf"), "nameserver 127.0.0.1\n");
+  WriteFile(dir.File("nsswitch.conf"), "hosts: files dns\n");
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // One thread here: unshare(CLONE_NEWNS) can be done.
+    if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount(dir.File("resolv.conf").c_str(), "/etc/resolv.conf", nullptr,
+                MS_BIND, nullptr) != 0 ||
+        ::mount(dir.File("nsswitch.conf").c_str(), "/etc/nsswitch.conf",
+                nullptr, MS_BIND, nullptr) != 0) {
+      ::_exit(255);
+    }
+    const int udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ifreq lo{};
+    std::strcpy(lo.ifr_name, "lo");
+    ::ioctl(udp, SIOCGIFFLAGS, &lo);
+    lo.ifr_flags |= IFF_UP;
+    sockaddr_in at{};
+    at.sin_family = AF_INET;
+    at.sin_port = htons(53);
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::ioctl(udp, SIOCSIFFLAGS, &lo) != 0 ||
+        ::bind(udp, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+      ::_exit(255);
+    }
+    const pid_t serve = ::fork();
+    if (serve == 0) {
+      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(out, 2);
+      std::vector<char*> argv = {const_cast<char*>(ZTIER_BIN),
+                                 const_cast<char*>("serve")};
+      for (const std::string& f : flags)
+        argv.push_back(const_cast<char*>(f.c_str()));
+      argv.push_back(nullptr);
+      ::execv(ZTIER_BIN, argv.data());
+      ::_exit(127);
+    }
+    int queries = 0;
+    bool stopped = false;
+    for (int i = 0; i < 3000; ++i) {  // 30 s at most
+      pollfd p{udp, POLLIN, 0};
+      if (::poll(&p, 1, 10) == 1) {
+        unsigned char q[512];
+        sockaddr_storage from;
+        socklen_t from_len = sizeof from;
+        const ssize_t n = ::recvfrom(
+            udp, q, sizeof q, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+        std::size_t end = 0;
+        if (n < 12 || QueryName(q, n, &end) == "") continue;
+        const bool a = q[end - 4] == 0 && q[end - 3] == 1;  // QTYPE A
+        if (a && QueryName(q, n, &end) == host) ++queries;
+        std::string reply(reinterpret_cast<char*>(q), end);
+        reply[2] = static_cast<char>(0x80 | (q[2] & 0x01));  // QR, RD
+        reply[3] = static_cast<char>(0x80);                  // RA, NOERROR
+        reply.replace(6, 6, std::string("\0\0\0\0\0\0", 6));
+        if (a) {
+          reply[7] = 1;  // ANCOUNT
+          reply += std::string(
+              "\xc0\x0c\0\x01\0\x01\0\0\0\x3c\0\x04\x7f\0\0\x01", 16);
+        }
+        ::sendto(udp, reply.data(), reply.size(), 0,
+                 reinterpret_cast<sockaddr*>(&from), from_len);
+      }
+      if (!stopped && ztier::testing::UnixSocketAccepts(ready)) {
+        ::kill(serve, SIGTERM);
+        stopped = true;
+      }
+      if (::waitpid(serve, nullptr, WNOHANG) == serve) {
+        ::_exit(stopped ? std::min(queries, 100) : 254);
+      }
+    }
+    ::kill(serve, SIGKILL);
+    ::waitpid(serve, nullptr, 0);
+    ::_exit(254);
+  }
+  int status = 0;
+  if (child < 0 || ::waitpid(child, &status, 0) != child ||
+      !WIFEXITED(status)) {
+    return -1;
+  }
+  const int code = WEXITSTATUS(status);
+  return code == 255 ? -1 : code == 254 ? -2 : code;
+}
+
+// A listen host is looked up once at start (the check that names its line
+// and the bind share the lookup): with nameservers that do not answer,
+// each lookup waits out its timeouts, so a second one doubled the start.
+TEST(ServeConfigTest, AListenHostIsLookedUpOnceAtStart) {
+  ScopedTempDir dir;
+  for (const char* flag : {"--listen", "--metrics-listen"}) {
+    const std::vector<std::string> flags = {
+        "--unix",   dir.File("n.sock"), "--ctl", dir.File("c.sock"),
+        "--device", "zram0:8M",         flag,    "ztier-listen.test:0"};
+    const int queries =
+        ALookupsAtStart(dir, "ztier-listen.test", flags, dir.File("c.sock"),
+                        dir.File("serve.log"));
+    ASSERT_NE(queries, -1) << "cannot make namespaces (this test needs root: "
+                              "unshare(CLONE_NEWNS | CLONE_NEWNET), mount)";
+    ASSERT_NE(queries, -2) << ReadFile(dir.File("serve.log"));
+    EXPECT_EQ(queries, 1) << flag << ": " << ReadFile(dir.File("serve.log"));
+  }
 }
 
 // `ram` is MemTotal in whole MiB, as zram-generator has it (its

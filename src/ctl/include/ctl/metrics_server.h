@@ -45,8 +45,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "platform/socket.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
 
@@ -60,6 +62,10 @@ struct MetricsServerOptions {
   // "HOST:PORT", "[V6HOST]:PORT" or ":PORT" (127.0.0.1); port 0 picks a
   // free one (see tcp_port()). Empty: no TCP.
   std::string listen;
+  // listen's addresses as platform::ResolveTcpAddress(listen) gave them
+  // (a caller that looked the host up to check it): bound as they are, with
+  // no second lookup. None: listen is looked up at Start.
+  std::optional<platform::ResolvedTcpAddress> listen_addresses;
   // A Unix socket, created with mode 0600 (platform/socket.h Listener::Unix).
   // Empty: none. At least one of listen and unix_path must be set.
   std::string unix_path;

@@ -23,9 +23,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "nbd/nbd_counters.h"
+#include "platform/socket.h"
 #include "ztier/device.h"
 #include "ztier/status.h"
 
@@ -36,6 +38,10 @@ class TlsContext;  // tls.h
 struct NbdServerOptions {
   std::string unix_path;  // empty: no Unix socket. Created with mode 0600.
   std::string listen;     // "HOST:PORT", ":PORT" (loopback), or empty
+  // listen's addresses as platform::ResolveTcpAddress(listen) gave them
+  // (a caller that looked the host up to check it): bound as they are, with
+  // no second lookup. None: listen is looked up at Start.
+  std::optional<platform::ResolvedTcpAddress> listen_addresses;
   std::size_t max_connections = 64;
   std::uint32_t max_request_bytes = 32 << 20;  // NBD_INFO_BLOCK_SIZE maximum
   std::size_t workers = 0;  // request worker threads; 0: number of cores

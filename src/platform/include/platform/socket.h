@@ -33,11 +33,13 @@
 #ifndef ZTIER_PLATFORM_SOCKET_H_
 #define ZTIER_PLATFORM_SOCKET_H_
 
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ztier/status.h"
 
@@ -53,12 +55,27 @@ struct TcpAddress {
 };
 Result<TcpAddress> ParseTcpAddress(const std::string& spec);
 
-// Looks `spec`'s host up as Listener::Tcp does (getaddrinfo, AI_PASSIVE),
-// binding nothing, so that a name that does not resolve is found before
-// the work that precedes the bind: its form as ParseTcpAddress, a HOST
-// that does not resolve kInvalidArgument ("cannot resolve 'HOST': ..."),
-// a resolver that cannot answer now (EAI_AGAIN: no network yet) kIoError.
-Status ResolveTcpAddress(const std::string& spec);
+// A TCP listen address with its host looked up: what Listener::Tcp binds.
+struct ResolvedTcpAddress {
+  struct Endpoint {
+    int family = 0;
+    int socktype = 0;
+    int protocol = 0;
+    sockaddr_storage addr{};
+    socklen_t len = 0;
+  };
+  std::string spec;                 // as given, for messages
+  std::vector<Endpoint> endpoints;  // in getaddrinfo's order
+};
+
+// Looks `spec`'s host up (getaddrinfo, AI_PASSIVE), binding nothing, so
+// that a name that does not resolve is found before the work that precedes
+// the bind, and the bind (Listener::Tcp) needs no second lookup, which with
+// nameservers that do not answer waits out their timeouts again: its form
+// as ParseTcpAddress, a HOST that does not resolve kInvalidArgument
+// ("cannot resolve 'HOST': ..."), a resolver that cannot answer now
+// (EAI_AGAIN: no network yet) kIoError.
+Result<ResolvedTcpAddress> ResolveTcpAddress(const std::string& spec);
 
 class Listener {
  public:
@@ -69,6 +86,9 @@ class Listener {
   // HOST that does not resolve is kInvalidArgument; a resolver that cannot
   // answer now (EAI_AGAIN: no network yet) is kIoError.
   static Result<Listener> Tcp(const std::string& spec);
+  // The same on addresses looked up already: the first of `address`'s
+  // endpoints that binds.
+  static Result<Listener> Tcp(const ResolvedTcpAddress& address);
 
   Listener() = default;
   Listener(Listener&& other) noexcept;
