@@ -27,10 +27,11 @@
 namespace ztier::nbd {
 namespace {
 
+using testing::GatedReads;
 using testing::RandomBytes;
 using testing::RawClient;
 using testing::ServerFixture;
-
+using testing::WriteBackPageZero;
 
 // The log lines a server writes, kept for a test to read.
 class LogLines {
@@ -783,48 +784,6 @@ TEST(NbdServerTest, StoppingDropsTheStepsLeftOfLongRequests) {
   EXPECT_EQ(back, last);
 }
 
-// Backing reads that wait until Open(), then take `after_open` each: a
-// backing store in an outage, and slow once it is back.
-class GatedReads {
- public:
-  explicit GatedReads(std::chrono::milliseconds after_open = {})
-      : after_open_(after_open) {}
-  BackingFileWrap Wrap() {
-    return ztier::testing::FaultyFile([this](const FileIo& io, long result) {
-      if (io.kind == FileIo::Kind::kRead) {
-        std::unique_lock l(mu_);
-        ++reads_;
-        cv_.notify_all();
-        cv_.wait_for(l, std::chrono::seconds(30), [&] { return open_; });
-        l.unlock();
-        std::this_thread::sleep_for(after_open_);
-      }
-      return result;
-    });
-  }
-  bool WaitReads(int n) {
-    std::unique_lock l(mu_);
-    return cv_.wait_for(l, std::chrono::seconds(10),
-                        [&] { return reads_ == n; });
-  }
-  void Open() {
-    std::lock_guard l(mu_);
-    open_ = true;
-    cv_.notify_all();
-  }
-  int reads() {
-    std::lock_guard l(mu_);
-    return reads_;
-  }
-
- private:
-  const std::chrono::milliseconds after_open_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int reads_ = 0;
-  bool open_ = false;
-};
-
 // A client that leaves with reads queued for the workers: those whose
 // replies cannot go are not done. Each one here reaches a written-back page
 // whose backing read is slow (the first waits until the client has left, the
@@ -873,19 +832,6 @@ TEST(NbdServerTest, AGoneClientsQueuedReadsAreNotDone) {
   const auto all = RandomBytes(kReads * 4096, 3);
   EXPECT_EQ(data,
             std::vector<std::byte>(all.begin() + 4096, all.begin() + 8192));
-}
-
-// Makes f's zram0 a device of data.size() bytes over the backing file "wb"
-// of the fixture's folder (wrapped as its DeviceDefaults say), writes
-// `data`, and writes page 0 back.
-void WriteBackPageZero(ServerFixture& f, const std::vector<std::byte>& data) {
-  ASSERT_OK(f.device().Reset());
-  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
-  ASSERT_OK(f.device().SetDisksize(data.size()));
-  ASSERT_OK(f.device().Write(0, data));
-  WritebackResult r;
-  ASSERT_OK(f.device().Writeback("page_index=0", &r));
-  ASSERT_EQ(r.written, 1u);
 }
 
 // A read that blocks in the backing store (a remote's outage, say) holds

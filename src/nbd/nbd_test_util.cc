@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,6 +19,7 @@
 
 #include "nbd/protocol.h"
 #include "platform/socket.h"
+#include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
 namespace ztier::nbd::testing {
@@ -218,6 +221,46 @@ bool RawClient::Read(std::uint64_t offset, std::uint32_t length,
   if (!SendRequest(kCmdRead, 0, cookie, offset, length)) return false;
   std::uint64_t got = 0;
   return ReadReply(error, &got, out, length) && got == cookie;
+}
+
+BackingFileWrap GatedReads::Wrap() {
+  return ztier::testing::FaultyFile([this](const FileIo& io, long result) {
+    if (io.kind == FileIo::Kind::kRead) {
+      std::unique_lock l(mu_);
+      ++reads_;
+      cv_.notify_all();
+      cv_.wait_for(l, std::chrono::seconds(30), [&] { return open_; });
+      l.unlock();
+      std::this_thread::sleep_for(after_open_);
+    }
+    return result;
+  });
+}
+
+bool GatedReads::WaitReads(int n) {
+  std::unique_lock l(mu_);
+  return cv_.wait_for(l, std::chrono::seconds(10), [&] { return reads_ == n; });
+}
+
+void GatedReads::Open() {
+  std::lock_guard l(mu_);
+  open_ = true;
+  cv_.notify_all();
+}
+
+int GatedReads::reads() {
+  std::lock_guard l(mu_);
+  return reads_;
+}
+
+void WriteBackPageZero(ServerFixture& f, const std::vector<std::byte>& data) {
+  ASSERT_OK(f.device().Reset());
+  ASSERT_OK(f.device().SetBackingDev(f.tmp().File("wb")));
+  ASSERT_OK(f.device().SetDisksize(data.size()));
+  ASSERT_OK(f.device().Write(0, data));
+  WritebackResult r;
+  ASSERT_OK(f.device().Writeback("page_index=0", &r));
+  ASSERT_EQ(r.written, 1u);
 }
 
 std::vector<std::byte> RandomBytes(std::size_t n, std::uint64_t seed) {

@@ -4,14 +4,18 @@
 #ifndef ZTIER_NBD_NBD_TEST_UTIL_H_
 #define ZTIER_NBD_NBD_TEST_UTIL_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "nbd/nbd_server.h"
+#include "ztier/backing_file.h"
 #include "ztier/device.h"
 
 namespace ztier::nbd::testing {
@@ -106,6 +110,33 @@ class RawClient {
   int fd_ = -1;
   std::uint64_t next_cookie_ = 1;
 };
+
+// Backing reads that wait until Open(), then take `after_open` each: a
+// backing store in an outage, and slow once it is back.
+// DeviceDefaults::backing_file_wrap = Wrap() puts it around a device's
+// backing file.
+class GatedReads {
+ public:
+  explicit GatedReads(std::chrono::milliseconds after_open = {})
+      : after_open_(after_open) {}
+  BackingFileWrap Wrap();
+  // Waits (up to 10 s) until `n` backing reads have begun.
+  bool WaitReads(int n);
+  void Open();
+  int reads();
+
+ private:
+  const std::chrono::milliseconds after_open_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int reads_ = 0;
+  bool open_ = false;
+};
+
+// Makes f's zram0 a device of data.size() bytes over the backing file "wb"
+// of the fixture's folder (wrapped as its DeviceDefaults say), writes
+// `data`, and writes page 0 back. Fails the test (ASSERT) on any error.
+void WriteBackPageZero(ServerFixture& f, const std::vector<std::byte>& data);
 
 // Deterministic pseudo-random bytes.
 std::vector<std::byte> RandomBytes(std::size_t n, std::uint64_t seed);
