@@ -7,10 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nbd_test_util.h"
@@ -20,11 +22,13 @@
 namespace ztier::nbd {
 namespace {
 
+using testing::GatedReads;
 using testing::HaveProgram;
 using testing::RandomBytes;
 using testing::RawClient;
 using testing::RunCommand;
 using testing::ServerFixture;
+using testing::WriteBackPageZero;
 
 #define REQUIRE_PROGRAM(name)                              \
   if (!HaveProgram(name)) GTEST_SKIP() << name " is not installed"
@@ -337,6 +341,54 @@ TEST(NbdBlockStatusTest, ExtentsReqOneAndPastTheEnd) {
   ASSERT_TRUE(f.device().Trim(kPage, 2 * kPage).ok());
   r = Request(c, kCmdBlockStatus, 0, 0, 5 * kPage);
   EXPECT_EQ(r.Extents(), (E{{5 * kPage, kHoleZero}}));
+}
+
+// A READ of a written-back page holds the page's slot lock while it waits
+// for the backing store (a remote's, during an outage, for up to its
+// timeout). BLOCK_STATUS runs on the connection's reader: a range over that
+// page is answered at once, the page as data (it is, until a writer changes
+// it), not after the read, and the requests behind it (here a read from RAM)
+// are not held either.
+TEST(NbdBlockStatusTest, AReadOfAWrittenBackPageHoldsNoBlockStatus) {
+  GatedReads gate;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = gate.Wrap();
+  ServerFixture f(8 * kPage, {}, std::move(defaults));
+  // Pages 0-1 data (0 written back), 2-7 zeros.
+  auto data = RandomBytes(8 * kPage, 8);
+  std::fill(data.begin() + 2 * kPage, data.end(), std::byte{0});
+  ASSERT_NO_FATAL_FAILURE(WriteBackPageZero(f, data));
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 8 * kPage);
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, kPage));  // written back
+  ASSERT_TRUE(gate.WaitReads(1));  // blocked, holding page 0's slot lock
+  RawClient b(f.socket());
+  Connect(b, "zram0", /*meta=*/true);
+  ASSERT_TRUE(b.SendRequest(kCmdBlockStatus, 0, 2, 0, 8 * kPage));
+  ASSERT_TRUE(b.SendRequest(kCmdRead, 0, 3, kPage, kPage));  // in RAM
+  Chunk status, read;
+  const bool replied = ReadChunk(b, &status) && ReadChunk(b, &read);
+  const int reads = gate.reads();
+  gate.Open();  // else the server's stop waits for the backing read
+  ASSERT_TRUE(replied) << "BLOCK_STATUS waited for another request's read";
+  EXPECT_EQ(reads, 1);  // the first read was still blocked
+  EXPECT_EQ(status.cookie, 2u);
+  ASSERT_EQ(status.type, kReplyTypeBlockStatus);
+  using E = std::vector<std::pair<std::uint32_t, std::uint32_t>>;
+  EXPECT_EQ(status.Extents(), (E{{2 * kPage, 0}, {6 * kPage, kStateZero}}));
+  EXPECT_EQ(read.cookie, 3u);
+  ASSERT_EQ(read.type, kReplyTypeOffsetData);
+  ASSERT_EQ(read.payload.size(), 8 + kPage);
+  EXPECT_EQ(read.U64(0), kPage);
+  EXPECT_TRUE(std::equal(read.payload.begin() + 8, read.payload.end(),
+                         data.begin() + kPage));
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  std::vector<std::byte> got;
+  ASSERT_TRUE(a.ReadReply(&err, &cookie, &got, kPage));
+  EXPECT_EQ(cookie, 1u);
+  EXPECT_EQ(err, 0u);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), data.begin()));
 }
 
 // Data in every other page (1, 3, 5, ...): one extent per page.

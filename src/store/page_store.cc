@@ -717,6 +717,18 @@ Status PageStore::SlotStates(std::uint64_t first,
       out[i] = Allocated(f) ? SlotState::kData : SlotState::kEmpty;
       continue;
     }
+    // A written-back slot is data even while locked, and its holder may be
+    // reading it from the backing store (LoadLocked, for up to the backing
+    // store's timeout), so its lock is not waited for. WB is set only on a
+    // slot that holds data (WritebackPass::Complete and WritebackUnits in
+    // writeback.cc) and leaves only by a SetContent that frees or replaces
+    // the content, one atomic write of all content bits (slot_table.h): a
+    // holder's intermediate states (freed, not yet installed) never carry
+    // it.
+    if ((f & slot::kWb) != 0) {
+      out[i] = SlotState::kData;
+      continue;
+    }
     SlotLock lock(s);
     f = SlotTable::Flags(s);
     if (!Allocated(f)) {

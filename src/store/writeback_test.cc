@@ -478,6 +478,50 @@ TEST(WritebackTest, ClientsDoNotWaitForWritebackIo) {
   EXPECT_EQ(budget.pages.load(), 1000 - written);
 }
 
+// A load of a written-back page holds its slot lock while it reads the
+// backing store, which may take up to the backing store's timeout.
+// SlotStates reads that slot's flags without waiting for the lock: the page
+// is data.
+TEST(WritebackTest, SlotStatesDoNotWaitForABackingRead) {
+  std::promise<void> states_done;
+  std::shared_future<void> done_future = states_done.get_future().share();
+  std::atomic<int> reads{0};
+  BackingOptions bo;
+  bo.wrap_file =
+      testing::FaultyFile([&](const FileIo& io, long result) -> long {
+        if (io.kind == FileIo::Kind::kRead && reads.fetch_add(1) == 0) {
+          done_future.wait_for(std::chrono::seconds(20));
+        }
+        return result;
+      });
+  Fixture f(8, bo);
+  f.Fill(4);
+  WritebackRequest r;
+  r.scans.push_back({0, 0, 2});  // pages 0 and 1
+  ASSERT_TRUE(f.store->Writeback(r).has_value());
+  ASSERT_TRUE(f.store->Inspect(0).wb);
+  std::thread loader([&] {
+    Page out;
+    EXPECT_OK(f.store->Load(0, MutablePage(out)));
+  });
+  while (reads.load() == 0) std::this_thread::yield();
+  // EXPECT, not ASSERT, until loader is joined.
+  auto states = std::async(std::launch::async, [&] {
+    std::array<SlotState, 8> out{};
+    EXPECT_OK(f.store->SlotStates(0, out));
+    return out;
+  });
+  const bool in_time =
+      states.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  states_done.set_value();
+  loader.join();
+  EXPECT_TRUE(in_time) << "SlotStates waited for the backing read";
+  using S = SlotState;
+  EXPECT_EQ(states.get(), (std::array<SlotState, 8>{
+                              S::kData, S::kData, S::kData, S::kData, S::kEmpty,
+                              S::kEmpty, S::kEmpty, S::kEmpty}));
+}
+
 // Races: threads overwrite, discard and read their own slots while passes
 // run back to back; every read returns the latest data its thread wrote.
 TEST(WritebackTest, RacingClientsAlwaysReadTheLatestData) {

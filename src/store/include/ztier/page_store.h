@@ -588,9 +588,13 @@ class PageStore {
   // past the end. Read-only: access times and the IDLE/PP marks are left
   // alone, and an unlocked slot that is not SAME is read with one atomic
   // load of its flags, without taking its lock (so untouched parts of the
-  // slot table stay unfaulted). A locked slot, and a SAME one (whose fill
-  // word is needed), is read under its lock. Each state is exact at some
-  // moment during the call; a concurrent store may change it right after.
+  // slot table stay unfaulted). So is a written-back slot, locked or not
+  // (kData): its holder may be reading it from the backing store, which
+  // can take up to the backing store's timeout, and the call never waits
+  // for the backing store. Any other locked slot, and a SAME one (whose
+  // fill word is needed), is read under its lock, which in-memory work
+  // holds for a moment. Each state is exact at some moment during the
+  // call; a concurrent store may change it right after.
   Status SlotStates(std::uint64_t first, std::span<SlotState> out) const;
   // Whether loading a slot of [first, first + count) may read the backing
   // store: one holds a written-back page, or a member of a written-back
