@@ -653,7 +653,7 @@ Status Device::Impl::Writeback(std::string_view tokens,
 Status Device::Impl::SetWritebackLimitEnable(bool enable) {
   std::shared_lock lock(mu_);  // so that a removal cannot come between
   if (retired_) return Removed(name_);
-  budget_.enabled.store(enable);
+  budget_.SetEnabled(enable);  // a pass's refunds do not raise it
   return Status::Ok();
 }
 
@@ -665,7 +665,7 @@ Status Device::Impl::SetWritebackLimit(std::uint64_t pages) {
   std::shared_lock lock(mu_);  // so that a removal cannot come between
   if (retired_) return Removed(name_);
   // zram rounds down to whole pages of PAGE_SIZE / 4096 units: 1 here.
-  budget_.pages.store(pages);
+  budget_.Set(pages);  // a pass's refunds do not raise it
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <map>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "testing/discarding_file.h"
@@ -502,6 +504,48 @@ TEST(DeviceBackingTest, WritebackLimitStopsWithIoError) {
   ASSERT_OK(d.Writeback("page_indexes=0-7", &r));
   EXPECT_EQ(r.written, 5u);
   EXPECT_EQ(d.Stats().bd_count, 8u);
+}
+
+// writeback_limit and writeback_limit_enable may be written while a pass
+// runs (zram's writes wait for the pass instead). A value written then is
+// the budget from then on: the pass's pages that fail (or change) give
+// their charge back only to the setting they were charged against, never
+// into the new value, so "writeback_limit 0" stays 0.
+TEST(DeviceBackingTest, AWritebackLimitSetDuringAPassIsNotRaisedByItsRefunds) {
+  testing::ScopedTempDir dir;
+  struct Case {
+    bool enabled_before;  // writeback_limit_enable when the pass starts
+    std::uint64_t set;    // writeback_limit written during the pass
+  };
+  for (const Case c : {Case{true, 0}, Case{false, 5}}) {
+    SCOPED_TRACE(c.enabled_before ? "re-armed" : "enabled");
+    std::function<void()> during;  // run at the pass's first write
+    DeviceDefaults defaults;
+    defaults.backing_file_wrap = testing::FaultyFile([&](const FileIo& io,
+                                                         long result) -> long {
+      if (io.kind != FileIo::Kind::kWrite) return result;
+      if (during) {
+        // From another thread, as an operator's write would come.
+        std::async(std::launch::async, std::exchange(during, nullptr)).get();
+      }
+      return -EIO;
+    });
+    Device d("zram0", defaults);
+    ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+    ASSERT_OK(d.SetDisksize(16 * kPageSize));
+    ASSERT_OK(d.Write(0, Bytes(8 * kPageSize, 9)));
+    ASSERT_OK(d.SetWritebackLimitEnable(c.enabled_before));
+    ASSERT_OK(d.SetWritebackLimit(100));
+    during = [&] {
+      ASSERT_OK(d.SetWritebackLimitEnable(true));
+      ASSERT_OK(d.SetWritebackLimit(c.set));
+    };
+    WritebackResult r;
+    EXPECT_EQ(d.Writeback("page_indexes=0-7", &r).code(), StatusCode::kIoError);
+    EXPECT_EQ(r.failed, 8u);
+    EXPECT_EQ(d.writeback_limit(), c.set);
+    ASSERT_OK(d.Reset());
+  }
 }
 
 // writeback_store() in 6.12 checks the limit before each slot it scans, so

@@ -27,6 +27,7 @@
 #include <cassert>
 #include <cstring>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "page_store_impl.h"
@@ -53,23 +54,33 @@ bool PassesFilter(std::uint32_t f, unsigned filter) {
   return true;
 }
 
-// Takes one page from the budget; false when it is enabled and spent.
-bool Charge(WritebackBudget* budget) {
-  if (budget == nullptr || !budget->enabled.load(std::memory_order_relaxed)) {
-    return true;
-  }
-  std::uint64_t left = budget->pages.load(std::memory_order_relaxed);
-  do {
-    if (left == 0) return false;
-  } while (!budget->pages.compare_exchange_weak(left, left - 1,
-                                                std::memory_order_relaxed));
+// What a charge was taken against: the budget's setting then
+// (WritebackBudget::setting), or kUncharged (no budget, or the limit off:
+// nothing to give back).
+constexpr std::uint64_t kUncharged = ~std::uint64_t{0};
+
+// Takes `n` pages from the budget, all or none: false when it is enabled
+// and fewer are left. *setting says what was charged.
+bool Charge(WritebackBudget* budget, std::uint64_t n, std::uint64_t* setting) {
+  *setting = kUncharged;
+  if (budget == nullptr) return true;
+  std::lock_guard l(budget->mu);
+  if (!budget->enabled.load(std::memory_order_relaxed)) return true;
+  const std::uint64_t left = budget->pages.load(std::memory_order_relaxed);
+  if (left < n) return false;
+  budget->pages.store(left - n, std::memory_order_relaxed);
+  *setting = budget->setting;
   return true;
 }
 
-// Gives `pages` charged pages back.
-void Refund(WritebackBudget* budget, std::uint64_t pages = 1) {
-  if (budget != nullptr && budget->enabled.load(std::memory_order_relaxed)) {
-    budget->pages.fetch_add(pages, std::memory_order_relaxed);
+// Gives back `n` pages charged against `setting`, unless the budget was
+// set since (WritebackBudget: a new value is not raised by old charges).
+void Refund(WritebackBudget* budget, std::uint64_t setting,
+            std::uint64_t n = 1) {
+  if (budget == nullptr || setting == kUncharged) return;
+  std::lock_guard l(budget->mu);
+  if (budget->setting == setting) {
+    budget->pages.fetch_add(n, std::memory_order_relaxed);
   }
 }
 
@@ -179,6 +190,7 @@ class WritebackPass {
       }
     }
     order_ = picked.Order();
+    charged_.assign(order_.size(), kUncharged);
     result_.candidates = order_.size();
   }
 
@@ -237,7 +249,7 @@ class WritebackPass {
         break;
       }
       BlockWriter::Io* io = writer_.Begin(first);
-      group_.push_back({io, first, got});  // reserved: does not throw
+      group_.push_back({io, first, got, next_});  // reserved: no throw
       FillIo(io, got);
       for (std::size_t k = writer_.BlocksIn(io); k < got; ++k) {
         bs.FreeUnwritten(first + k);
@@ -256,10 +268,14 @@ class WritebackPass {
   // IO's error message) leaves the rest allocated, as before.
   void GiveBackBlocks() noexcept {
     BackingStore& bs = *m_.options.backing;
-    for (const Begun& g : group_) {
+    for (std::size_t i = 0; i < group_.size(); ++i) {
+      const Begun& g = group_[i];
       if (g.io == nullptr) continue;  // submitted
       for (std::size_t k = 0; k < g.blocks; ++k) bs.FreeUnwritten(g.first + k);
-      Refund(req_.budget, writer_.BlocksIn(g.io));  // charged as added
+      // Its candidates: from its first to the next IO's (or the last
+      // taken), each refunded if it was charged.
+      const std::size_t to = i + 1 < group_.size() ? group_[i + 1].from : next_;
+      for (std::size_t pos = g.from; pos < to; ++pos) RefundAt(pos);
     }
     group_.clear();
     if (reaped_) return;
@@ -277,7 +293,8 @@ class WritebackPass {
   // Copies candidates into `io`'s blocks, at most `got` of them.
   void FillIo(BlockWriter::Io* io, std::size_t got) {
     while (writer_.BlocksIn(io) < got && MoreToDo()) {
-      const std::uint64_t index = order_[next_];
+      const std::size_t pos = next_;
+      const std::uint64_t index = order_[pos];
       Slot& s = m_.slots[index];
       SlotLock lock(s);
       const std::uint32_t f = SlotTable::Flags(s);
@@ -286,13 +303,13 @@ class WritebackPass {
         ++result_.changed;
         continue;
       }
-      if (!Charge(req_.budget)) {
+      if (!Charge(req_.budget, 1, &charged_[pos])) {
         result_.limit_reached = true;
         Stop(Status::IoError("writeback_limit reached"));
         break;
       }
       ++next_;
-      CopyOut(index, s, f, writer_.Add(io, index));
+      CopyOut(index, s, f, writer_.Add(io, /*tag=*/pos));
     }
   }
 
@@ -351,11 +368,16 @@ class WritebackPass {
     }
   }
 
+  // Gives candidate `pos`'s charge back, if it has one.
+  void RefundAt(std::size_t pos) noexcept {
+    Refund(req_.budget, std::exchange(charged_[pos], kUncharged));
+  }
+
   // A block whose page is not installed: refunded and freed (with a
   // discard where it was written, or may be).
   void NotInstalled(const BlockWriter::Done& d) noexcept {
     BackingStore& bs = *m_.options.backing;
-    Refund(req_.budget);
+    RefundAt(d.tag);
     if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
     if (d.may_hold_data()) {
       bs.Free(d.block);
@@ -367,9 +389,10 @@ class WritebackPass {
   // Step 3 for one block.
   void Complete(const BlockWriter::Done& d) {
     BackingStore& bs = *m_.options.backing;
-    Slot& s = m_.slots[d.tag];
+    const std::uint64_t index = order_[d.tag];  // the tag: its position
+    Slot& s = m_.slots[index];
     const bool bad = !bad_.empty() &&
-                     std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
+                     std::find(bad_.begin(), bad_.end(), index) != bad_.end();
     if (!d.status.ok() || bad) {
       NotInstalled(d);
       {
@@ -392,7 +415,7 @@ class WritebackPass {
         // As zram's writeback_store(): the write counts in bd_writes, and
         // only a page installed on the backing store is charged.
         bs.Free(d.block);
-        Refund(req_.budget);
+        RefundAt(d.tag);
         Add(m_.bd_writes);
         ++result_.changed;
         return;
@@ -432,7 +455,10 @@ class WritebackPass {
   WorkerPool* workers_;
   const std::size_t scratch_pages_;
   std::unique_ptr<std::byte[]> scratch_;  // raw objects, one page each
-  std::vector<std::uint64_t> order_;
+  std::vector<std::uint64_t> order_;      // the candidates, in order
+  // Per candidate (its position in order_, which is its block's tag): the
+  // budget setting it was charged against, or kUncharged.
+  std::vector<std::uint64_t> charged_;
   std::size_t next_ = 0;
   bool stopped_ = false;
   bool finished_ = false;  // Finished() was called
@@ -447,6 +473,7 @@ class WritebackPass {
     BlockWriter::Io* io;  // null once submitted
     std::uint64_t first;
     std::size_t blocks;
+    std::size_t from;  // next_ when it was begun: its first candidate
   };
   std::vector<Begun> group_;  // this group's IOs
   std::vector<BatchItem> items_;
@@ -464,6 +491,7 @@ struct UnitWritebackJob {
   std::uint64_t gen = 0;
   int nblocks = 0;  // the blocks its object takes: one per 4 KiB or part
   std::uint64_t blocks[internal::kMaxUnitPieces];
+  std::uint64_t setting = kUncharged;  // the budget's, charged nblocks
   int alloc = 0;  // blocks[0, alloc) allocated
   int got = 0;    // blocks[0, got) in IOs
   bool io_failed = false;
@@ -507,7 +535,7 @@ void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
         bs.FreeUnwritten(j.blocks[k]);
       }
     }
-    Refund(budget, static_cast<std::uint64_t>(j.nblocks));
+    Refund(budget, j.setting, static_cast<std::uint64_t>(j.nblocks));
   }
 }
 
@@ -565,10 +593,9 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           }
           const auto blocks =
               static_cast<int>((e.bytes + kPageSize - 1) / kPageSize);
-          int charged = 0;
-          while (ok && charged < blocks && Charge(req.budget)) ++charged;
-          if (ok && charged < blocks) {
-            Refund(req.budget, static_cast<std::uint64_t>(charged));
+          std::uint64_t setting = kUncharged;
+          if (ok && !Charge(req.budget, static_cast<std::uint64_t>(blocks),
+                            &setting)) {
             spent = true;
             result->limit_reached = true;
             result->status = Status::IoError("writeback_limit reached");
@@ -580,6 +607,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
             j.u = u;
             j.gen = e.gen;
             j.nblocks = blocks;
+            j.setting = setting;
             std::byte* dst = data.get() + (jobs.size() - 1) *
                                               internal::kMaxUnitPieces *
                                               kPageSize;
@@ -692,7 +720,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           }
           // Only a unit installed on the backing store is charged; every
           // block written counts in bd_writes (zram's writeback_store()).
-          Refund(req.budget, static_cast<std::uint64_t>(j.nblocks));
+          Refund(req.budget, j.setting, static_cast<std::uint64_t>(j.nblocks));
           Add(bd_writes, static_cast<std::uint64_t>(std::popcount(j.ok)));
           if (j.io_failed) {
             result->failed += live;

@@ -65,6 +65,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -208,9 +209,32 @@ struct WritebackScan {
 // submit and refunded unless the page ends on the backing store (its IO
 // failed, or it changed during the IO), as zram charges only the pages it
 // installs. Shared by the passes of one device.
+//
+// Set and SetEnabled may come while a pass runs (zram's writes wait for
+// the pass instead). Each starts a new setting: a page charged before it
+// was charged against the old value, and its refund is dropped, never
+// added to the value just written. So a written value is the budget from
+// then on, less what is submitted after it ("writeback_limit 0" during a
+// pass stays 0). Before any pass, plain stores to the atomics do as well.
 struct WritebackBudget {
   std::atomic<bool> enabled{false};
   std::atomic<std::uint64_t> pages{0};  // what remains
+
+  void Set(std::uint64_t n) {
+    std::lock_guard l(mu);
+    pages.store(n);
+    ++setting;
+  }
+  void SetEnabled(bool on) {
+    std::lock_guard l(mu);
+    enabled.store(on);
+    ++setting;
+  }
+
+  // For the passes (store/writeback.cc): charges and refunds hold `mu`,
+  // and a refund goes back only while `setting` is the one charged.
+  std::mutex mu;
+  std::uint64_t setting = 0;  // guarded by mu
 };
 
 struct WritebackRequest {
