@@ -17,9 +17,13 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <memory>
 #include <regex>
+#include <span>
 #include <sstream>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ctl/status_report.h"
@@ -63,6 +67,34 @@ class RawClient {
   int fd_ = -1;
 };
 
+// `base`, except that while *refuse is set its writers cannot be made for
+// want of memory, as when mmap finds none for their buffers
+// (platform/backing_writers.h).
+class WriterRefusingFile final : public BackingFile {
+ public:
+  WriterRefusingFile(std::shared_ptr<BackingFile> base,
+                     const std::atomic<bool>* refuse)
+      : base_(std::move(base)), refuse_(refuse) {}
+  const std::string& name() const override { return base_->name(); }
+  std::uint64_t size() const override { return base_->size(); }
+  bool direct() const override { return base_->direct(); }
+  long Read(std::uint64_t offset, std::span<std::byte> out) override {
+    return base_->Read(offset, out);
+  }
+  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
+      std::size_t ios, std::size_t io_bytes) override {
+    if (refuse_->load()) {
+      return Err(Status::ResourceExhausted("mmap writer buffers for " + name() +
+                                           ": out of memory"));
+    }
+    return base_->NewWriter(ios, io_bytes);
+  }
+
+ private:
+  const std::shared_ptr<BackingFile> base_;
+  const std::atomic<bool>* const refuse_;
+};
+
 class ControlServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -73,8 +105,9 @@ class ControlServerTest : public ::testing::Test {
     DeviceDefaults defaults;
     defaults.streams = 1;
     // Backing writes fail with fault_ (a -errno) when it is not 0, and
-    // each takes write_delay_ms_ longer.
-    defaults.backing_file_wrap =
+    // each takes write_delay_ms_ longer; no writer can be made while
+    // refuse_writers_ is set.
+    BackingFileWrap faulty =
         testing::FaultyFile([this](const FileIo& io, long result) {
           if (io.kind == FileIo::Kind::kWrite && write_delay_ms_.load() > 0) {
             std::this_thread::sleep_for(
@@ -83,6 +116,11 @@ class ControlServerTest : public ::testing::Test {
           const long f = fault_.load();
           return io.kind == FileIo::Kind::kWrite && f != 0 ? f : result;
         });
+    defaults.backing_file_wrap = [this,
+                                  faulty](std::shared_ptr<BackingFile> file) {
+      return std::shared_ptr<BackingFile>(std::make_shared<WriterRefusingFile>(
+          faulty(std::move(file)), &refuse_writers_));
+    };
     registry_ = std::make_unique<DeviceRegistry>(defaults);
     ASSERT_TRUE(registry_->Add("zram0").has_value());
     StartServer();
@@ -151,6 +189,7 @@ class ControlServerTest : public ::testing::Test {
 
   std::atomic<long> fault_{0};
   std::atomic<int> write_delay_ms_{0};
+  std::atomic<bool> refuse_writers_{false};
   fs::path dir_;
   std::string path_;
   std::unique_ptr<DeviceRegistry> registry_;
@@ -385,6 +424,11 @@ TEST_F(ControlServerTest, WritebackErrnos) {
   fault_ = -ENOSPC;
   EXPECT_EQ(StoreErrno("writeback", "page_indexes=0-3"), "ENOSPC");
   fault_ = 0;
+  // No memory for the pass's writer is no memory, as zram's
+  // writeback_store() answers a failed allocation: not a full device.
+  refuse_writers_ = true;
+  EXPECT_EQ(StoreErrno("writeback", "page_indexes=0-3"), "ENOMEM");
+  refuse_writers_ = false;
   EXPECT_EQ(Show("bd_stat"), "       0        0        0\n");
 
   EXPECT_EQ(Store("writeback_limit_enable", "1"), "");
