@@ -190,7 +190,8 @@ class WritebackPass {
       }
     }
     order_ = picked.Order();
-    charged_.assign(order_.size(), kUncharged);
+    charged_.assign(order_.size(), 0);  // a byte per candidate
+    settings_.reserve(kMaxSettings);    // so that charging never allocates
     result_.candidates = order_.size();
   }
 
@@ -303,11 +304,13 @@ class WritebackPass {
         ++result_.changed;
         continue;
       }
-      if (!Charge(req_.budget, 1, &charged_[pos])) {
+      std::uint64_t setting;
+      if (!Charge(req_.budget, 1, &setting)) {
         result_.limit_reached = true;
         Stop(Status::IoError("writeback_limit reached"));
         break;
       }
+      charged_[pos] = SettingRef(setting);
       ++next_;
       CopyOut(index, s, f, writer_.Add(io, /*tag=*/pos));
     }
@@ -368,9 +371,23 @@ class WritebackPass {
     }
   }
 
+  // charged_'s byte for a charge against `setting`: 0 for none (or past
+  // kMaxSettings settings in one pass, when a refund is dropped rather
+  // than risk raising a newer value); else 1 + its index in settings_,
+  // which grows in order (settings only increase).
+  std::uint8_t SettingRef(std::uint64_t setting) noexcept {
+    if (setting == kUncharged) return 0;
+    if (settings_.empty() || settings_.back() != setting) {
+      if (settings_.size() == kMaxSettings) return 0;
+      settings_.push_back(setting);  // reserved: does not allocate
+    }
+    return static_cast<std::uint8_t>(settings_.size());
+  }
+
   // Gives candidate `pos`'s charge back, if it has one.
   void RefundAt(std::size_t pos) noexcept {
-    Refund(req_.budget, std::exchange(charged_[pos], kUncharged));
+    const std::uint8_t ref = std::exchange(charged_[pos], 0);
+    if (ref != 0) Refund(req_.budget, settings_[ref - 1]);
   }
 
   // A block whose page is not installed: refunded and freed (with a
@@ -457,8 +474,10 @@ class WritebackPass {
   std::unique_ptr<std::byte[]> scratch_;  // raw objects, one page each
   std::vector<std::uint64_t> order_;      // the candidates, in order
   // Per candidate (its position in order_, which is its block's tag): the
-  // budget setting it was charged against, or kUncharged.
-  std::vector<std::uint64_t> charged_;
+  // budget setting it was charged against (SettingRef).
+  static constexpr std::size_t kMaxSettings = 255;
+  std::vector<std::uint8_t> charged_;
+  std::vector<std::uint64_t> settings_;  // those charged against, in order
   std::size_t next_ = 0;
   bool stopped_ = false;
   bool finished_ = false;  // Finished() was called
