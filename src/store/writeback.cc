@@ -26,8 +26,8 @@
 #include <bit>
 #include <cassert>
 #include <cstring>
+#include <mutex>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "page_store_impl.h"
@@ -54,35 +54,45 @@ bool PassesFilter(std::uint32_t f, unsigned filter) {
   return true;
 }
 
-// What a charge was taken against: the budget's setting then
-// (WritebackBudget::setting), or kUncharged (no budget, or the limit off:
-// nothing to give back).
-constexpr std::uint64_t kUncharged = ~std::uint64_t{0};
-
-// Takes `n` pages from the budget, all or none: false when it is enabled
-// and fewer are left. *setting says what was charged.
-bool Charge(WritebackBudget* budget, std::uint64_t n, std::uint64_t* setting) {
-  *setting = kUncharged;
-  if (budget == nullptr) return true;
-  std::lock_guard l(budget->mu);
-  if (!budget->enabled.load(std::memory_order_relaxed)) return true;
-  const std::uint64_t left = budget->pages.load(std::memory_order_relaxed);
-  if (left < n) return false;
-  budget->pages.store(left - n, std::memory_order_relaxed);
-  *setting = budget->setting;
-  return true;
-}
-
-// Gives back `n` pages charged against `setting`, unless the budget was
-// set since (WritebackBudget: a new value is not raised by old charges).
-void Refund(WritebackBudget* budget, std::uint64_t setting,
-            std::uint64_t n = 1) {
-  if (budget == nullptr || setting == kUncharged) return;
-  std::lock_guard l(budget->mu);
-  if (budget->setting == setting) {
-    budget->pages.fetch_add(n, std::memory_order_relaxed);
+// A pass's use of the device's budget (WritebackBudget): it charges what
+// the budget holds, and gives back only while the budget keeps the setting
+// the pass began with, so a value written during the pass is not raised by
+// the pass's refunds (they are dropped instead: the conservative side).
+class BudgetUse {
+ public:
+  explicit BudgetUse(WritebackBudget* budget) : budget_(budget) {
+    if (budget_ != nullptr) {
+      std::lock_guard l(budget_->mu);
+      setting_ = budget_->setting;
+    }
   }
-}
+
+  // Takes `n` pages, all or none: false when the limit is on and fewer
+  // are left.
+  bool Charge(std::uint64_t n = 1) {
+    if (budget_ == nullptr) return true;
+    std::lock_guard l(budget_->mu);
+    if (!budget_->enabled.load(std::memory_order_relaxed)) return true;
+    const std::uint64_t left = budget_->pages.load(std::memory_order_relaxed);
+    if (left < n) return false;
+    budget_->pages.store(left - n, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Gives back `n` pages this pass charged.
+  void Refund(std::uint64_t n = 1) noexcept {
+    if (budget_ == nullptr) return;
+    std::lock_guard l(budget_->mu);
+    if (budget_->setting == setting_ &&
+        budget_->enabled.load(std::memory_order_relaxed)) {
+      budget_->pages.fetch_add(n, std::memory_order_relaxed);
+    }
+  }
+
+ private:
+  WritebackBudget* const budget_;  // null: no limit
+  std::uint64_t setting_ = 0;      // the budget's setting at the start
+};
 
 // bs.AllocRange, and when no block is free, once more after sending the
 // discards of the blocks freed since the pass began: on a file that takes
@@ -135,6 +145,7 @@ class WritebackPass {
                 BlockWriter& writer, WorkerPool* workers)
       : m_(m),
         req_(req),
+        budget_(req.budget),
         writer_(writer),
         workers_(workers),
         scratch_pages_(std::max(
@@ -190,8 +201,6 @@ class WritebackPass {
       }
     }
     order_ = picked.Order();
-    charged_.assign(order_.size(), 0);  // a byte per candidate
-    settings_.reserve(kMaxSettings);    // so that charging never allocates
     result_.candidates = order_.size();
   }
 
@@ -250,7 +259,7 @@ class WritebackPass {
         break;
       }
       BlockWriter::Io* io = writer_.Begin(first);
-      group_.push_back({io, first, got, next_});  // reserved: no throw
+      group_.push_back({io, first, got});  // reserved: does not throw
       FillIo(io, got);
       for (std::size_t k = writer_.BlocksIn(io); k < got; ++k) {
         bs.FreeUnwritten(first + k);
@@ -269,14 +278,10 @@ class WritebackPass {
   // IO's error message) leaves the rest allocated, as before.
   void GiveBackBlocks() noexcept {
     BackingStore& bs = *m_.options.backing;
-    for (std::size_t i = 0; i < group_.size(); ++i) {
-      const Begun& g = group_[i];
+    for (const Begun& g : group_) {
       if (g.io == nullptr) continue;  // submitted
       for (std::size_t k = 0; k < g.blocks; ++k) bs.FreeUnwritten(g.first + k);
-      // Its candidates: from its first to the next IO's (or the last
-      // taken), each refunded if it was charged.
-      const std::size_t to = i + 1 < group_.size() ? group_[i + 1].from : next_;
-      for (std::size_t pos = g.from; pos < to; ++pos) RefundAt(pos);
+      budget_.Refund(writer_.BlocksIn(g.io));  // charged as added
     }
     group_.clear();
     if (reaped_) return;
@@ -294,8 +299,7 @@ class WritebackPass {
   // Copies candidates into `io`'s blocks, at most `got` of them.
   void FillIo(BlockWriter::Io* io, std::size_t got) {
     while (writer_.BlocksIn(io) < got && MoreToDo()) {
-      const std::size_t pos = next_;
-      const std::uint64_t index = order_[pos];
+      const std::uint64_t index = order_[next_];
       Slot& s = m_.slots[index];
       SlotLock lock(s);
       const std::uint32_t f = SlotTable::Flags(s);
@@ -304,15 +308,13 @@ class WritebackPass {
         ++result_.changed;
         continue;
       }
-      std::uint64_t setting;
-      if (!Charge(req_.budget, 1, &setting)) {
+      if (!budget_.Charge()) {
         result_.limit_reached = true;
         Stop(Status::IoError("writeback_limit reached"));
         break;
       }
-      charged_[pos] = SettingRef(setting);
       ++next_;
-      CopyOut(index, s, f, writer_.Add(io, /*tag=*/pos));
+      CopyOut(index, s, f, writer_.Add(io, index));
     }
   }
 
@@ -371,30 +373,11 @@ class WritebackPass {
     }
   }
 
-  // charged_'s byte for a charge against `setting`: 0 for none (or past
-  // kMaxSettings settings in one pass, when a refund is dropped rather
-  // than risk raising a newer value); else 1 + its index in settings_,
-  // which grows in order (settings only increase).
-  std::uint8_t SettingRef(std::uint64_t setting) noexcept {
-    if (setting == kUncharged) return 0;
-    if (settings_.empty() || settings_.back() != setting) {
-      if (settings_.size() == kMaxSettings) return 0;
-      settings_.push_back(setting);  // reserved: does not allocate
-    }
-    return static_cast<std::uint8_t>(settings_.size());
-  }
-
-  // Gives candidate `pos`'s charge back, if it has one.
-  void RefundAt(std::size_t pos) noexcept {
-    const std::uint8_t ref = std::exchange(charged_[pos], 0);
-    if (ref != 0) Refund(req_.budget, settings_[ref - 1]);
-  }
-
   // A block whose page is not installed: refunded and freed (with a
   // discard where it was written, or may be).
   void NotInstalled(const BlockWriter::Done& d) noexcept {
     BackingStore& bs = *m_.options.backing;
-    RefundAt(d.tag);
+    budget_.Refund();
     if (d.status.ok()) Add(m_.bd_writes);  // written, not installed
     if (d.may_hold_data()) {
       bs.Free(d.block);
@@ -406,10 +389,9 @@ class WritebackPass {
   // Step 3 for one block.
   void Complete(const BlockWriter::Done& d) {
     BackingStore& bs = *m_.options.backing;
-    const std::uint64_t index = order_[d.tag];  // the tag: its position
-    Slot& s = m_.slots[index];
+    Slot& s = m_.slots[d.tag];
     const bool bad = !bad_.empty() &&
-                     std::find(bad_.begin(), bad_.end(), index) != bad_.end();
+                     std::find(bad_.begin(), bad_.end(), d.tag) != bad_.end();
     if (!d.status.ok() || bad) {
       NotInstalled(d);
       {
@@ -432,7 +414,7 @@ class WritebackPass {
         // As zram's writeback_store(): the write counts in bd_writes, and
         // only a page installed on the backing store is charged.
         bs.Free(d.block);
-        RefundAt(d.tag);
+        budget_.Refund();
         Add(m_.bd_writes);
         ++result_.changed;
         return;
@@ -468,16 +450,12 @@ class WritebackPass {
 
   PageStore::Impl& m_;
   const WritebackRequest& req_;
+  BudgetUse budget_;
   BlockWriter& writer_;
   WorkerPool* workers_;
   const std::size_t scratch_pages_;
   std::unique_ptr<std::byte[]> scratch_;  // raw objects, one page each
-  std::vector<std::uint64_t> order_;      // the candidates, in order
-  // Per candidate (its position in order_, which is its block's tag): the
-  // budget setting it was charged against (SettingRef).
-  static constexpr std::size_t kMaxSettings = 255;
-  std::vector<std::uint8_t> charged_;
-  std::vector<std::uint64_t> settings_;  // those charged against, in order
+  std::vector<std::uint64_t> order_;
   std::size_t next_ = 0;
   bool stopped_ = false;
   bool finished_ = false;  // Finished() was called
@@ -492,7 +470,6 @@ class WritebackPass {
     BlockWriter::Io* io;  // null once submitted
     std::uint64_t first;
     std::size_t blocks;
-    std::size_t from;  // next_ when it was begun: its first candidate
   };
   std::vector<Begun> group_;  // this group's IOs
   std::vector<BatchItem> items_;
@@ -510,7 +487,6 @@ struct UnitWritebackJob {
   std::uint64_t gen = 0;
   int nblocks = 0;  // the blocks its object takes: one per 4 KiB or part
   std::uint64_t blocks[internal::kMaxUnitPieces];
-  std::uint64_t setting = kUncharged;  // the budget's, charged nblocks
   int alloc = 0;  // blocks[0, alloc) allocated
   int got = 0;    // blocks[0, got) in IOs
   bool io_failed = false;
@@ -530,7 +506,7 @@ static_assert(internal::kMaxUnitPieces <= 32);
 // blocks in an IO not yet reported stay allocated (the kernel may still be
 // writing them).
 void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
-                     WritebackBudget* budget,
+                     BudgetUse& budget,
                      std::span<UnitWritebackJob> jobs) noexcept {
   try {
     while (writer.in_flight() != 0 &&
@@ -554,7 +530,7 @@ void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
         bs.FreeUnwritten(j.blocks[k]);
       }
     }
-    Refund(budget, j.setting, static_cast<std::uint64_t>(j.nblocks));
+    budget.Refund(static_cast<std::uint64_t>(j.nblocks));
   }
 }
 
@@ -571,6 +547,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
                                      WritebackResult* result) {
   if (unit_pages == 0) return;
   BackingStore& bs = *options.backing;
+  BudgetUse budget(req.budget);
   constexpr std::size_t kGroup = 16;  // units (1 MiB of copies) at a time
   using Job = UnitWritebackJob;
   std::vector<Job> jobs;
@@ -612,9 +589,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           }
           const auto blocks =
               static_cast<int>((e.bytes + kPageSize - 1) / kPageSize);
-          std::uint64_t setting = kUncharged;
-          if (ok && !Charge(req.budget, static_cast<std::uint64_t>(blocks),
-                            &setting)) {
+          if (ok && !budget.Charge(static_cast<std::uint64_t>(blocks))) {
             spent = true;
             result->limit_reached = true;
             result->status = Status::IoError("writeback_limit reached");
@@ -626,7 +601,6 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
             j.u = u;
             j.gen = e.gen;
             j.nblocks = blocks;
-            j.setting = setting;
             std::byte* dst = data.get() + (jobs.size() - 1) *
                                               internal::kMaxUnitPieces *
                                               kPageSize;
@@ -696,7 +670,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
       } catch (...) {
         // std::bad_alloc: the group's blocks and budget go back before the
         // exception leaves (~WritebackPass clears the PP marks).
-        AbandonUnitJobs(bs, writer, req.budget, jobs);
+        AbandonUnitJobs(bs, writer, budget, jobs);
         throw;
       }
       // Complete.
@@ -739,7 +713,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           }
           // Only a unit installed on the backing store is charged; every
           // block written counts in bd_writes (zram's writeback_store()).
-          Refund(req.budget, j.setting, static_cast<std::uint64_t>(j.nblocks));
+          budget.Refund(static_cast<std::uint64_t>(j.nblocks));
           Add(bd_writes, static_cast<std::uint64_t>(std::popcount(j.ok)));
           if (j.io_failed) {
             result->failed += live;

@@ -211,11 +211,13 @@ struct WritebackScan {
 // installs. Shared by the passes of one device.
 //
 // Set and SetEnabled may come while a pass runs (zram's writes wait for
-// the pass instead). Each starts a new setting: a page charged before it
-// was charged against the old value, and its refund is dropped, never
-// added to the value just written. So a written value is the budget from
-// then on, less what is submitted after it ("writeback_limit 0" during a
-// pass stays 0). Before any pass, plain stores to the atomics do as well.
+// the pass instead). Each starts a new setting, and a pass gives back
+// only while the budget keeps the setting it began with: the refunds of a
+// pass running across a Set are dropped, never added to the value just
+// written. So a written value is the budget from then on, less what that
+// pass submits after it, whether or not it ends on the backing store
+// ("writeback_limit 0" during a pass stays 0). Before any pass, plain
+// stores to the atomics do as well.
 struct WritebackBudget {
   std::atomic<bool> enabled{false};
   std::atomic<std::uint64_t> pages{0};  // what remains
@@ -231,8 +233,9 @@ struct WritebackBudget {
     ++setting;
   }
 
-  // For the passes (store/writeback.cc): charges and refunds hold `mu`,
-  // and a refund goes back only while `setting` is the one charged.
+  // For the passes (BudgetUse in store/writeback.cc): charges and refunds
+  // hold `mu`, and a refund goes back only while `setting` is the one the
+  // pass began with.
   std::mutex mu;
   std::uint64_t setting = 0;  // guarded by mu
 };
