@@ -476,11 +476,17 @@ void Pool::Write(Handle h, std::span<const std::byte> data) {
 void Pool::Read(Handle h,
                 const std::function<void(std::span<const std::byte>)>& fn) const {
   std::uint64_t e;
-  ZspageDesc* d = impl_->Pin(h, &e);
+  // Unpinned on the way out, an exception from fn included: a zspage left
+  // pinned would keep its next mover (Compact, holding the class lock)
+  // waiting forever.
+  struct Pinned {
+    ZspageDesc* d;
+    ~Pinned() { Impl::Unpin(d); }
+  } pinned{impl_->Pin(h, &e)};
   const std::size_t stride = impl_->ClassOf(h).geo.size;
   fn(std::span<const std::byte>(
-      d->base + std::size_t{ip::EntryIdx(e)} * stride, ip::EntrySize(e)));
-  Impl::Unpin(d);
+      pinned.d->base + std::size_t{ip::EntryIdx(e)} * stride,
+      ip::EntrySize(e)));
 }
 
 std::size_t Pool::ReadInto(Handle h, std::span<std::byte> out) const {

@@ -190,7 +190,7 @@ class Pool {
 
   // Calls fn with the object's bytes (exactly the size passed to Malloc),
   // pinned in place for the duration of the call. fn must not call into the
-  // pool.
+  // pool. An exception from fn comes through, the object unpinned.
   void Read(Handle h,
             const std::function<void(std::span<const std::byte>)>& fn) const;
 
