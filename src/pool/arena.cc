@@ -24,6 +24,22 @@
 #include "pool_internal.h"
 
 namespace ztier::internal_pool {
+namespace {
+
+// Whether the advice took. platform::Advise reports a failure as a Status
+// whose message is made on the heap; the callers here run under a class
+// lock that Malloc releases by hand, or in Pool::Impl::ReleaseOnExit's
+// destructor, where a std::bad_alloc from that message must not escape:
+// with no heap left, the advice failed is all they need to know.
+bool Advised(void* addr, std::size_t bytes, platform::Advice advice) noexcept {
+  try {
+    return platform::Advise(addr, bytes, advice).ok();
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
+}  // namespace
 
 Arena::Arena(std::size_t arena_bytes, bool huge_pages)
     : arena_bytes_(arena_bytes), huge_pages_(huge_pages) {}
@@ -59,15 +75,22 @@ std::byte* Arena::AllocateRun(std::size_t pages, bool* populate) {
     // faulted in whole at mmap (1 GiB, under the class lock) and none of
     // it given back (madvise cannot drop locked pages). A preallocated
     // pool (reserve.cc) is the one to use where pages must stay locked.
-    Result<platform::Mapping> m = platform::Mapping::Anonymous(
-        arena_bytes_, platform::Commit::kUnlocked, "mmap arena");
-    if (!m.has_value()) return nullptr;
+    // A failed mmap's error message is made on the heap: with none left,
+    // a null run as well (Malloc holds a class lock it releases by hand).
+    platform::Mapping m;
+    try {
+      Result<platform::Mapping> r = platform::Mapping::Anonymous(
+          arena_bytes_, platform::Commit::kUnlocked, "mmap arena");
+      if (!r.has_value()) return nullptr;
+      m = std::move(*r);
+    } catch (const std::bad_alloc&) {
+      return nullptr;
+    }
     if (huge_pages_) {
       // Advice only: without THP the kernel ignores it.
-      platform::Advise(m->data(), m->size(), platform::Advice::kHugePages)
-          .IgnoreError();
+      Advised(m.data(), m.size(), platform::Advice::kHugePages);
     }
-    arenas_.push_back(std::move(*m));  // room reserved above
+    arenas_.push_back(std::move(m));  // room reserved above
     bump_ = arenas_.back().data();
     bump_end_ = bump_ + arena_bytes_;
     populated_ = bump_;
@@ -123,9 +146,8 @@ void Arena::PopulateAhead() {
   }
   // On failure (out of memory now, or an old kernel) the pages fault in on
   // touch.
-  platform::Advise(from, static_cast<std::size_t>(end - from),
-                   platform::Advice::kPopulateWrite)
-      .IgnoreError();
+  Advised(from, static_cast<std::size_t>(end - from),
+          platform::Advice::kPopulateWrite);
   internal::MutexLock lock(mu_);
   // A new arena may have been mapped meanwhile: its populated_ is its own.
   if (bump_end_ == arena_end) populated_ = std::max(populated_, end);
@@ -147,8 +169,7 @@ void Arena::Discard(std::byte* base, std::size_t first,
   std::byte* const p = base + first * kPageSize;
   // EINVAL for locked pages (the process called mlockall): they stay, as
   // locked memory does, and are zeroed by hand, as a reused run must be.
-  if (!platform::Advise(p, count * kPageSize, platform::Advice::kDiscard)
-           .ok()) {
+  if (!Advised(p, count * kPageSize, platform::Advice::kDiscard)) {
     std::memset(p, 0, count * kPageSize);
   }
 }

@@ -1,8 +1,10 @@
 // File: pool/failure_test.cc
 //
-// The pool when things fail around it: a Read callback that throws. Every
-// call either fails as its contract says or lets the exception through, and
-// leaves the pool usable: no class lock held, no zspage left pinned.
+// The pool when things fail around it: a heap that has nothing left for
+// the message of an error (testing/failing_new.h), an address space that
+// has no room for an arena, a Read callback that throws. Every call either
+// fails as its contract says or lets the exception through, and leaves the
+// pool usable: no class lock held, no zspage left pinned.
 #include <unistd.h>
 
 #include <csignal>
@@ -12,11 +14,50 @@
 #include <stdexcept>
 #include <vector>
 
+#include "testing/failing_new.h"
 #include "testing/test_util.h"
 #include "ztier/pool.h"
 
 namespace ztier {
 namespace {
+
+// Every allocation of a Malloc whose arena cannot be mapped (more address
+// space than x86-64 or arm64 user space has) fails in turn; the mmap
+// error's message is one of them. Malloc returns kInvalidHandle every time,
+// never throws, and leaves its class unlocked: the next Malloc returns too.
+TEST(PoolFailureTest, MallocWhoseArenaCannotBeMappedReturnsInvalid) {
+  PoolOptions options;
+  options.arena_bytes = std::size_t{1} << 47;
+  auto created = Pool::Create(options);
+  ASSERT_TRUE(created.has_value());
+  Pool& pool = **created;
+  // With the heap: fails, having made the class's handle cache and the
+  // arena's bookkeeping (so that the tries below reach the mmap).
+  ASSERT_EQ(pool.Malloc(100), kInvalidHandle);
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of Malloc failing");
+    testing::FailNthAllocation(n);
+    Handle h = kInvalidHandle;
+    bool threw = false;
+    try {
+      h = pool.Malloc(100);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    const bool fired = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    // A throw left the class locked: another Malloc of it would hang.
+    ASSERT_FALSE(threw) << "Malloc threw std::bad_alloc";
+    EXPECT_EQ(h, kInvalidHandle);
+    failed += fired;
+    if (!fired) break;
+    ASSERT_LT(n, 100) << "a Malloc that never ends allocating";
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_EQ(pool.Malloc(100), kInvalidHandle);
+  EXPECT_EQ(pool.Stats().objects, 0u);
+}
 
 // Objects in sparse zspages of one class, each read by a callback that
 // throws, then compacted (moved out of those zspages) and read back. Ends

@@ -230,7 +230,8 @@ class Arena {
 
   // A run of `pages` pages (1..16), its memory untouched, zeroed or (from
   // the reserve) holding stale bytes; nullptr when the address space (mmap)
-  // or the reserve runs out.
+  // or the reserve runs out. Never throws (Malloc calls it holding a class
+  // lock it releases by hand); nor do PopulateAhead and Discard.
   // With huge pages it also sets *populate when the caller should call
   // PopulateAhead() once it holds no lock (at most one caller at a time).
   std::byte* AllocateRun(std::size_t pages, bool* populate = nullptr);
