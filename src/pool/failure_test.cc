@@ -59,6 +59,47 @@ TEST(PoolFailureTest, MallocWhoseArenaCannotBeMappedReturnsInvalid) {
   EXPECT_EQ(pool.Stats().objects, 0u);
 }
 
+// Each allocation of a first Malloc (the arena's bookkeeping, a zspage
+// descriptor, the handle table) fails in turn: the Malloc either succeeds
+// or returns kInvalidHandle leaving no object and no page held, and the
+// pool goes on working.
+TEST(PoolFailureTest, MallocOutOfHeapLeavesNothingTaken) {
+  long failed = 0;
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " of Malloc failing");
+    PoolOptions options;
+    options.max_pages_per_zspage = 16;  // 2048 objects: a heap bitmap
+    auto created = Pool::Create(options);
+    ASSERT_TRUE(created.has_value());
+    Pool& pool = **created;
+    testing::FailNthAllocation(n);
+    Handle h = kInvalidHandle;
+    EXPECT_NO_THROW(h = pool.Malloc(32));
+    const bool fired = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    failed += fired;
+    if (h == kInvalidHandle) {
+      EXPECT_TRUE(fired);
+      EXPECT_EQ(pool.Stats().objects, 0u);
+      EXPECT_EQ(pool.Stats().pages_used, 0u);
+    }
+    const Handle again = pool.Malloc(32);
+    ASSERT_NE(again, kInvalidHandle);
+    pool.Write(again, std::vector<std::byte>(32, std::byte{7}));
+    std::vector<std::byte> got(32);
+    EXPECT_EQ(pool.ReadInto(again, got), 32u);
+    EXPECT_EQ(got, std::vector<std::byte>(32, std::byte{7}));
+    pool.Free(again);
+    if (h != kInvalidHandle) pool.Free(h);
+    pool.Compact();
+    EXPECT_EQ(pool.Stats().objects, 0u);
+    EXPECT_EQ(pool.Stats().pages_used, 0u);
+    if (!fired) break;
+    ASSERT_LT(n, 100) << "a Malloc that never ends allocating";
+  }
+  EXPECT_GT(failed, 2);
+}
+
 // Objects in sparse zspages of one class, each read by a callback that
 // throws, then compacted (moved out of those zspages) and read back. Ends
 // the process: 0 when all went as it should.

@@ -296,50 +296,71 @@ SizeClass& Pool::Impl::LockClassFor(std::size_t size)
 Handle Pool::Impl::AllocateLocked(SizeClass& sc, std::size_t size,
                                   ReleaseOnExit* later) {
   Impl& m = *this;
-  const std::uint64_t hidx = m.handles.Allocate(&sc.handle_cache);
-  if (hidx == ip::kNoIndex) return kInvalidHandle;
-
+  // The zspage first: the fullest non-full one, the spare, else a new one
+  // (a shell, or a new descriptor) with its run, which the arena or the
+  // reserve may refuse. The handle-table index only then: a refused Malloc
+  // must take none, as fresh indexes would put a table chunk in the
+  // metadata bill (and, without a reserve, make it) for no object.
   std::uint32_t id = ip::kNoId;
   for (int g = ip::kGroupFull - 1; g >= 1 && id == ip::kNoId; --g) {
     id = sc.group_head[g];
   }
-  ZspageDesc* d;
-  if (id != ip::kNoId) {
-    d = m.descs.Get(id);
-    m.GroupRemove(sc, d);
-  } else if (sc.spare != ip::kNoId) {
+  const bool in_group = id != ip::kNoId;
+  const bool spare = !in_group && sc.spare != ip::kNoId;
+  bool shell = false;
+  std::byte* run = nullptr;  // taken for a new zspage
+  if (spare) {
     id = sc.spare;
-    sc.spare = ip::kNoId;
-    d = m.descs.Get(id);
-  } else if ((id = sc.TakeShell()) != ip::kNoId) {
-    d = m.descs.Get(id);  // empty, untouched, its run still its own
-    if (m.arena.reserve() != nullptr) {  // no run: see DoReleases
-      std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later->populate);
+  } else if (!in_group) {
+    id = sc.TakeShell();
+    shell = id != ip::kNoId;
+    // A shell keeps its run, but not in the reserve (DoReleases).
+    if (!shell || m.arena.reserve() != nullptr) {
+      run = m.arena.AllocateRun(sc.geo.pages, &later->populate);
       if (run == nullptr) {
-        if (!sc.StashShell(id)) m.FreeDesc(sc, id);
-        m.handles.Free(&sc.handle_cache, hidx);
+        if (shell && !sc.StashShell(id)) m.FreeDesc(sc, id);
         return kInvalidHandle;
       }
-      d->base = run;
-      if (std::uint64_t* bits = m.arena.ReserveBitmap(run, sc.geo.objs)) {
-        d->heap_bits = bits;
+    }
+    if (!shell) {
+      if (m.descs.Allocate(sc.geo.objs, &id,
+                           m.arena.ReserveBitmap(run, sc.geo.objs)) ==
+          nullptr) {
+        m.arena.ReleaseRun(run, sc.geo.pages);
+        return kInvalidHandle;
       }
     }
-    ++sc.zspages;
+  }
+  const std::uint64_t hidx = m.handles.Allocate(&sc.handle_cache);
+  if (hidx == ip::kNoIndex) {
+    // A new zspage goes back: a shell again (with its own run, or none in
+    // the reserve), else freed, its descriptor before its run as in
+    // FreeZspage.
+    if (shell && sc.StashShell(id)) {
+      if (run != nullptr) m.arena.ReleaseRun(run, sc.geo.pages);
+    } else if (shell || run != nullptr) {
+      std::byte* const own = run != nullptr ? run : m.descs.Get(id)->base;
+      m.FreeDesc(sc, id);
+      m.arena.ReleaseRun(own, sc.geo.pages);
+    }
+    return kInvalidHandle;
+  }
+  ZspageDesc* d = m.descs.Get(id);
+  if (in_group) {
+    m.GroupRemove(sc, d);
+  } else if (spare) {
+    sc.spare = ip::kNoId;
   } else {
-    std::byte* run = m.arena.AllocateRun(sc.geo.pages, &later->populate);
-    if (run == nullptr) {
-      m.handles.Free(&sc.handle_cache, hidx);
-      return kInvalidHandle;
+    // A shell is empty and untouched, its run still its own unless it
+    // has a new one from the reserve.
+    if (run != nullptr) {
+      d->base = run;
+      if (shell) {
+        if (std::uint64_t* bits = m.arena.ReserveBitmap(run, sc.geo.objs)) {
+          d->heap_bits = bits;
+        }
+      }
     }
-    d = m.descs.Allocate(sc.geo.objs, &id,
-                         m.arena.ReserveBitmap(run, sc.geo.objs));
-    if (d == nullptr) {
-      m.arena.ReleaseRun(run, sc.geo.pages);
-      m.handles.Free(&sc.handle_cache, hidx);
-      return kInvalidHandle;
-    }
-    d->base = run;
     ++sc.zspages;
   }
   const std::uint32_t idx = d->LowestFree(sc.geo.objs);

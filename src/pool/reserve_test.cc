@@ -279,6 +279,29 @@ TEST(PoolReserveTest, StatisticsAreThoseOfAPoolWithoutAReserve) {
   }
 }
 
+// A Malloc the reserve refuses leaves the pool as it found it, statistics
+// included: the reserve full of huge objects, every class is refused in
+// turn, and none of them takes handle-table indexes, whose chunk would go
+// in the metadata bill (TotalBytes(), and so the store's mem_used_max and
+// mem_limit) for objects that never were.
+TEST(PoolReserveTest, RefusedMallocLeavesTheStatisticsAsTheyWere) {
+  auto pool = ReservePool(1 << 20);
+  ASSERT_NE(pool, nullptr);
+  const std::vector<Handle> full = Fill(*pool, kPage, 100000);
+  ASSERT_FALSE(full.empty());
+  for (std::size_t size = 32; size <= kPage; size += 16) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    const PoolStats before = pool->Stats();
+    ASSERT_EQ(pool->Malloc(size), kInvalidHandle);
+    const PoolStats after = pool->Stats();
+    ASSERT_EQ(after.metadata_bytes, before.metadata_bytes);
+    ASSERT_EQ(after.total_bytes, before.total_bytes);
+    ASSERT_EQ(after.objects, before.objects);
+  }
+  for (Handle h : full) pool->Free(h);
+  EXPECT_EQ(pool->Stats().objects, 0u);
+}
+
 // Threads store, check and free objects of every size in a small reserve
 // while another compacts: objects read back intact, and everything freed
 // leaves the pool empty. (Run under TSan too.)
