@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -1324,12 +1325,15 @@ std::map<std::string, std::string> Device::notes() const {
 
 namespace {
 
-// N of a name "zramN" as HotAdd spells it (decimal, no leading zero, at
-// most INT_MAX); none for any other name ("zram007" is not zram7).
+// N of a name "zramN" as HotAdd spells it (decimal digits only, no
+// leading zero, at most INT_MAX); none for any other name ("zram007" is not
+// zram7, nor "zram-0" zram0: std::from_chars takes a minus sign, and a
+// device name may have one).
 std::optional<int> ZramId(std::string_view name) {
   if (!name.starts_with("zram")) return std::nullopt;
   name.remove_prefix(4);
-  if (name.empty() || (name.size() > 1 && name.front() == '0')) {
+  if (name.empty() || name.front() < '0' || name.front() > '9' ||
+      (name.size() > 1 && name.front() == '0')) {
     return std::nullopt;
   }
   int n = 0;
@@ -1421,7 +1425,9 @@ Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
   std::string name = "zram" + std::to_string(*id);
   auto d = std::make_shared<Device>(name, m.defaults);
   d->SetWatcher(m.watcher);
-  m.devices.emplace(std::move(name), d);
+  [[maybe_unused]] const bool added =
+      m.devices.emplace(std::move(name), d).second;
+  assert(added && "NewId handed out the id of a device there");
   return d;
 }
 

@@ -840,6 +840,35 @@ TEST(DeviceRegistryTest, HotAddTakesTheLowestFreeId) {
   EXPECT_EQ(r.List().size(), 13u);
 }
 
+// A name with a sign after "zram" is no zramN ("zram-0" is not zram0,
+// "zram-1" is none): hot_add does not skip zram0 for it, and once it is
+// removed, hands out neither a name that exists nor a negative one.
+TEST(DeviceRegistryTest, HotAddIgnoresSignedNames) {
+  const auto hot_add = [](DeviceRegistry& r) {
+    auto d = r.HotAdd();
+    return d.has_value() ? (*d)->name() : d.error().ToString();
+  };
+  {
+    DeviceRegistry r(DeviceDefaults{});
+    ASSERT_TRUE(r.Add("zram-0").has_value());
+    EXPECT_EQ(hot_add(r), "zram0");
+  }
+  {
+    DeviceRegistry r(DeviceDefaults{});
+    EXPECT_EQ(hot_add(r), "zram0");
+    ASSERT_TRUE(r.Add("zram-0").has_value());
+    ASSERT_OK(r.Remove("zram-0"));
+    EXPECT_EQ(hot_add(r), "zram1");  // zram0 is still there
+    EXPECT_NE(r.Find("zram1"), nullptr);
+  }
+  {
+    DeviceRegistry r(DeviceDefaults{});
+    ASSERT_TRUE(r.Add("zram-1").has_value());
+    ASSERT_OK(r.Remove("zram-1"));
+    EXPECT_EQ(hot_add(r), "zram0");
+  }
+}
+
 // A removed device's memory and backing file go at the removal, as the
 // kernel's hot_remove resets the device, not when the last holder of the
 // Device (a policy round, a metrics scrape) lets go; passes on it find it
