@@ -211,13 +211,13 @@ struct WritebackScan {
 // installs. Shared by the passes of one device.
 //
 // Set and SetEnabled may come while a pass runs (zram's writes wait for
-// the pass instead). Each starts a new setting, and a pass gives back
-// only while the budget keeps the setting it began with: the refunds of a
-// pass running across a Set are dropped, never added to the value just
-// written. So a written value is the budget from then on, less what that
-// pass submits after it, whether or not it ends on the backing store
-// ("writeback_limit 0" during a pass stays 0). Before any pass, plain
-// stores to the atomics do as well.
+// the pass instead). Each starts a new setting, and a pass (the pages of
+// a writeback, then its units: one each) gives back only while the budget
+// keeps the setting it began with: the refunds of a pass running across a
+// Set are dropped, never added to the value just written. So a written
+// value is the budget from then on, and what was charged before it never
+// comes back to it ("writeback_limit 0" during a pass stays 0). Before
+// any pass, plain stores to the atomics do as well.
 struct WritebackBudget {
   std::atomic<bool> enabled{false};
   std::atomic<std::uint64_t> pages{0};  // what remains
