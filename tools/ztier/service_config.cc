@@ -581,7 +581,11 @@ class ConfigParser {
           if (hex.size() != 4 || ec != std::errc() ||
               end != hex.data() + hex.size() || hex[0] == '+' ||
               hex[0] == '-') {
-            return Error(line, "\\x" + std::string(hex) +
+            // Named as far as its line goes: a short one is followed by
+            // the line's end and the next line's text.
+            const std::string_view shown =
+                hex.substr(0, hex.find_first_of("\r\n"));
+            return Error(line, "\\x" + std::string(shown) +
                                    " is not \\x and four hex digits");
           }
           if (code >= 0xD800 && code <= 0xDFFF) {

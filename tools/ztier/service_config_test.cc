@@ -467,6 +467,12 @@ TEST(ServiceConfigTest, BackslashEscapesAsInZramGenerator) {
             "\\xZZZZ is not \\x and "
             "four hex digits"},
            {"[zram0]\nzram-size = 64\\xD800\n", "\\xD800 is not a character"},
+           // Fewer than four hex digits: the message names the escape as
+           // far as its line goes, not the next line's text.
+           {"[zram0]\nzram-size = 6\\x4\n[zram1]\n",
+            "\\x4 is not \\x and four hex digits"},
+           {"[zram0]\nzram-size = 6\\x4\r\n[zram1]\r\n",
+            "\\x4 is not \\x and four hex digits"},
            {"[zram0]\nzram-size = 64\\0\n", "\\0 (a NUL) is not taken"}}) {
     auto bad = ParseServiceConfig(text, "f", kRam);
     ASSERT_FALSE(bad.has_value()) << text;
