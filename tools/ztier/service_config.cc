@@ -164,8 +164,8 @@ class ConfigParser {
       // may run on to a later one's).
       const std::size_t key_start =
           line_start + text.substr(line_start).find_first_not_of(" \t\r\f\v");
-      ZT_ASSIGN_OR_RETURN(auto key_read,
-                          ReadEscaped(text, key_start, "=:\n", line_no));
+      ZT_ASSIGN_OR_RETURN(auto key_read, ReadEscaped(text, key_start, "=:\n",
+                                                     line_start, line_no));
       const std::size_t sep = key_read.second;
       if (sep == text.size() || text[sep] == '\n') {
         return Error(line_no, "want 'key = value', '[section]' or a comment, "
@@ -189,8 +189,8 @@ class ConfigParser {
       std::string value;
       if (at < text.size() && (text[at] == '"' || text[at] == '\'')) {
         const char quote = text[at];
-        ZT_ASSIGN_OR_RETURN(auto quoted,
-                            ReadEscaped(text, at + 1, {&quote, 1}, line_no));
+        ZT_ASSIGN_OR_RETURN(auto quoted, ReadEscaped(text, at + 1, {&quote, 1},
+                                                     line_start, line_no));
         if (quoted.second == text.size()) {
           return Error(line_no, std::string("no closing ") + quote +
                                     " in the value of '" + key +
@@ -207,7 +207,8 @@ class ConfigParser {
         value = std::move(quoted.first);
         at = quoted.second + 1;
       }
-      ZT_ASSIGN_OR_RETURN(auto rest, ReadEscaped(text, at, "\n", line_no));
+      ZT_ASSIGN_OR_RETURN(auto rest,
+                          ReadEscaped(text, at, "\n", line_start, line_no));
       value = Trim(value + rest.first);
       // A value that runs on (a quote, or a backslash before a line's end)
       // takes the lines up to where it ends.
@@ -540,19 +541,22 @@ class ConfigParser {
   // \b \t \r \n are those characters, \xHHHH is that code point, and any
   // other escaped character is itself (\\, \", \=, ...). As there, a
   // backslash at the end of the file and a bad \x are errors; unlike there,
-  // so is \0, a NUL, which no value can hold. Errors name `line`.
+  // so is \0, a NUL, which no value can hold. Errors name the line of the
+  // escape, counted from `first_line`, the one text[line_start] is on (at
+  // or before `from`): in a value that runs on, that is a later line.
   Result<std::pair<std::string, std::size_t>> ReadEscaped(
       std::string_view text, std::size_t from, std::string_view stops,
-      int line) {
+      std::size_t line_start, int first_line) {
     std::string out;
     std::size_t i = from;
+    const auto line = [&] { return LineOf(text, i, line_start, first_line); };
     for (; i < text.size() && stops.find(text[i]) == std::string_view::npos;
          ++i) {
       if (text[i] != '\\') {
         out += text[i];
         continue;
       }
-      if (++i == text.size()) return Error(line, "a backslash ends the file");
+      if (++i == text.size()) return Error(line(), "a backslash ends the file");
       switch (text[i]) {
         case '\n':
           break;
@@ -572,7 +576,7 @@ class ConfigParser {
           out += '\n';
           break;
         case '0':
-          return Error(line, "\\0 (a NUL) is not taken");
+          return Error(line(), "\\0 (a NUL) is not taken");
         case 'x': {
           const std::string_view hex = text.substr(i + 1, 4);
           unsigned code = 0;
@@ -585,14 +589,14 @@ class ConfigParser {
             // the line's end and the next line's text.
             const std::string_view shown =
                 hex.substr(0, hex.find_first_of("\r\n"));
-            return Error(line, "\\x" + std::string(shown) +
-                                   " is not \\x and four hex digits");
+            return Error(line(), "\\x" + std::string(shown) +
+                                     " is not \\x and four hex digits");
           }
           if (code >= 0xD800 && code <= 0xDFFF) {
-            return Error(line,
+            return Error(line(),
                          "\\x" + std::string(hex) + " is not a character");
           }
-          if (code == 0) return Error(line, "\\x0000 (a NUL) is not taken");
+          if (code == 0) return Error(line(), "\\x0000 (a NUL) is not taken");
           AppendUtf8(code, &out);
           i += 4;
           break;
@@ -604,11 +608,12 @@ class ConfigParser {
     return std::make_pair(std::move(out), i);
   }
 
-  // The line of text[at], for at past `end`, the end of line `line`.
-  static int LineOf(std::string_view text, std::size_t at, std::size_t end,
+  // The line of text[at]: `line`, the one text[from] is on (from <= at),
+  // and one more for each newline in between.
+  static int LineOf(std::string_view text, std::size_t at, std::size_t from,
                     int line) {
     return line + static_cast<int>(
-                      std::count(text.begin() + end, text.begin() + at, '\n'));
+                      std::count(text.begin() + from, text.begin() + at, '\n'));
   }
 
   static void AppendUtf8(unsigned code, std::string* out) {

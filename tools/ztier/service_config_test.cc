@@ -480,6 +480,28 @@ TEST(ServiceConfigTest, BackslashEscapesAsInZramGenerator) {
   }
 }
 
+// A bad escape in a setting that runs on (a quote closed on a later
+// line, or a backslash at a line's end) is named on the line it is on,
+// not on the setting's first.
+TEST(ServiceConfigTest, ABadEscapeInAValueThatRunsOnNamesItsOwnLine) {
+  for (const auto& [text, message] :
+       std::initializer_list<std::pair<const char*, const char*>>{
+           {"[zram0]\ncompression-algorithm = 'zstd\n\\xZZZZ'\n",
+            "f:3: \\xZZZZ is not \\x and four hex digits"},
+           {"[zram0]\nzram-size = 6\\\n4\\0\n",
+            "f:3: \\0 (a NUL) is not taken"},
+           {"[zram0]\nzram-\\\nsi\\\nze\\xD800 = 4\n",
+            "f:4: \\xD800 is not a character"},
+           {"[zram0]\nnote = \"a\nb\" c \\\nd\\",
+            "f:4: a backslash ends the file"},
+           {"[zram0]\nzram-size = 64\\xZZZZ\n",
+            "f:2: \\xZZZZ is not \\x and four hex digits"}}) {
+    auto bad = ParseServiceConfig(text, "f", kRam);
+    ASSERT_FALSE(bad.has_value()) << text;
+    EXPECT_EQ(bad.error().message(), message) << text;
+  }
+}
+
 // zram-generator's ini parser (rust-ini) takes a value's leading quote,
 // " or ', and the next one of its kind away, keeps the text after it, and
 // trims the whole: files written with quotes work unchanged.
