@@ -578,13 +578,16 @@ class ConfigParser {
         case '0':
           return Error(line(), "\\0 (a NUL) is not taken");
         case 'x': {
+          // The four characters after the x, read as there by Rust's
+          // u32::from_str_radix, which takes a leading '+' (\x+041 is A).
           const std::string_view hex = text.substr(i + 1, 4);
+          const std::string_view digits =
+              hex.starts_with('+') ? hex.substr(1) : hex;
           unsigned code = 0;
-          const auto [end, ec] =
-              std::from_chars(hex.data(), hex.data() + hex.size(), code, 16);
+          const auto [end, ec] = std::from_chars(
+              digits.data(), digits.data() + digits.size(), code, 16);
           if (hex.size() != 4 || ec != std::errc() ||
-              end != hex.data() + hex.size() || hex[0] == '+' ||
-              hex[0] == '-') {
+              end != digits.data() + digits.size()) {
             // Named as far as its line goes: a short one is followed by
             // the line's end and the next line's text.
             const std::string_view shown =

@@ -22,11 +22,12 @@
 // that quote to the end of its line is kept. A backslash in a key or a
 // value is rust-ini's escape: at a line's end it continues the line, \\ \n
 // \t \r \a \b and \xHHHH are characters, and \C any other C is C (\" a
-// quote that closes none); \0, a bad \x and a backslash ending the file
-// are errors. As systemd.syntax(5) says (and
-// zram-generator reads): a section given again continues the first, a key
-// given again replaces its earlier value (with a warning), and an empty
-// value resets the key to its default. Each [zramN] section (a name that
+// quote that closes none); a NUL (\0, \x0000), a bad \x and a backslash
+// ending the file are errors, each on the line it is on. As
+// systemd.syntax(5) says (and zram-generator reads): a section given
+// again continues the first, a key given again replaces its earlier value
+// (with a warning), and an empty value resets the key to its default.
+// Each [zramN] section (a name that
 // starts with "zram", as zram-generator requires) is one device, in file
 // order; its keys (zram-generator's) are:
 //   zram-size            size expression (size_expr.h), MiB; default

@@ -478,6 +478,11 @@ TEST(ServiceConfigTest, BackslashEscapesAsInZramGenerator) {
     ASSERT_FALSE(bad.has_value()) << text;
     EXPECT_EQ(bad.error().message(), std::string("f:2: ") + message) << text;
   }
+  // rust-ini reads the four characters after \x with Rust's
+  // u32::from_str_radix, which takes a leading '+': \x+041 is A there.
+  const ServiceConfig plus = Parse("[zram0]\noptions = a\\x+041b\n");
+  ASSERT_EQ(plus.devices.size(), 1u);
+  EXPECT_EQ(plus.devices[0].notes.at("options"), "aAb");
 }
 
 // A bad escape in a setting that runs on (a quote closed on a later
