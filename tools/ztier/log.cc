@@ -61,29 +61,31 @@ bool LogEnabled(LogLevel level) {
   return static_cast<int>(level) <= g_level.load(std::memory_order_relaxed);
 }
 
+namespace {
+
+// A line's prefix on stderr.
+std::string_view StderrPrefix(LogLevel level) {
+  switch (level) {
+    case LogLevel::kError:
+      return "ztier serve: error: ";
+    case LogLevel::kWarning:
+      return "ztier serve: warning: ";
+    case LogLevel::kDebug:
+      return "ztier serve: debug: ";
+    case LogLevel::kInfo:
+      break;
+  }
+  return "ztier serve: ";
+}
+
+}  // namespace
+
 void Log(LogLevel level, std::string_view message) {
   if (!LogEnabled(level)) return;
-  std::string_view prefix;
-  char journal[4] = {'<', static_cast<char>('0' + static_cast<int>(level)), '>',
-                     '\0'};
-  if (ToJournal()) {
-    prefix = std::string_view(journal, 3);
-  } else {
-    switch (level) {
-      case LogLevel::kError:
-        prefix = "ztier serve: error: ";
-        break;
-      case LogLevel::kWarning:
-        prefix = "ztier serve: warning: ";
-        break;
-      case LogLevel::kDebug:
-        prefix = "ztier serve: debug: ";
-        break;
-      case LogLevel::kInfo:
-        prefix = "ztier serve: ";
-        break;
-    }
-  }
+  const char journal[3] = {
+      '<', static_cast<char>('0' + static_cast<int>(level)), '>'};
+  const std::string_view prefix =
+      ToJournal() ? std::string_view(journal, 3) : StderrPrefix(level);
   iovec iov[3] = {{const_cast<char*>(prefix.data()), prefix.size()},
                   {const_cast<char*>(message.data()), message.size()},
                   {const_cast<char*>("\n"), 1}};
