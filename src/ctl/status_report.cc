@@ -60,8 +60,9 @@ class JsonReader {
   static constexpr int kMaxDepth = 16;
 
   void SkipSpace() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\n' ||
-                                s_[pos_] == '\t' || s_[pos_] == '\r')) {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\n' || s_[pos_] == '\t' ||
+            s_[pos_] == '\r')) {
       ++pos_;
     }
   }
@@ -93,26 +94,12 @@ class JsonReader {
       if (pos_ >= s_.size()) return std::nullopt;
       const char e = s_[pos_++];
       switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          out += e;
-          break;
-        case 'b':
-          out += '\b';
-          break;
-        case 'f':
-          out += '\f';
-          break;
-        case 'n':
-          out += '\n';
-          break;
-        case 'r':
-          out += '\r';
-          break;
-        case 't':
-          out += '\t';
-          break;
+        case '"': case '\\': case '/': out += e; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
         case 'u': {
           unsigned code = 0;
           if (pos_ + 4 > s_.size()) return std::nullopt;
@@ -126,8 +113,7 @@ class JsonReader {
           out += code < 0x80 ? static_cast<char>(code) : '?';
           break;
         }
-        default:
-          return std::nullopt;
+        default: return std::nullopt;
       }
     }
     return std::nullopt;
@@ -243,8 +229,8 @@ Status ReadPriorities(const JsonObject& obj, std::vector<PriorityStatus>* out) {
 }
 
 constexpr std::string_view kDefaultColumns[] = {
-    "NAME",  "ALGORITHM", "DISKSIZE", "DATA",
-    "COMPR", "TOTAL",     "STREAMS",  "CLIENTS"};
+    "NAME", "ALGORITHM", "DISKSIZE", "DATA", "COMPR", "TOTAL", "STREAMS",
+    "CLIENTS"};
 
 bool TextColumn(std::string_view c) {
   return c == "NAME" || c == "ALGORITHM" || c == "MOUNTPOINT";
@@ -450,8 +436,7 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     ZT_RETURN_IF_ERROR(ReadString(o, "backing_dev", &d.backing_dev));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
-      const auto* notes =
-          std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
+      const auto* notes = std::get_if<std::shared_ptr<JsonObject>>(&n->second.v);
       if (notes == nullptr) return Err(BadReport("notes is not an object"));
       for (const auto& [key, value] : **notes) {
         const auto* text = std::get_if<std::string>(&value.v);
@@ -513,15 +498,14 @@ Result<std::vector<std::string>> ParseStatusColumns(std::string_view list) {
   while (true) {
     const std::size_t comma = list.find(',');
     std::string name(list.substr(0, comma));
-    for (char& c : name)
-      c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    const auto* known =
-        std::find(std::begin(kStatusColumns), std::end(kStatusColumns), name);
+    for (char& c : name) c = static_cast<char>(std::toupper(
+                                 static_cast<unsigned char>(c)));
+    const auto* known = std::find(std::begin(kStatusColumns),
+                                  std::end(kStatusColumns), name);
     if (known == std::end(kStatusColumns)) {
       return Err(Status::InvalidArgument(
-          name.empty()
-              ? "empty column name in the list"
-              : "unknown column: " + std::string(list.substr(0, comma))));
+          name.empty() ? "empty column name in the list"
+                       : "unknown column: " + std::string(list.substr(0, comma))));
     }
     out.push_back(std::move(name));
     any = true;
@@ -605,9 +589,9 @@ std::string FormatStatusRecompression(
               std::to_string(p.pages) + " pages)";
     }
     if (!line.empty()) {
-      out += d.name + ":" + line + "; " + std::to_string(d.recompressed_pages) +
-             " recompressed, " + std::to_string(d.incompressible_pages) +
-             " incompressible\n";
+      out += d.name + ":" + line + "; " +
+             std::to_string(d.recompressed_pages) + " recompressed, " +
+             std::to_string(d.incompressible_pages) + " incompressible\n";
     }
     if (d.dict_id != 0) {
       out += d.name + ": dictionary " + std::to_string(d.dict_id) +

@@ -40,8 +40,7 @@ DeviceStatus Sample() {
   d.recompress_attempts = 22;
   d.recompressed_pages = 23;
   d.priorities = {{0, "lz4", 100}, {2, "zstd", 23}};
-  d.notes = {{"swap-priority", "100"},
-             {"mount-point", "/mnt/a b"},
+  d.notes = {{"swap-priority", "100"}, {"mount-point", "/mnt/a b"},
              {"options", "discard,\"x\""}};
   return d;
 }
@@ -107,11 +106,12 @@ TEST(StatusReportTest, OlderReportsAndBadNotes) {
   ASSERT_TRUE(old.has_value());
   EXPECT_EQ((*old)[0].failed_reads, 0u);
   EXPECT_TRUE((*old)[0].notes.empty());
-  EXPECT_FALSE(DecodeStatusJson(R"({"devices":[{"name":"zram0","notes":[1]}]})")
+  EXPECT_FALSE(DecodeStatusJson(
+                   R"({"devices":[{"name":"zram0","notes":[1]}]})")
                    .has_value());
-  EXPECT_FALSE(
-      DecodeStatusJson(R"({"devices":[{"name":"zram0","notes":{"a":1}}]})")
-          .has_value());
+  EXPECT_FALSE(DecodeStatusJson(
+                   R"({"devices":[{"name":"zram0","notes":{"a":1}}]})")
+                   .has_value());
 }
 
 TEST(StatusReportTest, TableDefaultBytesNoHeadingsAndColumns) {
@@ -124,21 +124,18 @@ TEST(StatusReportTest, TableDefaultBytesNoHeadingsAndColumns) {
   o.no_headings = true;
   EXPECT_EQ(FormatStatusTable(devs, o),
             "zram0 lz4 1073741824 8388608 2097152 4194304 2 1\n");
-  auto cols = ParseStatusColumns(
-      "name,ZERO-PAGES,mem-limit,mem-used,"
-      "migrated,comp-ratio,mountpoint");
+  auto cols = ParseStatusColumns("name,ZERO-PAGES,mem-limit,mem-used,"
+                                 "migrated,comp-ratio,mountpoint");
   ASSERT_TRUE(cols.has_value()) << cols.error().ToString();
   o = TableOptions();
   o.columns = *cols;
-  EXPECT_EQ(
-      FormatStatusTable(devs, o),
-      "NAME  ZERO-PAGES MEM-LIMIT MEM-USED MIGRATED COMP-RATIO MOUNTPOINT\n"
-      "zram0         17       64M       5M       15       2.00 /mnt/a b\n");
+  EXPECT_EQ(FormatStatusTable(devs, o),
+            "NAME  ZERO-PAGES MEM-LIMIT MEM-USED MIGRATED COMP-RATIO MOUNTPOINT\n"
+            "zram0         17       64M       5M       15       2.00 /mnt/a b\n");
   o.raw = true;
-  EXPECT_EQ(
-      FormatStatusTable(devs, o),
-      "NAME ZERO-PAGES MEM-LIMIT MEM-USED MIGRATED COMP-RATIO MOUNTPOINT\n"
-      "zram0 17 64M 5M 15 2.00 /mnt/a\\x20b\n");
+  EXPECT_EQ(FormatStatusTable(devs, o),
+            "NAME ZERO-PAGES MEM-LIMIT MEM-USED MIGRATED COMP-RATIO MOUNTPOINT\n"
+            "zram0 17 64M 5M 15 2.00 /mnt/a\\x20b\n");
   auto plus = ParseStatusColumns("+ZERO-PAGES");
   ASSERT_TRUE(plus.has_value());
   EXPECT_EQ(plus->size(), 9u);
@@ -186,9 +183,9 @@ TEST(StatusReportTest, PrioritiesAndRecompressionCounters) {
   DeviceStatus plain = Sample();
   plain.priorities = {{0, "lz4", 100}};
   EXPECT_EQ(FormatStatusRecompression({plain}), "");
-  EXPECT_FALSE(
-      DecodeStatusJson("{\"devices\":[{\"name\":\"a\",\"priorities\":{}}]}")
-          .has_value());
+  EXPECT_FALSE(DecodeStatusJson(
+                   "{\"devices\":[{\"name\":\"a\",\"priorities\":{}}]}")
+                   .has_value());
 }
 
 TEST(StatusReportTest, DictionaryAndUnitLines) {

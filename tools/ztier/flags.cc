@@ -201,6 +201,7 @@ Status FlagSet::Parse(std::span<const std::string_view> args) {
   return Status::Ok();
 }
 
+
 Status FlagSet::CheckOutputFolders() const {
   namespace fs = std::filesystem;
   for (const Flag& f : flags_) {

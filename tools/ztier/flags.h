@@ -126,7 +126,7 @@ class FlagSet {
     std::int64_t min = 0;
     std::int64_t max = 0;
     bool seen = false;
-    char letter = 0;           // the -x alias; 0: none
+    char letter = 0;  // the -x alias; 0: none
     bool output_file = false;  // AddOutputFile
     bool not_empty = false;    // NotEmpty
     std::string section;       // Section() in force when declared

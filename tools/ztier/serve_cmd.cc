@@ -76,7 +76,7 @@ struct ServeSettings {
   std::int64_t unit_pages = 0;
   std::string unix_path;  // empty: the default directory's ztier.sock
   std::string listen;
-  std::string ctl_path;  // empty: the default directory's ztier.ctl
+  std::string ctl_path;   // empty: the default directory's ztier.ctl
   std::int64_t max_connections = 64;
   std::int64_t workers = 0;
   std::string backing_dev;
@@ -177,20 +177,17 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                   "(EINVAL), a WRITE over 32M closes its connection");
   flags.AddInt("max-in-flight", &s->max_in_flight, "N",
                "requests of one connection on the workers at once (default "
-               "64)",
-               1, 4096);
+               "64)", 1, 4096);
   flags.AddString("max-in-flight-bytes", &s->max_in_flight_bytes, "SIZE",
                   "buffer bytes of those requests (default 64M); with the "
                   "512 KiB of socket buffers, a connection's memory bound");
   flags.AddInt("handshake-timeout", &s->handshake_timeout, "SECONDS",
                "a client must finish the handshake within this (default 10; "
-               "0: no limit)",
-               0, 86400);
+               "0: no limit)", 0, 86400);
   flags.AddInt("io-timeout", &s->io_timeout, "SECONDS",
                "a request that stops arriving halfway, or replies the client "
                "does not read, for this long close the connection (default "
-               "30; 0: no limit); idle clients are never timed out",
-               0, 86400);
+               "30; 0: no limit); idle clients are never timed out", 0, 86400);
   flags.AddString("tls", &s->tls, "off|on|require",
                   "NBD_OPT_STARTTLS: off, on (clients may use TLS), require "
                   "(clients must); default on with --tls-cert, else off");
@@ -229,8 +226,7 @@ void DefineFlags(FlagSet& flags, ServeSettings* s) {
                 "as a block device on kernels with ublk\"");
   flags.AddInt("ublk-queues", &s->ublk_queues, "N",
                "ublk queues (threads) per disk (default 0: one per online "
-               "CPU)",
-               0, 4096);
+               "CPU)", 0, 4096);
   flags.AddInt("ublk-depth", &s->ublk_depth, "N",
                "requests in flight per ublk queue (default 64)", 1, 4096);
   flags.AddString(
@@ -262,10 +258,8 @@ Result<DeviceSpec> ParseDeviceSpec(const std::string& text) {
     return spec;
   }
   if (colon == 0 || colon + 1 == text.size()) {
-    return Err(
-        Status::InvalidArgument("--device takes NAME or NAME:SIZE, "
-                                "not '" +
-                                text + "'"));
+    return Err(Status::InvalidArgument("--device takes NAME or NAME:SIZE, "
+                                       "not '" + text + "'"));
   }
   spec.name = text.substr(0, colon);
   auto size = ParseSize(text.substr(colon + 1));
@@ -315,7 +309,7 @@ int UsageFail(const std::string& message) {
 // unit does not restart).
 int FailFor(const Status& st, const std::string& message) {
   return st.code() == StatusCode::kInvalidArgument ? UsageFail(message)
-                                                   : Fail(message);
+                                                    : Fail(message);
 }
 
 // Sets from the [ztier] section every flag the command line did not set.
@@ -335,8 +329,7 @@ Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
       if (!b.has_value()) {
         return Status::InvalidArgument(where + e.key +
                                        ": want yes or no (true/false, on/off, "
-                                       "1/0), not '" +
-                                       value + "'");
+                                       "1/0), not '" + value + "'");
       }
       value = *b ? "true" : "false";
     }
@@ -443,8 +436,7 @@ struct Checked {
   bool prealloc = false;
   std::unique_ptr<nbd::TlsContext> tls;
   std::vector<DeviceSpec> specs;  // without --config
-  std::array<RecompCodec, kMaxCodecPriorities - 1>
-      recomp;  // --recomp-algorithm
+  std::array<RecompCodec, kMaxCodecPriorities - 1> recomp;  // --recomp-algorithm
   std::uint32_t ublk_max_io = 512 << 10;
   std::optional<PolicyOptions> policy;  // --policy, when given
   // --listen's and --metrics-listen's addresses, looked up once, at start.
@@ -466,9 +458,9 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
   // On the command line an empty value (an unset variable in a unit's
   // ExecStart) is not a default: it would serve something other than what
   // was meant (a [ztier] key left empty in the file keeps its default).
-  for (const char* name :
-       {"config", "unix", "ctl", "listen", "backing-dev", "tls-cert", "tls-key",
-        "metrics-listen", "metrics-unix", "ublk-trace"}) {
+  for (const char* name : {"config", "unix", "ctl", "listen", "backing-dev",
+                           "tls-cert", "tls-key", "metrics-listen",
+                           "metrics-unix", "ublk-trace"}) {
     flags.NotEmpty(name);
   }
   flags.Short("verbose", 'v');
@@ -476,9 +468,9 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
   if (auto rc = flags.ParseCommandLine(raw_args, kAbout)) return *rc;
   *from_command_line = *s;  // what each reload's next start begins from
   if (!s->config.empty()) {
-    for (const char* per_device :
-         {"device", "comp-algorithm", "algorithm-params", "recomp-algorithm",
-          "mem-limit", "backing-dev"}) {
+    for (const char* per_device : {"device", "comp-algorithm",
+                                   "algorithm-params", "recomp-algorithm",
+                                   "mem-limit", "backing-dev"}) {
       if (flags.WasSet(per_device)) {
         return ReportUsageError(
             kCommand, std::string("--") + per_device +
@@ -708,9 +700,8 @@ std::optional<int> CheckSettings(ServeSettings& s, const FlagSet& given,
     auto dir = DefaultRuntimeDir();
     if (!dir.has_value()) return UsageFail(dir.error().message());
     if (Status st = MakeRuntimeDir(*dir); !st.ok()) {
-      return Fail(ErrnoText(st) +
-                  " (pass --unix and --ctl to put the "
-                  "sockets elsewhere)");
+      return Fail(ErrnoText(st) + " (pass --unix and --ctl to put the "
+                                  "sockets elsewhere)");
     }
     if (s.unix_path.empty()) s.unix_path = *dir + "/ztier.sock";
     if (s.ctl_path.empty()) s.ctl_path = *dir + "/ztier.ctl";
@@ -746,8 +737,7 @@ std::optional<int> CreateDevices(const ServeSettings& s,
         !st.ok()) {
       return FailFor(st, st.message());
     }
-    Log(LogLevel::kInfo,
-        "configuration applied from " + Absolute(config->path));
+    Log(LogLevel::kInfo, "configuration applied from " + Absolute(config->path));
     // A kernel swapping on a device must never be cut off by a server
     // limit (docs/swap.md): say so where the settings would.
     for (const DeviceConfig& d : config->devices) {
@@ -762,10 +752,9 @@ std::optional<int> CreateDevices(const ServeSettings& s,
       }
       if (!s.mlock) {
         Log(LogLevel::kWarning,
-            d.name +
-                " is a swap device, and mlock is off: the server's own "
-                "memory can be swapped out, onto its own device; set "
-                "mlock = yes and zram-resident-limit (docs/swap.md)");
+            d.name + " is a swap device, and mlock is off: the server's own "
+                     "memory can be swapped out, onto its own device; set "
+                     "mlock = yes and zram-resident-limit (docs/swap.md)");
       }
     }
   }
@@ -842,8 +831,7 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   options.max_in_flight = static_cast<std::size_t>(s.max_in_flight);
   options.max_in_flight_bytes = c.max_in_flight_bytes;
   options.handshake_timeout_ms =
-      s.handshake_timeout == 0 ? -1
-                               : static_cast<int>(s.handshake_timeout * 1000);
+      s.handshake_timeout == 0 ? -1 : static_cast<int>(s.handshake_timeout * 1000);
   options.io_timeout_ms =
       s.io_timeout == 0 ? -1 : static_cast<int>(s.io_timeout * 1000);
   options.tls = c.tls.get();
@@ -860,10 +848,11 @@ std::optional<int> StartServers(const ServeSettings& s, const Checked& c,
   if (!ctl_server.has_value()) {
     servers->Stop();
     const bool busy = ctl_server.error().code() == StatusCode::kBusy;
-    return FailFor(
-        ctl_server.error(),
-        "cannot open the control socket: " + ErrnoText(ctl_server.error()) +
-            (busy ? " (give this server its own with --ctl PATH)" : ""));
+    return FailFor(ctl_server.error(),
+                   "cannot open the control socket: " +
+                       ErrnoText(ctl_server.error()) +
+                       (busy ? " (give this server its own with --ctl PATH)"
+                             : ""));
   }
   servers->ctl = std::move(*ctl_server);
   if (!s.metrics_listen.empty() || !s.metrics_unix.empty()) {
@@ -921,22 +910,20 @@ void PrintDevices(const ServeSettings& s,
     }
   }
   if (c.tls != nullptr) {
-    std::printf(
-        "  TLS: %s, certificate %s (clients add "
-        "&tls-certificates=DIR holding ca-cert.pem)\n",
-        s.tls == "require" ? "required" : "offered",
-        Absolute(s.tls_cert).c_str());
+    std::printf("  TLS: %s, certificate %s (clients add "
+                "&tls-certificates=DIR holding ca-cert.pem)\n",
+                s.tls == "require" ? "required" : "offered",
+                Absolute(s.tls_cert).c_str());
   }
   // What each device preallocated: --mem-limit, or each zram-resident-limit.
   const std::string each =
       config.has_value() ? std::string("each device's zram-resident-limit")
                          : std::to_string(c.mem_limit >> 20) + " MiB";
   if (s.mlock) {
-    std::printf(
-        "  memory: locked (mlockall, on fault), %.1f MiB resident, "
-        "%s preallocated%s\n",
-        static_cast<double>(locked.resident_bytes) / (1 << 20), each.c_str(),
-        config.has_value() ? "" : " a device");
+    std::printf("  memory: locked (mlockall, on fault), %.1f MiB resident, "
+                "%s preallocated%s\n",
+                static_cast<double>(locked.resident_bytes) / (1 << 20),
+                each.c_str(), config.has_value() ? "" : " a device");
     if (!locked.warning.empty()) Log(LogLevel::kWarning, locked.warning);
   } else if (c.prealloc) {
     std::printf("  memory: %s preallocated%s (not locked)\n", each.c_str(),
@@ -959,10 +946,10 @@ void PrintConnect(const ServeSettings& s,
                   servers.metrics->tcp_port());
     }
     if (!s.metrics_unix.empty()) {
-      std::printf(
-          "  metrics: unix socket %s (curl --unix-socket %s "
-          "http://localhost/metrics)\n",
-          Absolute(s.metrics_unix).c_str(), Absolute(s.metrics_unix).c_str());
+      std::printf("  metrics: unix socket %s (curl --unix-socket %s "
+                  "http://localhost/metrics)\n",
+                  Absolute(s.metrics_unix).c_str(),
+                  Absolute(s.metrics_unix).c_str());
     }
   }
   std::printf(
@@ -982,17 +969,16 @@ void PrintConnect(const ServeSettings& s,
       const std::string dev = "/dev/nbd" + std::to_string(n++);
       // -swap: the nbd driver's connection must not wait on memory
       // (docs/swap.md).
-      std::printf(
-          "  %s, as the file says: nbd-client -unix %s -N %s -b 4096 "
-          "%s%s && %s\n",
-          d.name.c_str(), Absolute(s.unix_path).c_str(), d.name.c_str(),
-          dev.c_str(), d.is_swap() ? " -swap" : "",
-          UsageCommands(d, dev).c_str());
+      std::printf("  %s, as the file says: nbd-client -unix %s -N %s -b 4096 "
+                  "%s%s && %s\n",
+                  d.name.c_str(), Absolute(s.unix_path).c_str(), d.name.c_str(),
+                  dev.c_str(), d.is_swap() ? " -swap" : "",
+                  UsageCommands(d, dev).c_str());
     }
   }
-  std::printf(
-      "Stop with Ctrl-C or SIGTERM; SIGHUP %s.\n",
-      config.has_value() ? "re-reads the configuration" : "keeps it running");
+  std::printf("Stop with Ctrl-C or SIGTERM; SIGHUP %s.\n",
+              config.has_value() ? "re-reads the configuration"
+                                 : "keeps it running");
   std::fflush(stdout);
 }
 
@@ -1021,8 +1007,8 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
   }
   if (auto where = InFile(next, *reread, flags)) next = *where;
   if (!next.ok() && !next.message().starts_with(reread->path + ":")) {
-    next =
-        Status::InvalidArgument(reread->path + ": [ztier]: " + next.message());
+    next = Status::InvalidArgument(reread->path + ": [ztier]: " +
+                                   next.message());
   }
   if (!next.ok()) {
     Log(LogLevel::kError, "SIGHUP: " + next.message() +
@@ -1041,8 +1027,7 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
     return nullptr;
   };
   const bool level_from_flags = flags.WasSet("log-level") ||
-                                flags.WasSet("verbose") ||
-                                flags.WasSet("quiet");
+                                flags.WasSet("verbose") || flags.WasSet("quiet");
   std::vector<ConfigEntry> effective;
   for (const ConfigEntry& e : reread->ztier) {
     const ConfigEntry* o = find((*config)->ztier, e.key);
@@ -1105,9 +1090,8 @@ Result<std::unique_ptr<ublk::UblkFrontEnd>> StartUblk(
     if (fe.error().code() == StatusCode::kPermissionDenied) {
       // ublk's ADD_DEV needs CAP_SYS_ADMIN (drivers/block/ublk_drv.c),
       // which the shipped unit's CapabilityBoundingSet leaves out.
-      why +=
-          " (adding a ublk device needs CAP_SYS_ADMIN; under systemd, "
-          "add it to the unit's CapabilityBoundingSet)";
+      why += " (adding a ublk device needs CAP_SYS_ADMIN; under systemd, "
+             "add it to the unit's CapabilityBoundingSet)";
     }
     return Err(Status(fe.error().code(), why));
   }
@@ -1139,9 +1123,8 @@ int WaitForStop(const sigset_t& signals, const FlagSet& flags,
       return sig;
     }
     if (!config->has_value()) {
-      Log(LogLevel::kInfo,
-          "SIGHUP: nothing to reload (no --config file); "
-          "serving on, every device and page kept");
+      Log(LogLevel::kInfo, "SIGHUP: nothing to reload (no --config file); "
+                           "serving on, every device and page kept");
       continue;
     }
     // MONOTONIC_USEC (CLOCK_MONOTONIC): systemd (253+,
@@ -1169,8 +1152,8 @@ int RunServe(std::span<const std::string_view> raw_args) {
   if (policy.has_value()) {
     // A device's bare "(k=v,...)" of compression-algorithm: its own
     // recompress tokens for the policy's passes.
-    for (const DeviceConfig& d :
-         config ? config->devices : std::vector<DeviceConfig>{}) {
+    for (const DeviceConfig& d : config ? config->devices
+                                        : std::vector<DeviceConfig>{}) {
       if (!d.recompress_params.empty()) {
         policy->device_recompress_params[d.name] = d.recompress_params;
       }
@@ -1250,10 +1233,10 @@ int RunServe(std::span<const std::string_view> raw_args) {
         [](const std::string& line) { Log(LogLevel::kInfo, line); });
     Log(LogLevel::kInfo, "policy: " + s.policy);
   }
-  const int sig = WaitForStop(signals, flags, from_command_line, c.prealloc,
-                              &registry, *servers.nbd, &config);
-  std::printf("ztier serve: %s, stopping\n",
-              sig == SIGINT ? "SIGINT" : "SIGTERM");
+  const int sig =
+      WaitForStop(signals, flags, from_command_line, c.prealloc, &registry,
+                  *servers.nbd, &config);
+  std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
   std::fflush(stdout);
   // The pages of a device a client still uses (a kernel swapping to it)
   // go with the server: said at the warning level, by device. A device's
@@ -1294,7 +1277,7 @@ int RunServe(std::span<const std::string_view> raw_args) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
-  if (runner != nullptr) runner->Stop();          // before the devices go
+  if (runner != nullptr) runner->Stop();  // before the devices go
   if (ublk_disks != nullptr) ublk_disks->Stop();  // every /dev/ublkbN gone
   servers.Stop();
   return 0;

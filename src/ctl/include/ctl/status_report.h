@@ -74,9 +74,9 @@ struct DeviceStatus {
   std::uint64_t failed_writes = 0;
   std::uint64_t invalid_io = 0;
   std::uint64_t notify_free = 0;
-  std::uint64_t pages_compacted = 0;         // mm_stat; zramctl MIGRATED
-  std::uint64_t huge_pages_since = 0;        // mm_stat
-  std::uint64_t writeback_limit = 0;         // 4 KiB pages left
+  std::uint64_t pages_compacted = 0;   // mm_stat; zramctl MIGRATED
+  std::uint64_t huge_pages_since = 0;  // mm_stat
+  std::uint64_t writeback_limit = 0;   // 4 KiB pages left
   std::uint64_t writeback_limit_enable = 0;  // 0 or 1
   // From PageStoreStats; attempts, reclaims and refusals are cumulative.
   std::uint64_t incompressible_pages = 0;  // slots marked INCOMPRESSIBLE
@@ -126,13 +126,12 @@ std::string FormatHumanSize(std::uint64_t bytes);
 // The default set is zramctl's with CLIENTS in place of MOUNTPOINT:
 //   NAME ALGORITHM DISKSIZE DATA COMPR TOTAL STREAMS CLIENTS
 inline constexpr std::string_view kStatusColumns[] = {
-    "NAME",     "DISKSIZE",   "DATA",       "COMPR",     "ALGORITHM",
-    "STREAMS",  "ZERO-PAGES", "TOTAL",      "MEM-LIMIT", "MEM-USED",
-    "MIGRATED", "COMP-RATIO", "MOUNTPOINT", "CLIENTS"};
+    "NAME",      "DISKSIZE", "DATA",     "COMPR",      "ALGORITHM",
+    "STREAMS",   "ZERO-PAGES", "TOTAL",  "MEM-LIMIT",  "MEM-USED",
+    "MIGRATED",  "COMP-RATIO", "MOUNTPOINT", "CLIENTS"};
 
 struct TableOptions {
-  std::vector<std::string>
-      columns;               // names from kStatusColumns; empty: default
+  std::vector<std::string> columns;  // names from kStatusColumns; empty: default
   bool bytes = false;        // sizes in bytes, not "4.5M" (zramctl -b)
   bool no_headings = false;  // no header line (zramctl -n)
   // zramctl --raw: no alignment, one space between cells; a space, '\' or
