@@ -68,14 +68,18 @@ class BudgetUse {
   }
 
   // Takes `n` pages, all or none: false when the limit is on and fewer
-  // are left.
+  // are left. Lock-free: a Set meanwhile replaces the value either before
+  // or after the charge, and either is the budget from then on.
   bool Charge(std::uint64_t n = 1) {
-    if (budget_ == nullptr) return true;
-    std::lock_guard l(budget_->mu);
-    if (!budget_->enabled.load(std::memory_order_relaxed)) return true;
-    const std::uint64_t left = budget_->pages.load(std::memory_order_relaxed);
-    if (left < n) return false;
-    budget_->pages.store(left - n, std::memory_order_relaxed);
+    if (budget_ == nullptr ||
+        !budget_->enabled.load(std::memory_order_relaxed)) {
+      return true;
+    }
+    std::uint64_t left = budget_->pages.load(std::memory_order_relaxed);
+    do {
+      if (left < n) return false;
+    } while (!budget_->pages.compare_exchange_weak(left, left - n,
+                                                   std::memory_order_relaxed));
     return true;
   }
 

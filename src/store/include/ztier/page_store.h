@@ -233,9 +233,9 @@ struct WritebackBudget {
     ++setting;
   }
 
-  // For the passes (BudgetUse in store/writeback.cc): charges and refunds
-  // hold `mu`, and a refund goes back only while `setting` is the one the
-  // pass began with.
+  // For the passes (BudgetUse in store/writeback.cc): refunds hold `mu`
+  // (charges are a compare-and-swap on `pages`), and a refund goes back
+  // only while `setting` is the one the pass began with.
   std::mutex mu;
   std::uint64_t setting = 0;  // guarded by mu
 };
