@@ -11,6 +11,7 @@
 //      idle all, writeback idle: bd_stat writes = 1002, budget 0.
 // Then the same flow encrypted, to a local file and to a remote NBD export
 // (nbdkit on a Unix socket).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -182,11 +183,18 @@ TEST(WritebackFlowTest, EncryptedBackingFileHoldsNoPlaintext) {
   const std::string out = data.File("out.bin");
   ASSERT_EQ(Sh("nbdcopy " + s.Uri() + " '" + out + "'").exit_code, 0);
   EXPECT_EQ(Sha256(out), Sha256(in));
-  // One flipped byte in block 7: that page's read fails.
-  ASSERT_EQ(Sh("printf '\\377' | dd of='" + img +
-               "' bs=1 seek=$((7 * 4096 + 123)) conv=notrunc 2>/dev/null")
-                .exit_code,
-            0);
+  // One flipped byte in block 7: that page's read fails. (Flipped, not
+  // set: a byte written as 0xFF over ciphertext that held 0xFF, one run in
+  // 256, would change nothing.)
+  {
+    const int fd = ::open(img.c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    unsigned char c = 0;
+    ASSERT_EQ(::pread(fd, &c, 1, 7 * 4096 + 123), 1);
+    c ^= 0xFF;
+    ASSERT_EQ(::pwrite(fd, &c, 1, 7 * 4096 + 123), 1);
+    ::close(fd);
+  }
   const Shell bad = Sh("nbdcopy " + s.Uri() + " '" + out + "'");
   EXPECT_NE(bad.exit_code, 0) << bad.out;
   EXPECT_NE(bad.out.find("Input/output error"), std::string::npos) << bad.out;
