@@ -7,13 +7,17 @@
 // _BLOCK_SIZE), STRUCTURED_REPLY, LIST_META_CONTEXT and SET_META_CONTEXT
 // (the one context base:allocation; both need STRUCTURED_REPLY first, else
 // NBD_REP_ERR_INVALID), and STARTTLS when the server has TLS credentials;
-// every other option gets NBD_REP_ERR_UNSUP. STARTTLS forgets structured
-// replies and meta contexts negotiated before it (the spec: the client must
-// negotiate them again). base:allocation is in force only if the last
-// SET_META_CONTEXT selected it for the export that GO/EXPORT_NAME picks. The empty export name selects the
-// default device: "zram0" if present, else the first by name. An unknown
+// every other option gets NBD_REP_ERR_UNSUP. A client without
+// NBD_FLAG_C_FIXED_NEWSTYLE is answered the same (proto.md allows it) but
+// is not offered TLS.
+// STARTTLS forgets structured replies and meta contexts negotiated before
+// it (the spec: the client must negotiate them again). base:allocation is
+// in force only if the last SET_META_CONTEXT selected it for the export
+// that GO/EXPORT_NAME picks. The empty export name selects the default
+// device: "zram0" if present, else the first by name. An unknown
 // export is NBD_REP_ERR_UNKNOWN; so is a device that is not initialised (no
-// disksize yet), with a message saying so.
+// disksize yet) or busy (its disksize being set, or a reset), with a
+// message saying which.
 //
 // Thread safety: runs on the connection's own thread; reads the registry.
 #ifndef ZTIER_NBD_HANDSHAKE_H_

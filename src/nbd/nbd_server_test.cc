@@ -317,6 +317,90 @@ TEST(NbdServerTest, OptionsListInfoUnsupportedAbort) {
   EXPECT_TRUE(c.WaitClosed());
 }
 
+// proto.md, "Client flags": servers MAY honour fixed newstyle from a client
+// that did not set NBD_FLAG_C_FIXED_NEWSTYLE. ztier does: such a client's
+// options are answered as any other's (an unknown one NBD_REP_ERR_UNSUP),
+// and NBD_OPT_EXPORT_NAME, the one option of plain newstyle, still works.
+TEST(NbdServerTest, AClientWithoutFixedNewstyleIsAnsweredAsOne) {
+  ServerFixture f(4 << 20);
+  RawClient c(f.socket());
+  NewstyleGreeting g;
+  ASSERT_TRUE(c.Recv(&g, sizeof(g)));
+  const std::uint32_t flags = 0;
+  ASSERT_TRUE(c.Send(&flags, 4));
+  EXPECT_EQ(Option(c, 4242, std::vector<std::byte>(10)),
+            std::vector<std::uint32_t>{kRepErrUnsup});
+  EXPECT_EQ(Option(c, kOptList, {}),
+            (std::vector<std::uint32_t>{kRepServer, kRepAck}));
+  OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptExportName), ToBig(5u)};
+  ASSERT_TRUE(c.Send(&h, sizeof(h)));
+  ASSERT_TRUE(c.Send("zram0", 5));
+  std::vector<std::byte> reply(134);  // with the zeroes: no NO_ZEROES
+  ASSERT_TRUE(c.Recv(reply.data(), reply.size()));
+  ExportNameReply r;
+  std::memcpy(&r, reply.data(), sizeof(r));
+  EXPECT_EQ(FromBig(r.export_size), 4u << 20);
+  std::uint32_t err = 1;
+  ASSERT_TRUE(c.Write(0, RandomBytes(512, 4), &err));
+  EXPECT_EQ(err, 0u);
+}
+
+// An export that exists but cannot be used now (its disksize is being set:
+// here its remote backing store is still opening) is NBD_REP_ERR_UNKNOWN,
+// "the requested export is not available" (proto.md, "Option reply
+// types"), with a message that says why; NBD_REP_ERR_SHUTDOWN is only for
+// a server shutting down. The handshake goes on, and once the device is
+// ready GO succeeds on the same connection.
+TEST(NbdServerTest, ABusyExportIsUnavailableWithAMessageAndTheHandshakeGoesOn) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool opening = false, release = false;
+  DeviceDefaults defaults;
+  defaults.is_remote_backing = [](std::string_view p) {
+    return p.starts_with("test://");
+  };
+  defaults.open_remote_backing =
+      [&](const std::string&,
+          std::uint64_t) -> Result<std::shared_ptr<BackingFile>> {
+    std::unique_lock l(mu);
+    opening = true;
+    cv.notify_all();
+    cv.wait(l, [&] { return release; });
+    return Err(Status::IoError("test: unreachable"));
+  };
+  ServerFixture f(4 << 20, {}, std::move(defaults));
+  std::shared_ptr<Device> d = *f.registry().Add("zram1");
+  ASSERT_TRUE(d->SetBackingDev("test://x").ok());
+  std::thread set([&] { EXPECT_FALSE(d->SetDisksize(1 << 20).ok()); });
+  {
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return opening; });
+  }
+  RawClient c(f.socket());
+  Greet(c);
+  std::vector<std::byte> go(4 + 5 + 2);
+  const std::uint32_t len = ToBig(5u);
+  std::memcpy(go.data(), &len, 4);
+  std::memcpy(go.data() + 4, "zram1", 5);
+  std::vector<std::string> bodies;
+  EXPECT_EQ(Option(c, kOptGo, go, &bodies),
+            std::vector<std::uint32_t>{kRepErrUnknown});
+  ASSERT_EQ(bodies.size(), 1u);
+  EXPECT_NE(bodies[0].find("is busy"), std::string::npos) << bodies[0];
+  {
+    std::lock_guard l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  set.join();
+  ASSERT_TRUE(d->SetBackingDev("none").ok());
+  ASSERT_TRUE(d->SetDisksize(1 << 20).ok());
+  bodies.clear();
+  const auto types = Option(c, kOptGo, go, &bodies);
+  ASSERT_FALSE(types.empty());
+  EXPECT_EQ(types.back(), kRepAck);
+}
+
 TEST(NbdServerTest, ExportNameWithAndWithoutZeroes) {
   ServerFixture f(4 << 20);
   for (bool no_zeroes : {false, true}) {
