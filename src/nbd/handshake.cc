@@ -1,8 +1,9 @@
 // handshake.cc: the fixed newstyle handshake (contract in handshake.h).
 //
 // Structure after nbdkit's server/protocol-handshake-newstyle.c: one loop
-// reads an option header, reads its whole payload (bounded by
-// kMaxOptionLength), and answers it; only GO and EXPORT_NAME leave the loop.
+// reads an option header, reads its whole payload (one over
+// kMaxOptionLength is read, dropped and answered NBD_REP_ERR_TOO_BIG), and
+// answers it; only GO and EXPORT_NAME leave the loop.
 #include "handshake.h"
 
 #include <sys/uio.h>
@@ -365,30 +366,45 @@ Status RecvClientFlags(Io& io, bool* no_zeroes, bool* fixed) {
   return Status::Ok();
 }
 
-// Reads one option: header and its whole payload into *data.
-Status RecvOption(Io& io, std::uint32_t* option, std::vector<std::byte>* data) {
+// Reads one option: header and its whole payload into *data. A payload
+// over kMaxOptionLength is read and dropped (within the handshake's
+// deadline, as any other): *too_big is set and *data left empty; but
+// NBD_OPT_EXPORT_NAME, which has no error reply, fails at once.
+Status RecvOption(Io& io, std::uint32_t* option, std::vector<std::byte>* data,
+                  bool* too_big) {
   OptionHeader h;
   ZT_RETURN_IF_ERROR(Recv(io, &h, sizeof(h)));
   if (FromBig(h.magic) != kIHaveOpt) {
     return Status::InvalidArgument("bad option magic");
   }
   *option = FromBig(h.option);
-  const std::uint32_t length = FromBig(h.length);
-  if (length > kMaxOptionLength) {
-    return Status::InvalidArgument("option data too long");
+  std::uint32_t length = FromBig(h.length);
+  *too_big = length > kMaxOptionLength;
+  if (!*too_big) {
+    data->resize(length);
+    return Recv(io, data->data(), length);
   }
-  data->resize(length);
-  return Recv(io, data->data(), length);
+  if (*option == kOptExportName) {
+    return Status::InvalidArgument(
+        "NBD_OPT_EXPORT_NAME with an export name too long");
+  }
+  data->resize(kMaxOptionLength);
+  while (length > 0) {
+    const std::uint32_t n = std::min(length, kMaxOptionLength);
+    ZT_RETURN_IF_ERROR(Recv(io, data->data(), n));
+    length -= n;
+  }
+  data->clear();
+  return Status::Ok();
 }
 
 // NBD_OPT_STARTTLS: acknowledged in the clear, then the TLS handshake.
 // *upgraded says whether the transport is TLS now: a refused STARTTLS (with
 // data) is answered and the session stays in the clear.
 Status StartTlsOption(int fd, std::unique_ptr<Transport>* transport, Io& io,
-                      const std::vector<std::byte>& data,
-                      const TlsContext& tls, bool* upgraded) {
+                      bool has_data, const TlsContext& tls, bool* upgraded) {
   *upgraded = false;
-  if (!data.empty()) {
+  if (has_data) {
     return SendError(io, kOptStartTls, kRepErrInvalid,
                      "NBD_OPT_STARTTLS takes no data");
   }
@@ -426,7 +442,8 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
   std::vector<std::byte> data;
   for (int n = 0; n < kMaxOptions; ++n) {
     std::uint32_t option = 0;
-    ZT_RETURN_IF_ERROR(RecvOption(io, &option, &data));
+    bool too_big = false;
+    ZT_RETURN_IF_ERROR(RecvOption(io, &option, &data, &too_big));
     if (option == kOptAbort) {
       // The client may not wait for the ACK; ignore a failed send.
       SendReply(io, option, kRepAck, nullptr, 0).IgnoreError();
@@ -438,8 +455,9 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
                                      "TLS is already in use"));
       } else {
         bool upgraded = false;
-        ZT_RETURN_IF_ERROR(
-            StartTlsOption(fd, transport, io, data, *options.tls, &upgraded));
+        ZT_RETURN_IF_ERROR(StartTlsOption(fd, transport, io,
+                                          too_big || !data.empty(),
+                                          *options.tls, &upgraded));
         if (upgraded) {
           secure = true;
           ext = Extensions();  // negotiated again over TLS, if at all
@@ -456,6 +474,15 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
       ZT_RETURN_IF_ERROR(
           SendError(io, option, kRepErrTlsReqd,
                     "this server requires TLS: use NBD_OPT_STARTTLS first"));
+      continue;
+    }
+    if (too_big) {
+      // proto.md, "Option reply types": NBD_REP_ERR_TOO_BIG, "the request
+      // ... is too large to process"; negotiation goes on.
+      ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrTooBig,
+                                   "option data over " +
+                                       std::to_string(kMaxOptionLength) +
+                                       " bytes, the most ztier reads"));
       continue;
     }
     switch (option) {
@@ -508,7 +535,8 @@ void RefuseHandshake(Transport* transport, const std::string& message,
   std::vector<std::byte> data;
   for (int n = 0; n < kMaxOptions; ++n) {
     std::uint32_t option = 0;
-    if (!RecvOption(io, &option, &data).ok()) return;
+    bool too_big = false;
+    if (!RecvOption(io, &option, &data, &too_big).ok()) return;
     if (option == kOptAbort) {
       SendReply(io, option, kRepAck, nullptr, 0).IgnoreError();
       return;

@@ -7,9 +7,10 @@
 // _BLOCK_SIZE), STRUCTURED_REPLY, LIST_META_CONTEXT and SET_META_CONTEXT
 // (the one context base:allocation; both need STRUCTURED_REPLY first, else
 // NBD_REP_ERR_INVALID), and STARTTLS when the server has TLS credentials;
-// every other option gets NBD_REP_ERR_UNSUP. A client without
-// NBD_FLAG_C_FIXED_NEWSTYLE is answered the same (proto.md allows it) but
-// is not offered TLS.
+// every other option gets NBD_REP_ERR_UNSUP, and one whose data is over
+// kMaxOptionLength NBD_REP_ERR_TOO_BIG (its data read and dropped;
+// EXPORT_NAME closes instead). A client without NBD_FLAG_C_FIXED_NEWSTYLE
+// is answered the same (proto.md allows it) but is not offered TLS.
 // STARTTLS forgets structured replies and meta contexts negotiated before
 // it (the spec: the client must negotiate them again). base:allocation is
 // in force only if the last SET_META_CONTEXT selected it for the export

@@ -283,6 +283,43 @@ TEST(NbdBlockStatusTest, MetaContextOptions) {
   EXPECT_EQ(r.Error(), kErrInval);
 }
 
+// proto.md, "Conventions": a string is at most 4096 bytes, so a longer
+// query or export name makes the request invalid; an option too long for
+// the server to take is NBD_REP_ERR_TOO_BIG ("Option reply types"; for
+// LIST_META_CONTEXT, "too many queries"). Neither ends the negotiation
+// (the server "MUST ... simply error inbound options": "Termination of the
+// session during option haggling"), and BLOCK_STATUS works once
+// base:allocation is selected.
+TEST(NbdBlockStatusTest,
+     OverlongMetaContextRequestsAreRefusedAndTheHandshakeGoesOn) {
+  ServerFixture f(1 << 20);
+  RawClient c(f.socket());
+  Greet(c);
+  ASSERT_EQ(Types(Option(c, kOptStructuredReply, {})),
+            std::vector<std::uint32_t>{kRepAck});
+  const std::string long_query = "base:" + std::string(kMaxNameLength, 'x');
+  for (const std::uint32_t option : {kOptListMetaContext, kOptSetMetaContext}) {
+    EXPECT_EQ(Types(Option(c, option, MetaRequest("zram0", {long_query}))),
+              std::vector<std::uint32_t>{kRepErrInvalid});
+    EXPECT_EQ(Types(Option(c, option,
+                           MetaRequest(std::string(kMaxNameLength + 1, 'z'),
+                                       {"base:allocation"}))),
+              std::vector<std::uint32_t>{kRepErrInvalid});
+    // Valid strings, but more of them than the server takes in one option.
+    std::vector<std::string> many(kMaxOptionLength / 4000 + 1,
+                                  "x-other:" + std::string(4000, 'q'));
+    many.push_back("base:allocation");
+    EXPECT_EQ(Types(Option(c, option, MetaRequest("zram0", many))),
+              std::vector<std::uint32_t>{kRepErrTooBig});
+  }
+  const auto r =
+      Option(c, kOptSetMetaContext, MetaRequest("zram0", {"base:allocation"}));
+  ASSERT_EQ(Types(r), (std::vector<std::uint32_t>{kRepMetaContext, kRepAck}));
+  ASSERT_GE(Go(c, "zram0"), 0);
+  const Chunk status = Request(c, kCmdBlockStatus, 0, 0, kPage);
+  EXPECT_EQ(status.type, kReplyTypeBlockStatus);
+}
+
 TEST(NbdBlockStatusTest, StructuredWithoutMetaContextRefusesBlockStatus) {
   ServerFixture f(1 << 20);
   RawClient c(f.socket());

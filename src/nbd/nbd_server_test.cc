@@ -345,6 +345,33 @@ TEST(NbdServerTest, AClientWithoutFixedNewstyleIsAnsweredAsOne) {
   EXPECT_EQ(err, 0u);
 }
 
+// An option longer than the server reads (kMaxOptionLength) is answered
+// NBD_REP_ERR_TOO_BIG, its data skipped, and negotiation goes on (proto.md,
+// "Termination of the session during option haggling": the server "MUST
+// ... simply error inbound options"). Only NBD_OPT_EXPORT_NAME, which has
+// no error reply, closes.
+TEST(NbdServerTest, AnOverlongOptionIsTooBigAndTheHandshakeGoesOn) {
+  ServerFixture f(4 << 20);
+  RawClient c(f.socket());
+  Greet(c);
+  for (const std::uint32_t option :
+       {std::uint32_t{kOptGo}, std::uint32_t{kOptList}, 4242u}) {
+    EXPECT_EQ(Option(c, option, std::vector<std::byte>(kMaxOptionLength + 1)),
+              std::vector<std::uint32_t>{kRepErrTooBig})
+        << option;
+  }
+  EXPECT_EQ(Option(c, kOptInfo, std::vector<std::byte>(4 << 20)),
+            std::vector<std::uint32_t>{kRepErrTooBig});
+  EXPECT_EQ(Option(c, kOptStructuredReply, {}),
+            std::vector<std::uint32_t>{kRepAck});
+  RawClient export_name(f.socket());
+  Greet(export_name);
+  OptionHeader h = {ToBig(kIHaveOpt), ToBig(kOptExportName),
+                    ToBig(kMaxOptionLength + 1)};
+  ASSERT_TRUE(export_name.Send(&h, sizeof(h)));
+  EXPECT_TRUE(export_name.WaitClosed());
+}
+
 // An export that exists but cannot be used now (its disksize is being set:
 // here its remote backing store is still opening) is NBD_REP_ERR_UNKNOWN,
 // "the requested export is not available" (proto.md, "Option reply

@@ -107,8 +107,9 @@ inline constexpr std::uint32_t kStateZero = 1 << 1;
 // allows: the client asks again from where it ends.
 inline constexpr std::size_t kMaxExtents = 8192;
 
-// Longest option payload ztier reads; a longer one closes the connection
-// (nbdkit does the same). Names are at most 4096 bytes by the spec.
+// Longest option payload ztier reads; a longer one is dropped and answered
+// NBD_REP_ERR_TOO_BIG (handshake.h). Names are at most 4096 bytes by the
+// spec.
 inline constexpr std::uint32_t kMaxOptionLength = 64 * 1024;
 inline constexpr std::uint32_t kMaxNameLength = 4096;
 // Options a client may send before choosing an export.
