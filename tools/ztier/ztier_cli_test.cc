@@ -566,6 +566,37 @@ TEST_F(ZtierCliTest, AnEmptyPathOrNameIsAUsageError) {
   }
 }
 
+// A control socket that is not there, or a path that is not a socket (a
+// plain file, a folder: --ctl given the wrong path), is exit 1 with a
+// message that names the path and says which: connect(2) answers a file
+// that is not a socket with ECONNREFUSED, as it does a socket nobody
+// listens on, which would send the user looking for a stopped server.
+TEST_F(ZtierCliTest, CtlAndStatusSayWhyTheSocketCannotBeReached) {
+  std::ofstream(dir_ / "plain") << "not a socket";
+  fs::create_directory(dir_ / "folder");
+  const struct {
+    const char* path;
+    const char* says;
+  } kCases[] = {{"missing.ctl", "No such file"},
+                {"plain", "is a regular file, not a socket"},
+                {"folder", "is a directory, not a socket"}};
+  for (const auto& c : kCases) {
+    for (const char* command : {"ctl mm_stat", "status"}) {
+      const std::string args =
+          std::string(command) + " --ctl " + (dir_ / c.path).string();
+      const RunResult r = Run(args);
+      EXPECT_EQ(r.exit_code, 1) << args << ": " << r.err;
+      EXPECT_NE(r.err.find("cannot reach the control socket " +
+                           (dir_ / c.path).string()),
+                std::string::npos)
+          << args << ": " << r.err;
+      EXPECT_NE(r.err.find(c.says), std::string::npos) << args << ": " << r.err;
+      EXPECT_EQ(r.err.find("refused"), std::string::npos)
+          << args << ": " << r.err;
+    }
+  }
+}
+
 // Output that cannot be written (a full disk: /dev/full) is a failure,
 // not a success with a truncated report: exit 1 and a message.
 TEST_F(ZtierCliTest, AnOutputWriteErrorIsAFailure) {

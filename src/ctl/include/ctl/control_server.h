@@ -78,8 +78,9 @@ class ControlServer {
 // ---- client side ----
 
 // Connects to the control socket; returns the fd (the caller owns it).
-// Errors name the path: kNotFound when no file is there, kIoError when
-// nobody listens (ECONNREFUSED), others via PosixError.
+// Errors name the path: kNotFound when no file is there, kInvalidArgument
+// ("PATH is a regular file, not a socket") when what is there is no socket,
+// kIoError when nobody listens (ECONNREFUSED), others via PosixError.
 Result<int> Connect(const std::string& socket_path);
 
 // Sends one request on a connected fd and reads its reply. The Result is an
