@@ -360,8 +360,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(
   return std::unique_ptr<ControlServer>(std::move(server));
 }
 
-Result<int> Connect(const std::string& socket_path) {
-  Result<int> fd = platform::ConnectUnix(socket_path);
+Result<int> Connect(const std::string& socket_path, int timeout_ms) {
+  Result<int> fd = platform::ConnectUnix(socket_path, timeout_ms);
   if (fd.has_value() || fd.error().posix_errno() != ECONNREFUSED) return fd;
   // connect(2) says ECONNREFUSED for a path that is no socket as for a
   // socket nobody listens on (unix_find_bsd() in net/unix/af_unix.c); the

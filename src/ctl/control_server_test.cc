@@ -761,6 +761,44 @@ TEST_F(ControlServerTest, SocketModeIs0600AndStopRemovesIt) {
   server_->Stop();  // twice is fine
 }
 
+// A listener that accepts nothing (a stopped or wedged server) with its
+// backlog full makes a blocking connect(2) wait for room
+// (unix_stream_connect() in net/unix/af_unix.c); Connect waits at most its
+// timeout, so `ztier status` against such a server ends.
+TEST_F(ControlServerTest, ConnectToAServerThatAcceptsNothingTimesOut) {
+  const std::string path = (dir_ / "stuck.ctl").string();
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  // Fill the backlog: non-blocking connects until one says EAGAIN.
+  std::vector<int> queued;
+  for (int i = 0; i < 64; ++i) {
+    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+      ::close(c);
+      break;
+    }
+    queued.push_back(c);
+  }
+  auto connected =
+      std::async(std::launch::async, [&] { return Connect(path, 200); });
+  const bool ended =
+      connected.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  ::close(listener);  // wakes a connect still waiting (ECONNREFUSED)
+  for (int c : queued) ::close(c);
+  ASSERT_TRUE(ended) << "connect still waiting after 10 s";
+  const Result<int> r = connected.get();
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("accepts no connection"),
+            std::string::npos)
+      << r.error().ToString();
+}
+
 TEST_F(ControlServerTest, RefusesLiveServerAndNonSocketReplacesStale) {
   auto second = ControlServer::Start(path_, registry_.get());
   ASSERT_FALSE(second.has_value());

@@ -39,18 +39,30 @@ Status MakeAddress(const std::string& path, sockaddr_un* addr) {
 // Connects a new stream socket to `path` (a valid address): 0 and the
 // socket in *fd, or the errno. A non-blocking connect does not wait for a
 // live server that does not accept (stopped, or its backlog full): EAGAIN.
-// (A Unix connect never returns EINPROGRESS.)
-int Connect(const std::string& path, int* fd, bool nonblocking) {
+// (A Unix connect never returns EINPROGRESS.) A blocking one waits for
+// room in the backlog, at most `timeout_ms` when that is positive (the
+// socket's SO_SNDTIMEO bounds that wait, unix_stream_connect() in
+// net/unix/af_unix.c; EAGAIN after it); the timeout is cleared after.
+int Connect(const std::string& path, int* fd, bool nonblocking,
+            int timeout_ms = -1) {
   sockaddr_un addr;
   MakeAddress(path, &addr).IgnoreError();
   *fd = ::socket(AF_UNIX,
                  SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0),
                  0);
   if (*fd < 0) return errno;
-  int r;
-  do {
+  const auto send_timeout = [fd](int ms) {
+    const timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    return ::setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  };
+  const bool bounded = !nonblocking && timeout_ms > 0;
+  int r = bounded ? send_timeout(timeout_ms) : 0;
+  while (r == 0) {
     r = ::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  } while (r != 0 && errno == EINTR);
+    if (r == 0 || errno != EINTR) break;
+    r = 0;
+  }
+  if (r == 0 && bounded) r = send_timeout(0);
   if (r != 0) {
     const int err = errno;
     ::close(*fd);
@@ -338,13 +350,18 @@ Result<int> Listener::Accept(bool nonblocking) const {
   }
 }
 
-Result<int> ConnectUnix(const std::string& path) {
+Result<int> ConnectUnix(const std::string& path, int timeout_ms) {
   sockaddr_un addr;
   ZT_RETURN_IF_ERROR(MakeAddress(path, &addr));
   int fd = -1;
-  if (const int err = Connect(path, &fd, /*nonblocking=*/false); err != 0) {
-    return Err(PosixError("connect " + path, err));
+  const int err = Connect(path, &fd, /*nonblocking=*/false, timeout_ms);
+  if (err == EAGAIN && timeout_ms > 0) {
+    return Err(PosixError(
+        "connect " + path + ": the server accepts no connection (stopped, " +
+            "or its backlog full) after " + std::to_string(timeout_ms) + " ms",
+        ETIMEDOUT));
   }
+  if (err != 0) return Err(PosixError("connect " + path, err));
   return fd;
 }
 

@@ -15,6 +15,8 @@
 // A show prints the attribute's text as-is on stdout; a store prints
 // nothing. Exit status: 0 success; 1 when the server refuses ("ztier ctl:
 // EBUSY: <message>" on stderr) or cannot be reached; 2 for bad usage.
+// Waits (ctl::Connect, ctl::Exchange) at most 120 s for the server to
+// accept and, for a show, to reply; a store's reply however long it takes.
 //
 // Thread safety: runs on the calling thread only.
 #ifndef ZTIER_TOOLS_ZTIER_CTL_CMD_H_

@@ -80,8 +80,11 @@ class ControlServer {
 // Connects to the control socket; returns the fd (the caller owns it).
 // Errors name the path: kNotFound when no file is there, kInvalidArgument
 // ("PATH is a regular file, not a socket") when what is there is no socket,
-// kIoError when nobody listens (ECONNREFUSED), others via PosixError.
-Result<int> Connect(const std::string& socket_path);
+// kIoError when nobody listens (ECONNREFUSED), an ETIMEDOUT error ("the
+// server accepts no connection") when a server that accepts nothing
+// (stopped, wedged) leaves no room in its backlog for `timeout_ms`, others
+// via PosixError.
+Result<int> Connect(const std::string& socket_path, int timeout_ms = 120'000);
 
 // Sends one request on a connected fd and reads its reply. The Result is an
 // error only when the exchange itself failed (closed early, garbled reply,
