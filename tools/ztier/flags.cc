@@ -139,6 +139,12 @@ Status FlagSet::Set(Flag& flag, std::string_view value) {
       std::int64_t v = 0;
       const char* end = value.data() + value.size();
       auto [ptr, ec] = std::from_chars(value.data(), end, v);
+      if (!value.empty() && ec == std::errc::result_out_of_range &&
+          ptr == end) {
+        return Status::InvalidArgument(
+            where + ": " + std::string(value) + " is out of range [" +
+            std::to_string(flag.min) + ", " + std::to_string(flag.max) + "]");
+      }
       if (value.empty() || ec != std::errc() || ptr != end) {
         return Status::InvalidArgument(where + ": '" + std::string(value) +
                                        "' is not a whole number");

@@ -116,6 +116,14 @@ TEST(FlagSetTest, RejectsBadInput) {
   EXPECT_EQ(parse({"--json", "a", "--json", "b"}).code(),
             StatusCode::kInvalidArgument);
   EXPECT_NE(parse({"--nosuch"}).message().find("--nosuch"), std::string::npos);
+  // A whole number past int64 is out of range, as 11 is, not "not a whole
+  // number".
+  for (const char* big : {"99999999999999999999", "-99999999999999999999"}) {
+    const Status s = parse({"--runs", big});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(s.message(),
+              std::string("t: --runs: ") + big + " is out of range [1, 10]");
+  }
 }
 
 // An output file whose folder is missing is refused by Parse, before the
