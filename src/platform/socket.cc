@@ -361,6 +361,22 @@ Result<int> ConnectUnix(const std::string& path, int timeout_ms) {
             "or its backlog full) after " + std::to_string(timeout_ms) + " ms",
         ETIMEDOUT));
   }
+  if (err == ECONNREFUSED) {
+    // connect(2) says ECONNREFUSED for a path that is no socket as for a
+    // socket nobody listens on (unix_find_bsd() in net/unix/af_unix.c);
+    // the first is a wrong path, not a stopped server.
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
+      const char* kind = S_ISREG(st.st_mode)    ? "a regular file"
+                         : S_ISDIR(st.st_mode)  ? "a directory"
+                         : S_ISFIFO(st.st_mode) ? "a FIFO"
+                         : S_ISCHR(st.st_mode)  ? "a character device"
+                         : S_ISBLK(st.st_mode)  ? "a block device"
+                                                : "a file";
+      return Err(
+          Status::InvalidArgument(path + " is " + kind + ", not a socket"));
+    }
+  }
   if (err != 0) return Err(PosixError("connect " + path, err));
   return fd;
 }

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -171,6 +172,36 @@ TEST(SocketTest, PathThatIsNotASocketIsInvalidAndKept) {
   Result<Listener> d = Listener::Unix(tmp.path());
   ASSERT_FALSE(d.has_value());
   EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument);
+}
+
+// connect(2) answers a path that is no socket with ECONNREFUSED, as it does
+// a socket nobody listens on; ConnectUnix tells the two apart.
+TEST(SocketTest, ConnectToAPathThatIsNotASocketSaysWhatIsThere) {
+  testing::ScopedTempDir tmp;
+  const std::string file = tmp.File("plain");
+  std::ofstream(file) << "keep me";
+  for (const auto& [path, says] :
+       {std::pair{file, file + " is a regular file, not a socket"},
+        {tmp.path(), tmp.path() + " is a directory, not a socket"}}) {
+    Result<int> fd = ConnectUnix(path);
+    ASSERT_FALSE(fd.has_value()) << path;
+    EXPECT_EQ(fd.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(fd.error().message(), says);
+  }
+  // A socket file nobody listens on is still ECONNREFUSED.
+  const std::string sock = tmp.File("s.sock");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock.c_str());
+  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(s, 0);
+  ASSERT_EQ(::bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)),
+            0);
+  ::close(s);
+  ASSERT_TRUE(fs::is_socket(sock));
+  Result<int> fd = ConnectUnix(sock);
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().posix_errno(), ECONNREFUSED) << fd.error().ToString();
 }
 
 TEST(SocketTest, LiveSocketIsBusyAndStaleOneIsReplaced) {

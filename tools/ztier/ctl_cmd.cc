@@ -52,10 +52,18 @@ bool IsControl(std::string_view attribute) {
 }  // namespace
 
 std::string CtlConnectHint(std::string_view command, std::string_view path,
-                           std::string_view error) {
-  return std::string(command) + ": cannot reach the control socket " +
-         std::string(path) + " (" + std::string(error) +
-         ")\nIs `ztier serve` running? Give its socket with --ctl PATH or "
+                           const Status& error) {
+  std::string hint = std::string(command) +
+                     ": cannot reach the control socket " + std::string(path) +
+                     " (" + error.message() + ")\n";
+  // A path that is no socket is a wrong path, not a stopped server.
+  if (error.code() == StatusCode::kInvalidArgument) {
+    return hint +
+           "Give the socket of `ztier serve` with --ctl PATH or "
+           "ZTIER_CTL.\n";
+  }
+  return hint +
+         "Is `ztier serve` running? Give its socket with --ctl PATH or "
          "ZTIER_CTL.\n";
 }
 
@@ -72,7 +80,7 @@ int ConnectCtl(std::string_view command, const std::string& flag, int* fd) {
   }
   auto connected = ctl::Connect(*path);
   if (!connected.has_value()) {
-    std::fputs(CtlConnectHint(command, *path, connected.error().message()).c_str(),
+    std::fputs(CtlConnectHint(command, *path, connected.error()).c_str(),
                stderr);
     return 1;
   }

@@ -54,9 +54,10 @@ inline constexpr const char* kCtlFlagHelp =
 int RunCtl(std::span<const std::string_view> args);
 
 // The message for a control socket that cannot be reached, naming the path
-// and hinting at `ztier serve`.
+// and the error, and asking whether `ztier serve` runs (but for a path that
+// is no socket, kInvalidArgument: then only where to give the socket).
 std::string CtlConnectHint(std::string_view command, std::string_view path,
-                           std::string_view error);
+                           const Status& error);
 
 }  // namespace ztier::tool
 

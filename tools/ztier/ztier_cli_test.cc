@@ -577,9 +577,10 @@ TEST_F(ZtierCliTest, CtlAndStatusSayWhyTheSocketCannotBeReached) {
   const struct {
     const char* path;
     const char* says;
-  } kCases[] = {{"missing.ctl", "No such file"},
-                {"plain", "is a regular file, not a socket"},
-                {"folder", "is a directory, not a socket"}};
+    bool asks_if_running;  // a wrong path is no stopped server
+  } kCases[] = {{"missing.ctl", "No such file", true},
+                {"plain", "is a regular file, not a socket", false},
+                {"folder", "is a directory, not a socket", false}};
   for (const auto& c : kCases) {
     for (const char* command : {"ctl mm_stat", "status"}) {
       const std::string args =
@@ -592,6 +593,9 @@ TEST_F(ZtierCliTest, CtlAndStatusSayWhyTheSocketCannotBeReached) {
           << args << ": " << r.err;
       EXPECT_NE(r.err.find(c.says), std::string::npos) << args << ": " << r.err;
       EXPECT_EQ(r.err.find("refused"), std::string::npos)
+          << args << ": " << r.err;
+      EXPECT_EQ(r.err.find("Is `ztier serve` running?") != std::string::npos,
+                c.asks_if_running)
           << args << ": " << r.err;
     }
   }

@@ -120,10 +120,11 @@ class Listener {
 };
 
 // A blocking, close-on-exec stream socket connected to the Unix socket at
-// `path`. kNotFound when nothing is there; kIoError (ECONNREFUSED) when a
-// socket is there and nobody accepts. A listener that accepts nothing
-// (stopped, or wedged) with its backlog full is waited for, at most
-// `timeout_ms` when that is positive (then the ETIMEDOUT error "the server
+// `path`. kNotFound when nothing is there; kInvalidArgument ("PATH is a
+// regular file, not a socket") when what is there is no socket; kIoError
+// (ECONNREFUSED) when a socket is there and nobody accepts. A listener that
+// accepts nothing (stopped, or wedged) with its backlog full is waited for, at
+// most `timeout_ms` when that is positive (then the ETIMEDOUT error "the server
 // accepts no connection"), else for as long as it takes.
 Result<int> ConnectUnix(const std::string& path, int timeout_ms = -1);
 
