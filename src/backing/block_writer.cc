@@ -8,7 +8,9 @@
 // Reap (`completed`: IOs that failed before reaching the file, such as a
 // sealing error). The file's result (bytes, or -errno) becomes the IO's
 // Status here: a short write is kIoError, ENOSPC and EDQUOT are
-// kResourceExhausted, any other error kIoError.
+// kResourceExhausted (and `full`), any other error kIoError. An IO that
+// cannot be sealed keeps the cipher's code: kResourceExhausted, not
+// `full`, when OpenSSL had no memory.
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
@@ -32,6 +34,7 @@ struct BlockWriter::Io {
   std::uint64_t* tags = nullptr;  // max_io_blocks tags
   Status status;                  // the outcome, once completed
   bool may_land = false;          // Done::may_land
+  bool full = false;              // Done::full
   bool open = false;              // begun, not yet submitted
 };
 
@@ -65,13 +68,13 @@ struct BlockWriter::Impl {
 void BlockWriter::Impl::Complete(Io* io, long result) const noexcept {
   const long bytes = static_cast<long>(io->blocks * kPageSize);
   io->may_land = result == -ETIMEDOUT || result == -ENOTCONN;
+  io->full = result == -ENOSPC || result == -EDQUOT;
   if (result == bytes) {
     io->status = Status::Ok();
     return;
   }
-  const StatusCode code = result == -ENOSPC || result == -EDQUOT
-                              ? StatusCode::kResourceExhausted
-                              : StatusCode::kIoError;
+  const StatusCode code =
+      io->full ? StatusCode::kResourceExhausted : StatusCode::kIoError;
   try {
     std::string where = "write " + *path + " blocks " +
                         std::to_string(io->first_block) + ".." +
@@ -93,7 +96,7 @@ std::size_t BlockWriter::Impl::Report(
   --submitted;
   free_ios.push_back(io);  // reserved for every IO: does not allocate
   if (!done) return blocks;
-  Done d{.may_land = io->may_land};
+  Done d{.may_land = io->may_land, .full = io->full};
   try {
     d.status = io->status;
   } catch (const std::bad_alloc&) {  // its code, without its message
@@ -126,7 +129,9 @@ BlockWriter::Io* BlockWriter::Begin(std::uint64_t first_block) {
   io->first_block = first_block;
   io->blocks = 0;
   io->status = Status::Ok();
-  io->may_land = false;  // an earlier use's timeout says nothing of this one
+  // An earlier use's outcome says nothing of this one.
+  io->may_land = false;
+  io->full = false;
   io->open = true;
   return io;
 }

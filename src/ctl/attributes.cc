@@ -185,8 +185,8 @@ WireReply StoreBackingDev(Device& d, std::string_view v) {
 // zram's writeback_store(): uninitialised EINVAL, no backing_dev ENODEV, bad
 // index ERANGE, malformed EINVAL; an IO error or writeback_limit reached EIO;
 // the backing store (or its file system) full ENOSPC, as the pass reports
-// it (WritebackResult::status); no memory for the pass (its writer's
-// buffers) ENOMEM, as zram's failed allocations.
+// it (WritebackResult::full); no memory for the pass (its writer's
+// buffers, or an IO's sealing) ENOMEM, as zram's failed allocations.
 WireReply StoreWriteback(Device& d, std::string_view v) {
   WritebackResult result;
   const Status s = d.Writeback(v, &result);
@@ -209,10 +209,8 @@ WireReply StoreWriteback(Device& d, std::string_view v) {
       break;
     case StatusCode::kResourceExhausted:
       // Full when the pass that ran says so; a pass that could not start
-      // (result untouched) had no memory.
-      errno_name = result.status.code() == StatusCode::kResourceExhausted
-                       ? "ENOSPC"
-                       : "ENOMEM";
+      // (result untouched), or could not seal its IOs, had no memory.
+      errno_name = result.full ? "ENOSPC" : "ENOMEM";
       break;
     default:
       break;

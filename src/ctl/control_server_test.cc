@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,20 @@ namespace ztier::ctl {
 namespace {
 
 namespace fs = std::filesystem;
+
+// OpenSSL's allocations fail while this is set, on every thread (the
+// backing store's cipher allocates through OpenSSL, not operator new).
+std::atomic<bool> openssl_out_of_memory{false};
+void* OpenSslMalloc(std::size_t n, const char*, int) {
+  return openssl_out_of_memory.load() ? nullptr : std::malloc(n);
+}
+void* OpenSslRealloc(void* p, std::size_t n, const char*, int) {
+  return openssl_out_of_memory.load() ? nullptr : std::realloc(p, n);
+}
+void OpenSslFree(void* p, const char*, int) { std::free(p); }
+// Before OpenSSL's first allocation, or it keeps its own functions.
+const bool openssl_hooked =
+    CRYPTO_set_mem_functions(OpenSslMalloc, OpenSslRealloc, OpenSslFree) == 1;
 
 // A connected raw socket, closed on scope exit.
 class RawClient {
@@ -102,6 +117,13 @@ class ControlServerTest : public ::testing::Test {
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     path_ = (dir_ / "ztier.ctl").string();
+    registry_ = std::make_unique<DeviceRegistry>(Defaults());
+    ASSERT_TRUE(registry_->Add("zram0").has_value());
+    StartServer();
+  }
+  // The registry's defaults: backing writes through fault_ and
+  // refuse_writers_ below.
+  DeviceDefaults Defaults() {
     DeviceDefaults defaults;
     defaults.streams = 1;
     // Backing writes fail with fault_ (a -errno) when it is not 0, and
@@ -121,9 +143,7 @@ class ControlServerTest : public ::testing::Test {
       return std::shared_ptr<BackingFile>(std::make_shared<WriterRefusingFile>(
           faulty(std::move(file)), &refuse_writers_));
     };
-    registry_ = std::make_unique<DeviceRegistry>(defaults);
-    ASSERT_TRUE(registry_->Add("zram0").has_value());
-    StartServer();
+    return defaults;
   }
   void TearDown() override {
     server_.reset();
@@ -442,6 +462,32 @@ TEST_F(ControlServerTest, WritebackErrnos) {
   EXPECT_EQ(Store("writeback", "page_indexes=0-7"), "");
   EXPECT_EQ(Show("bd_stat"), "       8        0        8\n");
   EXPECT_EQ(MmStatColumn(0), "32768");  // written-back pages still count
+}
+
+// An encrypted backing store whose IOs cannot be sealed for want of memory
+// (OpenSSL has none for the cipher's context): the pass ran out of memory,
+// ENOMEM as zram's failed allocations, not ENOSPC as if the backing store
+// were full; the pages stay in RAM and a pass with memory writes them.
+TEST_F(ControlServerTest, WritebackOutOfMemoryForSealingIsEnomem) {
+  ASSERT_TRUE(openssl_hooked) << "OpenSSL allocated before the test's hook";
+  server_.reset();
+  DeviceDefaults defaults = Defaults();
+  defaults.backing_encrypt = true;
+  registry_ = std::make_unique<DeviceRegistry>(defaults);
+  ASSERT_TRUE(registry_->Add("zram0").has_value());
+  StartServer();
+  ASSERT_EQ(Store("backing_dev", (dir_ / "wb").string()), "");
+  ASSERT_EQ(Store("disksize", "64K"), "");
+  WritePages(8);
+  // Each request is served on a new connection thread, whose cipher
+  // context is still to be made.
+  openssl_out_of_memory = true;
+  const std::string errno_name = StoreErrno("writeback", "page_indexes=0-7");
+  openssl_out_of_memory = false;
+  EXPECT_EQ(errno_name, "ENOMEM");
+  EXPECT_EQ(Show("bd_stat"), "       0        0        0\n");
+  EXPECT_EQ(Store("writeback", "page_indexes=0-7"), "");
+  EXPECT_EQ(Show("bd_stat"), "       8        0        8\n");
 }
 
 // recomp_algorithm, recompress, algorithm_params priority=/algo= and

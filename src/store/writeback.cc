@@ -260,6 +260,7 @@ class WritebackPass {
       if (got == 0) {
         Stop(Status::ResourceExhausted("backing store " + bs.path() +
                                        " is full"));
+        result_.full = true;
         break;
       }
       BlockWriter::Io* io = writer_.Begin(first);
@@ -405,8 +406,12 @@ class WritebackPass {
       ++result_.failed;
       if (!d.status.ok()) {
         result_.status = d.status;
-        // A full file system will refuse the rest too.
-        if (d.status.code() == StatusCode::kResourceExhausted) stopped_ = true;
+        // A full file system will refuse the rest too, and an IO that could
+        // not be sealed for want of memory leaves little for the next.
+        if (d.status.code() == StatusCode::kResourceExhausted) {
+          stopped_ = true;
+          result_.full = d.full;
+        }
       }
       return;
     }
@@ -627,9 +632,11 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
           if (!d.status.ok()) {
             j.io_failed = true;
             result->status = d.status;
-            // A full file system will refuse the rest too.
+            // A full file system will refuse the rest too (memory short
+            // for sealing: as the pages' pass).
             if (d.status.code() == StatusCode::kResourceExhausted) {
               stopped = true;
+              result->full = d.full;
             }
           }
         };
@@ -652,6 +659,7 @@ void PageStore::Impl::WritebackUnits(const WritebackRequest& req,
               if (!stopped) {
                 stop(Status::ResourceExhausted("backing store " + bs.path() +
                                                " is full"));
+                result->full = true;
               }
               break;
             }

@@ -75,8 +75,11 @@
 // docs/references.md; the baseline of `ztier bench writeback`). Each block
 // carries the caller's tag back in its completion. An IO that fails, or
 // writes fewer bytes than asked (a short write), fails every block in it:
-// Done::status is kIoError (EIO, or a short write), or kResourceExhausted
-// (ENOSPC, EDQUOT). The writer never frees blocks; the caller decides.
+// Done::status is kIoError (EIO, or a short write), or kResourceExhausted:
+// with Done::full the file system is full (ENOSPC, EDQUOT), without it an
+// encrypted IO could not be sealed for want of memory (OpenSSL had none
+// for its cipher context). The writer never frees blocks; the caller
+// decides.
 //
 // Reading (ReadBlock): one synchronous read of one block (the file's Read:
 // pread for a real file), then, when encrypted, authentication and
@@ -202,6 +205,10 @@ class BlockWriter {
     // still land after the discard; the remote file's checksums then fail
     // the block's read: nbd/nbd_backing_file.h.)
     bool may_land = false;
+    // Failed for want of room: the file's -ENOSPC or -EDQUOT (status
+    // kResourceExhausted). A kResourceExhausted status without it is want
+    // of memory, not of room.
+    bool full = false;
     // Written, or may be: its block goes back with Free, not FreeUnwritten.
     bool may_hold_data() const { return status.ok() || may_land; }
   };

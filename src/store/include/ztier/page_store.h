@@ -256,8 +256,13 @@ struct WritebackResult {
   // (Neither is charged to the budget.)
   // OK, or the error that stopped the pass or the last IO error:
   // kIoError (an IO failed; also "writeback_limit reached", as zram's EIO),
-  // kResourceExhausted (the backing store or its file system is full).
+  // kResourceExhausted (the backing store or its file system is full, with
+  // `full`; without it memory ran out: an encrypted IO could not be sealed,
+  // BlockWriter::Done::full).
   Status status;
+  // The pass stopped for want of room on the backing store or its file
+  // system (ENOSPC), not of memory (ENOMEM).
+  bool full = false;
   // The budget stopped the pass: a page, or a unit's blocks, it could not
   // pay for (some budget may be left: a unit is charged whole).
   bool limit_reached = false;
