@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <bit>
 #include <cassert>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -108,6 +109,34 @@ std::uint64_t AllocOrDiscard(BackingStore& bs, std::size_t want,
   const std::uint64_t first = bs.AllocRange(want, got);
   if (*got != 0 || bs.DiscardFreed() == 0) return first;
   return bs.AllocRange(want, got);
+}
+
+// Empty waiting reaps in a row ReapAll tries again after.
+constexpr int kMaxEmptyReaps = 8;
+
+// For a pass that gives its IOs back: reaps `writer` until none of its IOs
+// is in flight, each block to `done` (which must not throw). A waiting
+// Reap that reports nothing, or throws (std::bad_alloc), is no end of the
+// writes: the io_uring writer's wait refused for want of memory
+// (platform/uring_writer.cc), whose writes still end. Such a reap is tried
+// again after a pause, 1 ms doubling, up to kMaxEmptyReaps in a row (255
+// ms in all). Returns whether every IO was reaped.
+template <typename Fn>
+bool ReapAll(BlockWriter& writer, Fn&& done) noexcept {
+  int empty = 0;
+  while (writer.in_flight() != 0) {
+    try {
+      if (writer.Reap(/*wait=*/true, done) != 0) {
+        empty = 0;
+        continue;
+      }
+    } catch (...) {
+    }
+    if (empty == kMaxEmptyReaps) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 << empty));
+    ++empty;
+  }
+  return true;
 }
 
 // A 4096-aligned page for reading compressed blocks.
@@ -279,8 +308,9 @@ class WritebackPass {
   }
 
   // For the destructor: every block of the pass's IOs back to the backing
-  // store, refunded. Does not throw; a failure to reap (no memory for an
-  // IO's error message) leaves the rest allocated, as before.
+  // store, refunded. Does not throw. Only IOs the writer never reports
+  // (ReapAll gave up) leave their blocks allocated: the kernel may still
+  // write them.
   void GiveBackBlocks() noexcept {
     BackingStore& bs = *m_.options.backing;
     for (const Begun& g : group_) {
@@ -290,15 +320,7 @@ class WritebackPass {
     }
     group_.clear();
     if (reaped_) return;
-    try {
-      std::size_t reaped = 1;
-      while (writer_.in_flight() != 0 && reaped != 0) {
-        reaped = writer_.Reap(
-            /*wait=*/true,
-            [this](const BlockWriter::Done& d) { NotInstalled(d); });
-      }
-    } catch (...) {
-    }
+    ReapAll(writer_, [this](const BlockWriter::Done& d) { NotInstalled(d); });
   }
 
   // Copies candidates into `io`'s blocks, at most `got` of them.
@@ -511,25 +533,20 @@ static_assert(internal::kMaxUnitPieces <= 32);
 // For a group an exception (std::bad_alloc) ended before it completed: its
 // IOs reaped, each job's blocks given back (with a discard where written)
 // and its charge refunded; the caller's pass clears the PP marks
-// (~WritebackPass). If the reaping stops with IOs still in flight, the
-// blocks in an IO not yet reported stay allocated (the kernel may still be
-// writing them).
+// (~WritebackPass). If the reaping gives up with IOs still in flight
+// (ReapAll), the blocks in an IO not yet reported stay allocated (the
+// kernel may still be writing them).
 void AbandonUnitJobs(BackingStore& bs, BlockWriter& writer,
                      BudgetUse& budget,
                      std::span<UnitWritebackJob> jobs) noexcept {
-  try {
-    while (writer.in_flight() != 0 &&
-           writer.Reap(/*wait=*/true, [&](const BlockWriter::Done& d) {
-             UnitWritebackJob& j = jobs[d.tag / internal::kMaxUnitPieces];
-             const std::uint32_t bit = std::uint32_t{1}
-                                       << (d.tag % internal::kMaxUnitPieces);
-             j.reported |= bit;
-             if (d.may_hold_data()) j.written |= bit;
-           }) != 0) {
-    }
-  } catch (...) {
-  }
-  const bool all_reaped = writer.in_flight() == 0;
+  const bool all_reaped =
+      ReapAll(writer, [&](const BlockWriter::Done& d) noexcept {
+        UnitWritebackJob& j = jobs[d.tag / internal::kMaxUnitPieces];
+        const std::uint32_t bit = std::uint32_t{1}
+                                  << (d.tag % internal::kMaxUnitPieces);
+        j.reported |= bit;
+        if (d.may_hold_data()) j.written |= bit;
+      });
   for (const UnitWritebackJob& j : jobs) {
     for (int k = 0; k < j.alloc; ++k) {
       if (!all_reaped && k < j.got && !(j.reported >> k & 1)) continue;
