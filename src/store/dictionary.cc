@@ -271,6 +271,7 @@ Result<DictionaryInfo> PageStore::TrainDictionary(
     // up for a page poor alone, and RetryPoorUnits' look at that mark.
     m.dict_generation.fetch_add(1, std::memory_order_seq_cst);
   }
+  m.NotePeak();  // the dictionary's memory is part of mem_used_total
   for (auto& bc : m.recomp_batch) bc.reset();
   // Units kept whole for a page that did not compress alone get another
   // try with the new dictionary, by the next store or discard that returns.

@@ -84,6 +84,8 @@ TEST_P(DictionaryTest, StoresAfterTrainingUseIt) {
   EXPECT_GT(info->memory, info->bytes);
   EXPECT_GT(info->samples, 200u);
   EXPECT_LT(info->sample_bytes_with, info->sample_bytes_without);
+  // The dictionary's memory raised mem_used_total: a peak.
+  EXPECT_GE(store->Stats().mem_used_max, store->Stats().mem_used_total);
   Fill(*store, 1024, 2048);
   // Objects made before keep no dictionary; compressed pages after have it.
   EXPECT_EQ(WithDict(*store, 0, 1024, 1), 0u);

@@ -434,7 +434,13 @@ Status PageStore::Impl::StorePages(std::uint64_t first,
           poor = item_poor[k];
         }
       }
-      if (st.ok()) st = m.CheckLimitAfterAlloc();
+      // The chunk's objects are a peak even when a page of it failed
+      // (zram's update_used_max() runs before its store may fail).
+      if (st.ok()) {
+        st = m.CheckLimitAfterAlloc();
+      } else {
+        m.NotePeak();
+      }
     }
   } catch (...) {
     abandon();

@@ -483,15 +483,23 @@ struct PageStore::Impl {
     Add(pages_stored);
   }
 
-  // After an allocation: zram tracks the peak here, then checks mem_limit
-  // (zram_can_store_page(): update_used_max() comes first, so a refused
-  // allocation's peak is recorded too).
-  Status CheckLimitAfterAlloc() {
+  // Raises mem_used_max to mem_used_total now, if that is higher; returns
+  // mem_used_total. After anything that may have raised it: a store's
+  // allocations (refused ones too), a dictionary made current.
+  std::uint64_t NotePeak() {
     const std::uint64_t used = UsedBytes();
     std::uint64_t peak = mem_used_max.load(std::memory_order_relaxed);
     while (used > peak && !mem_used_max.compare_exchange_weak(
                               peak, used, std::memory_order_relaxed)) {
     }
+    return used;
+  }
+
+  // After an allocation: zram tracks the peak here, then checks mem_limit
+  // (zram_can_store_page(): update_used_max() comes first, so a refused
+  // allocation's peak is recorded too).
+  Status CheckLimitAfterAlloc() {
+    const std::uint64_t used = NotePeak();
     const std::uint64_t limit = mem_limit.load(std::memory_order_relaxed);
     if (limit != 0 && used > limit) {
       Add(pool_limit_hit);

@@ -242,6 +242,38 @@ INSTANTIATE_TEST_SUITE_P(Backends, BatchAllOrNothingTest,
                          ::testing::Values(BatchBackend::kSerial,
                                            BatchBackend::kParallel));
 
+// A page that compresses to about half a page: 2048 random bytes, then
+// zeros.
+Page HalfRandomPage(std::uint32_t seed) {
+  Page p = RandomPage(seed);
+  std::memset(&p[kPageSize / 2], 0, kPageSize / 2);
+  return p;
+}
+
+// A batch refused for an incompressible page (zswap mode) after its other
+// pages were allocated, on either backend: their allocation is a peak of
+// mem_used_total that mem_used_max records, as it records a refused
+// store's (zram_can_store_page()).
+TEST_P(BatchAllOrNothingTest, MemUsedMaxRecordsThePeakOfARefusedBatch) {
+  PageStoreOptions o;
+  o.num_pages = 64;
+  o.batch_backend = GetParam();
+  o.store_incompressible = false;
+  auto store = MakeStore(o);
+  ASSERT_OK(store->Store(0, TextPage(1)));
+  const PageStoreStats before = store->Stats();
+  // Seven objects of about 2 KiB take pages the pool did not hold; the
+  // last page is refused.
+  const std::vector<std::byte> pages = Pages(kMaxBatchSize, [](std::size_t i) {
+    return i + 1 < kMaxBatchSize ? HalfRandomPage(500 + i) : RandomPage(600);
+  });
+  ASSERT_EQ(store->StoreBatch(8, pages).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(store->Stats().reject_compress_poor, 1u);
+  EXPECT_GE(store->Stats().mem_used_max,
+            before.mem_used_total + (kMaxBatchSize - 2) * (kPageSize / 2))
+      << "the batch's objects are not in mem_used_max";
+}
+
 TEST_P(BatchAllOrNothingTest, BatchStoreRoundTripsAndIsAllOrNothing) {
   PageStoreOptions o;
   o.num_pages = 64;

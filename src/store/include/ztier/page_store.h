@@ -389,6 +389,9 @@ struct PageStoreStats {
   std::uint64_t compr_data_size = 0;  // excl. SAME and WB; HUGE = 4096
   std::uint64_t mem_used_total = 0;   // pool bytes incl. its metadata
   std::uint64_t mem_limit = 0;
+  // The peak of mem_used_total: recorded after each store's allocations
+  // (also of a store or batch then refused, as zram's
+  // zram_can_store_page()) and after a dictionary is trained.
   std::uint64_t mem_used_max = 0;
   std::uint64_t same_pages = 0;
   std::uint64_t pages_compacted = 0;
