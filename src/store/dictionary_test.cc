@@ -151,6 +151,8 @@ TEST(DictionaryIdsTest, OlderObjectsStayReadableAndIdsAreReused) {
   // Discarding dictionary 1's pages frees its id (and its memory).
   for (std::size_t i = 1024; i < 2048; ++i) ASSERT_OK(store->Discard(i));
   EXPECT_EQ(store->Stats().dict_pages[1], 0u);
+  // Its memory is released by the next training, not by the discard.
+  EXPECT_EQ(store->Stats().dict_memory, memory);
   auto again = store->TrainDictionary({.dict_bytes = 4096});
   ASSERT_TRUE(again.has_value()) << again.error().ToString();
   EXPECT_EQ(again->id, 1);

@@ -326,7 +326,9 @@ struct RecompressResult {
 // dictionary: zstd, lz4), and not by the others. A dictionary's memory
 // (codec.h, dictionary_bytes; its bytes and zstd's CDict and DDict) counts
 // in mem_used_total and against mem_limit for as long as it is held: while
-// it is the newest, or any object made with it lives.
+// it is the newest, or any object made with it lives, or a compression
+// stream that has not stored since it was replaced still compresses with
+// it; after that, until the next TrainDictionary, which releases it.
 // The sizes a trained dictionary may be asked for (dict_bytes below).
 inline constexpr std::size_t kMinDictBytes = 1024;
 inline constexpr std::size_t kMaxDictBytes = std::size_t{1} << 20;
