@@ -379,6 +379,14 @@ TEST(WritebackTest, AReadErrorIsAnErrorNotData) {
   Page out;
   EXPECT_EQ(f.store->Load(2, MutablePage(out)).code(), StatusCode::kIoError);
   EXPECT_EQ(f.store->Stats().failed_reads, 1u);
+  // A partial write reads the old page first: the read error is its error,
+  // counted as a failed write (zram_bvec_write_partial()), and the page
+  // stays as it was.
+  const std::byte patch[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+  EXPECT_EQ(f.store->StorePartial(3, 100, patch).code(), StatusCode::kIoError);
+  EXPECT_EQ(f.store->Stats().failed_writes, 1u);
+  EXPECT_EQ(f.store->Stats().failed_reads, 1u);
+  EXPECT_TRUE(f.store->Inspect(3).wb);
   fail_reads = false;
   f.ExpectAll(8);
 }

@@ -494,7 +494,10 @@ class PageStore {
   // without the lock, and installs it only if the slot did not change
   // meanwhile; otherwise it starts again from the newer content, so that
   // concurrent writes to the same page are never lost. Errors as Store(), plus
-  // kCorruption if the old content does not decompress (slot unchanged).
+  // those of reading the old content, as Load() (kCorruption if it does not
+  // decompress; kIoError or kCorruption for a written-back page whose block
+  // cannot be read or fails authentication), with the slot unchanged and
+  // the failure counted in failed_writes, not failed_reads.
   // kOutOfRange if offset + data.size() > 4096.
   Status StorePartial(std::uint64_t index, std::size_t offset,
                       std::span<const std::byte> data);
