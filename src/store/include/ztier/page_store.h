@@ -412,6 +412,9 @@ struct PageStoreStats {
   std::uint64_t stored_pages = 0;          // slots allocated (incl. SAME)
   std::uint64_t pool_total_size = 0;       // == mem_used_total
   std::uint64_t reject_compress_poor = 0;
+  // Kept for zswap's name and always 0: zswap counts a compressor's error
+  // here, but a Compressor can fail only by not fitting (codec.h), which is
+  // reject_compress_poor.
   std::uint64_t reject_compress_fail = 0;
   // Stores (Store, StorePartial, StoreBatch, a unit's store) the pool
   // refused for lack of memory, as zswap's counter counts zswap_store's

@@ -170,7 +170,7 @@ struct RegionStats {
   std::uint64_t pool_limit_hit = 0;
   std::uint64_t reject_reclaim_fail = 0;
   std::uint64_t reject_alloc_fail = 0;
-  std::uint64_t reject_compress_fail = 0;
+  std::uint64_t reject_compress_fail = 0;  // always 0 (page_store.h)
   std::uint64_t reject_compress_poor = 0;
   std::uint64_t written_back_pages = 0;
   std::uint64_t pool_total_size = 0;  // bytes
