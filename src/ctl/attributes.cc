@@ -169,18 +169,14 @@ WireReply StoreCompact(Device& d, std::string_view) {
 WireReply ShowBackingDev(Device& d) { return Ok(d.ShowBackingDev()); }
 WireReply StoreBackingDev(Device& d, std::string_view v) {
   const Status s = d.SetBackingDev(v);
+  if (s.ok()) return Ok();
   // A path that is not there is the kernel's filp_open() ENOENT
   // (StatusCodeErrnoName says ENODEV).
   if (s.code() == StatusCode::kNotFound) return Error("ENOENT", s.message());
   // A path that cannot be opened: open()'s own errno name, as filp_open()'s
   // error is backing_dev_store()'s (EACCES rather than the EPERM
   // StatusCodeErrnoName gives kPermissionDenied; EROFS rather than EIO).
-  if (s.posix_errno() != 0) {
-    if (const char* name = ::strerrorname_np(s.posix_errno())) {
-      return Error(name, s.message());
-    }
-  }
-  return FromStatus(s);
+  return Error(ErrnoNameOf(s), s.message());
 }
 // zram's writeback_store(): uninitialised EINVAL, no backing_dev ENODEV, bad
 // index ERANGE, malformed EINVAL; an IO error or writeback_limit reached EIO;

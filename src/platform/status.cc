@@ -41,6 +41,17 @@ std::string_view StatusCodeErrnoName(StatusCode code) {
   return "EIO";
 }
 
+std::string_view ErrnoName(int err) {
+  if (err == 0) return {};
+  const char* name = ::strerrorname_np(err);
+  return name != nullptr ? std::string_view(name) : std::string_view();
+}
+
+std::string_view ErrnoNameOf(const Status& s) {
+  const std::string_view name = ErrnoName(s.posix_errno());
+  return name.empty() ? StatusCodeErrnoName(s.code()) : name;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
   std::string out(StatusCodeName(code_));

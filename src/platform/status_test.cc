@@ -43,6 +43,26 @@ TEST(StatusTest, CodeNamesAndErrnoNames) {
   EXPECT_EQ(StatusCodeErrnoName(StatusCode::kBusy), "EBUSY");
 }
 
+TEST(StatusTest, ErrnoNames) {
+  EXPECT_EQ(ErrnoName(ENOENT), "ENOENT");
+  EXPECT_EQ(ErrnoName(EADDRINUSE), "EADDRINUSE");
+  // No name: none at all, never a null or a number.
+  EXPECT_EQ(ErrnoName(0), "");
+  EXPECT_EQ(ErrnoName(-EINVAL), "");
+  EXPECT_EQ(ErrnoName(4096), "");
+}
+
+TEST(StatusTest, ErrnoNameOfAStatusIsItsErrnosElseItsCodes) {
+  EXPECT_EQ(ErrnoNameOf(PosixError("open /x", EACCES)), "EACCES");
+  EXPECT_EQ(ErrnoNameOf(PosixError("bind", EADDRINUSE)), "EADDRINUSE");
+  EXPECT_EQ(ErrnoNameOf(Status::NotFound("no device")), "ENODEV");
+  EXPECT_EQ(ErrnoNameOf(Status::Ok()), "0");
+  // An errno glibc has no name for: the code PosixError gave it (kIoError).
+  const Status unknown = PosixError("ioctl", 4096);
+  ASSERT_EQ(unknown.posix_errno(), 4096);
+  EXPECT_EQ(ErrnoNameOf(unknown), "EIO");
+}
+
 TEST(StatusTest, PosixErrorMapsErrno) {
   EXPECT_EQ(PosixError("open /x", ENOENT).code(), StatusCode::kNotFound);
   EXPECT_EQ(PosixError("open /x", ENOENT).posix_errno(), ENOENT);

@@ -54,9 +54,9 @@ constexpr int kBlockingDeleteWaitMs = 2000;
 
 // "EINVAL (Invalid argument)" for a command's result -EINVAL.
 std::string ErrnoText(std::int32_t res) {
-  const char* name = ::strerrorname_np(-res);
+  const std::string_view name = ErrnoName(-res);
   const std::string text = std::strerror(-res);
-  return name != nullptr ? std::string(name) + " (" + text + ")" : text;
+  return name.empty() ? text : std::string(name) + " (" + text + ")";
 }
 
 const char* OpName(std::uint32_t op) {

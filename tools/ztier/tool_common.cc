@@ -18,11 +18,7 @@
 namespace ztier::tool {
 
 std::string ErrnoText(const Status& s) {
-  const char* name =
-      s.posix_errno() != 0 ? ::strerrorname_np(s.posix_errno()) : nullptr;
-  return std::string(name != nullptr ? std::string_view(name)
-                                     : StatusCodeErrnoName(s.code())) +
-         ": " + s.message();
+  return std::string(ErrnoNameOf(s)) + ": " + s.message();
 }
 
 void PrintError(std::string_view command, const std::string& message) {

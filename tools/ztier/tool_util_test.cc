@@ -76,6 +76,8 @@ TEST(ErrnoTextTest, NamesTheErrnoOfAnOsError) {
   EXPECT_EQ(ErrnoText(PosixError("mkdir", EACCES)).rfind("EACCES: ", 0), 0u);
   EXPECT_EQ(ErrnoText(Status::NotFound("device 'zram9'")),
             "ENODEV: device 'zram9'");
+  // An errno without a name: its code's (PosixError gives it kIoError).
+  EXPECT_EQ(ErrnoText(PosixError("ioctl", 4096)).rfind("EIO: ioctl: ", 0), 0u);
 }
 
 TEST(FlagSetTest, ParsesBothFormsListsAndInts) {

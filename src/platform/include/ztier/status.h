@@ -128,6 +128,16 @@ std::string_view StatusCodeName(StatusCode code);
 // The kernel errno name a zram user expects for this code ("EINVAL", ...).
 std::string_view StatusCodeErrnoName(StatusCode code);
 
+// `err`'s name ("ENOENT", "EADDRINUSE"), as glibc's strerrorname_np()
+// gives it; empty for 0 and for a value that glibc names none (a negative
+// one, an unknown one).
+std::string_view ErrnoName(int err);
+
+// The errno name a person reads for `s`: its posix_errno()'s (PosixError's)
+// where that has a name, else StatusCodeErrnoName(s.code()), so never
+// empty. "0" for OK.
+std::string_view ErrnoNameOf(const Status& s);
+
 // The one place where errno becomes a Status. `context` names what was being
 // done and to what ("open /var/lib/x", "mmap 1 GiB arena").
 Status PosixError(std::string_view context, int err);
