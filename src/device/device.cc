@@ -10,17 +10,16 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <system_error>
 #include <thread>
 
 #include "device_impl.h"
+#include "id_set.h"
 #include "kernel_args.h"
 #include "platform/clock.h"
 
@@ -1352,45 +1351,9 @@ struct DeviceRegistry::Impl {
   mutable std::mutex mu;  // guards the members below
   std::map<std::string, std::shared_ptr<Device>, std::less<>> devices;
   DeviceWatcher* watcher = nullptr;  // set on every device added
-  // The zramN ids in use, so that HotAdd finds the lowest free one in
-  // O(log n) rather than by trying zram0, zram1, ... in turn: every id
-  // below `next_id` is in use except those in `free_ids`; an id at or
-  // above it is in use when in `used_above` (a name Add was given).
-  int next_id = 0;
-  std::set<int> free_ids;
-  std::set<int> used_above;
-
-  void TakeId(std::string_view name) {
-    const std::optional<int> id = ZramId(name);
-    if (!id.has_value()) return;
-    if (*id < next_id) {
-      free_ids.erase(*id);
-    } else {
-      used_above.insert(*id);
-    }
-  }
-  void GiveBackId(std::string_view name) {
-    const std::optional<int> id = ZramId(name);
-    if (!id.has_value()) return;
-    if (*id < next_id) {
-      free_ids.insert(*id);
-    } else {
-      used_above.erase(*id);
-    }
-  }
-  // The lowest free id, taken; none once every id to INT_MAX is.
-  std::optional<int> NewId() {
-    if (!free_ids.empty()) return free_ids.extract(free_ids.begin()).value();
-    // Each id skipped here was put in used_above by one Add: amortised
-    // O(log n).
-    while (!used_above.empty() && *used_above.begin() == next_id) {
-      used_above.erase(used_above.begin());
-      if (next_id == INT_MAX) return std::nullopt;
-      ++next_id;
-    }
-    if (next_id == INT_MAX) return std::nullopt;
-    return next_id++;
-  }
+  // The N of the zramN names in use, so that HotAdd finds the lowest free
+  // one in O(log n).
+  IdSet zram_ids;
 };
 
 DeviceRegistry::DeviceRegistry(DeviceDefaults defaults)
@@ -1411,14 +1374,14 @@ Result<std::shared_ptr<Device>> DeviceRegistry::Add(std::string_view name) {
   auto d = std::make_shared<Device>(std::string(name), m.defaults);
   d->SetWatcher(m.watcher);
   m.devices.emplace(std::string(name), d);
-  m.TakeId(name);
+  if (const std::optional<int> id = ZramId(name)) m.zram_ids.Take(*id);
   return d;
 }
 
 Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
   Impl& m = *impl_;
   std::lock_guard lock(m.mu);
-  const std::optional<int> id = m.NewId();
+  const std::optional<int> id = m.zram_ids.TakeLowest();
   if (!id.has_value()) {
     return Err(Status::ResourceExhausted("every zramN name is in use"));
   }
@@ -1427,7 +1390,7 @@ Result<std::shared_ptr<Device>> DeviceRegistry::HotAdd() {
   d->SetWatcher(m.watcher);
   [[maybe_unused]] const bool added =
       m.devices.emplace(std::move(name), d).second;
-  assert(added && "NewId handed out the id of a device there");
+  assert(added && "TakeLowest handed out the id of a device there");
   return d;
 }
 
@@ -1455,7 +1418,7 @@ Status DeviceRegistry::Remove(std::string_view name) {
     return Status::NotFound("no device '" + std::string(name) + "'");
   }
   m.devices.erase(it);
-  m.GiveBackId(name);
+  if (const std::optional<int> id = ZramId(name)) m.zram_ids.GiveBack(*id);
   return Status::Ok();
 }
 
