@@ -2,7 +2,7 @@
 // DeviceDefaults::backing_file_wrap) that puts a NewFaultyBackingFile with
 // `fault` around the file a BackingStore opens (ztier/backing_file.h).
 // Tests use it to make EIO, ENOSPC and short transfers happen on a real
-// file.
+// file, and writers that cannot be made (FileIo::Kind::kNewWriter).
 #ifndef ZTIER_TESTING_FAULTY_FILE_H_
 #define ZTIER_TESTING_FAULTY_FILE_H_
 

@@ -82,34 +82,6 @@ class RawClient {
   int fd_ = -1;
 };
 
-// `base`, except that while *refuse is set its writers cannot be made for
-// want of memory, as when mmap finds none for their buffers
-// (platform/backing_writers.h).
-class WriterRefusingFile final : public BackingFile {
- public:
-  WriterRefusingFile(std::shared_ptr<BackingFile> base,
-                     const std::atomic<bool>* refuse)
-      : base_(std::move(base)), refuse_(refuse) {}
-  const std::string& name() const override { return base_->name(); }
-  std::uint64_t size() const override { return base_->size(); }
-  bool direct() const override { return base_->direct(); }
-  long Read(std::uint64_t offset, std::span<std::byte> out) override {
-    return base_->Read(offset, out);
-  }
-  Result<std::unique_ptr<BackingFileWriter>> NewWriter(
-      std::size_t ios, std::size_t io_bytes) override {
-    if (refuse_->load()) {
-      return Err(Status::ResourceExhausted("mmap writer buffers for " + name() +
-                                           ": out of memory"));
-    }
-    return base_->NewWriter(ios, io_bytes);
-  }
-
- private:
-  const std::shared_ptr<BackingFile> base_;
-  const std::atomic<bool>* const refuse_;
-};
-
 class ControlServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -128,9 +100,13 @@ class ControlServerTest : public ::testing::Test {
     defaults.streams = 1;
     // Backing writes fail with fault_ (a -errno) when it is not 0, and
     // each takes write_delay_ms_ longer; no writer can be made while
-    // refuse_writers_ is set.
-    BackingFileWrap faulty =
+    // refuse_writers_ is set, for want of memory (as when mmap finds none
+    // for its buffers: platform/backing_writers.h).
+    defaults.backing_file_wrap =
         testing::FaultyFile([this](const FileIo& io, long result) {
+          if (io.kind == FileIo::Kind::kNewWriter) {
+            return refuse_writers_.load() ? long{-ENOMEM} : result;
+          }
           if (io.kind == FileIo::Kind::kWrite && write_delay_ms_.load() > 0) {
             std::this_thread::sleep_for(
                 std::chrono::milliseconds(write_delay_ms_.load()));
@@ -138,11 +114,6 @@ class ControlServerTest : public ::testing::Test {
           const long f = fault_.load();
           return io.kind == FileIo::Kind::kWrite && f != 0 ? f : result;
         });
-    defaults.backing_file_wrap = [this,
-                                  faulty](std::shared_ptr<BackingFile> file) {
-      return std::shared_ptr<BackingFile>(std::make_shared<WriterRefusingFile>(
-          faulty(std::move(file)), &refuse_writers_));
-    };
     return defaults;
   }
   void TearDown() override {

@@ -246,6 +246,7 @@ TEST(FaultyFileTest, TheFaultSeesEveryTransferAndDecidesItsResult) {
   long inject = 0;
   std::shared_ptr<BackingFile> mem = NewMemBackingFile(16 * kPageSize, "m");
   auto f = NewFaultyBackingFile(mem, [&](const FileIo& io, long result) {
+    if (io.kind == FileIo::Kind::kNewWriter) return result;
     seen.push_back(io);
     return inject == 0 ? result : inject;
   });
@@ -265,6 +266,35 @@ TEST(FaultyFileTest, TheFaultSeesEveryTransferAndDecidesItsResult) {
   EXPECT_EQ(seen.back().offset, 5 * kPageSize);
   EXPECT_EQ(seen.back().bytes, kPageSize);
   for (long r : WriteAll(*f, 1, 1)) EXPECT_EQ(r, -EIO);
+}
+
+// A writer the fault refuses is not made, with the fault's errno; one it
+// lets through is the base file's.
+TEST(FaultyFileTest, TheFaultCanRefuseToMakeAWriter) {
+  std::vector<FileIo> seen;
+  bool refuse = true;
+  std::shared_ptr<BackingFile> mem = NewMemBackingFile(16 * kPageSize, "m");
+  auto f = NewFaultyBackingFile(mem, [&](const FileIo& io, long result) {
+    seen.push_back(io);
+    return io.kind == FileIo::Kind::kNewWriter && refuse ? long{-ENOMEM}
+                                                         : result;
+  });
+  auto w = f->NewWriter(2, 4 * kPageSize);
+  ASSERT_FALSE(w.has_value());
+  EXPECT_EQ(w.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(w.error().posix_errno(), ENOMEM);
+  EXPECT_NE(w.error().message().find("writer for m"), std::string::npos)
+      << w.error().ToString();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].kind, FileIo::Kind::kNewWriter);
+  EXPECT_EQ(seen[0].bytes, 8 * kPageSize);
+
+  refuse = false;
+  for (long r : WriteAll(*f, 2, 4)) EXPECT_EQ(r, long{4 * kPageSize});
+  ExpectPages(*mem, 8);
+  ASSERT_EQ(seen.size(), 4u);  // the writer, then its two writes
+  EXPECT_EQ(seen[1].kind, FileIo::Kind::kNewWriter);
+  EXPECT_EQ(seen[2].kind, FileIo::Kind::kWrite);
 }
 
 // A file that answers every optional question of the interface as a remote
@@ -291,6 +321,21 @@ class RemoteLikeFile final : public BackingFile {
  private:
   const std::string name_ = "remote";
 };
+
+// A writer the file itself cannot make is refused as the file refuses it;
+// the fault is not asked.
+TEST(FaultyFileTest, AWriterTheFileCannotMakeIsTheFilesError) {
+  int asked = 0;
+  auto f = NewFaultyBackingFile(std::make_shared<RemoteLikeFile>(),
+                                [&](const FileIo&, long) {
+                                  ++asked;
+                                  return long{-ENOMEM};
+                                });
+  auto w = f->NewWriter(1, kPageSize);
+  ASSERT_FALSE(w.has_value());
+  EXPECT_EQ(w.error().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(asked, 0);
+}
 
 TEST(FaultyFileTest, PassesEveryOtherQuestionToTheFileItWraps) {
   auto remote = std::make_shared<RemoteLikeFile>();

@@ -1,6 +1,7 @@
 // faulty_backing_file.cc: NewFaultyBackingFile (contract in
 // ztier/backing_file.h). The writer remembers each queued write's offset
 // and length, so that the fault function sees them with the result.
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,16 @@ class FaultyBackingFile final : public BackingFile {
       std::size_t ios, std::size_t io_bytes) override {
     ZT_ASSIGN_OR_RETURN(std::unique_ptr<BackingFileWriter> w,
                         base_->NewWriter(ios, io_bytes));
+    if (fault_) {
+      const long r = fault_(FileIo{.kind = FileIo::Kind::kNewWriter,
+                                   .offset = 0,
+                                   .bytes = ios * io_bytes},
+                            0);
+      if (r < 0) {
+        return Err(PosixError("make a writer for " + name(),
+                              static_cast<int>(-r)));
+      }
+    }
     return std::unique_ptr<BackingFileWriter>(
         std::make_unique<FaultyWriter>(std::move(w), &fault_, ios));
   }

@@ -146,17 +146,24 @@ class BackingFile {
 std::unique_ptr<BackingFile> NewMemBackingFile(std::uint64_t size_bytes,
                                                std::string name = "memory");
 
-// What a fault function is shown.
+// What a fault function is shown: a read, a write, or the making of a
+// writer (NewWriter), whose result is 0 and whose `bytes` are its buffers'
+// (ios * io_bytes), at offset 0.
 struct FileIo {
-  enum class Kind { kRead, kWrite } kind = Kind::kWrite;
+  enum class Kind { kRead, kWrite, kNewWriter } kind = Kind::kWrite;
   std::uint64_t offset = 0;  // bytes
   std::size_t bytes = 0;     // asked for
 };
 // Given the IO and its real result (bytes transferred, or -errno), returns
-// the result the caller should see.
+// the result the caller should see. For kNewWriter a -errno refuses the
+// writer (NewWriter returns PosixError's Status for it, as when mmap finds
+// no memory for its buffers: platform/backing_writers.h); anything else
+// hands it out.
 using FileFault = std::function<long(const FileIo& io, long result)>;
 
-// `base` with every result passed through `fault` (see above).
+// `base` with every result passed through `fault` (see above). A writer
+// `base` cannot make is refused as `base` refuses it, without asking
+// `fault`.
 std::unique_ptr<BackingFile> NewFaultyBackingFile(
     std::shared_ptr<BackingFile> base, FileFault fault);
 
