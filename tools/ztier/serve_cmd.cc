@@ -481,9 +481,6 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
     auto loaded = LoadServiceConfig(s->config);
     if (!loaded.has_value()) return UsageFail(loaded.error().message());
     *config = std::move(*loaded);
-    for (const std::string& w : (*config)->warnings) {
-      Log(LogLevel::kWarning, w);
-    }
     if (Status st = ApplyZtierSection(**config, flags, s); !st.ok()) {
       return UsageFail(st.message());
     }
@@ -496,6 +493,13 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
       }
     }
     return ReportUsageError(kCommand, st.message());
+  }
+  // The file's warnings at the level it or the command line set, not
+  // before it is known.
+  if (config->has_value()) {
+    for (const std::string& w : (*config)->warnings) {
+      Log(LogLevel::kWarning, w);
+    }
   }
   return std::nullopt;
 }

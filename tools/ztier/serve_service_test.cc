@@ -507,6 +507,35 @@ TEST(ServeConfigTest, ABadLogLevelNamesItsLineAtStartAndOnReload) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// The file's warnings are logged at the level the file or the command line
+// sets: "log-level = error" or --log-level=error leaves them out.
+TEST(ServeConfigTest, TheFilesWarningsFollowItsLogLevel) {
+  ScopedTempDir dir;
+  const std::string sockets = "[ztier]\nunix = " + dir.File("n.sock") +
+                              "\nctl = " + dir.File("c.sock") + "\n";
+  const std::string devices = "[zram0]\nzram-size = 8\n[other]\nx = 1\n";
+  for (const bool from_flag : {false, true}) {
+    SCOPED_TRACE(from_flag);
+    const std::string level = from_flag ? "" : "log-level = error\n";
+    WriteFile(dir.File("w.conf"), sockets + level + devices);
+    std::vector<std::string> flags = {"--config", dir.File("w.conf")};
+    if (from_flag) flags.push_back("--log-level=error");
+    Server s(dir, flags);
+    ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+    EXPECT_EQ(s.Log().find("section [other] ignored"), std::string::npos)
+        << s.Log();
+    EXPECT_EQ(s.Stop(), 0) << s.Log();
+  }
+  // At the default level they are there.
+  WriteFile(dir.File("w.conf"), sockets + devices);
+  Server s(dir, {"--config", dir.File("w.conf")});
+  ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+  EXPECT_NE(s.Log().find("w.conf:6: section [other] ignored"),
+            std::string::npos)
+      << s.Log();
+  EXPECT_EQ(s.Stop(), 0) << s.Log();
+}
+
 // Two sockets at one path: a usage error (exit 2, which the unit does not
 // restart) naming both, not EBUSY blaming "a running server" (exit 1).
 TEST(ServeConfigTest, TwoSocketsAtOnePathAreAUsageError) {
