@@ -1,5 +1,6 @@
 // loopback.h: ConnectTcpLoopback(port), a plain client socket for tests of
-// servers that listen on 127.0.0.1.
+// servers that listen on 127.0.0.1 (ConnectTcpLoopback6: on ::1), and
+// BothLoopbacks(), what a name of both (localhost) resolves to.
 #ifndef ZTIER_TESTING_LOOPBACK_H_
 #define ZTIER_TESTING_LOOPBACK_H_
 
@@ -9,6 +10,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+
+#include "platform/socket.h"
 
 namespace ztier::testing {
 
@@ -26,6 +29,34 @@ inline int ConnectTcpLoopback(int port) {
     return -1;
   }
   return fd;
+}
+
+// The same on ::1.
+inline int ConnectTcpLoopback6(int port) {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_port = htons(static_cast<std::uint16_t>(port));
+  a.sin6_addr = in6addr_loopback;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// "localhost:0" as getaddrinfo gives it where /etc/hosts names both
+// loopback addresses (most distributions' do: "::1 localhost"): ::1, then
+// 127.0.0.1, port 0. Empty endpoints when either cannot be had.
+inline platform::ResolvedTcpAddress BothLoopbacks() {
+  platform::ResolvedTcpAddress both{.spec = "localhost:0", .endpoints = {}};
+  for (const char* spec : {"[::1]:0", "127.0.0.1:0"}) {
+    auto a = platform::ResolveTcpAddress(spec);
+    if (!a.has_value() || a->endpoints.empty()) return {};
+    both.endpoints.push_back(a->endpoints.front());
+  }
+  return both;
 }
 
 }  // namespace ztier::testing

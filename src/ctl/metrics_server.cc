@@ -233,10 +233,10 @@ class MetricsServerImpl final : public MetricsServer {
       unix_ = std::move(*l);
     }
     if (!options_.listen.empty()) {
-      Result<platform::Listener> l =
+      Result<std::vector<platform::Listener>> l =
           options_.listen_addresses.has_value()
-              ? platform::Listener::Tcp(*options_.listen_addresses)
-              : platform::Listener::Tcp(options_.listen);
+              ? platform::Listener::TcpAll(*options_.listen_addresses)
+              : platform::Listener::TcpAll(options_.listen);
       if (!l.has_value()) {
         return WithContext(l.error(),
                            "listen address '" + options_.listen + "'");
@@ -256,11 +256,13 @@ class MetricsServerImpl final : public MetricsServer {
     for (Client& c : clients_) ::close(c.fd);
     clients_.clear();
     unix_.Close();  // and removes the socket file, if still ours
-    tcp_.Close();
+    tcp_.clear();
     wake_ = platform::EventFd();
   }
 
-  int tcp_port() const override { return tcp_.port(); }
+  int tcp_port() const override {
+    return tcp_.empty() ? 0 : tcp_.front().port();
+  }
   const std::string& unix_path() const override { return options_.unix_path; }
   std::size_t requests_served() const override { return served_.load(); }
 
@@ -278,11 +280,13 @@ class MetricsServerImpl final : public MetricsServer {
       const bool room = !full && !paused;
       const std::size_t first_listen = fds.size();
       std::vector<const platform::Listener*> listening;
-      for (const platform::Listener* l : {&unix_, &tcp_}) {
-        if (!room || l->fd() < 0) continue;
-        listening.push_back(l);
-        fds.push_back({l->fd(), POLLIN, 0});
-      }
+      const auto listen = [&](const platform::Listener& l) {
+        if (!room || l.fd() < 0) return;
+        listening.push_back(&l);
+        fds.push_back({l.fd(), POLLIN, 0});
+      };
+      listen(unix_);
+      for (const platform::Listener& l : tcp_) listen(l);
       const std::size_t first_client = fds.size();
       // Wake for the first deadline, or the end of an accept pause.
       Clock::time_point next =
@@ -534,7 +538,7 @@ class MetricsServerImpl final : public MetricsServer {
   const std::size_t max_clients_;
   platform::EventFd wake_;
   platform::Listener unix_;
-  platform::Listener tcp_;
+  std::vector<platform::Listener> tcp_;  // each address of listen
   std::atomic<bool> stopping_{false};
   std::atomic<std::size_t> served_{0};
   std::list<Client> clients_;  // the server thread's, until it is joined

@@ -385,6 +385,22 @@ TEST_F(MetricsTest, DictionaryGauges) {
             std::optional<std::string>("0"));
 }
 
+// A name that resolves to ::1 and 127.0.0.1 (localhost) is served on both,
+// on one port.
+TEST_F(MetricsTest, ServesOnEveryAddressOfTheName) {
+  MetricsServerOptions o;
+  o.listen = "localhost:0";
+  o.listen_addresses = ztier::testing::BothLoopbacks();
+  ASSERT_EQ(o.listen_addresses->endpoints.size(), 2u);
+  auto server = StartServer(o);
+  ASSERT_TRUE(server.has_value()) << server.error().ToString();
+  const int port = (*server)->tcp_port();
+  EXPECT_EQ(Exchange(ztier::testing::ConnectTcpLoopback6(port), Get("/metrics"))
+                .status,
+            200);
+  EXPECT_EQ(TcpRequest(port, Get("/metrics")).status, 200);
+}
+
 TEST_F(MetricsTest, ServesOverTcpAndUnixSocket) {
   MetricsServerOptions o;
   o.listen = ":0";

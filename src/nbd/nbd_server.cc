@@ -48,8 +48,8 @@ class NbdServerImpl final : public NbdServer {
     if (!options_.listen.empty()) {
       ZT_ASSIGN_OR_RETURN(
           tcp_, options_.listen_addresses.has_value()
-                    ? platform::Listener::Tcp(*options_.listen_addresses)
-                    : platform::Listener::Tcp(options_.listen));
+                    ? platform::Listener::TcpAll(*options_.listen_addresses)
+                    : platform::Listener::TcpAll(options_.listen));
     }
     limits_.max_request_bytes = options_.max_request_bytes;
     limits_.inline_max_bytes = options_.inline_max_bytes;
@@ -87,7 +87,7 @@ class NbdServerImpl final : public NbdServer {
       refuse_thread_.join();
     }
     unix_.Close();  // and removes the socket file, if still ours
-    tcp_.Close();
+    tcp_.clear();
     // No accept thread: the list only shrinks here.
     std::list<std::unique_ptr<Connection>> conns;
     {
@@ -102,7 +102,9 @@ class NbdServerImpl final : public NbdServer {
     wake_ = platform::EventFd();
   }
 
-  int tcp_port() const override { return tcp_.fd() >= 0 ? tcp_.port() : 0; }
+  int tcp_port() const override {
+    return tcp_.empty() ? 0 : tcp_.front().port();
+  }
   std::size_t connections() const override { return active_.load(); }
   const NbdServerCounters& counters() const override { return counters_; }
 
@@ -111,16 +113,17 @@ class NbdServerImpl final : public NbdServer {
 
   void AcceptLoop() {
     for (;;) {
-      struct pollfd fds[3];
-      int n = 0;
-      const platform::Listener* listeners[3] = {};
-      fds[n++] = {wake_.fd(), POLLIN, 0};
-      for (const platform::Listener* l : {&unix_, &tcp_}) {
-        if (l->fd() < 0) continue;
-        listeners[n] = l;
-        fds[n++] = {l->fd(), POLLIN, 0};
-      }
-      if (::poll(fds, n, -1) < 0) {
+      std::vector<struct pollfd> fds;
+      std::vector<const platform::Listener*> listeners = {nullptr};
+      fds.push_back({wake_.fd(), POLLIN, 0});
+      const auto listen = [&](const platform::Listener& l) {
+        if (l.fd() < 0) return;
+        listeners.push_back(&l);
+        fds.push_back({l.fd(), POLLIN, 0});
+      };
+      listen(unix_);
+      for (const platform::Listener& l : tcp_) listen(l);
+      if (::poll(fds.data(), fds.size(), -1) < 0) {
         if (errno == EINTR) continue;
         std::perror("ztier nbd: poll");
         return;
@@ -130,7 +133,7 @@ class NbdServerImpl final : public NbdServer {
         if (stopped_.load()) return;
         Reap();
       }
-      for (int i = 1; i < n; ++i) {
+      for (std::size_t i = 1; i < fds.size(); ++i) {
         if ((fds[i].revents & POLLIN) != 0) Accept(*listeners[i]);
       }
     }
@@ -252,7 +255,7 @@ class NbdServerImpl final : public NbdServer {
   ConnectionLimits limits_;
   platform::EventFd wake_;
   platform::Listener unix_;
-  platform::Listener tcp_;
+  std::vector<platform::Listener> tcp_;  // each address of listen
   std::unique_ptr<WorkQueue> queue_;
   std::thread accept_thread_;
   std::thread refuse_thread_;

@@ -22,6 +22,7 @@
 #include "nbd/protocol.h"
 #include "nbd_test_util.h"
 #include "testing/faulty_file.h"
+#include "testing/loopback.h"
 #include "testing/test_util.h"
 
 namespace ztier::nbd {
@@ -1295,6 +1296,32 @@ TEST(NbdServerTest, TcpOnLoopback) {
   EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());
   o.listen = "127.0.0.1";
   EXPECT_FALSE(NbdServer::Start(o, &registry).has_value());
+}
+
+// A name that resolves to ::1 and 127.0.0.1 (localhost) is served on both,
+// on one port, as nbd-server and nbdkit serve it: a client of either family
+// connects.
+TEST(NbdServerTest, TcpOnEveryAddressOfTheName) {
+  DeviceRegistry registry{DeviceDefaults{}};
+  auto d = *registry.Add("zram0");
+  ASSERT_OK(d->SetDisksize(1 << 20));
+  NbdServerOptions o;
+  o.listen = "localhost:0";
+  o.listen_addresses = ztier::testing::BothLoopbacks();
+  ASSERT_EQ(o.listen_addresses->endpoints.size(), 2u);
+  auto s = NbdServer::Start(o, &registry);
+  ASSERT_TRUE(s.has_value()) << s.error().ToString();
+  const int port = (*s)->tcp_port();
+  for (const bool v6 : {true, false}) {
+    SCOPED_TRACE(v6);
+    const int fd = v6 ? ztier::testing::ConnectTcpLoopback6(port)
+                      : ztier::testing::ConnectTcpLoopback(port);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    char magic[8];
+    EXPECT_EQ(::recv(fd, magic, sizeof magic, MSG_WAITALL), 8);
+    EXPECT_EQ(std::string(magic, 8), "NBDMAGIC");
+    ::close(fd);
+  }
 }
 
 TEST(NbdServerTest, ErrorMapping) {

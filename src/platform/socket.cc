@@ -266,44 +266,80 @@ Result<ResolvedTcpAddress> ResolveTcpAddress(const std::string& spec) {
 Result<Listener> Listener::Tcp(const std::string& spec) {
   ZT_ASSIGN_OR_RETURN(const ResolvedTcpAddress address,
                       ResolveTcpAddress(spec));
-  return Tcp(address);
+  Status status = Status::InvalidArgument("no address for '" + spec + "'");
+  for (const ResolvedTcpAddress::Endpoint& e : address.endpoints) {
+    ResolvedTcpAddress one{.spec = spec, .endpoints = {e}};
+    Result<std::vector<Listener>> l = TcpAll(one);
+    if (l.has_value()) return std::move(l->front());
+    status = l.error();
+  }
+  return Err(status);
 }
 
-Result<Listener> Listener::Tcp(const ResolvedTcpAddress& address) {
+namespace {
+
+// The port of a TCP socket address (network order), read or set.
+std::uint16_t* PortOf(sockaddr_storage* addr) {
+  return addr->ss_family == AF_INET6
+             ? &reinterpret_cast<sockaddr_in6*>(addr)->sin6_port
+             : &reinterpret_cast<sockaddr_in*>(addr)->sin_port;
+}
+
+}  // namespace
+
+Result<std::vector<Listener>> Listener::TcpAll(
+    const ResolvedTcpAddress& address) {
   const std::string& spec = address.spec;
-  Status status = Status::InvalidArgument("no address for '" + spec + "'");
-  Listener l;
-  l.tcp_ = true;
-  for (const ResolvedTcpAddress::Endpoint& e : address.endpoints) {
-    l.fd_ = ::socket(e.family, e.socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                     e.protocol);
+  Status skipped = Status::InvalidArgument("no address for '" + spec + "'");
+  std::vector<Listener> bound;
+  const auto& all = address.endpoints;
+  for (auto e = all.begin(); e != all.end(); ++e) {
+    const bool repeated = std::any_of(all.begin(), e, [&](const auto& o) {
+      return o.len == e->len && std::memcmp(&o.addr, &e->addr, e->len) == 0;
+    });
+    if (repeated) continue;
+    sockaddr_storage addr = e->addr;
+    // Port 0 asks for one free port: the first bind's, for all.
+    if (!bound.empty() && *PortOf(&addr) == 0) {
+      *PortOf(&addr) = htons(static_cast<std::uint16_t>(bound.front().port_));
+    }
+    Listener l;
+    l.tcp_ = true;
+    l.fd_ = ::socket(e->family, e->socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                     e->protocol);
     if (l.fd_ < 0) {
-      status = PosixError("socket", errno);
+      if (errno != EAFNOSUPPORT) return Err(PosixError("socket", errno));
+      skipped = PosixError("socket " + spec, errno);
       continue;
     }
     const int one = 1;
     ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(l.fd_, reinterpret_cast<const sockaddr*>(&e.addr), e.len) != 0) {
-      status = PosixError("bind " + spec, errno);
-    } else if (::listen(l.fd_, SOMAXCONN) != 0) {
-      status = PosixError("listen " + spec, errno);
-    } else {
-      status = Status::Ok();
-      break;
+    if (e->family == AF_INET6 && all.size() > 1) {
+      ::setsockopt(l.fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
     }
-    ::close(l.fd_);
-    l.fd_ = -1;
+    if (::bind(l.fd_, reinterpret_cast<const sockaddr*>(&addr), e->len) != 0) {
+      if (errno != EADDRNOTAVAIL) return Err(PosixError("bind " + spec, errno));
+      skipped = PosixError("bind " + spec, errno);
+      continue;
+    }
+    if (::listen(l.fd_, SOMAXCONN) != 0) {
+      return Err(PosixError("listen " + spec, errno));
+    }
+    socklen_t len = sizeof(addr);
+    if (::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return Err(PosixError("getsockname " + spec, errno));
+    }
+    l.port_ = ntohs(*PortOf(&addr));
+    bound.push_back(std::move(l));
   }
-  if (!status.ok()) return Err(status);
-  struct sockaddr_storage bound;
-  socklen_t len = sizeof(bound);
-  if (::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&bound), &len) != 0) {
-    return Err(PosixError("getsockname " + spec, errno));
-  }
-  l.port_ = bound.ss_family == AF_INET6
-                ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
-                : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  return l;
+  if (bound.empty()) return Err(skipped);
+  return bound;
+}
+
+Result<std::vector<Listener>> Listener::TcpAll(const std::string& spec) {
+  ZT_ASSIGN_OR_RETURN(const ResolvedTcpAddress address,
+                      ResolveTcpAddress(spec));
+  return TcpAll(address);
 }
 
 Listener::Listener(Listener&& other) noexcept

@@ -35,7 +35,9 @@ namespace ztier::platform {
 namespace {
 
 namespace fs = std::filesystem;
+using ztier::testing::BothLoopbacks;
 using ztier::testing::ConnectTcpLoopback;
+using ztier::testing::ConnectTcpLoopback6;
 
 // A socket file with nobody accepting on it, as a crashed server leaves.
 void LeaveStaleSocket(const std::string& path) {
@@ -394,37 +396,64 @@ TEST(SocketTest, BadTcpAddresses) {
   }
 }
 
-// An address looked up once is bound as it is: the first endpoint that
-// binds; an endpoint that cannot (in use) gives way to the next, and when
-// none binds, the last one's error is the result.
-TEST(SocketTest, AResolvedAddressBindsItsEndpoints) {
-  Result<ResolvedTcpAddress> a = ResolveTcpAddress("127.0.0.1:0");
-  ASSERT_TRUE(a.has_value()) << a.error().ToString();
-  ASSERT_FALSE(a->endpoints.empty());
-  EXPECT_EQ(a->spec, "127.0.0.1:0");
-  Result<Listener> first = Listener::Tcp(*a);
-  ASSERT_TRUE(first.has_value()) << first.error().ToString();
-  ASSERT_GT(first->port(), 0);
-  // The port in use ahead of a free one.
-  Result<ResolvedTcpAddress> taken =
-      ResolveTcpAddress("127.0.0.1:" + std::to_string(first->port()));
-  ASSERT_TRUE(taken.has_value());
-  ResolvedTcpAddress both = *taken;
-  both.endpoints.push_back(a->endpoints.front());
-  Result<Listener> second = Listener::Tcp(both);
-  ASSERT_TRUE(second.has_value()) << second.error().ToString();
-  EXPECT_NE(second->port(), first->port());
-  Result<Listener> none = Listener::Tcp(*taken);
+// An address looked up once is bound as it is, on every endpoint, on one
+// port: a name of ::1 and 127.0.0.1 (localhost) takes clients of both.
+TEST(SocketTest, AResolvedAddressBindsEveryEndpoint) {
+  Result<std::vector<Listener>> both = Listener::TcpAll(BothLoopbacks());
+  ASSERT_TRUE(both.has_value()) << both.error().ToString();
+  ASSERT_EQ(both->size(), 2u);
+  const int port = (*both)[0].port();
+  ASSERT_GT(port, 0);
+  EXPECT_EQ((*both)[1].port(), port);
+  const int v6 = ConnectTcpLoopback6(port);
+  ASSERT_GE(v6, 0) << std::strerror(errno);
+  ExpectConnected((*both)[0], v6);
+  const int v4 = ConnectTcpLoopback(port);
+  ASSERT_GE(v4, 0) << std::strerror(errno);
+  ExpectConnected((*both)[1], v4);
+  // A repeated endpoint is one socket; an address the host does not have
+  // (192.0.2.0/24, RFC 5737) is skipped beside one it has, and alone is
+  // the bind's error.
+  Result<ResolvedTcpAddress> loopback = ResolveTcpAddress("127.0.0.1:0");
+  Result<ResolvedTcpAddress> elsewhere = ResolveTcpAddress("192.0.2.1:0");
+  ASSERT_TRUE(loopback.has_value() && elsewhere.has_value());
+  ResolvedTcpAddress some = *elsewhere;
+  some.endpoints.push_back(loopback->endpoints.front());
+  some.endpoints.push_back(loopback->endpoints.front());
+  Result<std::vector<Listener>> one = Listener::TcpAll(some);
+  ASSERT_TRUE(one.has_value()) << one.error().ToString();
+  EXPECT_EQ(one->size(), 1u);
+  Result<std::vector<Listener>> none = Listener::TcpAll(*elsewhere);
   ASSERT_FALSE(none.has_value());
-  EXPECT_NE(none.error().message().find("bind 127.0.0.1:"), std::string::npos)
+  EXPECT_NE(none.error().message().find("bind 192.0.2.1:0"), std::string::npos)
       << none.error().ToString();
-  Result<ResolvedTcpAddress> bad = ResolveTcpAddress("no-port-here");
-  ASSERT_FALSE(bad.has_value());
-  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Listener::Tcp(ResolvedTcpAddress{.spec = "x:1", .endpoints = {}})
+  EXPECT_EQ(Listener::TcpAll(ResolvedTcpAddress{.spec = "x:1", .endpoints = {}})
                 .error()
                 .code(),
             StatusCode::kInvalidArgument);
+  Result<ResolvedTcpAddress> bad = ResolveTcpAddress("no-port-here");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+}
+
+// One endpoint's port in use fails the whole, and what was bound is closed:
+// a server never serves on part of its name's addresses unsaid.
+TEST(SocketTest, AnEndpointInUseFailsTheWholeAddress) {
+  Result<Listener> taken = Listener::Tcp("127.0.0.1:0");
+  ASSERT_TRUE(taken.has_value()) << taken.error().ToString();
+  const std::string port = std::to_string(taken->port());
+  Result<ResolvedTcpAddress> v6 = ResolveTcpAddress("[::1]:" + port);
+  Result<ResolvedTcpAddress> v4 = ResolveTcpAddress("127.0.0.1:" + port);
+  ASSERT_TRUE(v6.has_value() && v4.has_value());
+  ResolvedTcpAddress both{.spec = "localhost:" + port, .endpoints = {}};
+  both.endpoints = {v6->endpoints.front(), v4->endpoints.front()};
+  Result<std::vector<Listener>> l = Listener::TcpAll(both);
+  ASSERT_FALSE(l.has_value());
+  EXPECT_EQ(l.error().code(), StatusCode::kBusy) << l.error().ToString();
+  EXPECT_NE(l.error().message().find("bind localhost:" + port),
+            std::string::npos)
+      << l.error().ToString();
+  EXPECT_EQ(ConnectTcpLoopback6(taken->port()), -1);
 }
 
 TEST(SocketTest, SendWouldBlockIsBusy) {

@@ -60,7 +60,8 @@ namespace ztier::ctl {
 
 struct MetricsServerOptions {
   // "HOST:PORT", "[V6HOST]:PORT" or ":PORT" (127.0.0.1); port 0 picks a
-  // free one (see tcp_port()). Empty: no TCP.
+  // free one (see tcp_port()); served on every address HOST resolves to,
+  // on one port (platform::Listener::TcpAll). Empty: no TCP.
   std::string listen;
   // listen's addresses as platform::ResolveTcpAddress(listen) gave them
   // (a caller that looked the host up to check it): bound as they are, with

@@ -37,7 +37,9 @@ class TlsContext;  // tls.h
 
 struct NbdServerOptions {
   std::string unix_path;  // empty: no Unix socket. Created with mode 0600.
-  std::string listen;     // "HOST:PORT", ":PORT" (loopback), or empty
+  // "HOST:PORT", ":PORT" (loopback), or empty; served on every address
+  // HOST resolves to, on one port (platform::Listener::TcpAll).
+  std::string listen;
   // listen's addresses as platform::ResolveTcpAddress(listen) gave them
   // (a caller that looked the host up to check it): bound as they are, with
   // no second lookup. None: listen is looked up at Start.
