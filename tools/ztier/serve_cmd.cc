@@ -997,7 +997,6 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
                               "; nothing changed, serving on");
     return;
   }
-  for (const std::string& w : reread->warnings) Log(LogLevel::kWarning, w);
   // [ztier] values apply at the next start: one that start would refuse
   // (exit 2, and systemd does not restart) is said now, not at a reboot.
   ServeSettings next_start = from_command_line;
@@ -1070,6 +1069,8 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
     effective.push_back(o);
   }
   reread->ztier = std::move(effective);
+  // The file's warnings at the log level it has just set.
+  for (const std::string& w : reread->warnings) Log(LogLevel::kWarning, w);
   Log(LogLevel::kInfo,
       "SIGHUP: configuration re-read from " + Absolute((*config)->path) + ": " +
           std::to_string(counts.applied) + " change(s) applied, " +

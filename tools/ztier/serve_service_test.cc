@@ -526,13 +526,24 @@ TEST(ServeConfigTest, TheFilesWarningsFollowItsLogLevel) {
         << s.Log();
     EXPECT_EQ(s.Stop(), 0) << s.Log();
   }
-  // At the default level they are there.
+  // At the default level they are there; a reload to log-level = error
+  // leaves them out.
   WriteFile(dir.File("w.conf"), sockets + devices);
+  NotifySocket notify(dir.File("notify.sock"));
+  ASSERT_TRUE(notify.bound());
+  ::setenv("NOTIFY_SOCKET", notify.path().c_str(), 1);
   Server s(dir, {"--config", dir.File("w.conf")});
-  ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+  ::unsetenv("NOTIFY_SOCKET");
+  ASSERT_EQ(notify.Receive(20000).rfind("READY=1\n", 0), 0u) << s.Log();
   EXPECT_NE(s.Log().find("w.conf:6: section [other] ignored"),
             std::string::npos)
       << s.Log();
+  WriteFile(dir.File("w.conf"), sockets + "log-level = error\n" + devices);
+  const std::size_t before = s.Log().size();
+  ASSERT_TRUE(s.Reload());
+  EXPECT_EQ(notify.Receive(10000).rfind("RELOADING=1\n", 0), 0u);
+  EXPECT_EQ(notify.Receive(10000).rfind("READY=1\n", 0), 0u);
+  EXPECT_EQ(s.Log().find("ignored", before), std::string::npos) << s.Log();
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
