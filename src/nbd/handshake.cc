@@ -131,6 +131,13 @@ struct Extensions {
   bool base_allocation = false;  // selected by the last SET_META_CONTEXT...
   std::string meta_export;       // ...for this export (its device's name)
 
+  // What NBD_OPT_SET_META_CONTEXT does first: it replaces the selection
+  // "including when this command fails" (proto.md).
+  void ClearSelection() {
+    base_allocation = false;
+    meta_export.clear();
+  }
+
   // Fills the negotiated extensions of `out`, which selected `device`.
   void Apply(const Device& device, Negotiated* out) const {
     out->structured = structured;
@@ -250,10 +257,7 @@ Status MetaContext(Io& io, std::uint32_t option,
                    const std::vector<std::byte>& data,
                    DeviceRegistry* registry, Extensions* ext) {
   const bool set = option == kOptSetMetaContext;
-  if (set) {  // replaces the selection, even when it fails
-    ext->base_allocation = false;
-    ext->meta_export.clear();
-  }
+  if (set) ext->ClearSelection();  // replaces it, even when it fails
   if (!ext->structured) {
     return SendError(io, option, kRepErrInvalid,
                      "negotiate NBD_OPT_STRUCTURED_REPLY first");
@@ -478,7 +482,10 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
     }
     if (too_big) {
       // proto.md, "Option reply types": NBD_REP_ERR_TOO_BIG, "the request
-      // ... is too large to process"; negotiation goes on.
+      // ... is too large to process"; negotiation goes on. A
+      // SET_META_CONTEXT so refused still replaces the selection, as any
+      // failed one (MetaContext).
+      if (option == kOptSetMetaContext) ext.ClearSelection();
       ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrTooBig,
                                    "option data over " +
                                        std::to_string(kMaxOptionLength) +

@@ -320,6 +320,29 @@ TEST(NbdBlockStatusTest,
   EXPECT_EQ(status.type, kReplyTypeBlockStatus);
 }
 
+// proto.md, NBD_OPT_SET_META_CONTEXT: "Issuing this command replaces all
+// previously-set metadata contexts (including when this command fails)";
+// one answered NBD_REP_ERR_TOO_BIG fails too, and leaves none selected.
+TEST(NbdBlockStatusTest, AnOverlongSetMetaContextClearsTheSelection) {
+  ServerFixture f(1 << 20);
+  RawClient c(f.socket());
+  Greet(c);
+  ASSERT_EQ(Types(Option(c, kOptStructuredReply, {})),
+            std::vector<std::uint32_t>{kRepAck});
+  ASSERT_EQ(Types(Option(c, kOptSetMetaContext,
+                         MetaRequest("zram0", {"base:allocation"}))),
+            (std::vector<std::uint32_t>{kRepMetaContext, kRepAck}));
+  std::vector<std::string> many(kMaxOptionLength / 4000 + 1,
+                                "x-other:" + std::string(4000, 'q'));
+  many.push_back("base:allocation");
+  ASSERT_EQ(Types(Option(c, kOptSetMetaContext, MetaRequest("zram0", many))),
+            std::vector<std::uint32_t>{kRepErrTooBig});
+  ASSERT_GE(Go(c, "zram0"), 0);
+  const Chunk r = Request(c, kCmdBlockStatus, 0, 0, kPage);
+  EXPECT_EQ(r.type, kReplyTypeError) << "base:allocation still selected";
+  EXPECT_EQ(r.Error(), kErrInval);
+}
+
 TEST(NbdBlockStatusTest, StructuredWithoutMetaContextRefusesBlockStatus) {
   ServerFixture f(1 << 20);
   RawClient c(f.socket());
