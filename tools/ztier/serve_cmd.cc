@@ -12,6 +12,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -814,9 +815,15 @@ std::optional<int> CheckSocketsFree(const ServeSettings& s) {
       {&s.unix_path, "cannot serve NBD"}};
   for (const auto& [path, what] : sockets) {
     if (path->empty()) continue;
-    auto fd = platform::ConnectUnix(*path);
-    if (!fd.has_value()) continue;  // nothing there, or nobody accepting
-    ::close(*fd);
+    // A server that accepts nothing (stopped, wedged) with its backlog
+    // full holds the socket too; a connect would wait for room for ever
+    // (unix_stream_connect() in net/unix/af_unix.c): 100 ms, then busy.
+    auto fd = platform::ConnectUnix(*path, /*timeout_ms=*/100);
+    if (fd.has_value()) {
+      ::close(*fd);
+    } else if (fd.error().posix_errno() != ETIMEDOUT) {
+      continue;  // nothing there, or nobody accepting
+    }
     return Fail(std::string(what) + ": EBUSY: " + *path +
                 " is in use by a running server");
   }

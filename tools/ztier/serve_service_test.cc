@@ -209,6 +209,48 @@ TEST(ServeServiceTest, ASecondServerOnTheSameSocketsFailsBeforeItsDevices) {
   EXPECT_EQ(first.Stop(), 0) << first.Log();
 }
 
+// A server that accepts nothing (stopped, or wedged) with its backlog full
+// still holds its socket: a blocking connect(2) there waits for room for
+// ever (unix_stream_connect() in net/unix/af_unix.c), and start-up must
+// not, but fail as on any running server's socket.
+TEST(ServeServiceTest, AServerThatAcceptsNothingStillHoldsItsSocket) {
+  ScopedTempDir dir;
+  const std::string ctl = dir.File("ctl.sock");
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, ctl.c_str(), sizeof(addr.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
+            0);
+  ASSERT_EQ(::listen(listener, 0), 0);
+  // Fill the backlog: non-blocking connects until one says EAGAIN.
+  std::vector<int> queued;
+  for (int i = 0; i < 64; ++i) {
+    const int c =
+        ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
+      ::close(c);
+      break;
+    }
+    queued.push_back(c);
+  }
+  Server second(dir, {"--unix", dir.File("nbd.sock"), "--ctl", ctl, "--device",
+                      "zram0:16M"});
+  for (int i = 0; i < 2000 && second.running(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool ended = !second.running();
+  if (!ended) ::kill(second.pid(), SIGKILL);  // its SIGTERM may be blocked
+  ::close(listener);
+  for (int c : queued) ::close(c);
+  ASSERT_TRUE(ended) << "start-up still waiting after 20 s: " << second.Log();
+  EXPECT_EQ(second.Wait(), 1) << second.Log();
+  EXPECT_NE(second.Log().find(ctl + " is in use by a running server"),
+            std::string::npos)
+      << second.Log();
+}
+
 TEST(ServeConfigTest, ABadFileFailsStartUpWithItsLine) {
   ScopedTempDir dir;
   struct Case {
