@@ -148,7 +148,8 @@ TEST(DictionaryIdsTest, OlderObjectsStayReadableAndIdsAreReused) {
   ASSERT_FALSE(full.has_value());
   EXPECT_EQ(full.error().code(), StatusCode::kResourceExhausted);
   const std::uint64_t memory = store->Stats().dict_memory;
-  // Discarding dictionary 1's pages frees its id (and its memory).
+  // Discarding dictionary 1's pages frees its id (its memory goes with the
+  // next training, below).
   for (std::size_t i = 1024; i < 2048; ++i) ASSERT_OK(store->Discard(i));
   EXPECT_EQ(store->Stats().dict_pages[1], 0u);
   // Its memory is released by the next training, not by the discard.

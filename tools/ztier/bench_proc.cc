@@ -58,7 +58,7 @@ Status WaitForUnixSocket(const std::string& path, Process* process,
       ::close(*fd);
       return Status::Ok();
     }
-    // An empty or too long path never connects.
+    // An empty or too long path, or one that is no socket, never connects.
     if (fd.error().code() == StatusCode::kInvalidArgument) return fd.error();
     if (!process->Running()) {
       auto ended = process->Wait(milliseconds(0));
