@@ -2,12 +2,12 @@
 // socket, driven through ctl::Request / Call and raw sockets.
 #include "ctl/control_server.h"
 
+#include <fcntl.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <fcntl.h>
-#include <openssl/crypto.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "ctl/status_report.h"
+#include "testing/deaf_listener.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
@@ -784,30 +785,13 @@ TEST_F(ControlServerTest, SocketModeIs0600AndStopRemovesIt) {
 // timeout, so `ztier status` against such a server ends.
 TEST_F(ControlServerTest, ConnectToAServerThatAcceptsNothingTimesOut) {
   const std::string path = (dir_ / "stuck.ctl").string();
-  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-            0);
-  ASSERT_EQ(::listen(listener, 0), 0);
-  // Fill the backlog: non-blocking connects until one says EAGAIN.
-  std::vector<int> queued;
-  for (int i = 0; i < 64; ++i) {
-    const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
-    if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
-      ::close(c);
-      break;
-    }
-    queued.push_back(c);
-  }
+  ztier::testing::DeafListener deaf(path);
+  ASSERT_EQ(deaf.error(), "");
   auto connected =
       std::async(std::launch::async, [&] { return Connect(path, 200); });
   const bool ended =
       connected.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  ::close(listener);  // wakes a connect still waiting (ECONNREFUSED)
-  for (int c : queued) ::close(c);
+  deaf.Close();  // wakes a connect still waiting
   ASSERT_TRUE(ended) << "connect still waiting after 10 s";
   const Result<int> r = connected.get();
   ASSERT_FALSE(r.has_value());

@@ -33,6 +33,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/deaf_listener.h"
 #include "testing/nbd_server.h"
 #include "testing/serve_process.h"
 #include "testing/test_util.h"
@@ -216,25 +217,8 @@ TEST(ServeServiceTest, ASecondServerOnTheSameSocketsFailsBeforeItsDevices) {
 TEST(ServeServiceTest, AServerThatAcceptsNothingStillHoldsItsSocket) {
   ScopedTempDir dir;
   const std::string ctl = dir.File("ctl.sock");
-  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, ctl.c_str(), sizeof(addr.sun_path) - 1);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)),
-            0);
-  ASSERT_EQ(::listen(listener, 0), 0);
-  // Fill the backlog: non-blocking connects until one says EAGAIN.
-  std::vector<int> queued;
-  for (int i = 0; i < 64; ++i) {
-    const int c =
-        ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-      ASSERT_EQ(errno, EAGAIN) << std::strerror(errno);
-      ::close(c);
-      break;
-    }
-    queued.push_back(c);
-  }
+  ztier::testing::DeafListener deaf(ctl);
+  ASSERT_EQ(deaf.error(), "");
   Server second(dir, {"--unix", dir.File("nbd.sock"), "--ctl", ctl, "--device",
                       "zram0:16M"});
   for (int i = 0; i < 2000 && second.running(); ++i) {
@@ -242,8 +226,7 @@ TEST(ServeServiceTest, AServerThatAcceptsNothingStillHoldsItsSocket) {
   }
   const bool ended = !second.running();
   if (!ended) ::kill(second.pid(), SIGKILL);  // its SIGTERM may be blocked
-  ::close(listener);
-  for (int c : queued) ::close(c);
+  deaf.Close();
   ASSERT_TRUE(ended) << "start-up still waiting after 20 s: " << second.Log();
   EXPECT_EQ(second.Wait(), 1) << second.Log();
   EXPECT_NE(second.Log().find(ctl + " is in use by a running server"),
