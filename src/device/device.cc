@@ -391,7 +391,13 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
                         std::memory_order_relaxed);
   disksize_ = aligned;
   preallocated_ = defaults_.prealloc ? mem_limit_.load() : 0;
+  announcing_ = true;  // until Device::SetDisksize has told the watcher
   return Status::Ok();
+}
+
+void Device::Impl::Announced() {
+  std::unique_lock lock(mu_);
+  announcing_ = false;
 }
 
 std::uint64_t Device::Impl::disksize() const {
@@ -426,7 +432,7 @@ bool Device::Impl::initialized() const {
   return store_ != nullptr;
 }
 
-Status Device::Impl::Reset() {
+Status Device::Impl::Reset(bool released) {
   const auto busy = [&] {
     return Status::Busy("device has " + std::to_string(clients_.load()) +
                         " client(s) attached");
@@ -439,6 +445,9 @@ Status Device::Impl::Reset() {
   if (retired_) return Removed(name_);
   if (clients_.load() > 0) return busy();
   if (busy_ != nullptr) return Busy();
+  if (announcing_ || (!released && store_ != nullptr)) {
+    return Status::Busy(kMakingStore);
+  }
   ReleaseBacking(ResetLocked(), lock);
   return Status::Ok();
 }
@@ -864,6 +873,7 @@ Status Device::Impl::Retire() {
   if (clients_.load() > 0) return busy();
   if (retired_) return Removed(name_);  // another removal is at it
   if (busy_ != nullptr) return Busy();
+  if (announcing_) return Status::Busy(kMakingStore);
   retired_ = true;
   // As the kernel's zram_remove() resets the device: its memory and its
   // backing file go now, not when the last holder of the Device lets go
@@ -1184,6 +1194,12 @@ DeviceWatcher* Device::watcher() const { return impl_->watcher_.load(); }
 // The watcher is called with no lock held (ztier/device.h, DeviceWatcher).
 Status Device::SetDisksize(std::uint64_t bytes) {
   ZT_RETURN_IF_ERROR(impl_->SetDisksize(bytes));
+  // Until the watcher has heard of the store, a Reset or removal is kBusy
+  // (Impl::announcing_); ended however OnInitialized returns.
+  struct EndAnnouncement {
+    Impl* impl;
+    ~EndAnnouncement() { impl->Announced(); }
+  } end_announcement{impl_.get()};
   if (DeviceWatcher* w = watcher()) w->OnInitialized(*this);
   return Status::Ok();
 }
@@ -1195,9 +1211,12 @@ bool Device::initialized() const { return impl_->initialized(); }
 bool Device::PassesWaiting() const { return impl_->PassesWaiting(); }
 Status Device::Reset() {
   DeviceWatcher* w = watcher();
-  if (w == nullptr || !initialized()) return impl_->Reset();
+  if (w == nullptr) return impl_->Reset(/*released=*/true);
+  // Found uninitialised, nothing is released; one initialised meanwhile is
+  // then kBusy rather than reset without the watcher's BeforeRelease.
+  if (!initialized()) return impl_->Reset(/*released=*/false);
   ZT_RETURN_IF_ERROR(w->BeforeRelease(*this));
-  Status s = impl_->Reset();
+  Status s = impl_->Reset(/*released=*/true);
   if (!s.ok() && initialized()) w->OnInitialized(*this);  // refused after all
   return s;
 }

@@ -32,7 +32,13 @@ struct Device::Impl {
   // control socket's ENODEV), else "not initialised".
   Status Uninitialized() const;
   bool PassesWaiting() const { return pass_waiters_.load() > 0; }
-  Status Reset();
+  // `released`: the watcher (if any) has released the device
+  // (DeviceWatcher::BeforeRelease); if not, a device found initialised is
+  // kBusy rather than reset behind the watcher's back.
+  Status Reset(bool released);
+  // Ends the announcement of a new store (announcing_), once the watcher
+  // has been told of it.
+  void Announced();
   // Reset's work, the lock held exclusively. Returns the backing store it
   // let go of, for ReleaseBacking.
   std::shared_ptr<BackingStore> ResetLocked();
@@ -150,6 +156,11 @@ struct Device::Impl {
   // every store that would change what a store is made of, disksize, a
   // Reset and a removal are then kBusy (Busy()).
   const char* busy_ = nullptr;
+  // Set with the store SetDisksize makes, until Device::SetDisksize has told
+  // the watcher (DeviceWatcher::OnInitialized): a Reset or removal
+  // meanwhile is kBusy, so that the watcher never hears of a store that is
+  // gone already. Unlike busy_, IO and Attach go on (the watcher's own).
+  bool announcing_ = false;
   // Under notes_mu_, not mu_: setting them never waits for a pass.
   mutable std::mutex notes_mu_;
   std::map<std::string, std::string> notes_;

@@ -1255,5 +1255,54 @@ TEST(DeviceRegistryTest, WatcherSeesInitAndVetoesResetAndRemove) {
   EXPECT_EQ(w.initialized, 4);
 }
 
+
+// A watcher whose first OnInitialized waits to be let go, and that records
+// whether the device was still initialised when it went on.
+class SlowAnnouncingWatcher : public DeviceWatcher {
+ public:
+  void OnInitialized(Device& d) override {
+    if (calls++ == 0) {
+      announcing.set_value();
+      go_on.get_future().wait();
+      initialized_after_wait = d.initialized();
+    }
+  }
+  Status BeforeRelease(Device&) override { return Status::Ok(); }
+  std::atomic<int> calls{0};
+  std::promise<void> announcing, go_on;
+  bool initialized_after_wait = false;
+};
+
+// The watcher is told of a new disksize before a Reset or a removal can
+// take it away: meanwhile they are kBusy, as while the store is made, and
+// OnInitialized never finds the device it announces uninitialised.
+TEST(DeviceRegistryTest, AResetOrRemovalWaitsForTheWatcherToHearOfTheInit) {
+  DeviceRegistry r(DeviceDefaults{});
+  SlowAnnouncingWatcher w;
+  r.SetWatcher(&w);
+  auto d = r.HotAdd();
+  ASSERT_TRUE(d.has_value());
+  auto set = std::async(std::launch::async,
+                        [&] { return (*d)->SetDisksize(16 * kPageSize); });
+  w.announcing.get_future().wait();
+  auto during = std::async(std::launch::async, [&] {
+    Status reset = (*d)->Reset();
+    return std::make_pair(reset, r.Remove("zram0"));
+  });
+  const bool answered =
+      during.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  w.go_on.set_value();
+  ASSERT_OK(set.get());
+  EXPECT_TRUE(answered) << "a reset or removal waited for the watcher";
+  const auto [reset, removed] = during.get();
+  EXPECT_EQ(reset.code(), StatusCode::kBusy) << reset.ToString();
+  EXPECT_EQ(removed.code(), StatusCode::kBusy) << removed.ToString();
+  EXPECT_TRUE(w.initialized_after_wait);
+  EXPECT_TRUE((*d)->initialized());
+  ASSERT_OK((*d)->Reset());
+  ASSERT_OK(r.Remove("zram0"));
+  r.SetWatcher(nullptr);
+}
+
 }  // namespace
 }  // namespace ztier

@@ -81,13 +81,17 @@ class Device;
 // registry, without the device layer depending on it. Set on a registry
 // (DeviceRegistry::SetWatcher); every device of that registry calls it:
 //   OnInitialized: after SetDisksize succeeded (from the caller's thread).
+//     Until it returns, a Reset() or removal of the device is kBusy (as
+//     while its store is made), so that it always finds the device
+//     initialised; IO and Attach go on meanwhile.
 //   BeforeRelease: before Reset() of an initialised device and before
 //     DeviceRegistry::Remove(); an error (kBusy: the disk is mounted or
 //     swapped on) refuses the reset or the removal with that error, as
 //     zram refuses reset while its disk has openers. If the reset or
 //     removal is refused after all (a client attached meanwhile: kBusy),
 //     OnInitialized is called again, so that the watcher gives back what
-//     it released.
+//     it released. A Reset() that found the device uninitialised (no
+//     BeforeRelease) is kBusy if a SetDisksize initialised it meanwhile.
 // Both are called WITHOUT the device's lock or the registry's held, so the
 // watcher may wait for IO on the device to finish (its own serving threads
 // need the device's shared lock) and may call the device's methods.
