@@ -304,6 +304,14 @@ Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
 
 Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   if (bytes == 0) return Status::InvalidArgument("disksize must not be 0");
+  {
+    // Refused at once when set already, rather than once the IO and
+    // passes in flight let the exclusive lock in (checked again there).
+    std::shared_lock lock(mu_);
+    if (retired_) return Removed(name_);
+    if (store_ != nullptr) return Status::Busy("disksize is already set");
+    if (busy_ != nullptr) return Busy();
+  }
   PageStoreOptions o;
   std::string backing_dev;
   std::uint64_t aligned = 0;
@@ -417,6 +425,11 @@ Status Device::Impl::CheckConfigurable(std::string_view attribute) const {
   return Status::Ok();
 }
 
+Status Device::Impl::CheckConfigurableNow(std::string_view attribute) const {
+  std::shared_lock lock(mu_);
+  return CheckConfigurable(attribute);
+}
+
 Device::Impl::ClearBusy::~ClearBusy() {
   if (impl == nullptr) return;  // cleared by its owner already
   std::unique_lock lock(impl->mu_);
@@ -500,6 +513,7 @@ Status Device::Impl::SetCompAlgorithm(std::string_view name) {
   if (!IsCodecName(n)) {
     return Status::InvalidArgument("unknown algorithm '" + n + "'");
   }
+  ZT_RETURN_IF_ERROR(CheckConfigurableNow("comp_algorithm"));
   const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("comp_algorithm"));
@@ -513,6 +527,7 @@ std::string Device::Impl::ShowCompAlgorithm() const {
 }
 
 Status Device::Impl::SetAlgorithmParams(std::string_view params) {
+  ZT_RETURN_IF_ERROR(CheckConfigurableNow("algorithm_params"));
   const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("algorithm_params"));
@@ -591,6 +606,7 @@ Status Device::Impl::MarkIdle(std::string_view value) {
 
 Status Device::Impl::SetBackingDev(std::string_view path) {
   const std::string p = TrimSpace(path);
+  ZT_RETURN_IF_ERROR(CheckConfigurableNow("backing_dev"));
   const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("backing_dev"));
@@ -700,6 +716,7 @@ std::uint64_t Device::Impl::writeback_batch_size() const {
 }
 
 Status Device::Impl::SetCompressedWriteback(bool on) {
+  ZT_RETURN_IF_ERROR(CheckConfigurableNow("compressed_writeback"));
   const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("compressed_writeback"));
@@ -726,6 +743,7 @@ Status Device::Impl::SetRecompAlgorithm(std::string_view tokens) {
     return Status::InvalidArgument("recomp_algorithm: unknown algorithm '" +
                                    n + "'");
   }
+  ZT_RETURN_IF_ERROR(CheckConfigurableNow("recomp_algorithm"));
   const Waiting waiting(pass_waiters_);  // a paced pass gives way
   std::unique_lock lock(mu_);
   ZT_RETURN_IF_ERROR(CheckConfigurable("recomp_algorithm"));

@@ -53,6 +53,11 @@ struct Device::Impl {
   // (busy_), or once the store is made ("ATTRIBUTE cannot change after
   // disksize is set"). REQUIRES: mu_ held.
   Status CheckConfigurable(std::string_view attribute) const;
+  // CheckConfigurable under a shared lock, before a store takes mu_
+  // exclusively: a device that refuses it already says so at once, not
+  // once the IO and passes in flight have ended (readers may keep a
+  // waiting exclusive lock out). REQUIRES: mu_ not held.
+  Status CheckConfigurableNow(std::string_view attribute) const;
   // Clears busy_ under mu_ when it goes out of scope, unless its owner
   // cleared it already (and set impl to null).
   struct ClearBusy {

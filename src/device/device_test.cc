@@ -968,6 +968,55 @@ TEST(DeviceTest, SettingsDoNotWaitForAPass) {
   EXPECT_EQ(d.notes().at("swap-priority"), "100");
 }
 
+// The stores an initialised device refuses (kBusy, as zram's EBUSY) say so
+// at once: they do not wait for a pass (or for IO, which a waiting
+// exclusive lock may never get past) to end first.
+TEST(DeviceTest, StoresRefusedAfterInitDoNotWaitForAPass) {
+  testing::ScopedTempDir dir;
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));
+  ASSERT_OK(d.SetDisksize(1 << 20));
+  std::vector<std::byte> page(kPageSize);
+  for (std::size_t i = 0; i < 64; ++i) {
+    for (std::size_t k = 0; k < kPageSize; ++k) {
+      page[k] = static_cast<std::byte>((k * 7 + i) % 13);
+    }
+    ASSERT_OK(d.Write(i * kPageSize, page));
+  }
+  std::promise<void> in_pass, release;
+  std::shared_future<void> released = release.get_future().share();
+  std::thread pass([&] {
+    (void)d.Recompress("", nullptr, [&](const Device::StatsReader&) {
+      in_pass.set_value();
+      released.wait();
+      return false;
+    });
+  });
+  if (in_pass.get_future().wait_for(std::chrono::seconds(60)) !=
+      std::future_status::ready) {
+    release.set_value();
+    pass.join();
+    FAIL() << "the recompress pass never reached its pace callback";
+  }
+  auto refused = std::async(std::launch::async, [&] {
+    return std::vector<Status>{
+        d.SetDisksize(2 << 20),          d.SetCompAlgorithm("lz4hc"),
+        d.SetAlgorithmParams("level=3"), d.SetRecompAlgorithm("algo=lz4hc"),
+        d.SetBackingDev(dir.File("wb")), d.SetCompressedWriteback(true)};
+  });
+  const bool waited =
+      refused.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
+  release.set_value();
+  pass.join();
+  EXPECT_FALSE(waited) << "a store refused after init waited for the pass";
+  for (const Status& s : refused.get()) {
+    EXPECT_EQ(s.code(), StatusCode::kBusy) << s.ToString();
+  }
+  EXPECT_EQ(d.disksize(), 1u << 20);
+  EXPECT_NE(d.ShowCompAlgorithm().find("[lz4]"), std::string::npos);
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");
+}
+
 // A removal waits for the device's passes to end, but not with the
 // registry locked: other devices are found meanwhile (every control
 // request, NBD handshake and metrics scrape finds its device first).

@@ -25,6 +25,8 @@
 // Thread safety: all methods may be called concurrently. IO holds a shared
 // lock on the device's state; SetDisksize/Reset/attribute changes that
 // rebuild the store take it exclusively, so they wait for IO in flight.
+// A store that an initialised (or removed) device refuses is refused at
+// once, without waiting for IO or a pass to end.
 // SetDisksize makes the store (and opens the backing store, which for a
 // remote can take its timeout) with the lock released: meanwhile shows
 // see the device uninitialised, and the stores that would change what it
@@ -251,7 +253,9 @@ class Device {
   // an unpaced recompress or a train_dict (an operator's), a Reset or a
   // removal, or a store that takes the device's lock exclusively
   // (disksize, comp_algorithm, algorithm_params, recomp_algorithm,
-  // backing_dev, compressed_writeback), from its call until it returns. A
+  // backing_dev, compressed_writeback, on a device that is not yet
+  // initialised: they are refused at once after), from its call until it
+  // returns. A
   // paced pass gives way (the policy's pace ends its pass at the next
   // batch): an operator's command waits one batch and one pause, not the
   // rest of the policy's period.
