@@ -926,42 +926,65 @@ TEST(DeviceTest, APreallocatedDevicesMemLimitCannotOutgrowItsReserve) {
   EXPECT_OK(d.SetMemLimit(2 << 20));
 }
 
+// A device of 1 MiB with recomp_algorithm zstd and 64 pages written, and
+// a recompress pass on it held in its pace callback (under the device's
+// shared lock) until Release() or the end of the scope.
+class HeldPass {
+ public:
+  HeldPass() : d_("zram0", DeviceDefaults{}) {}
+  ~HeldPass() { Release(); }
+  Device& device() { return d_; }
+  // Fills the device and starts the pass; false when either failed or the
+  // pass never reached its callback.
+  bool Start() {
+    if (!d_.SetRecompAlgorithm("algo=zstd").ok() ||
+        !d_.SetDisksize(1 << 20).ok()) {
+      return false;
+    }
+    std::vector<std::byte> page(kPageSize);
+    for (std::size_t i = 0; i < 64; ++i) {
+      for (std::size_t k = 0; k < kPageSize; ++k) {
+        page[k] = static_cast<std::byte>((k * 7 + i) % 13);
+      }
+      if (!d_.Write(i * kPageSize, page).ok()) return false;
+    }
+    pass_ = std::thread([this] {
+      (void)d_.Recompress("", nullptr, [this](const Device::StatsReader&) {
+        in_pass_.set_value();
+        released_.wait();
+        return false;
+      });
+    });
+    return in_pass_.get_future().wait_for(std::chrono::seconds(60)) ==
+           std::future_status::ready;
+  }
+  void Release() {
+    if (!pass_.joinable()) return;
+    release_.set_value();
+    pass_.join();
+  }
+
+ private:
+  Device d_;
+  std::promise<void> in_pass_, release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::thread pass_;
+};
+
 // mem_limit and the notes (what a SIGHUP reload sets) do not wait for a
 // writeback or recompress pass to end.
 TEST(DeviceTest, SettingsDoNotWaitForAPass) {
-  Device d("zram0", DeviceDefaults{});
-  ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));
-  ASSERT_OK(d.SetDisksize(1 << 20));
-  std::vector<std::byte> page(kPageSize);
-  for (std::size_t i = 0; i < 64; ++i) {
-    for (std::size_t k = 0; k < kPageSize; ++k) {
-      page[k] = static_cast<std::byte>((k * 7 + i) % 13);
-    }
-    ASSERT_OK(d.Write(i * kPageSize, page));
-  }
-  std::promise<void> in_pass, release;
-  std::shared_future<void> released = release.get_future().share();
-  std::thread pass([&] {
-    (void)d.Recompress("", nullptr, [&](const Device::StatsReader&) {
-      in_pass.set_value();
-      released.wait();
-      return false;
-    });
-  });
-  if (in_pass.get_future().wait_for(std::chrono::seconds(60)) !=
-      std::future_status::ready) {
-    release.set_value();
-    pass.join();
-    FAIL() << "the recompress pass never reached its pace callback";
-  }
+  HeldPass held;
+  ASSERT_TRUE(held.Start()) << "the recompress pass never reached its pace "
+                               "callback";
+  Device& d = held.device();
   auto set = std::async(std::launch::async, [&] {
     d.SetNotes({{"swap-priority", "100"}});
     return d.SetMemLimit(1 << 19);
   });
   const bool waited =
       set.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
-  release.set_value();
-  pass.join();
+  held.Release();
   EXPECT_FALSE(waited) << "a setting waited for the pass";
   EXPECT_OK(set.get());
   EXPECT_EQ(d.Stats().mem_limit, 1u << 19);
@@ -973,31 +996,10 @@ TEST(DeviceTest, SettingsDoNotWaitForAPass) {
 // exclusive lock may never get past) to end first.
 TEST(DeviceTest, StoresRefusedAfterInitDoNotWaitForAPass) {
   testing::ScopedTempDir dir;
-  Device d("zram0", DeviceDefaults{});
-  ASSERT_OK(d.SetRecompAlgorithm("algo=zstd"));
-  ASSERT_OK(d.SetDisksize(1 << 20));
-  std::vector<std::byte> page(kPageSize);
-  for (std::size_t i = 0; i < 64; ++i) {
-    for (std::size_t k = 0; k < kPageSize; ++k) {
-      page[k] = static_cast<std::byte>((k * 7 + i) % 13);
-    }
-    ASSERT_OK(d.Write(i * kPageSize, page));
-  }
-  std::promise<void> in_pass, release;
-  std::shared_future<void> released = release.get_future().share();
-  std::thread pass([&] {
-    (void)d.Recompress("", nullptr, [&](const Device::StatsReader&) {
-      in_pass.set_value();
-      released.wait();
-      return false;
-    });
-  });
-  if (in_pass.get_future().wait_for(std::chrono::seconds(60)) !=
-      std::future_status::ready) {
-    release.set_value();
-    pass.join();
-    FAIL() << "the recompress pass never reached its pace callback";
-  }
+  HeldPass held;
+  ASSERT_TRUE(held.Start()) << "the recompress pass never reached its pace "
+                               "callback";
+  Device& d = held.device();
   auto refused = std::async(std::launch::async, [&] {
     return std::vector<Status>{
         d.SetDisksize(2 << 20),          d.SetCompAlgorithm("lz4hc"),
@@ -1006,8 +1008,7 @@ TEST(DeviceTest, StoresRefusedAfterInitDoNotWaitForAPass) {
   });
   const bool waited =
       refused.wait_for(std::chrono::seconds(20)) != std::future_status::ready;
-  release.set_value();
-  pass.join();
+  held.Release();
   EXPECT_FALSE(waited) << "a store refused after init waited for the pass";
   for (const Status& s : refused.get()) {
     EXPECT_EQ(s.code(), StatusCode::kBusy) << s.ToString();
