@@ -399,13 +399,16 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
                         std::memory_order_relaxed);
   disksize_ = aligned;
   preallocated_ = defaults_.prealloc ? mem_limit_.load() : 0;
-  announcing_ = true;  // until Device::SetDisksize has told the watcher
+  // Until Device::SetDisksize has told the watcher.
+  announcing_.store(true, std::memory_order_relaxed);
   return Status::Ok();
 }
 
 void Device::Impl::Announced() {
-  std::unique_lock lock(mu_);
-  announcing_ = false;
+  // No lock: taking mu_ would wait for every pass and reader holding it
+  // shared, and the reply to the disksize store with it. A Reset that
+  // reads false after this store finds the watcher told already.
+  announcing_.store(false, std::memory_order_release);
 }
 
 std::uint64_t Device::Impl::disksize() const {
@@ -458,7 +461,8 @@ Status Device::Impl::Reset(bool released) {
   if (retired_) return Removed(name_);
   if (clients_.load() > 0) return busy();
   if (busy_ != nullptr) return Busy();
-  if (announcing_ || (!released && store_ != nullptr)) {
+  if (announcing_.load(std::memory_order_acquire) ||
+      (!released && store_ != nullptr)) {
     return Status::Busy(kMakingStore);
   }
   ReleaseBacking(ResetLocked(), lock);
@@ -891,7 +895,9 @@ Status Device::Impl::Retire() {
   if (clients_.load() > 0) return busy();
   if (retired_) return Removed(name_);  // another removal is at it
   if (busy_ != nullptr) return Busy();
-  if (announcing_) return Status::Busy(kMakingStore);
+  if (announcing_.load(std::memory_order_acquire)) {
+    return Status::Busy(kMakingStore);
+  }
   retired_ = true;
   // As the kernel's zram_remove() resets the device: its memory and its
   // backing file go now, not when the last holder of the Device lets go

@@ -165,7 +165,8 @@ struct Device::Impl {
   // the watcher (DeviceWatcher::OnInitialized): a Reset or removal
   // meanwhile is kBusy, so that the watcher never hears of a store that is
   // gone already. Unlike busy_, IO and Attach go on (the watcher's own).
-  bool announcing_ = false;
+  // Set under mu_ held exclusively; cleared without it (Announced).
+  std::atomic<bool> announcing_{false};
   // Under notes_mu_, not mu_: setting them never waits for a pass.
   mutable std::mutex notes_mu_;
   std::map<std::string, std::string> notes_;
