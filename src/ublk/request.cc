@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 
 namespace ztier::ublk {
 
@@ -83,6 +84,32 @@ std::int32_t ServeRequest(Device& device, const Request& req,
   }
   if (!s.ok()) return KernelErrno(s);
   return static_cast<std::int32_t>(req.length);
+}
+
+std::string ErrnoText(std::int32_t res) {
+  const std::string_view name = ErrnoName(-res);
+  const std::string text = std::strerror(-res);
+  return name.empty() ? text : std::string(name) + " (" + text + ")";
+}
+
+namespace {
+const char* OpName(std::uint32_t op) {
+  switch (op) {
+    case abi::kOpRead: return "read";
+    case abi::kOpWrite: return "write";
+    case abi::kOpFlush: return "flush";
+    case abi::kOpDiscard: return "discard";
+    case abi::kOpWriteZeroes: return "write_zeroes";
+    default: return "op";
+  }
+}
+}  // namespace
+
+std::string FailedRequestLine(const std::string& path,
+                              const abi::IoDesc& desc, std::int32_t result) {
+  return path + ": " + OpName(desc.op_flags & 0xff) + " of " +
+         std::to_string(desc.nr_sectors) + " sectors at sector " +
+         std::to_string(desc.start_sector) + " failed: " + ErrnoText(result);
 }
 
 std::size_t FormatTraceLine(const abi::IoDesc& desc, std::int32_t result,

@@ -274,6 +274,16 @@ TEST(TraceLineTest, FormatsAndParsesBack) {
 // served on a device of the trace's size (a "# disksize=BYTES" line), with
 // the result the trace recorded where it has one (writes carry made-up
 // data, so only success or the errno class is compared).
+// A failed request's log line names its errno, as the server's other
+// lines do (ErrnoName).
+TEST(TraceLineTest, FailedRequestLineNamesTheErrno) {
+  EXPECT_EQ(FailedRequestLine("/dev/ublkb0", Desc(abi::kOpWrite, 0, 8, 16),
+                              -EIO),
+            "/dev/ublkb0: write of 8 sectors at sector 16 failed: EIO "
+            "(Input/output error)");
+  EXPECT_EQ(ErrnoText(-EINVAL), "EINVAL (Invalid argument)");
+}
+
 TEST(ReplayTest, RecordedDescriptors) {
   std::ifstream in(ZTIER_UBLK_DESCRIPTORS);
   if (!in) GTEST_SKIP() << "no " << ZTIER_UBLK_DESCRIPTORS;

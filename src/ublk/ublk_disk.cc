@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <future>
 #include <system_error>
 #include <utility>
@@ -51,24 +50,6 @@ constexpr int kIdleWaitMs = 1000;
 // How long Stop waits for a blocking DEL_DEV (before 6.9) before it goes
 // on without it (DeleteBlockingWithin).
 constexpr int kBlockingDeleteWaitMs = 2000;
-
-// "EINVAL (Invalid argument)" for a command's result -EINVAL.
-std::string ErrnoText(std::int32_t res) {
-  const std::string_view name = ErrnoName(-res);
-  const std::string text = std::strerror(-res);
-  return name.empty() ? text : std::string(name) + " (" + text + ")";
-}
-
-const char* OpName(std::uint32_t op) {
-  switch (op) {
-    case abi::kOpRead: return "read";
-    case abi::kOpWrite: return "write";
-    case abi::kOpFlush: return "flush";
-    case abi::kOpDiscard: return "discard";
-    case abi::kOpWriteZeroes: return "write_zeroes";
-    default: return "op";
-  }
-}
 }  // namespace
 
 Status CheckDiskOptions(const UblkDiskOptions& options) {
@@ -273,7 +254,7 @@ void UblkDisk::QueueMain(Queue* q) {
         // are looked for all the same.)
         if (done[i].res < 0) {
           Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
-              ": wake read failed: " + std::strerror(-done[i].res));
+              ": wake read failed: " + ErrnoText(done[i].res));
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
         ring.ArmWake(q->wake.fd(), &q->wake_value);
@@ -394,10 +375,7 @@ void UblkDisk::Finish(Queue& q, platform::UblkQueueRing& ring,
   // Formatted only for the one line logged: the request path allocates
   // nothing after that.
   if (result < 0 && result != -ENOSPC && !IoErrorLogged()) {
-    LogIoErrorOnce(block_path() + ": " + OpName(desc.op_flags & 0xff) + " of " +
-                   std::to_string(desc.nr_sectors) + " sectors at sector " +
-                   std::to_string(desc.start_sector) +
-                   " failed: " + std::strerror(-result));
+    LogIoErrorOnce(FailedRequestLine(block_path(), desc, result));
   }
   if (options_.trace != nullptr) {
     char line[kTraceLineMax];

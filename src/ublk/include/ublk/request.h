@@ -69,6 +69,17 @@ std::int32_t ServeRequest(Device& device, const Request& req,
 // anything else (an uninitialised or removed device) -EIO.
 std::int32_t KernelErrno(const Status& status);
 
+// "EINVAL (Invalid argument)" for a command's or request's result -EINVAL
+// (ErrnoName, ztier/status.h, and strerror); the text alone for an errno
+// without a name.
+std::string ErrnoText(std::int32_t res);
+
+// The log line of a request that failed with `result` (a negative errno):
+// "PATH: write of 8 sectors at sector 16 failed: EIO (Input/output error)".
+std::string FailedRequestLine(const std::string& path,
+                              const platform::ublk::IoDesc& desc,
+                              std::int32_t result);
+
 // One line of the descriptor trace (`ztier serve --ublk-trace FILE`,
 // testdata/ublk_descriptors.txt): "OP 0xFLAGS NR_SECTORS START_SECTOR
 // RESULT", op_flags split into the op (decimal) and the flags (hex,
