@@ -628,23 +628,59 @@ Status UblkQueueRing::FetchAll() {
     QueueCmd(ublk::kIoFetchReq, tag, 0);
   }
   io_uring* ring = &ring_->ring;
-  const int r = io_uring_submit(ring);
-  if (r < 0) {
-    return PosixError("io_uring_submit (ublk queue " + std::to_string(q_id_) +
-                          " fetch)",
-                      -r);
+  // A fetch refused for a while, as a commit is (ublk::CommitRetries::
+  // RefusedForAWhile): io_uring short of memory for the command, or
+  // interrupted.
+  const auto fetch_refused_for_a_while = [](int res) {
+    return res == -ENOMEM || res == -EAGAIN || res == -EINTR;
+  };
+  std::uint32_t pause_ms = 1;
+  for (int tries = 0;; ++tries) {
+    int r = submit_fault_ ? submit_fault_() : 0;
+    if (r >= 0) r = io_uring_submit(ring);
+    Status refused;
+    if (r < 0) {
+      refused = PosixError("io_uring_submit (ublk queue " +
+                               std::to_string(q_id_) + " fetch)",
+                           -r);
+      if (!RefusedForAWhile(r) && r != -EINTR) return refused;
+    } else {
+      // A fetch the driver takes stays pending (-EIOCBQUEUED); one it
+      // refuses completes at once: those refused for a while are queued
+      // again, and the first refused for good is the answer.
+      unsigned head;
+      unsigned seen = 0;
+      io_uring_cqe* cqe = nullptr;
+      Status for_good;
+      io_uring_for_each_cqe(ring, head, cqe) {
+        ++seen;
+        const int res = cqe->res;
+        const auto tag = static_cast<std::uint16_t>(cqe->user_data);
+        const Status s =
+            PosixError("UBLK_U_IO_FETCH_REQ (queue " + std::to_string(q_id_) +
+                           " tag " + std::to_string(tag) + ")",
+                       res < 0 ? -res : EIO);
+        if (fetch_refused_for_a_while(res)) {
+          QueueCmd(ublk::kIoFetchReq, tag, 0);
+          refused = s;
+        } else if (for_good.ok()) {
+          for_good = s;
+        }
+      }
+      io_uring_cq_advance(ring, seen);
+      if (!for_good.ok()) return for_good;
+      if (refused.ok() && io_uring_sq_ready(ring) == 0) return Status::Ok();
+    }
+    if (tries == kFetchRetries) {
+      return Status(refused.ok() ? StatusCode::kBusy : refused.code(),
+                    (refused.ok() ? std::string("ublk queue fetch not taken")
+                                  : refused.message()) +
+                        " (still refused after " +
+                        std::to_string(kFetchRetries) + " tries in about 12 s)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    pause_ms = std::min<std::uint32_t>(pause_ms * 2, 64);
   }
-  // A fetch the driver takes stays pending (-EIOCBQUEUED); one it refuses
-  // completes at once.
-  io_uring_cqe* cqe = nullptr;
-  if (io_uring_peek_cqe(ring, &cqe) == 0 && cqe != nullptr) {
-    const int res = cqe->res;
-    io_uring_cqe_seen(ring, cqe);
-    return PosixError("UBLK_U_IO_FETCH_REQ (queue " + std::to_string(q_id_) +
-                          ")",
-                      res < 0 ? -res : EIO);
-  }
-  return Status::Ok();
 }
 
 void UblkQueueRing::Commit(std::uint16_t tag, std::int32_t result) {

@@ -5,9 +5,11 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 
 #include "platform/ublk.h"
@@ -159,6 +161,44 @@ TEST(UblkControlTest, OpenUblkCharGivesUpOnAMissingPath) {
   auto fd = OpenUblkChar("/nonexistent/ublkc0", 20);
   ASSERT_FALSE(fd.has_value());
   EXPECT_EQ(fd.error().code(), StatusCode::kNotFound);
+}
+
+// A queue's FETCH_REQs that the kernel refuses for a while (io_uring short
+// of memory for them) are submitted again, so that a disk does not fail to
+// start for a moment's shortage; another refusal is the answer at once.
+// On a real ring over a memfd in place of /dev/ublkcN: there, every fetch
+// is refused for good (EOPNOTSUPP: a memfd takes no URING_CMD), which
+// shows which submission reached the kernel.
+TEST(UblkQueueRingTest, FetchAllRetriesASubmissionRefusedForAWhile) {
+  if (!UblkBuilt()) GTEST_SKIP() << "built without io_uring";
+  UniqueFd fd(::memfd_create("ublkc", MFD_CLOEXEC));
+  ASSERT_GE(fd.get(), 0);
+  ASSERT_EQ(::ftruncate(fd.get(), 1 << 20), 0);
+  auto ring = UblkQueueRing::Create(fd.get(), 0, 4);
+  if (!ring.has_value()) GTEST_SKIP() << ring.error().ToString();
+  int refusals = 3;
+  int calls = 0;
+  (*ring)->InjectSubmitFaultsForTest([&] {
+    ++calls;
+    return refusals-- > 0 ? -ENOMEM : 0;
+  });
+  const Status s = (*ring)->FetchAll();
+  EXPECT_EQ(calls, 4);
+  EXPECT_NE(s.message().find("UBLK_U_IO_FETCH_REQ (queue 0"),
+            std::string::npos)
+      << s.ToString();
+  EXPECT_EQ(s.posix_errno(), EOPNOTSUPP) << s.ToString();
+
+  auto other = UblkQueueRing::Create(fd.get(), 1, 4);
+  ASSERT_TRUE(other.has_value()) << other.error().ToString();
+  calls = 0;
+  (*other)->InjectSubmitFaultsForTest([&] {
+    ++calls;
+    return -EBADF;
+  });
+  const Status bad = (*other)->FetchAll();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(bad.posix_errno(), EBADF) << bad.ToString();
 }
 
 }  // namespace

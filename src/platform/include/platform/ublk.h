@@ -36,6 +36,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -159,9 +160,23 @@ class UblkQueueRing {
     return descs_.as<const ublk::IoDesc>()[tag];
   }
 
-  // Queues and submits UBLK_U_IO_FETCH_REQ for every tag. An error the
-  // kernel gives at once (a refused fetch) is returned.
+  // Queues and submits UBLK_U_IO_FETCH_REQ for every tag. A kernel that
+  // refuses for a while (io_uring_enter's EAGAIN, ENOMEM, EBUSY or EINTR;
+  // a fetch completed at once with -ENOMEM, -EAGAIN or -EINTR, the set
+  // that ublk::CommitRetries commits again) is asked again after a pause,
+  // kFetchRetries times (pauses doubling from 1 ms to 64 ms: about 12 s),
+  // so that a device does not fail to start for a moment's shortage.
+  // Returned: any other error of the submission, or a fetch refused at
+  // once for good (the first), or the refusal that outlasted the retries.
   Status FetchAll();
+  static constexpr int kFetchRetries = 200;
+  // Tests: `fault`, when set, is called before each submission of
+  // FetchAll; a negative errno it returns stands for io_uring_enter's
+  // result, and nothing is submitted that time (a fault-injecting
+  // wrapper of the kernel's refusal).
+  void InjectSubmitFaultsForTest(std::function<int()> fault) {
+    submit_fault_ = std::move(fault);
+  }
   // Queues UBLK_U_IO_COMMIT_AND_FETCH_REQ for `tag` with `result`; Wait
   // submits it.
   void Commit(std::uint16_t tag, std::int32_t result);
@@ -197,6 +212,7 @@ class UblkQueueRing {
   const std::uint16_t depth_;
   std::unique_ptr<Ring> ring_;
   Mapping descs_;
+  std::function<int()> submit_fault_;  // InjectSubmitFaultsForTest
 };
 
 // UblkQueueRing::WriteRequest without the ring: the READ data of request
