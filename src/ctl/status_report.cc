@@ -320,6 +320,8 @@ constexpr std::pair<const char*, std::uint64_t DeviceStatus::*> kNumbers[] = {
     {"units_reclaimed", &DeviceStatus::units_reclaimed},
     {"units_reclaim_refused", &DeviceStatus::units_reclaim_refused},
     {"bd_lost", &DeviceStatus::bd_lost},
+    {"ublk_queues", &DeviceStatus::ublk_queues},
+    {"ublk_queues_given_up", &DeviceStatus::ublk_queues_given_up},
 };
 
 }  // namespace
@@ -374,6 +376,10 @@ std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry) {
                               st.priority_pages[p]});
     }
     s.notes = d->notes();
+    DeviceWatcher::Report r = d->DescribeByWatcher();
+    s.ublk = std::move(r.disk);
+    s.ublk_queues = r.queues;
+    s.ublk_queues_given_up = r.queues_given_up;
     out.push_back(std::move(s));
   }
   return out;
@@ -396,6 +402,8 @@ std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices) {
       out += std::to_string(d.*member);
     }
     AppendPriorities(out, d.priorities);
+    out += ",\"ublk\":";
+    AppendJsonString(out, d.ublk);
     out += ",\"backing_dev\":";
     AppendJsonString(out, d.backing_dev);
     out += ",\"notes\":{";
@@ -433,6 +441,7 @@ Result<std::vector<DeviceStatus>> DecodeStatusJson(std::string_view json) {
     for (const auto& [key, member] : kNumbers) {
       ZT_RETURN_IF_ERROR(ReadU64(o, key, &(d.*member)));
     }
+    ZT_RETURN_IF_ERROR(ReadString(o, "ublk", &d.ublk));
     ZT_RETURN_IF_ERROR(ReadString(o, "backing_dev", &d.backing_dev));
     ZT_RETURN_IF_ERROR(ReadPriorities(o, &d.priorities));
     if (auto n = o.find("notes"); n != o.end()) {
@@ -602,6 +611,24 @@ std::string FormatStatusRecompression(
       out += d.name + ": " + std::to_string(d.units) + " units holding " +
              std::to_string(d.unit_pages) + " live pages\n";
     }
+  }
+  return out;
+}
+
+std::string FormatStatusUblk(const std::vector<DeviceStatus>& devices) {
+  std::string out;
+  for (const DeviceStatus& d : devices) {
+    if (d.ublk.empty()) continue;
+    if (d.ublk_queues_given_up == 0) {
+      out += d.name + ": " + d.ublk + ", " + std::to_string(d.ublk_queues) +
+             " queues\n";
+      continue;
+    }
+    out += d.name + ": " + d.ublk + ": " +
+           std::to_string(d.ublk_queues_given_up) + " of " +
+           std::to_string(d.ublk_queues) +
+           " queues given up, their IO fails (the server's log says why); "
+           "restart the server to serve them again\n";
   }
   return out;
 }

@@ -63,9 +63,11 @@ TEST(StatusReportTest, JsonRoundTripsEveryField) {
       "\"dict_id\":126,\"dict_memory\":127,\"dict_pages\":128,"
       "\"units\":129,\"unit_pages\":130,\"units_reclaimed\":131,"
       "\"units_reclaim_refused\":132,\"bd_lost\":133,"
+      "\"ublk_queues\":134,\"ublk_queues_given_up\":135,"
       "\"priorities\":[{\"priority\":0,\"algorithm\":\"lz4\","
       "\"pages\":100},{\"priority\":2,\"algorithm\":\"zstd\","
-      "\"pages\":23}],\"backing_dev\":\"/dev/vdb\","
+      "\"pages\":23}],\"ublk\":\"/dev/ublkb0\","
+      "\"backing_dev\":\"/dev/vdb\","
       "\"notes\":{\"mount-point\":\"/mnt/a b\",\"options\":\"discard,"
       "\\\"x\\\"\",\"swap-priority\":\"100\"}}\n]}\n";
   auto d = DecodeStatusJson(json);
@@ -74,6 +76,8 @@ TEST(StatusReportTest, JsonRoundTripsEveryField) {
   EXPECT_EQ(EncodeStatusJson(*d), json);
   EXPECT_EQ((*d)[0].disksize, 102u);
   EXPECT_EQ((*d)[0].bd_lost, 133u);
+  EXPECT_EQ((*d)[0].ublk, "/dev/ublkb0");
+  EXPECT_EQ((*d)[0].ublk_queues_given_up, 135u);
   EXPECT_EQ((*d)[0].notes.at("options"), "discard,\"x\"");
   // A device without notes has an empty object.
   DeviceStatus bare;
@@ -234,6 +238,45 @@ TEST(StatusReportTest, CollectsTheDevicesPriorities) {
   EXPECT_EQ(after[0].incompressible_pages, r.incompressible);
   EXPECT_EQ(r.attempted, 4u);
   EXPECT_EQ(r.recompressed, 4u);
+}
+
+// A front end that keeps a disk per device, whose queues may have given
+// up: what DeviceWatcher::Describe says of it.
+class DescribingWatcher final : public DeviceWatcher {
+ public:
+  void OnInitialized(Device&) override {}
+  Status BeforeRelease(Device&) override { return Status::Ok(); }
+  Report Describe(const Device& device) const override {
+    if (device.name() != "zram0") return {};
+    return {"/dev/ublkb0", 4, given_up};
+  }
+  std::uint32_t given_up = 0;
+};
+
+// A disk whose queue has given up serves nothing: the report says so, and
+// so does `ztier status` (FormatStatusUblk), not only the server's log.
+TEST(StatusReportTest, UblkQueuesGivenUpAreReported) {
+  DeviceRegistry registry({});
+  ASSERT_TRUE(registry.Add("zram0").has_value());
+  ASSERT_TRUE(registry.Add("zram1").has_value());
+  DescribingWatcher watcher;
+  registry.SetWatcher(&watcher);
+  std::vector<DeviceStatus> fine = CollectStatus(registry);
+  ASSERT_EQ(fine.size(), 2u);
+  EXPECT_EQ(fine[0].ublk, "/dev/ublkb0");
+  EXPECT_EQ(fine[0].ublk_queues, 4u);
+  EXPECT_EQ(fine[1].ublk, "");
+  EXPECT_EQ(FormatStatusUblk(fine), "zram0: /dev/ublkb0, 4 queues\n");
+  watcher.given_up = 1;
+  auto decoded = DecodeStatusJson(EncodeStatusJson(CollectStatus(registry)));
+  registry.SetWatcher(nullptr);
+  ASSERT_TRUE(decoded.has_value()) << decoded.error().ToString();
+  EXPECT_EQ((*decoded)[0].ublk_queues_given_up, 1u);
+  EXPECT_EQ(FormatStatusUblk(*decoded),
+            "zram0: /dev/ublkb0: 1 of 4 queues given up, their IO fails (the "
+            "server's log says why); restart the server to serve them again\n");
+  // An older server's report has no ublk keys: no lines.
+  EXPECT_EQ(FormatStatusUblk({DeviceStatus{}}), "");
 }
 
 TEST(StatusReportTest, NotesOneLinePerDevice) {

@@ -1214,6 +1214,10 @@ void Device::SetWatcher(DeviceWatcher* watcher) {
   impl_->watcher_.store(watcher);
 }
 DeviceWatcher* Device::watcher() const { return impl_->watcher_.load(); }
+DeviceWatcher::Report Device::DescribeByWatcher() const {
+  const DeviceWatcher* w = watcher();
+  return w != nullptr ? w->Describe(*this) : DeviceWatcher::Report{};
+}
 
 // The watcher is called with no lock held (ztier/device.h, DeviceWatcher).
 Status Device::SetDisksize(std::uint64_t bytes) {

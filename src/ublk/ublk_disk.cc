@@ -360,10 +360,14 @@ void UblkDisk::QueueMain(Queue* q) {
       });
     }
   }
-  if (live == 0 && !stop_asked_.load(std::memory_order_acquire)) {
-    Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
-        " ended: the kernel aborted its requests without a stop from this "
-        "server (the disk was stopped or deleted from outside)");
+  if (!stop_asked_.load(std::memory_order_acquire)) {
+    // Gone before a stop: for the status report (each way is logged).
+    queues_given_up_.fetch_add(1, std::memory_order_relaxed);
+    if (live == 0) {
+      Log("warning: " + block_path() + ": queue " + std::to_string(q->id) +
+          " ended: the kernel aborted its requests without a stop from this "
+          "server (the disk was stopped or deleted from outside)");
+    }
   }
   // Leaving closes the ring (made.value()'s destructor), which cancels any
   // command still in the kernel.

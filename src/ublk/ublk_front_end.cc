@@ -251,6 +251,14 @@ std::map<std::string, std::string> UblkFrontEnd::Disks() const {
   return out;
 }
 
+DeviceWatcher::Report UblkFrontEnd::Describe(const Device& device) const {
+  internal::MutexLock lock(mu_);
+  auto it = disks_.find(device.name());
+  if (it == disks_.end()) return {};
+  const UblkDisk& disk = *it->second;
+  return {disk.block_path(), disk.queues(), disk.queues_given_up()};
+}
+
 void UblkFrontEnd::Log(const std::string& line) const {
   if (options_.log) options_.log(line);
 }

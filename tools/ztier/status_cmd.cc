@@ -101,6 +101,7 @@ int RunStatus(std::span<const std::string_view> args) {
     const bool plain = !table.raw && !table.no_headings &&
                        !flags.WasSet("output") && !output_all;
     if (plain) {
+      std::fputs(ctl::FormatStatusUblk(*devices).c_str(), stdout);
       std::fputs(ctl::FormatStatusRecompression(*devices).c_str(), stdout);
       std::fputs(ctl::FormatStatusNotes(*devices).c_str(), stdout);
     }

@@ -15,13 +15,18 @@
 //    "dict_id":0,"dict_memory":0,"dict_pages":0,
 //    "priorities":[{"priority":0,"algorithm":"lz4","pages":0},
 //                  {"priority":1,"algorithm":"zstd","pages":0}],
+//    "ublk":"/dev/ublkb0","ublk_queues":4,"ublk_queues_given_up":0,
 //    "backing_dev":"none","notes":{"swap-priority":"100"}}
 // "priorities" lists the configured priorities only (0, the primary, and
 // each recomp_algorithm), with the pool objects stored with each now
 // (PageStoreStats::priority_pages). "dict_id" is the trained dictionary
 // new stores use (0: none; train_dict), "dict_memory" the bytes the
 // dictionaries held take (part of mem_used_total), "dict_pages" the
-// objects made with any of them.
+// objects made with any of them. "ublk" is the device's disk under
+// `ztier serve --ublk` ("" for none), "ublk_queues" its queues and
+// "ublk_queues_given_up" those that have stopped serving (a ring error, a
+// commit refused for good: the kernel fails their IO until the server is
+// restarted; the server's log says why).
 //   ]}
 //
 // `ztier status --json` prints it unchanged; `ztier status` decodes it
@@ -90,12 +95,16 @@ struct DeviceStatus {
   std::uint64_t units_reclaimed = 0;  // survivors moved out one by one
   std::uint64_t units_reclaim_refused = 0;  // reclaims the pool refused
   std::uint64_t bd_lost = 0;                // backing blocks lost with a remote
+  std::string ublk;  // /dev/ublkbN serving it; "": none
+  std::uint64_t ublk_queues = 0;
+  std::uint64_t ublk_queues_given_up = 0;  // serving nothing any more
   std::vector<PriorityStatus> priorities;
   // Device::notes(): settings a configuration file recorded, by key.
   std::map<std::string, std::string> notes;
 };
 
-// A snapshot of every device of `registry`, sorted by name.
+// A snapshot of every device of `registry`, sorted by name (with what its
+// watcher describes: DeviceWatcher::Describe).
 std::vector<DeviceStatus> CollectStatus(const DeviceRegistry& registry);
 
 std::string EncodeStatusJson(const std::vector<DeviceStatus>& devices);
@@ -160,6 +169,12 @@ std::string FormatStatusNotes(const std::vector<DeviceStatus>& devices);
 // dictionary: "zram0: dictionary 2 in use; 311296 bytes; 5120 pages made
 // with dictionaries\n". Empty when no device has either.
 std::string FormatStatusRecompression(const std::vector<DeviceStatus>& devices);
+
+// One line per device with a ublk disk: "zram0: /dev/ublkb0, 4 queues\n";
+// when queues have given up, "zram0: /dev/ublkb0: 1 of 4 queues given up,
+// their IO fails (the server's log says why); restart the server to serve
+// them again\n". Empty when no device has a disk.
+std::string FormatStatusUblk(const std::vector<DeviceStatus>& devices);
 
 }  // namespace ztier::ctl
 

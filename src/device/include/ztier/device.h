@@ -94,7 +94,9 @@ class Device;
 //     OnInitialized is called again, so that the watcher gives back what
 //     it released. A Reset() that found the device uninitialised (no
 //     BeforeRelease) is kBusy if a SetDisksize initialised it meanwhile.
-// Both are called WITHOUT the device's lock or the registry's held, so the
+//   Describe: what it keeps for the device, for the status report
+//     (ctl/status_report.h); the default keeps nothing.
+// All are called WITHOUT the device's lock or the registry's held, so the
 // watcher may wait for IO on the device to finish (its own serving threads
 // need the device's shared lock) and may call the device's methods.
 // Thread safety: called concurrently for different devices and from any
@@ -105,6 +107,19 @@ class DeviceWatcher {
   virtual ~DeviceWatcher() = default;
   virtual void OnInitialized(Device& device) = 0;
   virtual Status BeforeRelease(Device& device) = 0;
+
+  // The block device that serves `device` ("" for none), its queues, and
+  // how many of them have given up serving: their IO fails until the
+  // server is restarted (UblkDisk::queues_given_up).
+  struct Report {
+    std::string disk;
+    std::uint32_t queues = 0;
+    std::uint32_t queues_given_up = 0;
+  };
+  virtual Report Describe(const Device& device) const {
+    (void)device;
+    return {};
+  }
 };
 
 struct DeviceDefaults {
@@ -343,6 +358,9 @@ class Device {
   // reads to its waiter threads, since the hand-off costs more than a
   // read from a fast local file. A hint; false when uninitialised.
   bool ReadMayStall(std::uint64_t offset, std::uint64_t length) const;
+  // What the watcher keeps for this device (DeviceWatcher::Describe), for
+  // the status report; nothing without a watcher. Takes no device lock.
+  DeviceWatcher::Report DescribeByWatcher() const;
 
   // The store, or null before init. Holds a shared lock for the caller's use.
   PageStoreStats Stats() const;           // zeros before init

@@ -150,6 +150,13 @@ class UblkDisk {
   std::uint16_t queues() const { return static_cast<std::uint16_t>(queues_.size()); }
   // Requests served (all queues), failed ones included.
   std::uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  // Queues whose thread has left before Stop() (a ring error, a commit
+  // refused for good or for too long, requests aborted from outside): the
+  // kernel fails their IO from then on, until the server is restarted.
+  // Each is logged as it goes; this count is for the status report.
+  std::uint32_t queues_given_up() const {
+    return queues_given_up_.load(std::memory_order_relaxed);
+  }
 
  private:
   struct Queue;
@@ -200,6 +207,7 @@ class UblkDisk {
   std::atomic<bool> io_error_logged_{false};
   std::atomic<bool> flusher_warned_{false};
   std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint32_t> queues_given_up_{0};
 };
 
 }  // namespace ztier::ublk

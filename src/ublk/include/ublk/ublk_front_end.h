@@ -84,6 +84,9 @@ class UblkFrontEnd final : public DeviceWatcher {
 
   void OnInitialized(Device& device) override;
   Status BeforeRelease(Device& device) override;
+  // The device's disk, its queues and those given up
+  // (UblkDisk::queues_given_up), for the status report.
+  Report Describe(const Device& device) const override;
 
  private:
   UblkFrontEnd(DeviceRegistry* registry, UblkFrontEndOptions options)
