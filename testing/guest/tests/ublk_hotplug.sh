@@ -48,6 +48,10 @@ roundtrip 1
 check "the new $(zt_dev 1) serves IO (write, read back, cmp)" $? = 0
 roundtrip 0
 check "$(zt_dev 0) still serves IO" $? = 0
+st=$(ztier status --ctl "$ZT_CTL" 2>&1)
+echo "$st"
+check "ztier status shows both disks, no queue given up" \
+  "$(echo "$st" | grep -c -E '^zram[01]: /dev/ublkb[0-9]+, [0-9]+ queues$')" = 2
 mm=$(zt_ctl --device zram1 mm_stat)
 check "the IO went to the new zram1 (orig_data_size $(field "$mm" 1))" \
   "$(field "$mm" 1)" -ge 4194304
