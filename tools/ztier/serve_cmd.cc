@@ -482,26 +482,38 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
     auto loaded = LoadServiceConfig(s->config);
     if (!loaded.has_value()) return UsageFail(loaded.error().message());
     *config = std::move(*loaded);
+  }
+  // The file's warnings at the level it or the command line sets, not
+  // before it is known; when start-up refuses the file before that, at the
+  // command line's level, ahead of the error, so that all that is wrong in
+  // the file is said at once.
+  const auto say_warnings = [&] {
+    if (!config->has_value()) return;
+    for (const std::string& w : (*config)->warnings) {
+      Log(LogLevel::kWarning, w);
+    }
+  };
+  const auto refuse = [&](auto fail) {
+    // A bad level there leaves the default.
+    static_cast<void>(SetUpLog(*from_command_line));
+    say_warnings();
+    return fail();
+  };
+  if (config->has_value()) {
     if (Status st = ApplyZtierSection(**config, flags, s); !st.ok()) {
-      return UsageFail(st.message());
+      return refuse([&] { return UsageFail(st.message()); });
     }
   }
   if (Status st = SetUpLog(*s); !st.ok()) {
     // The file's log-level, said where the file sets it.
     if (config->has_value()) {
       if (auto where = InFile(st, **config, flags)) {
-        return UsageFail(where->message());
+        return refuse([&] { return UsageFail(where->message()); });
       }
     }
-    return ReportUsageError(kCommand, st.message());
+    return refuse([&] { return ReportUsageError(kCommand, st.message()); });
   }
-  // The file's warnings at the level it or the command line set, not
-  // before it is known.
-  if (config->has_value()) {
-    for (const std::string& w : (*config)->warnings) {
-      Log(LogLevel::kWarning, w);
-    }
-  }
+  say_warnings();
   return std::nullopt;
 }
 

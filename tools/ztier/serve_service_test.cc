@@ -572,6 +572,32 @@ TEST(ServeConfigTest, TheFilesWarningsFollowItsLogLevel) {
   EXPECT_EQ(s.Stop(), 0) << s.Log();
 }
 
+// A file that start-up refuses before the log level is settled (a bad
+// [ztier] value, a bad log-level) still has its warnings said, ahead of the
+// error: what is wrong in it is told at once, not one start at a time.
+TEST(ServeConfigTest, AFileRefusedAtStartStillHasItsWarningsSaid) {
+  ScopedTempDir dir;
+  for (const std::string bad : {"mlock = maybe\n", "log-level = loud\n"}) {
+    SCOPED_TRACE(bad);
+    WriteFile(dir.File("r.conf"),
+              "[ztier]\n" + bad + "[zram0]\nzram-size = 8\n[other]\nx = 1\n");
+    Server s(dir, {"--config", dir.File("r.conf")});
+    EXPECT_EQ(s.Wait(), 2) << s.Log();
+    const std::size_t warning =
+        s.Log().find("r.conf:5: section [other] ignored");
+    const std::size_t error = s.Log().find("r.conf:2: ");
+    EXPECT_NE(warning, std::string::npos) << s.Log();
+    EXPECT_LT(warning, error) << s.Log();
+  }
+  // At the command line's level, where it sets one.
+  WriteFile(dir.File("r.conf"),
+            "[ztier]\nmlock = maybe\n[zram0]\nzram-size = 8\n[other]\nx = 1\n");
+  Server s(dir, {"--config", dir.File("r.conf"), "--log-level=error"});
+  EXPECT_EQ(s.Wait(), 2) << s.Log();
+  EXPECT_NE(s.Log().find("r.conf:2: "), std::string::npos) << s.Log();
+  EXPECT_EQ(s.Log().find("ignored"), std::string::npos) << s.Log();
+}
+
 // Two sockets at one path: a usage error (exit 2, which the unit does not
 // restart) naming both, not EBUSY blaming "a running server" (exit 1).
 TEST(ServeConfigTest, TwoSocketsAtOnePathAreAUsageError) {
