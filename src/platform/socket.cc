@@ -290,50 +290,69 @@ std::uint16_t* PortOf(sockaddr_storage* addr) {
 Result<std::vector<Listener>> Listener::TcpAll(
     const ResolvedTcpAddress& address) {
   const std::string& spec = address.spec;
-  Status skipped = Status::InvalidArgument("no address for '" + spec + "'");
-  std::vector<Listener> bound;
   const auto& all = address.endpoints;
-  for (auto e = all.begin(); e != all.end(); ++e) {
-    const bool repeated = std::any_of(all.begin(), e, [&](const auto& o) {
-      return o.len == e->len && std::memcmp(&o.addr, &e->addr, e->len) == 0;
-    });
-    if (repeated) continue;
-    sockaddr_storage addr = e->addr;
-    // Port 0 asks for one free port: the first bind's, for all.
-    if (!bound.empty() && *PortOf(&addr) == 0) {
-      *PortOf(&addr) = htons(static_cast<std::uint16_t>(bound.front().port_));
+  // One try: binds each endpoint; *picked_in_use when a port the first bind
+  // picked (PORT 0) is in use on a later endpoint. The kernel picks it free
+  // for the first address alone (inet_csk_find_open_port() in
+  // net/ipv4/inet_connection_sock.c); another pick may be free on all.
+  const auto bind_all =
+      [&](bool* picked_in_use) -> Result<std::vector<Listener>> {
+    Status skipped = Status::InvalidArgument("no address for '" + spec + "'");
+    std::vector<Listener> bound;
+    for (auto e = all.begin(); e != all.end(); ++e) {
+      const bool repeated = std::any_of(all.begin(), e, [&](const auto& o) {
+        return o.len == e->len && std::memcmp(&o.addr, &e->addr, e->len) == 0;
+      });
+      if (repeated) continue;
+      sockaddr_storage addr = e->addr;
+      // Port 0 asks for one free port: the first bind's, for all.
+      const bool picked = !bound.empty() && *PortOf(&addr) == 0;
+      if (picked) {
+        *PortOf(&addr) = htons(static_cast<std::uint16_t>(bound.front().port_));
+      }
+      Listener l;
+      l.tcp_ = true;
+      l.fd_ = ::socket(e->family, e->socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
+                       e->protocol);
+      if (l.fd_ < 0) {
+        if (errno != EAFNOSUPPORT) return Err(PosixError("socket", errno));
+        skipped = PosixError("socket " + spec, errno);
+        continue;
+      }
+      const int one = 1;
+      ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+      if (e->family == AF_INET6 && all.size() > 1) {
+        ::setsockopt(l.fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+      }
+      if (::bind(l.fd_, reinterpret_cast<const sockaddr*>(&addr), e->len) !=
+          0) {
+        const int err = errno;
+        *picked_in_use = picked && err == EADDRINUSE;
+        if (err != EADDRNOTAVAIL) return Err(PosixError("bind " + spec, err));
+        skipped = PosixError("bind " + spec, err);
+        continue;
+      }
+      if (::listen(l.fd_, SOMAXCONN) != 0) {
+        return Err(PosixError("listen " + spec, errno));
+      }
+      socklen_t len = sizeof(addr);
+      if (::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+        return Err(PosixError("getsockname " + spec, errno));
+      }
+      l.port_ = ntohs(*PortOf(&addr));
+      bound.push_back(std::move(l));
     }
-    Listener l;
-    l.tcp_ = true;
-    l.fd_ = ::socket(e->family, e->socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-                     e->protocol);
-    if (l.fd_ < 0) {
-      if (errno != EAFNOSUPPORT) return Err(PosixError("socket", errno));
-      skipped = PosixError("socket " + spec, errno);
-      continue;
-    }
-    const int one = 1;
-    ::setsockopt(l.fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (e->family == AF_INET6 && all.size() > 1) {
-      ::setsockopt(l.fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-    }
-    if (::bind(l.fd_, reinterpret_cast<const sockaddr*>(&addr), e->len) != 0) {
-      if (errno != EADDRNOTAVAIL) return Err(PosixError("bind " + spec, errno));
-      skipped = PosixError("bind " + spec, errno);
-      continue;
-    }
-    if (::listen(l.fd_, SOMAXCONN) != 0) {
-      return Err(PosixError("listen " + spec, errno));
-    }
-    socklen_t len = sizeof(addr);
-    if (::getsockname(l.fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return Err(PosixError("getsockname " + spec, errno));
-    }
-    l.port_ = ntohs(*PortOf(&addr));
-    bound.push_back(std::move(l));
+    if (bound.empty()) return Err(skipped);
+    return bound;
+  };
+  // A few picks in a row in use elsewhere are most unlikely but for a port
+  // range nearly full; then the last try's EADDRINUSE is the answer.
+  constexpr int kTries = 16;
+  for (int i = 1;; ++i) {
+    bool picked_in_use = false;
+    Result<std::vector<Listener>> l = bind_all(&picked_in_use);
+    if (l.has_value() || !picked_in_use || i == kTries) return l;
   }
-  if (bound.empty()) return Err(skipped);
-  return bound;
 }
 
 Result<std::vector<Listener>> Listener::TcpAll(const std::string& spec) {

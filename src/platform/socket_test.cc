@@ -7,11 +7,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -434,6 +436,35 @@ TEST(SocketTest, AResolvedAddressBindsEveryEndpoint) {
   Result<ResolvedTcpAddress> bad = ResolveTcpAddress("no-port-here");
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+}
+
+// PORT 0 asks for a port free on every endpoint. The kernel picks the first
+// bind's free for that address alone (inet_csk_find_open_port() in
+// net/ipv4/inet_connection_sock.c), so that it may be in use on another:
+// then another is picked, rather than the whole failing as busy. Many
+// ports held on 127.0.0.1 alone make ::1's picks meet one often.
+TEST(SocketTest, PortZeroIsAPortFreeOnEveryEndpoint) {
+  rlimit nofile;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &nofile), 0);
+  const rlimit saved = nofile;
+  nofile.rlim_cur = std::min<rlim_t>(nofile.rlim_max, 4096);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &nofile), 0);
+  std::vector<Listener> held;
+  while (held.size() + 256 < nofile.rlim_cur && held.size() < 3000) {
+    Result<Listener> l = Listener::Tcp("127.0.0.1:0");
+    ASSERT_TRUE(l.has_value()) << l.error().ToString();
+    held.push_back(std::move(*l));
+  }
+  ASSERT_GE(held.size(), 700u) << "too few descriptors to hold ports with";
+  for (int i = 0; i < 200; ++i) {
+    Result<std::vector<Listener>> both = Listener::TcpAll(BothLoopbacks());
+    ASSERT_TRUE(both.has_value())
+        << "try " << i << ": " << both.error().ToString();
+    ASSERT_EQ(both->size(), 2u);
+    EXPECT_EQ((*both)[0].port(), (*both)[1].port());
+  }
+  held.clear();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
 }
 
 // One endpoint's port in use fails the whole, and what was bound is closed:

@@ -55,7 +55,8 @@ struct TcpAddress {
 };
 Result<TcpAddress> ParseTcpAddress(const std::string& spec);
 
-// A TCP listen address with its host looked up: what Listener::Tcp binds.
+// A TCP listen address with its host looked up: what Listener::TcpAll
+// binds.
 struct ResolvedTcpAddress {
   struct Endpoint {
     int family = 0;
@@ -70,7 +71,7 @@ struct ResolvedTcpAddress {
 
 // Looks `spec`'s host up (getaddrinfo, AI_PASSIVE), binding nothing, so
 // that a name that does not resolve is found before the work that precedes
-// the bind, and the bind (Listener::Tcp) needs no second lookup, which with
+// the bind, and the bind (Listener::TcpAll) needs no second lookup, which with
 // nameservers that do not answer waits out their timeouts again: its form
 // as ParseTcpAddress, a HOST that does not resolve kInvalidArgument
 // ("cannot resolve 'HOST': ..."), a resolver that cannot answer now
@@ -88,7 +89,8 @@ class Listener {
   // that cannot answer now (EAI_AGAIN: no network yet) is kIoError.
   static Result<Listener> Tcp(const std::string& spec);
   // A socket listening on each of `address`'s endpoints, in their order,
-  // all on one port (PORT 0: the one the first bind picked), as nbd-server
+  // all on one port (PORT 0: one free on every endpoint, the first bind's
+  // pick, picked again while it is in use on another), as nbd-server
   // and nbdkit listen on every address a name resolves to: "localhost" is
   // ::1 and 127.0.0.1 where /etc/hosts says both, and a client of either
   // family connects. With more than one endpoint an IPv6 socket is
