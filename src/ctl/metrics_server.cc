@@ -202,7 +202,7 @@ HttpReply Answer(std::string_view head, const DeviceRegistry& registry,
 }
 
 Status WithContext(const Status& s, const std::string& what) {
-  return Status(s.code(), "metrics " + what + ": " + s.message());
+  return Annotate("metrics " + what, s);
 }
 
 class MetricsServerImpl final : public MetricsServer {
@@ -222,7 +222,7 @@ class MetricsServerImpl final : public MetricsServer {
     }
     Result<platform::EventFd> wake = platform::EventFd::Create();
     if (!wake.has_value()) {
-      return Status(wake.error().code(), "metrics: " + wake.error().message());
+      return Annotate("metrics", wake.error());
     }
     wake_ = std::move(*wake);
     if (!options_.unix_path.empty()) {

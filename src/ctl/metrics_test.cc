@@ -750,12 +750,23 @@ TEST_F(MetricsTest, ClearStartErrors) {
       << p.error().ToString();
   EXPECT_NE(p.error().message().find("in use"), std::string::npos)
       << p.error().ToString();
+  // The errno a person reads is the bind's, not the code's (EBUSY).
+  EXPECT_EQ(ErrnoNameOf(p.error()), "EADDRINUSE") << p.error().ToString();
+  // An address this host does not have (TEST-NET-1, RFC 5737).
+  MetricsServerOptions absent;
+  absent.listen = "192.0.2.1:0";
+  auto a = StartServer(absent);
+  ASSERT_FALSE(a.has_value());
+  EXPECT_EQ(ErrnoNameOf(a.error()), "EADDRNOTAVAIL") << a.error().ToString();
+  EXPECT_NE(a.error().message().find("'192.0.2.1:0'"), std::string::npos)
+      << a.error().ToString();
   // The same Unix socket: kBusy, and the first server's socket survives.
   MetricsServerOptions same_sock;
   same_sock.unix_path = o.unix_path;
   auto s = StartServer(same_sock);
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code(), StatusCode::kBusy) << s.error().ToString();
+  EXPECT_EQ(ErrnoNameOf(s.error()), "EBUSY") << s.error().ToString();
   EXPECT_EQ(Exchange(ConnectUnix(o.unix_path), Get("/metrics")).status, 200);
   // A file that is not a socket.
   std::ofstream(tmp_.File("plain")) << "x";

@@ -101,4 +101,11 @@ Status PosixError(std::string_view context, int err) {
   return s;
 }
 
+Status Annotate(std::string_view context, const Status& s) {
+  if (s.ok()) return s;
+  Status a(s.code(), std::string(context) + ": " + s.message());
+  a.posix_errno_ = s.posix_errno_;
+  return a;
+}
+
 }  // namespace ztier

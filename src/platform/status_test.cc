@@ -63,6 +63,20 @@ TEST(StatusTest, ErrnoNameOfAStatusIsItsErrnosElseItsCodes) {
   EXPECT_EQ(ErrnoNameOf(unknown), "EIO");
 }
 
+TEST(StatusTest, AnnotateKeepsCodeAndErrno) {
+  const Status a =
+      Annotate("metrics listen ':80'", PosixError("bind", EADDRNOTAVAIL));
+  EXPECT_EQ(a.code(), StatusCode::kIoError);
+  EXPECT_EQ(a.posix_errno(), EADDRNOTAVAIL);
+  EXPECT_EQ(ErrnoNameOf(a), "EADDRNOTAVAIL");
+  EXPECT_EQ(a.message().rfind("metrics listen ':80': bind: ", 0), 0u)
+      << a.message();
+  const Status b = Annotate("x", Status::Busy("held"));
+  EXPECT_EQ(b, Status::Busy("x: held"));
+  EXPECT_EQ(b.posix_errno(), 0);
+  EXPECT_TRUE(Annotate("x", Status::Ok()).ok());
+}
+
 TEST(StatusTest, PosixErrorMapsErrno) {
   EXPECT_EQ(PosixError("open /x", ENOENT).code(), StatusCode::kNotFound);
   EXPECT_EQ(PosixError("open /x", ENOENT).posix_errno(), ENOENT);

@@ -116,6 +116,7 @@ class [[nodiscard]] Status {
 
  private:
   friend Status PosixError(std::string_view context, int err);
+  friend Status Annotate(std::string_view context, const Status& s);
 
   StatusCode code_ = StatusCode::kOk;
   int posix_errno_ = 0;
@@ -141,6 +142,11 @@ std::string_view ErrnoNameOf(const Status& s);
 // The one place where errno becomes a Status. `context` names what was being
 // done and to what ("open /var/lib/x", "mmap 1 GiB arena").
 Status PosixError(std::string_view context, int err);
+
+// `s` with "<context>: " before its message, its code and posix_errno()
+// kept, so that an error passed up a layer names where it happened and
+// ErrnoNameOf still names the errno it came from. OK stays OK.
+Status Annotate(std::string_view context, const Status& s);
 
 // The code PosixError gives `err` (kIoError for any errno it does not name).
 StatusCode StatusCodeForErrno(int err);
