@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <cstdio>  // renameat2
 #include <cstring>
 #include <cstddef>
@@ -56,11 +57,26 @@ int Connect(const std::string& path, int* fd, bool nonblocking,
     return ::setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   };
   const bool bounded = !nonblocking && timeout_ms > 0;
-  int r = bounded ? send_timeout(timeout_ms) : 0;
-  while (r == 0) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::milliseconds(timeout_ms);
+  int r = 0;
+  while (true) {
+    if (bounded) {
+      // SO_SNDTIMEO bounds one connect(2); one a signal cut short (EINTR)
+      // is tried again with what is left of timeout_ms, not all of it.
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) {  // 0 would mean no bound at all
+        errno = EAGAIN;         // what a connect(2) that timed out says
+        r = -1;
+        break;
+      }
+      r = send_timeout(static_cast<int>(left.count()));
+      if (r != 0) break;
+    }
     r = ::connect(*fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
     if (r == 0 || errno != EINTR) break;
-    r = 0;
   }
   if (r == 0 && bounded) r = send_timeout(0);
   if (r != 0) {

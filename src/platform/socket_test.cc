@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "platform/event_fd.h"
+#include "testing/deaf_listener.h"
 #include "testing/loopback.h"
 #include "testing/test_util.h"
 
@@ -281,6 +284,43 @@ TEST(SocketTest, ALiveSocketWithAFullBacklogIsBusyWithoutWaiting) {
   EXPECT_TRUE(fs::is_socket(path));
   for (int c : clients) ::close(c);
   ::close(server);
+}
+
+TEST(SocketTest, ConnectTimeoutCountsFromTheFirstTryThroughSignals) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.File("deaf.sock");
+  ztier::testing::DeafListener deaf(path);
+  ASSERT_EQ(deaf.error(), "");
+  // A bounded connect(2) (SO_SNDTIMEO set) fails with EINTR on a signal
+  // that has a handler, SA_RESTART or not (sock_intr_errno() in
+  // include/net/sock.h restarts only an unbounded wait); ConnectUnix
+  // tries again.
+  struct sigaction act {};
+  act.sa_handler = [](int) {};
+  struct sigaction old {};
+  ASSERT_EQ(::sigaction(SIGUSR1, &act, &old), 0);
+  auto result = std::make_shared<std::promise<Result<int>>>();
+  std::future<Result<int>> done = result->get_future();
+  const auto start = std::chrono::steady_clock::now();
+  std::thread connecting([path, result] {
+    result->set_value(ConnectUnix(path, /*timeout_ms=*/300));
+  });
+  // A signal every 50 ms for 1.5 s: each try's own 300 ms would never end.
+  bool ready = false;
+  for (int i = 0; i < 30 && !ready; ++i) {
+    ::pthread_kill(connecting.native_handle(), SIGUSR1);
+    ready = done.wait_for(std::chrono::milliseconds(50)) ==
+            std::future_status::ready;
+  }
+  const auto waited = std::chrono::steady_clock::now() - start;
+  deaf.Close();  // wakes a connect still waiting
+  connecting.join();
+  ::sigaction(SIGUSR1, &old, nullptr);
+  EXPECT_TRUE(ready) << "still connecting after 1.5 s of a 300 ms timeout";
+  EXPECT_LT(waited, std::chrono::milliseconds(1000));
+  Result<int> fd = done.get();
+  ASSERT_FALSE(fd.has_value());
+  EXPECT_EQ(fd.error().posix_errno(), ETIMEDOUT) << fd.error().ToString();
 }
 
 TEST(SocketTest, CloseRemovesOnlyItsOwnSocketFile) {

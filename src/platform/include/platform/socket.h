@@ -139,7 +139,8 @@ class Listener {
 // regular file, not a socket") when what is there is no socket; kIoError
 // (ECONNREFUSED) when a socket is there and nobody accepts. A listener that
 // accepts nothing (stopped, or wedged) with its backlog full is waited for, at
-// most `timeout_ms` when that is positive (then the ETIMEDOUT error "the server
+// most `timeout_ms` when that is positive, counted from the call through any
+// signal that interrupts the wait (then the ETIMEDOUT error "the server
 // accepts no connection"), else for as long as it takes.
 Result<int> ConnectUnix(const std::string& path, int timeout_ms = -1);
 
