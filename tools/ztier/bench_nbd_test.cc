@@ -14,12 +14,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <random>
 #include <sstream>
 #include <string>
 
 #include "bench_fio.h"
 #include "bench_proc.h"
+#include "testing/deaf_listener.h"
 #include "testing/test_util.h"
 
 namespace {
@@ -199,6 +201,31 @@ TEST(ProcessTest, RunsWaitsAndTerminates) {
   EXPECT_FALSE(end.exited);
   EXPECT_EQ(end.signal, SIGTERM);
   EXPECT_TRUE(FindExecutable("no-such-tool-anywhere").empty());
+}
+
+TEST(ProcessTest, AServerWhoseSocketNeverAcceptsFailsOnTheDeadline) {
+  const ztier::testing::ScopedTempDir tmp;
+  const std::string sock = tmp.File("deaf.sock");
+  ztier::testing::DeafListener deaf(sock);
+  ASSERT_EQ(deaf.error(), "");
+  const std::string sh = FindExecutable("sh");
+  ASSERT_FALSE(sh.empty());
+  // On its own thread, so that a wait past the deadline fails the test
+  // instead of hanging it; Close() below then wakes a connect still waiting.
+  auto started = std::async(std::launch::async, [&] {
+    return StartServerProcess({sh, "-c", "sleep 30"}, "deaf server", sock,
+                              /*ctl=*/"", tmp.File("log"), tmp.path(),
+                              std::chrono::milliseconds(300));
+  });
+  const bool in_time =
+      started.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  deaf.Close();
+  EXPECT_TRUE(in_time) << "waited on the full backlog past the deadline";
+  const ztier::Result<ServerProcess> server = started.get();
+  ASSERT_FALSE(server.has_value());
+  EXPECT_NE(server.error().message().find("did not accept within 300 ms"),
+            std::string::npos)
+      << server.error().ToString();
 }
 
 TEST(BenchNbdSmokeTest, OneShortRunOfZtierAlone) {

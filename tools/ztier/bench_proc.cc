@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +54,11 @@ Status WaitForUnixSocket(const std::string& path, Process* process,
                          milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   while (true) {
-    const Result<int> fd = platform::ConnectUnix(path);
+    // A server that accepts nothing with its backlog full is waited for
+    // no longer than the deadline.
+    const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+    const Result<int> fd = platform::ConnectUnix(
+        path, static_cast<int>(std::max<milliseconds::rep>(1, left.count())));
     if (fd.has_value()) {
       ::close(*fd);
       return Status::Ok();
