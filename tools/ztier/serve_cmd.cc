@@ -314,14 +314,16 @@ int FailFor(const Status& st, const std::string& message) {
 }
 
 // Sets from the [ztier] section every flag the command line did not set.
+// The debug lines that name a setting the command line overrides go to
+// *notes, for the caller to log once the log level is known.
 Status ApplyZtierSection(const ServiceConfig& config, const FlagSet& given,
-                         ServeSettings* s) {
+                         ServeSettings* s, std::vector<std::string>* notes) {
   for (const ConfigEntry& e : config.ztier) {
     const std::string where = config.path + ":" + std::to_string(e.line) + ": ";
     if (given.WasSet(e.key) ||
         (e.key == "log-level" &&
          (given.WasSet("verbose") || given.WasSet("quiet")))) {
-      Log(LogLevel::kDebug, where + e.key + ": the command line's value wins");
+      notes->push_back(where + e.key + ": the command line's value wins");
       continue;
     }
     std::string value = e.value;
@@ -468,6 +470,7 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
   flags.Short("quiet", 'q');
   if (auto rc = flags.ParseCommandLine(raw_args, kAbout)) return *rc;
   *from_command_line = *s;  // what each reload's next start begins from
+  std::vector<std::string> notes;  // debug lines, logged once -v applies
   if (!s->config.empty()) {
     for (const char* per_device : {"device", "comp-algorithm",
                                    "algorithm-params", "recomp-algorithm",
@@ -488,6 +491,7 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
   // command line's level, ahead of the error, so that all that is wrong in
   // the file is said at once.
   const auto say_warnings = [&] {
+    for (const std::string& n : notes) Log(LogLevel::kDebug, n);
     if (!config->has_value()) return;
     for (const std::string& w : (*config)->warnings) {
       Log(LogLevel::kWarning, w);
@@ -500,7 +504,7 @@ std::optional<int> ParseArgs(std::span<const std::string_view> raw_args,
     return fail();
   };
   if (config->has_value()) {
-    if (Status st = ApplyZtierSection(**config, flags, s); !st.ok()) {
+    if (Status st = ApplyZtierSection(**config, flags, s, &notes); !st.ok()) {
       return refuse([&] { return UsageFail(st.message()); });
     }
   }
@@ -1019,7 +1023,9 @@ void Reload(const FlagSet& flags, const ServeSettings& from_command_line,
   // [ztier] values apply at the next start: one that start would refuse
   // (exit 2, and systemd does not restart) is said now, not at a reboot.
   ServeSettings next_start = from_command_line;
-  Status next = ApplyZtierSection(*reread, flags, &next_start);
+  std::vector<std::string> notes;
+  Status next = ApplyZtierSection(*reread, flags, &next_start, &notes);
+  for (const std::string& n : notes) Log(LogLevel::kDebug, n);
   if (auto level = WantedLogLevel(next_start); next.ok() && !level) {
     next = level.error();
   }

@@ -598,6 +598,29 @@ TEST(ServeConfigTest, AFileRefusedAtStartStillHasItsWarningsSaid) {
   EXPECT_EQ(s.Log().find("ignored"), std::string::npos) << s.Log();
 }
 
+// A [ztier] setting the command line overrides is said at the debug level
+// the command line sets (-v), though the file is read before the log is
+// set up.
+TEST(ServeConfigTest, ASettingTheCommandLineOverridesIsADebugLine) {
+  ScopedTempDir dir;
+  WriteFile(dir.File("o.conf"), "[ztier]\nunix = " + dir.File("n.sock") +
+                                    "\nctl = " + dir.File("c.sock") +
+                                    "\nworkers = 2\n[zram0]\nzram-size = 8\n");
+  for (const bool verbose : {false, true}) {
+    SCOPED_TRACE(verbose);
+    std::vector<std::string> flags = {"--config", dir.File("o.conf"),
+                                      "--workers", "3"};
+    if (verbose) flags.push_back("-v");
+    Server s(dir, flags);
+    ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+    EXPECT_EQ(s.Stop(), 0) << s.Log();
+    EXPECT_EQ(s.Log().find("o.conf:4: workers: the command line's value "
+                           "wins") != std::string::npos,
+              verbose)
+        << s.Log();
+  }
+}
+
 // Two sockets at one path: a usage error (exit 2, which the unit does not
 // restart) naming both, not EBUSY blaming "a running server" (exit 1).
 TEST(ServeConfigTest, TwoSocketsAtOnePathAreAUsageError) {
