@@ -13,6 +13,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -906,6 +907,29 @@ std::string ShownUri(const std::string& device, const ServeSettings& s,
   return uri;
 }
 
+// Lines of the start-up banner (printf's `format`, one line a '\n'):
+// information, logged as such, so that --log-level warning (-q) leaves
+// them out.
+[[gnu::format(printf, 1, 2)]] void Banner(const char* format, ...) {
+  if (!LogEnabled(LogLevel::kInfo)) return;
+  std::va_list args;
+  va_start(args, format);
+  std::va_list again;
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  std::string text(n > 0 ? static_cast<std::size_t>(n) : 0, '\0');
+  if (n > 0) std::vsnprintf(text.data(), text.size() + 1, format, again);
+  va_end(again);
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    Log(LogLevel::kInfo, rest.substr(0, end));
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+  }
+}
+
 // The devices, their URIs, TLS and memory: the first part of the banner.
 void PrintDevices(const ServeSettings& s,
                   const std::optional<ServiceConfig>& config, const Checked& c,
@@ -913,48 +937,49 @@ void PrintDevices(const ServeSettings& s,
                   const MemoryLockReport& locked) {
   const std::vector<std::shared_ptr<Device>> devices = registry.List();
   const std::string first = devices.empty() ? "zram0" : devices.front()->name();
-  std::printf("ztier serve: %zu device(s)%s%s\n", devices.size(),
-              config.has_value() ? ", from " : ", ",
-              config.has_value()
-                  ? Absolute(config->path).c_str()
-                  : std::string(CanonicalCodecName(s.comp_algorithm)).c_str());
+  Banner("%zu device(s)%s%s", devices.size(),
+         config.has_value() ? ", from " : ", ",
+         config.has_value()
+             ? Absolute(config->path).c_str()
+             : std::string(CanonicalCodecName(s.comp_algorithm)).c_str());
   for (const auto& d : devices) {
-    std::printf("  %-8s %llu bytes  %-5s %s\n", d->name().c_str(),
-                static_cast<unsigned long long>(d->disksize()),
-                d->algorithm().c_str(), ShownUri(d->name(), s, c).c_str());
+    Banner("  %-8s %llu bytes  %-5s %s\n", d->name().c_str(),
+           static_cast<unsigned long long>(d->disksize()),
+           d->algorithm().c_str(), ShownUri(d->name(), s, c).c_str());
   }
   if (!s.listen.empty()) {
-    std::printf("  TCP: %s://%s:%d/%s\n", c.tls != nullptr ? "nbds" : "nbd",
-                UriHost(s.listen).c_str(), servers.nbd->tcp_port(),
-                first.c_str());
+    Banner("  TCP: %s://%s:%d/%s\n", c.tls != nullptr ? "nbds" : "nbd",
+           UriHost(s.listen).c_str(), servers.nbd->tcp_port(), first.c_str());
   }
   for (const auto& d : devices) {
     const std::string bd = d->ShowBackingDev();
     if (bd != "none\n") {
-      std::printf("  backing_dev of %s: %s%s\n", d->name().c_str(),
-                  bd.substr(0, bd.size() - 1).c_str(),
-                  s.backing_encrypt ? " (encrypted)" : "");
+      Banner("  backing_dev of %s: %s%s\n", d->name().c_str(),
+             bd.substr(0, bd.size() - 1).c_str(),
+             s.backing_encrypt ? " (encrypted)" : "");
     }
   }
   if (c.tls != nullptr) {
-    std::printf("  TLS: %s, certificate %s (clients add "
-                "&tls-certificates=DIR holding ca-cert.pem)\n",
-                s.tls == "require" ? "required" : "offered",
-                Absolute(s.tls_cert).c_str());
+    Banner(
+        "  TLS: %s, certificate %s (clients add "
+        "&tls-certificates=DIR holding ca-cert.pem)\n",
+        s.tls == "require" ? "required" : "offered",
+        Absolute(s.tls_cert).c_str());
   }
   // What each device preallocated: --mem-limit, or each zram-resident-limit.
   const std::string each =
       config.has_value() ? std::string("each device's zram-resident-limit")
                          : std::to_string(c.mem_limit >> 20) + " MiB";
   if (s.mlock) {
-    std::printf("  memory: locked (mlockall, on fault), %.1f MiB resident, "
-                "%s preallocated%s\n",
-                static_cast<double>(locked.resident_bytes) / (1 << 20),
-                each.c_str(), config.has_value() ? "" : " a device");
+    Banner(
+        "  memory: locked (mlockall, on fault), %.1f MiB resident, "
+        "%s preallocated%s\n",
+        static_cast<double>(locked.resident_bytes) / (1 << 20), each.c_str(),
+        config.has_value() ? "" : " a device");
     if (!locked.warning.empty()) Log(LogLevel::kWarning, locked.warning);
   } else if (c.prealloc) {
-    std::printf("  memory: %s preallocated%s (not locked)\n", each.c_str(),
-                config.has_value() ? "" : " a device");
+    Banner("  memory: %s preallocated%s (not locked)\n", each.c_str(),
+           config.has_value() ? "" : " a device");
   }
 }
 
@@ -965,22 +990,21 @@ void PrintConnect(const ServeSettings& s,
   const std::vector<std::shared_ptr<Device>> devices = registry.List();
   const std::string first = devices.empty() ? "zram0" : devices.front()->name();
   const std::string uri = ShownUri(first, s, c);
-  std::printf("  control socket: %s\n", Absolute(s.ctl_path).c_str());
+  Banner("  control socket: %s\n", Absolute(s.ctl_path).c_str());
   if (servers.metrics != nullptr) {
     if (servers.metrics->tcp_port() != 0) {
-      std::printf("  metrics: http://%s:%d/metrics\n",
-                  UriHost(s.metrics_listen).c_str(),
-                  servers.metrics->tcp_port());
+      Banner("  metrics: http://%s:%d/metrics\n",
+             UriHost(s.metrics_listen).c_str(), servers.metrics->tcp_port());
     }
     if (!s.metrics_unix.empty()) {
-      std::printf("  metrics: unix socket %s (curl --unix-socket %s "
-                  "http://localhost/metrics)\n",
-                  Absolute(s.metrics_unix).c_str(),
-                  Absolute(s.metrics_unix).c_str());
+      Banner(
+          "  metrics: unix socket %s (curl --unix-socket %s "
+          "http://localhost/metrics)\n",
+          Absolute(s.metrics_unix).c_str(), Absolute(s.metrics_unix).c_str());
     }
   }
-  std::printf(
-      "\nConnect with:\n"
+  Banner("Connect with:");
+  Banner(
       "  nbdinfo '%s'\n"
       "  nbdcopy disk.img '%s'\n"
       "  qemu-io -r -f raw '%s' -c 'read 0 4k'\n"
@@ -996,17 +1020,17 @@ void PrintConnect(const ServeSettings& s,
       const std::string dev = "/dev/nbd" + std::to_string(n++);
       // -swap: the nbd driver's connection must not wait on memory
       // (docs/swap.md).
-      std::printf("  %s, as the file says: nbd-client -unix %s -N %s -b 4096 "
-                  "%s%s && %s\n",
-                  d.name.c_str(), Absolute(s.unix_path).c_str(), d.name.c_str(),
-                  dev.c_str(), d.is_swap() ? " -swap" : "",
-                  UsageCommands(d, dev).c_str());
+      Banner(
+          "  %s, as the file says: nbd-client -unix %s -N %s -b 4096 "
+          "%s%s && %s\n",
+          d.name.c_str(), Absolute(s.unix_path).c_str(), d.name.c_str(),
+          dev.c_str(), d.is_swap() ? " -swap" : "",
+          UsageCommands(d, dev).c_str());
     }
   }
-  std::printf("Stop with Ctrl-C or SIGTERM; SIGHUP %s.\n",
-              config.has_value() ? "re-reads the configuration"
-                                 : "keeps it running");
-  std::fflush(stdout);
+  Banner(
+      "Stop with Ctrl-C or SIGTERM; SIGHUP %s.\n",
+      config.has_value() ? "re-reads the configuration" : "keeps it running");
 }
 
 // SIGHUP with a --config file: re-reads it and applies what can change
@@ -1251,9 +1275,8 @@ int RunServe(std::span<const std::string_view> raw_args) {
   if (ublk_disks != nullptr) {
     const auto disks = ublk_disks->Disks();
     for (const auto& [name, path] : disks) {
-      std::printf("  %s as a block device: %s\n", name.c_str(), path.c_str());
+      Banner("  %s as a block device: %s\n", name.c_str(), path.c_str());
     }
-    std::fflush(stdout);
   }
   PrintConnect(s, config, c, registry, servers);
   std::unique_ptr<PolicyRunner> runner;
@@ -1266,8 +1289,8 @@ int RunServe(std::span<const std::string_view> raw_args) {
   const int sig =
       WaitForStop(signals, flags, from_command_line, c.prealloc, &registry,
                   *servers.nbd, &config);
-  std::printf("ztier serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-  std::fflush(stdout);
+  Log(LogLevel::kInfo,
+      std::string(sig == SIGINT ? "SIGINT" : "SIGTERM") + ", stopping");
   // The pages of a device a client still uses (a kernel swapping to it)
   // go with the server: said at the warning level, by device. A device's
   // ublk disk is one of its clients for as long as it exists, used or

@@ -621,6 +621,28 @@ TEST(ServeConfigTest, ASettingTheCommandLineOverridesIsADebugLine) {
   }
 }
 
+// The start-up banner and the line that says the server stops are
+// information: --log-level warning (-q) leaves them out of the journal.
+TEST(ServeConfigTest, TheBannerFollowsTheLogLevel) {
+  for (const std::string level : {"info", "warning"}) {
+    SCOPED_TRACE(level);
+    ScopedTempDir dir;
+    Server s(dir, {"--unix", dir.File("n.sock"), "--ctl", dir.File("c.sock"),
+                   "--device", "zram0:8M", "--log-level=" + level});
+    ASSERT_TRUE(s.WaitFor(dir.File("c.sock"))) << s.Log();
+    ASSERT_TRUE(s.WaitFor(dir.File("n.sock"))) << s.Log();
+    EXPECT_EQ(s.Stop(), 0) << s.Log();
+    const std::string log = s.Log();
+    const bool info = level == "info";
+    for (const char* line :
+         {"1 device(s)", "Connect with:", "Stop with Ctrl-C or SIGTERM",
+          "SIGTERM, stopping"}) {
+      EXPECT_EQ(log.find(line) != std::string::npos, info) << line << "\n"
+                                                           << log;
+    }
+  }
+}
+
 // Two sockets at one path: a usage error (exit 2, which the unit does not
 // restart) naming both, not EBUSY blaming "a running server" (exit 1).
 TEST(ServeConfigTest, TwoSocketsAtOnePathAreAUsageError) {
