@@ -2,43 +2,60 @@
 #include "ztier/status.h"
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 namespace ztier {
 
+namespace {
+
+// Each code's name and the errno it stands for at the errno boundary, in
+// the order of StatusCode.
+struct CodeNames {
+  StatusCode code;
+  std::string_view name;
+  std::string_view errno_name;
+};
+constexpr CodeNames kCodeNames[] = {
+    {StatusCode::kOk, "OK", "0"},
+    {StatusCode::kInvalidArgument, "InvalidArgument", "EINVAL"},
+    {StatusCode::kNotFound, "NotFound", "ENODEV"},
+    {StatusCode::kResourceExhausted, "ResourceExhausted", "ENOMEM"},
+    {StatusCode::kIoError, "IoError", "EIO"},
+    {StatusCode::kCorruption, "Corruption", "EIO"},
+    {StatusCode::kUnsupported, "Unsupported", "EOPNOTSUPP"},
+    {StatusCode::kBusy, "Busy", "EBUSY"},
+    {StatusCode::kOutOfRange, "OutOfRange", "ERANGE"},
+    {StatusCode::kFailedPrecondition, "FailedPrecondition", "EINVAL"},
+    {StatusCode::kPermissionDenied, "PermissionDenied", "EPERM"},
+};
+static_assert(std::size(kCodeNames) ==
+              static_cast<std::size_t>(StatusCode::kPermissionDenied) + 1);
+
+const CodeNames* Find(StatusCode code) {
+  const auto i = static_cast<std::size_t>(code);
+  if (i >= std::size(kCodeNames)) return nullptr;
+  static_assert([] {
+    for (std::size_t k = 0; k < std::size(kCodeNames); ++k) {
+      if (static_cast<std::size_t>(kCodeNames[k].code) != k) return false;
+    }
+    return true;
+  }());
+  return &kCodeNames[i];
+}
+
+}  // namespace
+
 std::string_view StatusCodeName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kUnsupported: return "Unsupported";
-    case StatusCode::kBusy: return "Busy";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kPermissionDenied: return "PermissionDenied";
-  }
-  return "Unknown";
+  const CodeNames* c = Find(code);
+  return c != nullptr ? c->name : "Unknown";
 }
 
 std::string_view StatusCodeErrnoName(StatusCode code) {
-  switch (code) {
-    case StatusCode::kOk: return "0";
-    case StatusCode::kInvalidArgument: return "EINVAL";
-    case StatusCode::kNotFound: return "ENODEV";
-    case StatusCode::kResourceExhausted: return "ENOMEM";
-    case StatusCode::kIoError: return "EIO";
-    case StatusCode::kCorruption: return "EIO";
-    case StatusCode::kUnsupported: return "EOPNOTSUPP";
-    case StatusCode::kBusy: return "EBUSY";
-    case StatusCode::kOutOfRange: return "ERANGE";
-    case StatusCode::kFailedPrecondition: return "EINVAL";
-    case StatusCode::kPermissionDenied: return "EPERM";
-  }
-  return "EIO";
+  const CodeNames* c = Find(code);
+  return c != nullptr ? c->errno_name : "EIO";
 }
 
 std::string_view ErrnoName(int err) {
