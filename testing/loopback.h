@@ -15,16 +15,27 @@
 
 namespace ztier::testing {
 
-// A blocking, close-on-exec TCP socket connected to 127.0.0.1:port; -1
-// when the connection is refused (or no socket can be had).
-inline int ConnectTcpLoopback(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A blocking, close-on-exec TCP socket connected to 127.0.0.1:port (::1
+// for AF_INET6); -1 when the connection is refused (or no socket can be
+// had).
+inline int ConnectTcpLoopback(int port, int family = AF_INET) {
+  const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof(sockaddr_in);
+  if (family == AF_INET6) {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(static_cast<std::uint16_t>(port));
+    v6->sin6_addr = in6addr_loopback;
+    len = sizeof(sockaddr_in6);
+  } else {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(static_cast<std::uint16_t>(port));
+    v4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     ::close(fd);
     return -1;
   }
@@ -33,17 +44,7 @@ inline int ConnectTcpLoopback(int port) {
 
 // The same on ::1.
 inline int ConnectTcpLoopback6(int port) {
-  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in6 a{};
-  a.sin6_family = AF_INET6;
-  a.sin6_port = htons(static_cast<std::uint16_t>(port));
-  a.sin6_addr = in6addr_loopback;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
+  return ConnectTcpLoopback(port, AF_INET6);
 }
 
 // "localhost:0" as getaddrinfo gives it where /etc/hosts names both
