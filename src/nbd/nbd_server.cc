@@ -112,17 +112,20 @@ class NbdServerImpl final : public NbdServer {
   void Wake() { wake_.Signal(); }
 
   void AcceptLoop() {
+    // The listeners stay as they are while this thread runs (Stop joins it
+    // before closing them): the poll set is made once, and each poll
+    // rewrites its revents.
+    std::vector<struct pollfd> fds;
+    std::vector<const platform::Listener*> listeners = {nullptr};
+    fds.push_back({wake_.fd(), POLLIN, 0});
+    const auto listen = [&](const platform::Listener& l) {
+      if (l.fd() < 0) return;
+      listeners.push_back(&l);
+      fds.push_back({l.fd(), POLLIN, 0});
+    };
+    listen(unix_);
+    for (const platform::Listener& l : tcp_) listen(l);
     for (;;) {
-      std::vector<struct pollfd> fds;
-      std::vector<const platform::Listener*> listeners = {nullptr};
-      fds.push_back({wake_.fd(), POLLIN, 0});
-      const auto listen = [&](const platform::Listener& l) {
-        if (l.fd() < 0) return;
-        listeners.push_back(&l);
-        fds.push_back({l.fd(), POLLIN, 0});
-      };
-      listen(unix_);
-      for (const platform::Listener& l : tcp_) listen(l);
       if (::poll(fds.data(), fds.size(), -1) < 0) {
         if (errno == EINTR) continue;
         std::perror("ztier nbd: poll");
