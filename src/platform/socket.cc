@@ -279,19 +279,6 @@ Result<ResolvedTcpAddress> ResolveTcpAddress(const std::string& spec) {
   return resolved;
 }
 
-Result<Listener> Listener::Tcp(const std::string& spec) {
-  ZT_ASSIGN_OR_RETURN(const ResolvedTcpAddress address,
-                      ResolveTcpAddress(spec));
-  Status status = Status::InvalidArgument("no address for '" + spec + "'");
-  for (const ResolvedTcpAddress::Endpoint& e : address.endpoints) {
-    ResolvedTcpAddress one{.spec = spec, .endpoints = {e}};
-    Result<std::vector<Listener>> l = TcpAll(one);
-    if (l.has_value()) return std::move(l->front());
-    status = l.error();
-  }
-  return Err(status);
-}
-
 namespace {
 
 // The port of a TCP socket address (network order), read or set.

@@ -20,7 +20,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +52,12 @@ void LeaveStaleSocket(const std::string& path) {
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
   ::close(fd);
+}
+
+// A TCP listener on a spec of one address ("127.0.0.1:0").
+Result<Listener> TcpListener(const std::string& spec) {
+  ZT_ASSIGN_OR_RETURN(std::vector<Listener> all, Listener::TcpAll(spec));
+  return std::move(all.front());
 }
 
 // Bytes flow both ways between an accepted socket and its client.
@@ -197,14 +202,7 @@ TEST(SocketTest, ConnectToAPathThatIsNotASocketSaysWhatIsThere) {
   }
   // A socket file nobody listens on is still ECONNREFUSED.
   const std::string sock = tmp.File("s.sock");
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock.c_str());
-  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(s, 0);
-  ASSERT_EQ(::bind(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)),
-            0);
-  ::close(s);
+  LeaveStaleSocket(sock);
   ASSERT_TRUE(fs::is_socket(sock));
   Result<int> fd = ConnectUnix(sock);
   ASSERT_FALSE(fd.has_value());
@@ -355,7 +353,7 @@ TEST(SocketTest, BadUnixPaths) {
 }
 
 TEST(SocketTest, TcpLoopback) {
-  Result<Listener> l = Listener::Tcp("127.0.0.1:0");
+  Result<Listener> l = TcpListener("127.0.0.1:0");
   ASSERT_TRUE(l.has_value()) << l.error().ToString();
   EXPECT_TRUE(l->tcp());
   ASSERT_GT(l->port(), 0);
@@ -384,7 +382,7 @@ TEST(SocketTest, TcpLoopback) {
   ExpectConnected(*l, c);
   // The same port again: in use.
   Result<Listener> again =
-      Listener::Tcp("127.0.0.1:" + std::to_string(l->port()));
+      TcpListener("127.0.0.1:" + std::to_string(l->port()));
   ASSERT_FALSE(again.has_value());
   EXPECT_EQ(again.error().code(), StatusCode::kBusy) << again.error().ToString();
 }
@@ -395,7 +393,7 @@ TEST(SocketTest, TcpLoopback) {
 TEST(SocketTest, ResetOnCloseDropsWhatIsUnsent) {
   for (const bool reset : {false, true}) {
     SCOPED_TRACE(reset);
-    Result<Listener> l = Listener::Tcp("127.0.0.1:0");
+    Result<Listener> l = TcpListener("127.0.0.1:0");
     ASSERT_TRUE(l.has_value()) << l.error().ToString();
     const int c = ConnectTcpLoopback(l->port());
     ASSERT_GE(c, 0);
@@ -432,7 +430,7 @@ TEST(SocketTest, ResetOnCloseDropsWhatIsUnsent) {
 
 TEST(SocketTest, BadTcpAddresses) {
   for (const char* spec : {"no-port-here", "127.0.0.1:70000", "1.2.3.4:x"}) {
-    Result<Listener> l = Listener::Tcp(spec);
+    Result<Listener> l = TcpListener(spec);
     ASSERT_FALSE(l.has_value()) << spec;
     EXPECT_EQ(l.error().code(), StatusCode::kInvalidArgument) << spec;
   }
@@ -491,7 +489,7 @@ TEST(SocketTest, PortZeroIsAPortFreeOnEveryEndpoint) {
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &nofile), 0);
   std::vector<Listener> held;
   while (held.size() + 256 < nofile.rlim_cur && held.size() < 3000) {
-    Result<Listener> l = Listener::Tcp("127.0.0.1:0");
+    Result<Listener> l = TcpListener("127.0.0.1:0");
     ASSERT_TRUE(l.has_value()) << l.error().ToString();
     held.push_back(std::move(*l));
   }
@@ -510,7 +508,7 @@ TEST(SocketTest, PortZeroIsAPortFreeOnEveryEndpoint) {
 // One endpoint's port in use fails the whole, and what was bound is closed:
 // a server never serves on part of its name's addresses unsaid.
 TEST(SocketTest, AnEndpointInUseFailsTheWholeAddress) {
-  Result<Listener> taken = Listener::Tcp("127.0.0.1:0");
+  Result<Listener> taken = TcpListener("127.0.0.1:0");
   ASSERT_TRUE(taken.has_value()) << taken.error().ToString();
   const std::string port = std::to_string(taken->port());
   Result<ResolvedTcpAddress> v6 = ResolveTcpAddress("[::1]:" + port);

@@ -82,27 +82,24 @@ class Listener {
  public:
   // A Unix stream socket listening at `path`; see the file comment.
   static Result<Listener> Unix(const std::string& path);
-  // A TCP socket listening on "HOST:PORT", "[V6HOST]:PORT" or ":PORT"
-  // (127.0.0.1), with SO_REUSEADDR: the first address HOST resolves to that
-  // binds (a server binds them all: TcpAll). PORT 0 picks a free port
-  // (port()). A HOST that does not resolve is kInvalidArgument; a resolver
-  // that cannot answer now (EAI_AGAIN: no network yet) is kIoError.
-  static Result<Listener> Tcp(const std::string& spec);
-  // A socket listening on each of `address`'s endpoints, in their order,
-  // all on one port (PORT 0: one free on every endpoint, the first bind's
-  // pick, picked again while it is in use on another), as nbd-server
-  // and nbdkit listen on every address a name resolves to: "localhost" is
-  // ::1 and 127.0.0.1 where /etc/hosts says both, and a client of either
-  // family connects. With more than one endpoint an IPv6 socket is
-  // IPV6_V6ONLY, so that "::" leaves 0.0.0.0 to its own socket (ipv6(7)).
-  // An endpoint this host cannot have is skipped: a family the kernel lacks
-  // (EAFNOSUPPORT), an address it does not have (EADDRNOTAVAIL: ::1 with
-  // IPv6 off), a repeated one. Any other failure (a port in use on one of
-  // them: kBusy) fails the whole, as does an address none of whose
-  // endpoints binds (the last error; none at all: kInvalidArgument).
+  // A TCP socket (SO_REUSEADDR) listening on each of `address`'s
+  // endpoints, in their order, all on one port (PORT 0: one free on every
+  // endpoint, the first bind's pick, picked again while it is in use on
+  // another), as nbd-server and nbdkit listen on every address a name
+  // resolves to: "localhost" is ::1 and 127.0.0.1 where /etc/hosts says
+  // both, and a client of either family connects. With more than one
+  // endpoint an IPv6 socket is IPV6_V6ONLY, so that "::" leaves 0.0.0.0 to
+  // its own socket (ipv6(7)). An endpoint this host cannot have is
+  // skipped: a family the kernel lacks (EAFNOSUPPORT), an address it does
+  // not have (EADDRNOTAVAIL: ::1 with IPv6 off), a repeated one. Any other
+  // failure (a port in use on one of them: kBusy) fails the whole, as does an
+  // address none of whose endpoints binds (the last error; none at all:
+  // kInvalidArgument).
   static Result<std::vector<Listener>> TcpAll(
       const ResolvedTcpAddress& address);
-  // The same, `spec` looked up first (ResolveTcpAddress's errors).
+  // The same on "HOST:PORT", "[V6HOST]:PORT" or ":PORT" (127.0.0.1)
+  // looked up first (ResolveTcpAddress's errors: a HOST that does not
+  // resolve kInvalidArgument, a resolver that cannot answer now kIoError).
   static Result<std::vector<Listener>> TcpAll(const std::string& spec);
 
   Listener() = default;
