@@ -33,17 +33,16 @@ constexpr CodeNames kCodeNames[] = {
 };
 static_assert(std::size(kCodeNames) ==
               static_cast<std::size_t>(StatusCode::kPermissionDenied) + 1);
+static_assert([] {
+  for (std::size_t k = 0; k < std::size(kCodeNames); ++k) {
+    if (static_cast<std::size_t>(kCodeNames[k].code) != k) return false;
+  }
+  return true;
+}());
 
 const CodeNames* Find(StatusCode code) {
   const auto i = static_cast<std::size_t>(code);
-  if (i >= std::size(kCodeNames)) return nullptr;
-  static_assert([] {
-    for (std::size_t k = 0; k < std::size(kCodeNames); ++k) {
-      if (static_cast<std::size_t>(kCodeNames[k].code) != k) return false;
-    }
-    return true;
-  }());
-  return &kCodeNames[i];
+  return i < std::size(kCodeNames) ? &kCodeNames[i] : nullptr;
 }
 
 }  // namespace
