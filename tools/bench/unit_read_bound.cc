@@ -21,7 +21,11 @@
 // to back as a pool packs them: each page's own object, each unit's object
 // (one call per 16 pages), and each unit's object copied into one buffer
 // first (what ztier does: a unit's object lies in several pieces of the
-// pool, units.cc), the bound under `bench ratio`'s sequential reads.
+// pool, units.cc), the bound under `bench ratio`'s sequential reads; and,
+// for lz4, each unit's object read in place from its 4096-byte pieces by
+// a block decoder that follows the LZ4 block format across them
+// (DecodeLz4Pieces below, the design that would drop that copy), checked
+// against the pages.
 // Prints the MB/s of pages read and each unit figure over per-page, and
 // the compressed bytes of units and of anchors over per-page's: what each
 // design saves in memory against what its reads cost. The bytes themselves
@@ -38,7 +42,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <iterator>
@@ -90,6 +96,183 @@ void Decompress(bool lz4, ZSTD_DCtx* dctx, const char* src, std::size_t len,
     LZ4_decompress_safe(src, out, static_cast<int>(len), static_cast<int>(n));
   } else {
     ZSTD_decompressDCtx(dctx, out, n, src, len);
+  }
+}
+
+// An LZ4 block (lz4's doc/lz4_Block_format.md) read from the pieces
+// [piece, piece + n), in order, into the `cap` bytes at `dst`: the bytes
+// written, or -1 for a malformed block. Sequences that lie inside one
+// piece, with room to copy 16 or 32 bytes at a time, take the fast loop;
+// the rest (the last ones, those across a boundary) are read a byte at a
+// time across pieces.
+struct Piece {
+  const std::uint8_t* p;
+  std::size_t n;
+};
+
+void Copy8(std::uint8_t* d, const std::uint8_t* s) { std::memcpy(d, s, 8); }
+void Copy16(std::uint8_t* d, const std::uint8_t* s) { std::memcpy(d, s, 16); }
+// Copies [s, s + (e - d)) to d, 32 bytes at a time (up to 31 past e).
+void Wild32(std::uint8_t* d, const std::uint8_t* s, std::uint8_t* e) {
+  do {
+    Copy16(d, s);
+    Copy16(d + 16, s + 16);
+    d += 32;
+    s += 32;
+  } while (d < e);
+}
+
+// A match of `ml` bytes at distance `off` < 16; writes up to 8 past it.
+void ShortMatch(std::uint8_t* op, std::size_t off, std::size_t ml) {
+  std::uint8_t* const e = op + ml;
+  if (off >= 8) {
+    for (; op < e; op += 8) Copy8(op, op - off);
+    return;
+  }
+  // Its first bytes one by one, up to a multiple of the period of 8 or
+  // more, then 8 at a time from that far back.
+  const std::size_t dist = off * ((8 + off - 1) / off);
+  for (std::size_t i = 0; i < dist; ++i) op[i] = op[i - off];
+  for (std::uint8_t* d = op + dist; d < e; d += 8) Copy8(d, d - dist);
+}
+
+// Reads a length's extra bytes (255 and more follow) from [*ip, iend).
+bool ExtraLength(const std::uint8_t** ip, const std::uint8_t* iend,
+                 std::size_t* len) {
+  unsigned b;
+  do {
+    if (*ip >= iend) return false;
+    b = *(*ip)++;
+    *len += b;
+  } while (b == 255);
+  return true;
+}
+
+// The fast loop over one piece: stops before the first sequence that does
+// not lie inside [*ipp, iend) with 64 bytes of output to spare. False: a
+// match reaches before dst.
+bool FastSequences(const std::uint8_t** ipp, const std::uint8_t* iend,
+                   std::uint8_t** opp, std::uint8_t* dst, std::uint8_t* oend) {
+  const std::uint8_t* ip = *ipp;
+  std::uint8_t* op = *opp;
+  bool ok = true;
+  while (iend - ip >= 32 && oend - op >= 64) {
+    const std::uint8_t* const seq = ip;
+    std::uint8_t* const out = op;
+    const unsigned token = *ip++;
+    std::size_t ll = token >> 4;
+    if (ll != 15) {
+      Copy16(op, ip);
+    } else if (!ExtraLength(&ip, iend, &ll) ||
+               static_cast<std::size_t>(iend - ip) < ll + 18 ||
+               static_cast<std::size_t>(oend - op) < ll + 64) {
+      ip = seq;
+      break;
+    } else {
+      Wild32(op, ip, op + ll);
+    }
+    op += ll;
+    ip += ll;
+    const std::size_t off = ip[0] | std::size_t{ip[1]} << 8;
+    ip += 2;
+    const std::uint8_t* const match = op - off;
+    std::size_t ml = token & 15;
+    if (ml != 15 && off >= 8 && match >= dst) {
+      // off >= 8: each 8 bytes are read after the ones they start from
+      // were written.
+      Copy8(op, match);
+      Copy8(op + 8, match + 8);
+      std::memcpy(op + 16, match + 16, 2);
+      op += ml + 4;
+      continue;
+    }
+    if (ml == 15 && (!ExtraLength(&ip, iend, &ml) ||
+                     static_cast<std::size_t>(oend - op) < ml + 4 + 64)) {
+      ip = seq;
+      op = out;
+      break;
+    }
+    ml += 4;
+    if (off == 0 || match < dst) {
+      ok = false;
+      break;
+    }
+    if (off >= 16) {
+      Wild32(op, match, op + ml);
+    } else {
+      ShortMatch(op, off, ml);
+    }
+    op += ml;
+  }
+  *ipp = ip;
+  *opp = op;
+  return ok;
+}
+
+long DecodeLz4Pieces(const Piece* piece, std::size_t n, std::uint8_t* dst,
+                     std::size_t cap) {
+  std::uint8_t* op = dst;
+  std::uint8_t* const oend = dst + cap;
+  std::size_t k = 0;
+  const std::uint8_t* ip = piece[0].p;
+  const std::uint8_t* iend = ip + piece[0].n;
+  // Moves to the next piece with a byte left; false at the end of the last.
+  const auto more = [&] {
+    while (ip == iend) {
+      if (++k == n) return false;
+      ip = piece[k].p;
+      iend = ip + piece[k].n;
+    }
+    return true;
+  };
+  // A length's extra bytes, across pieces.
+  const auto extra = [&](std::size_t* len) {
+    unsigned b;
+    do {
+      if (!more()) return false;
+      b = *ip++;
+      *len += b;
+    } while (b == 255);
+    return true;
+  };
+  for (;;) {
+    if (!FastSequences(&ip, iend, &op, dst, oend)) return -1;
+    // One sequence, byte by byte across pieces.
+    if (!more()) return -1;
+    const unsigned token = *ip++;
+    std::size_t ll = token >> 4;
+    if ((ll == 15 && !extra(&ll)) || static_cast<std::size_t>(oend - op) < ll) {
+      return -1;
+    }
+    while (ll > 0) {
+      if (!more()) return -1;
+      const std::size_t c = std::min<std::size_t>(ll, iend - ip);
+      std::memcpy(op, ip, c);
+      op += c;
+      ip += c;
+      ll -= c;
+    }
+    if (ip == iend && k + 1 == n) return op - dst;  // the last literals
+    std::size_t off = 0;
+    for (int i = 0; i < 2; ++i) {
+      if (!more()) return -1;
+      off |= std::size_t{*ip++} << (8 * i);
+    }
+    std::size_t ml = token & 15;
+    if (ml == 15 && !extra(&ml)) return -1;
+    ml += 4;
+    if (off == 0 || off > static_cast<std::size_t>(op - dst) ||
+        static_cast<std::size_t>(oend - op) < ml) {
+      return -1;
+    }
+    // Exact, in chunks that double: [op - off, op) is whole periods.
+    const std::uint8_t* const match = op - off;
+    for (std::size_t chunk = off; ml > 0; chunk = op - match) {
+      const std::size_t c = std::min(chunk, ml);
+      std::memcpy(op, match, c);
+      op += c;
+      ml -= c;
+    }
   }
 }
 
@@ -221,6 +404,23 @@ int main(int argc, char** argv) {
     }
     // Objects in order, back to back, as a pool packs them.
     const Packed packed_pages(page_obj), packed_units(unit_obj);
+    for (std::size_t u = 0; lz4 && u < units; ++u) {
+      Piece piece[kUnit + 1];
+      std::size_t n = 0;
+      for (std::size_t at = 0; at < packed_units.size(u); at += kPage) {
+        piece[n++] = {
+            reinterpret_cast<const std::uint8_t*>(packed_units.at(u) + at),
+            std::min(kPage, packed_units.size(u) - at)};
+      }
+      const long got = DecodeLz4Pieces(
+          piece, n, reinterpret_cast<std::uint8_t*>(out.data()), kUnit * kPage);
+      if (got != static_cast<long>(kUnit * kPage) ||
+          std::memcmp(out.data(), &data[u * kUnit * kPage], kUnit * kPage)) {
+        std::fprintf(stderr, "%s: unit %zu reads back different in pieces\n",
+                     argv[1], u);
+        return 1;
+      }
+    }
     std::vector<char> gathered(LZ4_compressBound(kUnit * kPage) +
                                ZSTD_compressBound(kUnit * kPage));
     for (int rep = 0; rep < 3; ++rep) {
@@ -241,11 +441,30 @@ int main(int argc, char** argv) {
                    kUnit * kPage);
       }
       const auto t3 = Clock::now();
+      for (std::size_t u = 0; lz4 && u < units; ++u) {
+        Piece piece[kUnit + 1];
+        std::size_t n = 0;
+        for (std::size_t at = 0; at < packed_units.size(u); at += kPage) {
+          piece[n++] = {
+              reinterpret_cast<const std::uint8_t*>(packed_units.at(u) + at),
+              std::min(kPage, packed_units.size(u) - at)};
+        }
+        DecodeLz4Pieces(piece, n, reinterpret_cast<std::uint8_t*>(out.data()),
+                        kUnit * kPage);
+      }
+      const auto t4 = Clock::now();
       std::printf("%s %s in order, run %d: ", argv[1], lz4 ? "lz4" : "zstd",
                   rep + 1);
-      PrintRates(pages, {{"per-page", Seconds(t0, t1)},
-                         {"unit", Seconds(t1, t2)},
-                         {"unit gathered", Seconds(t2, t3)}});
+      if (lz4) {
+        PrintRates(pages, {{"per-page", Seconds(t0, t1)},
+                           {"unit", Seconds(t1, t2)},
+                           {"unit gathered", Seconds(t2, t3)},
+                           {"unit in pieces", Seconds(t3, t4)}});
+      } else {
+        PrintRates(pages, {{"per-page", Seconds(t0, t1)},
+                           {"unit", Seconds(t1, t2)},
+                           {"unit gathered", Seconds(t2, t3)}});
+      }
     }
     const double per_page = static_cast<double>(Bytes(page_obj));
     std::printf(
