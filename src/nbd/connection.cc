@@ -144,13 +144,22 @@ bool Connection::StartWriter() {
   }
 }
 
-bool Connection::RepliesCannotGo() {
+bool Connection::StopsWork() {
   {
     std::lock_guard l(mu_);
     if (stopping_) return true;
   }
   std::lock_guard l(send_mu_);
   return broken_;
+}
+
+void Connection::BeginStop() {
+  std::lock_guard l(mu_);
+  stopping_ = true;
+  // Receiving ends once what the socket holds has been read (then EOF);
+  // sending goes on. Still in the handshake: Main() does it when serving.
+  if (serving_ && !closed_) ::shutdown(fd_, SHUT_RD);
+  cv_.notify_all();
 }
 
 void Connection::Shutdown() {
@@ -170,6 +179,7 @@ void Connection::Main() {
   options.timeout_ms = limits_.handshake_timeout_ms;
   options.tls = limits_.tls;
   options.tls_required = limits_.tls_required;
+  options.stopping = limits_.server_stopping;
   Result<Negotiated> n = Handshake(fd_, &transport_, registry_, options);
   if (n.has_value()) {
     device_ = std::move(n->device);
@@ -180,6 +190,11 @@ void Connection::Main() {
     Log("export " + device_->name() + " (" + std::to_string(size_) +
         " bytes)" + (structured_ ? ", structured replies" : "") +
         (base_allocation_ ? ", base:allocation" : ""));
+    {
+      std::lock_guard l(mu_);
+      serving_ = true;
+      if (stopping_ && !closed_) ::shutdown(fd_, SHUT_RD);  // BeginStop()
+    }
     Serve();
     {
       std::lock_guard l(mu_);
@@ -309,6 +324,11 @@ void Connection::Serve() {
       LogError(type, offset, length, kErrInval, kOver);
       if (!SkipInput(length)) break;
       if (!AddErrorReply(type, r.cookie, kErrInval, kOver)) break;
+      continue;
+    }
+    if (limits_.server_stopping != nullptr &&
+        limits_.server_stopping->load(std::memory_order_relaxed)) {
+      if (!RefuseStopping(type, r.cookie, offset, length)) break;
       continue;
     }
 
@@ -488,7 +508,15 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   const std::uint64_t bytes =
       has_buffer ? BufferBytes(length, limits_.max_request_bytes) : 0;
   Job* job = AcquireJob(bytes);
-  if (job == nullptr) return false;
+  if (job == nullptr) {
+    // The socket failed, or the connection stops while the request waited
+    // for a job: a soft stop still answers it.
+    {
+      std::lock_guard l(send_mu_);
+      if (broken_) return false;
+    }
+    return RefuseStopping(type, cookie, offset, length);
+  }
   job->type = type;
   job->flags = flags;
   job->cookie = cookie;
@@ -524,17 +552,27 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
   return true;
 }
 
+bool Connection::RefuseStopping(std::uint16_t type, std::uint64_t cookie,
+                                std::uint64_t offset, std::uint32_t length) {
+  // proto.md, "Terminating the transmission phase": the error of the
+  // requests a stopping server does not serve SHOULD be NBD_ESHUTDOWN.
+  constexpr std::string_view kWhy = "the server is stopping";
+  if (type == kCmdWrite && !SkipInput(length)) return false;
+  LogError(type, offset, length, kErrShutdown, kWhy);
+  return AddErrorReply(type, cookie, kErrShutdown, kWhy);
+}
+
 void Connection::RunJob(Job* job) {
   const std::span<std::byte> data(job->data,
                                   job->data == nullptr ? 0 : job->length);
   Status s;
   // A READ, or a long request's step after the first, is not done once its
-  // reply cannot go (the socket failed: the client has gone; or the server
-  // stops): it would change nothing the client can see, and a read of a
-  // written-back page can hold a worker for the backing store's whole
-  // timeout while other connections' requests wait.
-  bool abandoned =
-      (job->type == kCmdRead || job->done > 0) && RepliesCannotGo();
+  // reply cannot go (the socket failed: the client has gone) or the server
+  // stops (the reply is then ESHUTDOWN): it would change nothing the client
+  // can see, and a read of a written-back page can hold a worker for the
+  // backing store's whole timeout while other connections' requests wait.
+  // A WRITE that reached a worker is always done, and answered if it can.
+  bool abandoned = (job->type == kCmdRead || job->done > 0) && StopsWork();
   if (!abandoned) {
     switch (job->type) {
       case kCmdRead:
@@ -560,7 +598,7 @@ void Connection::RunJob(Job* job) {
           // The rest after the jobs queued meanwhile; not done at all once
           // the connection is being shut down or its socket failed (a
           // client that sent DISC still gets its replies, as proto.md asks).
-          abandoned = RepliesCannotGo();
+          abandoned = StopsWork();
           if (!abandoned) {
             queue_->PushBack(job);
             return;

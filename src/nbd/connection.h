@@ -40,9 +40,9 @@
 //    at a time: after each step the job goes to the back of its
 //    connection's queue, so that one client's long requests hold the
 //    workers for a step each, not for their whole length, and every other
-//    client's requests keep their turn. Once Shutdown() is
-//    called or the socket fails, the steps left are dropped (the reply,
-//    ESHUTDOWN, cannot go); after DISC they still run.
+//    client's requests keep their turn. Once BeginStop() or Shutdown() is
+//    called or the socket fails, the steps left are dropped (the reply is
+//    ESHUTDOWN, if it can still go); after DISC they still run.
 //
 // Memory is bounded per connection: 256 KiB of input buffer, 256 KiB of
 // output batch, and at most max_in_flight jobs holding max_in_flight_bytes
@@ -74,10 +74,22 @@
 // the job free list and in-flight counts. No thread holds both. Device calls
 // are made without either.
 //
-// Lifetime: the reader ends on DISC, EOF, a protocol error, a send error or
-// Shutdown(); it then sends what it batched, waits for its jobs to finish,
-// drops the Device::ClientRef, closes the socket and calls on_exit (from the
-// reader thread). The owner then Join()s and deletes the Connection.
+// Lifetime: the reader ends on DISC, EOF, a protocol error, a send error,
+// BeginStop() or Shutdown(); it then sends what it batched, waits for its
+// jobs to finish, drops the Device::ClientRef, closes the socket and calls
+// on_exit (from the reader thread). The owner then Join()s and deletes the
+// Connection.
+//
+// Stopping (proto.md, "Terminating the transmission phase" and
+// "Termination of the session during option haggling"): BeginStop() is
+// the soft stop. In the handshake, the client's options are answered
+// NBD_REP_ERR_SHUTDOWN from then on (ConnectionLimits::server_stopping,
+// handshake.h). In transmission, the reader stops receiving (SHUT_RD): the
+// requests already received but not begun are answered ESHUTDOWN (a WRITE
+// is not done), those running finish and are answered (a READ or a long
+// request's next step not begun yet: ESHUTDOWN), and the connection closes
+// once every reply is out. Shutdown() is the hard stop: the socket is shut
+// down both ways at once, and replies not sent yet are lost.
 //
 // Log (ConnectionLimits::log, when set), each line naming the connection:
 // its handshake's outcome (the export and size, or why it failed), every
@@ -134,6 +146,10 @@ struct ConnectionLimits {
   // warning (an error reply, a connection ended for want of memory or a
   // thread) starts with "warning: ".
   std::function<void(const std::string&)> log;
+  // Set by the server once it stops (null: never): the handshake answers
+  // options NBD_REP_ERR_SHUTDOWN, the reader requests ESHUTDOWN. Must
+  // outlive the connection.
+  const std::atomic<bool>* server_stopping = nullptr;
   // The server's counters (nbd_counters.h), updated lock-free by the reader
   // and the workers; null: nothing counted. Must outlive the connection and
   // its jobs (the server's WorkQueue).
@@ -184,7 +200,10 @@ class Connection {
   // closed, and the caller drops the connection instead of the process
   // ending.
   bool Start();
-  void Shutdown();  // any thread: makes the reader stop soon
+  // Any thread: the soft stop (above). The server sets
+  // ConnectionLimits::server_stopping first.
+  void BeginStop();
+  void Shutdown();  // any thread: the hard stop; the reader stops soon
   void Join();
 
   // Worker side: runs `job` against the device, replies, recycles the job
@@ -196,9 +215,10 @@ class Connection {
  private:
   void Main();
   void Serve();
-  // True once no reply can reach the client: Shutdown() was called, or the
-  // socket failed. Takes mu_, then send_mu_ (never both at once).
-  bool RepliesCannotGo();
+  // True once work not begun is to be dropped: the connection stops
+  // (BeginStop() or Shutdown(); the reply is ESHUTDOWN, if it can go), or
+  // the socket failed. Takes mu_, then send_mu_ (never both at once).
+  bool StopsWork();
   // 0, or the NBD error of a bad request with *why saying what is wrong.
   std::uint32_t Validate(std::uint16_t type, std::uint16_t flags,
                          std::uint64_t offset, std::uint32_t length,
@@ -214,6 +234,10 @@ class Connection {
                    std::uint64_t offset, std::uint32_t length);
   bool Hand(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
             std::uint64_t offset, std::uint32_t length);
+  // A request not begun because the server stops: ESHUTDOWN, after a
+  // WRITE's payload has been read and dropped.
+  bool RefuseStopping(std::uint16_t type, std::uint64_t cookie,
+                      std::uint64_t offset, std::uint32_t length);
   // Input buffer.
   bool Fill(std::size_t n);
   bool SkipInput(std::size_t n);
@@ -311,6 +335,7 @@ class Connection {
   // spares_ (Release): at most max_in_flight_bytes. Guarded by mu_.
   std::uint64_t kept_bytes_ = 0;
   bool stopping_ = false;      // guarded by mu_
+  bool serving_ = false;       // guarded by mu_: the handshake is done
   bool closed_ = false;        // guarded by mu_: fd_ is closed
 };
 

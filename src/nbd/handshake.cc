@@ -453,6 +453,18 @@ Result<Negotiated> Handshake(int fd, std::unique_ptr<Transport>* transport,
       SendReply(io, option, kRepAck, nullptr, 0).IgnoreError();
       return Err(Status::IoError("client aborted the handshake"));
     }
+    if (options.stopping != nullptr && options.stopping->load()) {
+      // proto.md, "Termination of the session during option haggling": a
+      // server being shut down SHOULD error every option but NBD_OPT_ABORT
+      // with NBD_REP_ERR_SHUTDOWN; the client MUST then abort.
+      if (option == kOptExportName) {
+        return Err(Status::IoError(
+            "NBD_OPT_EXPORT_NAME while the server is stopping"));
+      }
+      ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrShutdown,
+                                   "ztier is stopping: try again later"));
+      continue;
+    }
     if (tls_offered && option == kOptStartTls) {
       if (secure) {
         ZT_RETURN_IF_ERROR(SendError(io, option, kRepErrInvalid,

@@ -18,12 +18,15 @@
 // device: "zram0" if present, else the first by name. An unknown
 // export is NBD_REP_ERR_UNKNOWN; so is a device that is not initialised (no
 // disksize yet) or busy (its disksize being set, or a reset), with a
-// message saying which.
+// message saying which. Once HandshakeOptions::stopping is set, every
+// option but ABORT is answered NBD_REP_ERR_SHUTDOWN (EXPORT_NAME, which has
+// no error reply, closes), as proto.md asks of a server being shut down.
 //
 // Thread safety: runs on the connection's own thread; reads the registry.
 #ifndef ZTIER_NBD_HANDSHAKE_H_
 #define ZTIER_NBD_HANDSHAKE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -61,6 +64,9 @@ struct HandshakeOptions {
   // refused with NBD_REP_ERR_TLS_REQD (EXPORT_NAME, which has no error
   // reply, closes the connection).
   bool tls_required = false;
+  // Set (by another thread) once the server stops; null: never. Checked as
+  // each option arrives.
+  const std::atomic<bool>* stopping = nullptr;
 };
 
 // Runs the handshake on `*transport`, the plain socket `fd` (blocking). On

@@ -62,6 +62,7 @@ class NbdServerImpl final : public NbdServer {
     if (options_.preallocate) limits_.prealloc_job_bytes = 64 << 10;
     limits_.log = options_.log;
     limits_.counters = &counters_;
+    limits_.server_stopping = &stopped_;
     std::size_t workers = options_.workers;
     if (workers == 0) workers = std::max(1u, std::thread::hardware_concurrency());
     queue_ =
@@ -88,7 +89,24 @@ class NbdServerImpl final : public NbdServer {
     }
     unix_.Close();  // and removes the socket file, if still ours
     tcp_.clear();
-    // No accept thread: the list only shrinks here.
+    // No accept thread: the list only shrinks here. The soft stop first
+    // (Connection::BeginStop: replies to the requests in flight, options
+    // answered NBD_REP_ERR_SHUTDOWN), for at most kStopGrace; then the
+    // hard one for the connections left (a client that takes no replies, or
+    // says nothing in its handshake).
+    {
+      std::unique_lock l(mu_);
+      for (auto& c : conns_) c->BeginStop();
+      if (active_.load() > 0) {
+        if (options_.log) {
+          options_.log("nbd: stopping: " + std::to_string(active_.load()) +
+                       " connection(s) get up to " +
+                       std::to_string(kStopGrace.count()) + " ms to finish");
+        }
+        exit_cv_.wait_for(l, kStopGrace,
+                          [this] { return active_.load() == 0; });
+      }
+    }
     std::list<std::unique_ptr<Connection>> conns;
     {
       std::lock_guard l(mu_);
@@ -234,8 +252,9 @@ class NbdServerImpl final : public NbdServer {
     {
       std::lock_guard l(mu_);
       done_.push_back(c);
+      --active_;
     }
-    --active_;
+    exit_cv_.notify_all();  // a Stop() waiting for the connections
     Wake();
   }
 
@@ -272,6 +291,7 @@ class NbdServerImpl final : public NbdServer {
   NbdServerCounters counters_;  // updated by the connections, lock-free
   std::mutex mu_;
   std::list<std::unique_ptr<Connection>> conns_;  // guarded by mu_
+  std::condition_variable exit_cv_;               // a connection ended (OnExit)
   std::vector<Connection*> done_;                 // guarded by mu_
 };
 

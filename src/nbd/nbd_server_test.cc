@@ -1246,6 +1246,123 @@ TEST(NbdServerTest, StopWithClientsConnected) {
   EXPECT_EQ(f->device().clients(), 0);
 }
 
+// Waits (up to 5 s) until `path` is gone: a stopping server removes its
+// socket file before it asks its connections to finish.
+bool WaitGone(const std::string& path) {
+  struct stat st;
+  for (int i = 0; i < 500 && ::lstat(path.c_str(), &st) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return ::lstat(path.c_str(), &st) != 0;
+}
+
+// proto.md, "Termination of the session during option haggling": a server
+// in the process of being shut down SHOULD answer every option but
+// NBD_OPT_ABORT with NBD_REP_ERR_SHUTDOWN, and the client MUST then
+// disconnect softly (NBD_OPT_ABORT). A client in the handshake when the
+// server stops is answered so, its ABORT gets its ACK, and the stop ends
+// with that, not with the grace given to the clients.
+TEST(NbdServerTest, AStoppingServerAnswersOptionsWithErrShutdown) {
+  ServerFixture f(4 << 20);
+  RawClient c(f.socket());
+  Greet(c);
+  EXPECT_EQ(Option(c, kOptStructuredReply, {}),
+            std::vector<std::uint32_t>{kRepAck});
+  const auto start = std::chrono::steady_clock::now();
+  std::jthread stop([&] { f.server().Stop(); });
+  ASSERT_TRUE(WaitGone(f.socket()));
+  EXPECT_EQ(Option(c, kOptList, {}),
+            std::vector<std::uint32_t>{kRepErrShutdown});
+  std::vector<std::byte> go(4 + 5 + 2);
+  const std::uint32_t name_length = ToBig<std::uint32_t>(5);
+  std::memcpy(go.data(), &name_length, 4);
+  std::memcpy(go.data() + 4, "zram0", 5);
+  EXPECT_EQ(Option(c, kOptGo, go), std::vector<std::uint32_t>{kRepErrShutdown});
+  EXPECT_EQ(Option(c, kOptAbort, {}), std::vector<std::uint32_t>{kRepAck});
+  EXPECT_TRUE(c.WaitClosed());
+  stop.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, kStopGrace);
+  EXPECT_EQ(f.device().clients(), 0);
+}
+
+// proto.md, "Terminating the transmission phase": on a shutdown the server
+// SHOULD serve the requests in flight before it disconnects, and answer
+// the others NBD_ESHUTDOWN. Here a READ waits in the backing store when the
+// server stops, holding the connection's one job (max_in_flight 1), and a
+// WRITE waits for that job: the READ is served, the WRITE is answered
+// ESHUTDOWN and not done, and the connection closes once both replies are
+// out.
+TEST(NbdServerTest, AStoppingServerServesRequestsInFlightAndRefusesTheRest) {
+  GatedReads gate;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = gate.Wrap();
+  LogLines log;
+  NbdServerOptions o;
+  o.workers = 1;
+  o.inline_max_bytes = 0;  // the READ and the WRITE go to the workers
+  o.max_in_flight = 1;
+  o.log = log.Sink();
+  ServerFixture f(1 << 20, o, std::move(defaults));
+  const auto data = RandomBytes(1 << 20, 21);
+  WriteBackPageZero(f, data);
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 1 << 20);
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));
+  ASSERT_TRUE(gate.WaitReads(1));
+  ASSERT_TRUE(
+      a.SendRequest(kCmdWrite, 0, 2, 8192, 4096, RandomBytes(4096, 22)));
+  std::jthread stop([&] { f.server().Stop(); });
+  std::string all;
+  EXPECT_TRUE(log.WaitFor("stopping:", &all)) << all;
+  gate.Open();
+  // Two replies, in either order.
+  for (int i = 0; i < 2; ++i) {
+    std::uint32_t err = 0;
+    std::uint64_t cookie = 0;
+    std::vector<std::byte> back;
+    ASSERT_TRUE(a.ReadReply(&err, &cookie, &back, 4096)) << "reply " << i;
+    if (cookie == 1) {
+      EXPECT_EQ(err, 0u);
+      EXPECT_EQ(back,
+                std::vector<std::byte>(data.begin(), data.begin() + 4096));
+    } else {
+      EXPECT_EQ(cookie, 2u);
+      EXPECT_EQ(err, kErrShutdown);
+    }
+  }
+  EXPECT_TRUE(a.WaitClosed());
+  stop.join();
+  std::vector<std::byte> back(4096);
+  ASSERT_OK(f.device().Read(8192, back));
+  EXPECT_EQ(back, std::vector<std::byte>(data.begin() + 8192,
+                                         data.begin() + 8192 + 4096));
+  EXPECT_TRUE(log.WaitFor("closed: server stopping", &all)) << all;
+}
+
+// The grace is a bound: a client that takes none of its replies (no
+// io_timeout_ms to end it), and one that says nothing in the handshake,
+// hold the stop no longer.
+TEST(NbdServerTest, ClientsThatDoNothingHoldTheStopOnlyForTheGrace) {
+  NbdServerOptions o;
+  o.io_timeout_ms = -1;
+  o.handshake_timeout_ms = -1;
+  ServerFixture f(16 << 20, o);
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 16 << 20);
+  for (std::uint64_t i = 0; i < 16; ++i) {
+    ASSERT_TRUE(a.SendRequest(kCmdRead, 0, i + 1, i << 20, 1 << 20));
+  }
+  RawClient b(f.socket());
+  Greet(b);
+  ASSERT_TRUE(f.WaitConnections(2));
+  const auto start = std::chrono::steady_clock::now();
+  f.server().Stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            kStopGrace + std::chrono::seconds(4));
+  EXPECT_TRUE(a.WaitClosed());
+  EXPECT_TRUE(b.WaitClosed());
+}
+
 TEST(NbdServerTest, UnixSocketModeAndLiveOrStalePath) {
   ServerFixture f(4 << 20);
   struct stat st;

@@ -14,11 +14,17 @@
 // each for at most a second; beyond that they are closed at once).
 //
 // Thread safety: Start() returns a running server. Stop() (or the destructor)
-// stops accepting, closes every connection, waits for requests in flight,
-// and removes the Unix socket file.
+// stops accepting and removes the Unix socket file, then stops its
+// connections as proto.md asks of a server being shut down (connection.h,
+// "Stopping"): a client in the handshake gets NBD_REP_ERR_SHUTDOWN for its
+// options, one in transmission gets the replies to its requests in flight
+// (ESHUTDOWN to those not begun) and is then disconnected. A connection
+// still open after kStopGrace (a client that takes no replies, or says
+// nothing) is closed at once; Stop() returns once every connection is.
 #ifndef ZTIER_NBD_NBD_SERVER_H_
 #define ZTIER_NBD_NBD_SERVER_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -79,6 +85,9 @@ struct NbdServerOptions {
 };
 
 inline constexpr std::size_t kMaxRefusing = 16;
+
+// How long Stop() lets its connections finish before it closes them.
+inline constexpr std::chrono::milliseconds kStopGrace{1000};
 
 class NbdServer {
  public:
