@@ -328,7 +328,7 @@ void Connection::Serve() {
     }
     if (limits_.server_stopping != nullptr &&
         limits_.server_stopping->load(std::memory_order_relaxed)) {
-      if (!RefuseStopping(type, r.cookie, offset, length)) break;
+      if (!RefuseStopping(type, r.cookie, length)) break;
       continue;
     }
 
@@ -515,7 +515,7 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
       std::lock_guard l(send_mu_);
       if (broken_) return false;
     }
-    return RefuseStopping(type, cookie, offset, length);
+    return RefuseStopping(type, cookie, length);
   }
   job->type = type;
   job->flags = flags;
@@ -553,13 +553,13 @@ bool Connection::Hand(std::uint16_t type, std::uint16_t flags,
 }
 
 bool Connection::RefuseStopping(std::uint16_t type, std::uint64_t cookie,
-                                std::uint64_t offset, std::uint32_t length) {
+                                std::uint32_t length) {
   // proto.md, "Terminating the transmission phase": the error of the
-  // requests a stopping server does not serve SHOULD be NBD_ESHUTDOWN.
-  constexpr std::string_view kWhy = "the server is stopping";
+  // requests a stopping server does not serve SHOULD be NBD_ESHUTDOWN. As
+  // the READs a worker drops then (RunJob), it is neither logged nor
+  // counted: the close's log line says the server stopped.
   if (type == kCmdWrite && !SkipInput(length)) return false;
-  LogError(type, offset, length, kErrShutdown, kWhy);
-  return AddErrorReply(type, cookie, kErrShutdown, kWhy);
+  return AddErrorReply(type, cookie, kErrShutdown, "the server is stopping");
 }
 
 void Connection::RunJob(Job* job) {

@@ -235,9 +235,9 @@ class Connection {
   bool Hand(std::uint16_t type, std::uint16_t flags, std::uint64_t cookie,
             std::uint64_t offset, std::uint32_t length);
   // A request not begun because the server stops: ESHUTDOWN, after a
-  // WRITE's payload has been read and dropped.
+  // WRITE's payload of `length` bytes has been read and dropped.
   bool RefuseStopping(std::uint16_t type, std::uint64_t cookie,
-                      std::uint64_t offset, std::uint32_t length);
+                      std::uint32_t length);
   // Input buffer.
   bool Fill(std::size_t n);
   bool SkipInput(std::size_t n);
