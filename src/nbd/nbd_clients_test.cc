@@ -1,9 +1,15 @@
 // nbd_clients_test.cc: the NBD server (started in-process on a Unix socket)
-// driven by real clients run as subprocesses: nbdinfo, nbdcopy, qemu-io and
-// fio. A test is skipped only when its client program is missing.
+// driven by real clients run as subprocesses: nbdinfo, nbdcopy, qemu-io, fio
+// and libnbd's Python bindings. A test is skipped only when its client is
+// missing.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 #include <regex>
+#include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "corpus/corpus.h"
@@ -41,6 +47,69 @@ TEST(NbdClientsTest, NbdinfoShowsSizeBlockSizeAndCapabilities) {
   const auto list = RunCommand("nbdinfo --list " + Quote(f.Uri()));
   EXPECT_EQ(list.exit_code, 0) << list.output;
   EXPECT_NE(list.output.find("zram0"), std::string::npos) << list.output;
+}
+
+// libnbd in option mode (its Python bindings, python3-libnbd, which the
+// distribution installs for /usr/bin/python3), as its user sees a server
+// that stops during the handshake: NBD_OPT_GO fails with ESHUTDOWN
+// (NBD_REP_ERR_SHUTDOWN), and the stop ends with the client's
+// NBD_OPT_ABORT, well within the grace.
+TEST(NbdClientsTest, LibnbdSeesErrShutdownWhenTheServerStopsInItsHandshake) {
+  const std::string python = "/usr/bin/python3";
+  if (RunCommand(python + " -c 'import nbd'").exit_code != 0) {
+    GTEST_SKIP() << "libnbd's Python bindings are not installed";
+  }
+  ServerFixture f(4 << 20);
+  const std::string ready = f.tmp().File("ready");
+  const std::string go = f.tmp().File("go");
+  const std::string py = f.tmp().File("client.py");
+  const std::string script =
+      "import nbd, os, sys, time\n"
+      "h = nbd.NBD()\n"
+      "h.set_opt_mode(True)\n"
+      "h.connect_uri(sys.argv[1])\n"
+      "open(sys.argv[2], 'w').close()\n"
+      "while not os.path.exists(sys.argv[3]): time.sleep(0.01)\n"
+      "try:\n"
+      "    h.opt_go()\n"
+      "    print('go: connected')\n"
+      "except nbd.Error as e:\n"
+      "    print('go: errno', e.errno, e.string)\n"
+      "h.opt_abort()\n";
+  ASSERT_TRUE(testing::WriteFile(
+      py, std::span(reinterpret_cast<const std::byte*>(script.data()),
+                    script.size())));
+  testing::CommandResult r;
+  std::jthread client([&] {
+    r = RunCommand(python + " " + Quote(py) + " " + Quote(f.Uri()) + " " +
+                   Quote(ready) + " " + Quote(go));
+  });
+  const auto exists = [](const std::string& path) {
+    return ::access(path.c_str(), F_OK) == 0;
+  };
+  for (int i = 0; i < 1000 && !exists(ready) && !exists(go); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool connected = exists(ready);
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::duration took{};
+  std::jthread stop([&] {
+    if (!connected) return;
+    f.server().Stop();
+    took = std::chrono::steady_clock::now() - start;
+  });
+  // The socket file goes once the stop has begun.
+  for (int i = 0; connected && i < 500 && exists(f.socket()); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(connected && exists(f.socket()));
+  ASSERT_TRUE(testing::WriteFile(go, {}));  // the client goes on in any case
+  client.join();
+  stop.join();
+  ASSERT_TRUE(connected) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("go: errno ESHUTDOWN"), std::string::npos) << r.output;
+  EXPECT_LT(took, kStopGrace);
 }
 
 // Copies `file` into a fresh export of its size and back out with nbdcopy.
