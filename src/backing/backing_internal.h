@@ -23,6 +23,7 @@ namespace ztier {
 struct BackingStore::Impl {
   std::shared_ptr<BackingFile> file;
   std::uint64_t num_blocks = 0;
+  bool created = false;  // Open made the file at `path` (BackingStore::created)
   std::unique_ptr<internal::BlockBitmap> bitmap;
   std::unique_ptr<internal::BlockCipher> cipher;  // null: not encrypted
   // Blocks freed and not yet discarded (file->can_discard() only), one bit

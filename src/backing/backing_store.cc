@@ -83,11 +83,13 @@ Result<std::unique_ptr<BackingStore>> BackingStore::Open(
     m.cipher = std::move(*cipher);
   }
   m.file = std::move(file);
+  m.created = created;
   return bs;
 }
 
 const std::string& BackingStore::path() const { return impl_->file->name(); }
 std::uint64_t BackingStore::num_blocks() const { return impl_->num_blocks; }
+bool BackingStore::created() const { return impl_->created; }
 bool BackingStore::direct() const { return impl_->file->direct(); }
 bool BackingStore::encrypted() const { return impl_->cipher != nullptr; }
 std::uint64_t BackingStore::blocks_used() const {

@@ -126,6 +126,11 @@ TEST(BackingStoreOpenTest, CreatesAMissingFileWithMode0600) {
   EXPECT_EQ(bs->blocks_used(), 0u);
   EXPECT_FALSE(bs->encrypted());
   EXPECT_EQ(bs->path(), dir.File("wb"));
+  EXPECT_TRUE(bs->created());
+  bs.reset();
+  EXPECT_FALSE(OpenStore({.path = dir.File("wb"), .size_bytes = 1 << 20})
+                   ->created());  // there already
+  bs = OpenStore({.path = dir.File("wb2"), .size_bytes = 1 << 20});
   RecordProperty("direct", bs->direct());  // O_DIRECT where the fs allows it
 }
 

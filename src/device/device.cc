@@ -387,6 +387,14 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
       made = s.error();
     }
   }
+  if (!made.ok() && backing != nullptr && backing->created()) {
+    // A file this failed attempt made goes with it, as BackingStore::Open
+    // removes one on its own failures (the device stays uninitialised).
+    const std::string path = backing->path();
+    o.backing.reset();
+    backing.reset();
+    ::unlink(path.c_str());
+  }
   std::unique_lock lock(mu_);
   if (!made.ok()) return made;
   busy_ = nullptr;

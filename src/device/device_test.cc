@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <map>
@@ -397,6 +398,32 @@ TEST(DeviceBackingTest, OpenFailureLeavesTheDeviceUninitialised) {
   EXPECT_EQ(d.disksize(), 0u);
   ASSERT_OK(d.SetBackingDev("none"));
   ASSERT_OK(d.SetDisksize(16 * kPageSize));
+}
+
+// A backing file that SetDisksize made goes again when the store cannot
+// be made after it (here its dictionary gone since algorithm_params took
+// it), as one BackingStore::Open fails on itself does; a file that was
+// there before is left.
+TEST(DeviceBackingTest, AFailedStoreTakesItsNewBackingFileAway) {
+  testing::ScopedTempDir dir;
+  const std::string dict = dir.File("lz4.dict");
+  const std::string made = dir.File("made.wb");
+  const std::string kept = dir.File("kept.wb");
+  std::ofstream(kept) << "x";
+  for (const std::string& path : {made, kept}) {
+    std::ofstream(dict) << std::string(4096, 'z');
+    Device d("zram0", DeviceDefaults{});
+    ASSERT_OK(d.SetCompAlgorithm("lz4"));
+    ASSERT_OK(d.SetAlgorithmParams("dict=" + dict));
+    ASSERT_OK(d.SetBackingDev(path));
+    std::filesystem::remove(dict);
+    const Status s = d.SetDisksize(16 * kPageSize);
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    EXPECT_NE(s.message().find(dict), std::string::npos) << s.ToString();
+    EXPECT_FALSE(d.initialized());
+    EXPECT_EQ(std::filesystem::exists(path), path == kept)
+        << path << (path == kept ? " removed" : " left behind");
+  }
 }
 
 TEST(DeviceBackingTest, WritebackErrors) {

@@ -149,6 +149,10 @@ class BackingStore {
 
   const std::string& path() const;
   std::uint64_t num_blocks() const;
+  // Open made the file at path() (it was missing). A caller that gives
+  // this store up unused, on a failure of its own after Open, removes the
+  // file, as Open does on its own failures (device.cc's SetDisksize).
+  bool created() const;
   bool direct() const;  // O_DIRECT in use
   bool encrypted() const;
   std::uint64_t blocks_used() const;
