@@ -153,6 +153,7 @@ TEST(BackingStoreOpenTest, RejectsWhatItCannotUse) {
       {.path = dir.File("no/such/wb"), .size_bytes = 1 << 20});
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ErrnoNameOf(r.error()), "ENOENT");  // not kNotFound's ENODEV
   EXPECT_NE(r.error().message().find(dir.File("no/such/wb")),
             std::string::npos);
   r = BackingStore::Open({.path = dir.path(), .size_bytes = 1 << 20});

@@ -110,9 +110,11 @@ Status CheckBackingPath(const std::string& path) {
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
   if (!fs::is_directory(dir, ec)) {
-    return Status::NotFound("backing_dev " + path +
-                            ": no such file, and no directory " + dir.string() +
-                            " to create it in");
+    // ENOENT, as filp_open() gives zram's backing_dev_store() for it.
+    return PosixError("backing_dev " + path +
+                          ": no such file, and no directory " + dir.string() +
+                          " to create it in",
+                      ENOENT);
   }
   // The file is created at disksize: the directory must let it be.
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
@@ -142,10 +144,8 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
                                     .encrypt = defaults.backing_encrypt,
                                     .file = std::move(remote),
                                     .wrap_file = defaults.backing_file_wrap});
-  if (!opened.has_value()) {
-    const Status& e = opened.error();
-    return Err(Status(e.code(), "backing_dev: " + e.message()));
-  }
+  // Annotate keeps an errno (ENOENT, not kNotFound's ENODEV, to a person).
+  if (!opened.has_value()) return Err(Annotate("backing_dev", opened.error()));
   return std::shared_ptr<BackingStore>(std::move(*opened));
 }
 

@@ -24,8 +24,11 @@ namespace ztier::internal {
 namespace {
 
 Status OpenError(const char* call, const std::string& path, int err) {
-  std::string msg = std::string(call) + " " + path + ": " + std::strerror(err);
-  return err == ENOENT ? Status::NotFound(msg) : Status::IoError(msg);
+  // ENOENT keeps its errno, so that a person reads ENOENT (ErrnoNameOf),
+  // not the ENODEV a bare kNotFound stands for.
+  if (err == ENOENT) return PosixError(std::string(call) + " " + path, err);
+  return Status::IoError(std::string(call) + " " + path + ": " +
+                         std::strerror(err));
 }
 
 class PosixBackingFile final : public BackingFile {

@@ -470,6 +470,22 @@ TEST_F(ZtierCliTest, ServeSettingsThatCannotWorkExit2) {
   }
 }
 
+// A --backing-dev that cannot hold written-back pages is refused at start,
+// naming the path and why: a path whose folder is missing, with open()'s
+// ENOENT as `ztier ctl backing_dev` says it (docs/control_protocol.md).
+TEST_F(ZtierCliTest, ServeRefusesAnUnusableBackingDevAtOnce) {
+  const std::string serve =
+      "serve --device zram0:16M --unix s.sock --ctl c.ctl --backing-dev ";
+  RunResult r = Run(serve + "no-dir/wb");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("--backing-dev: ENOENT: backing_dev " +
+                       (dir_ / "no-dir/wb").string() +
+                       ": no such file, and no directory " +
+                       (dir_ / "no-dir").string() + " to create it in"),
+            std::string::npos)
+      << r.err;
+}
+
 // A bad value from the [ztier] section is said at its line, not as a flag
 // of the command line; the command line's own value is said as a flag.
 TEST_F(ZtierCliTest, ABadZtierValueIsSaidWhereTheFileSetsIt) {

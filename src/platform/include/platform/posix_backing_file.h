@@ -15,10 +15,10 @@
 //     file holds an exclusive flock. One that is mounted, swapped on, or
 //     another device's or process's is kBusy.
 //   - Errors name the call and the path: kNotFound for ENOENT (a missing
-//     directory), kInvalidArgument for something that is not a regular file
-//     or a block device, kIoError otherwise. A file this call created is
-//     removed again when it fails; `*created` says whether it created one
-//     that now exists (the caller removes it if it fails later).
+//     directory; its posix_errno() ENOENT), kInvalidArgument for something
+//     that is not a regular file or a block device, kIoError otherwise. A file
+//     this call created is removed again when it fails; `*created` says whether
+//     it created one that now exists (the caller removes it if it fails later).
 //
 // Its writers (backing_writers.h, private to platform/): one pwrite() per
 // IO, or io_uring when built with ZTIER_URING.
