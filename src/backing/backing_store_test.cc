@@ -163,6 +163,17 @@ TEST(BackingStoreOpenTest, RejectsWhatItCannotUse) {
   EXPECT_FALSE(std::filesystem::exists(dir.File("small")));
   r = BackingStore::Open({.path = "", .size_bytes = 1 << 20});
   EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  // A file of procfs holds no data (its size stays 0 whatever ftruncate
+  // says): the kernel's own file systems are refused. Only root may open
+  // /proc/version read-write; others are refused that open.
+  r = BackingStore::Open({.path = "/proc/version", .size_bytes = 1 << 20});
+  ASSERT_FALSE(r.has_value());
+  if (geteuid() == 0) {
+    EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.error().message().find("/proc/version is on proc"),
+              std::string::npos)
+        << r.error().ToString();
+  }
   auto bs = OpenStore({.path = dir.File("wb"), .size_bytes = 1 << 20});
   for (BackingStore::WriterOptions o :
        {BackingStore::WriterOptions{.in_flight = 0},

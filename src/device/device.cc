@@ -22,6 +22,7 @@
 #include "id_set.h"
 #include "kernel_args.h"
 #include "platform/clock.h"
+#include "platform/posix_backing_file.h"
 
 namespace ztier {
 
@@ -104,8 +105,13 @@ Status CheckBackingPath(const std::string& path) {
     const int excl = fs::is_block_file(st) ? O_EXCL : 0;
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOCTTY | excl);
     if (fd < 0) return PosixError("backing_dev open " + path, errno);
+    // procfs, sysfs and their kind: controls, not storage (opened anyway
+    // at disksize, posix_backing_file.h, and refused there too).
+    Status on = fs::is_regular_file(st) ? internal::CheckBackingFileSystem(
+                                              fd, "backing_dev " + path)
+                                        : Status::Ok();
     ::close(fd);
-    return Status::Ok();
+    return on;
   }
   fs::path dir = fs::path(path).parent_path();
   if (dir.empty()) dir = ".";
@@ -116,13 +122,22 @@ Status CheckBackingPath(const std::string& path) {
                           " to create it in",
                       ENOENT);
   }
-  // The file is created at disksize: the directory must let it be.
+  // The file is created at disksize: the directory must let it be, and
+  // must not be one of the kernel's own (where a file cannot be made, or
+  // one made is not storage).
   if (::access(dir.c_str(), W_OK | X_OK) != 0) {
     return PosixError("backing_dev " + path + ": cannot create it in " +
                           dir.string(),
                       errno);
   }
-  return Status::Ok();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    return PosixError("backing_dev " + path + ": open " + dir.string(), errno);
+  }
+  Status on = internal::CheckBackingFileSystem(
+      dfd, "backing_dev " + path + ": its folder " + dir.string());
+  ::close(dfd);
+  return on;
 }
 
 // Opens backing_dev for a device of `disksize` bytes; errors name the path.

@@ -2,6 +2,7 @@
 #include "ztier/device.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -398,6 +399,25 @@ TEST(DeviceBackingTest, OpenFailureLeavesTheDeviceUninitialised) {
   EXPECT_EQ(d.disksize(), 0u);
   ASSERT_OK(d.SetBackingDev("none"));
   ASSERT_OK(d.SetDisksize(16 * kPageSize));
+}
+
+// procfs, sysfs and their kind hold no data: their files are the kernel's
+// controls, and a writeback into one (as root, who may open them
+// read-write) would write pages into them. Refused at the store, as a
+// character device is, and so is a file to be made in such a folder.
+// (Others than root are refused the read-write open, or the folder.)
+TEST(DeviceBackingTest, AFileOfTheKernelsOwnFileSystemsIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "procfs is writable by root only";
+  Device d("zram0", DeviceDefaults{});
+  for (const char* path : {"/proc/version", "/proc/ztier.wb"}) {
+    const Status s = d.SetBackingDev(path);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find(path), std::string::npos) << s.ToString();
+    EXPECT_NE(s.message().find("is on proc, a file system of the kernel's"),
+              std::string::npos)
+        << s.ToString();
+  }
+  EXPECT_EQ(d.ShowBackingDev(), "none\n");
 }
 
 // A backing file that SetDisksize made goes again when the store cannot

@@ -5,9 +5,11 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -99,6 +101,37 @@ class PwriteWriter final : public BackingFileWriter {
 
 }  // namespace
 
+Status CheckBackingFileSystem(int fd, const std::string& what) {
+  // The kernel's interface file systems (f_type values from linux/magic.h):
+  // their regular files are controls, and a root process may open most of
+  // them read-write.
+  static constexpr struct {
+    unsigned long magic;
+    const char* name;
+  } kKernelFileSystems[] = {
+      {PROC_SUPER_MAGIC, "proc"},       {SYSFS_MAGIC, "sysfs"},
+      {DEBUGFS_MAGIC, "debugfs"},       {TRACEFS_MAGIC, "tracefs"},
+      {SECURITYFS_MAGIC, "securityfs"}, {SELINUX_MAGIC, "selinuxfs"},
+      {SMACK_MAGIC, "smackfs"},         {CGROUP_SUPER_MAGIC, "cgroup"},
+      {CGROUP2_SUPER_MAGIC, "cgroup2"}, {BPF_FS_MAGIC, "bpf"},
+      {PSTOREFS_MAGIC, "pstore"},       {EFIVARFS_MAGIC, "efivarfs"},
+      {BINFMTFS_MAGIC, "binfmt_misc"},  {RDTGROUP_SUPER_MAGIC, "resctrl"},
+      {0x65735543, "fusectl"},   // FUSE_CTL_SUPER_MAGIC, fs/fuse/control.c
+      {0x62656570, "configfs"},  // CONFIGFS_MAGIC, fs/configfs/mount.c
+  };
+  struct statfs fs;
+  if (::fstatfs(fd, &fs) != 0) return OpenError("fstatfs", what, errno);
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  for (const auto& k : kKernelFileSystems) {
+    if (type != k.magic) continue;
+    return Status::InvalidArgument(
+        what + " is on " + k.name +
+        ", a file system of the kernel's own: its files are controls that "
+        "hold no data, not storage");
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<BackingFileWriter>> NewPwriteWriter(
     int fd, const std::string& path, std::size_t ios, std::size_t io_bytes) {
   auto w = std::make_unique<PwriteWriter>(fd, ios, io_bytes);
@@ -161,6 +194,12 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
   }
   if (fd < 0) return fail(OpenError("open", path, errno));
   if (::fstat(fd, &st) != 0) return fail(OpenError("fstat", path, errno));
+  // A block device is a node on devtmpfs; a regular file must be storage.
+  if (S_ISREG(st.st_mode)) {
+    if (Status s = CheckBackingFileSystem(fd, path); !s.ok()) {
+      return fail(std::move(s));
+    }
+  }
   // A regular file is claimed with an exclusive flock for as long as it is
   // open: two devices writing back to one file would overwrite each
   // other's blocks.

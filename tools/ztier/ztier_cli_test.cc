@@ -51,12 +51,17 @@ class ZtierCliTest : public ::testing::Test {
   }
 
   // Runs `ztier <args>` in dir_, capturing stdout and stderr; `env`
-  // ("NAME=VALUE ...") is set for it alone.
-  RunResult Run(const std::string& args, const std::string& env = "") {
-    const std::string cmd = "cd '" + dir_.string() + "' && " +
-                            (env.empty() ? "" : "env " + env + " ") +
-                            "'" ZTIER_BIN "' " + args +
-                            " >out.txt 2>err.txt";
+  // ("NAME=VALUE ...") is set for it alone. A `timeout_s` other than 0
+  // ends a run that outlasts it (timeout(1): exit 124), for a command that
+  // would otherwise serve for good.
+  RunResult Run(const std::string& args, const std::string& env = "",
+                int timeout_s = 0) {
+    const std::string cmd =
+        "cd '" + dir_.string() + "' && " +
+        (env.empty() ? "" : "env " + env + " ") +
+        (timeout_s == 0 ? ""
+                        : "timeout -k 5 " + std::to_string(timeout_s) + " ") +
+        "'" ZTIER_BIN "' " + args + " >out.txt 2>err.txt";
     const int status = std::system(cmd.c_str());
     RunResult r;
     if (status != -1 && WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
@@ -471,17 +476,33 @@ TEST_F(ZtierCliTest, ServeSettingsThatCannotWorkExit2) {
 }
 
 // A --backing-dev that cannot hold written-back pages is refused at start,
-// naming the path and why: a path whose folder is missing, with open()'s
-// ENOENT as `ztier ctl backing_dev` says it (docs/control_protocol.md).
+// naming the path and why: a file of the kernel's own file systems (a
+// writeback there would write pages into the kernel's controls), and a
+// path whose folder is missing, with open()'s ENOENT as `ztier ctl
+// backing_dev` says it (docs/control_protocol.md).
 TEST_F(ZtierCliTest, ServeRefusesAnUnusableBackingDevAtOnce) {
   const std::string serve =
       "serve --device zram0:16M --unix s.sock --ctl c.ctl --backing-dev ";
-  RunResult r = Run(serve + "no-dir/wb");
+  RunResult r = Run(serve + "no-dir/wb", "", 20);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("--backing-dev: ENOENT: backing_dev " +
                        (dir_ / "no-dir/wb").string() +
                        ": no such file, and no directory " +
                        (dir_ / "no-dir").string() + " to create it in"),
+            std::string::npos)
+      << r.err;
+  // procfs is writable by root only; others are refused the open.
+  if (geteuid() != 0) GTEST_SKIP() << "procfs: as root only";
+  r = Run(serve + "/proc/version", "", 20);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--backing-dev: EINVAL: backing_dev /proc/version is "
+                       "on proc, a file system of the kernel's"),
+            std::string::npos)
+      << r.err;
+  r = Run(serve + "/proc/ztier.wb", "", 20);  // to be made there
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("backing_dev /proc/ztier.wb: its folder /proc is on "
+                       "proc, a file system of the kernel's"),
             std::string::npos)
       << r.err;
 }

@@ -14,6 +14,9 @@
 //     (the kernel's zram claims its backing_dev the same way), a regular
 //     file holds an exclusive flock. One that is mounted, swapped on, or
 //     another device's or process's is kBusy.
+//   - A regular file on one of the kernel's own file systems (procfs,
+//     sysfs, ...: CheckBackingFileSystem) is kInvalidArgument: a writeback
+//     would write pages into the kernel's controls.
 //   - Errors name the call and the path: kNotFound for ENOENT (a missing
 //     directory; its posix_errno() ENOENT), kInvalidArgument for something
 //     that is not a regular file or a block device, kIoError otherwise. A file
@@ -35,6 +38,13 @@
 #include "ztier/status.h"
 
 namespace ztier::internal {
+
+// OK unless `fd` (a backing file, or the folder one is to be made in) is
+// on one of the kernel's own file systems (procfs, sysfs, debugfs, cgroup,
+// ...; f_type from fstatfs(2), linux/magic.h), whose files are controls
+// that hold no data: then kInvalidArgument, "<what> is on NAME, a file
+// system of the kernel's own: ...". `what` starts the message.
+Status CheckBackingFileSystem(int fd, const std::string& what);
 
 Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
     const std::string& path, std::uint64_t size_bytes, bool direct,
