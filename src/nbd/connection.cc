@@ -156,10 +156,24 @@ bool Connection::StopsWork() {
 void Connection::BeginStop() {
   std::lock_guard l(mu_);
   stopping_ = true;
-  // Receiving ends once what the socket holds has been read (then EOF);
-  // sending goes on. Still in the handshake: Main() does it when serving.
-  if (serving_ && !closed_) ::shutdown(fd_, SHUT_RD);
+  StopReceivingIfDone();
   cv_.notify_all();
+}
+
+void Connection::StopReceivingIfDone() {
+  // Receiving ends once what the socket holds has been read (then EOF);
+  // sending goes on. Not before: until then the client may still send
+  // (and is answered ESHUTDOWN), since on a Unix socket its send would
+  // fail (EPIPE), and a client (libnbd, the kernel's nbd.ko) whose send
+  // fails drops the connection with the replies to come. reader_idle_:
+  // the reader is in Serve(), so fd_ is open.
+  if (stopping_ && reader_idle_ && in_flight_ == 0) ::shutdown(fd_, SHUT_RD);
+}
+
+void Connection::SetReaderIdle(bool idle) {
+  std::lock_guard l(mu_);
+  reader_idle_ = idle;
+  StopReceivingIfDone();
 }
 
 void Connection::Shutdown() {
@@ -190,11 +204,6 @@ void Connection::Main() {
     Log("export " + device_->name() + " (" + std::to_string(size_) +
         " bytes)" + (structured_ ? ", structured replies" : "") +
         (base_allocation_ ? ", base:allocation" : ""));
-    {
-      std::lock_guard l(mu_);
-      serving_ = true;
-      if (stopping_ && !closed_) ::shutdown(fd_, SHUT_RD);  // BeginStop()
-    }
     Serve();
     {
       std::lock_guard l(mu_);
@@ -283,8 +292,15 @@ void Connection::Serve() {
   }
   for (;;) {
     if (in_end_ - in_begin_ < sizeof(Request)) {
-      // Nothing complete left to parse: send what gathered, then wait.
-      if (!FlushBatch() || !Fill(sizeof(Request))) break;
+      // Nothing complete left to parse: send what gathered, then wait
+      // (idle, if nothing of the next request is here: a stop may then
+      // end receiving).
+      if (!FlushBatch()) break;
+      const bool idle = in_end_ == in_begin_;
+      if (idle) SetReaderIdle(true);
+      const bool filled = Fill(sizeof(Request));
+      if (idle) SetReaderIdle(false);
+      if (!filled) break;
     }
     Request r;
     std::memcpy(&r, in_.data() + in_begin_, sizeof(r));
@@ -1005,6 +1021,7 @@ void Connection::Release(Job* job) {
   in_flight_bytes_ -= job->charged;
   job->next = free_;
   free_ = job;
+  StopReceivingIfDone();  // its reply is out (or cannot go)
   cv_.notify_all();
 }
 

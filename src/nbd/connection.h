@@ -84,12 +84,16 @@
 // "Termination of the session during option haggling"): BeginStop() is
 // the soft stop. In the handshake, the client's options are answered
 // NBD_REP_ERR_SHUTDOWN from then on (ConnectionLimits::server_stopping,
-// handshake.h). In transmission, the reader stops receiving (SHUT_RD): the
-// requests already received but not begun are answered ESHUTDOWN (a WRITE
-// is not done), those running finish and are answered (a READ or a long
-// request's next step not begun yet: ESHUTDOWN), and the connection closes
-// once every reply is out. Shutdown() is the hard stop: the socket is shut
-// down both ways at once, and replies not sent yet are lost.
+// handshake.h). In transmission, the requests received but not begun, and
+// those the client sends meanwhile, are answered ESHUTDOWN (a WRITE is not
+// done); those running finish and are answered (a READ or a long request's
+// next step not begun yet: ESHUTDOWN). Once every reply is out and the
+// reader waits for the next request, it stops receiving (SHUT_RD; not
+// sooner: a client's send would fail, EPIPE on a Unix socket, and a client
+// such as libnbd or nbd.ko then drops the connection and the replies still
+// to come), reads what the socket holds, and the connection closes.
+// Shutdown() is the hard stop: the socket is shut down both ways at once,
+// and replies not sent yet are lost.
 //
 // Log (ConnectionLimits::log, when set), each line naming the connection:
 // its handshake's outcome (the export and size, or why it failed), every
@@ -219,6 +223,11 @@ class Connection {
   // (BeginStop() or Shutdown(); the reply is ESHUTDOWN, if it can go), or
   // the socket failed. Takes mu_, then send_mu_ (never both at once).
   bool StopsWork();
+  // Stops receiving (SHUT_RD) once the connection stops, its reader is
+  // idle and no job is in flight ("Stopping" above). REQUIRES: mu_ held.
+  void StopReceivingIfDone();
+  // Takes mu_: the reader waits (or not) for a request (reader_idle_).
+  void SetReaderIdle(bool idle);
   // 0, or the NBD error of a bad request with *why saying what is wrong.
   std::uint32_t Validate(std::uint16_t type, std::uint16_t flags,
                          std::uint64_t offset, std::uint32_t length,
@@ -335,7 +344,9 @@ class Connection {
   // spares_ (Release): at most max_in_flight_bytes. Guarded by mu_.
   std::uint64_t kept_bytes_ = 0;
   bool stopping_ = false;      // guarded by mu_
-  bool serving_ = false;       // guarded by mu_: the handshake is done
+  // Guarded by mu_: the reader waits for the next request, with nothing of
+  // it received and its replies sent.
+  bool reader_idle_ = false;
   bool closed_ = false;        // guarded by mu_: fd_ is closed
 };
 

@@ -1339,6 +1339,51 @@ TEST(NbdServerTest, AStoppingServerServesRequestsInFlightAndRefusesTheRest) {
   EXPECT_TRUE(log.WaitFor("closed: server stopping", &all)) << all;
 }
 
+// While a request is in flight, a stopping server still takes what its
+// client sends (proto.md: "any subsequently received requests SHOULD be"
+// answered NBD_ESHUTDOWN). Stopping receiving at once would make the
+// client's next send fail (EPIPE on a Unix socket), and a client such as
+// libnbd or the kernel's nbd.ko then drops the connection and fails every
+// request it has in flight, a WRITE the server stored included, before
+// their replies come.
+TEST(NbdServerTest, AStoppingServerTakesRequestsWhileOthersAreInFlight) {
+  GatedReads gate;
+  DeviceDefaults defaults;
+  defaults.backing_file_wrap = gate.Wrap();
+  LogLines log;
+  NbdServerOptions o;
+  o.workers = 1;
+  o.inline_max_bytes = 0;  // the READ goes to the workers
+  o.log = log.Sink();
+  ServerFixture f(1 << 20, o, std::move(defaults));
+  const auto data = RandomBytes(1 << 20, 23);
+  WriteBackPageZero(f, data);
+  RawClient a(f.socket());
+  ASSERT_EQ(a.Go("zram0"), 1 << 20);
+  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));
+  ASSERT_TRUE(gate.WaitReads(1));
+  std::jthread stop([&] { f.server().Stop(); });
+  std::string all;
+  ASSERT_TRUE(log.WaitFor("stopping:", &all)) << all;
+  const bool sent = a.SendRequest(kCmdFlush, 0, 2, 0, 0);
+  EXPECT_TRUE(sent);
+  std::uint32_t err = 0;
+  std::uint64_t cookie = 0;
+  if (sent) {
+    EXPECT_TRUE(a.ReadReply(&err, &cookie));
+    EXPECT_EQ(cookie, 2u);
+    EXPECT_EQ(err, kErrShutdown);
+  }
+  gate.Open();
+  std::vector<std::byte> back;
+  ASSERT_TRUE(a.ReadReply(&err, &cookie, &back, 4096));
+  EXPECT_EQ(cookie, 1u);
+  EXPECT_EQ(err, 0u);
+  EXPECT_EQ(back, std::vector<std::byte>(data.begin(), data.begin() + 4096));
+  EXPECT_TRUE(a.WaitClosed());
+  stop.join();
+}
+
 // The grace is a bound: a client that takes none of its replies (no
 // io_timeout_ms to end it), and one that says nothing in the handshake,
 // hold the stop no longer.
