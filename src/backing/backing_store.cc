@@ -231,10 +231,11 @@ Status BackingStore::ReadBlock(std::uint64_t block, MutablePage out) {
   if (result < 0) {
     // ENOMEM and EAGAIN as status.h maps them (kResourceExhausted,
     // kBusy: a load may try again); EIO and every other errno of a failed
-    // device kIoError.
+    // device kIoError, the errno kept (ErrnoNameOf names ETIMEDOUT, not EIO).
     const int err = static_cast<int>(-result);
-    const Status s = PosixError("read " + where(), err);
-    return err == ENOMEM || err == EAGAIN ? s : Status::IoError(s.message());
+    return err == ENOMEM || err == EAGAIN
+               ? PosixError("read " + where(), err)
+               : PosixError("read " + where(), err, StatusCode::kIoError);
   }
   if (result != static_cast<long>(kPageSize)) {
     return Status::IoError("short read of " + where() + ": " +

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <new>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -268,14 +269,19 @@ TEST_P(BackingFaultTest, FailedWritesFailEveryBlockOfTheIo) {
   const bool sync = GetParam();
   const std::size_t per_io = sync ? 1 : 8;
   auto w = MakeWriter(*bs, sync ? 1 : 4, per_io);
+  // A failed write's errno is kept (ErrnoNameOf): a full file system is
+  // ENOSPC or EDQUOT, not the ENOMEM of kResourceExhausted, and an EINVAL
+  // (an O_DIRECT write the file system refuses) is named, though kIoError.
   const struct {
     long inject;
     StatusCode code;
-  } cases[] = {{0, StatusCode::kOk},
-               {-EIO, StatusCode::kIoError},
-               {-ENOSPC, StatusCode::kResourceExhausted},
-               {-EDQUOT, StatusCode::kResourceExhausted},
-               {1, StatusCode::kIoError}};
+    std::string_view errno_name;
+  } cases[] = {{0, StatusCode::kOk, "0"},
+               {-EIO, StatusCode::kIoError, "EIO"},
+               {-ENOSPC, StatusCode::kResourceExhausted, "ENOSPC"},
+               {-EDQUOT, StatusCode::kResourceExhausted, "EDQUOT"},
+               {-EINVAL, StatusCode::kIoError, "EINVAL"},
+               {1, StatusCode::kIoError, "EIO"}};
   std::uint64_t first = 0;
   for (const auto& k : cases) {
     inject = k.inject;
@@ -287,6 +293,8 @@ TEST_P(BackingFaultTest, FailedWritesFailEveryBlockOfTheIo) {
     EXPECT_EQ(seen.bytes, per_io * kPageSize);
     for (const Done& d : dones) {
       EXPECT_EQ(d.status.code(), k.code)
+          << k.inject << " " << d.status.ToString();
+      EXPECT_EQ(ErrnoNameOf(d.status), k.errno_name)
           << k.inject << " " << d.status.ToString();
       if (!d.status.ok()) {
         EXPECT_NE(d.status.message().find(bs->path()), std::string::npos);
@@ -317,10 +325,20 @@ TEST(BackingStoreTest, ReadFaultsAndShortReadsYieldNoData) {
   ASSERT_OK(bs->ReadBlock(3, out));  // never written: zeros, unencrypted
   EXPECT_EQ(out[0], std::byte{0});
   out.fill(std::byte{0xAA});
-  for (long bad : {long{-EIO}, 100L}) {
+  // The errno is kept (ErrnoNameOf) though the code is kIoError: a remote
+  // file's ETIMEDOUT or EACCES is named as such, not as EIO.
+  const struct {
+    long inject;
+    std::string_view errno_name;
+  } cases[] = {{-EIO, "EIO"},
+               {-ETIMEDOUT, "ETIMEDOUT"},
+               {-EACCES, "EACCES"},
+               {100, "EIO"}};
+  for (const auto& [bad, errno_name] : cases) {
     inject = bad;
     const Status s = bs->ReadBlock(3, out);
     EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+    EXPECT_EQ(ErrnoNameOf(s), errno_name) << s.ToString();
     EXPECT_NE(s.message().find(bs->path()), std::string::npos);
     EXPECT_NE(s.message().find("block 3"), std::string::npos);
     EXPECT_EQ(out[0], std::byte{0xAA});

@@ -79,11 +79,13 @@ void BlockWriter::Impl::Complete(Io* io, long result) const noexcept {
     std::string where = "write " + *path + " blocks " +
                         std::to_string(io->first_block) + ".." +
                         std::to_string(io->first_block + io->blocks - 1);
-    io->status = Status(
-        code, result < 0
-                  ? where + ": " + std::strerror(static_cast<int>(-result))
-                  : "short write: " + where + ": " + std::to_string(result) +
-                        " of " + std::to_string(bytes) + " bytes");
+    // The errno kept (ErrnoNameOf): a full file system is ENOSPC or
+    // EDQUOT to whoever names it, not kResourceExhausted's ENOMEM.
+    io->status = result < 0
+                     ? PosixError(where, static_cast<int>(-result), code)
+                     : Status(code, "short write: " + where + ": " +
+                                        std::to_string(result) + " of " +
+                                        std::to_string(bytes) + " bytes");
   } catch (const std::bad_alloc&) {
     io->status = Status(code, {});  // no memory for the message
   }

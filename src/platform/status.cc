@@ -109,10 +109,14 @@ StatusCode StatusCodeForErrno(int err) {
 }
 
 Status PosixError(std::string_view context, int err) {
+  return PosixError(context, err, StatusCodeForErrno(err));
+}
+
+Status PosixError(std::string_view context, int err, StatusCode code) {
   std::string msg(context);
   msg += ": ";
   msg += std::strerror(err);
-  Status s(StatusCodeForErrno(err), std::move(msg));
+  Status s(code, std::move(msg));
   s.posix_errno_ = err;
   return s;
 }

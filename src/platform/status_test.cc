@@ -77,6 +77,14 @@ TEST(StatusTest, AnnotateKeepsCodeAndErrno) {
   EXPECT_TRUE(Annotate("x", Status::Ok()).ok());
 }
 
+TEST(StatusTest, PosixErrorWithACodeKeepsTheErrno) {
+  const Status s = PosixError("write /x", EINVAL, StatusCode::kIoError);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_EQ(s.posix_errno(), EINVAL);
+  EXPECT_EQ(ErrnoNameOf(s), "EINVAL");
+  EXPECT_EQ(s.message(), PosixError("write /x", EINVAL).message());
+}
+
 TEST(StatusTest, PosixErrorMapsErrno) {
   EXPECT_EQ(PosixError("open /x", ENOENT).code(), StatusCode::kNotFound);
   EXPECT_EQ(PosixError("open /x", ENOENT).posix_errno(), ENOENT);

@@ -78,16 +78,17 @@
 // Done::status is kIoError (EIO, or a short write), or kResourceExhausted:
 // with Done::full the file system is full (ENOSPC, EDQUOT), without it an
 // encrypted IO could not be sealed for want of memory (OpenSSL had none
-// for its cipher context). The writer never frees blocks; the caller
-// decides.
+// for its cipher context). A failed write's Done::status keeps its errno
+// (ErrnoNameOf names ENOSPC, EDQUOT, EINVAL, not the code's errno name).
+// The writer never frees blocks; the caller decides.
 //
 // Reading (ReadBlock): one synchronous read of one block (the file's Read:
 // pread for a real file), then, when encrypted, authentication and
 // decryption. A read error is kIoError, but ENOMEM (kResourceExhausted) and
 // EAGAIN (kBusy), which a caller may try again, as it may after
 // kResourceExhausted for no memory for the read buffer or the cipher's
-// set-up; a block that fails
-// authentication is kCorruption; none ever yields data. Without encryption
+// set-up; a failed read's status keeps its errno (ErrnoNameOf); a block
+// that fails authentication is kCorruption; none ever yields data. Without encryption
 // a local file's blocks are taken as the file system returns them (as the
 // kernel's zram takes its backing device's): a block damaged on the disk
 // unnoticed by it is not detected here.

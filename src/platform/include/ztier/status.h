@@ -115,7 +115,7 @@ class [[nodiscard]] Status {
   }
 
  private:
-  friend Status PosixError(std::string_view context, int err);
+  friend Status PosixError(std::string_view context, int err, StatusCode code);
   friend Status Annotate(std::string_view context, const Status& s);
 
   StatusCode code_ = StatusCode::kOk;
@@ -142,6 +142,12 @@ std::string_view ErrnoNameOf(const Status& s);
 // The one place where errno becomes a Status. `context` names what was being
 // done and to what ("open /var/lib/x", "mmap 1 GiB arena").
 Status PosixError(std::string_view context, int err);
+
+// As PosixError(context, err), with `code` in place of
+// StatusCodeForErrno(err): for a layer whose contract gives every errno of
+// a call one code (a failed write of the backing file is kIoError, EINVAL
+// or EACCES as much as EIO), while ErrnoNameOf still names `err`.
+Status PosixError(std::string_view context, int err, StatusCode code);
 
 // `s` with "<context>: " before its message, its code and posix_errno()
 // kept, so that an error passed up a layer names where it happened and
