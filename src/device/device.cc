@@ -159,7 +159,7 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
                                     .encrypt = defaults.backing_encrypt,
                                     .file = std::move(remote),
                                     .wrap_file = defaults.backing_file_wrap});
-  // Annotate keeps an errno (ENOENT, not kNotFound's ENODEV, to a person).
+  // Annotate keeps the errno (ENOENT, not kNotFound's ENODEV; ENOSPC).
   if (!opened.has_value()) return Err(Annotate("backing_dev", opened.error()));
   return std::shared_ptr<BackingStore>(std::move(*opened));
 }

@@ -2,6 +2,8 @@
 #include "ztier/device.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,8 +18,8 @@
 #include <mutex>
 #include <new>
 #include <random>
-#include <sstream>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -650,6 +652,33 @@ TEST(DeviceBackingTest, BackingIoErrorsReachTheCaller) {
   fault = 0;
   ASSERT_OK(d.Writeback("page_indexes=0-3", &r));
   EXPECT_EQ(r.written, 4u);
+}
+
+// A backing file that cannot be made at disksize fails the store with the
+// errno the kernel gave (ErrnoNameOf, which `ztier serve` prints), not the
+// errno name of its code. RLIMIT_FSIZE below the size makes fallocate()
+// fail with EFBIG (inode_newsize_ok(), fs/attr.c), as a full file system
+// fails it with ENOSPC.
+TEST(DeviceBackingTest, ABackingFileThatCannotBeMadeNamesItsErrno) {
+  testing::ScopedTempDir dir;
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetBackingDev(dir.File("wb")));
+  struct sigaction ignore = {}, old_action = {};
+  ignore.sa_handler = SIG_IGN;  // else SIGXFSZ ends the process
+  ASSERT_EQ(::sigaction(SIGXFSZ, &ignore, &old_action), 0);
+  rlimit old_limit = {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  const rlimit low = {.rlim_cur = 16 * kPageSize,
+                      .rlim_max = old_limit.rlim_max};
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &low), 0);
+  const Status s = d.SetDisksize(64 * kPageSize);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  ASSERT_EQ(::sigaction(SIGXFSZ, &old_action, nullptr), 0);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_EQ(ErrnoNameOf(s), "EFBIG") << s.ToString();
+  EXPECT_EQ(s.message().rfind("backing_dev: ", 0), 0u) << s.message();
+  EXPECT_FALSE(d.initialized());
+  EXPECT_FALSE(std::filesystem::exists(dir.File("wb")));  // made, then removed
 }
 
 // Defaults whose backing stores are all `remote`, a file that takes

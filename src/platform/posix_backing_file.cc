@@ -26,11 +26,11 @@ namespace ztier::internal {
 namespace {
 
 Status OpenError(const char* call, const std::string& path, int err) {
-  // ENOENT keeps its errno, so that a person reads ENOENT (ErrnoNameOf),
-  // not the ENODEV a bare kNotFound stands for.
-  if (err == ENOENT) return PosixError(std::string(call) + " " + path, err);
-  return Status::IoError(std::string(call) + " " + path + ": " +
-                         std::strerror(err));
+  // The errno kept (ErrnoNameOf): a person reads ENOENT, not the ENODEV a
+  // bare kNotFound stands for, and ENOSPC from fallocate is named so.
+  return PosixError(
+      std::string(call) + " " + path, err,
+      err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError);
 }
 
 class PosixBackingFile final : public BackingFile {
