@@ -394,7 +394,7 @@ Result<WireReply> Exchange(int fd, const WireRequest& request) {
     if (w == 0) return Err(Status::IoError("control reply: timed out"));
     const Result<std::size_t> n = platform::Receive(fd, buf, sizeof(buf));
     if (!n.has_value()) {
-      return Err(Status(n.error().code(), "control reply: " + n.error().message()));
+      return Err(Annotate("control reply", n.error()));
     }
     if (*n == 0) {
       return Err(Status::IoError("control reply: server closed the connection"));

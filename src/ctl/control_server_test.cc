@@ -1143,6 +1143,26 @@ TEST_F(ControlServerTest, ConcurrentClients) {
 // What a client reads back from an ERR line's errno name is the code the
 // server's Status had (through StatusCodeErrnoName), for every code with
 // a name of its own.
+// A server that hangs up with the request unread resets the connection
+// (unix_release_sock(), net/unix/af_unix.c): Exchange's error names
+// recv()'s ECONNRESET (ErrnoNameOf), not the EIO of its code.
+TEST(ExchangeTest, AConnectionResetNamesItsErrno) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  std::thread server([fd = sv[1]] {
+    pollfd pfd = {fd, POLLIN, 0};
+    EXPECT_EQ(::poll(&pfd, 1, 10000), 1);  // the request is there, unread
+    ::close(fd);
+  });
+  auto r = Exchange(sv[0], {"zram0", "disksize", std::nullopt});
+  server.join();
+  ::close(sv[0]);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(ErrnoNameOf(r.error()), "ECONNRESET") << r.error().ToString();
+  EXPECT_EQ(r.error().message().rfind("control reply: recv: ", 0), 0u)
+      << r.error().message();
+}
+
 TEST(StatusCodeFromErrnoNameTest, ReadsBackWhatServersSend) {
   for (StatusCode c :
        {StatusCode::kInvalidArgument, StatusCode::kNotFound,

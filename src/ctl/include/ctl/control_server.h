@@ -88,8 +88,9 @@ Result<int> Connect(const std::string& socket_path, int timeout_ms = 120'000);
 
 // Sends one request on a connected fd and reads its reply. The Result is an
 // error only when the exchange itself failed (closed early, garbled reply,
-// or, for a show, 120 s without a byte of the reply); a server-side error is a
-// WireReply with ok == false. A store waits for its reply however long
+// or, for a show, 120 s without a byte of the reply; a failed recv() keeps
+// its errno, ErrnoNameOf); a server-side error is a WireReply with
+// ok == false. A store waits for its reply however long
 // the work takes (a writeback of many gigabytes, a recompression), as a
 // write to a kernel sysfs attribute does.
 Result<WireReply> Exchange(int fd, const WireRequest& request);
