@@ -14,9 +14,7 @@ ServiceNotifier::ServiceNotifier() {
 
 Status ServiceNotifier::Notify(std::string_view state) const {
   if (socket_.empty()) return Status::Ok();
-  const Status s = platform::SendUnixDatagram(socket_, state);
-  if (s.ok()) return s;
-  return Status(s.code(), "NOTIFY_SOCKET " + s.message());
+  return Annotate("NOTIFY_SOCKET", platform::SendUnixDatagram(socket_, state));
 }
 
 }  // namespace ztier::tool

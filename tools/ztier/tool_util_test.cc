@@ -25,6 +25,7 @@
 #include "log.h"
 #include "machine_info.h"
 #include "paths.h"
+#include "sd_notify.h"
 #include "testing/test_util.h"
 #include "tool_common.h"
 
@@ -393,6 +394,22 @@ TEST(LogTest, SignalsNeitherDropNorCutALine) {
   EXPECT_TRUE(got == "ztier serve: " + message + "\n")
       << "the line's first bytes: " << got.substr(0, 40) << ", its last: "
       << got.substr(got.size() - std::min<std::size_t>(got.size(), 40));
+}
+
+// A NOTIFY_SOCKET that is not there: Notify's error keeps sendto()'s
+// ENOENT (ErrnoNameOf), not the ENODEV of kNotFound, and names the socket.
+TEST(ServiceNotifierTest, AFailedSendNamesItsErrno) {
+  ztier::testing::ScopedTempDir dir;
+  const std::string path = dir.File("notify");
+  ASSERT_EQ(::setenv("NOTIFY_SOCKET", path.c_str(), 1), 0);
+  const ServiceNotifier notifier;
+  ASSERT_EQ(::unsetenv("NOTIFY_SOCKET"), 0);
+  ASSERT_TRUE(notifier.enabled());
+  const Status s = notifier.Notify("READY=1");
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_EQ(ErrnoNameOf(s), "ENOENT") << s.ToString();
+  EXPECT_NE(s.message().find("NOTIFY_SOCKET"), std::string::npos);
+  EXPECT_NE(s.message().find(path), std::string::npos);
 }
 
 }  // namespace
