@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
     }
     // Objects in order, back to back, as a pool packs them.
     const Packed packed_pages(page_obj), packed_units(unit_obj);
-    for (std::size_t u = 0; lz4 && u < units; ++u) {
+    const auto decode_in_pieces = [&](std::size_t u) {
       Piece piece[kUnit + 1];
       std::size_t n = 0;
       for (std::size_t at = 0; at < packed_units.size(u); at += kPage) {
@@ -412,8 +412,11 @@ int main(int argc, char** argv) {
             reinterpret_cast<const std::uint8_t*>(packed_units.at(u) + at),
             std::min(kPage, packed_units.size(u) - at)};
       }
-      const long got = DecodeLz4Pieces(
+      return DecodeLz4Pieces(
           piece, n, reinterpret_cast<std::uint8_t*>(out.data()), kUnit * kPage);
+    };
+    for (std::size_t u = 0; lz4 && u < units; ++u) {
+      const long got = decode_in_pieces(u);
       if (got != static_cast<long>(kUnit * kPage) ||
           std::memcmp(out.data(), &data[u * kUnit * kPage], kUnit * kPage)) {
         std::fprintf(stderr, "%s: unit %zu reads back different in pieces\n",
@@ -441,17 +444,7 @@ int main(int argc, char** argv) {
                    kUnit * kPage);
       }
       const auto t3 = Clock::now();
-      for (std::size_t u = 0; lz4 && u < units; ++u) {
-        Piece piece[kUnit + 1];
-        std::size_t n = 0;
-        for (std::size_t at = 0; at < packed_units.size(u); at += kPage) {
-          piece[n++] = {
-              reinterpret_cast<const std::uint8_t*>(packed_units.at(u) + at),
-              std::min(kPage, packed_units.size(u) - at)};
-        }
-        DecodeLz4Pieces(piece, n, reinterpret_cast<std::uint8_t*>(out.data()),
-                        kUnit * kPage);
-      }
+      for (std::size_t u = 0; lz4 && u < units; ++u) decode_in_pieces(u);
       const auto t4 = Clock::now();
       std::printf("%s %s in order, run %d: ", argv[1], lz4 ? "lz4" : "zstd",
                   rep + 1);
