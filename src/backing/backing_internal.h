@@ -15,6 +15,7 @@
 
 #include "block_bitmap.h"
 #include "block_cipher.h"
+#include "platform/posix_backing_file.h"
 #include "ztier/backing_file.h"
 #include "ztier/backing_store.h"
 
@@ -24,6 +25,7 @@ struct BackingStore::Impl {
   std::shared_ptr<BackingFile> file;
   std::uint64_t num_blocks = 0;
   bool created = false;  // Open made the file at `path` (BackingStore::created)
+  internal::FileId made;  // that file, while `created`
   std::unique_ptr<internal::BlockBitmap> bitmap;
   std::unique_ptr<internal::BlockCipher> cipher;  // null: not encrypted
   // Blocks freed and not yet discarded (file->can_discard() only), one bit

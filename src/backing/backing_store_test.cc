@@ -148,6 +148,43 @@ TEST(BackingStoreOpenTest, ExtendsAShortFileAndUsesALongOneWhole) {
   EXPECT_EQ(st.st_size, 65536);
 }
 
+// Out of memory anywhere in Open (std::bad_alloc, or a failure it
+// returns) leaves no file it made, and no descriptor open. Each
+// allocation fails in turn (testing/failing_new.h).
+TEST(BackingStoreOpenTest, OutOfMemoryLeavesNoFileItMade) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  const auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator());
+  };
+  const auto fds = open_fds();
+  for (const bool encrypt : {false, true}) {
+    for (long n = 1;; ++n) {
+      SCOPED_TRACE("allocation " + std::to_string(n) + " fails" +
+                   (encrypt ? ", encrypted" : ""));
+      std::filesystem::remove(path);
+      testing::FailNthAllocation(n);
+      bool threw = false, opened = false;
+      try {
+        opened = BackingStore::Open(
+                     {.path = path, .size_bytes = 1 << 20, .encrypt = encrypt})
+                     .has_value();
+      } catch (const std::bad_alloc&) {
+        threw = true;
+      }
+      const bool failed = testing::AllocationFailed();
+      testing::FailNthAllocation(0);
+      EXPECT_EQ(open_fds(), fds);
+      if (!opened) {
+        EXPECT_FALSE(std::filesystem::exists(path))
+            << (threw ? "thrown" : "failed") << ", the file left behind";
+      }
+      if (!failed) break;
+    }
+  }
+}
+
 TEST(BackingStoreOpenTest, RejectsWhatItCannotUse) {
   TempDir dir;
   auto r = BackingStore::Open(

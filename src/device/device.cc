@@ -161,7 +161,15 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
                                     .wrap_file = defaults.backing_file_wrap});
   // Annotate keeps the errno (ENOENT, not kNotFound's ENODEV; ENOSPC).
   if (!opened.has_value()) return Err(Annotate("backing_dev", opened.error()));
-  return std::shared_ptr<BackingStore>(std::move(*opened));
+  // Making it shared allocates: a throw there takes a file the store made
+  // away with it, as SetDisksize's failures do.
+  std::unique_ptr<BackingStore>& store = *opened;
+  try {
+    return std::shared_ptr<BackingStore>(std::move(store));
+  } catch (...) {
+    store->RemoveCreatedFile();  // still the store's (no effect on a throw)
+    throw;
+  }
 }
 
 // comp_algorithm's listing (zcomp_available_show()): every name, the
@@ -383,6 +391,17 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   ClearBusy clear_busy{this};
   Status made = Status::Ok();
   std::shared_ptr<BackingStore> backing;
+  // A file this attempt made goes with it if it fails or throws, as
+  // BackingStore::Open removes one on its own failures (the device stays
+  // uninitialised); destroyed before `backing` lets the file go.
+  struct Unmake {
+    const std::shared_ptr<BackingStore>* backing;
+    ~Unmake() {
+      if (backing != nullptr && *backing != nullptr) {
+        (*backing)->RemoveCreatedFile();
+      }
+    }
+  } unmake{&backing};
   std::unique_ptr<PageStore> store;
   if (!backing_dev.empty()) {
     Result<std::shared_ptr<BackingStore>> b =
@@ -402,16 +421,9 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
       made = s.error();
     }
   }
-  if (!made.ok() && backing != nullptr && backing->created()) {
-    // A file this failed attempt made goes with it, as BackingStore::Open
-    // removes one on its own failures (the device stays uninitialised).
-    const std::string path = backing->path();
-    o.backing.reset();
-    backing.reset();
-    ::unlink(path.c_str());
-  }
   std::unique_lock lock(mu_);
   if (!made.ok()) return made;
+  unmake.backing = nullptr;  // the device's now
   busy_ = nullptr;
   clear_busy.impl = nullptr;  // done here, with the install
   store_ = std::move(store);

@@ -1,8 +1,10 @@
 // device_test.cc: zram's lifecycle, attribute semantics and byte-level IO.
 #include "ztier/device.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "testing/discarding_file.h"
+#include "testing/failing_new.h"
 #include "testing/faulty_file.h"
 #include "testing/test_util.h"
 
@@ -445,6 +448,96 @@ TEST(DeviceBackingTest, AFailedStoreTakesItsNewBackingFileAway) {
     EXPECT_FALSE(d.initialized());
     EXPECT_EQ(std::filesystem::exists(path), path == kept)
         << path << (path == kept ? " removed" : " left behind");
+  }
+}
+
+// The backing file a failed disksize made is removed only while it is
+// still the file at its path and still held: one put in its place since
+// (here renamed over it once the file is open) is another's and is left,
+// and no one can claim the file between its close and its removal (here a
+// claim, open and flock as another device's, taken the moment the store
+// lets the file go).
+TEST(DeviceBackingTest, AFailedStoreRemovesOnlyTheFileItMadeAndHeld) {
+  testing::ScopedTempDir dir;
+  const std::string dict = dir.File("lz4.dict");
+  const std::string path = dir.File("wb");
+  const std::string other = dir.File("other");
+  for (const bool replace : {true, false}) {
+    SCOPED_TRACE(replace ? "replaced" : "claimed");
+    std::ofstream(dict) << std::string(4096, 'z');
+    std::ofstream(other) << "another's";
+    int claim = -1;
+    DeviceDefaults defaults;
+    defaults.backing_file_wrap = [&](std::shared_ptr<BackingFile> file) {
+      if (replace) {
+        EXPECT_EQ(::rename(other.c_str(), path.c_str()), 0);
+        return file;
+      }
+      BackingFile* raw = file.get();
+      return std::shared_ptr<BackingFile>(
+          raw, [&, held = std::move(file)](BackingFile*) mutable {
+            held.reset();  // closed: its flock gone
+            const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+            if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+              claim = fd;
+            } else if (fd >= 0) {
+              ::close(fd);
+            }
+          });
+    };
+    Device d("zram0", defaults);
+    ASSERT_OK(d.SetCompAlgorithm("lz4"));
+    ASSERT_OK(d.SetAlgorithmParams("dict=" + dict));
+    ASSERT_OK(d.SetBackingDev(path));
+    std::filesystem::remove(dict);
+    const Status s = d.SetDisksize(16 * kPageSize);
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+    EXPECT_FALSE(d.initialized());
+    if (replace) {
+      std::ifstream in(path);
+      std::string text;
+      std::getline(in, text);
+      EXPECT_EQ(text, "another's") << "a file put in its place was removed";
+    } else {
+      EXPECT_TRUE(claim < 0 || std::filesystem::exists(path))
+          << "removed while another held it";
+      EXPECT_LT(claim, 0) << "claimed before its removal";
+      if (claim >= 0) ::close(claim);
+    }
+    std::filesystem::remove(path);
+  }
+}
+
+// A disksize store that throws (std::bad_alloc: no memory for the store
+// being made, answered ENOMEM by the control server) after its backing
+// file was made removes it, as a failed one does. Each allocation of the
+// store fails in turn (testing/failing_new.h).
+TEST(DeviceBackingTest, AThrowingStoreTakesItsNewBackingFileAway) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  for (long n = 1;; ++n) {
+    SCOPED_TRACE("allocation " + std::to_string(n) + " fails");
+    std::filesystem::remove(path);
+    Device d("zram0", DeviceDefaults{});
+    ASSERT_OK(d.SetBackingDev(path));
+    testing::FailNthAllocation(n);
+    bool threw = false;
+    try {
+      (void)d.SetDisksize(16 * kPageSize);
+    } catch (const std::bad_alloc&) {
+      threw = true;
+    }
+    const bool failed = testing::AllocationFailed();
+    testing::FailNthAllocation(0);
+    if (!failed) {
+      ASSERT_TRUE(d.initialized());
+      break;
+    }
+    if (!d.initialized()) {
+      EXPECT_FALSE(std::filesystem::exists(path))
+          << (threw ? "thrown" : "failed") << ", the file left behind";
+    }
+    std::filesystem::remove(path);
   }
 }
 
@@ -1380,7 +1473,6 @@ TEST(DeviceRegistryTest, WatcherSeesInitAndVetoesResetAndRemove) {
   ASSERT_OK(r.Find("zram0")->SetDisksize(1 << 20));
   EXPECT_EQ(w.initialized, 4);
 }
-
 
 // A watcher whose first OnInitialized waits to be let go, and that records
 // whether the device was still initialised when it went on.

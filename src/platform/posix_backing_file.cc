@@ -142,9 +142,44 @@ Result<std::unique_ptr<BackingFileWriter>> NewPwriteWriter(
   return std::unique_ptr<BackingFileWriter>(std::move(w));
 }
 
+void RemoveMadeFile(const std::string& path, const FileId& made) noexcept {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (static_cast<std::uint64_t>(st.st_dev) != made.dev ||
+      static_cast<std::uint64_t>(st.st_ino) != made.ino) {
+    return;
+  }
+  ::unlink(path.c_str());
+}
+
+namespace {
+
+// The descriptor OpenPosixBackingFile opened, closed when it fails or
+// throws; the file it made, if any, removed first (RemoveMadeFile), while
+// this descriptor still claims it. A made file that another device or
+// process claimed (an O_DIRECT open refused after it made the file, and
+// the file taken before the buffered open: see there) is not removed.
+struct Opening {
+  const std::string& path;
+  int fd = -1;
+  bool made = false;
+  ~Opening() {
+    if (fd < 0) return;
+    struct stat st;
+    if (made && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      RemoveMadeFile(path, {static_cast<std::uint64_t>(st.st_dev),
+                            static_cast<std::uint64_t>(st.st_ino)});
+    }
+    ::close(fd);
+  }
+};
+
+}  // namespace
+
 Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
     const std::string& path, std::uint64_t size_bytes, bool direct,
-    bool* created) {
+    bool* created, FileId* made_id) {
   *created = false;
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
@@ -158,14 +193,11 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
                                        std::to_string(size_bytes) +
                                        " bytes holds no 4096-byte block"));
   }
-  int fd = -1;
-  bool made = false;  // this call created the file
   // A file this call created is removed again if it fails after all.
-  auto fail = [&](Status s) {
-    if (fd >= 0) ::close(fd);
-    if (made) ::unlink(path.c_str());
-    return Err(std::move(s));
-  };
+  Opening opening{path};
+  int& fd = opening.fd;
+  bool& made = opening.made;  // this call created the file
+  auto fail = [](Status s) { return Err(std::move(s)); };
   // O_EXCL: a file another process made since the stat is not taken for
   // this call's own (and so not removed on a failure below).
   // O_EXCL on a block device claims it, as the kernel's zram does
@@ -235,9 +267,14 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
     return fail(Status::InvalidArgument(
         path + " is not a regular file or a block device"));
   }
+  auto file = std::make_unique<PosixBackingFile>(path, fd, size, direct);
+  fd = -1;  // the file's now
   *created = !exists;
-  return std::unique_ptr<BackingFile>(
-      std::make_unique<PosixBackingFile>(path, fd, size, direct));
+  if (made_id != nullptr) {
+    *made_id = {static_cast<std::uint64_t>(st.st_dev),
+                static_cast<std::uint64_t>(st.st_ino)};
+  }
+  return std::unique_ptr<BackingFile>(std::move(file));
 }
 
 }  // namespace ztier::internal

@@ -152,8 +152,16 @@ class BackingStore {
   std::uint64_t num_blocks() const;
   // Open made the file at path() (it was missing). A caller that gives
   // this store up unused, on a failure of its own after Open, removes the
-  // file, as Open does on its own failures (device.cc's SetDisksize).
+  // file with RemoveCreatedFile, as Open does on its own failures and
+  // throws (device.cc's SetDisksize).
   bool created() const;
+  // Removes the file Open made (created()), before the store lets it go:
+  // while it is still open and claimed, so that no other device or process
+  // can have taken it first, and only if path() still names it (one
+  // renamed or made in its place since is left). created() is false after
+  // it. Nothing for a file that was there before, or a given one
+  // (BackingOptions::file). Never throws.
+  void RemoveCreatedFile() noexcept;
   bool direct() const;  // O_DIRECT in use
   bool encrypted() const;
   std::uint64_t blocks_used() const;

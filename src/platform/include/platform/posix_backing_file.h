@@ -20,8 +20,10 @@
 //   - Errors name the call and the path: kNotFound for ENOENT (a missing
 //     directory; its posix_errno() ENOENT), kInvalidArgument for something
 //     that is not a regular file or a block device, kIoError otherwise. A file
-//     this call created is removed again when it fails; `*created` says whether
-//     it created one that now exists (the caller removes it if it fails later).
+//     this call created is removed again when it fails or throws (as
+//     RemoveMadeFile does); `*created` says whether it created one that now
+//     exists, and `*made` (when not null) is then that file, for the caller
+//     to remove with RemoveMadeFile if it gives the file up unused.
 //
 // Its writers (backing_writers.h, private to platform/): one pwrite() per
 // IO, or io_uring when built with ZTIER_URING.
@@ -46,9 +48,22 @@ namespace ztier::internal {
 // system of the kernel's own: ...". `what` starts the message.
 Status CheckBackingFileSystem(int fd, const std::string& what);
 
+// A file by its device and inode (stat(2)'s st_dev and st_ino).
+struct FileId {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+};
+
+// Removes `path` if it still names `made` (a file renamed or made in its
+// place since is another's, and is left). Called while the file is still
+// open and claimed (its flock held), so that no other device or process
+// can have claimed it before it goes. Never throws; a failure is ignored
+// (the file stays).
+void RemoveMadeFile(const std::string& path, const FileId& made) noexcept;
+
 Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
     const std::string& path, std::uint64_t size_bytes, bool direct,
-    bool* created);
+    bool* created, FileId* made = nullptr);
 
 }  // namespace ztier::internal
 
