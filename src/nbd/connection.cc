@@ -2,6 +2,8 @@
 // connection.h for the design).
 #include "connection.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -165,9 +167,17 @@ void Connection::StopReceivingIfDone() {
   // sending goes on. Not before: until then the client may still send
   // (and is answered ESHUTDOWN), since on a Unix socket its send would
   // fail (EPIPE), and a client (libnbd, the kernel's nbd.ko) whose send
-  // fails drops the connection with the replies to come. reader_idle_:
-  // the reader is in Serve(), so fd_ is open.
-  if (stopping_ && reader_idle_ && in_flight_ == 0) ::shutdown(fd_, SHUT_RD);
+  // fails drops the connection with the replies to come, or come but not
+  // read yet: such a client sends its next request before it reads what
+  // arrived. reader_idle_: the reader is in Serve(), so fd_ is open.
+  if (!stopping_ || !reader_idle_ || in_flight_ != 0) return;
+  // SIOCOUTQ: on a Unix socket the bytes sent that the peer has not read
+  // (net/unix/af_unix.c, unix_ioctl: unix_outq_len), on TCP those not
+  // acknowledged. Nothing tells when the client reads them: the server
+  // calls BeginStop() again while it waits (nbd_server.cc, Stop).
+  int unread = 0;
+  if (::ioctl(fd_, SIOCOUTQ, &unread) == 0 && unread > 0) return;
+  ::shutdown(fd_, SHUT_RD);
 }
 
 void Connection::SetReaderIdle(bool idle) {

@@ -87,11 +87,12 @@
 // handshake.h). In transmission, the requests received but not begun, and
 // those the client sends meanwhile, are answered ESHUTDOWN (a WRITE is not
 // done); those running finish and are answered (a READ or a long request's
-// next step not begun yet: ESHUTDOWN). Once every reply is out and the
-// reader waits for the next request, it stops receiving (SHUT_RD; not
-// sooner: a client's send would fail, EPIPE on a Unix socket, and a client
-// such as libnbd or nbd.ko then drops the connection and the replies still
-// to come), reads what the socket holds, and the connection closes.
+// next step not begun yet: ESHUTDOWN). Once every reply is out, read by
+// the client, and the reader waits for the next request, it stops
+// receiving (SHUT_RD; not sooner: a client's send would fail, EPIPE on a
+// Unix socket, and a client such as libnbd or nbd.ko then drops the
+// connection and the replies still to come or not read yet), reads what
+// the socket holds, and the connection closes.
 // Shutdown() is the hard stop: the socket is shut down both ways at once,
 // and replies not sent yet are lost.
 //
@@ -205,7 +206,9 @@ class Connection {
   // ending.
   bool Start();
   // Any thread: the soft stop (above). The server sets
-  // ConnectionLimits::server_stopping first.
+  // ConnectionLimits::server_stopping first, and calls it again while it
+  // waits for the connection to end: no event says when the client has
+  // read its replies, and then receiving may stop.
   void BeginStop();
   void Shutdown();  // any thread: the hard stop; the reader stops soon
   void Join();
@@ -224,7 +227,8 @@ class Connection {
   // the socket failed. Takes mu_, then send_mu_ (never both at once).
   bool StopsWork();
   // Stops receiving (SHUT_RD) once the connection stops, its reader is
-  // idle and no job is in flight ("Stopping" above). REQUIRES: mu_ held.
+  // idle, no job is in flight and the client has read every reply
+  // ("Stopping" above). REQUIRES: mu_ held.
   void StopReceivingIfDone();
   // Takes mu_: the reader waits (or not) for a request (reader_idle_).
   void SetReaderIdle(bool idle);

@@ -29,6 +29,10 @@
 namespace ztier::nbd {
 namespace {
 
+// How often a stopping server asks its connections again whether their
+// clients have read their replies (Connection::BeginStop).
+constexpr std::chrono::milliseconds kStopPoll{5};
+
 constexpr int kRefuseTimeoutMs = 1000;
 
 class NbdServerImpl final : public NbdServer {
@@ -103,8 +107,15 @@ class NbdServerImpl final : public NbdServer {
                        " connection(s) get up to " +
                        std::to_string(kStopGrace.count()) + " ms to finish");
         }
-        exit_cv_.wait_for(l, kStopGrace,
-                          [this] { return active_.load() == 0; });
+        // Meanwhile each connection is asked again, every kStopPoll, whether
+        // its client has read its replies (Connection::BeginStop).
+        const auto deadline = std::chrono::steady_clock::now() + kStopGrace;
+        while (!exit_cv_.wait_until(
+            l, std::min(deadline, std::chrono::steady_clock::now() + kStopPoll),
+            [this] { return active_.load() == 0; })) {
+          if (std::chrono::steady_clock::now() >= deadline) break;
+          for (auto& c : conns_) c->BeginStop();
+        }
       }
     }
     std::list<std::unique_ptr<Connection>> conns;

@@ -1339,6 +1339,67 @@ TEST(NbdServerTest, AStoppingServerServesRequestsInFlightAndRefusesTheRest) {
   EXPECT_TRUE(log.WaitFor("closed: server stopping", &all)) << all;
 }
 
+// The start of the two tests below: a server whose one worker holds a READ
+// (cookie 1, the first 4 KiB: a written-back page) in the backing store
+// until gate.Open(), its client `a` connected, and Stop() begun on `stop`
+// (`took`: how long it took, once joined).
+struct ReadHeldAtStop {
+  static NbdServerOptions Options(LogLines& log) {
+    NbdServerOptions o;
+    o.workers = 1;
+    o.inline_max_bytes = 0;  // the READ goes to the workers
+    o.log = log.Sink();
+    return o;
+  }
+  static DeviceDefaults Defaults(GatedReads& gate) {
+    DeviceDefaults d;
+    d.backing_file_wrap = gate.Wrap();
+    return d;
+  }
+  // ASSERTs: the caller checks HasFatalFailure().
+  void Begin(unsigned seed) {
+    data = RandomBytes(1 << 20, seed);
+    WriteBackPageZero(f, data);
+    ASSERT_EQ(a.Go("zram0"), 1 << 20);
+    ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));
+    ASSERT_TRUE(gate.WaitReads(1));
+    const auto start = std::chrono::steady_clock::now();
+    stop = std::jthread([this, start] {
+      f.server().Stop();
+      took = std::chrono::steady_clock::now() - start;
+    });
+    std::string all;
+    ASSERT_TRUE(log.WaitFor("stopping:", &all)) << all;
+  }
+  // Reads the READ's reply: the page's data.
+  void ExpectReadReply() {
+    std::uint32_t err = 0;
+    std::uint64_t cookie = 0;
+    std::vector<std::byte> back;
+    ASSERT_TRUE(a.ReadReply(&err, &cookie, &back, 4096));
+    EXPECT_EQ(cookie, 1u);
+    EXPECT_EQ(err, 0u);
+    EXPECT_EQ(back, std::vector<std::byte>(data.begin(), data.begin() + 4096));
+  }
+  // Sends a FLUSH (cookie 2); true if it could be sent.
+  bool SendFlush() { return a.SendRequest(kCmdFlush, 0, 2, 0, 0); }
+  void ExpectFlushShutdown() {
+    std::uint32_t err = 0;
+    std::uint64_t cookie = 0;
+    EXPECT_TRUE(a.ReadReply(&err, &cookie));
+    EXPECT_EQ(cookie, 2u);
+    EXPECT_EQ(err, kErrShutdown);
+  }
+
+  GatedReads gate;
+  LogLines log;
+  ServerFixture f{1 << 20, Options(log), Defaults(gate)};
+  std::vector<std::byte> data;
+  RawClient a{f.socket()};
+  std::jthread stop;
+  std::chrono::steady_clock::duration took{};
+};
+
 // While a request is in flight, a stopping server still takes what its
 // client sends (proto.md: "any subsequently received requests SHOULD be"
 // answered NBD_ESHUTDOWN). Stopping receiving at once would make the
@@ -1347,41 +1408,42 @@ TEST(NbdServerTest, AStoppingServerServesRequestsInFlightAndRefusesTheRest) {
 // request it has in flight, a WRITE the server stored included, before
 // their replies come.
 TEST(NbdServerTest, AStoppingServerTakesRequestsWhileOthersAreInFlight) {
-  GatedReads gate;
-  DeviceDefaults defaults;
-  defaults.backing_file_wrap = gate.Wrap();
-  LogLines log;
-  NbdServerOptions o;
-  o.workers = 1;
-  o.inline_max_bytes = 0;  // the READ goes to the workers
-  o.log = log.Sink();
-  ServerFixture f(1 << 20, o, std::move(defaults));
-  const auto data = RandomBytes(1 << 20, 23);
-  WriteBackPageZero(f, data);
-  RawClient a(f.socket());
-  ASSERT_EQ(a.Go("zram0"), 1 << 20);
-  ASSERT_TRUE(a.SendRequest(kCmdRead, 0, 1, 0, 4096));
-  ASSERT_TRUE(gate.WaitReads(1));
-  std::jthread stop([&] { f.server().Stop(); });
-  std::string all;
-  ASSERT_TRUE(log.WaitFor("stopping:", &all)) << all;
-  const bool sent = a.SendRequest(kCmdFlush, 0, 2, 0, 0);
+  ReadHeldAtStop h;
+  h.Begin(23);
+  if (HasFatalFailure()) return;
+  const bool sent = h.SendFlush();
   EXPECT_TRUE(sent);
-  std::uint32_t err = 0;
-  std::uint64_t cookie = 0;
-  if (sent) {
-    EXPECT_TRUE(a.ReadReply(&err, &cookie));
-    EXPECT_EQ(cookie, 2u);
-    EXPECT_EQ(err, kErrShutdown);
-  }
-  gate.Open();
-  std::vector<std::byte> back;
-  ASSERT_TRUE(a.ReadReply(&err, &cookie, &back, 4096));
-  EXPECT_EQ(cookie, 1u);
-  EXPECT_EQ(err, 0u);
-  EXPECT_EQ(back, std::vector<std::byte>(data.begin(), data.begin() + 4096));
-  EXPECT_TRUE(a.WaitClosed());
-  stop.join();
+  if (sent) h.ExpectFlushShutdown();
+  h.gate.Open();
+  h.ExpectReadReply();
+  EXPECT_TRUE(h.a.WaitClosed());
+  h.stop.join();
+}
+
+// A reply that is out is not yet read: a client such as libnbd sends its
+// next request without first reading the replies that came meanwhile, and
+// once its send fails (EPIPE, if the server stopped receiving on a Unix
+// socket) it drops the connection, failing the request whose reply it had
+// not read. So a stopping server takes requests until its client has read
+// every reply.
+TEST(NbdServerTest, AStoppingServerTakesRequestsUntilItsRepliesAreRead) {
+  ReadHeldAtStop h;
+  h.Begin(24);
+  if (HasFatalFailure()) return;
+  h.gate.Open();
+  // The READ's reply arrives; the client reads none of it yet, and the
+  // server has time to do what it does once the reply is out.
+  struct pollfd p = {h.a.fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const bool sent = h.SendFlush();
+  EXPECT_TRUE(sent);
+  h.ExpectReadReply();
+  if (sent) h.ExpectFlushShutdown();
+  // Then it closes, not waiting for the grace.
+  EXPECT_TRUE(h.a.WaitClosed());
+  h.stop.join();
+  EXPECT_LT(h.took, kStopGrace);
 }
 
 // The grace is a bound: a client that takes none of its replies (no
