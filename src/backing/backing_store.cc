@@ -72,14 +72,13 @@ Result<std::unique_ptr<BackingStore>> BackingStore::Open(
   if (opened != nullptr) file = std::move(opened);
   if (options.wrap_file) file = options.wrap_file(file);
   const std::string path = file->name();
-  auto fail = [](Status s) { return Err(std::move(s)); };
   std::unique_ptr<BackingStore> bs(new BackingStore());
   Impl& m = *bs->impl_;
   m.num_blocks = file->size() / kPageSize;
   if (m.num_blocks == 0) {
-    return fail(Status::InvalidArgument(path + " of " +
-                                        std::to_string(file->size()) +
-                                        " bytes holds no 4096-byte block"));
+    return Err(Status::InvalidArgument(path + " of " +
+                                       std::to_string(file->size()) +
+                                       " bytes holds no 4096-byte block"));
   }
   m.bitmap = std::make_unique<internal::BlockBitmap>(m.num_blocks);
   m.discards = file->can_discard();
@@ -89,7 +88,7 @@ Result<std::unique_ptr<BackingStore>> BackingStore::Open(
   }
   if (options.encrypt) {
     auto cipher = internal::BlockCipher::Create(m.num_blocks);
-    if (!cipher.has_value()) return fail(std::move(cipher.error()));
+    if (!cipher.has_value()) return Err(std::move(cipher.error()));
     m.cipher = std::move(*cipher);
   }
   m.file = std::move(file);
@@ -250,9 +249,9 @@ Status BackingStore::ReadBlock(std::uint64_t block, MutablePage out) {
     // kBusy: a load may try again); EIO and every other errno of a failed
     // device kIoError, the errno kept (ErrnoNameOf names ETIMEDOUT, not EIO).
     const int err = static_cast<int>(-result);
-    return err == ENOMEM || err == EAGAIN
-               ? PosixError("read " + where(), err)
-               : PosixError("read " + where(), err, StatusCode::kIoError);
+    return PosixError("read " + where(), err,
+                      err == ENOMEM || err == EAGAIN ? StatusCodeForErrno(err)
+                                                     : StatusCode::kIoError);
   }
   if (result != static_cast<long>(kPageSize)) {
     return Status::IoError("short read of " + where() + ": " +
