@@ -425,6 +425,19 @@ TEST(DeviceBackingTest, AFileOfTheKernelsOwnFileSystemsIsRefused) {
   EXPECT_EQ(d.ShowBackingDev(), "none\n");
 }
 
+// Sets `d` up to write back to `backing` with an lz4 dictionary (written
+// to `dict`) that is gone by disksize, so that the store fails after its
+// backing file is opened, and stores disksize: its status in *out.
+void DisksizeWithItsDictionaryGone(Device& d, const std::string& dict,
+                                   const std::string& backing, Status* out) {
+  std::ofstream(dict) << std::string(4096, 'z');
+  ASSERT_OK(d.SetCompAlgorithm("lz4"));
+  ASSERT_OK(d.SetAlgorithmParams("dict=" + dict));
+  ASSERT_OK(d.SetBackingDev(backing));
+  std::filesystem::remove(dict);
+  *out = d.SetDisksize(16 * kPageSize);
+}
+
 // A backing file that SetDisksize made goes again when the store cannot
 // be made after it (here its dictionary gone since algorithm_params took
 // it), as one BackingStore::Open fails on itself does; a file that was
@@ -436,13 +449,9 @@ TEST(DeviceBackingTest, AFailedStoreTakesItsNewBackingFileAway) {
   const std::string kept = dir.File("kept.wb");
   std::ofstream(kept) << "x";
   for (const std::string& path : {made, kept}) {
-    std::ofstream(dict) << std::string(4096, 'z');
     Device d("zram0", DeviceDefaults{});
-    ASSERT_OK(d.SetCompAlgorithm("lz4"));
-    ASSERT_OK(d.SetAlgorithmParams("dict=" + dict));
-    ASSERT_OK(d.SetBackingDev(path));
-    std::filesystem::remove(dict);
-    const Status s = d.SetDisksize(16 * kPageSize);
+    Status s;
+    ASSERT_NO_FATAL_FAILURE(DisksizeWithItsDictionaryGone(d, dict, path, &s));
     EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
     EXPECT_NE(s.message().find(dict), std::string::npos) << s.ToString();
     EXPECT_FALSE(d.initialized());
@@ -464,7 +473,6 @@ TEST(DeviceBackingTest, AFailedStoreRemovesOnlyTheFileItMadeAndHeld) {
   const std::string other = dir.File("other");
   for (const bool replace : {true, false}) {
     SCOPED_TRACE(replace ? "replaced" : "claimed");
-    std::ofstream(dict) << std::string(4096, 'z');
     std::ofstream(other) << "another's";
     int claim = -1;
     DeviceDefaults defaults;
@@ -486,11 +494,8 @@ TEST(DeviceBackingTest, AFailedStoreRemovesOnlyTheFileItMadeAndHeld) {
           });
     };
     Device d("zram0", defaults);
-    ASSERT_OK(d.SetCompAlgorithm("lz4"));
-    ASSERT_OK(d.SetAlgorithmParams("dict=" + dict));
-    ASSERT_OK(d.SetBackingDev(path));
-    std::filesystem::remove(dict);
-    const Status s = d.SetDisksize(16 * kPageSize);
+    Status s;
+    ASSERT_NO_FATAL_FAILURE(DisksizeWithItsDictionaryGone(d, dict, path, &s));
     EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
     EXPECT_FALSE(d.initialized());
     if (replace) {
