@@ -439,8 +439,10 @@ Result<std::string> Request(const std::string& socket_path,
   if (value != nullptr) req.value = *value;
   ZT_ASSIGN_OR_RETURN(WireReply reply, Call(socket_path, req));
   if (!reply.ok) {
-    return Err(Status(StatusCodeFromErrnoName(reply.errno_name),
-                      reply.errno_name + ": " + reply.message));
+    // The errno kept (ErrnoNameOf): ENOSPC, not kResourceExhausted's ENOMEM.
+    return Err(StatusWithErrno(StatusCodeFromErrnoName(reply.errno_name),
+                               reply.errno_name + ": " + reply.message,
+                               ErrnoByName(reply.errno_name)));
   }
   return std::move(reply.text);
 }

@@ -368,6 +368,31 @@ TEST_F(ControlServerTest, BackingDev) {
   EXPECT_EQ(Show("backing_dev"), "none\n");
 }
 
+// Request's error names the errno the server's reply named (ErrnoNameOf),
+// not its code's: ENOENT rather than kNotFound's ENODEV, ENOSPC rather than
+// kResourceExhausted's ENOMEM; its code and message are the reply's.
+TEST_F(ControlServerTest, RequestNamesTheRepliedErrno) {
+  auto missing = Store("backing_dev", (dir_ / "no-dir/wb").string());
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(ErrnoNameOf(missing.error()), "ENOENT")
+      << missing.error().ToString();
+  EXPECT_EQ(missing.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.error().message().rfind("ENOENT: ", 0), 0u)
+      << missing.error().message();
+
+  ASSERT_EQ(Store("backing_dev", (dir_ / "wb").string()), "");
+  ASSERT_EQ(Store("disksize", "64K"), "");
+  WritePages(4);
+  fault_ = -ENOSPC;
+  auto full = Store("writeback", "page_indexes=0-3");
+  fault_ = 0;
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(ErrnoNameOf(full.error()), "ENOSPC") << full.error().ToString();
+  EXPECT_EQ(full.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.error().message().rfind("ENOSPC: ", 0), 0u)
+      << full.error().message();
+}
+
 // A backing_dev path that is there but may not be opened for reading and
 // writing is refused at the store with open()'s errno, as zram's
 // backing_dev_store() refuses it with filp_open()'s (EACCES), and stays

@@ -63,6 +63,15 @@ std::string_view ErrnoName(int err) {
   return name != nullptr ? std::string_view(name) : std::string_view();
 }
 
+int ErrnoByName(std::string_view name) {
+  if (name.empty()) return 0;
+  // The kernel's errnos are below MAX_ERRNO (include/linux/err.h).
+  for (int err = 1; err < 4096; ++err) {
+    if (ErrnoName(err) == name) return err;
+  }
+  return 0;
+}
+
 std::string_view ErrnoNameOf(const Status& s) {
   const std::string_view name = ErrnoName(s.posix_errno());
   return name.empty() ? StatusCodeErrnoName(s.code()) : name;
@@ -117,6 +126,12 @@ Status PosixError(std::string_view context, int err, StatusCode code) {
   msg += ": ";
   msg += std::strerror(err);
   Status s(code, std::move(msg));
+  s.posix_errno_ = err;
+  return s;
+}
+
+Status StatusWithErrno(StatusCode code, std::string_view message, int err) {
+  Status s(code, message);
   s.posix_errno_ = err;
   return s;
 }

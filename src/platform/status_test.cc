@@ -52,6 +52,28 @@ TEST(StatusTest, ErrnoNames) {
   EXPECT_EQ(ErrnoName(4096), "");
 }
 
+TEST(StatusTest, ErrnoByNameReadsErrnoNamesBack) {
+  EXPECT_EQ(ErrnoByName("ENOSPC"), ENOSPC);
+  EXPECT_EQ(ErrnoByName("ETIMEDOUT"), ETIMEDOUT);
+  EXPECT_EQ(ErrnoByName(ErrnoName(EHWPOISON)), EHWPOISON);
+  EXPECT_EQ(ErrnoByName(""), 0);
+  EXPECT_EQ(ErrnoByName("0"), 0);
+  EXPECT_EQ(ErrnoByName("ENOSUCH"), 0);
+  EXPECT_EQ(ErrnoByName("enospc"), 0);
+}
+
+// The errno of a message that names it already: kept for ErrnoNameOf,
+// the message left as given (no strerror text added).
+TEST(StatusTest, StatusWithErrnoKeepsCodeMessageAndErrno) {
+  const Status s = StatusWithErrno(StatusCode::kResourceExhausted,
+                                   "ENOSPC: writeback failed", ENOSPC);
+  EXPECT_EQ(s, Status::ResourceExhausted("ENOSPC: writeback failed"));
+  EXPECT_EQ(s.posix_errno(), ENOSPC);
+  EXPECT_EQ(ErrnoNameOf(s), "ENOSPC");
+  EXPECT_EQ(ErrnoNameOf(Annotate("ctl", s)), "ENOSPC");
+  EXPECT_EQ(ErrnoNameOf(StatusWithErrno(StatusCode::kBusy, "x", 0)), "EBUSY");
+}
+
 TEST(StatusTest, ErrnoNameOfAStatusIsItsErrnosElseItsCodes) {
   EXPECT_EQ(ErrnoNameOf(PosixError("open /x", EACCES)), "EACCES");
   EXPECT_EQ(ErrnoNameOf(PosixError("bind", EADDRINUSE)), "EADDRINUSE");

@@ -108,7 +108,9 @@ StatusCode StatusCodeFromErrnoName(std::string_view errno_name);
 // One request from a client (what `ztier ctl` sends): device may be empty
 // for hot_add, hot_remove and status; `value` null for a show. Returns the
 // attribute's text, or the server's error: its code from the errno name
-// (StatusCodeFromErrnoName), its message "<ERRNO_NAME>: <server message>".
+// (StatusCodeFromErrnoName), its message "<ERRNO_NAME>: <server message>",
+// its posix_errno() the named errno (ErrnoNameOf gives the reply's ENOSPC,
+// not kResourceExhausted's ENOMEM).
 // Transport errors come back as Connect/Exchange give them.
 Result<std::string> Request(const std::string& socket_path,
                             const std::string& device,

@@ -117,6 +117,8 @@ class [[nodiscard]] Status {
  private:
   friend Status PosixError(std::string_view context, int err, StatusCode code);
   friend Status Annotate(std::string_view context, const Status& s);
+  friend Status StatusWithErrno(StatusCode code, std::string_view message,
+                                int err);
 
   StatusCode code_ = StatusCode::kOk;
   int posix_errno_ = 0;
@@ -133,6 +135,10 @@ std::string_view StatusCodeErrnoName(StatusCode code);
 // gives it; empty for 0 and for a value that glibc names none (a negative
 // one, an unknown one).
 std::string_view ErrnoName(int err);
+
+// The errno that ErrnoName names `name` ("ENOSPC" gives ENOSPC); 0 for a
+// name it gives none (empty, unknown, "0").
+int ErrnoByName(std::string_view name);
 
 // The errno name a person reads for `s`: its posix_errno()'s (PosixError's)
 // where that has a name, else StatusCodeErrnoName(s.code()), so never
@@ -153,6 +159,12 @@ Status PosixError(std::string_view context, int err, StatusCode code);
 // kept, so that an error passed up a layer names where it happened and
 // ErrnoNameOf still names the errno it came from. OK stays OK.
 Status Annotate(std::string_view context, const Status& s);
+
+// A Status of `code` and `message` whose posix_errno() is `err`: for an
+// errno that arrives from elsewhere, named in a message that says it
+// already (a control server's reply, ctl::Request), where PosixError would
+// add strerror's text to it. `code` is not kOk.
+Status StatusWithErrno(StatusCode code, std::string_view message, int err);
 
 // The code PosixError gives `err` (kIoError for any errno it does not name).
 StatusCode StatusCodeForErrno(int err);
