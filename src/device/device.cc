@@ -148,8 +148,7 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
   if (defaults.is_remote_backing && defaults.is_remote_backing(path)) {
     auto file = defaults.open_remote_backing(path, disksize);
     if (!file.has_value()) {
-      return Err(Status(file.error().code(),
-                        "backing_dev: " + file.error().message()));
+      return Err(Annotate("backing_dev", file.error()));
     }
     remote = std::move(*file);
   }
@@ -316,9 +315,10 @@ Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
     if (recomp_algorithm_[p].empty()) continue;
     auto codec = MakeCodec(recomp_algorithm_[p], algorithm_params_[p]);
     if (!codec.has_value()) {
-      return Status(codec.error().code(),
-                    "algorithm_params of priority " + std::to_string(p) + " (" +
-                        recomp_algorithm_[p] + "): " + codec.error().message());
+      // A dict= file's errno kept (ENOENT, not kNotFound's ENODEV).
+      return Annotate("algorithm_params of priority " + std::to_string(p) +
+                          " (" + recomp_algorithm_[p] + ")",
+                      codec.error());
     }
     o->recomp[p - 1] = {recomp_algorithm_[p], algorithm_params_[p]};
   }

@@ -460,6 +460,45 @@ TEST(DeviceBackingTest, AFailedStoreTakesItsNewBackingFileAway) {
   }
 }
 
+// What a store that cannot be made failed on names its errno to
+// SetDisksize's caller (ErrnoNameOf, which `ztier serve` prints): a
+// recompression dictionary gone by disksize is ENOENT, not kNotFound's
+// ENODEV.
+TEST(DeviceBackingTest, ARecompressionDictionaryGoneByDisksizeIsEnoent) {
+  testing::ScopedTempDir dir;
+  const std::string dict = dir.File("zstd.dict");
+  std::ofstream(dict) << std::string(4096, 'z');
+  Device d("zram0", DeviceDefaults{});
+  ASSERT_OK(d.SetRecompAlgorithm("algo=zstd priority=1"));
+  ASSERT_OK(d.SetAlgorithmParams("priority=1 dict=" + dict));
+  std::filesystem::remove(dict);
+  const Status s = d.SetDisksize(16 * kPageSize);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_EQ(ErrnoNameOf(s), "ENOENT") << s.ToString();
+  EXPECT_EQ(s.message().rfind("algorithm_params of priority 1 (zstd): ", 0), 0u)
+      << s.ToString();
+}
+
+// As the errno of a remote backing store that cannot be opened.
+TEST(DeviceBackingTest, ARemoteBackingStoreOpenKeepsItsErrno) {
+  DeviceDefaults defaults;
+  defaults.is_remote_backing = [](std::string_view v) {
+    return v.starts_with("mem:");
+  };
+  defaults.open_remote_backing =
+      [](const std::string&,
+         std::uint64_t) -> Result<std::shared_ptr<BackingFile>> {
+    return Err(PosixError("connect mem:wb", ECONNREFUSED));
+  };
+  Device d("zram0", defaults);
+  ASSERT_OK(d.SetBackingDev("mem:wb"));
+  const Status s = d.SetDisksize(16 * kPageSize);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_EQ(ErrnoNameOf(s), "ECONNREFUSED") << s.ToString();
+  EXPECT_EQ(s.message().rfind("backing_dev: connect mem:wb: ", 0), 0u)
+      << s.ToString();
+}
+
 // The backing file a failed disksize made is removed only while it is
 // still the file at its path and still held: one put in its place since
 // (here renamed over it once the file is open) is another's and is left,

@@ -130,6 +130,25 @@ TEST_P(DictionaryTest, AGivenDictionaryCountsToo) {
   ExpectPages(*store, 0, 256);
 }
 
+// A recompression algorithm's dict=PATH that cannot be read fails Create
+// with the errno of its open (ErrnoNameOf: ENOENT, not kNotFound's ENODEV),
+// the message naming the priority.
+TEST(DictionaryFileTest, ARecompressionDictionaryNotThereIsEnoent) {
+  ScopedTempDir dir;
+  PageStoreOptions o;
+  o.num_pages = 16;
+  o.codec = "lz4";
+  o.recomp[0] = {"zstd", "dict=" + dir.File("none.dict")};
+  auto store = PageStore::Create(o);
+  ASSERT_FALSE(store.has_value());
+  EXPECT_EQ(store.error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ErrnoNameOf(store.error()), "ENOENT") << store.error().ToString();
+  EXPECT_EQ(store.error().message().rfind(
+                "recompression algorithm (priority 1): ", 0),
+            0u)
+      << store.error().ToString();
+}
+
 INSTANTIATE_TEST_SUITE_P(Codecs, DictionaryTest,
                          ::testing::Values("zstd", "lz4"));
 

@@ -90,9 +90,10 @@ Result<std::unique_ptr<PageStore>> PageStore::Create(
     if (rc.codec.empty()) continue;
     auto c = MakeCodec(rc.codec, rc.algorithm_params);
     if (!c.has_value()) {
-      return Err(Status(c.error().code(),
-                        "recompression algorithm (priority " +
-                            std::to_string(p) + "): " + c.error().message()));
+      // A dict= file's errno kept (ENOENT, not kNotFound's ENODEV).
+      return Err(Annotate(
+          "recompression algorithm (priority " + std::to_string(p) + ")",
+          c.error()));
     }
     m.codecs[p] = std::move(*c);
     m.top_priority = p;

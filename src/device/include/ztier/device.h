@@ -192,6 +192,8 @@ class Device {
   // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set. With
   // DeviceDefaults::prealloc, kInvalidArgument while mem_limit is 0, and the
   // reserve's error (kResourceExhausted) when mem_limit bytes cannot be had.
+  // A failure to open the backing store or read a dict= file keeps its
+  // errno (ErrnoNameOf).
   Status SetDisksize(std::uint64_t bytes);
   // The disksize SetDisksize(bytes) makes: bytes rounded up to a page
   // (bytes itself when that would pass UINT64_MAX, which it refuses).

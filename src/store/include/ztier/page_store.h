@@ -471,7 +471,8 @@ class WritebackPass;
 class PageStore {
  public:
   // Checks the options (num_pages, codec name and params, batch size) and
-  // builds the slot table, pool and streams. Errors name the bad option.
+  // builds the slot table, pool and streams. Errors name the bad option;
+  // a dict= file that cannot be read keeps its errno (ErrnoNameOf).
   static Result<std::unique_ptr<PageStore>> Create(
       const PageStoreOptions& options);
   ~PageStore();
