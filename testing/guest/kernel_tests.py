@@ -175,8 +175,15 @@ def judge_conformance(g, results_dir):
         f.write(conformance.table(rows, kernel))
     failures = ["%s: kernel %s, ztier %s" % (r[0], r[1], r[2])
                 for r in rows if r[3] == "DIFFERS"]
-    if not any(l.startswith("@@CONF_DONE") for l in g.output.splitlines()):
+    # "@@CONF_DONE N": the script printed N @@CONF lines; fewer read here
+    # means the console lost some (a kernel message mixed into them), and
+    # with them steps that would not be compared.
+    done = g.lines("@@CONF_DONE")
+    if not done:
         failures.append("the sequence did not run to its end")
+    elif done[0] != str(len(lines)):
+        failures.append("the script printed %s @@CONF lines, %d came back" %
+                        (done[0], len(lines)))
     if not rows:
         failures.append("no step ran")
     return failures

@@ -3,7 +3,8 @@
 # `ztier ctl` on the host), with the same data written to both through the
 # block device (dd oflag=direct). Each step prints, for each side,
 #   @@CONF <step> <zram|ztier> <status> <output, lines joined by " | ">
-# where status is 0 or the errno name; kernel_tests.py compares them.
+# where status is 0 or the errno name, and at the end "@@CONF_DONE N", N
+# the number of @@CONF lines; kernel_tests.py compares them.
 # Variables from kernel_tests.py: PORT, BACKING (ztier's backing file).
 . /lib.sh
 
@@ -32,7 +33,9 @@ ztier_detached() {
   [ "$(host status -n --raw -o NAME,CLIENTS)" = "zram0 0" ]
 }
 
+CONF_LINES=0  # the @@CONF lines printed, for @@CONF_DONE
 emit() {  # emit STEP SIDE STATUS OUTPUT
+  CONF_LINES=$((CONF_LINES + 1))
   printf '@@CONF %s %s %s %s\n' "$1" "$2" "$3" "$(printf '%s' "$4" | tr '\n' '|')"
 }
 
@@ -205,4 +208,4 @@ step trailing.disksize disksize 12Q
 step trailing.read_disksize disksize
 step trailing.reset reset 1
 losetup -d /dev/loop0
-echo "@@CONF_DONE"
+echo "@@CONF_DONE $CONF_LINES"
