@@ -54,10 +54,13 @@ ztier_run() {
   check "ztier rep $1: peak stored bytes $peak >= 1/4 of $MIB MiB" \
     "$peak" -ge $((MIB * 1024 * 1024 / 4))
   a=$(field "$after" 1)
-  check "ztier rep $1: after the workload, stored bytes $a <= 5% of the peak $peak" \
-    "$((a * 20))" -le "$peak"
+  check "ztier rep $1: after the workload, stored bytes '$a' <= 5% of the peak $peak" \
+    "$a" -le "$((peak / 20))"
+  # swapoff reads every page still in swap back from ztier.
   swapoff /dev/nbd0
+  check "ztier rep $1: swapoff" $? = 0
   nbd-client -d /dev/nbd0 >/dev/null
+  check "ztier rep $1: nbd-client -d" $? = 0
   # What swapoff read back stays stored until the next swapon -d discards
   # the whole device.
 }
