@@ -67,6 +67,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,24 +83,35 @@ class Server:
         self.port = None  # the kernel's choice (port 0), from the banner
         self.ctl = os.path.join(tmp, "ztier.ctl")
         self.log_path = os.path.join(tmp, "serve.log")
-        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [ztier, "serve", "--listen", "127.0.0.1:0",
              "--unix", os.path.join(tmp, "ztier.sock"), "--ctl", self.ctl] +
-            flags, stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(200):
-            m = re.search(r"TCP: nbds?://127\.0\.0\.1:(\d+)/",
-                          self.read_log())
-            if m and os.path.exists(self.ctl):
-                self.port = int(m.group(1))
-                break
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
+            flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        self.banner = threading.Event()
+        self.copier = threading.Thread(target=self._copy_log, daemon=True)
+        self.copier.start()
+        # The banner's TCP line comes once the NBD and control sockets
+        # listen (tools/ztier/serve_cmd.cc: StartServers, then the banner);
+        # the end of its output, if it exited before.
+        self.banner.wait(120)
+        if self.port is None:
+            try:
+                self.proc.wait(timeout=10)  # the end of its output: its exit
+            except subprocess.TimeoutExpired:
+                pass
 
-    def read_log(self):
-        with open(self.log_path) as f:
-            return f.read()
+    def _copy_log(self):
+        """Copies the server's output to its log; the banner's port."""
+        with open(self.log_path, "w") as log:
+            for line in self.proc.stdout:
+                log.write(line)
+                log.flush()
+                m = re.search(r"TCP: nbds?://127\.0\.0\.1:(\d+)/", line)
+                if m and self.port is None:
+                    self.port = int(m.group(1))
+                    self.banner.set()
+        self.banner.set()
 
     def alive(self):
         return self.proc.poll() is None and self.port is not None
@@ -122,8 +134,9 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
                 self.problem = "ztier serve did not stop within 10 s of SIGTERM"
-        self.log.close()
-        return open(self.log_path).read()
+        self.copier.join()
+        with open(self.log_path) as f:
+            return f.read()
 
 
 # name -> (ztier serve flags, variables for the script, guest RAM in MiB)

@@ -59,12 +59,14 @@ class GuestResult:
 
 def _serve_channel(sock_path, ztier, ctl, stop, log):
     conn = None
-    deadline = time.time() + 60
-    while conn is None and not stop.is_set() and time.time() < deadline:
+    # qemu makes the socket as it starts, and runs the guest only once this
+    # has connected (wait=on).
+    while conn is None and not stop.is_set():
         try:
             conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             conn.connect(sock_path)
         except OSError:
+            conn.close()
             conn = None
             time.sleep(0.05)
     if conn is None:
@@ -129,7 +131,11 @@ def run_guest(guest_dir, script, ztier=None, ctl=None, mem_mib=256,
                       "rootfstype=ramfs mitigations=off",
            "-display", "none", "-monitor", "none", "-no-reboot",
            "-serial", "stdio",
-           "-serial", "unix:%s,server=on,wait=off" % chan,
+           # wait=on: qemu starts the guest once the host's end of the
+           # channel is connected; with wait=off it would drop what the
+           # guest wrote before that, and the guest would wait for an
+           # answer until the timeout.
+           "-serial", "unix:%s,server=on,wait=on" % chan,
            "-nic", "user,model=virtio-net-pci"]
     opt = os.path.join(guest_dir, "opt.img")
     if os.path.exists(opt):
