@@ -42,7 +42,12 @@ check "swapoff $D1" $? = 0
 # do) is a user too, as zram's reset counts its disk's openers.
 sleep 600 < "$D1" &
 holder=$!
-sleep 1
+# The background shell opens $D1, then runs sleep: wait for the open.
+holds_d1() {
+  [ "$(readlink "/proc/$holder/fd/0")" = "$D1" ]
+}
+wait_until 30 holds_d1
+check "a process holds $D1 open" $? = 0
 refused "hot_remove 1 while a process holds it open" hot_remove 1
 refused "reset of zram1 while a process holds it open" --device zram1 reset 1
 kill $holder
