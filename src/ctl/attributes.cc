@@ -30,9 +30,14 @@ WireReply Error(std::string_view errno_name, std::string message) {
   return r;
 }
 
+// A store's reply: the errno of the system call that failed where `s`
+// carries one (open()'s ENOENT, EACCES, EROFS for a backing file that a
+// disksize store cannot open), as `ztier serve` names it when the same
+// store fails at its start-up (ErrnoNameOf); else the errno zram gives
+// the code (StatusCodeErrnoName: a removed device's kNotFound is ENODEV).
 WireReply FromStatus(const Status& s) {
   if (s.ok()) return Ok();
-  return Error(StatusCodeErrnoName(s.code()), s.message());
+  return Error(ErrnoNameOf(s), s.message());
 }
 
 // The kernel's kstrto*() accept one trailing newline.
@@ -136,17 +141,12 @@ WireReply StoreCompAlgorithm(Device& d, std::string_view v) {
 }
 WireReply StoreAlgorithmParams(Device& d, std::string_view v) {
   const Status s = d.SetAlgorithmParams(v);
-  // kNotFound, kPermissionDenied, kIoError here are a dict= file that could
-  // not be read: zram's comp_params_store() answers EINVAL for any failure
-  // of kernel_read_file_from_path() (sz < 0), whatever its errno.
-  switch (s.code()) {
-    case StatusCode::kNotFound:
-    case StatusCode::kPermissionDenied:
-    case StatusCode::kIoError:
-      return Error("EINVAL", s.message());
-    default:
-      return FromStatus(s);
-  }
+  // An errno here is a dict= file that could not be read
+  // (platform/read_file.h): zram's comp_params_store() answers EINVAL for
+  // any failure of kernel_read_file_from_path() (sz < 0), whatever its
+  // errno.
+  if (s.posix_errno() != 0) return Error("EINVAL", s.message());
+  return FromStatus(s);
 }
 WireReply StoreMemLimit(Device& d, std::string_view v) {
   auto size = ParseSize(v);
@@ -167,16 +167,11 @@ WireReply StoreCompact(Device& d, std::string_view) {
   return FromStatus(d.Compact());
 }
 WireReply ShowBackingDev(Device& d) { return Ok(d.ShowBackingDev()); }
+// A path that is not there, or cannot be opened: open()'s own errno, as
+// filp_open()'s error is backing_dev_store()'s (ENOENT, EACCES, EROFS;
+// FromStatus).
 WireReply StoreBackingDev(Device& d, std::string_view v) {
-  const Status s = d.SetBackingDev(v);
-  if (s.ok()) return Ok();
-  // A path that is not there is the kernel's filp_open() ENOENT
-  // (StatusCodeErrnoName says ENODEV).
-  if (s.code() == StatusCode::kNotFound) return Error("ENOENT", s.message());
-  // A path that cannot be opened: open()'s own errno name, as filp_open()'s
-  // error is backing_dev_store()'s (EACCES rather than the EPERM
-  // StatusCodeErrnoName gives kPermissionDenied; EROFS rather than EIO).
-  return Error(ErrnoNameOf(s), s.message());
+  return FromStatus(d.SetBackingDev(v));
 }
 // zram's writeback_store(): uninitialised EINVAL, no backing_dev ENODEV, bad
 // index ERANGE, malformed EINVAL; an IO error or writeback_limit reached EIO;

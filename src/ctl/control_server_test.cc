@@ -398,27 +398,57 @@ TEST_F(ControlServerTest, RequestNamesTheRepliedErrno) {
 // backing_dev_store() refuses it with filp_open()'s (EACCES), and stays
 // "none". A read-only sysfs attribute is such a file even to root
 // (kernfs refuses a write open of a file without a store method).
-TEST_F(ControlServerTest, BackingDevThatCannotBeOpenedIsEacces) {
-  std::string path;
+// A file that open(O_RDWR) refuses with EACCES, root or not: a read-only
+// sysfs attribute (kernfs refuses a write open of a file without a store
+// method); "" where there is none.
+std::string FileThatRefusesWriting() {
   for (const char* p : {"/sys/kernel/mm/transparent_hugepage/hpage_pmd_size",
                         "/sys/kernel/address_bits", "/sys/power/state"}) {
     std::error_code ec;
-    if (fs::is_regular_file(p, ec) && ::access(p, R_OK) == 0) {
-      const int fd = ::open(p, O_RDWR | O_CLOEXEC);
-      if (fd >= 0) {
-        ::close(fd);
-      } else if (errno == EACCES) {
-        path = p;
-        break;
-      }
+    if (!fs::is_regular_file(p, ec) || ::access(p, R_OK) != 0) continue;
+    const int fd = ::open(p, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
+    } else if (errno == EACCES) {
+      return p;
     }
   }
+  return "";
+}
+
+TEST_F(ControlServerTest, BackingDevThatCannotBeOpenedIsEacces) {
+  const std::string path = FileThatRefusesWriting();
   if (path.empty()) {
     GTEST_SKIP() << "no file here refuses open(O_RDWR) with EACCES";
   }
   EXPECT_EQ(StoreErrno("backing_dev", path), "EACCES");
   EXPECT_EQ(Show("backing_dev"), "none\n");
   EXPECT_EQ(Store("disksize", "1M"), "");
+}
+
+// A disksize store that fails in opening backing_dev answers open()'s
+// errno, as `ztier serve` names it when the same store fails at start-up
+// (ErrnoNameOf): ENOENT for a folder gone since the backing_dev store,
+// not the ENODEV ("no such device") of a missing zram device; EACCES, not
+// EIO, for a path that may not be opened read-write (a link put in the
+// file's place since). The device stays uninitialised.
+TEST_F(ControlServerTest, DisksizeNamesTheErrnoOfItsBackingFile) {
+  const fs::path gone = dir_ / "gone";
+  ASSERT_TRUE(fs::create_directory(gone));
+  ASSERT_EQ(Store("backing_dev", (gone / "wb").string()), "");
+  fs::remove(gone);
+  EXPECT_EQ(StoreErrno("disksize", "1M"), "ENOENT");
+  EXPECT_EQ(Show("initstate"), "0\n");
+
+  const std::string refusing = FileThatRefusesWriting();
+  if (refusing.empty()) {
+    GTEST_SKIP() << "no file here refuses open(O_RDWR) with EACCES";
+  }
+  const fs::path wb = dir_ / "wb";
+  ASSERT_EQ(Store("backing_dev", wb.string()), "");  // not there yet
+  fs::create_symlink(refusing, wb);
+  EXPECT_EQ(StoreErrno("disksize", "1M"), "EACCES");
+  EXPECT_EQ(Show("initstate"), "0\n");
 }
 
 TEST_F(ControlServerTest, WritebackErrnos) {
