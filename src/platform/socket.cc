@@ -37,6 +37,20 @@ Status MakeAddress(const std::string& path, sockaddr_un* addr) {
   return Status::Ok();
 }
 
+// What is at a path that is no socket, in the words both ends use: a
+// server that will not bind over it (lstat's `mode`: bind(2) follows no
+// link) and a client that cannot connect to it (stat's: connect(2) does).
+Status NotASocket(const std::string& path, mode_t mode) {
+  const char* kind = S_ISREG(mode)    ? "a regular file"
+                     : S_ISDIR(mode)  ? "a directory"
+                     : S_ISLNK(mode)  ? "a symbolic link"
+                     : S_ISFIFO(mode) ? "a FIFO"
+                     : S_ISCHR(mode)  ? "a character device"
+                     : S_ISBLK(mode)  ? "a block device"
+                                      : "a file";
+  return Status::InvalidArgument(path + " is " + kind + ", not a socket");
+}
+
 // Connects a new stream socket to `path` (a valid address): 0 and the
 // socket in *fd, or the errno. A non-blocking connect does not wait for a
 // live server that does not accept (stopped, or its backlog full): EAGAIN.
@@ -95,9 +109,7 @@ Status ClearStaleSocket(const std::string& path) {
     if (errno == ENOENT) return Status::Ok();
     return PosixError("stat " + path, errno);
   }
-  if (!S_ISSOCK(st.st_mode)) {
-    return Status::InvalidArgument(path + " exists and is not a socket");
-  }
+  if (!S_ISSOCK(st.st_mode)) return NotASocket(path, st.st_mode);
   int probe = -1;
   const int err = Connect(path, &probe, /*nonblocking=*/true);
   if (err == 0 || err == EAGAIN) {  // EAGAIN: live, its backlog full
@@ -425,15 +437,13 @@ Result<int> ConnectUnix(const std::string& path, int timeout_ms) {
     // the first is a wrong path, not a stopped server.
     struct stat st;
     if (::stat(path.c_str(), &st) == 0 && !S_ISSOCK(st.st_mode)) {
-      const char* kind = S_ISREG(st.st_mode)    ? "a regular file"
-                         : S_ISDIR(st.st_mode)  ? "a directory"
-                         : S_ISFIFO(st.st_mode) ? "a FIFO"
-                         : S_ISCHR(st.st_mode)  ? "a character device"
-                         : S_ISBLK(st.st_mode)  ? "a block device"
-                                                : "a file";
-      return Err(
-          Status::InvalidArgument(path + " is " + kind + ", not a socket"));
+      return Err(NotASocket(path, st.st_mode));
     }
+    // The stale socket that a server starting at `path` would replace
+    // (ClearStaleSocket).
+    return Err(PosixError(
+        "connect " + path + ": no server listens on it (a stale socket)",
+        ECONNREFUSED));
   }
   if (err != 0) return Err(PosixError("connect " + path, err));
   return fd;

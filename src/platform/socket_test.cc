@@ -187,7 +187,8 @@ TEST(SocketTest, PathThatIsNotASocketIsInvalidAndKept) {
 }
 
 // connect(2) answers a path that is no socket with ECONNREFUSED, as it does
-// a socket nobody listens on; ConnectUnix tells the two apart.
+// a socket nobody listens on; ConnectUnix tells the two apart, in the words
+// of a server that will not bind over that path.
 TEST(SocketTest, ConnectToAPathThatIsNotASocketSaysWhatIsThere) {
   testing::ScopedTempDir tmp;
   const std::string file = tmp.File("plain");
@@ -199,14 +200,38 @@ TEST(SocketTest, ConnectToAPathThatIsNotASocketSaysWhatIsThere) {
     ASSERT_FALSE(fd.has_value()) << path;
     EXPECT_EQ(fd.error().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(fd.error().message(), says);
+    Result<Listener> l = Listener::Unix(path);
+    ASSERT_FALSE(l.has_value()) << path;
+    EXPECT_EQ(l.error().message(), says);
   }
-  // A socket file nobody listens on is still ECONNREFUSED.
+  // A socket file nobody listens on is still ECONNREFUSED, and says so in
+  // words: the stale socket a server starting there would replace.
   const std::string sock = tmp.File("s.sock");
   LeaveStaleSocket(sock);
   ASSERT_TRUE(fs::is_socket(sock));
   Result<int> fd = ConnectUnix(sock);
   ASSERT_FALSE(fd.has_value());
   EXPECT_EQ(fd.error().posix_errno(), ECONNREFUSED) << fd.error().ToString();
+  EXPECT_EQ(fd.error().message().rfind("connect " + sock +
+                                           ": no server listens on it (a "
+                                           "stale socket): ",
+                                       0),
+            0u)
+      << fd.error().message();
+}
+
+// A symbolic link at a server's path is named as one (lstat's view), even
+// one to a live socket: bind(2) would not follow it.
+TEST(SocketTest, ListenerNamesASymbolicLinkAtItsPath) {
+  testing::ScopedTempDir tmp;
+  Result<Listener> live = Listener::Unix(tmp.File("live.sock"));
+  ASSERT_TRUE(live.has_value()) << live.error().ToString();
+  const std::string link = tmp.File("link.sock");
+  fs::create_symlink(tmp.File("live.sock"), link);
+  Result<Listener> l = Listener::Unix(link);
+  ASSERT_FALSE(l.has_value());
+  EXPECT_EQ(l.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(l.error().message(), link + " is a symbolic link, not a socket");
 }
 
 TEST(SocketTest, LiveSocketIsBusyAndStaleOneIsReplaced) {

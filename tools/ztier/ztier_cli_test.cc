@@ -5,11 +5,14 @@
 // generated corpus with --json, and the usage errors a user or `make run`
 // relies on.
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -603,19 +606,33 @@ TEST_F(ZtierCliTest, AnEmptyPathOrNameIsAUsageError) {
   }
 }
 
-// A control socket that is not there, or a path that is not a socket (a
-// plain file, a folder: --ctl given the wrong path), is exit 1 with a
-// message that names the path and says which: connect(2) answers a file
-// that is not a socket with ECONNREFUSED, as it does a socket nobody
-// listens on, which would send the user looking for a stopped server.
+// A control socket that is not there, a stale one (nobody listens), or a
+// path that is not a socket (a plain file, a folder: --ctl given the wrong
+// path), is exit 1 with a message that names the path and says which:
+// connect(2) answers a file that is not a socket with ECONNREFUSED, as it
+// does a socket nobody listens on, which would send the user looking for
+// a stopped server. The words are those `ztier serve` uses for the path.
 TEST_F(ZtierCliTest, CtlAndStatusSayWhyTheSocketCannotBeReached) {
   std::ofstream(dir_ / "plain") << "not a socket";
   fs::create_directory(dir_ / "folder");
+  {
+    // Bound, never listened on: the file a server killed leaves behind.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string stale = (dir_ / "stale.ctl").string();
+    ASSERT_LT(stale.size(), sizeof(addr.sun_path));
+    std::memcpy(addr.sun_path, stale.data(), stale.size());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    ::close(fd);
+  }
   const struct {
     const char* path;
     const char* says;
     bool asks_if_running;  // a wrong path is no stopped server
   } kCases[] = {{"missing.ctl", "No such file", true},
+                {"stale.ctl", "no server listens on it (a stale socket)", true},
                 {"plain", "is a regular file, not a socket", false},
                 {"folder", "is a directory, not a socket", false}};
   for (const auto& c : kCases) {
@@ -629,12 +646,26 @@ TEST_F(ZtierCliTest, CtlAndStatusSayWhyTheSocketCannotBeReached) {
                 std::string::npos)
           << args << ": " << r.err;
       EXPECT_NE(r.err.find(c.says), std::string::npos) << args << ": " << r.err;
-      EXPECT_EQ(r.err.find("refused"), std::string::npos)
-          << args << ": " << r.err;
+      if (!c.asks_if_running) {  // not connect(2)'s word for a wrong path
+        EXPECT_EQ(r.err.find("refused"), std::string::npos)
+            << args << ": " << r.err;
+      }
       EXPECT_EQ(r.err.find("Is `ztier serve` running?") != std::string::npos,
                 c.asks_if_running)
           << args << ": " << r.err;
     }
+    if (c.asks_if_running) continue;  // a server takes those paths
+    // `ztier serve` refuses a wrong path in the same words (and keeps
+    // what is there).
+    const std::string args = "serve --device zram0:1M --unix " +
+                             (dir_ / "nbd.sock").string() + " --ctl " +
+                             (dir_ / c.path).string();
+    const RunResult r = Run(args, "", /*timeout_s=*/60);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find("cannot open the control socket: EINVAL: " +
+                         (dir_ / c.path).string() + " " + c.says),
+              std::string::npos)
+        << args << ": " << r.err;
   }
 }
 

@@ -17,8 +17,10 @@
 // never replaces what appeared there meanwhile (kBusy). At the path:
 //   - nothing, or a stale socket (nobody accepts on it): it is (re)created;
 //   - a socket a live server accepts on: kBusy, and that server keeps it;
-//   - anything else (a file, a directory): kInvalidArgument, left alone. It
-//     is the caller's path that is wrong, and retrying cannot help.
+//   - anything else (a file, a directory, a symbolic link):
+//     kInvalidArgument ("PATH is a directory, not a socket", as ConnectUnix
+//     says it), left alone. It is the caller's path that is wrong, and
+//     retrying cannot help.
 // Closing or destroying the Listener removes the file, only if it is still
 // the socket this Listener bound (same device and inode): a newer server
 // that replaced it keeps its own.
@@ -134,7 +136,8 @@ class Listener {
 // A blocking, close-on-exec stream socket connected to the Unix socket at
 // `path`. kNotFound when nothing is there; kInvalidArgument ("PATH is a
 // regular file, not a socket") when what is there is no socket; kIoError
-// (ECONNREFUSED) when a socket is there and nobody accepts. A listener that
+// (ECONNREFUSED, "connect PATH: no server listens on it (a stale socket)")
+// when a socket is there and nobody accepts. A listener that
 // accepts nothing (stopped, or wedged) with its backlog full is waited for, at
 // most `timeout_ms` when that is positive, counted from the call through any
 // signal that interrupts the wait (then the ETIMEDOUT error "the server
