@@ -835,6 +835,9 @@ Status Device::Impl::Recompress(std::string_view tokens,
         std::to_string(r.bytes_saved()) + " bytes saved, " +
         std::to_string(r.incompressible) + " marked incompressible, " +
         std::to_string(r.changed) + " changed meanwhile";
+    if (r.damaged != 0) {
+      line += ", " + std::to_string(r.damaged) + " did not decompress";
+    }
     if (!r.status.ok()) line += "; stopped: " + r.status.message();
     defaults_.log(r.status.ok() ? line : "warning: " + line);
   }

@@ -41,6 +41,23 @@ void PageStoreTestPeer::WithSlotLocked(PageStore& store, std::uint64_t index,
   SlotLock lock(store.impl_->slots[index]);
   fn();
 }
+bool PageStoreTestPeer::CorruptSlot(PageStore& store, std::uint64_t index) {
+  PageStore::Impl& m = *store.impl_;
+  if (index >= m.slots.size()) return false;
+  Slot& s = m.slots[index];
+  SlotLock lock(s);
+  const std::uint32_t f = SlotTable::Flags(s);
+  if (!Allocated(f) ||
+      (f & (slot::kSame | slot::kHuge | slot::kWb | slot::kUnit))) {
+    return false;
+  }
+  const Handle h = s.value.load(std::memory_order_relaxed);
+  std::byte junk[64];
+  std::memset(junk, 0xa5, sizeof(junk));
+  m.pool->Write(h, std::span<const std::byte>(
+                       junk, std::min(sizeof(junk), m.pool->ObjectSize(h))));
+  return true;
+}
 bool PageStoreTestPeer::SlotHasWaiters(PageStore& store, std::uint64_t index) {
   return (store.impl_->slots[index].flags.load(std::memory_order_relaxed) &
           slot::kWaiters) != 0;

@@ -19,6 +19,9 @@ class PageStoreTestPeer {
   // Overwrites the first bytes of the object of the unit slot `index`
   // belongs to (a unit in RAM) with garbage; false if it is not one.
   static bool CorruptUnit(PageStore& store, std::uint64_t index);
+  // The same for the compressed object of slot `index`, a page of its own
+  // in RAM (not SAME, HUGE, written back or a unit's); false if it is not.
+  static bool CorruptSlot(PageStore& store, std::uint64_t index);
   // Puts (unit, gen) on the reclaim queue as a unit's free does
   // (QueueReclaimLocked), and the queue's entries and capacity, in order.
   static void QueueReclaim(PageStore& store, std::uint64_t unit,

@@ -9,7 +9,10 @@
 //   1. Select: mark each candidate PP under its lock, bucketed by size;
 //      largest first, as the kernel's select_pp_slot().
 //   2. Copy out, per candidate, under its lock: recheck PP (any access
-//      clears it), copy the object, clear IDLE. Counted against max_pages.
+//      clears it), copy the object, clear IDLE. Counted against max_pages,
+//      unless step 3 finds it does not decompress (then it is left as it
+//      is and the pass goes on; the kernel stops at a slot it cannot read
+//      and counts a slot once it compressed it again).
 //   3. With no lock held: compress the batch with each secondary codec in
 //      ascending priority, a slot going on only while it has no win. One
 //      batch codec call per priority does all of a page's work on the lane
@@ -90,13 +93,15 @@ class RecompressPass {
 
   // Steps 2-4, then PP off the candidates never reached.
   RecompressResult Run() {
-    while (!stopped_ && next_ < order_.size()) {
+    while (!stopped_ && next_ < order_.size() &&
+           result_.attempted < req_.max_pages) {
       CopyOut();
       if (items_.empty()) continue;
       for (int p = first_; p < end_; ++p) {
         if (m_.codecs[p] != nullptr) CompressWith(p);
       }
       Install();
+      UncountDamaged();
       // Counted batch by batch, so that a pace callback sees the progress.
       Add(m_.recompress_attempts, result_.attempted - counted_);
       counted_ = result_.attempted;
@@ -151,11 +156,8 @@ class RecompressPass {
   // Step 2 for the next batch of candidates.
   void CopyOut() {
     items_.clear();
-    while (items_.size() < batch_ && next_ < order_.size()) {
-      if (result_.attempted >= req_.max_pages) {
-        stopped_ = true;
-        return;
-      }
+    while (items_.size() < batch_ && next_ < order_.size() &&
+           result_.attempted < req_.max_pages) {
       const std::uint64_t index = order_[next_++];
       Slot& s = m_.slots[index];
       SlotLock lock(s);
@@ -275,6 +277,16 @@ class RecompressPass {
       bc = std::move(*made);
     }
     return bc.get();
+  }
+
+  // The batch's slots that did not decompress were not compressed again:
+  // not attempts (so a later batch may take their place under max_pages).
+  void UncountDamaged() {
+    for (const Item& it : items_) {
+      if (!it.bad) continue;
+      --result_.attempted;
+      ++result_.damaged;
+    }
   }
 
   // Step 4. After a failed allocation, the pass installs nothing more.

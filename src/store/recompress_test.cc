@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "page_store_test_peer.h"
 #include "testing/test_util.h"
 #include "ztier/backing_store.h"
 #include "ztier/page_store.h"
@@ -351,6 +352,52 @@ TEST(RecompressTest, MaxPagesLargestFirstAndIdleCleared) {
   const RecompressResult again = f.Run(r);
   EXPECT_EQ(again.candidates, 35u);
   f.ExpectAll();
+}
+
+// An object that does not decompress is left as it is, and its page stays
+// an error (never other data); the pass goes on past it and max_pages
+// counts only the slots it compressed again (zram's recompress_slot()
+// decrements num_recomp_pages after compressing; its recompress_store()
+// stops at a slot it cannot read, ztier goes on: docs/conformance.md).
+TEST(RecompressTest, DamagedObjectsAreSkippedAndNotCountedInMaxPages) {
+  for (const BatchBackend backend :
+       {BatchBackend::kSerial, BatchBackend::kParallel}) {
+    SCOPED_TRACE(backend == BatchBackend::kSerial ? "serial" : "parallel");
+    Fixture f(40, {"zstd"}, backend);
+    f.Fill(40, 3000);
+    std::vector<std::pair<std::size_t, std::uint64_t>> by_size;
+    for (std::uint64_t i = 0; i < 40; ++i) {
+      ASSERT_FALSE(f.store->Inspect(i).huge) << i;
+      by_size.emplace_back(f.store->Inspect(i).size, i);
+    }
+    std::sort(by_size.rbegin(), by_size.rend());
+    // The three largest: the first the pass picks.
+    std::vector<std::uint64_t> damaged;
+    for (std::size_t k = 0; k < 3; ++k) {
+      ASSERT_TRUE(PageStoreTestPeer::CorruptSlot(*f.store, by_size[k].second));
+      damaged.push_back(by_size[k].second);
+    }
+    RecompressRequest r;
+    r.max_pages = 5;
+    const RecompressResult res = f.Run(r);
+    EXPECT_OK(res.status);
+    EXPECT_EQ(res.attempted, 5u);
+    EXPECT_EQ(res.damaged, 3u);
+    // zstd is the top priority: each slot tried either won or is now
+    // INCOMPRESSIBLE.
+    EXPECT_EQ(res.recompressed + res.incompressible, 5u);
+    EXPECT_EQ(f.store->Stats().decompress_fail, 3u);
+    Page out;
+    for (const std::uint64_t i : damaged) {
+      EXPECT_EQ(f.store->Load(i, MutablePage(out)).code(),
+                StatusCode::kCorruption)
+          << i;
+      EXPECT_EQ(f.store->Inspect(i).priority, 0) << i;
+      EXPECT_FALSE(f.store->Inspect(i).incompressible) << i;
+      f.Put(i, MakePage(i, 100));  // rewritten: readable again
+    }
+    f.ExpectAll();
+  }
 }
 
 // Pages stored, discarded or read while the pass runs keep their newest

@@ -287,7 +287,9 @@ struct RecompressRequest {
   int priority = 1;
   int priority_end = kMaxCodecPriorities;
   // Slots tried at most (zram's max_pages): every slot whose page was read
-  // and compressed again counts, won or not.
+  // and compressed again counts, won or not. A slot whose object does not
+  // decompress does not count, and the pass goes on past it
+  // (RecompressResult::damaged).
   std::uint64_t max_pages = UINT64_MAX;
   // 0, or only slots whose object is at least this many bytes, and a result
   // wins only below it (zram's threshold=). Must be below the pool's huge
@@ -305,6 +307,9 @@ struct RecompressResult {
   std::uint64_t recompressed = 0;    // now smaller, at a secondary priority
   std::uint64_t incompressible = 0;  // marked INCOMPRESSIBLE by this pass
   std::uint64_t changed = 0;         // touched during the pass: left alone
+  // Did not decompress (damaged): left as they are, their pages still an
+  // error (kCorruption, counted in decompress_fail); not in attempted.
+  std::uint64_t damaged = 0;
   std::uint64_t bytes_before = 0;    // object bytes of the recompressed slots
   std::uint64_t bytes_after = 0;     // ... and after
   std::uint64_t bytes_saved() const {
