@@ -524,7 +524,8 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
   }
   const std::size_t bs = m.streams->batch_size();
   // Compressed objects are copied out under each slot's lock, then
-  // decompressed together, so no slot stays locked for the whole batch.
+  // decompressed together, so no slot stays locked for the whole batch;
+  // each page that decompressed is then marked accessed under its lock.
   thread_local std::unique_ptr<std::byte[]> scratch(
       new std::byte[kMaxBatchSize * kPageSize]);
   BatchItem items[kMaxBatchSize];
@@ -533,7 +534,6 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
   for (std::size_t c = 0; c < count; c += bs) {
     const std::size_t end = std::min(count, c + bs);
     std::size_t n = 0;
-    const std::uint32_t now = m.Now();
     // The chunk's codec: that of its first compressed page. Decompressing
     // outside the slot locks, it pins that page's dictionary id (counted
     // as an object) until done, so that the id keeps its codec.
@@ -581,8 +581,6 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       items[n] =
           BatchItem{obj.first(len), std::span<std::byte>(dst, kPageSize)};
       page_of[n++] = i;
-      s.ac_time = now;
-      SlotTable::ClearFlags(s, slot::kIdle | slot::kPp);
     }
     if (n == 0) continue;
     DecompressBatch(m.CodecOf(DictBits(dict)), std::span<BatchItem>(items, n),
@@ -591,7 +589,12 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
     for (std::size_t k = 0; k < n; ++k) {
       Status st = items[k].status;
       if (st.ok()) {
-        Add(m.loads);
+        // Accessed once read, as LoadLocked(): a page that failed is no
+        // access (zram_bio_read() calls zram_accessed() after a read that
+        // succeeded).
+        Slot& s = m.slots[first + page_of[k]];
+        SlotLock lock(s);
+        m.LoadedLocked(s);
       } else {
         Add(m.failed_reads);
         st = m.DecompressError(std::move(st),

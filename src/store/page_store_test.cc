@@ -443,6 +443,46 @@ TEST(PageStoreTest, IdleMarkingByAllAndByAge) {
   EXPECT_FALSE(store->Inspect(0).idle);
 }
 
+// A load that fails is no access, on either backend: the slot keeps its
+// access time and IDLE, and `loads` does not count it (zram_bio_read() in
+// drivers/block/zram/zram_drv.c calls zram_accessed() only after
+// zram_bvec_read() succeeded).
+class FailedLoadTest : public ::testing::TestWithParam<BatchBackend> {};
+
+INSTANTIATE_TEST_SUITE_P(Backends, FailedLoadTest,
+                         ::testing::Values(BatchBackend::kSerial,
+                                           BatchBackend::kParallel));
+
+TEST_P(FailedLoadTest, ADamagedObjectIsNoAccess) {
+  std::uint32_t now = 1000;
+  PageStoreOptions o;
+  o.num_pages = 8;
+  o.batch_backend = GetParam();
+  o.clock = [&now] { return now; };
+  auto store = MakeStore(o);
+  for (std::uint32_t i = 0; i < 8; ++i) ASSERT_OK(store->Store(i, TextPage(i)));
+  store->MarkIdleAll();
+  ASSERT_TRUE(PageStoreTestPeer::CorruptSlot(*store, 3));
+  now = 2000;
+  std::vector<std::byte> all(8 * kPageSize);
+  std::vector<Status> st(8);
+  EXPECT_EQ(store->LoadBatch(0, all, st).code(), StatusCode::kCorruption);
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    const SlotInfo info = store->Inspect(i);
+    if (i == 3) {
+      EXPECT_EQ(st[i].code(), StatusCode::kCorruption);
+      EXPECT_TRUE(info.idle);
+      EXPECT_EQ(info.ac_time, 1000u);
+    } else {
+      EXPECT_OK(st[i]);
+      EXPECT_FALSE(info.idle) << i;
+      EXPECT_EQ(info.ac_time, 2000u) << i;
+    }
+  }
+  EXPECT_EQ(store->Stats().loads, 7u);
+  EXPECT_EQ(store->Stats().failed_reads, 1u);
+}
+
 TEST(PageStoreTest, TryDiscardCountsMissFreeWhenLocked) {
   auto store = MakeStore(4);
   ASSERT_OK(store->Store(0, TextPage(1)));

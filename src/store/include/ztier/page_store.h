@@ -527,7 +527,9 @@ class PageStore {
                     BatchRefusal on_refusal = BatchRefusal::kAllOrNothing);
 
   // Reads slot `index` into `out` (zeros if never written). kCorruption if
-  // the stored object does not decompress (failed_reads counts it).
+  // the stored object does not decompress (failed_reads counts it). A load
+  // that succeeds is an access (the slot's access time is now, IDLE and
+  // PP are cleared, `loads` counts it); one that fails is none.
   Status Load(std::uint64_t index, MutablePage out);
 
   // Reads out.size() / 4096 consecutive slots from `first` (the readahead
@@ -536,7 +538,8 @@ class PageStore {
   // DecompressBatch call; with the serial backend each page is decompressed
   // straight from the pool, which is the cheaper way on one thread. Each
   // page is loaded or fails on its own; `statuses`, if not empty, receives
-  // each page's result (REQUIRES: one per page). Returns the first error.
+  // each page's result (REQUIRES: one per page), and is an access only if
+  // it succeeded, as Load(). Returns the first error.
   Status LoadBatch(std::uint64_t first, std::span<std::byte> out,
                    std::span<Status> statuses = {});
 
