@@ -427,6 +427,9 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   busy_ = nullptr;
   clear_busy.impl = nullptr;  // done here, with the install
   store_ = std::move(store);
+  store_serial_.store(
+      g_device_serial.fetch_add(1, std::memory_order_relaxed) + 1,
+      std::memory_order_relaxed);
   backing_ = std::move(backing);
   has_backing_.store(backing_ != nullptr, std::memory_order_relaxed);
   remote_backing_.store(backing_ != nullptr && defaults_.is_remote_backing &&
@@ -532,6 +535,7 @@ std::shared_ptr<BackingStore> Device::Impl::ResetLocked() {
   // writeback_limit(_enable), writeback_batch_size and compressed_writeback
   // stay (zram's reset does not clear them either).
   store_.reset();
+  store_serial_.store(0, std::memory_order_relaxed);
   std::shared_ptr<BackingStore> backing = std::move(backing_);
   has_backing_.store(false, std::memory_order_relaxed);
   remote_backing_.store(false, std::memory_order_relaxed);
@@ -1239,6 +1243,9 @@ Device::ClientRef::~ClientRef() {
 
 const std::string& Device::name() const { return impl_->name_; }
 std::uint64_t Device::serial() const { return impl_->serial_; }
+std::uint64_t Device::store_serial() const {
+  return impl_->store_serial_.load(std::memory_order_relaxed);
+}
 int Device::clients() const { return impl_->clients_.load(); }
 
 Result<Device::ClientRef> Device::Attach() {

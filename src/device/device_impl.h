@@ -155,6 +155,8 @@ struct Device::Impl {
   std::atomic<std::uint64_t> writeback_batch_size_{32};
   WritebackBudget budget_;
   std::unique_ptr<PageStore> store_;
+  // Device::store_serial; written under mu_ held exclusively, with store_.
+  std::atomic<std::uint64_t> store_serial_{0};
   bool retired_ = false;  // removed from the registry: no new clients
   // Non-null (the reason) while SetDisksize makes the store, or a Reset or
   // removal trims and closes the old backing store, with mu_ released:

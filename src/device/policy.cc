@@ -238,6 +238,14 @@ PolicyPassResult Policy::RunPass(Device& device) noexcept {
   return r;
 }
 
+void Policy::KeepOnly(std::span<const std::shared_ptr<Device>> present) {
+  std::erase_if(devices_, [present](const auto& entry) {
+    return std::none_of(present.begin(), present.end(), [&](const auto& d) {
+      return d->name() == entry.first && d->serial() == entry.second.serial;
+    });
+  });
+}
+
 void Policy::RunSteps(Device& device, PolicyPassResult& r) {
   DeviceState& state = devices_[device.name()];
   if (state.serial != device.serial()) state = DeviceState{device.serial()};
@@ -275,6 +283,9 @@ void Policy::TrainDictStep(Device& device, DeviceState& state,
   }
   const PageStoreStats st = device.Stats();
   if (st.dict_id != 0) return;
+  // A failure on the store a Reset took away says nothing of this one.
+  if (state.dict_failed_store != device.store_serial())
+    state.dict_failed_at = 0;
   // Compressed pages in RAM: the primary's objects, less those kept raw.
   const std::uint64_t pages = st.priority_pages[0] > st.huge_pages
                                   ? st.priority_pages[0] - st.huge_pages
@@ -286,6 +297,7 @@ void Policy::TrainDictStep(Device& device, DeviceState& state,
   auto info = device.TrainDictionary(std::to_string(options_.train_dict_size));
   if (!info.has_value()) {
     state.dict_failed_at = pages;
+    state.dict_failed_store = device.store_serial();
     Log(device.name() + ": policy: train_dict at " + std::to_string(pages) +
         " pages failed (tried again at twice as many): " +
         info.error().ToString());

@@ -565,6 +565,58 @@ TEST(PolicyTest, ADeviceAddedAgainUnderItsNameStartsAfresh) {
   }
 }
 
+// A device removed from the registry leaves nothing in the policy: the
+// runner's KeepOnly(List()) forgets it, and the others keep their day.
+TEST(PolicyTest, KeepOnlyForgetsRemovedDevices) {
+  FakeTime time;
+  testing::ScopedTempDir dir;
+  Policy policy(Options("recompress=off busy_pages=0 writeback_daily=1M"),
+                time.Env());
+  std::vector<std::shared_ptr<Device>> devices;
+  for (const char* name : {"a", "b", "c"}) {
+    DeviceDefaults defaults;
+    defaults.clock = time.StoreClock();
+    auto d = std::make_shared<Device>(name, defaults);
+    ASSERT_OK(d->SetBackingDev(dir.File(std::string(name) + ".wb")));
+    ASSERT_OK(d->SetDisksize(16 * kPageSize));
+    EXPECT_TRUE(policy.RunPass(*d).budget_rearmed) << name;
+    devices.push_back(std::move(d));
+  }
+  EXPECT_EQ(policy.devices_known(), 3u);
+  devices.erase(devices.begin());  // "a" removed
+  policy.KeepOnly(devices);
+  EXPECT_EQ(policy.devices_known(), 2u);
+  time.Advance(kHour);
+  for (const auto& d : devices) {
+    EXPECT_FALSE(policy.RunPass(*d).budget_rearmed) << d->name();
+  }
+  EXPECT_EQ(policy.devices_known(), 2u);
+}
+
+// What a failed train_dict says about a store's pages holds for that
+// store only: after a reset and a new disksize the device trains once it
+// holds train_dict_pages again, not twice the pages of the store it had.
+TEST(PolicyTest, AResetDeviceTrainsItsNewStoreAfresh) {
+  FakeTime time;
+  std::vector<std::byte> expected;
+  auto d = MakeDevice(time, 1024, nullptr, &expected);
+  // No room for a dictionary: training fails.
+  ASSERT_OK(d->SetMemLimit(d->Stats().mem_used_total + 1024));
+  Policy policy(Options("train_dict_pages=512 train_dict_size=8K "
+                        "recompress=off writeback=off"),
+                time.Env());
+  const PolicyPassResult failed = policy.RunPass(*d);
+  ASSERT_TRUE(failed.ran);
+  ASSERT_FALSE(failed.dict_trained);
+  ASSERT_OK(d->Reset());
+  ASSERT_OK(d->SetDisksize(1024 * kPageSize));
+  ASSERT_OK(d->Write(0, expected));
+  time.Advance(2 * kMinute);
+  const PolicyPassResult again = policy.RunPass(*d);
+  EXPECT_TRUE(again.dict_trained) << again.status.ToString();
+  ExpectReadsBack(*d, expected);
+}
+
 // A day's budget too small for the next unit (DeviceDefaults::unit_pages:
 // a unit is written whole, a block per 4 KiB of its object) ends the
 // writeback with zram's "writeback_limit reached" while a block or two of

@@ -50,6 +50,7 @@ void PolicyRunner::Loop() {
     } catch (const std::bad_alloc&) {
       continue;  // out of memory: the next period tries again
     }
+    policy_->KeepOnly(devices);  // those removed since the last round
     for (const std::shared_ptr<Device>& d : devices) {
       if (policy_->stopped()) return;
       if (!policy_->RunPass(*d).ran) continue;

@@ -10,7 +10,8 @@
 //
 // The first passes run one period after Start(): a device is filled by its
 // clients first. A device reset or hot-added meanwhile is picked up at the
-// next period; one removed is no longer listed.
+// next period; one removed is no longer listed, and the policy forgets
+// it then (Policy::KeepOnly).
 //
 // Thread safety: Start() and Stop() from one thread (serve's main thread);
 // the devices serve IO meanwhile.

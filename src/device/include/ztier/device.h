@@ -187,6 +187,10 @@ class Device {
   // added again under its name is another device (the policy's per-device
   // state).
   std::uint64_t serial() const;
+  // The same for the device's store: a number no other store of this
+  // process has had, 0 while uninitialised. A Reset and a new disksize
+  // give another (what the policy learnt of a store's pages).
+  std::uint64_t store_serial() const;
 
   // ---- lifecycle and attributes (zram's names) ----
   // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set. With

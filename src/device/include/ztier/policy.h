@@ -84,6 +84,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -198,17 +200,28 @@ class Policy {
   void Stop() { stop_.store(true); }
   bool stopped() const { return stop_.load(); }
 
+  // Forgets what it keeps for the devices not in `present` (the registry's
+  // List()), so that devices removed leave nothing behind. Same thread as
+  // RunPass.
+  void KeepOnly(std::span<const std::shared_ptr<Device>> present);
+  // Devices it keeps state for: each it ran a pass on and did not forget.
+  std::size_t devices_known() const { return devices_.size(); }
+
  private:
   // Per device, by name: when its budget day began, what was logged once.
   // Started afresh for a device of another serial() (removed and added
-  // again under the name).
+  // again under the name). The budget's day outlives a Reset, as
+  // writeback_limit does.
   struct DeviceState {
     std::uint64_t serial = 0;
     bool day_started = false;
     std::uint64_t day_start_ns = 0;
     bool said_no_recomp = false;
     bool said_no_backing = false;
-    std::uint64_t dict_failed_at = 0;  // pages when training last failed
+    // Pages when training last failed, on the store of store_serial()
+    // dict_failed_store: another store (a Reset) starts afresh.
+    std::uint64_t dict_failed_at = 0;
+    std::uint64_t dict_failed_store = 0;
   };
   class Pacer;  // policy.cc
 
