@@ -121,10 +121,19 @@ WireReply ShowDisksize(Device& d) {
   char buf[32];
   return Ok(U64(buf, d.disksize()));
 }
+// A backing_dev that cannot be opened, created or sized names the errno of
+// the call that failed (FromStatus), as backing_dev_store() names
+// filp_open()'s. Anything else answers what zram's disksize_store() does,
+// by its code: EINVAL (a dict= file that cannot be read, as
+// comp_params_store() answers it), ENOMEM, EBUSY; never an errno from
+// deep inside (mmap's EAGAIN under a locked-memory limit, a dict= file's
+// ENOENT), which zram's disksize never answers.
 WireReply StoreDisksize(Device& d, std::string_view v) {
   auto size = ParseSize(v);
   if (!size) return FromStatus(size.error());
-  return FromStatus(d.SetDisksize(*size));
+  const Status s = d.SetDisksize(*size);
+  if (s.ok() || s.message().starts_with("backing_dev: ")) return FromStatus(s);
+  return Error(StatusCodeErrnoName(s.code()), s.message());
 }
 WireReply ShowInitstate(Device& d) { return Ok(d.initialized() ? "1\n" : "0\n"); }
 WireReply StoreReset(Device& d, std::string_view v) {

@@ -412,21 +412,9 @@ Result<WireReply> Call(const std::string& socket_path,
 }
 
 StatusCode StatusCodeFromErrnoName(std::string_view name) {
-  // The names a server sends (StatusCodeErrnoName, and E2BIG for an
-  // oversized request), read back through the one errno map.
-  static constexpr struct {
-    std::string_view name;
-    int value;
-  } kNames[] = {
-      {"EINVAL", EINVAL}, {"E2BIG", E2BIG},   {"ENOENT", ENOENT},
-      {"ENODEV", ENODEV}, {"ENOMEM", ENOMEM}, {"ENOSPC", ENOSPC},
-      {"EBUSY", EBUSY},   {"ERANGE", ERANGE}, {"EOPNOTSUPP", EOPNOTSUPP},
-      {"EACCES", EACCES}, {"EPERM", EPERM},
-  };
-  for (const auto& n : kNames) {
-    if (n.name == name) return StatusCodeForErrno(n.value);
-  }
-  return StatusCode::kIoError;
+  // Any errno a server names (ErrnoNameOf: a backing file's EROFS or
+  // EMFILE, too), read back through the one errno map.
+  return StatusCodeForErrno(ErrnoByName(name));
 }
 
 Result<std::string> Request(const std::string& socket_path,

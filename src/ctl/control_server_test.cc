@@ -3,11 +3,16 @@
 #include "ctl/control_server.h"
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <openssl/crypto.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "ctl/attributes.h"
 #include "ctl/status_report.h"
 #include "testing/deaf_listener.h"
 #include "testing/faulty_file.h"
@@ -448,6 +454,22 @@ TEST_F(ControlServerTest, DisksizeNamesTheErrnoOfItsBackingFile) {
   ASSERT_EQ(Store("backing_dev", wb.string()), "");  // not there yet
   fs::create_symlink(refusing, wb);
   EXPECT_EQ(StoreErrno("disksize", "1M"), "EACCES");
+  EXPECT_EQ(Show("initstate"), "0\n");
+}
+
+// A recompression algorithm's dict= file that disksize cannot read (gone
+// since the algorithm_params store that read it) is EINVAL, as zram answers a
+// dict= file it cannot read (comp_params_store()) and params its backend cannot
+// set up at disksize (zcomp_create(), zstd_setup_params() in
+// backend_zstd.c): never the file's ENOENT, which zram's disksize_store()
+// never answers. The device stays uninitialised.
+TEST_F(ControlServerTest, DisksizeWithADictionaryGoneIsEinval) {
+  const std::string dict = (dir_ / "zstd.dict").string();
+  std::ofstream(dict) << std::string(4096, 'z');
+  ASSERT_EQ(Store("recomp_algorithm", "algo=zstd"), "");
+  ASSERT_EQ(Store("algorithm_params", "priority=1 dict=" + dict), "");
+  fs::remove(dict);
+  EXPECT_EQ(StoreErrno("disksize", "1M"), "EINVAL");
   EXPECT_EQ(Show("initstate"), "0\n");
 }
 
@@ -1233,6 +1255,64 @@ TEST(StatusCodeFromErrnoNameTest, ReadsBackWhatServersSend) {
   EXPECT_EQ(StatusCodeFromErrnoName("EACCES"), StatusCode::kPermissionDenied);
   EXPECT_EQ(StatusCodeFromErrnoName("ETIMEDOUT"), StatusCode::kIoError);
   EXPECT_EQ(StatusCodeFromErrnoName(""), StatusCode::kIoError);
+  // Any errno a backing file's open names (disksize, backing_dev) reads
+  // back as PosixError gives it that errno.
+  for (int err : {EMFILE, ENFILE, EDQUOT, EROFS, ELOOP, ECONNREFUSED}) {
+    EXPECT_EQ(StatusCodeFromErrnoName(ErrnoName(err)), StatusCodeForErrno(err))
+        << ErrnoName(err);
+  }
+}
+
+// In a child (fork): a disksize store of 1G made under mlockall(MCL_FUTURE)
+// with a locked-memory limit of 1 MiB and no CAP_IPC_LOCK, as `ztier serve
+// --mlock` runs where it warns of RLIMIT_MEMLOCK: "ERRNO: message", or
+// "skip: why".
+std::string DisksizeUnderALockedMemoryLimit() {
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct caps[2]{};
+  if (::syscall(SYS_capget, &header, caps) != 0) return "skip: capget";
+  caps[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+  if (::syscall(SYS_capset, &header, caps) != 0) return "skip: capset";
+  const rlimit limit{1 << 20, 1 << 20};
+  if (::setrlimit(RLIMIT_MEMLOCK, &limit) != 0) return "skip: setrlimit";
+  DeviceRegistry registry{DeviceDefaults{}};
+  if (!registry.Add("zram0").has_value()) return "skip: no device";
+  if (::mlockall(MCL_FUTURE | MCL_ONFAULT) != 0) return "skip: mlockall";
+  const WireReply r =
+      HandleRequest(registry, {"zram0", "disksize", std::string("1G")});
+  ::munlockall();
+  return r.ok ? "ok" : r.errno_name + ": " + r.message;
+}
+
+// Its slot table's mmap is refused with EAGAIN there (mmap(2): too much
+// memory locked): disksize answers ENOMEM, as zram's disksize_store() for
+// a table it cannot allocate; not EAGAIN, which it never answers, nor
+// EBUSY, which says the device is set up already.
+TEST(DisksizeStoreTest, ALockedMemoryLimitIsEnomem) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "mlockall under a sanitizer";
+#endif
+  int out[2];
+  ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string said = DisksizeUnderALockedMemoryLimit();
+    const bool written = ::write(out[1], said.data(), said.size()) ==
+                         static_cast<ssize_t>(said.size());
+    ::_exit(written ? 0 : 1);
+  }
+  ::close(out[1]);
+  std::string said;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(out[0], buf, sizeof(buf))) > 0;)
+    said.append(buf, n);
+  ::close(out[0]);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+  if (said.starts_with("skip: ")) GTEST_SKIP() << said;
+  EXPECT_TRUE(said.starts_with("ENOMEM: ")) << said;
 }
 
 }  // namespace

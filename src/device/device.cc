@@ -315,10 +315,18 @@ Status Device::Impl::RecompOptions(PageStoreOptions* o) const {
     if (recomp_algorithm_[p].empty()) continue;
     auto codec = MakeCodec(recomp_algorithm_[p], algorithm_params_[p]);
     if (!codec.has_value()) {
-      // A dict= file's errno kept (ENOENT, not kNotFound's ENODEV).
-      return Annotate("algorithm_params of priority " + std::to_string(p) +
-                          " (" + recomp_algorithm_[p] + ")",
-                      codec.error());
+      const Status s =
+          Annotate("algorithm_params of priority " + std::to_string(p) + " (" +
+                       recomp_algorithm_[p] + ")",
+                   codec.error());
+      // A dict= file that cannot be read (gone since algorithm_params read
+      // it) is params that cannot be set up: kInvalidArgument, as zram's
+      // disksize_store() answers zcomp_create()'s EINVAL for them
+      // (zstd_setup_params() in backend_zstd.c). Its errno is kept
+      // (ENOENT, not kNotFound's ENODEV, where `ztier serve` names it).
+      if (s.posix_errno() == 0) return s;
+      return StatusWithErrno(StatusCode::kInvalidArgument, s.message(),
+                             s.posix_errno());
     }
     o->recomp[p - 1] = {recomp_algorithm_[p], algorithm_params_[p]};
   }

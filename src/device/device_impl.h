@@ -192,7 +192,8 @@ struct Device::Impl {
   // Every priority's algorithm, [0] the primary. Under mu_.
   PriorityAlgorithms Algorithms() const;
   // The options' secondary codecs, each checked with MakeCodec (an error
-  // names the priority). Under mu_.
+  // names the priority; a dict= file that cannot be read is
+  // kInvalidArgument, its errno kept). Under mu_.
   Status RecompOptions(PageStoreOptions* o) const;
   // Sets the per-priority state back to defaults_. Under mu_ (exclusive).
   void ResetPriorities();

@@ -463,7 +463,8 @@ TEST(DeviceBackingTest, AFailedStoreTakesItsNewBackingFileAway) {
 // What a store that cannot be made failed on names its errno to
 // SetDisksize's caller (ErrnoNameOf, which `ztier serve` prints): a
 // recompression dictionary gone by disksize is ENOENT, not kNotFound's
-// ENODEV.
+// ENODEV; params that cannot be set up, kInvalidArgument (the control
+// server's EINVAL, as zram's disksize_store()).
 TEST(DeviceBackingTest, ARecompressionDictionaryGoneByDisksizeIsEnoent) {
   testing::ScopedTempDir dir;
   const std::string dict = dir.File("zstd.dict");
@@ -473,7 +474,7 @@ TEST(DeviceBackingTest, ARecompressionDictionaryGoneByDisksizeIsEnoent) {
   ASSERT_OK(d.SetAlgorithmParams("priority=1 dict=" + dict));
   std::filesystem::remove(dict);
   const Status s = d.SetDisksize(16 * kPageSize);
-  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
   EXPECT_EQ(ErrnoNameOf(s), "ENOENT") << s.ToString();
   EXPECT_EQ(s.message().rfind("algorithm_params of priority 1 (zstd): ", 0), 0u)
       << s.ToString();

@@ -30,6 +30,15 @@ AdviceName Lookup(Advice advice) {
   return {MADV_NORMAL, "madvise"};
 }
 
+// An anonymous mmap refused: its EAGAIN is memory past the locked-memory
+// limit (mmap(2): RLIMIT_MEMLOCK under mlockall(MCL_FUTURE)), memory that
+// cannot be had as ENOMEM is, not a busy resource to try again.
+Status MapError(std::string_view what, int err) {
+  return PosixError(
+      what, err,
+      err == EAGAIN ? StatusCode::kResourceExhausted : StatusCodeForErrno(err));
+}
+
 }  // namespace
 
 Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
@@ -38,7 +47,7 @@ Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
   if (commit != Commit::kCharged) flags |= MAP_NORESERVE;
   if (commit != Commit::kUnlocked) {
     void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, flags, -1, 0);
-    if (p == MAP_FAILED) return Err(PosixError(what, errno));
+    if (p == MAP_FAILED) return Err(MapError(what, errno));
     return Mapping(static_cast<std::byte*>(p), bytes);
   }
   // Under mlockall(MCL_FUTURE) a new mapping is locked, and populated
@@ -47,7 +56,7 @@ Result<Mapping> Mapping::Anonymous(std::size_t bytes, Commit commit,
   // off), then readable and writable, which populates nothing once it is
   // not locked (mm/mprotect.c, mprotect_fixup).
   void* p = ::mmap(nullptr, bytes, PROT_NONE, flags, -1, 0);
-  if (p == MAP_FAILED) return Err(PosixError(what, errno));
+  if (p == MAP_FAILED) return Err(MapError(what, errno));
   Mapping m(static_cast<std::byte*>(p), bytes);
   if (::munlock(p, bytes) != 0) return Err(PosixError(what, errno));
   if (::mprotect(p, bytes, PROT_READ | PROT_WRITE) != 0) {

@@ -99,10 +99,10 @@ Result<WireReply> Exchange(int fd, const WireRequest& request);
 Result<WireReply> Call(const std::string& socket_path,
                        const WireRequest& request);
 
-// The StatusCode an errno name of a reply stands for (the inverse of
-// StatusCodeErrnoName; ENOENT and ENODEV are kNotFound, E2BIG is
-// kInvalidArgument, EACCES and EPERM are kPermissionDenied, an unknown name
-// kIoError).
+// The StatusCode an errno name of a reply stands for: StatusCodeForErrno's
+// for the errno it names (the inverse of StatusCodeErrnoName; ENOENT and
+// ENODEV are kNotFound, E2BIG is kInvalidArgument, EACCES and EPERM are
+// kPermissionDenied, EMFILE kResourceExhausted; an unknown name kIoError).
 StatusCode StatusCodeFromErrnoName(std::string_view errno_name);
 
 // One request from a client (what `ztier ctl` sends): device may be empty

@@ -196,8 +196,9 @@ class Device {
   // disksize: page-aligned up; 0 is kInvalidArgument; kBusy once set. With
   // DeviceDefaults::prealloc, kInvalidArgument while mem_limit is 0, and the
   // reserve's error (kResourceExhausted) when mem_limit bytes cannot be had.
-  // A failure to open the backing store or read a dict= file keeps its
-  // errno (ErrnoNameOf).
+  // A failure to open the backing store keeps its errno (ErrnoNameOf), its
+  // message starting "backing_dev: "; a recompression algorithm's dict=
+  // file that cannot be read is kInvalidArgument, its errno kept too.
   Status SetDisksize(std::uint64_t bytes);
   // The disksize SetDisksize(bytes) makes: bytes rounded up to a page
   // (bytes itself when that would pass UINT64_MAX, which it refuses).

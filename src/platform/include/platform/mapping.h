@@ -19,7 +19,9 @@
 //
 // Errors: Anonymous() and Populate() return PosixError(what, errno): what
 // names the mapping, as "mmap cipher table", and the errno gives the code
-// (ENOMEM: kResourceExhausted). Advise() returns PosixError naming the
+// (ENOMEM: kResourceExhausted; an mmap's EAGAIN, memory past the
+// locked-memory limit under mlockall(MCL_FUTURE), kResourceExhausted too,
+// its errno kept). Advise() returns PosixError naming the
 // advice, as "madvise(MADV_DONTFORK)".
 //
 // Thread safety: a Mapping is a value: one thread moves or destroys it.
