@@ -83,11 +83,13 @@ class Server:
         self.port = None  # the kernel's choice (port 0), from the banner
         self.ctl = os.path.join(tmp, "ztier.ctl")
         self.log_path = os.path.join(tmp, "serve.log")
+        # errors="replace": a byte that is not UTF-8 must not end the
+        # thread that drains the pipe (the server would block on its log).
         self.proc = subprocess.Popen(
             [ztier, "serve", "--listen", "127.0.0.1:0",
              "--unix", os.path.join(tmp, "ztier.sock"), "--ctl", self.ctl] +
             flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
+            text=True, errors="replace")
         self.banner = threading.Event()
         self.copier = threading.Thread(target=self._copy_log, daemon=True)
         self.copier.start()
