@@ -69,6 +69,19 @@ int ErrnoByName(std::string_view name) {
   for (int err = 1; err < 4096; ++err) {
     if (ErrnoName(err) == name) return err;
   }
+  // <errno.h>'s second names, which strerrorname_np() never gives (where
+  // EDEADLOCK is an errno of its own, as on powerpc, the loop found it).
+  static constexpr struct {
+    std::string_view name;
+    int err;
+  } kOtherNames[] = {
+      {"EWOULDBLOCK", EWOULDBLOCK},
+      {"ENOTSUP", ENOTSUP},
+      {"EDEADLOCK", EDEADLOCK},
+  };
+  for (const auto& n : kOtherNames) {
+    if (n.name == name) return n.err;
+  }
   return 0;
 }
 

@@ -62,6 +62,14 @@ TEST(StatusTest, ErrnoByNameReadsErrnoNamesBack) {
   EXPECT_EQ(ErrnoByName("enospc"), 0);
 }
 
+// <errno.h>'s second names of an errno, which ErrnoName never gives but
+// another program may send (a control reply): read as the errno they name.
+TEST(StatusTest, ErrnoByNameReadsAnErrnosOtherNames) {
+  EXPECT_EQ(ErrnoByName("EWOULDBLOCK"), EWOULDBLOCK);
+  EXPECT_EQ(ErrnoByName("ENOTSUP"), ENOTSUP);
+  EXPECT_EQ(ErrnoByName("EDEADLOCK"), EDEADLOCK);
+}
+
 // The errno of a message that names it already: kept for ErrnoNameOf,
 // the message left as given (no strerror text added).
 TEST(StatusTest, StatusWithErrnoKeepsCodeMessageAndErrno) {

@@ -136,8 +136,9 @@ std::string_view StatusCodeErrnoName(StatusCode code);
 // one, an unknown one).
 std::string_view ErrnoName(int err);
 
-// The errno that ErrnoName names `name` ("ENOSPC" gives ENOSPC); 0 for a
-// name it gives none (empty, unknown, "0").
+// The errno that ErrnoName names `name` ("ENOSPC" gives ENOSPC), or that
+// <errno.h> gives `name` as a second name (EWOULDBLOCK, ENOTSUP,
+// EDEADLOCK); 0 for a name of no errno (empty, unknown, "0").
 int ErrnoByName(std::string_view name);
 
 // The errno name a person reads for `s`: its posix_errno()'s (PosixError's)
