@@ -399,6 +399,60 @@ TEST_F(ControlServerTest, RequestNamesTheRepliedErrno) {
       << full.error().message();
 }
 
+// Request's error for a reply `line` ("ERR ...\n") from a server that
+// answers one request with it: a listener at `path` on a thread of its own.
+Result<std::string> RequestAnsweredWith(const std::string& path,
+                                        const std::string& line) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(
+      ::bind(listener, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)),
+      0);
+  EXPECT_EQ(::listen(listener, 1), 0);
+  std::thread server([&] {
+    const int fd = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+    EXPECT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(line.size()));
+    // The request read to the client's close: none left unread, which
+    // would reset the connection (unix_release_sock()).
+    char buf[4096];
+    while (::recv(fd, buf, sizeof(buf), 0) > 0) {
+    }
+    ::close(fd);
+  });
+  auto r = Request(path, "zram0", "disksize", nullptr);
+  server.join();
+  ::close(listener);
+  ::unlink(path.c_str());
+  return r;
+}
+
+// A reply may name any errno (a backing_dev open's EMFILE, a server that
+// spells EAGAIN EWOULDBLOCK): Request's error is that errno, with the code
+// PosixError gives it (StatusCodeForErrno); a name that is no errno is
+// kIoError with none (ErrnoNameOf then says EIO). The message is the
+// reply's either way.
+TEST_F(ControlServerTest, RequestReadsAnyRepliedErrnoName) {
+  const std::string path = (dir_ / "canned.ctl").string();
+  struct Case {
+    std::string name;
+    StatusCode code;
+    int err;
+  };
+  for (const Case& c : {Case{"EMFILE", StatusCode::kResourceExhausted, EMFILE},
+                        Case{"EWOULDBLOCK", StatusCode::kBusy, EAGAIN},
+                        Case{"ENOTSUP", StatusCode::kUnsupported, EOPNOTSUPP},
+                        Case{"EFOO", StatusCode::kIoError, 0}}) {
+    auto r = RequestAnsweredWith(path, "ERR " + c.name + " no\n");
+    ASSERT_FALSE(r.has_value()) << c.name;
+    EXPECT_EQ(r.error().code(), c.code) << r.error().ToString();
+    EXPECT_EQ(r.error().posix_errno(), c.err) << r.error().ToString();
+    EXPECT_EQ(r.error().message(), c.name + ": no");
+  }
+}
+
 // A backing_dev path that is there but may not be opened for reading and
 // writing is refused at the store with open()'s errno, as zram's
 // backing_dev_store() refuses it with filp_open()'s (EACCES), and stays
@@ -1255,6 +1309,7 @@ TEST(StatusCodeFromErrnoNameTest, ReadsBackWhatServersSend) {
   EXPECT_EQ(StatusCodeFromErrnoName("EACCES"), StatusCode::kPermissionDenied);
   EXPECT_EQ(StatusCodeFromErrnoName("ETIMEDOUT"), StatusCode::kIoError);
   EXPECT_EQ(StatusCodeFromErrnoName(""), StatusCode::kIoError);
+  EXPECT_EQ(StatusCodeFromErrnoName("EFOO"), StatusCode::kIoError);
   // Any errno a backing file's open names (disksize, backing_dev) reads
   // back as PosixError gives it that errno.
   for (int err : {EMFILE, ENFILE, EDQUOT, EROFS, ELOOP, ECONNREFUSED}) {

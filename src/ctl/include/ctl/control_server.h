@@ -110,7 +110,8 @@ StatusCode StatusCodeFromErrnoName(std::string_view errno_name);
 // attribute's text, or the server's error: its code from the errno name
 // (StatusCodeFromErrnoName), its message "<ERRNO_NAME>: <server message>",
 // its posix_errno() the named errno (ErrnoNameOf gives the reply's ENOSPC,
-// not kResourceExhausted's ENOMEM).
+// not kResourceExhausted's ENOMEM; 0 for a name of no errno, which
+// ErrnoNameOf then gives as its code's, EIO).
 // Transport errors come back as Connect/Exchange give them.
 Result<std::string> Request(const std::string& socket_path,
                             const std::string& device,
