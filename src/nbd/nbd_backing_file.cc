@@ -54,6 +54,14 @@ std::string LastError() {
   return e != nullptr ? e : "unknown libnbd error";
 }
 
+// libnbd's last error as a connection's failure: kIoError, whatever its
+// errno (the header's contract for a remote that cannot be reached), the
+// errno kept (nbd_get_errno; ErrnoNameOf names ENOENT for a socket that is
+// not there, ECONNREFUSED for one nobody listens on, not EIO).
+Status ConnectError() {
+  return StatusWithErrno(StatusCode::kIoError, LastError(), nbd_get_errno());
+}
+
 // A block's checksum under `key`, never 0 (0 means none recorded):
 // SipHash-2-4, a keyed pseudorandom function, so that a remote that does
 // not know the key (random, kept only in memory) cannot make other bytes
@@ -403,33 +411,34 @@ Status NbdFile::Connect(Conn& c, Clock::time_point deadline) {
                                               .count()) +
                            " ms)");
   }
-  std::string why;
+  Status failed;
   const auto start = Clock::now();
   nbd_handle* h = nbd_create();
-  if (h == nullptr) return Status::IoError(LastError());
+  if (h == nullptr) return ConnectError();
   // The URI is the operator's (backing_dev), so it may name local files:
   // tls-certificates=DIR, tls-psk-file=FILE.
   nbd_set_uri_allow_local_file(h, true);
   if (nbd_aio_connect_uri(h, uri_.c_str()) == -1) {
-    why = LastError();
+    failed = ConnectError();
   } else {
     while (nbd_aio_is_connecting(h) == 1) {
       if (Clock::now() >= deadline) {
-        why = "connection timed out";
+        failed = StatusWithErrno(StatusCode::kIoError, "connection timed out",
+                                 ETIMEDOUT);
         HoldOff(start);
         break;
       }
       if (nbd_poll(h, MsLeft(deadline)) == -1) {
-        why = LastError();
+        failed = ConnectError();
         break;
       }
     }
-    if (why.empty() && nbd_aio_is_ready(h) != 1) why = LastError();
+    if (failed.ok() && nbd_aio_is_ready(h) != 1) failed = ConnectError();
   }
-  if (!why.empty()) {
+  if (!failed.ok()) {
     nbd_close(h);
     c.Failed();
-    return Status::IoError(why);
+    return failed;
   }
   c.h = h;
   ++c.generation;
@@ -1235,9 +1244,8 @@ Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
     return Err(Status::InvalidArgument("timeout must be above 0"));
   }
   auto file = std::make_shared<NbdFile>(uri, options);
-  if (Status st = file->Open(); !st.ok()) {
-    return Err(Status(st.code(), uri + ": " + st.message()));
-  }
+  // Annotate keeps a failed connection's errno (ENOENT, ECONNREFUSED).
+  if (Status st = file->Open(); !st.ok()) return Err(Annotate(uri, st));
   return std::shared_ptr<BackingFile>(std::move(file));
 }
 

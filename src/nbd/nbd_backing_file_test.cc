@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -21,6 +25,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "testing/failing_new.h"
@@ -237,6 +242,57 @@ TEST(NbdBackingFileTest, RejectsWhatItCannotUse) {
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message().find("read-only"), std::string::npos)
       << r.error().message();
+}
+
+// A Unix socket at `path` that is bound and, with `listening`, listens,
+// but never accepts: closed on scope exit.
+class SilentSocket {
+ public:
+  SilentSocket(const std::string& path, bool listening) {
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    EXPECT_EQ(
+        ::bind(fd_, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)), 0)
+        << std::strerror(errno);
+    if (listening) {
+      EXPECT_EQ(::listen(fd_, 8), 0) << std::strerror(errno);
+    }
+  }
+  ~SilentSocket() { ::close(fd_); }
+  SilentSocket(const SilentSocket&) = delete;
+  SilentSocket& operator=(const SilentSocket&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// A remote that cannot be reached fails the open with kIoError (the
+// header's contract) and the errno of why (ErrnoNameOf, which `ztier
+// serve` prints), not the EIO of the code: no socket at the path ENOENT,
+// a socket nobody listens on ECONNREFUSED (unix_stream_connect(),
+// net/unix/af_unix.c), a listener that never answers the handshake
+// ETIMEDOUT. The message says libnbd's why, after the URI.
+TEST(NbdBackingFileTest, AnOpenThatCannotConnectNamesItsErrno) {
+  ScopedTempDir dir;
+  const SilentSocket bound(dir.File("bound.sock"), false);
+  const SilentSocket listening(dir.File("listening.sock"), true);
+  for (const auto& [sock, errno_name, why] :
+       std::initializer_list<std::tuple<std::string, std::string, std::string>>{
+           {"none.sock", "ENOENT", "No such file or directory"},
+           {"bound.sock", "ECONNREFUSED", "Connection refused"},
+           {"listening.sock", "ETIMEDOUT", "connection timed out"}}) {
+    const std::string uri = "nbd+unix:///?socket=" + dir.File(sock);
+    auto r = OpenNbdBackingFile(uri, {.connections = 1, .timeout_ms = 200});
+    ASSERT_FALSE(r.has_value()) << sock;
+    EXPECT_EQ(r.error().code(), StatusCode::kIoError) << r.error().ToString();
+    EXPECT_EQ(ErrnoNameOf(r.error()), errno_name) << r.error().ToString();
+    EXPECT_EQ(r.error().message().rfind(uri + ": ", 0), 0u)
+        << r.error().message();
+    EXPECT_NE(r.error().message().find(why), std::string::npos)
+        << r.error().message();
+  }
 }
 
 TEST(NbdBackingFileTest, WritebackAndReadBackOverSeveralConnections) {

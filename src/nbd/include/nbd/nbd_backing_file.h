@@ -193,8 +193,9 @@ inline bool IsNbdUri(std::string_view path) {
 // writes). Errors: kInvalidArgument (a bad URI or option, TLS settings as
 // above, an export too small or read-only, a connection offering less
 // than the first), kIoError
-// (cannot connect or write, saying why), kUnsupported (built without
-// libnbd).
+// (cannot connect or write, saying why; a connection that cannot be made
+// keeps its errno, ErrnoNameOf: ENOENT for no socket at the path,
+// ECONNREFUSED, ETIMEDOUT), kUnsupported (built without libnbd).
 Result<std::shared_ptr<BackingFile>> OpenNbdBackingFile(
     const std::string& uri, const NbdBackingOptions& options);
 

@@ -163,8 +163,9 @@ Status Annotate(std::string_view context, const Status& s);
 
 // A Status of `code` and `message` whose posix_errno() is `err`: for an
 // errno that arrives from elsewhere, named in a message that says it
-// already (a control server's reply, ctl::Request), where PosixError would
-// add strerror's text to it. `code` is not kOk.
+// already (a control server's reply, ctl::Request; libnbd's error, which
+// ends in strerror's text), where PosixError would add strerror's text to
+// it. `code` is not kOk.
 Status StatusWithErrno(StatusCode code, std::string_view message, int err);
 
 // The code PosixError gives `err` (kIoError for any errno it does not name).
