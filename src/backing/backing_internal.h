@@ -25,7 +25,9 @@ struct BackingStore::Impl {
   std::shared_ptr<BackingFile> file;
   std::uint64_t num_blocks = 0;
   bool created = false;  // Open made the file at `path` (BackingStore::created)
-  internal::FileId made;  // that file, while `created`
+  // The file Open opened at the path (before wrap_file), while `file`
+  // holds it: the one KeepFile tells.
+  std::weak_ptr<internal::PosixBackingFile> opened;
   std::unique_ptr<internal::BlockBitmap> bitmap;
   std::unique_ptr<internal::BlockCipher> cipher;  // null: not encrypted
   // Blocks freed and not yet discarded (file->can_discard() only), one bit

@@ -46,30 +46,20 @@ BackingStore::~BackingStore() = default;
 Result<std::unique_ptr<BackingStore>> BackingStore::Open(
     const BackingOptions& options) {
   std::shared_ptr<BackingFile> file = options.file;
-  std::unique_ptr<BackingFile> opened;
+  // The file opened at the path, before wrap_file: KeepFile's. A file it
+  // made goes with it on any failure or throw from here on (making it
+  // shared allocates: then the Result still holds it).
+  std::shared_ptr<internal::PosixBackingFile> opened;
   bool created = false;
-  internal::FileId made;
   if (file == nullptr) {
     if (options.path.empty()) {
       return Err(Status::InvalidArgument("backing store: path is empty"));
     }
-    ZT_ASSIGN_OR_RETURN(opened, internal::OpenPosixBackingFile(
-                                    options.path, options.size_bytes,
-                                    options.direct, &created, &made));
+    ZT_ASSIGN_OR_RETURN(
+        opened, internal::OpenPosixBackingFile(options.path, options.size_bytes,
+                                               options.direct, &created));
+    file = opened;
   }
-  // A file Open created is removed again if Open fails or throws after
-  // all (from here on: making `file` a shared_ptr allocates), while it is
-  // still open (internal::RemoveMadeFile). Declared after `file` and
-  // `opened`, so that it runs before either closes the file.
-  struct Unmake {
-    const std::string* path;
-    const internal::FileId* made;
-    ~Unmake() {
-      if (path == nullptr) return;
-      internal::RemoveMadeFile(*path, *made);
-    }
-  } unmake{created ? &options.path : nullptr, &made};
-  if (opened != nullptr) file = std::move(opened);
   if (options.wrap_file) file = options.wrap_file(file);
   const std::string path = file->name();
   std::unique_ptr<BackingStore> bs(new BackingStore());
@@ -93,18 +83,15 @@ Result<std::unique_ptr<BackingStore>> BackingStore::Open(
   }
   m.file = std::move(file);
   m.created = created;
-  m.made = made;
-  unmake.path = nullptr;  // the store's now
+  m.opened = opened;
   return bs;
 }
 
 const std::string& BackingStore::path() const { return impl_->file->name(); }
 std::uint64_t BackingStore::num_blocks() const { return impl_->num_blocks; }
 bool BackingStore::created() const { return impl_->created; }
-void BackingStore::RemoveCreatedFile() noexcept {
-  if (!impl_->created) return;
-  internal::RemoveMadeFile(impl_->file->name(), impl_->made);
-  impl_->created = false;
+void BackingStore::KeepFile() noexcept {
+  if (auto opened = impl_->opened.lock()) opened->Keep();
 }
 bool BackingStore::direct() const { return impl_->file->direct(); }
 bool BackingStore::encrypted() const { return impl_->cipher != nullptr; }

@@ -128,11 +128,42 @@ TEST(BackingStoreOpenTest, CreatesAMissingFileWithMode0600) {
   EXPECT_FALSE(bs->encrypted());
   EXPECT_EQ(bs->path(), dir.File("wb"));
   EXPECT_TRUE(bs->created());
+  bs->KeepFile();  // else the file it made goes with it
   bs.reset();
   EXPECT_FALSE(OpenStore({.path = dir.File("wb"), .size_bytes = 1 << 20})
                    ->created());  // there already
   bs = OpenStore({.path = dir.File("wb2"), .size_bytes = 1 << 20});
   RecordProperty("direct", bs->direct());  // O_DIRECT where the fs allows it
+}
+
+// The file Open made is the store's until KeepFile(): given up unused, the
+// store takes it away; kept, it stays. Wrapped, it is the file Open opened
+// that is kept, and one that wrap_file drops goes at once.
+TEST(BackingStoreOpenTest, AFileItMadeGoesWithTheStoreUnlessKept) {
+  TempDir dir;
+  const std::string path = dir.File("wb");
+  for (const bool keep : {false, true}) {
+    auto bs = OpenStore({.path = path,
+                         .size_bytes = 1 << 20,
+                         .wrap_file = [](std::shared_ptr<BackingFile> f) {
+                           return NewFaultyBackingFile(f, nullptr);
+                         }});
+    ASSERT_NE(bs, nullptr);
+    if (keep) bs->KeepFile();
+    bs.reset();
+    EXPECT_EQ(std::filesystem::exists(path), keep) << "kept: " << keep;
+  }
+  std::filesystem::remove(path);
+  auto bs =
+      OpenStore({.path = path, .size_bytes = 1 << 20, .wrap_file = [](auto) {
+                   return std::shared_ptr<BackingFile>(
+                       NewMemBackingFile(16 * kPageSize, "mem"));
+                 }});
+  ASSERT_NE(bs, nullptr);
+  EXPECT_TRUE(bs->created());
+  EXPECT_FALSE(std::filesystem::exists(path));  // dropped by wrap_file
+  // Nothing left to keep.
+  bs->KeepFile();
 }
 
 TEST(BackingStoreOpenTest, ExtendsAShortFileAndUsesALongOneWhole) {

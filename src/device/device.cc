@@ -160,15 +160,9 @@ Result<std::shared_ptr<BackingStore>> OpenBacking(
                                     .wrap_file = defaults.backing_file_wrap});
   // Annotate keeps the errno (ENOENT, not kNotFound's ENODEV; ENOSPC).
   if (!opened.has_value()) return Err(Annotate("backing_dev", opened.error()));
-  // Making it shared allocates: a throw there takes a file the store made
-  // away with it, as SetDisksize's failures do.
-  std::unique_ptr<BackingStore>& store = *opened;
-  try {
-    return std::shared_ptr<BackingStore>(std::move(store));
-  } catch (...) {
-    store->RemoveCreatedFile();  // still the store's (no effect on a throw)
-    throw;
-  }
+  // Making it shared allocates: a throw there leaves the store to
+  // `opened`, which takes a file it made away with it.
+  return std::shared_ptr<BackingStore>(std::move(*opened));
 }
 
 // comp_algorithm's listing (zcomp_available_show()): every name, the
@@ -343,6 +337,11 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     if (store_ != nullptr) return Status::Busy("disksize is already set");
     if (busy_ != nullptr) return Busy();
   }
+  // busy_ is cleared with the store's install below, or, on a failure or
+  // a throw, when this returns, once what was made for the store (`o`'s
+  // backing store, and a file it made) is gone; until then no other
+  // transition can start.
+  ClearBusy clear_busy{nullptr};
   PageStoreOptions o;
   std::string backing_dev;
   std::uint64_t aligned = 0;
@@ -393,23 +392,13 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
     // a remote backing store can take --backing-timeout, preallocation
     // seconds, and shows (status, a metrics scrape) must not wait for it.
     busy_ = kMakingStore;
+    clear_busy.impl = this;
   }
-  // busy_ is cleared with the store's install below, or, on a failure or
-  // a throw, when this returns; until then no other transition can start.
-  ClearBusy clear_busy{this};
   Status made = Status::Ok();
+  // A file this attempt made goes with the store if it fails or throws
+  // (BackingStore::created; the device stays uninitialised), and stays
+  // once the store is installed, for good (a reset keeps it).
   std::shared_ptr<BackingStore> backing;
-  // A file this attempt made goes with it if it fails or throws, as
-  // BackingStore::Open removes one on its own failures (the device stays
-  // uninitialised); destroyed before `backing` lets the file go.
-  struct Unmake {
-    const std::shared_ptr<BackingStore>* backing;
-    ~Unmake() {
-      if (backing != nullptr && *backing != nullptr) {
-        (*backing)->RemoveCreatedFile();
-      }
-    }
-  } unmake{&backing};
   std::unique_ptr<PageStore> store;
   if (!backing_dev.empty()) {
     Result<std::shared_ptr<BackingStore>> b =
@@ -431,7 +420,7 @@ Status Device::Impl::SetDisksize(std::uint64_t bytes) {
   }
   std::unique_lock lock(mu_);
   if (!made.ok()) return made;
-  unmake.backing = nullptr;  // the device's now
+  if (backing != nullptr) backing->KeepFile();  // the device's now
   busy_ = nullptr;
   clear_busy.impl = nullptr;  // done here, with the install
   store_ = std::move(store);

@@ -370,6 +370,25 @@ TEST(DeviceBackingTest, BackingDevIsSetBeforeDisksizeAndClearedByReset) {
   ASSERT_OK(d.SetBackingDev(path));
 }
 
+// A backing file disksize made is the device's once its store is
+// installed: a reset or a removal closes it and leaves it, as a file that
+// was there before (docs/control_protocol.md, backing_dev).
+TEST(DeviceBackingTest, AResetOrRemovalKeepsTheBackingFileDisksizeMade) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir.File("wb");
+  DeviceRegistry r(DeviceDefaults{});
+  std::shared_ptr<Device> d = *r.Add("zram0");
+  ASSERT_OK(d->SetBackingDev(path));
+  ASSERT_OK(d->SetDisksize(16 * kPageSize));
+  ASSERT_OK(d->Reset());
+  EXPECT_TRUE(std::filesystem::exists(path)) << "removed by the reset";
+  std::filesystem::remove(path);
+  ASSERT_OK(d->SetBackingDev(path));
+  ASSERT_OK(d->SetDisksize(16 * kPageSize));
+  ASSERT_OK(r.Remove("zram0"));
+  EXPECT_TRUE(std::filesystem::exists(path)) << "removed with the device";
+}
+
 // Two devices writing back to one file would overwrite each other's
 // blocks: the kernel's zram claims its backing_dev (BLK_OPEN_EXCL); here
 // the second device's disksize is EBUSY until the first lets go.

@@ -94,6 +94,7 @@ TEST_P(PosixFileTest, CreatesSizesWritesAndReads) {
     EXPECT_EQ(r, static_cast<long>(s.blocks * kPageSize));
   }
   ExpectPages(**f, s.ios * s.blocks);
+  (*f)->Keep();  // else the file it made goes with it
   f->reset();
   // Opened again: not created, the same size, the same data.
   f = internal::OpenPosixBackingFile(path, kPageSize, /*direct=*/false,

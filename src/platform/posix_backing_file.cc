@@ -33,11 +33,19 @@ Status OpenError(const char* call, const std::string& path, int err) {
       err == ENOENT ? StatusCode::kNotFound : StatusCode::kIoError);
 }
 
-class PosixBackingFile final : public BackingFile {
+// The file as OpenPosixBackingFile opens it (Open), and, when it made it,
+// the owner of that file until Keep() (posix_backing_file.h).
+class PosixFile final : public PosixBackingFile {
  public:
-  PosixBackingFile(std::string path, int fd, std::uint64_t size, bool direct)
-      : path_(std::move(path)), fd_(fd), size_(size), direct_(direct) {}
-  ~PosixBackingFile() override { ::close(fd_); }
+  explicit PosixFile(const std::string& path) : path_(path) {}
+  ~PosixFile() override;
+
+  // Opens and claims path_, making and sizing the file as the header says.
+  // On an error the file stays this object's, to be let go (and one it
+  // made removed) when it is destroyed.
+  Status Open(std::uint64_t size_bytes, bool direct);
+  bool made() const { return made_; }
+  void Keep() override { made_ = false; }
 
   const std::string& name() const override { return path_; }
   std::uint64_t size() const override { return size_; }
@@ -64,9 +72,10 @@ class PosixBackingFile final : public BackingFile {
 
  private:
   const std::string path_;
-  const int fd_;
-  const std::uint64_t size_;
-  const bool direct_;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  bool direct_ = false;
+  bool made_ = false;  // Open created the file, and Keep() was not called
 };
 
 // One pwrite() per IO, in Queue; Reap reports them.
@@ -142,62 +151,39 @@ Result<std::unique_ptr<BackingFileWriter>> NewPwriteWriter(
   return std::unique_ptr<BackingFileWriter>(std::move(w));
 }
 
-void RemoveMadeFile(const std::string& path, const FileId& made) noexcept {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return;
-  if (static_cast<std::uint64_t>(st.st_dev) != made.dev ||
-      static_cast<std::uint64_t>(st.st_ino) != made.ino) {
-    return;
-  }
-  ::unlink(path.c_str());
-}
-
 namespace {
 
-// The descriptor OpenPosixBackingFile opened, closed when it fails or
-// throws; the file it made, if any, removed first (RemoveMadeFile), while
-// this descriptor still claims it. A made file that another device or
-// process claimed (an O_DIRECT open refused after it made the file, and
-// the file taken before the buffered open: see there) is not removed.
-struct Opening {
-  const std::string& path;
-  int fd = -1;
-  bool made = false;
-  ~Opening() {
-    if (fd < 0) return;
-    struct stat st;
-    if (made && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      RemoveMadeFile(path, {static_cast<std::uint64_t>(st.st_dev),
-                            static_cast<std::uint64_t>(st.st_ino)});
-    }
-    ::close(fd);
+// The file this made goes first, while fd_ still claims it, and only if
+// path_ still names it (st_dev, st_ino): one renamed or made in its place
+// since is another's. A made file that another device or process claimed
+// (an O_DIRECT open refused after it made the file, and the file taken
+// before the buffered open: see Open) is not removed either.
+PosixFile::~PosixFile() {
+  if (fd_ < 0) return;
+  struct stat held, named;
+  if (made_ && ::fstat(fd_, &held) == 0 && S_ISREG(held.st_mode) &&
+      ::flock(fd_, LOCK_EX | LOCK_NB) == 0 &&
+      ::lstat(path_.c_str(), &named) == 0 && named.st_dev == held.st_dev &&
+      named.st_ino == held.st_ino) {
+    ::unlink(path_.c_str());
   }
-};
+  ::close(fd_);
+}
 
-}  // namespace
-
-Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
-    const std::string& path, std::uint64_t size_bytes, bool direct,
-    bool* created, FileId* made_id) {
-  *created = false;
+Status PosixFile::Open(std::uint64_t size_bytes, bool direct) {
+  const std::string& path = path_;
   struct stat st;
   const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (!exists && errno != ENOENT) return Err(OpenError("stat", path, errno));
+  if (!exists && errno != ENOENT) return OpenError("stat", path, errno);
   if (exists && !S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
-    return Err(Status::InvalidArgument(
-        path + " is not a regular file or a block device"));
+    return Status::InvalidArgument(path +
+                                   " is not a regular file or a block device");
   }
   if (!exists && size_bytes < kPageSize) {
-    return Err(Status::InvalidArgument("backing file " + path + " of " +
-                                       std::to_string(size_bytes) +
-                                       " bytes holds no 4096-byte block"));
+    return Status::InvalidArgument("backing file " + path + " of " +
+                                   std::to_string(size_bytes) +
+                                   " bytes holds no 4096-byte block");
   }
-  // A file this call created is removed again if it fails after all.
-  Opening opening{path};
-  int& fd = opening.fd;
-  bool& made = opening.made;  // this call created the file
-  auto fail = [](Status s) { return Err(std::move(s)); };
   // O_EXCL: a file another process made since the stat is not taken for
   // this call's own (and so not removed on a failure below).
   // O_EXCL on a block device claims it, as the kernel's zram does
@@ -209,72 +195,79 @@ Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
   // completes, as an O_DIRECT one is, since the caller then frees the
   // page's RAM copy. Left to the page cache, a later failed flush would go
   // unreported and a read would return the block's old bytes.
-  fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : O_DSYNC), 0600);
-  made = !exists && fd >= 0;
-  if (fd < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
+  fd_ = ::open(path.c_str(), flags | (direct ? O_DIRECT : O_DSYNC), 0600);
+  made_ = !exists && fd_ >= 0;
+  if (fd_ < 0 && errno == EINVAL && direct) {  // no O_DIRECT here
     // The refused open may have made the file already: open it without
     // O_EXCL (it is this call's, as far as the race above allows). A block
     // device keeps O_EXCL: its claim. Buffered: O_DSYNC, as above.
     direct = false;
-    made = !exists;
-    fd = ::open(path.c_str(), (blk ? flags : flags & ~O_EXCL) | O_DSYNC, 0600);
+    made_ = !exists;
+    fd_ = ::open(path.c_str(), (blk ? flags : flags & ~O_EXCL) | O_DSYNC, 0600);
   }
-  if (fd < 0 && errno == EBUSY && blk) {
-    return fail(Status::Busy("backing device " + path +
-                             " is in use (mounted, swapped on, or claimed "
-                             "by another device)"));
+  if (fd_ < 0 && errno == EBUSY && blk) {
+    return Status::Busy("backing device " + path +
+                        " is in use (mounted, swapped on, or claimed "
+                        "by another device)");
   }
-  if (fd < 0) return fail(OpenError("open", path, errno));
-  if (::fstat(fd, &st) != 0) return fail(OpenError("fstat", path, errno));
+  if (fd_ < 0) return OpenError("open", path, errno);
+  if (::fstat(fd_, &st) != 0) return OpenError("fstat", path, errno);
   // A block device is a node on devtmpfs; a regular file must be storage.
   if (S_ISREG(st.st_mode)) {
-    if (Status s = CheckBackingFileSystem(fd, path); !s.ok()) {
-      return fail(std::move(s));
+    if (Status s = CheckBackingFileSystem(fd_, path); !s.ok()) {
+      return s;
     }
   }
   // A regular file is claimed with an exclusive flock for as long as it is
   // open: two devices writing back to one file would overwrite each
   // other's blocks.
-  if (S_ISREG(st.st_mode) && ::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (S_ISREG(st.st_mode) && ::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
-      return fail(Status::Busy("backing file " + path +
-                               " is in use (another device or process "
-                               "holds its lock)"));
+      return Status::Busy("backing file " + path +
+                          " is in use (another device or process "
+                          "holds its lock)");
     }
-    return fail(OpenError("flock", path, errno));
+    return OpenError("flock", path, errno);
   }
 
-  std::uint64_t size = 0;
   if (S_ISBLK(st.st_mode)) {  // used whole; size_bytes does not apply
-    if (::ioctl(fd, BLKGETSIZE64, &size) != 0) {
-      return fail(OpenError("ioctl BLKGETSIZE64", path, errno));
+    if (::ioctl(fd_, BLKGETSIZE64, &size_) != 0) {
+      return OpenError("ioctl BLKGETSIZE64", path, errno);
     }
   } else if (S_ISREG(st.st_mode)) {
-    size = static_cast<std::uint64_t>(st.st_size);
-    if (size < size_bytes) {
+    size_ = static_cast<std::uint64_t>(st.st_size);
+    if (size_ < size_bytes) {
       const auto want = static_cast<off_t>(size_bytes);
-      if (::fallocate(fd, 0, 0, want) != 0) {
+      if (::fallocate(fd_, 0, 0, want) != 0) {
         if (errno != EOPNOTSUPP) {
-          return fail(OpenError("fallocate", path, errno));
+          return OpenError("fallocate", path, errno);
         }
-        if (::ftruncate(fd, want) != 0) {
-          return fail(OpenError("ftruncate", path, errno));
+        if (::ftruncate(fd_, want) != 0) {
+          return OpenError("ftruncate", path, errno);
         }
       }
-      size = size_bytes;
+      size_ = size_bytes;
     }
   } else {
-    return fail(Status::InvalidArgument(
-        path + " is not a regular file or a block device"));
+    return Status::InvalidArgument(path +
+                                   " is not a regular file or a block device");
   }
-  auto file = std::make_unique<PosixBackingFile>(path, fd, size, direct);
-  fd = -1;  // the file's now
-  *created = !exists;
-  if (made_id != nullptr) {
-    *made_id = {static_cast<std::uint64_t>(st.st_dev),
-                static_cast<std::uint64_t>(st.st_ino)};
-  }
-  return std::unique_ptr<BackingFile>(std::move(file));
+  direct_ = direct;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<PosixBackingFile>> OpenPosixBackingFile(
+    const std::string& path, std::uint64_t size_bytes, bool direct,
+    bool* created) {
+  *created = false;
+  // Made before the file is (it allocates): from the open on, a file this
+  // call makes is this object's, removed if the call fails or throws.
+  auto file = std::make_unique<PosixFile>(path);
+  ZT_RETURN_IF_ERROR(file->Open(size_bytes, direct));
+  *created = file->made();
+  return std::unique_ptr<PosixBackingFile>(std::move(file));
 }
 
 }  // namespace ztier::internal

@@ -20,11 +20,12 @@
 //     an embedder implements; ztier/backing_file.h), else the file or block
 //     device at `path`, opened as below. `wrap_file`, when set, is given
 //     that file and returns the one used (tests: NewFaultyBackingFile).
-//   - A missing file is created (mode 0600). A regular file shorter than
-//     size_bytes is extended to it (fallocate, else ftruncate); a longer one
-//     is used whole. A block device is used whole; size_bytes is ignored.
-//     The usable size is rounded down to whole blocks; 0 blocks is
-//     kInvalidArgument.
+//   - A missing file is created (mode 0600), and removed again with the
+//     store unless KeepFile() is called (see created()). A regular file
+//     shorter than size_bytes is extended to it (fallocate, else
+//     ftruncate); a longer one is used whole. A block device is used whole;
+//     size_bytes is ignored. The usable size is rounded down to whole
+//     blocks; 0 blocks is kInvalidArgument.
 //   - O_DIRECT is used when `direct` is set and the file system accepts it
 //     (an O_DIRECT open that fails with EINVAL falls back to buffered IO;
 //     direct() tells which one is in use). Buffers handed out by the writer
@@ -150,18 +151,20 @@ class BackingStore {
 
   const std::string& path() const;
   std::uint64_t num_blocks() const;
-  // Open made the file at path() (it was missing). A caller that gives
-  // this store up unused, on a failure of its own after Open, removes the
-  // file with RemoveCreatedFile, as Open does on its own failures and
-  // throws (device.cc's SetDisksize).
+  // Open made the file at path() (it was missing). Such a file is the
+  // store's until KeepFile(): Open failing or throwing, or a store
+  // destroyed before then (a caller giving it up unused, as device.cc's
+  // SetDisksize does when the device's store cannot be made), removes it
+  // as the file is let go (with the store, or with the last holder of the
+  // file wrap_file returned): while it is still open and claimed, so that
+  // no other device or process can have taken it first, and only if the
+  // path still names it (one renamed or made in its place since is left;
+  // platform/posix_backing_file.h). A file that was there before, or a
+  // given one (BackingOptions::file), is never removed.
   bool created() const;
-  // Removes the file Open made (created()), before the store lets it go:
-  // while it is still open and claimed, so that no other device or process
-  // can have taken it first, and only if path() still names it (one
-  // renamed or made in its place since is left). created() is false after
-  // it. Nothing for a file that was there before, or a given one
-  // (BackingOptions::file). Never throws.
-  void RemoveCreatedFile() noexcept;
+  // The file Open made stays when the store is destroyed: call it once the
+  // store is put to use. Nothing for any other file. Never throws.
+  void KeepFile() noexcept;
   bool direct() const;  // O_DIRECT in use
   bool encrypted() const;
   std::uint64_t blocks_used() const;

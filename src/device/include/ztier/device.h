@@ -227,7 +227,9 @@ class Device {
   // backing_dev: a file or block device path; "none" (or empty) removes it.
   // kBusy after init. The path must exist or its directory must (a file is
   // created and sized to disksize, at SetDisksize, which fails with the
-  // open's error if it cannot). Show gives the path or "none\n".
+  // open's error if it cannot; a file it created goes again if it fails,
+  // and stays once it succeeds, through Reset and removal: the
+  // BackingStore's KeepFile). Show gives the path or "none\n".
   Status SetBackingDev(std::string_view path);
   std::string ShowBackingDev() const;
   // writeback: ParseWritebackTokens, then PageStore::Writeback with this

@@ -19,11 +19,16 @@
 //     would write pages into the kernel's controls.
 //   - Errors name the call and the path: kNotFound for ENOENT (a missing
 //     directory; its posix_errno() ENOENT), kInvalidArgument for something
-//     that is not a regular file or a block device, kIoError otherwise. A file
-//     this call created is removed again when it fails or throws (as
-//     RemoveMadeFile does); `*created` says whether it created one that now
-//     exists, and `*made` (when not null) is then that file, for the caller
-//     to remove with RemoveMadeFile if it gives the file up unused.
+//     that is not a regular file or a block device, kIoError otherwise.
+//     `*created` says whether it created a file that now exists.
+//   - A file it created is the returned object's until Keep(): destroyed
+//     before then (the call failing or throwing, or a caller giving the
+//     file up unused), the object removes it, first, while its descriptor
+//     still claims it, so that no other device or process can have taken
+//     it, and only if the path still names it (st_dev, st_ino): one
+//     renamed or made in its place since is another's, and is left. A file
+//     that was there before is never removed. A failure to remove is
+//     ignored (the file stays).
 //
 // Its writers (backing_writers.h, private to platform/): one pwrite() per
 // IO, or io_uring when built with ZTIER_URING.
@@ -48,22 +53,17 @@ namespace ztier::internal {
 // system of the kernel's own: ...". `what` starts the message.
 Status CheckBackingFileSystem(int fd, const std::string& what);
 
-// A file by its device and inode (stat(2)'s st_dev and st_ino).
-struct FileId {
-  std::uint64_t dev = 0;
-  std::uint64_t ino = 0;
+// The file OpenPosixBackingFile opened.
+class PosixBackingFile : public BackingFile {
+ public:
+  // The file it created stays when this is destroyed (see above); nothing
+  // for one that was there before.
+  virtual void Keep() = 0;
 };
 
-// Removes `path` if it still names `made` (a file renamed or made in its
-// place since is another's, and is left). Called while the file is still
-// open and claimed (its flock held), so that no other device or process
-// can have claimed it before it goes. Never throws; a failure is ignored
-// (the file stays).
-void RemoveMadeFile(const std::string& path, const FileId& made) noexcept;
-
-Result<std::unique_ptr<BackingFile>> OpenPosixBackingFile(
+Result<std::unique_ptr<PosixBackingFile>> OpenPosixBackingFile(
     const std::string& path, std::uint64_t size_bytes, bool direct,
-    bool* created, FileId* made = nullptr);
+    bool* created);
 
 }  // namespace ztier::internal
 
