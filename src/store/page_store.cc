@@ -530,6 +530,7 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       new std::byte[kMaxBatchSize * kPageSize]);
   BatchItem items[kMaxBatchSize];
   std::size_t page_of[kMaxBatchSize];
+  internal::SlotVersion read_of[kMaxBatchSize];  // what each copy was of
   std::size_t loaded_to = 0;  // pages before it came with a unit run
   for (std::size_t c = 0; c < count; c += bs) {
     const std::size_t end = std::min(count, c + bs);
@@ -580,6 +581,7 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
           m.pool->ReadInto(s.value.load(std::memory_order_relaxed), obj);
       items[n] =
           BatchItem{obj.first(len), std::span<std::byte>(dst, kPageSize)};
+      read_of[n] = SlotTable::Version(s);
       page_of[n++] = i;
     }
     if (n == 0) continue;
@@ -591,10 +593,19 @@ Status PageStore::LoadBatch(std::uint64_t first, std::span<std::byte> out,
       if (st.ok()) {
         // Accessed once read, as LoadLocked(): a page that failed is no
         // access (zram_bio_read() calls zram_accessed() after a read that
-        // succeeded).
+        // succeeded). Only while the slot holds what was copied out (the
+        // same SlotVersion): a page stored or discarded meanwhile was never
+        // read. A pass that moved the page meanwhile changed the Version
+        // too (its access is not marked), and a wrapped SEQ may let a mark
+        // land on a newer page: a mark only, never data (StorePartial's
+        // check compares the object's bytes too).
         Slot& s = m.slots[first + page_of[k]];
         SlotLock lock(s);
-        m.LoadedLocked(s);
+        if (SlotTable::Version(s) == read_of[k]) {
+          m.LoadedLocked(s);
+        } else {
+          Add(m.loads);
+        }
       } else {
         Add(m.failed_reads);
         st = m.DecompressError(std::move(st),

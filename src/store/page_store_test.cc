@@ -6,11 +6,13 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <future>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <future>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "page_store_test_peer.h"
@@ -481,6 +483,45 @@ TEST_P(FailedLoadTest, ADamagedObjectIsNoAccess) {
   }
   EXPECT_EQ(store->Stats().loads, 7u);
   EXPECT_EQ(store->Stats().failed_reads, 1u);
+}
+
+// A parallel LoadBatch copies a chunk's objects out, decompresses them
+// with no lock held, then marks each page that decompressed. A page stored
+// over the slot meanwhile is not the one the batch read: the mark is not
+// its (it stays as idle marking left it). The test's clock runs the store
+// and the idle marking when the batch loads slot 1, never written, under
+// its lock, after slot 0's object was copied out (MarkIdleAll skips a
+// never-written slot without its lock).
+TEST(PageStoreTest, ParallelLoadBatchMarksOnlyThePageItRead) {
+  std::uint32_t now = 1000;
+  std::function<void()> during_load;
+  PageStoreOptions o;
+  o.num_pages = 4;
+  o.batch_backend = BatchBackend::kParallel;
+  o.clock = [&] {
+    if (during_load) std::exchange(during_load, nullptr)();
+    return now;
+  };
+  auto store = MakeStore(o);
+  ASSERT_OK(store->Store(0, TextPage(0)));
+  during_load = [&] {
+    now = 2000;
+    ASSERT_OK(store->Store(0, TextPage(7)));
+    store->MarkIdleAll();
+    now = 3000;
+  };
+  std::vector<std::byte> two(2 * kPageSize);
+  ASSERT_OK(store->LoadBatch(0, two));
+  ASSERT_EQ(during_load, nullptr);  // it ran
+  const Page old = TextPage(0);
+  EXPECT_EQ(std::memcmp(two.data(), old.data(), kPageSize), 0);
+  const SlotInfo info = store->Inspect(0);
+  EXPECT_TRUE(info.idle);
+  EXPECT_EQ(info.ac_time, 2000u);
+  EXPECT_EQ(store->Stats().loads, 2u);  // both pages were read
+  Page out;
+  ASSERT_OK(store->Load(0, MutablePage(out)));
+  EXPECT_EQ(out, TextPage(7));
 }
 
 TEST(PageStoreTest, TryDiscardCountsMissFreeWhenLocked) {

@@ -539,7 +539,9 @@ class PageStore {
   // straight from the pool, which is the cheaper way on one thread. Each
   // page is loaded or fails on its own; `statuses`, if not empty, receives
   // each page's result (REQUIRES: one per page), and is an access only if
-  // it succeeded, as Load(). Returns the first error.
+  // it succeeded, as Load(), and only of the page it read: a page stored
+  // over the slot while the batch decompressed is not marked accessed.
+  // Returns the first error.
   Status LoadBatch(std::uint64_t first, std::span<std::byte> out,
                    std::span<Status> statuses = {});
 
