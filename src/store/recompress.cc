@@ -11,8 +11,9 @@
 //   2. Copy out, per candidate, under its lock: recheck PP (any access
 //      clears it), copy the object, clear IDLE. Counted against max_pages,
 //      unless step 3 finds it does not decompress (then it is left as it
-//      is and the pass goes on; the kernel stops at a slot it cannot read
-//      and counts a slot once it compressed it again).
+//      is, IDLE given back in step 4, and the pass goes on; the kernel
+//      stops at a slot it cannot read and counts a slot once it compressed
+//      it again).
 //   3. With no lock held: compress the batch with each secondary codec in
 //      ascending priority, a slot going on only while it has no win. One
 //      batch codec call per priority does all of a page's work on the lane
@@ -127,6 +128,7 @@ class RecompressPass {
     int old_priority;
     bool huge;
     const Codec* old_codec;  // what the old object was made with
+    bool idle;               // IDLE when copied out (which clears it)
     bool ready = false;      // page(k) holds its page
     bool bad = false;        // did not decompress: left as it is
     bool no_memory = false;  // a win the pool could not hold
@@ -173,8 +175,8 @@ class RecompressPass {
       // Touched by the pass: not idle any more, so that a later writeback
       // of idle pages does not pick it for the same age (as the kernel).
       SlotTable::ClearFlags(s, slot::kIdle);
-      items_.push_back(
-          Item{index, n, Priority(f), (f & slot::kHuge) != 0, &m_.CodecOf(f)});
+      items_.push_back(Item{index, n, Priority(f), (f & slot::kHuge) != 0,
+                            &m_.CodecOf(f), (f & slot::kIdle) != 0});
       ++result_.attempted;
     }
   }
@@ -311,6 +313,10 @@ class RecompressPass {
       if (!(f & slot::kPp)) {  // stored, discarded or read meanwhile
         if (h != kInvalidHandle) m_.pool->Free(h);
         ++result_.changed;
+      } else if (it.bad) {
+        // Never read: idle as it was (recompress_slot() clears ZRAM_IDLE
+        // once it read the page).
+        if (it.idle) SlotTable::SetFlags(s, slot::kIdle);
       } else if (h != kInvalidHandle) {
         Swap(s, f, it, h);
       } else if (it.won == 0 && !it.bad && it.tried_top) {

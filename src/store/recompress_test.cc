@@ -354,9 +354,9 @@ TEST(RecompressTest, MaxPagesLargestFirstAndIdleCleared) {
   f.ExpectAll();
 }
 
-// An object that does not decompress is left as it is, and its page stays
-// an error (never other data); the pass goes on past it and max_pages
-// counts only the slots it compressed again (zram's recompress_slot()
+// An object that does not decompress is left as it is (IDLE too), and its
+// page stays an error (never other data); the pass goes on past it and
+// max_pages counts only the slots it compressed again (zram's recompress_slot()
 // decrements num_recomp_pages after compressing; its recompress_store()
 // stops at a slot it cannot read, ztier goes on: docs/conformance.md).
 TEST(RecompressTest, DamagedObjectsAreSkippedAndNotCountedInMaxPages) {
@@ -377,6 +377,7 @@ TEST(RecompressTest, DamagedObjectsAreSkippedAndNotCountedInMaxPages) {
       ASSERT_TRUE(PageStoreTestPeer::CorruptSlot(*f.store, by_size[k].second));
       damaged.push_back(by_size[k].second);
     }
+    f.store->MarkIdleAll();
     RecompressRequest r;
     r.max_pages = 5;
     const RecompressResult res = f.Run(r);
@@ -394,6 +395,9 @@ TEST(RecompressTest, DamagedObjectsAreSkippedAndNotCountedInMaxPages) {
           << i;
       EXPECT_EQ(f.store->Inspect(i).priority, 0) << i;
       EXPECT_FALSE(f.store->Inspect(i).incompressible) << i;
+      // Still idle: not read (recompress_slot() clears ZRAM_IDLE once it
+      // read the page).
+      EXPECT_TRUE(f.store->Inspect(i).idle) << i;
       f.Put(i, MakePage(i, 100));  // rewritten: readable again
     }
     f.ExpectAll();
