@@ -281,11 +281,13 @@ void Policy::TrainDictStep(Device& device, DeviceState& state,
       !SupportsDictionary(device.algorithm())) {
     return;
   }
+  // Read before the stats: a Reset and a new disksize after the stats
+  // leave the failure below recorded for the store they were read from.
+  const std::uint64_t serial = device.store_serial();
   const PageStoreStats st = device.Stats();
   if (st.dict_id != 0) return;
   // A failure on the store a Reset took away says nothing of this one.
-  if (state.dict_failed_store != device.store_serial())
-    state.dict_failed_at = 0;
+  if (state.dict_failed_store != serial) state.dict_failed_at = 0;
   // Compressed pages in RAM: the primary's objects, less those kept raw.
   const std::uint64_t pages = st.priority_pages[0] > st.huge_pages
                                   ? st.priority_pages[0] - st.huge_pages
@@ -297,7 +299,7 @@ void Policy::TrainDictStep(Device& device, DeviceState& state,
   auto info = device.TrainDictionary(std::to_string(options_.train_dict_size));
   if (!info.has_value()) {
     state.dict_failed_at = pages;
-    state.dict_failed_store = device.store_serial();
+    state.dict_failed_store = serial;
     Log(device.name() + ": policy: train_dict at " + std::to_string(pages) +
         " pages failed (tried again at twice as many): " +
         info.error().ToString());
