@@ -184,10 +184,12 @@ TEST(PosixFileOpenTest, AFileIsClaimedWhileItIsOpen) {
   ASSERT_FALSE(second.has_value());
   EXPECT_EQ(second.error().code(), StatusCode::kBusy);
   EXPECT_FALSE(created);
+  (*first)->Keep();  // else the file it made goes with it
   first->reset();
   second = internal::OpenPosixBackingFile(path, 16 * kPageSize,
                                           /*direct=*/false, &created);
   EXPECT_TRUE(second.has_value()) << second.error().ToString();
+  EXPECT_FALSE(created) << "not the file the first one claimed";
 }
 
 TEST(PosixFileOpenTest, ErrorsNameThePath) {
