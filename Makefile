@@ -13,7 +13,7 @@ endif
 
 DEB_PACKAGES = build-essential cmake pkg-config libgtest-dev libgmock-dev \
   libbenchmark-dev liblz4-dev libzstd-dev libdeflate-dev liblzo2-dev liburing-dev libssl-dev zstd \
-  libnbd-bin libnbd-dev nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
+  libnbd-bin libnbd-dev python3-libnbd nbdkit fio qemu-utils libgnutls28-dev gnutls-bin gnuplot-nox \
   python3 procps prometheus curl groff-base systemd iproute2 tcpdump
 
 .PHONY: all deps build install uninstall run test test-kernel test-asan test-tsan check-locks bench bench-ublk bench-remote bench-docs soak clean format fuzz fuzz-deps
